@@ -1,0 +1,74 @@
+/* backend.h — the backend vtable: what a device kind (cpu, cuda, hip, vulkan) provides.
+ *
+ * A backend is a `static const td__backend` with designated initializers (ggml-backend's
+ * shape, minus its abort-only entries): every entry that can fail returns td_status and
+ * writes a message into err. Optional entries may be NULL and the engine supplies the
+ * default. Backends never validate ops: the engine has run td__op_infer() on every op, with
+ * the actual input descs, before exec() sees it, and exec() receives contiguous row-major
+ * tensors whose byte sizes match their descs.
+ *
+ * Memory: buffer_alloc returns an opaque device pointer (a host pointer when
+ * `host_memory` is true, which lets the engine and server read and write it directly).
+ * RESHAPE and EMPTY never reach exec(): the engine aliases or allocates.
+ *
+ * Thread-safety: the engine calls a device's entries from one worker thread at a time per
+ * stream; buffer_alloc/free may be called from any thread and must be thread-safe.
+ */
+#ifndef TD_BACKENDS_BACKEND_H
+#define TD_BACKENDS_BACKEND_H
+
+#include "engine/op.h"
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct td__device td__device;
+
+/* A contiguous tensor as a backend sees it: desc plus the device address of element 0. */
+typedef struct td__view {
+    td__desc desc;
+    void *data;
+} td__view;
+
+typedef struct td__backend {
+    const char *kind;  /* "cpu", "cuda", ... */
+    bool host_memory;  /* buffers are plain host memory */
+    /* Number of devices of this kind on the host (0 when no driver/runtime: not an error). */
+    td_status (*device_count)(int *out);
+    /* Open device `index`: set dev->impl, dev->description. dev->name is set by the engine. */
+    td_status (*device_open)(td__device *dev, int index, char *err, size_t errlen);
+    void (*device_close)(td__device *dev);
+    /* Optional: bytes of device memory; NULL = unknown (reported as 0). */
+    td_status (*memory_info)(td__device *dev, uint64_t *total, uint64_t *free_bytes);
+    /* Allocate nbytes (> 0) of device memory. TD_ENOMEM when it cannot. */
+    td_status (*buffer_alloc)(td__device *dev, size_t nbytes, void **out);
+    void (*buffer_free)(td__device *dev, void *data, size_t nbytes);
+    /* Copy between host memory and device memory at a byte offset. */
+    td_status (*buffer_write)(td__device *dev, void *dst, size_t offset, const void *src,
+                              size_t nbytes);
+    td_status (*buffer_read)(td__device *dev, const void *src, size_t offset, void *dst,
+                             size_t nbytes);
+    /* Optional per-session execution stream (CUDA stream, ...). NULL: stream is NULL. */
+    td_status (*stream_create)(td__device *dev, void **out);
+    void (*stream_destroy)(td__device *dev, void *stream);
+    /* Optional: wait until all work on the stream is done. */
+    td_status (*stream_sync)(td__device *dev, void *stream);
+    /* Whether exec() implements this (validated) op for these descs. NULL = everything. */
+    bool (*supports_op)(td__device *dev, const td__op *op, const td__desc *const *in,
+                        const td__desc *out);
+    /* Execute one validated op: in[0..op->n_inputs) and a freshly allocated out. Runtime
+     * data errors (an out-of-range gather index) return TD_ERANGE with a message. */
+    td_status (*exec)(td__device *dev, void *stream, const td__op *op, const td__view *in,
+                      const td__view *out, char *err, size_t errlen);
+} td__backend;
+
+struct td__device {
+    const td__backend *backend;
+    void *impl;
+    int index;
+    char name[32];        /* "cpu", "cuda:0" */
+    char description[96]; /* human-readable model */
+};
+
+/* Backends compiled in. */
+extern const td__backend td__cpu_backend;
+#endif

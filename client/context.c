@@ -1,0 +1,763 @@
+/* context.c — the public client API: contexts, lazy tensors, batching.
+ *
+ * Every op call runs the engine's td__op_infer() on the client, so the returned handle has
+ * its dtype and shape at once and most mistakes are reported immediately, at the call that
+ * made them. Valid ops are appended to a batch that is handed to the transport (local
+ * engine or remote server) on a read, a fence, td_from_host, or when the batch reaches
+ * batch_max_ops. Tensor ids are chosen here, increasing from 1, never reused in a context.
+ */
+#include "client/transport.h"
+#include "common/alloc.h"
+#include "common/idmap.h"
+#include "engine/composite.h"
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+struct td_tensor {
+    td_context *ctx;
+    uint64_t id;
+    td__desc desc;
+};
+
+struct td_context {
+    td__transport *tp;
+    td_options opts;
+    uint64_t next_id;
+    td__op *batch;
+    size_t batch_len, batch_cap;
+    uint64_t *releases;
+    size_t n_releases, cap_releases;
+    td__idmap handles; /* id -> td_tensor* for live handles */
+    uint64_t ops_recorded;
+    char err[1024];
+};
+
+static _Thread_local char g_connect_err[1024];
+
+void td__set_connect_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void td__set_connect_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(g_connect_err, sizeof g_connect_err, fmt, ap);
+    va_end(ap);
+}
+
+const char *td_connect_error(void) { return g_connect_err; }
+
+void td__transport_defer(td__transport *t, td_status st, const char *msg)
+{
+    if (t->deferred != TD_OK) return;
+    t->deferred = st;
+    snprintf(t->deferred_msg, sizeof t->deferred_msg, "%s", msg);
+}
+
+static void set_err(td_context *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void set_err(td_context *ctx, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx->err, sizeof ctx->err, fmt, ap);
+    va_end(ap);
+}
+
+/* ---- connecting ---- */
+
+/* "cpu", "cpu:0", "cuda:1", "hip:0", "vulkan:2" */
+static bool looks_like_device(const char *s)
+{
+    static const char *kinds[] = {"cpu", "cuda", "hip", "vulkan"};
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        size_t n = strlen(kinds[i]);
+        if (strncmp(s, kinds[i], n) != 0) continue;
+        if (s[n] == '\0') return true;
+        if (s[n] != ':' || s[n + 1] == '\0') return false;
+        for (const char *p = s + n + 1; *p; p++)
+            if (*p < '0' || *p > '9') return false;
+        return true;
+    }
+    return false;
+}
+
+/* Split uri into transport kind, target and device. */
+static td_status parse_uri(const char *uri, bool *local, char *target, size_t tlen,
+                           char *device, size_t dlen)
+{
+    device[0] = '\0';
+    target[0] = '\0';
+    *local = false;
+    if (strncmp(uri, "local:", 6) == 0) {
+        *local = true;
+        snprintf(device, dlen, "%s", uri + 6);
+        return TD_OK;
+    }
+    if (strncmp(uri, "tensord://", 10) == 0) {
+        const char *host = uri + 10;
+        const char *slash = strchr(host, '/');
+        size_t hl = slash ? (size_t)(slash - host) : strlen(host);
+        if (hl == 0 || hl >= tlen || memchr(host, ':', hl) == NULL) {
+            td__set_connect_error("malformed uri '%s': expected tensord://HOST:PORT[/DEVICE]",
+                                  uri);
+            return TD_EINVAL;
+        }
+        memcpy(target, host, hl);
+        target[hl] = '\0';
+        if (slash != NULL) snprintf(device, dlen, "%s", slash + 1);
+        return TD_OK;
+    }
+    if (strncmp(uri, "unix:", 5) == 0) {
+        snprintf(target, tlen, "%s", uri);
+        char *last = strrchr(target, '/');
+        if (last != NULL && last > target + 5 && looks_like_device(last + 1)) {
+            snprintf(device, dlen, "%s", last + 1);
+            *last = '\0';
+        }
+        if (strlen(target) <= 5) {
+            td__set_connect_error("malformed uri '%s': expected unix:PATH[/DEVICE]", uri);
+            return TD_EINVAL;
+        }
+        return TD_OK;
+    }
+    td__set_connect_error("unsupported uri '%s': use local:cpu, tensord://HOST:PORT/DEVICE or "
+                          "unix:PATH/DEVICE", uri);
+    return TD_EINVAL;
+}
+
+td_status td_connect(const char *uri, const td_options *opts, td_context **out)
+{
+    if (uri == NULL || out == NULL) {
+        td__set_connect_error("td_connect: uri and out must not be NULL");
+        return TD_EINVAL;
+    }
+    td_options o = opts ? *opts : (td_options){0};
+    if (o.connect_timeout_ms <= 0) o.connect_timeout_ms = 5000;
+    if (o.call_timeout_ms <= 0) o.call_timeout_ms = 60000;
+    if (o.batch_max_ops <= 0) o.batch_max_ops = 256;
+    if (o.client_name == NULL) o.client_name = "libtensord";
+    bool local;
+    char target[512], device[64];
+    td_status s = parse_uri(uri, &local, target, sizeof target, device, sizeof device);
+    if (s != TD_OK) return s;
+    td_context *ctx = td__calloc(1, sizeof *ctx);
+    if (ctx == NULL) {
+        td__set_connect_error("td_connect: out of memory");
+        return TD_ENOMEM;
+    }
+    ctx->opts = o;
+    ctx->opts.client_name = NULL; /* not kept: borrowed */
+    ctx->next_id = 1;
+    td__idmap_init(&ctx->handles);
+    char err[1024] = "";
+    if (local) {
+        s = td__local_open(device, &ctx->tp, err, sizeof err);
+    } else {
+        s = td__remote_open(target, device, &o, &ctx->tp, err, sizeof err);
+    }
+    if (s != TD_OK) {
+        td__set_connect_error("%s", err[0] ? err : td_status_message(s));
+        td__idmap_fini(&ctx->handles);
+        td__free(ctx);
+        return s;
+    }
+    *out = ctx;
+    return TD_OK;
+}
+
+void td_close(td_context *ctx)
+{
+    if (ctx == NULL) return;
+    size_t pos = 0;
+    uint64_t id;
+    void *v;
+    while (td__idmap_next(&ctx->handles, &pos, &id, &v)) td__free(v);
+    td__idmap_fini(&ctx->handles);
+    ctx->tp->vt->close(ctx->tp);
+    td__free(ctx->batch);
+    td__free(ctx->releases);
+    td__free(ctx);
+}
+
+const char *td_last_error(const td_context *ctx) { return ctx ? ctx->err : ""; }
+const char *td_device_name(const td_context *ctx) { return ctx->tp->device; }
+
+void td_get_stats(const td_context *ctx, td_stats *out)
+{
+    *out = ctx->tp->stats;
+    out->ops_recorded = ctx->ops_recorded;
+}
+
+/* ---- batching ---- */
+
+/* Hand the pending batch, then pending releases, to the transport. */
+static td_status flush(td_context *ctx)
+{
+    td_status s = TD_OK;
+    if (ctx->batch_len > 0) {
+        s = ctx->tp->vt->submit(ctx->tp, ctx->batch, ctx->batch_len);
+        ctx->batch_len = 0;
+    }
+    if (s == TD_OK && ctx->n_releases > 0) {
+        s = ctx->tp->vt->release(ctx->tp, ctx->releases, ctx->n_releases);
+        ctx->n_releases = 0;
+    }
+    if (s != TD_OK) set_err(ctx, "%s", ctx->tp->err);
+    return s;
+}
+
+static td_tensor *new_handle(td_context *ctx, const td__desc *d)
+{
+    td_tensor *t = td__malloc(sizeof *t);
+    if (t == NULL) return NULL;
+    t->ctx = ctx;
+    t->id = ctx->next_id++;
+    t->desc = *d;
+    if (!td__idmap_put(&ctx->handles, t->id, t)) {
+        td__free(t);
+        return NULL;
+    }
+    return t;
+}
+
+/* Validate op against its input handles, append it to the batch, return the new handle.
+ * `api` names the public function for error messages. */
+static td_tensor *record(td_context *ctx, const char *api, td__op *op, td_tensor *const *in)
+{
+    const td__desc *descs[TD_OP_MAX_INPUTS];
+    for (uint32_t i = 0; i < op->n_inputs; i++) {
+        descs[i] = &in[i]->desc;
+        op->inputs[i] = in[i]->id;
+    }
+    td__desc od;
+    char why[768];
+    if (td__op_infer(op, descs, &od, why, sizeof why) != TD_OK) {
+        set_err(ctx, "%s: %s", api, why);
+        return NULL;
+    }
+    if (ctx->batch_len == ctx->batch_cap) {
+        size_t ncap = ctx->batch_cap ? ctx->batch_cap * 2 : 64;
+        td__op *nb = td__realloc(ctx->batch, ncap * sizeof *nb);
+        if (nb == NULL) {
+            set_err(ctx, "%s: out of memory", api);
+            return NULL;
+        }
+        ctx->batch = nb;
+        ctx->batch_cap = ncap;
+    }
+    td_tensor *t = new_handle(ctx, &od);
+    if (t == NULL) {
+        set_err(ctx, "%s: out of memory", api);
+        return NULL;
+    }
+    op->output = t->id;
+    ctx->batch[ctx->batch_len++] = *op;
+    ctx->ops_recorded++;
+    if (ctx->batch_len >= (size_t)ctx->opts.batch_max_ops && flush(ctx) != TD_OK) {
+        /* the transport failed; the handle stays valid and later reads report it */
+    }
+    return t;
+}
+
+/* ---- tensor metadata ---- */
+
+int64_t td_nelem(const td_tensor *t) { return td__desc_nelem(&t->desc); }
+size_t td_nbytes(const td_tensor *t) { return td__desc_nbytes(&t->desc); }
+td_dtype td_tensor_dtype(const td_tensor *t) { return (td_dtype)t->desc.dtype; }
+int td_rank(const td_tensor *t) { return (int)t->desc.rank; }
+const int64_t *td_dims(const td_tensor *t) { return t->desc.dims; }
+td_context *td_tensor_context(const td_tensor *t) { return t->ctx; }
+
+static bool set_shape(td_context *ctx, const char *api, td__op *op, int rank,
+                      const int64_t *dims)
+{
+    if (rank < 0 || rank > TD_MAX_RANK || (rank > 0 && dims == NULL)) {
+        set_err(ctx, "%s: rank %d is outside 0..%d (or dims is NULL)", api, rank, TD_MAX_RANK);
+        return false;
+    }
+    op->n_iattrs = (uint32_t)rank;
+    for (int i = 0; i < rank; i++) op->iattrs[i] = dims[i];
+    return true;
+}
+
+/* ---- creation ---- */
+
+td_tensor *td_from_host(td_context *ctx, td_dtype dt, int rank, const int64_t *dims,
+                        const void *data)
+{
+    if (ctx == NULL) return NULL;
+    td__op op = {.opcode = TD_OP_EMPTY, .dtype = (uint32_t)dt};
+    if (!set_shape(ctx, "td_from_host", &op, rank, dims)) return NULL;
+    td_tensor *t = record(ctx, "td_from_host", &op, NULL);
+    if (t == NULL) return NULL;
+    if (td_write(t, data, td_nbytes(t)) != TD_OK) {
+        td_release(t);
+        return NULL;
+    }
+    return t;
+}
+
+td_status td_write(td_tensor *t, const void *data, size_t nbytes)
+{
+    if (t == NULL) return TD_EINVAL;
+    td_context *ctx = t->ctx;
+    if (nbytes != td_nbytes(t) || (nbytes > 0 && data == NULL)) {
+        set_err(ctx, "td_write: tensor %llu holds %zu bytes, got %zu%s",
+                (unsigned long long)t->id, td_nbytes(t), nbytes, data ? "" : " (data is NULL)");
+        return TD_EINVAL;
+    }
+    td_status s = flush(ctx);
+    if (s != TD_OK) return s;
+    s = ctx->tp->vt->write(ctx->tp, t->id, 0, data, nbytes);
+    if (s != TD_OK) set_err(ctx, "td_write: %s", ctx->tp->err);
+    return s;
+}
+
+td_tensor *td_full(td_context *ctx, td_dtype dt, int rank, const int64_t *dims, double value)
+{
+    if (ctx == NULL) return NULL;
+    td__op op = {.opcode = TD_OP_FULL, .dtype = (uint32_t)dt, .fattrs = {value, 0}};
+    if (!set_shape(ctx, "td_full", &op, rank, dims)) return NULL;
+    return record(ctx, "td_full", &op, NULL);
+}
+
+td_tensor *td_arange(td_context *ctx, td_dtype dt, int64_t n, double start, double step)
+{
+    if (ctx == NULL) return NULL;
+    td__op op = {.opcode = TD_OP_ARANGE, .dtype = (uint32_t)dt, .n_iattrs = 1,
+                 .iattrs = {n}, .fattrs = {start, step}};
+    return record(ctx, "td_arange", &op, NULL);
+}
+
+static td_tensor *rand_op(td_context *ctx, const char *api, uint32_t opcode, td_dtype dt,
+                          int rank, const int64_t *dims, uint64_t seed, double a, double b)
+{
+    if (ctx == NULL) return NULL;
+    td__op op = {.opcode = opcode, .dtype = (uint32_t)dt, .fattrs = {a, b}, .seed = seed};
+    if (!set_shape(ctx, api, &op, rank, dims)) return NULL;
+    return record(ctx, api, &op, NULL);
+}
+
+td_tensor *td_rand_uniform(td_context *ctx, td_dtype dt, int rank, const int64_t *dims,
+                           uint64_t seed, double low, double high)
+{
+    return rand_op(ctx, "td_rand_uniform", TD_OP_RAND_UNIFORM, dt, rank, dims, seed, low, high);
+}
+
+td_tensor *td_rand_normal(td_context *ctx, td_dtype dt, int rank, const int64_t *dims,
+                          uint64_t seed, double mean, double stddev)
+{
+    return rand_op(ctx, "td_rand_normal", TD_OP_RAND_NORMAL, dt, rank, dims, seed, mean,
+                   stddev);
+}
+
+/* ---- reading, fences, release ---- */
+
+td_status td_read(td_tensor *t, void *dst, size_t nbytes)
+{
+    if (t == NULL) return TD_EINVAL;
+    td_context *ctx = t->ctx;
+    if (nbytes != td_nbytes(t) || (nbytes > 0 && dst == NULL)) {
+        set_err(ctx, "td_read: tensor %llu holds %zu bytes, buffer has %zu%s",
+                (unsigned long long)t->id, td_nbytes(t), nbytes, dst ? "" : " (dst is NULL)");
+        return TD_EINVAL;
+    }
+    td_status s = flush(ctx);
+    if (s != TD_OK) return s;
+    s = ctx->tp->vt->read(ctx->tp, t->id, 0, dst, nbytes);
+    if (s != TD_OK) set_err(ctx, "td_read: %s", ctx->tp->err);
+    return s;
+}
+
+td_status td_read_scalar(td_tensor *t, double *out)
+{
+    if (t == NULL) return TD_EINVAL;
+    if (td_nelem(t) != 1) {
+        set_err(t->ctx, "td_read_scalar: tensor has %lld elements, expected 1",
+                (long long)td_nelem(t));
+        return TD_EINVAL;
+    }
+    union {
+        float f32;
+        double f64;
+        int32_t i32;
+        int64_t i64;
+        uint8_t u8;
+    } v;
+    td_status s = td_read(t, &v, td_nbytes(t));
+    if (s != TD_OK) return s;
+    switch (t->desc.dtype) {
+    case TD_F32: *out = v.f32; break;
+    case TD_F64: *out = v.f64; break;
+    case TD_I32: *out = v.i32; break;
+    case TD_I64: *out = (double)v.i64; break;
+    default: *out = v.u8; break;
+    }
+    return TD_OK;
+}
+
+td_status td_fence(td_context *ctx)
+{
+    if (ctx == NULL) return TD_EINVAL;
+    td_status s = flush(ctx);
+    if (s != TD_OK) return s;
+    s = ctx->tp->vt->fence(ctx->tp);
+    if (s != TD_OK) set_err(ctx, "td_fence: %s", ctx->tp->err);
+    return s;
+}
+
+void td_release(td_tensor *t)
+{
+    if (t == NULL) return;
+    td_context *ctx = t->ctx;
+    td__idmap_del(&ctx->handles, t->id);
+    if (ctx->n_releases == ctx->cap_releases) {
+        size_t ncap = ctx->cap_releases ? ctx->cap_releases * 2 : 64;
+        uint64_t *nr = td__realloc(ctx->releases, ncap * sizeof *nr);
+        if (nr == NULL) { /* cannot queue: the id stays alive until td_close */
+            td__free(t);
+            return;
+        }
+        ctx->releases = nr;
+        ctx->cap_releases = ncap;
+    }
+    ctx->releases[ctx->n_releases++] = t->id;
+    td__free(t);
+    if (ctx->n_releases >= 4096) flush(ctx);
+}
+
+/* ---- elementwise ---- */
+
+static td_tensor *unary(const char *api, uint32_t opcode, td_tensor *x)
+{
+    if (x == NULL) return NULL;
+    td__op op = {.opcode = opcode, .n_inputs = 1};
+    return record(x->ctx, api, &op, &x);
+}
+
+static td_tensor *binary(const char *api, uint32_t opcode, td_tensor *a, td_tensor *b)
+{
+    if (a == NULL || b == NULL) return NULL;
+    if (a->ctx != b->ctx) {
+        set_err(a->ctx, "%s: inputs belong to different contexts", api);
+        return NULL;
+    }
+    td__op op = {.opcode = opcode, .n_inputs = 2};
+    td_tensor *in[2] = {a, b};
+    return record(a->ctx, api, &op, in);
+}
+
+#define TD__UNARY(fn, OP)                                                                  \
+    td_tensor *fn(td_tensor *x) { return unary(#fn, TD_OP_##OP, x); }
+TD__UNARY(td_neg, NEG)
+TD__UNARY(td_abs, ABS)
+TD__UNARY(td_exp, EXP)
+TD__UNARY(td_log, LOG)
+TD__UNARY(td_sqrt, SQRT)
+TD__UNARY(td_rsqrt, RSQRT)
+TD__UNARY(td_tanh, TANH)
+TD__UNARY(td_sigmoid, SIGMOID)
+TD__UNARY(td_relu, RELU)
+#undef TD__UNARY
+
+#define TD__BINARY(fn, OP)                                                                 \
+    td_tensor *fn(td_tensor *a, td_tensor *b) { return binary(#fn, TD_OP_##OP, a, b); }
+TD__BINARY(td_add, ADD)
+TD__BINARY(td_sub, SUB)
+TD__BINARY(td_mul, MUL)
+TD__BINARY(td_div, DIV)
+TD__BINARY(td_pow, POW)
+TD__BINARY(td_maximum, MAXIMUM)
+TD__BINARY(td_minimum, MINIMUM)
+TD__BINARY(td_eq, EQ)
+TD__BINARY(td_ne, NE)
+TD__BINARY(td_lt, LT)
+TD__BINARY(td_le, LE)
+TD__BINARY(td_gt, GT)
+TD__BINARY(td_ge, GE)
+TD__BINARY(td_matmul, MATMUL)
+#undef TD__BINARY
+
+td_tensor *td_where(td_tensor *cond, td_tensor *a, td_tensor *b)
+{
+    if (cond == NULL || a == NULL || b == NULL) return NULL;
+    if (cond->ctx != a->ctx || a->ctx != b->ctx) {
+        set_err(a->ctx, "td_where: inputs belong to different contexts");
+        return NULL;
+    }
+    td__op op = {.opcode = TD_OP_WHERE, .n_inputs = 3};
+    td_tensor *in[3] = {cond, a, b};
+    return record(a->ctx, "td_where", &op, in);
+}
+
+td_tensor *td_cast(td_tensor *x, td_dtype dt)
+{
+    if (x == NULL) return NULL;
+    td__op op = {.opcode = TD_OP_CAST, .n_inputs = 1, .dtype = (uint32_t)dt};
+    return record(x->ctx, "td_cast", &op, &x);
+}
+
+static td_tensor *scalar_op(const char *api, uint32_t opcode, td_tensor *x, double v)
+{
+    if (x == NULL) return NULL;
+    td_tensor *s = td_full(x->ctx, (td_dtype)x->desc.dtype, 0, NULL, v);
+    td_tensor *r = binary(api, opcode, x, s);
+    td_release(s);
+    return r;
+}
+
+td_tensor *td_add_scalar(td_tensor *x, double v) { return scalar_op("td_add_scalar", TD_OP_ADD, x, v); }
+td_tensor *td_mul_scalar(td_tensor *x, double v) { return scalar_op("td_mul_scalar", TD_OP_MUL, x, v); }
+
+/* ---- reductions ---- */
+
+/* Normalise an axis (negative counts from the end); false if out of range. */
+static bool norm_axis(int axis, uint32_t rank, int *out)
+{
+    int a = axis < 0 ? axis + (int)rank : axis;
+    if (a < 0 || a >= (int)rank) return false;
+    *out = a;
+    return true;
+}
+
+static td_tensor *reduce(const char *api, uint32_t opcode, td_tensor *x, int naxes,
+                         const int *axes, bool keepdims)
+{
+    if (x == NULL) return NULL;
+    int64_t mask = 0;
+    if (naxes == 0 && axes == NULL) {
+        mask = x->desc.rank ? (int64_t)((1u << x->desc.rank) - 1) : 0;
+    } else {
+        if (naxes < 0 || (naxes > 0 && axes == NULL)) {
+            set_err(x->ctx, "%s: invalid axes list (naxes %d)", api, naxes);
+            return NULL;
+        }
+        for (int i = 0; i < naxes; i++) {
+            int a;
+            if (!norm_axis(axes[i], x->desc.rank, &a)) {
+                set_err(x->ctx, "%s: axis %d out of range for rank %u", api, axes[i],
+                        x->desc.rank);
+                return NULL;
+            }
+            if (mask & ((int64_t)1 << a)) {
+                set_err(x->ctx, "%s: axis %d listed twice", api, axes[i]);
+                return NULL;
+            }
+            mask |= (int64_t)1 << a;
+        }
+    }
+    td__op op = {.opcode = opcode, .n_inputs = 1, .n_iattrs = 2, .iattrs = {mask, keepdims}};
+    return record(x->ctx, api, &op, &x);
+}
+
+td_tensor *td_sum(td_tensor *x, int naxes, const int *axes, bool keepdims)
+{
+    return reduce("td_sum", TD_OP_SUM, x, naxes, axes, keepdims);
+}
+td_tensor *td_mean(td_tensor *x, int naxes, const int *axes, bool keepdims)
+{
+    return reduce("td_mean", TD_OP_MEAN, x, naxes, axes, keepdims);
+}
+td_tensor *td_max(td_tensor *x, int naxes, const int *axes, bool keepdims)
+{
+    return reduce("td_max", TD_OP_MAX, x, naxes, axes, keepdims);
+}
+td_tensor *td_min(td_tensor *x, int naxes, const int *axes, bool keepdims)
+{
+    return reduce("td_min", TD_OP_MIN, x, naxes, axes, keepdims);
+}
+td_tensor *td_argmax(td_tensor *x, int axis, bool keepdims)
+{
+    return reduce("td_argmax", TD_OP_ARGMAX, x, 1, &axis, keepdims);
+}
+
+/* ---- movement ---- */
+
+td_tensor *td_reshape(td_tensor *x, int rank, const int64_t *dims)
+{
+    if (x == NULL) return NULL;
+    if (rank < 0 || rank > TD_MAX_RANK || (rank > 0 && dims == NULL)) {
+        set_err(x->ctx, "td_reshape: rank %d is outside 0..%d", rank, TD_MAX_RANK);
+        return NULL;
+    }
+    td__op op = {.opcode = TD_OP_RESHAPE, .n_inputs = 1, .n_iattrs = (uint32_t)rank};
+    int infer_at = -1;
+    int64_t known = 1;
+    for (int i = 0; i < rank; i++) {
+        op.iattrs[i] = dims[i];
+        if (dims[i] == -1) {
+            if (infer_at >= 0) {
+                set_err(x->ctx, "td_reshape: more than one -1 dim");
+                return NULL;
+            }
+            infer_at = i;
+        } else if (dims[i] < 0 || __builtin_mul_overflow(known, dims[i], &known)) {
+            set_err(x->ctx, "td_reshape: invalid dim %lld", (long long)dims[i]);
+            return NULL;
+        }
+    }
+    if (infer_at >= 0) {
+        int64_t n = td__desc_nelem(&x->desc);
+        if (known == 0 || n % known != 0) {
+            set_err(x->ctx, "td_reshape: cannot infer the -1 dim for %lld elements",
+                    (long long)n);
+            return NULL;
+        }
+        op.iattrs[infer_at] = n / known;
+    }
+    return record(x->ctx, "td_reshape", &op, &x);
+}
+
+td_tensor *td_permute(td_tensor *x, const int *perm)
+{
+    if (x == NULL) return NULL;
+    td__op op = {.opcode = TD_OP_PERMUTE, .n_inputs = 1, .n_iattrs = x->desc.rank};
+    for (uint32_t i = 0; i < x->desc.rank; i++) op.iattrs[i] = perm[i];
+    return record(x->ctx, "td_permute", &op, &x);
+}
+
+td_tensor *td_transpose(td_tensor *x)
+{
+    if (x == NULL) return NULL;
+    if (x->desc.rank < 2) {
+        set_err(x->ctx, "td_transpose: needs rank >= 2, got %u", x->desc.rank);
+        return NULL;
+    }
+    int perm[TD_MAX_RANK];
+    for (uint32_t i = 0; i < x->desc.rank; i++) perm[i] = (int)i;
+    perm[x->desc.rank - 2] = (int)x->desc.rank - 1;
+    perm[x->desc.rank - 1] = (int)x->desc.rank - 2;
+    return td_permute(x, perm);
+}
+
+static int64_t clamp_index(int64_t v, int64_t dim)
+{
+    if (v < 0) v += dim;
+    if (v < 0) v = 0;
+    if (v > dim) v = dim;
+    return v;
+}
+
+td_tensor *td_slice(td_tensor *x, const int64_t *starts, const int64_t *stops)
+{
+    if (x == NULL) return NULL;
+    uint32_t r = x->desc.rank;
+    td__op op = {.opcode = TD_OP_SLICE, .n_inputs = 1, .n_iattrs = 2 * r};
+    for (uint32_t i = 0; i < r; i++) {
+        int64_t a = clamp_index(starts[i], x->desc.dims[i]);
+        int64_t b = clamp_index(stops[i], x->desc.dims[i]);
+        op.iattrs[i] = a;
+        op.iattrs[r + i] = b < a ? a : b;
+    }
+    return record(x->ctx, "td_slice", &op, &x);
+}
+
+td_tensor *td_concat(int n, td_tensor *const *xs, int axis)
+{
+    if (n < 1 || n > TD_OP_MAX_INPUTS || xs == NULL) return NULL;
+    for (int i = 0; i < n; i++)
+        if (xs[i] == NULL) return NULL;
+    td_context *ctx = xs[0]->ctx;
+    for (int i = 1; i < n; i++) {
+        if (xs[i]->ctx != ctx) {
+            set_err(ctx, "td_concat: inputs belong to different contexts");
+            return NULL;
+        }
+    }
+    int a;
+    if (!norm_axis(axis, xs[0]->desc.rank, &a)) {
+        set_err(ctx, "td_concat: axis %d out of range for rank %u", axis, xs[0]->desc.rank);
+        return NULL;
+    }
+    td__op op = {.opcode = TD_OP_CONCAT, .n_inputs = (uint32_t)n, .n_iattrs = 1, .iattrs = {a}};
+    return record(ctx, "td_concat", &op, xs);
+}
+
+td_tensor *td_expand(td_tensor *x, int rank, const int64_t *dims)
+{
+    if (x == NULL) return NULL;
+    td__op op = {.opcode = TD_OP_EXPAND, .n_inputs = 1};
+    if (!set_shape(x->ctx, "td_expand", &op, rank, dims)) return NULL;
+    return record(x->ctx, "td_expand", &op, &x);
+}
+
+static td_tensor *indexed(const char *api, uint32_t opcode, td_tensor *x, td_tensor *index,
+                          int axis)
+{
+    if (x == NULL || index == NULL) return NULL;
+    int a;
+    if (!norm_axis(axis, x->desc.rank, &a)) {
+        set_err(x->ctx, "%s: axis %d out of range for rank %u", api, axis, x->desc.rank);
+        return NULL;
+    }
+    if (x->ctx != index->ctx) {
+        set_err(x->ctx, "%s: inputs belong to different contexts", api);
+        return NULL;
+    }
+    td__op op = {.opcode = opcode, .n_inputs = 2, .n_iattrs = 1, .iattrs = {a}};
+    td_tensor *in[2] = {x, index};
+    return record(x->ctx, api, &op, in);
+}
+
+td_tensor *td_gather(td_tensor *x, td_tensor *index, int axis)
+{
+    return indexed("td_gather", TD_OP_GATHER, x, index, axis);
+}
+
+td_tensor *td_index_select(td_tensor *x, td_tensor *index, int axis)
+{
+    return indexed("td_index_select", TD_OP_INDEX_SELECT, x, index, axis);
+}
+
+/* ---- composites ---- */
+
+typedef struct emit_state {
+    td_context *ctx;
+    const char *api;
+} emit_state;
+
+static td_status emit_record(void *arg, td__op *op, uint64_t *out_id, td__desc *out_desc)
+{
+    emit_state *es = arg;
+    td_tensor *in[TD_OP_MAX_INPUTS];
+    for (uint32_t i = 0; i < op->n_inputs; i++) {
+        in[i] = td__idmap_get(&es->ctx->handles, op->inputs[i]);
+        if (in[i] == NULL) return TD_EINTERNAL;
+    }
+    td_tensor *t = record(es->ctx, es->api, op, in);
+    if (t == NULL) return TD_EINVAL;
+    *out_id = t->id;
+    *out_desc = t->desc;
+    return TD_OK;
+}
+
+static void emit_drop(void *arg, uint64_t id)
+{
+    emit_state *es = arg;
+    td_release(td__idmap_get(&es->ctx->handles, id));
+}
+
+static td_tensor *softmax_common(const char *api, td_tensor *x, int axis, bool log)
+{
+    if (x == NULL) return NULL;
+    int a;
+    if (!norm_axis(axis, x->desc.rank, &a)) {
+        set_err(x->ctx, "%s: axis %d out of range for rank %u", api, axis, x->desc.rank);
+        return NULL;
+    }
+    if (!td__dtype_is_float(x->desc.dtype)) {
+        set_err(x->ctx, "%s: needs a float dtype, got %s", api, td_dtype_name(x->desc.dtype));
+        return NULL;
+    }
+    emit_state es = {x->ctx, api};
+    td__emitter e = {.ctx = &es, .emit = emit_record, .drop = emit_drop};
+    uint64_t id;
+    td__desc d;
+    if (td__composite_softmax(&e, x->id, &x->desc, a, log, &id, &d) != TD_OK) return NULL;
+    return td__idmap_get(&x->ctx->handles, id);
+}
+
+td_tensor *td_softmax(td_tensor *x, int axis) { return softmax_common("td_softmax", x, axis, false); }
+td_tensor *td_log_softmax(td_tensor *x, int axis)
+{
+    return softmax_common("td_log_softmax", x, axis, true);
+}

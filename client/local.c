@@ -1,0 +1,118 @@
+/* local.c — the in-process transport ("local:cpu"): an engine session driven directly on
+ * the caller's thread. It runs exactly the code the server runs for a session (engine
+ * validation, execution, poisoning), which is what makes local and remote results agree
+ * bit for bit. */
+#include "client/transport.h"
+#include "common/alloc.h"
+#include "engine/device.h"
+#include "engine/session.h"
+#include <stdio.h>
+
+typedef struct local_transport {
+    td__transport base;
+    td__session *session;
+    uint64_t batches;
+} local_transport;
+
+
+static void on_failure(void *arg, uint32_t op_index, td_status st, const char *msg)
+{
+    local_transport *lt = arg;
+    char m[1024];
+    snprintf(m, sizeof m, "batch %llu: %s", (unsigned long long)lt->batches, msg);
+    (void)op_index;
+    td__transport_defer(&lt->base, st, m);
+}
+
+static td_status local_submit(td__transport *t, const td__op *ops, size_t n)
+{
+    local_transport *lt = (local_transport *)t;
+    lt->batches++;
+    t->stats.batches_sent++;
+    td__session_exec(lt->session, ops, n, on_failure, lt);
+    return TD_OK;
+}
+
+static td_status local_write(td__transport *t, uint64_t id, uint64_t offset, const void *src,
+                             size_t nbytes)
+{
+    local_transport *lt = (local_transport *)t;
+    t->stats.bytes_sent += nbytes;
+    return td__session_write(lt->session, id, offset, src, nbytes, t->err, sizeof t->err);
+}
+
+static td_status local_read(td__transport *t, uint64_t id, uint64_t offset, void *dst,
+                            size_t nbytes)
+{
+    local_transport *lt = (local_transport *)t;
+    t->stats.round_trips++;
+    td_status s = td__session_sync(lt->session, t->err, sizeof t->err);
+    if (s == TD_OK) s = td__session_read(lt->session, id, offset, dst, nbytes, t->err,
+                                         sizeof t->err);
+    if (s == TD_OK) t->stats.bytes_received += nbytes;
+    return s;
+}
+
+static td_status local_release(td__transport *t, const uint64_t *ids, size_t n)
+{
+    td__session_release(((local_transport *)t)->session, ids, n);
+    return TD_OK;
+}
+
+static td_status local_fence(td__transport *t)
+{
+    local_transport *lt = (local_transport *)t;
+    t->stats.round_trips++;
+    td_status s = td__session_sync(lt->session, t->err, sizeof t->err);
+    if (s != TD_OK) return s;
+    s = t->deferred;
+    if (s != TD_OK) {
+        snprintf(t->err, sizeof t->err, "%s", t->deferred_msg);
+        t->deferred = TD_OK;
+    }
+    return s;
+}
+
+static void local_close(td__transport *t)
+{
+    local_transport *lt = (local_transport *)t;
+    td__session_destroy(lt->session);
+    td__free(lt);
+}
+
+static const td__transport_vt local_vt = {
+    .submit = local_submit,
+    .write = local_write,
+    .read = local_read,
+    .release = local_release,
+    .fence = local_fence,
+    .close = local_close,
+};
+
+td_status td__local_open(const char *device, td__transport **out, char *err, size_t errlen)
+{
+    td_status s = td__devices_init(err, errlen);
+    if (s != TD_OK) return s;
+    td__device *dev = td__device_find(device);
+    if (dev == NULL) {
+        char names[256] = "";
+        size_t o = 0;
+        for (int i = 0; i < td__device_count() && o < sizeof names; i++)
+            o += (size_t)snprintf(names + o, sizeof names - o, "%s%s", i ? ", " : "",
+                                  td__device_at(i)->name);
+        snprintf(err, errlen, "unknown device '%s'; this process has: %s", device, names);
+        return TD_EINVAL;
+    }
+    local_transport *lt = td__calloc(1, sizeof *lt);
+    if (lt == NULL) return TD_ENOMEM;
+    s = td__session_create(dev, NULL, &lt->session);
+    if (s != TD_OK) {
+        snprintf(err, errlen, "cannot create a session on %s", dev->name);
+        td__free(lt);
+        return s;
+    }
+    lt->base.vt = &local_vt;
+    snprintf(lt->base.device, sizeof lt->base.device, "%s", dev->name);
+    *out = &lt->base;
+    return TD_OK;
+}

@@ -1,0 +1,51 @@
+/* transport.h — how a client context reaches its executor.
+ *
+ * Two transports implement this table: local (client/local.c: an engine session in this
+ * process) and remote (client/remote.c: a gRPC Session stream to tensord). The context
+ * (client/context.c) records ops, does shape inference and batching, and calls these.
+ *
+ * Error contract shared by both: submit never reports executor failures itself — they are
+ * queued as "deferred" and returned by the next fence (first one, then forgotten); a read
+ * of a tensor that depends on a failed op returns TD_EPOISONED with the original message.
+ * Transport-level errors (server gone, deadline) are returned at once and make the
+ * transport unusable: every later call returns TD_ECLOSED.
+ * Messages go to t->err. Thread-safety: one thread at a time.
+ */
+#ifndef TD_CLIENT_TRANSPORT_H
+#define TD_CLIENT_TRANSPORT_H
+
+#include "engine/op.h"
+#include "tensord.h"
+
+typedef struct td__transport td__transport;
+
+typedef struct td__transport_vt {
+    td_status (*submit)(td__transport *t, const td__op *ops, size_t n);
+    td_status (*write)(td__transport *t, uint64_t id, uint64_t offset, const void *src,
+                       size_t nbytes);
+    td_status (*read)(td__transport *t, uint64_t id, uint64_t offset, void *dst, size_t nbytes);
+    td_status (*release)(td__transport *t, const uint64_t *ids, size_t n);
+    td_status (*fence)(td__transport *t);
+    void (*close)(td__transport *t); /* frees t */
+} td__transport_vt;
+
+struct td__transport {
+    const td__transport_vt *vt;
+    char device[32];     /* device actually opened */
+    char err[1024];      /* message of the last failure */
+    td_stats stats;      /* batches_sent, bytes_*, round_trips maintained by the transport */
+    td_status deferred;  /* first executor failure since the last fence */
+    char deferred_msg[1024];
+};
+
+/* Record a deferred failure if none is pending (shared by both transports). */
+void td__transport_defer(td__transport *t, td_status st, const char *msg);
+
+/* Open an in-process engine session on device `device` ("cpu"). */
+td_status td__local_open(const char *device, td__transport **out, char *err, size_t errlen);
+
+/* Open a remote session. `target` is a gRPC target ("127.0.0.1:7070", "unix:/path"),
+ * `device` may be "" (server default). */
+td_status td__remote_open(const char *target, const char *device, const td_options *opts,
+                          td__transport **out, char *err, size_t errlen);
+#endif

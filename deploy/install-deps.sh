@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Install the Debian 12 packages that building, testing and the quickstart need.
+# Skips apt entirely when everything is already installed. Run as root.
+set -euo pipefail
+PKGS=(meson ninja-build pkg-config gcc libc6-dev
+      libgrpc-dev protobuf-c-compiler libprotobuf-c-dev libuv1-dev libssl-dev
+      libopenblas-dev libsystemd-dev zlib1g-dev libjansson-dev libcriterion-dev
+      dataset-fashion-mnist python3-numpy)
+missing=()
+for p in "${PKGS[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+    exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+    echo "install-deps: missing packages: ${missing[*]}; run as root or install them with apt-get" >&2
+    exit 1
+fi
+echo "install-deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,302 @@
+/* session.c — one client's in-order execution stream (see session.h).
+ *
+ * Why poisoning instead of aborting the batch: ops are fire-and-forget, so the client may
+ * already have recorded work that does not depend on a failed op. Marking only the failed
+ * op's output (and, transitively, whatever reads it) keeps the rest of the batch and the
+ * session useful, and a later read of an affected tensor still reports the root cause.
+ */
+#include "engine/session.h"
+#include "common/alloc.h"
+#include "common/checked.h"
+#include "common/idmap.h"
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+struct td__session {
+    td__device *dev;
+    void *stream;
+    td__idmap tensors; /* id -> td__tensor* */
+    td__session_limits limits;
+    uint64_t bytes;
+};
+
+td_status td__session_create(td__device *dev, const td__session_limits *limits,
+                             td__session **out)
+{
+    td__session *s = td__calloc(1, sizeof *s);
+    if (s == NULL) return TD_ENOMEM;
+    s->dev = dev;
+    if (limits != NULL) s->limits = *limits;
+    td__idmap_init(&s->tensors);
+    if (dev->backend->stream_create != NULL) {
+        td_status st = dev->backend->stream_create(dev, &s->stream);
+        if (st != TD_OK) {
+            td__free(s);
+            return st;
+        }
+    }
+    *out = s;
+    return TD_OK;
+}
+
+static void tensor_free(td__session *s, td__tensor *t)
+{
+    s->bytes -= t->charged;
+    td__buffer_unref(t->buf);
+    td__free(t->poison_msg);
+    td__free(t);
+}
+
+void td__session_destroy(td__session *s)
+{
+    if (s == NULL) return;
+    size_t pos = 0;
+    uint64_t id;
+    void *v;
+    if (s->stream != NULL && s->dev->backend->stream_sync != NULL)
+        s->dev->backend->stream_sync(s->dev, s->stream);
+    while (td__idmap_next(&s->tensors, &pos, &id, &v)) tensor_free(s, v);
+    td__idmap_fini(&s->tensors);
+    if (s->stream != NULL && s->dev->backend->stream_destroy != NULL)
+        s->dev->backend->stream_destroy(s->dev, s->stream);
+    td__free(s);
+}
+
+/* Insert a poison record for `id` carrying `msg` (best effort: on allocation failure the id
+ * simply stays unknown, which a later read also reports). Never replaces a live tensor. */
+static void poison(td__session *s, uint64_t id, td_status st, const char *msg)
+{
+    if (td__idmap_get(&s->tensors, id) != NULL) return;
+    td__tensor *t = td__calloc(1, sizeof *t);
+    if (t == NULL) return;
+    t->poison = st;
+    t->poison_msg = td__strdup(msg);
+    if (t->poison_msg == NULL || !td__idmap_put(&s->tensors, id, t)) {
+        td__free(t->poison_msg);
+        td__free(t);
+    }
+}
+
+/* Format "op <i> (<name>): <reason>", dropping a "<name>: " prefix already in reason. */
+static void op_message(char *buf, size_t len, size_t index, const td__op *op, const char *fmt,
+                       ...) __attribute__((format(printf, 5, 6)));
+static void op_message(char *buf, size_t len, size_t index, const td__op *op, const char *fmt,
+                       ...)
+{
+    char reason[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(reason, sizeof reason, fmt, ap);
+    va_end(ap);
+    const char *name = td__op_name(op->opcode);
+    size_t nl = strlen(name);
+    const char *r = reason;
+    if (strncmp(r, name, nl) == 0 && r[nl] == ':' && r[nl + 1] == ' ') r += nl + 2;
+    snprintf(buf, len, "op %zu (%s): %s", index, name, r);
+}
+
+/* Execute one op. Returns TD_OK, or the failure status with the message in msg; *poisoned
+ * is set when an input was poisoned (then msg holds that input's root-cause message and the
+ * failure is not reported again). */
+static td_status exec_one(td__session *s, size_t index, const td__op *op, char *msg,
+                          size_t msglen, bool *poisoned)
+{
+    *poisoned = false;
+    if (op->n_inputs > TD_OP_MAX_INPUTS) {
+        op_message(msg, msglen, index, op, "%u inputs, at most %d", op->n_inputs,
+                   TD_OP_MAX_INPUTS);
+        return TD_EINVAL;
+    }
+    td__tensor *in[TD_OP_MAX_INPUTS];
+    const td__desc *in_desc[TD_OP_MAX_INPUTS];
+    for (uint32_t k = 0; k < op->n_inputs; k++) {
+        in[k] = td__idmap_get(&s->tensors, op->inputs[k]);
+        if (in[k] == NULL) {
+            op_message(msg, msglen, index, op, "input %u: unknown tensor id %llu (never created, "
+                       "or released)", k, (unsigned long long)op->inputs[k]);
+            return TD_ENOTFOUND;
+        }
+        if (in[k]->poison != TD_OK) {
+            snprintf(msg, msglen, "%s", in[k]->poison_msg ? in[k]->poison_msg : "poisoned input");
+            *poisoned = true;
+            return TD_EPOISONED;
+        }
+        in_desc[k] = &in[k]->desc;
+    }
+    if (td__idmap_get(&s->tensors, op->output) != NULL) {
+        op_message(msg, msglen, index, op, "output id %llu is already in use",
+                   (unsigned long long)op->output);
+        return TD_EINVAL;
+    }
+    td__desc od;
+    char why[512];
+    td_status st = td__op_infer(op, in_desc, &od, why, sizeof why);
+    if (st != TD_OK) {
+        op_message(msg, msglen, index, op, "%s", why);
+        return st;
+    }
+    const td__backend *be = s->dev->backend;
+    if (be->supports_op != NULL && !be->supports_op(s->dev, op, in_desc, &od)) {
+        op_message(msg, msglen, index, op, "not supported on device %s", s->dev->name);
+        return TD_EUNSUPPORTED;
+    }
+    size_t nbytes = td__desc_nbytes(&od);
+    bool alias = op->opcode == TD_OP_RESHAPE;
+    uint64_t charge = alias ? 0 : nbytes, total;
+    if (s->limits.max_tensors != 0 && s->tensors.len >= s->limits.max_tensors) {
+        op_message(msg, msglen, index, op, "session tensor quota of %llu reached",
+                   (unsigned long long)s->limits.max_tensors);
+        return TD_EQUOTA;
+    }
+    if (s->limits.max_bytes != 0 &&
+        (!td__add_u64(s->bytes, charge, &total) || total > s->limits.max_bytes)) {
+        op_message(msg, msglen, index, op,
+                   "allocating %llu bytes would exceed the session memory quota "
+                   "(%llu of %llu bytes in use)",
+                   (unsigned long long)charge, (unsigned long long)s->bytes,
+                   (unsigned long long)s->limits.max_bytes);
+        return TD_EQUOTA;
+    }
+    td__tensor *t = td__calloc(1, sizeof *t);
+    if (t == NULL) {
+        op_message(msg, msglen, index, op, "out of host memory for the tensor record");
+        return TD_ENOMEM;
+    }
+    t->desc = od;
+    if (alias) {
+        t->buf = in[0]->buf;
+        td__buffer_ref(t->buf);
+    } else {
+        st = td__buffer_create(s->dev, nbytes, &t->buf);
+        if (st != TD_OK) {
+            td__free(t);
+            op_message(msg, msglen, index, op, "cannot allocate %zu bytes on %s", nbytes,
+                       s->dev->name);
+            return st;
+        }
+        if (op->opcode != TD_OP_EMPTY) {
+            td__view vin[TD_OP_MAX_INPUTS], vout = {.desc = od, .data = t->buf->data};
+            for (uint32_t k = 0; k < op->n_inputs; k++)
+                vin[k] = (td__view){.desc = in[k]->desc, .data = in[k]->buf->data};
+            why[0] = '\0';
+            st = be->exec(s->dev, s->stream, op, vin, &vout, why, sizeof why);
+            if (st != TD_OK) {
+                td__buffer_unref(t->buf);
+                td__free(t);
+                op_message(msg, msglen, index, op, "%s", why[0] ? why : td_status_message(st));
+                return st;
+            }
+        }
+    }
+    if (!td__idmap_put(&s->tensors, op->output, t)) {
+        td__buffer_unref(t->buf);
+        td__free(t);
+        op_message(msg, msglen, index, op, "out of host memory for the tensor table");
+        return TD_ENOMEM;
+    }
+    t->charged = charge;
+    s->bytes += charge;
+    return TD_OK;
+}
+
+size_t td__session_exec(td__session *s, const td__op *ops, size_t n, td__failure_fn on_failure,
+                        void *arg)
+{
+    size_t failures = 0;
+    for (size_t i = 0; i < n; i++) {
+        char msg[1024];
+        bool poisoned;
+        td_status st = exec_one(s, i, &ops[i], msg, sizeof msg, &poisoned);
+        if (st == TD_OK) continue;
+        poison(s, ops[i].output, poisoned ? TD_EPOISONED : st, msg);
+        if (!poisoned) {
+            failures++;
+            if (on_failure != NULL) on_failure(arg, (uint32_t)i, st, msg);
+        }
+    }
+    return failures;
+}
+
+/* Find a live, unpoisoned tensor and check [offset, offset + nbytes) lies inside it. */
+static td_status find_range(td__session *s, uint64_t id, uint64_t offset, size_t nbytes,
+                            td__tensor **out, char *err, size_t errlen)
+{
+    td__tensor *t = td__idmap_get(&s->tensors, id);
+    if (t == NULL) {
+        snprintf(err, errlen, "unknown tensor id %llu (never created, or released)",
+                 (unsigned long long)id);
+        return TD_ENOTFOUND;
+    }
+    if (t->poison != TD_OK) {
+        snprintf(err, errlen, "tensor %llu depends on a failed op: %s", (unsigned long long)id,
+                 t->poison_msg ? t->poison_msg : "?");
+        return TD_EPOISONED;
+    }
+    uint64_t end;
+    if (!td__add_u64(offset, nbytes, &end) || end > t->buf->nbytes) {
+        snprintf(err, errlen, "range [%llu, +%zu) is outside tensor %llu of %zu bytes",
+                 (unsigned long long)offset, nbytes, (unsigned long long)id, t->buf->nbytes);
+        return TD_ERANGE;
+    }
+    *out = t;
+    return TD_OK;
+}
+
+td_status td__session_write(td__session *s, uint64_t id, uint64_t offset, const void *src,
+                            size_t nbytes, char *err, size_t errlen)
+{
+    td__tensor *t;
+    td_status st = find_range(s, id, offset, nbytes, &t, err, errlen);
+    if (st != TD_OK || nbytes == 0) return st;
+    st = s->dev->backend->buffer_write(s->dev, t->buf->data, (size_t)offset, src, nbytes);
+    if (st != TD_OK) snprintf(err, errlen, "device write to tensor %llu failed",
+                              (unsigned long long)id);
+    return st;
+}
+
+td_status td__session_read(td__session *s, uint64_t id, uint64_t offset, void *dst,
+                           size_t nbytes, char *err, size_t errlen)
+{
+    td__tensor *t;
+    td_status st = find_range(s, id, offset, nbytes, &t, err, errlen);
+    if (st != TD_OK || nbytes == 0) return st;
+    st = s->dev->backend->buffer_read(s->dev, t->buf->data, (size_t)offset, dst, nbytes);
+    if (st != TD_OK) snprintf(err, errlen, "device read of tensor %llu failed",
+                              (unsigned long long)id);
+    return st;
+}
+
+td_status td__session_lookup(td__session *s, uint64_t id, td__desc *desc, td__buffer **buf,
+                             char *err, size_t errlen)
+{
+    td__tensor *t;
+    td_status st = find_range(s, id, 0, 0, &t, err, errlen);
+    if (st != TD_OK) return st;
+    *desc = t->desc;
+    *buf = NULL;
+    if (s->dev->backend->host_memory) {
+        td__buffer_ref(t->buf);
+        *buf = t->buf;
+    }
+    return TD_OK;
+}
+
+void td__session_release(td__session *s, const uint64_t *ids, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        td__tensor *t = td__idmap_del(&s->tensors, ids[i]);
+        if (t != NULL) tensor_free(s, t);
+    }
+}
+
+td_status td__session_sync(td__session *s, char *err, size_t errlen)
+{
+    if (s->stream == NULL || s->dev->backend->stream_sync == NULL) return TD_OK;
+    td_status st = s->dev->backend->stream_sync(s->dev, s->stream);
+    if (st != TD_OK) snprintf(err, errlen, "device %s failed while synchronising", s->dev->name);
+    return st;
+}
+
+uint64_t td__session_tensor_count(const td__session *s) { return s->tensors.len; }
+uint64_t td__session_bytes(const td__session *s) { return s->bytes; }

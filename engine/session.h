@@ -1,0 +1,61 @@
+/* session.h — one client's in-order execution stream on one device.
+ *
+ * A session maps client-chosen tensor ids to tensors and executes op batches strictly in
+ * order. Every op is validated with td__op_infer() against the actual inputs first. An op
+ * that fails (validation, allocation, execution) poisons its output id; ops that read a
+ * poisoned tensor poison their outputs silently; independent ops keep running, so the
+ * session stays usable. Reading a poisoned tensor returns TD_EPOISONED with the message of
+ * the op that failed first.
+ *
+ * Used by the server (one per gRPC stream, driven by the device worker) and by the client
+ * library's local:cpu mode (driven by the caller), so both run the same code.
+ * Thread-safety: one thread at a time per session.
+ */
+#ifndef TD_ENGINE_SESSION_H
+#define TD_ENGINE_SESSION_H
+
+#include "engine/tensor.h"
+
+typedef struct td__session td__session;
+
+/* Called for each op of a batch that failed by itself (not merely poisoned). */
+typedef void (*td__failure_fn)(void *arg, uint32_t op_index, td_status status,
+                               const char *message);
+
+/* Per-session limits; zero fields mean "no limit". */
+typedef struct td__session_limits {
+    uint64_t max_bytes;   /* device bytes held by the session's tensors */
+    uint64_t max_tensors; /* live tensor ids */
+} td__session_limits;
+
+td_status td__session_create(td__device *dev, const td__session_limits *limits,
+                             td__session **out);
+/* Frees every tensor of the session. NULL is a no-op. */
+void td__session_destroy(td__session *s);
+
+/* Execute ops[0..n) in order. Failures are reported through on_failure (may be NULL);
+ * returns the number of ops that failed by themselves. Message format:
+ * "op <index> (<name>): <reason>". */
+size_t td__session_exec(td__session *s, const td__op *ops, size_t n, td__failure_fn on_failure,
+                        void *arg);
+
+/* Copy host bytes into tensor `id` at byte offset. TD_ENOTFOUND, TD_EPOISONED, TD_ERANGE
+ * (offset+nbytes past the end or overflowing) with a message in err. */
+td_status td__session_write(td__session *s, uint64_t id, uint64_t offset, const void *src,
+                            size_t nbytes, char *err, size_t errlen);
+/* Copy tensor bytes to host memory. Same errors as write. */
+td_status td__session_read(td__session *s, uint64_t id, uint64_t offset, void *dst,
+                           size_t nbytes, char *err, size_t errlen);
+/* Look up a readable tensor: on TD_OK *desc is its desc and, when its device has host
+ * memory, *buf receives a new reference to its buffer (caller unrefs), else NULL. */
+td_status td__session_lookup(td__session *s, uint64_t id, td__desc *desc, td__buffer **buf,
+                             char *err, size_t errlen);
+/* Drop ids (unknown ids are ignored: a release is idempotent). */
+void td__session_release(td__session *s, const uint64_t *ids, size_t n);
+/* Wait for the device stream. */
+td_status td__session_sync(td__session *s, char *err, size_t errlen);
+
+/* Live tensors and bytes held by this session. */
+uint64_t td__session_tensor_count(const td__session *s);
+uint64_t td__session_bytes(const td__session *s);
+#endif

@@ -1,0 +1,41 @@
+/* tensor.c — reference-counted device buffers (see tensor.h). The live counters are
+ * process-wide atomics so GetInfo can report memory in use without locking sessions. */
+#include "engine/tensor.h"
+#include "common/alloc.h"
+
+static atomic_ullong g_live_count;
+static atomic_ullong g_live_bytes;
+
+td_status td__buffer_create(td__device *dev, size_t nbytes, td__buffer **out)
+{
+    td__buffer *b = td__calloc(1, sizeof *b);
+    if (b == NULL) return TD_ENOMEM;
+    if (nbytes > 0) {
+        td_status s = dev->backend->buffer_alloc(dev, nbytes, &b->data);
+        if (s != TD_OK) {
+            td__free(b);
+            return s;
+        }
+    }
+    atomic_init(&b->refs, 1);
+    b->nbytes = nbytes;
+    b->dev = dev;
+    atomic_fetch_add(&g_live_count, 1);
+    atomic_fetch_add(&g_live_bytes, nbytes);
+    *out = b;
+    return TD_OK;
+}
+
+void td__buffer_ref(td__buffer *b) { atomic_fetch_add(&b->refs, 1); }
+
+void td__buffer_unref(td__buffer *b)
+{
+    if (b == NULL || atomic_fetch_sub(&b->refs, 1) != 1) return;
+    if (b->data != NULL) b->dev->backend->buffer_free(b->dev, b->data, b->nbytes);
+    atomic_fetch_sub(&g_live_count, 1);
+    atomic_fetch_sub(&g_live_bytes, b->nbytes);
+    td__free(b);
+}
+
+uint64_t td__buffer_live_count(void) { return atomic_load(&g_live_count); }
+uint64_t td__buffer_live_bytes(void) { return atomic_load(&g_live_bytes); }

@@ -1,0 +1,283 @@
+/* tensord.h — the public client API of libtensord.
+ *
+ * A program records tensor operations lazily on a context; the context ships them in
+ * batches to an executor, either the in-process engine ("local:cpu") or a remote tensord
+ * server over gRPC ("tensord://HOST:PORT/DEVICE", "unix:PATH[/DEVICE]"). Op calls return at
+ * once with a handle whose dtype and shape are already known (the engine's op table infers
+ * them on the client); only reads and fences wait for the executor.
+ *
+ * Lifetime rules:
+ *  - A td_context owns every td_tensor made on it; td_close() releases them all.
+ *  - A td_tensor handle is owned by the caller until td_release(); releasing a tensor that
+ *    later ops used is fine (the executor keeps the data alive as long as needed).
+ *  - Op functions accept NULL inputs and then return NULL without recording anything, so
+ *    that chained calls such as td_relu(td_add(a, b)) need one NULL check at the end;
+ *    td_last_error() then names the first op that failed to record.
+ *
+ * Errors: every fallible call returns td_status (values frozen, append-only). The context
+ * keeps a human-readable message for the last failure: td_last_error(). Errors of lazy ops
+ * found by the executor (out of memory, a hostile-input check on the server) surface at the
+ * next td_read of an affected tensor, or at the next td_fence, naming the op and its batch.
+ *
+ * Thread-safety: a context and its tensors are used by one thread at a time. Different
+ * contexts are independent and may be used from different threads concurrently.
+ */
+#ifndef TENSORD_H
+#define TENSORD_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TD_VERSION_STRING "0.1.0"
+/* Highest tensor rank supported everywhere. */
+#define TD_MAX_RANK 8
+
+/* Status codes. Frozen and append-only: a value never changes meaning.
+ * X(name, value, grpc_code, message) */
+#define TD_STATUS_MAP(X)                                                                   \
+    X(TD_OK, 0, 0, "ok")                                                                   \
+    X(TD_EINVAL, 1, 3, "invalid argument")                                                 \
+    X(TD_ENOMEM, 2, 8, "out of memory")                                                    \
+    X(TD_ENOTFOUND, 3, 5, "unknown tensor id")                                             \
+    X(TD_EPOISONED, 4, 9, "tensor depends on a failed op")                                 \
+    X(TD_EUNAVAILABLE, 5, 14, "server unavailable")                                        \
+    X(TD_ETIMEOUT, 6, 4, "deadline exceeded")                                              \
+    X(TD_EPROTO, 7, 3, "protocol error")                                                   \
+    X(TD_EUNSUPPORTED, 8, 12, "operation not supported by this device")                    \
+    X(TD_EDEVICE, 9, 13, "device error")                                                   \
+    X(TD_EQUOTA, 10, 8, "quota exceeded")                                                  \
+    X(TD_EIO, 11, 13, "i/o error")                                                         \
+    X(TD_ECANCELLED, 12, 1, "cancelled")                                                   \
+    X(TD_EINTERNAL, 13, 13, "internal error")                                              \
+    X(TD_EUNAUTHENTICATED, 14, 16, "unauthenticated")                                      \
+    X(TD_ECLOSED, 15, 14, "session closed")                                                \
+    X(TD_ERANGE, 16, 11, "offset or length out of range")
+
+typedef enum td_status {
+#define TD__STATUS_ENUM(name, value, grpc, msg) name = value,
+    TD_STATUS_MAP(TD__STATUS_ENUM)
+#undef TD__STATUS_ENUM
+} td_status;
+
+/* Name ("TD_EINVAL") and generic message of a status; "unknown status" for values not in
+ * the table. Returns static strings. Thread-safety: any thread. */
+const char *td_status_name(td_status s);
+const char *td_status_message(td_status s);
+
+/* Element types. Frozen values (they travel on the wire). */
+typedef enum td_dtype {
+    TD_F32 = 0,
+    TD_F64 = 1,
+    TD_I32 = 2,
+    TD_I64 = 3,
+    TD_U8 = 4,
+    TD_BOOL = 5, /* one byte per element, 0 or 1 */
+} td_dtype;
+#define TD_DTYPE_COUNT 6
+
+/* Bytes per element (0 for an unknown dtype) and name ("f32"; "?" if unknown). */
+size_t td_dtype_size(td_dtype dt);
+const char *td_dtype_name(td_dtype dt);
+
+typedef struct td_context td_context;
+typedef struct td_tensor td_tensor;
+
+/* Options for td_connect. Zero-initialise, then set what you need; zero means default. */
+typedef struct td_options {
+    int connect_timeout_ms; /* default 5000: how long td_connect waits for the server */
+    int call_timeout_ms;    /* default 60000: deadline for one read/fence/info round trip */
+    int batch_max_ops;      /* default 256: flush the op batch at this many ops */
+    const char *client_name; /* shown in server logs; default "libtensord" */
+} td_options;
+
+/* Open a context on a device.
+ *   "local:cpu"                      in-process engine, no network
+ *   "tensord://HOST:PORT[/DEVICE]"   remote server over TCP (IPv6 hosts in brackets)
+ *   "unix:PATH[/DEVICE]"             remote server over a unix socket; the last path
+ *                                    component is taken as DEVICE when it looks like one
+ *                                    ("cpu", "cpu:0", "cuda:1", ...)
+ * DEVICE defaults to the server's first device. `opts` may be NULL (all defaults) and is
+ * copied. On success *out owns a new context (close with td_close).
+ * Returns: TD_OK; TD_EINVAL (malformed uri, unknown device); TD_EUNAVAILABLE (cannot
+ * reach the server within connect_timeout_ms); TD_EPROTO (no common protocol version);
+ * TD_ENOMEM. On failure *out is untouched; td_connect_error() has the message.
+ * Thread-safety: any thread. */
+td_status td_connect(const char *uri, const td_options *opts, td_context **out);
+
+/* Message of the last td_connect failure on this thread. */
+const char *td_connect_error(void);
+
+/* Close the context: releases its tensors, ends the session (the server frees all of the
+ * session's memory). NULL is a no-op. */
+void td_close(td_context *ctx);
+
+/* Human-readable message of the last failure on this context ("" if none). The string is
+ * owned by the context and valid until the next call on it. */
+const char *td_last_error(const td_context *ctx);
+
+/* Device name the context runs on, e.g. "cpu". Owned by the context. */
+const char *td_device_name(const td_context *ctx);
+
+/* Client statistics (monotonic since td_connect). */
+typedef struct td_stats {
+    uint64_t ops_recorded;
+    uint64_t batches_sent;
+    uint64_t bytes_sent;     /* tensor payload bytes written */
+    uint64_t bytes_received; /* tensor payload bytes read */
+    uint64_t round_trips;    /* reads, fences and pings that waited for the executor */
+} td_stats;
+void td_get_stats(const td_context *ctx, td_stats *out);
+
+/* ---- tensors ----
+ * Shapes are arrays of `rank` int64 dims (rank 0..TD_MAX_RANK, dims >= 0); `dims` is
+ * borrowed for the call. Tensors are row-major and contiguous. */
+
+/* Element count, byte size, dtype, rank and dims of a tensor (known at once, lazily). */
+int64_t td_nelem(const td_tensor *t);
+size_t td_nbytes(const td_tensor *t);
+td_dtype td_tensor_dtype(const td_tensor *t);
+int td_rank(const td_tensor *t);
+const int64_t *td_dims(const td_tensor *t); /* owned by the tensor */
+td_context *td_tensor_context(const td_tensor *t);
+
+/* New tensor holding a copy of `nbytes = nelem * dtype size` bytes at `data` (borrowed for
+ * the call; the bytes are sent before the call returns). NULL on error (td_last_error). */
+td_tensor *td_from_host(td_context *ctx, td_dtype dt, int rank, const int64_t *dims,
+                        const void *data);
+/* Overwrite the whole contents of `t` with host data (td_nbytes(t) bytes, borrowed). */
+td_status td_write(td_tensor *t, const void *data, size_t nbytes);
+/* Tensor filled with `value` (converted to dt as by a C cast; integers exact up to 2^53). */
+td_tensor *td_full(td_context *ctx, td_dtype dt, int rank, const int64_t *dims, double value);
+/* 1-D tensor [start, start+step, ...] with n elements, computed in double then cast. */
+td_tensor *td_arange(td_context *ctx, td_dtype dt, int64_t n, double start, double step);
+/* Counter-based random numbers: element i of the result depends only on (seed, i).
+ * Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC'11):
+ * counter = (i / 4, 0, 0, 0) ... see engine/philox.h for the exact mapping.
+ * uniform: [low, high); normal: Box-Muller. dt must be TD_F32 or TD_F64. */
+td_tensor *td_rand_uniform(td_context *ctx, td_dtype dt, int rank, const int64_t *dims,
+                           uint64_t seed, double low, double high);
+td_tensor *td_rand_normal(td_context *ctx, td_dtype dt, int rank, const int64_t *dims,
+                          uint64_t seed, double mean, double stddev);
+
+/* Copy `nbytes` of t's data into `dst`; nbytes must equal td_nbytes(t). Waits for every op
+ * that produces t. Returns TD_OK; TD_EINVAL (size); TD_EPOISONED (t depends on a failed op:
+ * td_last_error names it); TD_EUNAVAILABLE/TD_ETIMEOUT (server gone or too slow). */
+td_status td_read(td_tensor *t, void *dst, size_t nbytes);
+/* Read a rank-0 or 1-element tensor as double. */
+td_status td_read_scalar(td_tensor *t, double *out);
+/* Wait until every recorded op has executed. Returns the first executor error since the
+ * previous fence (and forgets it), else TD_OK. */
+td_status td_fence(td_context *ctx);
+/* Release the handle. The executor frees the memory once nothing needs it. NULL is a no-op. */
+void td_release(td_tensor *t);
+
+/* ---- elementwise (numpy broadcasting, both inputs of one dtype; no implicit promotion) ---- */
+td_tensor *td_neg(td_tensor *x);
+td_tensor *td_abs(td_tensor *x);
+td_tensor *td_exp(td_tensor *x);   /* float dtypes only, like log..sigmoid */
+td_tensor *td_log(td_tensor *x);
+td_tensor *td_sqrt(td_tensor *x);
+td_tensor *td_rsqrt(td_tensor *x);
+td_tensor *td_tanh(td_tensor *x);
+td_tensor *td_sigmoid(td_tensor *x);
+td_tensor *td_relu(td_tensor *x);
+td_tensor *td_add(td_tensor *a, td_tensor *b);
+td_tensor *td_sub(td_tensor *a, td_tensor *b);
+td_tensor *td_mul(td_tensor *a, td_tensor *b);
+td_tensor *td_div(td_tensor *a, td_tensor *b); /* integer division truncates; x/0 gives 0 */
+td_tensor *td_pow(td_tensor *a, td_tensor *b); /* float dtypes only */
+td_tensor *td_maximum(td_tensor *a, td_tensor *b);
+td_tensor *td_minimum(td_tensor *a, td_tensor *b);
+td_tensor *td_eq(td_tensor *a, td_tensor *b); /* comparisons give TD_BOOL */
+td_tensor *td_ne(td_tensor *a, td_tensor *b);
+td_tensor *td_lt(td_tensor *a, td_tensor *b);
+td_tensor *td_le(td_tensor *a, td_tensor *b);
+td_tensor *td_gt(td_tensor *a, td_tensor *b);
+td_tensor *td_ge(td_tensor *a, td_tensor *b);
+/* cond (TD_BOOL) ? a : b, all three broadcast together; a and b of one dtype. */
+td_tensor *td_where(td_tensor *cond, td_tensor *a, td_tensor *b);
+td_tensor *td_cast(td_tensor *x, td_dtype dt);
+/* Scalar helpers: a rank-0 tensor of x's dtype, then the binary op. */
+td_tensor *td_add_scalar(td_tensor *x, double v);
+td_tensor *td_mul_scalar(td_tensor *x, double v);
+
+/* ---- reductions over `naxes` axes (negative axes count from the end; naxes == 0 with
+ * axes == NULL means all axes). keepdims keeps reduced axes with size 1. Reducing a
+ * zero-length axis: sum 0, mean NaN, max/min/argmax fail with TD_EINVAL. argmax takes
+ * exactly one axis and gives TD_I64 (first index of the maximum). ---- */
+td_tensor *td_sum(td_tensor *x, int naxes, const int *axes, bool keepdims);
+td_tensor *td_mean(td_tensor *x, int naxes, const int *axes, bool keepdims);
+td_tensor *td_max(td_tensor *x, int naxes, const int *axes, bool keepdims);
+td_tensor *td_min(td_tensor *x, int naxes, const int *axes, bool keepdims);
+td_tensor *td_argmax(td_tensor *x, int axis, bool keepdims);
+
+/* ---- linear algebra ----
+ * Batched matmul: a [..., M, K] x b [..., K, N] -> [..., M, N]; ranks >= 2, batch dims
+ * broadcast; f32/f64 through BLAS on the CPU. */
+td_tensor *td_matmul(td_tensor *a, td_tensor *b);
+
+/* ---- movement ---- */
+/* Same data, new shape (element counts must match; one dim may be -1). Aliases x. */
+td_tensor *td_reshape(td_tensor *x, int rank, const int64_t *dims);
+/* Output dim i is input dim perm[i]. */
+td_tensor *td_permute(td_tensor *x, const int *perm);
+/* 2-D transpose of the last two axes. */
+td_tensor *td_transpose(td_tensor *x);
+/* Per axis [start, stop) with step 1; negative values count from the end, clamped. */
+td_tensor *td_slice(td_tensor *x, const int64_t *starts, const int64_t *stops);
+/* Concatenate n (1..8) tensors of one dtype along `axis`; other dims must match. */
+td_tensor *td_concat(int n, td_tensor *const *xs, int axis);
+/* Broadcast x to `dims` (numpy rules). */
+td_tensor *td_expand(td_tensor *x, int rank, const int64_t *dims);
+/* take_along_axis: out[i..] = x[... index[i..] along axis ...]; index is TD_I32/TD_I64 of
+ * x's rank, its other dims <= x's; out has index's shape. Out-of-range index: TD_ERANGE at
+ * execution. Picks per-row labels: gather(logp [B,C], labels [B,1], 1) -> [B,1]. */
+td_tensor *td_gather(td_tensor *x, td_tensor *index, int axis);
+/* index_select: out = x with axis replaced by index's dims (embedding lookup). */
+td_tensor *td_index_select(td_tensor *x, td_tensor *index, int axis);
+
+/* ---- composites (built from primitives in the engine) ----
+ * softmax(x)_i = exp(x_i - max x) / sum_j exp(x_j - max x); log_softmax = x - max -
+ * log(sum exp(x - max)), along one axis. */
+td_tensor *td_softmax(td_tensor *x, int axis);
+td_tensor *td_log_softmax(td_tensor *x, int axis);
+
+/* ---- server information (GetInfo) ---- */
+typedef struct td_device_info {
+    char name[32]; /* "cpu", "cuda:0" */
+    char kind[16]; /* "cpu", "cuda" */
+    char description[96];
+    uint64_t memory_total; /* bytes; 0 if unknown */
+    uint64_t memory_free;  /* bytes; 0 if unknown */
+} td_device_info;
+
+typedef struct td_server_info {
+    uint32_t protocol_min, protocol_max;
+    char server_version[32];
+    int n_devices;
+    td_device_info devices[16];
+    uint64_t max_message_bytes, chunk_bytes, max_tensor_bytes;
+    uint64_t sessions;     /* open sessions now */
+    uint64_t tensors;      /* live tensors over all sessions */
+    uint64_t bytes_in_use; /* device bytes held by sessions */
+} td_server_info;
+
+/* Query a server without opening a session. `address` is "HOST:PORT", "unix:PATH" or a
+ * full tensord:// URI. timeout_ms <= 0 means 5000.
+ * Returns TD_OK, TD_EINVAL, TD_EUNAVAILABLE, TD_ETIMEOUT, TD_EPROTO; message in
+ * td_connect_error(). Thread-safety: any thread. */
+td_status td_server_info_get(const char *address, int timeout_ms, td_server_info *out);
+
+/* n GetInfo round trips over one channel; rtt_ns[i] receives the wall time of round trip
+ * i in nanoseconds (caller's array of n). */
+td_status td_server_ping(const char *address, int n, int timeout_ms, uint64_t *rtt_ns);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,68 @@
+/* wire.h — encoding and decoding of tensord.v1 messages to and from gRPC byte buffers.
+ *
+ * The only code that sees protobuf-c generated types besides the transport files of
+ * server/ and client/. Payload bytes (tensor data) never pass through protobuf-c `bytes`
+ * fields: the encoder appends field 15 by hand as its own slice over caller memory, and the
+ * decoder locates field 15 by scanning the top-level fields of the received message.
+ * Measured reason: shared/notes/platform-facts.md (bytes copies: 0.14–0.8 GB/s; slices:
+ * 1.2–2.4 GB/s).
+ * Thread-safety: stateless functions, any thread.
+ */
+#ifndef TD_PROTO_WIRE_H
+#define TD_PROTO_WIRE_H
+
+#include "tensord.pb-c.h"
+#include "tensord.h"
+#include <grpc/grpc.h>
+#include <grpc/byte_buffer.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define TD_PROTOCOL_MIN 1
+#define TD_PROTOCOL_MAX 1
+#define TD_CHUNK_BYTES (1u << 20)
+#define TD_MAX_MESSAGE_BYTES (8u << 20) /* set on both channel ends */
+#define TD_MAX_BATCH_OPS 65536
+#define TD_METHOD_GETINFO "/tensord.v1.Tensord/GetInfo"
+#define TD_METHOD_SESSION "/tensord.v1.Tensord/Session"
+
+/* Payload memory handed to gRPC: `release(release_arg)` is called (on any thread) when gRPC
+ * no longer references `data`. release may be NULL when the memory outlives the call. */
+typedef struct td__wire_payload {
+    const void *data;
+    size_t nbytes;
+    void (*release)(void *release_arg);
+    void *release_arg;
+} td__wire_payload;
+
+/* Pack a protobuf-c message, then (if payload != NULL) field 15 over payload->data.
+ * On success *out is a new byte buffer (caller destroys or hands to gRPC). If it fails
+ * (TD_ENOMEM), payload->release has been called already. */
+td_status td__wire_encode(const ProtobufCMessage *msg, const td__wire_payload *payload,
+                          grpc_byte_buffer **out);
+
+/* Reusable receive scratch: grows to the largest message seen. */
+typedef struct td__wire_scratch {
+    uint8_t *data;
+    size_t cap;
+} td__wire_scratch;
+void td__wire_scratch_fini(td__wire_scratch *s);
+
+/* Decode `bb` (not consumed) as `desc` (e.g. &tensord__v1__client_message__descriptor).
+ * The payload field, when present and last, is not copied by protobuf-c: *payload and
+ * *payload_len point into scratch (valid until the next decode with that scratch); when a
+ * peer placed it elsewhere the message's own payload field is used instead. On success
+ * *out is the unpacked message (free with protobuf_c_message_free_unpacked(out, NULL)).
+ * Returns TD_OK; TD_EPROTO for garbage or truncated bytes (message in err); TD_ENOMEM. */
+td_status td__wire_decode(grpc_byte_buffer *bb, const ProtobufCMessageDescriptor *desc,
+                          td__wire_scratch *scratch, ProtobufCMessage **out,
+                          const uint8_t **payload, size_t *payload_len, char *err,
+                          size_t errlen);
+
+/* Convert between td__op and the wire Op (op.h layout). from_wire rejects more inputs or
+ * iattrs than td__op holds (TD_EPROTO) — no other validation: td__op_infer does that. */
+struct td__op;
+td_status td__wire_op_from(const Tensord__V1__Op *w, struct td__op *op, char *err, size_t errlen);
+/* Fills w using storage in op (w borrows op's arrays; valid while op lives). */
+void td__wire_op_to(const struct td__op *op, Tensord__V1__Op *w, uint64_t *inputs_storage);
+#endif

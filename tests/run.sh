@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The whole test suite: installs what it needs, builds warnings-as-errors, runs every
+# suite (unit, end-to-end against a real tensord, example), then builds again under
+# AddressSanitizer + UndefinedBehaviorSanitizer and runs the suite once more.
+# Exits non-zero on any failure. Set TD_SKIP_SANITIZERS=1 to skip the second pass.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+start=$(date +%s)
+deploy/install-deps.sh
+
+configure() { # dir, extra args...
+    local dir=$1; shift
+    if [ -f "$dir/build.ninja" ]; then
+        meson configure "$dir" "$@" >/dev/null
+    else
+        meson setup "$dir" "$@" >/dev/null
+    fi
+}
+
+echo "== build (warnings are errors)"
+configure build-test --buildtype=debugoptimized -Dwerror=true
+ninja -C build-test
+echo "== tests"
+meson test -C build-test --print-errorlogs --num-processes 2
+
+if [ "${TD_SKIP_SANITIZERS:-0}" != "1" ]; then
+    echo "== build with ASan + UBSan"
+    configure build-asan --buildtype=debug -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false
+    ninja -C build-asan
+    echo "== tests under ASan + UBSan"
+    export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:halt_on_error=1"
+    export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+    export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0"
+    meson test -C build-asan --print-errorlogs --num-processes 2 --timeout-multiplier 3
+fi
+echo "== all tests passed in $(( $(date +%s) - start )) s"

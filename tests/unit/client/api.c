@@ -1,0 +1,186 @@
+/* Client API tests on the in-process engine (local:cpu). Expected values are computed by
+ * hand in the comments next to them. */
+#include "tensord.h"
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+static td_context *ctx;
+
+static void setup(void)
+{
+    cr_assert_eq(td_connect("local:cpu", NULL, &ctx), TD_OK, "%s", td_connect_error());
+}
+static void teardown(void) { td_close(ctx); }
+
+TestSuite(api, .init = setup, .fini = teardown);
+
+Test(api, chain_matmul_add_relu)
+{
+    /* x = [[1,2],[3,4]], w = [[1,-1],[0.5,2]], b = [-3, 0]
+     * x@w = [[1+1, -1+4], [3+2, -3+8]] = [[2,3],[5,5]]; + b = [[-1,3],[2,5]]; relu ->
+     * [[0,3],[2,5]] */
+    float xv[] = {1, 2, 3, 4}, wv[] = {1, -1, 0.5f, 2}, bv[] = {-3, 0};
+    td_tensor *x = td_from_host(ctx, TD_F32, 2, (int64_t[]){2, 2}, xv);
+    td_tensor *w = td_from_host(ctx, TD_F32, 2, (int64_t[]){2, 2}, wv);
+    td_tensor *b = td_from_host(ctx, TD_F32, 1, (int64_t[]){2}, bv);
+    td_tensor *y = td_relu(td_add(td_matmul(x, w), b));
+    cr_assert_not_null(y, "%s", td_last_error(ctx));
+    cr_assert_eq(td_rank(y), 2);
+    float out[4];
+    cr_assert_eq(td_read(y, out, sizeof out), TD_OK, "%s", td_last_error(ctx));
+    float want[] = {0, 3, 2, 5};
+    for (int i = 0; i < 4; i++) cr_assert_eq(out[i], want[i], "element %d: %g", i, out[i]);
+}
+
+Test(api, client_side_shape_error_is_immediate)
+{
+    td_tensor *a = td_full(ctx, TD_F32, 2, (int64_t[]){784, 256}, 1.0);
+    td_tensor *b = td_full(ctx, TD_F32, 2, (int64_t[]){783, 10}, 1.0);
+    cr_assert_null(td_matmul(a, b));
+    cr_assert(strstr(td_last_error(ctx), "td_matmul") &&
+                  strstr(td_last_error(ctx), "inner dims 256 and 783 differ"),
+              "%s", td_last_error(ctx));
+    cr_assert_null(td_relu(td_matmul(a, b)), "NULL propagates");
+}
+
+Test(api, reductions_and_argmax)
+{
+    /* x = [[1, 5, 2], [7, 0, 7]]: sum axis 1 = [8, 14]; mean all = 22/6; max axis 0 =
+     * [7, 5, 7]; argmax axis 1 = [1, 0] (first maximum) */
+    float xv[] = {1, 5, 2, 7, 0, 7};
+    td_tensor *x = td_from_host(ctx, TD_F32, 2, (int64_t[]){2, 3}, xv);
+    float s[2], mx[3], mean;
+    int64_t am[2];
+    cr_assert_eq(td_read(td_sum(x, 1, (int[]){-1}, false), s, sizeof s), TD_OK);
+    cr_assert_eq(s[0], 8.0f);
+    cr_assert_eq(s[1], 14.0f);
+    td_tensor *m = td_mean(x, 0, NULL, false);
+    cr_assert_eq(td_rank(m), 0);
+    cr_assert_eq(td_read(m, &mean, sizeof mean), TD_OK);
+    cr_assert_float_eq(mean, 22.0f / 6.0f, 1e-6);
+    td_tensor *k = td_max(x, 1, (int[]){0}, true);
+    cr_assert_eq(td_rank(k), 2);
+    cr_assert_eq(td_read(k, mx, sizeof mx), TD_OK);
+    cr_assert(mx[0] == 7 && mx[1] == 5 && mx[2] == 7);
+    cr_assert_eq(td_read(td_argmax(x, 1, false), am, sizeof am), TD_OK);
+    cr_assert(am[0] == 1 && am[1] == 0, "%lld %lld", (long long)am[0], (long long)am[1]);
+}
+
+Test(api, log_softmax_matches_float64_formula)
+{
+    double xv[] = {1.0, 2.0, 3.0, -1.0, 0.0, 1000.0};
+    td_tensor *x = td_from_host(ctx, TD_F64, 2, (int64_t[]){2, 3}, xv);
+    double out[6], sm[6];
+    cr_assert_eq(td_read(td_log_softmax(x, 1), out, sizeof out), TD_OK, "%s", td_last_error(ctx));
+    cr_assert_eq(td_read(td_softmax(x, -1), sm, sizeof sm), TD_OK);
+    /* row 0: log(e^1+e^2+e^3) = 3 + log(1 + e^-1 + e^-2) */
+    double l0 = 3.0 + log(1.0 + exp(-1.0) + exp(-2.0));
+    for (int i = 0; i < 3; i++) {
+        cr_assert_float_eq(out[i], xv[i] - l0, 1e-12);
+        cr_assert_float_eq(sm[i], exp(xv[i] - l0), 1e-12);
+    }
+    /* row 1 is dominated by 1000: log_softmax = [-1001, -1000, 0] (to 1e-12) */
+    cr_assert_float_eq(out[3], -1001.0, 1e-9);
+    cr_assert_float_eq(out[4], -1000.0, 1e-9);
+    cr_assert_float_eq(out[5], 0.0, 1e-12);
+}
+
+Test(api, gather_labels_and_onehot)
+{
+    /* logp rows, labels [2, 0]: picks 0.3 and 0.4 */
+    float lp[] = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f};
+    int64_t lab[] = {2, 0};
+    td_tensor *x = td_from_host(ctx, TD_F32, 2, (int64_t[]){2, 3}, lp);
+    td_tensor *l = td_from_host(ctx, TD_I64, 2, (int64_t[]){2, 1}, lab);
+    float g[2];
+    cr_assert_eq(td_read(td_gather(x, l, 1), g, sizeof g), TD_OK, "%s", td_last_error(ctx));
+    cr_assert(g[0] == 0.3f && g[1] == 0.4f);
+    /* onehot = cast(eq(labels[2,1], arange(3)[1..3]) -> [[0,0,1],[1,0,0]] */
+    td_tensor *ar = td_arange(ctx, TD_I64, 3, 0, 1);
+    float oh[6];
+    cr_assert_eq(td_read(td_cast(td_eq(l, ar), TD_F32), oh, sizeof oh), TD_OK);
+    float want[] = {0, 0, 1, 1, 0, 0};
+    cr_assert_arr_eq(oh, want, sizeof want);
+}
+
+Test(api, lazy_error_surfaces_at_read_and_fence)
+{
+    /* gather index 5 is out of range for dim 3: only the executor can see that */
+    float xv[] = {1, 2, 3};
+    int64_t bad[] = {5};
+    td_tensor *x = td_from_host(ctx, TD_F32, 1, (int64_t[]){3}, xv);
+    td_tensor *i = td_from_host(ctx, TD_I64, 1, (int64_t[]){1}, bad);
+    td_tensor *g = td_gather(x, i, 0);
+    cr_assert_not_null(g);
+    td_tensor *h = td_neg(g); /* depends on the failed op */
+    td_tensor *ok = td_neg(x); /* independent */
+    float v, o[3];
+    cr_assert_eq(td_read(h, &v, sizeof v), TD_EPOISONED);
+    cr_assert(strstr(td_last_error(ctx), "gather"), "%s", td_last_error(ctx));
+    cr_assert_eq(td_read(ok, o, sizeof o), TD_OK, "independent work still runs");
+    cr_assert(o[0] == -1 && o[2] == -3);
+    cr_assert_neq(td_fence(ctx), TD_OK, "fence reports the deferred failure");
+    cr_assert(strstr(td_last_error(ctx), "op "), "%s", td_last_error(ctx));
+    cr_assert_eq(td_fence(ctx), TD_OK, "and then forgets it");
+}
+
+Test(api, zero_length_and_scalars)
+{
+    td_tensor *e = td_full(ctx, TD_F32, 2, (int64_t[]){0, 4}, 2.0);
+    td_tensor *s = td_sum(e, 1, (int[]){0}, false);
+    float sv[4];
+    cr_assert_eq(td_read(s, sv, sizeof sv), TD_OK, "%s", td_last_error(ctx));
+    for (int i = 0; i < 4; i++) cr_assert_eq(sv[i], 0.0f);
+    cr_assert_eq(td_read(e, NULL, 0), TD_OK);
+    td_tensor *c = td_mul_scalar(td_full(ctx, TD_I32, 0, NULL, 6), 7);
+    double v;
+    cr_assert_eq(td_read_scalar(c, &v), TD_OK);
+    cr_assert_eq(v, 42.0);
+}
+
+Test(api, movement_ops)
+{
+    /* x = arange(6) as [2,3] = [[0,1,2],[3,4,5]] */
+    td_tensor *x = td_reshape(td_arange(ctx, TD_I32, 6, 0, 1), 2, (int64_t[]){2, -1});
+    cr_assert_eq(td_dims(x)[1], 3);
+    int32_t t[6], sl[2], cc[12];
+    cr_assert_eq(td_read(td_transpose(x), t, sizeof t), TD_OK);
+    int32_t tw[] = {0, 3, 1, 4, 2, 5};
+    cr_assert_arr_eq(t, tw, sizeof tw);
+    /* slice rows [1,2), cols [-2, end) -> [[4, 5]] */
+    cr_assert_eq(td_read(td_slice(x, (int64_t[]){1, -2}, (int64_t[]){2, 3}), sl, sizeof sl),
+                 TD_OK);
+    cr_assert(sl[0] == 4 && sl[1] == 5);
+    td_tensor *xs[2] = {x, x};
+    cr_assert_eq(td_read(td_concat(2, xs, 1), cc, sizeof cc), TD_OK);
+    int32_t cw[] = {0, 1, 2, 0, 1, 2, 3, 4, 5, 3, 4, 5};
+    cr_assert_arr_eq(cc, cw, sizeof cw);
+}
+
+Test(api, rng_is_reproducible_and_plausible)
+{
+    td_tensor *a = td_rand_normal(ctx, TD_F32, 1, (int64_t[]){10000}, 42, 0.0, 1.0);
+    td_tensor *b = td_rand_normal(ctx, TD_F32, 1, (int64_t[]){10000}, 42, 0.0, 1.0);
+    static float av[10000], bv[10000];
+    cr_assert_eq(td_read(a, av, sizeof av), TD_OK);
+    cr_assert_eq(td_read(b, bv, sizeof bv), TD_OK);
+    cr_assert_arr_eq(av, bv, sizeof av);
+    double m = 0, v = 0;
+    for (int i = 0; i < 10000; i++) m += av[i];
+    m /= 10000;
+    for (int i = 0; i < 10000; i++) v += (av[i] - m) * (av[i] - m);
+    v /= 10000;
+    /* standard error of the mean 0.01, of the variance ~0.014: 5 sigma bounds */
+    cr_assert(fabs(m) < 0.05 && fabs(v - 1.0) < 0.07, "mean %g var %g", m, v);
+}
+
+Test(api, bad_uris)
+{
+    td_context *c2 = NULL;
+    cr_assert_eq(td_connect("http://x", NULL, &c2), TD_EINVAL);
+    cr_assert(strstr(td_connect_error(), "unsupported uri"), "%s", td_connect_error());
+    cr_assert_eq(td_connect("local:cuda:7", NULL, &c2), TD_EINVAL);
+    cr_assert(strstr(td_connect_error(), "unknown device 'cuda:7'"), "%s", td_connect_error());
+    cr_assert_null(c2);
+}
