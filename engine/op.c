@@ -372,7 +372,7 @@ static td_status infer(const td__op *op, const td__desc *const *in, td__desc *ou
     uint32_t oc = op->opcode;
     enum td__op_class cls = td__op_class(oc);
     if (cls == TD_OPCLASS_NONE) return fail(err, errlen, "unknown opcode %u", oc);
-    uint32_t want;
+    uint32_t want = 0;
     if (!arity_ok(oc, op->n_inputs, &want))
         return fail(err, errlen, "expects %s%u inputs, got %u", oc == TD_OP_CONCAT ? "1.." : "",
                     oc == TD_OP_CONCAT ? TD_OP_MAX_INPUTS : want, op->n_inputs);

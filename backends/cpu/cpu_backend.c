@@ -1,0 +1,230 @@
+/* cpu_backend.c — the CPU backend's vtable: one device ("cpu") whose buffers are plain,
+ * 64-byte aligned host memory, and an exec() that dispatches each op to its kernel family.
+ *
+ * The CPU backend is the reference every other backend is compared with, so its kernels
+ * favour exactly stated semantics and bit-for-bit determinism (fixed partitioning over a
+ * small thread pool, reductions in ascending index order) over the last bit of speed;
+ * GEMM goes to OpenBLAS. The pool is created in device_open and lives as long as the device.
+ */
+#include "backends/cpu/cpu_internal.h"
+#include "common/alloc.h"
+#include "common/checked.h"
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct td__cpu_device {
+    td__cpu_pool *pool;
+} td__cpu_device;
+
+td_status td__cpu_fail(const td__cpu_exec *x, td_status s, const char *fmt, ...)
+{
+    if (x->err != NULL && x->errlen > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(x->err, x->errlen, fmt, ap);
+        va_end(ap);
+    }
+    return s;
+}
+
+void td__cpu_run(const td__cpu_exec *x, int64_t n, int64_t cost, td__cpu_task_fn fn, void *ctx)
+{
+    if (n <= 0) return;
+    if (cost < 1) cost = 1;
+    int64_t work;
+    if (__builtin_mul_overflow(n, cost, &work)) work = INT64_MAX;
+    if (work < TD_CPU_PARALLEL_MIN || x->pool == NULL) {
+        fn(ctx, 0, n);
+        return;
+    }
+    int64_t grain = TD_CPU_GRAIN / cost;
+    td__cpu_parallel_for(x->pool, n, grain < 1 ? 1 : grain, fn, ctx);
+}
+
+static const char *op_name(uint32_t opcode)
+{
+    switch (opcode) {
+#define TD__CPU_OPNAME(name, value, str)                                                   \
+    case TD_OP_##name:                                                                     \
+        return str;
+        TD_OPCODE_MAP(TD__CPU_OPNAME)
+#undef TD__CPU_OPNAME
+    }
+    return "unknown";
+}
+
+static td_status cpu_device_count(int *out)
+{
+    *out = 1;
+    return TD_OK;
+}
+
+static td_status cpu_device_open(td__device *dev, int index, char *err, size_t errlen)
+{
+    if (index != 0) {
+        if (err != NULL && errlen > 0) snprintf(err, errlen, "cpu: no device %d", index);
+        return TD_EINVAL;
+    }
+    td__cpu_device *cd = td__calloc(1, sizeof *cd);
+    if (cd == NULL) {
+        if (err != NULL && errlen > 0) snprintf(err, errlen, "cpu: out of memory");
+        return TD_ENOMEM;
+    }
+    td_status s = td__cpu_pool_create(td__cpu_default_threads(), &cd->pool);
+    if (s != TD_OK) {
+        td__free(cd);
+        if (err != NULL && errlen > 0) snprintf(err, errlen, "cpu: cannot start thread pool");
+        return s;
+    }
+    dev->impl = cd;
+    snprintf(dev->description, sizeof dev->description, "CPU, %d threads, OpenBLAS",
+             td__cpu_pool_threads(cd->pool));
+    return TD_OK;
+}
+
+static void cpu_device_close(td__device *dev)
+{
+    td__cpu_device *cd = dev->impl;
+    if (cd == NULL) return;
+    td__cpu_pool_destroy(cd->pool);
+    td__free(cd);
+    dev->impl = NULL;
+}
+
+static td_status cpu_memory_info(td__device *dev, uint64_t *total, uint64_t *free_bytes)
+{
+    (void)dev;
+    long page = sysconf(_SC_PAGESIZE);
+    long phys = sysconf(_SC_PHYS_PAGES);
+    long avail = sysconf(_SC_AVPHYS_PAGES);
+    uint64_t t = 0, f = 0;
+    if (page > 0 && phys > 0 && !td__mul_u64((uint64_t)page, (uint64_t)phys, &t)) t = 0;
+    if (page > 0 && avail > 0 && !td__mul_u64((uint64_t)page, (uint64_t)avail, &f)) f = 0;
+    *total = t;
+    *free_bytes = f;
+    return TD_OK;
+}
+
+static td_status cpu_buffer_alloc(td__device *dev, size_t nbytes, void **out)
+{
+    (void)dev;
+    if (nbytes == 0 || nbytes > TD_MAX_TENSOR_BYTES) return TD_ENOMEM;
+    void *p = NULL;
+    if (posix_memalign(&p, 64, nbytes) != 0) return TD_ENOMEM;
+    *out = p;
+    return TD_OK;
+}
+
+static void cpu_buffer_free(td__device *dev, void *data, size_t nbytes)
+{
+    (void)dev;
+    (void)nbytes;
+    free(data);
+}
+
+static td_status cpu_buffer_write(td__device *dev, void *dst, size_t offset, const void *src,
+                                  size_t nbytes)
+{
+    (void)dev;
+    if (nbytes > 0) memcpy((char *)dst + offset, src, nbytes);
+    return TD_OK;
+}
+
+static td_status cpu_buffer_read(td__device *dev, const void *src, size_t offset, void *dst,
+                                 size_t nbytes)
+{
+    (void)dev;
+    if (nbytes > 0) memcpy(dst, (const char *)src + offset, nbytes);
+    return TD_OK;
+}
+
+/* BLAS takes int dims: a float matmul with any of M, N, K (or a leading dimension) above
+ * INT32_MAX is not supported. */
+static bool matmul_fits_blas(const td__desc *const *in, const td__desc *out)
+{
+    const td__desc *a = in[0];
+    int64_t m = out->dims[out->rank - 2], n = out->dims[out->rank - 1];
+    int64_t k = a->dims[a->rank - 1];
+    return m <= INT32_MAX && n <= INT32_MAX && k <= INT32_MAX;
+}
+
+/* Whether this device can run the (validated) op. EMPTY and RESHAPE answer true: the
+ * engine asks about every op before dispatching and runs those two itself (buffer_alloc,
+ * aliasing), so they are supported here although exec() refuses them. */
+static bool cpu_supports_op(td__device *dev, const td__op *op, const td__desc *const *in,
+                            const td__desc *out)
+{
+    (void)dev;
+    switch (td__op_class(op->opcode)) {
+    case TD_OPCLASS_CREATE:
+        return true;
+    case TD_OPCLASS_UNARY: case TD_OPCLASS_BINARY: case TD_OPCLASS_COMPARE:
+        return td__cpu_elementwise_supports(op->opcode, in[0]->dtype, out->dtype);
+    case TD_OPCLASS_WHERE: case TD_OPCLASS_CAST:
+        return true;
+    case TD_OPCLASS_REDUCE:
+        return td__cpu_reduce_supports(op->opcode, in[0]->dtype);
+    case TD_OPCLASS_MATMUL:
+        return in[0]->dtype != TD_BOOL &&
+               (!td__dtype_is_float(in[0]->dtype) || matmul_fits_blas(in, out));
+    case TD_OPCLASS_MOVEMENT:
+        return true;
+    case TD_OPCLASS_NONE:
+        break;
+    }
+    return false;
+}
+
+static td_status cpu_exec(td__device *dev, void *stream, const td__op *op, const td__view *in,
+                          const td__view *out, char *err, size_t errlen)
+{
+    (void)stream;
+    const td__cpu_device *cd = dev->impl;
+    const td__cpu_exec x = {.pool = cd != NULL ? cd->pool : NULL, .err = err, .errlen = errlen};
+    switch (td__op_class(op->opcode)) {
+    case TD_OPCLASS_CREATE:
+        if (op->opcode == TD_OP_EMPTY) break;
+        return td__cpu_exec_create(&x, op, out);
+    case TD_OPCLASS_UNARY:
+        return td__cpu_exec_unary(&x, op, in, out);
+    case TD_OPCLASS_BINARY:
+    case TD_OPCLASS_COMPARE:
+        return td__cpu_exec_binary(&x, op, in, out);
+    case TD_OPCLASS_WHERE:
+        return td__cpu_exec_where(&x, in, out);
+    case TD_OPCLASS_CAST:
+        return td__cpu_exec_cast(&x, in, out);
+    case TD_OPCLASS_REDUCE:
+        return td__cpu_exec_reduce(&x, op, in, out);
+    case TD_OPCLASS_MATMUL:
+        return td__cpu_exec_matmul(&x, in, out);
+    case TD_OPCLASS_MOVEMENT:
+        if (op->opcode == TD_OP_RESHAPE) break;
+        return td__cpu_exec_movement(&x, op, in, out);
+    case TD_OPCLASS_NONE:
+        return td__cpu_fail(&x, TD_EINTERNAL, "cpu: unknown opcode %u", op->opcode);
+    }
+    return td__cpu_fail(&x, TD_EINTERNAL, "cpu: %s is handled by the engine, not the backend",
+                        op_name(op->opcode));
+}
+
+const td__backend td__cpu_backend = {
+    .kind = "cpu",
+    .host_memory = true,
+    .device_count = cpu_device_count,
+    .device_open = cpu_device_open,
+    .device_close = cpu_device_close,
+    .memory_info = cpu_memory_info,
+    .buffer_alloc = cpu_buffer_alloc,
+    .buffer_free = cpu_buffer_free,
+    .buffer_write = cpu_buffer_write,
+    .buffer_read = cpu_buffer_read,
+    .stream_create = NULL,
+    .stream_destroy = NULL,
+    .stream_sync = NULL,
+    .supports_op = cpu_supports_op,
+    .exec = cpu_exec,
+};

@@ -1,0 +1,170 @@
+/* cpu_internal.h — what the CPU backend's files share: the execution context handed to
+ * every kernel family, desc helpers, the dtype conversion rules, and the broadcast/strided
+ * iterator that elementwise and movement kernels run on.
+ *
+ * Kernel families live one per file (cpu_create.c, cpu_elementwise.c, cpu_reduce.c,
+ * cpu_matmul.c, cpu_movement.c); cpu_backend.c dispatches to them. Every family entry gets
+ * an op that td__op_infer() accepted, inputs and an output that are contiguous and
+ * row-major, and returns td_status with a message in the context's err buffer.
+ */
+#ifndef TD_BACKENDS_CPU_INTERNAL_H
+#define TD_BACKENDS_CPU_INTERNAL_H
+
+#include "backends/backend.h"
+#include "backends/cpu/cpu_pool.h"
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Below this many elements a kernel runs on the calling thread only. */
+#define TD_CPU_PARALLEL_MIN 32768
+/* Smallest chunk (elements) a parallel kernel hands one thread. */
+#define TD_CPU_GRAIN 16384
+
+typedef struct td__cpu_exec {
+    td__cpu_pool *pool;
+    char *err;
+    size_t errlen;
+} td__cpu_exec;
+
+/* printf into the context's err buffer (if any) and return `s`. */
+td_status td__cpu_fail(const td__cpu_exec *x, td_status s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Run fn over [0, n) on the pool when n >= TD_CPU_PARALLEL_MIN work units (scaled by
+ * `cost`, the elements touched per unit), else inline. */
+void td__cpu_run(const td__cpu_exec *x, int64_t n, int64_t cost, td__cpu_task_fn fn, void *ctx);
+
+/* Element size of a dtype (0 if unknown). */
+static inline size_t td__cpu_dtype_size(uint32_t dt)
+{
+    switch (dt) {
+    case TD_F32: case TD_I32: return 4;
+    case TD_F64: case TD_I64: return 8;
+    case TD_U8: case TD_BOOL: return 1;
+    }
+    return 0;
+}
+
+static inline int64_t td__cpu_nelem(const td__desc *d)
+{
+    int64_t n = 1;
+    for (uint32_t i = 0; i < d->rank; i++) n *= d->dims[i];
+    return n;
+}
+
+/* Row-major strides in elements. */
+static inline void td__cpu_strides(const td__desc *d, int64_t st[TD_MAX_RANK])
+{
+    int64_t s = 1;
+    for (int i = (int)d->rank - 1; i >= 0; i--) {
+        st[i] = s;
+        s *= d->dims[i];
+    }
+}
+
+/* Strides (elements) that read `in` broadcast to `out`'s shape: `in` aligned right, missing
+ * and size-1 dims get stride 0. */
+static inline void td__cpu_bcast_strides(const td__desc *in, const td__desc *out,
+                                         int64_t st[TD_MAX_RANK])
+{
+    int64_t own[TD_MAX_RANK];
+    td__cpu_strides(in, own);
+    uint32_t lead = out->rank - in->rank;
+    for (uint32_t d = 0; d < out->rank; d++) {
+        if (d < lead || in->dims[d - lead] == 1) {
+            st[d] = 0;
+        } else {
+            st[d] = own[d - lead];
+        }
+    }
+}
+
+/* ---- conversion rules (CAST, FULL, ARANGE) ----
+ * float -> integer: NaN gives 0; otherwise truncate toward zero and saturate to the target
+ *                   range (u8: negative gives 0, >= 255 gives 255).
+ * integer -> integer: two's-complement wrap (keep the low bits), as numpy's astype.
+ * anything -> bool:  x != 0 (NaN gives 1).  bool -> anything: 0 or 1.
+ * integer -> float, f64 -> f32: C conversion, round to nearest even (f32 overflow: +-inf). */
+static inline int32_t td__cpu_sat_i32(double v)
+{
+    if (v != v) return 0;
+    if (v <= -2147483648.0) return INT32_MIN;
+    if (v >= 2147483647.0) return INT32_MAX;
+    return (int32_t)v;
+}
+
+static inline int64_t td__cpu_sat_i64(double v)
+{
+    if (v != v) return 0;
+    if (v <= -9223372036854775808.0) return INT64_MIN;
+    if (v >= 9223372036854775808.0) return INT64_MAX;
+    return (int64_t)v;
+}
+
+static inline uint8_t td__cpu_sat_u8(double v)
+{
+    if (v != v || v <= 0.0) return 0;
+    if (v >= 255.0) return 255;
+    return (uint8_t)v;
+}
+
+/* Store double v at element i of a buffer of dtype dt, by the rules above. */
+static inline void td__cpu_store_double(uint32_t dt, void *base, int64_t i, double v)
+{
+    switch (dt) {
+    case TD_F32: ((float *)base)[i] = (float)v; break;
+    case TD_F64: ((double *)base)[i] = v; break;
+    case TD_I32: ((int32_t *)base)[i] = td__cpu_sat_i32(v); break;
+    case TD_I64: ((int64_t *)base)[i] = td__cpu_sat_i64(v); break;
+    case TD_U8: ((uint8_t *)base)[i] = td__cpu_sat_u8(v); break;
+    case TD_BOOL: ((uint8_t *)base)[i] = v != 0.0; break;
+    }
+}
+
+/* ---- broadcast / strided iterator ----
+ * Walks a contiguous output of some shape in row-major order while tracking the element
+ * offsets of up to TD_CPU_ITER_MAX_IN inputs with arbitrary strides (0 = broadcast). Dims of
+ * size 1 are dropped and adjacent dims that are contiguous for every operand are merged, so
+ * same-shape operands become one flat run and a scalar operand a stride-0 run. */
+#define TD_CPU_ITER_MAX_IN 3
+
+typedef struct td__cpu_iter {
+    int rank; /* >= 1 after init */
+    int n_in;
+    int64_t dims[TD_MAX_RANK];
+    int64_t in_strides[TD_CPU_ITER_MAX_IN][TD_MAX_RANK];
+} td__cpu_iter;
+
+/* A row callback: `n` output elements starting at out element `out_index` (the output is
+ * contiguous, so its stride is 1); in_off[k] is input k's element offset of the first one
+ * and in_stride[k] its step. */
+typedef void (*td__cpu_row_fn)(void *ctx, const int64_t *in_off, const int64_t *in_stride,
+                               int64_t out_index, int64_t n);
+
+/* Set up an iterator over `out` (rank, dims) with n_in inputs whose strides are given in
+ * out's axes. */
+void td__cpu_iter_init(td__cpu_iter *it, const td__desc *out, int n_in,
+                       const int64_t (*in_strides)[TD_MAX_RANK]);
+
+/* Call row() for every row that covers output elements [lo, hi), in order. */
+void td__cpu_iter_rows(const td__cpu_iter *it, int64_t lo, int64_t hi, td__cpu_row_fn row,
+                       void *ctx);
+
+/* ---- kernel families ---- */
+td_status td__cpu_exec_create(const td__cpu_exec *x, const td__op *op, const td__view *out);
+td_status td__cpu_exec_unary(const td__cpu_exec *x, const td__op *op, const td__view *in,
+                             const td__view *out);
+td_status td__cpu_exec_binary(const td__cpu_exec *x, const td__op *op, const td__view *in,
+                              const td__view *out);
+td_status td__cpu_exec_where(const td__cpu_exec *x, const td__view *in, const td__view *out);
+td_status td__cpu_exec_cast(const td__cpu_exec *x, const td__view *in, const td__view *out);
+td_status td__cpu_exec_reduce(const td__cpu_exec *x, const td__op *op, const td__view *in,
+                              const td__view *out);
+td_status td__cpu_exec_matmul(const td__cpu_exec *x, const td__view *in, const td__view *out);
+td_status td__cpu_exec_movement(const td__cpu_exec *x, const td__op *op, const td__view *in,
+                                const td__view *out);
+
+/* Whether the kernel tables cover this op's dtypes (used by supports_op). */
+bool td__cpu_elementwise_supports(uint32_t opcode, uint32_t in_dtype, uint32_t out_dtype);
+bool td__cpu_reduce_supports(uint32_t opcode, uint32_t in_dtype);
+#endif

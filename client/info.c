@@ -1,0 +1,326 @@
+/* info.c — td_server_info_get and td_server_ping: unary GetInfo calls without a session.
+ *
+ * Used by tensorctl and by programs that want to pick a server or device before connecting.
+ * Each function opens its own channel (through the same channel setup as the session
+ * transport, so limits, reconnect behaviour and error messages match), and ping reuses one
+ * channel for all its round trips so that what it measures is the call, not the connect.
+ */
+#include "common/alloc.h"
+#include "proto/wire.h"
+#include "tensord.h"
+
+#include <grpc/byte_buffer.h>
+#include <grpc/grpc.h>
+#include <grpc/support/time.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#define INFO_TIMEOUT_MS 5000
+#define INFO_TAG ((void *)(uintptr_t)1)
+
+/* Provided by client/context.c: sets the thread's td_connect_error() message. */
+void td__set_connect_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Provided by client/remote.c: channel with tensord's limits, waited on until READY. */
+td_status td__remote_channel_open(const char *target, int timeout_ms, grpc_completion_queue *cq,
+                                  grpc_channel **out, char *err, size_t errlen);
+
+/* Turn an address into a gRPC target: "HOST:PORT" stays; "tensord://HOST:PORT[/DEVICE]"
+ * loses its scheme and path; "unix:PATH" stays, except that a trailing "/DEVICE" (as in a
+ * td_connect URI) is dropped when PATH does not exist but its parent does. */
+static td_status info_target(const char *address, char *target, size_t cap)
+{
+    if (address == NULL || address[0] == '\0') {
+        td__set_connect_error("no server address given");
+        return TD_EINVAL;
+    }
+    size_t alen = strlen(address);
+    if (alen >= cap) {
+        td__set_connect_error("server address too long (%zu bytes)", alen);
+        return TD_EINVAL;
+    }
+    if (strncmp(address, "unix:", 5) == 0) {
+        if (address[5] == '\0') {
+            td__set_connect_error("'%s': unix socket path missing", address);
+            return TD_EINVAL;
+        }
+        memcpy(target, address, alen + 1);
+        struct stat sb;
+        const char *slash = strrchr(target + 5, '/');
+        if (stat(target + 5, &sb) != 0 && slash != NULL && slash > target + 5) {
+            char parent[4096];
+            size_t plen = (size_t)(slash - (target + 5));
+            if (plen < sizeof parent) {
+                memcpy(parent, target + 5, plen);
+                parent[plen] = '\0';
+                if (stat(parent, &sb) == 0 && S_ISSOCK(sb.st_mode)) target[5 + plen] = '\0';
+            }
+        }
+        return TD_OK;
+    }
+    const char *hostport = address;
+    if (strncmp(address, "tensord://", 10) == 0) {
+        hostport = address + 10;
+    } else if (strstr(address, "://") != NULL || strncmp(address, "local:", 6) == 0) {
+        td__set_connect_error("'%s': expected HOST:PORT, unix:PATH or tensord://HOST:PORT",
+                              address);
+        return TD_EINVAL;
+    }
+    size_t n = strcspn(hostport, "/");
+    if (n == 0) {
+        td__set_connect_error("'%s': host missing", address);
+        return TD_EINVAL;
+    }
+    /* The port follows the last ':' after any bracketed IPv6 host. */
+    const char *host_end = hostport;
+    if (hostport[0] == '[') {
+        const char *rb = memchr(hostport, ']', n);
+        if (rb == NULL) {
+            td__set_connect_error("'%s': unterminated '[' in the host", address);
+            return TD_EINVAL;
+        }
+        host_end = rb;
+    }
+    const char *colon = NULL;
+    for (const char *p = host_end; p < hostport + n; p++)
+        if (*p == ':') colon = p;
+    if (colon == NULL || colon + 1 == hostport + n) {
+        td__set_connect_error("'%s': port missing (expected HOST:PORT)", address);
+        return TD_EINVAL;
+    }
+    for (const char *p = colon + 1; p < hostport + n; p++) {
+        if (*p < '0' || *p > '9') {
+            td__set_connect_error("'%s': port is not a number", address);
+            return TD_EINVAL;
+        }
+    }
+    memcpy(target, hostport, n);
+    target[n] = '\0';
+    return TD_OK;
+}
+
+static td_status status_from_grpc(grpc_status_code c)
+{
+    switch (c) {
+    case GRPC_STATUS_DEADLINE_EXCEEDED:
+        return TD_ETIMEOUT;
+    case GRPC_STATUS_INVALID_ARGUMENT:
+        return TD_EINVAL;
+    case GRPC_STATUS_UNIMPLEMENTED:
+    case GRPC_STATUS_FAILED_PRECONDITION:
+    case GRPC_STATUS_INTERNAL:
+    case GRPC_STATUS_UNKNOWN:
+        return TD_EPROTO;
+    default:
+        return TD_EUNAVAILABLE;
+    }
+}
+
+typedef struct info_channel {
+    char target[512];
+    grpc_completion_queue *cq;
+    grpc_channel *ch;
+    void *method;
+    td__wire_scratch scratch;
+} info_channel;
+
+static td_status info_channel_open(info_channel *ic, const char *address, int timeout_ms)
+{
+    memset(ic, 0, sizeof *ic);
+    td_status st = info_target(address, ic->target, sizeof ic->target);
+    if (st != TD_OK) return st;
+    grpc_init();
+    ic->cq = grpc_completion_queue_create_for_next(NULL);
+    char err[768];
+    st = td__remote_channel_open(ic->target, timeout_ms, ic->cq, &ic->ch, err, sizeof err);
+    if (st != TD_OK) {
+        td__set_connect_error("%s", err);
+        return st;
+    }
+    ic->method = grpc_channel_register_call(ic->ch, TD_METHOD_GETINFO, NULL, NULL);
+    return TD_OK;
+}
+
+static void info_channel_close(info_channel *ic)
+{
+    if (ic->cq == NULL) return; /* the address did not parse: grpc_init never ran */
+    if (ic->ch != NULL) grpc_channel_destroy(ic->ch);
+    grpc_completion_queue_shutdown(ic->cq);
+    while (grpc_completion_queue_next(ic->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL).type !=
+           GRPC_QUEUE_SHUTDOWN) {
+    }
+    grpc_completion_queue_destroy(ic->cq);
+    td__wire_scratch_fini(&ic->scratch);
+    grpc_shutdown();
+}
+
+/* One GetInfo round trip. On success *out must be freed with
+ * tensord__v1__info_response__free_unpacked. */
+static td_status info_call(info_channel *ic, int timeout_ms, Tensord__V1__InfoResponse **out)
+{
+    Tensord__V1__InfoRequest req = TENSORD__V1__INFO_REQUEST__INIT;
+    grpc_byte_buffer *send_bb = NULL;
+    td_status st = td__wire_encode(&req.base, NULL, &send_bb);
+    if (st != TD_OK) {
+        td__set_connect_error("out of memory");
+        return st;
+    }
+    gpr_timespec deadline = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+                                         gpr_time_from_millis(timeout_ms, GPR_TIMESPAN));
+    grpc_call *call = grpc_channel_create_registered_call(ic->ch, NULL, GRPC_PROPAGATE_DEFAULTS,
+                                                          ic->cq, ic->method, deadline, NULL);
+    if (call == NULL) {
+        grpc_byte_buffer_destroy(send_bb);
+        td__set_connect_error("cannot start a GetInfo call to %s", ic->target);
+        return TD_EUNAVAILABLE;
+    }
+    grpc_metadata_array initial_md, trailing_md;
+    grpc_metadata_array_init(&initial_md);
+    grpc_metadata_array_init(&trailing_md);
+    grpc_byte_buffer *recv_bb = NULL;
+    grpc_status_code code = GRPC_STATUS_UNKNOWN;
+    grpc_slice details = grpc_empty_slice();
+
+    grpc_op ops[6];
+    memset(ops, 0, sizeof ops);
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[1].op = GRPC_OP_SEND_MESSAGE;
+    ops[1].data.send_message.send_message = send_bb;
+    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+    ops[3].data.recv_initial_metadata.recv_initial_metadata = &initial_md;
+    ops[4].op = GRPC_OP_RECV_MESSAGE;
+    ops[4].data.recv_message.recv_message = &recv_bb;
+    ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+    ops[5].data.recv_status_on_client.trailing_metadata = &trailing_md;
+    ops[5].data.recv_status_on_client.status = &code;
+    ops[5].data.recv_status_on_client.status_details = &details;
+    grpc_call_error ce = grpc_call_start_batch(call, ops, 6, INFO_TAG, NULL);
+    if (ce == GRPC_CALL_OK) {
+        /* The call's own deadline bounds this wait. */
+        grpc_event ev;
+        do {
+            ev = grpc_completion_queue_next(ic->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+        } while (ev.type == GRPC_OP_COMPLETE && ev.tag != INFO_TAG);
+    } else {
+        code = GRPC_STATUS_INTERNAL;
+        grpc_slice_unref(details);
+        details = grpc_slice_from_static_string("cannot start the call");
+    }
+
+    if (code == GRPC_STATUS_DEADLINE_EXCEEDED) {
+        td__set_connect_error("no reply from tensord at %s within %d ms", ic->target,
+                              timeout_ms);
+        st = TD_ETIMEOUT;
+    } else if (code != GRPC_STATUS_OK) {
+        td__set_connect_error("GetInfo on tensord at %s failed: %.*s", ic->target,
+                              (int)GRPC_SLICE_LENGTH(details),
+                              (const char *)GRPC_SLICE_START_PTR(details));
+        st = status_from_grpc(code);
+    } else if (recv_bb == NULL) {
+        td__set_connect_error("tensord at %s sent no GetInfo reply", ic->target);
+        st = TD_EPROTO;
+    } else {
+        char err[256];
+        ProtobufCMessage *m = NULL;
+        st = td__wire_decode(recv_bb, &tensord__v1__info_response__descriptor, &ic->scratch,
+                             &m, NULL, NULL, err, sizeof err);
+        if (st != TD_OK)
+            td__set_connect_error("bad GetInfo reply from tensord at %s: %s", ic->target, err);
+        else
+            *out = (Tensord__V1__InfoResponse *)m;
+    }
+    if (recv_bb != NULL) grpc_byte_buffer_destroy(recv_bb);
+    grpc_byte_buffer_destroy(send_bb);
+    grpc_slice_unref(details);
+    grpc_metadata_array_destroy(&initial_md);
+    grpc_metadata_array_destroy(&trailing_md);
+    grpc_call_unref(call);
+    return st;
+}
+
+static void copy_str(char *dst, size_t cap, const char *src)
+{
+    snprintf(dst, cap, "%s", src != NULL ? src : "");
+}
+
+td_status td_server_info_get(const char *address, int timeout_ms, td_server_info *out)
+{
+    if (out == NULL) {
+        td__set_connect_error("td_server_info_get: out is NULL");
+        return TD_EINVAL;
+    }
+    if (timeout_ms <= 0) timeout_ms = INFO_TIMEOUT_MS;
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    info_channel ic;
+    td_status st = info_channel_open(&ic, address, timeout_ms);
+    Tensord__V1__InfoResponse *resp = NULL;
+    if (st == TD_OK) {
+        /* One budget for connect and call together. */
+        struct timespec t1;
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        long spent = (long)(t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+        int left = spent < timeout_ms ? timeout_ms - (int)spent : 1;
+        st = info_call(&ic, left, &resp);
+    }
+    if (st == TD_OK) {
+        td_server_info info;
+        memset(&info, 0, sizeof info);
+        info.protocol_min = resp->protocol_min;
+        info.protocol_max = resp->protocol_max;
+        copy_str(info.server_version, sizeof info.server_version, resp->server_version);
+        size_t nd = resp->n_devices;
+        size_t max = sizeof info.devices / sizeof info.devices[0];
+        if (nd > max) nd = max;
+        info.n_devices = (int)nd;
+        for (size_t i = 0; i < nd; i++) {
+            const Tensord__V1__Device *d = resp->devices[i];
+            td_device_info *o = &info.devices[i];
+            copy_str(o->name, sizeof o->name, d->name);
+            copy_str(o->kind, sizeof o->kind, d->kind);
+            copy_str(o->description, sizeof o->description, d->description);
+            o->memory_total = d->memory_total;
+            o->memory_free = d->memory_free;
+        }
+        if (resp->limits != NULL) {
+            info.max_message_bytes = resp->limits->max_message_bytes;
+            info.chunk_bytes = resp->limits->chunk_bytes;
+            info.max_tensor_bytes = resp->limits->max_tensor_bytes;
+        }
+        info.sessions = resp->sessions;
+        info.tensors = resp->tensors;
+        info.bytes_in_use = resp->bytes_in_use;
+        *out = info;
+        tensord__v1__info_response__free_unpacked(resp, NULL);
+    }
+    info_channel_close(&ic);
+    return st;
+}
+
+td_status td_server_ping(const char *address, int n, int timeout_ms, uint64_t *rtt_ns)
+{
+    if (n <= 0 || rtt_ns == NULL) {
+        td__set_connect_error("td_server_ping: need n > 0 (got %d) and an array for the times",
+                              n);
+        return TD_EINVAL;
+    }
+    if (timeout_ms <= 0) timeout_ms = INFO_TIMEOUT_MS;
+    info_channel ic;
+    td_status st = info_channel_open(&ic, address, timeout_ms);
+    for (int i = 0; st == TD_OK && i < n; i++) {
+        struct timespec t0, t1;
+        Tensord__V1__InfoResponse *resp = NULL;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        st = info_call(&ic, timeout_ms, &resp);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        if (st == TD_OK) {
+            tensord__v1__info_response__free_unpacked(resp, NULL);
+            int64_t ns = (int64_t)(t1.tv_sec - t0.tv_sec) * 1000000000 + (t1.tv_nsec - t0.tv_nsec);
+            rtt_ns[i] = ns > 0 ? (uint64_t)ns : 0;
+        }
+    }
+    info_channel_close(&ic);
+    return st;
+}

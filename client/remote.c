@@ -1,0 +1,916 @@
+/* remote.c — the remote transport: a context's ops travel over one gRPC Session stream.
+ *
+ * Why a hand-driven state machine: protoc-c gives no gRPC stubs, and the C core allows one
+ * SEND_MESSAGE and one RECV_MESSAGE outstanding per call. Each transport owns a completion
+ * queue that only its own thread polls, so the whole session is single-threaded: every wait
+ * (for a send to be taken, a read's chunks, a fence) pumps the queue and dispatches whatever
+ * arrives. One RECV_MESSAGE is kept armed from the moment the call starts, so Failure
+ * messages for earlier batches are taken in whenever we wait and recorded as deferred;
+ * RECV_STATUS_ON_CLIENT is armed at the start too, so a server that ends the call (unknown
+ * device, shutdown, crash) is noticed with its status details.
+ *
+ * Ops are fire-and-forget: submit starts the send and returns; the next send first waits for
+ * it to be taken. Writes are zero-copy: each chunk's payload is a slice over the caller's
+ * memory, so write does not return until gRPC has dropped every such slice (counted by the
+ * slices' release callback, which may run on a gRPC thread, hence the atomic).
+ *
+ * Any transport-level failure (stream ended, send failed, no reply within call_timeout_ms,
+ * a server that breaks the protocol) finishes the call and leaves the transport closed:
+ * every later call returns TD_ECLOSED.
+ */
+#include "client/transport.h"
+#include "common/alloc.h"
+#include "proto/wire.h"
+
+#include <grpc/byte_buffer.h>
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <grpc/slice.h>
+#include <grpc/support/time.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#define REMOTE_CONNECT_TIMEOUT_MS 5000
+#define REMOTE_CALL_TIMEOUT_MS 60000
+/* How long close waits for the server to end the call after our half-close. */
+#define REMOTE_CLOSE_TIMEOUT_MS 10000
+/* Split op batches so one message stays well under TD_MAX_MESSAGE_BYTES. */
+#define REMOTE_BATCH_BYTES (4u << 20)
+#define REMOTE_RELEASE_IDS 65536
+
+enum remote_tag { TAG_SEND = 1, TAG_RECV, TAG_STATUS, TAG_HALF_CLOSE, TAG_CONNECT };
+#define TAG(x) ((void *)(uintptr_t)(x))
+
+enum remote_req { REQ_NONE = 0, REQ_OPEN, REQ_READ, REQ_FENCE };
+
+typedef struct remote {
+    td__transport base; /* first: the context sees only this */
+    char target[512];
+    int call_timeout_ms;
+    grpc_completion_queue *cq;
+    grpc_channel *ch;
+    grpc_call *call;
+    uint64_t next_seq;
+
+    bool send_pending;
+    bool send_failed;
+    grpc_byte_buffer *send_bb;
+    bool half_close_pending;
+
+    bool recv_pending;
+    bool initial_md_armed;
+    bool stream_ended; /* a receive completed without a message */
+    bool ending;       /* tearing down: do not re-arm the receive */
+    grpc_byte_buffer *recv_bb;
+    grpc_metadata_array initial_md;
+
+    bool status_armed;
+    bool status_done;
+    grpc_status_code status;
+    grpc_slice status_details;
+    grpc_metadata_array trailing_md;
+
+    /* The one request being waited for (open, read or fence). */
+    struct {
+        enum remote_req kind;
+        uint64_t seq;
+        bool done;
+        td_status st;
+        uint64_t tensor;
+        uint64_t offset;
+        uint8_t *dst;
+        size_t nbytes;
+        size_t got;
+    } req;
+    char opened_device[sizeof(((td__transport *)0)->device)];
+    uint32_t opened_protocol;
+
+    td_status violation; /* the server broke the protocol (found while dispatching) */
+    char violation_msg[512];
+    bool opening;
+    bool broken;
+
+    td__wire_scratch scratch;
+    atomic_size_t slices_released;
+    size_t slices_given;
+} remote;
+
+static void remote_errf(remote *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void remote_errf(remote *r, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->base.err, sizeof r->base.err, fmt, ap);
+    va_end(ap);
+}
+
+static gpr_timespec deadline_after_ms(int ms)
+{
+    return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+                        gpr_time_from_millis(ms, GPR_TIMESPAN));
+}
+
+static const char *grpc_code_name(grpc_status_code c)
+{
+    static const char *const names[] = {
+        "OK",          "CANCELLED",         "UNKNOWN",          "INVALID_ARGUMENT",
+        "DEADLINE_EXCEEDED", "NOT_FOUND",   "ALREADY_EXISTS",   "PERMISSION_DENIED",
+        "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
+        "UNIMPLEMENTED", "INTERNAL",        "UNAVAILABLE",      "DATA_LOSS",
+        "UNAUTHENTICATED",
+    };
+    if ((unsigned)c < sizeof names / sizeof names[0]) return names[c];
+    return "UNKNOWN";
+}
+
+/* A server's Failure status as a td_status; values this client does not know (a newer
+ * server) or TD_OK in a failure become TD_EINTERNAL. */
+static td_status status_from_wire(uint32_t v)
+{
+    if (v == TD_OK || strcmp(td_status_name((td_status)v), "unknown status") == 0)
+        return TD_EINTERNAL;
+    return (td_status)v;
+}
+
+/* ---- channel (shared with info.c) ---- */
+
+td_status td__remote_channel_open(const char *target, int timeout_ms, grpc_completion_queue *cq,
+                                  grpc_channel **out, char *err, size_t errlen);
+
+td_status td__remote_channel_open(const char *target, int timeout_ms, grpc_completion_queue *cq,
+                                  grpc_channel **out, char *err, size_t errlen)
+{
+    grpc_arg args[4];
+    args[0].type = GRPC_ARG_INTEGER;
+    args[0].key = GRPC_ARG_MAX_SEND_MESSAGE_LENGTH;
+    args[0].value.integer = (int)TD_MAX_MESSAGE_BYTES;
+    args[1].type = GRPC_ARG_INTEGER;
+    args[1].key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
+    args[1].value.integer = (int)TD_MAX_MESSAGE_BYTES;
+    /* Reconnect quickly: a server restarted mid-run should be found again within ~1 s.
+     * (Not GRPC_ARG_MIN_RECONNECT_BACKOFF_MS: gRPC also uses it as the time one connection
+     * attempt may take, so a small value makes slow links fail.) */
+    args[2].type = GRPC_ARG_INTEGER;
+    args[2].key = GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS;
+    args[2].value.integer = 100;
+    args[3].type = GRPC_ARG_INTEGER;
+    args[3].key = GRPC_ARG_MAX_RECONNECT_BACKOFF_MS;
+    args[3].value.integer = 1000;
+    grpc_channel_args chargs = {.num_args = 4, .args = args};
+
+    grpc_channel_credentials *creds = grpc_insecure_credentials_create();
+    grpc_channel *ch = grpc_channel_create(target, creds, &chargs);
+    grpc_channel_credentials_release(creds);
+    if (ch == NULL) {
+        snprintf(err, errlen, "cannot create a channel to '%s'", target);
+        return TD_EINVAL;
+    }
+
+    /* Wait until READY. A connection attempt that fails (nothing listening, no such socket,
+     * unknown host) fails at once, as gRPC's own fail-fast calls do; a peer that accepts
+     * nothing at all is bounded by timeout_ms. */
+    gpr_timespec deadline = deadline_after_ms(timeout_ms);
+    grpc_connectivity_state state = grpc_channel_check_connectivity_state(ch, 1);
+    td_status st = TD_OK;
+    while (state != GRPC_CHANNEL_READY) {
+        if (state == GRPC_CHANNEL_TRANSIENT_FAILURE || state == GRPC_CHANNEL_SHUTDOWN) {
+            snprintf(err, errlen,
+                     "cannot reach tensord at %s: connection failed; is the server running? "
+                     "(tensord --listen %s)",
+                     target, target);
+            st = TD_EUNAVAILABLE;
+            break;
+        }
+        grpc_channel_watch_connectivity_state(ch, state, deadline, cq, TAG(TAG_CONNECT));
+        grpc_event ev;
+        do {
+            ev = grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+        } while (ev.type == GRPC_OP_COMPLETE && ev.tag != TAG(TAG_CONNECT));
+        if (ev.type != GRPC_OP_COMPLETE || !ev.success) {
+            snprintf(err, errlen,
+                     "cannot reach tensord at %s within %d ms: is the server running? "
+                     "(tensord --listen %s)",
+                     target, timeout_ms, target);
+            st = TD_EUNAVAILABLE;
+            break;
+        }
+        state = grpc_channel_check_connectivity_state(ch, 0);
+    }
+    if (st != TD_OK) {
+        grpc_channel_destroy(ch);
+        return st;
+    }
+    *out = ch;
+    return TD_OK;
+}
+
+/* ---- the completion queue pump ---- */
+
+static void on_slice_released(void *arg)
+{
+    remote *r = arg;
+    atomic_fetch_add_explicit(&r->slices_released, 1, memory_order_release);
+}
+
+static void protocol_violation(remote *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void protocol_violation(remote *r, const char *fmt, ...)
+{
+    if (r->violation != TD_OK) return;
+    r->violation = TD_EPROTO;
+    int n = snprintf(r->violation_msg, sizeof r->violation_msg, "tensord at %s broke the protocol: ",
+                     r->target);
+    if (n < 0 || (size_t)n >= sizeof r->violation_msg) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->violation_msg + n, sizeof r->violation_msg - (size_t)n, fmt, ap);
+    va_end(ap);
+}
+
+static void arm_recv(remote *r)
+{
+    grpc_op ops[2];
+    size_t n = 0;
+    memset(ops, 0, sizeof ops);
+    if (!r->initial_md_armed) {
+        /* First receive of the call: take the initial metadata with it. */
+        ops[n].op = GRPC_OP_RECV_INITIAL_METADATA;
+        ops[n].data.recv_initial_metadata.recv_initial_metadata = &r->initial_md;
+        n++;
+    }
+    ops[n].op = GRPC_OP_RECV_MESSAGE;
+    ops[n].data.recv_message.recv_message = &r->recv_bb;
+    n++;
+    r->recv_bb = NULL;
+    if (grpc_call_start_batch(r->call, ops, n, TAG(TAG_RECV), NULL) != GRPC_CALL_OK) {
+        r->stream_ended = true;
+        return;
+    }
+    r->recv_pending = true;
+    r->initial_md_armed = true;
+}
+
+static void dispatch_read_chunk(remote *r, const Tensord__V1__ServerMessage *m,
+                                const uint8_t *payload, size_t plen)
+{
+    const Tensord__V1__ReadChunk *c = m->read;
+    if (r->req.kind != REQ_READ || m->seq != r->req.seq) {
+        protocol_violation(r, "read chunk for request %llu, none pending",
+                           (unsigned long long)m->seq);
+        return;
+    }
+    if (c->tensor != r->req.tensor) {
+        protocol_violation(r, "read chunk names tensor %llu, request %llu read tensor %llu",
+                           (unsigned long long)c->tensor, (unsigned long long)m->seq,
+                           (unsigned long long)r->req.tensor);
+        return;
+    }
+    /* Chunks must arrive in order and stay inside the caller's buffer. */
+    uint64_t expect = r->req.offset + r->req.got;
+    if (c->offset != expect || plen > r->req.nbytes - r->req.got) {
+        protocol_violation(r,
+                           "read of tensor %llu: chunk at offset %llu with %zu bytes, expected "
+                           "offset %llu and at most %zu bytes",
+                           (unsigned long long)c->tensor, (unsigned long long)c->offset, plen,
+                           (unsigned long long)expect, r->req.nbytes - r->req.got);
+        return;
+    }
+    if (plen > 0) memcpy(r->req.dst + r->req.got, payload, plen);
+    r->req.got += plen;
+    r->base.stats.bytes_received += plen;
+    if (c->last) {
+        if (r->req.got != r->req.nbytes) {
+            protocol_violation(r, "read of tensor %llu ended after %zu of %zu bytes",
+                               (unsigned long long)c->tensor, r->req.got, r->req.nbytes);
+            return;
+        }
+        r->req.done = true;
+        r->req.st = TD_OK;
+    }
+}
+
+static void dispatch(remote *r, const Tensord__V1__ServerMessage *m, const uint8_t *payload,
+                     size_t plen)
+{
+    switch (m->body_case) {
+    case TENSORD__V1__SERVER_MESSAGE__BODY_OPENED:
+        if (r->req.kind != REQ_OPEN || m->seq != r->req.seq || m->opened == NULL) {
+            protocol_violation(r, "unexpected session-opened message (seq %llu)",
+                               (unsigned long long)m->seq);
+            return;
+        }
+        snprintf(r->opened_device, sizeof r->opened_device, "%s",
+                 m->opened->device != NULL ? m->opened->device : "");
+        r->opened_protocol = m->opened->protocol;
+        r->req.done = true;
+        r->req.st = TD_OK;
+        return;
+    case TENSORD__V1__SERVER_MESSAGE__BODY_FAILURE: {
+        const Tensord__V1__Failure *f = m->failure;
+        td_status st = status_from_wire(f->status);
+        const char *msg = f->message != NULL && f->message[0] != '\0' ? f->message
+                                                                      : td_status_message(st);
+        if (r->req.kind != REQ_NONE && m->seq == r->req.seq) {
+            snprintf(r->base.err, sizeof r->base.err, "%s", msg);
+            r->req.st = st;
+            r->req.done = true;
+        } else {
+            td__transport_defer(&r->base, st, msg);
+        }
+        return;
+    }
+    case TENSORD__V1__SERVER_MESSAGE__BODY_READ:
+        dispatch_read_chunk(r, m, payload, plen);
+        return;
+    case TENSORD__V1__SERVER_MESSAGE__BODY_FENCE:
+        if (r->req.kind != REQ_FENCE || m->seq != r->req.seq) {
+            protocol_violation(r, "fence-done for request %llu, none pending",
+                               (unsigned long long)m->seq);
+            return;
+        }
+        r->req.done = true;
+        r->req.st = TD_OK;
+        return;
+    default:
+        protocol_violation(r, "message %llu has no known body (case %d)",
+                           (unsigned long long)m->seq, (int)m->body_case);
+        return;
+    }
+}
+
+static void on_recv(remote *r, bool success)
+{
+    grpc_byte_buffer *bb = r->recv_bb;
+    r->recv_bb = NULL;
+    r->recv_pending = false;
+    if (!success || bb == NULL) {
+        if (bb != NULL) grpc_byte_buffer_destroy(bb);
+        r->stream_ended = true;
+        return;
+    }
+    if (!r->ending && r->violation == TD_OK) {
+        ProtobufCMessage *msg = NULL;
+        const uint8_t *payload = NULL;
+        size_t plen = 0;
+        char err[256];
+        td_status st = td__wire_decode(bb, &tensord__v1__server_message__descriptor,
+                                       &r->scratch, &msg, &payload, &plen, err, sizeof err);
+        if (st == TD_OK) {
+            dispatch(r, (const Tensord__V1__ServerMessage *)msg, payload, plen);
+            protobuf_c_message_free_unpacked(msg, NULL);
+        } else if (st == TD_ENOMEM) {
+            protocol_violation(r, "out of memory decoding a message");
+            r->violation = TD_ENOMEM;
+        } else {
+            protocol_violation(r, "%s", err);
+        }
+    }
+    grpc_byte_buffer_destroy(bb);
+    if (!r->ending && r->violation == TD_OK) arm_recv(r);
+}
+
+/* Handle one completion; false when the deadline passed first. */
+static bool pump(remote *r, gpr_timespec deadline)
+{
+    grpc_event ev = grpc_completion_queue_next(r->cq, deadline, NULL);
+    if (ev.type == GRPC_QUEUE_TIMEOUT) return false;
+    if (ev.type != GRPC_OP_COMPLETE) return true;
+    switch ((uintptr_t)ev.tag) {
+    case TAG_SEND:
+        r->send_pending = false;
+        if (!ev.success) r->send_failed = true;
+        if (r->send_bb != NULL) grpc_byte_buffer_destroy(r->send_bb);
+        r->send_bb = NULL;
+        break;
+    case TAG_HALF_CLOSE:
+        r->half_close_pending = false;
+        break;
+    case TAG_RECV:
+        on_recv(r, ev.success != 0);
+        break;
+    case TAG_STATUS:
+        r->status_done = true;
+        break;
+    default:
+        break;
+    }
+    return true;
+}
+
+static bool ops_in_flight(const remote *r)
+{
+    return r->send_pending || r->recv_pending || r->half_close_pending ||
+           (r->status_armed && !r->status_done);
+}
+
+/* Let every outstanding operation complete, cancelling the call when the server does not
+ * end it within `wait_ms`. */
+static void finish_call(remote *r, int wait_ms, bool cancel_now)
+{
+    r->ending = true;
+    if (r->call == NULL) return;
+    if (cancel_now) grpc_call_cancel(r->call, NULL);
+    gpr_timespec deadline = deadline_after_ms(wait_ms);
+    while (ops_in_flight(r) && pump(r, deadline)) {
+    }
+    if (ops_in_flight(r)) {
+        grpc_call_cancel(r->call, NULL);
+        deadline = deadline_after_ms(REMOTE_CLOSE_TIMEOUT_MS);
+        while (ops_in_flight(r) && pump(r, deadline)) {
+        }
+    }
+}
+
+static td_status status_to_td_opening(grpc_status_code c)
+{
+    switch (c) {
+    case GRPC_STATUS_INVALID_ARGUMENT:
+    case GRPC_STATUS_NOT_FOUND:
+        return TD_EINVAL;
+    case GRPC_STATUS_FAILED_PRECONDITION:
+    case GRPC_STATUS_UNIMPLEMENTED:
+    case GRPC_STATUS_OUT_OF_RANGE:
+        return TD_EPROTO;
+    case GRPC_STATUS_UNAUTHENTICATED:
+    case GRPC_STATUS_PERMISSION_DENIED:
+        return TD_EUNAUTHENTICATED;
+    case GRPC_STATUS_RESOURCE_EXHAUSTED:
+        return TD_EQUOTA;
+    case GRPC_STATUS_DEADLINE_EXCEEDED:
+        return TD_ETIMEOUT;
+    default:
+        return TD_EUNAVAILABLE;
+    }
+}
+
+/* The stream is gone (the server ended the call, or the connection broke). */
+static td_status session_lost(remote *r)
+{
+    finish_call(r, r->call_timeout_ms < 5000 ? r->call_timeout_ms : 5000, false);
+    r->broken = true;
+    const char *details = (const char *)GRPC_SLICE_START_PTR(r->status_details);
+    int dlen = (int)GRPC_SLICE_LENGTH(r->status_details);
+    if (!r->status_done) {
+        details = "no status";
+        dlen = (int)strlen(details);
+    }
+    if (r->opening) {
+        td_status st = status_to_td_opening(r->status);
+        if (r->status_done && r->status != GRPC_STATUS_UNAVAILABLE &&
+            r->status != GRPC_STATUS_OK && dlen > 0) {
+            /* The server refused the session: its message says why. */
+            remote_errf(r, "tensord at %s refused the session: %.*s", r->target, dlen, details);
+        } else {
+            remote_errf(r, "tensord at %s ended the session while opening it: %.*s (%s)",
+                        r->target, dlen, details, grpc_code_name(r->status));
+        }
+        return st;
+    }
+    remote_errf(r, "tensord at %s closed the session: %.*s (%s)", r->target, dlen, details,
+                grpc_code_name(r->status));
+    return TD_EUNAVAILABLE;
+}
+
+static td_status session_timeout(remote *r)
+{
+    finish_call(r, 2000, true);
+    r->broken = true;
+    remote_errf(r, "no reply from tensord at %s within %d ms", r->target, r->call_timeout_ms);
+    return TD_ETIMEOUT;
+}
+
+static td_status session_violation(remote *r)
+{
+    td_status st = r->violation;
+    finish_call(r, 2000, true);
+    r->broken = true;
+    remote_errf(r, "%s", r->violation_msg);
+    return st;
+}
+
+/* The call can carry nothing more: a receive found the stream's end, or a send failed. A
+ * status alone is not enough: messages sent before it may still be waiting to be read. */
+static bool stream_broken(const remote *r) { return r->stream_ended || r->send_failed; }
+
+typedef bool (*remote_cond)(const remote *r);
+
+/* Pump until done(r), the stream breaks, or call_timeout_ms passes. poll_ms > 0 wakes up
+ * that often to re-check a condition no completion signals (slice releases). */
+static td_status wait_until(remote *r, remote_cond done, int poll_ms)
+{
+    gpr_timespec deadline = deadline_after_ms(r->call_timeout_ms);
+    for (;;) {
+        if (r->violation != TD_OK) return session_violation(r);
+        if (done(r)) return TD_OK;
+        if (stream_broken(r)) return session_lost(r);
+        gpr_timespec until = deadline;
+        if (poll_ms > 0) {
+            gpr_timespec soon = deadline_after_ms(poll_ms);
+            if (gpr_time_cmp(soon, deadline) < 0) until = soon;
+        }
+        if (!pump(r, until) && gpr_time_cmp(gpr_now(GPR_CLOCK_MONOTONIC), deadline) >= 0)
+            return session_timeout(r);
+    }
+}
+
+static bool send_idle(const remote *r) { return !r->send_pending; }
+static bool req_done(const remote *r) { return r->req.done; }
+static bool slices_released(const remote *r)
+{
+    return atomic_load_explicit(&r->slices_released, memory_order_acquire) == r->slices_given;
+}
+
+/* Take in whatever has already arrived without blocking. */
+static td_status poll_ready(remote *r)
+{
+    while (pump(r, gpr_inf_past(GPR_CLOCK_MONOTONIC))) {
+    }
+    if (r->violation != TD_OK) return session_violation(r);
+    if (stream_broken(r)) return session_lost(r);
+    return TD_OK;
+}
+
+static td_status check_open(remote *r)
+{
+    if (!r->broken) return TD_OK;
+    /* Keep the first failure's message: it says why the session is gone. */
+    if (strncmp(r->base.err, "session closed", 14) != 0) {
+        char prev[sizeof r->base.err];
+        memcpy(prev, r->base.err, sizeof prev);
+        remote_errf(r, "session closed: %s", prev);
+    }
+    return TD_ECLOSED;
+}
+
+/* Start sending `msg` (and payload) with the next seq, after the previous send is taken.
+ * With a payload, its release callback has run or will run whatever this returns. */
+static td_status send_msg(remote *r, Tensord__V1__ClientMessage *msg,
+                          const td__wire_payload *payload, bool with_initial_md)
+{
+    td_status st = send_idle(r) ? TD_OK : wait_until(r, send_idle, 0);
+    if (st == TD_OK && stream_broken(r)) st = session_lost(r);
+    if (st != TD_OK) {
+        if (payload != NULL && payload->release != NULL) payload->release(payload->release_arg);
+        return st;
+    }
+    msg->seq = r->next_seq;
+    grpc_byte_buffer *bb = NULL;
+    st = td__wire_encode(&msg->base, payload, &bb);
+    if (st != TD_OK) {
+        remote_errf(r, "out of memory encoding a message");
+        return st;
+    }
+    grpc_op ops[2];
+    size_t n = 0;
+    memset(ops, 0, sizeof ops);
+    if (with_initial_md) {
+        ops[n].op = GRPC_OP_SEND_INITIAL_METADATA;
+        ops[n].data.send_initial_metadata.count = 0;
+        n++;
+    }
+    ops[n].op = GRPC_OP_SEND_MESSAGE;
+    ops[n].data.send_message.send_message = bb;
+    n++;
+    grpc_call_error ce = grpc_call_start_batch(r->call, ops, n, TAG(TAG_SEND), NULL);
+    if (ce != GRPC_CALL_OK) {
+        grpc_byte_buffer_destroy(bb);
+        r->send_failed = true;
+        return session_lost(r);
+    }
+    r->send_bb = bb;
+    r->send_pending = true;
+    r->next_seq++;
+    return TD_OK;
+}
+
+/* ---- the transport vtable ---- */
+
+static td_status remote_submit(td__transport *t, const td__op *ops, size_t n)
+{
+    remote *r = (remote *)t;
+    td_status st = check_open(r);
+    if (st != TD_OK || n == 0) return st;
+    if ((st = poll_ready(r)) != TD_OK) return st;
+
+    Tensord__V1__Op *wops = td__calloc(n, sizeof *wops);
+    Tensord__V1__Op **ptrs = td__calloc(n, sizeof *ptrs);
+    uint64_t *inputs = td__calloc(n, TD_OP_MAX_INPUTS * sizeof *inputs);
+    if (wops == NULL || ptrs == NULL || inputs == NULL) {
+        remote_errf(r, "out of memory sending a batch of %zu ops", n);
+        st = TD_ENOMEM;
+        goto out;
+    }
+    size_t first = 0;
+    while (first < n && st == TD_OK) {
+        size_t count = 0, bytes = 0;
+        while (first + count < n && count < TD_MAX_BATCH_OPS) {
+            size_t i = first + count;
+            td__wire_op_to(&ops[i], &wops[i], inputs + i * TD_OP_MAX_INPUTS);
+            size_t sz = tensord__v1__op__get_packed_size(&wops[i]) + 6;
+            if (count > 0 && bytes + sz > REMOTE_BATCH_BYTES) break;
+            ptrs[i] = &wops[i];
+            bytes += sz;
+            count++;
+        }
+        Tensord__V1__OpBatch batch = TENSORD__V1__OP_BATCH__INIT;
+        batch.n_ops = count;
+        batch.ops = ptrs + first;
+        Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
+        cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_BATCH;
+        cm.batch = &batch;
+        st = send_msg(r, &cm, NULL, false);
+        if (st == TD_OK) r->base.stats.batches_sent++;
+        first += count;
+    }
+out:
+    td__free(inputs);
+    td__free(ptrs);
+    td__free(wops);
+    return st;
+}
+
+static td_status remote_write(td__transport *t, uint64_t id, uint64_t offset, const void *src,
+                              size_t nbytes)
+{
+    remote *r = (remote *)t;
+    td_status st = check_open(r);
+    if (st != TD_OK || nbytes == 0) return st;
+    if (offset + nbytes < offset) {
+        remote_errf(r, "write to tensor %llu: offset %llu + %zu bytes overflows",
+                    (unsigned long long)id, (unsigned long long)offset, nbytes);
+        return TD_ERANGE;
+    }
+    const uint8_t *p = src;
+    for (size_t done = 0; done < nbytes && st == TD_OK;) {
+        size_t len = nbytes - done < TD_CHUNK_BYTES ? nbytes - done : TD_CHUNK_BYTES;
+        Tensord__V1__WriteChunk wc = TENSORD__V1__WRITE_CHUNK__INIT;
+        wc.tensor = id;
+        wc.offset = offset + done;
+        Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
+        cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_WRITE;
+        cm.write = &wc;
+        td__wire_payload pl = {
+            .data = p + done, .nbytes = len, .release = on_slice_released, .release_arg = r};
+        r->slices_given++;
+        st = send_msg(r, &cm, &pl, false);
+        if (st == TD_OK) r->base.stats.bytes_sent += len;
+        done += len;
+    }
+    /* `src` is borrowed for this call only: wait until gRPC holds none of it, even when the
+     * session just broke (cancelling the call makes gRPC drop the slices). */
+    if (st == TD_OK) st = wait_until(r, send_idle, 0);
+    if (st == TD_OK) st = wait_until(r, slices_released, 1);
+    if (!slices_released(r)) {
+        gpr_timespec deadline = deadline_after_ms(r->call_timeout_ms);
+        while (!slices_released(r) &&
+               gpr_time_cmp(gpr_now(GPR_CLOCK_MONOTONIC), deadline) < 0)
+            pump(r, deadline_after_ms(1));
+    }
+    return st;
+}
+
+static td_status remote_read(td__transport *t, uint64_t id, uint64_t offset, void *dst,
+                             size_t nbytes)
+{
+    remote *r = (remote *)t;
+    td_status st = check_open(r);
+    if (st != TD_OK) return st;
+    if (offset + nbytes < offset) {
+        remote_errf(r, "read of tensor %llu: offset %llu + %zu bytes overflows",
+                    (unsigned long long)id, (unsigned long long)offset, nbytes);
+        return TD_ERANGE;
+    }
+    Tensord__V1__ReadRequest rr = TENSORD__V1__READ_REQUEST__INIT;
+    rr.tensor = id;
+    rr.offset = offset;
+    rr.nbytes = nbytes;
+    Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
+    cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_READ;
+    cm.read = &rr;
+    uint64_t seq = r->next_seq;
+    if ((st = send_msg(r, &cm, NULL, false)) != TD_OK) return st;
+    memset(&r->req, 0, sizeof r->req);
+    r->req.kind = REQ_READ;
+    r->req.seq = seq;
+    r->req.tensor = id;
+    r->req.offset = offset;
+    r->req.dst = dst;
+    r->req.nbytes = nbytes;
+    st = wait_until(r, req_done, 0);
+    r->base.stats.round_trips++;
+    if (st == TD_OK) st = r->req.st;
+    memset(&r->req, 0, sizeof r->req);
+    return st;
+}
+
+static td_status remote_release(td__transport *t, const uint64_t *ids, size_t n)
+{
+    remote *r = (remote *)t;
+    td_status st = check_open(r);
+    for (size_t first = 0; st == TD_OK && first < n; first += REMOTE_RELEASE_IDS) {
+        size_t count = n - first < REMOTE_RELEASE_IDS ? n - first : REMOTE_RELEASE_IDS;
+        Tensord__V1__Release rel = TENSORD__V1__RELEASE__INIT;
+        rel.n_tensors = count;
+        rel.tensors = (uint64_t *)(uintptr_t)(ids + first); /* only read while packing */
+        Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
+        cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_RELEASE;
+        cm.release = &rel;
+        st = send_msg(r, &cm, NULL, false);
+    }
+    return st;
+}
+
+static td_status remote_fence(td__transport *t)
+{
+    remote *r = (remote *)t;
+    td_status st = check_open(r);
+    if (st != TD_OK) return st;
+    Tensord__V1__Fence f = TENSORD__V1__FENCE__INIT;
+    Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
+    cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_FENCE;
+    cm.fence = &f;
+    uint64_t seq = r->next_seq;
+    if ((st = send_msg(r, &cm, NULL, false)) != TD_OK) return st;
+    memset(&r->req, 0, sizeof r->req);
+    r->req.kind = REQ_FENCE;
+    r->req.seq = seq;
+    st = wait_until(r, req_done, 0);
+    r->base.stats.round_trips++;
+    if (st == TD_OK) st = r->req.st;
+    memset(&r->req, 0, sizeof r->req);
+    if (st != TD_OK) return st;
+    st = r->base.deferred;
+    if (st != TD_OK) {
+        snprintf(r->base.err, sizeof r->base.err, "%s", r->base.deferred_msg);
+        r->base.deferred = TD_OK;
+        r->base.deferred_msg[0] = '\0';
+    }
+    return st;
+}
+
+/* Free everything; the call must have no operation in flight (or be cancelled). */
+static void remote_teardown(remote *r)
+{
+    r->ending = true;
+    if (r->call != NULL) {
+        grpc_call_unref(r->call);
+        r->call = NULL;
+    }
+    if (r->ch != NULL) {
+        grpc_channel_destroy(r->ch);
+        r->ch = NULL;
+    }
+    if (r->cq != NULL) {
+        grpc_completion_queue_shutdown(r->cq);
+        for (;;) {
+            grpc_event ev = grpc_completion_queue_next(r->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC),
+                                                       NULL);
+            if (ev.type == GRPC_QUEUE_SHUTDOWN) break;
+        }
+        grpc_completion_queue_destroy(r->cq);
+        r->cq = NULL;
+    }
+    if (r->send_bb != NULL) grpc_byte_buffer_destroy(r->send_bb);
+    if (r->recv_bb != NULL) grpc_byte_buffer_destroy(r->recv_bb);
+    grpc_metadata_array_destroy(&r->initial_md);
+    grpc_metadata_array_destroy(&r->trailing_md);
+    grpc_slice_unref(r->status_details);
+    td__wire_scratch_fini(&r->scratch);
+    /* A payload slice gRPC still holds would call back into r: wait for it, and if gRPC
+     * never lets go (it always does once the call is gone), leak r rather than free it. */
+    bool released = slices_released(r);
+    for (int i = 0; !released && i < 5000; i++) {
+        gpr_sleep_until(deadline_after_ms(1));
+        released = slices_released(r);
+    }
+    if (released) td__free(r);
+    grpc_shutdown();
+}
+
+static void remote_close(td__transport *t)
+{
+    remote *r = (remote *)t;
+    if (r == NULL) return;
+    if (!r->broken && r->call != NULL) {
+        int wait_ms = r->call_timeout_ms < REMOTE_CLOSE_TIMEOUT_MS ? r->call_timeout_ms
+                                                                    : REMOTE_CLOSE_TIMEOUT_MS;
+        gpr_timespec deadline = deadline_after_ms(wait_ms);
+        while (r->send_pending && pump(r, deadline)) {
+        }
+        grpc_op op;
+        memset(&op, 0, sizeof op);
+        op.op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+        if (!r->send_pending && !r->send_failed &&
+            grpc_call_start_batch(r->call, &op, 1, TAG(TAG_HALF_CLOSE), NULL) == GRPC_CALL_OK)
+            r->half_close_pending = true;
+        /* Drain replies until the server ends the call; what they say no longer matters. */
+        r->ending = true;
+        while (ops_in_flight(r) && pump(r, deadline)) {
+            if (!r->recv_pending && !r->stream_ended && !r->status_done) arm_recv(r);
+        }
+    }
+    finish_call(r, 0, ops_in_flight(r));
+    remote_teardown(r);
+}
+
+static const td__transport_vt remote_vt = {
+    .submit = remote_submit,
+    .write = remote_write,
+    .read = remote_read,
+    .release = remote_release,
+    .fence = remote_fence,
+    .close = remote_close,
+};
+
+td_status td__remote_open(const char *target, const char *device, const td_options *opts,
+                          td__transport **out, char *err, size_t errlen)
+{
+    if (target == NULL || target[0] == '\0' || strlen(target) >= sizeof(((remote *)0)->target)) {
+        snprintf(err, errlen, "invalid server address '%s'", target != NULL ? target : "");
+        return TD_EINVAL;
+    }
+    if (device == NULL) device = "";
+    int connect_ms = opts != NULL && opts->connect_timeout_ms > 0 ? opts->connect_timeout_ms
+                                                                  : REMOTE_CONNECT_TIMEOUT_MS;
+    int call_ms = opts != NULL && opts->call_timeout_ms > 0 ? opts->call_timeout_ms
+                                                            : REMOTE_CALL_TIMEOUT_MS;
+    const char *client_name =
+        opts != NULL && opts->client_name != NULL ? opts->client_name : "libtensord";
+
+    remote *r = td__calloc(1, sizeof *r);
+    if (r == NULL) {
+        snprintf(err, errlen, "out of memory opening a session to %s", target);
+        return TD_ENOMEM;
+    }
+    grpc_init();
+    r->base.vt = &remote_vt;
+    r->base.deferred = TD_OK;
+    snprintf(r->target, sizeof r->target, "%s", target);
+    r->call_timeout_ms = call_ms;
+    r->next_seq = 1;
+    atomic_init(&r->slices_released, 0);
+    grpc_metadata_array_init(&r->initial_md);
+    grpc_metadata_array_init(&r->trailing_md);
+    r->status_details = grpc_empty_slice();
+    r->cq = grpc_completion_queue_create_for_next(NULL);
+
+    td_status st = td__remote_channel_open(target, connect_ms, r->cq, &r->ch, err, errlen);
+    if (st != TD_OK) {
+        remote_teardown(r);
+        return st;
+    }
+    void *method = grpc_channel_register_call(r->ch, TD_METHOD_SESSION, NULL, NULL);
+    r->call = grpc_channel_create_registered_call(r->ch, NULL, GRPC_PROPAGATE_DEFAULTS, r->cq,
+                                                  method, gpr_inf_future(GPR_CLOCK_REALTIME),
+                                                  NULL);
+    if (r->call == NULL) {
+        snprintf(err, errlen, "cannot start a session call to %s", target);
+        remote_teardown(r);
+        return TD_EINTERNAL;
+    }
+
+    arm_recv(r);
+    grpc_op op;
+    memset(&op, 0, sizeof op);
+    op.op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+    op.data.recv_status_on_client.trailing_metadata = &r->trailing_md;
+    op.data.recv_status_on_client.status = &r->status;
+    op.data.recv_status_on_client.status_details = &r->status_details;
+    if (grpc_call_start_batch(r->call, &op, 1, TAG(TAG_STATUS), NULL) == GRPC_CALL_OK)
+        r->status_armed = true;
+
+    Tensord__V1__OpenSession os = TENSORD__V1__OPEN_SESSION__INIT;
+    os.protocol_min = TD_PROTOCOL_MIN;
+    os.protocol_max = TD_PROTOCOL_MAX;
+    os.device = (char *)(uintptr_t)device; /* only read while packing */
+    os.client_name = (char *)(uintptr_t)client_name;
+    Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
+    cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_OPEN;
+    cm.open = &os;
+    r->opening = true;
+    r->req.kind = REQ_OPEN;
+    r->req.seq = r->next_seq;
+    st = send_msg(r, &cm, NULL, true);
+    if (st == TD_OK) st = wait_until(r, req_done, 0);
+    if (st == TD_OK) st = r->req.st;
+    if (st == TD_OK &&
+        (r->opened_protocol < TD_PROTOCOL_MIN || r->opened_protocol > TD_PROTOCOL_MAX)) {
+        remote_errf(r, "tensord at %s chose protocol %u, this client speaks %d..%d", target,
+                    r->opened_protocol, TD_PROTOCOL_MIN, TD_PROTOCOL_MAX);
+        st = TD_EPROTO;
+    }
+    r->opening = false;
+    memset(&r->req, 0, sizeof r->req);
+    if (st != TD_OK) {
+        snprintf(err, errlen, "%s", r->base.err);
+        if (!r->broken) finish_call(r, 0, true);
+        remote_teardown(r);
+        return st;
+    }
+    snprintf(r->base.device, sizeof r->base.device, "%s",
+             r->opened_device[0] != '\0' ? r->opened_device : device);
+    r->base.err[0] = '\0';
+    *out = &r->base;
+    return TD_OK;
+}

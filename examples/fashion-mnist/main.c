@@ -1,0 +1,544 @@
+/* main.c — fashion-mnist: train a small MLP on Fashion-MNIST through tensord.
+ *
+ * The program a new user runs first. All tensor work goes through include/tensord.h, so
+ * the same binary trains in-process ("--device local:cpu") or on a remote server
+ * ("--device tensord://HOST:PORT/cpu") and, because the engine is deterministic, prints
+ * the same result both ways. Host work is limited to reading the IDX files, shuffling,
+ * scaling the pixels of each batch to [0, 1] and printing progress.
+ *
+ * Defaults (measured in the README of this folder): hidden 256, batch 128, SGD with
+ * momentum 0.9 and a learning rate of 0.1 decayed to 0 over the run by a cosine
+ * (I. Loshchilov, F. Hutter, "SGDR: Stochastic Gradient Descent with Warm Restarts", ICLR
+ * 2017, eq. 5 without restarts); 2 epochs reach about 0.86 test accuracy.
+ *
+ * Output: progress (a redrawn bar on a terminal, a line every ~10% of an epoch otherwise),
+ * one line per epoch, and last exactly one summary line:
+ *   test accuracy: A  final loss: L  epochs: N  seconds: S
+ * A: fraction of test images classified correctly (4 decimals); L: mean over the steps of
+ * the last epoch of each step's mean training loss (6 decimals); S: wall seconds of
+ * training plus evaluation (data loading and connecting excluded; 1 decimal). With
+ * --eval-only, L and N are those stored in the loaded file's metadata.
+ *
+ * Exit status: 0 success, 1 runtime error (message on stderr), 2 usage error.
+ */
+#include "idx.h"
+#include "mlp.h"
+#include "rng.h"
+#include "safetensors.h"
+#include "tensord.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PROG "fashion-mnist"
+#define DEFAULT_DATA_DIR "/usr/share/datasets/fashion-mnist"
+#define EVAL_BATCH 1000
+
+typedef struct options {
+    const char *data_dir;
+    const char *device;
+    int epochs;
+    int64_t batch;
+    int64_t hidden;
+    double lr;
+    double momentum;
+    bool cosine;
+    uint64_t seed;
+    int64_t limit_train;
+    int64_t limit_test;
+    const char *save_path;
+    const char *load_path;
+    bool eval_only;
+} options;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: " PROG " [options]\n"
+            "Train a 784-H-10 ReLU MLP on Fashion-MNIST with tensord and report test accuracy.\n"
+            "\n"
+            "  --device URI        where tensors run (default local:cpu):\n"
+            "                        local:cpu                 in this process\n"
+            "                        tensord://HOST:PORT/cpu   a tensord server over TCP\n"
+            "                        unix:PATH/cpu             a tensord server on a unix socket\n"
+            "  --data DIR          directory with train-/t10k-{images-idx3,labels-idx1}-ubyte.gz\n"
+            "                      (default " DEFAULT_DATA_DIR ")\n"
+            "  --epochs N          passes over the training set (default 2)\n"
+            "  --batch N           mini-batch size (default 128)\n"
+            "  --hidden N          hidden layer width H (default 256)\n"
+            "  --lr X              peak learning rate (default 0.1)\n"
+            "  --momentum X        SGD momentum in [0, 1) (default 0.9)\n"
+            "  --schedule S        learning-rate schedule: cosine (decay to 0 over the run,\n"
+            "                      the default) or constant\n"
+            "  --seed N            seed of weight initialisation and shuffling (default 1)\n"
+            "  --limit-train N     use only the first N training images (default all)\n"
+            "  --limit-test N      evaluate only the first N test images (default all)\n"
+            "  --save FILE         write the trained weights (w1 b1 w2 b2) as safetensors\n"
+            "  --load FILE         start from the weights in a safetensors FILE\n"
+            "  --eval-only         with --load: evaluate only, no training\n"
+            "  --help              show this help and exit\n"
+            "  --version           show the version and exit\n"
+            "\n"
+            "The last line printed is the summary:\n"
+            "  test accuracy: A  final loss: L  epochs: N  seconds: S\n"
+            "L is the mean training loss of the last epoch, S the wall time of training and\n"
+            "evaluation. Exit status: 0 ok, 1 runtime error, 2 usage error.\n");
+}
+
+static int usage_error(const char *fmt, const char *arg)
+{
+    fprintf(stderr, PROG ": ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n\n");
+    usage(stderr);
+    return 2;
+}
+
+static bool parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || v < min || v > max)
+        return false;
+    *out = v;
+    return true;
+}
+
+static bool parse_double(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno != 0 || end == s || *end != '\0' || !isfinite(v))
+        return false;
+    *out = v;
+    return true;
+}
+
+/* Returns 0 to run, 2 for a usage error, -1 for --help/--version (exit 0). */
+static int parse_args(int argc, char **argv, options *o)
+{
+    enum { O_DATA = 256, O_DEVICE, O_EPOCHS, O_BATCH, O_HIDDEN, O_LR, O_MOMENTUM, O_SCHEDULE,
+           O_SEED, O_LIMIT_TRAIN, O_LIMIT_TEST, O_SAVE, O_LOAD, O_EVAL_ONLY, O_HELP,
+           O_VERSION };
+    static const struct option longopts[] = {
+        {"data", required_argument, NULL, O_DATA},
+        {"device", required_argument, NULL, O_DEVICE},
+        {"epochs", required_argument, NULL, O_EPOCHS},
+        {"batch", required_argument, NULL, O_BATCH},
+        {"hidden", required_argument, NULL, O_HIDDEN},
+        {"lr", required_argument, NULL, O_LR},
+        {"momentum", required_argument, NULL, O_MOMENTUM},
+        {"schedule", required_argument, NULL, O_SCHEDULE},
+        {"seed", required_argument, NULL, O_SEED},
+        {"limit-train", required_argument, NULL, O_LIMIT_TRAIN},
+        {"limit-test", required_argument, NULL, O_LIMIT_TEST},
+        {"save", required_argument, NULL, O_SAVE},
+        {"load", required_argument, NULL, O_LOAD},
+        {"eval-only", no_argument, NULL, O_EVAL_ONLY},
+        {"help", no_argument, NULL, O_HELP},
+        {"version", no_argument, NULL, O_VERSION},
+        {NULL, 0, NULL, 0},
+    };
+    *o = (options){.data_dir = DEFAULT_DATA_DIR, .device = "local:cpu", .epochs = 2,
+                   .batch = 128, .hidden = 256, .lr = 0.1, .momentum = 0.9, .cosine = true,
+                   .seed = 1};
+    opterr = 0;
+    int c;
+    int64_t v;
+    while ((c = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
+        switch (c) {
+        case O_DATA: o->data_dir = optarg; break;
+        case O_DEVICE: o->device = optarg; break;
+        case O_EPOCHS:
+            if (!parse_i64(optarg, 1, 10000, &v))
+                return usage_error("--epochs needs an integer in 1..10000, not '%s'", optarg);
+            o->epochs = (int)v;
+            break;
+        case O_BATCH:
+            if (!parse_i64(optarg, 1, 65536, &o->batch))
+                return usage_error("--batch needs an integer in 1..65536, not '%s'", optarg);
+            break;
+        case O_HIDDEN:
+            if (!parse_i64(optarg, 1, 65536, &o->hidden))
+                return usage_error("--hidden needs an integer in 1..65536, not '%s'", optarg);
+            break;
+        case O_LR:
+            if (!parse_double(optarg, &o->lr) || o->lr <= 0)
+                return usage_error("--lr needs a positive number, not '%s'", optarg);
+            break;
+        case O_MOMENTUM:
+            if (!parse_double(optarg, &o->momentum) || o->momentum < 0 || o->momentum >= 1)
+                return usage_error("--momentum needs a number in [0, 1), not '%s'", optarg);
+            break;
+        case O_SCHEDULE:
+            if (strcmp(optarg, "cosine") == 0)
+                o->cosine = true;
+            else if (strcmp(optarg, "constant") == 0)
+                o->cosine = false;
+            else
+                return usage_error("--schedule is cosine or constant, not '%s'", optarg);
+            break;
+        case O_SEED: {
+            char *end;
+            errno = 0;
+            unsigned long long s = strtoull(optarg, &end, 0);
+            if (errno != 0 || end == optarg || *end != '\0' || optarg[0] == '-')
+                return usage_error("--seed needs a non-negative integer, not '%s'", optarg);
+            o->seed = s;
+            break;
+        }
+        case O_LIMIT_TRAIN:
+            if (!parse_i64(optarg, 1, INT64_MAX, &o->limit_train))
+                return usage_error("--limit-train needs a positive integer, not '%s'", optarg);
+            break;
+        case O_LIMIT_TEST:
+            if (!parse_i64(optarg, 1, INT64_MAX, &o->limit_test))
+                return usage_error("--limit-test needs a positive integer, not '%s'", optarg);
+            break;
+        case O_SAVE: o->save_path = optarg; break;
+        case O_LOAD: o->load_path = optarg; break;
+        case O_EVAL_ONLY: o->eval_only = true; break;
+        case O_HELP: usage(stdout); return -1;
+        case O_VERSION: printf(PROG " (tensord %s)\n", TD_VERSION_STRING); return -1;
+        case ':':
+            return usage_error("option %s needs a value", argv[optind - 1]);
+        default:
+            return usage_error("unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return usage_error("unexpected argument '%s'", argv[optind]);
+    if (o->eval_only && o->load_path == NULL)
+        return usage_error("%s needs --load FILE", "--eval-only");
+    return 0;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Copy the images idx[0..b) of `d` into x (scaled to [0, 1]) and their labels into y. */
+static void fill_batch(const fm_dataset *d, const int64_t *idx, int64_t b, float *x,
+                       int64_t *y)
+{
+    for (int64_t r = 0; r < b; r++) {
+        const uint8_t *src = d->pixels + idx[r] * FM_IMAGE_PIXELS;
+        float *dst = x + r * FM_IMAGE_PIXELS;
+        for (int p = 0; p < FM_IMAGE_PIXELS; p++)
+            dst[p] = (float)src[p] / 255.0f;
+        y[r] = d->labels[idx[r]];
+    }
+}
+
+/* State shared by the training and evaluation loops. */
+typedef struct run {
+    options opt;
+    td_context *ctx;
+    fm_mlp model;
+    fm_dataset train, test;
+    float *xbuf;   /* max batch * FM_IMAGE_PIXELS */
+    int64_t *ybuf; /* max batch */
+    int64_t *order;
+    bool tty;
+} run;
+
+static int fail_td(run *r, const char *what)
+{
+    fprintf(stderr, PROG ": %s: %s\n", what, td_last_error(r->ctx));
+    return 1;
+}
+
+static void draw_progress(const run *r, int epoch, int64_t step, int64_t steps, double loss,
+                          double ips)
+{
+    if (r->tty) {
+        char bar[25];
+        int filled = (int)(24 * step / steps);
+        for (int i = 0; i < 24; i++)
+            bar[i] = i < filled ? '#' : '.';
+        bar[24] = '\0';
+        printf("\repoch %d/%d [%s] %5" PRId64 "/%" PRId64 "  loss %.4f  %6.0f img/s\033[K",
+               epoch, r->opt.epochs, bar, step, steps, loss, ips);
+    } else {
+        printf("epoch %d/%d  step %" PRId64 "/%" PRId64 "  loss %.6f  %.0f img/s\n", epoch,
+               r->opt.epochs, step, steps, loss, ips);
+    }
+    fflush(stdout);
+}
+
+/* Train for the configured epochs; *final_loss receives the last epoch's mean loss. */
+static int train(run *r, double *final_loss)
+{
+    const options *o = &r->opt;
+    const int64_t n = r->train.n;
+    const int64_t steps = (n + o->batch - 1) / o->batch;
+    const int64_t total_steps = steps * o->epochs;
+    const int64_t every = r->tty ? (steps + 49) / 50 : (steps + 9) / 10;
+    fm_rng rng = {.state = o->seed};
+    td_tensor *acc = NULL;
+
+    for (int64_t i = 0; i < n; i++)
+        r->order[i] = i;
+    for (int epoch = 1; epoch <= o->epochs; epoch++) {
+        /* Fisher-Yates shuffle, continuing one generator across epochs. */
+        for (int64_t i = n - 1; i > 0; i--) {
+            int64_t j = (int64_t)fm_rng_below(&rng, (uint64_t)i + 1);
+            int64_t t = r->order[i];
+            r->order[i] = r->order[j];
+            r->order[j] = t;
+        }
+        double t0 = now_s();
+        double epoch_sum = 0.0;
+        int64_t window = 0;
+        acc = td_full(r->ctx, TD_F32, 0, NULL, 0.0);
+        if (acc == NULL)
+            return fail_td(r, "creating the loss accumulator");
+        for (int64_t step = 0; step < steps; step++) {
+            int64_t start = step * o->batch;
+            int64_t b = n - start < o->batch ? n - start : o->batch;
+            fill_batch(&r->train, r->order + start, b, r->xbuf, r->ybuf);
+            td_tensor *x = td_from_host(r->ctx, TD_F32, 2, (int64_t[]){b, FM_IMAGE_PIXELS},
+                                        r->xbuf);
+            td_tensor *y = td_from_host(r->ctx, TD_I64, 2, (int64_t[]){b, 1}, r->ybuf);
+            int64_t global = (int64_t)(epoch - 1) * steps + step;
+            double lr = o->lr;
+            if (o->cosine)
+                lr *= 0.5 * (1.0 + cos(M_PI * (double)global / (double)total_steps));
+            td_tensor *loss = NULL;
+            td_status st = x != NULL && y != NULL
+                               ? fm_mlp_train_step(&r->model, x, y, lr, o->momentum, &loss)
+                               : TD_EINVAL;
+            td_release(x);
+            td_release(y);
+            if (st != TD_OK) {
+                td_release(acc);
+                return fail_td(r, "recording a training step");
+            }
+            /* Sum losses on the executor; read only at report points so steps pipeline. */
+            td_tensor *next = td_add(acc, loss);
+            td_release(acc);
+            td_release(loss);
+            acc = next;
+            if (acc == NULL)
+                return fail_td(r, "accumulating the loss");
+            window++;
+            if ((step + 1) % every != 0 && step + 1 != steps)
+                continue;
+            double sum;
+            st = td_read_scalar(acc, &sum);
+            td_release(acc);
+            acc = NULL;
+            if (st != TD_OK)
+                return fail_td(r, "training");
+            if (!isfinite(sum)) {
+                fprintf(stderr, PROG ": the loss diverged (%g) in epoch %d near step %" PRId64
+                        "; try a smaller --lr\n", sum, epoch, step + 1);
+                return 1;
+            }
+            epoch_sum += sum;
+            double elapsed = now_s() - t0;
+            draw_progress(r, epoch, step + 1, steps, sum / (double)window,
+                          elapsed > 0 ? (double)(start + b) / elapsed : 0.0);
+            window = 0;
+            if (step + 1 != steps) {
+                acc = td_full(r->ctx, TD_F32, 0, NULL, 0.0);
+                if (acc == NULL)
+                    return fail_td(r, "creating the loss accumulator");
+            }
+        }
+        double secs = now_s() - t0;
+        *final_loss = epoch_sum / (double)steps;
+        printf("%sepoch %d/%d  loss %.6f  %.1f s  %.0f img/s\n", r->tty ? "\r\033[K" : "",
+               epoch, o->epochs, *final_loss, secs, secs > 0 ? (double)n / secs : 0.0);
+        fflush(stdout);
+    }
+    return 0;
+}
+
+static int evaluate(run *r, double *accuracy)
+{
+    const int64_t n = r->test.n;
+    int64_t correct = 0;
+    int64_t *idx = malloc(EVAL_BATCH * sizeof *idx);
+    int64_t *pred = malloc(EVAL_BATCH * sizeof *pred);
+    float *x = malloc((size_t)EVAL_BATCH * FM_IMAGE_PIXELS * sizeof *x);
+    int64_t *y = malloc(EVAL_BATCH * sizeof *y);
+    int rc = 1;
+    if (idx == NULL || pred == NULL || x == NULL || y == NULL) {
+        fprintf(stderr, PROG ": out of memory\n");
+        goto done;
+    }
+    for (int64_t start = 0; start < n; start += EVAL_BATCH) {
+        int64_t b = n - start < EVAL_BATCH ? n - start : EVAL_BATCH;
+        for (int64_t i = 0; i < b; i++)
+            idx[i] = start + i;
+        fill_batch(&r->test, idx, b, x, y);
+        td_tensor *xt = td_from_host(r->ctx, TD_F32, 2, (int64_t[]){b, FM_IMAGE_PIXELS}, x);
+        td_tensor *p = fm_mlp_predict(&r->model, xt);
+        td_release(xt);
+        if (p == NULL) {
+            rc = fail_td(r, "recording the evaluation");
+            goto done;
+        }
+        td_status st = td_read(p, pred, (size_t)b * sizeof *pred);
+        td_release(p);
+        if (st != TD_OK) {
+            rc = fail_td(r, "evaluation");
+            goto done;
+        }
+        for (int64_t i = 0; i < b; i++)
+            correct += pred[i] == y[i];
+    }
+    *accuracy = n > 0 ? (double)correct / (double)n : 0.0;
+    rc = 0;
+done:
+    free(idx);
+    free(pred);
+    free(x);
+    free(y);
+    return rc;
+}
+
+static int save_model(run *r, double final_loss, double accuracy)
+{
+    char epochs[32], loss[40], acc[32], seed[32], arch[64], err[512];
+    snprintf(epochs, sizeof epochs, "%d", r->opt.epochs);
+    snprintf(loss, sizeof loss, "%.17g", final_loss);
+    snprintf(acc, sizeof acc, "%.4f", accuracy);
+    snprintf(seed, sizeof seed, "%" PRIu64, r->opt.seed);
+    snprintf(arch, sizeof arch, "mlp %d-%" PRId64 "-%d relu", FM_IMAGE_PIXELS, r->opt.hidden,
+             FM_CLASSES);
+    const char *keys[] = {"format", "architecture", "epochs", "final_loss", "test_accuracy",
+                          "seed"};
+    const char *values[] = {"tensord-fashion-mnist", arch, epochs, loss, acc, seed};
+    if (fm_mlp_save(&r->model, r->opt.save_path, 6, keys, values, err, sizeof err) != 0) {
+        fprintf(stderr, PROG ": %s\n", err);
+        return 1;
+    }
+    printf("saved weights to %s\n", r->opt.save_path);
+    return 0;
+}
+
+/* Load --load FILE into the model; with --eval-only also take the epochs and final loss
+ * recorded in its metadata (0 and NaN when absent). */
+static int load_model(run *r, int *epochs, double *final_loss)
+{
+    char err[512];
+    safetensors_file f;
+    if (safetensors_read(r->opt.load_path, &f, err, sizeof err) != 0) {
+        fprintf(stderr, PROG ": %s\n", err);
+        return 1;
+    }
+    int rc = fm_mlp_load(&r->model, &f, r->opt.load_path, err, sizeof err);
+    if (rc != 0) {
+        fprintf(stderr, PROG ": %s\n", err);
+    } else {
+        const char *e = safetensors_metadata(&f, "epochs");
+        const char *l = safetensors_metadata(&f, "final_loss");
+        *epochs = e != NULL ? atoi(e) : 0;
+        *final_loss = l != NULL ? strtod(l, NULL) : NAN;
+        printf("loaded weights from %s\n", r->opt.load_path);
+    }
+    safetensors_file_fini(&f);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    run r = {.tty = isatty(STDOUT_FILENO) == 1};
+    int rc = parse_args(argc, argv, &r.opt);
+    if (rc != 0)
+        return rc < 0 ? 0 : rc;
+    const options *o = &r.opt;
+    char err[1024];
+    rc = 1;
+
+    if (!o->eval_only &&
+        fm_dataset_load(&r.train, o->data_dir, "train-images-idx3-ubyte.gz",
+                        "train-labels-idx1-ubyte.gz", o->limit_train, err, sizeof err) != 0) {
+        fprintf(stderr, PROG ": %s\n", err);
+        goto done;
+    }
+    if (fm_dataset_load(&r.test, o->data_dir, "t10k-images-idx3-ubyte.gz",
+                        "t10k-labels-idx1-ubyte.gz", o->limit_test, err, sizeof err) != 0) {
+        fprintf(stderr, PROG ": %s\n", err);
+        goto done;
+    }
+    int64_t max_batch = o->batch;
+    r.xbuf = malloc((size_t)max_batch * FM_IMAGE_PIXELS * sizeof *r.xbuf);
+    r.ybuf = malloc((size_t)max_batch * sizeof *r.ybuf);
+    r.order = malloc((size_t)(r.train.n ? r.train.n : 1) * sizeof *r.order);
+    if (r.xbuf == NULL || r.ybuf == NULL || r.order == NULL) {
+        fprintf(stderr, PROG ": out of memory\n");
+        goto done;
+    }
+
+    td_options topts = {.client_name = PROG};
+    if (td_connect(o->device, &topts, &r.ctx) != TD_OK) {
+        fprintf(stderr, PROG ": cannot connect to %s: %s\n", o->device, td_connect_error());
+        goto done;
+    }
+    if (fm_mlp_init(&r.model, r.ctx, FM_IMAGE_PIXELS, o->hidden, FM_CLASSES, o->seed) != TD_OK) {
+        fail_td(&r, "creating the model");
+        goto done;
+    }
+    int epochs = o->epochs;
+    double final_loss = NAN;
+    if (o->load_path != NULL) {
+        int file_epochs;
+        double file_loss;
+        if (load_model(&r, &file_epochs, &file_loss) != 0)
+            goto done;
+        if (o->eval_only) {
+            epochs = file_epochs;
+            final_loss = file_loss;
+        }
+    }
+    if (o->eval_only)
+        printf(PROG ": evaluating %" PRId64 " test images on %s (%s)\n", r.test.n,
+               td_device_name(r.ctx), o->device);
+    else
+        printf(PROG ": %" PRId64 " training / %" PRId64 " test images on %s (%s); model "
+               "%d-%" PRId64 "-%d, batch %" PRId64 ", lr %g (%s), momentum %g, seed %" PRIu64
+               "\n",
+               r.train.n, r.test.n, td_device_name(r.ctx), o->device, FM_IMAGE_PIXELS,
+               o->hidden, FM_CLASSES, o->batch, o->lr, o->cosine ? "cosine" : "constant",
+               o->momentum, o->seed);
+    fflush(stdout);
+
+    double t0 = now_s();
+    if (!o->eval_only && train(&r, &final_loss) != 0)
+        goto done;
+    double accuracy = 0.0;
+    if (evaluate(&r, &accuracy) != 0)
+        goto done;
+    double seconds = now_s() - t0;
+    if (o->save_path != NULL && save_model(&r, final_loss, accuracy) != 0)
+        goto done;
+    printf("test accuracy: %.4f  final loss: %.6f  epochs: %d  seconds: %.1f\n", accuracy,
+           final_loss, epochs, seconds);
+    rc = 0;
+done:
+    fflush(stdout);
+    fm_mlp_fini(&r.model);
+    td_close(r.ctx);
+    fm_dataset_fini(&r.train);
+    fm_dataset_fini(&r.test);
+    free(r.xbuf);
+    free(r.ybuf);
+    free(r.order);
+    return rc;
+}

@@ -1,0 +1,367 @@
+/* wire.c — tensord.v1 messages to and from gRPC byte buffers, with zero-copy payloads.
+ *
+ * Why hand-written framing around protobuf-c: tensor payloads are large, and protobuf-c's
+ * `bytes` fields copy them (twice on the way out: into the packed buffer, then into gRPC).
+ * So the encoder packs the small header message with protobuf-c and then appends field 15
+ * itself — one tag byte, a varint length — followed by a second slice that points straight
+ * at the caller's memory. The decoder does the reverse: it flattens the received slices into
+ * a reusable scratch buffer (the one copy we cannot avoid), scans the top-level fields to
+ * find field 15, and hands protobuf-c only the bytes in front of it, so the payload is never
+ * copied again. Everything read here is untrusted: every length is checked against the bytes
+ * that remain, and the error names the offset where parsing stopped.
+ */
+#include "wire.h"
+
+#include "common/alloc.h"
+#include "engine/op.h"
+
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/slice.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#define WIRE_PAYLOAD_FIELD 15u
+/* Field 15, wire type 2 (length-delimited): (15 << 3) | 2. */
+#define WIRE_PAYLOAD_TAG 0x7Au
+#define WIRE_VARINT_MAX 10u
+
+static void wire_errf(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void wire_errf(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err == NULL || errlen == 0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+static void wire_noop_release(void *arg) { (void)arg; }
+
+static size_t varint_put(uint8_t *p, uint64_t v)
+{
+    size_t n = 0;
+    while (v >= 0x80) {
+        p[n++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    p[n++] = (uint8_t)v;
+    return n;
+}
+
+static size_t varint_len(uint64_t v)
+{
+    size_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+td_status td__wire_encode(const ProtobufCMessage *msg, const td__wire_payload *payload,
+                          grpc_byte_buffer **out)
+{
+    size_t body = protobuf_c_message_get_packed_size(msg);
+    size_t head = body;
+    if (payload != NULL) head += 1 + varint_len(payload->nbytes);
+
+    grpc_slice slices[2];
+    size_t nslices = 1;
+    slices[0] = grpc_slice_malloc(head);
+    uint8_t *p = GRPC_SLICE_START_PTR(slices[0]);
+    size_t packed = protobuf_c_message_pack(msg, p);
+    if (packed != body) {
+        /* protobuf-c disagrees with itself: only possible with a corrupt message struct. */
+        grpc_slice_unref(slices[0]);
+        if (payload != NULL && payload->release != NULL) payload->release(payload->release_arg);
+        return TD_EINTERNAL;
+    }
+    if (payload != NULL) {
+        p += body;
+        *p++ = WIRE_PAYLOAD_TAG;
+        varint_put(p, payload->nbytes);
+        if (payload->nbytes > 0) {
+            void (*release)(void *) =
+                payload->release != NULL ? payload->release : wire_noop_release;
+            /* gRPC never writes through a send slice; the cast only satisfies its API. */
+            slices[1] = grpc_slice_new_with_user_data((void *)(uintptr_t)payload->data,
+                                                      payload->nbytes, release,
+                                                      payload->release_arg);
+            nslices = 2;
+        } else if (payload->release != NULL) {
+            payload->release(payload->release_arg);
+        }
+    }
+    /* The byte buffer takes its own reference on each slice; drop ours. */
+    grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(slices, nslices);
+    for (size_t i = 0; i < nslices; i++) grpc_slice_unref(slices[i]);
+    *out = bb;
+    return TD_OK;
+}
+
+void td__wire_scratch_fini(td__wire_scratch *s)
+{
+    if (s == NULL) return;
+    td__free(s->data);
+    s->data = NULL;
+    s->cap = 0;
+}
+
+static td_status scratch_reserve(td__wire_scratch *s, size_t need)
+{
+    if (need <= s->cap) return TD_OK;
+    size_t cap = s->cap > 0 ? s->cap : 4096;
+    while (cap < need) {
+        if (cap > SIZE_MAX / 2) {
+            cap = need;
+            break;
+        }
+        cap *= 2;
+    }
+    uint8_t *p = td__realloc(s->data, cap);
+    if (p == NULL) return TD_ENOMEM;
+    s->data = p;
+    s->cap = cap;
+    return TD_OK;
+}
+
+/* Read a varint at *pos; false if it runs past `len` or past 10 bytes. */
+static bool varint_get(const uint8_t *p, size_t len, size_t *pos, uint64_t *out)
+{
+    uint64_t v = 0;
+    for (unsigned i = 0; i < WIRE_VARINT_MAX; i++) {
+        if (*pos >= len) return false;
+        uint8_t b = p[(*pos)++];
+        if (i == 9 && b > 1) return false; /* would overflow 64 bits */
+        v |= (uint64_t)(b & 0x7F) << (7 * i);
+        if ((b & 0x80) == 0) {
+            *out = v;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Location of the last top-level field 15 (length-delimited) in a message. */
+typedef struct wire_payload_loc {
+    bool found;
+    size_t key_at;  /* offset of the field's tag */
+    size_t data_at; /* offset of its first payload byte */
+    size_t len;
+} wire_payload_loc;
+
+static td_status wire_scan(const uint8_t *p, size_t len, const char *what,
+                           wire_payload_loc *loc, char *err, size_t errlen)
+{
+    size_t pos = 0;
+    memset(loc, 0, sizeof *loc);
+    while (pos < len) {
+        size_t key_at = pos;
+        uint64_t key;
+        if (!varint_get(p, len, &pos, &key)) {
+            wire_errf(err, errlen, "%s: truncated or overlong field tag at offset %zu of %zu",
+                      what, key_at, len);
+            return TD_EPROTO;
+        }
+        uint64_t field = key >> 3;
+        unsigned wt = (unsigned)(key & 7);
+        if (field == 0 || field > 0x1FFFFFFFu) {
+            wire_errf(err, errlen, "%s: invalid field number %llu at offset %zu", what,
+                      (unsigned long long)field, key_at);
+            return TD_EPROTO;
+        }
+        switch (wt) {
+        case 0: {
+            uint64_t v;
+            if (!varint_get(p, len, &pos, &v)) {
+                wire_errf(err, errlen, "%s: truncated or overlong varint (field %llu) at offset %zu", what,
+                          (unsigned long long)field, key_at);
+                return TD_EPROTO;
+            }
+            break;
+        }
+        case 1:
+        case 5: {
+            size_t w = wt == 1 ? 8 : 4;
+            if (len - pos < w) {
+                wire_errf(err, errlen, "%s: truncated %zu-byte field %llu at offset %zu", what,
+                          w, (unsigned long long)field, key_at);
+                return TD_EPROTO;
+            }
+            pos += w;
+            break;
+        }
+        case 2: {
+            uint64_t n;
+            if (!varint_get(p, len, &pos, &n)) {
+                wire_errf(err, errlen, "%s: truncated or overlong length (field %llu) at offset %zu", what,
+                          (unsigned long long)field, key_at);
+                return TD_EPROTO;
+            }
+            if (n > len - pos) {
+                wire_errf(err, errlen,
+                          "%s: field %llu at offset %zu claims %llu bytes, %zu remain", what,
+                          (unsigned long long)field, key_at, (unsigned long long)n, len - pos);
+                return TD_EPROTO;
+            }
+            if (field == WIRE_PAYLOAD_FIELD) {
+                loc->found = true;
+                loc->key_at = key_at;
+                loc->data_at = pos;
+                loc->len = (size_t)n;
+            }
+            pos += (size_t)n;
+            break;
+        }
+        case 3:
+        case 4:
+            wire_errf(err, errlen, "%s: group wire type %u (field %llu) at offset %zu", what,
+                      wt, (unsigned long long)field, key_at);
+            return TD_EPROTO;
+        default:
+            wire_errf(err, errlen, "%s: invalid wire type %u (field %llu) at offset %zu", what,
+                      wt, (unsigned long long)field, key_at);
+            return TD_EPROTO;
+        }
+    }
+    return TD_OK;
+}
+
+/* Flatten bb into scratch; *len receives its size. */
+static td_status wire_flatten(grpc_byte_buffer *bb, td__wire_scratch *scratch, size_t *len,
+                              char *err, size_t errlen)
+{
+    grpc_byte_buffer_reader rd;
+    if (!grpc_byte_buffer_reader_init(&rd, bb)) {
+        wire_errf(err, errlen, "cannot read message (undecodable compression)");
+        return TD_EPROTO;
+    }
+    size_t hint = grpc_byte_buffer_length(bb);
+    if (hint > TD_MAX_MESSAGE_BYTES) hint = TD_MAX_MESSAGE_BYTES;
+    td_status st = scratch_reserve(scratch, hint);
+    size_t n = 0;
+    grpc_slice s;
+    while (st == TD_OK && grpc_byte_buffer_reader_next(&rd, &s)) {
+        size_t sl = GRPC_SLICE_LENGTH(s);
+        if (sl > TD_MAX_MESSAGE_BYTES - n) {
+            wire_errf(err, errlen, "message larger than %u bytes", TD_MAX_MESSAGE_BYTES);
+            st = TD_EPROTO;
+        } else if ((st = scratch_reserve(scratch, n + sl)) == TD_OK) {
+            if (sl > 0) memcpy(scratch->data + n, GRPC_SLICE_START_PTR(s), sl);
+            n += sl;
+        }
+        grpc_slice_unref(s);
+    }
+    grpc_byte_buffer_reader_destroy(&rd);
+    if (st == TD_ENOMEM) wire_errf(err, errlen, "out of memory for a %zu-byte message", n);
+    if (st == TD_OK) *len = n;
+    return st;
+}
+
+td_status td__wire_decode(grpc_byte_buffer *bb, const ProtobufCMessageDescriptor *desc,
+                          td__wire_scratch *scratch, ProtobufCMessage **out,
+                          const uint8_t **payload, size_t *payload_len, char *err,
+                          size_t errlen)
+{
+    static const uint8_t empty[1];
+    size_t len = 0;
+    td_status st = wire_flatten(bb, scratch, &len, err, errlen);
+    if (st != TD_OK) return st;
+    const uint8_t *data = len > 0 ? scratch->data : empty;
+
+    wire_payload_loc loc;
+    st = wire_scan(data, len, desc->short_name, &loc, err, errlen);
+    if (st != TD_OK) return st;
+
+    const ProtobufCFieldDescriptor *pf =
+        protobuf_c_message_descriptor_get_field(desc, WIRE_PAYLOAD_FIELD);
+    bool has_payload_field = pf != NULL && pf->type == PROTOBUF_C_TYPE_BYTES &&
+                             pf->label != PROTOBUF_C_LABEL_REPEATED;
+    bool tail = has_payload_field && loc.found && loc.data_at + loc.len == len;
+
+    size_t unpack_len = tail ? loc.key_at : len;
+    ProtobufCMessage *m = protobuf_c_message_unpack(desc, NULL, unpack_len, data);
+    if (m == NULL) {
+        wire_errf(err, errlen, "%s: malformed message (%zu bytes)", desc->short_name, len);
+        return TD_EPROTO;
+    }
+
+    const uint8_t *pl = NULL;
+    size_t pn = 0;
+    if (tail) {
+        pl = data + loc.data_at;
+        pn = loc.len;
+    } else if (has_payload_field) {
+        const ProtobufCBinaryData *bd =
+            (const ProtobufCBinaryData *)((const char *)m + pf->offset);
+        pl = bd->data;
+        pn = bd->len;
+    }
+    *out = m;
+    if (payload != NULL) *payload = pl;
+    if (payload_len != NULL) *payload_len = pn;
+    return TD_OK;
+}
+
+td_status td__wire_op_from(const Tensord__V1__Op *w, struct td__op *op, char *err,
+                           size_t errlen)
+{
+    if (w->n_inputs > TD_OP_MAX_INPUTS) {
+        wire_errf(err, errlen, "op: %zu inputs, at most %d", w->n_inputs, TD_OP_MAX_INPUTS);
+        return TD_EPROTO;
+    }
+    if (w->n_iattrs > TD_OP_MAX_IATTRS) {
+        wire_errf(err, errlen, "op: %zu integer attributes, at most %d", w->n_iattrs,
+                  TD_OP_MAX_IATTRS);
+        return TD_EPROTO;
+    }
+    if (w->n_fattrs > 2) {
+        wire_errf(err, errlen, "op: %zu float attributes, at most 2", w->n_fattrs);
+        return TD_EPROTO;
+    }
+    memset(op, 0, sizeof *op);
+    op->opcode = w->opcode;
+    op->dtype = w->dtype;
+    op->n_inputs = (uint32_t)w->n_inputs;
+    op->n_iattrs = (uint32_t)w->n_iattrs;
+    if (w->n_inputs > 0) memcpy(op->inputs, w->inputs, w->n_inputs * sizeof op->inputs[0]);
+    op->output = w->output;
+    if (w->n_iattrs > 0) memcpy(op->iattrs, w->iattrs, w->n_iattrs * sizeof op->iattrs[0]);
+    for (size_t i = 0; i < w->n_fattrs; i++) op->fattrs[i] = w->fattrs[i];
+    op->seed = w->seed;
+    return TD_OK;
+}
+
+/* True for +0.0 exactly (not -0.0, whose sign must survive the trip). */
+static bool is_positive_zero(double d)
+{
+    uint64_t bits;
+    memcpy(&bits, &d, sizeof bits);
+    return bits == 0;
+}
+
+void td__wire_op_to(const struct td__op *op, Tensord__V1__Op *w, uint64_t *inputs_storage)
+{
+    Tensord__V1__Op init = TENSORD__V1__OP__INIT;
+    *w = init;
+    size_t ni = op->n_inputs <= TD_OP_MAX_INPUTS ? op->n_inputs : TD_OP_MAX_INPUTS;
+    size_t na = op->n_iattrs <= TD_OP_MAX_IATTRS ? op->n_iattrs : TD_OP_MAX_IATTRS;
+    w->opcode = op->opcode;
+    w->dtype = op->dtype;
+    if (ni > 0) memcpy(inputs_storage, op->inputs, ni * sizeof op->inputs[0]);
+    w->n_inputs = ni;
+    w->inputs = ni > 0 ? inputs_storage : NULL;
+    w->output = op->output;
+    /* protobuf-c only reads these arrays when packing; the casts drop const for its API. */
+    w->n_iattrs = na;
+    w->iattrs = na > 0 ? (int64_t *)(uintptr_t)op->iattrs : NULL;
+    /* Trailing +0.0 attributes are left off: the decoder zero-fills what is missing. */
+    size_t nf = 2;
+    while (nf > 0 && is_positive_zero(op->fattrs[nf - 1])) nf--;
+    w->n_fattrs = nf;
+    w->fattrs = nf > 0 ? (double *)(uintptr_t)op->fattrs : NULL;
+    w->seed = op->seed;
+}

@@ -1,0 +1,279 @@
+/* config.c — settings for tensord (see config.h).
+ *
+ * The file format is deliberately tiny (`key = value`, comments, no sections, no quoting):
+ * it has six keys, and a 60-line parser costs less than a dependency. Unknown keys are an
+ * error rather than a warning so that a typo in a limit does not silently leave the server
+ * unlimited.
+ */
+#include "server/config.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+void td__config_defaults(td__config *c)
+{
+    memset(c, 0, sizeof *c);
+    snprintf(c->listen, sizeof c->listen, "%s", TD_DEFAULT_LISTEN);
+    c->log_level = TD_LOG_INFO;
+    c->max_sessions = TD_DEFAULT_MAX_SESSIONS;
+}
+
+static int parse_u64(const char *text, uint64_t *out)
+{
+    if (text[0] == '\0' || !isdigit((unsigned char)text[0])) return -1;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (errno != 0 || *end != '\0') return -1;
+    *out = v;
+    return 0;
+}
+
+int td__parse_bytes(const char *text, uint64_t *out)
+{
+    if (text[0] == '\0' || !isdigit((unsigned char)text[0])) return -1;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (errno != 0) return -1;
+    unsigned shift = 0;
+    switch (toupper((unsigned char)*end)) {
+    case '\0': break;
+    case 'K': shift = 10; break;
+    case 'M': shift = 20; break;
+    case 'G': shift = 30; break;
+    case 'T': shift = 40; break;
+    case 'B': shift = 0; break;
+    default: return -1;
+    }
+    if (*end != '\0') {
+        end++;
+        if (shift != 0 && (*end == 'i' || *end == 'I')) end++;
+        if (shift != 0 && (*end == 'b' || *end == 'B')) end++;
+        if (*end != '\0') return -1;
+    }
+    if (shift != 0 && v > (UINT64_MAX >> shift)) return -1;
+    *out = (uint64_t)v << shift;
+    return 0;
+}
+
+static int parse_bool(const char *text, bool *out)
+{
+    static const char *yes[] = {"1", "true", "yes", "on"};
+    static const char *no[] = {"0", "false", "no", "off"};
+    for (size_t i = 0; i < 4; i++) {
+        if (strcasecmp(text, yes[i]) == 0) {
+            *out = true;
+            return 0;
+        }
+        if (strcasecmp(text, no[i]) == 0) {
+            *out = false;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static int parse_level(const char *text, enum td__log_level *out)
+{
+    static const struct {
+        const char *name;
+        enum td__log_level level;
+    } levels[] = {{"debug", TD_LOG_DEBUG}, {"info", TD_LOG_INFO},   {"warn", TD_LOG_WARN},
+                  {"warning", TD_LOG_WARN}, {"error", TD_LOG_ERROR}};
+    for (size_t i = 0; i < sizeof levels / sizeof levels[0]; i++) {
+        if (strcasecmp(text, levels[i].name) == 0) {
+            *out = levels[i].level;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+int td__config_set(td__config *c, const char *key, const char *value, char *err, size_t errlen)
+{
+    if (strcmp(key, "listen") == 0) {
+        td__listen_addr a;
+        if (td__listen_parse(value, &a, err, errlen) != 0) return -1;
+        snprintf(c->listen, sizeof c->listen, "%s", value);
+        return 0;
+    }
+    if (strcmp(key, "log_level") == 0) {
+        if (parse_level(value, &c->log_level) == 0) return 0;
+        snprintf(err, errlen, "log_level: '%s' is not one of debug, info, warn, error", value);
+        return -1;
+    }
+    if (strcmp(key, "max_sessions") == 0) {
+        if (parse_u64(value, &c->max_sessions) == 0) return 0;
+        snprintf(err, errlen, "max_sessions: '%s' is not a non-negative integer", value);
+        return -1;
+    }
+    if (strcmp(key, "max_session_bytes") == 0) {
+        if (td__parse_bytes(value, &c->max_session_bytes) == 0) return 0;
+        snprintf(err, errlen,
+                 "max_session_bytes: '%s' is not a byte count (e.g. 1073741824, 512M, 4G)",
+                 value);
+        return -1;
+    }
+    if (strcmp(key, "device_threads") == 0) {
+        if (parse_u64(value, &c->device_threads) == 0 && c->device_threads <= 4096) return 0;
+        snprintf(err, errlen, "device_threads: '%s' is not an integer in 0..4096", value);
+        return -1;
+    }
+    if (strcmp(key, "insecure") == 0) {
+        if (parse_bool(value, &c->insecure) == 0) return 0;
+        snprintf(err, errlen, "insecure: '%s' is not true or false", value);
+        return -1;
+    }
+    snprintf(err, errlen,
+             "unknown key '%s' (known: listen, log_level, max_sessions, max_session_bytes, "
+             "device_threads, insecure)",
+             key);
+    return -1;
+}
+
+static char *trim(char *s)
+{
+    while (isspace((unsigned char)*s)) s++;
+    size_t n = strlen(s);
+    while (n > 0 && isspace((unsigned char)s[n - 1])) s[--n] = '\0';
+    return s;
+}
+
+int td__config_load(td__config *c, const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    char line[1024];
+    int lineno = 0, rc = 0;
+    while (rc == 0 && fgets(line, sizeof line, f) != NULL) {
+        lineno++;
+        size_t len = strlen(line);
+        if (len == sizeof line - 1 && line[len - 1] != '\n' && !feof(f)) {
+            snprintf(err, errlen, "%s:%d: line longer than %zu bytes", path, lineno,
+                     sizeof line - 2);
+            rc = -1;
+            break;
+        }
+        char *s = trim(line);
+        if (*s == '\0' || *s == '#' || *s == ';') continue;
+        char *eq = strchr(s, '=');
+        if (eq == NULL) {
+            snprintf(err, errlen, "%s:%d: expected 'key = value'", path, lineno);
+            rc = -1;
+            break;
+        }
+        *eq = '\0';
+        char *key = trim(s), *value = trim(eq + 1);
+        char why[512];
+        if (td__config_set(c, key, value, why, sizeof why) != 0) {
+            snprintf(err, errlen, "%s:%d: %s", path, lineno, why);
+            rc = -1;
+        }
+    }
+    if (rc == 0 && ferror(f)) {
+        snprintf(err, errlen, "%s: read error", path);
+        rc = -1;
+    }
+    fclose(f);
+    return rc;
+}
+
+static bool host_is_loopback(const char *host)
+{
+    unsigned char a[16];
+    if (strcasecmp(host, "localhost") == 0) return true;
+    if (inet_pton(AF_INET, host, a) == 1) return a[0] == 127;
+    if (inet_pton(AF_INET6, host, a) == 1) {
+        static const unsigned char lo6[16] = {[15] = 1};
+        static const unsigned char v4mapped[12] = {[10] = 0xff, [11] = 0xff};
+        if (memcmp(a, lo6, 16) == 0) return true;
+        return memcmp(a, v4mapped, 12) == 0 && a[12] == 127;
+    }
+    return false;
+}
+
+int td__listen_parse(const char *text, td__listen_addr *out, char *err, size_t errlen)
+{
+    td__listen_addr a;
+    memset(&a, 0, sizeof a);
+    if (strncmp(text, "unix:", 5) == 0) {
+        const char *path = text + 5;
+        if (path[0] == '\0') {
+            snprintf(err, errlen, "listen address '%s': empty unix socket path", text);
+            return -1;
+        }
+        if (strlen(path) >= 108) { /* sizeof sockaddr_un.sun_path */
+            snprintf(err, errlen, "listen address '%s': unix socket path too long", text);
+            return -1;
+        }
+        a.is_unix = true;
+        a.loopback = true;
+        snprintf(a.host, sizeof a.host, "%s", path);
+        snprintf(a.target, sizeof a.target, "unix:%s", path);
+        *out = a;
+        return 0;
+    }
+    const char *colon;
+    if (text[0] == '[') {
+        const char *close = strchr(text, ']');
+        if (close == NULL || close[1] != ':') {
+            snprintf(err, errlen, "listen address '%s': expected [IPV6]:PORT", text);
+            return -1;
+        }
+        size_t hl = (size_t)(close - text - 1);
+        if (hl == 0 || hl >= sizeof a.host) {
+            snprintf(err, errlen, "listen address '%s': bad IPv6 host", text);
+            return -1;
+        }
+        memcpy(a.host, text + 1, hl);
+        unsigned char buf[16];
+        if (inet_pton(AF_INET6, a.host, buf) != 1) {
+            snprintf(err, errlen, "listen address '%s': '%s' is not an IPv6 address", text,
+                     a.host);
+            return -1;
+        }
+        colon = close + 1;
+    } else {
+        colon = strrchr(text, ':');
+        if (colon == NULL || colon == text) {
+            snprintf(err, errlen,
+                     "listen address '%s': expected HOST:PORT, [IPV6]:PORT or unix:PATH", text);
+            return -1;
+        }
+        size_t hl = (size_t)(colon - text);
+        if (hl >= sizeof a.host || memchr(text, ':', hl) != NULL) {
+            snprintf(err, errlen, "listen address '%s': put IPv6 hosts in brackets", text);
+            return -1;
+        }
+        memcpy(a.host, text, hl);
+    }
+    uint64_t port;
+    if (parse_u64(colon + 1, &port) != 0 || port > 65535) {
+        snprintf(err, errlen, "listen address '%s': port must be 0..65535", text);
+        return -1;
+    }
+    a.port = (int)port;
+    a.loopback = host_is_loopback(a.host);
+    td__listen_format(&a, a.port, a.target, sizeof a.target);
+    *out = a;
+    return 0;
+}
+
+void td__listen_format(const td__listen_addr *a, int port, char *buf, size_t len)
+{
+    if (a->is_unix)
+        snprintf(buf, len, "unix:%s", a->host);
+    else if (strchr(a->host, ':') != NULL)
+        snprintf(buf, len, "[%s]:%d", a->host, port);
+    else
+        snprintf(buf, len, "%s:%d", a->host, port);
+}

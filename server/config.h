@@ -1,0 +1,56 @@
+/* config.h — tensord's settings: defaults, the `key = value` config file, listen addresses.
+ *
+ * Flags and the file set the same fields through td__config_set, so a key means the same
+ * thing in both places and main.c applies the file first, then the flags.
+ * Thread-safety: used by main() before any other thread starts.
+ */
+#ifndef TD_SERVER_CONFIG_H
+#define TD_SERVER_CONFIG_H
+
+#include "common/log.h"
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define TD_DEFAULT_LISTEN "127.0.0.1:7070"
+#define TD_DEFAULT_MAX_SESSIONS 256
+
+typedef struct td__config {
+    char listen[512];
+    enum td__log_level log_level;
+    uint64_t max_sessions;      /* 0 = no limit */
+    uint64_t max_session_bytes; /* 0 = no limit */
+    uint64_t device_threads;    /* 0 = backend default */
+    bool insecure;              /* allow non-loopback addresses without TLS */
+} td__config;
+
+void td__config_defaults(td__config *c);
+
+/* Set one key ("listen", "log_level", "max_sessions", "max_session_bytes", "insecure",
+ * "device_threads") from its text form. Returns 0, or -1 with a message in err. */
+int td__config_set(td__config *c, const char *key, const char *value, char *err, size_t errlen);
+
+/* Read a config file: `key = value` lines, '#' or ';' comments, blank lines ignored.
+ * Returns 0, or -1 with "FILE:LINE: problem" in err. */
+int td__config_load(td__config *c, const char *path, char *err, size_t errlen);
+
+/* A parsed listen address. */
+typedef struct td__listen_addr {
+    bool is_unix;
+    bool loopback;   /* unix sockets count as loopback */
+    char host[256];  /* without brackets; for unix: the path */
+    int port;        /* 0 = pick a free one */
+    char target[300]; /* what gRPC binds: "HOST:PORT", "[V6]:PORT", "unix:PATH" */
+} td__listen_addr;
+
+/* Parse "HOST:PORT", "[IPV6]:PORT" or "unix:PATH". Returns 0, or -1 with a message. */
+int td__listen_parse(const char *text, td__listen_addr *out, char *err, size_t errlen);
+
+/* "HOST:PORT" / "[V6]:PORT" / "unix:PATH" with the given (bound) port, for the
+ * "listening on" line. */
+void td__listen_format(const td__listen_addr *a, int port, char *buf, size_t len);
+
+/* Parse a byte count with an optional binary suffix (K, M, G, T; optional "i"/"iB"/"B").
+ * Returns 0, or -1 on junk or overflow. */
+int td__parse_bytes(const char *text, uint64_t *out);
+#endif

@@ -1,0 +1,348 @@
+/* main.c — tensord: flags and config, start-up, and the shutdown sequence.
+ *
+ * Start-up: settings (defaults < config file < flags), refuse non-loopback addresses
+ * without --insecure (DESIGN.md §5), open the devices, open the libuv loop (signals), start
+ * the gRPC service, print "listening on ADDR" on stdout, tell systemd we are ready, run the
+ * loop. Everything after that happens on the loop thread in reaction to signals and to
+ * closures posted by other threads.
+ *
+ * Shutdown (SIGTERM/SIGINT): stop accepting calls, let queued work drain for at most
+ * TD_DRAIN_GRACE_MS, then cancel every call still open; sessions free their memory as their
+ * calls end; when the service reports that no call is left, destroy it and leave the loop.
+ * A second signal cancels at once. Exit status 0.
+ */
+#include "common/log.h"
+#include "engine/device.h"
+#include "server/config.h"
+#include "server/loop.h"
+#include "server/notify.h"
+#include "server/service.h"
+
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#define TD_DRAIN_GRACE_MS 2000
+#define TD_DRAIN_POLL_MS 50
+/* After cancelling everything, give up waiting for calls to end after this long. */
+#define TD_STUCK_MS 15000
+
+static struct {
+    td__service *svc;
+    bool stopping;
+    bool cancelled;
+    uint64_t stop_started_ms;
+    td__loop_timer *drain_timer;
+    int exit_code;
+} app;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+        "usage: tensord [options]\n"
+        "\n"
+        "Serve tensor work on this host's devices to tensord clients over gRPC.\n"
+        "\n"
+        "options:\n"
+        "  --listen ADDR             where to listen (default " TD_DEFAULT_LISTEN ")\n"
+        "  --config FILE             read settings from FILE first; flags override it\n"
+        "  --device-threads N        threads each device backend may use (0 = backend\n"
+        "                            default); exported as TD_DEVICE_THREADS and\n"
+        "                            OPENBLAS_NUM_THREADS before devices open\n"
+        "  --log-level LEVEL         debug, info (default), warn or error\n"
+        "  --max-sessions N          open sessions allowed at once (default %d, 0 = no limit)\n"
+        "  --max-session-bytes BYTES device memory one session may hold (default 0 = no\n"
+        "                            limit); suffixes K, M, G, T (powers of 1024)\n"
+        "  --insecure                allow a non-loopback address without TLS\n"
+        "  --help                    show this help and exit\n"
+        "  --version                 show the version and exit\n"
+        "\n"
+        "addresses (ADDR):\n"
+        "  HOST:PORT                 IPv4 address or host name, e.g. 127.0.0.1:7070\n"
+        "  [IPV6]:PORT               IPv6 address in brackets, e.g. [::1]:7070\n"
+        "  unix:PATH                 unix domain socket, e.g. unix:/run/tensord/tensord.sock\n"
+        "  PORT 0 picks a free port. Anything but loopback (127.0.0.0/8, ::1, localhost) or a\n"
+        "  unix socket is refused unless --insecure is given: TLS is not available yet.\n"
+        "  Once listening, tensord prints one line to stdout: \"listening on ADDR\", with\n"
+        "  the real port. Logs go to stderr.\n"
+        "\n"
+        "config file (key = value per line; '#' or ';' starts a comment line):\n"
+        "  listen = ADDR             as --listen\n"
+        "  log_level = LEVEL         as --log-level\n"
+        "  max_sessions = N          as --max-sessions\n"
+        "  max_session_bytes = BYTES as --max-session-bytes\n"
+        "  device_threads = N        as --device-threads\n"
+        "  insecure = true|false     as --insecure\n"
+        "\n"
+        "signals:\n"
+        "  SIGTERM, SIGINT           graceful stop: stop accepting, let queued work finish\n"
+        "                            (up to %d ms), cancel the remaining calls, free every\n"
+        "                            session, exit 0; a second signal cancels at once\n"
+        "  SIGHUP                    reload (nothing to reload yet)\n"
+        "\n"
+        "exit status: 0 after a clean stop, 1 on a runtime failure (cannot listen, no\n"
+        "device), 2 on a usage or configuration error.\n"
+        "Under systemd (Type=notify) tensord reports READY=1 once listening, STOPPING=1 on\n"
+        "shutdown, and pings the watchdog when WatchdogSec= is set.\n",
+        TD_DEFAULT_MAX_SESSIONS, TD_DRAIN_GRACE_MS);
+}
+
+enum {
+    OPT_LISTEN = 256,
+    OPT_CONFIG,
+    OPT_DEVICE_THREADS,
+    OPT_LOG_LEVEL,
+    OPT_MAX_SESSIONS,
+    OPT_MAX_SESSION_BYTES,
+    OPT_INSECURE,
+    OPT_HELP,
+    OPT_VERSION,
+};
+
+static const struct option k_options[] = {
+    {"listen", required_argument, NULL, OPT_LISTEN},
+    {"config", required_argument, NULL, OPT_CONFIG},
+    {"device-threads", required_argument, NULL, OPT_DEVICE_THREADS},
+    {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+    {"max-sessions", required_argument, NULL, OPT_MAX_SESSIONS},
+    {"max-session-bytes", required_argument, NULL, OPT_MAX_SESSION_BYTES},
+    {"insecure", no_argument, NULL, OPT_INSECURE},
+    {"help", no_argument, NULL, OPT_HELP},
+    {"version", no_argument, NULL, OPT_VERSION},
+    {NULL, 0, NULL, 0},
+};
+
+/* ---- shutdown (loop thread) ---- */
+
+static void drained_on_loop(void *arg)
+{
+    (void)arg;
+    td__log(TD_LOG_INFO, "all sessions closed; bye");
+    td__service_destroy(app.svc);
+    app.svc = NULL;
+    td__loop_close();
+}
+
+static void on_drained(void *arg)
+{
+    (void)arg;
+    if (td__loop_post(drained_on_loop, NULL) != TD_OK) {
+        td__log(TD_LOG_ERROR, "cannot reach the main loop to finish shutdown");
+        _exit(1);
+    }
+}
+
+static void stuck(void *arg)
+{
+    (void)arg;
+    td__log(TD_LOG_ERROR, "calls did not end %d ms after cancelling them; exiting anyway",
+            TD_STUCK_MS);
+    fflush(stderr);
+    _exit(1);
+}
+
+static void cancel_all(void)
+{
+    if (app.cancelled) return;
+    app.cancelled = true;
+    td__log(TD_LOG_INFO, "cancelling the remaining calls");
+    td__service_cancel_all(app.svc);
+    td__loop_timer_start(TD_STUCK_MS, 0, stuck, NULL, NULL);
+}
+
+static void drain_tick(void *arg)
+{
+    (void)arg;
+    if (app.svc == NULL) return;
+    bool idle = td__service_idle(app.svc);
+    if (idle || td__loop_now_ms() - app.stop_started_ms >= TD_DRAIN_GRACE_MS) {
+        if (!idle) td__log(TD_LOG_WARN, "work still queued after %d ms", TD_DRAIN_GRACE_MS);
+        td__loop_timer_stop(app.drain_timer);
+        app.drain_timer = NULL;
+        cancel_all();
+    }
+}
+
+static void on_stop(int signum, void *arg)
+{
+    (void)arg;
+    const char *name = signum == SIGINT ? "SIGINT" : "SIGTERM";
+    if (app.svc == NULL) return;
+    if (app.stopping) {
+        td__log(TD_LOG_INFO, "%s again: stopping now", name);
+        if (app.drain_timer) {
+            td__loop_timer_stop(app.drain_timer);
+            app.drain_timer = NULL;
+        }
+        cancel_all();
+        return;
+    }
+    app.stopping = true;
+    td__log(TD_LOG_INFO, "%s: shutting down (queued work gets up to %d ms)", name,
+            TD_DRAIN_GRACE_MS);
+    td__notify_stopping();
+    app.stop_started_ms = td__loop_now_ms();
+    td__service_shutdown(app.svc);
+    if (td__loop_timer_start(TD_DRAIN_POLL_MS, TD_DRAIN_POLL_MS, drain_tick, NULL,
+                             &app.drain_timer) != TD_OK)
+        cancel_all();
+}
+
+static void on_reload(void *arg)
+{
+    (void)arg;
+    td__log(TD_LOG_INFO, "reload: nothing to reload yet");
+}
+
+/* ---- start-up ---- */
+
+/* gRPC unlinks an existing unix socket before binding, which would silently take the
+ * address from a server that is still running. Refuse when something answers there. */
+static bool unix_socket_in_use(const char *path)
+{
+    struct sockaddr_un sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sun_family = AF_UNIX;
+    size_t n = strlen(path);
+    if (n >= sizeof sa.sun_path) return false;
+    memcpy(sa.sun_path, path, n);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return false;
+    bool in_use = connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
+    close(fd);
+    return in_use;
+}
+
+int main(int argc, char **argv)
+{
+    td__log_set_prefix("tensord");
+    const char *config_path = NULL;
+    int opt;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, "", k_options, NULL)) != -1) {
+        switch (opt) {
+        case OPT_CONFIG: config_path = optarg; break;
+        case OPT_HELP: usage(stdout); return 0;
+        case OPT_VERSION: printf("tensord %s\n", TD_VERSION_STRING); return 0;
+        case '?':
+            if (optopt != 0)
+                fprintf(stderr, "tensord: option '%s' needs a value\n", argv[optind - 1]);
+            else
+                fprintf(stderr, "tensord: unknown option '%s'\n", argv[optind - 1]);
+            fprintf(stderr, "try 'tensord --help'\n");
+            return 2;
+        default: break;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "tensord: unexpected argument '%s'\ntry 'tensord --help'\n", argv[optind]);
+        return 2;
+    }
+
+    td__config cfg;
+    char err[1024];
+    td__config_defaults(&cfg);
+    if (config_path != NULL && td__config_load(&cfg, config_path, err, sizeof err) != 0) {
+        fprintf(stderr, "tensord: config: %s\n", err);
+        return 2;
+    }
+    optind = 0; /* glibc: restart scanning */
+    while ((opt = getopt_long(argc, argv, "", k_options, NULL)) != -1) {
+        const char *key = NULL, *value = optarg;
+        switch (opt) {
+        case OPT_LISTEN: key = "listen"; break;
+        case OPT_DEVICE_THREADS: key = "device_threads"; break;
+        case OPT_LOG_LEVEL: key = "log_level"; break;
+        case OPT_MAX_SESSIONS: key = "max_sessions"; break;
+        case OPT_MAX_SESSION_BYTES: key = "max_session_bytes"; break;
+        case OPT_INSECURE: key = "insecure"; value = "true"; break;
+        default: break;
+        }
+        if (key != NULL && td__config_set(&cfg, key, value, err, sizeof err) != 0) {
+            fprintf(stderr, "tensord: %s\n", err);
+            return 2;
+        }
+    }
+    td__log_set_level(cfg.log_level);
+
+    td__listen_addr addr;
+    if (td__listen_parse(cfg.listen, &addr, err, sizeof err) != 0) {
+        fprintf(stderr, "tensord: %s\n", err);
+        return 2;
+    }
+    if (!addr.loopback) {
+        if (!cfg.insecure) {
+            fprintf(stderr,
+                    "tensord: refusing to listen on %s without TLS; TLS is not available yet "
+                    "\u2014 pass --insecure to do it anyway\n",
+                    cfg.listen);
+            return 2;
+        }
+        td__log(TD_LOG_WARN,
+                "listening on %s without TLS (--insecure): anyone who can reach it can run "
+                "work and read every session's tensors",
+                cfg.listen);
+    }
+    if (addr.is_unix && unix_socket_in_use(addr.host)) {
+        td__log(TD_LOG_ERROR, "cannot listen on %s: another server is answering there",
+                cfg.listen);
+        return 1;
+    }
+    if (cfg.device_threads > 0) {
+        char n[24];
+        snprintf(n, sizeof n, "%llu", (unsigned long long)cfg.device_threads);
+        setenv("TD_DEVICE_THREADS", n, 1);
+        setenv("OPENBLAS_NUM_THREADS", n, 1);
+    }
+
+    if (td__devices_init(err, sizeof err) != TD_OK) {
+        td__log(TD_LOG_ERROR, "cannot open devices: %s", err);
+        return 1;
+    }
+    for (int i = 0; i < td__device_count(); i++) {
+        td__device *d = td__device_at(i);
+        td__log(TD_LOG_INFO, "device %s: %s", d->name, d->description);
+    }
+
+    td__loop_handlers h = {.on_stop = on_stop, .on_reload = on_reload};
+    if (td__loop_open(&h) != TD_OK) {
+        td__log(TD_LOG_ERROR, "cannot set up the event loop");
+        return 1;
+    }
+    td__service_opts so = {
+        .target = addr.target,
+        .max_sessions = cfg.max_sessions,
+        .max_session_bytes = cfg.max_session_bytes,
+        .on_drained = on_drained,
+    };
+    int port = 0;
+    if (td__service_start(&so, &app.svc, &port, err, sizeof err) != TD_OK) {
+        td__log(TD_LOG_ERROR, "%s", err);
+        td__loop_close();
+        td__loop_run();
+        return 1;
+    }
+    char shown[320];
+    td__listen_format(&addr, port, shown, sizeof shown);
+    printf("listening on %s\n", shown);
+    fflush(stdout);
+    char sessions[32] = "no limit", bytes[32] = "no limit";
+    if (cfg.max_sessions != 0)
+        snprintf(sessions, sizeof sessions, "%llu", (unsigned long long)cfg.max_sessions);
+    if (cfg.max_session_bytes != 0)
+        snprintf(bytes, sizeof bytes, "%llu", (unsigned long long)cfg.max_session_bytes);
+    td__log(TD_LOG_INFO, "tensord %s listening on %s (sessions: %s; bytes per session: %s)",
+            TD_VERSION_STRING, shown, sessions, bytes);
+    char status[400];
+    snprintf(status, sizeof status, "listening on %s", shown);
+    td__notify_ready(status);
+    td__notify_watchdog_start();
+
+    td__loop_run();
+    return app.exit_code;
+}

@@ -1,0 +1,473 @@
+/* service.c — the gRPC server of tensord (see service.h).
+ *
+ * gRPC C core has no generated service stubs for protobuf-c, so methods are registered by
+ * path and each call is a small state machine driven by completion-queue events. This file
+ * owns the server object, the completion-queue threads, the per-device workers, the pool of
+ * outstanding "request a new call" operations, the unary GetInfo call, and shutdown
+ * bookkeeping; the bidirectional Session call lives in session.c.
+ *
+ * Shutdown order (all driven from the loop thread): grpc_server_shutdown_and_notify stops
+ * accepting; calls in progress finish or are cancelled (td__service_cancel_all); each
+ * session frees its engine state through its worker queue and drops its call; once gRPC has
+ * reported the shutdown and no call object is left, on_drained fires and the loop destroys
+ * the workers, the server and the completion queue, in that order.
+ */
+#include "server/service.h"
+#include "server/session.h"
+
+#include "common/alloc.h"
+#include "common/log.h"
+#include "engine/tensor.h"
+#include "wire.h"
+
+#include <grpc/grpc_security.h>
+#include <grpc/support/log.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SVC_MAX_DEVICES 16
+#define SVC_REQUESTS_PER_METHOD 8
+
+struct td__service {
+    td__service_opts opts;
+    grpc_server *server;
+    grpc_completion_queue *cq;
+    void *rm_info, *rm_session;
+    pthread_t threads[TD_SERVICE_CQ_THREADS];
+    int nthreads;
+    int ndev;
+    const td__device *devs[SVC_MAX_DEVICES];
+    td__worker *workers[SVC_MAX_DEVICES];
+
+    atomic_bool shutting_down;
+    atomic_long live_calls;     /* call objects + outstanding call requests */
+    atomic_long work;           /* closures queued or running on workers */
+    atomic_ullong sessions;     /* reserved session slots */
+    atomic_ullong next_session_id;
+
+    pthread_mutex_t mu; /* guards the three flags below */
+    bool shutdown_started;
+    bool shutdown_notified;
+    bool drained_fired;
+    td__tag shutdown_tag;
+};
+
+grpc_status_code td__grpc_code(td_status st)
+{
+    switch (st) {
+#define TD__GRPC_CODE(name, value, grpc, msg)                                              \
+    case name:                                                                             \
+        return (grpc_status_code)grpc;
+        TD_STATUS_MAP(TD__GRPC_CODE)
+#undef TD__GRPC_CODE
+    }
+    return GRPC_STATUS_INTERNAL;
+}
+
+/* ---- bookkeeping ---- */
+
+static void maybe_drained(td__service *s)
+{
+    bool fire = false;
+    pthread_mutex_lock(&s->mu);
+    if (s->shutdown_notified && !s->drained_fired && atomic_load(&s->live_calls) == 0) {
+        s->drained_fired = true;
+        fire = true;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (fire && s->opts.on_drained) s->opts.on_drained(s->opts.arg);
+}
+
+void td__service_call_begin(td__service *s) { atomic_fetch_add(&s->live_calls, 1); }
+
+void td__service_call_end(td__service *s)
+{
+    if (atomic_fetch_sub(&s->live_calls, 1) == 1 && atomic_load(&s->shutting_down))
+        maybe_drained(s);
+}
+
+void td__service_work_add(td__service *s, long delta) { atomic_fetch_add(&s->work, delta); }
+
+bool td__service_idle(td__service *s) { return atomic_load(&s->work) == 0; }
+
+grpc_completion_queue *td__service_cq(td__service *s) { return s->cq; }
+
+td__worker *td__service_worker(td__service *s, const td__device *dev)
+{
+    for (int i = 0; i < s->ndev; i++)
+        if (s->devs[i] == dev) return s->workers[i];
+    return NULL;
+}
+
+bool td__service_session_reserve(td__service *s, uint64_t *id_out)
+{
+    if (atomic_load(&s->shutting_down)) return false;
+    unsigned long long n = atomic_load(&s->sessions);
+    do {
+        if (s->opts.max_sessions != 0 && n >= s->opts.max_sessions) return false;
+    } while (!atomic_compare_exchange_weak(&s->sessions, &n, n + 1));
+    *id_out = atomic_fetch_add(&s->next_session_id, 1) + 1;
+    return true;
+}
+
+void td__service_session_unreserve(td__service *s) { atomic_fetch_sub(&s->sessions, 1); }
+
+uint64_t td__service_max_session_bytes(const td__service *s) { return s->opts.max_session_bytes; }
+uint64_t td__service_max_sessions(const td__service *s) { return s->opts.max_sessions; }
+bool td__service_shutting_down(td__service *s) { return atomic_load(&s->shutting_down); }
+
+/* ---- GetInfo (unary) ---- */
+
+typedef struct info_call {
+    td__tag tag;
+    td__service *svc;
+    grpc_call *call;
+    grpc_byte_buffer *response;
+    grpc_slice details;
+    int cancelled;
+} info_call;
+
+static void info_done(td__tag *tag, bool ok)
+{
+    (void)ok;
+    info_call *c = (info_call *)tag;
+    if (c->response) grpc_byte_buffer_destroy(c->response);
+    grpc_slice_unref(c->details);
+    grpc_call_unref(c->call);
+    td__service *svc = c->svc;
+    td__free(c);
+    td__service_call_end(svc);
+}
+
+static td_status info_encode(td__service *s, grpc_byte_buffer **out)
+{
+    Tensord__V1__InfoResponse r = TENSORD__V1__INFO_RESPONSE__INIT;
+    Tensord__V1__Limits lim = TENSORD__V1__LIMITS__INIT;
+    Tensord__V1__Device devs[SVC_MAX_DEVICES];
+    Tensord__V1__Device *devp[SVC_MAX_DEVICES];
+    r.protocol_min = TD_PROTOCOL_MIN;
+    r.protocol_max = TD_PROTOCOL_MAX;
+    r.server_version = (char *)TD_VERSION_STRING;
+    int n = td__device_count();
+    if (n > SVC_MAX_DEVICES) n = SVC_MAX_DEVICES;
+    for (int i = 0; i < n; i++) {
+        td__device *d = td__device_at(i);
+        Tensord__V1__Device init = TENSORD__V1__DEVICE__INIT;
+        devs[i] = init;
+        devs[i].name = d->name;
+        devs[i].kind = (char *)d->backend->kind;
+        devs[i].description = d->description;
+        uint64_t total = 0, free_bytes = 0;
+        if (d->backend->memory_info != NULL &&
+            d->backend->memory_info(d, &total, &free_bytes) != TD_OK) {
+            total = 0;
+            free_bytes = 0;
+        }
+        devs[i].memory_total = total;
+        devs[i].memory_free = free_bytes;
+        devp[i] = &devs[i];
+    }
+    r.n_devices = (size_t)n;
+    r.devices = devp;
+    lim.max_message_bytes = TD_MAX_MESSAGE_BYTES;
+    lim.chunk_bytes = TD_CHUNK_BYTES;
+    lim.max_tensor_bytes = TD_MAX_TENSOR_BYTES;
+    lim.max_rank = TD_MAX_RANK;
+    lim.max_batch_ops = TD_MAX_BATCH_OPS;
+    r.limits = &lim;
+    r.sessions = atomic_load(&s->sessions);
+    r.tensors = td__buffer_live_count();
+    r.bytes_in_use = td__buffer_live_bytes();
+    return td__wire_encode(&r.base, NULL, out);
+}
+
+static void info_start(td__service *s, grpc_call *call, grpc_byte_buffer *request)
+{
+    info_call *c = td__calloc(1, sizeof *c);
+    if (c == NULL) {
+        grpc_call_cancel_with_status(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory",
+                                     NULL);
+        grpc_call_unref(call);
+        return;
+    }
+    td__service_call_begin(s);
+    c->tag.fn = info_done;
+    c->svc = s;
+    c->call = call;
+    grpc_status_code code = GRPC_STATUS_OK;
+    const char *details = "";
+    char err[256];
+    ProtobufCMessage *req = NULL;
+    td__wire_scratch scratch = {0};
+    if (request != NULL) {
+        td_status st = td__wire_decode(request, &tensord__v1__info_request__descriptor, &scratch,
+                                       &req, NULL, NULL, err, sizeof err);
+        if (st != TD_OK) {
+            code = td__grpc_code(st);
+            details = err;
+        }
+    }
+    if (req) protobuf_c_message_free_unpacked(req, NULL);
+    td__wire_scratch_fini(&scratch);
+    if (code == GRPC_STATUS_OK && info_encode(s, &c->response) != TD_OK) {
+        code = GRPC_STATUS_RESOURCE_EXHAUSTED;
+        details = "out of memory";
+    }
+    c->details = grpc_slice_from_copied_string(details);
+
+    grpc_op ops[4];
+    memset(ops, 0, sizeof ops);
+    size_t nops = 0;
+    ops[nops++].op = GRPC_OP_SEND_INITIAL_METADATA;
+    if (c->response) {
+        ops[nops].op = GRPC_OP_SEND_MESSAGE;
+        ops[nops++].data.send_message.send_message = c->response;
+    }
+    ops[nops].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+    ops[nops].data.send_status_from_server.status = code;
+    ops[nops++].data.send_status_from_server.status_details = &c->details;
+    ops[nops].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+    ops[nops++].data.recv_close_on_server.cancelled = &c->cancelled;
+    grpc_call_error e = grpc_call_start_batch(call, ops, nops, &c->tag, NULL);
+    if (e != GRPC_CALL_OK) {
+        td__log(TD_LOG_ERROR, "GetInfo: cannot start batch (grpc error %d)", (int)e);
+        info_done(&c->tag, false);
+    }
+}
+
+/* ---- outstanding call requests ---- */
+
+enum { REQ_INFO, REQ_SESSION };
+
+typedef struct call_request {
+    td__tag tag;
+    td__service *svc;
+    int kind;
+    grpc_call *call;
+    gpr_timespec deadline;
+    grpc_metadata_array md;
+    grpc_byte_buffer *payload;
+} call_request;
+
+static void request_done(td__tag *tag, bool ok);
+
+static void request_post(td__service *s, int kind)
+{
+    call_request *r = td__calloc(1, sizeof *r);
+    if (r == NULL) {
+        td__log(TD_LOG_ERROR, "out of memory: one fewer pending call request");
+        return;
+    }
+    r->tag.fn = request_done;
+    r->svc = s;
+    r->kind = kind;
+    grpc_metadata_array_init(&r->md);
+    td__service_call_begin(s);
+    grpc_call_error e = grpc_server_request_registered_call(
+        s->server, kind == REQ_INFO ? s->rm_info : s->rm_session, &r->call, &r->deadline,
+        &r->md, kind == REQ_INFO ? &r->payload : NULL, s->cq, s->cq, &r->tag);
+    if (e != GRPC_CALL_OK) {
+        td__log(TD_LOG_ERROR, "cannot request calls (grpc error %d)", (int)e);
+        grpc_metadata_array_destroy(&r->md);
+        td__free(r);
+        td__service_call_end(s);
+    }
+}
+
+static void request_done(td__tag *tag, bool ok)
+{
+    call_request *r = (call_request *)tag;
+    td__service *s = r->svc;
+    if (ok && !atomic_load(&s->shutting_down)) request_post(s, r->kind);
+    if (ok) {
+        if (r->kind == REQ_INFO)
+            info_start(s, r->call, r->payload);
+        else
+            td__srv_session_start(s, r->call);
+    }
+    if (r->payload) grpc_byte_buffer_destroy(r->payload);
+    grpc_metadata_array_destroy(&r->md);
+    td__free(r);
+    td__service_call_end(s);
+}
+
+/* ---- threads ---- */
+
+static void shutdown_done(td__tag *tag, bool ok)
+{
+    (void)ok;
+    td__service *s = (td__service *)((char *)tag - offsetof(td__service, shutdown_tag));
+    pthread_mutex_lock(&s->mu);
+    s->shutdown_notified = true;
+    pthread_mutex_unlock(&s->mu);
+    maybe_drained(s);
+}
+
+static void *cq_main(void *arg)
+{
+    td__service *s = arg;
+    for (;;) {
+        grpc_event ev = grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+        if (ev.type == GRPC_QUEUE_SHUTDOWN) break;
+        if (ev.type != GRPC_OP_COMPLETE) continue;
+        td__tag *tag = ev.tag;
+        tag->fn(tag, ev.success != 0);
+    }
+    return NULL;
+}
+
+static void grpc_log_to_ours(gpr_log_func_args *a)
+{
+    enum td__log_level lv = a->severity == GPR_LOG_SEVERITY_ERROR  ? TD_LOG_ERROR
+                            : a->severity == GPR_LOG_SEVERITY_INFO ? TD_LOG_INFO
+                                                                   : TD_LOG_DEBUG;
+    td__log(lv, "grpc: %s (%s:%d)", a->message, a->file, a->line);
+}
+
+/* ---- life cycle ---- */
+
+static void service_free(td__service *s)
+{
+    for (int i = 0; i < s->ndev; i++) td__worker_destroy(s->workers[i]);
+    if (s->server) grpc_server_destroy(s->server);
+    if (s->cq) {
+        grpc_completion_queue_shutdown(s->cq);
+        for (int i = 0; i < s->nthreads; i++) pthread_join(s->threads[i], NULL);
+        if (s->nthreads == 0) {
+            grpc_event ev;
+            do {
+                ev = grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+            } while (ev.type != GRPC_QUEUE_SHUTDOWN);
+        }
+        grpc_completion_queue_destroy(s->cq);
+    }
+    pthread_mutex_destroy(&s->mu);
+    td__free(s);
+    grpc_shutdown();
+}
+
+td_status td__service_start(const td__service_opts *opts, td__service **out, int *port,
+                            char *err, size_t errlen)
+{
+    gpr_set_log_function(grpc_log_to_ours);
+    grpc_init();
+    /* gRPC's own chatter stays off unless the operator asks for it (GRPC_VERBOSITY). */
+    if (getenv("GRPC_VERBOSITY") == NULL) gpr_set_log_verbosity(GPR_LOG_SEVERITY_ERROR);
+    td__service *s = td__calloc(1, sizeof *s);
+    if (s == NULL) {
+        grpc_shutdown();
+        snprintf(err, errlen, "out of memory");
+        return TD_ENOMEM;
+    }
+    s->opts = *opts;
+    s->shutdown_tag.fn = shutdown_done;
+    pthread_mutex_init(&s->mu, NULL);
+    td_status st = TD_OK;
+
+    int n = td__device_count();
+    for (int i = 0; i < n && i < SVC_MAX_DEVICES; i++) {
+        char name[16];
+        s->devs[i] = td__device_at(i);
+        snprintf(name, sizeof name, "td-%.12s", s->devs[i]->name);
+        st = td__worker_create(name, &s->workers[i]);
+        if (st != TD_OK) {
+            snprintf(err, errlen, "cannot start the worker of device %s", s->devs[i]->name);
+            goto fail;
+        }
+        s->ndev = i + 1;
+    }
+
+    grpc_arg args[3];
+    args[0].type = GRPC_ARG_INTEGER;
+    args[0].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
+    args[0].value.integer = (int)TD_MAX_MESSAGE_BYTES;
+    args[1].type = GRPC_ARG_INTEGER;
+    args[1].key = (char *)GRPC_ARG_MAX_SEND_MESSAGE_LENGTH;
+    args[1].value.integer = (int)TD_MAX_MESSAGE_BYTES;
+    /* gRPC sets SO_REUSEPORT by default: a second server on a busy port would then start
+     * "successfully" and steal half the connections. Fail the bind instead. */
+    args[2].type = GRPC_ARG_INTEGER;
+    args[2].key = (char *)GRPC_ARG_ALLOW_REUSEPORT;
+    args[2].value.integer = 0;
+    grpc_channel_args cargs = {.num_args = 3, .args = args};
+    s->server = grpc_server_create(&cargs, NULL);
+    s->cq = grpc_completion_queue_create_for_next(NULL);
+    if (s->server == NULL || s->cq == NULL) {
+        snprintf(err, errlen, "cannot create the gRPC server");
+        st = TD_EINTERNAL;
+        goto fail;
+    }
+    grpc_server_register_completion_queue(s->server, s->cq, NULL);
+    s->rm_info = grpc_server_register_method(s->server, TD_METHOD_GETINFO, NULL,
+                                             GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
+    s->rm_session = grpc_server_register_method(s->server, TD_METHOD_SESSION, NULL,
+                                                GRPC_SRM_PAYLOAD_NONE, 0);
+    if (s->rm_info == NULL || s->rm_session == NULL) {
+        snprintf(err, errlen, "cannot register the gRPC methods");
+        st = TD_EINTERNAL;
+        goto fail;
+    }
+    grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
+    int bound = grpc_server_add_http2_port(s->server, opts->target, creds);
+    grpc_server_credentials_release(creds);
+    if (bound == 0) {
+        snprintf(err, errlen,
+                 "cannot listen on %s (address in use, not local, or no permission; "
+                 "see the grpc error above)",
+                 opts->target);
+        st = TD_EIO;
+        goto fail;
+    }
+    grpc_server_start(s->server);
+    for (int i = 0; i < TD_SERVICE_CQ_THREADS; i++) {
+        if (pthread_create(&s->threads[i], NULL, cq_main, s) != 0) break;
+        s->nthreads++;
+    }
+    if (s->nthreads == 0) {
+        snprintf(err, errlen, "cannot start completion-queue threads");
+        st = TD_EINTERNAL;
+        /* The server is started: shut it down properly before destroying it. */
+        grpc_server_shutdown_and_notify(s->server, s->cq, &s->shutdown_tag);
+        grpc_event ev;
+        do {
+            ev = grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+        } while (ev.type != GRPC_OP_COMPLETE || ev.tag != &s->shutdown_tag);
+        goto fail;
+    }
+    for (int i = 0; i < SVC_REQUESTS_PER_METHOD; i++) {
+        request_post(s, REQ_INFO);
+        request_post(s, REQ_SESSION);
+    }
+    *port = strncmp(opts->target, "unix:", 5) == 0 ? 0 : bound;
+    *out = s;
+    return TD_OK;
+fail:
+    service_free(s);
+    return st;
+}
+
+void td__service_shutdown(td__service *s)
+{
+    pthread_mutex_lock(&s->mu);
+    bool first = !s->shutdown_started;
+    s->shutdown_started = true;
+    pthread_mutex_unlock(&s->mu);
+    if (!first) return;
+    atomic_store(&s->shutting_down, true);
+    grpc_server_shutdown_and_notify(s->server, s->cq, &s->shutdown_tag);
+}
+
+void td__service_cancel_all(td__service *s)
+{
+    td__service_shutdown(s);
+    grpc_server_cancel_all_calls(s->server);
+}
+
+void td__service_destroy(td__service *s)
+{
+    if (s == NULL) return;
+    service_free(s);
+}

@@ -1,0 +1,75 @@
+/* service.h — tensord's gRPC service: the server, its completion-queue threads, the device
+ * workers, GetInfo, and the bookkeeping that server sessions (server/session.c) share.
+ *
+ * Threads (DESIGN.md §4):
+ *  - completion-queue threads (TD_SERVICE_CQ_THREADS) block in grpc_completion_queue_next
+ *    and run each event's handler: they accept calls, decode messages and hand work on;
+ *  - one td__worker per device runs every session's engine calls in order, fairly;
+ *  - the loop thread (server/loop.c) owns start-up and shutdown and calls the functions
+ *    below that are marked "loop thread".
+ *
+ * Every operation started on a call carries a td__tag; when it completes, the
+ * completion-queue thread calls tag->fn(tag, ok).
+ */
+#ifndef TD_SERVER_SERVICE_H
+#define TD_SERVER_SERVICE_H
+
+#include "engine/device.h"
+#include "engine/worker.h"
+#include "tensord.h"
+
+#include <grpc/grpc.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define TD_SERVICE_CQ_THREADS 2
+
+typedef struct td__service td__service;
+
+typedef struct td__tag {
+    void (*fn)(struct td__tag *tag, bool ok);
+} td__tag;
+
+typedef struct td__service_opts {
+    const char *target;          /* gRPC bind address: "127.0.0.1:0", "unix:/path" */
+    uint64_t max_sessions;       /* 0 = no limit */
+    uint64_t max_session_bytes;  /* per-session device bytes, 0 = no limit */
+    /* Called once, on any thread, when shutdown has finished: no call is left. */
+    void (*on_drained)(void *arg);
+    void *arg;
+} td__service_opts;
+
+/* Create the server, bind, start it and its threads (devices must be initialised).
+ * *port receives the bound TCP port (0 for unix sockets). On failure returns TD_EIO
+ * (cannot bind), TD_ENOMEM or TD_EINTERNAL with a message in err. Loop thread. */
+td_status td__service_start(const td__service_opts *opts, td__service **out, int *port,
+                            char *err, size_t errlen);
+/* Stop accepting calls; calls in progress continue. on_drained fires once all are gone.
+ * Idempotent. Loop thread. */
+void td__service_shutdown(td__service *s);
+/* Cancel every call in progress (their sessions are then freed). Loop thread. */
+void td__service_cancel_all(td__service *s);
+/* True when no session has queued or running work. Any thread. */
+bool td__service_idle(td__service *s);
+/* After on_drained: stop the threads and free everything. NULL is a no-op. Loop thread. */
+void td__service_destroy(td__service *s);
+
+/* ---- for server/session.c (any thread) ---- */
+grpc_completion_queue *td__service_cq(td__service *s);
+/* The worker of a device (one per device). */
+td__worker *td__service_worker(td__service *s, const td__device *dev);
+/* Reserve a session slot against max_sessions; false when full or shutting down. */
+bool td__service_session_reserve(td__service *s, uint64_t *id_out);
+void td__service_session_unreserve(td__service *s);
+uint64_t td__service_max_session_bytes(const td__service *s);
+uint64_t td__service_max_sessions(const td__service *s);
+bool td__service_shutting_down(td__service *s);
+/* Closures submitted to workers and not yet finished (for td__service_idle). */
+void td__service_work_add(td__service *s, long delta);
+/* A call object alive / gone: shutdown finishes when none is left. */
+void td__service_call_begin(td__service *s);
+void td__service_call_end(td__service *s);
+
+/* gRPC status code of a td_status (the table in tensord.h). */
+grpc_status_code td__grpc_code(td_status st);
+#endif

@@ -1,0 +1,872 @@
+/* session.c — one Session stream: the call state machine and the closures that drive the
+ * engine session (see session.h).
+ *
+ * Who does what:
+ *  - receive side (a completion-queue thread; one receive is outstanding at a time, so
+ *    this state has one owner at any moment): decode each ClientMessage, turn it into a
+ *    closure ("job") and submit it to the session's worker queue, then ask for the next
+ *    message. Nothing here touches the engine session.
+ *  - worker side (the device worker): jobs run in submission order and call the engine
+ *    session; replies are encoded there and pushed onto the send queue.
+ *  - send side (whoever pushes or completes a send): gRPC allows one SEND_MESSAGE in flight
+ *    per call, so replies wait in a mutex-protected queue; the thread that finds no send in
+ *    flight starts the next one, and each send completion starts the one after.
+ *
+ * Every reply after `open` goes through the worker queue, failures included, so the client
+ * sees replies in the order of its requests.
+ *
+ * Flow control: a job's message bytes count as pending until the job has run. Above
+ * SS_RECV_HIGH pending bytes the receive side stops asking gRPC for messages (HTTP/2 flow
+ * control then holds the client back); the worker asks again below SS_RECV_LOW.
+ *
+ * Tensor bytes: writes keep the decode scratch that holds their payload (the scratch is
+ * handed to the job and the session starts a fresh one), so a payload is copied once, from
+ * gRPC's slices into the scratch, and then once more into the tensor. Reads on host-memory
+ * devices send slices over the tensor buffer itself, each holding a buffer reference.
+ */
+#include "server/session.h"
+
+#include "common/alloc.h"
+#include "common/log.h"
+#include "engine/session.h"
+#include "engine/tensor.h"
+#include "wire.h"
+
+#include <grpc/support/alloc.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#define SS_RECV_HIGH ((size_t)64 << 20)
+#define SS_RECV_LOW ((size_t)16 << 20)
+/* Opcode no op uses: stands in for an op that could not be converted, so that the engine
+ * poisons its output id and later ops that read it fail as they would for any failed op. */
+#define SS_BAD_OPCODE 0xFFFFFFFFu
+
+enum ss_state { SS_AWAIT_OPEN, SS_OPEN, SS_DONE };
+
+typedef struct send_item {
+    struct send_item *next;
+    grpc_byte_buffer *bb; /* NULL: the final status */
+    grpc_status_code code;
+    grpc_slice details;
+} send_item;
+
+typedef struct td__srv_session {
+    atomic_long refs;
+    td__service *svc;
+    grpc_call *call;
+    uint64_t id;
+    char peer[128];
+    char client[65];
+
+    /* Receive side (one completion-queue thread at a time). */
+    td__tag recv_tag;
+    grpc_byte_buffer *recv_buf;
+    td__wire_scratch scratch;
+    enum ss_state state;
+    td__worker_queue *wq;
+    td__device *dev;
+
+    td__tag close_tag;
+    int cancelled;     /* written by gRPC for RECV_CLOSE_ON_SERVER */
+    atomic_bool dead;  /* the call is over (cancelled, or a send failed): skip work */
+
+    /* Worker side. */
+    td__session *es;
+    bool reserved; /* holds one of the service's session slots */
+    uint64_t freed_tensors, freed_bytes;
+
+    /* Send side and flow control, under mu. */
+    pthread_mutex_t mu;
+    td__tag send_tag;
+    send_item *sq_head, *sq_tail, *in_flight;
+    bool status_queued;
+    bool md_sent;
+    size_t pending_bytes;
+    bool recv_paused;
+} td__srv_session;
+
+#define SS_OF(tagptr, field) ((td__srv_session *)((char *)(tagptr) - offsetof(td__srv_session, field)))
+
+static void ss_ref(td__srv_session *ss) { atomic_fetch_add(&ss->refs, 1); }
+static void ss_unref(td__srv_session *ss);
+static void recv_next(td__srv_session *ss);
+static void stream_ended(td__srv_session *ss);
+
+/* ---- send side ---- */
+
+static void item_free(send_item *it)
+{
+    if (it->bb) grpc_byte_buffer_destroy(it->bb);
+    grpc_slice_unref(it->details);
+    td__free(it);
+}
+
+static void items_free(send_item *list)
+{
+    while (list) {
+        send_item *next = list->next;
+        item_free(list);
+        list = next;
+    }
+}
+
+/* Caller holds mu. Returns the items it dropped (free them after unlocking). */
+static send_item *kill_locked(td__srv_session *ss)
+{
+    atomic_store(&ss->dead, true);
+    send_item *list = ss->sq_head;
+    ss->sq_head = ss->sq_tail = NULL;
+    return list;
+}
+
+/* Caller holds mu and a reference; starts the next queued send. Returns dropped items. */
+static send_item *send_next_locked(td__srv_session *ss)
+{
+    send_item *it = ss->sq_head;
+    if (it == NULL || ss->in_flight != NULL) return NULL;
+    ss->sq_head = it->next;
+    if (ss->sq_head == NULL) ss->sq_tail = NULL;
+    it->next = NULL;
+    grpc_op ops[2];
+    memset(ops, 0, sizeof ops);
+    size_t n = 0;
+    /* Initial metadata goes with the first send, status included: in gRPC 1.51 a
+     * SEND_STATUS_FROM_SERVER without it (a "trailers-only" reply) is never written to
+     * the wire and the client waits until its deadline (measured). */
+    if (!ss->md_sent) {
+        ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
+        ss->md_sent = true;
+    }
+    if (it->bb != NULL) {
+        ops[n].op = GRPC_OP_SEND_MESSAGE;
+        ops[n++].data.send_message.send_message = it->bb;
+    } else {
+        ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+        ops[n].data.send_status_from_server.status = it->code;
+        ops[n++].data.send_status_from_server.status_details = &it->details;
+    }
+    ss->in_flight = it;
+    ss_ref(ss);
+    grpc_call_error e = grpc_call_start_batch(ss->call, ops, n, &ss->send_tag, NULL);
+    if (e == GRPC_CALL_OK) return NULL;
+    td__log(TD_LOG_ERROR, "session %llu: cannot start a send (grpc error %d)",
+            (unsigned long long)ss->id, (int)e);
+    ss->in_flight = NULL;
+    atomic_fetch_sub(&ss->refs, 1); /* the caller still holds one */
+    send_item *dropped = kill_locked(ss);
+    it->next = dropped;
+    return it;
+}
+
+static void send_done(td__tag *tag, bool ok)
+{
+    td__srv_session *ss = SS_OF(tag, send_tag);
+    pthread_mutex_lock(&ss->mu);
+    send_item *done = ss->in_flight, *dropped = NULL;
+    ss->in_flight = NULL;
+    if (!ok)
+        td__log(TD_LOG_DEBUG, "session %llu: send failed (call over)", (unsigned long long)ss->id);
+    if (!ok)
+        dropped = kill_locked(ss);
+    else
+        dropped = send_next_locked(ss);
+    pthread_mutex_unlock(&ss->mu);
+    if (done) item_free(done);
+    items_free(dropped);
+    ss_unref(ss);
+}
+
+/* Queue an item; takes ownership. Dropped when the call is over or has its status. */
+static void send_push(td__srv_session *ss, send_item *it)
+{
+    send_item *dropped = NULL;
+    pthread_mutex_lock(&ss->mu);
+    if (atomic_load(&ss->dead) || ss->status_queued) {
+        dropped = it;
+    } else {
+        if (it->bb == NULL) ss->status_queued = true;
+        if (ss->sq_tail)
+            ss->sq_tail->next = it;
+        else
+            ss->sq_head = it;
+        ss->sq_tail = it;
+        dropped = send_next_locked(ss);
+    }
+    pthread_mutex_unlock(&ss->mu);
+    items_free(dropped);
+}
+
+/* Queue the call's final status. */
+static void ss_finish(td__srv_session *ss, grpc_status_code code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void ss_finish(td__srv_session *ss, grpc_status_code code, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    send_item *it = td__calloc(1, sizeof *it);
+    if (it == NULL) {
+        /* Without memory for a status, cancelling still ends the call. */
+        grpc_call_cancel_with_status(ss->call, code, msg, NULL);
+        return;
+    }
+    it->code = code;
+    it->details = grpc_slice_from_copied_string(msg);
+    send_push(ss, it);
+}
+
+/* Encode and queue a ServerMessage (payload as in td__wire_encode). */
+static td_status send_msg(td__srv_session *ss, Tensord__V1__ServerMessage *m,
+                          const td__wire_payload *payload)
+{
+    grpc_byte_buffer *bb;
+    td_status st = td__wire_encode(&m->base, payload, &bb);
+    if (st != TD_OK) return st;
+    send_item *it = td__calloc(1, sizeof *it);
+    if (it == NULL) {
+        grpc_byte_buffer_destroy(bb);
+        return TD_ENOMEM;
+    }
+    it->bb = bb;
+    it->details = grpc_empty_slice();
+    send_push(ss, it);
+    return TD_OK;
+}
+
+static void send_failure(td__srv_session *ss, uint64_t seq, uint32_t op_index, td_status st,
+                         const char *message)
+{
+    Tensord__V1__ServerMessage m = TENSORD__V1__SERVER_MESSAGE__INIT;
+    Tensord__V1__Failure f = TENSORD__V1__FAILURE__INIT;
+    f.op_index = op_index;
+    f.status = (uint32_t)st;
+    f.message = (char *)message;
+    m.seq = seq;
+    m.body_case = TENSORD__V1__SERVER_MESSAGE__BODY_FAILURE;
+    m.failure = &f;
+    if (send_msg(ss, &m, NULL) != TD_OK)
+        td__log(TD_LOG_WARN, "session %llu: out of memory; dropped failure for seq %llu: %s",
+                (unsigned long long)ss->id, (unsigned long long)seq, message);
+}
+
+/* ---- life cycle ---- */
+
+static void ss_free(td__srv_session *ss)
+{
+    td__service *svc = ss->svc;
+    if (ss->id != 0)
+        td__log(TD_LOG_INFO, "session %llu closed (%s): freed %llu tensors, %llu bytes",
+                (unsigned long long)ss->id,
+                ss->cancelled ? "cancelled or client gone" : "ended by the client",
+                (unsigned long long)ss->freed_tensors, (unsigned long long)ss->freed_bytes);
+    items_free(ss->sq_head);
+    if (ss->recv_buf) grpc_byte_buffer_destroy(ss->recv_buf);
+    td__wire_scratch_fini(&ss->scratch);
+    grpc_call_unref(ss->call);
+    pthread_mutex_destroy(&ss->mu);
+    td__free(ss);
+    td__service_call_end(svc);
+}
+
+static void ss_unref(td__srv_session *ss)
+{
+    if (atomic_fetch_sub(&ss->refs, 1) == 1) ss_free(ss);
+}
+
+static void close_done(td__tag *tag, bool ok)
+{
+    (void)ok;
+    td__srv_session *ss = SS_OF(tag, close_tag);
+    send_item *dropped = NULL;
+    if (ss->cancelled) {
+        pthread_mutex_lock(&ss->mu);
+        dropped = kill_locked(ss);
+        pthread_mutex_unlock(&ss->mu);
+    }
+    items_free(dropped);
+    ss_unref(ss);
+}
+
+/* Worker: the queue is empty and gone. Free the engine session, then end the call. */
+static void queue_closed(void *arg)
+{
+    td__srv_session *ss = arg;
+    if (ss->es) {
+        ss->freed_tensors = td__session_tensor_count(ss->es);
+        ss->freed_bytes = td__session_bytes(ss->es);
+        td__session_destroy(ss->es);
+        ss->es = NULL;
+    }
+    if (ss->reserved) {
+        ss->reserved = false;
+        td__service_session_unreserve(ss->svc);
+    }
+    ss_finish(ss, GRPC_STATUS_OK, "%s", "");
+    ss_unref(ss);
+}
+
+/* Receive side: no more messages will come (half-close, cancel, error). */
+static void stream_ended(td__srv_session *ss)
+{
+    ss->state = SS_DONE;
+    if (ss->wq != NULL) {
+        td__worker_queue *q = ss->wq;
+        ss->wq = NULL;
+        ss_ref(ss);
+        td__worker_queue_close(q, queue_closed, ss);
+    } else {
+        ss_finish(ss, GRPC_STATUS_OK, "%s", "");
+    }
+}
+
+/* ---- jobs (run on the worker) ---- */
+
+typedef struct job job;
+typedef void (*job_fn)(td__srv_session *ss, job *j);
+
+struct job {
+    td__srv_session *ss;
+    job_fn run;
+    bool always; /* run even without an engine session */
+    uint64_t seq;
+    size_t cost;
+    ProtobufCMessage *msg;    /* owned */
+    td__wire_scratch scratch; /* owned: a write's payload lives here */
+    const uint8_t *payload;
+    size_t payload_len;
+    td__op *ops;
+    size_t n_ops;
+    char **op_errs; /* per op, NULL unless the op could not be converted */
+    td_status status;
+    char *text;
+    td__device *dev;
+    uint32_t protocol;
+};
+
+static void job_free(job *j)
+{
+    if (j->msg) protobuf_c_message_free_unpacked(j->msg, NULL);
+    td__wire_scratch_fini(&j->scratch);
+    if (j->op_errs) {
+        for (size_t i = 0; i < j->n_ops; i++) td__free(j->op_errs[i]);
+        td__free(j->op_errs);
+    }
+    td__free(j->ops);
+    td__free(j->text);
+    td__free(j);
+}
+
+static void job_main(void *arg)
+{
+    job *j = arg;
+    td__srv_session *ss = j->ss;
+    if (!atomic_load(&ss->dead) && (j->always || ss->es != NULL)) j->run(ss, j);
+    size_t cost = j->cost;
+    job_free(j);
+    bool restart = false;
+    pthread_mutex_lock(&ss->mu);
+    ss->pending_bytes -= cost;
+    if (ss->recv_paused && ss->pending_bytes <= SS_RECV_LOW) {
+        ss->recv_paused = false;
+        restart = true;
+    }
+    pthread_mutex_unlock(&ss->mu);
+    if (restart) recv_next(ss);
+    td__service_work_add(ss->svc, -1);
+    ss_unref(ss);
+}
+
+static void run_open(td__srv_session *ss, job *j)
+{
+    td__session_limits lim = {.max_bytes = td__service_max_session_bytes(ss->svc)};
+    td__session *es;
+    td_status st = td__session_create(j->dev, &lim, &es);
+    if (st != TD_OK) {
+        if (ss->reserved) {
+            ss->reserved = false;
+            td__service_session_unreserve(ss->svc);
+        }
+        td__log(TD_LOG_WARN, "session %llu: cannot open on %s: %s", (unsigned long long)ss->id,
+                j->dev->name, td_status_message(st));
+        ss_finish(ss, td__grpc_code(st), "cannot open a session on %s: %s", j->dev->name,
+                  td_status_message(st));
+        return;
+    }
+    ss->es = es;
+    td__log(TD_LOG_INFO, "session %llu opened on %s by '%s' at %s (protocol %u)",
+            (unsigned long long)ss->id, j->dev->name, ss->client, ss->peer, j->protocol);
+    Tensord__V1__ServerMessage m = TENSORD__V1__SERVER_MESSAGE__INIT;
+    Tensord__V1__SessionOpened o = TENSORD__V1__SESSION_OPENED__INIT;
+    Tensord__V1__Limits lim_msg = TENSORD__V1__LIMITS__INIT;
+    lim_msg.max_message_bytes = TD_MAX_MESSAGE_BYTES;
+    lim_msg.chunk_bytes = TD_CHUNK_BYTES;
+    lim_msg.max_tensor_bytes = TD_MAX_TENSOR_BYTES;
+    lim_msg.max_rank = TD_MAX_RANK;
+    lim_msg.max_batch_ops = TD_MAX_BATCH_OPS;
+    o.protocol = j->protocol;
+    o.device = j->dev->name;
+    o.session_id = ss->id;
+    o.limits = &lim_msg;
+    m.seq = j->seq;
+    m.body_case = TENSORD__V1__SERVER_MESSAGE__BODY_OPENED;
+    m.opened = &o;
+    if (send_msg(ss, &m, NULL) != TD_OK)
+        ss_finish(ss, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+}
+
+static void batch_failure(void *arg, uint32_t op_index, td_status status, const char *message)
+{
+    job *j = arg;
+    if (j->op_errs != NULL && op_index < j->n_ops && j->op_errs[op_index] != NULL)
+        send_failure(j->ss, j->seq, op_index, TD_EPROTO, j->op_errs[op_index]);
+    else
+        send_failure(j->ss, j->seq, op_index, status, message);
+}
+
+static void run_batch(td__srv_session *ss, job *j)
+{
+    td__session_exec(ss->es, j->ops, j->n_ops, batch_failure, j);
+}
+
+static void run_write(td__srv_session *ss, job *j)
+{
+    const Tensord__V1__ClientMessage *cm = (const Tensord__V1__ClientMessage *)j->msg;
+    char err[512];
+    td_status st = td__session_write(ss->es, cm->write->tensor, cm->write->offset, j->payload,
+                                     j->payload_len, err, sizeof err);
+    if (st != TD_OK) send_failure(ss, j->seq, 0, st, err);
+}
+
+static void release_buffer(void *arg) { td__buffer_unref(arg); }
+static void release_host(void *arg) { td__free(arg); }
+
+static void run_read(td__srv_session *ss, job *j)
+{
+    const Tensord__V1__ReadRequest *rq = ((const Tensord__V1__ClientMessage *)j->msg)->read;
+    char err[512];
+    td__desc desc;
+    td__buffer *buf = NULL;
+    td_status st = td__session_lookup(ss->es, rq->tensor, &desc, &buf, err, sizeof err);
+    if (st != TD_OK) {
+        send_failure(ss, j->seq, 0, st, err);
+        return;
+    }
+    uint64_t total = td__desc_nbytes(&desc);
+    if (buf != NULL && buf->nbytes < total) total = buf->nbytes;
+    if (rq->offset > total || rq->nbytes > total - rq->offset) {
+        snprintf(err, sizeof err, "read of tensor %llu: range [%llu, +%llu) is outside its %llu bytes",
+                 (unsigned long long)rq->tensor, (unsigned long long)rq->offset,
+                 (unsigned long long)rq->nbytes, (unsigned long long)total);
+        td__buffer_unref(buf);
+        send_failure(ss, j->seq, 0, TD_ERANGE, err);
+        return;
+    }
+    if (buf != NULL && (st = td__session_sync(ss->es, err, sizeof err)) != TD_OK) {
+        td__buffer_unref(buf);
+        send_failure(ss, j->seq, 0, st, err);
+        return;
+    }
+    Tensord__V1__ServerMessage m = TENSORD__V1__SERVER_MESSAGE__INIT;
+    Tensord__V1__ReadChunk rc = TENSORD__V1__READ_CHUNK__INIT;
+    m.seq = j->seq;
+    m.body_case = TENSORD__V1__SERVER_MESSAGE__BODY_READ;
+    m.read = &rc;
+    rc.tensor = rq->tensor;
+    uint64_t off = rq->offset, end = rq->offset + rq->nbytes;
+    do {
+        if (atomic_load(&ss->dead)) break;
+        size_t len = end - off > TD_CHUNK_BYTES ? TD_CHUNK_BYTES : (size_t)(end - off);
+        rc.offset = off;
+        rc.last = off + len == end;
+        td__wire_payload pl = {0};
+        if (len > 0 && buf != NULL) {
+            td__buffer_ref(buf);
+            pl = (td__wire_payload){.data = (const char *)buf->data + off, .nbytes = len,
+                                    .release = release_buffer, .release_arg = buf};
+        } else if (len > 0) {
+            void *host = td__malloc(len);
+            if (host == NULL) {
+                send_failure(ss, j->seq, 0, TD_ENOMEM, "out of host memory for a read chunk");
+                break;
+            }
+            st = td__session_read(ss->es, rq->tensor, off, host, len, err, sizeof err);
+            if (st != TD_OK) {
+                td__free(host);
+                send_failure(ss, j->seq, 0, st, err);
+                break;
+            }
+            pl = (td__wire_payload){.data = host, .nbytes = len, .release = release_host,
+                                    .release_arg = host};
+        }
+        st = send_msg(ss, &m, len > 0 ? &pl : NULL);
+        if (st != TD_OK) {
+            send_failure(ss, j->seq, 0, st, "out of memory while sending a read chunk");
+            break;
+        }
+        off += len;
+    } while (off < end);
+    td__buffer_unref(buf);
+}
+
+static void run_release(td__srv_session *ss, job *j)
+{
+    const Tensord__V1__Release *r = ((const Tensord__V1__ClientMessage *)j->msg)->release;
+    td__session_release(ss->es, r->tensors, r->n_tensors);
+}
+
+static void run_fence(td__srv_session *ss, job *j)
+{
+    char err[512];
+    td_status st = td__session_sync(ss->es, err, sizeof err);
+    if (st != TD_OK) {
+        /* A Failure with the fence's seq answers the fence (no FenceDone after it). */
+        send_failure(ss, j->seq, 0, st, err);
+        return;
+    }
+    Tensord__V1__ServerMessage m = TENSORD__V1__SERVER_MESSAGE__INIT;
+    Tensord__V1__FenceDone fd = TENSORD__V1__FENCE_DONE__INIT;
+    m.seq = j->seq;
+    m.body_case = TENSORD__V1__SERVER_MESSAGE__BODY_FENCE;
+    m.fence = &fd;
+    if (send_msg(ss, &m, NULL) != TD_OK)
+        ss_finish(ss, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+}
+
+static void run_failure(td__srv_session *ss, job *j)
+{
+    send_failure(ss, j->seq, 0, j->status, j->text ? j->text : td_status_message(j->status));
+}
+
+/* ---- receive side ---- */
+
+/* The receive side cannot go on (out of memory): end the call and clean up. */
+static void fatal(td__srv_session *ss, const char *what)
+{
+    td__log(TD_LOG_ERROR, "session %llu: %s; ending the session", (unsigned long long)ss->id,
+            what);
+    grpc_call_cancel_with_status(ss->call, GRPC_STATUS_RESOURCE_EXHAUSTED, what, NULL);
+    stream_ended(ss);
+}
+
+/* Submit j; takes ownership. False if the session had to end. */
+static bool submit(td__srv_session *ss, job *j)
+{
+    pthread_mutex_lock(&ss->mu);
+    ss->pending_bytes += j->cost;
+    pthread_mutex_unlock(&ss->mu);
+    ss_ref(ss);
+    td__service_work_add(ss->svc, 1);
+    if (td__worker_submit(ss->wq, job_main, j) == TD_OK) return true;
+    pthread_mutex_lock(&ss->mu);
+    ss->pending_bytes -= j->cost;
+    pthread_mutex_unlock(&ss->mu);
+    td__service_work_add(ss->svc, -1);
+    job_free(j);
+    fatal(ss, "out of memory queueing work");
+    ss_unref(ss);
+    return false;
+}
+
+/* Queue a Failure reply, in order with the session's other work. */
+static bool submit_failure(td__srv_session *ss, job *j, td_status st, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static bool submit_failure(td__srv_session *ss, job *j, td_status st, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (j->msg) {
+        protobuf_c_message_free_unpacked(j->msg, NULL);
+        j->msg = NULL;
+    }
+    j->run = run_failure;
+    j->status = st;
+    j->text = td__strdup(msg);
+    return submit(ss, j);
+}
+
+/* Printable ASCII only, at most cap-1 bytes: wire strings go into logs and messages. */
+static void sanitize(const char *in, char *out, size_t cap)
+{
+    size_t n = 0;
+    for (; in != NULL && *in != '\0' && n + 1 < cap; in++)
+        out[n++] = (*in >= 0x20 && *in < 0x7f) ? *in : '?';
+    out[n] = '\0';
+}
+
+static void reject(td__srv_session *ss, grpc_status_code code, const char *msg)
+{
+    ss->state = SS_DONE;
+    td__log(TD_LOG_INFO, "rejected a session from %s: %s", ss->peer, msg);
+    ss_finish(ss, code, "%s", msg);
+}
+
+/* First message. Returns whether to keep receiving. */
+static bool handle_open(td__srv_session *ss, td_status dst, Tensord__V1__ClientMessage *cm,
+                        const char *derr, size_t cost)
+{
+    char msg[512];
+    if (dst != TD_OK || cm->body_case != TENSORD__V1__CLIENT_MESSAGE__BODY_OPEN) {
+        if (dst != TD_OK)
+            snprintf(msg, sizeof msg, "first message must be open (got an undecodable message: %s)",
+                     derr);
+        else
+            snprintf(msg, sizeof msg, "first message must be open");
+        reject(ss, GRPC_STATUS_INVALID_ARGUMENT, msg);
+        return false;
+    }
+    const Tensord__V1__OpenSession *o = cm->open;
+    if (o->protocol_min > o->protocol_max || o->protocol_max < TD_PROTOCOL_MIN ||
+        o->protocol_min > TD_PROTOCOL_MAX) {
+        snprintf(msg, sizeof msg,
+                 "protocol versions %u..%u not supported; this server speaks %u..%u",
+                 o->protocol_min, o->protocol_max, (unsigned)TD_PROTOCOL_MIN,
+                 (unsigned)TD_PROTOCOL_MAX);
+        reject(ss, GRPC_STATUS_FAILED_PRECONDITION, msg);
+        return false;
+    }
+    td__device *dev = td__device_find(o->device);
+    if (dev == NULL) {
+        char name[65], list[256] = "";
+        sanitize(o->device, name, sizeof name);
+        size_t len = 0;
+        for (int i = 0; i < td__device_count() && len < sizeof list; i++)
+            len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", i ? ", " : "",
+                                    td__device_at(i)->name);
+        snprintf(msg, sizeof msg, "unknown device '%s'; this server has: %s", name, list);
+        reject(ss, GRPC_STATUS_INVALID_ARGUMENT, msg);
+        return false;
+    }
+    if (td__service_shutting_down(ss->svc)) {
+        reject(ss, GRPC_STATUS_UNAVAILABLE, "server is shutting down");
+        return false;
+    }
+    uint64_t id;
+    if (!td__service_session_reserve(ss->svc, &id)) {
+        snprintf(msg, sizeof msg, "session limit reached: this server allows %llu sessions",
+                 (unsigned long long)td__service_max_sessions(ss->svc));
+        reject(ss, GRPC_STATUS_RESOURCE_EXHAUSTED, msg);
+        return false;
+    }
+    td__worker *w = td__service_worker(ss->svc, dev);
+    job *j = td__calloc(1, sizeof *j);
+    if (w == NULL || j == NULL || td__worker_queue_create(w, &ss->wq) != TD_OK) {
+        td__free(j);
+        td__service_session_unreserve(ss->svc);
+        reject(ss, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory opening a session");
+        return false;
+    }
+    ss->id = id;
+    ss->reserved = true;
+    ss->dev = dev;
+    ss->state = SS_OPEN;
+    sanitize(o->client_name, ss->client, sizeof ss->client);
+    j->ss = ss;
+    j->run = run_open;
+    j->always = true;
+    j->seq = cm->seq;
+    j->cost = cost;
+    j->dev = dev;
+    j->protocol = o->protocol_max < TD_PROTOCOL_MAX ? o->protocol_max : TD_PROTOCOL_MAX;
+    return submit(ss, j);
+}
+
+static bool prepare_batch(td__srv_session *ss, job *j, const Tensord__V1__OpBatch *b)
+{
+    if (b->n_ops > TD_MAX_BATCH_OPS)
+        return submit_failure(ss, j, TD_EPROTO, "batch seq %llu has %zu ops; the limit is %d",
+                              (unsigned long long)j->seq, b->n_ops, TD_MAX_BATCH_OPS);
+    if (b->n_ops == 0) {
+        job_free(j);
+        return true;
+    }
+    j->ops = td__calloc(b->n_ops, sizeof *j->ops);
+    if (j->ops == NULL)
+        return submit_failure(ss, j, TD_ENOMEM, "out of memory for a batch of %zu ops",
+                              b->n_ops);
+    j->n_ops = b->n_ops;
+    for (size_t i = 0; i < b->n_ops; i++) {
+        char err[256];
+        if (td__wire_op_from(b->ops[i], &j->ops[i], err, sizeof err) == TD_OK) continue;
+        if (j->op_errs == NULL && (j->op_errs = td__calloc(b->n_ops, sizeof *j->op_errs)) == NULL)
+            return submit_failure(ss, j, TD_ENOMEM, "out of memory for a batch of %zu ops",
+                                  b->n_ops);
+        const char *why = strncmp(err, "op: ", 4) == 0 ? err + 4 : err;
+        char msg[320];
+        snprintf(msg, sizeof msg, "op %zu (%s): %s", i, td__op_name(b->ops[i]->opcode), why);
+        j->op_errs[i] = td__strdup(msg);
+        memset(&j->ops[i], 0, sizeof j->ops[i]);
+        j->ops[i].opcode = SS_BAD_OPCODE;
+        j->ops[i].output = b->ops[i]->output;
+    }
+    protobuf_c_message_free_unpacked(j->msg, NULL);
+    j->msg = NULL;
+    j->run = run_batch;
+    return submit(ss, j);
+}
+
+/* One message after open. Returns whether to keep receiving. */
+static bool handle_message(td__srv_session *ss, td_status dst, Tensord__V1__ClientMessage *cm,
+                           const uint8_t *payload, size_t payload_len, const char *derr,
+                           size_t cost)
+{
+    job *j = td__calloc(1, sizeof *j);
+    if (j == NULL) {
+        if (cm) protobuf_c_message_free_unpacked(&cm->base, NULL);
+        fatal(ss, "out of memory for a request");
+        return false;
+    }
+    j->ss = ss;
+    j->cost = cost;
+    if (dst != TD_OK)
+        return submit_failure(ss, j, dst, "undecodable message: %s", derr);
+    j->msg = &cm->base;
+    j->seq = cm->seq;
+    switch (cm->body_case) {
+    case TENSORD__V1__CLIENT_MESSAGE__BODY_OPEN:
+        return submit_failure(ss, j, TD_EPROTO, "seq %llu: the session is already open",
+                              (unsigned long long)cm->seq);
+    case TENSORD__V1__CLIENT_MESSAGE__BODY_BATCH:
+        return prepare_batch(ss, j, cm->batch);
+    case TENSORD__V1__CLIENT_MESSAGE__BODY_WRITE:
+        if (payload == NULL)
+            return submit_failure(ss, j, TD_EPROTO,
+                                  "write seq %llu to tensor %llu: the message has no payload",
+                                  (unsigned long long)cm->seq,
+                                  (unsigned long long)cm->write->tensor);
+        /* The payload may point into the scratch: the job keeps it. */
+        j->scratch = ss->scratch;
+        memset(&ss->scratch, 0, sizeof ss->scratch);
+        j->payload = payload;
+        j->payload_len = payload_len;
+        j->run = run_write;
+        return submit(ss, j);
+    case TENSORD__V1__CLIENT_MESSAGE__BODY_READ:
+        j->run = run_read;
+        return submit(ss, j);
+    case TENSORD__V1__CLIENT_MESSAGE__BODY_RELEASE:
+        j->run = run_release;
+        return submit(ss, j);
+    case TENSORD__V1__CLIENT_MESSAGE__BODY_FENCE:
+        j->run = run_fence;
+        return submit(ss, j);
+    default:
+        break;
+    }
+    if (cm->base.n_unknown_fields > 0)
+        return submit_failure(ss, j, TD_EPROTO,
+                              "message seq %llu: unknown body (field %u); this server speaks "
+                              "protocol %u",
+                              (unsigned long long)cm->seq, cm->base.unknown_fields[0].tag,
+                              (unsigned)TD_PROTOCOL_MAX);
+    return submit_failure(ss, j, TD_EPROTO, "message seq %llu has no body",
+                          (unsigned long long)cm->seq);
+}
+
+static void recv_done(td__tag *tag, bool ok)
+{
+    td__srv_session *ss = SS_OF(tag, recv_tag);
+    grpc_byte_buffer *bb = ss->recv_buf;
+    ss->recv_buf = NULL;
+    if (!ok || bb == NULL) {
+        if (bb) grpc_byte_buffer_destroy(bb);
+        stream_ended(ss);
+        ss_unref(ss);
+        return;
+    }
+    size_t cost = grpc_byte_buffer_length(bb);
+    ProtobufCMessage *m = NULL;
+    const uint8_t *payload = NULL;
+    size_t payload_len = 0;
+    char err[256] = "";
+    td_status st = td__wire_decode(bb, &tensord__v1__client_message__descriptor, &ss->scratch,
+                                   &m, &payload, &payload_len, err, sizeof err);
+    grpc_byte_buffer_destroy(bb);
+    Tensord__V1__ClientMessage *cm = st == TD_OK ? (Tensord__V1__ClientMessage *)m : NULL;
+    bool more;
+    if (ss->state == SS_AWAIT_OPEN) {
+        more = handle_open(ss, st, cm, err, cost);
+        if (cm) protobuf_c_message_free_unpacked(&cm->base, NULL);
+    } else if (ss->state == SS_OPEN) {
+        more = handle_message(ss, st, cm, payload, payload_len, err, cost);
+    } else {
+        /* Ending (the open failed on the worker): drain until the client goes away. */
+        if (cm) protobuf_c_message_free_unpacked(&cm->base, NULL);
+        more = true;
+    }
+    if (more) {
+        bool start = true;
+        pthread_mutex_lock(&ss->mu);
+        if (ss->pending_bytes > SS_RECV_HIGH) {
+            ss->recv_paused = true;
+            start = false;
+        }
+        pthread_mutex_unlock(&ss->mu);
+        if (start) recv_next(ss);
+    }
+    ss_unref(ss);
+}
+
+static void recv_next(td__srv_session *ss)
+{
+    grpc_op op;
+    memset(&op, 0, sizeof op);
+    op.op = GRPC_OP_RECV_MESSAGE;
+    op.data.recv_message.recv_message = &ss->recv_buf;
+    ss_ref(ss);
+    grpc_call_error e = grpc_call_start_batch(ss->call, &op, 1, &ss->recv_tag, NULL);
+    if (e != GRPC_CALL_OK) {
+        td__log(TD_LOG_ERROR, "session %llu: cannot start a receive (grpc error %d)",
+                (unsigned long long)ss->id, (int)e);
+        grpc_call_cancel(ss->call, NULL);
+        stream_ended(ss);
+        ss_unref(ss);
+    }
+}
+
+void td__srv_session_start(td__service *svc, grpc_call *call)
+{
+    td__srv_session *ss = td__calloc(1, sizeof *ss);
+    if (ss == NULL) {
+        grpc_call_cancel_with_status(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory",
+                                     NULL);
+        grpc_call_unref(call);
+        return;
+    }
+    td__service_call_begin(svc);
+    atomic_init(&ss->refs, 1);
+    atomic_init(&ss->dead, false);
+    ss->svc = svc;
+    ss->call = call;
+    ss->state = SS_AWAIT_OPEN;
+    ss->recv_tag.fn = recv_done;
+    ss->send_tag.fn = send_done;
+    ss->close_tag.fn = close_done;
+    pthread_mutex_init(&ss->mu, NULL);
+    char *peer = grpc_call_get_peer(call);
+    sanitize(peer, ss->peer, sizeof ss->peer);
+    gpr_free(peer);
+
+    grpc_op op;
+    memset(&op, 0, sizeof op);
+    op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+    op.data.recv_close_on_server.cancelled = &ss->cancelled;
+    ss_ref(ss);
+    grpc_call_error e = grpc_call_start_batch(call, &op, 1, &ss->close_tag, NULL);
+    if (e != GRPC_CALL_OK) {
+        td__log(TD_LOG_ERROR, "session: cannot watch for the end of the call (grpc error %d)",
+                (int)e);
+        ss_unref(ss);
+        grpc_call_cancel(call, NULL);
+    }
+    recv_next(ss);
+    ss_unref(ss);
+}

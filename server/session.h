@@ -1,0 +1,22 @@
+/* session.h — a server session: one Session stream (a gRPC bidirectional call), the engine
+ * session it drives, its queue on the device worker, and its queue of replies.
+ *
+ * Lifetime: the server session is reference-counted. Every gRPC operation in flight on the
+ * call, every closure queued on the worker and the worker queue's close callback hold a
+ * reference, so no completion, closure or callback ever sees freed memory. Payload slices
+ * of ReadChunk replies hold references on the tensor buffer, not on the session. When the
+ * stream ends for any reason (client half-close, cancel, vanished client, oversize message,
+ * server shutdown) the worker queue is closed, its close callback destroys the engine
+ * session (freeing every tensor), and the last reference frees the rest.
+ *
+ * Thread-safety: td__srv_session_start is called on a completion-queue thread.
+ */
+#ifndef TD_SERVER_SESSION_H
+#define TD_SERVER_SESSION_H
+
+#include "server/service.h"
+#include <grpc/grpc.h>
+
+/* Take over a newly accepted Session call (the call's reference passes to the session). */
+void td__srv_session_start(td__service *svc, grpc_call *call);
+#endif

@@ -1,0 +1,178 @@
+/* e2e/info.c — GetInfo against a real tensord: the library calls and tensorctl, over TCP
+ * and a unix socket, in every address form the API documents. */
+#include "server_fixture.h"
+#include "tensord.h"
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+static td_test_server srv;
+
+static void start_tcp(void)
+{
+    char err[600];
+    cr_assert(td_test_server_start(&srv, false, NULL, err, sizeof err), "%s", err);
+}
+
+static void start_unix(void)
+{
+    char err[600];
+    cr_assert(td_test_server_start(&srv, true, NULL, err, sizeof err), "%s", err);
+}
+
+static void stop(void)
+{
+    int rc = td_test_server_stop(&srv);
+    cr_expect_eq(rc, 0, "tensord exited with status %d after SIGTERM", rc);
+}
+
+static void check_info(const char *address)
+{
+    td_server_info info;
+    memset(&info, 0xA5, sizeof info);
+    td_status st = td_server_info_get(address, 5000, &info);
+    cr_assert_eq(st, TD_OK, "td_server_info_get(%s): %s: %s", address, td_status_name(st),
+                 td_connect_error());
+    cr_expect_leq(info.protocol_min, 1u);
+    cr_expect_geq(info.protocol_max, 1u);
+    cr_expect_neq(info.server_version[0], '\0', "empty server version");
+    cr_assert_geq(info.n_devices, 1);
+    cr_assert_leq(info.n_devices, 16);
+    bool has_cpu = false;
+    for (int i = 0; i < info.n_devices; i++) {
+        cr_expect_neq(info.devices[i].name[0], '\0');
+        cr_expect_neq(info.devices[i].kind[0], '\0');
+        cr_expect_leq(info.devices[i].memory_free, info.devices[i].memory_total);
+        if (strcmp(info.devices[i].name, "cpu") == 0) {
+            has_cpu = true;
+            cr_expect_str_eq(info.devices[i].kind, "cpu");
+        }
+    }
+    cr_expect(has_cpu, "no cpu device listed");
+    /* The wire limits this client was built for. */
+    cr_expect_eq(info.chunk_bytes, 1u << 20);
+    cr_expect_geq(info.max_message_bytes, (1u << 20) + 4096);
+    cr_expect_gt(info.max_tensor_bytes, 0);
+    cr_expect_eq(info.sessions, 0);
+    cr_expect_eq(info.tensors, 0);
+    cr_expect_eq(info.bytes_in_use, 0);
+}
+
+Test(info, tcp_address_forms, .init = start_tcp, .fini = stop, .timeout = 60)
+{
+    char a[600];
+    check_info(srv.addr);
+    snprintf(a, sizeof a, "tensord://%s", srv.addr);
+    check_info(a);
+    snprintf(a, sizeof a, "tensord://%s/cpu", srv.addr);
+    check_info(a);
+    snprintf(a, sizeof a, "localhost:%d", srv.port);
+    check_info(a);
+}
+
+Test(info, unix_socket, .init = start_unix, .fini = stop, .timeout = 60)
+{
+    char a[600];
+    check_info(srv.addr);
+    /* The td_connect form with a trailing device also works. */
+    snprintf(a, sizeof a, "%s/cpu", srv.addr);
+    check_info(a);
+}
+
+Test(info, ping_one_channel, .init = start_tcp, .fini = stop, .timeout = 60)
+{
+    uint64_t rtt[50];
+    memset(rtt, 0, sizeof rtt);
+    td_status st = td_server_ping(srv.addr, 50, 5000, rtt);
+    cr_assert_eq(st, TD_OK, "%s", td_connect_error());
+    for (int i = 0; i < 50; i++) {
+        cr_expect_gt(rtt[i], 0, "round trip %d took 0 ns", i);
+        cr_expect_lt(rtt[i], 5000000000ull, "round trip %d slower than its timeout", i);
+    }
+    cr_expect_eq(td_server_ping(srv.addr, 0, 5000, rtt), TD_EINVAL);
+}
+
+Test(info, bad_addresses, .timeout = 30)
+{
+    td_server_info info;
+    const char *bad[] = {"", "nohost", "127.0.0.1:", "127.0.0.1:http", "local:cpu",
+                         "http://127.0.0.1:80", "unix:", "[::1:7070"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        td_status st = td_server_info_get(bad[i], 1000, &info);
+        cr_expect_eq(st, TD_EINVAL, "'%s' gave %s", bad[i], td_status_name(st));
+        cr_expect_neq(td_connect_error()[0], '\0', "'%s': no message", bad[i]);
+    }
+}
+
+Test(info, nothing_listening, .timeout = 30)
+{
+    int port = td_test_free_port();
+    cr_assert_gt(port, 0);
+    char a[64];
+    snprintf(a, sizeof a, "127.0.0.1:%d", port);
+    td_server_info info;
+    double t0 = td_test_now_ms();
+    td_status st = td_server_info_get(a, 2000, &info);
+    double dt = td_test_now_ms() - t0;
+    cr_expect_eq(st, TD_EUNAVAILABLE, "%s: %s", td_status_name(st), td_connect_error());
+    cr_expect_lt(dt, 3000, "took %.0f ms", dt);
+    cr_expect(strstr(td_connect_error(), a) != NULL, "message does not name %s: %s", a,
+              td_connect_error());
+    st = td_server_info_get("unix:/nonexistent/tensord-e2e.sock", 2000, &info);
+    cr_expect_eq(st, TD_EUNAVAILABLE, "%s: %s", td_status_name(st), td_connect_error());
+}
+
+/* Run tensorctl with args; returns its exit status and its stdout in out. */
+static int run_tensorctl(const char *args, char *out, size_t outlen)
+{
+    const char *bin = getenv("TENSORCTL_BIN");
+    cr_assert(bin != NULL, "TENSORCTL_BIN is not set");
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "'%s' %s 2>&1", bin, args);
+    FILE *p = popen(cmd, "r");
+    cr_assert(p != NULL);
+    size_t n = fread(out, 1, outlen - 1, p);
+    out[n] = '\0';
+    int status = pclose(p);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+Test(tensorctl, info_and_ping, .init = start_tcp, .fini = stop, .timeout = 60)
+{
+    char out[8192], args[700];
+    snprintf(args, sizeof args, "info %s", srv.addr);
+    int rc = run_tensorctl(args, out, sizeof out);
+    cr_expect_eq(rc, 0, "tensorctl info: exit %d: %s", rc, out);
+    cr_expect(strstr(out, "cpu") != NULL, "no cpu device in: %s", out);
+    cr_expect(strstr(out, "protocol") != NULL, "no protocol line in: %s", out);
+    cr_expect(strstr(out, "GiB") != NULL || strstr(out, "memory unknown") != NULL,
+              "no memory figures in: %s", out);
+
+    snprintf(args, sizeof args, "ping %s -n 20", srv.addr);
+    rc = run_tensorctl(args, out, sizeof out);
+    cr_expect_eq(rc, 0, "tensorctl ping: exit %d: %s", rc, out);
+    cr_expect(strstr(out, "median") != NULL && strstr(out, "p99") != NULL, "%s", out);
+}
+
+Test(tensorctl, usage_and_failures, .timeout = 30)
+{
+    char out[8192];
+    cr_expect_eq(run_tensorctl("--help", out, sizeof out), 0);
+    cr_expect(strstr(out, "usage") != NULL, "%s", out);
+    cr_expect_eq(run_tensorctl("info --help", out, sizeof out), 0);
+    cr_expect_eq(run_tensorctl("ping -h", out, sizeof out), 0);
+    cr_expect_eq(run_tensorctl("", out, sizeof out), 2);
+    cr_expect_eq(run_tensorctl("frobnicate", out, sizeof out), 2);
+    cr_expect_eq(run_tensorctl("info", out, sizeof out), 2);
+    cr_expect_eq(run_tensorctl("ping 127.0.0.1:1 -n 0", out, sizeof out), 2);
+    cr_expect_eq(run_tensorctl("ping 127.0.0.1:1 -n", out, sizeof out), 2);
+    cr_expect_eq(run_tensorctl("info a b", out, sizeof out), 2);
+    char args[64];
+    snprintf(args, sizeof args, "info 127.0.0.1:%d", td_test_free_port());
+    int rc = run_tensorctl(args, out, sizeof out);
+    cr_expect_eq(rc, 1, "exit %d: %s", rc, out);
+    cr_expect(strstr(out, "cannot reach") != NULL, "%s", out);
+}

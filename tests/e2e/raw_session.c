@@ -1,0 +1,398 @@
+/* raw_session.c — a synchronous, bare-bones Session client for hostile-input tests.
+ * Everything waits with a bound, so a server that hangs fails the test instead of hanging it.
+ */
+#include "raw_session.h"
+
+#include "engine/op.h"
+
+#include <grpc/grpc_security.h>
+#include <grpc/support/time.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { RAW_SEND = 1, RAW_RECV, RAW_STATUS, RAW_CLOSE };
+#define RAW_TAG(x) ((void *)(uintptr_t)(x))
+#define RAW_CALL_DEADLINE_S 120
+#define RAW_SEND_MS 10000
+
+static gpr_timespec after_ms(int ms)
+{
+    return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(ms, GPR_TIMESPAN));
+}
+
+/* Handle one completion; false on timeout. */
+static bool pump(raw_session *s, gpr_timespec deadline)
+{
+    grpc_event ev = grpc_completion_queue_next(s->cq, deadline, NULL);
+    if (ev.type == GRPC_QUEUE_TIMEOUT) return false;
+    if (ev.type != GRPC_OP_COMPLETE) return true;
+    switch ((uintptr_t)ev.tag) {
+    case RAW_SEND:
+        s->send_pending = false;
+        if (s->send_bb) grpc_byte_buffer_destroy(s->send_bb);
+        s->send_bb = NULL;
+        if (!ev.success) s->ended = true;
+        break;
+    case RAW_RECV:
+        s->recv_pending = false;
+        if (!ev.success || s->recv_bb == NULL) s->ended = true;
+        break;
+    case RAW_STATUS:
+        s->status_done = true;
+        break;
+    case RAW_CLOSE:
+        s->close_pending = false;
+        break;
+    }
+    return true;
+}
+
+void raw_msg_fini(raw_msg *m)
+{
+    free(m->payload);
+    m->payload = NULL;
+    m->payload_len = 0;
+}
+
+bool raw_start(raw_session *s, const char *target)
+{
+    memset(s, 0, sizeof *s);
+    grpc_init();
+    s->next_seq = 1;
+    s->details = grpc_empty_slice();
+    grpc_metadata_array_init(&s->initial_md);
+    grpc_metadata_array_init(&s->trailing_md);
+    s->cq = grpc_completion_queue_create_for_next(NULL);
+    grpc_arg args[2];
+    args[0].type = GRPC_ARG_INTEGER;
+    args[0].key = GRPC_ARG_MAX_SEND_MESSAGE_LENGTH;
+    args[0].value.integer = (int)TD_MAX_MESSAGE_BYTES;
+    args[1].type = GRPC_ARG_INTEGER;
+    args[1].key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
+    args[1].value.integer = (int)TD_MAX_MESSAGE_BYTES;
+    grpc_channel_args chargs = {.num_args = 2, .args = args};
+    grpc_channel_credentials *creds = grpc_insecure_credentials_create();
+    s->ch = grpc_channel_create(target, creds, &chargs);
+    grpc_channel_credentials_release(creds);
+    if (s->ch == NULL) return false;
+    grpc_slice method = grpc_slice_from_static_string(TD_METHOD_SESSION);
+    s->call = grpc_channel_create_call(s->ch, NULL, GRPC_PROPAGATE_DEFAULTS, s->cq, method, NULL,
+                                       after_ms(RAW_CALL_DEADLINE_S * 1000), NULL);
+    if (s->call == NULL) return false;
+    grpc_op op;
+    memset(&op, 0, sizeof op);
+    op.op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+    op.data.recv_status_on_client.trailing_metadata = &s->trailing_md;
+    op.data.recv_status_on_client.status = &s->status;
+    op.data.recv_status_on_client.status_details = &s->details;
+    s->status_armed =
+        grpc_call_start_batch(s->call, &op, 1, RAW_TAG(RAW_STATUS), NULL) == GRPC_CALL_OK;
+    return s->status_armed;
+}
+
+static bool send_bb(raw_session *s, grpc_byte_buffer *bb, bool consume_seq)
+{
+    gpr_timespec deadline = after_ms(RAW_SEND_MS);
+    while (s->send_pending && pump(s, deadline)) {
+    }
+    if (s->send_pending || s->ended) {
+        grpc_byte_buffer_destroy(bb);
+        return false;
+    }
+    grpc_op ops[2];
+    size_t n = 0;
+    memset(ops, 0, sizeof ops);
+    if (!s->initial_md_sent) ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[n].op = GRPC_OP_SEND_MESSAGE;
+    ops[n].data.send_message.send_message = bb;
+    n++;
+    if (grpc_call_start_batch(s->call, ops, n, RAW_TAG(RAW_SEND), NULL) != GRPC_CALL_OK) {
+        grpc_byte_buffer_destroy(bb);
+        return false;
+    }
+    s->send_bb = bb;
+    s->send_pending = true;
+    s->initial_md_sent = true;
+    if (consume_seq) s->next_seq++;
+    /* Synchronous: wait until the message is taken. */
+    while (s->send_pending && pump(s, deadline)) {
+    }
+    return !s->send_pending && !s->ended;
+}
+
+bool raw_send(raw_session *s, Tensord__V1__ClientMessage *m, const void *payload, size_t n,
+              uint64_t *seq)
+{
+    m->seq = s->next_seq;
+    if (seq != NULL) *seq = s->next_seq;
+    td__wire_payload pl = {.data = payload, .nbytes = n, .release = NULL};
+    grpc_byte_buffer *bb;
+    if (td__wire_encode(&m->base, payload != NULL ? &pl : NULL, &bb) != TD_OK) return false;
+    return send_bb(s, bb, true);
+}
+
+bool raw_send_bytes(raw_session *s, const void *bytes, size_t n)
+{
+    grpc_slice sl = grpc_slice_from_copied_buffer(bytes, n);
+    grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&sl, 1);
+    grpc_slice_unref(sl);
+    return send_bb(s, bb, false);
+}
+
+bool raw_open(raw_session *s, const char *target, uint32_t pmin, uint32_t pmax,
+              const char *device)
+{
+    if (!raw_start(s, target)) return false;
+    Tensord__V1__OpenSession os = TENSORD__V1__OPEN_SESSION__INIT;
+    os.protocol_min = pmin;
+    os.protocol_max = pmax;
+    os.device = (char *)(uintptr_t)(device ? device : "");
+    os.client_name = (char *)"e2e-raw";
+    Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
+    cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_OPEN;
+    cm.open = &os;
+    if (!raw_send(s, &cm, NULL, 0, NULL)) {
+        /* The server may have ended the call already: collect its status. */
+        raw_msg m;
+        while (raw_recv(s, &m, 5000) == 1) raw_msg_fini(&m);
+        return false;
+    }
+    raw_msg m;
+    int rc = raw_recv(s, &m, 10000);
+    if (rc != 1) return false;
+    bool ok = m.kind == TENSORD__V1__SERVER_MESSAGE__BODY_OPENED && m.seq == 1;
+    raw_msg_fini(&m);
+    return ok;
+}
+
+int raw_recv(raw_session *s, raw_msg *m, int timeout_ms)
+{
+    memset(m, 0, sizeof *m);
+    if (s->ended && !s->recv_pending) return 0;
+    if (!s->recv_pending) {
+        grpc_op ops[2];
+        size_t n = 0;
+        memset(ops, 0, sizeof ops);
+        if (!s->initial_md_armed) {
+            ops[n].op = GRPC_OP_RECV_INITIAL_METADATA;
+            ops[n].data.recv_initial_metadata.recv_initial_metadata = &s->initial_md;
+            n++;
+        }
+        ops[n].op = GRPC_OP_RECV_MESSAGE;
+        ops[n].data.recv_message.recv_message = &s->recv_bb;
+        n++;
+        s->recv_bb = NULL;
+        if (grpc_call_start_batch(s->call, ops, n, RAW_TAG(RAW_RECV), NULL) != GRPC_CALL_OK) {
+            s->ended = true;
+            return 0;
+        }
+        s->initial_md_armed = true;
+        s->recv_pending = true;
+    }
+    gpr_timespec deadline = after_ms(timeout_ms);
+    while (s->recv_pending && pump(s, deadline)) {
+    }
+    if (s->recv_pending) return -1;
+    grpc_byte_buffer *bb = s->recv_bb;
+    s->recv_bb = NULL;
+    if (bb == NULL) {
+        s->ended = true;
+        gpr_timespec sd = after_ms(10000);
+        while (!s->status_done && pump(s, sd)) {
+        }
+        return 0;
+    }
+    ProtobufCMessage *pm;
+    const uint8_t *payload;
+    size_t plen;
+    char err[256];
+    td_status ds = td__wire_decode(bb, &tensord__v1__server_message__descriptor, &s->scratch,
+                                   &pm, &payload, &plen, err, sizeof err);
+    grpc_byte_buffer_destroy(bb);
+    if (ds != TD_OK) {
+        snprintf(m->message, sizeof m->message, "%s", err);
+        return -2;
+    }
+    const Tensord__V1__ServerMessage *sm = (const Tensord__V1__ServerMessage *)pm;
+    m->seq = sm->seq;
+    m->kind = (int)sm->body_case;
+    if (sm->body_case == TENSORD__V1__SERVER_MESSAGE__BODY_FAILURE) {
+        m->status = sm->failure->status;
+        m->op_index = sm->failure->op_index;
+        snprintf(m->message, sizeof m->message, "%s", sm->failure->message);
+    } else if (sm->body_case == TENSORD__V1__SERVER_MESSAGE__BODY_READ) {
+        m->tensor = sm->read->tensor;
+        m->offset = sm->read->offset;
+        m->last = sm->read->last;
+    } else if (sm->body_case == TENSORD__V1__SERVER_MESSAGE__BODY_OPENED) {
+        snprintf(s->device, sizeof s->device, "%s", sm->opened->device);
+    }
+    if (plen > 0) {
+        m->payload = malloc(plen);
+        memcpy(m->payload, payload, plen);
+        m->payload_len = plen;
+    }
+    protobuf_c_message_free_unpacked(pm, NULL);
+    return 1;
+}
+
+static void raw_free(raw_session *s)
+{
+    gpr_timespec deadline = after_ms(10000);
+    while ((s->send_pending || s->recv_pending || s->close_pending ||
+            (s->status_armed && !s->status_done)) &&
+           pump(s, deadline)) {
+    }
+    if (s->recv_bb) grpc_byte_buffer_destroy(s->recv_bb);
+    s->recv_bb = NULL;
+    if (s->call) grpc_call_unref(s->call);
+    if (s->ch) grpc_channel_destroy(s->ch);
+    if (s->cq) {
+        grpc_completion_queue_shutdown(s->cq);
+        while (grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL)
+                   .type != GRPC_QUEUE_SHUTDOWN) {
+        }
+        grpc_completion_queue_destroy(s->cq);
+    }
+    if (s->send_bb) grpc_byte_buffer_destroy(s->send_bb);
+    if (s->recv_bb) grpc_byte_buffer_destroy(s->recv_bb);
+    grpc_metadata_array_destroy(&s->initial_md);
+    grpc_metadata_array_destroy(&s->trailing_md);
+    grpc_slice_unref(s->details);
+    td__wire_scratch_fini(&s->scratch);
+    s->call = NULL;
+    s->ch = NULL;
+    s->cq = NULL;
+    grpc_shutdown();
+}
+
+grpc_status_code raw_close(raw_session *s)
+{
+    if (s->call != NULL && !s->ended) {
+        gpr_timespec deadline = after_ms(10000);
+        while (s->send_pending && pump(s, deadline)) {
+        }
+        grpc_op op;
+        memset(&op, 0, sizeof op);
+        op.op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+        if (grpc_call_start_batch(s->call, &op, 1, RAW_TAG(RAW_CLOSE), NULL) == GRPC_CALL_OK)
+            s->close_pending = true;
+        raw_msg m;
+        while (raw_recv(s, &m, 10000) == 1) raw_msg_fini(&m);
+    }
+    if (s->call != NULL && !s->status_done) grpc_call_cancel(s->call, NULL);
+    grpc_status_code code = s->status_done ? s->status : GRPC_STATUS_UNKNOWN;
+    raw_free(s);
+    return code;
+}
+
+void raw_abort(raw_session *s)
+{
+    if (s->call != NULL) grpc_call_cancel(s->call, NULL);
+    raw_free(s);
+}
+
+const char *raw_details(const raw_session *s)
+{
+    static _Thread_local char buf[1024];
+    snprintf(buf, sizeof buf, "%.*s", (int)GRPC_SLICE_LENGTH(s->details),
+             (const char *)GRPC_SLICE_START_PTR(s->details));
+    return buf;
+}
+
+uint64_t raw_send_ops(raw_session *s, const td__op *ops, size_t n)
+{
+    Tensord__V1__Op *w = calloc(n ? n : 1, sizeof *w);
+    Tensord__V1__Op **p = calloc(n ? n : 1, sizeof *p);
+    uint64_t *in = calloc(n ? n : 1, TD_OP_MAX_INPUTS * sizeof *in);
+    for (size_t i = 0; i < n; i++) {
+        td__wire_op_to(&ops[i], &w[i], in + i * TD_OP_MAX_INPUTS);
+        p[i] = &w[i];
+    }
+    Tensord__V1__OpBatch b = TENSORD__V1__OP_BATCH__INIT;
+    b.n_ops = n;
+    b.ops = p;
+    Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
+    cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_BATCH;
+    cm.batch = &b;
+    uint64_t seq = 0;
+    bool ok = raw_send(s, &cm, NULL, 0, &seq);
+    free(in);
+    free(p);
+    free(w);
+    return ok ? seq : 0;
+}
+
+uint64_t raw_send_fence(raw_session *s)
+{
+    Tensord__V1__Fence f = TENSORD__V1__FENCE__INIT;
+    Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
+    cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_FENCE;
+    cm.fence = &f;
+    uint64_t seq = 0;
+    return raw_send(s, &cm, NULL, 0, &seq) ? seq : 0;
+}
+
+uint64_t raw_send_read(raw_session *s, uint64_t tensor, uint64_t offset, uint64_t nbytes)
+{
+    Tensord__V1__ReadRequest r = TENSORD__V1__READ_REQUEST__INIT;
+    r.tensor = tensor;
+    r.offset = offset;
+    r.nbytes = nbytes;
+    Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
+    cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_READ;
+    cm.read = &r;
+    uint64_t seq = 0;
+    return raw_send(s, &cm, NULL, 0, &seq) ? seq : 0;
+}
+
+uint64_t raw_send_write(raw_session *s, uint64_t tensor, uint64_t offset, const void *data,
+                        size_t n)
+{
+    Tensord__V1__WriteChunk w = TENSORD__V1__WRITE_CHUNK__INIT;
+    w.tensor = tensor;
+    w.offset = offset;
+    Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
+    cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_WRITE;
+    cm.write = &w;
+    uint64_t seq = 0;
+    return raw_send(s, &cm, data, n, &seq) ? seq : 0;
+}
+
+uint64_t raw_send_release(raw_session *s, const uint64_t *ids, size_t n)
+{
+    Tensord__V1__Release r = TENSORD__V1__RELEASE__INIT;
+    r.n_tensors = n;
+    r.tensors = (uint64_t *)(uintptr_t)ids;
+    Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
+    cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_RELEASE;
+    cm.release = &r;
+    uint64_t seq = 0;
+    return raw_send(s, &cm, NULL, 0, &seq) ? seq : 0;
+}
+
+td__op raw_op_full(uint64_t out, uint32_t dtype, int rank, const int64_t *dims, double v)
+{
+    td__op op;
+    memset(&op, 0, sizeof op);
+    op.opcode = TD_OP_FULL;
+    op.dtype = dtype;
+    op.output = out;
+    op.n_iattrs = (uint32_t)rank;
+    for (int i = 0; i < rank && i < TD_OP_MAX_IATTRS; i++) op.iattrs[i] = dims[i];
+    op.fattrs[0] = v;
+    return op;
+}
+
+td__op raw_op_binary(uint32_t opcode, uint64_t out, uint64_t a, uint64_t b)
+{
+    td__op op;
+    memset(&op, 0, sizeof op);
+    op.opcode = opcode;
+    op.output = out;
+    op.n_inputs = 2;
+    op.inputs[0] = a;
+    op.inputs[1] = b;
+    return op;
+}

@@ -1,0 +1,81 @@
+/* raw_session.h — a bare Session stream for hostile-input tests.
+ *
+ * Talks tensord.v1 with proto/wire.c directly, bypassing libtensord, so a test can send
+ * what no well-behaved client would: unknown ids and opcodes, bad shapes, out-of-range
+ * writes, wrong protocol versions, garbage bytes. Every call is synchronous and bounded.
+ * Thread-safety: one thread per session. */
+#ifndef TD_TESTS_E2E_RAW_SESSION_H
+#define TD_TESTS_E2E_RAW_SESSION_H
+
+#include "engine/op.h"
+#include "proto/wire.h"
+#include <grpc/grpc.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct raw_session {
+    grpc_completion_queue *cq;
+    grpc_channel *ch;
+    grpc_call *call;
+    uint64_t next_seq;
+    bool status_done;
+    grpc_status_code status;
+    grpc_slice details;
+    grpc_metadata_array initial_md, trailing_md;
+    td__wire_scratch scratch;
+    bool ended; /* a receive found the end of the stream */
+    bool send_pending, recv_pending, initial_md_sent, close_pending;
+    bool initial_md_armed, status_armed;
+    grpc_byte_buffer *send_bb, *recv_bb;
+    char device[64];
+} raw_session;
+
+/* One received server message, copied out. */
+typedef struct raw_msg {
+    uint64_t seq;
+    int kind; /* TENSORD__V1__SERVER_MESSAGE__BODY_* */
+    uint32_t status;        /* failure */
+    uint32_t op_index;      /* failure */
+    char message[1024];     /* failure */
+    uint64_t tensor, offset; /* read chunk */
+    bool last;              /* read chunk */
+    uint8_t *payload;       /* read chunk: malloc'd copy (free with raw_msg_fini) */
+    size_t payload_len;
+} raw_msg;
+void raw_msg_fini(raw_msg *m);
+
+/* Start a Session call (no message sent yet). false if the channel cannot be created. */
+bool raw_start(raw_session *s, const char *target);
+/* raw_start + OpenSession{pmin, pmax, device}; returns true when SessionOpened came back.
+ * When the server ends the call instead, returns false with s->status/s->details set. */
+bool raw_open(raw_session *s, const char *target, uint32_t pmin, uint32_t pmax,
+              const char *device);
+/* Send a message with the next seq (returned in *seq if non-NULL), optionally with a
+ * payload. false if the send failed (stream gone). */
+bool raw_send(raw_session *s, Tensord__V1__ClientMessage *m, const void *payload, size_t n,
+              uint64_t *seq);
+/* Send arbitrary bytes as one message (no seq number is used up: the server cannot know
+ * one from garbage). */
+bool raw_send_bytes(raw_session *s, const void *bytes, size_t n);
+/* Convenience senders; each returns the seq used (0 if the send failed). */
+uint64_t raw_send_ops(raw_session *s, const td__op *ops, size_t n);
+uint64_t raw_send_fence(raw_session *s);
+uint64_t raw_send_read(raw_session *s, uint64_t tensor, uint64_t offset, uint64_t nbytes);
+uint64_t raw_send_write(raw_session *s, uint64_t tensor, uint64_t offset, const void *data,
+                        size_t n);
+uint64_t raw_send_release(raw_session *s, const uint64_t *ids, size_t n);
+/* Receive one message within timeout_ms. Returns 1 (message in *m), 0 (stream ended: the
+ * status is then in s->status/details), -1 (timeout), -2 (undecodable message). */
+int raw_recv(raw_session *s, raw_msg *m, int timeout_ms);
+/* Half-close, drain, collect the status, free everything. Returns the final status. */
+grpc_status_code raw_close(raw_session *s);
+/* Cancel the call and free everything. */
+void raw_abort(raw_session *s);
+/* The final status details as a C string (static buffer, valid until the next call). */
+const char *raw_details(const raw_session *s);
+
+/* Op builders (zeroed td__op plus the given fields). */
+td__op raw_op_full(uint64_t out, uint32_t dtype, int rank, const int64_t *dims, double v);
+td__op raw_op_binary(uint32_t opcode, uint64_t out, uint64_t a, uint64_t b);
+#endif

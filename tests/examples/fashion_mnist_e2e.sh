@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The trainer against a real tensord and against the in-process engine, same seed: one
+# epoch on 2,000 images. The loss must fall and both runs must print the same summary line
+# (seconds aside), because the engine is deterministic wherever it runs.
+set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+start_server
+ARGS=(--data "$DATA" --epochs 1 --limit-train 2000 --limit-test 2000 --seed 7)
+"$TRAINER" --device "tensord://$SERVER_ADDR/cpu" "${ARGS[@]}" >"$TMP/remote.out" ||
+    fail "remote run failed: $(cat "$TMP/remote.out")"
+"$TRAINER" --device local:cpu "${ARGS[@]}" >"$TMP/local.out" ||
+    fail "local run failed: $(cat "$TMP/local.out")"
+cat "$TMP/remote.out"
+
+summary_re='^test accuracy: 0\.[0-9]{4}  final loss: [0-9]+\.[0-9]{6}  epochs: 1  seconds: [0-9]+\.[0-9]$'
+remote=$(tail -n 1 "$TMP/remote.out")
+local_=$(tail -n 1 "$TMP/local.out")
+[[ $remote =~ $summary_re ]] || fail "remote summary line malformed: '$remote'"
+[[ $local_ =~ $summary_re ]] || fail "local summary line malformed: '$local_'"
+[[ ${remote%%  seconds:*} == "${local_%%  seconds:*}" ]] ||
+    fail "remote and local differ: '$remote' vs '$local_'"
+
+# Progress lines look like "epoch 1/1  step 2/16  loss 2.012345  9000 img/s".
+losses=$(sed -n 's/^epoch 1\/1  step [0-9]*\/[0-9]*  loss \([0-9.]*\) .*/\1/p' "$TMP/remote.out")
+[[ $(wc -l <<<"$losses") -ge 2 ]] || fail "expected several progress lines"
+first=$(head -n 1 <<<"$losses")
+last=$(tail -n 1 <<<"$losses")
+awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }' ||
+    fail "loss did not decrease: first $first, last $last"
+grep -q '^epoch 1/1  loss [0-9.]*  [0-9.]* s' "$TMP/remote.out" || fail "no epoch line"
+
+acc=$(sed -n 's/^test accuracy: \([0-9.]*\) .*/\1/p' <<<"$remote")
+awk -v a="$acc" 'BEGIN { exit !(a > 0.5) }' || fail "accuracy $acc is not above 0.5"
+echo "ok: loss $first -> $last; remote == local: ${remote%%  seconds:*}"

@@ -1,0 +1,68 @@
+# lib.sh — helpers shared by the fashion-mnist shell tests (sourced, not run).
+# Provides: $TRAINER, $DATA, $TMP (removed on exit), fail, expect_error, start_server.
+
+TRAINER=${1:?usage: $0 PATH-TO-fashion-mnist}
+DATA=${FASHION_MNIST_DATA:-/usr/share/datasets/fashion-mnist}
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/fm-test.XXXXXX")
+SERVER_PID=
+
+cleanup() {
+    if [[ -n $SERVER_PID ]]; then
+        kill "$SERVER_PID" 2>/dev/null || true
+        wait "$SERVER_PID" 2>/dev/null || true
+    fi
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+fail() {
+    echo "FAIL: $*" >&2
+    exit 1
+}
+
+# expect_error CODE NEEDLE... -- CMD...: CMD must exit with CODE and its stderr must contain
+# every NEEDLE (fixed strings).
+expect_error() {
+    local code=$1
+    shift
+    local needles=()
+    while [[ $1 != -- ]]; do
+        needles+=("$1")
+        shift
+    done
+    shift
+    local rc=0
+    "$@" >"$TMP/out" 2>"$TMP/err" || rc=$?
+    if [[ $rc -ne $code ]]; then
+        cat "$TMP/out" "$TMP/err" >&2
+        fail "'$*' exited with $rc, expected $code"
+    fi
+    local n
+    for n in "${needles[@]}"; do
+        if ! grep -qF -- "$n" "$TMP/err"; then
+            cat "$TMP/err" >&2
+            fail "stderr of '$*' lacks '$n'"
+        fi
+    done
+    echo "ok: '$*' -> exit $code: $(head -c 300 "$TMP/err" | head -n 1)"
+}
+
+# start_server: run $TENSORD_BIN on a free loopback port; sets SERVER_PID and SERVER_ADDR.
+start_server() {
+    : "${TENSORD_BIN:?TENSORD_BIN is not set (run through meson test)}"
+    "$TENSORD_BIN" --listen 127.0.0.1:0 >"$TMP/server.log" 2>&1 &
+    SERVER_PID=$!
+    SERVER_ADDR=
+    local i
+    for ((i = 0; i < 200; i++)); do
+        SERVER_ADDR=$(sed -n 's/.*listening on \([^ ]*\).*/\1/p' "$TMP/server.log" | head -n 1)
+        [[ -n $SERVER_ADDR ]] && return 0
+        if ! kill -0 "$SERVER_PID" 2>/dev/null; then
+            cat "$TMP/server.log" >&2
+            fail "tensord exited before listening"
+        fi
+        sleep 0.05
+    done
+    cat "$TMP/server.log" >&2
+    fail "tensord did not print 'listening on ADDR' within 10 s"
+}

@@ -1,0 +1,202 @@
+/* tensorctl.c — command-line client for operators: what a tensord server offers, and how
+ * fast it answers.
+ *
+ *   tensorctl info ADDR          protocol range, version, devices, limits, what is in use
+ *   tensorctl ping ADDR [-n N]   N GetInfo round trips: median, p99, min, max
+ *
+ * ADDR is HOST:PORT, unix:PATH or a tensord://HOST:PORT[/DEVICE] URI. Built on the public
+ * API only (td_server_info_get, td_server_ping), so it exercises exactly what programs use.
+ * Exit codes: 0 success, 1 the server could not be reached or answered badly, 2 usage.
+ */
+#include "tensord.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EXIT_RUNTIME 1
+#define EXIT_USAGE 2
+#define PING_DEFAULT_N 100
+#define PING_MAX_N 1000000
+
+static const char usage_main[] =
+    "usage: tensorctl [-h] COMMAND [ARGS]\n"
+    "\n"
+    "Query a tensord server.\n"
+    "\n"
+    "commands:\n"
+    "  info ADDR           show protocol, version, devices, limits and usage\n"
+    "  ping ADDR [-n N]    measure GetInfo round-trip latency (default N = 100)\n"
+    "\n"
+    "ADDR is HOST:PORT, unix:PATH or tensord://HOST:PORT[/DEVICE].\n"
+    "Run 'tensorctl COMMAND --help' for a command's options.\n"
+    "Exit status: 0 ok, 1 server unreachable or failed, 2 usage error.\n";
+
+static const char usage_info[] =
+    "usage: tensorctl info [-h] [-t MS] ADDR\n"
+    "\n"
+    "Show the server's protocol range, version, devices (memory in GiB), limits, and the\n"
+    "sessions, tensors and bytes in use.\n"
+    "\n"
+    "options:\n"
+    "  -t, --timeout MS    give up after MS milliseconds (default 5000)\n"
+    "  -h, --help          show this help\n";
+
+static const char usage_ping[] =
+    "usage: tensorctl ping [-h] [-n N] [-t MS] ADDR\n"
+    "\n"
+    "Send N GetInfo calls over one connection and print the median, p99, minimum and\n"
+    "maximum round-trip time in microseconds.\n"
+    "\n"
+    "options:\n"
+    "  -n, --count N       number of round trips (default 100, at most 1000000)\n"
+    "  -t, --timeout MS    per-call timeout in milliseconds (default 5000)\n"
+    "  -h, --help          show this help\n";
+
+static int usage_error(const char *usage, const char *fmt, const char *arg)
+{
+    fputs("tensorctl: ", stderr);
+    fprintf(stderr, fmt, arg);
+    fputs("\n", stderr);
+    fputs(usage, stderr);
+    return EXIT_USAGE;
+}
+
+static bool is_help(const char *a) { return strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0; }
+
+/* Parse a positive int in [1, max]; false if it is not one. */
+static bool parse_count(const char *s, long max, int *out)
+{
+    if (s == NULL || *s == '\0') return false;
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno != 0 || *end != '\0' || v < 1 || v > max) return false;
+    *out = (int)v;
+    return true;
+}
+
+/* Common options of the subcommands: ADDR plus -t, and -n when count != NULL. */
+static int parse_sub(int argc, char **argv, const char *usage, const char **addr,
+                     int *timeout_ms, int *count)
+{
+    *addr = NULL;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (is_help(a)) {
+            fputs(usage, stdout);
+            return 0;
+        }
+        bool is_t = strcmp(a, "-t") == 0 || strcmp(a, "--timeout") == 0;
+        bool is_n = count != NULL && (strcmp(a, "-n") == 0 || strcmp(a, "--count") == 0);
+        if (is_t || is_n) {
+            if (i + 1 >= argc) return usage_error(usage, "option %s needs a value", a);
+            const char *v = argv[++i];
+            if (is_t && !parse_count(v, 3600000, timeout_ms))
+                return usage_error(usage, "bad timeout '%s' (milliseconds, 1..3600000)", v);
+            if (is_n && !parse_count(v, PING_MAX_N, count))
+                return usage_error(usage, "bad count '%s' (1..1000000)", v);
+        } else if (a[0] == '-' && a[1] != '\0') {
+            return usage_error(usage, "unknown option '%s'", a);
+        } else if (*addr == NULL) {
+            *addr = a;
+        } else {
+            return usage_error(usage, "unexpected argument '%s'", a);
+        }
+    }
+    if (*addr == NULL) return usage_error(usage, "%s", "missing server address ADDR");
+    return -1; /* parsed; go on */
+}
+
+static double gib(uint64_t bytes) { return (double)bytes / (1024.0 * 1024.0 * 1024.0); }
+
+static int cmd_info(int argc, char **argv)
+{
+    const char *addr;
+    int timeout_ms = 5000;
+    int rc = parse_sub(argc, argv, usage_info, &addr, &timeout_ms, NULL);
+    if (rc >= 0) return rc;
+    td_server_info info;
+    td_status st = td_server_info_get(addr, timeout_ms, &info);
+    if (st != TD_OK) {
+        fprintf(stderr, "tensorctl: info: %s (%s)\n", td_connect_error(), td_status_name(st));
+        return EXIT_RUNTIME;
+    }
+    printf("server:    %s\n", addr);
+    printf("version:   %s\n", info.server_version[0] ? info.server_version : "(unknown)");
+    printf("protocol:  %" PRIu32 "..%" PRIu32 "\n", info.protocol_min, info.protocol_max);
+    printf("devices:   %d\n", info.n_devices);
+    for (int i = 0; i < info.n_devices; i++) {
+        const td_device_info *d = &info.devices[i];
+        printf("  %-10s kind %-7s ", d->name, d->kind);
+        if (d->memory_total > 0)
+            printf("memory %.2f GiB total, %.2f GiB free", gib(d->memory_total),
+                   gib(d->memory_free));
+        else
+            printf("memory unknown");
+        if (d->description[0]) printf("  (%s)", d->description);
+        printf("\n");
+    }
+    printf("limits:    max message %" PRIu64 " bytes, chunk %" PRIu64
+           " bytes, max tensor %" PRIu64 " bytes\n",
+           info.max_message_bytes, info.chunk_bytes, info.max_tensor_bytes);
+    printf("in use:    %" PRIu64 " sessions, %" PRIu64 " tensors, %" PRIu64 " bytes\n",
+           info.sessions, info.tensors, info.bytes_in_use);
+    return 0;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int cmd_ping(int argc, char **argv)
+{
+    const char *addr;
+    int timeout_ms = 5000, n = PING_DEFAULT_N;
+    int rc = parse_sub(argc, argv, usage_ping, &addr, &timeout_ms, &n);
+    if (rc >= 0) return rc;
+    uint64_t *rtt = calloc((size_t)n, sizeof *rtt);
+    if (rtt == NULL) {
+        fprintf(stderr, "tensorctl: ping: out of memory for %d samples\n", n);
+        return EXIT_RUNTIME;
+    }
+    td_status st = td_server_ping(addr, n, timeout_ms, rtt);
+    if (st != TD_OK) {
+        fprintf(stderr, "tensorctl: ping: %s (%s)\n", td_connect_error(), td_status_name(st));
+        free(rtt);
+        return EXIT_RUNTIME;
+    }
+    qsort(rtt, (size_t)n, sizeof *rtt, cmp_u64);
+    /* Median: middle sample, or the mean of the two middle ones. p99: nearest rank,
+     * the ceil(0.99 n)-th smallest sample. */
+    double median = n % 2 ? (double)rtt[n / 2] : ((double)rtt[n / 2 - 1] + (double)rtt[n / 2]) / 2;
+    size_t rank99 = ((size_t)n * 99 + 99) / 100;
+    double p99 = (double)rtt[rank99 - 1];
+    printf("%d GetInfo round trips to %s\n", n, addr);
+    printf("median %.1f us, p99 %.1f us, min %.1f us, max %.1f us\n", median / 1e3, p99 / 1e3,
+           (double)rtt[0] / 1e3, (double)rtt[n - 1] / 1e3);
+    free(rtt);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fputs(usage_main, stderr);
+        return EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (is_help(cmd)) {
+        fputs(usage_main, stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "info") == 0) return cmd_info(argc - 2, argv + 2);
+    if (strcmp(cmd, "ping") == 0) return cmd_ping(argc - 2, argv + 2);
+    fprintf(stderr, "tensorctl: unknown command '%s'\n", cmd);
+    fputs(usage_main, stderr);
+    return EXIT_USAGE;
+}
