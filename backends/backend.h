@@ -9,7 +9,8 @@
  *
  * Memory: buffer_alloc returns an opaque device pointer (a host pointer when
  * `host_memory` is true, which lets the engine and server read and write it directly).
- * RESHAPE and EMPTY never reach exec(): the engine aliases or allocates.
+ * RESHAPE and EMPTY never reach exec(): the engine aliases or allocates (supports_op is
+ * still asked about them and should answer true).
  *
  * Thread-safety: the engine calls a device's entries from one worker thread at a time per
  * stream; buffer_alloc/free may be called from any thread and must be thread-safe.
@@ -47,6 +48,9 @@ typedef struct td__backend {
                               size_t nbytes);
     td_status (*buffer_read)(td__device *dev, const void *src, size_t offset, void *dst,
                              size_t nbytes);
+    /* Optional: device-to-device copy of nbytes. NULL: the engine uses memcpy for
+     * host_memory backends, else a round trip through host memory. */
+    td_status (*buffer_copy)(td__device *dev, void *dst, const void *src, size_t nbytes);
     /* Optional per-session execution stream (CUDA stream, ...). NULL: stream is NULL. */
     td_status (*stream_create)(td__device *dev, void **out);
     void (*stream_destroy)(td__device *dev, void *stream);

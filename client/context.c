@@ -30,6 +30,7 @@ struct td_context {
     size_t n_releases, cap_releases;
     td__idmap handles; /* id -> td_tensor* for live handles */
     uint64_t ops_recorded;
+    td_status last_status;
     char err[1024];
 };
 
@@ -53,9 +54,22 @@ void td__transport_defer(td__transport *t, td_status st, const char *msg)
     snprintf(t->deferred_msg, sizeof t->deferred_msg, "%s", msg);
 }
 
+static void set_err_status(td_context *ctx, td_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void set_err_status(td_context *ctx, td_status st, const char *fmt, ...)
+{
+    ctx->last_status = st;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx->err, sizeof ctx->err, fmt, ap);
+    va_end(ap);
+}
+
+/* Most client-side failures are argument errors; set_err_status names others. */
 static void set_err(td_context *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void set_err(td_context *ctx, const char *fmt, ...)
 {
+    ctx->last_status = TD_EINVAL;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(ctx->err, sizeof ctx->err, fmt, ap);
@@ -179,6 +193,7 @@ void td_close(td_context *ctx)
 }
 
 const char *td_last_error(const td_context *ctx) { return ctx ? ctx->err : ""; }
+td_status td_last_status(const td_context *ctx) { return ctx ? ctx->last_status : TD_EINVAL; }
 const char *td_device_name(const td_context *ctx) { return ctx->tp->device; }
 
 void td_get_stats(const td_context *ctx, td_stats *out)
@@ -201,7 +216,7 @@ static td_status flush(td_context *ctx)
         s = ctx->tp->vt->release(ctx->tp, ctx->releases, ctx->n_releases);
         ctx->n_releases = 0;
     }
-    if (s != TD_OK) set_err(ctx, "%s", ctx->tp->err);
+    if (s != TD_OK) set_err_status(ctx, s, "%s", ctx->tp->err);
     return s;
 }
 
@@ -238,7 +253,7 @@ static td_tensor *record(td_context *ctx, const char *api, td__op *op, td_tensor
         size_t ncap = ctx->batch_cap ? ctx->batch_cap * 2 : 64;
         td__op *nb = td__realloc(ctx->batch, ncap * sizeof *nb);
         if (nb == NULL) {
-            set_err(ctx, "%s: out of memory", api);
+            set_err_status(ctx, TD_ENOMEM, "%s: out of memory", api);
             return NULL;
         }
         ctx->batch = nb;
@@ -246,7 +261,7 @@ static td_tensor *record(td_context *ctx, const char *api, td__op *op, td_tensor
     }
     td_tensor *t = new_handle(ctx, &od);
     if (t == NULL) {
-        set_err(ctx, "%s: out of memory", api);
+        set_err_status(ctx, TD_ENOMEM, "%s: out of memory", api);
         return NULL;
     }
     op->output = t->id;
@@ -308,7 +323,7 @@ td_status td_write(td_tensor *t, const void *data, size_t nbytes)
     td_status s = flush(ctx);
     if (s != TD_OK) return s;
     s = ctx->tp->vt->write(ctx->tp, t->id, 0, data, nbytes);
-    if (s != TD_OK) set_err(ctx, "td_write: %s", ctx->tp->err);
+    if (s != TD_OK) set_err_status(ctx, s, "td_write: %s", ctx->tp->err);
     return s;
 }
 
@@ -364,7 +379,7 @@ td_status td_read(td_tensor *t, void *dst, size_t nbytes)
     td_status s = flush(ctx);
     if (s != TD_OK) return s;
     s = ctx->tp->vt->read(ctx->tp, t->id, 0, dst, nbytes);
-    if (s != TD_OK) set_err(ctx, "td_read: %s", ctx->tp->err);
+    if (s != TD_OK) set_err_status(ctx, s, "td_read: %s", ctx->tp->err);
     return s;
 }
 
@@ -401,7 +416,7 @@ td_status td_fence(td_context *ctx)
     td_status s = flush(ctx);
     if (s != TD_OK) return s;
     s = ctx->tp->vt->fence(ctx->tp);
-    if (s != TD_OK) set_err(ctx, "td_fence: %s", ctx->tp->err);
+    if (s != TD_OK) set_err_status(ctx, s, "td_fence: %s", ctx->tp->err);
     return s;
 }
 
@@ -565,9 +580,17 @@ td_tensor *td_min(td_tensor *x, int naxes, const int *axes, bool keepdims)
 {
     return reduce("td_min", TD_OP_MIN, x, naxes, axes, keepdims);
 }
+td_tensor *td_prod(td_tensor *x, int naxes, const int *axes, bool keepdims)
+{
+    return reduce("td_prod", TD_OP_PROD, x, naxes, axes, keepdims);
+}
 td_tensor *td_argmax(td_tensor *x, int axis, bool keepdims)
 {
     return reduce("td_argmax", TD_OP_ARGMAX, x, 1, &axis, keepdims);
+}
+td_tensor *td_argmin(td_tensor *x, int axis, bool keepdims)
+{
+    return reduce("td_argmin", TD_OP_ARGMIN, x, 1, &axis, keepdims);
 }
 
 /* ---- movement ---- */

@@ -28,7 +28,7 @@ td_status td__remote_channel_open(const char *target, int timeout_ms, grpc_compl
 
 /* Turn an address into a gRPC target: "HOST:PORT" stays; "tensord://HOST:PORT[/DEVICE]"
  * loses its scheme and path; "unix:PATH" stays, except that a trailing "/DEVICE" (as in a
- * td_connect URI) is dropped when PATH does not exist but its parent does. */
+ * td_connect URI) is dropped when PATH does not exist but its parent is a socket. */
 static td_status info_target(const char *address, char *target, size_t cap)
 {
     if (address == NULL || address[0] == '\0') {
@@ -317,7 +317,8 @@ td_status td_server_ping(const char *address, int n, int timeout_ms, uint64_t *r
         clock_gettime(CLOCK_MONOTONIC, &t1);
         if (st == TD_OK) {
             tensord__v1__info_response__free_unpacked(resp, NULL);
-            int64_t ns = (int64_t)(t1.tv_sec - t0.tv_sec) * 1000000000 + (t1.tv_nsec - t0.tv_nsec);
+            int64_t ns =
+                (int64_t)(t1.tv_sec - t0.tv_sec) * 1000000000 + (t1.tv_nsec - t0.tv_nsec);
             rtt_ns[i] = ns > 0 ? (uint64_t)ns : 0;
         }
     }

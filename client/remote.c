@@ -214,13 +214,14 @@ static void on_slice_released(void *arg)
     atomic_fetch_add_explicit(&r->slices_released, 1, memory_order_release);
 }
 
-static void protocol_violation(remote *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void protocol_violation(remote *r, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 static void protocol_violation(remote *r, const char *fmt, ...)
 {
     if (r->violation != TD_OK) return;
     r->violation = TD_EPROTO;
-    int n = snprintf(r->violation_msg, sizeof r->violation_msg, "tensord at %s broke the protocol: ",
-                     r->target);
+    int n = snprintf(r->violation_msg, sizeof r->violation_msg,
+                     "tensord at %s broke the protocol: ", r->target);
     if (n < 0 || (size_t)n >= sizeof r->violation_msg) return;
     va_list ap;
     va_start(ap, fmt);

@@ -1,12 +1,36 @@
 /* device.c — the device registry (see device.h). Devices are opened once per process, on
- * first use, and live until exit: sessions and clients borrow them. */
+ * first use, and live until exit: sessions and clients borrow them.
+ *
+ * Backends come from two places: the ones compiled in (the CPU backend), then loadable
+ * modules (GPU backends) found with dlopen, so one tensord or libtensord binary runs on hosts
+ * with or without a GPU driver and lists what it finds. Why modules rather than linking the
+ * GPU runtimes in: a binary linked against libcudart/libcublas would not even start where
+ * they are missing, and loading cuBLAS costs a second that CPU-only programs should not pay.
+ * A module that cannot be loaded (its runtime libraries are absent) is an info line, not an
+ * error. Module handles stay open for the life of the process (devices are never closed).
+ */
 #include "engine/device.h"
 #include "common/log.h"
+#include <dirent.h>
+#include <dlfcn.h>
+#include <limits.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define TD_MAX_DEVICES 16
+#define TD_MAX_BACKENDS 8
+/* Build-tree search: how many directories above the executable (or libtensord) to look
+ * for a meson build root. build/tests/unit/backends/x is three levels below build/. */
+#define TD_BUILD_ROOT_DEPTH 5
+
+#ifndef TD_BACKEND_DIR
+#define TD_BACKEND_DIR ""
+#endif
 
 static td__device g_devices[TD_MAX_DEVICES];
 static int g_ndevices;
@@ -14,40 +38,178 @@ static td_status g_init_status = TD_OK;
 static char g_init_err[256];
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
-static const td__backend *const g_backends[] = {
+static const td__backend *g_backends[TD_MAX_BACKENDS];
+static int g_nbackends;
+
+static void add_compiled_in(void)
+{
 #ifdef TD_HAVE_CPU
-    &td__cpu_backend,
+    g_backends[g_nbackends++] = &td__cpu_backend;
 #endif
-    NULL,
-};
+}
+
+static bool kind_known(const char *kind)
+{
+    for (int i = 0; i < g_nbackends; i++)
+        if (strcmp(g_backends[i]->kind, kind) == 0) return true;
+    return false;
+}
+
+/* dlopen one module file and register its backend (first module of a kind wins). */
+static void load_module(const char *path)
+{
+    if (g_nbackends >= TD_MAX_BACKENDS) return;
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (h == NULL) {
+        const char *why = dlerror();
+        td__log(TD_LOG_INFO, "backend module %s not loaded: %s", path, why ? why : "?");
+        return;
+    }
+    void *sym = dlsym(h, "td_backend_entry");
+    if (sym == NULL) {
+        td__log(TD_LOG_INFO, "backend module %s not loaded: no td_backend_entry symbol", path);
+        dlclose(h);
+        return;
+    }
+    const td__backend *(*entry)(void);
+    memcpy(&entry, &sym, sizeof entry); /* ISO C's way from void * to a function pointer */
+    const td__backend *be = entry();
+    if (be == NULL || be->kind == NULL || be->device_count == NULL || be->device_open == NULL ||
+        be->buffer_alloc == NULL || be->buffer_free == NULL || be->buffer_write == NULL ||
+        be->buffer_read == NULL || be->exec == NULL) {
+        td__log(TD_LOG_WARN, "backend module %s not loaded: incomplete backend table", path);
+        dlclose(h);
+        return;
+    }
+    if (kind_known(be->kind)) {
+        td__log(TD_LOG_DEBUG, "backend module %s skipped: backend %s already loaded", path,
+                be->kind);
+        dlclose(h);
+        return;
+    }
+    g_backends[g_nbackends++] = be;
+    td__log(TD_LOG_DEBUG, "backend %s: loaded from %s", be->kind, path);
+}
+
+static int is_module_name(const struct dirent *e)
+{
+    const char *n = e->d_name;
+    size_t len = strlen(n);
+    return strncmp(n, "tensord-backend-", 16) == 0 && len > 19 && strcmp(n + len - 3, ".so") == 0;
+}
+
+/* Load every tensord-backend-*.so in dir, in name order. */
+static void scan_dir(const char *dir)
+{
+    struct dirent **list = NULL;
+    int n = scandir(dir, &list, is_module_name, alphasort);
+    if (n < 0) return;
+    for (int i = 0; i < n; i++) {
+        char path[PATH_MAX];
+        if (snprintf(path, sizeof path, "%s/%s", dir, list[i]->d_name) < (int)sizeof path)
+            load_module(path);
+        free(list[i]);
+    }
+    free(list);
+}
+
+static bool is_dir(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* If `file` lies inside a tensord build tree (an ancestor holding meson-private/ and
+ * engine/libtd_engine.a), scan that tree's backends/<kind>/ folders and return true. */
+static bool scan_build_tree(const char *file)
+{
+    char dir[PATH_MAX];
+    if (realpath(file, dir) == NULL) return false;
+    for (int up = 0; up <= TD_BUILD_ROOT_DEPTH; up++) {
+        char *slash = strrchr(dir, '/');
+        if (slash == NULL || slash == dir) return false;
+        *slash = '\0';
+        char probe[PATH_MAX + 32];
+        snprintf(probe, sizeof probe, "%s/meson-private", dir);
+        if (!is_dir(probe)) continue;
+        snprintf(probe, sizeof probe, "%s/engine/libtd_engine.a", dir);
+        if (access(probe, F_OK) != 0) continue;
+        snprintf(probe, sizeof probe, "%s/backends", dir);
+        struct dirent **kinds = NULL;
+        int n = scandir(probe, &kinds, NULL, alphasort);
+        for (int i = 0; i < n; i++) {
+            if (kinds[i]->d_name[0] != '.') {
+                char sub[PATH_MAX + 300];
+                snprintf(sub, sizeof sub, "%s/%s", probe, kinds[i]->d_name);
+                if (is_dir(sub)) scan_dir(sub);
+            }
+            free(kinds[i]);
+        }
+        free(kinds);
+        return true;
+    }
+    return false;
+}
+
+/* Where modules are looked for (see device.h). */
+static void load_modules(void)
+{
+    const char *env = getenv("TENSORD_BACKEND_DIR");
+    if (env != NULL) {
+        char dirs[4096];
+        snprintf(dirs, sizeof dirs, "%s", env);
+        char *save = NULL;
+        for (char *d = strtok_r(dirs, ":", &save); d != NULL; d = strtok_r(NULL, ":", &save))
+            scan_dir(d);
+        return;
+    }
+    char exe[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    bool in_tree = false;
+    if (len > 0) {
+        exe[len] = '\0';
+        in_tree = scan_build_tree(exe);
+    }
+    /* the object holding this code: libtensord.so for client programs, else the executable */
+    Dl_info info;
+    if (!in_tree && dladdr(&g_ndevices, &info) != 0 && info.dli_fname != NULL &&
+        info.dli_fname[0] == '/')
+        in_tree = scan_build_tree(info.dli_fname);
+    /* a build tree never mixes in installed modules, which may be of another version */
+    if (!in_tree && TD_BACKEND_DIR[0] != '\0') scan_dir(TD_BACKEND_DIR);
+}
+
+static void open_backend(const td__backend *be)
+{
+    int n = 0;
+    if (be->device_count(&n) != TD_OK || n <= 0) {
+        td__log(TD_LOG_INFO, "backend %s: no devices", be->kind);
+        return;
+    }
+    for (int i = 0; i < n && g_ndevices < TD_MAX_DEVICES; i++) {
+        td__device *d = &g_devices[g_ndevices];
+        memset(d, 0, sizeof *d);
+        d->backend = be;
+        d->index = i;
+        if (strcmp(be->kind, "cpu") == 0 && n == 1) {
+            snprintf(d->name, sizeof d->name, "cpu");
+        } else {
+            snprintf(d->name, sizeof d->name, "%s:%d", be->kind, i);
+        }
+        char err[256] = "";
+        if (be->device_open(d, i, err, sizeof err) != TD_OK) {
+            td__log(TD_LOG_WARN, "device %s: cannot open: %s", d->name, err);
+            continue;
+        }
+        g_ndevices++;
+    }
+}
 
 static void init_once(void)
 {
-    for (size_t b = 0; g_backends[b] != NULL; b++) {
-        const td__backend *be = g_backends[b];
-        int n = 0;
-        if (be->device_count(&n) != TD_OK || n <= 0) {
-            td__log(TD_LOG_INFO, "backend %s: no devices", be->kind);
-            continue;
-        }
-        for (int i = 0; i < n && g_ndevices < TD_MAX_DEVICES; i++) {
-            td__device *d = &g_devices[g_ndevices];
-            memset(d, 0, sizeof *d);
-            d->backend = be;
-            d->index = i;
-            if (strcmp(be->kind, "cpu") == 0 && n == 1) {
-                snprintf(d->name, sizeof d->name, "cpu");
-            } else {
-                snprintf(d->name, sizeof d->name, "%s:%d", be->kind, i);
-            }
-            char err[256] = "";
-            if (be->device_open(d, i, err, sizeof err) != TD_OK) {
-                td__log(TD_LOG_WARN, "device %s: cannot open: %s", d->name, err);
-                continue;
-            }
-            g_ndevices++;
-        }
-    }
+    add_compiled_in();
+    load_modules();
+    for (int b = 0; b < g_nbackends; b++) open_backend(g_backends[b]);
     if (g_ndevices == 0) {
         g_init_status = TD_EDEVICE;
         snprintf(g_init_err, sizeof g_init_err, "no usable device (was the CPU backend built?)");

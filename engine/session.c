@@ -243,12 +243,56 @@ static td_status find_range(td__session *s, uint64_t id, uint64_t offset, size_t
     return TD_OK;
 }
 
+/* Copy nbytes of device memory from src to dst on dev. */
+static td_status device_copy(td__device *dev, void *dst, const void *src, size_t nbytes)
+{
+    const td__backend *be = dev->backend;
+    if (be->buffer_copy != NULL) return be->buffer_copy(dev, dst, src, nbytes);
+    if (be->host_memory) {
+        memcpy(dst, src, nbytes);
+        return TD_OK;
+    }
+    void *tmp = td__malloc(nbytes);
+    if (tmp == NULL) return TD_ENOMEM;
+    td_status st = be->buffer_read(dev, src, 0, tmp, nbytes);
+    if (st == TD_OK) st = be->buffer_write(dev, dst, 0, tmp, nbytes);
+    td__free(tmp);
+    return st;
+}
+
+/* Give t a buffer of its own before it is written (copy-on-write). The buffer may be shared
+ * by a RESHAPE alias recorded before the write, which must keep the old contents, or by a
+ * read whose payload slices the network layer is still sending. */
+static td_status unshare(td__session *s, td__tensor *t, bool whole)
+{
+    if (atomic_load(&t->buf->refs) == 1) return TD_OK;
+    td__buffer *nb;
+    td_status st = td__buffer_create(s->dev, t->buf->nbytes, &nb);
+    if (st != TD_OK) return st;
+    if (!whole) {
+        st = device_copy(s->dev, nb->data, t->buf->data, t->buf->nbytes);
+        if (st != TD_OK) {
+            td__buffer_unref(nb);
+            return st;
+        }
+    }
+    td__buffer_unref(t->buf);
+    t->buf = nb;
+    return TD_OK;
+}
+
 td_status td__session_write(td__session *s, uint64_t id, uint64_t offset, const void *src,
                             size_t nbytes, char *err, size_t errlen)
 {
     td__tensor *t;
     td_status st = find_range(s, id, offset, nbytes, &t, err, errlen);
     if (st != TD_OK || nbytes == 0) return st;
+    st = unshare(s, t, offset == 0 && nbytes == t->buf->nbytes);
+    if (st != TD_OK) {
+        snprintf(err, errlen, "cannot copy tensor %llu before writing it (%s)",
+                 (unsigned long long)id, td_status_message(st));
+        return st;
+    }
     st = s->dev->backend->buffer_write(s->dev, t->buf->data, (size_t)offset, src, nbytes);
     if (st != TD_OK) snprintf(err, errlen, "device write to tensor %llu failed",
                               (unsigned long long)id);

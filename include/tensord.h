@@ -120,6 +120,10 @@ void td_close(td_context *ctx);
  * owned by the context and valid until the next call on it. */
 const char *td_last_error(const td_context *ctx);
 
+/* Status of the last failure on this context (TD_OK if none), e.g. to tell TD_EINVAL
+ * from TD_ENOMEM after an op call returned NULL. */
+td_status td_last_status(const td_context *ctx);
+
 /* Device name the context runs on, e.g. "cpu". Owned by the context. */
 const char *td_device_name(const td_context *ctx);
 
@@ -135,7 +139,11 @@ void td_get_stats(const td_context *ctx, td_stats *out);
 
 /* ---- tensors ----
  * Shapes are arrays of `rank` int64 dims (rank 0..TD_MAX_RANK, dims >= 0); `dims` is
- * borrowed for the call. Tensors are row-major and contiguous. */
+ * borrowed for the call and may be NULL when rank is 0. Tensors are row-major and
+ * contiguous.
+ * Ordering: everything on one context executes in program order. A td_write to a tensor
+ * takes effect after every op recorded before it (which still see the old contents) and
+ * before every op recorded after it. */
 
 /* Element count, byte size, dtype, rank and dims of a tensor (known at once, lazily). */
 int64_t td_nelem(const td_tensor *t);
@@ -151,14 +159,17 @@ td_tensor *td_from_host(td_context *ctx, td_dtype dt, int rank, const int64_t *d
                         const void *data);
 /* Overwrite the whole contents of `t` with host data (td_nbytes(t) bytes, borrowed). */
 td_status td_write(td_tensor *t, const void *data, size_t nbytes);
-/* Tensor filled with `value` (converted to dt as by a C cast; integers exact up to 2^53). */
+/* Tensor filled with `value`, converted to dt by the td_cast rules (float to integer:
+ * truncate toward zero, saturate, NaN -> 0; integers exact up to 2^53). */
 td_tensor *td_full(td_context *ctx, td_dtype dt, int rank, const int64_t *dims, double value);
 /* 1-D tensor [start, start+step, ...] with n elements, computed in double then cast. */
 td_tensor *td_arange(td_context *ctx, td_dtype dt, int64_t n, double start, double step);
-/* Counter-based random numbers: element i of the result depends only on (seed, i).
- * Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC'11):
- * counter = (i / 4, 0, 0, 0) ... see engine/philox.h for the exact mapping.
- * uniform: [low, high); normal: Box-Muller. dt must be TD_F32 or TD_F64. */
+/* Counter-based random numbers: element i of the result depends only on (seed, i), so
+ * every backend and every thread count draws the same tensor.
+ * Generator: Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3",
+ * SC'11); the exact (seed, i) -> value mapping is specified in engine/philox.h.
+ * uniform: [low, high) (rounding may give `high` itself); normal: Box-Muller.
+ * dt must be TD_F32 or TD_F64. */
 td_tensor *td_rand_uniform(td_context *ctx, td_dtype dt, int rank, const int64_t *dims,
                            uint64_t seed, double low, double high);
 td_tensor *td_rand_normal(td_context *ctx, td_dtype dt, int rank, const int64_t *dims,
@@ -201,6 +212,9 @@ td_tensor *td_gt(td_tensor *a, td_tensor *b);
 td_tensor *td_ge(td_tensor *a, td_tensor *b);
 /* cond (TD_BOOL) ? a : b, all three broadcast together; a and b of one dtype. */
 td_tensor *td_where(td_tensor *cond, td_tensor *a, td_tensor *b);
+/* Conversion rules: float -> integer truncates toward zero and saturates to the type's
+ * range (NaN -> 0); integer -> integer wraps (keeps the low bits); anything -> bool is
+ * x != 0; bool -> anything is 0 or 1; f64 -> f32 rounds to nearest (overflow -> inf). */
 td_tensor *td_cast(td_tensor *x, td_dtype dt);
 /* Scalar helpers: a rank-0 tensor of x's dtype, then the binary op. */
 td_tensor *td_add_scalar(td_tensor *x, double v);
@@ -208,13 +222,17 @@ td_tensor *td_mul_scalar(td_tensor *x, double v);
 
 /* ---- reductions over `naxes` axes (negative axes count from the end; naxes == 0 with
  * axes == NULL means all axes). keepdims keeps reduced axes with size 1. Reducing a
- * zero-length axis: sum 0, mean NaN, max/min/argmax fail with TD_EINVAL. argmax takes
- * exactly one axis and gives TD_I64 (first index of the maximum). ---- */
+ * zero-length axis: sum 0, prod 1, mean NaN, max/min/argmax/argmin fail with TD_EINVAL.
+ * Float sums are folded in ascending index order in double and rounded once, so results do
+ * not depend on the thread count. NaN propagates through max/min. argmax/argmin take
+ * exactly one axis and give TD_I64 (first index of the extreme). ---- */
 td_tensor *td_sum(td_tensor *x, int naxes, const int *axes, bool keepdims);
 td_tensor *td_mean(td_tensor *x, int naxes, const int *axes, bool keepdims);
 td_tensor *td_max(td_tensor *x, int naxes, const int *axes, bool keepdims);
 td_tensor *td_min(td_tensor *x, int naxes, const int *axes, bool keepdims);
+td_tensor *td_prod(td_tensor *x, int naxes, const int *axes, bool keepdims);
 td_tensor *td_argmax(td_tensor *x, int axis, bool keepdims);
+td_tensor *td_argmin(td_tensor *x, int axis, bool keepdims);
 
 /* ---- linear algebra ----
  * Batched matmul: a [..., M, K] x b [..., K, N] -> [..., M, N]; ranks >= 2, batch dims

@@ -177,7 +177,8 @@ static td_status wire_scan(const uint8_t *p, size_t len, const char *what,
         case 0: {
             uint64_t v;
             if (!varint_get(p, len, &pos, &v)) {
-                wire_errf(err, errlen, "%s: truncated or overlong varint (field %llu) at offset %zu", what,
+                wire_errf(err, errlen,
+                          "%s: truncated or overlong varint (field %llu) at offset %zu", what,
                           (unsigned long long)field, key_at);
                 return TD_EPROTO;
             }
@@ -197,7 +198,8 @@ static td_status wire_scan(const uint8_t *p, size_t len, const char *what,
         case 2: {
             uint64_t n;
             if (!varint_get(p, len, &pos, &n)) {
-                wire_errf(err, errlen, "%s: truncated or overlong length (field %llu) at offset %zu", what,
+                wire_errf(err, errlen,
+                          "%s: truncated or overlong length (field %llu) at offset %zu", what,
                           (unsigned long long)field, key_at);
                 return TD_EPROTO;
             }

@@ -121,8 +121,8 @@ int td__config_set(td__config *c, const char *key, const char *value, char *err,
         return -1;
     }
     if (strcmp(key, "device_threads") == 0) {
-        if (parse_u64(value, &c->device_threads) == 0 && c->device_threads <= 4096) return 0;
-        snprintf(err, errlen, "device_threads: '%s' is not an integer in 0..4096", value);
+        if (parse_u64(value, &c->device_threads) == 0 && c->device_threads <= 256) return 0;
+        snprintf(err, errlen, "device_threads: '%s' is not an integer in 0..256", value);
         return -1;
     }
     if (strcmp(key, "insecure") == 0) {

@@ -20,7 +20,7 @@ typedef struct td__config {
     enum td__log_level log_level;
     uint64_t max_sessions;      /* 0 = no limit */
     uint64_t max_session_bytes; /* 0 = no limit */
-    uint64_t device_threads;    /* 0 = backend default */
+    uint64_t device_threads;    /* CPU device threads, 0 = one per core */
     bool insecure;              /* allow non-loopback addresses without TLS */
 } td__config;
 

@@ -51,8 +51,8 @@ static void usage(FILE *f)
         "options:\n"
         "  --listen ADDR             where to listen (default " TD_DEFAULT_LISTEN ")\n"
         "  --config FILE             read settings from FILE first; flags override it\n"
-        "  --device-threads N        threads each device backend may use (0 = backend\n"
-        "                            default); exported as TD_DEVICE_THREADS and\n"
+        "  --device-threads N        threads the CPU device may use, 1..256 (default 0 =\n"
+        "                            one per core); sets TENSORD_CPU_THREADS and\n"
         "                            OPENBLAS_NUM_THREADS before devices open\n"
         "  --log-level LEVEL         debug, info (default), warn or error\n"
         "  --max-sessions N          open sessions allowed at once (default %d, 0 = no limit)\n"
@@ -296,7 +296,7 @@ int main(int argc, char **argv)
     if (cfg.device_threads > 0) {
         char n[24];
         snprintf(n, sizeof n, "%llu", (unsigned long long)cfg.device_threads);
-        setenv("TD_DEVICE_THREADS", n, 1);
+        setenv("TENSORD_CPU_THREADS", n, 1); /* read by the CPU backend's thread pool */
         setenv("OPENBLAS_NUM_THREADS", n, 1);
     }
 

@@ -231,6 +231,7 @@ static void info_start(td__service *s, grpc_call *call, grpc_byte_buffer *reques
     ops[nops++].data.send_status_from_server.status_details = &c->details;
     ops[nops].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
     ops[nops++].data.recv_close_on_server.cancelled = &c->cancelled;
+    td__tag_arm(&c->tag);
     grpc_call_error e = grpc_call_start_batch(call, ops, nops, &c->tag, NULL);
     if (e != GRPC_CALL_OK) {
         td__log(TD_LOG_ERROR, "GetInfo: cannot start batch (grpc error %d)", (int)e);
@@ -266,6 +267,7 @@ static void request_post(td__service *s, int kind)
     r->kind = kind;
     grpc_metadata_array_init(&r->md);
     td__service_call_begin(s);
+    td__tag_arm(&r->tag);
     grpc_call_error e = grpc_server_request_registered_call(
         s->server, kind == REQ_INFO ? s->rm_info : s->rm_session, &r->call, &r->deadline,
         &r->md, kind == REQ_INFO ? &r->payload : NULL, s->cq, s->cq, &r->tag);
@@ -314,6 +316,7 @@ static void *cq_main(void *arg)
         if (ev.type == GRPC_QUEUE_SHUTDOWN) break;
         if (ev.type != GRPC_OP_COMPLETE) continue;
         td__tag *tag = ev.tag;
+        (void)atomic_load_explicit(&tag->armed, memory_order_acquire);
         tag->fn(tag, ev.success != 0);
     }
     return NULL;
@@ -430,6 +433,7 @@ td_status td__service_start(const td__service_opts *opts, td__service **out, int
         snprintf(err, errlen, "cannot start completion-queue threads");
         st = TD_EINTERNAL;
         /* The server is started: shut it down properly before destroying it. */
+        td__tag_arm(&s->shutdown_tag);
         grpc_server_shutdown_and_notify(s->server, s->cq, &s->shutdown_tag);
         grpc_event ev;
         do {
@@ -457,6 +461,7 @@ void td__service_shutdown(td__service *s)
     pthread_mutex_unlock(&s->mu);
     if (!first) return;
     atomic_store(&s->shutting_down, true);
+    td__tag_arm(&s->shutdown_tag);
     grpc_server_shutdown_and_notify(s->server, s->cq, &s->shutdown_tag);
 }
 

@@ -19,6 +19,7 @@
 #include "tensord.h"
 
 #include <grpc/grpc.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -28,7 +29,17 @@ typedef struct td__service td__service;
 
 typedef struct td__tag {
     void (*fn)(struct td__tag *tag, bool ok);
+    /* Handoff between the thread that starts an operation and the completion-queue thread
+     * that runs fn: gRPC orders the two, but inside libgrpc, where ThreadSanitizer cannot
+     * see it; this release/acquire pair states it in our own code. */
+    atomic_uint armed;
 } td__tag;
+
+/* Call right before handing `t` to gRPC. */
+static inline void td__tag_arm(td__tag *t)
+{
+    atomic_fetch_add_explicit(&t->armed, 1, memory_order_release);
+}
 
 typedef struct td__service_opts {
     const char *target;          /* gRPC bind address: "127.0.0.1:0", "unix:/path" */

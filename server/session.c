@@ -15,9 +15,12 @@
  * Every reply after `open` goes through the worker queue, failures included, so the client
  * sees replies in the order of its requests.
  *
- * Flow control: a job's message bytes count as pending until the job has run. Above
- * SS_RECV_HIGH pending bytes the receive side stops asking gRPC for messages (HTTP/2 flow
- * control then holds the client back); the worker asks again below SS_RECV_LOW.
+ * Flow control: the memory a request holds (its message, the job, converted ops) counts
+ * until its job has run, and a reply's bytes count until gRPC is done sending it. Above
+ * SS_RECV_HIGH bytes in all the receive side stops asking gRPC for messages (HTTP/2 flow
+ * control then holds the client back, so a client that floods requests, or never reads
+ * its replies, cannot grow the server's memory); whoever brings the total under
+ * SS_RECV_LOW (a finished job, a completed send) asks again.
  *
  * Tensor bytes: writes keep the decode scratch that holds their payload (the scratch is
  * handed to the job and the session starts a fresh one), so a payload is copied once, from
@@ -41,6 +44,9 @@
 
 #define SS_RECV_HIGH ((size_t)64 << 20)
 #define SS_RECV_LOW ((size_t)16 << 20)
+/* Memory a job holds besides its message bytes (job, unpacked message, allocator slack):
+ * counted so that a flood of tiny messages is held back too. */
+#define SS_JOB_OVERHEAD 512
 /* Opcode no op uses: stands in for an op that could not be converted, so that the engine
  * poisons its output id and later ops that read it fail as they would for any failed op. */
 #define SS_BAD_OPCODE 0xFFFFFFFFu
@@ -49,6 +55,7 @@ enum ss_state { SS_AWAIT_OPEN, SS_OPEN, SS_DONE };
 
 typedef struct send_item {
     struct send_item *next;
+    size_t cost; /* bytes counted in send_bytes while queued or in flight */
     grpc_byte_buffer *bb; /* NULL: the final status */
     grpc_status_code code;
     grpc_slice details;
@@ -85,7 +92,8 @@ typedef struct td__srv_session {
     send_item *sq_head, *sq_tail, *in_flight;
     bool status_queued;
     bool md_sent;
-    size_t pending_bytes;
+    size_t pending_bytes; /* memory held by queued jobs */
+    size_t send_bytes;    /* memory held by queued replies */
     bool recv_paused;
 } td__srv_session;
 
@@ -114,13 +122,33 @@ static void items_free(send_item *list)
     }
 }
 
+/* Caller holds mu: an item leaves the send side (sent or dropped). */
+static void uncount_locked(td__srv_session *ss, send_item *it)
+{
+    ss->send_bytes -= it->cost;
+    td__service_work_add(ss->svc, -1);
+}
+
 /* Caller holds mu. Returns the items it dropped (free them after unlocking). */
 static send_item *kill_locked(td__srv_session *ss)
 {
     atomic_store(&ss->dead, true);
     send_item *list = ss->sq_head;
     ss->sq_head = ss->sq_tail = NULL;
+    for (send_item *it = list; it != NULL; it = it->next) uncount_locked(ss, it);
     return list;
+}
+
+/* Caller holds mu. Whether the caller must restart the paused receive: memory held by
+ * queued work fell below the low mark, or the call is over (the receive then fails at
+ * once, which is what ends the stream and frees the session). */
+static bool resume_locked(td__srv_session *ss)
+{
+    if (!ss->recv_paused) return false;
+    if (!atomic_load(&ss->dead) && ss->pending_bytes + ss->send_bytes > SS_RECV_LOW)
+        return false;
+    ss->recv_paused = false;
+    return true;
 }
 
 /* Caller holds mu and a reference; starts the next queued send. Returns dropped items. */
@@ -151,12 +179,14 @@ static send_item *send_next_locked(td__srv_session *ss)
     }
     ss->in_flight = it;
     ss_ref(ss);
+    td__tag_arm(&ss->send_tag);
     grpc_call_error e = grpc_call_start_batch(ss->call, ops, n, &ss->send_tag, NULL);
     if (e == GRPC_CALL_OK) return NULL;
     td__log(TD_LOG_ERROR, "session %llu: cannot start a send (grpc error %d)",
             (unsigned long long)ss->id, (int)e);
     ss->in_flight = NULL;
     atomic_fetch_sub(&ss->refs, 1); /* the caller still holds one */
+    uncount_locked(ss, it);
     send_item *dropped = kill_locked(ss);
     it->next = dropped;
     return it;
@@ -168,15 +198,18 @@ static void send_done(td__tag *tag, bool ok)
     pthread_mutex_lock(&ss->mu);
     send_item *done = ss->in_flight, *dropped = NULL;
     ss->in_flight = NULL;
-    if (!ok)
-        td__log(TD_LOG_DEBUG, "session %llu: send failed (call over)", (unsigned long long)ss->id);
+    if (done) uncount_locked(ss, done);
     if (!ok)
         dropped = kill_locked(ss);
     else
         dropped = send_next_locked(ss);
+    bool resume = resume_locked(ss);
     pthread_mutex_unlock(&ss->mu);
+    if (!ok)
+        td__log(TD_LOG_DEBUG, "session %llu: send failed (call over)", (unsigned long long)ss->id);
     if (done) item_free(done);
     items_free(dropped);
+    if (resume) recv_next(ss);
     ss_unref(ss);
 }
 
@@ -189,6 +222,8 @@ static void send_push(td__srv_session *ss, send_item *it)
         dropped = it;
     } else {
         if (it->bb == NULL) ss->status_queued = true;
+        ss->send_bytes += it->cost;
+        td__service_work_add(ss->svc, 1);
         if (ss->sq_tail)
             ss->sq_tail->next = it;
         else
@@ -218,6 +253,7 @@ static void ss_finish(td__srv_session *ss, grpc_status_code code, const char *fm
     }
     it->code = code;
     it->details = grpc_slice_from_copied_string(msg);
+    it->cost = sizeof *it + strlen(msg);
     send_push(ss, it);
 }
 
@@ -235,6 +271,7 @@ static td_status send_msg(td__srv_session *ss, Tensord__V1__ServerMessage *m,
     }
     it->bb = bb;
     it->details = grpc_empty_slice();
+    it->cost = sizeof *it + grpc_byte_buffer_length(bb);
     send_push(ss, it);
     return TD_OK;
 }
@@ -265,7 +302,7 @@ static void ss_free(td__srv_session *ss)
                 (unsigned long long)ss->id,
                 ss->cancelled ? "cancelled or client gone" : "ended by the client",
                 (unsigned long long)ss->freed_tensors, (unsigned long long)ss->freed_bytes);
-    items_free(ss->sq_head);
+    items_free(kill_locked(ss)); /* empty unless something went wrong */
     if (ss->recv_buf) grpc_byte_buffer_destroy(ss->recv_buf);
     td__wire_scratch_fini(&ss->scratch);
     grpc_call_unref(ss->call);
@@ -284,12 +321,15 @@ static void close_done(td__tag *tag, bool ok)
     (void)ok;
     td__srv_session *ss = SS_OF(tag, close_tag);
     send_item *dropped = NULL;
+    bool resume = false;
     if (ss->cancelled) {
         pthread_mutex_lock(&ss->mu);
         dropped = kill_locked(ss);
+        resume = resume_locked(ss);
         pthread_mutex_unlock(&ss->mu);
     }
     items_free(dropped);
+    if (resume) recv_next(ss);
     ss_unref(ss);
 }
 
@@ -369,15 +409,14 @@ static void job_main(void *arg)
     if (!atomic_load(&ss->dead) && (j->always || ss->es != NULL)) j->run(ss, j);
     size_t cost = j->cost;
     job_free(j);
-    bool restart = false;
     pthread_mutex_lock(&ss->mu);
     ss->pending_bytes -= cost;
-    if (ss->recv_paused && ss->pending_bytes <= SS_RECV_LOW) {
-        ss->recv_paused = false;
-        restart = true;
-    }
+    bool restart = resume_locked(ss);
     pthread_mutex_unlock(&ss->mu);
-    if (restart) recv_next(ss);
+    if (restart) {
+        td__log(TD_LOG_DEBUG, "session %llu: resuming receive", (unsigned long long)ss->id);
+        recv_next(ss);
+    }
     td__service_work_add(ss->svc, -1);
     ss_unref(ss);
 }
@@ -693,6 +732,7 @@ static bool prepare_batch(td__srv_session *ss, job *j, const Tensord__V1__OpBatc
         return submit_failure(ss, j, TD_ENOMEM, "out of memory for a batch of %zu ops",
                               b->n_ops);
     j->n_ops = b->n_ops;
+    j->cost += b->n_ops * sizeof *j->ops;
     for (size_t i = 0; i < b->n_ops; i++) {
         char err[256];
         if (td__wire_op_from(b->ops[i], &j->ops[i], err, sizeof err) == TD_OK) continue;
@@ -745,6 +785,7 @@ static bool handle_message(td__srv_session *ss, td_status dst, Tensord__V1__Clie
         /* The payload may point into the scratch: the job keeps it. */
         j->scratch = ss->scratch;
         memset(&ss->scratch, 0, sizeof ss->scratch);
+        j->cost += j->scratch.cap;
         j->payload = payload;
         j->payload_len = payload_len;
         j->run = run_write;
@@ -753,6 +794,7 @@ static bool handle_message(td__srv_session *ss, td_status dst, Tensord__V1__Clie
         j->run = run_read;
         return submit(ss, j);
     case TENSORD__V1__CLIENT_MESSAGE__BODY_RELEASE:
+        j->cost += cm->release->n_tensors * sizeof *cm->release->tensors;
         j->run = run_release;
         return submit(ss, j);
     case TENSORD__V1__CLIENT_MESSAGE__BODY_FENCE:
@@ -782,7 +824,7 @@ static void recv_done(td__tag *tag, bool ok)
         ss_unref(ss);
         return;
     }
-    size_t cost = grpc_byte_buffer_length(bb);
+    size_t cost = grpc_byte_buffer_length(bb) + SS_JOB_OVERHEAD;
     ProtobufCMessage *m = NULL;
     const uint8_t *payload = NULL;
     size_t payload_len = 0;
@@ -805,11 +847,15 @@ static void recv_done(td__tag *tag, bool ok)
     if (more) {
         bool start = true;
         pthread_mutex_lock(&ss->mu);
-        if (ss->pending_bytes > SS_RECV_HIGH) {
+        size_t pending = ss->pending_bytes + ss->send_bytes;
+        if (pending > SS_RECV_HIGH && !atomic_load(&ss->dead)) {
             ss->recv_paused = true;
             start = false;
         }
         pthread_mutex_unlock(&ss->mu);
+        if (!start)
+            td__log(TD_LOG_DEBUG, "session %llu: %zu bytes of work and replies queued; pausing receive",
+                    (unsigned long long)ss->id, pending);
         if (start) recv_next(ss);
     }
     ss_unref(ss);
@@ -822,6 +868,7 @@ static void recv_next(td__srv_session *ss)
     op.op = GRPC_OP_RECV_MESSAGE;
     op.data.recv_message.recv_message = &ss->recv_buf;
     ss_ref(ss);
+    td__tag_arm(&ss->recv_tag);
     grpc_call_error e = grpc_call_start_batch(ss->call, &op, 1, &ss->recv_tag, NULL);
     if (e != GRPC_CALL_OK) {
         td__log(TD_LOG_ERROR, "session %llu: cannot start a receive (grpc error %d)",
@@ -860,6 +907,7 @@ void td__srv_session_start(td__service *svc, grpc_call *call)
     op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
     op.data.recv_close_on_server.cancelled = &ss->cancelled;
     ss_ref(ss);
+    td__tag_arm(&ss->close_tag);
     grpc_call_error e = grpc_call_start_batch(call, &op, 1, &ss->close_tag, NULL);
     if (e != GRPC_CALL_OK) {
         td__log(TD_LOG_ERROR, "session: cannot watch for the end of the call (grpc error %d)",

@@ -59,7 +59,8 @@ static void arange_any(void *ctx, int64_t lo, int64_t hi)
 {
     const create_task *t = ctx;
     double start = t->op->fattrs[0], step = t->op->fattrs[1];
-    for (int64_t i = lo; i < hi; i++) td__cpu_store_double(t->dtype, t->data, i, start + (double)i * step);
+    for (int64_t i = lo; i < hi; i++)
+        td__cpu_store_double(t->dtype, t->data, i, start + (double)i * step);
 }
 
 static void uniform_f32(void *ctx, int64_t lo, int64_t hi)

@@ -2,8 +2,9 @@
  * broadcasting.
  *
  * f32/f64 go to OpenBLAS (cblas_sgemm/cblas_dgemm), one GEMM per output batch; OpenBLAS
- * threads internally and splits M and N, never K, so each output element is one dot
- * product in a fixed order and results do not change with the thread count. Integer dtypes
+ * threads internally, partitioning the output (M and N) between its threads, and gave
+ * identical bytes at 1, 4 and 16 threads when measured. Its kernel is chosen per CPU model,
+ * so float GEMM bits may differ between machines (the design's "says so" case). Integer dtypes
  * use a plain i-k-j loop with wraparound arithmetic in the unsigned type of the output
  * width, which equals int64 accumulation truncated to the output (modular arithmetic);
  * it runs on the pool, split over output rows.
@@ -94,7 +95,8 @@ static void gemm_run(void *ctx, const int64_t *off, const int64_t *st, int64_t o
             for (int64_t kk = 0; kk < s->k; kk++) {                                        \
                 const U av = (U)arow[kk];                                                  \
                 const T *restrict brow = bmat + kk * s->n;                                 \
-                for (int64_t j = 0; j < s->n; j++) crow[j] = (U)(crow[j] + av * (U)brow[j]); \
+                for (int64_t j = 0; j < s->n; j++)                                         \
+                    crow[j] = (U)(crow[j] + av * (U)brow[j]);                              \
             }                                                                              \
         }                                                                                  \
     }

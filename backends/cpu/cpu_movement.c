@@ -78,7 +78,17 @@ typedef struct transpose_task {
     int64_t p, q, sq, nbp;
 } transpose_task;
 
-#define TRANSPOSE_BLOCK(T)                                                                     do {                                                                                           const T *s = (const T *)t->src + base;                                                     T *d = (T *)t->dst + o * t->p * t->q;                                                      for (int64_t q0 = 0; q0 < t->q; q0 += TB) {                                                    int64_t q1 = q0 + TB < t->q ? q0 + TB : t->q;                                              for (int64_t pp = p0; pp < p1; pp++)                                                           for (int64_t qq = q0; qq < q1; qq++) d[pp * t->q + qq] = s[pp + qq * t->sq];         }                                                                                      } while (0)
+#define TRANSPOSE_BLOCK(T)                                                                 \
+    do {                                                                                   \
+        const T *s = (const T *)t->src + base;                                             \
+        T *d = (T *)t->dst + o * t->p * t->q;                                              \
+        for (int64_t q0 = 0; q0 < t->q; q0 += TB) {                                        \
+            int64_t q1 = q0 + TB < t->q ? q0 + TB : t->q;                                  \
+            for (int64_t pp = p0; pp < p1; pp++)                                           \
+                for (int64_t qq = q0; qq < q1; qq++)                                       \
+                    d[pp * t->q + qq] = s[pp + qq * t->sq];                                \
+        }                                                                                  \
+    } while (0)
 
 static void transpose_chunk(void *ctx, int64_t lo, int64_t hi)
 {

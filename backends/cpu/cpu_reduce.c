@@ -305,7 +305,7 @@ static void reduce_chunk(void *ctx, int64_t lo, int64_t hi)
 
 /* ---- argmax / argmin (one axis: at most one reduced group) ---- */
 
-#define ARG_KERNEL(NAME, T, BETTER, IS_NAN)                                                      \
+#define ARG_KERNEL(NAME, T, BETTER, IS_NAN)                                                \
     static void NAME(const red_plan *p, const void *x_, int64_t *out, int64_t lo,          \
                      int64_t hi)                                                           \
     {                                                                                      \

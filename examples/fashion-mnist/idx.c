@@ -43,14 +43,12 @@ static char *resolve(const char *dir, const char *name, char *err, size_t errlen
         return NULL;
     }
     snprintf(path, len, "%s/%s", dir, name);
-    if (access(path, F_OK) == 0)
-        return path;
+    if (access(path, F_OK) == 0) return path;
     int saved = errno;
     size_t plen = strlen(path);
     if (plen > 3 && strcmp(path + plen - 3, ".gz") == 0) {
         path[plen - 3] = '\0';
-        if (access(path, F_OK) == 0)
-            return path;
+        if (access(path, F_OK) == 0) return path;
         path[plen - 3] = '.';
     }
     set_err(err, errlen, "cannot open %s: %s; %s", path, strerror(saved), install_hint);
@@ -66,8 +64,7 @@ static int read_exact(gzFile gz, const char *path, void *buf, size_t n, size_t a
     size_t got = 0;
     while (got < n) {
         size_t want = n - got;
-        if (want > (1u << 30))
-            want = 1u << 30;
+        if (want > (1u << 30)) want = 1u << 30;
         int r = gzread(gz, p + got, (unsigned)want);
         if (r < 0) {
             int zerr;
@@ -76,8 +73,7 @@ static int read_exact(gzFile gz, const char *path, void *buf, size_t n, size_t a
                     zerr == Z_ERRNO ? strerror(errno) : msg, what);
             return -1;
         }
-        if (r == 0)
-            break;
+        if (r == 0) break;
         got += (size_t)r;
     }
     if (got < n) {
@@ -89,7 +85,8 @@ static int read_exact(gzFile gz, const char *path, void *buf, size_t n, size_t a
                     "reading %s (%zu bytes expected in all)",
                     path, already + got, what, already + n);
         else
-            set_err(err, errlen, "%s: file is too short: ends after %zu bytes, while reading "
+            set_err(err, errlen,
+                    "%s: file is too short: ends after %zu bytes, while reading "
                     "%s (%zu bytes expected in all)",
                     path, already + got, what, already + n);
         return -1;
@@ -104,8 +101,8 @@ static uint32_t be32(const unsigned char *b)
 
 /* Load one IDX file with the given magic; dims must be {count, rows, cols} for images or
  * {count} for labels. On success *data owns count * item_bytes bytes. */
-static int load_idx(const char *path, uint32_t magic, int64_t *count, uint8_t **data,
-                    char *err, size_t errlen)
+static int load_idx(const char *path, uint32_t magic, int64_t *count, uint8_t **data, char *err,
+                    size_t errlen)
 {
     int rc = -1;
     uint8_t *buf = NULL;
@@ -119,8 +116,7 @@ static int load_idx(const char *path, uint32_t magic, int64_t *count, uint8_t **
     bool images = magic == IDX_MAGIC_IMAGES;
     size_t hdr_len = images ? 16 : 8;
     unsigned char hdr[16];
-    if (read_exact(gz, path, hdr, hdr_len, 0, "the IDX header", err, errlen) != 0)
-        goto done;
+    if (read_exact(gz, path, hdr, hdr_len, 0, "the IDX header", err, errlen) != 0) goto done;
     uint32_t got_magic = be32(hdr);
     if (got_magic != magic) {
         set_err(err, errlen,
@@ -153,19 +149,17 @@ static int load_idx(const char *path, uint32_t magic, int64_t *count, uint8_t **
     }
     char what[96];
     snprintf(what, sizeof what, "%lld %s", (long long)n, images ? "images of 28x28" : "labels");
-    if (read_exact(gz, path, buf, payload, hdr_len, what, err, errlen) != 0)
-        goto done;
+    if (read_exact(gz, path, buf, payload, hdr_len, what, err, errlen) != 0) goto done;
     unsigned char extra;
     int r = gzread(gz, &extra, 1);
     if (r > 0) {
         set_err(err, errlen,
-                "%s: file is longer than its header says (%zu-byte header + %s = %zu bytes)",
-                path, hdr_len, what, hdr_len + payload);
+                "%s: file is longer than its header says (%zu-byte header + %s = %zu bytes)", path,
+                hdr_len, what, hdr_len + payload);
         goto done;
     }
     int zerr = Z_OK;
-    if (r < 0)
-        gzerror(gz, &zerr);
+    if (r < 0) gzerror(gz, &zerr);
     int close_rc = gzclose_r(gz);
     gz = NULL;
     if (r < 0 || close_rc != Z_OK) {
@@ -180,8 +174,7 @@ static int load_idx(const char *path, uint32_t magic, int64_t *count, uint8_t **
     buf = NULL;
     rc = 0;
 done:
-    if (gz != NULL)
-        gzclose_r(gz);
+    if (gz != NULL) gzclose_r(gz);
     free(buf);
     return rc;
 }
@@ -196,15 +189,11 @@ int fm_dataset_load(fm_dataset *out, const char *dir, const char *images, const 
 
     memset(out, 0, sizeof *out);
     ipath = resolve(dir, images, err, errlen);
-    if (ipath == NULL)
-        goto done;
+    if (ipath == NULL) goto done;
     lpath = resolve(dir, labels, err, errlen);
-    if (lpath == NULL)
-        goto done;
-    if (load_idx(ipath, IDX_MAGIC_IMAGES, &d.n, &d.pixels, err, errlen) != 0)
-        goto done;
-    if (load_idx(lpath, IDX_MAGIC_LABELS, &n_labels, &d.labels, err, errlen) != 0)
-        goto done;
+    if (lpath == NULL) goto done;
+    if (load_idx(ipath, IDX_MAGIC_IMAGES, &d.n, &d.pixels, err, errlen) != 0) goto done;
+    if (load_idx(lpath, IDX_MAGIC_LABELS, &n_labels, &d.labels, err, errlen) != 0) goto done;
     if (n_labels != d.n) {
         set_err(err, errlen, "%s has %lld labels but %s has %lld images", lpath,
                 (long long)n_labels, ipath, (long long)d.n);
@@ -212,13 +201,12 @@ int fm_dataset_load(fm_dataset *out, const char *dir, const char *images, const 
     }
     for (int64_t i = 0; i < d.n; i++) {
         if (d.labels[i] >= FM_CLASSES) {
-            set_err(err, errlen, "%s: label %u at index %lld is not in 0..%d", lpath,
-                    d.labels[i], (long long)i, FM_CLASSES - 1);
+            set_err(err, errlen, "%s: label %u at index %lld is not in 0..%d", lpath, d.labels[i],
+                    (long long)i, FM_CLASSES - 1);
             goto done;
         }
     }
-    if (limit > 0 && limit < d.n)
-        d.n = limit;
+    if (limit > 0 && limit < d.n) d.n = limit;
     *out = d;
     memset(&d, 0, sizeof d);
     rc = 0;
@@ -231,8 +219,7 @@ done:
 
 void fm_dataset_fini(fm_dataset *d)
 {
-    if (d == NULL)
-        return;
+    if (d == NULL) return;
     free(d->pixels);
     free(d->labels);
     memset(d, 0, sizeof *d);

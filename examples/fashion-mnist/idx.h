@@ -22,9 +22,9 @@
 
 /* Images and labels of one split. */
 typedef struct fm_dataset {
-    int64_t n;        /* number of images (== labels) */
-    uint8_t *pixels;  /* n * FM_IMAGE_PIXELS bytes, row-major, 0..255; owned */
-    uint8_t *labels;  /* n bytes, each < FM_CLASSES; owned */
+    int64_t n;       /* number of images (== labels) */
+    uint8_t *pixels; /* n * FM_IMAGE_PIXELS bytes, row-major, 0..255; owned */
+    uint8_t *labels; /* n bytes, each < FM_CLASSES; owned */
 } fm_dataset;
 
 /* Load `dir`/`images` and `dir`/`labels`. Each name is tried as given (".gz") and, if that

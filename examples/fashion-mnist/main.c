@@ -107,8 +107,7 @@ static bool parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)
     char *end;
     errno = 0;
     long long v = strtoll(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < min || v > max)
-        return false;
+    if (errno != 0 || end == s || *end != '\0' || v < min || v > max) return false;
     *out = v;
     return true;
 }
@@ -118,8 +117,7 @@ static bool parse_double(const char *s, double *out)
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (errno != 0 || end == s || *end != '\0' || !isfinite(v))
-        return false;
+    if (errno != 0 || end == s || *end != '\0' || !isfinite(v)) return false;
     *out = v;
     return true;
 }
@@ -127,9 +125,24 @@ static bool parse_double(const char *s, double *out)
 /* Returns 0 to run, 2 for a usage error, -1 for --help/--version (exit 0). */
 static int parse_args(int argc, char **argv, options *o)
 {
-    enum { O_DATA = 256, O_DEVICE, O_EPOCHS, O_BATCH, O_HIDDEN, O_LR, O_MOMENTUM, O_SCHEDULE,
-           O_SEED, O_LIMIT_TRAIN, O_LIMIT_TEST, O_SAVE, O_LOAD, O_EVAL_ONLY, O_HELP,
-           O_VERSION };
+    enum {
+        O_DATA = 256,
+        O_DEVICE,
+        O_EPOCHS,
+        O_BATCH,
+        O_HIDDEN,
+        O_LR,
+        O_MOMENTUM,
+        O_SCHEDULE,
+        O_SEED,
+        O_LIMIT_TRAIN,
+        O_LIMIT_TEST,
+        O_SAVE,
+        O_LOAD,
+        O_EVAL_ONLY,
+        O_HELP,
+        O_VERSION
+    };
     static const struct option longopts[] = {
         {"data", required_argument, NULL, O_DATA},
         {"device", required_argument, NULL, O_DEVICE},
@@ -149,16 +162,26 @@ static int parse_args(int argc, char **argv, options *o)
         {"version", no_argument, NULL, O_VERSION},
         {NULL, 0, NULL, 0},
     };
-    *o = (options){.data_dir = DEFAULT_DATA_DIR, .device = "local:cpu", .epochs = 2,
-                   .batch = 128, .hidden = 256, .lr = 0.1, .momentum = 0.9, .cosine = true,
+    *o = (options){.data_dir = DEFAULT_DATA_DIR,
+                   .device = "local:cpu",
+                   .epochs = 2,
+                   .batch = 128,
+                   .hidden = 256,
+                   .lr = 0.1,
+                   .momentum = 0.9,
+                   .cosine = true,
                    .seed = 1};
     opterr = 0;
     int c;
     int64_t v;
     while ((c = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
         switch (c) {
-        case O_DATA: o->data_dir = optarg; break;
-        case O_DEVICE: o->device = optarg; break;
+        case O_DATA:
+            o->data_dir = optarg;
+            break;
+        case O_DEVICE:
+            o->device = optarg;
+            break;
         case O_EPOCHS:
             if (!parse_i64(optarg, 1, 10000, &v))
                 return usage_error("--epochs needs an integer in 1..10000, not '%s'", optarg);
@@ -205,19 +228,28 @@ static int parse_args(int argc, char **argv, options *o)
             if (!parse_i64(optarg, 1, INT64_MAX, &o->limit_test))
                 return usage_error("--limit-test needs a positive integer, not '%s'", optarg);
             break;
-        case O_SAVE: o->save_path = optarg; break;
-        case O_LOAD: o->load_path = optarg; break;
-        case O_EVAL_ONLY: o->eval_only = true; break;
-        case O_HELP: usage(stdout); return -1;
-        case O_VERSION: printf(PROG " (tensord %s)\n", TD_VERSION_STRING); return -1;
+        case O_SAVE:
+            o->save_path = optarg;
+            break;
+        case O_LOAD:
+            o->load_path = optarg;
+            break;
+        case O_EVAL_ONLY:
+            o->eval_only = true;
+            break;
+        case O_HELP:
+            usage(stdout);
+            return -1;
+        case O_VERSION:
+            printf(PROG " (tensord %s)\n", TD_VERSION_STRING);
+            return -1;
         case ':':
             return usage_error("option %s needs a value", argv[optind - 1]);
         default:
             return usage_error("unknown option '%s'", argv[optind - 1]);
         }
     }
-    if (optind < argc)
-        return usage_error("unexpected argument '%s'", argv[optind]);
+    if (optind < argc) return usage_error("unexpected argument '%s'", argv[optind]);
     if (o->eval_only && o->load_path == NULL)
         return usage_error("%s needs --load FILE", "--eval-only");
     return 0;
@@ -231,8 +263,7 @@ static double now_s(void)
 }
 
 /* Copy the images idx[0..b) of `d` into x (scaled to [0, 1]) and their labels into y. */
-static void fill_batch(const fm_dataset *d, const int64_t *idx, int64_t b, float *x,
-                       int64_t *y)
+static void fill_batch(const fm_dataset *d, const int64_t *idx, int64_t b, float *x, int64_t *y)
 {
     for (int64_t r = 0; r < b; r++) {
         const uint8_t *src = d->pixels + idx[r] * FM_IMAGE_PIXELS;
@@ -270,8 +301,8 @@ static void draw_progress(const run *r, int epoch, int64_t step, int64_t steps, 
         for (int i = 0; i < 24; i++)
             bar[i] = i < filled ? '#' : '.';
         bar[24] = '\0';
-        printf("\repoch %d/%d [%s] %5" PRId64 "/%" PRId64 "  loss %.4f  %6.0f img/s\033[K",
-               epoch, r->opt.epochs, bar, step, steps, loss, ips);
+        printf("\repoch %d/%d [%s] %5" PRId64 "/%" PRId64 "  loss %.4f  %6.0f img/s\033[K", epoch,
+               r->opt.epochs, bar, step, steps, loss, ips);
     } else {
         printf("epoch %d/%d  step %" PRId64 "/%" PRId64 "  loss %.6f  %.0f img/s\n", epoch,
                r->opt.epochs, step, steps, loss, ips);
@@ -304,19 +335,17 @@ static int train(run *r, double *final_loss)
         double epoch_sum = 0.0;
         int64_t window = 0;
         acc = td_full(r->ctx, TD_F32, 0, NULL, 0.0);
-        if (acc == NULL)
-            return fail_td(r, "creating the loss accumulator");
+        if (acc == NULL) return fail_td(r, "creating the loss accumulator");
         for (int64_t step = 0; step < steps; step++) {
             int64_t start = step * o->batch;
             int64_t b = n - start < o->batch ? n - start : o->batch;
             fill_batch(&r->train, r->order + start, b, r->xbuf, r->ybuf);
-            td_tensor *x = td_from_host(r->ctx, TD_F32, 2, (int64_t[]){b, FM_IMAGE_PIXELS},
-                                        r->xbuf);
+            td_tensor *x =
+                td_from_host(r->ctx, TD_F32, 2, (int64_t[]){b, FM_IMAGE_PIXELS}, r->xbuf);
             td_tensor *y = td_from_host(r->ctx, TD_I64, 2, (int64_t[]){b, 1}, r->ybuf);
             int64_t global = (int64_t)(epoch - 1) * steps + step;
             double lr = o->lr;
-            if (o->cosine)
-                lr *= 0.5 * (1.0 + cos(M_PI * (double)global / (double)total_steps));
+            if (o->cosine) lr *= 0.5 * (1.0 + cos(M_PI * (double)global / (double)total_steps));
             td_tensor *loss = NULL;
             td_status st = x != NULL && y != NULL
                                ? fm_mlp_train_step(&r->model, x, y, lr, o->momentum, &loss)
@@ -332,37 +361,38 @@ static int train(run *r, double *final_loss)
             td_release(acc);
             td_release(loss);
             acc = next;
-            if (acc == NULL)
-                return fail_td(r, "accumulating the loss");
+            if (acc == NULL) return fail_td(r, "accumulating the loss");
             window++;
-            if ((step + 1) % every != 0 && step + 1 != steps)
-                continue;
+            if ((step + 1) % every != 0 && step + 1 != steps) continue;
             double sum;
             st = td_read_scalar(acc, &sum);
             td_release(acc);
             acc = NULL;
-            if (st != TD_OK)
-                return fail_td(r, "training");
+            if (st != TD_OK) return fail_td(r, "training");
             if (!isfinite(sum)) {
-                fprintf(stderr, PROG ": the loss diverged (%g) in epoch %d near step %" PRId64
-                        "; try a smaller --lr\n", sum, epoch, step + 1);
+                fprintf(stderr,
+                        PROG ": the loss diverged (%g) in epoch %d near step %" PRId64
+                             "; try a smaller --lr\n",
+                        sum, epoch, step + 1);
                 return 1;
             }
             epoch_sum += sum;
             double elapsed = now_s() - t0;
-            draw_progress(r, epoch, step + 1, steps, sum / (double)window,
+            /* The bar shows the epoch's running mean (steadier when redrawn often); the
+             * lines show the mean over the steps since the previous line. */
+            double shown = r->tty ? epoch_sum / (double)(step + 1) : sum / (double)window;
+            draw_progress(r, epoch, step + 1, steps, shown,
                           elapsed > 0 ? (double)(start + b) / elapsed : 0.0);
             window = 0;
             if (step + 1 != steps) {
                 acc = td_full(r->ctx, TD_F32, 0, NULL, 0.0);
-                if (acc == NULL)
-                    return fail_td(r, "creating the loss accumulator");
+                if (acc == NULL) return fail_td(r, "creating the loss accumulator");
             }
         }
         double secs = now_s() - t0;
         *final_loss = epoch_sum / (double)steps;
-        printf("%sepoch %d/%d  loss %.6f  %.1f s  %.0f img/s\n", r->tty ? "\r\033[K" : "",
-               epoch, o->epochs, *final_loss, secs, secs > 0 ? (double)n / secs : 0.0);
+        printf("%sepoch %d/%d  loss %.6f  %.1f s  %.0f img/s\n", r->tty ? "\r\033[K" : "", epoch,
+               o->epochs, *final_loss, secs, secs > 0 ? (double)n / secs : 0.0);
         fflush(stdout);
     }
     return 0;
@@ -412,17 +442,17 @@ done:
     return rc;
 }
 
-static int save_model(run *r, double final_loss, double accuracy)
+static int save_model(run *r, int n_epochs, double final_loss, double accuracy)
 {
     char epochs[32], loss[40], acc[32], seed[32], arch[64], err[512];
-    snprintf(epochs, sizeof epochs, "%d", r->opt.epochs);
+    snprintf(epochs, sizeof epochs, "%d", n_epochs);
     snprintf(loss, sizeof loss, "%.17g", final_loss);
     snprintf(acc, sizeof acc, "%.4f", accuracy);
     snprintf(seed, sizeof seed, "%" PRIu64, r->opt.seed);
     snprintf(arch, sizeof arch, "mlp %d-%" PRId64 "-%d relu", FM_IMAGE_PIXELS, r->opt.hidden,
              FM_CLASSES);
-    const char *keys[] = {"format", "architecture", "epochs", "final_loss", "test_accuracy",
-                          "seed"};
+    const char *keys[] = {"format",     "architecture",  "epochs",
+                          "final_loss", "test_accuracy", "seed"};
     const char *values[] = {"tensord-fashion-mnist", arch, epochs, loss, acc, seed};
     if (fm_mlp_save(&r->model, r->opt.save_path, 6, keys, values, err, sizeof err) != 0) {
         fprintf(stderr, PROG ": %s\n", err);
@@ -460,8 +490,7 @@ int main(int argc, char **argv)
 {
     run r = {.tty = isatty(STDOUT_FILENO) == 1};
     int rc = parse_args(argc, argv, &r.opt);
-    if (rc != 0)
-        return rc < 0 ? 0 : rc;
+    if (rc != 0) return rc < 0 ? 0 : rc;
     const options *o = &r.opt;
     char err[1024];
     rc = 1;
@@ -500,8 +529,7 @@ int main(int argc, char **argv)
     if (o->load_path != NULL) {
         int file_epochs;
         double file_loss;
-        if (load_model(&r, &file_epochs, &file_loss) != 0)
-            goto done;
+        if (load_model(&r, &file_epochs, &file_loss) != 0) goto done;
         if (o->eval_only) {
             epochs = file_epochs;
             final_loss = file_loss;
@@ -512,22 +540,19 @@ int main(int argc, char **argv)
                td_device_name(r.ctx), o->device);
     else
         printf(PROG ": %" PRId64 " training / %" PRId64 " test images on %s (%s); model "
-               "%d-%" PRId64 "-%d, batch %" PRId64 ", lr %g (%s), momentum %g, seed %" PRIu64
-               "\n",
-               r.train.n, r.test.n, td_device_name(r.ctx), o->device, FM_IMAGE_PIXELS,
-               o->hidden, FM_CLASSES, o->batch, o->lr, o->cosine ? "cosine" : "constant",
-               o->momentum, o->seed);
+                    "%d-%" PRId64 "-%d, batch %" PRId64 ", lr %g (%s), momentum %g, seed %" PRIu64
+                    "\n",
+               r.train.n, r.test.n, td_device_name(r.ctx), o->device, FM_IMAGE_PIXELS, o->hidden,
+               FM_CLASSES, o->batch, o->lr, o->cosine ? "cosine" : "constant", o->momentum,
+               o->seed);
     fflush(stdout);
 
     double t0 = now_s();
-    if (!o->eval_only && train(&r, &final_loss) != 0)
-        goto done;
+    if (!o->eval_only && train(&r, &final_loss) != 0) goto done;
     double accuracy = 0.0;
-    if (evaluate(&r, &accuracy) != 0)
-        goto done;
+    if (evaluate(&r, &accuracy) != 0) goto done;
     double seconds = now_s() - t0;
-    if (o->save_path != NULL && save_model(&r, final_loss, accuracy) != 0)
-        goto done;
+    if (o->save_path != NULL && save_model(&r, epochs, final_loss, accuracy) != 0) goto done;
     printf("test accuracy: %.4f  final loss: %.6f  epochs: %d  seconds: %.1f\n", accuracy,
            final_loss, epochs, seconds);
     rc = 0;

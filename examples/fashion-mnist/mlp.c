@@ -50,15 +50,29 @@ static void scope_release(scope *s)
 static void param_dims(const fm_mlp *m, int i, int *rank, int64_t dims[2])
 {
     switch (i) {
-    case 0: *rank = 2; dims[0] = m->n_in; dims[1] = m->n_hidden; break;
-    case 1: *rank = 1; dims[0] = m->n_hidden; break;
-    case 2: *rank = 2; dims[0] = m->n_hidden; dims[1] = m->n_out; break;
-    default: *rank = 1; dims[0] = m->n_out; break;
+    case 0:
+        *rank = 2;
+        dims[0] = m->n_in;
+        dims[1] = m->n_hidden;
+        break;
+    case 1:
+        *rank = 1;
+        dims[0] = m->n_hidden;
+        break;
+    case 2:
+        *rank = 2;
+        dims[0] = m->n_hidden;
+        dims[1] = m->n_out;
+        break;
+    default:
+        *rank = 1;
+        dims[0] = m->n_out;
+        break;
     }
 }
 
-td_status fm_mlp_init(fm_mlp *m, td_context *ctx, int64_t n_in, int64_t n_hidden,
-                      int64_t n_out, uint64_t seed)
+td_status fm_mlp_init(fm_mlp *m, td_context *ctx, int64_t n_in, int64_t n_hidden, int64_t n_out,
+                      uint64_t seed)
 {
     memset(m, 0, sizeof *m);
     m->ctx = ctx;
@@ -92,8 +106,7 @@ td_status fm_mlp_init(fm_mlp *m, td_context *ctx, int64_t n_in, int64_t n_hidden
 
 void fm_mlp_fini(fm_mlp *m)
 {
-    if (m == NULL)
-        return;
+    if (m == NULL) return;
     for (int i = 0; i < FM_MLP_PARAMS; i++) {
         td_release(m->param[i]);
         td_release(m->velocity[i]);
@@ -103,8 +116,8 @@ void fm_mlp_fini(fm_mlp *m)
     memset(m, 0, sizeof *m);
 }
 
-td_status fm_mlp_train_step(fm_mlp *m, td_tensor *x, td_tensor *labels, double lr,
-                            double momentum, td_tensor **loss)
+td_status fm_mlp_train_step(fm_mlp *m, td_tensor *x, td_tensor *labels, double lr, double momentum,
+                            td_tensor **loss)
 {
     scope s = {.n = 0};
     const int rows[1] = {0};
@@ -165,8 +178,7 @@ td_tensor *fm_mlp_predict(fm_mlp *m, td_tensor *x)
     scope s = {.n = 0};
     td_tensor *pre = keep(&s, td_add(keep(&s, td_matmul(x, m->param[0])), m->param[1]));
     td_tensor *hidden = keep(&s, td_relu(pre));
-    td_tensor *logits =
-        keep(&s, td_add(keep(&s, td_matmul(hidden, m->param[2])), m->param[3]));
+    td_tensor *logits = keep(&s, td_add(keep(&s, td_matmul(hidden, m->param[2])), m->param[3]));
     td_tensor *pred = td_argmax(logits, 1, false);
     scope_release(&s);
     return pred;
@@ -177,10 +189,9 @@ static void format_shape(char *buf, size_t len, int rank, const int64_t *dims)
     size_t used = 0;
     used += (size_t)snprintf(buf, len, "[");
     for (int d = 0; d < rank && used < len; d++)
-        used += (size_t)snprintf(buf + used, len - used, "%s%lld", d ? ", " : "",
-                                 (long long)dims[d]);
-    if (used < len)
-        snprintf(buf + used, len - used, "]");
+        used +=
+            (size_t)snprintf(buf + used, len - used, "%s%lld", d ? ", " : "", (long long)dims[d]);
+    if (used < len) snprintf(buf + used, len - used, "]");
 }
 
 int fm_mlp_save(fm_mlp *m, const char *path, size_t n_meta, const char *const *keys,
@@ -201,12 +212,12 @@ int fm_mlp_save(fm_mlp *m, const char *path, size_t n_meta, const char *const *k
         }
         td_status st = td_read(m->param[i], host[i], nbytes);
         if (st != TD_OK) {
-            snprintf(err, errlen, "%s: reading %s back failed: %s", path,
-                     fm_mlp_param_names[i], td_last_error(m->ctx));
+            snprintf(err, errlen, "%s: reading %s back failed: %s", path, fm_mlp_param_names[i],
+                     td_last_error(m->ctx));
             goto done;
         }
-        out[i] = (safetensors_f32){.name = fm_mlp_param_names[i], .rank = rank,
-                                   .shape = dims[i], .data = host[i]};
+        out[i] = (safetensors_f32){
+            .name = fm_mlp_param_names[i], .rank = rank, .shape = dims[i], .data = host[i]};
     }
     rc = safetensors_write_f32(path, FM_MLP_PARAMS, out, n_meta, keys, values, err, errlen);
 done:
@@ -215,8 +226,7 @@ done:
     return rc;
 }
 
-int fm_mlp_load(fm_mlp *m, const safetensors_file *file, const char *path, char *err,
-                size_t errlen)
+int fm_mlp_load(fm_mlp *m, const safetensors_file *file, const char *path, char *err, size_t errlen)
 {
     td_tensor *fresh[FM_MLP_PARAMS] = {NULL};
     td_tensor *zeros[FM_MLP_PARAMS] = {NULL};
@@ -229,8 +239,10 @@ int fm_mlp_load(fm_mlp *m, const safetensors_file *file, const char *path, char 
         format_shape(want, sizeof want, rank, dims);
         const safetensors_tensor *t = safetensors_find(file, name);
         if (t == NULL) {
-            snprintf(err, errlen, "%s: %s: missing from the file (the model needs w1, b1, w2, "
-                     "b2)", path, name);
+            snprintf(err, errlen,
+                     "%s: %s: missing from the file (the model needs w1, b1, w2, "
+                     "b2)",
+                     path, name);
             goto fail;
         }
         if (strcmp(t->dtype, "F32") != 0) {
@@ -247,8 +259,7 @@ int fm_mlp_load(fm_mlp *m, const safetensors_file *file, const char *path, char 
         fresh[i] = td_from_host(m->ctx, TD_F32, rank, dims, t->data);
         zeros[i] = td_full(m->ctx, TD_F32, rank, dims, 0.0);
         if (fresh[i] == NULL || zeros[i] == NULL) {
-            snprintf(err, errlen, "%s: uploading %s failed: %s", path, name,
-                     td_last_error(m->ctx));
+            snprintf(err, errlen, "%s: uploading %s failed: %s", path, name, td_last_error(m->ctx));
             goto fail;
         }
     }

@@ -35,8 +35,8 @@ typedef struct fm_mlp {
  * ICCV 2015, section 2.2), each from its own seed derived from `seed`; biases and momentum
  * buffers zero. Returns TD_OK, or a status with td_last_error(ctx) set; on failure the
  * model holds nothing. */
-td_status fm_mlp_init(fm_mlp *m, td_context *ctx, int64_t n_in, int64_t n_hidden,
-                      int64_t n_out, uint64_t seed);
+td_status fm_mlp_init(fm_mlp *m, td_context *ctx, int64_t n_in, int64_t n_hidden, int64_t n_out,
+                      uint64_t seed);
 
 /* Release every tensor of the model. NULL is a no-op. */
 void fm_mlp_fini(fm_mlp *m);
@@ -48,8 +48,8 @@ void fm_mlp_fini(fm_mlp *m);
  * update). Every intermediate handle is released before returning.
  * Returns TD_OK, or TD_EINVAL when an op failed to record (td_last_error names it); then
  * the parameters are unchanged. Execution errors surface at the next read or fence. */
-td_status fm_mlp_train_step(fm_mlp *m, td_tensor *x, td_tensor *labels, double lr,
-                            double momentum, td_tensor **loss);
+td_status fm_mlp_train_step(fm_mlp *m, td_tensor *x, td_tensor *labels, double lr, double momentum,
+                            td_tensor **loss);
 
 /* Predicted class of each row of x [B, in]: a new TD_I64 [B] tensor owned by the caller,
  * or NULL when an op failed to record (td_last_error). */

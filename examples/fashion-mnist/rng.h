@@ -34,8 +34,7 @@ static inline uint64_t fm_rng_below(fm_rng *r, uint64_t n)
     uint64_t threshold = (0 - n) % n; /* 2^64 mod n */
     for (;;) {
         uint64_t x = fm_rng_next(r);
-        if (x >= threshold)
-            return x % n;
+        if (x >= threshold) return x % n;
     }
 }
 

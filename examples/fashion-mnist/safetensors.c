@@ -29,18 +29,15 @@ static const struct {
 size_t safetensors_dtype_size(const char *dtype)
 {
     for (size_t i = 0; i < sizeof dtype_table / sizeof dtype_table[0]; i++)
-        if (strcmp(dtype_table[i].name, dtype) == 0)
-            return dtype_table[i].size;
+        if (strcmp(dtype_table[i].name, dtype) == 0) return dtype_table[i].size;
     return 0;
 }
 
 static void set_err(char *err, size_t errlen, const char *path, const char *fmt, ...)
 {
-    if (err == NULL || errlen == 0)
-        return;
+    if (err == NULL || errlen == 0) return;
     int n = snprintf(err, errlen, "%s: ", path);
-    if (n < 0 || (size_t)n >= errlen)
-        return;
+    if (n < 0 || (size_t)n >= errlen) return;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
@@ -59,8 +56,7 @@ static bool host_is_little_endian(void)
 static void swap_elements(void *data, size_t nbytes, size_t elem_size)
 {
     unsigned char *p = data;
-    if (elem_size < 2)
-        return;
+    if (elem_size < 2) return;
     for (size_t off = 0; off + elem_size <= nbytes; off += elem_size)
         for (size_t i = 0; i < elem_size / 2; i++) {
             unsigned char t = p[off + i];
@@ -73,8 +69,7 @@ static bool checked_nelem(int rank, const int64_t *shape, int64_t *out)
 {
     int64_t n = 1;
     for (int i = 0; i < rank; i++) {
-        if (shape[i] < 0 || __builtin_mul_overflow(n, shape[i], &n))
-            return false;
+        if (shape[i] < 0 || __builtin_mul_overflow(n, shape[i], &n)) return false;
     }
     *out = n;
     return true;
@@ -84,17 +79,14 @@ static bool checked_nelem(int rank, const int64_t *shape, int64_t *out)
 
 static int write_le_f32(FILE *f, const float *data, size_t nelem)
 {
-    if (nelem == 0)
-        return 0;
-    if (host_is_little_endian())
-        return fwrite(data, sizeof(float), nelem, f) == nelem ? 0 : -1;
+    if (nelem == 0) return 0;
+    if (host_is_little_endian()) return fwrite(data, sizeof(float), nelem, f) == nelem ? 0 : -1;
     float chunk[1024];
     while (nelem > 0) {
         size_t k = nelem < 1024 ? nelem : 1024;
         memcpy(chunk, data, k * sizeof(float));
         swap_elements(chunk, k * sizeof(float), sizeof(float));
-        if (fwrite(chunk, sizeof(float), k, f) != k)
-            return -1;
+        if (fwrite(chunk, sizeof(float), k, f) != k) return -1;
         data += k;
         nelem -= k;
     }
@@ -102,9 +94,9 @@ static int write_le_f32(FILE *f, const float *data, size_t nelem)
 }
 
 /* Build the JSON header; on success *out_json is a malloc'd string (free with free()). */
-static int build_header(const char *path, size_t n, const safetensors_f32 *tensors,
-                        size_t n_meta, const char *const *keys, const char *const *values,
-                        char **out_json, char *err, size_t errlen)
+static int build_header(const char *path, size_t n, const safetensors_f32 *tensors, size_t n_meta,
+                        const char *const *keys, const char *const *values, char **out_json,
+                        char *err, size_t errlen)
 {
     int rc = -1;
     json_t *root = json_object();
@@ -179,17 +171,16 @@ done:
     return rc;
 }
 
-int safetensors_write_f32(const char *path, size_t n, const safetensors_f32 *tensors,
-                          size_t n_meta, const char *const *keys, const char *const *values,
-                          char *err, size_t errlen)
+int safetensors_write_f32(const char *path, size_t n, const safetensors_f32 *tensors, size_t n_meta,
+                          const char *const *keys, const char *const *values, char *err,
+                          size_t errlen)
 {
     char *json = NULL;
     char *tmp = NULL;
     FILE *f = NULL;
     int rc = -1;
 
-    if (build_header(path, n, tensors, n_meta, keys, values, &json, err, errlen) != 0)
-        return -1;
+    if (build_header(path, n, tensors, n_meta, keys, values, &json, err, errlen) != 0) return -1;
     size_t len = strlen(json);
     size_t padded = (len + 7) / 8 * 8; /* data then starts 8-byte aligned */
     size_t tmplen = strlen(path) + sizeof ".tmp";
@@ -231,10 +222,8 @@ int safetensors_write_f32(const char *path, size_t n, const safetensors_f32 *ten
     }
     rc = 0;
 done:
-    if (f != NULL)
-        fclose(f);
-    if (rc != 0 && tmp != NULL)
-        remove(tmp);
+    if (f != NULL) fclose(f);
+    if (rc != 0 && tmp != NULL) remove(tmp);
     free(tmp);
     free(json);
     return rc;
@@ -250,17 +239,14 @@ typedef struct span {
 static int span_cmp(const void *a, const void *b)
 {
     const span *x = a, *y = b;
-    if (x->begin != y->begin)
-        return x->begin < y->begin ? -1 : 1;
-    if (x->end != y->end)
-        return x->end < y->end ? -1 : 1;
+    if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+    if (x->end != y->end) return x->end < y->end ? -1 : 1;
     return 0;
 }
 
 static bool json_to_u64(const json_t *v, uint64_t *out)
 {
-    if (!json_is_integer(v) || json_integer_value(v) < 0)
-        return false;
+    if (!json_is_integer(v) || json_integer_value(v) < 0) return false;
     *out = (uint64_t)json_integer_value(v);
     return true;
 }
@@ -298,8 +284,10 @@ static int parse_entry(const char *path, const char *name, json_t *val, uint64_t
     for (size_t d = 0; d < rank; d++) {
         uint64_t dim;
         if (!json_to_u64(json_array_get(shape, d), &dim) || dim > (uint64_t)INT64_MAX) {
-            set_err(err, errlen, path, "tensor \"%s\": shape entry %zu is not a non-negative "
-                    "integer", name, d);
+            set_err(err, errlen, path,
+                    "tensor \"%s\": shape entry %zu is not a non-negative "
+                    "integer",
+                    name, d);
             return -1;
         }
         t->shape[d] = (int64_t)dim;
@@ -307,8 +295,10 @@ static int parse_entry(const char *path, const char *name, json_t *val, uint64_t
     uint64_t begin, end;
     if (json_array_size(offs) != 2 || !json_to_u64(json_array_get(offs, 0), &begin) ||
         !json_to_u64(json_array_get(offs, 1), &end)) {
-        set_err(err, errlen, path, "tensor \"%s\": data_offsets must be two non-negative "
-                "integers", name);
+        set_err(err, errlen, path,
+                "tensor \"%s\": data_offsets must be two non-negative "
+                "integers",
+                name);
         return -1;
     }
     if (begin > end || end > data_len) {
@@ -365,7 +355,8 @@ static int parse_metadata(const char *path, json_t *meta, safetensors_file *out,
     }
     const char *key;
     json_t *val;
-    json_object_foreach(meta, key, val) {
+    json_object_foreach(meta, key, val)
+    {
         if (!json_is_string(val)) {
             set_err(err, errlen, path, "\"__metadata__\" value of \"%s\" is not a string", key);
             return -1;
@@ -407,8 +398,7 @@ static int check_coverage(const char *path, const safetensors_file *out, span *s
         expect = s->end;
     }
     if (expect != data_len) {
-        set_err(err, errlen, path,
-                "data region is %llu bytes but the tensors cover only %llu",
+        set_err(err, errlen, path, "data region is %llu bytes but the tensors cover only %llu",
                 (unsigned long long)data_len, (unsigned long long)expect);
         return -1;
     }
@@ -479,8 +469,8 @@ int safetensors_read(const char *path, safetensors_file *out, char *err, size_t 
     json_error_t jerr;
     root = json_loadb(header, (size_t)hlen, JSON_REJECT_DUPLICATES, &jerr);
     if (root == NULL) {
-        set_err(err, errlen, path, "header is not valid JSON: %s (line %d, column %d)",
-                jerr.text, jerr.line, jerr.column);
+        set_err(err, errlen, path, "header is not valid JSON: %s (line %d, column %d)", jerr.text,
+                jerr.line, jerr.column);
         goto done;
     }
     if (!json_is_object(root)) {
@@ -496,10 +486,10 @@ int safetensors_read(const char *path, safetensors_file *out, char *err, size_t 
     }
     const char *key;
     json_t *val;
-    json_object_foreach(root, key, val) {
+    json_object_foreach(root, key, val)
+    {
         if (strcmp(key, "__metadata__") == 0) {
-            if (parse_metadata(path, val, &res, err, errlen) != 0)
-                goto done;
+            if (parse_metadata(path, val, &res, err, errlen) != 0) goto done;
             continue;
         }
         size_t i = res.n_tensors;
@@ -508,8 +498,7 @@ int safetensors_read(const char *path, safetensors_file *out, char *err, size_t 
         spans[i].index = i;
         res.n_tensors++;
     }
-    if (check_coverage(path, &res, spans, data_len, err, errlen) != 0)
-        goto done;
+    if (check_coverage(path, &res, spans, data_len, err, errlen) != 0) goto done;
     bool swap = !host_is_little_endian();
     for (size_t j = 0; j < res.n_tensors; j++) {
         safetensors_tensor *t = &res.tensors[spans[j].index];
@@ -519,8 +508,7 @@ int safetensors_read(const char *path, safetensors_file *out, char *err, size_t 
             goto done;
         }
         memcpy(t->data, data + spans[j].begin, t->nbytes);
-        if (swap)
-            swap_elements(t->data, t->nbytes, t->elem_size);
+        if (swap) swap_elements(t->data, t->nbytes, t->elem_size);
     }
     *out = res;
     memset(&res, 0, sizeof res);
@@ -531,15 +519,13 @@ done:
     free(spans);
     free(data);
     free(header);
-    if (f != NULL)
-        fclose(f);
+    if (f != NULL) fclose(f);
     return rc;
 }
 
 void safetensors_file_fini(safetensors_file *f)
 {
-    if (f == NULL)
-        return;
+    if (f == NULL) return;
     for (size_t i = 0; i < f->n_tensors; i++) {
         free(f->tensors[i].name);
         free(f->tensors[i].data);
@@ -557,15 +543,13 @@ void safetensors_file_fini(safetensors_file *f)
 const safetensors_tensor *safetensors_find(const safetensors_file *f, const char *name)
 {
     for (size_t i = 0; i < f->n_tensors; i++)
-        if (strcmp(f->tensors[i].name, name) == 0)
-            return &f->tensors[i];
+        if (strcmp(f->tensors[i].name, name) == 0) return &f->tensors[i];
     return NULL;
 }
 
 const char *safetensors_metadata(const safetensors_file *f, const char *key)
 {
     for (size_t i = 0; i < f->n_metadata; i++)
-        if (strcmp(f->metadata_keys[i], key) == 0)
-            return f->metadata_values[i];
+        if (strcmp(f->metadata_keys[i], key) == 0) return f->metadata_values[i];
     return NULL;
 }

@@ -41,8 +41,8 @@ typedef struct safetensors_f32 {
 
 /* One tensor read from a file. */
 typedef struct safetensors_tensor {
-    char *name;      /* owned by the enclosing safetensors_file */
-    char dtype[8];   /* as in the file: "F32", "I64", "BF16", ... */
+    char *name;       /* owned by the enclosing safetensors_file */
+    char dtype[8];    /* as in the file: "F32", "I64", "BF16", ... */
     size_t elem_size; /* bytes per element of dtype */
     int rank;
     int64_t shape[SAFETENSORS_MAX_RANK];
@@ -64,9 +64,9 @@ typedef struct safetensors_file {
  * when n_meta is 0) to `path`. The file is written beside `path` under a temporary name
  * and renamed into place, so a failed write never leaves a partial file at `path`.
  * Returns 0, or -1 with a message ("PATH: ...") in err (errlen bytes, NUL-terminated). */
-int safetensors_write_f32(const char *path, size_t n, const safetensors_f32 *tensors,
-                          size_t n_meta, const char *const *keys, const char *const *values,
-                          char *err, size_t errlen);
+int safetensors_write_f32(const char *path, size_t n, const safetensors_f32 *tensors, size_t n_meta,
+                          const char *const *keys, const char *const *values, char *err,
+                          size_t errlen);
 
 /* Read and validate the whole file at `path` into *out (caller's storage; release with
  * safetensors_file_fini). Returns 0, or -1 with a message in err; on failure *out is

@@ -154,7 +154,7 @@ Test(lifecycle, server_killed_mid_session, .init = start_tcp, .fini = stop, .tim
     cr_expect_eq(st, TD_EUNAVAILABLE, "read after server death: %s: %s", td_status_name(st),
                  td_last_error(ctx));
     cr_expect_lt(dt, 5000, "took %.0f ms to notice", dt);
-    cr_expect(strstr(td_last_error(ctx), srv.addr) != NULL || strstr(td_last_error(ctx), "127.0.0.1"),
+    cr_expect(strstr(td_last_error(ctx), "127.0.0.1") != NULL,
               "message does not name the server: %s", td_last_error(ctx));
     st = td_fence(ctx);
     cr_expect_eq(st, TD_ECLOSED, "after the session broke: %s", td_status_name(st));
@@ -170,6 +170,10 @@ Test(lifecycle, frozen_server_times_out, .init = start_tcp, .fini = stop, .timeo
     td_tensor *x = td_full(ctx, TD_F32, 1, (int64_t[]){16}, 1.0);
     cr_assert_eq(td_fence(ctx), TD_OK, "%s", td_last_error(ctx));
     kill(srv.pid, SIGSTOP);
+    /* The signal stops the server asynchronously: wait until it really is stopped. */
+    int wst = 0;
+    cr_assert_eq(waitpid(srv.pid, &wst, WUNTRACED), srv.pid);
+    cr_assert(WIFSTOPPED(wst), "tensord did not stop (status %#x)", wst);
     float v[16];
     double t0 = td_test_now_ms();
     td_status st = td_read(x, v, sizeof v);
@@ -178,7 +182,9 @@ Test(lifecycle, frozen_server_times_out, .init = start_tcp, .fini = stop, .timeo
     cr_expect_eq(st, TD_ETIMEOUT, "%s: %s", td_status_name(st), td_last_error(ctx));
     cr_expect(dt >= 900 && dt < 4000, "timed out after %.0f ms (timeout 1000)", dt);
     cr_expect(strstr(td_last_error(ctx), "1000 ms") != NULL, "%s", td_last_error(ctx));
-    cr_expect_eq(td_fence(ctx), TD_ECLOSED);
+    st = td_fence(ctx);
+    cr_expect_eq(st, TD_ECLOSED, "after the timeout: %s: %s", td_status_name(st),
+                 td_last_error(ctx));
     td_close(ctx);
     /* The server itself is fine afterwards. */
     td_server_info info;

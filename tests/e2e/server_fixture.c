@@ -1,8 +1,8 @@
 /* server_fixture.c — start and stop a real tensord process for end-to-end tests.
  *
- * The server is spawned (posix_spawn, so nothing of this process's state — gRPC threads in
- * particular — is duplicated), binds port 0 or a fresh socket path, and tells us where it
- * listens on its one stdout line. Its stderr is inherited so its log shows in test output.
+ * The server is forked and exec'd at once, binds port 0 or a fresh socket path, and tells
+ * us where it listens on its one stdout line. Its stderr is inherited so its log shows in
+ * test output.
  */
 #include "server_fixture.h"
 #include "tensord.h"
@@ -12,11 +12,11 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -82,20 +82,26 @@ bool td_test_server_start(td_test_server *s, bool unix_socket, const char *const
         snprintf(err, errlen, "pipe: %s", strerror(errno));
         return false;
     }
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
-    posix_spawn_file_actions_addclose(&fa, fds[0]);
-    posix_spawn_file_actions_addclose(&fa, fds[1]);
-    pid_t pid;
-    int rc = posix_spawn(&pid, bin, &fa, NULL, (char *const *)argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    close(fds[1]);
-    if (rc != 0) {
+    /* fork + exec rather than posix_spawn, to set PR_SET_PDEATHSIG: a test killed by its
+     * timeout then takes its server with it. The child only calls async-signal-safe
+     * functions before exec, so this is safe even after gRPC started threads here. */
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
         close(fds[0]);
-        snprintf(err, errlen, "cannot start %s: %s", bin, strerror(rc));
+        close(fds[1]);
+        snprintf(err, errlen, "fork: %s", strerror(e));
         return false;
     }
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        dup2(fds[1], STDOUT_FILENO);
+        close(fds[0]);
+        close(fds[1]);
+        execve(bin, (char *const *)argv, environ);
+        _exit(127);
+    }
+    close(fds[1]);
     s->pid = pid;
     s->stdout_fd = fds[0];
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The trainer against a real tensord and against the in-process engine, same seed: one
-# epoch on 2,000 images. The loss must fall and both runs must print the same summary line
-# (seconds aside), because the engine is deterministic wherever it runs.
+# The trainer against a real tensord (over TCP and over a unix socket) and against the
+# in-process engine, same seed: one epoch on 2,000 images. The loss must fall and every run
+# must print the same summary line (seconds aside): the engine is deterministic wherever it
+# runs.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -32,4 +33,13 @@ grep -q '^epoch 1/1  loss [0-9.]*  [0-9.]* s' "$TMP/remote.out" || fail "no epoc
 
 acc=$(sed -n 's/^test accuracy: \([0-9.]*\) .*/\1/p' <<<"$remote")
 awk -v a="$acc" 'BEGIN { exit !(a > 0.5) }' || fail "accuracy $acc is not above 0.5"
-echo "ok: loss $first -> $last; remote == local: ${remote%%  seconds:*}"
+
+# The same through a unix socket.
+start_server "unix:$TMP/tensord.sock"
+[[ $SERVER_ADDR == "unix:$TMP/tensord.sock" ]] || fail "unexpected address '$SERVER_ADDR'"
+"$TRAINER" --device "$SERVER_ADDR/cpu" "${ARGS[@]}" >"$TMP/unix.out" ||
+    fail "unix-socket run failed: $(cat "$TMP/unix.out")"
+unix=$(tail -n 1 "$TMP/unix.out")
+[[ ${unix%%  seconds:*} == "${local_%%  seconds:*}" ]] ||
+    fail "unix-socket and local differ: '$unix' vs '$local_'"
+echo "ok: loss $first -> $last; tcp == unix == local: ${remote%%  seconds:*}"

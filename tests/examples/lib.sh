@@ -4,13 +4,14 @@
 TRAINER=${1:?usage: $0 PATH-TO-fashion-mnist}
 DATA=${FASHION_MNIST_DATA:-/usr/share/datasets/fashion-mnist}
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/fm-test.XXXXXX")
-SERVER_PID=
+SERVER_PIDS=()
 
 cleanup() {
-    if [[ -n $SERVER_PID ]]; then
-        kill "$SERVER_PID" 2>/dev/null || true
-        wait "$SERVER_PID" 2>/dev/null || true
-    fi
+    local pid
+    for pid in "${SERVER_PIDS[@]}"; do
+        kill "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    done
     rm -rf "$TMP"
 }
 trap cleanup EXIT
@@ -47,22 +48,25 @@ expect_error() {
     echo "ok: '$*' -> exit $code: $(head -c 300 "$TMP/err" | head -n 1)"
 }
 
-# start_server: run $TENSORD_BIN on a free loopback port; sets SERVER_PID and SERVER_ADDR.
+# start_server [LISTEN]: run $TENSORD_BIN --listen LISTEN (default 127.0.0.1:0, a free
+# loopback port); sets SERVER_ADDR from its "listening on ADDR" line.
 start_server() {
     : "${TENSORD_BIN:?TENSORD_BIN is not set (run through meson test)}"
-    "$TENSORD_BIN" --listen 127.0.0.1:0 >"$TMP/server.log" 2>&1 &
-    SERVER_PID=$!
+    local log="$TMP/server${#SERVER_PIDS[@]}.log"
+    "$TENSORD_BIN" --listen "${1:-127.0.0.1:0}" >"$log" 2>&1 &
+    local pid=$!
+    SERVER_PIDS+=("$pid")
     SERVER_ADDR=
     local i
     for ((i = 0; i < 200; i++)); do
-        SERVER_ADDR=$(sed -n 's/.*listening on \([^ ]*\).*/\1/p' "$TMP/server.log" | head -n 1)
+        SERVER_ADDR=$(sed -n 's/.*listening on \([^ ]*\).*/\1/p' "$log" | head -n 1)
         [[ -n $SERVER_ADDR ]] && return 0
-        if ! kill -0 "$SERVER_PID" 2>/dev/null; then
-            cat "$TMP/server.log" >&2
+        if ! kill -0 "$pid" 2>/dev/null; then
+            cat "$log" >&2
             fail "tensord exited before listening"
         fi
         sleep 0.05
     done
-    cat "$TMP/server.log" >&2
+    cat "$log" >&2
     fail "tensord did not print 'listening on ADDR' within 10 s"
 }

@@ -83,8 +83,8 @@ Test(safetensors, round_trip_is_bit_exact)
     };
     const char *keys[] = {"epochs", "note"}, *values[] = {"2", "caf\xc3\xa9"};
     char err[512] = "";
-    cr_assert_eq(safetensors_write_f32(path, 3, in, 2, keys, values, err, sizeof err), 0,
-                 "%s", err);
+    cr_assert_eq(safetensors_write_f32(path, 3, in, 2, keys, values, err, sizeof err), 0, "%s",
+                 err);
 
     safetensors_file f;
     cr_assert_eq(safetensors_read(path, &f, err, sizeof err), 0, "%s", err);
@@ -246,8 +246,7 @@ Test(safetensors, writer_rejects_bad_names)
                               {.name = "a", .rank = 1, .shape = (int64_t[]){1}, .data = &x}};
     cr_expect_eq(safetensors_write_f32(path, 2, dup, 0, NULL, NULL, err, sizeof err), -1);
     cr_expect_not_null(strstr(err, "appears twice"), "%s", err);
-    safetensors_f32 meta = {.name = "__metadata__", .rank = 1, .shape = (int64_t[]){1},
-                            .data = &x};
+    safetensors_f32 meta = {.name = "__metadata__", .rank = 1, .shape = (int64_t[]){1}, .data = &x};
     cr_expect_eq(safetensors_write_f32(path, 1, &meta, 0, NULL, NULL, err, sizeof err), -1);
     cr_expect_neq(access(path, F_OK), 0);
 }

@@ -40,7 +40,9 @@ Test(cpu_backend, bad_thread_env_falls_back_to_cpu_count)
     unsetenv("TENSORD_CPU_THREADS");
     char want[96];
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    snprintf(want, sizeof want, "CPU, %ld threads, OpenBLAS", ncpu < 1 ? 1 : ncpu > 256 ? 256 : ncpu);
+    if (ncpu < 1) ncpu = 1;
+    if (ncpu > 256) ncpu = 256;
+    snprintf(want, sizeof want, "CPU, %ld threads, OpenBLAS", ncpu);
     cr_assert_str_eq(dev->description, want);
     tu_close(dev);
 }
@@ -136,7 +138,8 @@ Test(cpu_backend, full_converts_like_cast)
     /* 3.7 -> f32 3.7f, f64 3.7, ints truncate to 3, bool 1 */
     const double want37[TD_DTYPE_COUNT] = {(float)3.7, 3.7, 3, 3, 3, 1};
     /* -1e20: i32/i64 saturate low, u8 0, bool 1; NaN: ints 0, bool 1 */
-    const double wantneg[TD_DTYPE_COUNT] = {(float)-1e20, -1e20, INT32_MIN, (double)INT64_MIN, 0, 1};
+    const double wantneg[TD_DTYPE_COUNT] = {(float)-1e20, -1e20, INT32_MIN,
+                                            (double)INT64_MIN, 0, 1};
     const double wantnan[TD_DTYPE_COUNT] = {NAN, NAN, 0, 0, 0, 1};
     for (uint32_t dt = 0; dt < TD_DTYPE_COUNT; dt++) {
         td__view o = full(dev, dt, 3.7, 2, DIMS(2, 3));

@@ -17,7 +17,8 @@ static td__view iota(uint32_t dt, uint32_t rank, const int64_t *dims)
     int64_t n = 1;
     for (uint32_t i = 0; i < rank; i++) n *= dims[i];
     double *v = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
-    for (int64_t i = 0; i < n; i++) v[i] = dt == TD_BOOL ? (double)(i % 2) : dt == TD_U8 ? (double)(i % 256) : (double)i;
+    for (int64_t i = 0; i < n; i++)
+        v[i] = dt == TD_BOOL ? (double)(i % 2) : dt == TD_U8 ? (double)(i % 256) : (double)i;
     td__view t = tu_from_doubles(dev, dt, rank, dims, v);
     free(v);
     return t;
@@ -56,6 +57,29 @@ Test(cpu_movement, large_transpose)
             cr_assert_eq(((float *)o.data)[i * 300 + j], (float)(200 * j + i));
     tu_free(dev, &x);
     tu_free(dev, &o);
+}
+
+Test(cpu_movement, batched_transpose_blocked_path)
+{
+    /* [3,2,40,50] -> perm (1,0,3,2) -> [2,3,50,40]: out[a][b][i][j] = x[b][a][j][i]
+     * = ((b * 2 + a) * 40 + j) * 50 + i; 1- and 8-byte elements */
+    static const uint32_t dts[] = {TD_I64, TD_U8};
+    for (size_t di = 0; di < 2; di++) {
+        const uint32_t dt = dts[di];
+        td__view x = iota(dt, 4, DIMS(3, 2, 40, 50));
+        td__view o = tu_new(dev, dt, 4, DIMS(2, 3, 50, 40), NULL);
+        cr_assert_eq(run1(TD_OP_PERMUTE, 4, DIMS(1, 0, 3, 2), &x, 1, &o), TD_OK);
+        for (int a = 0; a < 2; a++)
+            for (int b = 0; b < 3; b++)
+                for (int i = 0; i < 50; i++)
+                    for (int j = 0; j < 40; j++) {
+                        int64_t v = ((b * 2 + a) * 40 + j) * 50 + i;
+                        double want = dt == TD_U8 ? (double)(v % 256) : (double)v;
+                        cr_assert_eq(tu_get(&o, ((a * 3 + b) * 50 + i) * 40 + j), want);
+                    }
+        tu_free(dev, &x);
+        tu_free(dev, &o);
+    }
 }
 
 Test(cpu_movement, slice)
@@ -172,7 +196,8 @@ Test(cpu_movement, gather_out_of_range)
 {
     /* x [2,10]; index [2,4] has -3 at position 5 (row 1, col 1) and 10 at position 7 */
     td__view x = iota(TD_F32, 2, DIMS(2, 10));
-    td__view idx = tu_from_doubles(dev, TD_I64, 2, DIMS(2, 4), (double[]){0, 9, 1, 2, 3, -3, 4, 10});
+    td__view idx =
+        tu_from_doubles(dev, TD_I64, 2, DIMS(2, 4), (double[]){0, 9, 1, 2, 3, -3, 4, 10});
     td__view o = tu_new(dev, TD_F32, 2, DIMS(2, 4), NULL);
     cr_assert_eq(run1(TD_OP_GATHER, 1, DIMS(1), (td__view[]){x, idx}, 2, &o), TD_ERANGE);
     cr_assert_str_eq(tu_err, "gather: index -3 out of range [0, 10) at position 5");
@@ -236,8 +261,8 @@ Test(cpu_movement, zero_elements)
     td__view o2 = tu_new(dev, TD_F32, 3, DIMS(2, 0, 3), NULL);
     cr_assert_eq(run1(TD_OP_COPY, 0, NULL, &x, 1, &o2), TD_OK);
     td__view o3 = tu_new(dev, TD_F32, 3, DIMS(4, 0, 3), NULL);
-    cr_assert_eq(run1(TD_OP_EXPAND, 3, DIMS(4, 0, 3), &(td__view){.desc = {.dtype = TD_F32, .rank = 2, .dims = {0, 3}}}, 1, &o3),
-                 TD_OK);
+    td__view e = {.desc = {.dtype = TD_F32, .rank = 2, .dims = {0, 3}}};
+    cr_assert_eq(run1(TD_OP_EXPAND, 3, DIMS(4, 0, 3), &e, 1, &o3), TD_OK);
     td__view idx = tu_new(dev, TD_I64, 3, DIMS(2, 0, 3), NULL);
     cr_assert_eq(run1(TD_OP_GATHER, 1, DIMS(2), (td__view[]){x, idx}, 2, &o2), TD_OK);
 }

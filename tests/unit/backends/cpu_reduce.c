@@ -212,11 +212,11 @@ Test(cpu_reduce, no_axes_and_rank0)
     tu_free(dev, &y);
 }
 
-/* Reference: sum over the axes of mask of a [d0, d1, d2] f32 tensor, each output folded in
- * ascending input-index order in double and rounded once (the documented semantics). */
-static void ref_sum3(const float *x, const int64_t d[3], int mask, float *out, int64_t nout)
+/* Reference: sum over the axes of mask of a [d0, d1, d2] tensor given as doubles, each
+ * output folded in ascending input-index order in double (the documented semantics). */
+static void ref_sum3(const double *x, const int64_t d[3], int mask, double *out, int64_t nout)
 {
-    double *acc = calloc((size_t)nout, sizeof *acc);
+    for (int64_t o = 0; o < nout; o++) out[o] = 0.0;
     for (int64_t i = 0; i < d[0]; i++)
         for (int64_t j = 0; j < d[1]; j++)
             for (int64_t k = 0; k < d[2]; k++) {
@@ -224,23 +224,27 @@ static void ref_sum3(const float *x, const int64_t d[3], int mask, float *out, i
                 if (!(mask & 1)) o = o * d[0] + i;
                 if (!(mask & 2)) o = o * d[1] + j;
                 if (!(mask & 4)) o = o * d[2] + k;
-                acc[o] += (double)x[(i * d[1] + j) * d[2] + k];
+                out[o] += x[(i * d[1] + j) * d[2] + k];
             }
-    for (int64_t o = 0; o < nout; o++) out[o] = (float)acc[o];
-    free(acc);
 }
 
 Test(cpu_reduce, large_shapes_match_ascending_double_fold)
 {
-    const int64_t d[3] = {50, 40, 37}; /* 74000 elements: the pool path */
+    /* 74000 elements (the pool path) with 53-bit mantissas scaled by 2^-40..2^39, so f64
+     * sums round and a different summation order gives different bits; the f32 copy checks
+     * the double accumulator rounded once. */
+    const int64_t d[3] = {50, 40, 37};
     const int64_t n = d[0] * d[1] * d[2];
-    float *xv = malloc((size_t)n * sizeof *xv);
-    uint32_t s = 12345;
+    double *xv = malloc((size_t)n * sizeof *xv), *xr = malloc((size_t)n * sizeof *xr);
+    uint64_t s = 12345;
     for (int64_t i = 0; i < n; i++) {
-        s = s * 1664525u + 1013904223u;
-        xv[i] = (float)((int32_t)(s >> 8) - (1 << 23)) / 3.0f; /* not exactly summable */
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        double m = (double)(int64_t)(s >> 11) * 0x1p-53 - 0.5;
+        xv[i] = ldexp(m, (int)((s >> 3) % 80) - 40);
+        xr[i] = (double)(float)xv[i];
     }
-    td__view x = tu_new(dev, TD_F32, 3, d, xv);
+    td__view x64 = tu_new(dev, TD_F64, 3, d, xv);
+    td__view x32 = tu_from_doubles(dev, TD_F32, 3, d, xr);
     static const struct {
         int mask;
         uint32_t rank;
@@ -254,16 +258,24 @@ Test(cpu_reduce, large_shapes_match_ascending_double_fold)
         {0x7, 0, {0}},      /* everything */
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        td__view o = reduce(TD_OP_SUM, &x, cases[c].mask, 0, TD_F32, cases[c].rank,
+        td__view o = reduce(TD_OP_SUM, &x64, cases[c].mask, 0, TD_F64, cases[c].rank,
                             cases[c].dims);
         int64_t nout = tu_nelem(&o);
-        float *want = malloc((size_t)nout * sizeof *want);
+        double *want = malloc((size_t)nout * sizeof *want);
         ref_sum3(xv, d, cases[c].mask, want, nout);
-        cr_assert_eq(memcmp(o.data, want, (size_t)nout * sizeof(float)), 0,
-                     "mask 0x%x differs from the ascending double fold", cases[c].mask);
+        cr_assert_eq(memcmp(o.data, want, (size_t)nout * sizeof(double)), 0,
+                     "f64 mask 0x%x differs from the ascending fold", cases[c].mask);
+        tu_free(dev, &o);
+        o = reduce(TD_OP_SUM, &x32, cases[c].mask, 0, TD_F32, cases[c].rank, cases[c].dims);
+        ref_sum3(xr, d, cases[c].mask, want, nout);
+        for (int64_t k = 0; k < nout; k++)
+            cr_assert_eq(((float *)o.data)[k], (float)want[k], "f32 mask 0x%x output %lld",
+                         cases[c].mask, (long long)k);
         free(want);
         tu_free(dev, &o);
     }
-    tu_free(dev, &x);
+    tu_free(dev, &x64);
+    tu_free(dev, &x32);
     free(xv);
+    free(xr);
 }

@@ -60,7 +60,8 @@ Test(philox, mapping_by_hand_from_vector_0)
     cr_assert_eq(td__philox_uniform_f32(0, 1, 0.0, 1.0), (float)(0xe169c5 * 0x1p-24));
     cr_assert_eq(td__philox_uniform_f32(0, 3, 0.0, 1.0), (float)(0x9b00db * 0x1p-24));
     /* low + (high - low) * u */
-    cr_assert_eq(td__philox_uniform_f32(0, 2, -1.0, 3.0), (float)(-1.0 + 4.0 * (0xbc57ac * 0x1p-24)));
+    cr_assert_eq(td__philox_uniform_f32(0, 2, -1.0, 3.0),
+                 (float)(-1.0 + 4.0 * (0xbc57ac * 0x1p-24)));
     /* f64 element 0: (w1:w0 >> 11) * 2^-53, element 1: (w3:w2 >> 11) * 2^-53 */
     cr_assert_eq(td__philox_uniform_f64(0, 0, 0.0, 1.0),
                  (double)(0xe169c58d6627e8d5ull >> 11) * 0x1p-53);

@@ -137,3 +137,21 @@ Test(session, reshape_aliases_and_release_keeps_data)
     cr_assert_eq(td__session_read(s, 2, 0, v, sizeof v, err, sizeof err), TD_OK);
     cr_assert(v[0] == 0 && v[5] == 5);
 }
+
+Test(session, write_after_reshape_is_copy_on_write)
+{
+    /* y = reshape(x) is recorded before x is written: y keeps the old contents */
+    td__op ops[] = {
+        full_op(1, 4, 1.0),
+        {.opcode = TD_OP_RESHAPE, .n_inputs = 1, .inputs = {1}, .output = 2, .n_iattrs = 2,
+         .iattrs = {2, 2}},
+    };
+    cr_assert_eq(td__session_exec(s, ops, 2, on_fail, NULL), 0);
+    float nv[2] = {7, 8}, x[4], y[4];
+    char err[128];
+    cr_assert_eq(td__session_write(s, 1, 4, nv, sizeof nv, err, sizeof err), TD_OK, "%s", err);
+    cr_assert_eq(td__session_read(s, 1, 0, x, sizeof x, err, sizeof err), TD_OK);
+    cr_assert_eq(td__session_read(s, 2, 0, y, sizeof y, err, sizeof err), TD_OK);
+    cr_assert(x[0] == 1 && x[1] == 7 && x[2] == 8 && x[3] == 1, "partial write keeps the rest");
+    cr_assert(y[0] == 1 && y[1] == 1 && y[2] == 1 && y[3] == 1, "alias unchanged");
+}

@@ -1,0 +1,478 @@
+/* cuda_backend.c — the CUDA backend's vtable and the module's one exported symbol,
+ * td_backend_entry(). Devices are every GPU the runtime enumerates ("cuda:0", ...);
+ * buffers are device memory (host_memory = false); each session gets its own stream.
+ *
+ * Memory: every buffer comes from a per-device stream-ordered pool (cudaMallocFromPoolAsync)
+ * whose release threshold is unlimited, so memory freed by one step is reused by the next
+ * and steady-state training steps make no cudaMalloc calls. Buffers are allocated and freed
+ * on the legacy default stream, and session streams are ordinary blocking streams: the
+ * legacy stream waits for all earlier work of every blocking stream and they wait for it,
+ * so a buffer freed by any thread (a session's release, a gRPC send completing) is only
+ * reused after every kernel that read it, without the engine passing streams to
+ * buffer_alloc/free. buffer_write/read use cudaMemcpy, which runs on that same legacy
+ * stream and therefore also waits for the session's kernels. An allocation that fails is
+ * retried once after trimming the pool; then it is TD_ENOMEM (RESOURCE_EXHAUSTED on the
+ * wire) and the session goes on.
+ *
+ * Errors: every runtime/cuBLAS error becomes a td_status with a message naming the step;
+ * nothing aborts. A kernel fault poisons the CUDA context (later calls keep failing with
+ * TD_EDEVICE); that is the runtime's rule, not ours.
+ *
+ * Thread-safety: buffer entries take the device as current on the calling thread and use
+ * only thread-safe runtime calls; exec/stream entries run one thread at a time per stream.
+ */
+#include "backends/cuda/cuda_internal.h"
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* In cuda_create.cu: whether this module's kernels can run on the current device. */
+gpuError_t td__cuda_probe(void);
+
+td_status td__cuda_fail(const td__cuda_exec *x, td_status s, const char *fmt, ...)
+{
+    if (x->err != NULL && x->errlen > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(x->err, x->errlen, fmt, ap);
+        va_end(ap);
+    }
+    return s;
+}
+
+static td_status status_of(gpuError_t e)
+{
+    return e == gpuErrorMemoryAllocation ? TD_ENOMEM : TD_EDEVICE;
+}
+
+td_status td__cuda_check(const td__cuda_exec *x, gpuError_t e, const char *what)
+{
+    if (e == gpuSuccess) return TD_OK;
+    gpuGetLastError();
+    return td__cuda_fail(x, status_of(e), "cuda: %s: %s: %s", what, gpuGetErrorName(e),
+                         gpuGetErrorString(e));
+}
+
+td_status td__cuda_launched(const td__cuda_exec *x, const char *what)
+{
+    return td__cuda_check(x, gpuGetLastError(), what);
+}
+
+td_status td__cuda_temp_alloc(const td__cuda_exec *x, size_t nbytes, void **out)
+{
+    void *p = NULL;
+    gpuError_t e = gpuMallocFromPoolAsync(&p, nbytes, x->cd->pool, x->st->s);
+    if (e != gpuSuccess) {
+        gpuGetLastError();
+        return td__cuda_fail(x, status_of(e), "cuda: cannot allocate %zu bytes of scratch: %s",
+                             nbytes, gpuGetErrorString(e));
+    }
+    *out = p;
+    return TD_OK;
+}
+
+void td__cuda_temp_free(const td__cuda_exec *x, void *p)
+{
+    if (p != NULL && gpuFreeAsync(p, x->st->s) != gpuSuccess) gpuGetLastError();
+}
+
+td_status td__cuda_read_flag(const td__cuda_exec *x, uint64_t *out)
+{
+    td__cuda_stream *st = x->st;
+    td_status s = td__cuda_check(x, gpuMemcpyAsync(st->host_word, st->flag, sizeof(uint64_t),
+                                                   gpuMemcpyDeviceToHost, st->s),
+                                 "flag read");
+    if (s == TD_OK) s = td__cuda_check(x, gpuStreamSynchronize(st->s), "flag read");
+    if (s == TD_OK) *out = *st->host_word;
+    return s;
+}
+
+/* ---- devices ---- */
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err == NULL || errlen == 0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+static td_status cuda_device_count(int *out)
+{
+    int n = 0;
+    gpuError_t e = gpuGetDeviceCount(&n);
+    if (e != gpuSuccess) {
+        /* no driver (cudaErrorInsufficientDriver, 35) or no device: zero devices */
+        gpuGetLastError();
+        n = 0;
+    }
+    *out = n;
+    return TD_OK;
+}
+
+static td_status cuda_device_open(td__device *dev, int index, char *err, size_t errlen)
+{
+    gpuError_t e = gpuSetDevice(index);
+    gpuDeviceProp prop;
+    if (e == gpuSuccess) e = gpuGetDeviceProperties(&prop, index);
+    if (e != gpuSuccess) {
+        gpuGetLastError();
+        set_err(err, errlen, "cuda:%d: %s", index, gpuGetErrorString(e));
+        return TD_EDEVICE;
+    }
+    e = td__cuda_probe();
+    if (e != gpuSuccess) {
+        gpuGetLastError();
+        set_err(err, errlen,
+                "cuda:%d: %s (compute capability %d.%d) cannot run this module's kernels "
+                "(%s); it is built for sm_90 and newer",
+                index, prop.name, prop.major, prop.minor, gpuGetErrorString(e));
+        return TD_EUNSUPPORTED;
+    }
+    td__cuda_device *cd = calloc(1, sizeof *cd);
+    if (cd == NULL) {
+        set_err(err, errlen, "cuda:%d: out of host memory", index);
+        return TD_ENOMEM;
+    }
+    gpuMemPoolProps pp;
+    memset(&pp, 0, sizeof pp);
+    pp.allocType = gpuMemAllocationTypePinned;
+    pp.handleTypes = gpuMemHandleTypeNone;
+    pp.location.type = gpuMemLocationTypeDevice;
+    pp.location.id = index;
+    e = gpuMemPoolCreate(&cd->pool, &pp);
+    if (e == gpuSuccess) {
+        uint64_t keep = UINT64_MAX;
+        e = gpuMemPoolSetAttribute(cd->pool, gpuMemPoolAttrReleaseThreshold, &keep);
+        if (e != gpuSuccess) gpuMemPoolDestroy(cd->pool);
+    }
+    if (e != gpuSuccess) {
+        gpuGetLastError();
+        set_err(err, errlen, "cuda:%d: cannot create a memory pool: %s", index,
+                gpuGetErrorString(e));
+        free(cd);
+        return TD_EDEVICE;
+    }
+    cd->ordinal = index;
+    cd->sm_count = prop.multiProcessorCount;
+    cd->total_bytes = prop.totalGlobalMem;
+    dev->impl = cd;
+    snprintf(dev->description, sizeof dev->description, "%.60s, %.0f GiB, sm_%d%d, %d SMs",
+             prop.name, (double)prop.totalGlobalMem / (1024.0 * 1024.0 * 1024.0), prop.major,
+             prop.minor, prop.multiProcessorCount);
+    return TD_OK;
+}
+
+static void cuda_device_close(td__device *dev)
+{
+    td__cuda_device *cd = dev->impl;
+    if (cd == NULL) return;
+    if (gpuSetDevice(cd->ordinal) == gpuSuccess && gpuDeviceSynchronize() == gpuSuccess)
+        gpuMemPoolDestroy(cd->pool);
+    gpuGetLastError();
+    free(cd);
+    dev->impl = NULL;
+}
+
+static td_status cuda_memory_info(td__device *dev, uint64_t *total, uint64_t *free_bytes)
+{
+    td__cuda_device *cd = dev->impl;
+    size_t f = 0, t = 0;
+    if (gpuSetDevice(cd->ordinal) != gpuSuccess || gpuMemGetInfo(&f, &t) != gpuSuccess) {
+        gpuGetLastError();
+        return TD_EDEVICE;
+    }
+    /* memory the pool holds but no buffer uses is free for this process's buffers */
+    uint64_t reserved = 0, used = 0;
+    if (gpuMemPoolGetAttribute(cd->pool, gpuMemPoolAttrReservedMemCurrent, &reserved) ==
+            gpuSuccess &&
+        gpuMemPoolGetAttribute(cd->pool, gpuMemPoolAttrUsedMemCurrent, &used) == gpuSuccess &&
+        reserved > used) {
+        f += (size_t)(reserved - used);
+    }
+    gpuGetLastError();
+    *total = t;
+    *free_bytes = f < t ? f : t;
+    return TD_OK;
+}
+
+static td_status cuda_buffer_alloc(td__device *dev, size_t nbytes, void **out)
+{
+    td__cuda_device *cd = dev->impl;
+    if (nbytes == 0 || nbytes > TD_MAX_TENSOR_BYTES) return TD_ENOMEM;
+    if (gpuSetDevice(cd->ordinal) != gpuSuccess) {
+        gpuGetLastError();
+        return TD_EDEVICE;
+    }
+    void *p = NULL;
+    gpuError_t e = gpuMallocFromPoolAsync(&p, nbytes, cd->pool, gpuStreamLegacy);
+    if (e == gpuErrorMemoryAllocation) {
+        /* give back what the pool holds unused (after pending frees complete) and retry */
+        gpuGetLastError();
+        if (nbytes < cd->total_bytes && gpuDeviceSynchronize() == gpuSuccess &&
+            gpuMemPoolTrimTo(cd->pool, 0) == gpuSuccess)
+            e = gpuMallocFromPoolAsync(&p, nbytes, cd->pool, gpuStreamLegacy);
+    }
+    if (e != gpuSuccess) {
+        gpuGetLastError();
+        return status_of(e);
+    }
+    *out = p;
+    return TD_OK;
+}
+
+static void cuda_buffer_free(td__device *dev, void *data, size_t nbytes)
+{
+    td__cuda_device *cd = dev->impl;
+    (void)nbytes;
+    if (gpuSetDevice(cd->ordinal) != gpuSuccess || gpuFreeAsync(data, gpuStreamLegacy) != gpuSuccess)
+        gpuGetLastError();
+}
+
+static td_status cuda_buffer_write(td__device *dev, void *dst, size_t offset, const void *src,
+                                   size_t nbytes)
+{
+    td__cuda_device *cd = dev->impl;
+    if (nbytes == 0) return TD_OK;
+    gpuError_t e = gpuSetDevice(cd->ordinal);
+    if (e == gpuSuccess) e = gpuMemcpy((char *)dst + offset, src, nbytes, gpuMemcpyHostToDevice);
+    if (e != gpuSuccess) gpuGetLastError();
+    return e == gpuSuccess ? TD_OK : TD_EDEVICE;
+}
+
+static td_status cuda_buffer_read(td__device *dev, const void *src, size_t offset, void *dst,
+                                  size_t nbytes)
+{
+    td__cuda_device *cd = dev->impl;
+    if (nbytes == 0) return TD_OK;
+    gpuError_t e = gpuSetDevice(cd->ordinal);
+    if (e == gpuSuccess)
+        e = gpuMemcpy(dst, (const char *)src + offset, nbytes, gpuMemcpyDeviceToHost);
+    if (e != gpuSuccess) gpuGetLastError();
+    return e == gpuSuccess ? TD_OK : TD_EDEVICE;
+}
+
+/* ---- streams ---- */
+
+static void stream_free(td__cuda_device *cd, td__cuda_stream *st)
+{
+    if (st->s != NULL) gpuStreamSynchronize(st->s);
+    td__cuda_blas_destroy(st->blas);
+    if (st->flag != NULL) gpuFreeAsync(st->flag, gpuStreamLegacy);
+    if (st->host_word != NULL) gpuFreeHost(st->host_word);
+    if (st->s != NULL) gpuStreamDestroy(st->s);
+    gpuGetLastError();
+    (void)cd;
+    free(st);
+}
+
+static td_status cuda_stream_create(td__device *dev, void **out)
+{
+    td__cuda_device *cd = dev->impl;
+    td__cuda_stream *st = calloc(1, sizeof *st);
+    if (st == NULL) return TD_ENOMEM;
+    gpuError_t e = gpuSetDevice(cd->ordinal);
+    if (e == gpuSuccess) e = gpuStreamCreate(&st->s);
+    if (e == gpuSuccess)
+        e = gpuMallocFromPoolAsync((void **)&st->flag, 256, cd->pool, gpuStreamLegacy);
+    if (e == gpuSuccess) e = gpuMallocHost((void **)&st->host_word, sizeof(uint64_t));
+    if (e != gpuSuccess) {
+        gpuGetLastError();
+        stream_free(cd, st);
+        return status_of(e);
+    }
+    const char *tf32 = getenv("TENSORD_CUDA_TF32");
+    st->tf32 = tf32 != NULL && strcmp(tf32, "1") == 0;
+    *out = st;
+    return TD_OK;
+}
+
+static void cuda_stream_destroy(td__device *dev, void *stream)
+{
+    td__cuda_device *cd = dev->impl;
+    if (stream == NULL) return;
+    if (gpuSetDevice(cd->ordinal) != gpuSuccess) gpuGetLastError();
+    stream_free(cd, stream);
+}
+
+static td_status cuda_stream_sync(td__device *dev, void *stream)
+{
+    td__cuda_device *cd = dev->impl;
+    td__cuda_stream *st = stream;
+    gpuError_t e = gpuSetDevice(cd->ordinal);
+    if (e == gpuSuccess) e = gpuStreamSynchronize(st->s);
+    if (e != gpuSuccess) gpuGetLastError();
+    return e == gpuSuccess ? TD_OK : status_of(e);
+}
+
+/* ---- ops ---- */
+
+/* The op families, by opcode (the engine's td__op_class is not reachable from a module). */
+enum family { F_NONE, F_ENGINE, F_CREATE, F_UNARY, F_BINARY, F_WHERE, F_CAST, F_REDUCE,
+              F_MATMUL, F_MOVEMENT };
+
+static enum family family_of(uint32_t opcode)
+{
+    switch (opcode) {
+    case TD_OP_EMPTY: case TD_OP_RESHAPE:
+        return F_ENGINE;
+    case TD_OP_FULL: case TD_OP_ARANGE: case TD_OP_RAND_UNIFORM: case TD_OP_RAND_NORMAL:
+        return F_CREATE;
+    case TD_OP_NEG: case TD_OP_ABS: case TD_OP_EXP: case TD_OP_LOG: case TD_OP_SQRT:
+    case TD_OP_RSQRT: case TD_OP_TANH: case TD_OP_SIGMOID: case TD_OP_RELU:
+        return F_UNARY;
+    case TD_OP_ADD: case TD_OP_SUB: case TD_OP_MUL: case TD_OP_DIV: case TD_OP_POW:
+    case TD_OP_MAXIMUM: case TD_OP_MINIMUM: case TD_OP_EQ: case TD_OP_NE: case TD_OP_LT:
+    case TD_OP_LE: case TD_OP_GT: case TD_OP_GE:
+        return F_BINARY;
+    case TD_OP_WHERE:
+        return F_WHERE;
+    case TD_OP_CAST:
+        return F_CAST;
+    case TD_OP_SUM: case TD_OP_MEAN: case TD_OP_MAX: case TD_OP_MIN: case TD_OP_ARGMAX:
+    case TD_OP_PROD: case TD_OP_ARGMIN:
+        return F_REDUCE;
+    case TD_OP_MATMUL:
+        return F_MATMUL;
+    case TD_OP_PERMUTE: case TD_OP_SLICE: case TD_OP_CONCAT: case TD_OP_EXPAND:
+    case TD_OP_GATHER: case TD_OP_INDEX_SELECT: case TD_OP_COPY:
+        return F_MOVEMENT;
+    }
+    return F_NONE;
+}
+
+/* Dtype coverage, the same as the CPU backend's (td__op_infer already rejects the rest). */
+static bool cuda_supports_op(td__device *dev, const td__op *op, const td__desc *const *in,
+                             const td__desc *out)
+{
+    (void)dev;
+    uint32_t dt = op->n_inputs > 0 ? in[0]->dtype : op->dtype;
+    if (dt >= TD_DTYPE_COUNT) return false;
+    switch (family_of(op->opcode)) {
+    case F_ENGINE: case F_CREATE: case F_WHERE: case F_CAST: case F_MOVEMENT:
+        return true;
+    case F_UNARY:
+        if (op->opcode == TD_OP_NEG || op->opcode == TD_OP_ABS || op->opcode == TD_OP_RELU)
+            return dt != TD_BOOL;
+        return td__dtype_is_float(dt);
+    case F_BINARY:
+        if (op->opcode >= TD_OP_EQ) return true;
+        if (op->opcode == TD_OP_POW) return td__dtype_is_float(dt);
+        return dt != TD_BOOL;
+    case F_REDUCE:
+        if (op->opcode == TD_OP_SUM || op->opcode == TD_OP_PROD) return dt != TD_BOOL;
+        if (op->opcode == TD_OP_MEAN) return td__dtype_is_float(dt);
+        return true;
+    case F_MATMUL: {
+        if (dt == TD_BOOL) return false;
+        if (!td__dtype_is_float(dt)) return true;
+        int64_t m = out->dims[out->rank - 2], n = out->dims[out->rank - 1];
+        int64_t k = in[0]->dims[in[0]->rank - 1];
+        return m <= INT32_MAX && n <= INT32_MAX && k <= INT32_MAX;
+    }
+    case F_NONE:
+        break;
+    }
+    return false;
+}
+
+/* Batch strides (elements) of matmul operand `d` broadcast to `out`'s batch dims. */
+static void batch_strides(const td__desc *d, const td__desc *out, int64_t st[TD_MAX_RANK])
+{
+    td__desc bd = *d, bo = *out;
+    bd.rank -= 2;
+    bo.rank -= 2;
+    td__cuda_bcast_strides(&bd, &bo, st);
+    int64_t mat = d->dims[d->rank - 2] * d->dims[d->rank - 1];
+    for (uint32_t i = 0; i < bo.rank; i++) st[i] *= mat;
+}
+
+static td_status exec_matmul(const td__cuda_exec *x, const td__view *in, const td__view *out)
+{
+    const td__desc *a = &in[0].desc, *b = &in[1].desc, *o = &out->desc;
+    if (a->rank < 2 || b->rank < 2 || o->rank < 2)
+        return td__cuda_fail(x, TD_EINTERNAL, "cuda: matmul operands below rank 2");
+    const int64_t m = o->dims[o->rank - 2], n = o->dims[o->rank - 1], k = a->dims[a->rank - 1];
+    td__desc bo = *o;
+    bo.rank -= 2;
+    const int64_t nbatch = td__cuda_nelem(&bo);
+    if (nbatch == 0 || m == 0 || n == 0) return TD_OK;
+    if (k == 0)
+        return td__cuda_check(x, gpuMemsetAsync(out->data, 0, (size_t)(nbatch * m * n) *
+                                                                  td__cuda_dtype_size(o->dtype),
+                                                x->st->s),
+                              "matmul zero fill");
+    int64_t st[2][TD_MAX_RANK];
+    batch_strides(a, o, st[0]);
+    batch_strides(b, o, st[1]);
+    td__gpu_iter batch;
+    td__gpu_iter_init(&batch, &bo, 2, (const int64_t(*)[TD_MAX_RANK])st);
+    if (td__dtype_is_float(o->dtype))
+        return td__cuda_matmul_blas(x, &batch, nbatch, m, n, k, in, out);
+    return td__cuda_matmul_int(x, &batch, nbatch, m, n, k, in, out);
+}
+
+static td_status cuda_exec(td__device *dev, void *stream, const td__op *op, const td__view *in,
+                           const td__view *out, char *err, size_t errlen)
+{
+    td__cuda_exec x;
+    x.dev = dev;
+    x.cd = dev->impl;
+    x.st = stream;
+    x.err = err;
+    x.errlen = errlen;
+    if (x.st == NULL) return td__cuda_fail(&x, TD_EINTERNAL, "cuda: exec without a stream");
+    td_status s = td__cuda_check(&x, gpuSetDevice(x.cd->ordinal), "set device");
+    if (s != TD_OK) return s;
+    switch (family_of(op->opcode)) {
+    case F_CREATE:
+        return td__cuda_exec_create(&x, op, out);
+    case F_UNARY:
+        return td__cuda_exec_unary(&x, op, in, out);
+    case F_BINARY:
+        return td__cuda_exec_binary(&x, op, in, out);
+    case F_WHERE:
+        return td__cuda_exec_where(&x, in, out);
+    case F_CAST:
+        return td__cuda_exec_cast(&x, in, out);
+    case F_REDUCE:
+        return td__cuda_exec_reduce(&x, op, in, out);
+    case F_MATMUL:
+        return exec_matmul(&x, in, out);
+    case F_MOVEMENT:
+        return td__cuda_exec_movement(&x, op, in, out);
+    case F_ENGINE:
+        return td__cuda_fail(&x, TD_EINTERNAL,
+                             "cuda: opcode %u is handled by the engine, not the backend",
+                             op->opcode);
+    case F_NONE:
+        break;
+    }
+    return td__cuda_fail(&x, TD_EINTERNAL, "cuda: unknown opcode %u", op->opcode);
+}
+
+static const td__backend cuda_backend = {
+    .kind = TD_GPU_KIND,
+    .host_memory = false,
+    .device_count = cuda_device_count,
+    .device_open = cuda_device_open,
+    .device_close = cuda_device_close,
+    .memory_info = cuda_memory_info,
+    .buffer_alloc = cuda_buffer_alloc,
+    .buffer_free = cuda_buffer_free,
+    .buffer_write = cuda_buffer_write,
+    .buffer_read = cuda_buffer_read,
+    .stream_create = cuda_stream_create,
+    .stream_destroy = cuda_stream_destroy,
+    .stream_sync = cuda_stream_sync,
+    .supports_op = cuda_supports_op,
+    .exec = cuda_exec,
+};
+
+/* The module's entry point (engine/device.c looks it up with dlsym). */
+__attribute__((visibility("default"))) const td__backend *td_backend_entry(void);
+const td__backend *td_backend_entry(void) { return &cuda_backend; }

@@ -1,0 +1,179 @@
+/* cuda_create.cu — ops that make a tensor from attributes alone: FULL, ARANGE,
+ * RAND_UNIFORM, RAND_NORMAL; and the fill helper reductions use for empty folds.
+ *
+ * The random ops follow engine/philox.h's (seed, index) mapping: one thread per Philox
+ * block writes the 4 (f32) or 2 (f64) elements that block yields, so the tensor does not
+ * depend on the launch shape. The module is compiled with -fmad=false: `low + (high - low)
+ * * u` and ARANGE's `start + i * step` must round twice, as on the CPU, not fuse into one
+ * FMA, for uniform values and ARANGE to agree bit for bit. Normal values go through the
+ * device's log/sqrt/sin/cos (a few ulps from glibc's).
+ */
+#include "backends/cuda/cuda_ops.cuh"
+#include "engine/philox.h"
+#include <string.h>
+
+namespace {
+
+template <typename T> __global__ void k_fill(T *out, int64_t n, T v)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        out[i] = v;
+}
+
+__global__ void k_arange(uint32_t dt, void *out, int64_t n, double start, double step)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        td_store_double(dt, out, i, start + (double)i * step);
+}
+
+/* One thread per Philox block b; nb blocks cover n elements. */
+__global__ void k_uniform_f32(float *out, int64_t n, uint64_t seed, double low, double high)
+{
+    int64_t nb = (n + 3) / 4;
+    for (int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; b < nb;
+         b += (int64_t)gridDim.x * blockDim.x) {
+        uint32_t w[4];
+        td__philox_block(seed, (uint64_t)b, w);
+        for (int j = 0; j < 4; j++) {
+            int64_t i = b * 4 + j;
+            if (i < n) out[i] = td__philox_uniform_f32_from(w, (uint64_t)i, low, high);
+        }
+    }
+}
+
+__global__ void k_uniform_f64(double *out, int64_t n, uint64_t seed, double low, double high)
+{
+    int64_t nb = (n + 1) / 2;
+    for (int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; b < nb;
+         b += (int64_t)gridDim.x * blockDim.x) {
+        uint32_t w[4];
+        td__philox_block(seed, (uint64_t)b, w);
+        for (int j = 0; j < 2; j++) {
+            int64_t i = b * 2 + j;
+            if (i < n) out[i] = td__philox_uniform_f64_from(w, (uint64_t)i, low, high);
+        }
+    }
+}
+
+__global__ void k_normal_f32(float *out, int64_t n, uint64_t seed, double mean, double stddev)
+{
+    int64_t nb = (n + 3) / 4;
+    for (int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; b < nb;
+         b += (int64_t)gridDim.x * blockDim.x) {
+        uint32_t w[4];
+        td__philox_block(seed, (uint64_t)b, w);
+        for (unsigned q = 0; q < 2; q++) {
+            int64_t i = b * 4 + 2 * q;
+            if (i >= n) break;
+            double z[2];
+            td__philox_normal_f32_pair(w, q, z);
+            out[i] = (float)(mean + stddev * z[0]);
+            if (i + 1 < n) out[i + 1] = (float)(mean + stddev * z[1]);
+        }
+    }
+}
+
+__global__ void k_normal_f64(double *out, int64_t n, uint64_t seed, double mean, double stddev)
+{
+    int64_t nb = (n + 1) / 2;
+    for (int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; b < nb;
+         b += (int64_t)gridDim.x * blockDim.x) {
+        uint32_t w[4];
+        td__philox_block(seed, (uint64_t)b, w);
+        double z[2];
+        td__philox_normal_f64_pair(w, z);
+        out[b * 2] = mean + stddev * z[0];
+        if (b * 2 + 1 < n) out[b * 2 + 1] = mean + stddev * z[1];
+    }
+}
+
+} // namespace
+
+/* Whether this module holds machine code or PTX the current device can run (the driver
+ * refuses, e.g., sm_90 code on an sm_80 GPU): asked once when a device is opened. */
+extern "C" gpuError_t td__cuda_probe(void)
+{
+    gpuFuncAttributes attr;
+    return gpuFuncGetAttributes(&attr, (const void *)k_fill<uint32_t>);
+}
+
+extern "C" td_status td__cuda_fill(const td__cuda_exec *x, uint32_t dt, void *data, int64_t n,
+                                   double v)
+{
+    if (n == 0) return TD_OK;
+    unsigned blocks = td__cuda_blocks(n, TD_CUDA_THREADS);
+    gpuStream_t s = x->st->s;
+    switch (dt) {
+    case TD_F32: {
+        float f = (float)v;
+        uint32_t bits;
+        memcpy(&bits, &f, sizeof bits);
+        k_fill<uint32_t><<<blocks, TD_CUDA_THREADS, 0, s>>>((uint32_t *)data, n, bits);
+        break;
+    }
+    case TD_F64: {
+        uint64_t bits;
+        memcpy(&bits, &v, sizeof bits);
+        k_fill<uint64_t><<<blocks, TD_CUDA_THREADS, 0, s>>>((uint64_t *)data, n, bits);
+        break;
+    }
+    case TD_I32:
+        k_fill<int32_t><<<blocks, TD_CUDA_THREADS, 0, s>>>((int32_t *)data, n, td_sat_i32(v));
+        break;
+    case TD_I64:
+        k_fill<int64_t><<<blocks, TD_CUDA_THREADS, 0, s>>>((int64_t *)data, n, td_sat_i64(v));
+        break;
+    case TD_U8: case TD_BOOL: {
+        int byte = dt == TD_BOOL ? (v != 0.0) : td_sat_u8(v);
+        return td__cuda_check(x, gpuMemsetAsync(data, byte, (size_t)n, s), "fill");
+    }
+    default:
+        return td__cuda_fail(x, TD_EINTERNAL, "cuda: fill of dtype %u", dt);
+    }
+    return td__cuda_launched(x, "fill kernel");
+}
+
+extern "C" td_status td__cuda_exec_create(const td__cuda_exec *x, const td__op *op,
+                                          const td__view *out)
+{
+    const int64_t n = td__cuda_nelem(&out->desc);
+    const uint32_t dt = out->desc.dtype;
+    if (n == 0) return TD_OK;
+    gpuStream_t s = x->st->s;
+    const double a = op->fattrs[0], b = op->fattrs[1];
+    switch (op->opcode) {
+    case TD_OP_FULL:
+        return td__cuda_fill(x, dt, out->data, n, a);
+    case TD_OP_ARANGE:
+        if (td__cuda_dtype_size(dt) == 0) break;
+        k_arange<<<td__cuda_blocks(n, TD_CUDA_THREADS), TD_CUDA_THREADS, 0, s>>>(dt, out->data,
+                                                                                n, a, b);
+        return td__cuda_launched(x, "arange kernel");
+    case TD_OP_RAND_UNIFORM:
+        if (dt == TD_F32) {
+            k_uniform_f32<<<td__cuda_blocks((n + 3) / 4, TD_CUDA_THREADS), TD_CUDA_THREADS, 0,
+                            s>>>((float *)out->data, n, op->seed, a, b);
+        } else if (dt == TD_F64) {
+            k_uniform_f64<<<td__cuda_blocks((n + 1) / 2, TD_CUDA_THREADS), TD_CUDA_THREADS, 0,
+                            s>>>((double *)out->data, n, op->seed, a, b);
+        } else {
+            break;
+        }
+        return td__cuda_launched(x, "rand_uniform kernel");
+    case TD_OP_RAND_NORMAL:
+        if (dt == TD_F32) {
+            k_normal_f32<<<td__cuda_blocks((n + 3) / 4, TD_CUDA_THREADS), TD_CUDA_THREADS, 0,
+                           s>>>((float *)out->data, n, op->seed, a, b);
+        } else if (dt == TD_F64) {
+            k_normal_f64<<<td__cuda_blocks((n + 1) / 2, TD_CUDA_THREADS), TD_CUDA_THREADS, 0,
+                           s>>>((double *)out->data, n, op->seed, a, b);
+        } else {
+            break;
+        }
+        return td__cuda_launched(x, "rand_normal kernel");
+    }
+    return td__cuda_fail(x, TD_EINTERNAL, "cuda: no create kernel for opcode %u dtype %u",
+                         op->opcode, dt);
+}

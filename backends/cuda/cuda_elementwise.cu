@@ -1,0 +1,400 @@
+/* cuda_elementwise.cu — unary, binary, comparison, WHERE and CAST kernels of the CUDA
+ * backend.
+ *
+ * One grid-stride kernel template per family, instantiated per (op, element type): unary
+ * and cast map a contiguous input onto a contiguous output; binary, comparison and WHERE
+ * walk the collapsed broadcast iterator (td__gpu_iter), which turns same-shape operands
+ * into one flat run and a broadcast scalar into a stride-0 run, so the common cases pay no
+ * index arithmetic beyond a multiply. Index math is 32-bit when the iterator says every
+ * offset fits (64-bit division costs several times more on the GPU).
+ *
+ * Semantics are the CPU backend's (see cuda_ops.cuh): integer ops wrap and never trap,
+ * maximum/minimum propagate NaN, RELU keeps NaN, bool compares raw bytes.
+ */
+#include "backends/cuda/cuda_ops.cuh"
+#include <type_traits>
+
+namespace {
+
+/* ---- float math by type ---- */
+TD_DEV float f_exp(float x) { return expf(x); }
+TD_DEV double f_exp(double x) { return exp(x); }
+TD_DEV float f_log(float x) { return logf(x); }
+TD_DEV double f_log(double x) { return log(x); }
+TD_DEV float f_sqrt(float x) { return sqrtf(x); }
+TD_DEV double f_sqrt(double x) { return sqrt(x); }
+TD_DEV float f_tanh(float x) { return tanhf(x); }
+TD_DEV double f_tanh(double x) { return tanh(x); }
+TD_DEV float f_pow(float a, float b) { return powf(a, b); }
+TD_DEV double f_pow(double a, double b) { return pow(a, b); }
+TD_DEV float f_abs(float x) { return fabsf(x); }
+TD_DEV double f_abs(double x) { return fabs(x); }
+
+/* Unsigned twin used for wraparound arithmetic. */
+template <typename T> struct uns;
+template <> struct uns<int32_t> { typedef uint32_t type; };
+template <> struct uns<int64_t> { typedef uint64_t type; };
+template <> struct uns<uint8_t> { typedef uint32_t type; };
+
+template <int OP, typename T> TD_DEV T unary_op(T x)
+{
+    if constexpr (std::is_floating_point<T>::value) {
+        if constexpr (OP == TD_OP_NEG) return -x;
+        else if constexpr (OP == TD_OP_ABS) return f_abs(x);
+        else if constexpr (OP == TD_OP_EXP) return f_exp(x);
+        else if constexpr (OP == TD_OP_LOG) return f_log(x);
+        else if constexpr (OP == TD_OP_SQRT) return f_sqrt(x);
+        else if constexpr (OP == TD_OP_RSQRT) return (T)1 / f_sqrt(x);
+        else if constexpr (OP == TD_OP_TANH) return f_tanh(x);
+        else if constexpr (OP == TD_OP_SIGMOID) return (T)1 / ((T)1 + f_exp(-x));
+        else return x < (T)0 ? (T)0 : x; /* RELU */
+    } else {
+        typedef typename uns<T>::type U;
+        if constexpr (OP == TD_OP_NEG) return (T)((U)0 - (U)x);
+        else if constexpr (!std::is_signed<T>::value) return x; /* u8 ABS and RELU */
+        else if constexpr (OP == TD_OP_ABS) return x < 0 ? (T)((U)0 - (U)x) : x;
+        else return x < 0 ? (T)0 : x; /* RELU */
+    }
+}
+
+template <int OP, typename T> TD_DEV T binary_op(T a, T b)
+{
+    if constexpr (std::is_floating_point<T>::value) {
+        if constexpr (OP == TD_OP_ADD) return a + b;
+        else if constexpr (OP == TD_OP_SUB) return a - b;
+        else if constexpr (OP == TD_OP_MUL) return a * b;
+        else if constexpr (OP == TD_OP_DIV) return a / b;
+        else if constexpr (OP == TD_OP_POW) return f_pow(a, b);
+        else if constexpr (OP == TD_OP_MAXIMUM) return (a > b || a != a) ? a : b;
+        else return (a < b || a != a) ? a : b; /* MINIMUM */
+    } else {
+        typedef typename uns<T>::type U;
+        if constexpr (OP == TD_OP_ADD) return (T)((U)a + (U)b);
+        else if constexpr (OP == TD_OP_SUB) return (T)((U)a - (U)b);
+        else if constexpr (OP == TD_OP_MUL) return (T)((U)a * (U)b);
+        else if constexpr (OP == TD_OP_DIV) {
+            if (b == 0) return 0;
+            if constexpr (std::is_signed<T>::value) {
+                const T tmin = (T)((U)1 << (8 * sizeof(T) - 1));
+                if (a == tmin && b == (T)-1) return a;
+            }
+            return (T)(a / b);
+        } else if constexpr (OP == TD_OP_MAXIMUM) return a > b ? a : b;
+        else return a < b ? a : b; /* MINIMUM (POW is float only) */
+    }
+}
+
+template <int OP, typename T> TD_DEV uint8_t compare_op(T a, T b)
+{
+    if constexpr (OP == TD_OP_EQ) return a == b;
+    else if constexpr (OP == TD_OP_NE) return a != b;
+    else if constexpr (OP == TD_OP_LT) return a < b;
+    else if constexpr (OP == TD_OP_LE) return a <= b;
+    else if constexpr (OP == TD_OP_GT) return a > b;
+    else return a >= b;
+}
+
+/* ---- kernels ---- */
+
+template <int OP, typename T> __global__ void k_unary(const T *in, T *out, int64_t n)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        out[i] = unary_op<OP, T>(in[i]);
+}
+
+/* Binary ops (CMP false) and comparisons (CMP true) over the broadcast walk. */
+template <typename I, int OP, bool CMP, typename T, typename O>
+__global__ void k_binary(td__gpu_iter it, const T *a, const T *b, O *out, I n)
+{
+    for (I i = (I)(blockIdx.x * blockDim.x + threadIdx.x); i < n; i += (I)(gridDim.x * blockDim.x)) {
+        I off[2];
+        td_iter_offsets<I, 2>(it, i, off);
+        if constexpr (CMP) {
+            out[i] = compare_op<OP, T>(a[off[0]], b[off[1]]);
+        } else {
+            out[i] = binary_op<OP, T>(a[off[0]], b[off[1]]);
+        }
+    }
+}
+
+template <typename I, typename T>
+__global__ void k_where(td__gpu_iter it, const uint8_t *c, const T *a, const T *b, T *out, I n)
+{
+    for (I i = (I)(blockIdx.x * blockDim.x + threadIdx.x); i < n; i += (I)(gridDim.x * blockDim.x)) {
+        I off[3];
+        td_iter_offsets<I, 3>(it, i, off);
+        out[i] = c[off[0]] ? a[off[1]] : b[off[2]];
+    }
+}
+
+/* Source loads for cast: bool bytes are read as 0/1. */
+template <typename S> TD_DEV S cast_load(const typename td_store<S>::type *p, int64_t i)
+{
+    return p[i];
+}
+template <> TD_DEV td_bool cast_load<td_bool>(const uint8_t *p, int64_t i)
+{
+    td_bool b;
+    b.v = p[i] != 0;
+    return b;
+}
+
+/* bool behaves as the integer 0/1 when converted. */
+template <typename D, typename S> TD_DEV typename td_store<D>::type cast_one(S x)
+{
+    if constexpr (std::is_same<S, td_bool>::value) {
+        return cast_one<D, uint8_t>(x.v);
+    } else if constexpr (std::is_same<D, td_bool>::value) {
+        return (uint8_t)(x != 0);
+    } else {
+        return td_conv<D>::from(x);
+    }
+}
+
+template <typename S, typename D>
+__global__ void k_cast(const typename td_store<S>::type *in, typename td_store<D>::type *out,
+                       int64_t n)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        out[i] = cast_one<D, S>(cast_load<S>(in, i));
+}
+
+/* ---- launchers ---- */
+
+template <int OP, typename T>
+td_status launch_unary(const td__cuda_exec *x, const td__view *in, const td__view *out)
+{
+    int64_t n = td__cuda_nelem(&out->desc);
+    if (n == 0) return TD_OK;
+    k_unary<OP, T><<<td__cuda_blocks(n, TD_CUDA_THREADS), TD_CUDA_THREADS, 0, x->st->s>>>(
+        (const T *)in->data, (T *)out->data, n);
+    return td__cuda_launched(x, "unary kernel");
+}
+
+template <int OP, bool CMP, typename T>
+td_status launch_binary(const td__cuda_exec *x, const td__gpu_iter &it, const td__view *in,
+                        const td__view *out, int64_t n)
+{
+    typedef typename std::conditional<CMP, uint8_t, T>::type O;
+    unsigned blocks = td__cuda_blocks(n, TD_CUDA_THREADS);
+    if (it.small) {
+        k_binary<int32_t, OP, CMP, T, O><<<blocks, TD_CUDA_THREADS, 0, x->st->s>>>(
+            it, (const T *)in[0].data, (const T *)in[1].data, (O *)out->data, (int32_t)n);
+    } else {
+        k_binary<int64_t, OP, CMP, T, O><<<blocks, TD_CUDA_THREADS, 0, x->st->s>>>(
+            it, (const T *)in[0].data, (const T *)in[1].data, (O *)out->data, n);
+    }
+    return td__cuda_launched(x, "binary kernel");
+}
+
+/* Calls f.template operator()<T>() with T the element type of a numeric dtype. */
+template <typename F> td_status by_numeric(uint32_t dt, F f)
+{
+    switch (dt) {
+    case TD_F32: return f.template operator()<float>();
+    case TD_F64: return f.template operator()<double>();
+    case TD_I32: return f.template operator()<int32_t>();
+    case TD_I64: return f.template operator()<int64_t>();
+    case TD_U8: return f.template operator()<uint8_t>();
+    }
+    return TD_EINTERNAL;
+}
+
+template <typename F> td_status by_float(uint32_t dt, F f)
+{
+    switch (dt) {
+    case TD_F32: return f.template operator()<float>();
+    case TD_F64: return f.template operator()<double>();
+    }
+    return TD_EINTERNAL;
+}
+
+template <int OP> struct unary_launch {
+    const td__cuda_exec *x;
+    const td__view *in, *out;
+    template <typename T> td_status operator()() const { return launch_unary<OP, T>(x, in, out); }
+};
+
+template <int OP, bool CMP> struct binary_launch {
+    const td__cuda_exec *x;
+    const td__gpu_iter *it;
+    const td__view *in, *out;
+    int64_t n;
+    template <typename T> td_status operator()() const
+    {
+        return launch_binary<OP, CMP, T>(x, *it, in, out, n);
+    }
+};
+
+template <int OP> td_status unary_numeric(const td__cuda_exec *x, const td__view *in,
+                                          const td__view *out)
+{
+    return by_numeric(in->desc.dtype, unary_launch<OP>{x, in, out});
+}
+
+template <int OP> td_status unary_float(const td__cuda_exec *x, const td__view *in,
+                                        const td__view *out)
+{
+    return by_float(in->desc.dtype, unary_launch<OP>{x, in, out});
+}
+
+template <int OP> td_status binary_numeric(const td__cuda_exec *x, const td__gpu_iter *it,
+                                           const td__view *in, const td__view *out, int64_t n)
+{
+    return by_numeric(in[0].desc.dtype, binary_launch<OP, false>{x, it, in, out, n});
+}
+
+template <int OP> td_status compare_any(const td__cuda_exec *x, const td__gpu_iter *it,
+                                        const td__view *in, const td__view *out, int64_t n)
+{
+    binary_launch<OP, true> f{x, it, in, out, n};
+    if (in[0].desc.dtype == TD_BOOL) return f.template operator()<uint8_t>();
+    return by_numeric(in[0].desc.dtype, f);
+}
+
+void bcast_iter(td__gpu_iter *it, const td__view *in, int n_in, const td__view *out)
+{
+    int64_t st[TD_CUDA_ITER_MAX_IN][TD_MAX_RANK];
+    for (int k = 0; k < n_in; k++) td__cuda_bcast_strides(&in[k].desc, &out->desc, st[k]);
+    td__gpu_iter_init(it, &out->desc, n_in, (const int64_t(*)[TD_MAX_RANK])st);
+}
+
+/* WHERE moves values as bytes of their size: T is an unsigned integer of that size. */
+template <typename T>
+void launch_where(const td__cuda_exec *x, const td__gpu_iter &it, const td__view *in,
+                  const td__view *out, int64_t n)
+{
+    unsigned blocks = td__cuda_blocks(n, TD_CUDA_THREADS);
+    const uint8_t *c = (const uint8_t *)in[0].data;
+    const T *a = (const T *)in[1].data, *b = (const T *)in[2].data;
+    if (it.small)
+        k_where<int32_t, T><<<blocks, TD_CUDA_THREADS, 0, x->st->s>>>(it, c, a, b, (T *)out->data,
+                                                                      (int32_t)n);
+    else
+        k_where<int64_t, T><<<blocks, TD_CUDA_THREADS, 0, x->st->s>>>(it, c, a, b, (T *)out->data,
+                                                                      n);
+}
+
+template <typename S> struct cast_to {
+    const td__cuda_exec *x;
+    const void *in;
+    void *out;
+    int64_t n;
+    template <typename D> td_status go() const
+    {
+        k_cast<S, D><<<td__cuda_blocks(n, TD_CUDA_THREADS), TD_CUDA_THREADS, 0, x->st->s>>>(
+            (const typename td_store<S>::type *)in, (typename td_store<D>::type *)out, n);
+        return td__cuda_launched(x, "cast kernel");
+    }
+    td_status operator()(uint32_t to) const
+    {
+        switch (to) {
+        case TD_F32: return go<float>();
+        case TD_F64: return go<double>();
+        case TD_I32: return go<int32_t>();
+        case TD_I64: return go<int64_t>();
+        case TD_U8: return go<uint8_t>();
+        case TD_BOOL: return go<td_bool>();
+        }
+        return TD_EINTERNAL;
+    }
+};
+
+} // namespace
+
+extern "C" td_status td__cuda_exec_unary(const td__cuda_exec *x, const td__op *op,
+                                         const td__view *in, const td__view *out)
+{
+    td_status s = TD_EINTERNAL;
+    switch (op->opcode) {
+    case TD_OP_NEG: s = unary_numeric<TD_OP_NEG>(x, in, out); break;
+    case TD_OP_ABS: s = unary_numeric<TD_OP_ABS>(x, in, out); break;
+    case TD_OP_RELU: s = unary_numeric<TD_OP_RELU>(x, in, out); break;
+    case TD_OP_EXP: s = unary_float<TD_OP_EXP>(x, in, out); break;
+    case TD_OP_LOG: s = unary_float<TD_OP_LOG>(x, in, out); break;
+    case TD_OP_SQRT: s = unary_float<TD_OP_SQRT>(x, in, out); break;
+    case TD_OP_RSQRT: s = unary_float<TD_OP_RSQRT>(x, in, out); break;
+    case TD_OP_TANH: s = unary_float<TD_OP_TANH>(x, in, out); break;
+    case TD_OP_SIGMOID: s = unary_float<TD_OP_SIGMOID>(x, in, out); break;
+    }
+    if (s == TD_EINTERNAL)
+        return td__cuda_fail(x, s, "cuda: no unary kernel for opcode %u dtype %u", op->opcode,
+                             in[0].desc.dtype);
+    return s;
+}
+
+extern "C" td_status td__cuda_exec_binary(const td__cuda_exec *x, const td__op *op,
+                                          const td__view *in, const td__view *out)
+{
+    int64_t n = td__cuda_nelem(&out->desc);
+    if (n == 0) return TD_OK;
+    td__gpu_iter it;
+    bcast_iter(&it, in, 2, out);
+    td_status s = TD_EINTERNAL;
+    switch (op->opcode) {
+    case TD_OP_ADD: s = binary_numeric<TD_OP_ADD>(x, &it, in, out, n); break;
+    case TD_OP_SUB: s = binary_numeric<TD_OP_SUB>(x, &it, in, out, n); break;
+    case TD_OP_MUL: s = binary_numeric<TD_OP_MUL>(x, &it, in, out, n); break;
+    case TD_OP_DIV: s = binary_numeric<TD_OP_DIV>(x, &it, in, out, n); break;
+    case TD_OP_MAXIMUM: s = binary_numeric<TD_OP_MAXIMUM>(x, &it, in, out, n); break;
+    case TD_OP_MINIMUM: s = binary_numeric<TD_OP_MINIMUM>(x, &it, in, out, n); break;
+    case TD_OP_POW:
+        s = by_float(in[0].desc.dtype, binary_launch<TD_OP_POW, false>{x, &it, in, out, n});
+        break;
+    case TD_OP_EQ: s = compare_any<TD_OP_EQ>(x, &it, in, out, n); break;
+    case TD_OP_NE: s = compare_any<TD_OP_NE>(x, &it, in, out, n); break;
+    case TD_OP_LT: s = compare_any<TD_OP_LT>(x, &it, in, out, n); break;
+    case TD_OP_LE: s = compare_any<TD_OP_LE>(x, &it, in, out, n); break;
+    case TD_OP_GT: s = compare_any<TD_OP_GT>(x, &it, in, out, n); break;
+    case TD_OP_GE: s = compare_any<TD_OP_GE>(x, &it, in, out, n); break;
+    }
+    if (s == TD_EINTERNAL)
+        return td__cuda_fail(x, s, "cuda: no binary kernel for opcode %u dtype %u", op->opcode,
+                             in[0].desc.dtype);
+    return s;
+}
+
+extern "C" td_status td__cuda_exec_where(const td__cuda_exec *x, const td__view *in,
+                                         const td__view *out)
+{
+    int64_t n = td__cuda_nelem(&out->desc);
+    if (n == 0) return TD_OK;
+    td__gpu_iter it;
+    bcast_iter(&it, in, 3, out);
+    switch (td__cuda_dtype_size(out->desc.dtype)) {
+    case 1: launch_where<uint8_t>(x, it, in, out, n); break;
+    case 4: launch_where<uint32_t>(x, it, in, out, n); break;
+    case 8: launch_where<uint64_t>(x, it, in, out, n); break;
+    default:
+        return td__cuda_fail(x, TD_EINTERNAL, "cuda: where on dtype %u", out->desc.dtype);
+    }
+    return td__cuda_launched(x, "where kernel");
+}
+
+extern "C" td_status td__cuda_exec_cast(const td__cuda_exec *x, const td__view *in,
+                                        const td__view *out)
+{
+    uint32_t from = in[0].desc.dtype, to = out->desc.dtype;
+    int64_t n = td__cuda_nelem(&out->desc);
+    if (n == 0) return TD_OK;
+    if (from == to && from != TD_BOOL) {
+        size_t nbytes = (size_t)n * td__cuda_dtype_size(from);
+        return td__cuda_check(x, gpuMemcpyAsync(out->data, in[0].data, nbytes,
+                                                gpuMemcpyDeviceToDevice, x->st->s),
+                              "cast copy");
+    }
+    td_status s = TD_EINTERNAL;
+    switch (from) {
+    case TD_F32: s = cast_to<float>{x, in[0].data, out->data, n}(to); break;
+    case TD_F64: s = cast_to<double>{x, in[0].data, out->data, n}(to); break;
+    case TD_I32: s = cast_to<int32_t>{x, in[0].data, out->data, n}(to); break;
+    case TD_I64: s = cast_to<int64_t>{x, in[0].data, out->data, n}(to); break;
+    case TD_U8: s = cast_to<uint8_t>{x, in[0].data, out->data, n}(to); break;
+    case TD_BOOL: s = cast_to<td_bool>{x, in[0].data, out->data, n}(to); break;
+    }
+    if (s == TD_EINTERNAL)
+        return td__cuda_fail(x, s, "cuda: cast from dtype %u to %u", from, to);
+    return s;
+}

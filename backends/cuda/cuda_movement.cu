@@ -1,0 +1,366 @@
+/* cuda_movement.cu — PERMUTE SLICE EXPAND COPY CONCAT GATHER INDEX_SELECT.
+ *
+ * PERMUTE, SLICE and EXPAND are one strided-copy kernel over the collapsed iterator: the
+ * output is walked contiguously and the input read at (base, per-axis strides) — permuted
+ * strides, an offset start, or stride 0 on broadcast axes. When the collapsed walk ends in
+ * a transpose (the input's unit stride sits on the output's second-to-last axis), a tiled
+ * kernel stages 32 x 32 tiles through shared memory so that both reads and writes are
+ * coalesced. COPY is a device-to-device memcpy; CONCAT copies each input into its column
+ * band of the output rows. Values move as bytes of their element size, never interpreted.
+ *
+ * GATHER and INDEX_SELECT read indices from tensor data. A first kernel checks every index
+ * against [0, dim) and records the smallest offending position with atomicMin (the minimum
+ * does not depend on timing); the host reads that word back — the one synchronisation these
+ * ops need — and fails with TD_ERANGE naming the value and position exactly as the CPU
+ * does, before anything is written. Negative indices are not wrapped.
+ */
+#include "backends/cuda/cuda_ops.cuh"
+#include <inttypes.h>
+#include <stdio.h>
+
+namespace {
+
+template <typename I, typename E>
+__global__ void k_strided(td__gpu_iter it, const E *src, E *dst, I n)
+{
+    for (I i = (I)(blockIdx.x * blockDim.x + threadIdx.x); i < n; i += (I)(gridDim.x * blockDim.x)) {
+        I off[1];
+        td_iter_offsets<I, 1>(it, i, off);
+        dst[i] = src[off[0]];
+    }
+}
+
+#define TILE 32
+#define TILE_ROWS 8
+
+/* Output [outer..., P, Q] from input element (p, q) at base(outer) + p + q * sq. Grid:
+ * x over Q tiles, y over P tiles, z (looped) over outer indices. */
+template <typename E>
+__global__ void k_transpose(td__gpu_iter it, const E *src, E *dst, int64_t p, int64_t q,
+                            int64_t sq, int64_t outer)
+{
+    __shared__ E tile[TILE][TILE + 1];
+    const int64_t q0 = (int64_t)blockIdx.x * TILE, p0 = (int64_t)blockIdx.y * TILE;
+    for (int64_t o = blockIdx.z; o < outer; o += gridDim.z) {
+        int64_t base = 0, rem = o;
+        for (int d = it.rank - 3; d >= 0; d--) {
+            base += (rem % it.dims[d]) * it.strides[0][d];
+            rem /= it.dims[d];
+        }
+        /* read: threads along p (unit stride in the input) */
+        for (int j = threadIdx.y; j < TILE; j += TILE_ROWS) {
+            int64_t qq = q0 + j, pp = p0 + threadIdx.x;
+            if (qq < q && pp < p) tile[j][threadIdx.x] = src[base + pp + qq * sq];
+        }
+        __syncthreads();
+        /* write: threads along q (unit stride in the output) */
+        E *d = dst + o * p * q;
+        for (int j = threadIdx.y; j < TILE; j += TILE_ROWS) {
+            int64_t pp = p0 + j, qq = q0 + threadIdx.x;
+            if (qq < q && pp < p) d[pp * q + qq] = tile[threadIdx.x][j];
+        }
+        __syncthreads();
+    }
+}
+
+template <typename E>
+td_status strided_es(const td__cuda_exec *x, const td__gpu_iter &it, const void *src,
+                     void *dst, int64_t n)
+{
+    const int r = it.rank;
+    if (r >= 2 && it.strides[0][r - 2] == 1 && it.strides[0][r - 1] > 1 && it.dims[r - 2] >= TILE &&
+        it.dims[r - 1] >= TILE) {
+        int64_t p = it.dims[r - 2], q = it.dims[r - 1];
+        int64_t outer = n / (p * q);
+        int64_t gz = outer < 65535 ? outer : 65535;
+        int64_t gx = (q + TILE - 1) / TILE, gy = (p + TILE - 1) / TILE;
+        if (gx <= INT32_MAX && gy <= 65535) {
+            dim3 grid((unsigned)gx, (unsigned)gy, (unsigned)gz), block(TILE, TILE_ROWS);
+            k_transpose<E><<<grid, block, 0, x->st->s>>>(it, (const E *)src, (E *)dst, p, q,
+                                                         it.strides[0][r - 1], outer);
+            return td__cuda_launched(x, "transpose kernel");
+        }
+    }
+    unsigned blocks = td__cuda_blocks(n, TD_CUDA_THREADS);
+    if (it.small)
+        k_strided<int32_t, E><<<blocks, TD_CUDA_THREADS, 0, x->st->s>>>(it, (const E *)src,
+                                                                       (E *)dst, (int32_t)n);
+    else
+        k_strided<int64_t, E><<<blocks, TD_CUDA_THREADS, 0, x->st->s>>>(it, (const E *)src,
+                                                                       (E *)dst, n);
+    return td__cuda_launched(x, "strided copy kernel");
+}
+
+/* Copy into `out` from `src` read with per-out-axis element strides `st`. */
+td_status strided_copy(const td__cuda_exec *x, const td__view *out, const void *src,
+                       const int64_t st[TD_MAX_RANK])
+{
+    int64_t n = td__cuda_nelem(&out->desc);
+    if (n == 0) return TD_OK;
+    td__gpu_iter it;
+    td__gpu_iter_init(&it, &out->desc, 1, (const int64_t(*)[TD_MAX_RANK])st);
+    switch (td__cuda_dtype_size(out->desc.dtype)) {
+    case 1: return strided_es<uint8_t>(x, it, src, out->data, n);
+    case 4: return strided_es<uint32_t>(x, it, src, out->data, n);
+    case 8: return strided_es<uint64_t>(x, it, src, out->data, n);
+    }
+    return td__cuda_fail(x, TD_EINTERNAL, "cuda: strided copy of dtype %u", out->desc.dtype);
+}
+
+/* ---- concat ---- */
+
+template <typename E>
+__global__ void k_concat(const E *src, E *dst, int64_t outer, int64_t row, int64_t out_row,
+                         int64_t col0)
+{
+    int64_t n = outer * row;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t o = i / row, j = i % row;
+        dst[o * out_row + col0 + j] = src[i];
+    }
+}
+
+template <typename E>
+td_status concat_es(const td__cuda_exec *x, const td__op *op, const td__view *in,
+                    const td__view *out, int64_t outer, int64_t inner)
+{
+    const int64_t axis = op->iattrs[0];
+    const int64_t out_row = out->desc.dims[axis] * inner;
+    int64_t col0 = 0;
+    for (uint32_t k = 0; k < op->n_inputs; k++) {
+        int64_t row = in[k].desc.dims[axis] * inner;
+        if (row > 0 && outer > 0) {
+            k_concat<E><<<td__cuda_blocks(outer * row, TD_CUDA_THREADS), TD_CUDA_THREADS, 0,
+                          x->st->s>>>((const E *)in[k].data, (E *)out->data, outer, row,
+                                      out_row, col0);
+            td_status s = td__cuda_launched(x, "concat kernel");
+            if (s != TD_OK) return s;
+        }
+        col0 += row;
+    }
+    return TD_OK;
+}
+
+td_status exec_concat(const td__cuda_exec *x, const td__op *op, const td__view *in,
+                      const td__view *out)
+{
+    const td__desc *od = &out->desc;
+    int64_t axis = op->iattrs[0];
+    if (op->n_inputs < 1 || op->n_inputs > TD_OP_MAX_INPUTS || axis < 0 ||
+        axis >= (int64_t)od->rank)
+        return td__cuda_fail(x, TD_EINTERNAL, "cuda: concat with %u inputs on axis %lld",
+                             op->n_inputs, (long long)axis);
+    int64_t outer = 1, inner = 1;
+    for (int64_t d = 0; d < axis; d++) outer *= od->dims[d];
+    for (uint32_t d = (uint32_t)axis + 1; d < od->rank; d++) inner *= od->dims[d];
+    if (td__cuda_nelem(od) == 0) return TD_OK;
+    switch (td__cuda_dtype_size(od->dtype)) {
+    case 1: return concat_es<uint8_t>(x, op, in, out, outer, inner);
+    case 4: return concat_es<uint32_t>(x, op, in, out, outer, inner);
+    case 8: return concat_es<uint64_t>(x, op, in, out, outer, inner);
+    }
+    return td__cuda_fail(x, TD_EINTERNAL, "cuda: concat of dtype %u", od->dtype);
+}
+
+/* ---- gather / index_select ---- */
+
+template <typename IT>
+__global__ void k_check_index(const IT *idx, int64_t n, int64_t dim, unsigned long long *flag)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t v = idx[i];
+        if (v < 0 || v >= dim) atomicMin(flag, (unsigned long long)i);
+    }
+}
+
+/* TD_ERANGE for the first index outside [0, dim) (message as the CPU's), else TD_OK. */
+td_status check_indices(const td__cuda_exec *x, const char *name, const td__view *idx,
+                        int64_t dim)
+{
+    const int64_t n = td__cuda_nelem(&idx->desc);
+    if (n == 0) return TD_OK;
+    const bool is64 = idx->desc.dtype == TD_I64;
+    td_status s = td__cuda_check(x, gpuMemsetAsync(x->st->flag, 0xff, sizeof(uint64_t), x->st->s),
+                                 "index check");
+    if (s != TD_OK) return s;
+    unsigned blocks = td__cuda_blocks(n, TD_CUDA_THREADS);
+    unsigned long long *flag = (unsigned long long *)x->st->flag;
+    if (is64)
+        k_check_index<int64_t><<<blocks, TD_CUDA_THREADS, 0, x->st->s>>>(
+            (const int64_t *)idx->data, n, dim, flag);
+    else
+        k_check_index<int32_t><<<blocks, TD_CUDA_THREADS, 0, x->st->s>>>(
+            (const int32_t *)idx->data, n, dim, flag);
+    s = td__cuda_launched(x, "index check kernel");
+    uint64_t pos = UINT64_MAX;
+    if (s == TD_OK) s = td__cuda_read_flag(x, &pos);
+    if (s != TD_OK || pos == UINT64_MAX) return s;
+    int64_t v = 0;
+    if (is64) {
+        s = td__cuda_check(x, gpuMemcpy(&v, (const int64_t *)idx->data + pos, sizeof v,
+                                        gpuMemcpyDeviceToHost), "index read");
+    } else {
+        int32_t v32 = 0;
+        s = td__cuda_check(x, gpuMemcpy(&v32, (const int32_t *)idx->data + pos, sizeof v32,
+                                        gpuMemcpyDeviceToHost), "index read");
+        v = v32;
+    }
+    if (s != TD_OK) return s;
+    return td__cuda_fail(x, TD_ERANGE,
+                         "%s: index %" PRId64 " out of range [0, %" PRId64 ") at position %" PRId64,
+                         name, v, dim, (int64_t)pos);
+}
+
+template <typename I, typename E, typename IT>
+__global__ void k_gather(td__gpu_iter it, const E *src, const IT *idx, E *dst, int64_t axis_stride,
+                         I n)
+{
+    for (I i = (I)(blockIdx.x * blockDim.x + threadIdx.x); i < n; i += (I)(gridDim.x * blockDim.x)) {
+        I off[2];
+        td_iter_offsets<I, 2>(it, i, off);
+        int64_t v = idx[off[0]];
+        dst[i] = src[(int64_t)off[1] + v * axis_stride];
+    }
+}
+
+template <typename E, typename IT>
+void launch_gather(const td__cuda_exec *x, const td__gpu_iter &it, const void *src,
+                   const void *idx, void *dst, int64_t axis_stride, int64_t n)
+{
+    unsigned blocks = td__cuda_blocks(n, TD_CUDA_THREADS);
+    if (it.small)
+        k_gather<int32_t, E, IT><<<blocks, TD_CUDA_THREADS, 0, x->st->s>>>(
+            it, (const E *)src, (const IT *)idx, (E *)dst, axis_stride, (int32_t)n);
+    else
+        k_gather<int64_t, E, IT><<<blocks, TD_CUDA_THREADS, 0, x->st->s>>>(
+            it, (const E *)src, (const IT *)idx, (E *)dst, axis_stride, n);
+}
+
+template <typename E>
+void gather_es(const td__cuda_exec *x, const td__gpu_iter &it, bool is64, const void *src,
+               const void *idx, void *dst, int64_t axis_stride, int64_t n)
+{
+    if (is64) launch_gather<E, int64_t>(x, it, src, idx, dst, axis_stride, n);
+    else launch_gather<E, int32_t>(x, it, src, idx, dst, axis_stride, n);
+}
+
+td_status exec_gather(const td__cuda_exec *x, const td__op *op, const td__view *in,
+                      const td__view *out)
+{
+    const td__desc *xd = &in[0].desc, *id = &in[1].desc;
+    int64_t axis = op->iattrs[0];
+    if (axis < 0 || axis >= (int64_t)xd->rank || id->rank != xd->rank)
+        return td__cuda_fail(x, TD_EINTERNAL, "cuda: gather on axis %lld", (long long)axis);
+    td_status s = check_indices(x, "gather", &in[1], xd->dims[axis]);
+    if (s != TD_OK) return s;
+    int64_t n = td__cuda_nelem(&out->desc);
+    if (n == 0) return TD_OK;
+    int64_t st[2][TD_MAX_RANK];
+    td__cuda_strides(id, st[0]);
+    td__cuda_strides(xd, st[1]);
+    int64_t axis_stride = st[1][axis];
+    st[1][axis] = 0;
+    td__gpu_iter it;
+    td__gpu_iter_init(&it, &out->desc, 2, (const int64_t(*)[TD_MAX_RANK])st);
+    bool is64 = id->dtype == TD_I64;
+    switch (td__cuda_dtype_size(out->desc.dtype)) {
+    case 1: gather_es<uint8_t>(x, it, is64, in[0].data, in[1].data, out->data, axis_stride, n); break;
+    case 4: gather_es<uint32_t>(x, it, is64, in[0].data, in[1].data, out->data, axis_stride, n); break;
+    case 8: gather_es<uint64_t>(x, it, is64, in[0].data, in[1].data, out->data, axis_stride, n); break;
+    default: return td__cuda_fail(x, TD_EINTERNAL, "cuda: gather of dtype %u", out->desc.dtype);
+    }
+    return td__cuda_launched(x, "gather kernel");
+}
+
+/* out[o, j, q] = x[o, idx[j], q] over [outer, nidx, inner]. */
+template <typename E, typename IT>
+__global__ void k_index_select(const E *src, const IT *idx, E *dst, int64_t nidx, int64_t dim,
+                               int64_t inner, int64_t n)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t q = i % inner, t = i / inner;
+        int64_t j = t % nidx, o = t / nidx;
+        dst[i] = src[(o * dim + (int64_t)idx[j]) * inner + q];
+    }
+}
+
+template <typename E>
+void select_es(const td__cuda_exec *x, bool is64, const void *src, const void *idx, void *dst,
+               int64_t nidx, int64_t dim, int64_t inner, int64_t n)
+{
+    unsigned blocks = td__cuda_blocks(n, TD_CUDA_THREADS);
+    if (is64)
+        k_index_select<E, int64_t><<<blocks, TD_CUDA_THREADS, 0, x->st->s>>>(
+            (const E *)src, (const int64_t *)idx, (E *)dst, nidx, dim, inner, n);
+    else
+        k_index_select<E, int32_t><<<blocks, TD_CUDA_THREADS, 0, x->st->s>>>(
+            (const E *)src, (const int32_t *)idx, (E *)dst, nidx, dim, inner, n);
+}
+
+td_status exec_index_select(const td__cuda_exec *x, const td__op *op, const td__view *in,
+                            const td__view *out)
+{
+    const td__desc *xd = &in[0].desc;
+    int64_t axis = op->iattrs[0];
+    if (axis < 0 || axis >= (int64_t)xd->rank)
+        return td__cuda_fail(x, TD_EINTERNAL, "cuda: index_select on axis %lld",
+                             (long long)axis);
+    td_status s = check_indices(x, "index_select", &in[1], xd->dims[axis]);
+    if (s != TD_OK) return s;
+    int64_t n = td__cuda_nelem(&out->desc);
+    if (n == 0) return TD_OK;
+    int64_t inner = 1;
+    for (uint32_t d = (uint32_t)axis + 1; d < xd->rank; d++) inner *= xd->dims[d];
+    int64_t nidx = td__cuda_nelem(&in[1].desc), dim = xd->dims[axis];
+    bool is64 = in[1].desc.dtype == TD_I64;
+    switch (td__cuda_dtype_size(xd->dtype)) {
+    case 1: select_es<uint8_t>(x, is64, in[0].data, in[1].data, out->data, nidx, dim, inner, n); break;
+    case 4: select_es<uint32_t>(x, is64, in[0].data, in[1].data, out->data, nidx, dim, inner, n); break;
+    case 8: select_es<uint64_t>(x, is64, in[0].data, in[1].data, out->data, nidx, dim, inner, n); break;
+    default: return td__cuda_fail(x, TD_EINTERNAL, "cuda: index_select of dtype %u", xd->dtype);
+    }
+    return td__cuda_launched(x, "index_select kernel");
+}
+
+} // namespace
+
+extern "C" td_status td__cuda_exec_movement(const td__cuda_exec *x, const td__op *op,
+                                            const td__view *in, const td__view *out)
+{
+    const td__desc *xd = &in[0].desc, *od = &out->desc;
+    if (op->opcode == TD_OP_CONCAT) return exec_concat(x, op, in, out);
+    if (op->opcode == TD_OP_GATHER) return exec_gather(x, op, in, out);
+    if (op->opcode == TD_OP_INDEX_SELECT) return exec_index_select(x, op, in, out);
+    const int64_t n = td__cuda_nelem(od);
+    const size_t es = td__cuda_dtype_size(od->dtype);
+    if (es == 0) return td__cuda_fail(x, TD_EINTERNAL, "cuda: dtype %u", od->dtype);
+    if (n == 0) return TD_OK;
+    int64_t own[TD_MAX_RANK], st[TD_MAX_RANK];
+    td__cuda_strides(xd, own);
+    switch (op->opcode) {
+    case TD_OP_COPY:
+        return td__cuda_check(x, gpuMemcpyAsync(out->data, in[0].data, (size_t)n * es,
+                                                gpuMemcpyDeviceToDevice, x->st->s),
+                              "copy");
+    case TD_OP_PERMUTE:
+        for (uint32_t d = 0; d < od->rank; d++) {
+            int64_t p = op->iattrs[d];
+            if (p < 0 || p >= (int64_t)xd->rank)
+                return td__cuda_fail(x, TD_EINTERNAL, "cuda: permute entry %lld", (long long)p);
+            st[d] = own[p];
+        }
+        return strided_copy(x, out, in[0].data, st);
+    case TD_OP_SLICE: {
+        int64_t base = 0;
+        for (uint32_t d = 0; d < xd->rank; d++) base += op->iattrs[d] * own[d];
+        return strided_copy(x, out, (const char *)in[0].data + (size_t)base * es, own);
+    }
+    case TD_OP_EXPAND:
+        td__cuda_bcast_strides(xd, od, st);
+        return strided_copy(x, out, in[0].data, st);
+    }
+    return td__cuda_fail(x, TD_EINTERNAL, "cuda: movement opcode %u", op->opcode);
+}

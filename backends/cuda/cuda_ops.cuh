@@ -1,0 +1,135 @@
+/* cuda_ops.cuh — element semantics on the device, written to match the CPU backend (the
+ * reference) bit for bit: the CAST/FULL/ARANGE conversion rules, integer arithmetic that
+ * never traps (wraparound, x / 0 = 0, INT_MIN / -1 = INT_MIN), NaN-propagating
+ * maximum/minimum, comparisons on raw values, and the kernel-side walk of a td__gpu_iter.
+ *
+ * Float functions use the CUDA math library without fast-math (IEEE division and square
+ * root, no flush to zero) and the module is compiled with -fmad=false, so +, -, *, /, sqrt
+ * and the conversions round exactly as on the CPU; exp/log/tanh/pow differ from glibc by a
+ * few ulps (tests/unit/backends/conformance.c states the bounds).
+ */
+#ifndef TD_BACKENDS_CUDA_OPS_CUH
+#define TD_BACKENDS_CUDA_OPS_CUH
+
+#include "backends/cuda/cuda_internal.h"
+#include <stdint.h>
+
+#define TD_DEV __device__ __forceinline__
+#define TD_HOSTDEV __host__ __device__ inline
+
+/* ---- conversions (same rules as backends/cpu/cpu_internal.h) ---- */
+
+TD_HOSTDEV int32_t td_sat_i32(double v)
+{
+    if (v != v) return 0;
+    if (v <= -2147483648.0) return INT32_MIN;
+    if (v >= 2147483647.0) return INT32_MAX;
+    return (int32_t)v;
+}
+
+TD_HOSTDEV int64_t td_sat_i64(double v)
+{
+    if (v != v) return 0;
+    if (v <= -9223372036854775808.0) return INT64_MIN;
+    if (v >= 9223372036854775808.0) return INT64_MAX;
+    return (int64_t)v;
+}
+
+TD_HOSTDEV uint8_t td_sat_u8(double v)
+{
+    if (v != v || v <= 0.0) return 0;
+    if (v >= 255.0) return 255;
+    return (uint8_t)v;
+}
+
+/* Element types by dtype, and a tag for bool (stored as one byte, any nonzero is true). */
+struct td_bool {
+    uint8_t v;
+};
+
+/* Convert a source value to a destination type by the CAST rules. */
+template <typename D> struct td_conv;
+
+template <> struct td_conv<float> {
+    template <typename S> static TD_DEV float from(S x) { return (float)x; }
+};
+template <> struct td_conv<double> {
+    template <typename S> static TD_DEV double from(S x) { return (double)x; }
+};
+template <> struct td_conv<int32_t> {
+    static TD_DEV int32_t from(float x) { return td_sat_i32(x); }
+    static TD_DEV int32_t from(double x) { return td_sat_i32(x); }
+    static TD_DEV int32_t from(int64_t x) { return (int32_t)(uint32_t)x; }
+    static TD_DEV int32_t from(int32_t x) { return x; }
+    static TD_DEV int32_t from(uint8_t x) { return x; }
+};
+template <> struct td_conv<int64_t> {
+    static TD_DEV int64_t from(float x) { return td_sat_i64(x); }
+    static TD_DEV int64_t from(double x) { return td_sat_i64(x); }
+    static TD_DEV int64_t from(int64_t x) { return x; }
+    static TD_DEV int64_t from(int32_t x) { return x; }
+    static TD_DEV int64_t from(uint8_t x) { return x; }
+};
+template <> struct td_conv<uint8_t> {
+    static TD_DEV uint8_t from(float x) { return td_sat_u8(x); }
+    static TD_DEV uint8_t from(double x) { return td_sat_u8(x); }
+    static TD_DEV uint8_t from(int64_t x) { return (uint8_t)x; }
+    static TD_DEV uint8_t from(int32_t x) { return (uint8_t)x; }
+    static TD_DEV uint8_t from(uint8_t x) { return x; }
+};
+template <> struct td_conv<td_bool> {
+    template <typename S> static TD_DEV td_bool from(S x)
+    {
+        td_bool b;
+        b.v = x != 0;
+        return b;
+    }
+};
+
+/* Storage type of an element type (td_bool is a byte). */
+template <typename T> struct td_store {
+    typedef T type;
+};
+template <> struct td_store<td_bool> {
+    typedef uint8_t type;
+};
+
+/* Store double v into element i of a buffer of dtype dt (FULL, ARANGE, reductions). */
+TD_DEV void td_store_double(uint32_t dt, void *base, int64_t i, double v)
+{
+    switch (dt) {
+    case TD_F32: ((float *)base)[i] = (float)v; break;
+    case TD_F64: ((double *)base)[i] = v; break;
+    case TD_I32: ((int32_t *)base)[i] = td_sat_i32(v); break;
+    case TD_I64: ((int64_t *)base)[i] = td_sat_i64(v); break;
+    case TD_U8: ((uint8_t *)base)[i] = td_sat_u8(v); break;
+    case TD_BOOL: ((uint8_t *)base)[i] = v != 0.0; break;
+    }
+}
+
+/* ---- the iterator walk ----
+ * Element i's input offsets for a td__gpu_iter with NIN inputs, in index type I (int32_t
+ * when the iterator is `small`, else int64_t: 64-bit division costs several times more). */
+template <typename I, int NIN>
+TD_DEV void td_iter_offsets(const td__gpu_iter &it, I i, I off[NIN])
+{
+    if (it.rank == 1) {
+#pragma unroll
+        for (int k = 0; k < NIN; k++) off[k] = i * (I)it.strides[k][0];
+        return;
+    }
+#pragma unroll
+    for (int k = 0; k < NIN; k++) off[k] = 0;
+    I rem = i;
+    for (int d = it.rank - 1; d > 0; d--) {
+        I n = (I)it.dims[d];
+        I c = rem % n;
+        rem /= n;
+#pragma unroll
+        for (int k = 0; k < NIN; k++) off[k] += c * (I)it.strides[k][d];
+    }
+#pragma unroll
+    for (int k = 0; k < NIN; k++) off[k] += rem * (I)it.strides[k][0];
+}
+
+#endif

@@ -1,0 +1,376 @@
+/* cuda_reduce.cu — SUM PROD MEAN MAX MIN ARGMAX ARGMIN over an axes bitmask.
+ *
+ * Determinism first: the partition of the work is a function of the shape alone (never of
+ * the device, the timing or atomics), and every partial result is combined along a fixed
+ * tree, so the same input gives the same bits on every run.
+ *
+ * Plan (as on the CPU): drop size-1 dims, merge adjacent dims that are both kept or both
+ * reduced. A block of 256 threads is laid out as BX outputs x BY lanes (BY a power of
+ * two). Lane ty of output o folds reduced indices r = r0 + ty, r0 + ty + BY, ... in
+ * ascending order; the BY lane results are then combined pairwise in shared memory
+ * (ty with ty + s for s = BY/2, ..., 1). When the innermost dim is reduced, lanes read
+ * neighbouring inputs (BY large, BX small); when it is kept, neighbouring outputs do
+ * (BX = 32, BY = 8). Few outputs with long folds split the reduced range into G chunks
+ * (grid.y): each writes a partial, and a second kernel folds an output's G partials in
+ * chunk order.
+ *
+ * Accumulators: float SUM/PROD/MEAN in double, rounded once at the end; integer SUM/PROD in
+ * uint64 with wraparound (equal to wrapping in the output type). MAX/MIN/ARGMAX/ARGMIN
+ * carry (value, index) and keep the value at the smallest index among the extreme ones
+ * (the first NaN if any) — an order-independent rule, so they match the CPU exactly,
+ * -0.0 versus +0.0 included. Float SUM/PROD/MEAN differ from the CPU's ascending
+ * double fold only by the double rounding of a different association: well under one ulp
+ * of an f32 result; for f64 a relative error of about rcount * 2^-53 of sum |x|.
+ */
+#include "backends/cuda/cuda_ops.cuh"
+#include <limits>
+#include <string.h>
+#include <type_traits>
+
+namespace {
+
+#define RED_THREADS 256
+/* Blocks a reduction aims for before it splits folds into chunks. */
+#define RED_TARGET_BLOCKS 512
+/* Fewest elements a lane folds per chunk when folds are split. */
+#define RED_MIN_PER_LANE 32
+
+struct red_plan {
+    int nk, nr;
+    int64_t ksize[TD_MAX_RANK], kstride[TD_MAX_RANK]; /* kept groups, outer to inner */
+    int64_t rsize[TD_MAX_RANK], rstride[TD_MAX_RANK]; /* reduced groups, outer to inner */
+    bool inner_kept;
+    int64_t rcount, nout;
+};
+
+void plan_init(red_plan *p, const td__desc *x, uint64_t mask)
+{
+    int64_t st[TD_MAX_RANK];
+    td__cuda_strides(x, st);
+    memset(p, 0, sizeof *p);
+    p->rcount = 1;
+    p->nout = 1;
+    int last = -1;
+    for (uint32_t d = 0; d < x->rank; d++) {
+        int64_t n = x->dims[d];
+        int cls = (int)((mask >> d) & 1);
+        if (cls) p->rcount *= n;
+        else p->nout *= n;
+        if (n == 1) continue;
+        if (cls == last) {
+            if (cls) {
+                p->rsize[p->nr - 1] *= n;
+                p->rstride[p->nr - 1] = st[d];
+            } else {
+                p->ksize[p->nk - 1] *= n;
+                p->kstride[p->nk - 1] = st[d];
+            }
+        } else if (cls) {
+            p->rsize[p->nr] = n;
+            p->rstride[p->nr++] = st[d];
+        } else {
+            p->ksize[p->nk] = n;
+            p->kstride[p->nk++] = st[d];
+        }
+        last = cls;
+    }
+    p->inner_kept = last == 0;
+}
+
+TD_DEV int64_t kept_offset(const red_plan &p, int64_t o)
+{
+    int64_t off = 0;
+    for (int g = p.nk - 1; g >= 0; g--) {
+        off += (o % p.ksize[g]) * p.kstride[g];
+        o /= p.ksize[g];
+    }
+    return off;
+}
+
+TD_DEV int64_t red_offset(const red_plan &p, int64_t r)
+{
+    if (p.nr == 1) return r * p.rstride[0];
+    int64_t off = 0;
+    for (int g = p.nr - 1; g >= 0; g--) {
+        off += (r % p.rsize[g]) * p.rstride[g];
+        r /= p.rsize[g];
+    }
+    return off;
+}
+
+/* ---- reducers: In (element type), Acc, init, fold, combine ---- */
+
+/* SUM/MEAN (PROD false) and PROD over T. */
+template <typename T, bool PROD> struct arith_red {
+    typedef T In;
+    typedef typename std::conditional<std::is_floating_point<T>::value, double, uint64_t>::type Acc;
+    static TD_DEV Acc init() { return PROD ? (Acc)1 : (Acc)0; }
+    static TD_DEV Acc fold(Acc a, T v, int64_t)
+    {
+        Acc w;
+        if constexpr (std::is_floating_point<T>::value) w = (double)v;
+        else w = (uint64_t)(int64_t)v;
+        return PROD ? a * w : a + w;
+    }
+    static TD_DEV Acc combine(Acc a, Acc b) { return PROD ? a * b : a + b; }
+};
+
+template <typename T> struct ext_acc {
+    T v;
+    int64_t i; /* INT64_MAX: nothing folded yet */
+};
+
+/* MAX/ARGMAX (MAX true) and MIN/ARGMIN: keep the extreme value at the smallest index; a NaN
+ * beats every number, and among NaNs the smallest index wins. */
+template <typename T, bool MAX> struct ext_red {
+    typedef T In;
+    typedef ext_acc<T> Acc;
+    static TD_DEV Acc init()
+    {
+        Acc a;
+        a.v = T();
+        a.i = INT64_MAX;
+        return a;
+    }
+    static TD_DEV bool take_b(const Acc &a, const Acc &b)
+    {
+        if (b.i == INT64_MAX) return false;
+        if (a.i == INT64_MAX) return true;
+        if constexpr (std::is_floating_point<T>::value) {
+            bool an = a.v != a.v, bn = b.v != b.v;
+            if (an || bn) return an && bn ? b.i < a.i : bn;
+        }
+        if (MAX ? b.v > a.v : b.v < a.v) return true;
+        return b.v == a.v && b.i < a.i;
+    }
+    static TD_DEV Acc combine(Acc a, Acc b) { return take_b(a, b) ? b : a; }
+    static TD_DEV Acc fold(Acc a, T v, int64_t r)
+    {
+        Acc b;
+        b.v = v;
+        b.i = r;
+        return combine(a, b);
+    }
+};
+
+/* What the final store writes. */
+enum store_kind { ST_FLOAT, ST_MEAN, ST_WRAP, ST_VALUE, ST_VALUE_BOOL_MIN, ST_INDEX };
+
+template <typename Acc> TD_DEV void store(int kind, uint32_t dt, void *out, int64_t o, Acc a,
+                                          int64_t rcount);
+
+template <> TD_DEV void store<double>(int kind, uint32_t dt, void *out, int64_t o, double a,
+                                      int64_t rcount)
+{
+    td_store_double(dt, out, o, kind == ST_MEAN ? a / (double)rcount : a);
+}
+
+template <> TD_DEV void store<uint64_t>(int, uint32_t dt, void *out, int64_t o, uint64_t a,
+                                        int64_t)
+{
+    switch (dt) {
+    case TD_I32: ((int32_t *)out)[o] = (int32_t)(uint32_t)a; break;
+    case TD_I64: ((int64_t *)out)[o] = (int64_t)a; break;
+    case TD_U8: ((uint8_t *)out)[o] = (uint8_t)a; break;
+    }
+}
+
+template <typename T> TD_DEV void store_ext(int kind, void *out, int64_t o, ext_acc<T> a)
+{
+    if (kind == ST_INDEX) {
+        ((int64_t *)out)[o] = a.i;
+    } else if (kind == ST_VALUE_BOOL_MIN) {
+        /* the CPU folds bool MIN from 1 (true), so bytes above 1 give 1 */
+        ((T *)out)[o] = a.v < (T)1 ? a.v : (T)1;
+    } else {
+        ((T *)out)[o] = a.v;
+    }
+}
+
+template <typename R> TD_DEV void store_any(int kind, uint32_t dt, void *out, int64_t o,
+                                            typename R::Acc a, int64_t rcount)
+{
+    if constexpr (std::is_same<typename R::Acc, ext_acc<typename R::In>>::value)
+        store_ext<typename R::In>(kind, out, o, a);
+    else
+        store<typename R::Acc>(kind, dt, out, o, a, rcount);
+}
+
+/* ---- kernels ---- */
+
+/* Block (BX x BY) folds outputs blockIdx.x * BX + tx over the reduced chunk blockIdx.y.
+ * G == 1: stores the result; else writes partial[blockIdx.y * nout + o]. */
+template <typename R>
+__global__ void k_reduce(red_plan p, const typename R::In *x, int64_t chunk, int kind,
+                         uint32_t dt, void *out, typename R::Acc *partial)
+{
+    typedef typename R::Acc Acc;
+    __shared__ Acc lanes[RED_THREADS];
+    const int tx = threadIdx.x, ty = threadIdx.y, bx = blockDim.x, by = blockDim.y;
+    const int64_t o = (int64_t)blockIdx.x * bx + tx;
+    const int64_t r0 = (int64_t)blockIdx.y * chunk;
+    const int64_t r1 = r0 + chunk < p.rcount ? r0 + chunk : p.rcount;
+    Acc acc = R::init();
+    if (o < p.nout) {
+        const typename R::In *base = x + kept_offset(p, o);
+        for (int64_t r = r0 + ty; r < r1; r += by) acc = R::fold(acc, base[red_offset(p, r)], r);
+    }
+    lanes[ty * bx + tx] = acc;
+    __syncthreads();
+    for (int s = by / 2; s > 0; s /= 2) {
+        if (ty < s) lanes[ty * bx + tx] = R::combine(lanes[ty * bx + tx], lanes[(ty + s) * bx + tx]);
+        __syncthreads();
+    }
+    if (ty == 0 && o < p.nout) {
+        if (partial == NULL) store_any<R>(kind, dt, out, o, lanes[tx], p.rcount);
+        else partial[(int64_t)blockIdx.y * p.nout + o] = lanes[tx];
+    }
+}
+
+template <typename R>
+__global__ void k_reduce_partials(const typename R::Acc *partial, int g, int64_t nout,
+                                  int64_t rcount, int kind, uint32_t dt, void *out)
+{
+    for (int64_t o = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; o < nout;
+         o += (int64_t)gridDim.x * blockDim.x) {
+        typename R::Acc acc = partial[o];
+        for (int j = 1; j < g; j++) acc = R::combine(acc, partial[(int64_t)j * nout + o]);
+        store_any<R>(kind, dt, out, o, acc, rcount);
+    }
+}
+
+int pow2_at_most(int64_t n, int cap)
+{
+    int p = 1;
+    while (p < cap && p < n) p *= 2;
+    return p;
+}
+
+template <typename R>
+td_status run(const td__cuda_exec *x, const red_plan &p, const void *in, int kind, uint32_t dt,
+              void *out)
+{
+    typedef typename R::Acc Acc;
+    int bx, by;
+    if (p.inner_kept) {
+        bx = 32;
+        by = RED_THREADS / 32;
+    } else {
+        by = pow2_at_most(p.rcount, RED_THREADS);
+        bx = RED_THREADS / by;
+    }
+    int64_t blocks_x = (p.nout + bx - 1) / bx;
+    if (blocks_x > INT32_MAX)
+        return td__cuda_fail(x, TD_EUNSUPPORTED, "reduce: %lld outputs are too many",
+                             (long long)p.nout);
+    int64_t g = 1;
+    if (blocks_x < RED_TARGET_BLOCKS && p.rcount / by > RED_MIN_PER_LANE) {
+        int64_t want = (RED_TARGET_BLOCKS + blocks_x - 1) / blocks_x;
+        int64_t most = p.rcount / ((int64_t)by * RED_MIN_PER_LANE);
+        g = want < most ? want : most;
+        if (g < 1) g = 1;
+    }
+    int64_t chunk = (p.rcount + g - 1) / g;
+    g = (p.rcount + chunk - 1) / chunk;
+    dim3 grid((unsigned)blocks_x, (unsigned)g), block((unsigned)bx, (unsigned)by);
+    const typename R::In *xin = (const typename R::In *)in;
+    if (g == 1) {
+        k_reduce<R><<<grid, block, 0, x->st->s>>>(p, xin, chunk, kind, dt, out, NULL);
+        return td__cuda_launched(x, "reduce kernel");
+    }
+    void *tmp = NULL;
+    td_status s = td__cuda_temp_alloc(x, (size_t)(g * p.nout) * sizeof(Acc), &tmp);
+    if (s != TD_OK) return s;
+    k_reduce<R><<<grid, block, 0, x->st->s>>>(p, xin, chunk, kind, dt, out, (Acc *)tmp);
+    s = td__cuda_launched(x, "reduce kernel");
+    if (s == TD_OK) {
+        k_reduce_partials<R><<<td__cuda_blocks(p.nout, RED_THREADS), RED_THREADS, 0, x->st->s>>>(
+            (const Acc *)tmp, (int)g, p.nout, p.rcount, kind, dt, out);
+        s = td__cuda_launched(x, "reduce partials kernel");
+    }
+    td__cuda_temp_free(x, tmp);
+    return s;
+}
+
+template <bool PROD>
+td_status arith(const td__cuda_exec *x, const red_plan &p, uint32_t in_dt, const void *in,
+                int kind, uint32_t dt, void *out)
+{
+    switch (in_dt) {
+    case TD_F32: return run<arith_red<float, PROD>>(x, p, in, kind, dt, out);
+    case TD_F64: return run<arith_red<double, PROD>>(x, p, in, kind, dt, out);
+    case TD_I32: return run<arith_red<int32_t, PROD>>(x, p, in, kind, dt, out);
+    case TD_I64: return run<arith_red<int64_t, PROD>>(x, p, in, kind, dt, out);
+    case TD_U8: return run<arith_red<uint8_t, PROD>>(x, p, in, kind, dt, out);
+    }
+    return TD_EINTERNAL;
+}
+
+template <bool MAX>
+td_status extreme(const td__cuda_exec *x, const red_plan &p, uint32_t in_dt, const void *in,
+                  int kind, uint32_t dt, void *out)
+{
+    switch (in_dt) {
+    case TD_F32: return run<ext_red<float, MAX>>(x, p, in, kind, dt, out);
+    case TD_F64: return run<ext_red<double, MAX>>(x, p, in, kind, dt, out);
+    case TD_I32: return run<ext_red<int32_t, MAX>>(x, p, in, kind, dt, out);
+    case TD_I64: return run<ext_red<int64_t, MAX>>(x, p, in, kind, dt, out);
+    case TD_U8: case TD_BOOL: return run<ext_red<uint8_t, MAX>>(x, p, in, kind, dt, out);
+    }
+    return TD_EINTERNAL;
+}
+
+} // namespace
+
+extern "C" td_status td__cuda_exec_reduce(const td__cuda_exec *x, const td__op *op,
+                                          const td__view *in, const td__view *out)
+{
+    const td__desc *xd = &in[0].desc;
+    if (op->n_iattrs < 1 || op->iattrs[0] < 0)
+        return td__cuda_fail(x, TD_EINTERNAL, "cuda: reduce without an axes mask");
+    red_plan p;
+    plan_init(&p, xd, (uint64_t)op->iattrs[0]);
+    if (p.nout == 0) return TD_OK;
+    const uint32_t dt = out->desc.dtype, idt = xd->dtype;
+    const bool is_float = td__dtype_is_float(idt);
+    if (p.rcount == 0) {
+        switch (op->opcode) {
+        case TD_OP_SUM: return td__cuda_fill(x, dt, out->data, p.nout, 0.0);
+        case TD_OP_PROD: return td__cuda_fill(x, dt, out->data, p.nout, 1.0);
+        case TD_OP_MEAN:
+            return td__cuda_fill(x, dt, out->data, p.nout, std::numeric_limits<double>::quiet_NaN());
+        }
+        return td__cuda_fail(x, TD_EINTERNAL, "cuda: opcode %u reduces zero elements",
+                             op->opcode);
+    }
+    td_status s = TD_EINTERNAL;
+    switch (op->opcode) {
+    case TD_OP_SUM:
+        if (idt != TD_BOOL) s = arith<false>(x, p, idt, in[0].data, is_float ? ST_FLOAT : ST_WRAP, dt, out->data);
+        break;
+    case TD_OP_PROD:
+        if (idt != TD_BOOL) s = arith<true>(x, p, idt, in[0].data, is_float ? ST_FLOAT : ST_WRAP, dt, out->data);
+        break;
+    case TD_OP_MEAN:
+        if (is_float) s = arith<false>(x, p, idt, in[0].data, ST_MEAN, dt, out->data);
+        break;
+    case TD_OP_MAX:
+        s = extreme<true>(x, p, idt, in[0].data, ST_VALUE, dt, out->data);
+        break;
+    case TD_OP_MIN:
+        s = extreme<false>(x, p, idt, in[0].data, idt == TD_BOOL ? ST_VALUE_BOOL_MIN : ST_VALUE,
+                           dt, out->data);
+        break;
+    case TD_OP_ARGMAX:
+    case TD_OP_ARGMIN:
+        if (p.nr > 1 || dt != TD_I64) break;
+        s = op->opcode == TD_OP_ARGMAX
+                ? extreme<true>(x, p, idt, in[0].data, ST_INDEX, dt, out->data)
+                : extreme<false>(x, p, idt, in[0].data, ST_INDEX, dt, out->data);
+        break;
+    }
+    if (s == TD_EINTERNAL)
+        return td__cuda_fail(x, s, "cuda: no reduce kernel for opcode %u dtype %u", op->opcode,
+                             idt);
+    return s;
+}

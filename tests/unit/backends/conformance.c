@@ -1,0 +1,1056 @@
+/* conformance.c — every op of the engine's table on a target device, compared with the CPU
+ * backend (the reference) through the same engine session path the client uses.
+ *
+ * Usage:
+ *   conformance                     every non-CPU device this process can open (backend
+ *                                   modules included) against local:cpu; with none, prints
+ *                                   "cuda: no device, skipped" and passes (what CI sees)
+ *   conformance --target URI ...    the given executors: "local:cuda:0", "local:cpu" (a
+ *                                   self-check of the harness), or a remote session
+ *                                   "tensord://HOST:PORT/DEVICE"
+ *   options: --filter SUBSTR (cases whose name contains it), --verbose (every case),
+ *            --oom (also ask the target for a 200 GiB tensor: it must fail with TD_ENOMEM,
+ *            and the session must keep working afterwards)
+ * Exit status: 0 all passed (or skipped), 1 a case failed, 2 usage or setup error.
+ *
+ * Each case builds its inputs from a seeded generator, runs one op on the reference and on
+ * the target (each through a td__transport: the in-process engine session, or a remote
+ * tensord session), reads the result back and compares it. The target runs every case
+ * twice and must give the same bytes both times (determinism). Cases that must fail (an
+ * out-of-range gather index) must fail on both with the same status and message.
+ *
+ * Tolerances, per op and dtype (ulp = unit in the last place of the reference value):
+ *  - exact (bit for bit; any NaN matches any NaN): integer and bool results of every op,
+ *    movement ops, CAST, FULL, ARANGE, RAND_UNIFORM, comparisons, WHERE, MAX/MIN/ARG*,
+ *    float NEG ABS RELU SQRT RSQRT ADD SUB MUL DIV MAXIMUM MINIMUM (IEEE-rounded ops);
+ *  - 4 ulp: float EXP LOG TANH SIGMOID (vendor math libraries differ from glibc by a few
+ *    ulps); 8 ulp: POW;
+ *  - SUM/MEAN (float): |got - want| <= 1 ulp + 4 * n * 2^-53 * S, where n is the number of
+ *    reduced elements and S the same reduction of |x| (both sides fold in double, in a
+ *    different association);
+ *  - PROD (float): |got - want| <= 1 ulp + 4 * n * 2^-53 * |want|;
+ *  - MATMUL (float): |got - want| <= 2 * K * u * (|A| @ |B|) + 1 ulp with u = 2^-24 (f32)
+ *    or 2^-53 (f64): the classic dot-product bound for each side's own summation order;
+ *  - RAND_NORMAL: |got - want| <= 2 ulp + 2^-20 |stddev| (f32), 4 ulp + 2^-40 |stddev|
+ *    (f64): log/sqrt/sin/cos of different math libraries.
+ */
+#include "client/transport.h"
+#include "engine/device.h"
+#include "engine/op.h"
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- shapes ---- */
+
+typedef struct shape {
+    uint32_t rank;
+    int64_t d[TD_MAX_RANK];
+} shape;
+
+static shape mkshape(uint32_t rank, const int64_t *d)
+{
+    shape s = {.rank = rank};
+    for (uint32_t i = 0; i < rank; i++) s.d[i] = d[i];
+    return s;
+}
+#define SH(...)                                                                            \
+    mkshape((uint32_t)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)),                \
+            (int64_t[]){__VA_ARGS__})
+#define SH0 ((shape){.rank = 0})
+
+/* ---- cases ---- */
+
+enum gen {
+    GEN_ANY,     /* specials sprinkled in (floats: NaN, inf, -0, subnormals; ints: extremes) */
+    GEN_PLAIN,   /* floats in [-4, 4), ints in [-20, 20], u8 any, bool 0/1 */
+    GEN_POS,     /* floats in (0.25, 4] */
+    GEN_NEAR1,   /* floats in [0.9, 1.1), ints in [-3, 3] */
+    GEN_CASTSRC, /* values at the edges of every conversion rule */
+    GEN_INDEX,   /* indices in [0, lim); position `bad` (if >= 0) gets lim + 3 */
+    GEN_BOOL_RAW /* bool bytes 0, 1 and 2..255 (raw bytes are legal in a bool tensor) */
+};
+
+typedef struct input {
+    uint32_t dtype;
+    shape sh;
+    enum gen gen;
+    int64_t lim, bad;
+} input;
+
+enum tol { TOL_EXACT, TOL_ULP, TOL_SUM, TOL_PROD, TOL_MATMUL, TOL_NORMAL };
+
+typedef struct tcase {
+    char name[200];
+    int n_in;
+    input in[TD_OP_MAX_INPUTS];
+    td__op op;
+    enum tol tol;
+    int ulps;
+    td_status expect;
+} tcase;
+
+static tcase *g_cases;
+static size_t g_ncases, g_capcases;
+
+static tcase *add_case(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static tcase *add_case(const char *fmt, ...)
+{
+    if (g_ncases == g_capcases) {
+        g_capcases = g_capcases ? g_capcases * 2 : 256;
+        g_cases = realloc(g_cases, g_capcases * sizeof *g_cases);
+        if (g_cases == NULL) {
+            fprintf(stderr, "conformance: out of memory\n");
+            exit(2);
+        }
+    }
+    tcase *c = &g_cases[g_ncases++];
+    memset(c, 0, sizeof *c);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->name, sizeof c->name, fmt, ap);
+    va_end(ap);
+    c->tol = TOL_EXACT;
+    c->expect = TD_OK;
+    return c;
+}
+
+static input in_of(uint32_t dt, shape sh, enum gen g)
+{
+    return (input){.dtype = dt, .sh = sh, .gen = g, .bad = -1};
+}
+
+static const char *shape_str(const shape *s, char *buf, size_t len)
+{
+    size_t o = (size_t)snprintf(buf, len, "[");
+    for (uint32_t i = 0; i < s->rank && o < len; i++)
+        o += (size_t)snprintf(buf + o, len - o, "%s%" PRId64, i ? "," : "", s->d[i]);
+    if (o < len) snprintf(buf + o, len - o, "]");
+    return buf;
+}
+
+static const char *dtn(uint32_t dt) { return td_dtype_name((td_dtype)dt); }
+
+/* ---- deterministic data ---- */
+
+static uint64_t splitmix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static double unit(uint64_t *s) { return (double)(splitmix(s) >> 11) * 0x1p-53; }
+
+static double gen_float(uint64_t *s, enum gen g, bool f32)
+{
+    switch (g) {
+    case GEN_POS: return 0.25 + 3.75 * (1.0 - unit(s));
+    case GEN_NEAR1: return 0.9 + 0.2 * unit(s);
+    case GEN_PLAIN: return -4.0 + 8.0 * unit(s);
+    case GEN_CASTSRC: {
+        static const double v[] = {0.0, -0.0, 0.5, -0.5, 0.999, 1.0, -1.0, 1.5, -1.5, 2.5,
+                                   127.9, 128.0, 254.5, 255.0, 255.9, 256.0, 300.0, -300.0,
+                                   2147483647.0, 2147483648.0, -2147483648.0, -2147483649.0,
+                                   4294967296.5, 9.2233720368547758e18, -9.2233720368547758e18,
+                                   1e19, -1e19, 1e30, 3.4e38, 1e300, 1e-30, 1e-310, INFINITY,
+                                   -INFINITY, NAN, 16777217.0, 9007199254740993.0, 3.7, -3.7};
+        return v[splitmix(s) % (sizeof v / sizeof v[0])];
+    }
+    default: break;
+    }
+    uint64_t r = splitmix(s);
+    if (r % 10 != 0) return -8.0 + 16.0 * unit(s);
+    static const double sp[] = {0.0, -0.0, 1.0, -1.0, INFINITY, -INFINITY, NAN, 0.5, 1e30,
+                                -1e30, 1e-40, -1e-40, 1e-310, 88.5, -88.5, 710.0, 2.0};
+    double v = sp[(r / 10) % (sizeof sp / sizeof sp[0])];
+    if (f32 && (v == 1e-310 || v == 710.0)) v = 3e-39; /* f32 subnormal instead */
+    return v;
+}
+
+static int64_t gen_int(uint64_t *s, enum gen g, uint32_t dt)
+{
+    uint64_t r = splitmix(s);
+    if (g == GEN_NEAR1) return (int64_t)(r % 7) - 3;
+    if (g == GEN_PLAIN) return (int64_t)(r % 41) - 20;
+    if (g == GEN_CASTSRC || r % 8 == 0) {
+        static const int64_t sp[] = {0, -1, 1, 2, -2, 127, 128, 255, 256, -128, -129,
+                                     INT32_MAX, INT32_MIN, (int64_t)INT32_MAX + 1,
+                                     (int64_t)INT32_MIN - 1, INT64_MAX, INT64_MIN,
+                                     (1LL << 53) + 1, -(1LL << 53) - 1, 16777217};
+        int64_t v = sp[(r >> 8) % (sizeof sp / sizeof sp[0])];
+        if (dt == TD_I32) v = (int32_t)(uint32_t)(uint64_t)v;
+        return v;
+    }
+    return (int64_t)((r >> 8) % 201) - 100;
+}
+
+static void fill_input(const input *in, void *buf, uint64_t seed)
+{
+    int64_t n = 1;
+    for (uint32_t i = 0; i < in->sh.rank; i++) n *= in->sh.d[i];
+    uint64_t s = seed;
+    for (int64_t i = 0; i < n; i++) {
+        switch (in->dtype) {
+        case TD_F32:
+            ((float *)buf)[i] = (float)gen_float(&s, in->gen, true);
+            break;
+        case TD_F64: ((double *)buf)[i] = gen_float(&s, in->gen, false); break;
+        case TD_I32:
+        case TD_I64: {
+            int64_t v;
+            if (in->gen == GEN_INDEX) {
+                v = i == in->bad ? in->lim + 3 : (int64_t)(splitmix(&s) % (uint64_t)in->lim);
+            } else {
+                v = gen_int(&s, in->gen, in->dtype);
+            }
+            if (in->dtype == TD_I32) ((int32_t *)buf)[i] = (int32_t)v;
+            else ((int64_t *)buf)[i] = v;
+            break;
+        }
+        case TD_U8: ((uint8_t *)buf)[i] = (uint8_t)splitmix(&s); break;
+        case TD_BOOL: {
+            uint64_t r = splitmix(&s);
+            ((uint8_t *)buf)[i] = in->gen == GEN_BOOL_RAW ? (uint8_t)(r % 4 == 0 ? r >> 8 : r & 1)
+                                                          : (uint8_t)(r & 1);
+            break;
+        }
+        }
+    }
+}
+
+/* ---- executors ---- */
+
+typedef struct executor {
+    char uri[512];
+    td__transport *tp;
+    uint64_t next_id;
+} executor;
+
+static td_status executor_open(executor *e, const char *uri, char *err, size_t errlen)
+{
+    snprintf(e->uri, sizeof e->uri, "%s", uri);
+    e->next_id = 1;
+    if (strncmp(uri, "local:", 6) == 0) return td__local_open(uri + 6, &e->tp, err, errlen);
+    if (strncmp(uri, "tensord://", 10) == 0) {
+        char target[512];
+        snprintf(target, sizeof target, "%s", uri + 10);
+        char *slash = strchr(target, '/');
+        const char *device = "";
+        if (slash != NULL) {
+            *slash = '\0';
+            device = slash + 1;
+        }
+        td_options o = {.call_timeout_ms = 120000, .client_name = "conformance"};
+        return td__remote_open(target, device, &o, &e->tp, err, errlen);
+    }
+    snprintf(err, errlen, "unsupported uri '%s' (use local:DEVICE or tensord://HOST:PORT/DEVICE)",
+             uri);
+    return TD_EINVAL;
+}
+
+/* One step of a small program: an op whose inputs name slots (the program's inputs first,
+ * then each earlier step's output). */
+typedef struct step {
+    td__op op;
+    int slot[TD_OP_MAX_INPUTS];
+} step;
+
+/* Run a program on e: upload inputs, run steps, read the last step's output into out
+ * (nbytes). Returns the fence status (an op failure) or a transport error; msg says why. */
+static td_status run_program(executor *e, int n_in, const td__desc *in_desc,
+                             void *const *in_data, const step *steps, int n_steps, void *out,
+                             size_t nbytes, char *msg, size_t msglen)
+{
+    td__transport *tp = e->tp;
+    uint64_t base = e->next_id;
+    int nslots = n_in + n_steps;
+    e->next_id += (uint64_t)nslots;
+    td__op ops[TD_OP_MAX_INPUTS + 8];
+    for (int k = 0; k < n_in; k++) {
+        td__op op = {.opcode = TD_OP_EMPTY, .dtype = in_desc[k].dtype,
+                     .n_iattrs = in_desc[k].rank, .output = base + (uint64_t)k};
+        for (uint32_t i = 0; i < in_desc[k].rank; i++) op.iattrs[i] = in_desc[k].dims[i];
+        ops[k] = op;
+    }
+    td_status st = n_in > 0 ? tp->vt->submit(tp, ops, (size_t)n_in) : TD_OK;
+    for (int k = 0; k < n_in && st == TD_OK; k++) {
+        size_t nb = td__desc_nbytes(&in_desc[k]);
+        if (nb > 0) st = tp->vt->write(tp, base + (uint64_t)k, 0, in_data[k], nb);
+    }
+    for (int j = 0; j < n_steps && st == TD_OK; j++) {
+        td__op op = steps[j].op;
+        for (uint32_t k = 0; k < op.n_inputs; k++) op.inputs[k] = base + (uint64_t)steps[j].slot[k];
+        op.output = base + (uint64_t)(n_in + j);
+        ops[j] = op;
+    }
+    if (st == TD_OK) st = tp->vt->submit(tp, ops, (size_t)n_steps);
+    if (st == TD_OK) st = tp->vt->fence(tp);
+    if (st == TD_OK && nbytes > 0)
+        st = tp->vt->read(tp, base + (uint64_t)(nslots - 1), 0, out, nbytes);
+    if (st != TD_OK) snprintf(msg, msglen, "%s", tp->err);
+    uint64_t ids[TD_OP_MAX_INPUTS + 8];
+    for (int k = 0; k < nslots; k++) ids[k] = base + (uint64_t)k;
+    tp->vt->release(tp, ids, (size_t)nslots);
+    return st;
+}
+
+/* ---- comparison ---- */
+
+static double elem(const void *p, uint32_t dt, int64_t i)
+{
+    switch (dt) {
+    case TD_F32: return ((const float *)p)[i];
+    case TD_F64: return ((const double *)p)[i];
+    case TD_I32: return ((const int32_t *)p)[i];
+    case TD_I64: return (double)((const int64_t *)p)[i];
+    default: return ((const uint8_t *)p)[i];
+    }
+}
+
+static int64_t ordered(const void *p, uint32_t dt, int64_t i)
+{
+    if (dt == TD_F32) {
+        int32_t b;
+        memcpy(&b, (const float *)p + i, 4);
+        return b < 0 ? (int64_t)INT32_MIN - b : b;
+    }
+    int64_t b;
+    memcpy(&b, (const double *)p + i, 8);
+    return b < 0 ? INT64_MIN - b : b;
+}
+
+static double ulp_of(double v, bool f32)
+{
+    v = fabs(v);
+    if (isinf(v) || isnan(v)) return 0.0;
+    if (f32) {
+        float f = (float)v;
+        return (double)(nextafterf(f, INFINITY) - f);
+    }
+    return nextafter(v, INFINITY) - v;
+}
+
+typedef struct check {
+    const tcase *c;
+    uint32_t dtype;
+    int64_t n;
+    const void *want, *got;
+    const void *scale; /* TOL_SUM / TOL_MATMUL: reference of the op on |x| (out dtype) */
+    double factor;     /* multiplies scale (TOL_SUM, TOL_MATMUL) or |want| (TOL_PROD) */
+    char why[512];
+} check;
+
+static bool same_nan_inf(double a, double b, bool *decided)
+{
+    *decided = true;
+    if (isnan(a) || isnan(b)) return isnan(a) && isnan(b);
+    if (isinf(a) || isinf(b)) return a == b;
+    *decided = false;
+    return true;
+}
+
+static bool compare(check *k)
+{
+    const tcase *c = k->c;
+    const bool fl = td__dtype_is_float(k->dtype), f32 = k->dtype == TD_F32;
+    const size_t es = td_dtype_size((td_dtype)k->dtype);
+    if (!fl || c->tol == TOL_EXACT) {
+        for (int64_t i = 0; i < k->n; i++) {
+            bool eq;
+            if (fl) {
+                double a = elem(k->want, k->dtype, i), b = elem(k->got, k->dtype, i);
+                eq = (isnan(a) && isnan(b)) ||
+                     memcmp((const char *)k->want + (size_t)i * es,
+                            (const char *)k->got + (size_t)i * es, es) == 0;
+            } else {
+                eq = memcmp((const char *)k->want + (size_t)i * es,
+                            (const char *)k->got + (size_t)i * es, es) == 0;
+            }
+            if (!eq) {
+                if (k->dtype == TD_I64)
+                    snprintf(k->why, sizeof k->why, "element %" PRId64 ": got %" PRId64
+                             ", want %" PRId64 " (exact)", i, ((const int64_t *)k->got)[i],
+                             ((const int64_t *)k->want)[i]);
+                else
+                    snprintf(k->why, sizeof k->why, "element %" PRId64 ": got %.17g, want %.17g "
+                             "(exact)", i, elem(k->got, k->dtype, i), elem(k->want, k->dtype, i));
+                return false;
+            }
+        }
+        return true;
+    }
+    for (int64_t i = 0; i < k->n; i++) {
+        double w = elem(k->want, k->dtype, i), g = elem(k->got, k->dtype, i);
+        bool decided;
+        bool ok = same_nan_inf(w, g, &decided);
+        double tol = 0.0;
+        if (!decided) {
+            switch (c->tol) {
+            case TOL_ULP: {
+                int64_t a = ordered(k->want, k->dtype, i), b = ordered(k->got, k->dtype, i);
+                uint64_t d = a > b ? (uint64_t)a - (uint64_t)b : (uint64_t)b - (uint64_t)a;
+                ok = d <= (uint64_t)c->ulps;
+                tol = c->ulps * ulp_of(w, f32);
+                break;
+            }
+            case TOL_SUM:
+            case TOL_MATMUL:
+                tol = ulp_of(w, f32) + k->factor * fabs(elem(k->scale, k->dtype, i));
+                ok = fabs(w - g) <= tol;
+                break;
+            case TOL_PROD:
+                tol = ulp_of(w, f32) + k->factor * fabs(w);
+                ok = fabs(w - g) <= tol;
+                break;
+            case TOL_NORMAL: {
+                double sd = fabs(c->op.fattrs[1]);
+                tol = f32 ? 2 * ulp_of(w, true) + 0x1p-20 * sd : 4 * ulp_of(w, false) + 0x1p-40 * sd;
+                ok = fabs(w - g) <= tol;
+                break;
+            }
+            case TOL_EXACT:
+                break;
+            }
+        }
+        if (!ok) {
+            snprintf(k->why, sizeof k->why,
+                     "element %" PRId64 ": got %.17g, want %.17g (|diff| %.3g, tolerance %.3g)", i,
+                     g, w, fabs(g - w), tol);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* ---- running a case ---- */
+
+typedef struct stats {
+    size_t run, passed, failed;
+} stats;
+
+static bool g_verbose;
+
+static void *xmalloc(size_t n)
+{
+    void *p = malloc(n > 0 ? n : 1);
+    if (p == NULL) {
+        fprintf(stderr, "conformance: out of memory (%zu bytes)\n", n);
+        exit(2);
+    }
+    return p;
+}
+
+/* "index 7 out of range [0, 5) at position 3" from a failure message (or the message). */
+static const char *reason_of(const char *msg)
+{
+    const char *p = strstr(msg, "index ");
+    return p != NULL ? p : msg;
+}
+
+static int64_t reduced_count(const tcase *c)
+{
+    int64_t n = 1;
+    uint64_t mask = (uint64_t)c->op.iattrs[0];
+    for (uint32_t d = 0; d < c->in[0].sh.rank; d++)
+        if ((mask >> d) & 1) n *= c->in[0].sh.d[d];
+    return n;
+}
+
+static bool run_case(executor *ref, executor *tgt, const tcase *c, size_t index, char *why,
+                     size_t whylen)
+{
+    td__desc in_desc[TD_OP_MAX_INPUTS];
+    const td__desc *in_ptr[TD_OP_MAX_INPUTS];
+    void *in_data[TD_OP_MAX_INPUTS];
+    for (int k = 0; k < c->n_in; k++) {
+        in_desc[k] = (td__desc){.dtype = c->in[k].dtype, .rank = c->in[k].sh.rank};
+        for (uint32_t i = 0; i < c->in[k].sh.rank; i++) in_desc[k].dims[i] = c->in[k].sh.d[i];
+        in_ptr[k] = &in_desc[k];
+        in_data[k] = xmalloc(td__desc_nbytes(&in_desc[k]));
+        fill_input(&c->in[k], in_data[k], 0x5eed0000ull + index * 131 + (uint64_t)k);
+    }
+    td__op op = c->op;
+    op.n_inputs = (uint32_t)c->n_in;
+    td__desc od;
+    char err[1024] = "";
+    bool ok = false;
+    void *want = NULL, *got = NULL, *again = NULL, *scale = NULL;
+    if (td__op_infer(&op, in_ptr, &od, err, sizeof err) != TD_OK) {
+        snprintf(why, whylen, "case is invalid: %s", err);
+        goto done;
+    }
+    size_t nbytes = td__desc_nbytes(&od);
+    want = xmalloc(nbytes);
+    got = xmalloc(nbytes);
+    again = xmalloc(nbytes);
+    step s = {.op = op};
+    for (int k = 0; k < c->n_in; k++) s.slot[k] = k;
+    char mref[1024] = "", mtgt[1024] = "", mtgt2[1024] = "";
+    td_status sref = run_program(ref, c->n_in, in_desc, in_data, &s, 1, want, nbytes, mref,
+                                 sizeof mref);
+    td_status stgt = run_program(tgt, c->n_in, in_desc, in_data, &s, 1, got, nbytes, mtgt,
+                                 sizeof mtgt);
+    if (c->expect != TD_OK) {
+        if (sref != c->expect || stgt != c->expect) {
+            snprintf(why, whylen, "expected %s on both; reference gave %s (%s), target %s (%s)",
+                     td_status_name(c->expect), td_status_name(sref), mref,
+                     td_status_name(stgt), mtgt);
+        } else if (strcmp(reason_of(mref), reason_of(mtgt)) != 0) {
+            snprintf(why, whylen, "messages differ: reference '%s', target '%s'", mref, mtgt);
+        } else {
+            ok = true;
+        }
+        goto done;
+    }
+    if (sref != TD_OK || stgt != TD_OK) {
+        snprintf(why, whylen, "reference %s (%s), target %s (%s)", td_status_name(sref), mref,
+                 td_status_name(stgt), mtgt);
+        goto done;
+    }
+    td_status s2 = run_program(tgt, c->n_in, in_desc, in_data, &s, 1, again, nbytes, mtgt2,
+                               sizeof mtgt2);
+    if (s2 != TD_OK || memcmp(got, again, nbytes) != 0) {
+        snprintf(why, whylen, "not deterministic: a second run on the target %s",
+                 s2 != TD_OK ? mtgt2 : "gave different bytes");
+        goto done;
+    }
+    check k = {.c = c, .dtype = od.dtype, .n = td__desc_nelem(&od), .want = want, .got = got};
+    if (td__dtype_is_float(od.dtype) && (c->tol == TOL_SUM || c->tol == TOL_MATMUL)) {
+        /* the same op on |inputs|, on the reference, scales the bound */
+        step p[3];
+        int np = 0;
+        for (int j = 0; j < c->n_in; j++) {
+            p[np] = (step){.op = {.opcode = TD_OP_ABS, .n_inputs = 1}, .slot = {j}};
+            np++;
+        }
+        p[np] = (step){.op = op};
+        for (int j = 0; j < c->n_in; j++) p[np].slot[j] = c->n_in + j;
+        np++;
+        scale = xmalloc(nbytes);
+        char m[1024] = "";
+        if (run_program(ref, c->n_in, in_desc, in_data, p, np, scale, nbytes, m, sizeof m) !=
+            TD_OK) {
+            snprintf(why, whylen, "reference failed on |x|: %s", m);
+            goto done;
+        }
+        k.scale = scale;
+        if (c->tol == TOL_SUM) {
+            k.factor = 4.0 * (double)reduced_count(c) * 0x1p-53;
+        } else {
+            int64_t kk = in_desc[0].dims[in_desc[0].rank - 1];
+            k.factor = 2.0 * (double)kk * (od.dtype == TD_F32 ? 0x1p-24 : 0x1p-53);
+        }
+    } else if (c->tol == TOL_PROD) {
+        k.factor = 4.0 * (double)reduced_count(c) * 0x1p-53;
+    }
+    ok = compare(&k);
+    if (!ok) snprintf(why, whylen, "%s", k.why);
+done:
+    for (int k2 = 0; k2 < c->n_in; k2++) free(in_data[k2]);
+    free(want);
+    free(got);
+    free(again);
+    free(scale);
+    return ok;
+}
+
+/* ---- the case list ---- */
+
+static const uint32_t k_numeric[] = {TD_F32, TD_F64, TD_I32, TD_I64, TD_U8};
+static const uint32_t k_all[] = {TD_F32, TD_F64, TD_I32, TD_I64, TD_U8, TD_BOOL};
+static const uint32_t k_float[] = {TD_F32, TD_F64};
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+static void add_create(void)
+{
+    const shape shapes[] = {SH0, SH(0), SH(3, 4), SH(2, 0, 3), SH(1000003)};
+    const double vals[] = {3.7, -2.5, 1e10, -1e10, 300.0, NAN, 0.0};
+    char sb[64];
+    for (size_t s = 0; s < COUNT(shapes); s++)
+        for (size_t d = 0; d < COUNT(k_all); d++)
+            for (size_t v = 0; v < COUNT(vals); v++) {
+                if (s == 4 && v > 0) continue;
+                tcase *c = add_case("full %s %s %g", dtn(k_all[d]), shape_str(&shapes[s], sb, sizeof sb), vals[v]);
+                c->op = (td__op){.opcode = TD_OP_FULL, .dtype = k_all[d], .n_iattrs = shapes[s].rank,
+                                 .fattrs = {vals[v], 0}};
+                for (uint32_t i = 0; i < shapes[s].rank; i++) c->op.iattrs[i] = shapes[s].d[i];
+            }
+    const int64_t ns[] = {0, 1, 17, 100003};
+    const double ar[][2] = {{0, 1}, {-3.5, 0.1}, {1e6, -7.25}, {0.1, 0.1}};
+    for (size_t n = 0; n < COUNT(ns); n++)
+        for (size_t d = 0; d < COUNT(k_all); d++)
+            for (size_t a = 0; a < COUNT(ar); a++) {
+                tcase *c = add_case("arange %s n=%" PRId64 " start %g step %g", dtn(k_all[d]), ns[n],
+                                    ar[a][0], ar[a][1]);
+                c->op = (td__op){.opcode = TD_OP_ARANGE, .dtype = k_all[d], .n_iattrs = 1,
+                                 .iattrs = {ns[n]}, .fattrs = {ar[a][0], ar[a][1]}};
+            }
+    const shape rs[] = {SH0, SH(0), SH(1), SH(3), SH(4), SH(5), SH(2, 3, 7), SH(1000003)};
+    const uint64_t seeds[] = {0, 1, 0xdeadbeefcafef00dull};
+    for (size_t s = 0; s < COUNT(rs); s++)
+        for (size_t f = 0; f < COUNT(k_float); f++)
+            for (size_t e = 0; e < COUNT(seeds); e++)
+                for (int normal = 0; normal < 2; normal++) {
+                    tcase *c = add_case("rand_%s %s %s seed %" PRIu64, normal ? "normal" : "uniform",
+                                        dtn(k_float[f]), shape_str(&rs[s], sb, sizeof sb), seeds[e]);
+                    c->op = (td__op){.opcode = normal ? TD_OP_RAND_NORMAL : TD_OP_RAND_UNIFORM,
+                                     .dtype = k_float[f], .n_iattrs = rs[s].rank,
+                                     .fattrs = {normal ? 0.5 : -2.0, normal ? 3.0 : 5.0},
+                                     .seed = seeds[e]};
+                    for (uint32_t i = 0; i < rs[s].rank; i++) c->op.iattrs[i] = rs[s].d[i];
+                    if (normal) c->tol = TOL_NORMAL;
+                }
+}
+
+static void add_unary(void)
+{
+    const shape shapes[] = {SH0, SH(0), SH(7), SH(3, 5), SH(2, 3, 4, 5), SH(3, 100003)};
+    const uint32_t ops[] = {TD_OP_NEG, TD_OP_ABS, TD_OP_RELU, TD_OP_EXP, TD_OP_LOG, TD_OP_SQRT,
+                            TD_OP_RSQRT, TD_OP_TANH, TD_OP_SIGMOID};
+    char sb[64];
+    for (size_t o = 0; o < COUNT(ops); o++) {
+        bool float_only = ops[o] != TD_OP_NEG && ops[o] != TD_OP_ABS && ops[o] != TD_OP_RELU;
+        bool exact = ops[o] == TD_OP_NEG || ops[o] == TD_OP_ABS || ops[o] == TD_OP_RELU ||
+                     ops[o] == TD_OP_SQRT || ops[o] == TD_OP_RSQRT;
+        for (size_t d = 0; d < COUNT(k_numeric); d++) {
+            if (float_only && !td__dtype_is_float(k_numeric[d])) continue;
+            for (size_t s = 0; s < COUNT(shapes); s++)
+                for (int g = 0; g < 2; g++) {
+                    tcase *c = add_case("%s %s %s%s", td__op_name(ops[o]), dtn(k_numeric[d]),
+                                        shape_str(&shapes[s], sb, sizeof sb), g ? " specials" : "");
+                    c->n_in = 1;
+                    c->in[0] = in_of(k_numeric[d], shapes[s], g ? GEN_ANY : GEN_PLAIN);
+                    c->op = (td__op){.opcode = ops[o]};
+                    if (!exact) {
+                        c->tol = TOL_ULP;
+                        c->ulps = 4;
+                    }
+                }
+        }
+    }
+}
+
+static void add_binary(void)
+{
+    const shape pairs[][2] = {
+        {SH0, SH0}, {SH(5), SH0}, {SH0, SH(5)}, {SH(7), SH(7)}, {SH(3, 1), SH(1, 4)},
+        {SH(2, 3, 4), SH(4)}, {SH(2, 1, 4), SH(3, 1)}, {SH(0, 3), SH(3)}, {SH(4, 0), SH(1)},
+        {SH(2, 1, 2, 1, 2, 1, 2, 3), SH(1, 2, 1, 2, 1, 2, 1, 3)}, {SH(1000, 513), SH(513)},
+        {SH(513, 1000), SH(513, 1)}, {SH(300007), SH(300007)}};
+    const uint32_t ops[] = {TD_OP_ADD, TD_OP_SUB, TD_OP_MUL, TD_OP_DIV, TD_OP_POW,
+                            TD_OP_MAXIMUM, TD_OP_MINIMUM, TD_OP_EQ, TD_OP_NE, TD_OP_LT,
+                            TD_OP_LE, TD_OP_GT, TD_OP_GE};
+    char sa[96], sb[96];
+    for (size_t o = 0; o < COUNT(ops); o++) {
+        bool cmp = ops[o] >= TD_OP_EQ;
+        for (size_t d = 0; d < COUNT(k_all); d++) {
+            uint32_t dt = k_all[d];
+            if (dt == TD_BOOL && !cmp) continue;
+            if (ops[o] == TD_OP_POW && !td__dtype_is_float(dt)) continue;
+            for (size_t p = 0; p < COUNT(pairs); p++)
+                for (int g = 0; g < 2; g++) {
+                    tcase *c = add_case("%s %s %s %s%s", td__op_name(ops[o]), dtn(dt),
+                                        shape_str(&pairs[p][0], sa, sizeof sa),
+                                        shape_str(&pairs[p][1], sb, sizeof sb), g ? " specials" : "");
+                    c->n_in = 2;
+                    enum gen gen = g ? GEN_ANY : GEN_PLAIN;
+                    if (dt == TD_BOOL && g) gen = GEN_BOOL_RAW;
+                    c->in[0] = in_of(dt, pairs[p][0], gen);
+                    c->in[1] = in_of(dt, pairs[p][1], gen);
+                    c->op = (td__op){.opcode = ops[o]};
+                    if (ops[o] == TD_OP_POW) {
+                        c->tol = TOL_ULP;
+                        c->ulps = 8;
+                        if (!g) c->in[0].gen = GEN_POS;
+                    }
+                }
+        }
+    }
+}
+
+static void add_where_cast(void)
+{
+    const shape triples[][3] = {{SH0, SH0, SH0}, {SH(3, 1), SH(1, 4), SH(3, 4)},
+                                {SH0, SH(5), SH(2, 5)}, {SH(2, 0), SH(1), SH(2, 1)},
+                                {SH(4, 1, 6), SH(5, 1), SH(1, 6)}, {SH(100003), SH(100003), SH0}};
+    char s1[64], s2[64], s3[64];
+    for (size_t d = 0; d < COUNT(k_all); d++)
+        for (size_t t = 0; t < COUNT(triples); t++)
+            for (int raw = 0; raw < 2; raw++) {
+                tcase *c = add_case("where %s %s %s %s%s", dtn(k_all[d]),
+                                    shape_str(&triples[t][0], s1, sizeof s1),
+                                    shape_str(&triples[t][1], s2, sizeof s2),
+                                    shape_str(&triples[t][2], s3, sizeof s3), raw ? " raw-bool" : "");
+                c->n_in = 3;
+                c->in[0] = in_of(TD_BOOL, triples[t][0], raw ? GEN_BOOL_RAW : GEN_ANY);
+                c->in[1] = in_of(k_all[d], triples[t][1], GEN_ANY);
+                c->in[2] = in_of(k_all[d], triples[t][2], GEN_ANY);
+                c->op = (td__op){.opcode = TD_OP_WHERE};
+            }
+    const shape shapes[] = {SH0, SH(0), SH(6, 7), SH(100003)};
+    for (size_t a = 0; a < COUNT(k_all); a++)
+        for (size_t b = 0; b < COUNT(k_all); b++)
+            for (size_t s = 0; s < COUNT(shapes); s++)
+                for (int g = 0; g < 2; g++) {
+                    tcase *c = add_case("cast %s->%s %s%s", dtn(k_all[a]), dtn(k_all[b]),
+                                        shape_str(&shapes[s], s1, sizeof s1), g ? " edges" : "");
+                    c->n_in = 1;
+                    c->in[0] = in_of(k_all[a], shapes[s], g ? GEN_CASTSRC : GEN_ANY);
+                    if (k_all[a] == TD_BOOL && g) c->in[0].gen = GEN_BOOL_RAW;
+                    c->op = (td__op){.opcode = TD_OP_CAST, .dtype = k_all[b]};
+                }
+}
+
+static void add_reduce(void)
+{
+    typedef struct rcase {
+        shape sh;
+        int64_t mask;
+    } rcase;
+    const rcase rs[] = {
+        {SH0, 0},           {SH(0), 1},           {SH(5, 0), 2},        {SH(0, 5), 2},
+        {SH(7), 1},         {SH(3, 4, 5), 1},     {SH(3, 4, 5), 2},     {SH(3, 4, 5), 4},
+        {SH(3, 4, 5), 3},   {SH(3, 4, 5), 5},     {SH(3, 4, 5), 6},     {SH(3, 4, 5), 7},
+        {SH(3, 4, 5), 0},   {SH(2, 3, 1, 4), 12}, {SH(2, 3, 1, 4), 4},  {SH(1000003), 1},
+        {SH(7, 100003), 2}, {SH(100003, 7), 1},   {SH(64, 1024), 1},    {SH(64, 1024), 2},
+        {SH(3, 300, 5, 7), 10}, {SH(33, 3, 65), 5}, {SH(2, 2, 2, 2, 2, 2, 2, 3), 0x55}};
+    const uint32_t ops[] = {TD_OP_SUM, TD_OP_MEAN, TD_OP_PROD, TD_OP_MAX, TD_OP_MIN,
+                            TD_OP_ARGMAX, TD_OP_ARGMIN};
+    char sb[96];
+    for (size_t o = 0; o < COUNT(ops); o++) {
+        uint32_t opc = ops[o];
+        bool arg = opc == TD_OP_ARGMAX || opc == TD_OP_ARGMIN;
+        bool ext = arg || opc == TD_OP_MAX || opc == TD_OP_MIN;
+        for (size_t d = 0; d < COUNT(k_all); d++) {
+            uint32_t dt = k_all[d];
+            if (opc == TD_OP_MEAN && !td__dtype_is_float(dt)) continue;
+            if ((opc == TD_OP_SUM || opc == TD_OP_PROD) && dt == TD_BOOL) continue;
+            for (size_t r = 0; r < COUNT(rs); r++) {
+                int naxes = __builtin_popcountll((unsigned long long)rs[r].mask);
+                if (arg && naxes != 1) continue;
+                bool empty_axis = false;
+                for (uint32_t i = 0; i < rs[r].sh.rank; i++)
+                    if (((rs[r].mask >> i) & 1) && rs[r].sh.d[i] == 0) empty_axis = true;
+                if (ext && empty_axis) continue;
+                for (int keep = 0; keep < 2; keep++)
+                    for (int g = 0; g < 2; g++) {
+                        if (g && !(ext || td__dtype_is_float(dt))) continue;
+                        tcase *c = add_case("%s %s %s mask 0x%" PRIx64 "%s%s", td__op_name(opc),
+                                            dtn(dt), shape_str(&rs[r].sh, sb, sizeof sb),
+                                            (uint64_t)rs[r].mask, keep ? " keepdims" : "",
+                                            g ? " specials" : "");
+                        c->n_in = 1;
+                        enum gen gen = opc == TD_OP_PROD ? GEN_NEAR1 : GEN_PLAIN;
+                        if (g) gen = dt == TD_BOOL ? GEN_BOOL_RAW : GEN_ANY;
+                        c->in[0] = in_of(dt, rs[r].sh, gen);
+                        c->op = (td__op){.opcode = opc, .n_iattrs = 2, .iattrs = {rs[r].mask, keep}};
+                        if (td__dtype_is_float(dt) && !ext)
+                            c->tol = opc == TD_OP_PROD ? TOL_PROD : TOL_SUM;
+                    }
+            }
+        }
+    }
+}
+
+static void add_matmul(void)
+{
+    const shape pairs[][2] = {
+        {SH(3, 4), SH(4, 5)},       {SH(1, 1), SH(1, 1)},         {SH(0, 4), SH(4, 5)},
+        {SH(3, 0), SH(0, 5)},       {SH(3, 4), SH(4, 0)},         {SH(2, 3, 4), SH(4, 5)},
+        {SH(3, 4), SH(2, 4, 5)},    {SH(2, 1, 3, 4), SH(5, 4, 6)}, {SH(128, 256), SH(256, 64)},
+        {SH(7, 64, 33), SH(7, 33, 65)}, {SH(0, 3, 4), SH(4, 2)},  {SH(1, 300, 257), SH(257, 129)}};
+    const uint32_t dts[] = {TD_F32, TD_F64, TD_I32, TD_I64, TD_U8};
+    char sa[96], sb[96];
+    for (size_t d = 0; d < COUNT(dts); d++)
+        for (size_t p = 0; p < COUNT(pairs); p++) {
+            tcase *c = add_case("matmul %s %s %s", dtn(dts[d]), shape_str(&pairs[p][0], sa, sizeof sa),
+                                shape_str(&pairs[p][1], sb, sizeof sb));
+            c->n_in = 2;
+            c->in[0] = in_of(dts[d], pairs[p][0], GEN_PLAIN);
+            c->in[1] = in_of(dts[d], pairs[p][1], GEN_PLAIN);
+            if (dts[d] == TD_I32 || dts[d] == TD_I64) c->in[0].gen = c->in[1].gen = GEN_ANY;
+            c->op = (td__op){.opcode = TD_OP_MATMUL};
+            if (td__dtype_is_float(dts[d])) c->tol = TOL_MATMUL;
+        }
+}
+
+static void add_movement(void)
+{
+    char sb[96];
+    typedef struct mv {
+        shape sh;
+        uint32_t n;
+        int64_t at[TD_OP_MAX_IATTRS];
+    } mv;
+    const mv perms[] = {{SH(2, 3, 4), 3, {2, 0, 1}}, {SH(64, 48), 2, {1, 0}},
+                        {SH(3, 40, 50), 3, {0, 2, 1}}, {SH0, 0, {0}}, {SH(0, 3), 2, {1, 0}},
+                        {SH(513, 1025), 2, {1, 0}}, {SH(2, 3, 4, 5, 6), 5, {4, 2, 0, 3, 1}},
+                        {SH(1, 7, 1, 9), 4, {3, 2, 1, 0}}};
+    const mv slices[] = {{SH(5, 6), 4, {1, 2, 4, 6}}, {SH(5, 6), 4, {2, 0, 2, 6}},
+                         {SH(4, 5, 6), 6, {0, 1, 2, 4, 4, 5}}, {SH(100003), 2, {7, 100000}},
+                         {SH0, 0, {0}}};
+    const mv expands[] = {{SH(3, 1), 3, {2, 3, 4}}, {SH0, 1, {5}}, {SH(1), 2, {0, 4}},
+                          {SH(4, 1, 6), 4, {2, 4, 5, 6}}, {SH(1, 1000), 2, {300, 1000}}};
+    for (size_t d = 0; d < COUNT(k_all); d++) {
+        uint32_t dt = k_all[d];
+        for (size_t i = 0; i < COUNT(perms); i++) {
+            tcase *c = add_case("permute %s %s #%zu", dtn(dt), shape_str(&perms[i].sh, sb, sizeof sb), i);
+            c->n_in = 1;
+            c->in[0] = in_of(dt, perms[i].sh, GEN_ANY);
+            c->op = (td__op){.opcode = TD_OP_PERMUTE, .n_iattrs = perms[i].n};
+            memcpy(c->op.iattrs, perms[i].at, sizeof perms[i].at);
+        }
+        for (size_t i = 0; i < COUNT(slices); i++) {
+            tcase *c = add_case("slice %s %s #%zu", dtn(dt), shape_str(&slices[i].sh, sb, sizeof sb), i);
+            c->n_in = 1;
+            c->in[0] = in_of(dt, slices[i].sh, GEN_ANY);
+            c->op = (td__op){.opcode = TD_OP_SLICE, .n_iattrs = slices[i].n};
+            memcpy(c->op.iattrs, slices[i].at, sizeof slices[i].at);
+        }
+        for (size_t i = 0; i < COUNT(expands); i++) {
+            tcase *c = add_case("expand %s %s #%zu", dtn(dt), shape_str(&expands[i].sh, sb, sizeof sb), i);
+            c->n_in = 1;
+            c->in[0] = in_of(dt, expands[i].sh, GEN_ANY);
+            c->op = (td__op){.opcode = TD_OP_EXPAND, .n_iattrs = expands[i].n};
+            memcpy(c->op.iattrs, expands[i].at, sizeof expands[i].at);
+        }
+        const shape copies[] = {SH0, SH(0), SH(3, 7), SH(100003)};
+        for (size_t i = 0; i < COUNT(copies); i++) {
+            tcase *c = add_case("copy %s %s", dtn(dt), shape_str(&copies[i], sb, sizeof sb));
+            c->n_in = 1;
+            c->in[0] = in_of(dt, copies[i], GEN_ANY);
+            c->op = (td__op){.opcode = TD_OP_COPY};
+        }
+        /* concat: axis 0 and 1, three inputs, one of them empty along the axis */
+        const shape cat[][3] = {{SH(2, 3), SH(0, 3), SH(4, 3)}, {SH(2, 3), SH(2, 0), SH(2, 5)},
+                                {SH(3, 1, 4), SH(3, 7, 4), SH(3, 2, 4)}};
+        const int64_t axes[] = {0, 1, 1};
+        for (size_t i = 0; i < COUNT(cat); i++) {
+            tcase *c = add_case("concat %s axis %" PRId64 " #%zu", dtn(dt), axes[i], i);
+            c->n_in = 3;
+            for (int k = 0; k < 3; k++) c->in[k] = in_of(dt, cat[i][k], GEN_ANY);
+            c->op = (td__op){.opcode = TD_OP_CONCAT, .n_iattrs = 1, .iattrs = {axes[i]}};
+        }
+        tcase *c = add_case("concat %s single input", dtn(dt));
+        c->n_in = 1;
+        c->in[0] = in_of(dt, SH(5, 2), GEN_ANY);
+        c->op = (td__op){.opcode = TD_OP_CONCAT, .n_iattrs = 1, .iattrs = {1}};
+        /* gather / index_select with i32 and i64 indices */
+        for (int i64 = 0; i64 < 2; i64++) {
+            uint32_t it = i64 ? TD_I64 : TD_I32;
+            c = add_case("gather %s idx %s axis 1", dtn(dt), dtn(it));
+            c->n_in = 2;
+            c->in[0] = in_of(dt, SH(4, 5), GEN_ANY);
+            c->in[1] = (input){.dtype = it, .sh = SH(4, 2), .gen = GEN_INDEX, .lim = 5, .bad = -1};
+            c->op = (td__op){.opcode = TD_OP_GATHER, .n_iattrs = 1, .iattrs = {1}};
+            c = add_case("gather %s idx %s axis 0 smaller index", dtn(dt), dtn(it));
+            c->n_in = 2;
+            c->in[0] = in_of(dt, SH(4, 5, 3), GEN_ANY);
+            c->in[1] = (input){.dtype = it, .sh = SH(6, 2, 3), .gen = GEN_INDEX, .lim = 4, .bad = -1};
+            c->op = (td__op){.opcode = TD_OP_GATHER, .n_iattrs = 1, .iattrs = {0}};
+            c = add_case("gather %s idx %s large", dtn(dt), dtn(it));
+            c->n_in = 2;
+            c->in[0] = in_of(dt, SH(1000, 10), GEN_ANY);
+            c->in[1] = (input){.dtype = it, .sh = SH(1000, 1), .gen = GEN_INDEX, .lim = 10, .bad = -1};
+            c->op = (td__op){.opcode = TD_OP_GATHER, .n_iattrs = 1, .iattrs = {1}};
+            c = add_case("gather %s idx %s out of range", dtn(dt), dtn(it));
+            c->n_in = 2;
+            c->in[0] = in_of(dt, SH(4, 5), GEN_ANY);
+            c->in[1] = (input){.dtype = it, .sh = SH(4, 2), .gen = GEN_INDEX, .lim = 5, .bad = 5};
+            c->op = (td__op){.opcode = TD_OP_GATHER, .n_iattrs = 1, .iattrs = {1}};
+            c->expect = TD_ERANGE;
+            c = add_case("gather %s idx %s empty", dtn(dt), dtn(it));
+            c->n_in = 2;
+            c->in[0] = in_of(dt, SH(0, 5), GEN_ANY);
+            c->in[1] = (input){.dtype = it, .sh = SH(0, 2), .gen = GEN_INDEX, .lim = 5, .bad = -1};
+            c->op = (td__op){.opcode = TD_OP_GATHER, .n_iattrs = 1, .iattrs = {1}};
+            c = add_case("index_select %s idx %s axis 0", dtn(dt), dtn(it));
+            c->n_in = 2;
+            c->in[0] = in_of(dt, SH(10, 4), GEN_ANY);
+            c->in[1] = (input){.dtype = it, .sh = SH(7), .gen = GEN_INDEX, .lim = 10, .bad = -1};
+            c->op = (td__op){.opcode = TD_OP_INDEX_SELECT, .n_iattrs = 1, .iattrs = {0}};
+            c = add_case("index_select %s idx %s axis 1 rank-2 index", dtn(dt), dtn(it));
+            c->n_in = 2;
+            c->in[0] = in_of(dt, SH(3, 6, 5), GEN_ANY);
+            c->in[1] = (input){.dtype = it, .sh = SH(2, 4), .gen = GEN_INDEX, .lim = 6, .bad = -1};
+            c->op = (td__op){.opcode = TD_OP_INDEX_SELECT, .n_iattrs = 1, .iattrs = {1}};
+            c = add_case("index_select %s idx %s rank-0 index", dtn(dt), dtn(it));
+            c->n_in = 2;
+            c->in[0] = in_of(dt, SH(3, 6), GEN_ANY);
+            c->in[1] = (input){.dtype = it, .sh = SH0, .gen = GEN_INDEX, .lim = 6, .bad = -1};
+            c->op = (td__op){.opcode = TD_OP_INDEX_SELECT, .n_iattrs = 1, .iattrs = {1}};
+            c = add_case("index_select %s idx %s embedding rows", dtn(dt), dtn(it));
+            c->n_in = 2;
+            c->in[0] = in_of(dt, SH(1000, 64), GEN_ANY);
+            c->in[1] = (input){.dtype = it, .sh = SH(33, 5), .gen = GEN_INDEX, .lim = 1000, .bad = -1};
+            c->op = (td__op){.opcode = TD_OP_INDEX_SELECT, .n_iattrs = 1, .iattrs = {0}};
+            c = add_case("index_select %s idx %s out of range", dtn(dt), dtn(it));
+            c->n_in = 2;
+            c->in[0] = in_of(dt, SH(10, 4), GEN_ANY);
+            c->in[1] = (input){.dtype = it, .sh = SH(9), .gen = GEN_INDEX, .lim = 10, .bad = 6};
+            c->op = (td__op){.opcode = TD_OP_INDEX_SELECT, .n_iattrs = 1, .iattrs = {0}};
+            c->expect = TD_ERANGE;
+            c = add_case("index_select %s idx %s empty x, bad index", dtn(dt), dtn(it));
+            c->n_in = 2;
+            c->in[0] = in_of(dt, SH(0, 4), GEN_ANY);
+            c->in[1] = (input){.dtype = it, .sh = SH(3), .gen = GEN_INDEX, .lim = 4, .bad = 1};
+            c->op = (td__op){.opcode = TD_OP_INDEX_SELECT, .n_iattrs = 1, .iattrs = {1}};
+            c->expect = TD_ERANGE;
+        }
+    }
+}
+
+static void build_cases(void)
+{
+    add_create();
+    add_unary();
+    add_binary();
+    add_where_cast();
+    add_reduce();
+    add_matmul();
+    add_movement();
+}
+
+/* ---- the out-of-memory check ---- */
+
+/* A 200 GiB FULL must fail with TD_ENOMEM; a small op on the same session must then work. */
+static bool run_oom(executor *tgt, char *why, size_t whylen)
+{
+    step s = {.op = {.opcode = TD_OP_FULL, .dtype = TD_F32, .n_iattrs = 2,
+                     .iattrs = {50, 1LL << 30}, .fattrs = {1.0, 0}}};
+    char msg[1024] = "";
+    float one = 0;
+    td_status st = run_program(tgt, 0, NULL, NULL, &s, 1, NULL, 0, msg, sizeof msg);
+    printf("oom: 200 GiB full on %s -> %s (%s)\n", tgt->uri, td_status_name(st), msg);
+    if (st != TD_ENOMEM) {
+        snprintf(why, whylen, "a 200 GiB tensor gave %s, expected TD_ENOMEM", td_status_name(st));
+        return false;
+    }
+    step t = {.op = {.opcode = TD_OP_FULL, .dtype = TD_F32, .n_iattrs = 0, .fattrs = {1.0, 0}}};
+    st = run_program(tgt, 0, NULL, NULL, &t, 1, &one, sizeof one, msg, sizeof msg);
+    if (st != TD_OK || one != 1.0f) {
+        snprintf(why, whylen, "after the failed allocation the session gave %s (%s)",
+                 td_status_name(st), msg);
+        return false;
+    }
+    printf("oom: session still works after the failure (read back %g)\n", one);
+    return true;
+}
+
+/* ---- main ---- */
+
+static int run_target(executor *ref, const char *uri, const char *filter, bool oom)
+{
+    executor tgt;
+    char err[1024] = "";
+    if (executor_open(&tgt, uri, err, sizeof err) != TD_OK) {
+        fprintf(stderr, "conformance: cannot open %s: %s\n", uri, err);
+        return 2;
+    }
+    stats st = {0};
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (size_t i = 0; i < g_ncases; i++) {
+        const tcase *c = &g_cases[i];
+        if (filter != NULL && strstr(c->name, filter) == NULL) continue;
+        char why[2048] = "";
+        st.run++;
+        if (run_case(ref, &tgt, c, i, why, sizeof why)) {
+            st.passed++;
+            if (g_verbose) printf("ok   %s\n", c->name);
+        } else {
+            st.failed++;
+            printf("FAIL %s on %s: %s\n", c->name, uri, why);
+        }
+        fflush(stdout);
+    }
+    if (oom) {
+        char why[1024] = "";
+        st.run++;
+        if (run_oom(&tgt, why, sizeof why)) {
+            st.passed++;
+        } else {
+            st.failed++;
+            printf("FAIL oom on %s: %s\n", uri, why);
+        }
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    tgt.tp->vt->close(tgt.tp);
+    printf("conformance %s vs %s: %zu cases, %zu passed, %zu failed (%.1f s)\n", uri, ref->uri,
+           st.run, st.passed, st.failed,
+           (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9);
+    return st.failed > 0 ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *targets[16];
+    int ntargets = 0;
+    const char *filter = NULL, *ref_uri = "local:cpu";
+    bool oom = false;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--target") == 0 && i + 1 < argc && ntargets < 16) {
+            targets[ntargets++] = argv[++i];
+        } else if (strcmp(argv[i], "--filter") == 0 && i + 1 < argc) {
+            filter = argv[++i];
+        } else if (strcmp(argv[i], "--reference") == 0 && i + 1 < argc) {
+            ref_uri = argv[++i];
+        } else if (strcmp(argv[i], "--verbose") == 0) {
+            g_verbose = true;
+        } else if (strcmp(argv[i], "--oom") == 0) {
+            oom = true;
+        } else {
+            fprintf(stderr, "usage: conformance [--target URI]... [--reference URI] "
+                            "[--filter SUBSTR] [--verbose] [--oom]\n");
+            return 2;
+        }
+    }
+    char err[1024] = "";
+    if (td__devices_init(err, sizeof err) != TD_OK) {
+        fprintf(stderr, "conformance: %s\n", err);
+        return 2;
+    }
+    static char local_names[16][48];
+    if (ntargets == 0) {
+        for (int i = 0; i < td__device_count() && ntargets < 16; i++) {
+            const td__device *d = td__device_at(i);
+            if (strcmp(d->backend->kind, "cpu") == 0) continue;
+            snprintf(local_names[ntargets], sizeof local_names[0], "local:%s", d->name);
+            targets[ntargets] = local_names[ntargets];
+            ntargets++;
+        }
+        bool have_cuda = false;
+        for (int i = 0; i < td__device_count(); i++)
+            if (strcmp(td__device_at(i)->backend->kind, "cuda") == 0) have_cuda = true;
+        if (!have_cuda) printf("cuda: no device, skipped\n");
+        if (ntargets == 0) return 0;
+    }
+    build_cases();
+    executor ref;
+    if (executor_open(&ref, ref_uri, err, sizeof err) != TD_OK) {
+        fprintf(stderr, "conformance: cannot open the reference %s: %s\n", ref_uri, err);
+        return 2;
+    }
+    int rc = 0;
+    for (int t = 0; t < ntargets; t++) {
+        for (int i = 0; i < td__device_count(); i++) {
+            const td__device *d = td__device_at(i);
+            char uri[64];
+            snprintf(uri, sizeof uri, "local:%s", d->name);
+            if (strcmp(uri, targets[t]) == 0)
+                printf("device %s: %s\n", d->name, d->description);
+        }
+        int r = run_target(&ref, targets[t], filter, oom);
+        if (r > rc) rc = r;
+    }
+    ref.tp->vt->close(ref.tp);
+    free(g_cases);
+    return rc;
+}
