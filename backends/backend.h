@@ -9,8 +9,9 @@
  *
  * Memory: buffer_alloc returns an opaque device pointer (a host pointer when
  * `host_memory` is true, which lets the engine and server read and write it directly).
- * RESHAPE and EMPTY never reach exec(): the engine aliases or allocates (supports_op is
- * still asked about them and should answer true).
+ * RESHAPE never reaches exec() (the engine aliases) and EMPTY arrives as FULL with value 0
+ * (fresh memory is always zeroed so no session sees another's old bytes); supports_op is
+ * still asked about both and should answer true.
  *
  * Thread-safety: the engine calls a device's entries from one worker thread at a time per
  * stream; buffer_alloc/free may be called from any thread and must be thread-safe.

@@ -3,9 +3,12 @@
  * Every op call runs the engine's td__op_infer() on the client, so the returned handle has
  * its dtype and shape at once and most mistakes are reported immediately, at the call that
  * made them. Valid ops are appended to a batch that is handed to the transport (local
- * engine or remote server) on a read, a fence, td_from_host, or when the batch reaches
- * batch_max_ops. Tensor ids are chosen here, increasing from 1, never reused in a context.
+ * engine or remote server) on a read, a fence, td_from_host, when the batch reaches
+ * batch_max_ops or batch_max_bytes, and (remote) batch_flush_us after its first op, from
+ * the background flusher of client/batch.h, which shares the batch under one mutex. Tensor ids are chosen here, increasing from 1, never reused in a context.
  */
+#include "client/batch.h"
+#include "client/capture.h"
 #include "client/transport.h"
 #include "common/alloc.h"
 #include "common/idmap.h"
@@ -18,6 +21,7 @@ struct td_tensor {
     td_context *ctx;
     uint64_t id;
     td__desc desc;
+    bool placeholder; /* made while capturing a graph: exists only inside the graph */
 };
 
 struct td_context {
@@ -32,9 +36,18 @@ struct td_context {
     uint64_t ops_recorded;
     td_status last_status;
     char err[1024];
+    bool capturing; /* between td_graph_begin and td_graph_end (client/graph.c) */
+    /* Time-bound flushing (client/batch.h): NULL for local contexts. Its lock guards batch,
+     * releases, batch_bytes and the transport while a batch is being sent. */
+    td__flusher *flusher;
+    size_t batch_bytes; /* estimated encoded size of the pending ops */
+    struct td__capture *capture; /* graph.c's capture state while capturing */
+    uint64_t capture_first_id;
 };
 
 static _Thread_local char g_connect_err[1024];
+
+static void flush_due(void *arg);
 
 void td__set_connect_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void td__set_connect_error(const char *fmt, ...)
@@ -133,8 +146,8 @@ static td_status parse_uri(const char *uri, bool *local, char *target, size_t tl
         }
         return TD_OK;
     }
-    td__set_connect_error("unsupported uri '%s': use local:cpu, tensord://HOST:PORT/DEVICE or "
-                          "unix:PATH/DEVICE", uri);
+    td__set_connect_error("unsupported uri '%s': use local:cpu, tensord://HOST:PORT/DEVICE, "
+                          "tensords://HOST:PORT/DEVICE or unix:PATH/DEVICE", uri);
     return TD_EINVAL;
 }
 
@@ -147,10 +160,18 @@ td_status td_connect(const char *uri, const td_options *opts, td_context **out)
     td_options o = opts ? *opts : (td_options){0};
     if (o.connect_timeout_ms <= 0) o.connect_timeout_ms = 5000;
     if (o.call_timeout_ms <= 0) o.call_timeout_ms = 60000;
-    if (o.batch_max_ops <= 0) o.batch_max_ops = 256;
+    if (o.batch_max_ops <= 0) o.batch_max_ops = TD_BATCH_MAX_OPS_DEFAULT;
+    if (o.batch_max_bytes == 0) o.batch_max_bytes = TD_BATCH_MAX_BYTES_DEFAULT;
+    if (o.batch_flush_us == 0) o.batch_flush_us = TD_BATCH_FLUSH_US_DEFAULT;
+    if (o.blob_min_bytes == 0) o.blob_min_bytes = TD_BLOB_MIN_BYTES_DEFAULT;
     if (o.client_name == NULL) o.client_name = "libtensord";
     bool local;
-    char target[512], device[64];
+    char target[512], device[64], plain_uri[512];
+    if (strncmp(uri, "tensords://", 11) == 0) { /* TLS: same syntax as tensord:// */
+        o.tls = 1;
+        snprintf(plain_uri, sizeof plain_uri, "tensord://%s", uri + 11);
+        uri = plain_uri;
+    }
     td_status s = parse_uri(uri, &local, target, sizeof target, device, sizeof device);
     if (s != TD_OK) return s;
     td_context *ctx = td__calloc(1, sizeof *ctx);
@@ -160,6 +181,8 @@ td_status td_connect(const char *uri, const td_options *opts, td_context **out)
     }
     ctx->opts = o;
     ctx->opts.client_name = NULL; /* not kept: borrowed */
+    ctx->opts.tls_ca_file = ctx->opts.tls_cert_file = ctx->opts.tls_key_file = NULL;
+    ctx->opts.token = NULL;
     ctx->next_id = 1;
     td__idmap_init(&ctx->handles);
     char err[1024] = "";
@@ -174,6 +197,14 @@ td_status td_connect(const char *uri, const td_options *opts, td_context **out)
         td__free(ctx);
         return s;
     }
+    if (!local && o.batch_flush_us > 0 &&
+        td__flusher_start(o.batch_flush_us, flush_due, ctx, &ctx->flusher) != TD_OK) {
+        td__set_connect_error("td_connect: cannot start the batch flusher thread");
+        ctx->tp->vt->close(ctx->tp);
+        td__idmap_fini(&ctx->handles);
+        td__free(ctx);
+        return TD_ENOMEM;
+    }
     *out = ctx;
     return TD_OK;
 }
@@ -181,11 +212,13 @@ td_status td_connect(const char *uri, const td_options *opts, td_context **out)
 void td_close(td_context *ctx)
 {
     if (ctx == NULL) return;
+    td__flusher_stop(ctx->flusher);
     size_t pos = 0;
     uint64_t id;
     void *v;
     while (td__idmap_next(&ctx->handles, &pos, &id, &v)) td__free(v);
     td__idmap_fini(&ctx->handles);
+    td__capture_free(ctx->capture);
     ctx->tp->vt->close(ctx->tp);
     td__free(ctx->batch);
     td__free(ctx->releases);
@@ -198,26 +231,52 @@ const char *td_device_name(const td_context *ctx) { return ctx->tp->device; }
 
 void td_get_stats(const td_context *ctx, td_stats *out)
 {
+    td__flusher_lock(ctx->flusher);
     *out = ctx->tp->stats;
+    td__flusher_unlock(ctx->flusher);
     out->ops_recorded = ctx->ops_recorded;
 }
 
 /* ---- batching ---- */
 
 /* Hand the pending batch, then pending releases, to the transport. */
-static td_status flush(td_context *ctx)
+/* Caller holds the flusher lock. `report`: record a failure as the context's last error
+ * (not from the flusher thread: the user thread may be reading it; the transport keeps
+ * the message and every later call reports it). */
+static td_status flush_locked(td_context *ctx, bool report)
 {
+    if (ctx->capturing) return TD_OK; /* captured ops stay in the batch until td_graph_end */
     td_status s = TD_OK;
     if (ctx->batch_len > 0) {
         s = ctx->tp->vt->submit(ctx->tp, ctx->batch, ctx->batch_len);
         ctx->batch_len = 0;
+        ctx->batch_bytes = 0;
     }
     if (s == TD_OK && ctx->n_releases > 0) {
         s = ctx->tp->vt->release(ctx->tp, ctx->releases, ctx->n_releases);
         ctx->n_releases = 0;
     }
-    if (s != TD_OK) set_err_status(ctx, s, "%s", ctx->tp->err);
+    td__flusher_idle(ctx->flusher);
+    if (s != TD_OK && report) set_err_status(ctx, s, "%s", ctx->tp->err);
     return s;
+}
+
+static td_status flush(td_context *ctx)
+{
+    td__flusher_lock(ctx->flusher);
+    td_status s = flush_locked(ctx, true);
+    td__flusher_unlock(ctx->flusher);
+    return s;
+}
+
+/* The flusher thread: a batch waited batch_flush_us. */
+static void flush_due(void *arg) { flush_locked(arg, false); }
+
+/* Upper bound of an op's protobuf encoding (tags, varints of at most 10 bytes, framing):
+ * what the byte threshold counts. */
+static size_t op_wire_bytes(const td__op *op)
+{
+    return 48 + 11 * (size_t)op->n_inputs + 11 * (size_t)op->n_iattrs;
 }
 
 static td_tensor *new_handle(td_context *ctx, const td__desc *d)
@@ -240,6 +299,12 @@ static td_tensor *record(td_context *ctx, const char *api, td__op *op, td_tensor
 {
     const td__desc *descs[TD_OP_MAX_INPUTS];
     for (uint32_t i = 0; i < op->n_inputs; i++) {
+        if (in[i]->placeholder && !ctx->capturing) {
+            set_err(ctx, "%s: input %u (tensor %llu) belongs to a captured graph; run the graph "
+                    "with td_graph_run to get real tensors", api, i,
+                    (unsigned long long)in[i]->id);
+            return NULL;
+        }
         descs[i] = &in[i]->desc;
         op->inputs[i] = in[i]->id;
     }
@@ -249,27 +314,37 @@ static td_tensor *record(td_context *ctx, const char *api, td__op *op, td_tensor
         set_err(ctx, "%s: %s", api, why);
         return NULL;
     }
+    td_tensor *t = new_handle(ctx, &od);
+    if (t == NULL) {
+        set_err_status(ctx, TD_ENOMEM, "%s: out of memory", api);
+        return NULL;
+    }
+    td__flusher_lock(ctx->flusher);
     if (ctx->batch_len == ctx->batch_cap) {
         size_t ncap = ctx->batch_cap ? ctx->batch_cap * 2 : 64;
         td__op *nb = td__realloc(ctx->batch, ncap * sizeof *nb);
         if (nb == NULL) {
+            td__flusher_unlock(ctx->flusher);
+            td__idmap_del(&ctx->handles, t->id);
+            td__free(t);
             set_err_status(ctx, TD_ENOMEM, "%s: out of memory", api);
             return NULL;
         }
         ctx->batch = nb;
         ctx->batch_cap = ncap;
     }
-    td_tensor *t = new_handle(ctx, &od);
-    if (t == NULL) {
-        set_err_status(ctx, TD_ENOMEM, "%s: out of memory", api);
-        return NULL;
-    }
     op->output = t->id;
+    t->placeholder = ctx->capturing;
     ctx->batch[ctx->batch_len++] = *op;
+    ctx->batch_bytes += op_wire_bytes(op);
     ctx->ops_recorded++;
-    if (ctx->batch_len >= (size_t)ctx->opts.batch_max_ops && flush(ctx) != TD_OK) {
+    if (ctx->batch_len == 1) td__flusher_pending(ctx->flusher);
+    if ((ctx->batch_len >= (size_t)ctx->opts.batch_max_ops ||
+         ctx->batch_bytes >= ctx->opts.batch_max_bytes) &&
+        flush_locked(ctx, true) != TD_OK) {
         /* the transport failed; the handle stays valid and later reads report it */
     }
+    td__flusher_unlock(ctx->flusher);
     return t;
 }
 
@@ -315,6 +390,12 @@ td_status td_write(td_tensor *t, const void *data, size_t nbytes)
 {
     if (t == NULL) return TD_EINVAL;
     td_context *ctx = t->ctx;
+    if (t->placeholder || ctx->capturing) {
+        set_err(ctx, "td_write: %s", t->placeholder ? "tensor is a graph placeholder (graphs "
+                "take data through td_graph_input and td_graph_run)"
+                : "not allowed while capturing a graph (td_graph_begin)");
+        return TD_EINVAL;
+    }
     if (nbytes != td_nbytes(t) || (nbytes > 0 && data == NULL)) {
         set_err(ctx, "td_write: tensor %llu holds %zu bytes, got %zu%s",
                 (unsigned long long)t->id, td_nbytes(t), nbytes, data ? "" : " (data is NULL)");
@@ -371,6 +452,12 @@ td_status td_read(td_tensor *t, void *dst, size_t nbytes)
 {
     if (t == NULL) return TD_EINVAL;
     td_context *ctx = t->ctx;
+    if (t->placeholder || ctx->capturing) {
+        set_err(ctx, "td_read: %s", t->placeholder ? "tensor is a graph placeholder; read the "
+                "outputs of td_graph_run instead"
+                : "not allowed while capturing a graph (td_graph_begin)");
+        return TD_EINVAL;
+    }
     if (nbytes != td_nbytes(t) || (nbytes > 0 && dst == NULL)) {
         set_err(ctx, "td_read: tensor %llu holds %zu bytes, buffer has %zu%s",
                 (unsigned long long)t->id, td_nbytes(t), nbytes, dst ? "" : " (dst is NULL)");
@@ -413,6 +500,10 @@ td_status td_read_scalar(td_tensor *t, double *out)
 td_status td_fence(td_context *ctx)
 {
     if (ctx == NULL) return TD_EINVAL;
+    if (ctx->capturing) {
+        set_err(ctx, "td_fence: not allowed while capturing a graph (td_graph_begin)");
+        return TD_EINVAL;
+    }
     td_status s = flush(ctx);
     if (s != TD_OK) return s;
     s = ctx->tp->vt->fence(ctx->tp);
@@ -425,10 +516,16 @@ void td_release(td_tensor *t)
     if (t == NULL) return;
     td_context *ctx = t->ctx;
     td__idmap_del(&ctx->handles, t->id);
+    if (t->placeholder) { /* never existed on the executor */
+        td__free(t);
+        return;
+    }
+    td__flusher_lock(ctx->flusher);
     if (ctx->n_releases == ctx->cap_releases) {
         size_t ncap = ctx->cap_releases ? ctx->cap_releases * 2 : 64;
         uint64_t *nr = td__realloc(ctx->releases, ncap * sizeof *nr);
         if (nr == NULL) { /* cannot queue: the id stays alive until td_close */
+            td__flusher_unlock(ctx->flusher);
             td__free(t);
             return;
         }
@@ -437,7 +534,9 @@ void td_release(td_tensor *t)
     }
     ctx->releases[ctx->n_releases++] = t->id;
     td__free(t);
-    if (ctx->n_releases >= 4096) flush(ctx);
+    if (ctx->n_releases == 1) td__flusher_pending(ctx->flusher);
+    if (ctx->n_releases >= 4096) flush_locked(ctx, true);
+    td__flusher_unlock(ctx->flusher);
 }
 
 /* ---- elementwise ---- */
@@ -784,3 +883,68 @@ td_tensor *td_log_softmax(td_tensor *x, int axis)
 {
     return softmax_common("td_log_softmax", x, axis, true);
 }
+
+/* ---- hooks for graph capture (client/graph.c; declared in client/capture.h) ---- */
+
+td_status td__ctx_capture_begin(td_context *ctx, struct td__capture *cap)
+{
+    if (ctx->capturing) {
+        set_err(ctx, "td_graph_begin: a graph is already being captured on this context");
+        return TD_EINVAL;
+    }
+    td_status s = flush(ctx);
+    if (s != TD_OK) return s;
+    ctx->capturing = true;
+    ctx->capture = cap;
+    ctx->capture_first_id = ctx->next_id;
+    return TD_OK;
+}
+
+struct td__capture *td__ctx_capture(const td_context *ctx, uint64_t *first_id)
+{
+    if (first_id != NULL) *first_id = ctx->capture_first_id;
+    return ctx->capture;
+}
+
+td_tensor *td__ctx_lookup(td_context *ctx, uint64_t id)
+{
+    return td__idmap_get(&ctx->handles, id);
+}
+
+td__op *td__ctx_capture_take(td_context *ctx, size_t *n)
+{
+    td__flusher_lock(ctx->flusher);
+    td__op *ops = ctx->batch;
+    *n = ctx->batch_len;
+    ctx->batch = NULL;
+    ctx->batch_len = ctx->batch_cap = 0;
+    ctx->batch_bytes = 0;
+    ctx->capturing = false;
+    ctx->capture = NULL;
+    td__flusher_idle(ctx->flusher);
+    td__flusher_unlock(ctx->flusher);
+    return ops;
+}
+
+bool td__ctx_capturing(const td_context *ctx) { return ctx->capturing; }
+
+td_tensor *td__ctx_new_tensor(td_context *ctx, const td__desc *d, bool placeholder)
+{
+    td_tensor *t = new_handle(ctx, d);
+    if (t == NULL) {
+        set_err_status(ctx, TD_ENOMEM, "out of memory for a tensor handle");
+        return NULL;
+    }
+    t->placeholder = placeholder;
+    return t;
+}
+
+td_status td__ctx_flush(td_context *ctx) { return flush(ctx); }
+td__transport *td__ctx_transport(td_context *ctx) { return ctx->tp; }
+void td__ctx_set_error(td_context *ctx, td_status st, const char *msg)
+{
+    set_err_status(ctx, st, "%s", msg);
+}
+uint64_t td__tensor_id(const td_tensor *t) { return t->id; }
+const td__desc *td__tensor_desc(const td_tensor *t) { return &t->desc; }
+bool td__tensor_placeholder(const td_tensor *t) { return t->placeholder; }

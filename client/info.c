@@ -5,6 +5,7 @@
  * transport, so limits, reconnect behaviour and error messages match), and ping reuses one
  * channel for all its round trips so that what it measures is the call, not the connect.
  */
+#include "client/security.h"
 #include "common/alloc.h"
 #include "proto/wire.h"
 #include "tensord.h"
@@ -23,14 +24,16 @@
 /* Provided by client/context.c: sets the thread's td_connect_error() message. */
 void td__set_connect_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Provided by client/remote.c: channel with tensord's limits, waited on until READY. */
-td_status td__remote_channel_open(const char *target, int timeout_ms, grpc_completion_queue *cq,
-                                  grpc_channel **out, char *err, size_t errlen);
+td_status td__remote_channel_open(const char *target, const td__client_sec *sec,
+                                  int timeout_ms, grpc_completion_queue *cq, grpc_channel **out,
+                                  char *err, size_t errlen);
 
 /* Turn an address into a gRPC target: "HOST:PORT" stays; "tensord://HOST:PORT[/DEVICE]"
  * loses its scheme and path; "unix:PATH" stays, except that a trailing "/DEVICE" (as in a
  * td_connect URI) is dropped when PATH does not exist but its parent is a socket. */
-static td_status info_target(const char *address, char *target, size_t cap)
+static td_status info_target(const char *address, char *target, size_t cap, bool *tls)
 {
+    *tls = false;
     if (address == NULL || address[0] == '\0') {
         td__set_connect_error("no server address given");
         return TD_EINVAL;
@@ -62,6 +65,9 @@ static td_status info_target(const char *address, char *target, size_t cap)
     const char *hostport = address;
     if (strncmp(address, "tensord://", 10) == 0) {
         hostport = address + 10;
+    } else if (strncmp(address, "tensords://", 11) == 0) {
+        hostport = address + 11;
+        *tls = true;
     } else if (strstr(address, "://") != NULL || strncmp(address, "local:", 6) == 0) {
         td__set_connect_error("'%s': expected HOST:PORT, unix:PATH or tensord://HOST:PORT",
                               address);
@@ -107,6 +113,8 @@ static td_status status_from_grpc(grpc_status_code c)
         return TD_ETIMEOUT;
     case GRPC_STATUS_INVALID_ARGUMENT:
         return TD_EINVAL;
+    case GRPC_STATUS_UNAUTHENTICATED:
+        return TD_EUNAUTHENTICATED;
     case GRPC_STATUS_UNIMPLEMENTED:
     case GRPC_STATUS_FAILED_PRECONDITION:
     case GRPC_STATUS_INTERNAL:
@@ -123,17 +131,23 @@ typedef struct info_channel {
     grpc_channel *ch;
     void *method;
     td__wire_scratch scratch;
+    td__client_sec sec;
 } info_channel;
 
-static td_status info_channel_open(info_channel *ic, const char *address, int timeout_ms)
+static td_status info_channel_open(info_channel *ic, const char *address,
+                                   const td_options *opts, int timeout_ms)
 {
     memset(ic, 0, sizeof *ic);
-    td_status st = info_target(address, ic->target, sizeof ic->target);
+    bool tls;
+    td_status st = info_target(address, ic->target, sizeof ic->target, &tls);
     if (st != TD_OK) return st;
     grpc_init();
     ic->cq = grpc_completion_queue_create_for_next(NULL);
     char err[768];
-    st = td__remote_channel_open(ic->target, timeout_ms, ic->cq, &ic->ch, err, sizeof err);
+    st = td__client_sec_init(&ic->sec, tls, opts, err, sizeof err);
+    if (st == TD_OK)
+        st = td__remote_channel_open(ic->target, &ic->sec, timeout_ms, ic->cq, &ic->ch, err,
+                                     sizeof err);
     if (st != TD_OK) {
         td__set_connect_error("%s", err);
         return st;
@@ -152,6 +166,7 @@ static void info_channel_close(info_channel *ic)
     }
     grpc_completion_queue_destroy(ic->cq);
     td__wire_scratch_fini(&ic->scratch);
+    td__client_sec_fini(&ic->sec);
     grpc_shutdown();
 }
 
@@ -185,6 +200,8 @@ static td_status info_call(info_channel *ic, int timeout_ms, Tensord__V1__InfoRe
     grpc_op ops[6];
     memset(ops, 0, sizeof ops);
     ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[0].data.send_initial_metadata.count = ic->sec.n_md;
+    ops[0].data.send_initial_metadata.metadata = ic->sec.md;
     ops[1].op = GRPC_OP_SEND_MESSAGE;
     ops[1].data.send_message.send_message = send_bb;
     ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
@@ -213,6 +230,11 @@ static td_status info_call(info_channel *ic, int timeout_ms, Tensord__V1__InfoRe
         td__set_connect_error("no reply from tensord at %s within %d ms", ic->target,
                               timeout_ms);
         st = TD_ETIMEOUT;
+    } else if (code == GRPC_STATUS_UNAVAILABLE && ic->sec.tls) {
+        char why[512];
+        td__client_sec_handshake_msg(ic->target, why, sizeof why);
+        td__set_connect_error("%s", why);
+        st = TD_EUNAVAILABLE;
     } else if (code != GRPC_STATUS_OK) {
         td__set_connect_error("GetInfo on tensord at %s failed: %.*s", ic->target,
                               (int)GRPC_SLICE_LENGTH(details),
@@ -247,6 +269,16 @@ static void copy_str(char *dst, size_t cap, const char *src)
 
 td_status td_server_info_get(const char *address, int timeout_ms, td_server_info *out)
 {
+    td_options o;
+    memset(&o, 0, sizeof o);
+    o.connect_timeout_ms = timeout_ms;
+    return td_server_info_get_opts(address, &o, out);
+}
+
+td_status td_server_info_get_opts(const char *address, const td_options *opts,
+                                  td_server_info *out)
+{
+    int timeout_ms = opts != NULL ? opts->connect_timeout_ms : 0;
     if (out == NULL) {
         td__set_connect_error("td_server_info_get: out is NULL");
         return TD_EINVAL;
@@ -255,7 +287,7 @@ td_status td_server_info_get(const char *address, int timeout_ms, td_server_info
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     info_channel ic;
-    td_status st = info_channel_open(&ic, address, timeout_ms);
+    td_status st = info_channel_open(&ic, address, opts, timeout_ms);
     Tensord__V1__InfoResponse *resp = NULL;
     if (st == TD_OK) {
         /* One budget for connect and call together. */
@@ -301,6 +333,16 @@ td_status td_server_info_get(const char *address, int timeout_ms, td_server_info
 
 td_status td_server_ping(const char *address, int n, int timeout_ms, uint64_t *rtt_ns)
 {
+    td_options o;
+    memset(&o, 0, sizeof o);
+    o.connect_timeout_ms = timeout_ms;
+    return td_server_ping_opts(address, &o, n, rtt_ns);
+}
+
+td_status td_server_ping_opts(const char *address, const td_options *opts, int n,
+                              uint64_t *rtt_ns)
+{
+    int timeout_ms = opts != NULL ? opts->connect_timeout_ms : 0;
     if (n <= 0 || rtt_ns == NULL) {
         td__set_connect_error("td_server_ping: need n > 0 (got %d) and an array for the times",
                               n);
@@ -308,7 +350,7 @@ td_status td_server_ping(const char *address, int n, int timeout_ms, uint64_t *r
     }
     if (timeout_ms <= 0) timeout_ms = INFO_TIMEOUT_MS;
     info_channel ic;
-    td_status st = info_channel_open(&ic, address, timeout_ms);
+    td_status st = info_channel_open(&ic, address, opts, timeout_ms);
     for (int i = 0; st == TD_OK && i < n; i++) {
         struct timespec t0, t1;
         Tensord__V1__InfoResponse *resp = NULL;

@@ -5,6 +5,7 @@
 #include "client/transport.h"
 #include "common/alloc.h"
 #include "engine/device.h"
+#include "engine/graph.h"
 #include "engine/session.h"
 #include <stdio.h>
 
@@ -80,6 +81,16 @@ static void local_close(td__transport *t)
     td__free(lt);
 }
 
+static td_status local_graph_run(td__transport *t, const td__graph *g, const uint64_t *in_ids,
+                                 size_t n_in, const uint64_t *out_ids, size_t n_out)
+{
+    local_transport *lt = (local_transport *)t;
+    lt->batches++;
+    t->stats.batches_sent++;
+    td__graph_exec(lt->session, g, in_ids, n_in, out_ids, n_out, on_failure, lt);
+    return TD_OK;
+}
+
 static const td__transport_vt local_vt = {
     .submit = local_submit,
     .write = local_write,
@@ -87,6 +98,7 @@ static const td__transport_vt local_vt = {
     .release = local_release,
     .fence = local_fence,
     .close = local_close,
+    .graph_run = local_graph_run,
 };
 
 td_status td__local_open(const char *device, td__transport **out, char *err, size_t errlen)

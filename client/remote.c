@@ -18,9 +18,12 @@
  * a server that breaks the protocol) finishes the call and leaves the transport closed:
  * every later call returns TD_ECLOSED.
  */
+#include "client/security.h"
 #include "client/transport.h"
 #include "common/alloc.h"
+#include "common/sha256.h"
 #include "proto/wire.h"
+#include "proto/wire_graph.h"
 
 #include <grpc/byte_buffer.h>
 #include <grpc/grpc.h>
@@ -43,11 +46,12 @@
 enum remote_tag { TAG_SEND = 1, TAG_RECV, TAG_STATUS, TAG_HALF_CLOSE, TAG_CONNECT };
 #define TAG(x) ((void *)(uintptr_t)(x))
 
-enum remote_req { REQ_NONE = 0, REQ_OPEN, REQ_READ, REQ_FENCE };
+enum remote_req { REQ_NONE = 0, REQ_OPEN, REQ_READ, REQ_FENCE, REQ_GRAPH, REQ_BLOBS };
 
 typedef struct remote {
     td__transport base; /* first: the context sees only this */
     char target[512];
+    td__client_sec sec; /* TLS and bearer token */
     int call_timeout_ms;
     grpc_completion_queue *cq;
     grpc_channel *ch;
@@ -84,6 +88,11 @@ typedef struct remote {
         size_t nbytes;
         size_t got;
     } req;
+    bool graph_known; /* answer of the last GraphDefine (REQ_GRAPH) */
+    bool blob_present; /* answer of the last HasBlobs (REQ_BLOBS) */
+    size_t blob_min_bytes; /* uploads at least this large offer their hash first */
+    grpc_byte_buffer *rx_bb; /* the message being dispatched (payload still in slices) */
+    td__wire_span rx_span;
     char opened_device[sizeof(((td__transport *)0)->device)];
     uint32_t opened_protocol;
 
@@ -136,11 +145,13 @@ static td_status status_from_wire(uint32_t v)
 
 /* ---- channel (shared with info.c) ---- */
 
-td_status td__remote_channel_open(const char *target, int timeout_ms, grpc_completion_queue *cq,
-                                  grpc_channel **out, char *err, size_t errlen);
+td_status td__remote_channel_open(const char *target, const td__client_sec *sec,
+                                  int timeout_ms, grpc_completion_queue *cq, grpc_channel **out,
+                                  char *err, size_t errlen);
 
-td_status td__remote_channel_open(const char *target, int timeout_ms, grpc_completion_queue *cq,
-                                  grpc_channel **out, char *err, size_t errlen)
+td_status td__remote_channel_open(const char *target, const td__client_sec *sec,
+                                  int timeout_ms, grpc_completion_queue *cq, grpc_channel **out,
+                                  char *err, size_t errlen)
 {
     grpc_arg args[4];
     args[0].type = GRPC_ARG_INTEGER;
@@ -160,8 +171,8 @@ td_status td__remote_channel_open(const char *target, int timeout_ms, grpc_compl
     args[3].value.integer = 1000;
     grpc_channel_args chargs = {.num_args = 4, .args = args};
 
-    grpc_channel_credentials *creds = grpc_insecure_credentials_create();
-    grpc_channel *ch = grpc_channel_create(target, creds, &chargs);
+    grpc_channel_credentials *creds = td__client_sec_creds(sec);
+    grpc_channel *ch = creds != NULL ? grpc_channel_create(target, creds, &chargs) : NULL;
     grpc_channel_credentials_release(creds);
     if (ch == NULL) {
         snprintf(err, errlen, "cannot create a channel to '%s'", target);
@@ -181,6 +192,7 @@ td_status td__remote_channel_open(const char *target, int timeout_ms, grpc_compl
                      "(tensord --listen %s)",
                      target, target);
             st = TD_EUNAVAILABLE;
+            td__client_sec_explain(sec, target, err, errlen);
             break;
         }
         grpc_channel_watch_connectivity_state(ch, state, deadline, cq, TAG(TAG_CONNECT));
@@ -277,7 +289,13 @@ static void dispatch_read_chunk(remote *r, const Tensord__V1__ServerMessage *m,
                            (unsigned long long)expect, r->req.nbytes - r->req.got);
         return;
     }
-    if (plen > 0) memcpy(r->req.dst + r->req.got, payload, plen);
+    /* The one copy: from gRPC's slices straight into the caller's buffer. */
+    (void)payload;
+    if (plen > 0 && td__wire_span_copy(r->rx_bb, &r->rx_span, r->req.dst + r->req.got) != TD_OK) {
+        protocol_violation(r, "read of tensor %llu: unreadable payload",
+                           (unsigned long long)c->tensor);
+        return;
+    }
     r->req.got += plen;
     r->base.stats.bytes_received += plen;
     if (c->last) {
@@ -324,6 +342,27 @@ static void dispatch(remote *r, const Tensord__V1__ServerMessage *m, const uint8
     case TENSORD__V1__SERVER_MESSAGE__BODY_READ:
         dispatch_read_chunk(r, m, payload, plen);
         return;
+    case TENSORD__V1__SERVER_MESSAGE__BODY_GRAPH_READY:
+        if (r->req.kind != REQ_GRAPH || m->seq != r->req.seq) {
+            protocol_violation(r, "graph-ready for request %llu, none pending",
+                               (unsigned long long)m->seq);
+            return;
+        }
+        r->graph_known = m->graph_ready->known;
+        r->req.done = true;
+        r->req.st = TD_OK;
+        return;
+    case TENSORD__V1__SERVER_MESSAGE__BODY_BLOB_STATUS:
+        if (r->req.kind != REQ_BLOBS || m->seq != r->req.seq ||
+            m->blob_status->n_present != 1) {
+            protocol_violation(r, "blob status for request %llu, none pending",
+                               (unsigned long long)m->seq);
+            return;
+        }
+        r->blob_present = m->blob_status->present[0];
+        r->req.done = true;
+        r->req.st = TD_OK;
+        return;
     case TENSORD__V1__SERVER_MESSAGE__BODY_FENCE:
         if (r->req.kind != REQ_FENCE || m->seq != r->req.seq) {
             protocol_violation(r, "fence-done for request %llu, none pending",
@@ -352,13 +391,14 @@ static void on_recv(remote *r, bool success)
     }
     if (!r->ending && r->violation == TD_OK) {
         ProtobufCMessage *msg = NULL;
-        const uint8_t *payload = NULL;
-        size_t plen = 0;
         char err[256];
-        td_status st = td__wire_decode(bb, &tensord__v1__server_message__descriptor,
-                                       &r->scratch, &msg, &payload, &plen, err, sizeof err);
+        td_status st = td__wire_decode_head(bb, &tensord__v1__server_message__descriptor,
+                                            &r->scratch, &msg, &r->rx_span, err, sizeof err);
         if (st == TD_OK) {
-            dispatch(r, (const Tensord__V1__ServerMessage *)msg, payload, plen);
+            r->rx_bb = bb;
+            dispatch(r, (const Tensord__V1__ServerMessage *)msg, r->rx_span.flat,
+                     r->rx_span.present ? r->rx_span.len : 0);
+            r->rx_bb = NULL;
             protobuf_c_message_free_unpacked(msg, NULL);
         } else if (st == TD_ENOMEM) {
             protocol_violation(r, "out of memory decoding a message");
@@ -455,6 +495,16 @@ static td_status session_lost(remote *r)
     if (!r->status_done) {
         details = "no status";
         dlen = (int)strlen(details);
+    }
+    if (r->opening && (!r->status_done || r->status == GRPC_STATUS_UNAVAILABLE)) {
+        /* Refused during or right after the handshake (a client certificate is checked
+         * after the client's side of a TLS 1.3 handshake is done): say what is likely. */
+        char why[1024] = "";
+        td__client_sec_explain(&r->sec, r->target, why, sizeof why);
+        if (why[0] != '\0') {
+            remote_errf(r, "%s", why);
+            return TD_EUNAVAILABLE;
+        }
     }
     if (r->opening) {
         td_status st = status_to_td_opening(r->status);
@@ -567,7 +617,8 @@ static td_status send_msg(remote *r, Tensord__V1__ClientMessage *msg,
     memset(ops, 0, sizeof ops);
     if (with_initial_md) {
         ops[n].op = GRPC_OP_SEND_INITIAL_METADATA;
-        ops[n].data.send_initial_metadata.count = 0;
+        ops[n].data.send_initial_metadata.count = r->sec.n_md;
+        ops[n].data.send_initial_metadata.metadata = r->sec.md;
         n++;
     }
     ops[n].op = GRPC_OP_SEND_MESSAGE;
@@ -631,6 +682,59 @@ out:
     return st;
 }
 
+/* Blob-store upload, step 1: offer the hash of the whole tensor. When the server holds
+ * the bytes, fill the tensor from its store and set *done; else the caller sends the bytes
+ * and then StoreBlob with `hash` (*have_hash). Costs one round trip. */
+static td_status blob_offer(remote *r, uint64_t id, const void *src, size_t nbytes,
+                            uint8_t hash[TD_SHA256_BYTES], bool *have_hash, bool *done)
+{
+    *done = *have_hash = false;
+    if (!td__sha256(src, nbytes, hash)) return TD_OK; /* no hash: plain upload */
+    ProtobufCBinaryData h = {.len = TD_SHA256_BYTES, .data = hash};
+    Tensord__V1__HasBlobs hb = TENSORD__V1__HAS_BLOBS__INIT;
+    hb.n_sha256 = 1;
+    hb.sha256 = &h;
+    Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
+    cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_HAS_BLOBS;
+    cm.has_blobs = &hb;
+    uint64_t seq = r->next_seq;
+    td_status st = send_msg(r, &cm, NULL, false);
+    if (st != TD_OK) return st;
+    memset(&r->req, 0, sizeof r->req);
+    r->req.kind = REQ_BLOBS;
+    r->req.seq = seq;
+    r->blob_present = false;
+    st = wait_until(r, req_done, 0);
+    r->base.stats.round_trips++;
+    if (st == TD_OK) st = r->req.st;
+    memset(&r->req, 0, sizeof r->req);
+    if (st != TD_OK) return st;
+    *have_hash = true;
+    if (!r->blob_present) return TD_OK;
+    Tensord__V1__WriteFromBlob wb = TENSORD__V1__WRITE_FROM_BLOB__INIT;
+    wb.tensor = id;
+    wb.sha256 = h;
+    Tensord__V1__ClientMessage cw = TENSORD__V1__CLIENT_MESSAGE__INIT;
+    cw.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_WRITE_FROM_BLOB;
+    cw.write_from_blob = &wb;
+    st = send_msg(r, &cw, NULL, false);
+    if (st == TD_OK) *done = true;
+    return st;
+}
+
+/* Blob-store upload, step 2: the bytes were sent; ask the server to keep them. */
+static td_status blob_store(remote *r, uint64_t id, const uint8_t hash[TD_SHA256_BYTES])
+{
+    Tensord__V1__StoreBlob sb = TENSORD__V1__STORE_BLOB__INIT;
+    sb.tensor = id;
+    sb.sha256.len = TD_SHA256_BYTES;
+    sb.sha256.data = (uint8_t *)(uintptr_t)hash; /* only read while packing */
+    Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
+    cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_STORE_BLOB;
+    cm.store_blob = &sb;
+    return send_msg(r, &cm, NULL, false);
+}
+
 static td_status remote_write(td__transport *t, uint64_t id, uint64_t offset, const void *src,
                               size_t nbytes)
 {
@@ -641,6 +745,13 @@ static td_status remote_write(td__transport *t, uint64_t id, uint64_t offset, co
         remote_errf(r, "write to tensor %llu: offset %llu + %zu bytes overflows",
                     (unsigned long long)id, (unsigned long long)offset, nbytes);
         return TD_ERANGE;
+    }
+    uint8_t hash[TD_SHA256_BYTES];
+    bool have_hash = false;
+    if (offset == 0 && nbytes >= r->blob_min_bytes) {
+        bool from_store;
+        st = blob_offer(r, id, src, nbytes, hash, &have_hash, &from_store);
+        if (st != TD_OK || from_store) return st;
     }
     const uint8_t *p = src;
     for (size_t done = 0; done < nbytes && st == TD_OK;) {
@@ -660,6 +771,7 @@ static td_status remote_write(td__transport *t, uint64_t id, uint64_t offset, co
     }
     /* `src` is borrowed for this call only: wait until gRPC holds none of it, even when the
      * session just broke (cancelling the call makes gRPC drop the slices). */
+    if (st == TD_OK && have_hash) st = blob_store(r, id, hash);
     if (st == TD_OK) st = wait_until(r, send_idle, 0);
     if (st == TD_OK) st = wait_until(r, slices_released, 1);
     if (!slices_released(r)) {
@@ -755,6 +867,10 @@ static void remote_teardown(remote *r)
 {
     r->ending = true;
     if (r->call != NULL) {
+        /* Cancel first: a send stuck in flow control (server stopped, not dead) would
+         * otherwise keep its completion pending and the queue drain below would wait
+         * forever. Cancelling a finished call is a no-op. */
+        grpc_call_cancel(r->call, NULL);
         grpc_call_unref(r->call);
         r->call = NULL;
     }
@@ -777,6 +893,7 @@ static void remote_teardown(remote *r)
     grpc_metadata_array_destroy(&r->initial_md);
     grpc_metadata_array_destroy(&r->trailing_md);
     grpc_slice_unref(r->status_details);
+    td__client_sec_fini(&r->sec);
     td__wire_scratch_fini(&r->scratch);
     /* A payload slice gRPC still holds would call back into r: wait for it, and if gRPC
      * never lets go (it always does once the call is gone), leak r rather than free it. */
@@ -815,6 +932,89 @@ static void remote_close(td__transport *t)
     remote_teardown(r);
 }
 
+/* ---- graphs ---- */
+
+/* GraphDefine round trip: a cache lookup (with_def false) or a definition. */
+static td_status graph_define(remote *r, const td__graph *g, bool with_def, bool *known)
+{
+    td__wire_graph wg;
+    Tensord__V1__GraphDefine gd = TENSORD__V1__GRAPH_DEFINE__INIT;
+    gd.graph_id.len = TD_GRAPH_HASH_BYTES;
+    gd.graph_id.data = (uint8_t *)(uintptr_t)g->hash; /* only read while packing */
+    if (with_def) {
+        if (td__wire_graph_to(g, &wg) != TD_OK) {
+            remote_errf(r, "out of memory encoding a graph of %u ops", g->n_ops);
+            return TD_ENOMEM;
+        }
+        gd.graph = &wg.msg;
+    }
+    Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
+    cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_GRAPH_DEFINE;
+    cm.graph_define = &gd;
+    td_status st = TD_OK;
+    size_t packed = tensord__v1__client_message__get_packed_size(&cm);
+    if (packed + 64 > TD_MAX_MESSAGE_BYTES) {
+        remote_errf(r, "graph definition of %u ops is %zu bytes encoded; a message holds at "
+                    "most %u", g->n_ops, packed, TD_MAX_MESSAGE_BYTES);
+        st = TD_EINVAL;
+    }
+    uint64_t seq = r->next_seq;
+    if (st == TD_OK) st = send_msg(r, &cm, NULL, false);
+    if (with_def) td__wire_graph_fini(&wg);
+    if (st != TD_OK) return st;
+    memset(&r->req, 0, sizeof r->req);
+    r->req.kind = REQ_GRAPH;
+    r->req.seq = seq;
+    r->graph_known = false;
+    st = wait_until(r, req_done, 0);
+    r->base.stats.round_trips++;
+    if (st == TD_OK) st = r->req.st;
+    memset(&r->req, 0, sizeof r->req);
+    if (st == TD_OK) *known = r->graph_known;
+    return st;
+}
+
+static td_status remote_graph_prepare(td__transport *t, const td__graph *g,
+                                      uint64_t *defines_sent)
+{
+    remote *r = (remote *)t;
+    td_status st = check_open(r);
+    if (st != TD_OK) return st;
+    bool known = false;
+    st = graph_define(r, g, false, &known);
+    if (st != TD_OK || known) return st;
+    /* The server lacks it (never seen, evicted, restarted): send the definition once. */
+    st = graph_define(r, g, true, &known);
+    if (st == TD_OK) (*defines_sent)++;
+    if (st == TD_OK && !known) {
+        remote_errf(r, "tensord at %s did not accept the graph definition", r->target);
+        st = TD_EPROTO;
+    }
+    return st;
+}
+
+static td_status remote_graph_run(td__transport *t, const td__graph *g, const uint64_t *in_ids,
+                                  size_t n_in, const uint64_t *out_ids, size_t n_out)
+{
+    remote *r = (remote *)t;
+    td_status st = check_open(r);
+    if (st != TD_OK) return st;
+    if ((st = poll_ready(r)) != TD_OK) return st;
+    Tensord__V1__GraphRun gr = TENSORD__V1__GRAPH_RUN__INIT;
+    gr.graph_id.len = TD_GRAPH_HASH_BYTES;
+    gr.graph_id.data = (uint8_t *)(uintptr_t)g->hash; /* only read while packing */
+    gr.n_inputs = n_in;
+    gr.inputs = (uint64_t *)(uintptr_t)in_ids;
+    gr.n_outputs = n_out;
+    gr.outputs = (uint64_t *)(uintptr_t)out_ids;
+    Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
+    cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_GRAPH_RUN;
+    cm.graph_run = &gr;
+    st = send_msg(r, &cm, NULL, false);
+    if (st == TD_OK) r->base.stats.batches_sent++;
+    return st;
+}
+
 static const td__transport_vt remote_vt = {
     .submit = remote_submit,
     .write = remote_write,
@@ -822,6 +1022,8 @@ static const td__transport_vt remote_vt = {
     .release = remote_release,
     .fence = remote_fence,
     .close = remote_close,
+    .graph_prepare = remote_graph_prepare,
+    .graph_run = remote_graph_run,
 };
 
 td_status td__remote_open(const char *target, const char *device, const td_options *opts,
@@ -838,6 +1040,8 @@ td_status td__remote_open(const char *target, const char *device, const td_optio
                                                             : REMOTE_CALL_TIMEOUT_MS;
     const char *client_name =
         opts != NULL && opts->client_name != NULL ? opts->client_name : "libtensord";
+    size_t blob_min = opts != NULL && opts->blob_min_bytes > 0 ? opts->blob_min_bytes
+                                                               : TD_BLOB_MIN_BYTES_DEFAULT;
 
     remote *r = td__calloc(1, sizeof *r);
     if (r == NULL) {
@@ -849,6 +1053,7 @@ td_status td__remote_open(const char *target, const char *device, const td_optio
     r->base.deferred = TD_OK;
     snprintf(r->target, sizeof r->target, "%s", target);
     r->call_timeout_ms = call_ms;
+    r->blob_min_bytes = blob_min;
     r->next_seq = 1;
     atomic_init(&r->slices_released, 0);
     grpc_metadata_array_init(&r->initial_md);
@@ -856,7 +1061,9 @@ td_status td__remote_open(const char *target, const char *device, const td_optio
     r->status_details = grpc_empty_slice();
     r->cq = grpc_completion_queue_create_for_next(NULL);
 
-    td_status st = td__remote_channel_open(target, connect_ms, r->cq, &r->ch, err, errlen);
+    td_status st = td__client_sec_init(&r->sec, false, opts, err, errlen);
+    if (st == TD_OK)
+        st = td__remote_channel_open(target, &r->sec, connect_ms, r->cq, &r->ch, err, errlen);
     if (st != TD_OK) {
         remote_teardown(r);
         return st;

@@ -19,6 +19,13 @@
 
 typedef struct td__transport td__transport;
 
+/* Defaults of td_options fields (tensord.h documents them). */
+#define TD_BATCH_MAX_OPS_DEFAULT 256
+#define TD_BATCH_MAX_BYTES_DEFAULT ((size_t)1 << 20)
+#define TD_BATCH_FLUSH_US_DEFAULT 2000
+#define TD_BLOB_MIN_BYTES_DEFAULT ((size_t)1 << 20)
+struct td__graph;
+
 typedef struct td__transport_vt {
     td_status (*submit)(td__transport *t, const td__op *ops, size_t n);
     td_status (*write)(td__transport *t, uint64_t id, uint64_t offset, const void *src,
@@ -27,6 +34,14 @@ typedef struct td__transport_vt {
     td_status (*release)(td__transport *t, const uint64_t *ids, size_t n);
     td_status (*fence)(td__transport *t);
     void (*close)(td__transport *t); /* frees t */
+    /* Graphs (client/graph.c). graph_prepare makes a validated graph usable by the executor
+     * (remote: look it up in the server's cache, send the definition when it is missing;
+     * *defines_sent counts definitions sent); NULL when nothing is needed (local).
+     * graph_run runs it (fire-and-forget, like submit). */
+    td_status (*graph_prepare)(td__transport *t, const struct td__graph *g,
+                               uint64_t *defines_sent);
+    td_status (*graph_run)(td__transport *t, const struct td__graph *g, const uint64_t *in_ids,
+                           size_t n_in, const uint64_t *out_ids, size_t n_out);
 } td__transport_vt;
 
 struct td__transport {

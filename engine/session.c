@@ -43,6 +43,8 @@ td_status td__session_create(td__device *dev, const td__session_limits *limits,
 static void tensor_free(td__session *s, td__tensor *t)
 {
     s->bytes -= t->charged;
+    if (t->buf != NULL && s->limits.quota != NULL)
+        td__quota_tensor_uncharge(s->limits.quota, t->charged);
     td__buffer_unref(t->buf);
     td__free(t->poison_msg);
     td__free(t);
@@ -158,8 +160,14 @@ static td_status exec_one(td__session *s, size_t index, const td__op *op, char *
                    (unsigned long long)s->limits.max_bytes);
         return TD_EQUOTA;
     }
+    td__quota *q = s->limits.quota;
+    if (q != NULL && (st = td__quota_tensor_charge(q, charge, nbytes, why, sizeof why)) != TD_OK) {
+        op_message(msg, msglen, index, op, "%s", why);
+        return st;
+    }
     td__tensor *t = td__calloc(1, sizeof *t);
     if (t == NULL) {
+        if (q != NULL) td__quota_tensor_uncharge(q, charge);
         op_message(msg, msglen, index, op, "out of host memory for the tensor record");
         return TD_ENOMEM;
     }
@@ -171,19 +179,33 @@ static td_status exec_one(td__session *s, size_t index, const td__op *op, char *
         st = td__buffer_create(s->dev, nbytes, &t->buf);
         if (st != TD_OK) {
             td__free(t);
+            if (q != NULL) td__quota_tensor_uncharge(q, charge);
             op_message(msg, msglen, index, op, "cannot allocate %zu bytes on %s", nbytes,
                        s->dev->name);
             return st;
         }
-        if (op->opcode != TD_OP_EMPTY) {
+        {
+            /* EMPTY is executed as FULL(0): device memory may be reused from another
+             * session (allocator or pool), and must never show its old contents. */
+            td__op zero_fill;
+            const td__op *run = op;
+            if (op->opcode == TD_OP_EMPTY) {
+                zero_fill = *op;
+                zero_fill.opcode = TD_OP_FULL;
+                zero_fill.fattrs[0] = 0.0;
+                run = &zero_fill;
+            }
             td__view vin[TD_OP_MAX_INPUTS], vout = {.desc = od, .data = t->buf->data};
             for (uint32_t k = 0; k < op->n_inputs; k++)
                 vin[k] = (td__view){.desc = in[k]->desc, .data = in[k]->buf->data};
             why[0] = '\0';
-            st = be->exec(s->dev, s->stream, op, vin, &vout, why, sizeof why);
+            st = nbytes == 0 && op->opcode == TD_OP_EMPTY
+                     ? TD_OK
+                     : be->exec(s->dev, s->stream, run, vin, &vout, why, sizeof why);
             if (st != TD_OK) {
                 td__buffer_unref(t->buf);
                 td__free(t);
+                if (q != NULL) td__quota_tensor_uncharge(q, charge);
                 op_message(msg, msglen, index, op, "%s", why[0] ? why : td_status_message(st));
                 return st;
             }
@@ -192,6 +214,7 @@ static td_status exec_one(td__session *s, size_t index, const td__op *op, char *
     if (!td__idmap_put(&s->tensors, op->output, t)) {
         td__buffer_unref(t->buf);
         td__free(t);
+        if (q != NULL) td__quota_tensor_uncharge(q, charge);
         op_message(msg, msglen, index, op, "out of host memory for the tensor table");
         return TD_ENOMEM;
     }
@@ -334,6 +357,11 @@ void td__session_release(td__session *s, const uint64_t *ids, size_t n)
     }
 }
 
+void td__session_poison(td__session *s, uint64_t id, td_status status, const char *message)
+{
+    poison(s, id, status, message);
+}
+
 td_status td__session_sync(td__session *s, char *err, size_t errlen)
 {
     if (s->stream == NULL || s->dev->backend->stream_sync == NULL) return TD_OK;
@@ -344,3 +372,20 @@ td_status td__session_sync(td__session *s, char *err, size_t errlen)
 
 uint64_t td__session_tensor_count(const td__session *s) { return s->tensors.len; }
 uint64_t td__session_bytes(const td__session *s) { return s->bytes; }
+
+td_status td__session_write_ptr(td__session *s, uint64_t id, uint64_t offset, size_t nbytes,
+                                void **dst, char *err, size_t errlen)
+{
+    td__tensor *t;
+    *dst = NULL;
+    td_status st = find_range(s, id, offset, nbytes, &t, err, errlen);
+    if (st != TD_OK || nbytes == 0) return st;
+    st = unshare(s, t, offset == 0 && nbytes == t->buf->nbytes);
+    if (st != TD_OK) {
+        snprintf(err, errlen, "cannot copy tensor %llu before writing it (%s)",
+                 (unsigned long long)id, td_status_message(st));
+        return st;
+    }
+    if (s->dev->backend->host_memory) *dst = (char *)t->buf->data + offset;
+    return TD_OK;
+}

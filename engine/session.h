@@ -14,6 +14,7 @@
 #ifndef TD_ENGINE_SESSION_H
 #define TD_ENGINE_SESSION_H
 
+#include "engine/quota.h"
 #include "engine/tensor.h"
 
 typedef struct td__session td__session;
@@ -26,6 +27,8 @@ typedef void (*td__failure_fn)(void *arg, uint32_t op_index, td_status status,
 typedef struct td__session_limits {
     uint64_t max_bytes;   /* device bytes held by the session's tensors */
     uint64_t max_tensors; /* live tensor ids */
+    td__quota *quota;     /* the tenant's shared quota (borrowed; outlives the session), or
+                           * NULL: every tensor is also charged there */
 } td__session_limits;
 
 td_status td__session_create(td__device *dev, const td__session_limits *limits,
@@ -52,10 +55,21 @@ td_status td__session_lookup(td__session *s, uint64_t id, td__desc *desc, td__bu
                              char *err, size_t errlen);
 /* Drop ids (unknown ids are ignored: a release is idempotent). */
 void td__session_release(td__session *s, const uint64_t *ids, size_t n);
+/* Mark `id` as failed with `status` and `message` (reads give TD_EPOISONED with it; ops
+ * reading it poison their outputs). No-op when `id` is live or allocation fails. Used by
+ * the graph executor to fail a run's outputs. */
+void td__session_poison(td__session *s, uint64_t id, td_status status, const char *message);
 /* Wait for the device stream. */
 td_status td__session_sync(td__session *s, char *err, size_t errlen);
 
 /* Live tensors and bytes held by this session. */
 uint64_t td__session_tensor_count(const td__session *s);
 uint64_t td__session_bytes(const td__session *s);
+/* Zero-copy write: check [offset, offset + nbytes) of tensor `id` as td__session_write
+ * does and give the tensor a buffer of its own (copy-on-write); then, on a device with host
+ * memory, *dst receives the host address of that range so the caller can copy the bytes
+ * straight there (valid until the next call on the session); elsewhere *dst is NULL and
+ * the caller uses td__session_write. Same errors as td__session_write. */
+td_status td__session_write_ptr(td__session *s, uint64_t id, uint64_t offset, size_t nbytes,
+                                void **dst, char *err, size_t errlen);
 #endif

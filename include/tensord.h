@@ -93,11 +93,35 @@ typedef struct td_options {
     int call_timeout_ms;    /* default 60000: deadline for one read/fence/info round trip */
     int batch_max_ops;      /* default 256: flush the op batch at this many ops */
     const char *client_name; /* shown in server logs; default "libtensord" */
+    /* Security (append-only from here). Strings are borrowed for the td_connect call.
+     * TLS is used when the uri is tensords://HOST:PORT[/DEVICE] or `tls` is nonzero; the
+     * tls_* files are PEM. A TLS failure is reported as TD_EUNAVAILABLE with a message
+     * naming the likely cause (wrong CA, missing client certificate, TLS vs plaintext). */
+    int tls;                   /* nonzero: TLS even for a tensord:// or HOST:PORT address */
+    const char *tls_ca_file;   /* CAs that sign the server's certificate; NULL: system CAs */
+    const char *tls_cert_file; /* client certificate for mutual TLS (with tls_key_file) */
+    const char *tls_key_file;  /* its private key (unencrypted PEM) */
+    /* Bearer token for servers started with --tokens-file; NULL: $TENSORD_TOKEN if set.
+     * Sent as "authorization: Bearer TOKEN" on every call. A missing or unknown token is
+     * TD_EUNAUTHENTICATED. */
+    const char *token;
+    /* Batching and uploads (append-only from here; 0 means the default).
+     * Ops are sent in batches: at batch_max_ops ops, at batch_max_bytes of encoded ops, on
+     * a read, write or fence, and batch_flush_us after the first op of a
+     * batch was recorded (a small background thread per remote context sends it, so a
+     * program that records one op and then computes on the host is not left waiting). */
+    size_t batch_max_bytes; /* default 1048576 (1 MiB) of encoded ops */
+    int batch_flush_us;     /* default 2000 (2 ms); negative: no time bound (no thread) */
+    /* td_from_host/td_write of at least blob_min_bytes to a remote context first offer the
+     * SHA-256 of the data to the server's blob store (one round trip) and send the bytes
+     * only when the server lacks them; SIZE_MAX turns this off. Default 1048576 (1 MiB). */
+    size_t blob_min_bytes;
 } td_options;
 
 /* Open a context on a device.
  *   "local:cpu"                      in-process engine, no network
  *   "tensord://HOST:PORT[/DEVICE]"   remote server over TCP (IPv6 hosts in brackets)
+ *   "tensords://HOST:PORT[/DEVICE]"  the same over TLS (see td_options.tls_*)
  *   "unix:PATH[/DEVICE]"             remote server over a unix socket; the last path
  *                                    component is taken as DEVICE when it looks like one
  *                                    ("cpu", "cpu:0", "cuda:1", ...)
@@ -291,9 +315,83 @@ typedef struct td_server_info {
  * td_connect_error(). Thread-safety: any thread. */
 td_status td_server_info_get(const char *address, int timeout_ms, td_server_info *out);
 
+/* As td_server_info_get, with connect_timeout_ms, TLS and token taken from `opts` (may be
+ * NULL); `address` may also be tensords://HOST:PORT. Adds TD_EUNAUTHENTICATED. */
+td_status td_server_info_get_opts(const char *address, const td_options *opts,
+                                  td_server_info *out);
+
 /* n GetInfo round trips over one channel; rtt_ns[i] receives the wall time of round trip
  * i in nanoseconds (caller's array of n). */
 td_status td_server_ping(const char *address, int n, int timeout_ms, uint64_t *rtt_ns);
+/* As td_server_ping, with TLS and token from `opts` (may be NULL). */
+td_status td_server_ping_opts(const char *address, const td_options *opts, int n,
+                              uint64_t *rtt_ns);
+
+/* ---- graphs: capture a sequence of ops once, replay it with new inputs ----
+ *
+ * Capture: td_graph_begin(ctx) switches the context to capturing. td_graph_input() makes a
+ * named placeholder of a fixed dtype and shape; op calls made on placeholders (and on
+ * ordinary tensors created before td_graph_begin, which the graph captures by reference:
+ * "captured tensors", e.g. constant weights) validate and return placeholder handles at
+ * once but execute nothing. td_graph_output() names results. td_graph_end() validates the
+ * whole graph with the engine's op table and returns it. Placeholders can only be used in
+ * ops while capturing; td_read/td_write of them fail with TD_EINVAL; td_release them (or
+ * leave them to td_close) when done.
+ * While capturing, td_read, td_write, td_from_host and td_fence on the context fail with
+ * TD_EINVAL; creation ops with constant data (td_full, td_arange, td_rand_*) are captured.
+ *
+ * Replay: td_graph_run() binds one existing tensor to every input (exact dtype and shape)
+ * and returns fresh output tensors; it is lazy like any op (errors surface at the next
+ * td_read of an output or td_fence). The same kernels run in the same order as the eager
+ * calls, so outputs are bit-identical to running the ops directly.
+ * Remote: the server caches validated graphs by SHA-256 of their canonical encoding (a
+ * bounded LRU per server, `tensord --graph-cache N`); a run sends only the graph id and the
+ * bindings. The first run of a graph on a context looks it up in that cache (one round
+ * trip) and sends the definition only when the server lacks it (evicted, restarted).
+ *
+ * Training loops: make the weights graph inputs and their updated values outputs; after a
+ * run, release the old weights and bind the new ones next time. A tensor captured by
+ * reference must stay alive while the graph is run: a run after it was released fails
+ * with TD_ENOTFOUND naming the tensor.
+ *
+ * Lifetime: a td_graph belongs to the context it was captured on; td_graph_destroy() it
+ * before td_close(). Thread-safety: the context's rule. */
+typedef struct td_graph td_graph;
+
+/* Start capturing on ctx. Pending ops are flushed first. Returns TD_OK; TD_EINVAL (already
+ * capturing); transport errors of the flush. */
+td_status td_graph_begin(td_context *ctx);
+/* A placeholder input named `name` (1..255 printable characters, no spaces, unique among
+ * inputs) of dtype dt and shape dims. NULL on error (td_last_error). */
+td_tensor *td_graph_input(td_context *ctx, const char *name, td_dtype dt, int rank,
+                          const int64_t *dims);
+/* Name `t` (a placeholder, an input, or a captured tensor) as an output of the graph being
+ * captured. Returns TD_OK or TD_EINVAL (not capturing, NULL t, bad or duplicate name). */
+td_status td_graph_output(td_context *ctx, const char *name, td_tensor *t);
+/* Stop capturing and validate. On TD_OK *out owns the graph. On failure (TD_EINVAL: no
+ * outputs, an invalid graph; TD_ENOMEM) capture stops too and nothing is returned. */
+td_status td_graph_end(td_context *ctx, td_graph **out);
+/* Run g. `inputs[i]` binds the input named in_names[i] (in_names NULL: the inputs in the
+ * order they were declared); n_in must equal the number of inputs. outputs[i] receives a
+ * new tensor (owned by the caller) for the output named out_names[i] (NULL: declaration
+ * order); n_out must equal the number of outputs. Returns TD_OK; TD_EINVAL (counts,
+ * unknown names, wrong dtype/shape, a placeholder bound as input; message names the
+ * input); transport errors. Execution errors, including a captured tensor that was
+ * released, surface at the next read or fence as for any op. On failure no output is
+ * returned. */
+td_status td_graph_run(td_graph *g, int n_in, const char *const *in_names,
+                       td_tensor *const *inputs, int n_out, const char *const *out_names,
+                       td_tensor **outputs);
+/* Free the graph (the server may keep it cached). NULL is a no-op. */
+void td_graph_destroy(td_graph *g);
+
+typedef struct td_graph_info {
+    int n_inputs, n_outputs, n_ops, n_captured;
+    uint64_t runs;             /* td_graph_run calls that succeeded */
+    uint64_t definitions_sent; /* times the definition crossed the wire (remote) */
+    char id[65];               /* SHA-256 of the canonical encoding, hex */
+} td_graph_info;
+void td_graph_get_info(const td_graph *g, td_graph_info *out);
 
 #ifdef __cplusplus
 }

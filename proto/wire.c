@@ -367,3 +367,151 @@ void td__wire_op_to(const struct td__op *op, Tensord__V1__Op *w, uint64_t *input
     w->fattrs = nf > 0 ? (double *)(uintptr_t)op->fattrs : NULL;
     w->seed = op->seed;
 }
+
+/* ---- head-only decoding: the payload stays in gRPC's slices ---- */
+
+/* Bytes flattened to find the header; senders put a few dozen header bytes in front of
+ * the payload, so this is generous. */
+#define WIRE_HEAD_BYTES 4096u
+
+/* Copy the first `want` bytes of bb into scratch; *got receives how many there were. */
+static td_status wire_prefix(grpc_byte_buffer *bb, td__wire_scratch *scratch, size_t want,
+                             size_t *got, char *err, size_t errlen)
+{
+    grpc_byte_buffer_reader rd;
+    if (!grpc_byte_buffer_reader_init(&rd, bb)) {
+        wire_errf(err, errlen, "cannot read message (undecodable compression)");
+        return TD_EPROTO;
+    }
+    td_status st = scratch_reserve(scratch, want > 0 ? want : 1);
+    size_t n = 0;
+    grpc_slice s;
+    while (st == TD_OK && n < want && grpc_byte_buffer_reader_next(&rd, &s)) {
+        size_t sl = GRPC_SLICE_LENGTH(s);
+        size_t take = sl < want - n ? sl : want - n;
+        if (take > 0) memcpy(scratch->data + n, GRPC_SLICE_START_PTR(s), take);
+        n += take;
+        grpc_slice_unref(s);
+    }
+    grpc_byte_buffer_reader_destroy(&rd);
+    if (st == TD_ENOMEM) wire_errf(err, errlen, "out of memory for a message header");
+    if (st == TD_OK) *got = n;
+    return st;
+}
+
+/* Find a field 15 that ends exactly at `total`, parsing only the `len` bytes we hold.
+ * False when it is not found within them (the caller then decodes the whole message). */
+static bool wire_find_tail(const uint8_t *p, size_t len, size_t total, wire_payload_loc *loc)
+{
+    size_t pos = 0;
+    while (pos < len) {
+        size_t key_at = pos;
+        uint64_t key, v;
+        if (!varint_get(p, len, &pos, &key)) return false;
+        uint64_t field = key >> 3;
+        switch (key & 7) {
+        case 0:
+            if (!varint_get(p, len, &pos, &v)) return false;
+            break;
+        case 1:
+        case 5: {
+            size_t w = (key & 7) == 1 ? 8 : 4;
+            if (len - pos < w) return false;
+            pos += w;
+            break;
+        }
+        case 2:
+            if (!varint_get(p, len, &pos, &v)) return false;
+            if (field == WIRE_PAYLOAD_FIELD && v <= total - pos && pos + v == total) {
+                loc->found = true;
+                loc->key_at = key_at;
+                loc->data_at = pos;
+                loc->len = (size_t)v;
+                return true;
+            }
+            if (v > len - pos) return false;
+            pos += (size_t)v;
+            break;
+        default:
+            return false;
+        }
+    }
+    return false;
+}
+
+td_status td__wire_decode_head(grpc_byte_buffer *bb, const ProtobufCMessageDescriptor *desc,
+                               td__wire_scratch *scratch, ProtobufCMessage **out,
+                               td__wire_span *span, char *err, size_t errlen)
+{
+    memset(span, 0, sizeof *span);
+    size_t total = grpc_byte_buffer_length(bb);
+    const ProtobufCFieldDescriptor *pf =
+        protobuf_c_message_descriptor_get_field(desc, WIRE_PAYLOAD_FIELD);
+    bool has_payload_field = pf != NULL && pf->type == PROTOBUF_C_TYPE_BYTES &&
+                             pf->label != PROTOBUF_C_LABEL_REPEATED;
+    if (has_payload_field && total > WIRE_HEAD_BYTES && total <= TD_MAX_MESSAGE_BYTES) {
+        size_t got = 0;
+        td_status st = wire_prefix(bb, scratch, WIRE_HEAD_BYTES, &got, err, errlen);
+        if (st != TD_OK) return st;
+        wire_payload_loc loc = {0};
+        if (got == WIRE_HEAD_BYTES && wire_find_tail(scratch->data, got, total, &loc)) {
+            /* Validate the header bytes as strictly as a full decode would. */
+            wire_payload_loc inner;
+            st = wire_scan(scratch->data, loc.key_at, desc->short_name, &inner, err, errlen);
+            if (st != TD_OK) return st;
+            ProtobufCMessage *m = protobuf_c_message_unpack(desc, NULL, loc.key_at,
+                                                            scratch->data);
+            if (m == NULL) {
+                wire_errf(err, errlen, "%s: malformed message (%zu bytes)", desc->short_name,
+                          total);
+                return TD_EPROTO;
+            }
+            span->present = true;
+            span->offset = loc.data_at;
+            span->len = loc.len;
+            *out = m;
+            return TD_OK;
+        }
+    }
+    /* Small message, or an unusual layout: flatten it all. */
+    const uint8_t *pl = NULL;
+    size_t pn = 0;
+    td_status st = td__wire_decode(bb, desc, scratch, out, &pl, &pn, err, errlen);
+    if (st != TD_OK) return st;
+    if (pl != NULL) {
+        span->present = true;
+        span->flat = pl;
+        span->len = pn;
+    }
+    return TD_OK;
+}
+
+td_status td__wire_span_copy(grpc_byte_buffer *bb, const td__wire_span *span, void *dst)
+{
+    if (!span->present || span->len == 0) return TD_OK;
+    if (span->flat != NULL) {
+        memcpy(dst, span->flat, span->len);
+        return TD_OK;
+    }
+    grpc_byte_buffer_reader rd;
+    if (!grpc_byte_buffer_reader_init(&rd, bb)) return TD_EPROTO;
+    uint8_t *d = dst;
+    size_t skip = span->offset, left = span->len;
+    grpc_slice s;
+    while (left > 0 && grpc_byte_buffer_reader_next(&rd, &s)) {
+        const uint8_t *p = GRPC_SLICE_START_PTR(s);
+        size_t sl = GRPC_SLICE_LENGTH(s);
+        if (skip >= sl) {
+            skip -= sl;
+        } else {
+            size_t take = sl - skip < left ? sl - skip : left;
+            memcpy(d, p + skip, take);
+            d += take;
+            left -= take;
+            skip = 0;
+        }
+        grpc_slice_unref(s);
+    }
+    grpc_byte_buffer_reader_destroy(&rd);
+    return left == 0 ? TD_OK : TD_EPROTO;
+}

@@ -65,4 +65,24 @@ struct td__op;
 td_status td__wire_op_from(const Tensord__V1__Op *w, struct td__op *op, char *err, size_t errlen);
 /* Fills w using storage in op (w borrows op's arrays; valid while op lives). */
 void td__wire_op_to(const struct td__op *op, Tensord__V1__Op *w, uint64_t *inputs_storage);
+
+/* Where a received message's payload lies, so that it can be copied out exactly once,
+ * straight from gRPC's slices into its destination (a tensor, a read buffer). */
+typedef struct td__wire_span {
+    bool present;
+    const uint8_t *flat; /* non-NULL: the payload is in the decode scratch at flat */
+    size_t offset;       /* else: its byte offset inside the received byte buffer */
+    size_t len;
+} td__wire_span;
+
+/* Like td__wire_decode, but only the bytes in front of a trailing payload are flattened
+ * (into scratch); the payload stays in `bb` and *span says where. A message whose payload
+ * is not its last field, or whose header is unusually long, is flattened whole (span->flat
+ * set). Copy the payload with td__wire_span_copy while `bb` (and scratch) live. */
+td_status td__wire_decode_head(grpc_byte_buffer *bb, const ProtobufCMessageDescriptor *desc,
+                               td__wire_scratch *scratch, ProtobufCMessage **out,
+                               td__wire_span *span, char *err, size_t errlen);
+/* Copy the whole payload (span->len bytes) to dst. Returns TD_OK, or TD_EPROTO when the
+ * buffer cannot be read (it was already read once, so only on memory corruption). */
+td_status td__wire_span_copy(grpc_byte_buffer *bb, const td__wire_span *span, void *dst);
 #endif

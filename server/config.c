@@ -1,7 +1,7 @@
 /* config.c — settings for tensord (see config.h).
  *
  * The file format is deliberately tiny (`key = value`, comments, no sections, no quoting):
- * it has six keys, and a 60-line parser costs less than a dependency. Unknown keys are an
+ * it has ten keys, and a 60-line parser costs less than a dependency. Unknown keys are an
  * error rather than a warning so that a typo in a limit does not silently leave the server
  * unlimited.
  */
@@ -9,6 +9,7 @@
 
 #include <arpa/inet.h>
 #include <ctype.h>
+#include <stddef.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,8 @@ void td__config_defaults(td__config *c)
     snprintf(c->listen, sizeof c->listen, "%s", TD_DEFAULT_LISTEN);
     c->log_level = TD_LOG_INFO;
     c->max_sessions = TD_DEFAULT_MAX_SESSIONS;
+    c->blob_cache_bytes = TD_DEFAULT_BLOB_CACHE_BYTES;
+    c->graph_cache = 256;
 }
 
 static int parse_u64(const char *text, uint64_t *out)
@@ -120,6 +123,27 @@ int td__config_set(td__config *c, const char *key, const char *value, char *err,
                  value);
         return -1;
     }
+    if (strcmp(key, "blob_cache_bytes") == 0) {
+        if (td__parse_bytes(value, &c->blob_cache_bytes) == 0 && c->blob_cache_bytes > 0)
+            return 0;
+        snprintf(err, errlen, "blob_cache_bytes: '%s' is not a positive byte count (e.g. 1G)",
+                 value);
+        return -1;
+    }
+    if (strcmp(key, "graph_cache") == 0) {
+        if (parse_u64(value, &c->graph_cache) == 0 && c->graph_cache <= 1000000) return 0;
+        snprintf(err, errlen, "graph_cache: '%s' is not an integer in 0..1000000", value);
+        return -1;
+    }
+    if (strcmp(key, "cache_dir") == 0) {
+        if (value[0] != '\0' && strlen(value) < sizeof c->cache_dir) {
+            snprintf(c->cache_dir, sizeof c->cache_dir, "%s", value);
+            return 0;
+        }
+        snprintf(err, errlen, "cache_dir: needs a directory path of 1..%zu bytes",
+                 sizeof c->cache_dir - 1);
+        return -1;
+    }
     if (strcmp(key, "device_threads") == 0) {
         if (parse_u64(value, &c->device_threads) == 0 && c->device_threads <= 256) return 0;
         snprintf(err, errlen, "device_threads: '%s' is not an integer in 0..256", value);
@@ -130,9 +154,29 @@ int td__config_set(td__config *c, const char *key, const char *value, char *err,
         snprintf(err, errlen, "insecure: '%s' is not true or false", value);
         return -1;
     }
+    static const struct {
+        const char *key;
+        size_t off;
+    } paths[] = {
+        {"tls_cert", offsetof(td__config, tls_cert)},
+        {"tls_key", offsetof(td__config, tls_key)},
+        {"tls_client_ca", offsetof(td__config, tls_client_ca)},
+        {"tokens_file", offsetof(td__config, tokens_file)},
+    };
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+        if (strcmp(key, paths[i].key) != 0) continue;
+        if (value[0] == '\0' || strlen(value) >= sizeof c->tls_cert) {
+            snprintf(err, errlen, "%s: needs a file path of 1..%zu bytes", key,
+                     sizeof c->tls_cert - 1);
+            return -1;
+        }
+        snprintf((char *)c + paths[i].off, sizeof c->tls_cert, "%s", value);
+        return 0;
+    }
     snprintf(err, errlen,
              "unknown key '%s' (known: listen, log_level, max_sessions, max_session_bytes, "
-             "device_threads, insecure)",
+             "device_threads, insecure, tls_cert, tls_key, tls_client_ca, tokens_file, "
+             "blob_cache_bytes, cache_dir, graph_cache)",
              key);
     return -1;
 }

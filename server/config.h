@@ -14,20 +14,29 @@
 
 #define TD_DEFAULT_LISTEN "127.0.0.1:7070"
 #define TD_DEFAULT_MAX_SESSIONS 256
+#define TD_DEFAULT_BLOB_CACHE_BYTES ((uint64_t)1 << 30)
 
 typedef struct td__config {
     char listen[512];
     enum td__log_level log_level;
     uint64_t max_sessions;      /* 0 = no limit */
     uint64_t max_session_bytes; /* 0 = no limit */
+    uint64_t blob_cache_bytes;  /* blob store memory cap (default 1 GiB) */
+    char cache_dir[512];        /* blob store directory; "" = memory only */
+    uint64_t graph_cache;       /* graphs kept across sessions (default 256) */
     uint64_t device_threads;    /* CPU device threads, 0 = one per core */
     bool insecure;              /* allow non-loopback addresses without TLS */
+    char tls_cert[512];         /* PEM certificate chain; "" = no TLS */
+    char tls_key[512];          /* its PEM private key */
+    char tls_client_ca[512];    /* PEM CA bundle; set: client certificates required */
+    char tokens_file[512];      /* "" = authentication off (auth/tokens.h) */
 } td__config;
 
 void td__config_defaults(td__config *c);
 
 /* Set one key ("listen", "log_level", "max_sessions", "max_session_bytes", "insecure",
- * "device_threads") from its text form. Returns 0, or -1 with a message in err. */
+ * "device_threads", "tls_cert", "tls_key", "tls_client_ca", "tokens_file") from its text
+ * form. Returns 0, or -1 with a message in err. */
 int td__config_set(td__config *c, const char *key, const char *value, char *err, size_t errlen);
 
 /* Read a config file: `key = value` lines, '#' or ';' comments, blank lines ignored.

@@ -11,11 +11,15 @@
  * calls end; when the service reports that no call is left, destroy it and leave the loop.
  * A second signal cancels at once. Exit status 0.
  */
+#include "auth/tenant.h"
+#include "auth/tls.h"
 #include "common/log.h"
 #include "engine/device.h"
+#include "server/graphcache.h"
 #include "server/config.h"
 #include "server/loop.h"
 #include "server/notify.h"
+#include "server/blobstore.h"
 #include "server/service.h"
 
 #include <getopt.h>
@@ -34,6 +38,7 @@
 
 static struct {
     td__service *svc;
+    td__tenants *tenants;
     bool stopping;
     bool cancelled;
     uint64_t stop_started_ms;
@@ -58,6 +63,22 @@ static void usage(FILE *f)
         "  --max-sessions N          open sessions allowed at once (default %d, 0 = no limit)\n"
         "  --max-session-bytes BYTES device memory one session may hold (default 0 = no\n"
         "                            limit); suffixes K, M, G, T (powers of 1024)\n"
+        "  --blob-cache-bytes BYTES  memory for the blob store that keeps uploaded weights\n"
+        "                            by SHA-256, shared by sessions (default 1G; least\n"
+        "                            recently used blobs are dropped beyond it)\n"
+        "  --graph-cache N           captured graphs kept for later sessions, by SHA-256\n"
+        "                            (default 256; least recently used dropped beyond it)\n"
+        "  --cache-dir DIR           also keep every blob in DIR (created if missing), so\n"
+        "                            weights survive restarts; files are re-hashed when\n"
+        "                            loaded and deleted if they do not match\n"
+        "  --tls-cert FILE           serve TLS with this PEM certificate (chain)\n"
+        "  --tls-key FILE            ... and this PEM private key (unencrypted)\n"
+        "  --tls-client-ca FILE      require client certificates signed by a CA in FILE\n"
+        "                            (mutual TLS); a certificate's common name can be\n"
+        "                            mapped to a tenant with a cn:NAME line in the tokens file\n"
+        "  --tokens-file FILE        require a bearer token (or a listed client certificate)\n"
+        "                            on every call; FILE maps token hashes to tenants and\n"
+        "                            their quotas (see below; 'tensorctl token new' adds one)\n"
         "  --insecure                allow a non-loopback address without TLS\n"
         "  --help                    show this help and exit\n"
         "  --version                 show the version and exit\n"
@@ -67,29 +88,44 @@ static void usage(FILE *f)
         "  [IPV6]:PORT               IPv6 address in brackets, e.g. [::1]:7070\n"
         "  unix:PATH                 unix domain socket, e.g. unix:/run/tensord/tensord.sock\n"
         "  PORT 0 picks a free port. Anything but loopback (127.0.0.0/8, ::1, localhost) or a\n"
-        "  unix socket is refused unless --insecure is given: TLS is not available yet.\n"
+        "  unix socket needs TLS (--tls-cert, --tls-key) unless --insecure is given.\n"
         "  Once listening, tensord prints one line to stdout: \"listening on ADDR\", with\n"
-        "  the real port. Logs go to stderr.\n"
+        "  the real port. Logs go to stderr.\n",
+        TD_DEFAULT_MAX_SESSIONS);
+    fprintf(f,
         "\n"
         "config file (key = value per line; '#' or ';' starts a comment line):\n"
         "  listen = ADDR             as --listen\n"
         "  log_level = LEVEL         as --log-level\n"
         "  max_sessions = N          as --max-sessions\n"
         "  max_session_bytes = BYTES as --max-session-bytes\n"
+        "  blob_cache_bytes = BYTES  as --blob-cache-bytes\n"
+        "  cache_dir = DIR           as --cache-dir\n"
+        "  graph_cache = N           as --graph-cache\n"
         "  device_threads = N        as --device-threads\n"
         "  insecure = true|false     as --insecure\n"
+        "  tls_cert = FILE           as --tls-cert (also tls_key, tls_client_ca)\n"
+        "  tokens_file = FILE        as --tokens-file\n"
+        "\n"
+        "tokens file (one entry per line, '#' comments):\n"
+        "  sha256:HEX TENANT [QUOTA=N ...]   SHA-256 of a bearer token, its tenant\n"
+        "  cn:NAME TENANT [QUOTA=N ...]      a verified client certificate's common name\n"
+        "  QUOTA: max_bytes, max_sessions, max_tensors, max_tensor_bytes (K/M/G/T suffixes\n"
+        "  for bytes), max_queued_batches; per tenant, shared by all its entries (last\n"
+        "  value wins); 0 or absent = no limit. A breach fails that request with\n"
+        "  RESOURCE_EXHAUSTED naming the quota.\n"
         "\n"
         "signals:\n"
         "  SIGTERM, SIGINT           graceful stop: stop accepting, let queued work finish\n"
         "                            (up to %d ms), cancel the remaining calls, free every\n"
         "                            session, exit 0; a second signal cancels at once\n"
-        "  SIGHUP                    reload (nothing to reload yet)\n"
+        "  SIGHUP                    reload the tokens file (a bad file keeps the old one)\n"
         "\n"
         "exit status: 0 after a clean stop, 1 on a runtime failure (cannot listen, no\n"
         "device), 2 on a usage or configuration error.\n"
         "Under systemd (Type=notify) tensord reports READY=1 once listening, STOPPING=1 on\n"
         "shutdown, and pings the watchdog when WatchdogSec= is set.\n",
-        TD_DEFAULT_MAX_SESSIONS, TD_DRAIN_GRACE_MS);
+        TD_DRAIN_GRACE_MS);
 }
 
 enum {
@@ -99,7 +135,14 @@ enum {
     OPT_LOG_LEVEL,
     OPT_MAX_SESSIONS,
     OPT_MAX_SESSION_BYTES,
+    OPT_BLOB_CACHE_BYTES,
+    OPT_CACHE_DIR,
+    OPT_GRAPH_CACHE,
     OPT_INSECURE,
+    OPT_TLS_CERT,
+    OPT_TLS_KEY,
+    OPT_TLS_CLIENT_CA,
+    OPT_TOKENS_FILE,
     OPT_HELP,
     OPT_VERSION,
 };
@@ -111,7 +154,14 @@ static const struct option k_options[] = {
     {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
     {"max-sessions", required_argument, NULL, OPT_MAX_SESSIONS},
     {"max-session-bytes", required_argument, NULL, OPT_MAX_SESSION_BYTES},
+    {"blob-cache-bytes", required_argument, NULL, OPT_BLOB_CACHE_BYTES},
+    {"cache-dir", required_argument, NULL, OPT_CACHE_DIR},
+    {"graph-cache", required_argument, NULL, OPT_GRAPH_CACHE},
     {"insecure", no_argument, NULL, OPT_INSECURE},
+    {"tls-cert", required_argument, NULL, OPT_TLS_CERT},
+    {"tls-key", required_argument, NULL, OPT_TLS_KEY},
+    {"tls-client-ca", required_argument, NULL, OPT_TLS_CLIENT_CA},
+    {"tokens-file", required_argument, NULL, OPT_TOKENS_FILE},
     {"help", no_argument, NULL, OPT_HELP},
     {"version", no_argument, NULL, OPT_VERSION},
     {NULL, 0, NULL, 0},
@@ -196,7 +246,17 @@ static void on_stop(int signum, void *arg)
 static void on_reload(void *arg)
 {
     (void)arg;
-    td__log(TD_LOG_INFO, "reload: nothing to reload yet");
+    if (!td__tenants_enabled(app.tenants)) {
+        td__log(TD_LOG_INFO, "SIGHUP: no tokens file to reload");
+        return;
+    }
+    char err[1024];
+    size_t n;
+    if (td__tenants_reload(app.tenants, &n, err, sizeof err) != TD_OK)
+        td__log(TD_LOG_ERROR, "SIGHUP: tokens file not reloaded, the previous one stays: %s",
+                err);
+    else
+        td__log(TD_LOG_INFO, "SIGHUP: tokens file reloaded (%zu entries)", n);
 }
 
 /* ---- start-up ---- */
@@ -260,7 +320,14 @@ int main(int argc, char **argv)
         case OPT_LOG_LEVEL: key = "log_level"; break;
         case OPT_MAX_SESSIONS: key = "max_sessions"; break;
         case OPT_MAX_SESSION_BYTES: key = "max_session_bytes"; break;
+        case OPT_BLOB_CACHE_BYTES: key = "blob_cache_bytes"; break;
+        case OPT_CACHE_DIR: key = "cache_dir"; break;
+        case OPT_GRAPH_CACHE: key = "graph_cache"; break;
         case OPT_INSECURE: key = "insecure"; value = "true"; break;
+        case OPT_TLS_CERT: key = "tls_cert"; break;
+        case OPT_TLS_KEY: key = "tls_key"; break;
+        case OPT_TLS_CLIENT_CA: key = "tls_client_ca"; break;
+        case OPT_TOKENS_FILE: key = "tokens_file"; break;
         default: break;
         }
         if (key != NULL && td__config_set(&cfg, key, value, err, sizeof err) != 0) {
@@ -275,12 +342,40 @@ int main(int argc, char **argv)
         fprintf(stderr, "tensord: %s\n", err);
         return 2;
     }
-    if (!addr.loopback) {
+    bool tls = cfg.tls_cert[0] != '\0' || cfg.tls_key[0] != '\0';
+    if (tls && (cfg.tls_cert[0] == '\0' || cfg.tls_key[0] == '\0')) {
+        fprintf(stderr, "tensord: TLS needs both --tls-cert and --tls-key\n");
+        return 2;
+    }
+    if (cfg.tls_client_ca[0] != '\0' && !tls) {
+        fprintf(stderr, "tensord: --tls-client-ca needs --tls-cert and --tls-key\n");
+        return 2;
+    }
+    if (tls && addr.is_unix) {
+        fprintf(stderr, "tensord: TLS on a unix socket is not supported; listen on HOST:PORT\n");
+        return 2;
+    }
+    td__tls_files tls_files;
+    memset(&tls_files, 0, sizeof tls_files);
+    if (tls && td__tls_files_load(cfg.tls_cert, cfg.tls_key,
+                                  cfg.tls_client_ca[0] ? cfg.tls_client_ca : NULL, &tls_files,
+                                  err, sizeof err) != TD_OK) {
+        fprintf(stderr, "tensord: TLS: %s\n", err);
+        return 2;
+    }
+    if (td__tenants_create(cfg.tokens_file[0] ? cfg.tokens_file : NULL, &app.tenants, err,
+                           sizeof err) != TD_OK) {
+        fprintf(stderr, "tensord: tokens file: %s\n", err);
+        td__tls_files_fini(&tls_files);
+        return 2;
+    }
+    if (!addr.loopback && !tls) {
         if (!cfg.insecure) {
             fprintf(stderr,
-                    "tensord: refusing to listen on %s without TLS; TLS is not available yet "
-                    "\u2014 pass --insecure to do it anyway\n",
+                    "tensord: refusing to listen on %s without TLS: pass --tls-cert and "
+                    "--tls-key (see tensord --help), or --insecure to serve plaintext anyway\n",
                     cfg.listen);
+            td__tenants_destroy(app.tenants);
             return 2;
         }
         td__log(TD_LOG_WARN,
@@ -291,6 +386,8 @@ int main(int argc, char **argv)
     if (addr.is_unix && unix_socket_in_use(addr.host)) {
         td__log(TD_LOG_ERROR, "cannot listen on %s: another server is answering there",
                 cfg.listen);
+        td__tenants_destroy(app.tenants);
+        td__tls_files_fini(&tls_files);
         return 1;
     }
     if (cfg.device_threads > 0) {
@@ -302,6 +399,8 @@ int main(int argc, char **argv)
 
     if (td__devices_init(err, sizeof err) != TD_OK) {
         td__log(TD_LOG_ERROR, "cannot open devices: %s", err);
+        td__tenants_destroy(app.tenants);
+        td__tls_files_fini(&tls_files);
         return 1;
     }
     for (int i = 0; i < td__device_count(); i++) {
@@ -312,12 +411,28 @@ int main(int argc, char **argv)
     td__loop_handlers h = {.on_stop = on_stop, .on_reload = on_reload};
     if (td__loop_open(&h) != TD_OK) {
         td__log(TD_LOG_ERROR, "cannot set up the event loop");
+        td__tenants_destroy(app.tenants);
+        td__tls_files_fini(&tls_files);
+        return 1;
+    }
+    td__graphcache_configure((size_t)cfg.graph_cache);
+    td__blobstore *blobs = NULL;
+    if (td__blobstore_create(cfg.blob_cache_bytes, cfg.cache_dir, &blobs, err, sizeof err) !=
+        TD_OK) {
+        td__log(TD_LOG_ERROR, "blob store: %s", err);
+        td__loop_close();
+        td__loop_run();
+        td__tenants_destroy(app.tenants);
+        td__tls_files_fini(&tls_files);
         return 1;
     }
     td__service_opts so = {
         .target = addr.target,
+        .blobs = blobs,
         .max_sessions = cfg.max_sessions,
         .max_session_bytes = cfg.max_session_bytes,
+        .tenants = app.tenants,
+        .tls = tls ? &tls_files : NULL,
         .on_drained = on_drained,
     };
     int port = 0;
@@ -325,6 +440,9 @@ int main(int argc, char **argv)
         td__log(TD_LOG_ERROR, "%s", err);
         td__loop_close();
         td__loop_run();
+        td__blobstore_destroy(blobs);
+        td__tenants_destroy(app.tenants);
+        td__tls_files_fini(&tls_files);
         return 1;
     }
     char shown[320];
@@ -336,13 +454,19 @@ int main(int argc, char **argv)
         snprintf(sessions, sizeof sessions, "%llu", (unsigned long long)cfg.max_sessions);
     if (cfg.max_session_bytes != 0)
         snprintf(bytes, sizeof bytes, "%llu", (unsigned long long)cfg.max_session_bytes);
+    td__tls_files_fini(&tls_files); /* gRPC keeps its own copies */
     td__log(TD_LOG_INFO, "tensord %s listening on %s (sessions: %s; bytes per session: %s)",
             TD_VERSION_STRING, shown, sessions, bytes);
+    td__log(TD_LOG_INFO, "security: %s%s; %s", tls ? "TLS" : "plaintext",
+            cfg.tls_client_ca[0] ? " with client certificates (mTLS)" : "",
+            cfg.tokens_file[0] ? "bearer tokens required" : "no authentication (tenant 'default')");
     char status[400];
     snprintf(status, sizeof status, "listening on %s", shown);
     td__notify_ready(status);
     td__notify_watchdog_start();
 
     td__loop_run();
+    td__blobstore_destroy(blobs); /* after the service: no session uses it any more */
+    td__tenants_destroy(app.tenants);
     return app.exit_code;
 }

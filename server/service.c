@@ -13,6 +13,7 @@
  * the workers, the server and the completion queue, in that order.
  */
 #include "server/service.h"
+#include "server/auth.h"
 #include "server/session.h"
 
 #include "common/alloc.h"
@@ -116,6 +117,7 @@ bool td__service_session_reserve(td__service *s, uint64_t *id_out)
 void td__service_session_unreserve(td__service *s) { atomic_fetch_sub(&s->sessions, 1); }
 
 uint64_t td__service_max_session_bytes(const td__service *s) { return s->opts.max_session_bytes; }
+struct td__blobstore *td__service_blobs(const td__service *s) { return s->opts.blobs; }
 uint64_t td__service_max_sessions(const td__service *s) { return s->opts.max_sessions; }
 bool td__service_shutting_down(td__service *s) { return atomic_load(&s->shutting_down); }
 
@@ -284,11 +286,15 @@ static void request_done(td__tag *tag, bool ok)
     call_request *r = (call_request *)tag;
     td__service *s = r->svc;
     if (ok && !atomic_load(&s->shutting_down)) request_post(s, r->kind);
+    td__quota *quota = NULL;
+    if (ok && td__srv_auth_call(s, s->opts.tenants, r->call, &r->md,
+                                r->kind == REQ_INFO ? "GetInfo" : "Session", &quota) != TD_OK)
+        ok = false; /* answered with UNAUTHENTICATED; the call is gone */
     if (ok) {
         if (r->kind == REQ_INFO)
             info_start(s, r->call, r->payload);
         else
-            td__srv_session_start(s, r->call);
+            td__srv_session_start(s, r->call, quota);
     }
     if (r->payload) grpc_byte_buffer_destroy(r->payload);
     grpc_metadata_array_destroy(&r->md);
@@ -327,6 +333,11 @@ static void grpc_log_to_ours(gpr_log_func_args *a)
     enum td__log_level lv = a->severity == GPR_LOG_SEVERITY_ERROR  ? TD_LOG_ERROR
                             : a->severity == GPR_LOG_SEVERITY_INFO ? TD_LOG_INFO
                                                                    : TD_LOG_DEBUG;
+    /* A refused TLS client is only UNAVAILABLE on its side: say here what went wrong. */
+    if (strstr(a->message, "andshake failed") != NULL) {
+        td__log(TD_LOG_WARN, "TLS handshake with a client failed: %s", a->message);
+        return;
+    }
     td__log(lv, "grpc: %s (%s:%d)", a->message, a->file, a->line);
 }
 
@@ -413,7 +424,19 @@ td_status td__service_start(const td__service_opts *opts, td__service **out, int
         st = TD_EINTERNAL;
         goto fail;
     }
-    grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
+    grpc_server_credentials *creds;
+    if (opts->tls != NULL) {
+        grpc_ssl_pem_key_cert_pair pair = {.private_key = opts->tls->key_pem,
+                                           .cert_chain = opts->tls->cert_pem};
+        creds = grpc_ssl_server_credentials_create_ex(
+            opts->tls->client_ca_pem, &pair, 1,
+            opts->tls->client_ca_pem != NULL
+                ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+                : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE,
+            NULL);
+    } else {
+        creds = grpc_insecure_server_credentials_create();
+    }
     int bound = grpc_server_add_http2_port(s->server, opts->target, creds);
     grpc_server_credentials_release(creds);
     if (bound == 0) {

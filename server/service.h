@@ -14,6 +14,8 @@
 #ifndef TD_SERVER_SERVICE_H
 #define TD_SERVER_SERVICE_H
 
+#include "auth/tenant.h"
+#include "auth/tls.h"
 #include "engine/device.h"
 #include "engine/worker.h"
 #include "tensord.h"
@@ -45,6 +47,9 @@ typedef struct td__service_opts {
     const char *target;          /* gRPC bind address: "127.0.0.1:0", "unix:/path" */
     uint64_t max_sessions;       /* 0 = no limit */
     uint64_t max_session_bytes;  /* per-session device bytes, 0 = no limit */
+    struct td__blobstore *blobs; /* content-addressed blob store (borrowed), or NULL */
+    td__tenants *tenants;        /* who may call (borrowed; outlives the service) */
+    const td__tls_files *tls;    /* NULL: plaintext; else TLS (mTLS with a client CA) */
     /* Called once, on any thread, when shutdown has finished: no call is left. */
     void (*on_drained)(void *arg);
     void *arg;
@@ -73,6 +78,8 @@ td__worker *td__service_worker(td__service *s, const td__device *dev);
 bool td__service_session_reserve(td__service *s, uint64_t *id_out);
 void td__service_session_unreserve(td__service *s);
 uint64_t td__service_max_session_bytes(const td__service *s);
+/* The blob store shared by the sessions (NULL when the server has none). */
+struct td__blobstore *td__service_blobs(const td__service *s);
 uint64_t td__service_max_sessions(const td__service *s);
 bool td__service_shutting_down(td__service *s);
 /* Closures submitted to workers and not yet finished (for td__service_idle). */

@@ -22,10 +22,14 @@
  * its replies, cannot grow the server's memory); whoever brings the total under
  * SS_RECV_LOW (a finished job, a completed send) asks again.
  *
- * Tensor bytes: writes keep the decode scratch that holds their payload (the scratch is
- * handed to the job and the session starts a fresh one), so a payload is copied once, from
- * gRPC's slices into the scratch, and then once more into the tensor. Reads on host-memory
- * devices send slices over the tensor buffer itself, each holding a buffer reference.
+ * Tensor bytes: only a write's header is flattened (td__wire_decode_head); the job keeps
+ * the received byte buffer and the worker copies the payload once, from gRPC's slices
+ * straight into the tensor's (pooled) buffer. Reads on host-memory devices send slices
+ * over the tensor buffer itself, each holding a buffer reference.
+ *
+ * Blobs (server/blobstore.h): HasBlobs answers from the shared store and pins what it
+ * found until the session's WriteFromBlob uses it; StoreBlob re-hashes a written tensor
+ * before the store accepts it. Keys are scoped by the session's tenant.
  */
 #include "server/session.h"
 
@@ -33,6 +37,9 @@
 #include "common/log.h"
 #include "engine/session.h"
 #include "engine/tensor.h"
+#include "server/blobstore.h"
+#include "server/graphcache.h"
+#include "wire_graph.h"
 #include "wire.h"
 
 #include <grpc/support/alloc.h>
@@ -68,11 +75,19 @@ typedef struct td__srv_session {
     uint64_t id;
     char peer[128];
     char client[65];
+    /* The authenticated tenant: its quota (borrowed from the service's td__tenants) and
+     * its name, which scopes lookups shared between sessions (blob store, graph cache).
+     * Set before the first message is received; never NULL. */
+    td__quota *quota;
+    const char *tenant;
+    bool quota_session; /* holds one of the tenant's sessions (worker side) */
 
     /* Receive side (one completion-queue thread at a time). */
     td__tag recv_tag;
     grpc_byte_buffer *recv_buf;
     td__wire_scratch scratch;
+    grpc_byte_buffer *rx_bb; /* the message being handled, while its payload is unclaimed */
+    td__wire_span rx_span;
     enum ss_state state;
     td__worker_queue *wq;
     td__device *dev;
@@ -85,6 +100,9 @@ typedef struct td__srv_session {
     td__session *es;
     bool reserved; /* holds one of the service's session slots */
     uint64_t freed_tensors, freed_bytes;
+    td__graph_set graphs; /* graphs this session defined or looked up (server/graphcache.h) */
+    td__blob **pins; /* blobs HasBlobs reported present, until WriteFromBlob uses them */
+    size_t n_pins;
 
     /* Send side and flow control, under mu. */
     pthread_mutex_t mu;
@@ -305,6 +323,10 @@ static void ss_free(td__srv_session *ss)
     items_free(kill_locked(ss)); /* empty unless something went wrong */
     if (ss->recv_buf) grpc_byte_buffer_destroy(ss->recv_buf);
     td__wire_scratch_fini(&ss->scratch);
+    td__graph_set_fini(&ss->graphs);
+    for (size_t i = 0; i < ss->n_pins; i++) td__blob_unref(ss->pins[i]);
+    td__free(ss->pins);
+    if (ss->rx_bb) grpc_byte_buffer_destroy(ss->rx_bb);
     grpc_call_unref(ss->call);
     pthread_mutex_destroy(&ss->mu);
     td__free(ss);
@@ -347,6 +369,10 @@ static void queue_closed(void *arg)
         ss->reserved = false;
         td__service_session_unreserve(ss->svc);
     }
+    if (ss->quota_session) {
+        ss->quota_session = false;
+        td__quota_session_uncharge(ss->quota);
+    }
     ss_finish(ss, GRPC_STATUS_OK, "%s", "");
     ss_unref(ss);
 }
@@ -378,11 +404,14 @@ struct job {
     size_t cost;
     ProtobufCMessage *msg;    /* owned */
     td__wire_scratch scratch; /* owned: a write's payload lives here */
+    grpc_byte_buffer *bb; /* owned: a write whose payload stays in gRPC's slices */
+    td__wire_span span;   /* where a write's payload is (in bb or in scratch) */
     const uint8_t *payload;
     size_t payload_len;
     td__op *ops;
     size_t n_ops;
     char **op_errs; /* per op, NULL unless the op could not be converted */
+    bool batch_charged; /* holds one of the tenant's queued batches */
     td_status status;
     char *text;
     td__device *dev;
@@ -391,8 +420,10 @@ struct job {
 
 static void job_free(job *j)
 {
+    if (j->batch_charged) td__quota_batch_uncharge(j->ss->quota);
     if (j->msg) protobuf_c_message_free_unpacked(j->msg, NULL);
     td__wire_scratch_fini(&j->scratch);
+    if (j->bb) grpc_byte_buffer_destroy(j->bb);
     if (j->op_errs) {
         for (size_t i = 0; i < j->n_ops; i++) td__free(j->op_errs[i]);
         td__free(j->op_errs);
@@ -423,13 +454,18 @@ static void job_main(void *arg)
 
 static void run_open(td__srv_session *ss, job *j)
 {
-    td__session_limits lim = {.max_bytes = td__service_max_session_bytes(ss->svc)};
+    td__session_limits lim = {.max_bytes = td__service_max_session_bytes(ss->svc),
+                              .quota = ss->quota};
     td__session *es;
     td_status st = td__session_create(j->dev, &lim, &es);
     if (st != TD_OK) {
         if (ss->reserved) {
             ss->reserved = false;
             td__service_session_unreserve(ss->svc);
+        }
+        if (ss->quota_session) {
+            ss->quota_session = false;
+            td__quota_session_uncharge(ss->quota);
         }
         td__log(TD_LOG_WARN, "session %llu: cannot open on %s: %s", (unsigned long long)ss->id,
                 j->dev->name, td_status_message(st));
@@ -438,8 +474,9 @@ static void run_open(td__srv_session *ss, job *j)
         return;
     }
     ss->es = es;
-    td__log(TD_LOG_INFO, "session %llu opened on %s by '%s' at %s (protocol %u)",
-            (unsigned long long)ss->id, j->dev->name, ss->client, ss->peer, j->protocol);
+    td__log(TD_LOG_INFO, "session %llu opened on %s by '%s' at %s, tenant '%s' (protocol %u)",
+            (unsigned long long)ss->id, j->dev->name, ss->client, ss->peer, ss->tenant,
+            j->protocol);
     Tensord__V1__ServerMessage m = TENSORD__V1__SERVER_MESSAGE__INIT;
     Tensord__V1__SessionOpened o = TENSORD__V1__SESSION_OPENED__INIT;
     Tensord__V1__Limits lim_msg = TENSORD__V1__LIMITS__INIT;
@@ -473,14 +510,172 @@ static void run_batch(td__srv_session *ss, job *j)
     td__session_exec(ss->es, j->ops, j->n_ops, batch_failure, j);
 }
 
+/* The payload is copied once: from gRPC's slices (or the decode scratch, for small or
+ * unusually laid out messages) straight into the tensor's buffer. */
 static void run_write(td__srv_session *ss, job *j)
 {
     const Tensord__V1__ClientMessage *cm = (const Tensord__V1__ClientMessage *)j->msg;
     char err[512];
-    td_status st = td__session_write(ss->es, cm->write->tensor, cm->write->offset, j->payload,
-                                     j->payload_len, err, sizeof err);
+    size_t n = j->span.len;
+    void *dst = NULL;
+    td_status st = td__session_write_ptr(ss->es, cm->write->tensor, cm->write->offset, n, &dst,
+                                         err, sizeof err);
+    if (st == TD_OK && n > 0) {
+        if (dst != NULL) {
+            st = td__wire_span_copy(j->bb, &j->span, dst);
+        } else if (j->span.flat != NULL) {
+            st = td__session_write(ss->es, cm->write->tensor, cm->write->offset, j->span.flat, n,
+                                   err, sizeof err);
+        } else {
+            void *tmp = td__malloc(n);
+            st = tmp == NULL ? TD_ENOMEM : td__wire_span_copy(j->bb, &j->span, tmp);
+            if (st == TD_OK)
+                st = td__session_write(ss->es, cm->write->tensor, cm->write->offset, tmp, n, err,
+                                       sizeof err);
+            td__free(tmp);
+        }
+        if (st == TD_ENOMEM || st == TD_EPROTO)
+            snprintf(err, sizeof err, "write seq %llu to tensor %llu: %s",
+                     (unsigned long long)j->seq, (unsigned long long)cm->write->tensor,
+                     st == TD_ENOMEM ? "out of host memory" : "unreadable payload");
+    }
     if (st != TD_OK) send_failure(ss, j->seq, 0, st, err);
 }
+
+/* ---- blob store jobs ---- */
+
+#define SS_MAX_PINS 1024
+#define SS_MAX_HASHES 1024
+
+static void pin_blob(td__srv_session *ss, td__blob *b)
+{
+    for (size_t i = 0; i < ss->n_pins; i++) {
+        if (ss->pins[i] == b) {
+            td__blob_unref(b);
+            return;
+        }
+    }
+    if (ss->pins == NULL && (ss->pins = td__calloc(SS_MAX_PINS, sizeof *ss->pins)) == NULL) {
+        td__blob_unref(b); /* WriteFromBlob then looks in the store itself */
+        return;
+    }
+    if (ss->n_pins == SS_MAX_PINS) { /* drop the oldest pin */
+        td__blob_unref(ss->pins[0]);
+        memmove(ss->pins, ss->pins + 1, (SS_MAX_PINS - 1) * sizeof *ss->pins);
+        ss->n_pins--;
+    }
+    ss->pins[ss->n_pins++] = b;
+}
+
+/* The pinned blob with this hash (the pin passes to the caller), else a store lookup. */
+static td__blob *take_blob(td__srv_session *ss, const uint8_t *hash)
+{
+    for (size_t i = 0; i < ss->n_pins; i++) {
+        td__blob *b = ss->pins[i];
+        if (memcmp(b->hash, hash, TD_SHA256_BYTES) != 0) continue;
+        memmove(ss->pins + i, ss->pins + i + 1, (ss->n_pins - i - 1) * sizeof *ss->pins);
+        ss->n_pins--;
+        return b;
+    }
+    td__blobstore *bs = td__service_blobs(ss->svc);
+    return bs != NULL ? td__blobstore_get(bs, ss->tenant, hash) : NULL;
+}
+
+static void run_has_blobs(td__srv_session *ss, job *j)
+{
+    const Tensord__V1__HasBlobs *h = ((const Tensord__V1__ClientMessage *)j->msg)->has_blobs;
+    td__blobstore *bs = td__service_blobs(ss->svc);
+    protobuf_c_boolean *present = td__calloc(h->n_sha256 > 0 ? h->n_sha256 : 1, sizeof *present);
+    if (present == NULL) {
+        send_failure(ss, j->seq, 0, TD_ENOMEM, "out of memory answering has-blobs");
+        return;
+    }
+    for (size_t i = 0; i < h->n_sha256; i++) {
+        td__blob *b = bs != NULL ? td__blobstore_get(bs, ss->tenant, h->sha256[i].data) : NULL;
+        present[i] = b != NULL;
+        if (b != NULL) pin_blob(ss, b);
+    }
+    Tensord__V1__ServerMessage m = TENSORD__V1__SERVER_MESSAGE__INIT;
+    Tensord__V1__BlobStatus bst = TENSORD__V1__BLOB_STATUS__INIT;
+    bst.n_present = h->n_sha256;
+    bst.present = present;
+    m.seq = j->seq;
+    m.body_case = TENSORD__V1__SERVER_MESSAGE__BODY_BLOB_STATUS;
+    m.blob_status = &bst;
+    if (send_msg(ss, &m, NULL) != TD_OK)
+        ss_finish(ss, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+    td__free(present);
+}
+
+static void run_write_from_blob(td__srv_session *ss, job *j)
+{
+    const Tensord__V1__WriteFromBlob *w =
+        ((const Tensord__V1__ClientMessage *)j->msg)->write_from_blob;
+    char err[512], hex[TD_SHA256_HEX];
+    td__sha256_hex(w->sha256.data, hex);
+    td__blob *b = take_blob(ss, w->sha256.data);
+    if (b == NULL) {
+        snprintf(err, sizeof err, "write seq %llu to tensor %llu: blob %.16s... is not in the "
+                 "store (offer it with has-blobs first)", (unsigned long long)j->seq,
+                 (unsigned long long)w->tensor, hex);
+        send_failure(ss, j->seq, 0, TD_ENOTFOUND, err);
+        return;
+    }
+    td__desc desc;
+    td__buffer *buf = NULL;
+    td_status st = td__session_lookup(ss->es, w->tensor, &desc, &buf, err, sizeof err);
+    td__buffer_unref(buf);
+    if (st == TD_OK && td__desc_nbytes(&desc) != b->nbytes) {
+        snprintf(err, sizeof err, "write seq %llu: blob %.16s... has %zu bytes, tensor %llu "
+                 "holds %zu", (unsigned long long)j->seq, hex, b->nbytes,
+                 (unsigned long long)w->tensor, td__desc_nbytes(&desc));
+        st = TD_ERANGE;
+    }
+    void *dst = NULL;
+    if (st == TD_OK)
+        st = td__session_write_ptr(ss->es, w->tensor, 0, b->nbytes, &dst, err, sizeof err);
+    if (st == TD_OK && b->nbytes > 0) {
+        if (dst != NULL)
+            memcpy(dst, b->data, b->nbytes);
+        else
+            st = td__session_write(ss->es, w->tensor, 0, b->data, b->nbytes, err, sizeof err);
+    }
+    td__blob_unref(b);
+    if (st != TD_OK) send_failure(ss, j->seq, 0, st, err);
+}
+
+static void run_store_blob(td__srv_session *ss, job *j)
+{
+    const Tensord__V1__StoreBlob *sb = ((const Tensord__V1__ClientMessage *)j->msg)->store_blob;
+    td__blobstore *bs = td__service_blobs(ss->svc);
+    if (bs == NULL) return;
+    char err[512];
+    td__desc desc;
+    td__buffer *buf = NULL;
+    td_status st = td__session_lookup(ss->es, sb->tensor, &desc, &buf, err, sizeof err);
+    if (st == TD_OK) st = td__session_sync(ss->es, err, sizeof err);
+    size_t n = st == TD_OK ? td__desc_nbytes(&desc) : 0;
+    if (st == TD_OK) {
+        if (buf != NULL) {
+            st = td__blobstore_put(bs, ss->tenant, sb->sha256.data, buf->data, n, err,
+                                   sizeof err);
+        } else {
+            void *tmp = td__malloc(n > 0 ? n : 1);
+            st = tmp == NULL ? TD_ENOMEM
+                             : td__session_read(ss->es, sb->tensor, 0, tmp, n, err, sizeof err);
+            if (st == TD_OK)
+                st = td__blobstore_put(bs, ss->tenant, sb->sha256.data, tmp, n, err,
+                                       sizeof err);
+            else if (tmp == NULL)
+                snprintf(err, sizeof err, "out of host memory storing a %zu-byte blob", n);
+            td__free(tmp);
+        }
+    }
+    td__buffer_unref(buf);
+    if (st != TD_OK) send_failure(ss, j->seq, 0, st, err);
+}
+
+static bool hash_ok(const ProtobufCBinaryData *h) { return h->len == TD_SHA256_BYTES; }
 
 static void release_buffer(void *arg) { td__buffer_unref(arg); }
 static void release_host(void *arg) { td__free(arg); }
@@ -575,6 +770,83 @@ static void run_fence(td__srv_session *ss, job *j)
     m.fence = &fd;
     if (send_msg(ss, &m, NULL) != TD_OK)
         ss_finish(ss, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+}
+
+/* ---- graphs ---- */
+
+static void send_graph_ready(td__srv_session *ss, uint64_t seq, const uint8_t *hash, bool known)
+{
+    Tensord__V1__ServerMessage m = TENSORD__V1__SERVER_MESSAGE__INIT;
+    Tensord__V1__GraphReady gr = TENSORD__V1__GRAPH_READY__INIT;
+    gr.graph_id.len = TD_GRAPH_HASH_BYTES;
+    gr.graph_id.data = (uint8_t *)(uintptr_t)hash;
+    gr.known = known;
+    m.seq = seq;
+    m.body_case = TENSORD__V1__SERVER_MESSAGE__BODY_GRAPH_READY;
+    m.graph_ready = &gr;
+    if (send_msg(ss, &m, NULL) != TD_OK)
+        ss_finish(ss, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+}
+
+/* GraphDefine: attach a graph from the session's set, the server cache, or the definition
+ * (validated here, on the worker, and checked against the id the client claims). */
+static void run_graph_define(td__srv_session *ss, job *j)
+{
+    const Tensord__V1__GraphDefine *gd = ((const Tensord__V1__ClientMessage *)j->msg)->graph_define;
+    const uint8_t *id = gd->graph_id.data;
+    if (td__graph_set_find(&ss->graphs, id) != NULL) {
+        send_graph_ready(ss, j->seq, id, true);
+        return;
+    }
+    char err[768];
+    td__graph *g = td__graphcache_get(ss->tenant, id);
+    if (g == NULL && gd->graph != NULL) {
+        td_status st = td__wire_graph_from(gd->graph, &g, err, sizeof err);
+        if (st != TD_OK) {
+            send_failure(ss, j->seq, 0, st, err);
+            return;
+        }
+        if (memcmp(g->hash, id, TD_GRAPH_HASH_BYTES) != 0) {
+            char want[2 * TD_GRAPH_HASH_BYTES + 1], have[2 * TD_GRAPH_HASH_BYTES + 1];
+            td__graph_hash_hex(id, TD_GRAPH_HASH_BYTES, want);
+            td__graph_hash_hex(g->hash, TD_GRAPH_HASH_BYTES, have);
+            snprintf(err, sizeof err, "graph id %s does not match its definition (SHA-256 %s)",
+                     want, have);
+            td__graph_unref(g);
+            send_failure(ss, j->seq, 0, TD_EINVAL, err);
+            return;
+        }
+        if (!td__graphcache_put(ss->tenant, g))
+            td__log(TD_LOG_WARN, "session %llu: out of memory caching a graph",
+                    (unsigned long long)ss->id);
+    }
+    if (g != NULL && !td__graph_set_add(&ss->graphs, g)) {
+        td__graph_unref(g);
+        snprintf(err, sizeof err, "a session may use at most %d graphs of %llu ops in all",
+                 TD_SESSION_MAX_GRAPHS, (unsigned long long)TD_SESSION_MAX_GRAPH_OPS);
+        send_failure(ss, j->seq, 0, TD_EQUOTA, err);
+        return;
+    }
+    td__graph_unref(g);
+    send_graph_ready(ss, j->seq, id, g != NULL);
+}
+
+static void run_graph_run(td__srv_session *ss, job *j)
+{
+    const Tensord__V1__GraphRun *gr = ((const Tensord__V1__ClientMessage *)j->msg)->graph_run;
+    td__graph *g = td__graph_set_find(&ss->graphs, gr->graph_id.data);
+    if (g == NULL) {
+        char hex[2 * TD_GRAPH_HASH_BYTES + 1], err[256];
+        td__graph_hash_hex(gr->graph_id.data, TD_GRAPH_HASH_BYTES, hex);
+        snprintf(err, sizeof err, "graph %s is not defined in this session (GraphDefine first)",
+                 hex);
+        for (size_t i = 0; i < gr->n_outputs && i < TD_GRAPH_MAX_INPUTS; i++)
+            td__session_poison(ss->es, gr->outputs[i], TD_ENOTFOUND, err);
+        send_failure(ss, j->seq, 0, TD_ENOTFOUND, err);
+        return;
+    }
+    td__graph_exec(ss->es, g, gr->inputs, gr->n_inputs, gr->outputs, gr->n_outputs,
+                   batch_failure, j);
 }
 
 static void run_failure(td__srv_session *ss, job *j)
@@ -695,16 +967,24 @@ static bool handle_open(td__srv_session *ss, td_status dst, Tensord__V1__ClientM
         reject(ss, GRPC_STATUS_RESOURCE_EXHAUSTED, msg);
         return false;
     }
+    char why[256];
+    if (td__quota_session_charge(ss->quota, why, sizeof why) != TD_OK) {
+        td__service_session_unreserve(ss->svc);
+        reject(ss, GRPC_STATUS_RESOURCE_EXHAUSTED, why);
+        return false;
+    }
     td__worker *w = td__service_worker(ss->svc, dev);
     job *j = td__calloc(1, sizeof *j);
     if (w == NULL || j == NULL || td__worker_queue_create(w, &ss->wq) != TD_OK) {
         td__free(j);
+        td__quota_session_uncharge(ss->quota);
         td__service_session_unreserve(ss->svc);
         reject(ss, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory opening a session");
         return false;
     }
     ss->id = id;
     ss->reserved = true;
+    ss->quota_session = true;
     ss->dev = dev;
     ss->state = SS_OPEN;
     sanitize(o->client_name, ss->client, sizeof ss->client);
@@ -727,6 +1007,11 @@ static bool prepare_batch(td__srv_session *ss, job *j, const Tensord__V1__OpBatc
         job_free(j);
         return true;
     }
+    char qerr[256];
+    if (td__quota_batch_charge(j->ss->quota, qerr, sizeof qerr) != TD_OK)
+        return submit_failure(ss, j, TD_EQUOTA, "batch seq %llu: %s", (unsigned long long)j->seq,
+                              qerr);
+    j->batch_charged = true;
     j->ops = td__calloc(b->n_ops, sizeof *j->ops);
     if (j->ops == NULL)
         return submit_failure(ss, j, TD_ENOMEM, "out of memory for a batch of %zu ops",
@@ -777,19 +1062,50 @@ static bool handle_message(td__srv_session *ss, td_status dst, Tensord__V1__Clie
     case TENSORD__V1__CLIENT_MESSAGE__BODY_BATCH:
         return prepare_batch(ss, j, cm->batch);
     case TENSORD__V1__CLIENT_MESSAGE__BODY_WRITE:
-        if (payload == NULL)
+        if (!ss->rx_span.present)
             return submit_failure(ss, j, TD_EPROTO,
                                   "write seq %llu to tensor %llu: the message has no payload",
                                   (unsigned long long)cm->seq,
                                   (unsigned long long)cm->write->tensor);
-        /* The payload may point into the scratch: the job keeps it. */
-        j->scratch = ss->scratch;
-        memset(&ss->scratch, 0, sizeof ss->scratch);
-        j->cost += j->scratch.cap;
+        j->span = ss->rx_span;
+        if (ss->rx_span.flat != NULL) {
+            /* The payload points into the scratch: the job keeps it. */
+            j->scratch = ss->scratch;
+            memset(&ss->scratch, 0, sizeof ss->scratch);
+            j->cost += j->scratch.cap;
+        } else {
+            /* The payload stays in gRPC's slices (counted in cost already). */
+            j->bb = ss->rx_bb;
+            ss->rx_bb = NULL;
+        }
         j->payload = payload;
         j->payload_len = payload_len;
         j->run = run_write;
         return submit(ss, j);
+    case TENSORD__V1__CLIENT_MESSAGE__BODY_HAS_BLOBS:
+        if (cm->has_blobs->n_sha256 > SS_MAX_HASHES)
+            return submit_failure(ss, j, TD_EPROTO, "has-blobs seq %llu offers %zu hashes; the "
+                                  "limit is %d", (unsigned long long)cm->seq,
+                                  cm->has_blobs->n_sha256, SS_MAX_HASHES);
+        for (size_t i = 0; i < cm->has_blobs->n_sha256; i++)
+            if (!hash_ok(&cm->has_blobs->sha256[i]))
+                return submit_failure(ss, j, TD_EPROTO, "has-blobs seq %llu: hash %zu has %zu "
+                                      "bytes, SHA-256 has %d", (unsigned long long)cm->seq, i,
+                                      cm->has_blobs->sha256[i].len, TD_SHA256_BYTES);
+        j->run = run_has_blobs;
+        return submit(ss, j);
+    case TENSORD__V1__CLIENT_MESSAGE__BODY_WRITE_FROM_BLOB:
+    case TENSORD__V1__CLIENT_MESSAGE__BODY_STORE_BLOB: {
+        bool from = cm->body_case == TENSORD__V1__CLIENT_MESSAGE__BODY_WRITE_FROM_BLOB;
+        const ProtobufCBinaryData *h = from ? &cm->write_from_blob->sha256
+                                            : &cm->store_blob->sha256;
+        if (!hash_ok(h))
+            return submit_failure(ss, j, TD_EPROTO, "%s seq %llu: hash has %zu bytes, SHA-256 "
+                                  "has %d", from ? "write-from-blob" : "store-blob",
+                                  (unsigned long long)cm->seq, h->len, TD_SHA256_BYTES);
+        j->run = from ? run_write_from_blob : run_store_blob;
+        return submit(ss, j);
+    }
     case TENSORD__V1__CLIENT_MESSAGE__BODY_READ:
         j->run = run_read;
         return submit(ss, j);
@@ -800,6 +1116,26 @@ static bool handle_message(td__srv_session *ss, td_status dst, Tensord__V1__Clie
     case TENSORD__V1__CLIENT_MESSAGE__BODY_FENCE:
         j->run = run_fence;
         return submit(ss, j);
+    case TENSORD__V1__CLIENT_MESSAGE__BODY_GRAPH_DEFINE:
+    case TENSORD__V1__CLIENT_MESSAGE__BODY_GRAPH_RUN: {
+        bool def = cm->body_case == TENSORD__V1__CLIENT_MESSAGE__BODY_GRAPH_DEFINE;
+        const ProtobufCBinaryData *gid =
+            def ? &cm->graph_define->graph_id : &cm->graph_run->graph_id;
+        if (gid->len != TD_GRAPH_HASH_BYTES)
+            return submit_failure(ss, j, TD_EPROTO,
+                                  "graph message seq %llu: graph id has %zu bytes, a SHA-256 "
+                                  "has %d",
+                                  (unsigned long long)cm->seq, gid->len, TD_GRAPH_HASH_BYTES);
+        if (!def && (cm->graph_run->n_inputs > TD_GRAPH_MAX_INPUTS ||
+                     cm->graph_run->n_outputs > TD_GRAPH_MAX_INPUTS))
+            return submit_failure(ss, j, TD_EPROTO,
+                                  "graph run seq %llu binds %zu inputs and %zu outputs; at most "
+                                  "%d each",
+                                  (unsigned long long)cm->seq, cm->graph_run->n_inputs,
+                                  cm->graph_run->n_outputs, TD_GRAPH_MAX_INPUTS);
+        j->run = def ? run_graph_define : run_graph_run;
+        return submit(ss, j);
+    }
     default:
         break;
     }
@@ -826,12 +1162,15 @@ static void recv_done(td__tag *tag, bool ok)
     }
     size_t cost = grpc_byte_buffer_length(bb) + SS_JOB_OVERHEAD;
     ProtobufCMessage *m = NULL;
-    const uint8_t *payload = NULL;
-    size_t payload_len = 0;
     char err[256] = "";
-    td_status st = td__wire_decode(bb, &tensord__v1__client_message__descriptor, &ss->scratch,
-                                   &m, &payload, &payload_len, err, sizeof err);
-    grpc_byte_buffer_destroy(bb);
+    td__wire_span span;
+    td_status st = td__wire_decode_head(bb, &tensord__v1__client_message__descriptor,
+                                        &ss->scratch, &m, &span, err, sizeof err);
+    const uint8_t *payload = span.flat;
+    size_t payload_len = span.flat != NULL ? span.len : 0;
+    /* A write takes rx_bb when its payload is still in the slices; else it is freed below. */
+    ss->rx_bb = bb;
+    ss->rx_span = span;
     Tensord__V1__ClientMessage *cm = st == TD_OK ? (Tensord__V1__ClientMessage *)m : NULL;
     bool more;
     if (ss->state == SS_AWAIT_OPEN) {
@@ -843,6 +1182,10 @@ static void recv_done(td__tag *tag, bool ok)
         /* Ending (the open failed on the worker): drain until the client goes away. */
         if (cm) protobuf_c_message_free_unpacked(&cm->base, NULL);
         more = true;
+    }
+    if (ss->rx_bb != NULL) {
+        grpc_byte_buffer_destroy(ss->rx_bb);
+        ss->rx_bb = NULL;
     }
     if (more) {
         bool start = true;
@@ -879,7 +1222,7 @@ static void recv_next(td__srv_session *ss)
     }
 }
 
-void td__srv_session_start(td__service *svc, grpc_call *call)
+void td__srv_session_start(td__service *svc, grpc_call *call, td__quota *quota)
 {
     td__srv_session *ss = td__calloc(1, sizeof *ss);
     if (ss == NULL) {
@@ -893,6 +1236,8 @@ void td__srv_session_start(td__service *svc, grpc_call *call)
     atomic_init(&ss->dead, false);
     ss->svc = svc;
     ss->call = call;
+    ss->quota = quota;
+    ss->tenant = quota->name;
     ss->state = SS_AWAIT_OPEN;
     ss->recv_tag.fn = recv_done;
     ss->send_tag.fn = send_done;

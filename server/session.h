@@ -17,6 +17,9 @@
 #include "server/service.h"
 #include <grpc/grpc.h>
 
-/* Take over a newly accepted Session call (the call's reference passes to the session). */
-void td__srv_session_start(td__service *svc, grpc_call *call);
+/* Take over a newly accepted Session call (the call's reference passes to the session).
+ * `quota` is the authenticated tenant's (borrowed; outlives every session): the session
+ * charges its sessions, tensors and queued batches there, and its tenant name scopes
+ * shared lookups (see td__srv_session's `tenant`). */
+void td__srv_session_start(td__service *svc, grpc_call *call, td__quota *quota);
 #endif

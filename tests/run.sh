@@ -2,7 +2,8 @@
 # The whole test suite: installs what it needs, builds warnings-as-errors, runs every
 # suite (unit, end-to-end against a real tensord, example), then builds again under
 # AddressSanitizer + UndefinedBehaviorSanitizer and runs the suite once more.
-# Exits non-zero on any failure. Set TD_SKIP_SANITIZERS=1 to skip the second pass.
+# Exits non-zero on any failure. Set TD_SKIP_SANITIZERS=1 to skip the second pass, and
+# TD_FUZZ_SECONDS=N to also run each libFuzzer target (tests/fuzz/) for N seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
@@ -32,5 +33,9 @@ if [ "${TD_SKIP_SANITIZERS:-0}" != "1" ]; then
     export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
     export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0"
     meson test -C build-asan --print-errorlogs --num-processes 2 --timeout-multiplier 3
+fi
+if [ -n "${TD_FUZZ_SECONDS:-}" ]; then
+    echo "== fuzzing, ${TD_FUZZ_SECONDS} s per target"
+    tests/fuzz/run.sh
 fi
 echo "== all tests passed in $(( $(date +%s) - start )) s"

@@ -3,6 +3,7 @@
  *
  *   tensorctl info ADDR          protocol range, version, devices, limits, what is in use
  *   tensorctl ping ADDR [-n N]   N GetInfo round trips: median, p99, min, max
+ *   tensorctl token new ...      make a bearer token and append its hash (tools/token.c)
  *
  * ADDR is HOST:PORT, unix:PATH or a tensord://HOST:PORT[/DEVICE] URI. Built on the public
  * API only (td_server_info_get, td_server_ping), so it exercises exactly what programs use.
@@ -21,6 +22,9 @@
 #define PING_DEFAULT_N 100
 #define PING_MAX_N 1000000
 
+/* tools/token.c */
+int td__tensorctl_token(int argc, char **argv);
+
 static const char usage_main[] =
     "usage: tensorctl [-h] COMMAND [ARGS]\n"
     "\n"
@@ -29,8 +33,11 @@ static const char usage_main[] =
     "commands:\n"
     "  info ADDR           show protocol, version, devices, limits and usage\n"
     "  ping ADDR [-n N]    measure GetInfo round-trip latency (default N = 100)\n"
+    "  token new --tenant NAME --tokens-file FILE [QUOTA FLAGS]\n"
+    "                      make a bearer token, print it once, append its hash to FILE\n"
     "\n"
-    "ADDR is HOST:PORT, unix:PATH or tensord://HOST:PORT[/DEVICE].\n"
+    "ADDR is HOST:PORT, unix:PATH, tensord://HOST:PORT[/DEVICE] or, for TLS,\n"
+    "tensords://HOST:PORT[/DEVICE].\n"
     "Run 'tensorctl COMMAND --help' for a command's options.\n"
     "Exit status: 0 ok, 1 server unreachable or failed, 2 usage error.\n";
 
@@ -42,6 +49,10 @@ static const char usage_info[] =
     "\n"
     "options:\n"
     "  -t, --timeout MS    give up after MS milliseconds (default 5000)\n"
+    "  --ca FILE           CA certificates (PEM) that sign the server's certificate\n"
+    "  --cert FILE         client certificate (PEM) for mutual TLS, with --key FILE\n"
+    "  --key FILE          the client certificate's private key\n"
+    "  --token TOKEN       bearer token (default: $TENSORD_TOKEN)\n"
     "  -h, --help          show this help\n";
 
 static const char usage_ping[] =
@@ -53,6 +64,10 @@ static const char usage_ping[] =
     "options:\n"
     "  -n, --count N       number of round trips (default 100, at most 1000000)\n"
     "  -t, --timeout MS    per-call timeout in milliseconds (default 5000)\n"
+    "  --ca FILE           CA certificates (PEM) that sign the server's certificate\n"
+    "  --cert FILE         client certificate (PEM) for mutual TLS, with --key FILE\n"
+    "  --key FILE          the client certificate's private key\n"
+    "  --token TOKEN       bearer token (default: $TENSORD_TOKEN)\n"
     "  -h, --help          show this help\n";
 
 static int usage_error(const char *usage, const char *fmt, const char *arg)
@@ -80,7 +95,7 @@ static bool parse_count(const char *s, long max, int *out)
 
 /* Common options of the subcommands: ADDR plus -t, and -n when count != NULL. */
 static int parse_sub(int argc, char **argv, const char *usage, const char **addr,
-                     int *timeout_ms, int *count)
+                     int *timeout_ms, int *count, td_options *o)
 {
     *addr = NULL;
     for (int i = 0; i < argc; i++) {
@@ -88,6 +103,16 @@ static int parse_sub(int argc, char **argv, const char *usage, const char **addr
         if (is_help(a)) {
             fputs(usage, stdout);
             return 0;
+        }
+        const char **sec = strcmp(a, "--ca") == 0      ? &o->tls_ca_file
+                           : strcmp(a, "--cert") == 0  ? &o->tls_cert_file
+                           : strcmp(a, "--key") == 0   ? &o->tls_key_file
+                           : strcmp(a, "--token") == 0 ? &o->token
+                                                       : NULL;
+        if (sec != NULL) {
+            if (i + 1 >= argc) return usage_error(usage, "option %s needs a value", a);
+            *sec = argv[++i];
+            continue;
         }
         bool is_t = strcmp(a, "-t") == 0 || strcmp(a, "--timeout") == 0;
         bool is_n = count != NULL && (strcmp(a, "-n") == 0 || strcmp(a, "--count") == 0);
@@ -116,10 +141,13 @@ static int cmd_info(int argc, char **argv)
 {
     const char *addr;
     int timeout_ms = 5000;
-    int rc = parse_sub(argc, argv, usage_info, &addr, &timeout_ms, NULL);
+    td_options o;
+    memset(&o, 0, sizeof o);
+    int rc = parse_sub(argc, argv, usage_info, &addr, &timeout_ms, NULL, &o);
     if (rc >= 0) return rc;
+    o.connect_timeout_ms = timeout_ms;
     td_server_info info;
-    td_status st = td_server_info_get(addr, timeout_ms, &info);
+    td_status st = td_server_info_get_opts(addr, &o, &info);
     if (st != TD_OK) {
         fprintf(stderr, "tensorctl: info: %s (%s)\n", td_connect_error(), td_status_name(st));
         return EXIT_RUNTIME;
@@ -157,14 +185,17 @@ static int cmd_ping(int argc, char **argv)
 {
     const char *addr;
     int timeout_ms = 5000, n = PING_DEFAULT_N;
-    int rc = parse_sub(argc, argv, usage_ping, &addr, &timeout_ms, &n);
+    td_options o;
+    memset(&o, 0, sizeof o);
+    int rc = parse_sub(argc, argv, usage_ping, &addr, &timeout_ms, &n, &o);
     if (rc >= 0) return rc;
+    o.connect_timeout_ms = timeout_ms;
     uint64_t *rtt = calloc((size_t)n, sizeof *rtt);
     if (rtt == NULL) {
         fprintf(stderr, "tensorctl: ping: out of memory for %d samples\n", n);
         return EXIT_RUNTIME;
     }
-    td_status st = td_server_ping(addr, n, timeout_ms, rtt);
+    td_status st = td_server_ping_opts(addr, &o, n, rtt);
     if (st != TD_OK) {
         fprintf(stderr, "tensorctl: ping: %s (%s)\n", td_connect_error(), td_status_name(st));
         free(rtt);
@@ -196,6 +227,7 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "info") == 0) return cmd_info(argc - 2, argv + 2);
     if (strcmp(cmd, "ping") == 0) return cmd_ping(argc - 2, argv + 2);
+    if (strcmp(cmd, "token") == 0) return td__tensorctl_token(argc - 2, argv + 2);
     fprintf(stderr, "tensorctl: unknown command '%s'\n", cmd);
     fputs(usage_main, stderr);
     return EXIT_USAGE;

@@ -6,6 +6,7 @@
  * small thread pool, reductions in ascending index order) over the last bit of speed;
  * GEMM goes to OpenBLAS. The pool is created in device_open and lives as long as the device.
  */
+#include "backends/cpu/cpu_bufpool.h"
 #include "backends/cpu/cpu_internal.h"
 #include "common/alloc.h"
 #include "common/checked.h"
@@ -113,7 +114,12 @@ static td_status cpu_buffer_alloc(td__device *dev, size_t nbytes, void **out)
     (void)dev;
     if (nbytes == 0 || nbytes > TD_MAX_TENSOR_BYTES) return TD_ENOMEM;
     void *p = NULL;
-    if (posix_memalign(&p, 64, nbytes) != 0) return TD_ENOMEM;
+    if (nbytes >= TD_CPU_POOL_MIN_BYTES) {
+        p = td__cpu_pool_alloc(nbytes);
+        if (p == NULL) return TD_ENOMEM;
+    } else if (posix_memalign(&p, 64, nbytes) != 0) {
+        return TD_ENOMEM;
+    }
     *out = p;
     return TD_OK;
 }
@@ -121,8 +127,10 @@ static td_status cpu_buffer_alloc(td__device *dev, size_t nbytes, void **out)
 static void cpu_buffer_free(td__device *dev, void *data, size_t nbytes)
 {
     (void)dev;
-    (void)nbytes;
-    free(data);
+    if (nbytes >= TD_CPU_POOL_MIN_BYTES)
+        td__cpu_pool_free(data, nbytes);
+    else
+        free(data);
 }
 
 static td_status cpu_buffer_write(td__device *dev, void *dst, size_t offset, const void *src,

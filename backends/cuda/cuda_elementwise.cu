@@ -103,6 +103,59 @@ template <int OP, typename T> __global__ void k_unary(const T *in, T *out, int64
         out[i] = unary_op<OP, T>(in[i]);
 }
 
+/* 16-byte vectors of N elements for the contiguous fast paths. */
+template <typename T, int N> struct alignas(sizeof(T) * N) vec {
+    T v[N];
+};
+
+template <int OP, typename T> __global__ void k_unary_vec(const T *in, T *out, int64_t n)
+{
+    constexpr int N = 16 / sizeof(T);
+    typedef vec<T, N> V;
+    const int64_t nv = n / N, tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    for (int64_t i = tid; i < nv; i += (int64_t)gridDim.x * blockDim.x) {
+        V x = ((const V *)in)[i], y;
+#pragma unroll
+        for (int j = 0; j < N; j++) y.v[j] = unary_op<OP, T>(x.v[j]);
+        ((V *)out)[i] = y;
+    }
+    const int64_t t = nv * N + tid;
+    if (t < n) out[t] = unary_op<OP, T>(in[t]);
+}
+
+/* Same-shape operands (or a stride-0 scalar: sa / sb), all contiguous and 16-byte aligned:
+ * N elements per thread step through vector loads and stores. */
+template <int OP, bool CMP, typename T, typename O>
+__global__ void k_binary_vec(const T *a, const T *b, O *out, int64_t n, bool sa, bool sb)
+{
+    constexpr int N = 16 / sizeof(T);
+    typedef vec<T, N> VT;
+    typedef vec<O, N> VO;
+    const T a0 = sa ? a[0] : T(), b0 = sb ? b[0] : T();
+    const int64_t nv = n / N, tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    for (int64_t i = tid; i < nv; i += (int64_t)gridDim.x * blockDim.x) {
+        VT va, vb;
+        VO vo;
+        if (!sa) va = ((const VT *)a)[i];
+        if (!sb) vb = ((const VT *)b)[i];
+#pragma unroll
+        for (int j = 0; j < N; j++) {
+            const T x = sa ? a0 : va.v[j], y = sb ? b0 : vb.v[j];
+            if constexpr (CMP) vo.v[j] = compare_op<OP, T>(x, y);
+            else vo.v[j] = binary_op<OP, T>(x, y);
+        }
+        ((VO *)out)[i] = vo;
+    }
+    const int64_t t = nv * N + tid;
+    if (t < n) {
+        const T x = sa ? a0 : a[t], y = sb ? b0 : b[t];
+        if constexpr (CMP) out[t] = compare_op<OP, T>(x, y);
+        else out[t] = binary_op<OP, T>(x, y);
+    }
+}
+
+inline bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
 /* Binary ops (CMP false) and comparisons (CMP true) over the broadcast walk. */
 template <typename I, int OP, bool CMP, typename T, typename O>
 __global__ void k_binary(td__gpu_iter it, const T *a, const T *b, O *out, I n)
@@ -168,8 +221,14 @@ td_status launch_unary(const td__cuda_exec *x, const td__view *in, const td__vie
 {
     int64_t n = td__cuda_nelem(&out->desc);
     if (n == 0) return TD_OK;
-    k_unary<OP, T><<<td__cuda_blocks(n, TD_CUDA_THREADS), TD_CUDA_THREADS, 0, x->st->s>>>(
-        (const T *)in->data, (T *)out->data, n);
+    if (aligned16(in->data) && aligned16(out->data)) {
+        int64_t units = n / (16 / (int64_t)sizeof(T)) + 1;
+        k_unary_vec<OP, T><<<td__cuda_blocks(units, TD_CUDA_THREADS), TD_CUDA_THREADS, 0,
+                             x->st->s>>>((const T *)in->data, (T *)out->data, n);
+    } else {
+        k_unary<OP, T><<<td__cuda_blocks(n, TD_CUDA_THREADS), TD_CUDA_THREADS, 0, x->st->s>>>(
+            (const T *)in->data, (T *)out->data, n);
+    }
     return td__cuda_launched(x, "unary kernel");
 }
 
@@ -178,6 +237,19 @@ td_status launch_binary(const td__cuda_exec *x, const td__gpu_iter &it, const td
                         const td__view *out, int64_t n)
 {
     typedef typename std::conditional<CMP, uint8_t, T>::type O;
+    const void *a = in[0].data, *b = in[1].data;
+    if (it.rank == 1 && it.strides[0][0] <= 1 && it.strides[1][0] <= 1 && n > 1) {
+        const bool sa = it.strides[0][0] == 0, sb = it.strides[1][0] == 0;
+        const size_t out_align = sizeof(O) * (16 / sizeof(T));
+        if ((sa || aligned16(a)) && (sb || aligned16(b)) &&
+            ((uintptr_t)out->data % out_align) == 0) {
+            int64_t units = n / (16 / (int64_t)sizeof(T)) + 1;
+            k_binary_vec<OP, CMP, T, O><<<td__cuda_blocks(units, TD_CUDA_THREADS),
+                                          TD_CUDA_THREADS, 0, x->st->s>>>(
+                (const T *)a, (const T *)b, (O *)out->data, n, sa, sb);
+            return td__cuda_launched(x, "binary kernel");
+        }
+    }
     unsigned blocks = td__cuda_blocks(n, TD_CUDA_THREADS);
     if (it.small) {
         k_binary<int32_t, OP, CMP, T, O><<<blocks, TD_CUDA_THREADS, 0, x->st->s>>>(

@@ -213,7 +213,16 @@ __global__ void k_reduce(red_plan p, const typename R::In *x, int64_t chunk, int
     Acc acc = R::init();
     if (o < p.nout) {
         const typename R::In *base = x + kept_offset(p, o);
-        for (int64_t r = r0 + ty; r < r1; r += by) acc = R::fold(acc, base[red_offset(p, r)], r);
+        if (p.nr <= 1) {
+            /* one reduced dim: unrolled so that several loads are in flight (the fold order
+             * is unchanged) */
+            const int64_t rs = p.nr == 1 ? p.rstride[0] : 0;
+#pragma unroll 4
+            for (int64_t r = r0 + ty; r < r1; r += by) acc = R::fold(acc, base[r * rs], r);
+        } else {
+            for (int64_t r = r0 + ty; r < r1; r += by)
+                acc = R::fold(acc, base[red_offset(p, r)], r);
+        }
     }
     lanes[ty * bx + tx] = acc;
     __syncthreads();

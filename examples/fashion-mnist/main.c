@@ -57,6 +57,7 @@ typedef struct options {
     const char *save_path;
     const char *load_path;
     bool eval_only;
+    bool graph;
 } options;
 
 static void usage(FILE *f)
@@ -84,6 +85,9 @@ static void usage(FILE *f)
             "  --save FILE         write the trained weights (w1 b1 w2 b2) as safetensors\n"
             "  --load FILE         start from the weights in a safetensors FILE\n"
             "  --eval-only         with --load: evaluate only, no training\n"
+            "  --graph             capture one training step as a graph and replay it (same\n"
+            "                      results, bit for bit; remotely each step sends only the\n"
+            "                      graph id and its bindings)\n"
             "  --help              show this help and exit\n"
             "  --version           show the version and exit\n"
             "\n"
@@ -140,6 +144,7 @@ static int parse_args(int argc, char **argv, options *o)
         O_SAVE,
         O_LOAD,
         O_EVAL_ONLY,
+        O_GRAPH,
         O_HELP,
         O_VERSION
     };
@@ -158,6 +163,7 @@ static int parse_args(int argc, char **argv, options *o)
         {"save", required_argument, NULL, O_SAVE},
         {"load", required_argument, NULL, O_LOAD},
         {"eval-only", no_argument, NULL, O_EVAL_ONLY},
+        {"graph", no_argument, NULL, O_GRAPH},
         {"help", no_argument, NULL, O_HELP},
         {"version", no_argument, NULL, O_VERSION},
         {NULL, 0, NULL, 0},
@@ -236,6 +242,9 @@ static int parse_args(int argc, char **argv, options *o)
             break;
         case O_EVAL_ONLY:
             o->eval_only = true;
+            break;
+        case O_GRAPH:
+            o->graph = true;
             break;
         case O_HELP:
             usage(stdout);
@@ -347,9 +356,10 @@ static int train(run *r, double *final_loss)
             double lr = o->lr;
             if (o->cosine) lr *= 0.5 * (1.0 + cos(M_PI * (double)global / (double)total_steps));
             td_tensor *loss = NULL;
-            td_status st = x != NULL && y != NULL
-                               ? fm_mlp_train_step(&r->model, x, y, lr, o->momentum, &loss)
-                               : TD_EINVAL;
+            td_status st = x == NULL || y == NULL ? TD_EINVAL
+                           : o->graph ? fm_mlp_train_step_graph(&r->model, x, y, lr, o->momentum,
+                                                                &loss)
+                                      : fm_mlp_train_step(&r->model, x, y, lr, o->momentum, &loss);
             td_release(x);
             td_release(y);
             if (st != TD_OK) {

@@ -113,16 +113,24 @@ void fm_mlp_fini(fm_mlp *m)
     }
     td_release(m->classes);
     td_release(m->zero);
+    td_graph_destroy(m->graph[0]);
+    td_graph_destroy(m->graph[1]);
     memset(m, 0, sizeof *m);
 }
 
-td_status fm_mlp_train_step(fm_mlp *m, td_tensor *x, td_tensor *labels, double lr, double momentum,
-                            td_tensor **loss)
+/* Record one step on parameters `param` and momentum buffers `velocity`; the learning rate
+ * is `lr_t` (a rank-0 TD_F32 tensor) or, when NULL, the constant `lr` (td_mul_scalar
+ * records the very same mul op on a rank-0 constant, so both give the same bits).
+ * On TD_OK new_p, new_v and *loss own new handles. */
+static td_status record_step(fm_mlp *m, td_tensor *x, td_tensor *labels,
+                             td_tensor *const *param, td_tensor *const *velocity,
+                             td_tensor *lr_t, double lr, double momentum,
+                             td_tensor **new_p, td_tensor **new_v, td_tensor **loss)
 {
     scope s = {.n = 0};
     const int rows[1] = {0};
-    td_tensor *const w1 = m->param[0], *const b1 = m->param[1];
-    td_tensor *const w2 = m->param[2], *const b2 = m->param[3];
+    td_tensor *const w1 = param[0], *const b1 = param[1];
+    td_tensor *const w2 = param[2], *const b2 = param[3];
     double batch = (double)td_dims(x)[0];
 
     /* forward */
@@ -147,11 +155,11 @@ td_status fm_mlp_train_step(fm_mlp *m, td_tensor *x, td_tensor *labels, double l
     grad[1] = keep(&s, td_sum(dpre, 1, rows, false));
 
     /* update */
-    td_tensor *new_v[FM_MLP_PARAMS], *new_p[FM_MLP_PARAMS];
     bool ok = batch_loss != NULL;
     for (int i = 0; i < FM_MLP_PARAMS; i++) {
-        new_v[i] = td_add(keep(&s, td_mul_scalar(m->velocity[i], momentum)), grad[i]);
-        new_p[i] = td_sub(m->param[i], keep(&s, td_mul_scalar(new_v[i], lr)));
+        new_v[i] = td_add(keep(&s, td_mul_scalar(velocity[i], momentum)), grad[i]);
+        td_tensor *step = lr_t != NULL ? td_mul(new_v[i], lr_t) : td_mul_scalar(new_v[i], lr);
+        new_p[i] = td_sub(param[i], keep(&s, step));
         ok = ok && new_v[i] != NULL && new_p[i] != NULL;
     }
     scope_release(&s);
@@ -163,6 +171,17 @@ td_status fm_mlp_train_step(fm_mlp *m, td_tensor *x, td_tensor *labels, double l
         }
         return TD_EINVAL;
     }
+    *loss = batch_loss;
+    return TD_OK;
+}
+
+td_status fm_mlp_train_step(fm_mlp *m, td_tensor *x, td_tensor *labels, double lr, double momentum,
+                            td_tensor **loss)
+{
+    td_tensor *new_v[FM_MLP_PARAMS], *new_p[FM_MLP_PARAMS], *batch_loss;
+    td_status st = record_step(m, x, labels, m->param, m->velocity, NULL, lr, momentum, new_p,
+                               new_v, &batch_loss);
+    if (st != TD_OK) return st;
     for (int i = 0; i < FM_MLP_PARAMS; i++) {
         td_release(m->velocity[i]);
         td_release(m->param[i]);
@@ -170,6 +189,85 @@ td_status fm_mlp_train_step(fm_mlp *m, td_tensor *x, td_tensor *labels, double l
         m->param[i] = new_p[i];
     }
     *loss = batch_loss;
+    return TD_OK;
+}
+
+static const char *const k_graph_in[] = {"x", "labels", "w1", "b1", "w2", "b2",
+                                         "v1", "v2", "v3", "v4", "lr"};
+static const char *const k_graph_out[] = {"w1_new", "b1_new", "w2_new", "b2_new", "v1_new",
+                                          "v2_new", "v3_new", "v4_new", "loss"};
+
+/* Capture one training step for batches of b rows. */
+static td_status capture_step(fm_mlp *m, int64_t b, double momentum, td_graph **out)
+{
+    td_context *ctx = m->ctx;
+    td_status st = td_graph_begin(ctx);
+    if (st != TD_OK) return st;
+    td_tensor *in[11] = {NULL};
+    in[0] = td_graph_input(ctx, "x", TD_F32, 2, (int64_t[]){b, m->n_in});
+    in[1] = td_graph_input(ctx, "labels", TD_I64, 2, (int64_t[]){b, 1});
+    for (int i = 0; i < FM_MLP_PARAMS; i++) {
+        in[2 + i] = td_graph_input(ctx, k_graph_in[2 + i], TD_F32, td_rank(m->param[i]),
+                                   td_dims(m->param[i]));
+        in[6 + i] = td_graph_input(ctx, k_graph_in[6 + i], TD_F32, td_rank(m->param[i]),
+                                   td_dims(m->param[i]));
+    }
+    in[10] = td_graph_input(ctx, "lr", TD_F32, 0, NULL);
+    td_tensor *new_p[FM_MLP_PARAMS] = {NULL}, *new_v[FM_MLP_PARAMS] = {NULL}, *loss = NULL;
+    bool ok = true;
+    for (int i = 0; i < 11; i++) ok = ok && in[i] != NULL;
+    st = ok ? record_step(m, in[0], in[1], in + 2, in + 6, in[10], 0.0, momentum, new_p, new_v,
+                          &loss)
+            : TD_EINVAL;
+    for (int i = 0; st == TD_OK && i < FM_MLP_PARAMS; i++) {
+        if (st == TD_OK) st = td_graph_output(ctx, k_graph_out[i], new_p[i]);
+        if (st == TD_OK) st = td_graph_output(ctx, k_graph_out[4 + i], new_v[i]);
+    }
+    if (st == TD_OK) st = td_graph_output(ctx, "loss", loss);
+    /* td_graph_end also ends a failed capture */
+    td_graph *g = NULL;
+    td_status end = td_graph_end(ctx, &g);
+    if (st == TD_OK) st = end;
+    else td_graph_destroy(g);
+    for (int i = 0; i < 11; i++) td_release(in[i]);
+    for (int i = 0; i < FM_MLP_PARAMS; i++) {
+        td_release(new_p[i]);
+        td_release(new_v[i]);
+    }
+    td_release(loss);
+    if (st == TD_OK) *out = g;
+    return st;
+}
+
+td_status fm_mlp_train_step_graph(fm_mlp *m, td_tensor *x, td_tensor *labels, double lr,
+                                  double momentum, td_tensor **loss)
+{
+    int64_t b = td_dims(x)[0];
+    int slot = m->graph[0] == NULL || m->graph_batch[0] == b ? 0 : 1;
+    if (m->graph[slot] != NULL && m->graph_batch[slot] != b) {
+        td_graph_destroy(m->graph[slot]); /* a third batch size: recapture */
+        m->graph[slot] = NULL;
+    }
+    if (m->graph[slot] == NULL) {
+        td_status st = capture_step(m, b, momentum, &m->graph[slot]);
+        if (st != TD_OK) return st;
+        m->graph_batch[slot] = b;
+    }
+    td_tensor *lr_t = td_full(m->ctx, TD_F32, 0, NULL, lr);
+    if (lr_t == NULL) return TD_EINVAL;
+    td_tensor *in[11] = {x, labels, m->param[0], m->param[1], m->param[2], m->param[3],
+                         m->velocity[0], m->velocity[1], m->velocity[2], m->velocity[3], lr_t};
+    td_tensor *out[9] = {NULL};
+    td_status st = td_graph_run(m->graph[slot], 11, k_graph_in, in, 9, k_graph_out, out);
+    td_release(lr_t);
+    if (st != TD_OK) return st;
+    for (int i = 0; i < FM_MLP_PARAMS; i++) {
+        td_release(m->param[i]);
+        td_release(m->velocity[i]);
+        m->param[i] = out[i];
+        m->velocity[i] = out[4 + i];
+    }
+    *loss = out[8];
     return TD_OK;
 }
 

@@ -28,6 +28,9 @@ typedef struct fm_mlp {
     td_tensor *velocity[FM_MLP_PARAMS]; /* momentum buffers, shapes as param */
     td_tensor *classes;                 /* arange(out), TD_I64 [out]: builds one-hot rows */
     td_tensor *zero;                    /* rank-0 TD_F32 0 */
+    /* --graph: one captured training step per batch size (the last batch may be short) */
+    td_graph *graph[2];
+    int64_t graph_batch[2];
 } fm_mlp;
 
 /* Create the parameters on `ctx`: weights drawn by td_rand_normal with He (Kaiming)
@@ -50,6 +53,14 @@ void fm_mlp_fini(fm_mlp *m);
  * the parameters are unchanged. Execution errors surface at the next read or fence. */
 td_status fm_mlp_train_step(fm_mlp *m, td_tensor *x, td_tensor *labels, double lr, double momentum,
                             td_tensor **loss);
+
+/* The same step as fm_mlp_train_step, bit for bit, but captured once per batch size as a
+ * graph (inputs x, labels, w1 b1 w2 b2, their momentum buffers and lr; outputs the new
+ * parameters, the new momentum buffers and the loss) and replayed: remotely each step
+ * then sends only the graph id and the tensor bindings. Same contract as
+ * fm_mlp_train_step. */
+td_status fm_mlp_train_step_graph(fm_mlp *m, td_tensor *x, td_tensor *labels, double lr,
+                                  double momentum, td_tensor **loss);
 
 /* Predicted class of each row of x [B, in]: a new TD_I64 [B] tensor owned by the caller,
  * or NULL when an op failed to record (td_last_error). */

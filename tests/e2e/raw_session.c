@@ -55,6 +55,8 @@ void raw_msg_fini(raw_msg *m)
     m->payload_len = 0;
 }
 
+const char *raw_authorization;
+
 bool raw_start(raw_session *s, const char *target)
 {
     memset(s, 0, sizeof *s);
@@ -103,7 +105,17 @@ static bool send_bb(raw_session *s, grpc_byte_buffer *bb, bool consume_seq)
     grpc_op ops[2];
     size_t n = 0;
     memset(ops, 0, sizeof ops);
-    if (!s->initial_md_sent) ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
+    grpc_metadata md;
+    if (!s->initial_md_sent) {
+        ops[n].op = GRPC_OP_SEND_INITIAL_METADATA;
+        if (raw_authorization != NULL) {
+            md.key = grpc_slice_from_static_string("authorization");
+            md.value = grpc_slice_from_static_string(raw_authorization);
+            ops[n].data.send_initial_metadata.count = 1;
+            ops[n].data.send_initial_metadata.metadata = &md;
+        }
+        n++;
+    }
     ops[n].op = GRPC_OP_SEND_MESSAGE;
     ops[n].data.send_message.send_message = bb;
     n++;

@@ -45,6 +45,10 @@ typedef struct raw_msg {
 } raw_msg;
 void raw_msg_fini(raw_msg *m);
 
+/* When not NULL, sent as the "authorization" header of every new session (for servers
+ * started with --tokens-file), e.g. "Bearer tdt_..." or something malformed. */
+extern const char *raw_authorization;
+
 /* Start a Session call (no message sent yet). false if the channel cannot be created. */
 bool raw_start(raw_session *s, const char *target);
 /* raw_start + OpenSession{pmin, pmax, device}; returns true when SessionOpened came back.

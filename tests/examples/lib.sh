@@ -53,6 +53,7 @@ expect_error() {
 start_server() {
     : "${TENSORD_BIN:?TENSORD_BIN is not set (run through meson test)}"
     local log="$TMP/server${#SERVER_PIDS[@]}.log"
+    : >"$log" # exists before the first sed below, however late the child opens it
     "$TENSORD_BIN" --listen "${1:-127.0.0.1:0}" >"$log" 2>&1 &
     local pid=$!
     SERVER_PIDS+=("$pid")

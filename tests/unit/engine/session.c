@@ -155,3 +155,22 @@ Test(session, write_after_reshape_is_copy_on_write)
     cr_assert(x[0] == 1 && x[1] == 7 && x[2] == 8 && x[3] == 1, "partial write keeps the rest");
     cr_assert(y[0] == 1 && y[1] == 1 && y[2] == 1 && y[3] == 1, "alias unchanged");
 }
+
+Test(session, empty_tensors_never_show_old_memory)
+{
+    /* write a pattern, free it, then allocate EMPTY tensors of the same size: all zero */
+    enum { N = 1 << 16 };
+    static unsigned char pat[N], got[N];
+    memset(pat, 0xA5, sizeof pat);
+    char err[128];
+    for (uint64_t round = 0; round < 4; round++) {
+        td__op e = {.opcode = TD_OP_EMPTY, .dtype = TD_U8, .output = 10 + round, .n_iattrs = 1,
+                    .iattrs = {N}};
+        cr_assert_eq(td__session_exec(s, &e, 1, on_fail, NULL), 0);
+        cr_assert_eq(td__session_read(s, 10 + round, 0, got, N, err, sizeof err), TD_OK);
+        for (int i = 0; i < N; i++) cr_assert_eq(got[i], 0, "byte %d of round %llu", i,
+                                                  (unsigned long long)round);
+        cr_assert_eq(td__session_write(s, 10 + round, 0, pat, N, err, sizeof err), TD_OK);
+        td__session_release(s, (uint64_t[]){10 + round}, 1);
+    }
+}

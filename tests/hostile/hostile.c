@@ -1,4 +1,4 @@
-/* e2e/hostile.c — input that only the server can catch. Raw protocol messages built with
+/* hostile/hostile.c — input that only the server can catch. Raw protocol messages built with
  * proto/wire.c (bypassing every client-side check) and public-API cases whose errors only
  * show at execution. Each bad message must get a Failure or an error status with a message;
  * afterwards the same session (when the server kept it open) and a new session still work. */
@@ -469,4 +469,158 @@ Test(hostile, gather_out_of_range_like_local, .init = start_tcp, .fini = stop, .
     gather_oob(uri, &rr, &rf);
     cr_expect_eq(rr, lr, "read: remote %s, local %s", td_status_name(rr), td_status_name(lr));
     cr_expect_eq(rf, lf, "fence: remote %s, local %s", td_status_name(rf), td_status_name(lf));
+}
+
+/* ---- more classes (issue 5): ids of another session, zero-element tensors, writes at
+ * hostile offsets and out of order, releases inside a stream, huge allocations,
+ * truncated protobuf, and a flood of batches that are never read. ---- */
+
+static void read_expect_failure(raw_session *s, uint64_t id, uint64_t off, uint64_t n,
+                                const char *must_name)
+{
+    uint64_t seq = raw_send_read(s, id, off, n);
+    cr_assert_neq(seq, 0u);
+    char msg[1024];
+    cr_assert_eq(expect_rejected(s, seq, msg, sizeof msg), 1, "session ended: %s", msg);
+    if (must_name) cr_expect(strstr(msg, must_name) != NULL, "'%s' lacks '%s'", msg, must_name);
+}
+
+Test(hostile, other_sessions_tensor_id, .init = start_tcp, .fini = stop, .timeout = 60)
+{
+    raw_session a, b;
+    open_raw(&a);
+    open_raw(&b);
+    expect_session_works(&a, 42); /* a holds tensor 42 */
+    read_expect_failure(&b, 42, 0, 12, "42");
+    td__op op = raw_op_binary(TD_OP_ADD, 43, 42, 42);
+    uint64_t seq = raw_send_ops(&b, &op, 1);
+    char msg[1024];
+    cr_assert_eq(expect_rejected(&b, seq, msg, sizeof msg), 1);
+    cr_expect(strstr(msg, "42") != NULL, "%s", msg);
+    expect_session_works(&a, 44);
+    expect_session_works(&b, 45);
+    raw_close(&a);
+    raw_close(&b);
+}
+
+Test(hostile, zero_element_tensors, .init = start_tcp, .fini = stop, .timeout = 60)
+{
+    raw_session s;
+    open_raw(&s);
+    td__op ops[2] = {raw_op_full(1, TD_F32, 2, (int64_t[]){0, 5}, 1.0),
+                     raw_op_binary(TD_OP_ADD, 2, 1, 1)};
+    cr_assert_neq(raw_send_ops(&s, ops, 2), 0u);
+    /* An empty read at offset 0 is fine; anything else is out of range. */
+    uint64_t r = raw_send_read(&s, 2, 0, 0);
+    uint64_t f = raw_send_fence(&s);
+    bool got_read = false, got_fence = false;
+    while (!got_fence) {
+        raw_msg m;
+        cr_assert_eq(raw_recv(&s, &m, 10000), 1, "%s", raw_details(&s));
+        if (m.kind == TENSORD__V1__SERVER_MESSAGE__BODY_READ && m.seq == r) got_read = true;
+        if (m.kind == TENSORD__V1__SERVER_MESSAGE__BODY_FENCE && m.seq == f) got_fence = true;
+        cr_expect_neq(m.kind, TENSORD__V1__SERVER_MESSAGE__BODY_FAILURE, "%s", m.message);
+        raw_msg_fini(&m);
+    }
+    cr_expect(got_read, "no (empty) read reply");
+    read_expect_failure(&s, 2, 1, 0, NULL);
+    read_expect_failure(&s, 2, 0, 4, NULL);
+    uint8_t byte = 7;
+    uint64_t w = raw_send_write(&s, 2, 0, &byte, 1);
+    char msg[1024];
+    cr_assert_eq(expect_rejected(&s, w, msg, sizeof msg), 1);
+    /* A write without payload bytes is refused as a protocol error (libtensord never
+     * sends one); the session goes on. */
+    w = raw_send_write(&s, 2, 0, NULL, 0);
+    cr_assert_eq(expect_rejected(&s, w, msg, sizeof msg), 1);
+    expect_session_works(&s, 3);
+    raw_close(&s);
+    expect_new_session_works();
+}
+
+Test(hostile, write_offsets_hostile_and_out_of_order, .init = start_tcp, .fini = stop,
+     .timeout = 60)
+{
+    raw_session s;
+    open_raw(&s);
+    td__op op = raw_op_full(1, TD_F32, 1, (int64_t[]){4}, 0.0); /* 16 bytes */
+    cr_assert_neq(raw_send_ops(&s, &op, 1), 0u);
+    float v[2] = {1.0f, 2.0f};
+    /* Out of order and duplicated chunks inside the tensor are plain writes. */
+    cr_assert_neq(raw_send_write(&s, 1, 8, v, 8), 0u);
+    cr_assert_neq(raw_send_write(&s, 1, 0, v, 8), 0u);
+    cr_assert_neq(raw_send_write(&s, 1, 0, v, 8), 0u);
+    /* Past the end, "negative" (huge unsigned) and overflowing offsets fail alone. */
+    static const uint64_t bad[] = {12, 16, UINT64_MAX, UINT64_MAX - 3, 1ull << 63};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        uint64_t seq = raw_send_write(&s, 1, bad[i], v, 8);
+        char msg[1024];
+        cr_assert_eq(expect_rejected(&s, seq, msg, sizeof msg), 1, "offset %llu",
+                     (unsigned long long)bad[i]);
+    }
+    read_expect_failure(&s, 1, UINT64_MAX, 2, NULL);
+    read_expect_failure(&s, 1, 8, UINT64_MAX - 4, NULL);
+    expect_session_works(&s, 2);
+    raw_close(&s);
+}
+
+Test(hostile, use_after_release_in_stream, .init = start_tcp, .fini = stop, .timeout = 60)
+{
+    raw_session s;
+    open_raw(&s);
+    td__op op = raw_op_full(1, TD_F32, 1, (int64_t[]){4}, 1.0);
+    cr_assert_neq(raw_send_ops(&s, &op, 1), 0u);
+    uint64_t id = 1;
+    cr_assert_neq(raw_send_release(&s, &id, 1), 0u);
+    cr_assert_neq(raw_send_release(&s, &id, 1), 0u); /* twice: idempotent */
+    td__op use = raw_op_binary(TD_OP_MUL, 2, 1, 1);
+    uint64_t seq = raw_send_ops(&s, &use, 1);
+    char msg[1024];
+    cr_assert_eq(expect_rejected(&s, seq, msg, sizeof msg), 1);
+    cr_expect(strstr(msg, "unknown tensor id 1") != NULL, "%s", msg);
+    read_expect_failure(&s, 1, 0, 16, NULL);
+    expect_session_works(&s, 3);
+    raw_close(&s);
+}
+
+Test(hostile, allocation_larger_than_device, .init = start_tcp, .fini = stop, .timeout = 60)
+{
+    /* 2^47 bytes: under the protocol's tensor limit, over any host's memory. */
+    td__op op = raw_op_full(5, TD_U8, 1, (int64_t[]){1ll << 47}, 0.0);
+    bad_ops_case(&op, 1, NULL);
+}
+
+Test(hostile, truncated_protobuf, .init = start_tcp, .fini = stop, .timeout = 60)
+{
+    raw_session s;
+    open_raw(&s);
+    /* seq = 2, then a batch field whose length says 100 bytes and only 3 follow. */
+    static const uint8_t trunc[] = {0x08, 0x02, 0x1a, 0x64, 0x0a, 0x01, 0x08};
+    cr_assert(raw_send_bytes(&s, trunc, sizeof trunc));
+    char msg[1024];
+    int open = expect_rejected(&s, ANY_SEQ, msg, sizeof msg);
+    if (open) expect_session_works(&s, 9);
+    raw_close(&s);
+    expect_new_session_works();
+}
+
+Test(hostile, flood_of_batches_without_reads, .init = start_tcp, .fini = stop, .timeout = 120)
+{
+    raw_session s;
+    open_raw(&s);
+    /* 2,000 batches of 64 small ops, never reading a reply: the server must apply flow
+     * control (or just keep up) without growing, and answer the fence at the end. */
+    td__op ops[64];
+    for (int i = 0; i < 64; i++) ops[i] = raw_op_full(0, TD_F32, 1, (int64_t[]){256}, 1.0);
+    uint64_t id = 1;
+    for (int b = 0; b < 2000; b++) {
+        for (int i = 0; i < 64; i++) ops[i].output = id++;
+        cr_assert_neq(raw_send_ops(&s, ops, 64), 0u, "send %d failed: %s", b, raw_details(&s));
+        uint64_t ids[64];
+        for (int i = 0; i < 64; i++) ids[i] = id - 64 + (uint64_t)i;
+        cr_assert_neq(raw_send_release(&s, ids, 64), 0u);
+    }
+    expect_new_session_works();
+    expect_session_works(&s, id + 1);
+    raw_close(&s);
 }

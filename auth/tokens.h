@@ -1,0 +1,64 @@
+/* tokens.h — the tokens file: who may call tensord and as which tenant.
+ *
+ * Format (one entry per line; blank lines and lines starting with '#' are ignored):
+ *
+ *     IDENTITY TENANT [QUOTA=VALUE ...]
+ *
+ *   IDENTITY  sha256:HEX   SHA-256 (64 lowercase hex digits) of a bearer token
+ *             cn:NAME      a TLS client certificate whose subject common name is NAME
+ *                          (needs --tls-client-ca, so that the certificate was verified)
+ *   TENANT    1..63 characters from [A-Za-z0-9._-]
+ *   QUOTA     max_bytes, max_sessions, max_tensors, max_tensor_bytes, max_queued_batches;
+ *             VALUE is a non-negative integer, byte quotas also take K, M, G, T (powers of
+ *             1024); 0 means no limit.
+ *
+ * Quotas belong to the tenant, not to the line: all of a tenant's tokens and certificates
+ * share one quota, and when several lines of a tenant set the same quota the last one
+ * wins. The file never holds a token itself, only its hash: `tensorctl token new` prints
+ * a new token once and appends its line.
+ *
+ * Tokens are "tdt_" followed by 64 hex digits (32 random bytes).
+ * Thread-safety: the functions have no shared state.
+ */
+#ifndef TD_AUTH_TOKENS_H
+#define TD_AUTH_TOKENS_H
+
+#include "engine/quota.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define TD_TOKEN_PREFIX "tdt_"
+#define TD_TOKEN_LEN (4 + 64)
+#define TD_CN_MAX 256
+
+enum td__ident_kind { TD_IDENT_TOKEN, TD_IDENT_CN };
+
+typedef struct td__token_entry {
+    enum td__ident_kind kind;
+    uint8_t hash[32];       /* TD_IDENT_TOKEN */
+    char cn[TD_CN_MAX];     /* TD_IDENT_CN */
+    char tenant[TD_TENANT_NAME_MAX];
+    td__quota_limits limits; /* the quotas set on this line */
+    unsigned limits_set;     /* bit i: field i of td__quota_limits was set on this line */
+} td__token_entry;
+
+/* Parse a tokens file. On success *out is a td__malloc'ed array of *n entries (free with
+ * td__free). Errors: TD_EIO (cannot read; "FILE: reason"), TD_EINVAL ("FILE:LINE: what"). */
+td_status td__tokens_load(const char *path, td__token_entry **out, size_t *n, char *err,
+                          size_t errlen);
+
+/* SHA-256 of `token` (its bytes, without terminator). */
+void td__token_hash(const char *token, size_t len, uint8_t out[32]);
+
+/* A new random token (RAND_bytes) into buf[TD_TOKEN_LEN + 1]. TD_OK or TD_EINTERNAL. */
+td_status td__token_new(char buf[TD_TOKEN_LEN + 1]);
+
+/* Whether name is a valid tenant name. */
+bool td__tenant_name_ok(const char *name);
+
+/* Parse "KEY=VALUE" into lim/limits_set. Returns 0, or -1 with a message. */
+int td__quota_kv_parse(const char *kv, td__quota_limits *lim, unsigned *set, char *err,
+                       size_t errlen);
+#endif

@@ -1,0 +1,778 @@
+/* tensord_bench.c — tensord-bench: every measure next to its obvious alternative, in one run.
+ *
+ * Why side by side in one process run: the build machines are shared and noisy, so a number
+ * is only meaningful next to a baseline taken minutes apart on the same machine; the ratio
+ * is what BENCHMARKS.md tracks against the targets of issue 4.
+ *   P1  synchronous round trip (td_read of 1 element; GetInfo ping) vs a raw socket ping
+ *   P2  100,000 tiny ops + one read: remote vs local:cpu
+ *   P3  upload / download GB/s vs a raw TCP loopback stream (and memcpy, for scale)
+ *   P4  bytes on the wire for a second upload of the same weights, vs their size
+ *   P5  Fashion-MNIST epoch: remote and remote --graph vs local (runs the example binary)
+ *   P6  matmul GFLOP/s through tensord vs cblas_sgemm; add / sum vs PyTorch CPU
+ * It starts its own tensord (--tensord PATH) on 127.0.0.1:0 and on a unix socket.
+ * Output: a markdown table, or JSON with --json. --quick shrinks every size (a smoke test;
+ * nothing here asserts on speed). --only P1,P3 selects measures.
+ */
+#include "tensord.h"
+
+#include <arpa/inet.h>
+#include <cblas.h>
+#include <errno.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef TD_BENCH_TENSORD
+#define TD_BENCH_TENSORD "tensord"
+#endif
+#ifndef TD_BENCH_TRAINER
+#define TD_BENCH_TRAINER "fashion-mnist"
+#endif
+
+typedef struct row {
+    char id[8];
+    char measure[96];
+    double value;
+    char unit[16];
+    char baseline[64];
+    double base;
+    double ratio;      /* value / base */
+    char target[32];   /* e.g. "<= 1.2" or "" */
+    int met;           /* 1 met, 0 missed, -1 no target / not measured */
+    char note[160];
+} row;
+
+static row g_rows[64];
+static int g_nrows;
+static bool g_quick, g_json;
+static char g_only[128] = "";
+static const char *g_tensord = TD_BENCH_TENSORD;
+static const char *g_trainer = TD_BENCH_TRAINER;
+static const char *g_data = "/usr/share/datasets/fashion-mnist";
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static bool want(const char *id)
+{
+    if (g_only[0] == '\0') return true;
+    char buf[160];
+    snprintf(buf, sizeof buf, ",%s,", g_only);
+    char key[16];
+    snprintf(key, sizeof key, ",%s,", id);
+    return strstr(buf, key) != NULL;
+}
+
+/* target: "<= X" or ">= X" on the ratio, or "" */
+static void add_row(const char *id, const char *measure, double value, const char *unit,
+                    const char *baseline, double base, const char *target, const char *note)
+{
+    if (g_nrows >= (int)(sizeof g_rows / sizeof g_rows[0])) return;
+    row *r = &g_rows[g_nrows++];
+    memset(r, 0, sizeof *r);
+    snprintf(r->id, sizeof r->id, "%s", id);
+    snprintf(r->measure, sizeof r->measure, "%s", measure);
+    r->value = value;
+    snprintf(r->unit, sizeof r->unit, "%s", unit);
+    snprintf(r->baseline, sizeof r->baseline, "%s", baseline);
+    r->base = base;
+    r->ratio = base > 0 && value >= 0 ? value / base : NAN;
+    snprintf(r->target, sizeof r->target, "%s", target ? target : "");
+    r->met = -1;
+    if (target != NULL && target[0] != '\0' && !isnan(r->ratio)) {
+        double t = atof(target + 3);
+        r->met = strncmp(target, "<=", 2) == 0 ? r->ratio <= t : r->ratio >= t;
+    }
+    snprintf(r->note, sizeof r->note, "%s", note ? note : "");
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return v[n / 2];
+}
+
+/* ---- the server under test ---- */
+
+typedef struct server {
+    pid_t pid;
+    int out_fd;
+    char addr[600];
+} server;
+
+static bool server_start(server *s, const char *listen)
+{
+    int p[2];
+    if (pipe(p) != 0) return false;
+    pid_t pid = fork();
+    if (pid < 0) return false;
+    if (pid == 0) {
+        dup2(p[1], 1);
+        close(p[0]);
+        close(p[1]);
+        execl(g_tensord, g_tensord, "--listen", listen, "--log-level", "warn", (char *)NULL);
+        _exit(127);
+    }
+    close(p[1]);
+    s->pid = pid;
+    s->out_fd = p[0];
+    char buf[512];
+    size_t n = 0;
+    double t0 = now_s();
+    while (n < sizeof buf - 1 && now_s() - t0 < 15) {
+        ssize_t r = read(p[0], buf + n, sizeof buf - 1 - n);
+        if (r <= 0) break;
+        n += (size_t)r;
+        buf[n] = '\0';
+        char *nl = strchr(buf, '\n');
+        if (nl != NULL && strncmp(buf, "listening on ", 13) == 0) {
+            *nl = '\0';
+            snprintf(s->addr, sizeof s->addr, "%s", buf + 13);
+            return true;
+        }
+    }
+    fprintf(stderr, "tensord-bench: %s did not start (got '%.*s')\n", g_tensord, (int)n, buf);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    return false;
+}
+
+static void server_stop(server *s)
+{
+    if (s->pid <= 0) return;
+    kill(s->pid, SIGTERM);
+    waitpid(s->pid, NULL, 0);
+    close(s->out_fd);
+    s->pid = 0;
+}
+
+static void uri_of(const server *s, char *buf, size_t len)
+{
+    if (strncmp(s->addr, "unix:", 5) == 0)
+        snprintf(buf, len, "%s/cpu", s->addr);
+    else
+        snprintf(buf, len, "tensord://%s/cpu", s->addr);
+}
+
+static td_context *open_ctx(const char *uri)
+{
+    td_context *ctx = NULL;
+    if (td_connect(uri, NULL, &ctx) != TD_OK) {
+        fprintf(stderr, "tensord-bench: td_connect(%s): %s\n", uri, td_connect_error());
+        return NULL;
+    }
+    return ctx;
+}
+
+/* ---- raw socket baselines (in-process peer thread) ---- */
+
+typedef struct peer {
+    int listen_fd;
+    int mode;    /* 0 echo 8-byte pings, 1 sink a stream */
+    int n;       /* pings */
+    uint8_t *dst; /* sink */
+    size_t nbytes;
+} peer;
+
+static int full_io(int fd, void *buf, size_t n, bool wr)
+{
+    size_t done = 0;
+    while (done < n) {
+        ssize_t r = wr ? write(fd, (char *)buf + done, n - done)
+                       : read(fd, (char *)buf + done, n - done);
+        if (r <= 0) return -1;
+        done += (size_t)r;
+    }
+    return 0;
+}
+
+static void *peer_main(void *arg)
+{
+    peer *p = arg;
+    int fd = accept(p->listen_fd, NULL, NULL);
+    if (fd < 0) return NULL;
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (p->mode == 0) {
+        char b[8];
+        for (int i = 0; i < p->n; i++)
+            if (full_io(fd, b, 8, false) || full_io(fd, b, 8, true)) break;
+    } else {
+        full_io(fd, p->dst, p->nbytes, false);
+        char ack = 1;
+        full_io(fd, &ack, 1, true);
+    }
+    close(fd);
+    return NULL;
+}
+
+/* Connected client socket to a fresh peer thread (tcp or unix). */
+static int raw_connect(peer *p, bool use_unix, pthread_t *th, char *path, size_t pathlen)
+{
+    int cfd;
+    if (use_unix) {
+        snprintf(path, pathlen, "/tmp/tdbench-raw-%d.sock", (int)getpid());
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+        unlink(path);
+        p->listen_fd = socket(AF_UNIX, SOCK_STREAM, 0);
+        if (bind(p->listen_fd, (struct sockaddr *)&sa, sizeof sa) || listen(p->listen_fd, 1))
+            return -1;
+        pthread_create(th, NULL, peer_main, p);
+        cfd = socket(AF_UNIX, SOCK_STREAM, 0);
+        if (connect(cfd, (struct sockaddr *)&sa, sizeof sa)) return -1;
+    } else {
+        path[0] = '\0';
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        socklen_t len = sizeof sa;
+        p->listen_fd = socket(AF_INET, SOCK_STREAM, 0);
+        if (bind(p->listen_fd, (struct sockaddr *)&sa, sizeof sa) || listen(p->listen_fd, 1) ||
+            getsockname(p->listen_fd, (struct sockaddr *)&sa, &len))
+            return -1;
+        pthread_create(th, NULL, peer_main, p);
+        cfd = socket(AF_INET, SOCK_STREAM, 0);
+        if (connect(cfd, (struct sockaddr *)&sa, sizeof sa)) return -1;
+        int one = 1;
+        setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    }
+    return cfd;
+}
+
+static void raw_done(peer *p, pthread_t th, int cfd, const char *path)
+{
+    close(cfd);
+    pthread_join(th, NULL);
+    close(p->listen_fd);
+    if (path[0]) unlink(path);
+}
+
+/* Median round trip of an 8-byte ping, microseconds. */
+static double raw_ping_us(bool use_unix, int n)
+{
+    peer p = {.mode = 0, .n = n};
+    pthread_t th;
+    char path[108];
+    int cfd = raw_connect(&p, use_unix, &th, path, sizeof path);
+    if (cfd < 0) return NAN;
+    double *v = malloc((size_t)n * sizeof *v);
+    char b[8] = "ping1234";
+    for (int i = 0; i < n; i++) {
+        double t0 = now_s();
+        full_io(cfd, b, 8, true);
+        full_io(cfd, b, 8, false);
+        v[i] = (now_s() - t0) * 1e6;
+    }
+    double m = median(v, n);
+    free(v);
+    raw_done(&p, th, cfd, path);
+    return m;
+}
+
+/* GB/s of streaming nbytes over TCP loopback into a pre-faulted buffer (until acked). */
+static double raw_stream_gbs(const uint8_t *src, uint8_t *dst, size_t nbytes)
+{
+    peer p = {.mode = 1, .dst = dst, .nbytes = nbytes};
+    pthread_t th;
+    char path[108];
+    int cfd = raw_connect(&p, false, &th, path, sizeof path);
+    if (cfd < 0) return NAN;
+    double t0 = now_s();
+    full_io(cfd, (void *)(uintptr_t)src, nbytes, true);
+    char ack;
+    full_io(cfd, &ack, 1, false);
+    double dt = now_s() - t0;
+    raw_done(&p, th, cfd, path);
+    return (double)nbytes / dt / 1e9;
+}
+
+/* ---- P1 ---- */
+
+static void bench_p1(const server *tcp, const server *unx)
+{
+    int n = g_quick ? 50 : 2000;
+    const server *srv[2] = {tcp, unx};
+    for (int k = 0; k < 2; k++) {
+        bool is_unix = k == 1;
+        char uri[700];
+        uri_of(srv[k], uri, sizeof uri);
+        td_context *ctx = open_ctx(uri);
+        if (ctx == NULL) continue;
+        td_tensor *t = td_full(ctx, TD_F32, 1, (int64_t[]){1}, 1.0);
+        float v;
+        td_read(t, &v, sizeof v);
+        double *lat = malloc((size_t)n * sizeof *lat);
+        for (int i = 0; i < n; i++) {
+            double t0 = now_s();
+            td_read(t, &v, sizeof v);
+            lat[i] = (now_s() - t0) * 1e6;
+        }
+        double td_us = median(lat, n);
+        td_release(t);
+        td_close(ctx);
+        uint64_t *rtt = malloc((size_t)n * sizeof *rtt);
+        double ping_us = NAN;
+        if (td_server_ping(srv[k]->addr, n, 5000, rtt) == TD_OK) {
+            for (int i = 0; i < n; i++) lat[i] = (double)rtt[i] / 1e3;
+            ping_us = median(lat, n);
+        }
+        free(rtt);
+        free(lat);
+        double raw = raw_ping_us(is_unix, n);
+        char m[96];
+        snprintf(m, sizeof m, "td_read of 1 f32, median (%s)", is_unix ? "unix" : "tcp");
+        add_row("P1", m, td_us, "us", is_unix ? "raw unix ping 8 B" : "raw tcp ping 8 B", raw,
+                "<= 1.2", NULL);
+        snprintf(m, sizeof m, "tensorctl ping (GetInfo), median (%s)", is_unix ? "unix" : "tcp");
+        add_row("P1", m, ping_us, "us", is_unix ? "raw unix ping 8 B" : "raw tcp ping 8 B", raw,
+                "", "foundation row: GetInfo is a unary call on a fresh stream");
+    }
+}
+
+/* ---- P2 ---- */
+
+static double tiny_ops_per_s(const char *uri, int n)
+{
+    td_context *ctx = open_ctx(uri);
+    if (ctx == NULL) return NAN;
+    td_tensor *b = td_full(ctx, TD_F32, 1, (int64_t[]){4}, 1.0);
+    td_tensor *t = td_full(ctx, TD_F32, 1, (int64_t[]){4}, 0.0);
+    td_fence(ctx);
+    double t0 = now_s();
+    for (int i = 0; i < n; i++) {
+        td_tensor *nt = td_add(t, b);
+        td_release(t);
+        t = nt;
+    }
+    float v[4];
+    td_status st = td_read(t, v, sizeof v);
+    double dt = now_s() - t0;
+    if (st != TD_OK || v[0] != (float)n)
+        fprintf(stderr, "tensord-bench: P2 on %s: %s (got %g)\n", uri, td_last_error(ctx), v[0]);
+    td_release(t);
+    td_release(b);
+    td_close(ctx);
+    return (double)n / dt;
+}
+
+static void bench_p2(const server *tcp)
+{
+    int n = g_quick ? 2000 : 100000;
+    char uri[700];
+    uri_of(tcp, uri, sizeof uri);
+    double remote = tiny_ops_per_s(uri, n);
+    double local = tiny_ops_per_s("local:cpu", n);
+    char m[96];
+    snprintf(m, sizeof m, "%d adds on f32[4] + 1 read, remote tcp", n);
+    add_row("P2", m, remote, "ops/s", "local:cpu", local, ">= 0.5", NULL);
+}
+
+/* ---- P3 ---- */
+
+static void bench_p3(const server *tcp)
+{
+    size_t sizes_full[] = {1u << 20, 64u << 20, 1u << 30};
+    size_t sizes_quick[] = {1u << 20, 4u << 20};
+    size_t *sizes = g_quick ? sizes_quick : sizes_full;
+    int nsizes = g_quick ? 2 : 3;
+    char uri[700];
+    uri_of(tcp, uri, sizeof uri);
+    td_context *ctx = open_ctx(uri);
+    if (ctx == NULL) return;
+    for (int k = 0; k < nsizes; k++) {
+        size_t nb = sizes[k];
+        uint8_t *src = malloc(nb), *dst = malloc(nb);
+        if (src == NULL || dst == NULL) {
+            free(src);
+            free(dst);
+            continue;
+        }
+        for (size_t i = 0; i < nb; i++) src[i] = (uint8_t)(i * 131);
+        memset(dst, 0, nb);
+        int reps = nb >= (1u << 30) ? 2 : nb >= (64u << 20) ? 3 : 10;
+        if (g_quick) reps = 1;
+        int64_t dims[1] = {(int64_t)(nb / 4)};
+        td_tensor *t = td_full(ctx, TD_F32, 1, dims, 0.0);
+        td_fence(ctx);
+        double up = 0, down = 0, raw = 0, mc = 0;
+        for (int r = 0; r < reps; r++) {
+            double t0 = now_s();
+            td_status st = td_write(t, src, nb);
+            if (st == TD_OK) st = td_fence(ctx);
+            double g = (double)nb / (now_s() - t0) / 1e9;
+            if (st != TD_OK) fprintf(stderr, "P3 upload: %s\n", td_last_error(ctx));
+            if (g > up) up = g;
+            t0 = now_s();
+            st = td_read(t, dst, nb);
+            g = (double)nb / (now_s() - t0) / 1e9;
+            if (st != TD_OK) fprintf(stderr, "P3 download: %s\n", td_last_error(ctx));
+            if (g > down) down = g;
+            g = raw_stream_gbs(src, dst, nb);
+            if (g > raw) raw = g;
+            t0 = now_s();
+            memcpy(dst, src, nb);
+            g = (double)nb / (now_s() - t0) / 1e9;
+            if (g > mc) mc = g;
+        }
+        if (memcmp(src, dst, nb) != 0) fprintf(stderr, "P3: round trip differs\n");
+        td_release(t);
+        char m[96], size[32], note[96];
+        if (nb >= (1u << 30))
+            snprintf(size, sizeof size, "%zu GiB", nb >> 30);
+        else
+            snprintf(size, sizeof size, "%zu MiB", nb >> 20);
+        snprintf(note, sizeof note, "memcpy %.2f GB/s; best of %d", mc, reps);
+        const char *target = nb >= (64u << 20) ? ">= 0.85" : "";
+        snprintf(m, sizeof m, "upload %s (td_write + fence, tcp)", size);
+        add_row("P3", m, up, "GB/s", "raw tcp loopback stream", raw, target, note);
+        snprintf(m, sizeof m, "download %s (td_read, tcp)", size);
+        add_row("P3", m, down, "GB/s", "raw tcp loopback stream", raw, target, note);
+        free(src);
+        free(dst);
+    }
+    td_close(ctx);
+}
+
+/* ---- P4 ---- */
+
+static void bench_p4(const server *tcp)
+{
+    size_t nb = g_quick ? (8u << 20) : (256u << 20);
+    char uri[700];
+    uri_of(tcp, uri, sizeof uri);
+    float *w = malloc(nb);
+    if (w == NULL) return;
+    for (size_t i = 0; i < nb / 4; i++) w[i] = (float)(i % 1000) * 0.001f;
+    int64_t dims[1] = {(int64_t)(nb / 4)};
+    uint64_t second = 0;
+    for (int k = 0; k < 2; k++) {
+        td_context *ctx = open_ctx(uri); /* a new session each time, as a restarted program */
+        if (ctx == NULL) break;
+        td_stats s0, s1;
+        td_get_stats(ctx, &s0);
+        td_tensor *t = td_from_host(ctx, TD_F32, 1, dims, w);
+        td_fence(ctx);
+        td_get_stats(ctx, &s1);
+        second = s1.bytes_sent - s0.bytes_sent;
+        td_release(t);
+        td_close(ctx);
+    }
+    char m[96];
+    snprintf(m, sizeof m, "payload bytes sent, 2nd upload of the same %zu MiB (new session)",
+             nb >> 20);
+    add_row("P4", m, (double)second, "bytes", "payload size", (double)nb, "<= 0.01",
+            "td_get_stats bytes_sent");
+    free(w);
+}
+
+/* ---- P5 ---- */
+
+/* Run the trainer; returns the epoch seconds ("epoch 1/1  loss X  S s" line) or NAN. */
+static double run_trainer(const char *device, bool graph)
+{
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "'%s' --device '%s' --data '%s' --epochs 1 %s %s 2>&1", g_trainer,
+             device, g_data, g_quick ? "--limit-train 2000 --limit-test 1000" : "",
+             graph ? "--graph" : "");
+    FILE *f = popen(cmd, "r");
+    if (f == NULL) return NAN;
+    char line[512];
+    double secs = NAN;
+    while (fgets(line, sizeof line, f) != NULL) {
+        double loss, s, ips;
+        /* img/s has more digits than the seconds (printed with one decimal) */
+        if (sscanf(line, "epoch 1/1  loss %lf  %lf s  %lf img/s", &loss, &s, &ips) == 3)
+            secs = ips > 0 ? (g_quick ? 2000.0 : 60000.0) / ips : s;
+    }
+    int rc = pclose(f);
+    if (rc != 0 || isnan(secs)) {
+        fprintf(stderr, "tensord-bench: P5: '%s' failed (status %d)\n", cmd, rc);
+        return NAN;
+    }
+    return secs;
+}
+
+static void bench_p5(const server *tcp)
+{
+    if (access(g_trainer, X_OK) != 0) {
+        add_row("P5", "Fashion-MNIST epoch", NAN, "s", "local:cpu", NAN, "", "trainer not found");
+        return;
+    }
+    char uri[700];
+    uri_of(tcp, uri, sizeof uri);
+    double local = run_trainer("local:cpu", false);
+    double local_g = run_trainer("local:cpu", true);
+    double remote = run_trainer(uri, false);
+    double remote_g = run_trainer(uri, true);
+    const char *what = g_quick ? "2,000 images" : "60,000 images";
+    char m[96];
+    snprintf(m, sizeof m, "Fashion-MNIST epoch (%s), local --graph", what);
+    add_row("P5", m, local_g, "s", "local:cpu", local, "", NULL);
+    snprintf(m, sizeof m, "Fashion-MNIST epoch (%s), remote tcp", what);
+    add_row("P5", m, remote, "s", "local:cpu", local, "", NULL);
+    snprintf(m, sizeof m, "Fashion-MNIST epoch (%s), remote tcp --graph", what);
+    add_row("P5", m, remote_g, "s", "local:cpu", local, "<= 1.05", NULL);
+}
+
+/* ---- P6 ---- */
+
+static void bench_p6(void)
+{
+    td_context *ctx = open_ctx("local:cpu");
+    if (ctx == NULL) return;
+    int sizes_full[] = {1024, 2048};
+    int sizes_quick[] = {128};
+    int *sizes = g_quick ? sizes_quick : sizes_full;
+    int nsizes = g_quick ? 1 : 2;
+    for (int k = 0; k < nsizes; k++) {
+        int n = sizes[k];
+        size_t ne = (size_t)n * (size_t)n;
+        float *a = malloc(ne * 4), *b = malloc(ne * 4), *c = malloc(ne * 4);
+        for (size_t i = 0; i < ne; i++) {
+            a[i] = (float)(i % 17) * 0.1f;
+            b[i] = (float)(i % 13) * 0.1f;
+        }
+        int64_t dims[2] = {n, n};
+        td_tensor *ta = td_from_host(ctx, TD_F32, 2, dims, a);
+        td_tensor *tb = td_from_host(ctx, TD_F32, 2, dims, b);
+        td_fence(ctx);
+        double flop = 2.0 * n * n * n;
+        int reps = g_quick ? 2 : 5;
+        double best_td = 0, best_blas = 0;
+        for (int r = 0; r < reps; r++) {
+            double t0 = now_s();
+            td_tensor *tc = td_matmul(ta, tb);
+            td_fence(ctx);
+            double g = flop / (now_s() - t0) / 1e9;
+            if (g > best_td) best_td = g;
+            td_release(tc);
+            t0 = now_s();
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n,
+                        0.0f, c, n);
+            g = flop / (now_s() - t0) / 1e9;
+            if (g > best_blas) best_blas = g;
+        }
+        char m[96];
+        snprintf(m, sizeof m, "matmul f32 %d^3, local:cpu", n);
+        add_row("P6", m, best_td, "GFLOP/s", "cblas_sgemm (OpenBLAS)", best_blas, ">= 0.95",
+                "best of runs");
+        td_release(ta);
+        td_release(tb);
+        free(a);
+        free(b);
+        free(c);
+    }
+    /* elementwise add and sum of 16M f32 vs PyTorch */
+    int64_t ne = g_quick ? (1 << 20) : (16 << 20);
+    td_tensor *x = td_full(ctx, TD_F32, 1, (int64_t[]){ne}, 1.5);
+    td_tensor *y = td_full(ctx, TD_F32, 1, (int64_t[]){ne}, 2.5);
+    td_fence(ctx);
+    double best_add = 1e9, best_sum = 1e9;
+    for (int r = 0; r < 5; r++) {
+        double t0 = now_s();
+        td_tensor *z = td_add(x, y);
+        td_fence(ctx);
+        double dt = now_s() - t0;
+        if (dt < best_add) best_add = dt;
+        td_release(z);
+        t0 = now_s();
+        td_tensor *s = td_sum(x, 0, NULL, false);
+        td_fence(ctx);
+        dt = now_s() - t0;
+        if (dt < best_sum) best_sum = dt;
+        td_release(s);
+    }
+    td_release(x);
+    td_release(y);
+    td_close(ctx);
+    char cmd[800];
+    snprintf(cmd, sizeof cmd,
+             "PY=python3; python3 -c 'import torch' 2>/dev/null || PY=/usr/bin/python3; "
+             "$PY -c 'import time,torch\n"
+             "x=torch.full((%lld,),1.5);y=torch.full((%lld,),2.5)\n"
+             "a=s=1e9\n"
+             "for _ in range(5):\n"
+             " t=time.perf_counter();z=x+y;a=min(a,time.perf_counter()-t)\n"
+             " t=time.perf_counter();w=x.sum();s=min(s,time.perf_counter()-t)\n"
+             "print(a,s)' 2>/dev/null",
+             (long long)ne, (long long)ne);
+    double pa = NAN, ps = NAN;
+    FILE *f = popen(cmd, "r");
+    if (f != NULL) {
+        if (fscanf(f, "%lf %lf", &pa, &ps) != 2) pa = ps = NAN;
+        pclose(f);
+    }
+    const char *note = isnan(pa) ? "PyTorch not installed" : "best of 5";
+    char m[96];
+    double gb = (double)ne * 4 * 3 / 1e9; /* bytes moved: 2 reads + 1 write */
+    snprintf(m, sizeof m, "add f32[%lldM], local:cpu", (long long)(ne >> 20));
+    add_row("P6", m, gb / best_add, "GB/s", "PyTorch CPU x+y", isnan(pa) ? NAN : gb / pa, "",
+            note);
+    gb = (double)ne * 4 / 1e9;
+    snprintf(m, sizeof m, "sum f32[%lldM], local:cpu", (long long)(ne >> 20));
+    add_row("P6", m, gb / best_sum, "GB/s", "PyTorch CPU x.sum()", isnan(ps) ? NAN : gb / ps, "",
+            note);
+}
+
+/* ---- output ---- */
+
+static void print_num(FILE *f, double v)
+{
+    if (isnan(v))
+        fprintf(f, "n/a");
+    else if (fabs(v) >= 1e6 || (fabs(v) < 0.01 && v != 0))
+        fprintf(f, "%.3g", v);
+    else
+        fprintf(f, "%.2f", v);
+}
+
+static void print_markdown(void)
+{
+    printf("| id | measure | tensord | baseline | baseline value | ratio | target | met | note |\n");
+    printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+    for (int i = 0; i < g_nrows; i++) {
+        const row *r = &g_rows[i];
+        printf("| %s | %s | ", r->id, r->measure);
+        print_num(stdout, r->value);
+        printf(" %s | %s | ", r->unit, r->baseline);
+        print_num(stdout, r->base);
+        printf(" %s | ", r->unit);
+        if (isnan(r->ratio))
+            printf("n/a");
+        else
+            printf("%.3f", r->ratio);
+        printf(" | %s | %s | %s |\n", r->target[0] ? r->target : "-",
+               r->met < 0 ? "-" : r->met ? "yes" : "**no**", r->note);
+    }
+}
+
+static void json_str(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') putchar('\\');
+        putchar(*s);
+    }
+    putchar('"');
+}
+
+static void json_num(double v)
+{
+    if (isnan(v) || isinf(v))
+        printf("null");
+    else
+        printf("%.6g", v);
+}
+
+static void print_json(void)
+{
+    printf("[\n");
+    for (int i = 0; i < g_nrows; i++) {
+        const row *r = &g_rows[i];
+        printf("  {\"id\": ");
+        json_str(r->id);
+        printf(", \"measure\": ");
+        json_str(r->measure);
+        printf(", \"value\": ");
+        json_num(r->value);
+        printf(", \"unit\": ");
+        json_str(r->unit);
+        printf(", \"baseline\": ");
+        json_str(r->baseline);
+        printf(", \"baseline_value\": ");
+        json_num(r->base);
+        printf(", \"ratio\": ");
+        json_num(r->ratio);
+        printf(", \"target\": ");
+        json_str(r->target);
+        printf(", \"met\": %s, \"note\": ", r->met < 0 ? "null" : r->met ? "true" : "false");
+        json_str(r->note);
+        printf("}%s\n", i + 1 < g_nrows ? "," : "");
+    }
+    printf("]\n");
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: tensord-bench [--quick] [--json] [--only P1,P2,...] [--tensord PATH]\n"
+               "                     [--trainer PATH] [--data DIR]\n"
+               "Measures tensord side by side with baselines and prints a markdown table.\n"
+               "  --tensord PATH  server binary to start (default %s)\n"
+               "  --trainer PATH  examples/fashion-mnist binary for P5 (default %s)\n"
+               "  --data DIR      Fashion-MNIST directory (default %s)\n"
+               "  --quick         small sizes: a smoke test (never asserts on speed)\n"
+               "  --json          machine-readable results\n"
+               "  --only LIST     comma-separated measures, e.g. P1,P3\n",
+            TD_BENCH_TENSORD, TD_BENCH_TRAINER, g_data);
+}
+
+int main(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--quick") == 0) {
+            g_quick = true;
+        } else if (strcmp(a, "--json") == 0) {
+            g_json = true;
+        } else if (strcmp(a, "--only") == 0 && i + 1 < argc) {
+            snprintf(g_only, sizeof g_only, "%s", argv[++i]);
+        } else if (strcmp(a, "--tensord") == 0 && i + 1 < argc) {
+            g_tensord = argv[++i];
+        } else if (strcmp(a, "--trainer") == 0 && i + 1 < argc) {
+            g_trainer = argv[++i];
+        } else if (strcmp(a, "--data") == 0 && i + 1 < argc) {
+            g_data = argv[++i];
+        } else if (strcmp(a, "--help") == 0) {
+            usage(stdout);
+            return 0;
+        } else {
+            fprintf(stderr, "tensord-bench: unknown argument '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    signal(SIGPIPE, SIG_IGN);
+    server tcp = {0}, unx = {0};
+    char sock[128];
+    snprintf(sock, sizeof sock, "unix:/tmp/tdbench-%d.sock", (int)getpid());
+    bool need_server = want("P1") || want("P2") || want("P3") || want("P4") || want("P5");
+    if (need_server && (!server_start(&tcp, "127.0.0.1:0") || !server_start(&unx, sock))) {
+        server_stop(&tcp);
+        return 1;
+    }
+    if (want("P1")) bench_p1(&tcp, &unx);
+    if (want("P2")) bench_p2(&tcp);
+    if (want("P3")) bench_p3(&tcp);
+    if (want("P4")) bench_p4(&tcp);
+    if (want("P5")) bench_p5(&tcp);
+    if (want("P6")) bench_p6();
+    server_stop(&tcp);
+    server_stop(&unx);
+    unlink(sock + 5);
+    if (g_json)
+        print_json();
+    else
+        print_markdown();
+    return 0;
+}

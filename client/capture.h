@@ -1,0 +1,36 @@
+/* capture.h — the hooks client/context.c gives client/graph.c for graph capture.
+ *
+ * While a context captures (td_graph_begin .. td_graph_end), op calls still validate and
+ * return handles at once, but their ops stay in the context's batch instead of going to
+ * the executor, and the handles are placeholders that exist only inside the graph.
+ * Thread-safety: the context's rule (one thread at a time).
+ */
+#ifndef TD_CLIENT_CAPTURE_H
+#define TD_CLIENT_CAPTURE_H
+
+#include "client/transport.h"
+
+struct td__capture; /* owned by client/graph.c */
+/* Flush pending work, then start capturing with state `cap` (kept by the context until
+ * td__ctx_capture_take; td_close frees it with td__capture_free). TD_EINVAL if already
+ * capturing. */
+td_status td__ctx_capture_begin(td_context *ctx, struct td__capture *cap);
+/* The capture state (NULL when not capturing) and the first id made while capturing. */
+struct td__capture *td__ctx_capture(const td_context *ctx, uint64_t *first_id);
+void td__capture_free(struct td__capture *cap); /* graph.c; NULL is a no-op */
+/* The live handle with this id, or NULL. */
+td_tensor *td__ctx_lookup(td_context *ctx, uint64_t id);
+/* Stop capturing (the state is handed back to the caller); returns the captured ops (caller frees with td__free) and their count. */
+td__op *td__ctx_capture_take(td_context *ctx, size_t *n);
+bool td__ctx_capturing(const td_context *ctx);
+/* A new handle with a fresh id (a placeholder, or a live tensor the executor will create).
+ * NULL with the context's error set on allocation failure. */
+td_tensor *td__ctx_new_tensor(td_context *ctx, const td__desc *d, bool placeholder);
+/* Hand pending ops and releases to the transport. */
+td_status td__ctx_flush(td_context *ctx);
+td__transport *td__ctx_transport(td_context *ctx);
+void td__ctx_set_error(td_context *ctx, td_status st, const char *msg);
+uint64_t td__tensor_id(const td_tensor *t);
+const td__desc *td__tensor_desc(const td_tensor *t);
+bool td__tensor_placeholder(const td_tensor *t);
+#endif

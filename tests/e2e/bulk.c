@@ -1,0 +1,477 @@
+/* e2e/bulk.c — batching, the bulk data path and the blob store, against a real tensord.
+ *
+ *  - batching: N ops and one read send ceil(N / batch_max_ops) batches; the byte threshold
+ *    splits batches too; the time bound sends a lone op without any read (seen on the
+ *    server through GetInfo's live tensor count);
+ *  - chunked transfer: sizes 0, 1, chunk-1, chunk, chunk+1, 3*chunk+7 and 1 GiB round-trip
+ *    bit-exactly (prints the measured GB/s of 64 MiB and 1 GiB transfers);
+ *  - blob store: a second upload of the same bytes sends no payload, also from a second
+ *    session; a corrupted cache file is detected and the bytes re-fetched after a restart;
+ *    the LRU evicts under --blob-cache-bytes; hostile blob messages get errors.
+ */
+#include "raw_session.h"
+#include "server_fixture.h"
+#include "common/sha256.h"
+#include "tensord.h"
+
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define CHUNK ((size_t)1 << 20) /* TD_CHUNK_BYTES */
+
+static td_test_server srv;
+
+static void start_with(const char *const *args)
+{
+    char err[600];
+    cr_assert(td_test_server_start(&srv, false, args, err, sizeof err), "%s", err);
+}
+
+static void start_tcp(void) { start_with(NULL); }
+
+static void stop(void)
+{
+    if (srv.pid == 0) return;
+    int rc = td_test_server_stop(&srv);
+    cr_expect_eq(rc, 0, "tensord exited with status %d after SIGTERM", rc);
+}
+
+static td_context *connect_opts(const td_options *o)
+{
+    char uri[600];
+    td_test_server_uri(&srv, "cpu", uri, sizeof uri);
+    td_context *ctx = NULL;
+    td_status st = td_connect(uri, o, &ctx);
+    cr_assert_eq(st, TD_OK, "td_connect(%s): %s: %s", uri, td_status_name(st),
+                 td_connect_error());
+    return ctx;
+}
+
+/* Deterministic bytes that differ per seed (xorshift64). */
+static void fill(uint8_t *p, size_t n, uint64_t seed)
+{
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        memcpy(p + i, &x, 8);
+    }
+    for (; i < n; i++) p[i] = (uint8_t)(x >> (8 * (i & 7)));
+}
+
+static uint64_t sent(td_context *ctx)
+{
+    td_stats s;
+    td_get_stats(ctx, &s);
+    return s.bytes_sent;
+}
+
+/* ---- batching ---- */
+
+static uint64_t run_chain(const td_options *o, int n_ops, float *result)
+{
+    td_context *ctx = connect_opts(o);
+    td_tensor **h = calloc((size_t)n_ops, sizeof *h);
+    h[0] = td_full(ctx, TD_F32, 1, (int64_t[]){4}, 1.5);
+    for (int i = 1; i < n_ops; i++) h[i] = td_neg(h[i - 1]);
+    cr_assert_not_null(h[n_ops - 1], "%s", td_last_error(ctx));
+    float out[4];
+    cr_assert_eq(td_read(h[n_ops - 1], out, sizeof out), TD_OK, "%s", td_last_error(ctx));
+    *result = out[0];
+    td_stats st;
+    td_get_stats(ctx, &st);
+    for (int i = 0; i < n_ops; i++) td_release(h[i]);
+    free(h);
+    td_close(ctx);
+    return st.batches_sent;
+}
+
+Test(batching, count_threshold, .init = start_tcp, .fini = stop, .timeout = 60)
+{
+    const int thresholds[] = {1, 64, 256, 1000};
+    for (size_t k = 0; k < sizeof thresholds / sizeof thresholds[0]; k++) {
+        td_options o = {.batch_max_ops = thresholds[k], .batch_flush_us = -1};
+        float r;
+        uint64_t b = run_chain(&o, 1000, &r);
+        uint64_t want = (1000 + (uint64_t)thresholds[k] - 1) / (uint64_t)thresholds[k];
+        cr_expect_eq(b, want, "threshold %d: %llu batches, expected %llu", thresholds[k],
+                     (unsigned long long)b, (unsigned long long)want);
+        cr_expect_eq(r, -1.5f, "1000 ops: got %g", (double)r); /* 999 negations */
+        (void)r;
+    }
+}
+
+Test(batching, byte_threshold, .init = start_tcp, .fini = stop, .timeout = 60)
+{
+    td_options o = {.batch_max_ops = 100000, .batch_max_bytes = 4096, .batch_flush_us = -1};
+    float r;
+    uint64_t b = run_chain(&o, 1000, &r);
+    cr_expect(b > 5 && b < 100, "byte threshold 4096: %llu batches for 1000 ops",
+              (unsigned long long)b);
+    cr_expect_eq(r, -1.5f, "got %g", (double)r);
+}
+
+Test(batching, time_bound_flushes_a_lone_op, .init = start_tcp, .fini = stop, .timeout = 60)
+{
+    td_options o = {.batch_flush_us = 2000};
+    td_context *ctx = connect_opts(&o);
+    td_server_info info;
+    cr_assert_eq(td_server_info_get(srv.addr, 5000, &info), TD_OK);
+    uint64_t before = info.tensors;
+    td_tensor *t = td_full(ctx, TD_F32, 1, (int64_t[]){1000}, 2.0);
+    cr_assert_not_null(t);
+    /* No read, no fence: only the time bound can send it. */
+    bool seen = false;
+    double t0 = td_test_now_ms();
+    while (!seen && td_test_now_ms() - t0 < 3000) {
+        usleep(5000);
+        cr_assert_eq(td_server_info_get(srv.addr, 5000, &info), TD_OK);
+        seen = info.tensors == before + 1;
+    }
+    cr_expect(seen, "the server never saw the op (tensors %llu, before %llu)",
+              (unsigned long long)info.tensors, (unsigned long long)before);
+    td_stats st;
+    td_get_stats(ctx, &st);
+    cr_expect_eq(st.batches_sent, 1, "batches_sent %llu", (unsigned long long)st.batches_sent);
+    cr_log_info("lone op reached the server after %.1f ms", td_test_now_ms() - t0);
+    td_release(t);
+    td_close(ctx);
+}
+
+Test(batching, no_time_bound_keeps_the_op, .init = start_tcp, .fini = stop, .timeout = 60)
+{
+    td_options o = {.batch_flush_us = -1};
+    td_context *ctx = connect_opts(&o);
+    td_tensor *t = td_full(ctx, TD_F32, 1, (int64_t[]){1000}, 2.0);
+    usleep(100000);
+    td_stats st;
+    td_get_stats(ctx, &st);
+    cr_expect_eq(st.batches_sent, 0);
+    double v;
+    td_tensor *s = td_sum(t, 0, NULL, false);
+    cr_assert_eq(td_read_scalar(s, &v), TD_OK, "%s", td_last_error(ctx));
+    cr_expect_eq(v, 2000.0);
+    td_release(s);
+    td_release(t);
+    td_close(ctx);
+}
+
+/* ---- chunked transfer ---- */
+
+static void round_trip(td_context *ctx, size_t n, uint64_t seed)
+{
+    uint8_t *src = malloc(n ? n : 1), *dst = malloc(n ? n : 1);
+    cr_assert(src && dst);
+    fill(src, n, seed);
+    memset(dst, 0xA5, n);
+    td_tensor *t = td_from_host(ctx, TD_U8, 1, (int64_t[]){(int64_t)n}, src);
+    cr_assert_not_null(t, "size %zu: %s", n, td_last_error(ctx));
+    cr_assert_eq(td_read(t, dst, n), TD_OK, "size %zu: %s", n, td_last_error(ctx));
+    cr_expect(memcmp(src, dst, n) == 0, "size %zu: bytes differ", n);
+    /* td_write over the same tensor, then a derived tensor, to interleave ops and data. */
+    fill(src, n, seed + 1000);
+    cr_assert_eq(td_write(t, src, n), TD_OK, "%s", td_last_error(ctx));
+    cr_assert_eq(td_read(t, dst, n), TD_OK, "%s", td_last_error(ctx));
+    cr_expect(memcmp(src, dst, n) == 0, "size %zu (td_write): bytes differ", n);
+    td_release(t);
+    free(src);
+    free(dst);
+}
+
+Test(transfer, chunk_edge_sizes, .init = start_tcp, .fini = stop, .timeout = 120)
+{
+    const size_t sizes[] = {0, 1, CHUNK - 1, CHUNK, CHUNK + 1, 3 * CHUNK + 7};
+    for (int blob = 0; blob < 2; blob++) {
+        td_options o = {.blob_min_bytes = blob ? 0 : SIZE_MAX};
+        td_context *ctx = connect_opts(&o);
+        for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+            round_trip(ctx, sizes[i], 17 + i + 100 * (uint64_t)blob);
+        td_close(ctx);
+    }
+}
+
+static void timed_round_trip(size_t n, const char *label)
+{
+    td_options o = {.blob_min_bytes = SIZE_MAX}; /* the raw data path, no hashing */
+    td_context *ctx = connect_opts(&o);
+    uint8_t *src = malloc(n), *dst = malloc(n);
+    cr_assert(src && dst, "cannot allocate 2 x %zu bytes", n);
+    fill(src, n, n);
+    memset(dst, 0, n); /* fault the pages in before timing */
+    double t0 = td_test_now_ms();
+    td_tensor *t = td_from_host(ctx, TD_U8, 1, (int64_t[]){(int64_t)n}, src);
+    cr_assert_not_null(t, "%s", td_last_error(ctx));
+    cr_assert_eq(td_fence(ctx), TD_OK, "%s", td_last_error(ctx));
+    double t1 = td_test_now_ms();
+    cr_assert_eq(td_read(t, dst, n), TD_OK, "%s", td_last_error(ctx));
+    double t2 = td_test_now_ms();
+    cr_expect(memcmp(src, dst, n) == 0, "%s: bytes differ", label);
+    fprintf(stderr, "bulk %s: upload %.2f GB/s (%.0f ms), download %.2f GB/s (%.0f ms)\n", label,
+            (double)n / ((t1 - t0) * 1e6), t1 - t0, (double)n / ((t2 - t1) * 1e6), t2 - t1);
+    td_release(t);
+    td_close(ctx);
+    free(src);
+    free(dst);
+}
+
+Test(transfer, sixty_four_mib, .init = start_tcp, .fini = stop, .timeout = 120)
+{
+    timed_round_trip((size_t)64 << 20, "64 MiB");
+    timed_round_trip((size_t)64 << 20, "64 MiB (again: pooled server buffers)");
+}
+
+Test(transfer, one_gib, .init = start_tcp, .fini = stop, .timeout = 300)
+{
+    timed_round_trip((size_t)1 << 30, "1 GiB");
+}
+
+/* ---- blob store ---- */
+
+static td_tensor *upload(td_context *ctx, const uint8_t *data, size_t n, uint64_t *bytes)
+{
+    uint64_t before = sent(ctx);
+    td_tensor *t = td_from_host(ctx, TD_U8, 1, (int64_t[]){(int64_t)n}, data);
+    cr_assert_not_null(t, "%s", td_last_error(ctx));
+    cr_assert_eq(td_fence(ctx), TD_OK, "%s", td_last_error(ctx));
+    *bytes = sent(ctx) - before;
+    return t;
+}
+
+static void check_contents(td_context *ctx, td_tensor *t, const uint8_t *want, size_t n)
+{
+    uint8_t *got = malloc(n);
+    cr_assert_eq(td_read(t, got, n), TD_OK, "%s", td_last_error(ctx));
+    cr_expect(memcmp(got, want, n) == 0, "tensor contents differ from what was uploaded");
+    free(got);
+}
+
+Test(blobs, second_upload_sends_nothing_and_sessions_share, .init = start_tcp, .fini = stop,
+     .timeout = 60)
+{
+    size_t n = 4 * CHUNK + 3;
+    uint8_t *w = malloc(n);
+    fill(w, n, 4242);
+    td_context *a = connect_opts(NULL);
+    uint64_t b1, b2, b3;
+    td_tensor *t1 = upload(a, w, n, &b1);
+    td_tensor *t2 = upload(a, w, n, &b2);
+    cr_expect_eq(b1, n, "first upload sent %llu bytes", (unsigned long long)b1);
+    cr_expect_eq(b2, 0, "second upload sent %llu bytes", (unsigned long long)b2);
+    check_contents(a, t2, w, n);
+    td_context *b = connect_opts(NULL); /* another session shares the blob */
+    td_tensor *t3 = upload(b, w, n, &b3);
+    cr_expect_eq(b3, 0, "upload from a second session sent %llu bytes", (unsigned long long)b3);
+    check_contents(b, t3, w, n);
+    /* A small tensor never goes through the store. */
+    uint64_t bs;
+    td_tensor *small = upload(b, w, 1000, &bs);
+    td_tensor *small2 = upload(b, w, 1000, &bs);
+    cr_expect_eq(bs, 1000);
+    td_release(small);
+    td_release(small2);
+    td_release(t1);
+    td_release(t2);
+    td_release(t3);
+    td_close(a);
+    td_close(b);
+    free(w);
+}
+
+Test(blobs, lru_eviction_under_the_byte_cap, .fini = stop, .timeout = 60)
+{
+    start_with((const char *const[]){"--blob-cache-bytes", "3M", NULL});
+    uint8_t *d[4];
+    uint64_t b;
+    td_context *ctx = connect_opts(NULL);
+    for (int i = 0; i < 4; i++) { /* A, B, C, D: D evicts A */
+        d[i] = malloc(CHUNK);
+        fill(d[i], CHUNK, 900 + (uint64_t)i);
+        td_release(upload(ctx, d[i], CHUNK, &b));
+        cr_expect_eq(b, CHUNK);
+    }
+    td_close(ctx);
+    ctx = connect_opts(NULL);
+    td_tensor *ta = upload(ctx, d[0], CHUNK, &b);
+    cr_expect_eq(b, CHUNK, "A should have been evicted; sent %llu", (unsigned long long)b);
+    td_tensor *td = upload(ctx, d[3], CHUNK, &b);
+    cr_expect_eq(b, 0, "D should still be cached; sent %llu", (unsigned long long)b);
+    check_contents(ctx, ta, d[0], CHUNK);
+    check_contents(ctx, td, d[3], CHUNK);
+    td_release(ta);
+    td_release(td);
+    td_close(ctx);
+    for (int i = 0; i < 4; i++) free(d[i]);
+}
+
+static void flip_one_byte_in_blobs(const char *dir, int *files)
+{
+    DIR *dp = opendir(dir);
+    cr_assert_not_null(dp);
+    struct dirent *e;
+    *files = 0;
+    while ((e = readdir(dp)) != NULL) {
+        size_t l = strlen(e->d_name);
+        if (l < 5 || strcmp(e->d_name + l - 5, ".blob") != 0) continue;
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        int fd = open(path, O_RDWR);
+        cr_assert(fd >= 0);
+        uint8_t c;
+        cr_assert_eq(pread(fd, &c, 1, 12345), 1);
+        c ^= 0x40;
+        cr_assert_eq(pwrite(fd, &c, 1, 12345), 1);
+        close(fd);
+        (*files)++;
+    }
+    closedir(dp);
+}
+
+Test(blobs, corrupted_cache_file_is_refetched, .fini = stop, .timeout = 120)
+{
+    char dir[] = "/tmp/td-blobcache-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    const char *args[] = {"--cache-dir", dir, NULL};
+    size_t n = 2 * CHUNK;
+    uint8_t *w = malloc(n);
+    fill(w, n, 777);
+    uint64_t b;
+
+    start_with(args);
+    td_context *ctx = connect_opts(NULL);
+    td_release(upload(ctx, w, n, &b));
+    cr_expect_eq(b, n);
+    td_close(ctx);
+    cr_assert_eq(td_test_server_stop(&srv), 0);
+
+    /* Restarted with the same directory: served from disk, nothing sent. */
+    start_with(args);
+    ctx = connect_opts(NULL);
+    td_tensor *t = upload(ctx, w, n, &b);
+    cr_expect_eq(b, 0, "after a restart: sent %llu bytes", (unsigned long long)b);
+    check_contents(ctx, t, w, n);
+    td_release(t);
+    td_close(ctx);
+    cr_assert_eq(td_test_server_stop(&srv), 0);
+
+    int files;
+    flip_one_byte_in_blobs(dir, &files);
+    cr_assert_eq(files, 1, "expected one cache file, found %d", files);
+
+    /* Corrupted: detected, dropped, bytes sent again, the right contents served. */
+    start_with(args);
+    ctx = connect_opts(NULL);
+    t = upload(ctx, w, n, &b);
+    cr_expect_eq(b, n, "corrupted cache file: sent %llu bytes", (unsigned long long)b);
+    check_contents(ctx, t, w, n);
+    td_release(t);
+    td_close(ctx);
+    cr_assert_eq(td_test_server_stop(&srv), 0);
+
+    /* The re-fetched blob was written back correctly. */
+    start_with(args);
+    ctx = connect_opts(NULL);
+    t = upload(ctx, w, n, &b);
+    cr_expect_eq(b, 0, "after re-fetch and restart: sent %llu bytes", (unsigned long long)b);
+    check_contents(ctx, t, w, n);
+    td_release(t);
+    td_close(ctx);
+
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_expect_eq(system(cmd), 0);
+    free(w);
+}
+
+/* ---- hostile blob messages ---- */
+
+static void expect_failure(raw_session *s, uint64_t seq, uint32_t status, const char *what)
+{
+    raw_msg m;
+    int r = raw_recv(s, &m, 5000);
+    cr_assert_eq(r, 1, "%s: no reply (%d)", what, r);
+    cr_expect_eq(m.kind, TENSORD__V1__SERVER_MESSAGE__BODY_FAILURE, "%s: kind %d", what, m.kind);
+    cr_expect_eq(m.seq, seq, "%s: seq %llu", what, (unsigned long long)m.seq);
+    cr_expect_eq(m.status, status, "%s: status %u (%s)", what, m.status, m.message);
+    cr_log_info("%s: %s", what, m.message);
+    raw_msg_fini(&m);
+}
+
+Test(blobs, hostile_messages, .init = start_tcp, .fini = stop, .timeout = 60)
+{
+    raw_session s;
+    cr_assert(raw_open(&s, srv.addr, 1, 1, "cpu"));
+    uint8_t h[40] = {1, 2, 3};
+    uint64_t seq;
+
+    ProtobufCBinaryData bad = {.len = 31, .data = h};
+    Tensord__V1__HasBlobs hb = TENSORD__V1__HAS_BLOBS__INIT;
+    hb.n_sha256 = 1;
+    hb.sha256 = &bad;
+    Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
+    cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_HAS_BLOBS;
+    cm.has_blobs = &hb;
+    cr_assert(raw_send(&s, &cm, NULL, 0, &seq));
+    expect_failure(&s, seq, TD_EPROTO, "31-byte hash");
+
+    td__op full = raw_op_full(5, TD_U8, 1, (int64_t[]){64}, 3.0);
+    raw_send_ops(&s, &full, 1);
+
+    Tensord__V1__WriteFromBlob wb = TENSORD__V1__WRITE_FROM_BLOB__INIT;
+    wb.tensor = 5;
+    wb.sha256 = (ProtobufCBinaryData){.len = 32, .data = h};
+    cm = (Tensord__V1__ClientMessage)TENSORD__V1__CLIENT_MESSAGE__INIT;
+    cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_WRITE_FROM_BLOB;
+    cm.write_from_blob = &wb;
+    cr_assert(raw_send(&s, &cm, NULL, 0, &seq));
+    expect_failure(&s, seq, TD_ENOTFOUND, "unknown blob");
+
+    /* A lying StoreBlob: the hash is not that of tensor 5's bytes. */
+    Tensord__V1__StoreBlob sb = TENSORD__V1__STORE_BLOB__INIT;
+    sb.tensor = 5;
+    sb.sha256 = (ProtobufCBinaryData){.len = 32, .data = h};
+    cm = (Tensord__V1__ClientMessage)TENSORD__V1__CLIENT_MESSAGE__INIT;
+    cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_STORE_BLOB;
+    cm.store_blob = &sb;
+    cr_assert(raw_send(&s, &cm, NULL, 0, &seq));
+    expect_failure(&s, seq, TD_EINVAL, "lying store-blob");
+
+    sb.tensor = 999; /* unknown tensor */
+    cr_assert(raw_send(&s, &cm, NULL, 0, &seq));
+    expect_failure(&s, seq, TD_ENOTFOUND, "store-blob of an unknown tensor");
+
+    /* The honest hash of tensor 5 is accepted, and then a blob of the wrong size for a
+     * 16-byte tensor is refused. */
+    uint8_t bytes[64];
+    memset(bytes, 3, sizeof bytes);
+    uint8_t good[32];
+    cr_assert(td__sha256(bytes, sizeof bytes, good));
+    sb.tensor = 5;
+    sb.sha256 = (ProtobufCBinaryData){.len = 32, .data = good};
+    cr_assert(raw_send(&s, &cm, NULL, 0, &seq));
+    td__op small = raw_op_full(6, TD_U8, 1, (int64_t[]){16}, 0.0);
+    raw_send_ops(&s, &small, 1);
+    wb.tensor = 6;
+    wb.sha256 = (ProtobufCBinaryData){.len = 32, .data = good};
+    cm = (Tensord__V1__ClientMessage)TENSORD__V1__CLIENT_MESSAGE__INIT;
+    cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_WRITE_FROM_BLOB;
+    cm.write_from_blob = &wb;
+    cr_assert(raw_send(&s, &cm, NULL, 0, &seq));
+    expect_failure(&s, seq, TD_ERANGE, "blob of the wrong size");
+
+    /* Still serving. */
+    seq = raw_send_fence(&s);
+    raw_msg m;
+    cr_assert_eq(raw_recv(&s, &m, 5000), 1);
+    cr_expect_eq(m.kind, TENSORD__V1__SERVER_MESSAGE__BODY_FENCE);
+    cr_expect_eq(m.seq, seq);
+    raw_msg_fini(&m);
+    cr_expect_eq(raw_close(&s), GRPC_STATUS_OK);
+}

@@ -1,0 +1,460 @@
+/* e2e/graph.c — graph capture and replay (td_graph_*), in-process and against a real
+ * tensord: replay gives the bits of eager execution, bad bindings and released captured
+ * tensors get clear errors, the server's graph cache is bounded and a missing graph is
+ * re-sent transparently, and hostile definitions sent as raw protocol messages are
+ * rejected with a message while the server keeps serving. */
+#include "raw_session.h"
+#include "server_fixture.h"
+#include "tensord.h"
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static td_test_server srv;
+
+static void stop(void)
+{
+    int rc = td_test_server_stop(&srv);
+    cr_expect_eq(rc, 0, "tensord exited with status %d after SIGTERM", rc);
+}
+
+static void start_tcp(void)
+{
+    char err[600];
+    const char *args[] = {"--graph-cache", "2", NULL};
+    cr_assert(td_test_server_start(&srv, false, args, err, sizeof err), "%s", err);
+}
+
+static td_context *connect_to(const char *uri)
+{
+    td_context *ctx = NULL;
+    td_status st = td_connect(uri, NULL, &ctx);
+    cr_assert_eq(st, TD_OK, "td_connect(%s): %s", uri, td_connect_error());
+    return ctx;
+}
+
+#define B 8
+#define IN 16
+#define OUT 4
+
+/* The step both modes compute: y = relu(x @ w + b) * 0.5, s = sum(softmax(y)) ;
+ * w_new = w - 0.01 * (x^T @ y) (weights in, new weights out). */
+static void step_eager(td_tensor *x, td_tensor *w, td_tensor *b, td_tensor **y, td_tensor **s,
+                       td_tensor **w_new)
+{
+    td_tensor *mm = td_matmul(x, w);
+    td_tensor *pre = td_add(mm, b);
+    td_tensor *r = td_relu(pre);
+    *y = td_mul_scalar(r, 0.5);
+    td_tensor *sm = td_softmax(*y, 1);
+    *s = td_sum(sm, 0, NULL, false);
+    td_tensor *xt = td_transpose(x);
+    td_tensor *g = td_matmul(xt, *y);
+    td_tensor *gs = td_mul_scalar(g, 0.01);
+    *w_new = td_sub(w, gs);
+    td_release(mm);
+    td_release(pre);
+    td_release(r);
+    td_release(sm);
+    td_release(xt);
+    td_release(g);
+    td_release(gs);
+}
+
+static void fill(float *p, int n, int seed)
+{
+    for (int i = 0; i < n; i++) p[i] = (float)((i * 37 + seed * 11) % 29 - 14) / 7.0f;
+}
+
+/* Run three steps eagerly and by replay on `uri`; every output must match bit for bit. */
+static void replay_matches_eager(const char *uri)
+{
+    td_context *ctx = connect_to(uri);
+    float xd[B * IN], wd[IN * OUT], bd[OUT];
+    fill(wd, IN * OUT, 1);
+    fill(bd, OUT, 2);
+    td_tensor *b = td_from_host(ctx, TD_F32, 1, (int64_t[]){OUT}, bd); /* captured constant */
+    td_tensor *we = td_from_host(ctx, TD_F32, 2, (int64_t[]){IN, OUT}, wd);
+    td_tensor *wg = td_from_host(ctx, TD_F32, 2, (int64_t[]){IN, OUT}, wd);
+    cr_assert(b && we && wg, "%s", td_last_error(ctx));
+
+    cr_assert_eq(td_graph_begin(ctx), TD_OK, "%s", td_last_error(ctx));
+    td_tensor *px = td_graph_input(ctx, "x", TD_F32, 2, (int64_t[]){B, IN});
+    td_tensor *pw = td_graph_input(ctx, "w", TD_F32, 2, (int64_t[]){IN, OUT});
+    cr_assert(px && pw, "%s", td_last_error(ctx));
+    td_tensor *py, *ps, *pwn;
+    step_eager(px, pw, b, &py, &ps, &pwn);
+    cr_assert(py && ps && pwn, "capture: %s", td_last_error(ctx));
+    cr_assert_eq(td_read(py, xd, sizeof(float)), TD_EINVAL, "reading a placeholder must fail");
+    cr_assert_eq(td_graph_output(ctx, "y", py), TD_OK, "%s", td_last_error(ctx));
+    cr_assert_eq(td_graph_output(ctx, "s", ps), TD_OK, "%s", td_last_error(ctx));
+    cr_assert_eq(td_graph_output(ctx, "w_new", pwn), TD_OK, "%s", td_last_error(ctx));
+    cr_assert_eq(td_graph_output(ctx, "w_new", pwn), TD_EINVAL, "duplicate output name");
+    td_graph *graph = NULL;
+    cr_assert_eq(td_graph_end(ctx, &graph), TD_OK, "%s", td_last_error(ctx));
+    td_tensor *ph[] = {px, pw, py, ps, pwn};
+    for (int i = 0; i < 5; i++) td_release(ph[i]);
+    td_graph_info gi;
+    td_graph_get_info(graph, &gi);
+    cr_expect_eq(gi.n_inputs, 2);
+    cr_expect_eq(gi.n_outputs, 3);
+    cr_expect_eq(gi.n_captured, 1, "b is captured by reference");
+    cr_expect_eq(strlen(gi.id), 64);
+
+    for (int step = 0; step < 3; step++) {
+        fill(xd, B * IN, 10 + step);
+        td_tensor *x = td_from_host(ctx, TD_F32, 2, (int64_t[]){B, IN}, xd);
+        td_tensor *ey, *es, *ewn;
+        step_eager(x, we, b, &ey, &es, &ewn);
+        /* outputs by name, in a different order than declared */
+        const char *names[] = {"w_new", "y", "s"};
+        td_tensor *outs[3] = {NULL};
+        td_status st = td_graph_run(graph, 2, (const char *[]){"w", "x"},
+                                    (td_tensor *[]){wg, x}, 3, names, outs);
+        cr_assert_eq(st, TD_OK, "%s: run %d: %s", uri, step, td_last_error(ctx));
+        float a[B * OUT], c[B * OUT], wa[IN * OUT], wc[IN * OUT], sa, sc;
+        cr_assert_eq(td_read(ey, a, sizeof a), TD_OK, "%s", td_last_error(ctx));
+        cr_assert_eq(td_read(outs[1], c, sizeof c), TD_OK, "%s", td_last_error(ctx));
+        cr_assert_eq(td_read(es, &sa, sizeof sa), TD_OK);
+        cr_assert_eq(td_read(outs[2], &sc, sizeof sc), TD_OK);
+        cr_assert_eq(td_read(ewn, wa, sizeof wa), TD_OK);
+        cr_assert_eq(td_read(outs[0], wc, sizeof wc), TD_OK);
+        cr_expect(memcmp(a, c, sizeof a) == 0, "%s step %d: y differs", uri, step);
+        cr_expect(memcmp(&sa, &sc, sizeof sa) == 0, "%s step %d: s differs", uri, step);
+        cr_expect(memcmp(wa, wc, sizeof wa) == 0, "%s step %d: w_new differs", uri, step);
+        /* outputs become the next step's weights */
+        td_release(we);
+        td_release(wg);
+        we = ewn;
+        wg = outs[0];
+        td_release(x);
+        td_release(ey);
+        td_release(es);
+        td_release(outs[1]);
+        td_release(outs[2]);
+    }
+    td_graph_get_info(graph, &gi);
+    cr_expect_eq(gi.runs, 3);
+    cr_expect_eq(td_fence(ctx), TD_OK, "%s", td_last_error(ctx));
+
+    /* wrong shape and wrong dtype bindings: clear errors at the call */
+    td_tensor *bad = td_full(ctx, TD_F32, 2, (int64_t[]){B + 1, IN}, 1.0);
+    td_tensor *badt = td_full(ctx, TD_F64, 2, (int64_t[]){B, IN}, 1.0);
+    td_tensor *outs[3];
+    cr_expect_eq(td_graph_run(graph, 2, NULL, (td_tensor *[]){bad, wg}, 3, NULL, outs), TD_EINVAL);
+    cr_expect(strstr(td_last_error(ctx), "input 'x' needs f32[8, 16]") != NULL, "%s",
+              td_last_error(ctx));
+    cr_expect_eq(td_graph_run(graph, 2, NULL, (td_tensor *[]){badt, wg}, 3, NULL, outs), TD_EINVAL);
+    cr_expect(strstr(td_last_error(ctx), "f64[8, 16]") != NULL, "%s", td_last_error(ctx));
+    cr_expect_eq(td_graph_run(graph, 1, NULL, (td_tensor *[]){bad}, 3, NULL, outs), TD_EINVAL);
+
+    /* a released captured tensor: the run is lazy; reads and the fence name the cause */
+    td_release(b);
+    td_tensor *x = td_full(ctx, TD_F32, 2, (int64_t[]){B, IN}, 0.25);
+    cr_assert_eq(td_graph_run(graph, 2, NULL, (td_tensor *[]){x, wg}, 3, NULL, outs), TD_OK,
+                 "%s", td_last_error(ctx));
+    float yv[B * OUT];
+    td_status st = td_read(outs[0], yv, sizeof yv);
+    cr_expect_eq(st, TD_EPOISONED, "%s: got %s", uri, td_status_name(st));
+    cr_expect(strstr(td_last_error(ctx), "captured tensor") != NULL &&
+                  strstr(td_last_error(ctx), "unknown tensor id") != NULL,
+              "%s: message: %s", uri, td_last_error(ctx));
+    st = td_fence(ctx);
+    cr_expect_eq(st, TD_ENOTFOUND, "%s: fence gave %s", uri, td_status_name(st));
+    for (int i = 0; i < 3; i++) td_release(outs[i]);
+    td_release(x);
+    td_release(bad);
+    td_release(badt);
+    td_release(we);
+    td_release(wg);
+    td_graph_destroy(graph);
+    /* the session stays usable */
+    td_tensor *one = td_full(ctx, TD_F32, 0, NULL, 1.0);
+    double v = 0;
+    cr_expect_eq(td_read_scalar(one, &v), TD_OK, "%s", td_last_error(ctx));
+    cr_expect_eq(v, 1.0);
+    td_release(one);
+    td_close(ctx);
+}
+
+Test(graph, local_replay_matches_eager) { replay_matches_eager("local:cpu"); }
+
+Test(graph, remote_replay_matches_eager, .init = start_tcp, .fini = stop)
+{
+    char uri[600];
+    td_test_server_uri(&srv, "cpu", uri, sizeof uri);
+    replay_matches_eager(uri);
+}
+
+Test(graph, capture_errors)
+{
+    td_context *ctx = connect_to("local:cpu");
+    td_graph *g = NULL;
+    cr_expect_eq(td_graph_end(ctx, &g), TD_EINVAL, "end without begin");
+    cr_expect_null(td_graph_input(ctx, "x", TD_F32, 0, NULL), "input without begin");
+    cr_assert_eq(td_graph_begin(ctx), TD_OK);
+    cr_expect_eq(td_graph_begin(ctx), TD_EINVAL, "nested begin");
+    cr_expect_null(td_graph_input(ctx, "bad name", TD_F32, 0, NULL));
+    td_tensor *x = td_graph_input(ctx, "x", TD_F32, 1, (int64_t[]){3});
+    cr_expect_null(td_graph_input(ctx, "x", TD_F32, 0, NULL), "duplicate input");
+    cr_expect_eq(td_fence(ctx), TD_EINVAL, "fence while capturing");
+    cr_expect_null(td_from_host(ctx, TD_F32, 1, (int64_t[]){3}, (float[]){1, 2, 3}));
+    cr_expect_eq(td_graph_end(ctx, &g), TD_EINVAL, "no outputs");
+    cr_expect(strstr(td_last_error(ctx), "no outputs") != NULL, "%s", td_last_error(ctx));
+    /* capture ended: the placeholder cannot be used eagerly */
+    cr_expect_null(td_neg(x));
+    cr_expect(strstr(td_last_error(ctx), "captured graph") != NULL, "%s", td_last_error(ctx));
+    td_release(x);
+    td_close(ctx);
+}
+
+/* Distinct graphs: y = x * k. */
+static td_graph *scale_graph(td_context *ctx, double k)
+{
+    cr_assert_eq(td_graph_begin(ctx), TD_OK, "%s", td_last_error(ctx));
+    td_tensor *x = td_graph_input(ctx, "x", TD_F32, 1, (int64_t[]){4});
+    td_tensor *y = td_mul_scalar(x, k);
+    cr_assert_eq(td_graph_output(ctx, "y", y), TD_OK, "%s", td_last_error(ctx));
+    td_graph *g = NULL;
+    cr_assert_eq(td_graph_end(ctx, &g), TD_OK, "%s", td_last_error(ctx));
+    td_release(x);
+    td_release(y);
+    return g;
+}
+
+static void run_scale(td_context *ctx, td_graph *g, double k)
+{
+    td_tensor *x = td_from_host(ctx, TD_F32, 1, (int64_t[]){4}, (float[]){1, 2, 3, 4});
+    td_tensor *y = NULL;
+    cr_assert_eq(td_graph_run(g, 1, NULL, &x, 1, NULL, &y), TD_OK, "%s", td_last_error(ctx));
+    float v[4];
+    cr_assert_eq(td_read(y, v, sizeof v), TD_OK, "%s", td_last_error(ctx));
+    for (int i = 0; i < 4; i++) cr_expect_eq(v[i], (float)((i + 1) * k));
+    td_release(x);
+    td_release(y);
+}
+
+/* --graph-cache 2: three graphs evict the first; a later session gets it re-sent. */
+Test(graph, cache_is_bounded, .init = start_tcp, .fini = stop)
+{
+    char uri[600];
+    td_test_server_uri(&srv, "cpu", uri, sizeof uri);
+    td_context *a = connect_to(uri);
+    td_graph *g[3];
+    td_graph_info gi;
+    for (int i = 0; i < 3; i++) {
+        g[i] = scale_graph(a, i + 2);
+        run_scale(a, g[i], i + 2);
+        run_scale(a, g[i], i + 2);
+        td_graph_get_info(g[i], &gi);
+        cr_expect_eq(gi.definitions_sent, 1, "graph %d: first use sends the definition once", i);
+    }
+    /* in the session that defined it, graph 0 is still usable */
+    run_scale(a, g[0], 2);
+    for (int i = 0; i < 3; i++) td_graph_destroy(g[i]);
+    td_close(a);
+
+    td_context *b = connect_to(uri);
+    td_graph *g0 = scale_graph(b, 2), *g2 = scale_graph(b, 4);
+    run_scale(b, g2, 4);
+    td_graph_get_info(g2, &gi);
+    cr_expect_eq(gi.definitions_sent, 0, "graph 2 is still cached: no definition sent");
+    run_scale(b, g0, 2);
+    td_graph_get_info(g0, &gi);
+    cr_expect_eq(gi.definitions_sent, 1, "graph 0 was evicted: re-sent once");
+    run_scale(b, g0, 2);
+    td_graph_get_info(g0, &gi);
+    cr_expect_eq(gi.definitions_sent, 1);
+    td_graph_destroy(g0);
+    td_graph_destroy(g2);
+    td_close(b);
+}
+
+/* ---- hostile definitions over the raw protocol ---- */
+
+static uint64_t send_define(raw_session *s, const uint8_t *id, size_t id_len,
+                            Tensord__V1__Graph *graph)
+{
+    Tensord__V1__GraphDefine gd = TENSORD__V1__GRAPH_DEFINE__INIT;
+    gd.graph_id.data = (uint8_t *)(uintptr_t)id;
+    gd.graph_id.len = id_len;
+    gd.graph = graph;
+    Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
+    cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_GRAPH_DEFINE;
+    cm.graph_define = &gd;
+    uint64_t seq = 0;
+    cr_assert(raw_send(s, &cm, NULL, 0, &seq), "send failed");
+    return seq;
+}
+
+/* Wait for the reply to seq: a Failure (returns 1, message copied) or GraphReady (0). */
+static int reply_to(raw_session *s, uint64_t seq, char *msg, size_t len)
+{
+    for (;;) {
+        raw_msg m;
+        int rc = raw_recv(s, &m, 10000);
+        cr_assert_eq(rc, 1, "no reply to seq %llu (rc %d)", (unsigned long long)seq, rc);
+        if (m.seq != seq) {
+            raw_msg_fini(&m);
+            continue;
+        }
+        int kind = m.kind;
+        snprintf(msg, len, "%s", m.message);
+        raw_msg_fini(&m);
+        return kind == TENSORD__V1__SERVER_MESSAGE__BODY_FAILURE ? 1 : 0;
+    }
+}
+
+/* One input x f32[4]; n ops, op k = neg(value in_of(k)). */
+typedef struct raw_graph {
+    Tensord__V1__Graph g;
+    Tensord__V1__GraphInput in, *inp;
+    Tensord__V1__GraphOutput out, *outp;
+    Tensord__V1__Op *ops, **opp;
+    uint64_t *inputs;
+    int64_t dims[1];
+} raw_graph;
+
+static void raw_graph_init(raw_graph *r, size_t n, uint32_t opcode)
+{
+    Tensord__V1__Graph gi = TENSORD__V1__GRAPH__INIT;
+    Tensord__V1__GraphInput ii = TENSORD__V1__GRAPH_INPUT__INIT;
+    Tensord__V1__GraphOutput oi = TENSORD__V1__GRAPH_OUTPUT__INIT;
+    r->g = gi;
+    r->in = ii;
+    r->out = oi;
+    r->dims[0] = 4;
+    r->in.name = "x";
+    r->in.dtype = TD_F32;
+    r->in.n_dims = 1;
+    r->in.dims = r->dims;
+    r->inp = &r->in;
+    r->out.name = "y";
+    r->out.value = n;
+    r->outp = &r->out;
+    r->ops = calloc(n, sizeof *r->ops);
+    r->opp = calloc(n, sizeof *r->opp);
+    r->inputs = calloc(n, sizeof *r->inputs);
+    for (size_t k = 0; k < n; k++) {
+        Tensord__V1__Op oi2 = TENSORD__V1__OP__INIT;
+        r->ops[k] = oi2;
+        r->ops[k].opcode = opcode;
+        r->inputs[k] = k; /* value k: the input for op 0, op k-1's output after */
+        r->ops[k].n_inputs = 1;
+        r->ops[k].inputs = &r->inputs[k];
+        r->opp[k] = &r->ops[k];
+    }
+    r->g.n_inputs = 1;
+    r->g.inputs = &r->inp;
+    r->g.n_outputs = 1;
+    r->g.outputs = &r->outp;
+    r->g.n_ops = n;
+    r->g.ops = r->opp;
+}
+
+static void raw_graph_fini(raw_graph *r)
+{
+    free(r->ops);
+    free(r->opp);
+    free(r->inputs);
+}
+
+static void expect_failure(raw_session *s, uint64_t seq, const char *needle)
+{
+    char msg[1024];
+    cr_expect_eq(reply_to(s, seq, msg, sizeof msg), 1, "expected a Failure for '%s'", needle);
+    cr_expect(strstr(msg, needle) != NULL, "message '%s' lacks '%s'", msg, needle);
+}
+
+Test(graph, hostile_definitions, .init = start_tcp, .fini = stop)
+{
+    raw_session s;
+    cr_assert(raw_open(&s, srv.addr, TD_PROTOCOL_MIN, TD_PROTOCOL_MAX, "cpu"), "%s",
+              raw_details(&s));
+    uint8_t zero[32] = {0};
+    raw_graph r;
+
+    raw_graph_init(&r, 3, TD_OP_NEG);
+    r.inputs[1] = 2; /* op 1 reads op 1's own output: a cycle */
+    expect_failure(&s, send_define(&s, zero, 32, &r.g), "forward reference or cycle");
+    r.inputs[1] = 3; /* op 1 reads op 2's output: a forward reference */
+    expect_failure(&s, send_define(&s, zero, 32, &r.g), "forward reference or cycle");
+    r.inputs[1] = 1000000007;
+    expect_failure(&s, send_define(&s, zero, 32, &r.g), "not defined before it");
+    r.inputs[1] = 1;
+    r.ops[2].opcode = 999;
+    expect_failure(&s, send_define(&s, zero, 32, &r.g), "unknown opcode 999");
+    r.ops[2].opcode = TD_OP_NEG;
+    r.out.value = 99;
+    expect_failure(&s, send_define(&s, zero, 32, &r.g), "refers to value 99");
+    r.out.value = 3;
+    r.in.n_dims = 9;
+    expect_failure(&s, send_define(&s, zero, 32, &r.g), "rank 9");
+    r.in.n_dims = 1;
+    r.in.name = "";
+    expect_failure(&s, send_define(&s, zero, 32, &r.g), "name must be");
+    r.in.name = "x";
+    expect_failure(&s, send_define(&s, zero, 31, &r.g), "graph id has 31 bytes");
+
+    /* a valid definition under a wrong id: the server names the real one */
+    char msg[1024];
+    cr_assert_eq(reply_to(&s, send_define(&s, zero, 32, &r.g), msg, sizeof msg), 1);
+    const char *p = strstr(msg, "SHA-256 ");
+    cr_assert(p != NULL, "%s", msg);
+    uint8_t id[32];
+    for (int i = 0; i < 32; i++) {
+        unsigned v;
+        cr_assert(sscanf(p + 8 + 2 * i, "%2x", &v) == 1);
+        id[i] = (uint8_t)v;
+    }
+    cr_expect_eq(reply_to(&s, send_define(&s, id, 32, &r.g), msg, sizeof msg), 0,
+                 "the right id is accepted: %s", msg);
+    raw_graph_fini(&r);
+
+    /* runs: undefined graph, wrong bindings */
+    td__op mk = raw_op_full(1, TD_F32, 1, (int64_t[]){5}, 1.0);
+    raw_send_ops(&s, &mk, 1);
+    uint64_t outs[1] = {50};
+    uint64_t ins[1] = {1};
+    Tensord__V1__GraphRun gr = TENSORD__V1__GRAPH_RUN__INIT;
+    gr.graph_id.data = zero;
+    gr.graph_id.len = 32;
+    gr.n_inputs = 1;
+    gr.inputs = ins;
+    gr.n_outputs = 1;
+    gr.outputs = outs;
+    Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
+    cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_GRAPH_RUN;
+    cm.graph_run = &gr;
+    uint64_t seq;
+    cr_assert(raw_send(&s, &cm, NULL, 0, &seq));
+    expect_failure(&s, seq, "not defined in this session");
+    gr.graph_id.data = id;
+    cr_assert(raw_send(&s, &cm, NULL, 0, &seq));
+    expect_failure(&s, seq, "tensor 1 is f32[5], the graph needs f32[4]");
+    ins[0] = 77;
+    outs[0] = 51;
+    cr_assert(raw_send(&s, &cm, NULL, 0, &seq));
+    expect_failure(&s, seq, "unknown tensor id 77");
+    gr.n_inputs = 0;
+    outs[0] = 52;
+    cr_assert(raw_send(&s, &cm, NULL, 0, &seq));
+    expect_failure(&s, seq, "binds 0 inputs");
+
+    /* too many ops: refused before anything is allocated for them */
+    raw_graph_init(&r, 70000, TD_OP_NEG);
+    expect_failure(&s, send_define(&s, zero, 32, &r.g), "the limit is 65536");
+    raw_graph_fini(&r);
+    raw_close(&s);
+
+    /* the server still serves */
+    char uri[600];
+    td_test_server_uri(&srv, "cpu", uri, sizeof uri);
+    td_context *ctx = connect_to(uri);
+    td_graph *g = scale_graph(ctx, 3);
+    run_scale(ctx, g, 3);
+    td_graph_destroy(g);
+    td_close(ctx);
+}

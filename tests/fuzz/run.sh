@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Build the libFuzzer targets with clang (ASan + UBSan + fuzzer coverage) in build-fuzz/
+# and run each for TD_FUZZ_SECONDS (default 30) on its checked-in corpus. New inputs go to
+# a scratch copy; a crash leaves its input in build-fuzz/ and fails the script: add it to
+# tests/fuzz/corpus/TARGET/ as a regression input once fixed.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+secs=${TD_FUZZ_SECONDS:-30}
+dir=build-fuzz
+if [ ! -f "$dir/build.ninja" ]; then
+    CC=clang meson setup "$dir" -Dfuzz=true -Dcuda=disabled -Dtests=disabled \
+        -Db_sanitize=address,undefined -Db_lundef=false --buildtype=debugoptimized >/dev/null
+fi
+ninja -C "$dir" tests/fuzz/fuzz-wire tests/fuzz/fuzz-infer
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+for t in wire infer; do
+    work="$dir/corpus-$t"
+    rm -rf "$work" && mkdir -p "$work"
+    cp tests/fuzz/corpus/$t/* "$work/" 2>/dev/null || true
+    echo "== fuzz-$t for ${secs} s"
+    (cd "$dir" && "tests/fuzz/fuzz-$t" -max_total_time="$secs" -max_len=4096 \
+        -print_final_stats=1 "corpus-$t" ../tests/fuzz/corpus/$t 2>&1 | tail -5)
+done

@@ -1,0 +1,48 @@
+/* cublas_emu.c — libcublas.so.13 for the CPU emulation: a naive column-major strided-batched
+ * GEMM with the real function's argument conventions (only op N/N is used by the backend). */
+#include "cublas_v2.h"
+#include <stdlib.h>
+
+struct td_emu_blas { cudaStream_t s; };
+
+cublasStatus_t cublasCreate_v2(cublasHandle_t *h)
+{
+    *h = calloc(1, sizeof **h);
+    return *h ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_ALLOC_FAILED;
+}
+cublasStatus_t cublasDestroy_v2(cublasHandle_t h) { free(h); return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasSetStream_v2(cublasHandle_t h, cudaStream_t s) { h->s = s; return CUBLAS_STATUS_SUCCESS; }
+const char *cublasGetStatusString(cublasStatus_t s) { return s == 0 ? "success" : "emulated failure"; }
+
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta,
+    cublasOperation_t tb, int m, int n, int k, const void *alpha, const void *A,
+    cudaDataType at, int lda, long long sa, const void *B, cudaDataType bt, int ldb,
+    long long sb, const void *beta, void *C, cudaDataType ct, int ldc, long long sc,
+    int batch, cublasComputeType_t compute, cublasGemmAlgo_t algo)
+{
+    (void)h; (void)algo;
+    if (ta != CUBLAS_OP_N || tb != CUBLAS_OP_N || at != bt || at != ct || lda < m || ldb < k ||
+        ldc < m || batch < 0 || m < 0 || n < 0 || k < 0)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    if ((at == CUDA_R_64F) != (compute == CUBLAS_COMPUTE_64F)) return CUBLAS_STATUS_INVALID_VALUE;
+    for (int b = 0; b < batch; b++)
+        for (int j = 0; j < n; j++)
+            for (int i = 0; i < m; i++) {
+                if (at == CUDA_R_32F) {
+                    const float *a = (const float *)A + b * sa, *bb = (const float *)B + b * sb;
+                    float acc = 0;
+                    for (int l = 0; l < k; l++) acc += a[i + (long long)l * lda] * bb[l + (long long)j * ldb];
+                    float *c = (float *)C + b * sc;
+                    c[i + (long long)j * ldc] = *(const float *)alpha * acc +
+                        (*(const float *)beta != 0 ? *(const float *)beta * c[i + (long long)j * ldc] : 0);
+                } else {
+                    const double *a = (const double *)A + b * sa, *bb = (const double *)B + b * sb;
+                    double acc = 0;
+                    for (int l = 0; l < k; l++) acc += a[i + (long long)l * lda] * bb[l + (long long)j * ldb];
+                    double *c = (double *)C + b * sc;
+                    c[i + (long long)j * ldc] = *(const double *)alpha * acc +
+                        (*(const double *)beta != 0 ? *(const double *)beta * c[i + (long long)j * ldc] : 0);
+                }
+            }
+    return CUBLAS_STATUS_SUCCESS;
+}

@@ -1,0 +1,86 @@
+/* cuda_runtime_api.h (emulation) — the subset of the CUDA runtime API the CUDA backend uses,
+ * implemented on the CPU by cuda_emu.c so that the backend's host code and kernels can be
+ * exercised without a GPU (tests/gpu/emu/run.sh). Not the real header: only the names,
+ * types and semantics this project relies on. C and C++. */
+#ifndef TD_EMU_CUDA_RUNTIME_API_H
+#define TD_EMU_CUDA_RUNTIME_API_H
+#include <stddef.h>
+#include <stdint.h>
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum cudaError {
+    cudaSuccess = 0,
+    cudaErrorInvalidValue = 1,
+    cudaErrorMemoryAllocation = 2,
+    cudaErrorInsufficientDriver = 35,
+    cudaErrorNoDevice = 100,
+} cudaError_t;
+
+typedef struct td_emu_stream *cudaStream_t;
+typedef struct td_emu_pool *cudaMemPool_t;
+#define cudaStreamLegacy ((cudaStream_t)0x1)
+
+enum cudaMemcpyKind { cudaMemcpyHostToDevice = 1, cudaMemcpyDeviceToHost = 2,
+                      cudaMemcpyDeviceToDevice = 3 };
+enum cudaMemPoolAttr { cudaMemPoolAttrReleaseThreshold = 4, cudaMemPoolAttrReservedMemCurrent = 5,
+                       cudaMemPoolAttrUsedMemCurrent = 7 };
+enum cudaMemAllocationType { cudaMemAllocationTypePinned = 1 };
+enum cudaMemAllocationHandleType { cudaMemHandleTypeNone = 0 };
+enum cudaMemLocationType { cudaMemLocationTypeDevice = 1 };
+
+struct cudaMemLocation {
+    enum cudaMemLocationType type;
+    int id;
+};
+struct cudaMemPoolProps {
+    enum cudaMemAllocationType allocType;
+    enum cudaMemAllocationHandleType handleTypes;
+    struct cudaMemLocation location;
+    void *win32SecurityAttributes;
+    size_t maxSize;
+    unsigned char reserved[64];
+};
+struct cudaDeviceProp {
+    char name[256];
+    size_t totalGlobalMem;
+    int major, minor;
+    int multiProcessorCount;
+};
+struct cudaFuncAttributes {
+    int maxThreadsPerBlock;
+};
+
+const char *cudaGetErrorString(cudaError_t e);
+const char *cudaGetErrorName(cudaError_t e);
+cudaError_t cudaGetLastError(void);
+cudaError_t cudaGetDeviceCount(int *n);
+cudaError_t cudaSetDevice(int d);
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int d);
+cudaError_t cudaDeviceSynchronize(void);
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total);
+cudaError_t cudaMemPoolCreate(cudaMemPool_t *pool, const struct cudaMemPoolProps *props);
+cudaError_t cudaMemPoolDestroy(cudaMemPool_t pool);
+cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t pool, enum cudaMemPoolAttr a, void *v);
+cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t pool, enum cudaMemPoolAttr a, void *v);
+cudaError_t cudaMemPoolTrimTo(cudaMemPool_t pool, size_t keep);
+cudaError_t cudaMallocFromPoolAsync(void **p, size_t n, cudaMemPool_t pool, cudaStream_t s);
+cudaError_t cudaFreeAsync(void *p, cudaStream_t s);
+cudaError_t cudaMallocHost(void **p, size_t n);
+cudaError_t cudaFreeHost(void *p);
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind k);
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcpyKind k,
+                            cudaStream_t s);
+cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s);
+cudaError_t cudaStreamCreate(cudaStream_t *s);
+cudaError_t cudaStreamDestroy(cudaStream_t s);
+cudaError_t cudaStreamSynchronize(cudaStream_t s);
+cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *a, const void *fn);
+
+/* Emulation only: record a launch failure for cudaGetLastError. */
+void td_emu_set_error(cudaError_t e);
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,142 @@
+/* kernel_emu.hpp — CUDA C++ kernel syntax on the CPU, for tests/gpu/emu/run.sh. Force-
+ * included into the backend's .cu files after preprocess.py has rewritten each
+ * `kernel<<<grid, block, shmem, stream>>>(args)` into td_emu_launch("kernel", lambda, ...).
+ *
+ * A launch runs every block in turn. Kernels without __syncthreads run their threads as
+ * plain calls; kernels that synchronise (named in td_emu_syncs) run each block's threads as
+ * ucontext fibers that switch at every barrier, so shared memory (`static` here, one copy
+ * per kernel instantiation) behaves as a block's shared memory does. */
+#ifndef TD_EMU_KERNEL_HPP
+#define TD_EMU_KERNEL_HPP
+#include "cuda_runtime_api.h"
+#include <cmath>
+#include <math.h>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <ucontext.h>
+#include <vector>
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __shared__ static
+#define __CUDACC__ 1
+
+struct dim3 {
+    unsigned x, y, z;
+    dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {}
+};
+struct td_emu_uint3 {
+    unsigned x, y, z;
+};
+inline td_emu_uint3 threadIdx, blockIdx;
+inline dim3 blockDim, gridDim;
+
+struct td_emu_fibers {
+    ucontext_t sched;
+    std::vector<ucontext_t> ctx;
+    std::vector<std::vector<char>> stacks;
+    std::vector<char> done;
+    std::vector<td_emu_uint3> tid;
+    int cur = -1;
+    const std::function<void()> *body = nullptr;
+};
+inline td_emu_fibers td_emu_fb;
+
+inline void __syncthreads()
+{
+    if (td_emu_fb.cur < 0) {
+        fprintf(stderr, "emu: __syncthreads in a kernel not run as fibers\n");
+        abort();
+    }
+    int me = td_emu_fb.cur;
+    swapcontext(&td_emu_fb.ctx[(size_t)me], &td_emu_fb.sched);
+}
+
+inline void td_emu_trampoline()
+{
+    (*td_emu_fb.body)();
+    td_emu_fb.done[(size_t)td_emu_fb.cur] = 1;
+}
+
+inline unsigned long long atomicMin(unsigned long long *p, unsigned long long v)
+{
+    unsigned long long old = *p;
+    if (v < old) *p = v;
+    return old;
+}
+
+inline bool td_emu_syncs(const char *name)
+{
+    return strncmp(name, "k_reduce<", 9) == 0 || strstr(name, "k_transpose") != nullptr ||
+           strstr(name, "k_matmul_int") != nullptr;
+}
+
+template <typename S = int>
+inline void td_emu_launch(const char *name, const std::function<void()> &body, dim3 grid,
+                          dim3 block, size_t shmem = 0, S stream = 0)
+{
+    (void)shmem;
+    (void)stream;
+    if (grid.x == 0 || grid.y == 0 || grid.z == 0 || block.x * block.y * block.z == 0 ||
+        block.x * block.y * block.z > 1024 || grid.y > 65535 || grid.z > 65535) {
+        fprintf(stderr, "emu: %s: invalid launch configuration\n", name);
+        td_emu_set_error(cudaErrorInvalidValue);
+        return;
+    }
+    gridDim = grid;
+    blockDim = block;
+    const bool fibers = td_emu_syncs(name);
+    const size_t nt = (size_t)block.x * block.y * block.z;
+    if (fibers) {
+        td_emu_fb.ctx.resize(nt);
+        td_emu_fb.stacks.resize(nt);
+        td_emu_fb.done.assign(nt, 0);
+        td_emu_fb.tid.resize(nt);
+        td_emu_fb.body = &body;
+    }
+    for (unsigned bz = 0; bz < grid.z; bz++)
+        for (unsigned by = 0; by < grid.y; by++)
+            for (unsigned bx = 0; bx < grid.x; bx++) {
+                blockIdx = {bx, by, bz};
+                if (!fibers) {
+                    for (unsigned tz = 0; tz < block.z; tz++)
+                        for (unsigned ty = 0; ty < block.y; ty++)
+                            for (unsigned tx = 0; tx < block.x; tx++) {
+                                threadIdx = {tx, ty, tz};
+                                body();
+                            }
+                    continue;
+                }
+                size_t t = 0;
+                for (unsigned tz = 0; tz < block.z; tz++)
+                    for (unsigned ty = 0; ty < block.y; ty++)
+                        for (unsigned tx = 0; tx < block.x; tx++, t++) {
+                            td_emu_fb.tid[t] = {tx, ty, tz};
+                            td_emu_fb.done[t] = 0;
+                            td_emu_fb.stacks[t].resize(256 * 1024);
+                            getcontext(&td_emu_fb.ctx[t]);
+                            td_emu_fb.ctx[t].uc_stack.ss_sp = td_emu_fb.stacks[t].data();
+                            td_emu_fb.ctx[t].uc_stack.ss_size = td_emu_fb.stacks[t].size();
+                            td_emu_fb.ctx[t].uc_link = &td_emu_fb.sched;
+                            makecontext(&td_emu_fb.ctx[t], td_emu_trampoline, 0);
+                        }
+                for (;;) {
+                    size_t alive = 0;
+                    for (size_t i = 0; i < nt; i++) {
+                        if (td_emu_fb.done[i]) continue;
+                        alive++;
+                        td_emu_fb.cur = (int)i;
+                        threadIdx = td_emu_fb.tid[i];
+                        swapcontext(&td_emu_fb.sched, &td_emu_fb.ctx[i]);
+                    }
+                    if (alive == 0) break;
+                }
+                td_emu_fb.cur = -1;
+            }
+}
+#endif

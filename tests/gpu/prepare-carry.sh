@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# prepare-carry.sh — build a release tree with the CUDA backend module and pack into carry/
+# (git-ignored) everything tests/gpu/run-on-gpu-host.sh needs on the GPU host.
+#
+# Run here (a Debian 12 build machine with nvcc), from anywhere in the repo:
+#     tests/gpu/prepare-carry.sh            # NINJA_JOBS=1 to be gentle on a shared machine
+#
+# The GPU host (Ubuntu 24.04, CUDA 13 + cuBLAS, OpenSSL 3) lacks gRPC, protobuf-c, libuv,
+# OpenBLAS, criterion and friends, and cannot reach a package registry, so the Debian shared
+# libraries our binaries need travel with them. glibc, libstdc++/libgcc_s, OpenSSL, zlib and
+# the CUDA libraries are taken from the host (newer than ours, same sonames); a copy of
+# libcudart goes along only as a last resort. Binaries and libraries are packed as one
+# tar.xz (OpenBLAS alone is 36 MB raw, 4 MB compressed) so that carry/ stays well under the
+# 64 MiB a device-tool call may transfer together with the working tree.
+#
+# carry/ afterwards:
+#     tensord-gpu.tar.xz   bin/{tensord,tensorctl,fashion-mnist,conformance,test-*},
+#                          lib/ (libtensord.so.0 + Debian libs), lib/tensord/ (the CUDA
+#                          module), lib/cuda/ (fallback libcudart)
+#     fashion-mnist/       the four Fashion-MNIST .gz files
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+BUILD=${BUILD:-build-gpu}
+DATA=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
+
+echo "== configure $BUILD (release, -Dcuda=enabled)"
+if [ -f "$BUILD/build.ninja" ]; then
+    meson configure "$BUILD" -Dcuda=enabled --buildtype=release >/dev/null
+else
+    meson setup "$BUILD" -Dcuda=enabled --buildtype=release >/dev/null
+fi
+echo "== build"
+ninja -C "$BUILD" ${NINJA_JOBS:+-j "$NINJA_JOBS"}
+
+STAGE=$(mktemp -d)
+trap 'rm -rf "$STAGE"' EXIT
+mkdir -p "$STAGE/bin" "$STAGE/lib/tensord" "$STAGE/lib/cuda"
+
+bins=(server/tensord tools/tensorctl examples/fashion-mnist/fashion-mnist
+      tests/unit/backends/conformance tests/unit/client/test-client-api
+      tests/e2e/test-e2e-compute tests/e2e/test-e2e-info)
+for b in "${bins[@]}"; do
+    [ -x "$BUILD/$b" ] || { echo "prepare-carry: $BUILD/$b was not built" >&2; exit 1; }
+    cp "$BUILD/$b" "$STAGE/bin/"
+done
+cp -L "$BUILD/client/libtensord.so.0" "$STAGE/lib/"
+cp "$BUILD/backends/cuda/tensord-backend-cuda.so" "$STAGE/lib/tensord/"
+strip --strip-unneeded "$STAGE"/bin/* "$STAGE/lib/libtensord.so.0" \
+    "$STAGE/lib/tensord/tensord-backend-cuda.so"
+
+# Every library ldd resolves, minus what the GPU host provides.
+host_provided='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|libresolv\.so|libutil\.so|libanl\.so|libstdc\+\+\.so|libgcc_s\.so|libssl\.so|libcrypto\.so|libz\.so|libcuda\.so|libcudart\.so|libcublas|libtensord\.so)'
+for f in "$STAGE"/bin/* "$STAGE/lib/libtensord.so.0" "$STAGE/lib/tensord/tensord-backend-cuda.so"; do
+    LD_LIBRARY_PATH="$STAGE/lib" ldd "$f" | awk '/=> \// {print $1, $3}'
+    if LD_LIBRARY_PATH="$STAGE/lib" ldd "$f" | grep -q "not found"; then
+        echo "prepare-carry: unresolved libraries for $f:" >&2
+        LD_LIBRARY_PATH="$STAGE/lib" ldd "$f" | grep "not found" >&2
+        exit 1
+    fi
+done | sort -u | while read -r name path; do
+    [[ $name =~ $host_provided ]] && continue
+    cp -L "$path" "$STAGE/lib/$name"
+done
+cudart=$(ldd "$STAGE/lib/tensord/tensord-backend-cuda.so" | awk '/libcudart/ {print $3}')
+[ -n "$cudart" ] && cp -L "$cudart" "$STAGE/lib/cuda/"
+
+echo "== pack"
+mkdir -p carry
+rm -rf carry/tensord-gpu.tar.xz carry/fashion-mnist
+tar -C "$STAGE" -cf - . | xz -6 -T0 >carry/tensord-gpu.tar.xz
+mkdir -p carry/fashion-mnist
+cp "$DATA"/{train-images-idx3-ubyte,train-labels-idx1-ubyte,t10k-images-idx3-ubyte,t10k-labels-idx1-ubyte}.gz carry/fashion-mnist/
+echo "carried libraries: $(ls "$STAGE/lib" | grep -c '\.so') (+ libtensord, the module, libcudart fallback)"
+du -sh carry/tensord-gpu.tar.xz carry/fashion-mnist; du -sh carry
+total=$(du -sb carry | awk '{print $1}')
+if [ "$total" -gt $((60 * 1024 * 1024)) ]; then
+    echo "prepare-carry: carry/ is $total bytes, over the 60 MB budget" >&2
+    exit 1
+fi
+echo "done: run tests/gpu/run-on-gpu-host.sh on the GPU host with carry/ carried"
