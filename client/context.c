@@ -35,6 +35,7 @@ struct td_context {
     td__idmap handles; /* id -> td_tensor* for live handles */
     uint64_t ops_recorded;
     td_status last_status;
+    td_status dead; /* set once the transport failed: later ops are refused at once */
     char err[1024];
     bool capturing; /* between td_graph_begin and td_graph_end (client/graph.c) */
     /* Time-bound flushing (client/batch.h): NULL for local contexts. Its lock guards batch,
@@ -227,10 +228,15 @@ void td_close(td_context *ctx)
 
 const char *td_last_error(const td_context *ctx) { return ctx ? ctx->err : ""; }
 td_status td_last_status(const td_context *ctx) { return ctx ? ctx->last_status : TD_EINVAL; }
-const char *td_device_name(const td_context *ctx) { return ctx->tp->device; }
+const char *td_device_name(const td_context *ctx) { return ctx ? ctx->tp->device : ""; }
 
 void td_get_stats(const td_context *ctx, td_stats *out)
 {
+    if (out == NULL) return;
+    if (ctx == NULL) {
+        *out = (td_stats){0};
+        return;
+    }
     td__flusher_lock(ctx->flusher);
     *out = ctx->tp->stats;
     td__flusher_unlock(ctx->flusher);
@@ -257,6 +263,7 @@ static td_status flush_locked(td_context *ctx, bool report)
         ctx->n_releases = 0;
     }
     td__flusher_idle(ctx->flusher);
+    if (s != TD_OK && ctx->dead == TD_OK) ctx->dead = s;
     if (s != TD_OK && report) set_err_status(ctx, s, "%s", ctx->tp->err);
     return s;
 }
@@ -297,7 +304,11 @@ static td_tensor *new_handle(td_context *ctx, const td__desc *d)
  * `api` names the public function for error messages. */
 static td_tensor *record(td_context *ctx, const char *api, td__op *op, td_tensor *const *in)
 {
-    const td__desc *descs[TD_OP_MAX_INPUTS];
+    const td__desc *descs[TD_OP_MAX_INPUTS] = {NULL};
+    if (ctx->dead != TD_OK) {
+        set_err_status(ctx, TD_ECLOSED, "%s: the session is closed (%s)", api, ctx->tp->err);
+        return NULL;
+    }
     for (uint32_t i = 0; i < op->n_inputs; i++) {
         if (in[i]->placeholder && !ctx->capturing) {
             set_err(ctx, "%s: input %u (tensor %llu) belongs to a captured graph; run the graph "
@@ -350,12 +361,12 @@ static td_tensor *record(td_context *ctx, const char *api, td__op *op, td_tensor
 
 /* ---- tensor metadata ---- */
 
-int64_t td_nelem(const td_tensor *t) { return td__desc_nelem(&t->desc); }
-size_t td_nbytes(const td_tensor *t) { return td__desc_nbytes(&t->desc); }
-td_dtype td_tensor_dtype(const td_tensor *t) { return (td_dtype)t->desc.dtype; }
-int td_rank(const td_tensor *t) { return (int)t->desc.rank; }
-const int64_t *td_dims(const td_tensor *t) { return t->desc.dims; }
-td_context *td_tensor_context(const td_tensor *t) { return t->ctx; }
+int64_t td_nelem(const td_tensor *t) { return t ? td__desc_nelem(&t->desc) : 0; }
+size_t td_nbytes(const td_tensor *t) { return t ? td__desc_nbytes(&t->desc) : 0; }
+td_dtype td_tensor_dtype(const td_tensor *t) { return t ? (td_dtype)t->desc.dtype : TD_F32; }
+int td_rank(const td_tensor *t) { return t ? (int)t->desc.rank : -1; }
+const int64_t *td_dims(const td_tensor *t) { return t ? t->desc.dims : NULL; }
+td_context *td_tensor_context(const td_tensor *t) { return t ? t->ctx : NULL; }
 
 static bool set_shape(td_context *ctx, const char *api, td__op *op, int rank,
                       const int64_t *dims)
@@ -377,6 +388,14 @@ td_tensor *td_from_host(td_context *ctx, td_dtype dt, int rank, const int64_t *d
     if (ctx == NULL) return NULL;
     td__op op = {.opcode = TD_OP_EMPTY, .dtype = (uint32_t)dt};
     if (!set_shape(ctx, "td_from_host", &op, rank, dims)) return NULL;
+    if (data == NULL) {
+        td__desc d = {.dtype = (uint32_t)dt, .rank = (uint32_t)rank};
+        for (int i = 0; i < rank; i++) d.dims[i] = dims[i];
+        if (td__desc_check(&d, NULL, 0) != TD_OK || td__desc_nbytes(&d) > 0) {
+            set_err(ctx, "td_from_host: data is NULL");
+            return NULL;
+        }
+    }
     td_tensor *t = record(ctx, "td_from_host", &op, NULL);
     if (t == NULL) return NULL;
     if (td_write(t, data, td_nbytes(t)) != TD_OK) {
@@ -641,8 +660,9 @@ static td_tensor *reduce(const char *api, uint32_t opcode, td_tensor *x, int nax
     if (naxes == 0 && axes == NULL) {
         mask = x->desc.rank ? (int64_t)((1u << x->desc.rank) - 1) : 0;
     } else {
-        if (naxes < 0 || (naxes > 0 && axes == NULL)) {
-            set_err(x->ctx, "%s: invalid axes list (naxes %d)", api, naxes);
+        if (naxes < 0 || naxes > (int)x->desc.rank || (naxes > 0 && axes == NULL)) {
+            set_err(x->ctx, "%s: invalid axes list (naxes %d for rank %u%s)", api, naxes,
+                    x->desc.rank, axes == NULL ? ", axes NULL" : "");
             return NULL;
         }
         for (int i = 0; i < naxes; i++) {
@@ -732,6 +752,10 @@ td_tensor *td_reshape(td_tensor *x, int rank, const int64_t *dims)
 td_tensor *td_permute(td_tensor *x, const int *perm)
 {
     if (x == NULL) return NULL;
+    if (perm == NULL && x->desc.rank > 0) {
+        set_err(x->ctx, "td_permute: perm is NULL");
+        return NULL;
+    }
     td__op op = {.opcode = TD_OP_PERMUTE, .n_inputs = 1, .n_iattrs = x->desc.rank};
     for (uint32_t i = 0; i < x->desc.rank; i++) op.iattrs[i] = perm[i];
     return record(x->ctx, "td_permute", &op, &x);
@@ -763,6 +787,10 @@ td_tensor *td_slice(td_tensor *x, const int64_t *starts, const int64_t *stops)
 {
     if (x == NULL) return NULL;
     uint32_t r = x->desc.rank;
+    if (r > 0 && (starts == NULL || stops == NULL)) {
+        set_err(x->ctx, "td_slice: starts and stops must hold %u entries each (got NULL)", r);
+        return NULL;
+    }
     td__op op = {.opcode = TD_OP_SLICE, .n_inputs = 1, .n_iattrs = 2 * r};
     for (uint32_t i = 0; i < r; i++) {
         int64_t a = clamp_index(starts[i], x->desc.dims[i]);
@@ -775,10 +803,14 @@ td_tensor *td_slice(td_tensor *x, const int64_t *starts, const int64_t *stops)
 
 td_tensor *td_concat(int n, td_tensor *const *xs, int axis)
 {
-    if (n < 1 || n > TD_OP_MAX_INPUTS || xs == NULL) return NULL;
+    if (xs == NULL || n < 1 || xs[0] == NULL) return NULL;
+    td_context *ctx = xs[0]->ctx;
+    if (n > TD_OP_MAX_INPUTS) {
+        set_err(ctx, "td_concat: %d inputs, at most %d", n, TD_OP_MAX_INPUTS);
+        return NULL;
+    }
     for (int i = 0; i < n; i++)
         if (xs[i] == NULL) return NULL;
-    td_context *ctx = xs[0]->ctx;
     for (int i = 1; i < n; i++) {
         if (xs[i]->ctx != ctx) {
             set_err(ctx, "td_concat: inputs belong to different contexts");
@@ -868,6 +900,10 @@ static td_tensor *softmax_common(const char *api, td_tensor *x, int axis, bool l
     }
     if (!td__dtype_is_float(x->desc.dtype)) {
         set_err(x->ctx, "%s: needs a float dtype, got %s", api, td_dtype_name(x->desc.dtype));
+        return NULL;
+    }
+    if (x->desc.dims[a] == 0) {
+        set_err(x->ctx, "%s: axis %d has length 0", api, axis);
         return NULL;
     }
     emit_state es = {x->ctx, api};

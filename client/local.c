@@ -3,6 +3,9 @@
  * validation, execution, poisoning), which is what makes local and remote results agree
  * bit for bit. */
 #include "client/transport.h"
+#include "common/log.h"
+#include <stdlib.h>
+#include <string.h>
 #include "common/alloc.h"
 #include "engine/device.h"
 #include "engine/graph.h"
@@ -103,6 +106,15 @@ static const td__transport_vt local_vt = {
 
 td_status td__local_open(const char *device, td__transport **out, char *err, size_t errlen)
 {
+    /* A library should not chatter on its user's stderr: backend discovery notes ("backend
+     * cuda: no devices") are info lines, shown only when TENSORD_LOG_LEVEL asks for them. */
+    const char *lvl = getenv("TENSORD_LOG_LEVEL");
+    td__log_set_level(lvl == NULL                   ? TD_LOG_WARN
+                      : strcmp(lvl, "debug") == 0 ? TD_LOG_DEBUG
+                      : strcmp(lvl, "info") == 0  ? TD_LOG_INFO
+                      : strcmp(lvl, "error") == 0 ? TD_LOG_ERROR
+                                                  : TD_LOG_WARN);
+    td__log_set_prefix("libtensord");
     td_status s = td__devices_init(err, errlen);
     if (s != TD_OK) return s;
     td__device *dev = td__device_find(device);

@@ -10,7 +10,7 @@
  *  - A td_context owns every td_tensor made on it; td_close() releases them all.
  *  - A td_tensor handle is owned by the caller until td_release(); releasing a tensor that
  *    later ops used is fine (the executor keeps the data alive as long as needed).
- *  - Op functions accept NULL inputs and then return NULL without recording anything, so
+ *  - Op functions accept NULL tensor inputs and then return NULL without recording anything, so
  *    that chained calls such as td_relu(td_add(a, b)) need one NULL check at the end;
  *    td_last_error() then names the first op that failed to record.
  *
@@ -208,7 +208,9 @@ td_status td_read_scalar(td_tensor *t, double *out);
 /* Wait until every recorded op has executed. Returns the first executor error since the
  * previous fence (and forgets it), else TD_OK. */
 td_status td_fence(td_context *ctx);
-/* Release the handle. The executor frees the memory once nothing needs it. NULL is a no-op. */
+/* Release the handle. The executor frees the memory once nothing needs it. NULL is a no-op.
+ * Like free(): releasing a handle twice, or using it after td_release or td_close, is
+ * undefined behaviour. */
 void td_release(td_tensor *t);
 
 /* ---- elementwise (numpy broadcasting, both inputs of one dtype; no implicit promotion) ---- */
