@@ -42,6 +42,8 @@
 /* Split op batches so one message stays well under TD_MAX_MESSAGE_BYTES. */
 #define REMOTE_BATCH_BYTES (4u << 20)
 #define REMOTE_RELEASE_IDS 65536
+/* How much of a write gRPC may hold queued while reporting its chunks sent. */
+#define REMOTE_WRITE_BUFFER_BYTES (8u << 20)
 
 enum remote_tag { TAG_SEND = 1, TAG_RECV, TAG_STATUS, TAG_HALF_CLOSE, TAG_CONNECT };
 #define TAG(x) ((void *)(uintptr_t)(x))
@@ -102,6 +104,7 @@ typedef struct remote {
     bool broken;
 
     td__wire_scratch scratch;
+    bool send_buffered; /* the next send may wait in gRPC's write buffer (a non-final chunk) */
     atomic_size_t slices_released;
     size_t slices_given;
 } remote;
@@ -153,7 +156,7 @@ td_status td__remote_channel_open(const char *target, const td__client_sec *sec,
                                   int timeout_ms, grpc_completion_queue *cq, grpc_channel **out,
                                   char *err, size_t errlen)
 {
-    grpc_arg args[4];
+    grpc_arg args[7];
     args[0].type = GRPC_ARG_INTEGER;
     args[0].key = GRPC_ARG_MAX_SEND_MESSAGE_LENGTH;
     args[0].value.integer = (int)TD_MAX_MESSAGE_BYTES;
@@ -169,7 +172,18 @@ td_status td__remote_channel_open(const char *target, const td__client_sec *sec,
     args[3].type = GRPC_ARG_INTEGER;
     args[3].key = GRPC_ARG_MAX_RECONNECT_BACKOFF_MS;
     args[3].value.integer = 1000;
-    grpc_channel_args chargs = {.num_args = 4, .args = args};
+    /* Bulk data: buffered write chunks (remote_write) and a fixed receive window for
+     * downloads (TD_STREAM_WINDOW_BYTES, proto/wire.h). */
+    args[4].type = GRPC_ARG_INTEGER;
+    args[4].key = GRPC_ARG_HTTP2_WRITE_BUFFER_SIZE;
+    args[4].value.integer = (int)REMOTE_WRITE_BUFFER_BYTES;
+    args[5].type = GRPC_ARG_INTEGER;
+    args[5].key = GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES;
+    args[5].value.integer = (int)TD_STREAM_WINDOW_BYTES;
+    args[6].type = GRPC_ARG_INTEGER;
+    args[6].key = GRPC_ARG_HTTP2_BDP_PROBE;
+    args[6].value.integer = 0;
+    grpc_channel_args chargs = {.num_args = 7, .args = args};
 
     grpc_channel_credentials *creds = td__client_sec_creds(sec);
     grpc_channel *ch = creds != NULL ? grpc_channel_create(target, creds, &chargs) : NULL;
@@ -622,6 +636,10 @@ static td_status send_msg(remote *r, Tensord__V1__ClientMessage *msg,
         n++;
     }
     ops[n].op = GRPC_OP_SEND_MESSAGE;
+    /* A non-final write chunk: gRPC may report the send done while it is still queued
+     * (up to REMOTE_WRITE_BUFFER_BYTES), so the next chunk is handed over without a gap.
+     * The final chunk and every other message are sent without the hint, which flushes. */
+    if (r->send_buffered) ops[n].flags = GRPC_WRITE_BUFFER_HINT;
     ops[n].data.send_message.send_message = bb;
     n++;
     grpc_call_error ce = grpc_call_start_batch(r->call, ops, n, TAG(TAG_SEND), NULL);
@@ -765,7 +783,9 @@ static td_status remote_write(td__transport *t, uint64_t id, uint64_t offset, co
         td__wire_payload pl = {
             .data = p + done, .nbytes = len, .release = on_slice_released, .release_arg = r};
         r->slices_given++;
+        r->send_buffered = done + len < nbytes;
         st = send_msg(r, &cm, &pl, false);
+        r->send_buffered = false;
         if (st == TD_OK) r->base.stats.bytes_sent += len;
         done += len;
     }

@@ -104,20 +104,27 @@ td_status td__desc_check(const td__desc *d, char *err, size_t errlen)
     if (!td__dtype_valid(d->dtype)) return fail(err, errlen, "unknown dtype %u", d->dtype);
     if (d->rank > TD_MAX_RANK)
         return fail(err, errlen, "rank %u exceeds the maximum %d", d->rank, TD_MAX_RANK);
-    uint64_t n = 1;
+    /* span: the product of the non-zero dims. Strides and element counts are int64
+     * products of dims taken in any order, so span must fit even when a zero dim makes the
+     * tensor empty ([0, 2^40, 2^40] would otherwise overflow a stride). */
+    uint64_t n = 1, span = 1;
     for (uint32_t i = 0; i < d->rank; i++) {
         if (d->dims[i] < 0)
             return fail(err, errlen, "dim %u is negative (%lld)", i, (long long)d->dims[i]);
-        if (!td__mul_u64(n, (uint64_t)d->dims[i], &n))
+        if (!td__mul_u64(n, (uint64_t)d->dims[i], &n) ||
+            (d->dims[i] != 0 && !td__mul_u64(span, (uint64_t)d->dims[i], &span)))
             return fail(err, errlen, "element count overflows 64 bits");
     }
-    uint64_t nbytes;
+    uint64_t nbytes, span_bytes;
     if (!td__mul_u64(n, td_dtype_size((td_dtype)d->dtype), &nbytes) ||
-        nbytes > TD_MAX_TENSOR_BYTES) {
+        nbytes > TD_MAX_TENSOR_BYTES ||
+        !td__mul_u64(span, td_dtype_size((td_dtype)d->dtype), &span_bytes) ||
+        span_bytes > TD_MAX_TENSOR_BYTES) {
         char sb[160];
-        return fail(err, errlen, "shape %s of %s is too large (limit %llu bytes)",
+        return fail(err, errlen, "shape %s of %s is too large (limit %llu bytes%s)",
                     shape_str(d, sb, sizeof sb), td_dtype_name((td_dtype)d->dtype),
-                    (unsigned long long)TD_MAX_TENSOR_BYTES);
+                    (unsigned long long)TD_MAX_TENSOR_BYTES,
+                    n == 0 ? ", counting the non-zero dims of an empty shape" : "");
     }
     return TD_OK;
 }

@@ -141,7 +141,8 @@ int64_t td__desc_nelem(const td__desc *d);
 /* Byte size of a validated desc. */
 size_t td__desc_nbytes(const td__desc *d);
 /* Validate a desc from an untrusted source: known dtype, rank <= 8, dims >= 0, element
- * count and byte size without overflow and <= TD_MAX_TENSOR_BYTES.
+ * count and byte size without overflow and <= TD_MAX_TENSOR_BYTES; an empty shape's
+ * non-zero dims too must multiply to at most TD_MAX_TENSOR_BYTES (strides stay in int64).
  * Returns TD_OK or TD_EINVAL with a message in err (lowercase, names the values). */
 td_status td__desc_check(const td__desc *d, char *err, size_t errlen);
 

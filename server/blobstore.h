@@ -2,13 +2,13 @@
  *
  * Blobs are immutable byte strings keyed by (tenant, SHA-256 of the bytes). Clients offer a
  * tensor's hash before uploading it and send the bytes only when the store lacks them, so
- * model weights cross the wire once per server. The store is shared by every session of a
- * tenant (today there is one tenant, ""), holds blobs in a byte-capped LRU in memory and,
- * with a cache directory, also keeps a copy of each blob on disk that survives restarts.
- * A blob read back from disk is re-hashed before use: a file whose bytes do not hash to its
- * name is deleted and reported missing (the client then sends the bytes again), never
- * served. Nothing a client sends is trusted: a blob enters the store only after the server
- * itself has hashed its bytes.
+ * model weights cross the wire once per server and tenant. The store is shared by every
+ * session of a tenant (never across tenants: another tenant's blob is absent), holds
+ * blobs in a byte-capped LRU in memory and, with a cache directory, also keeps a copy of
+ * each blob on disk that survives restarts. A blob read back from disk is re-hashed
+ * before use: a file whose bytes do not hash to its name is deleted and reported missing
+ * (the client then sends the bytes again), never served. Nothing a client sends is
+ * trusted: a blob enters the store only after the server itself has hashed its bytes.
  *
  * Lifetime: blobs are reference-counted; eviction drops the store's reference, so a blob
  * in use (pinned by a session, being copied) stays valid until its last unref.

@@ -5,7 +5,7 @@
  * `--graph-cache N`), while a session pins the graphs it has defined or looked up, so a run
  * (fire-and-forget) never finds its graph evicted half-way through a session; pinned
  * graphs are freed when the session ends. Keys carry the tenant so that graphs are never
- * shared across tenants (one tenant, "", until authentication lands).
+ * shared across tenants (another tenant's graph is unknown, as if never defined).
  * Thread-safety: the cache functions lock internally (any thread); a td__graph_set belongs
  * to one session's worker side.
  */

@@ -23,6 +23,9 @@
 #include "server/service.h"
 
 #include <getopt.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -278,9 +281,30 @@ static bool unix_socket_in_use(const char *path)
     return in_use;
 }
 
+/* Keep gRPC's receive buffers in the heap. gRPC reads the socket into freshly malloc'd
+ * buffers of up to several MiB and the device worker frees them after copying the payload
+ * into a tensor; with glibc's defaults those buffers are mmap'd or trimmed back to the
+ * kernel on every free, so each 1 MiB write chunk paid page faults and zeroing twice
+ * (perf of a 64 MiB upload: ~20 % of the server's CPU in exc_page_fault, clear_page,
+ * unmap_page_range; upload 0.6 -> 0.95 GB/s with this, BENCHMARKS.md P3). Tensor memory
+ * does not go through malloc (backends/cpu/cpu_bufpool.c), so this only bounds how much
+ * freed message memory each malloc arena keeps (TRIM below). */
+#define TD_MALLOC_MMAP_MIN ((int)16 << 20) /* allocations below this come from the heap */
+#define TD_MALLOC_TRIM ((int)64 << 20)     /* free heap tops below this are kept */
+static void tune_malloc(void)
+{
+#ifdef __GLIBC__
+    if (getenv("MALLOC_MMAP_THRESHOLD_") == NULL && getenv("GLIBC_TUNABLES") == NULL) {
+        mallopt(M_MMAP_THRESHOLD, TD_MALLOC_MMAP_MIN);
+        mallopt(M_TRIM_THRESHOLD, TD_MALLOC_TRIM);
+    }
+#endif
+}
+
 int main(int argc, char **argv)
 {
     td__log_set_prefix("tensord");
+    tune_malloc();
     const char *config_path = NULL;
     int opt;
     opterr = 0;

@@ -394,7 +394,7 @@ td_status td__service_start(const td__service_opts *opts, td__service **out, int
         s->ndev = i + 1;
     }
 
-    grpc_arg args[3];
+    grpc_arg args[5];
     args[0].type = GRPC_ARG_INTEGER;
     args[0].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
     args[0].value.integer = (int)TD_MAX_MESSAGE_BYTES;
@@ -406,7 +406,14 @@ td_status td__service_start(const td__service_opts *opts, td__service **out, int
     args[2].type = GRPC_ARG_INTEGER;
     args[2].key = (char *)GRPC_ARG_ALLOW_REUSEPORT;
     args[2].value.integer = 0;
-    grpc_channel_args cargs = {.num_args = 3, .args = args};
+    /* Bulk uploads: a fixed receive window (proto/wire.h, TD_STREAM_WINDOW_BYTES). */
+    args[3].type = GRPC_ARG_INTEGER;
+    args[3].key = (char *)GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES;
+    args[3].value.integer = (int)TD_STREAM_WINDOW_BYTES;
+    args[4].type = GRPC_ARG_INTEGER;
+    args[4].key = (char *)GRPC_ARG_HTTP2_BDP_PROBE;
+    args[4].value.integer = 0;
+    grpc_channel_args cargs = {.num_args = 5, .args = args};
     s->server = grpc_server_create(&cargs, NULL);
     s->cq = grpc_completion_queue_create_for_next(NULL);
     if (s->server == NULL || s->cq == NULL) {

@@ -89,6 +89,11 @@ typedef struct td__srv_session {
     grpc_byte_buffer *rx_bb; /* the message being handled, while its payload is unclaimed */
     td__wire_span rx_span;
     enum ss_state state;
+    uint64_t next_seq; /* the seq the next client message must carry (open's seq + 1, ...) */
+    /* Set by the receive side before it ends the stream for a protocol violation; the
+     * status sent once the worker queue has drained (so queued replies go first). */
+    grpc_status_code end_code;
+    char end_msg[256];
     td__worker_queue *wq;
     td__device *dev;
 
@@ -373,7 +378,7 @@ static void queue_closed(void *arg)
         ss->quota_session = false;
         td__quota_session_uncharge(ss->quota);
     }
-    ss_finish(ss, GRPC_STATUS_OK, "%s", "");
+    ss_finish(ss, ss->end_code, "%s", ss->end_msg);
     ss_unref(ss);
 }
 
@@ -387,7 +392,7 @@ static void stream_ended(td__srv_session *ss)
         ss_ref(ss);
         td__worker_queue_close(q, queue_closed, ss);
     } else {
-        ss_finish(ss, GRPC_STATUS_OK, "%s", "");
+        ss_finish(ss, ss->end_code, "%s", ss->end_msg);
     }
 }
 
@@ -412,6 +417,8 @@ struct job {
     size_t n_ops;
     char **op_errs; /* per op, NULL unless the op could not be converted */
     bool batch_charged; /* holds one of the tenant's queued batches */
+    uint64_t *poison_ids; /* a refused batch's output ids: run_failure poisons them */
+    size_t n_poison;
     td_status status;
     char *text;
     td__device *dev;
@@ -429,6 +436,7 @@ static void job_free(job *j)
         td__free(j->op_errs);
     }
     td__free(j->ops);
+    td__free(j->poison_ids);
     td__free(j->text);
     td__free(j);
 }
@@ -851,7 +859,10 @@ static void run_graph_run(td__srv_session *ss, job *j)
 
 static void run_failure(td__srv_session *ss, job *j)
 {
-    send_failure(ss, j->seq, 0, j->status, j->text ? j->text : td_status_message(j->status));
+    const char *text = j->text ? j->text : td_status_message(j->status);
+    for (size_t i = 0; i < j->n_poison; i++)
+        td__session_poison(ss->es, j->poison_ids[i], j->status, text);
+    send_failure(ss, j->seq, 0, j->status, text);
 }
 
 /* ---- receive side ---- */
@@ -911,6 +922,23 @@ static void sanitize(const char *in, char *out, size_t cap)
     for (; in != NULL && *in != '\0' && n + 1 < cap; in++)
         out[n++] = (*in >= 0x20 && *in < 0x7f) ? *in : '?';
     out[n] = '\0';
+}
+
+/* A message whose seq is not the previous one + 1 (replayed, skipped, reordered): replies
+ * are matched to requests by seq, so the session cannot go on. Answer with a Failure
+ * (carrying the seq received), then end the call with INVALID_ARGUMENT once the replies
+ * queued before it are sent. Returns false: receive nothing more. */
+static bool seq_violation(td__srv_session *ss, job *j, uint64_t got)
+{
+    snprintf(ss->end_msg, sizeof ss->end_msg,
+             "message seq %llu out of order: expected seq %llu (each message carries the "
+             "previous seq + 1); session ended",
+             (unsigned long long)got, (unsigned long long)ss->next_seq);
+    td__log(TD_LOG_INFO, "session %llu: %s", (unsigned long long)ss->id, ss->end_msg);
+    if (!submit_failure(ss, j, TD_EPROTO, "%s", ss->end_msg)) return false; /* already ended */
+    ss->end_code = GRPC_STATUS_INVALID_ARGUMENT;
+    stream_ended(ss);
+    return false;
 }
 
 static void reject(td__srv_session *ss, grpc_status_code code, const char *msg)
@@ -992,6 +1020,7 @@ static bool handle_open(td__srv_session *ss, td_status dst, Tensord__V1__ClientM
     j->run = run_open;
     j->always = true;
     j->seq = cm->seq;
+    ss->next_seq = cm->seq + 1;
     j->cost = cost;
     j->dev = dev;
     j->protocol = o->protocol_max < TD_PROTOCOL_MAX ? o->protocol_max : TD_PROTOCOL_MAX;
@@ -1008,9 +1037,16 @@ static bool prepare_batch(td__srv_session *ss, job *j, const Tensord__V1__OpBatc
         return true;
     }
     char qerr[256];
-    if (td__quota_batch_charge(j->ss->quota, qerr, sizeof qerr) != TD_OK)
+    if (td__quota_batch_charge(j->ss->quota, qerr, sizeof qerr) != TD_OK) {
+        /* Reads of the refused ops' outputs then report the quota, not an unknown id. */
+        if ((j->poison_ids = td__calloc(b->n_ops, sizeof *j->poison_ids)) != NULL) {
+            j->n_poison = b->n_ops;
+            j->cost += b->n_ops * sizeof *j->poison_ids;
+            for (size_t i = 0; i < b->n_ops; i++) j->poison_ids[i] = b->ops[i]->output;
+        }
         return submit_failure(ss, j, TD_EQUOTA, "batch seq %llu: %s", (unsigned long long)j->seq,
                               qerr);
+    }
     j->batch_charged = true;
     j->ops = td__calloc(b->n_ops, sizeof *j->ops);
     if (j->ops == NULL)
@@ -1055,6 +1091,14 @@ static bool handle_message(td__srv_session *ss, td_status dst, Tensord__V1__Clie
         return submit_failure(ss, j, dst, "undecodable message: %s", derr);
     j->msg = &cm->base;
     j->seq = cm->seq;
+    if (cm->seq != ss->next_seq) return seq_violation(ss, j, cm->seq);
+    ss->next_seq++;
+    if (ss->rx_span.present && cm->body_case != TENSORD__V1__CLIENT_MESSAGE__BODY_WRITE)
+        return submit_failure(ss, j, TD_EPROTO,
+                              "message seq %llu (body field %d) carries a payload of %zu "
+                              "bytes; only write messages may",
+                              (unsigned long long)cm->seq, (int)cm->body_case,
+                              ss->rx_span.len);
     switch (cm->body_case) {
     case TENSORD__V1__CLIENT_MESSAGE__BODY_OPEN:
         return submit_failure(ss, j, TD_EPROTO, "seq %llu: the session is already open",
@@ -1067,6 +1111,13 @@ static bool handle_message(td__srv_session *ss, td_status dst, Tensord__V1__Clie
                                   "write seq %llu to tensor %llu: the message has no payload",
                                   (unsigned long long)cm->seq,
                                   (unsigned long long)cm->write->tensor);
+        if (ss->rx_span.len > TD_CHUNK_BYTES)
+            return submit_failure(ss, j, TD_EPROTO,
+                                  "write seq %llu to tensor %llu: a chunk of %zu bytes; chunks "
+                                  "carry at most %u (Limits.chunk_bytes)",
+                                  (unsigned long long)cm->seq,
+                                  (unsigned long long)cm->write->tensor, ss->rx_span.len,
+                                  (unsigned)TD_CHUNK_BYTES);
         j->span = ss->rx_span;
         if (ss->rx_span.flat != NULL) {
             /* The payload points into the scratch: the job keeps it. */

@@ -239,6 +239,12 @@ int raw_recv(raw_session *s, raw_msg *m, int timeout_ms)
         m->last = sm->read->last;
     } else if (sm->body_case == TENSORD__V1__SERVER_MESSAGE__BODY_OPENED) {
         snprintf(s->device, sizeof s->device, "%s", sm->opened->device);
+    } else if (sm->body_case == TENSORD__V1__SERVER_MESSAGE__BODY_GRAPH_READY) {
+        m->known = sm->graph_ready->known;
+    } else if (sm->body_case == TENSORD__V1__SERVER_MESSAGE__BODY_BLOB_STATUS) {
+        m->n_present = sm->blob_status->n_present;
+        for (size_t i = 0; i < sm->blob_status->n_present && i < 64; i++)
+            if (sm->blob_status->present[i]) m->present |= UINT64_C(1) << i;
     }
     if (plen > 0) {
         m->payload = malloc(plen);

@@ -42,6 +42,9 @@ typedef struct raw_msg {
     bool last;              /* read chunk */
     uint8_t *payload;       /* read chunk: malloc'd copy (free with raw_msg_fini) */
     size_t payload_len;
+    bool known;             /* graph ready */
+    uint64_t present;       /* blob status: bit i set when hash i (of the first 64) is present */
+    size_t n_present;       /* blob status: number of answers */
 } raw_msg;
 void raw_msg_fini(raw_msg *m);
 

@@ -8,8 +8,12 @@
 #include "server_fixture.h"
 #include "tensord.h"
 
+#include "common/sha256.h"
+
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -392,4 +396,406 @@ Test(tokens, quotas_fail_the_request_only, .init = start_tokens, .fini = cleanup
     td_close(a1);
     td_close(a2);
     td_close(b);
+}
+
+/* ---- tenant isolation: tensors, blobs and graphs ---- */
+
+static void start_two_tenants(void)
+{
+    make_dir();
+    token_new("alice", "", alice, sizeof alice);
+    token_new("bob", "", bob, sizeof bob);
+    const char *args[] = {"--tokens-file", tokens, NULL};
+    start(args);
+}
+
+static uint64_t bytes_sent(td_context *ctx)
+{
+    td_stats s;
+    td_get_stats(ctx, &s);
+    return s.bytes_sent;
+}
+
+/* Upload n bytes (over blob_min_bytes: the blob path) and return the payload bytes sent. */
+static td_tensor *upload(td_context *ctx, const uint8_t *data, size_t n, uint64_t *sent)
+{
+    uint64_t before = bytes_sent(ctx);
+    td_tensor *t = td_from_host(ctx, TD_U8, 1, (int64_t[]){(int64_t)n}, data);
+    cr_assert_not_null(t, "%s", td_last_error(ctx));
+    cr_assert_eq(td_fence(ctx), TD_OK, "%s", td_last_error(ctx));
+    *sent = bytes_sent(ctx) - before;
+    return t;
+}
+
+/* y = x + w, w (captured by reference) = [k, k, k, k]. */
+static td_graph *add_graph(td_context *ctx, td_tensor *w)
+{
+    cr_assert_eq(td_graph_begin(ctx), TD_OK, "%s", td_last_error(ctx));
+    td_tensor *x = td_graph_input(ctx, "x", TD_F32, 1, (int64_t[]){4});
+    td_tensor *y = td_add(x, w);
+    cr_assert_eq(td_graph_output(ctx, "y", y), TD_OK, "%s", td_last_error(ctx));
+    td_graph *g = NULL;
+    cr_assert_eq(td_graph_end(ctx, &g), TD_OK, "%s", td_last_error(ctx));
+    td_release(x);
+    td_release(y);
+    return g;
+}
+
+static float run_add(td_context *ctx, td_graph *g)
+{
+    td_tensor *x = td_full(ctx, TD_F32, 1, (int64_t[]){4}, 1.0), *y = NULL;
+    cr_assert_eq(td_graph_run(g, 1, NULL, &x, 1, NULL, &y), TD_OK, "%s", td_last_error(ctx));
+    float v[4];
+    cr_assert_eq(td_read(y, v, sizeof v), TD_OK, "%s", td_last_error(ctx));
+    td_release(x);
+    td_release(y);
+    return v[0];
+}
+
+static void hex_to_bytes(const char *hex, uint8_t *out, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned v = 0;
+        cr_assert_eq(sscanf(hex + 2 * i, "%2x", &v), 1, "bad hex id '%s'", hex);
+        out[i] = (uint8_t)v;
+    }
+}
+
+/* A raw session of the tenant owning `token`; the reply to a GraphDefine of `id` without a
+ * definition: whether the server said it knows the graph. */
+static bool raw_graph_known(const char *token, const uint8_t id[32])
+{
+    char header[200];
+    snprintf(header, sizeof header, "Bearer %s", token);
+    raw_authorization = header;
+    raw_session s;
+    cr_assert(raw_open(&s, srv.addr, TD_PROTOCOL_MIN, TD_PROTOCOL_MAX, "cpu"), "%s",
+              raw_details(&s));
+    raw_authorization = NULL;
+    Tensord__V1__GraphDefine gd = TENSORD__V1__GRAPH_DEFINE__INIT;
+    gd.graph_id = (ProtobufCBinaryData){.len = 32, .data = (uint8_t *)(uintptr_t)id};
+    Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
+    cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_GRAPH_DEFINE;
+    cm.graph_define = &gd;
+    uint64_t seq = 0;
+    cr_assert(raw_send(&s, &cm, NULL, 0, &seq));
+    raw_msg m;
+    cr_assert_eq(raw_recv(&s, &m, 10000), 1, "no GraphReady");
+    cr_assert_eq(m.kind, TENSORD__V1__SERVER_MESSAGE__BODY_GRAPH_READY, "kind %d: %s", m.kind,
+                 m.message);
+    cr_assert_eq(m.seq, seq);
+    bool known = m.known;
+    raw_msg_fini(&m);
+    /* Running the graph without having defined it fails as for an unknown id, and its
+     * output is poisoned with that message. */
+    Tensord__V1__GraphRun gr = TENSORD__V1__GRAPH_RUN__INIT;
+    uint64_t in = 1, out = 2;
+    td__op full = raw_op_full(in, TD_F32, 1, (int64_t[]){4}, 1.0);
+    raw_send_ops(&s, &full, 1);
+    gr.graph_id = gd.graph_id;
+    gr.n_inputs = 1;
+    gr.inputs = &in;
+    gr.n_outputs = 1;
+    gr.outputs = &out;
+    cm = (Tensord__V1__ClientMessage)TENSORD__V1__CLIENT_MESSAGE__INIT;
+    cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_GRAPH_RUN;
+    cm.graph_run = &gr;
+    if (!known) {
+        cr_assert(raw_send(&s, &cm, NULL, 0, &seq));
+        cr_assert_eq(raw_recv(&s, &m, 10000), 1);
+        cr_expect_eq(m.kind, TENSORD__V1__SERVER_MESSAGE__BODY_FAILURE);
+        cr_expect_eq(m.status, TD_ENOTFOUND, "%u: %s", m.status, m.message);
+        cr_expect(strstr(m.message, "not defined in this session") != NULL, "%s", m.message);
+        raw_msg_fini(&m);
+        seq = raw_send_read(&s, out, 0, 16);
+        cr_assert_eq(raw_recv(&s, &m, 10000), 1);
+        cr_expect_eq(m.kind, TENSORD__V1__SERVER_MESSAGE__BODY_FAILURE);
+        cr_expect(strstr(m.message, "not defined in this session") != NULL, "%s", m.message);
+        raw_msg_fini(&m);
+    }
+    cr_expect_eq(raw_close(&s), GRPC_STATUS_OK, "%s", raw_details(&s));
+    return known;
+}
+
+Test(tenants, cannot_see_each_others_tensors_blobs_or_graphs, .init = start_two_tenants,
+     .fini = cleanup, .timeout = 90)
+{
+    td_context *a = connect_as(alice), *b = connect_as(bob), *a2 = connect_as(alice);
+    /* Made first in each context, so that they get the same tensor id in each (below). */
+    td_tensor *wa = td_full(a, TD_F32, 1, (int64_t[]){4}, 10.0);
+    td_tensor *wb = td_full(b, TD_F32, 1, (int64_t[]){4}, 100.0);
+    td_tensor *wa2 = td_full(a2, TD_F32, 1, (int64_t[]){4}, 1000.0);
+
+    /* Blobs: 1 MiB + 3 bytes goes through the blob store (blob_min_bytes is 1 MiB). */
+    size_t n = (1u << 20) + 3;
+    uint8_t *w = malloc(n);
+    for (size_t i = 0; i < n; i++) w[i] = (uint8_t)(i * 131 + 7);
+    uint64_t sa, sb, sa2;
+    td_tensor *ta = upload(a, w, n, &sa);
+    cr_expect_eq(sa, n, "alice's first upload sent %llu bytes", (unsigned long long)sa);
+    /* Bob offers the same hash: he must be told "absent" and send the bytes himself. */
+    td_tensor *tb = upload(b, w, n, &sb);
+    cr_expect_eq(sb, n, "bob sent %llu bytes: he learnt that alice holds this blob",
+                 (unsigned long long)sb);
+    /* Control: another session of alice's does hit the store. */
+    td_tensor *ta2 = upload(a2, w, n, &sa2);
+    cr_expect_eq(sa2, 0, "alice's second session sent %llu bytes", (unsigned long long)sa2);
+    uint8_t *got = malloc(n);
+    cr_assert_eq(td_read(tb, got, n), TD_OK, "%s", td_last_error(b));
+    cr_expect(memcmp(got, w, n) == 0, "bob's tensor holds what he uploaded");
+    free(got);
+    /* The raw HasBlobs answer to bob for a hash only alice ever uploaded: absent. */
+    uint8_t *only_a = malloc(n);
+    memcpy(only_a, w, n);
+    only_a[0] ^= 0xff;
+    uint64_t s_only;
+    td_tensor *t_only = upload(a, only_a, n, &s_only);
+    uint8_t h[32];
+    cr_assert(td__sha256(only_a, n, h));
+    for (int who = 0; who < 2; who++) {
+        char header[200];
+        snprintf(header, sizeof header, "Bearer %s", who == 0 ? bob : alice);
+        raw_authorization = header;
+        raw_session s;
+        cr_assert(raw_open(&s, srv.addr, TD_PROTOCOL_MIN, TD_PROTOCOL_MAX, "cpu"), "%s",
+                  raw_details(&s));
+        raw_authorization = NULL;
+        ProtobufCBinaryData hb1 = {.len = 32, .data = h};
+        Tensord__V1__HasBlobs hb = TENSORD__V1__HAS_BLOBS__INIT;
+        hb.n_sha256 = 1;
+        hb.sha256 = &hb1;
+        Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
+        cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_HAS_BLOBS;
+        cm.has_blobs = &hb;
+        uint64_t seq;
+        cr_assert(raw_send(&s, &cm, NULL, 0, &seq));
+        raw_msg m;
+        cr_assert_eq(raw_recv(&s, &m, 10000), 1);
+        cr_assert_eq(m.kind, TENSORD__V1__SERVER_MESSAGE__BODY_BLOB_STATUS, "%s", m.message);
+        cr_expect_eq(m.n_present, 1);
+        cr_expect_eq(m.present & 1, who == 0 ? 0u : 1u, "%s sees alice's blob: %d",
+                     who == 0 ? "bob" : "alice", (int)(m.present & 1));
+        raw_msg_fini(&m);
+        cr_expect_eq(raw_close(&s), GRPC_STATUS_OK, "%s", raw_details(&s));
+    }
+    td_release(t_only);
+    free(only_a);
+
+    /* Graphs: the same definition (y = x + captured tensor) in both tenants. Each context
+     * numbers its tensors alike, so the captured id and with it the graph id are equal. */
+    td_graph *ga = add_graph(a, wa);
+    cr_expect_eq(run_add(a, ga), 11.0f);
+    td_graph_info ia, ib, ia2;
+    td_graph_get_info(ga, &ia);
+    cr_expect_eq(ia.definitions_sent, 1);
+    uint8_t id[32];
+    hex_to_bytes(ia.id, id, sizeof id);
+    /* Bob asking for alice's graph id is told it is unknown, and cannot run it. */
+    cr_expect(!raw_graph_known(bob, id), "bob learnt that alice defined a graph");
+    cr_expect(raw_graph_known(alice, id), "control: alice's own tenant finds it cached");
+    td_graph *gb = add_graph(b, wb);
+    td_graph_get_info(gb, &ib);
+    /* Bob's run binds bob's captured tensor, never alice's: he had to send the definition. */
+    cr_expect_eq(run_add(b, gb), 101.0f, "bob's graph read someone else's tensor");
+    td_graph_get_info(gb, &ib);
+    cr_assert_str_eq(ia.id, ib.id, "the same graph in both tenants");
+    cr_expect_eq(ib.definitions_sent, 1, "bob was spared the definition: a cross-tenant hit");
+    td_graph *ga2 = add_graph(a2, wa2);
+    td_graph_get_info(ga2, &ia2);
+    cr_expect_eq(run_add(a2, ga2), 1001.0f);
+    td_graph_get_info(ga2, &ia2);
+    cr_assert_str_eq(ia.id, ia2.id);
+    cr_expect_eq(ia2.definitions_sent, 0, "control: alice's second session hits the cache");
+
+    /* Tensors: bob cannot read, write or use an id that only alice's session holds. */
+    char header[200];
+    snprintf(header, sizeof header, "Bearer %s", alice);
+    raw_authorization = header;
+    raw_session ra, rb;
+    cr_assert(raw_open(&ra, srv.addr, TD_PROTOCOL_MIN, TD_PROTOCOL_MAX, "cpu"));
+    snprintf(header, sizeof header, "Bearer %s", bob);
+    cr_assert(raw_open(&rb, srv.addr, TD_PROTOCOL_MIN, TD_PROTOCOL_MAX, "cpu"));
+    raw_authorization = NULL;
+    td__op full = raw_op_full(77, TD_F32, 1, (int64_t[]){4}, 5.0);
+    raw_send_ops(&ra, &full, 1);
+    raw_msg m;
+    uint64_t seq = raw_send_fence(&ra);
+    cr_assert_eq(raw_recv(&ra, &m, 10000), 1);
+    cr_assert_eq(m.kind, TENSORD__V1__SERVER_MESSAGE__BODY_FENCE, "%s", m.message);
+    raw_msg_fini(&m);
+    seq = raw_send_read(&rb, 77, 0, 16);
+    cr_assert_eq(raw_recv(&rb, &m, 10000), 1);
+    cr_expect_eq(m.kind, TENSORD__V1__SERVER_MESSAGE__BODY_FAILURE);
+    cr_expect_eq(m.seq, seq);
+    cr_expect_eq(m.status, TD_ENOTFOUND, "%u: %s", m.status, m.message);
+    raw_msg_fini(&m);
+    td__op add = raw_op_binary(TD_OP_ADD, 78, 77, 77);
+    seq = raw_send_ops(&rb, &add, 1);
+    cr_assert_eq(raw_recv(&rb, &m, 10000), 1);
+    cr_expect_eq(m.kind, TENSORD__V1__SERVER_MESSAGE__BODY_FAILURE);
+    cr_expect_eq(m.status, TD_ENOTFOUND, "%u: %s", m.status, m.message);
+    raw_msg_fini(&m);
+    cr_expect_eq(raw_close(&ra), GRPC_STATUS_OK);
+    cr_expect_eq(raw_close(&rb), GRPC_STATUS_OK);
+
+    td_graph_destroy(ga);
+    td_graph_destroy(gb);
+    td_graph_destroy(ga2);
+    td_release(wa);
+    td_release(wb);
+    td_release(wa2);
+    td_release(ta);
+    td_release(tb);
+    td_release(ta2);
+    td_close(a);
+    td_close(a2);
+    td_close(b);
+    free(w);
+}
+
+/* ---- max_queued_batches ---- */
+
+typedef struct bob_loop {
+    const char *token;
+    atomic_int stop;
+    int rounds, errors;
+    char first_error[300];
+} bob_loop;
+
+/* The other tenant computes (op, read) until told to stop. */
+static void *bob_computes(void *arg)
+{
+    bob_loop *l = arg;
+    td_options o;
+    memset(&o, 0, sizeof o);
+    o.token = l->token;
+    char uri[600];
+    snprintf(uri, sizeof uri, "tensord://127.0.0.1:%d/cpu", srv.port);
+    td_context *ctx = NULL;
+    if (td_connect(uri, &o, &ctx) != TD_OK) {
+        l->errors++;
+        snprintf(l->first_error, sizeof l->first_error, "connect: %s", td_connect_error());
+        return NULL;
+    }
+    while (!atomic_load(&l->stop) || l->rounds < 20) {
+        td_tensor *x = td_full(ctx, TD_F32, 2, (int64_t[]){64, 64}, 1.0);
+        td_tensor *y = td_matmul(x, x);
+        static float v[64 * 64]; /* one thread */
+        if (y == NULL || td_read(y, v, sizeof v) != TD_OK || v[0] != 64.0f) {
+            if (l->errors++ == 0)
+                snprintf(l->first_error, sizeof l->first_error, "round %d: %s", l->rounds,
+                         td_last_error(ctx));
+        }
+        td_release(x);
+        td_release(y);
+        l->rounds++;
+    }
+    td_close(ctx);
+    return NULL;
+}
+
+static void start_queued_quota(void)
+{
+    make_dir();
+    token_new("alice", "--max-queued-batches 2", alice, sizeof alice);
+    token_new("bob", "", bob, sizeof bob);
+    const char *args[] = {"--tokens-file", tokens, NULL};
+    start(args);
+}
+
+#define FLOOD 40
+
+Test(tokens, queued_batches_quota_poisons_outputs, .init = start_queued_quota,
+     .fini = cleanup, .timeout = 90)
+{
+    bob_loop l;
+    memset(&l, 0, sizeof l);
+    l.token = bob;
+    atomic_init(&l.stop, 0);
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, bob_computes, &l), 0);
+
+    /* Alice floods: 40 batches of a 512x512 matmul sent back to back, no reads. With at
+     * most 2 batches waiting to run, some are refused. */
+    char header[200];
+    snprintf(header, sizeof header, "Bearer %s", alice);
+    raw_authorization = header;
+    raw_session s;
+    cr_assert(raw_open(&s, srv.addr, TD_PROTOCOL_MIN, TD_PROTOCOL_MAX, "cpu"), "%s",
+              raw_details(&s));
+    raw_authorization = NULL;
+    uint64_t seqs[FLOOD];
+    for (int i = 0; i < FLOOD; i++) {
+        td__op ops[2] = {raw_op_full(1000 + 2 * (uint64_t)i, TD_F32, 2,
+                                     (int64_t[]){512, 512}, 1.0),
+                         raw_op_binary(TD_OP_MATMUL, 1001 + 2 * (uint64_t)i,
+                                       1000 + 2 * (uint64_t)i, 1000 + 2 * (uint64_t)i)};
+        seqs[i] = raw_send_ops(&s, ops, 2);
+        cr_assert_neq(seqs[i], 0);
+    }
+    uint64_t fence = raw_send_fence(&s);
+    bool refused[FLOOD] = {false};
+    int n_refused = 0;
+    for (;;) {
+        raw_msg m;
+        cr_assert_eq(raw_recv(&s, &m, 30000), 1, "no reply before the fence");
+        if (m.kind == TENSORD__V1__SERVER_MESSAGE__BODY_FENCE && m.seq == fence) {
+            raw_msg_fini(&m);
+            break;
+        }
+        cr_expect_eq(m.kind, TENSORD__V1__SERVER_MESSAGE__BODY_FAILURE);
+        cr_expect_eq(m.status, TD_EQUOTA, "seq %llu: %u: %s", (unsigned long long)m.seq,
+                     m.status, m.message);
+        cr_expect(strstr(m.message, "tenant 'alice'") != NULL &&
+                      strstr(m.message, "max_queued_batches") != NULL,
+                  "%s", m.message);
+        for (int i = 0; i < FLOOD; i++)
+            if (seqs[i] == m.seq && !refused[i]) {
+                refused[i] = true;
+                n_refused++;
+            }
+        raw_msg_fini(&m);
+    }
+    cr_log_info("%d of %d batches refused by max_queued_batches", n_refused, FLOOD);
+    cr_expect_gt(n_refused, 0, "no batch was refused");
+    cr_expect_lt(n_refused, FLOOD, "every batch was refused");
+    /* A refused batch's outputs report the quota; an accepted one's hold the result. */
+    int checked_refused = 0, checked_ok = 0;
+    for (int i = 0; i < FLOOD && (checked_refused < 3 || checked_ok < 3); i++) {
+        if ((refused[i] ? checked_refused : checked_ok) >= 3) continue;
+        uint64_t seq = raw_send_read(&s, 1001 + 2 * (uint64_t)i, 0, 16);
+        raw_msg m;
+        cr_assert_eq(raw_recv(&s, &m, 30000), 1);
+        cr_expect_eq(m.seq, seq);
+        if (refused[i]) {
+            cr_expect_eq(m.kind, TENSORD__V1__SERVER_MESSAGE__BODY_FAILURE);
+            cr_expect_eq(m.status, TD_EPOISONED, "%u: %s", m.status, m.message);
+            cr_expect(strstr(m.message, "max_queued_batches") != NULL,
+                      "read of a refused output: %s", m.message);
+            checked_refused++;
+        } else {
+            cr_expect_eq(m.kind, TENSORD__V1__SERVER_MESSAGE__BODY_READ, "%s", m.message);
+            float v = 0;
+            if (m.payload_len >= sizeof v) memcpy(&v, m.payload, sizeof v);
+            cr_expect_eq(v, 512.0f);
+            checked_ok++;
+        }
+        raw_msg_fini(&m);
+    }
+    /* The quota was given back as batches ran: alice works again. */
+    td__op again = raw_op_full(5000, TD_F32, 1, (int64_t[]){4}, 2.0);
+    raw_send_ops(&s, &again, 1);
+    uint64_t seq = raw_send_read(&s, 5000, 0, 16);
+    raw_msg m;
+    cr_assert_eq(raw_recv(&s, &m, 30000), 1);
+    cr_expect_eq(m.kind, TENSORD__V1__SERVER_MESSAGE__BODY_READ, "%s", m.message);
+    cr_expect_eq(m.seq, seq);
+    raw_msg_fini(&m);
+    cr_expect_eq(raw_close(&s), GRPC_STATUS_OK, "%s", raw_details(&s));
+
+    /* Bob computed throughout, without a single error. */
+    atomic_store(&l.stop, 1);
+    pthread_join(th, NULL);
+    cr_expect_eq(l.errors, 0, "bob: %d errors, first: %s", l.errors, l.first_error);
+    cr_expect_geq(l.rounds, 20);
 }

@@ -10,7 +10,8 @@
  *                                   "tensord://HOST:PORT/DEVICE"
  *   options: --filter SUBSTR (cases whose name contains it), --verbose (every case),
  *            --oom (also ask the target for a 200 GiB tensor: it must fail with TD_ENOMEM,
- *            and the session must keep working afterwards)
+ *            and the session must keep working afterwards), --quick (skip cases with more
+ *            than 65536 elements in an input or the output)
  * Exit status: 0 all passed (or skipped), 1 a case failed, 2 usage or setup error.
  *
  * Each case builds its inputs from a seeded generator, runs one op on the reference and on
@@ -952,7 +953,28 @@ static bool run_oom(executor *tgt, char *why, size_t whylen)
 
 /* ---- main ---- */
 
-static int run_target(executor *ref, const char *uri, const char *filter, bool oom)
+/* Largest element count among a case's inputs and its output (for --quick). */
+static int64_t case_size(const tcase *c)
+{
+    int64_t most = 0;
+    td__desc d[TD_OP_MAX_INPUTS];
+    const td__desc *p[TD_OP_MAX_INPUTS];
+    for (int k = 0; k < c->n_in; k++) {
+        d[k] = (td__desc){.dtype = c->in[k].dtype, .rank = c->in[k].sh.rank};
+        for (uint32_t i = 0; i < d[k].rank; i++) d[k].dims[i] = c->in[k].sh.d[i];
+        p[k] = &d[k];
+        if (td__desc_nelem(&d[k]) > most) most = td__desc_nelem(&d[k]);
+    }
+    td__op op = c->op;
+    op.n_inputs = (uint32_t)c->n_in;
+    td__desc od;
+    char err[256];
+    if (td__op_infer(&op, p, &od, err, sizeof err) == TD_OK && td__desc_nelem(&od) > most)
+        most = td__desc_nelem(&od);
+    return most;
+}
+
+static int run_target(executor *ref, const char *uri, const char *filter, bool oom, bool quick)
 {
     executor tgt;
     char err[1024] = "";
@@ -966,6 +988,7 @@ static int run_target(executor *ref, const char *uri, const char *filter, bool o
     for (size_t i = 0; i < g_ncases; i++) {
         const tcase *c = &g_cases[i];
         if (filter != NULL && strstr(c->name, filter) == NULL) continue;
+        if (quick && case_size(c) > 65536) continue;
         char why[2048] = "";
         st.run++;
         if (run_case(ref, &tgt, c, i, why, sizeof why)) {
@@ -1000,7 +1023,7 @@ int main(int argc, char **argv)
     const char *targets[16];
     int ntargets = 0;
     const char *filter = NULL, *ref_uri = "local:cpu";
-    bool oom = false;
+    bool oom = false, quick = false;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--target") == 0 && i + 1 < argc && ntargets < 16) {
             targets[ntargets++] = argv[++i];
@@ -1012,9 +1035,11 @@ int main(int argc, char **argv)
             g_verbose = true;
         } else if (strcmp(argv[i], "--oom") == 0) {
             oom = true;
+        } else if (strcmp(argv[i], "--quick") == 0) {
+            quick = true;
         } else {
             fprintf(stderr, "usage: conformance [--target URI]... [--reference URI] "
-                            "[--filter SUBSTR] [--verbose] [--oom]\n");
+                            "[--filter SUBSTR] [--verbose] [--oom] [--quick]\n");
             return 2;
         }
     }
@@ -1053,7 +1078,7 @@ int main(int argc, char **argv)
             if (strcmp(uri, targets[t]) == 0)
                 printf("device %s: %s\n", d->name, d->description);
         }
-        int r = run_target(&ref, targets[t], filter, oom);
+        int r = run_target(&ref, targets[t], filter, oom, quick);
         if (r > rc) rc = r;
     }
     ref.tp->vt->close(ref.tp);

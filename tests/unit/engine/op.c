@@ -186,6 +186,14 @@ Test(op_infer, hostile_descs)
     td__op huge = {.opcode = TD_OP_EMPTY, .dtype = TD_F64, .n_iattrs = 3,
                    .iattrs = {1LL << 20, 1LL << 20, 1LL << 20}};
     cr_assert_eq(infer(&huge, NULL, NULL, NULL, &o), TD_EINVAL, "2^63 bytes");
+    /* Empty, but its other dims multiply past int64 (a fuzz find: strides overflowed). */
+    td__op empty_huge = {.opcode = TD_OP_EMPTY, .dtype = TD_F32, .n_iattrs = 3,
+                         .iattrs = {1LL << 30, 1LL << 30, 0}};
+    cr_assert_eq(infer(&empty_huge, NULL, NULL, NULL, &o), TD_EINVAL, "%s", err);
+    cr_assert(strstr(err, "non-zero dims"), "%s", err);
+    td__op empty_ok = {.opcode = TD_OP_EMPTY, .dtype = TD_F32, .n_iattrs = 3,
+                       .iattrs = {0, 1LL << 20, 1LL << 20}};
+    cr_assert_eq(infer(&empty_ok, NULL, NULL, NULL, &o), TD_OK, "%s", err);
     td__op arity = {.opcode = TD_OP_ADD, .n_inputs = 1};
     td__desc f = D(TD_F32, 0, NULL);
     cr_assert_eq(infer(&arity, &f, NULL, NULL, &o), TD_EINVAL);
