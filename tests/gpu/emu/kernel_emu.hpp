@@ -72,7 +72,7 @@ inline unsigned long long atomicMin(unsigned long long *p, unsigned long long v)
 
 inline bool td_emu_syncs(const char *name)
 {
-    return strncmp(name, "k_reduce<", 9) == 0 || strstr(name, "k_transpose") != nullptr ||
+    return strncmp(name, "k_reduce", 8) == 0 || strstr(name, "k_transpose") != nullptr ||
            strstr(name, "k_matmul_int") != nullptr;
 }
 
