@@ -32,7 +32,7 @@ static bool pump(raw_session *s, gpr_timespec deadline)
         s->send_pending = false;
         if (s->send_bb) grpc_byte_buffer_destroy(s->send_bb);
         s->send_bb = NULL;
-        if (!ev.success) s->ended = true;
+        if (!ev.success) s->send_failed = true;
         break;
     case RAW_RECV:
         s->recv_pending = false;
@@ -98,7 +98,7 @@ static bool send_bb(raw_session *s, grpc_byte_buffer *bb, bool consume_seq)
     gpr_timespec deadline = after_ms(RAW_SEND_MS);
     while (s->send_pending && pump(s, deadline)) {
     }
-    if (s->send_pending || s->ended) {
+    if (s->send_pending || s->ended || s->send_failed) {
         grpc_byte_buffer_destroy(bb);
         return false;
     }
@@ -130,7 +130,7 @@ static bool send_bb(raw_session *s, grpc_byte_buffer *bb, bool consume_seq)
     /* Synchronous: wait until the message is taken. */
     while (s->send_pending && pump(s, deadline)) {
     }
-    return !s->send_pending && !s->ended;
+    return !s->send_pending && !s->ended && !s->send_failed;
 }
 
 bool raw_send(raw_session *s, Tensord__V1__ClientMessage *m, const void *payload, size_t n,

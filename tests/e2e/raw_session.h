@@ -25,6 +25,8 @@ typedef struct raw_session {
     grpc_metadata_array initial_md, trailing_md;
     td__wire_scratch scratch;
     bool ended; /* a receive found the end of the stream */
+    bool send_failed; /* a send failed: the call is over, but replies already on their way
+                          can still be received */
     bool send_pending, recv_pending, initial_md_sent, close_pending;
     bool initial_md_armed, status_armed;
     grpc_byte_buffer *send_bb, *recv_bb;
