@@ -6,33 +6,13 @@
  * all real shapes while one code path still covers every broadcast.
  */
 #include "backends/cpu/cpu_internal.h"
+#include "engine/collapse.h"
 
 void td__cpu_iter_init(td__cpu_iter *it, const td__desc *out, int n_in,
                        const int64_t (*in_strides)[TD_MAX_RANK])
 {
     it->n_in = n_in;
-    int r = 0;
-    for (uint32_t d = 0; d < out->rank; d++) {
-        int64_t n = out->dims[d];
-        if (n == 1) continue;
-        bool merge = r > 0;
-        for (int k = 0; k < n_in && merge; k++)
-            merge = it->in_strides[k][r - 1] == in_strides[k][d] * n;
-        if (merge) {
-            it->dims[r - 1] *= n;
-            for (int k = 0; k < n_in; k++) it->in_strides[k][r - 1] = in_strides[k][d];
-        } else {
-            it->dims[r] = n;
-            for (int k = 0; k < n_in; k++) it->in_strides[k][r] = in_strides[k][d];
-            r++;
-        }
-    }
-    if (r == 0) {
-        it->dims[0] = 1;
-        for (int k = 0; k < n_in; k++) it->in_strides[k][0] = 0;
-        r = 1;
-    }
-    it->rank = r;
+    it->rank = td__collapse_dims(out, n_in, in_strides, it->dims, it->in_strides);
 }
 
 void td__cpu_iter_rows(const td__cpu_iter *it, int64_t lo, int64_t hi, td__cpu_row_fn row,

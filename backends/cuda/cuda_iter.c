@@ -8,6 +8,7 @@
  * both backends see the same structure.
  */
 #include "backends/cuda/cuda_internal.h"
+#include "engine/collapse.h"
 
 /* Largest offset or count that 32-bit kernel index math may reach; grid-stride loops add up
  * to 2^28 to an index below this without overflowing int32. */
@@ -17,27 +18,7 @@ void td__gpu_iter_init(td__gpu_iter *it, const td__desc *out, int n_in,
                        const int64_t (*in_strides)[TD_MAX_RANK])
 {
     it->n_in = n_in;
-    int r = 0;
-    for (uint32_t d = 0; d < out->rank; d++) {
-        int64_t n = out->dims[d];
-        if (n == 1) continue;
-        bool merge = r > 0;
-        for (int k = 0; k < n_in && merge; k++)
-            merge = it->strides[k][r - 1] == in_strides[k][d] * n;
-        if (merge) {
-            it->dims[r - 1] *= n;
-            for (int k = 0; k < n_in; k++) it->strides[k][r - 1] = in_strides[k][d];
-        } else {
-            it->dims[r] = n;
-            for (int k = 0; k < n_in; k++) it->strides[k][r] = in_strides[k][d];
-            r++;
-        }
-    }
-    if (r == 0) {
-        it->dims[0] = 1;
-        for (int k = 0; k < n_in; k++) it->strides[k][0] = 0;
-        r = 1;
-    }
+    int r = td__collapse_dims(out, n_in, in_strides, it->dims, it->strides);
     it->rank = r;
     for (int d = r; d < TD_MAX_RANK; d++) {
         it->dims[d] = 1;
