@@ -19,6 +19,7 @@
  * any). Reducing zero elements gives SUM 0, PROD 1, MEAN NaN (op.c rejects the others).
  */
 #include "backends/cpu/cpu_internal.h"
+#include "engine/collapse.h"
 #include <math.h>
 #include <string.h>
 
@@ -26,51 +27,7 @@
  * column path streams one input row of that width per reduced index. */
 #define TILE 2048
 
-typedef struct red_plan {
-    int nk, nr;
-    int64_t ksize[TD_MAX_RANK], kstride[TD_MAX_RANK]; /* kept groups, outer to inner */
-    int64_t rsize[TD_MAX_RANK], rstride[TD_MAX_RANK]; /* reduced groups, outer to inner */
-    bool inner_kept; /* the innermost (stride-1) group is kept: column path */
-    int64_t rcount;  /* reduced elements per output */
-    int64_t nout;
-} red_plan;
-
-static void plan_init(red_plan *p, const td__desc *x, uint64_t mask)
-{
-    int64_t st[TD_MAX_RANK];
-    td__cpu_strides(x, st);
-    memset(p, 0, sizeof *p);
-    p->rcount = 1;
-    p->nout = 1;
-    int last_class = -1; /* 0 kept, 1 reduced */
-    for (uint32_t d = 0; d < x->rank; d++) {
-        int64_t n = x->dims[d];
-        int cls = (int)((mask >> d) & 1);
-        if (cls) {
-            p->rcount *= n;
-        } else {
-            p->nout *= n;
-        }
-        if (n == 1) continue;
-        if (cls == last_class) {
-            if (cls) {
-                p->rsize[p->nr - 1] *= n;
-                p->rstride[p->nr - 1] = st[d];
-            } else {
-                p->ksize[p->nk - 1] *= n;
-                p->kstride[p->nk - 1] = st[d];
-            }
-        } else if (cls) {
-            p->rsize[p->nr] = n;
-            p->rstride[p->nr++] = st[d];
-        } else {
-            p->ksize[p->nk] = n;
-            p->kstride[p->nk++] = st[d];
-        }
-        last_class = cls;
-    }
-    p->inner_kept = last_class == 0;
-}
+typedef td__reduce_plan red_plan;
 
 /* Input offset of output element o (row-major over the kept groups). */
 static int64_t kept_offset(const red_plan *p, int64_t o)
@@ -406,7 +363,7 @@ td_status td__cpu_exec_reduce(const td__cpu_exec *x, const td__op *op, const td_
     if (op->n_iattrs < 1 || op->iattrs[0] < 0)
         return td__cpu_fail(x, TD_EINTERNAL, "cpu: reduce without an axes mask");
     red_plan plan;
-    plan_init(&plan, xd, (uint64_t)op->iattrs[0]);
+    td__reduce_plan_init(&plan, xd, (uint64_t)op->iattrs[0]);
     if (plan.nout == 0) return TD_OK;
     if (op->opcode == TD_OP_ARGMAX || op->opcode == TD_OP_ARGMIN)
         return exec_arg(x, op, in, out, &plan);

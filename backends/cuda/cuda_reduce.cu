@@ -23,6 +23,7 @@
  * of an f32 result; for f64 a relative error of about rcount * 2^-53 of sum |x|.
  */
 #include "backends/cuda/cuda_ops.cuh"
+#include "engine/collapse.h"
 #include <limits>
 #include <string.h>
 #include <type_traits>
@@ -38,47 +39,7 @@ namespace {
 /* Fewest elements a lane folds per chunk when folds are split. */
 #define RED_MIN_PER_LANE 32
 
-struct red_plan {
-    int nk, nr;
-    int64_t ksize[TD_MAX_RANK], kstride[TD_MAX_RANK]; /* kept groups, outer to inner */
-    int64_t rsize[TD_MAX_RANK], rstride[TD_MAX_RANK]; /* reduced groups, outer to inner */
-    bool inner_kept;
-    int64_t rcount, nout;
-};
-
-void plan_init(red_plan *p, const td__desc *x, uint64_t mask)
-{
-    int64_t st[TD_MAX_RANK];
-    td__cuda_strides(x, st);
-    memset(p, 0, sizeof *p);
-    p->rcount = 1;
-    p->nout = 1;
-    int last = -1;
-    for (uint32_t d = 0; d < x->rank; d++) {
-        int64_t n = x->dims[d];
-        int cls = (int)((mask >> d) & 1);
-        if (cls) p->rcount *= n;
-        else p->nout *= n;
-        if (n == 1) continue;
-        if (cls == last) {
-            if (cls) {
-                p->rsize[p->nr - 1] *= n;
-                p->rstride[p->nr - 1] = st[d];
-            } else {
-                p->ksize[p->nk - 1] *= n;
-                p->kstride[p->nk - 1] = st[d];
-            }
-        } else if (cls) {
-            p->rsize[p->nr] = n;
-            p->rstride[p->nr++] = st[d];
-        } else {
-            p->ksize[p->nk] = n;
-            p->kstride[p->nk++] = st[d];
-        }
-        last = cls;
-    }
-    p->inner_kept = last == 0;
-}
+typedef td__reduce_plan red_plan;
 
 TD_DEV int64_t kept_offset(const red_plan &p, int64_t o)
 {
@@ -350,7 +311,7 @@ extern "C" td_status td__cuda_exec_reduce(const td__cuda_exec *x, const td__op *
     if (op->n_iattrs < 1 || op->iattrs[0] < 0)
         return td__cuda_fail(x, TD_EINTERNAL, "cuda: reduce without an axes mask");
     red_plan p;
-    plan_init(&p, xd, (uint64_t)op->iattrs[0]);
+    td__reduce_plan_init(&p, xd, (uint64_t)op->iattrs[0]);
     if (p.nout == 0) return TD_OK;
     const uint32_t dt = out->desc.dtype, idt = xd->dtype;
     const bool is_float = td__dtype_is_float(idt);
