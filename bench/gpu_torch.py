@@ -1,46 +1,106 @@
-"""gpu_torch.py: the PyTorch side of bench/gpu_bench.c, with the same sizes and the same
-timing rule (warm-up, then reps ops between two synchronisations), on cuda:0.
-Usage: python3 bench/gpu_torch.py [--quick] [--tf32]"""
+"""gpu_torch.py: the PyTorch side of bench/gpu_bench.c, on cuda:0: the same sizes, the same
+row names and the same timing rule (per measure one untimed pass of the timed loop, then the
+median of ROUNDS timed loops of REPS ops between two synchronisations; each result is dropped
+at once, so the caching allocator reuses one output block).
+
+TF32 rows switch PyTorch's float32 matmul precision to TF32 for those rows only
+(torch.backends.cuda.matmul.fp32_precision = "tf32" where it exists, PyTorch >= 2.9; else
+allow_tf32 = True) and back to IEEE f32 for every other row; a '# tf32 check' line shows
+that the switch took effect.
+
+Usage: python3 bench/gpu_torch.py [--quick] [--reps N] [--rounds N] [--profile]
+--profile: no timing; one add, one sum and one softmax of the bench sizes after a warm-up,
+between torch.cuda.profiler.start() and stop() (for ncu --profile-from-start off)."""
 import sys
 import time
 
 import torch
 
+
+def arg(name, default):
+    return int(sys.argv[sys.argv.index(name) + 1]) if name in sys.argv else default
+
+
 quick = "--quick" in sys.argv
-torch.backends.cuda.matmul.allow_tf32 = "--tf32" in sys.argv
-reps = 20
+profile = "--profile" in sys.argv
+reps = arg("--reps", 20)
+rounds = arg("--rounds", 3)
 dev = "cuda:0"
 
 
-def timed(fn):
-    fn()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
+def set_tf32(on):
+    """Float32 matmuls in TF32 (on) or IEEE f32 (off); returns the setting's name."""
+    m = torch.backends.cuda.matmul
+    if hasattr(m, "fp32_precision"):
+        m.fp32_precision = "tf32" if on else "ieee"
+        return "torch.backends.cuda.matmul.fp32_precision = %r" % m.fp32_precision
+    m.allow_tf32 = on
+    return "torch.backends.cuda.matmul.allow_tf32 = %r" % m.allow_tf32
+
+
+def loop(fn):
     for _ in range(reps):
         fn()
     torch.cuda.synchronize()
-    return (time.perf_counter() - t0) / reps
 
 
-print("torch", torch.__version__, torch.cuda.get_device_name(0), "tf32" if torch.backends.cuda.matmul.allow_tf32 else "fp32")
-for n in ((256, 512) if quick else (4096, 8192)):
+def timed(fn):
+    loop(fn)  # untimed: kernels, cuBLAS heuristics, allocator blocks
+    ts = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        loop(fn)
+        ts.append((time.perf_counter() - t0) / reps)
+    ts.sort()
+    return ts[len(ts) // 2]
+
+
+def report(name, s, amount, scale, unit):
+    print(f"{name:<26} {s * 1e3:10.3f} ms {amount / s / scale:10.1f} {unit}", flush=True)
+
+
+print(f"# torch {torch.__version__} on {torch.cuda.get_device_name(0)}; {set_tf32(False)}")
+nb = (1 << 20) if quick else (1 << 28)  # f32 elements: 1 GiB
+rows, cols = (256, 256) if quick else (65536, 4096)
+
+if profile:
+    x = torch.rand(nb, device=dev) * 2 - 1
+    y = torch.rand(nb, device=dev) * 2 - 1
+    z = torch.rand(rows, cols, device=dev) * 8 - 4
+    for p in range(2):  # warm-up, then the profiled pass
+        if p == 1:
+            torch.cuda.profiler.start()
+        x + y
+        x.sum()
+        torch.softmax(z, dim=1)
+        torch.cuda.synchronize()
+    torch.cuda.profiler.stop()
+    print(f"# profiled: add f32 [{nb}], sum f32 [{nb}], softmax f32 [{rows}, {cols}] rows")
+    sys.exit(0)
+
+print(f"# {reps} ops per loop, median of {rounds} loops after one untimed loop")
+for n in (256, 512) if quick else (4096, 8192):
     a = torch.rand(n, n, device=dev) * 2 - 1
     b = torch.rand(n, n, device=dev) * 2 - 1
-    s = timed(lambda: a @ b)
-    print(f"matmul f32 {n}^3: {s*1e3:.3f} ms  {2*n**3/s/1e9:.1f} GFLOP/s")
-    del a, b
-nb = (1 << 20) if quick else (1 << 28)
-x = torch.rand(nb, device=dev)
-y = torch.rand(nb, device=dev)
-gb = nb * 4 / 1e9
-s = timed(lambda: x + y)
-print(f"add f32 [{nb}]: {s*1e3:.3f} ms  {3*gb/s:.1f} GB/s (read 2, write 1)")
-s = timed(lambda: x * y)
-print(f"mul f32 [{nb}]: {s*1e3:.3f} ms  {3*gb/s:.1f} GB/s (read 2, write 1)")
-s = timed(lambda: x.sum())
-print(f"sum f32 [{nb}]: {s*1e3:.3f} ms  {gb/s:.1f} GB/s (read 1)")
+    flop = 2.0 * n ** 3
+    set_tf32(False)
+    report(f"matmul_f32_{n}", timed(lambda: a @ b), flop, 1e12, "TFLOP/s")
+    c32 = a @ b
+    tf32_name = set_tf32(True)
+    report(f"matmul_tf32_{n}", timed(lambda: a @ b), flop, 1e12, "TFLOP/s")
+    ctf = a @ b
+    set_tf32(False)
+    rel = ((c32 - ctf).abs().max() / c32.abs().max()).item()
+    note = " (identical: TF32 NOT in effect)" if rel == 0 else ""
+    print(f"# tf32 check {n}: max|C_tf32 - C_f32| / max|C_f32| = {rel:.3g}{note} ({tf32_name})")
+    del a, b, c32, ctf
+x = torch.rand(nb, device=dev) * 2 - 1
+y = torch.rand(nb, device=dev) * 2 - 1
+gb = nb * 4
+report(f"add_f32_{nb}", timed(lambda: x + y), 3 * gb, 1e9, "GB/s (read 2, write 1)")
+report(f"mul_f32_{nb}", timed(lambda: x * y), 3 * gb, 1e9, "GB/s (read 2, write 1)")
+report(f"sum_f32_{nb}", timed(lambda: x.sum()), gb, 1e9, "GB/s (read 1)")
 del x, y
-rows, cols = (256, 256) if quick else (65536, 4096)
 z = torch.rand(rows, cols, device=dev) * 8 - 4
-s = timed(lambda: torch.softmax(z, dim=1))
-print(f"softmax f32 [{rows}, {cols}] rows: {s*1e3:.3f} ms  {2*rows*cols*4/1e9/s:.1f} GB/s (read 1, write 1)")
+report(f"softmax_f32_{rows}x{cols}", timed(lambda: torch.softmax(z, dim=1)),
+       2.0 * rows * cols * 4, 1e9, "GB/s (read 1, write 1)")

@@ -12,7 +12,6 @@
 #include "client/transport.h"
 #include "common/alloc.h"
 #include "common/idmap.h"
-#include "engine/composite.h"
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -607,8 +606,41 @@ TD__BINARY(td_lt, LT)
 TD__BINARY(td_le, LE)
 TD__BINARY(td_gt, GT)
 TD__BINARY(td_ge, GE)
-TD__BINARY(td_matmul, MATMUL)
 #undef TD__BINARY
+
+/* MATMUL carries TD_MATMUL_PRECISION_TF32 only for f32 inputs: other dtypes ignore it, and
+ * leaving it off keeps their ops (and graph ids) the same as before the attribute existed. */
+static td_tensor *matmul(const char *api, td_tensor *a, td_tensor *b, unsigned flags)
+{
+    if (a == NULL || b == NULL) return NULL;
+    if (a->ctx != b->ctx) {
+        set_err(a->ctx, "%s: inputs belong to different contexts", api);
+        return NULL;
+    }
+    if ((flags & ~(unsigned)TD_MATMUL_ALLOW_TF32) != 0) {
+        set_err(a->ctx, "%s: unknown flags 0x%x (known: TD_MATMUL_ALLOW_TF32 = 0x%x)", api,
+                flags & ~(unsigned)TD_MATMUL_ALLOW_TF32, (unsigned)TD_MATMUL_ALLOW_TF32);
+        return NULL;
+    }
+    td__op op = {.opcode = TD_OP_MATMUL, .n_inputs = 2};
+    if ((flags & TD_MATMUL_ALLOW_TF32) && a->desc.dtype == TD_F32) {
+        op.n_iattrs = 1;
+        op.iattrs[0] = TD_MATMUL_PRECISION_TF32;
+    }
+    td_tensor *in[2] = {a, b};
+    return record(a->ctx, api, &op, in);
+}
+
+td_tensor *td_matmul(td_tensor *a, td_tensor *b)
+{
+    unsigned flags = a != NULL && a->ctx->opts.matmul_allow_tf32 ? TD_MATMUL_ALLOW_TF32 : 0;
+    return matmul("td_matmul", a, b, flags);
+}
+
+td_tensor *td_matmul_ex(td_tensor *a, td_tensor *b, unsigned flags)
+{
+    return matmul("td_matmul_ex", a, b, flags);
+}
 
 td_tensor *td_where(td_tensor *cond, td_tensor *a, td_tensor *b)
 {
@@ -862,35 +894,9 @@ td_tensor *td_index_select(td_tensor *x, td_tensor *index, int axis)
     return indexed("td_index_select", TD_OP_INDEX_SELECT, x, index, axis);
 }
 
-/* ---- composites ---- */
+/* ---- softmax ---- */
 
-typedef struct emit_state {
-    td_context *ctx;
-    const char *api;
-} emit_state;
-
-static td_status emit_record(void *arg, td__op *op, uint64_t *out_id, td__desc *out_desc)
-{
-    emit_state *es = arg;
-    td_tensor *in[TD_OP_MAX_INPUTS];
-    for (uint32_t i = 0; i < op->n_inputs; i++) {
-        in[i] = td__idmap_get(&es->ctx->handles, op->inputs[i]);
-        if (in[i] == NULL) return TD_EINTERNAL;
-    }
-    td_tensor *t = record(es->ctx, es->api, op, in);
-    if (t == NULL) return TD_EINVAL;
-    *out_id = t->id;
-    *out_desc = t->desc;
-    return TD_OK;
-}
-
-static void emit_drop(void *arg, uint64_t id)
-{
-    emit_state *es = arg;
-    td_release(td__idmap_get(&es->ctx->handles, id));
-}
-
-static td_tensor *softmax_common(const char *api, td_tensor *x, int axis, bool log)
+static td_tensor *softmax_common(const char *api, uint32_t opcode, td_tensor *x, int axis)
 {
     if (x == NULL) return NULL;
     int a;
@@ -906,18 +912,18 @@ static td_tensor *softmax_common(const char *api, td_tensor *x, int axis, bool l
         set_err(x->ctx, "%s: axis %d has length 0", api, axis);
         return NULL;
     }
-    emit_state es = {x->ctx, api};
-    td__emitter e = {.ctx = &es, .emit = emit_record, .drop = emit_drop};
-    uint64_t id;
-    td__desc d;
-    if (td__composite_softmax(&e, x->id, &x->desc, a, log, &id, &d) != TD_OK) return NULL;
-    return td__idmap_get(&x->ctx->handles, id);
+    td__op op = {.opcode = opcode, .n_inputs = 1, .n_iattrs = 1, .iattrs = {a}};
+    return record(x->ctx, api, &op, &x);
 }
 
-td_tensor *td_softmax(td_tensor *x, int axis) { return softmax_common("td_softmax", x, axis, false); }
+td_tensor *td_softmax(td_tensor *x, int axis)
+{
+    return softmax_common("td_softmax", TD_OP_SOFTMAX, x, axis);
+}
+
 td_tensor *td_log_softmax(td_tensor *x, int axis)
 {
-    return softmax_common("td_log_softmax", x, axis, true);
+    return softmax_common("td_log_softmax", TD_OP_LOG_SOFTMAX, x, axis);
 }
 
 /* ---- hooks for graph capture (client/graph.c; declared in client/capture.h) ---- */

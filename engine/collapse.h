@@ -61,11 +61,7 @@ typedef struct td__reduce_plan {
 static inline void td__reduce_plan_init(td__reduce_plan *p, const td__desc *x, uint64_t mask)
 {
     int64_t st[TD_MAX_RANK];
-    int64_t s = 1;
-    for (int d = (int)x->rank - 1; d >= 0; d--) {
-        st[d] = s;
-        s *= x->dims[d];
-    }
+    td__desc_strides(x, st);
     memset(p, 0, sizeof *p);
     p->rcount = 1;
     p->nout = 1;

@@ -223,6 +223,8 @@ td_status td__devices_init(char *err, size_t errlen)
     return g_init_status;
 }
 
+bool td__backend_loaded(const char *kind) { return kind != NULL && kind_known(kind); }
+
 int td__device_count(void) { return g_ndevices; }
 
 td__device *td__device_at(int i) { return i >= 0 && i < g_ndevices ? &g_devices[i] : NULL; }

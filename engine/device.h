@@ -25,6 +25,9 @@
 #include "backends/backend.h"
 
 td_status td__devices_init(char *err, size_t errlen);
+/* Whether a backend of this kind ("cpu", "cuda", "hip") is loaded — compiled in, or a
+ * module that loaded — whether or not it has devices. Call after td__devices_init. */
+bool td__backend_loaded(const char *kind);
 int td__device_count(void);
 td__device *td__device_at(int i);
 /* Find by name ("cpu", "cpu:0", "cuda:1"); NULL if absent. NULL or "" gives device 0. */

@@ -49,6 +49,8 @@ enum td__op_class td__op_class(uint32_t opcode)
     case TD_OP_RESHAPE: case TD_OP_PERMUTE: case TD_OP_SLICE: case TD_OP_CONCAT:
     case TD_OP_EXPAND: case TD_OP_GATHER: case TD_OP_INDEX_SELECT: case TD_OP_COPY:
         return TD_OPCLASS_MOVEMENT;
+    case TD_OP_SOFTMAX: case TD_OP_LOG_SOFTMAX:
+        return TD_OPCLASS_SOFTMAX;
     }
     return TD_OPCLASS_NONE;
 }
@@ -63,15 +65,6 @@ int64_t td__desc_nelem(const td__desc *d)
 size_t td__desc_nbytes(const td__desc *d)
 {
     return (size_t)td__desc_nelem(d) * td_dtype_size((td_dtype)d->dtype);
-}
-
-void td__desc_strides(const td__desc *d, int64_t strides[TD_MAX_RANK])
-{
-    int64_t s = 1;
-    for (int i = (int)d->rank - 1; i >= 0; i--) {
-        strides[i] = s;
-        s *= d->dims[i];
-    }
 }
 
 static td_status fail(char *err, size_t errlen, const char *fmt, ...)
@@ -196,6 +189,23 @@ static td_status infer_reduce(const td__op *op, const td__desc *x, td__desc *out
         }
     }
     *out = o;
+    return TD_OK;
+}
+
+/* SOFTMAX LOG_SOFTMAX: iattrs = {axis}; a float input with a non-empty axis. */
+static td_status infer_softmax(const td__op *op, const td__desc *x, td__desc *out, char *err,
+                               size_t errlen)
+{
+    if (op->n_iattrs != 1)
+        return fail(err, errlen, "expects 1 attribute (axis), got %u", op->n_iattrs);
+    int64_t ax = op->iattrs[0];
+    if (ax < 0 || ax >= (int64_t)x->rank)
+        return fail(err, errlen, "axis %lld out of range for rank %u", (long long)ax, x->rank);
+    if (!td__dtype_is_float(x->dtype))
+        return fail(err, errlen, "needs a float dtype, got %s", td_dtype_name(x->dtype));
+    if (x->dims[ax] == 0)
+        return fail(err, errlen, "cannot normalise along zero-length axis %lld", (long long)ax);
+    *out = *x;
     return TD_OK;
 }
 
@@ -358,7 +368,8 @@ static bool arity_ok(uint32_t opcode, uint32_t n, uint32_t *want)
 {
     switch (td__op_class(opcode)) {
     case TD_OPCLASS_CREATE: *want = 0; break;
-    case TD_OPCLASS_UNARY: case TD_OPCLASS_CAST: case TD_OPCLASS_REDUCE: *want = 1; break;
+    case TD_OPCLASS_UNARY: case TD_OPCLASS_CAST: case TD_OPCLASS_REDUCE:
+    case TD_OPCLASS_SOFTMAX: *want = 1; break;
     case TD_OPCLASS_BINARY: case TD_OPCLASS_COMPARE: case TD_OPCLASS_MATMUL: *want = 2; break;
     case TD_OPCLASS_WHERE: *want = 3; break;
     case TD_OPCLASS_MOVEMENT:
@@ -453,6 +464,14 @@ static td_status infer(const td__op *op, const td__desc *const *in, td__desc *ou
     case TD_OPCLASS_REDUCE:
         return infer_reduce(op, x, out, err, errlen);
     case TD_OPCLASS_MATMUL: {
+        if (op->n_iattrs > 1)
+            return fail(err, errlen, "expects at most 1 attribute (precision), got %u",
+                        op->n_iattrs);
+        if (op->n_iattrs == 1 && op->iattrs[0] != TD_MATMUL_PRECISION_FULL &&
+            op->iattrs[0] != TD_MATMUL_PRECISION_TF32)
+            return fail(err, errlen,
+                        "precision %lld is not 0 (full precision) or 1 (tf32 allowed)",
+                        (long long)op->iattrs[0]);
         td__desc o;
         td_status s = infer_matmul(in[0], in[1], &o, err, errlen);
         if (s == TD_OK) s = td__desc_check(&o, err, errlen);
@@ -466,6 +485,8 @@ static td_status infer(const td__op *op, const td__desc *const *in, td__desc *ou
         if (s == TD_OK) *out = o;
         return s;
     }
+    case TD_OPCLASS_SOFTMAX:
+        return infer_softmax(op, x, out, err, errlen);
     case TD_OPCLASS_NONE:
         break;
     }

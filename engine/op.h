@@ -21,7 +21,9 @@
  *   CAST             1 input; dtype = target
  *   reduce (SUM..ARGMIN)  1 input; iattrs = {axes bitmask, keepdims 0|1}; ARGMAX/ARGMIN
  *                    need exactly one axis and give TD_I64; MEAN needs a float dtype
- *   MATMUL           2 inputs [..,M,K] x [..,K,N], batch dims broadcast
+ *   MATMUL           2 inputs [..,M,K] x [..,K,N], batch dims broadcast; iattrs = {} or
+ *                    {precision}: TD_MATMUL_PRECISION_FULL (0, also when absent) or
+ *                    TD_MATMUL_PRECISION_TF32 (1: f32 inputs may be computed in TF32)
  *   RESHAPE          1 input; iattrs = dims (no -1 on the wire; the client resolves it)
  *   PERMUTE          1 input; iattrs = perm (a permutation of 0..rank-1)
  *   SLICE            1 input; iattrs = {start[0..rank), stop[0..rank)}, 0 <= start <= stop <= dim
@@ -30,6 +32,17 @@
  *   GATHER           2 inputs (x, index i32|i64 of x's rank); iattrs[0] = axis
  *   INDEX_SELECT     2 inputs (x, index i32|i64 any rank <= 8-(rank-1)); iattrs[0] = axis
  *   COPY             1 input; same dtype/shape, new buffer
+ *   SOFTMAX          1 input f32|f64; iattrs[0] = axis (0..rank-1, dim > 0); same dtype/shape
+ *   LOG_SOFTMAX      as SOFTMAX
+ *
+ * SOFTMAX / LOG_SOFTMAX, the contract every backend implements, per row along `axis`:
+ *   m   = max_j x_j                 (NaN propagates, as MAX does)
+ *   e_i = exp(x_i - m)              (subtraction and exp in the element dtype)
+ *   s   = sum_i e_i                 (accumulated in double, rounded once to the dtype)
+ *   softmax y_i = e_i / s;   log_softmax y_i = (x_i - m) - log(s)   (in the element dtype)
+ * The CPU backend folds s in ascending index order from 0.0, which makes it bit-identical
+ * to the composite MAX, SUB, EXP, SUM, DIV (LOG, SUB) on the CPU; other backends hold to it
+ * within the bound tests/unit/backends/conformance.c states.
  */
 #ifndef TD_ENGINE_OP_H
 #define TD_ENGINE_OP_H
@@ -89,7 +102,9 @@
     X(EXPAND, 84, "expand")                                                                \
     X(GATHER, 85, "gather")                                                                \
     X(INDEX_SELECT, 86, "index_select")                                                    \
-    X(COPY, 87, "copy")
+    X(COPY, 87, "copy")                                                                    \
+    X(SOFTMAX, 90, "softmax")                                                              \
+    X(LOG_SOFTMAX, 91, "log_softmax")
 
 enum td__opcode {
 #define TD__OPCODE_ENUM(name, value, str) TD_OP_##name = value,
@@ -110,6 +125,7 @@ enum td__op_class {
     TD_OPCLASS_REDUCE,
     TD_OPCLASS_MATMUL,
     TD_OPCLASS_MOVEMENT, /* RESHAPE PERMUTE SLICE CONCAT EXPAND GATHER INDEX_SELECT COPY */
+    TD_OPCLASS_SOFTMAX,  /* SOFTMAX LOG_SOFTMAX */
 };
 
 /* A tensor's dtype and shape. */
@@ -131,6 +147,21 @@ typedef struct td__op {
     double fattrs[2];
     uint64_t seed;
 } td__op;
+
+/* MATMUL's optional attribute iattrs[0], "precision": what the backend may trade for speed.
+ * Absent (n_iattrs == 0) means FULL, so ops of clients that predate it keep their meaning.
+ * TF32 is a permission for f32 inputs (td_matmul_ex in tensord.h says what it costs); a
+ * backend without a TF32 path, and every f64 or integer matmul, computes as for FULL. */
+enum td__matmul_precision {
+    TD_MATMUL_PRECISION_FULL = 0, /* f32 products and sums in f32 (f64 in f64) */
+    TD_MATMUL_PRECISION_TF32 = 1, /* f32 inputs may be rounded to TF32, f32 accumulation */
+};
+
+/* Whether a validated MATMUL op allows TF32 for f32 inputs. */
+static inline bool td__matmul_allows_tf32(const td__op *op)
+{
+    return op->n_iattrs >= 1 && op->iattrs[0] == TD_MATMUL_PRECISION_TF32;
+}
 
 /* Name of an opcode ("matmul"), or "unknown" — static string. */
 const char *td__op_name(uint32_t opcode);
@@ -157,8 +188,28 @@ td_status td__op_infer(const td__op *op, const td__desc *const *in, td__desc *ou
 /* numpy broadcasting of two shapes into out; false if incompatible. */
 bool td__broadcast_shapes(const td__desc *a, const td__desc *b, td__desc *out);
 
-/* Row-major strides (in elements) of a desc. */
-void td__desc_strides(const td__desc *d, int64_t strides[TD_MAX_RANK]);
+/* Row-major strides (in elements) of a desc. Static inline because loadable backend
+ * modules use it too and may not link engine symbols. */
+static inline void td__desc_strides(const td__desc *d, int64_t strides[TD_MAX_RANK])
+{
+    int64_t s = 1;
+    for (int i = (int)d->rank - 1; i >= 0; i--) {
+        strides[i] = s;
+        s *= d->dims[i];
+    }
+}
+
+/* Strides (elements) that read `in` broadcast to `out`'s shape (numpy broadcasting: `in`
+ * aligned right, missing and size-1 dims get stride 0). in->rank <= out->rank. */
+static inline void td__desc_bcast_strides(const td__desc *in, const td__desc *out,
+                                          int64_t st[TD_MAX_RANK])
+{
+    int64_t own[TD_MAX_RANK];
+    td__desc_strides(in, own);
+    uint32_t lead = out->rank - in->rank;
+    for (uint32_t d = 0; d < out->rank; d++)
+        st[d] = (d < lead || in->dims[d - lead] == 1) ? 0 : own[d - lead];
+}
 
 static inline bool td__dtype_is_float(uint32_t dt) { return dt == TD_F32 || dt == TD_F64; }
 static inline bool td__dtype_valid(uint32_t dt) { return dt < TD_DTYPE_COUNT; }

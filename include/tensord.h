@@ -116,6 +116,12 @@ typedef struct td_options {
      * SHA-256 of the data to the server's blob store (one round trip) and send the bytes
      * only when the server lacks them; SIZE_MAX turns this off. Default 1048576 (1 MiB). */
     size_t blob_min_bytes;
+    /* Matmul precision (append-only from here; 0 means the default, full f32).
+     * Nonzero: every f32 td_matmul recorded on this context allows TF32, exactly as if it
+     * were td_matmul_ex(a, b, TD_MATMUL_ALLOW_TF32); td_matmul_ex calls keep their own
+     * flags. A permission, not a requirement: see td_matmul_ex for what it means, what it
+     * costs in accuracy, and which devices use it. */
+    int matmul_allow_tf32;
 } td_options;
 
 /* Open a context on a device.
@@ -262,8 +268,40 @@ td_tensor *td_argmin(td_tensor *x, int axis, bool keepdims);
 
 /* ---- linear algebra ----
  * Batched matmul: a [..., M, K] x b [..., K, N] -> [..., M, N]; ranks >= 2, batch dims
- * broadcast; f32/f64 through BLAS on the CPU. */
+ * broadcast; f32/f64 through BLAS on the CPU, cuBLAS on CUDA. Full precision unless the
+ * context was opened with td_options.matmul_allow_tf32 (then as td_matmul_ex with
+ * TD_MATMUL_ALLOW_TF32). */
 td_tensor *td_matmul(td_tensor *a, td_tensor *b);
+
+/* Flags of td_matmul_ex (bits; unknown bits are an error). */
+enum td_matmul_flag {
+    TD_MATMUL_ALLOW_TF32 = 1 << 0,
+};
+
+/* td_matmul with explicit precision flags, whatever the context's default.
+ * flags 0: full precision everywhere: f32 inputs are multiplied and summed in f32, f64 in
+ * f64 (a backend's summation order may differ from another's; the results agree within
+ * about K * 2^-24 * sum_k |a_ik b_kj| for f32, K the inner dim).
+ * TD_MATMUL_ALLOW_TF32: the device may compute an f32 matmul in TF32 ("TensorFloat-32", the
+ * tensor-core format of NVIDIA GPUs since Ampere): every input element is reduced to a
+ * 10-bit mantissa (f32's 8-bit exponent, so f32's range), the products are formed exactly
+ * and accumulated in f32. Reducing an input changes it by at most 2^-11 of its magnitude
+ * when rounded to nearest and 2^-10 when truncated (vendors do not document which their
+ * kernels do), so each product a_ik b_kj is off by at most about 2^-10 (2^-9 truncated)
+ * relative, and an output element satisfies
+ *     |C_tf32 - C_exact| <= (2^-9 + 2^-20 + 2 K 2^-24) * sum_k |a_ik b_kj|
+ * (tests/unit/backends/conformance.c holds the CUDA backend to this): about 3 significant
+ * decimal digits instead of f32's 7, enough for training neural networks, not for
+ * ill-conditioned linear algebra. In exchange cuBLAS multiplies 8192x8192 matrices about
+ * 8 times faster on an H200 (BENCHMARKS.md). The flag is a permission, not a requirement: the CUDA
+ * backend then uses cuBLAS's CUBLAS_COMPUTE_32F_FAST_TF32; the CPU backend (and any device
+ * without a TF32 path) ignores it and returns exactly the bits of a full-precision matmul;
+ * f64 and integer matmuls ignore it everywhere. The flag is part of the op: it travels to a
+ * remote server with it, and a captured graph replays each matmul with the flags it was
+ * captured with.
+ * Returns NULL on error (td_last_error): unknown flag bits (TD_EINVAL), and td_matmul's.
+ * Thread-safety: the context's rule (one thread at a time). */
+td_tensor *td_matmul_ex(td_tensor *a, td_tensor *b, unsigned flags);
 
 /* ---- movement ---- */
 /* Same data, new shape (element counts must match; one dim may be -1). Aliases x. */
@@ -285,9 +323,23 @@ td_tensor *td_gather(td_tensor *x, td_tensor *index, int axis);
 /* index_select: out = x with axis replaced by index's dims (embedding lookup). */
 td_tensor *td_index_select(td_tensor *x, td_tensor *index, int axis);
 
-/* ---- composites (built from primitives in the engine) ----
- * softmax(x)_i = exp(x_i - max x) / sum_j exp(x_j - max x); log_softmax = x - max -
- * log(sum exp(x - max)), along one axis. */
+/* ---- softmax ----
+ * Softmax and log-softmax of x along `axis` (negative counts from the end), each one op.
+ * x must be f32 or f64 with a non-empty axis; the result has x's dtype and shape. Per row
+ * along the axis, in this order:
+ *   m   = max_j x_j                      (a NaN in the row makes m NaN, as td_max does)
+ *   e_i = exp(x_i - m)                   (subtraction and exp in x's dtype)
+ *   s   = sum_i e_i                      (accumulated in double, rounded once to x's dtype)
+ *   td_softmax:     y_i = e_i / s
+ *   td_log_softmax: y_i = (x_i - m) - log(s)
+ * Subtracting the maximum keeps exp from overflowing; a row whose maximum is +inf or NaN,
+ * or whose elements are all -inf, gives NaN. The CPU device sums in ascending index order,
+ * which makes it bit-identical to the same formula written with td_max, td_sub, td_exp,
+ * td_sum and td_div (td_log, td_sub); GPU devices use their own deterministic summation
+ * order and exp/log, within the bound tests/unit/backends/conformance.c states.
+ * Returns NULL on error (td_last_error names the call): axis out of range, a non-float
+ * dtype, a zero-length axis (TD_EINVAL); NULL input gives NULL.
+ * Thread-safety: the context's rule (one thread at a time). */
 td_tensor *td_softmax(td_tensor *x, int axis);
 td_tensor *td_log_softmax(td_tensor *x, int axis);
 

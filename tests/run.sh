@@ -4,10 +4,18 @@
 # AddressSanitizer + UndefinedBehaviorSanitizer and runs the suite once more.
 # Exits non-zero on any failure. Set TD_SKIP_SANITIZERS=1 to skip the second pass, and
 # TD_FUZZ_SECONDS=N to also run each libFuzzer target (tests/fuzz/) for N seconds.
+# The first pass also builds the HIP backend module (Debian's hipcc, about 650 MB
+# installed the first time) and checks that it loads; TD_SKIP_HIP=1 leaves HIP out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
-deploy/install-deps.sh
+hip=-Dhip=enabled
+if [ "${TD_SKIP_HIP:-0}" = "1" ]; then
+    hip=-Dhip=disabled
+    deploy/install-deps.sh
+else
+    TD_EXTRA_PKGS="hipcc libamdhip64-dev" deploy/install-deps.sh
+fi
 
 configure() { # dir, extra args...
     local dir=$1; shift
@@ -19,16 +27,16 @@ configure() { # dir, extra args...
 }
 
 echo "== build (warnings are errors)"
-configure build-test --buildtype=debugoptimized -Dwerror=true
+configure build-test --buildtype=debugoptimized -Dwerror=true "$hip"
 ninja -C build-test
 echo "== tests"
 meson test -C build-test --print-errorlogs --num-processes 2
 
 if [ "${TD_SKIP_SANITIZERS:-0}" != "1" ]; then
     echo "== build with ASan + UBSan"
-    # The CUDA module is host code around nvcc kernels; the first pass builds and loads it,
-    # the sanitizer pass skips it (nvcc under ASan would only add minutes).
-    configure build-asan --buildtype=debug -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false -Dcuda=disabled
+    # The GPU modules are host code around nvcc/hipcc kernels; the first pass builds and
+    # loads them, the sanitizer pass skips them (under ASan they would only add minutes).
+    configure build-asan --buildtype=debug -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false -Dcuda=disabled -Dhip=disabled
     ninja -C build-asan
     echo "== tests under ASan + UBSan"
     export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:halt_on_error=1"

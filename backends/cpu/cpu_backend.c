@@ -180,6 +180,8 @@ static bool cpu_supports_op(td__device *dev, const td__op *op, const td__desc *c
                (!td__dtype_is_float(in[0]->dtype) || matmul_fits_blas(in, out));
     case TD_OPCLASS_MOVEMENT:
         return true;
+    case TD_OPCLASS_SOFTMAX:
+        return td__dtype_is_float(in[0]->dtype);
     case TD_OPCLASS_NONE:
         break;
     }
@@ -212,6 +214,8 @@ static td_status cpu_exec(td__device *dev, void *stream, const td__op *op, const
     case TD_OPCLASS_MOVEMENT:
         if (op->opcode == TD_OP_RESHAPE) break;
         return td__cpu_exec_movement(&x, op, in, out);
+    case TD_OPCLASS_SOFTMAX:
+        return td__cpu_exec_softmax(&x, op, in, out);
     case TD_OPCLASS_NONE:
         return td__cpu_fail(&x, TD_EINTERNAL, "cpu: unknown opcode %u", op->opcode);
     }

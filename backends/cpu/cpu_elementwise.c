@@ -378,7 +378,7 @@ static void bcast_setup(bcast_task *t, const td__view *in, int n_in, const td__v
 {
     int64_t st[TD_CPU_ITER_MAX_IN][TD_MAX_RANK];
     for (int k = 0; k < n_in; k++) {
-        td__cpu_bcast_strides(&in[k].desc, &out->desc, st[k]);
+        td__desc_bcast_strides(&in[k].desc, &out->desc, st[k]);
         t->in[k] = in[k].data;
         t->in_size[k] = td__cpu_dtype_size(in[k].desc.dtype);
     }

@@ -3,9 +3,9 @@
  * iterator that elementwise and movement kernels run on.
  *
  * Kernel families live one per file (cpu_create.c, cpu_elementwise.c, cpu_reduce.c,
- * cpu_matmul.c, cpu_movement.c); cpu_backend.c dispatches to them. Every family entry gets
- * an op that td__op_infer() accepted, inputs and an output that are contiguous and
- * row-major, and returns td_status with a message in the context's err buffer.
+ * cpu_matmul.c, cpu_movement.c, cpu_softmax.c); cpu_backend.c dispatches to them. Every
+ * family entry gets an op that td__op_infer() accepted, inputs and an output that are
+ * contiguous and row-major, and returns td_status with a message in the context's err buffer.
  */
 #ifndef TD_BACKENDS_CPU_INTERNAL_H
 #define TD_BACKENDS_CPU_INTERNAL_H
@@ -52,32 +52,6 @@ static inline int64_t td__cpu_nelem(const td__desc *d)
     return n;
 }
 
-/* Row-major strides in elements. */
-static inline void td__cpu_strides(const td__desc *d, int64_t st[TD_MAX_RANK])
-{
-    int64_t s = 1;
-    for (int i = (int)d->rank - 1; i >= 0; i--) {
-        st[i] = s;
-        s *= d->dims[i];
-    }
-}
-
-/* Strides (elements) that read `in` broadcast to `out`'s shape: `in` aligned right, missing
- * and size-1 dims get stride 0. */
-static inline void td__cpu_bcast_strides(const td__desc *in, const td__desc *out,
-                                         int64_t st[TD_MAX_RANK])
-{
-    int64_t own[TD_MAX_RANK];
-    td__cpu_strides(in, own);
-    uint32_t lead = out->rank - in->rank;
-    for (uint32_t d = 0; d < out->rank; d++) {
-        if (d < lead || in->dims[d - lead] == 1) {
-            st[d] = 0;
-        } else {
-            st[d] = own[d - lead];
-        }
-    }
-}
 
 /* ---- conversion rules (CAST, FULL, ARANGE) ----
  * float -> integer: NaN gives 0; otherwise truncate toward zero and saturate to the target
@@ -163,6 +137,8 @@ td_status td__cpu_exec_reduce(const td__cpu_exec *x, const td__op *op, const td_
 td_status td__cpu_exec_matmul(const td__cpu_exec *x, const td__view *in, const td__view *out);
 td_status td__cpu_exec_movement(const td__cpu_exec *x, const td__op *op, const td__view *in,
                                 const td__view *out);
+td_status td__cpu_exec_softmax(const td__cpu_exec *x, const td__op *op, const td__view *in,
+                               const td__view *out);
 
 /* Whether the kernel tables cover this op's dtypes (used by supports_op). */
 bool td__cpu_elementwise_supports(uint32_t opcode, uint32_t in_dtype, uint32_t out_dtype);

@@ -31,7 +31,7 @@ static void batch_strides(const td__desc *d, const td__desc *out, int64_t st[TD_
     td__desc bd = *d, bo = *out;
     bd.rank -= 2;
     bo.rank -= 2;
-    td__cpu_bcast_strides(&bd, &bo, st);
+    td__desc_bcast_strides(&bd, &bo, st);
     int64_t mat = d->dims[d->rank - 2] * d->dims[d->rank - 1];
     for (uint32_t i = 0; i < bo.rank; i++) st[i] *= mat;
 }

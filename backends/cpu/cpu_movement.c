@@ -258,8 +258,8 @@ static td_status exec_gather(const td__cpu_exec *x, const td__op *op, const td__
     int64_t n = td__cpu_nelem(&out->desc);
     if (n == 0) return TD_OK;
     int64_t st[2][TD_MAX_RANK];
-    td__cpu_strides(id, st[0]);
-    td__cpu_strides(xd, st[1]);
+    td__desc_strides(id, st[0]);
+    td__desc_strides(xd, st[1]);
     gather_task t = {.x = in[0].data,
                      .idx = in[1].data,
                      .is64 = id->dtype == TD_I64,
@@ -330,7 +330,7 @@ td_status td__cpu_exec_movement(const td__cpu_exec *x, const td__op *op, const t
     size_t es = td__cpu_dtype_size(od->dtype);
     if (es == 0) return td__cpu_fail(x, TD_EINTERNAL, "cpu: dtype %u", od->dtype);
     int64_t own[TD_MAX_RANK], st[TD_MAX_RANK];
-    td__cpu_strides(xd, own);
+    td__desc_strides(xd, own);
     switch (op->opcode) {
     case TD_OP_COPY: {
         if (n == 0) return TD_OK;
@@ -356,7 +356,7 @@ td_status td__cpu_exec_movement(const td__cpu_exec *x, const td__op *op, const t
     }
     case TD_OP_EXPAND:
         if (n == 0) return TD_OK;
-        td__cpu_bcast_strides(xd, od, st);
+        td__desc_bcast_strides(xd, od, st);
         strided_copy(x, out, in[0].data, st);
         return TD_OK;
     }

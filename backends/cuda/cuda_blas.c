@@ -10,12 +10,15 @@
  * Row-major C[M,N] = A[M,K] B[K,N] is column-major C^T = B^T A^T, so the call passes B
  * first with m = N, n = M. One strided-batched GEMM per run of the batch iterator: a run
  * has one stride per operand (0 for a broadcast operand), so [B,M,K] x [K,N] is a single
- * call. Math is CUBLAS_COMPUTE_32F / 64F: no TF32 unless the stream was created with
- * TENSORD_CUDA_TF32=1. cuBLAS gives the same bits run to run on one GPU model and library
- * version; its summation order differs from OpenBLAS's, so agreement with the CPU is within
- * a bound of about K * 2^-24 * sum_k |a_ik b_kj| for f32 (see the conformance test).
+ * call. Math is CUBLAS_COMPUTE_32F / 64F, and CUBLAS_COMPUTE_32F_FAST_TF32 only for an f32
+ * op whose caller allowed TF32 (the op's precision attribute, td_matmul_ex in tensord.h):
+ * the choice belongs to the program that knows what accuracy it needs, not to the server.
+ * cuBLAS gives the same bits run to run on one GPU model and library version; its
+ * summation order differs from OpenBLAS's, so agreement with the CPU is within a bound of
+ * about K * 2^-24 * sum_k |a_ik b_kj| for f32 (see the conformance test; TF32 adds about
+ * 2^-9 * sum_k |a_ik b_kj|).
  */
-#include "backends/cuda/cuda_internal.h"
+#include "backends/gpu/gpu_internal.h"
 #include <cublas_v2.h>
 #include <dlfcn.h>
 #include <pthread.h>
@@ -73,24 +76,24 @@ static const char *status_str(cublasStatus_t s)
     return g_blas.status_string != NULL ? g_blas.status_string(s) : "?";
 }
 
-static td_status blas_fail(const td__cuda_exec *x, cublasStatus_t s, const char *what)
+static td_status blas_fail(const td__gpu_exec *x, cublasStatus_t s, const char *what)
 {
     td_status st = s == CUBLAS_STATUS_ALLOC_FAILED ? TD_ENOMEM : TD_EDEVICE;
-    return td__cuda_fail(x, st, "cuda: cublas %s: %s (status %d)", what, status_str(s), (int)s);
+    return td__gpu_fail(x, st, "cuda: cublas %s: %s (status %d)", what, status_str(s), (int)s);
 }
 
-void td__cuda_blas_destroy(void *handle)
+void td__gpu_matmul_release(void *handle)
 {
     if (handle != NULL && g_blas.destroy != NULL) g_blas.destroy((cublasHandle_t)handle);
 }
 
 /* The stream's handle, created on first use. */
-static td_status blas_handle(const td__cuda_exec *x, cublasHandle_t *out)
+static td_status blas_handle(const td__gpu_exec *x, cublasHandle_t *out)
 {
     pthread_once(&g_blas_once, blas_load);
     if (g_blas.lib == NULL)
-        return td__cuda_fail(x, TD_EUNSUPPORTED, "matmul: %s", g_blas.err);
-    td__cuda_stream *st = x->st;
+        return td__gpu_fail(x, TD_EUNSUPPORTED, "matmul: %s", g_blas.err);
+    td__gpu_stream *st = x->st;
     if (st->blas == NULL) {
         cublasHandle_t h = NULL;
         cublasStatus_t s = g_blas.create(&h);
@@ -107,7 +110,7 @@ static td_status blas_handle(const td__cuda_exec *x, cublasHandle_t *out)
 }
 
 typedef struct gemm_ctx {
-    const td__cuda_exec *x;
+    const td__gpu_exec *x;
     cublasHandle_t h;
     cudaDataType type;
     cublasComputeType_t compute;
@@ -142,12 +145,12 @@ static void gemm_run(void *ctx, const int64_t *off, const int64_t *step, int64_t
     }
 }
 
-td_status td__cuda_matmul_blas(const td__cuda_exec *x, const td__gpu_iter *batch,
+td_status td__gpu_matmul_float(const td__gpu_exec *x, const td__gpu_iter *batch,
                                int64_t nbatch, int64_t m, int64_t n, int64_t k,
-                               const td__view *in, const td__view *out)
+                               const td__view *in, const td__view *out, bool allow_tf32)
 {
     if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX)
-        return td__cuda_fail(x, TD_EUNSUPPORTED,
+        return td__gpu_fail(x, TD_EUNSUPPORTED,
                              "matmul: dims M=%lld N=%lld K=%lld exceed cuBLAS's int range",
                              (long long)m, (long long)n, (long long)k);
     cublasHandle_t h = NULL;
@@ -161,7 +164,7 @@ td_status td__cuda_matmul_blas(const td__cuda_exec *x, const td__gpu_iter *batch
     g.h = h;
     g.type = f64 ? CUDA_R_64F : CUDA_R_32F;
     g.compute = f64 ? CUBLAS_COMPUTE_64F
-                    : (x->st->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F);
+                    : (allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F);
     g.alpha = f64 ? (const void *)&one : (const void *)&onef;
     g.beta = f64 ? (const void *)&zero : (const void *)&zerof;
     g.m = (int)m;

@@ -8,7 +8,7 @@
  * p is exp(log_softmax) so the forward's work is reused; Y compares the labels [B, 1]
  * against arange(out) [out], which broadcasts to [B, out].
  *
- * Each step records ~45 ops. A small "scope" collects every intermediate handle so a step
+ * Each step records ~50 ops. A small "scope" collects every intermediate handle so a step
  * releases all of them at its end; the executor frees their memory once the ops that use
  * them have run, which keeps memory flat however long training goes.
  */

@@ -35,7 +35,7 @@ ninja -C "$BUILD" ${NINJA_JOBS:+-j "$NINJA_JOBS"}
 
 STAGE=$(mktemp -d)
 trap 'rm -rf "$STAGE"' EXIT
-mkdir -p "$STAGE/bin" "$STAGE/lib/tensord" "$STAGE/lib/cuda"
+mkdir -p "$STAGE/bin" "$STAGE/lib/tensord" "$STAGE/lib/cuda" "$STAGE/lib/hip-gemm"
 
 bins=(server/tensord tools/tensorctl examples/fashion-mnist/fashion-mnist
       tests/unit/backends/conformance tests/unit/client/test-client-api
@@ -46,8 +46,10 @@ for b in "${bins[@]}"; do
 done
 cp -L "$BUILD/client/libtensord.so.0" "$STAGE/lib/"
 cp "$BUILD/backends/cuda/tensord-backend-cuda.so" "$STAGE/lib/tensord/"
+# the CUDA module with the HIP backend's own GEMM in place of cuBLAS (backends/hip/nvcc-check)
+cp "$BUILD/backends/hip/nvcc-check/tensord-backend-cuda.so" "$STAGE/lib/hip-gemm/"
 strip --strip-unneeded "$STAGE"/bin/* "$STAGE/lib/libtensord.so.0" \
-    "$STAGE/lib/tensord/tensord-backend-cuda.so"
+    "$STAGE/lib/tensord/tensord-backend-cuda.so" "$STAGE/lib/hip-gemm/tensord-backend-cuda.so"
 
 # Every library ldd resolves, minus what the GPU host provides.
 host_provided='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|libresolv\.so|libutil\.so|libanl\.so|libstdc\+\+\.so|libgcc_s\.so|libssl\.so|libcrypto\.so|libz\.so|libcuda\.so|libcudart\.so|libcublas|libtensord\.so)'
@@ -67,8 +69,9 @@ cudart=$(ldd "$STAGE/lib/tensord/tensord-backend-cuda.so" | awk '/libcudart/ {pr
 
 echo "== pack"
 mkdir -p carry
-rm -rf carry/tensord-gpu.tar.xz carry/fashion-mnist
+rm -rf carry/tensord-gpu.tar.xz carry/fashion-mnist carry/gpu-bench
 tar -C "$STAGE" -cf - . | xz -6 -T0 >carry/tensord-gpu.tar.xz
+cp "$BUILD/bench/gpu-bench" carry/gpu-bench # for tests/gpu/bench-on-gpu-host.sh
 mkdir -p carry/fashion-mnist
 cp "$DATA"/{train-images-idx3-ubyte,train-labels-idx1-ubyte,t10k-images-idx3-ubyte,t10k-labels-idx1-ubyte}.gz carry/fashion-mnist/
 echo "carried libraries: $(ls "$STAGE/lib" | grep -c '\.so') (+ libtensord, the module, libcudart fallback)"

@@ -5,10 +5,11 @@
 # libraries and the Fashion-MNIST files); run on the GPU host from the repository root:
 #     bash tests/gpu/run-on-gpu-host.sh
 # through the device tool with carry: ["carry"]. Logs go to $OUT (default
-# /tmp/tensord-gpu-out), at most 8 files:
+# /tmp/tensord-gpu-out), at most 9 files:
 #     summary.txt            one line per step with its result; read this first
 #     host.txt               nvidia-smi, OS, library resolution of the carried binaries
 #     conformance-local.log  every op on local:cuda:0 vs local:cpu, plus the 200 GiB OOM check
+#     conformance-hip-gemm.log matmul cases with the HIP backend's GEMM kernel (nvcc-built)
 #     conformance-remote.log the same through a tensord on 127.0.0.1 (session cuda:0)
 #     server.log             that tensord's log (device lines, failures)
 #     fashion-mnist.log      2 epochs on local:cuda:0, remote cuda:0 and local:cpu
@@ -94,6 +95,16 @@ if [ -n "$first" ] && command -v compute-sanitizer >/dev/null 2>&1; then
             "$X/bin/conformance" --target local:cuda:0 --filter "$first"
     } >>"$OUT/conformance-local.log" 2>&1
     note "    first local failure ('$first') rerun under compute-sanitizer: see conformance-local.log"
+fi
+
+# ---- 1b. the HIP backend's own GEMM kernel (backends/hip/hip_gemm.cu, built by nvcc into a
+# CUDA module in place of cuBLAS): every matmul case against the CPU. No AMD GPU is
+# reachable, so this is where that kernel's numbers are checked on a GPU at all.
+if [ -f "$X/lib/hip-gemm/tensord-backend-cuda.so" ]; then
+    TENSORD_BACKEND_DIR="$X/lib/hip-gemm" timeout "$(limit 60)" "$X/bin/conformance" \
+        --target local:cuda:0 --filter matmul --tf32 off >"$OUT/conformance-hip-gemm.log" 2>&1
+    rc=$?
+    result "hip_gemm.cu under nvcc, matmul cases ($(grep -m1 '^conformance ' "$OUT/conformance-hip-gemm.log" | sed 's/^conformance //'))" $rc
 fi
 
 # ---- 2. Fashion-MNIST in-process on the GPU ----

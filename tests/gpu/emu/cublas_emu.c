@@ -1,7 +1,21 @@
 /* cublas_emu.c — libcublas.so.13 for the CPU emulation: a naive column-major strided-batched
- * GEMM with the real function's argument conventions (only op N/N is used by the backend). */
+ * GEMM with the real function's argument conventions (only op N/N is used by the backend).
+ * CUBLAS_COMPUTE_32F_FAST_TF32 rounds each f32 input to TF32 (10-bit mantissa, round to
+ * nearest with ties away, as PTX's cvt.rna.tf32.f32) before the f32 multiply-add, so the
+ * conformance run sees TF32 results where, and only where, the backend asked for them. */
 #include "cublas_v2.h"
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
+
+static float tf32(float x)
+{
+    uint32_t b;
+    memcpy(&b, &x, sizeof b);
+    if ((b & 0x7f800000u) != 0x7f800000u) b = (b + 0x1000u) & 0xffffe000u; /* not inf/NaN */
+    memcpy(&x, &b, sizeof x);
+    return x;
+}
 
 struct td_emu_blas { cudaStream_t s; };
 
@@ -21,6 +35,7 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta
     int batch, cublasComputeType_t compute, cublasGemmAlgo_t algo)
 {
     (void)h; (void)algo;
+    const int fast = compute == CUBLAS_COMPUTE_32F_FAST_TF32;
     if (ta != CUBLAS_OP_N || tb != CUBLAS_OP_N || at != bt || at != ct || lda < m || ldb < k ||
         ldc < m || batch < 0 || m < 0 || n < 0 || k < 0)
         return CUBLAS_STATUS_INVALID_VALUE;
@@ -31,7 +46,10 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta
                 if (at == CUDA_R_32F) {
                     const float *a = (const float *)A + b * sa, *bb = (const float *)B + b * sb;
                     float acc = 0;
-                    for (int l = 0; l < k; l++) acc += a[i + (long long)l * lda] * bb[l + (long long)j * ldb];
+                    for (int l = 0; l < k; l++) {
+                        float x = a[i + (long long)l * lda], y = bb[l + (long long)j * ldb];
+                        acc += fast ? tf32(x) * tf32(y) : x * y;
+                    }
                     float *c = (float *)C + b * sc;
                     c[i + (long long)j * ldc] = *(const float *)alpha * acc +
                         (*(const float *)beta != 0 ? *(const float *)beta * c[i + (long long)j * ldc] : 0);

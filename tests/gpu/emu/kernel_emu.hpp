@@ -23,6 +23,7 @@
 #define __device__
 #define __host__
 #define __forceinline__ inline
+#define __launch_bounds__(...)
 #define __shared__ static
 #define __CUDACC__ 1
 
@@ -73,7 +74,8 @@ inline unsigned long long atomicMin(unsigned long long *p, unsigned long long v)
 inline bool td_emu_syncs(const char *name)
 {
     return strncmp(name, "k_reduce", 8) == 0 || strstr(name, "k_transpose") != nullptr ||
-           strstr(name, "k_matmul_int") != nullptr;
+           strstr(name, "k_matmul_int") != nullptr ||
+           strstr(name, "k_gemm") != nullptr || strstr(name, "k_softmax") != nullptr;
 }
 
 template <typename S = int>

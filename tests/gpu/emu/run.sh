@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run.sh — check the CUDA backend's host code and kernels on the CPU, without a GPU.
 #
-# Builds backends/cuda/*.cu and *.c against a CPU emulation of the CUDA runtime
+# Builds backends/gpu/*.cu and *.c (and backends/cuda/cuda_blas.c) against a CPU emulation of the CUDA runtime
 # (cuda_emu.c, include/), with kernel launches rewritten into loops over blocks and threads
 # (preprocess.py, kernel_emu.hpp; kernels that use __syncthreads run their threads as
 # fibers) and a naive GEMM standing in for cuBLAS (cublas_emu.c). The resulting module is
@@ -12,6 +12,7 @@
 #
 #     tests/gpu/emu/run.sh [conformance options, e.g. --filter reduce]
 # Needs a build dir with the conformance program (BUILD, default build-cuda).
+# GEMM=hip checks the HIP backend's own float GEMM (backends/hip/hip_gemm.cu) in place of cuBLAS.
 # SANITIZE=1 builds the emulated module with AddressSanitizer (out-of-bounds kernel
 # accesses become reports).
 set -euo pipefail
@@ -28,13 +29,18 @@ CXXFLAGS=(-std=c++17 -O1 -g -fPIC -D_GNU_SOURCE -Wno-unknown-pragmas "${SAN[@]}"
           -include "$EMU/kernel_emu.hpp" -I"$EMU/include" -I"$ROOT" -I"$ROOT/include")
 CFLAGS=(-std=c11 -O1 -g -fPIC -D_GNU_SOURCE "${SAN[@]}" -I"$EMU/include" -I"$ROOT" -I"$ROOT/include")
 pids=()
-for cu in backends/cuda/*.cu; do
+# GEMM=hip: float matmul by the HIP backend's own kernel (backends/hip/hip_gemm.cu) instead
+# of cuBLAS (the naive cublas_emu.c)
+BLAS_C=backends/cuda/cuda_blas.c
+KERNELS=(backends/gpu/*.cu)
+if [ "${GEMM:-cublas}" = hip ]; then BLAS_C=""; KERNELS+=(backends/hip/hip_gemm.cu); fi
+for cu in "${KERNELS[@]}"; do
     n=$(basename "$cu" .cu)
     python3 "$EMU/preprocess.py" "$cu" "$W/obj/$n.cpp"
     g++ "${CXXFLAGS[@]}" -c "$W/obj/$n.cpp" -o "$W/obj/$n.o" &
     pids+=($!)
 done
-for c in backends/cuda/cuda_backend.c backends/cuda/cuda_blas.c backends/cuda/cuda_iter.c "$EMU/cuda_emu.c"; do
+for c in backends/gpu/gpu_backend.c $BLAS_C backends/gpu/gpu_iter.c "$EMU/cuda_emu.c"; do
     gcc "${CFLAGS[@]}" -c "$c" -o "$W/obj/$(basename "$c" .c).o"
 done
 for p in "${pids[@]}"; do wait "$p"; done

@@ -3,15 +3,21 @@
  *
  * Usage:
  *   conformance                     every non-CPU device this process can open (backend
- *                                   modules included) against local:cpu; with none, prints
- *                                   "cuda: no device, skipped" and passes (what CI sees)
+ *                                   modules included) against local:cpu; for each GPU kind
+ *                                   without a device it prints why, e.g. "hip: backend
+ *                                   loaded, no device, skipped", and passes (what CI sees)
  *   conformance --target URI ...    the given executors: "local:cuda:0", "local:cpu" (a
  *                                   self-check of the harness), or a remote session
  *                                   "tensord://HOST:PORT/DEVICE"
  *   options: --filter SUBSTR (cases whose name contains it), --verbose (every case),
  *            --oom (also ask the target for a 200 GiB tensor: it must fail with TD_ENOMEM,
  *            and the session must keep working afterwards), --quick (skip cases with more
- *            than 65536 elements in an input or the output)
+ *            than 65536 elements in an input or the output), --require-backend KIND
+ *            (fail unless a backend of that kind loaded, devices or not: CI's check that
+ *            each GPU module it built loads on a host without that GPU), --tf32 on|off|auto
+ *            (whether the target computes matmuls that allow TF32 in TF32: auto, the
+ *            default, says yes for a cuda device; "off" for a CUDA-runtime module whose
+ *            GEMM has no TF32 path, such as backends/hip/nvcc-check)
  * Exit status: 0 all passed (or skipped), 1 a case failed, 2 usage or setup error.
  *
  * Each case builds its inputs from a seeded generator, runs one op on the reference and on
@@ -33,8 +39,24 @@
  *    4096 factors: longer float products under/overflow at association-dependent points);
  *  - MATMUL (float): |got - want| <= 2 * K * u * (|A| @ |B|) + 1 ulp with u = 2^-24 (f32)
  *    or 2^-53 (f64): the classic dot-product bound for each side's own summation order;
+ *  - MATMUL f32 with TF32 allowed (precision attribute 1), on a target that uses TF32
+ *    (a cuda device: "local:cuda:N" or ".../cuda:N"): the bound above plus (2 t + t^2) *
+ *    (|A| @ |B|) with t = 2^-10: each input reduced to TF32's 10-bit mantissa moves by at
+ *    most t relative (2^-11 when rounded to nearest; 2^-10 covers truncation, which the
+ *    vendor does not rule out), so each product by at most 2 t + t^2. On every other target
+ *    TF32 is ignored and the plain f32 bound applies. The "tf32 probe" case must also
+ *    differ from the same case in full precision on a TF32 target: proof that the
+ *    attribute reached the GEMM;
  *  - RAND_NORMAL: |got - want| <= 2 ulp + 2^-20 |stddev| (f32), 4 ulp + 2^-40 |stddev|
- *    (f64): log/sqrt/sin/cos of different math libraries.
+ *    (f64): log/sqrt/sin/cos of different math libraries;
+ *  - SOFTMAX: |got - want| <= 24 ulp + 2 * n * 2^-53 * |want|, and LOG_SOFTMAX:
+ *    |got - want| <= 4 ulp + (16 + 8 ln n) * u + 2 * n * 2^-53, with n the row length and
+ *    u = 2^-24 (f32) or 2^-53 (f64). Why: both sides compute x - m exactly alike; each e_i
+ *    may differ by 4 ulp (EXP's bound, 8 u relative), so s by 8 u relative plus each side's
+ *    own association of the double sum (n 2^-53) plus its rounding to the dtype (u); e / s
+ *    adds one rounding per side (20 ulp in all, rounded up to 24); log(s) differs by
+ *    ds / s plus LOG's 4 ulp of log(s) <= ln n (8 u ln n), and the final subtraction adds an
+ *    ulp per side.
  */
 #include "client/transport.h"
 #include "engine/device.h"
@@ -85,7 +107,7 @@ typedef struct input {
     int64_t lim, bad;
 } input;
 
-enum tol { TOL_EXACT, TOL_ULP, TOL_SUM, TOL_PROD, TOL_MATMUL, TOL_NORMAL };
+enum tol { TOL_EXACT, TOL_ULP, TOL_SUM, TOL_PROD, TOL_MATMUL, TOL_NORMAL, TOL_SOFTMAX };
 
 typedef struct tcase {
     char name[200];
@@ -95,6 +117,7 @@ typedef struct tcase {
     enum tol tol;
     int ulps;
     td_status expect;
+    bool tf32_probe; /* TF32 target: the result must differ from full precision's */
 } tcase;
 
 static tcase *g_cases;
@@ -233,12 +256,18 @@ typedef struct executor {
     char uri[512];
     td__transport *tp;
     uint64_t next_id;
+    bool tf32; /* uses TF32 where a matmul allows it (--tf32; by default: a cuda device) */
 } executor;
+
+static int g_tf32 = -1; /* --tf32: -1 auto, 0 off, 1 on */
 
 static td_status executor_open(executor *e, const char *uri, char *err, size_t errlen)
 {
     snprintf(e->uri, sizeof e->uri, "%s", uri);
     e->next_id = 1;
+    const char *dev = strncmp(uri, "local:", 6) == 0 ? uri + 6 : strrchr(uri, '/');
+    if (dev != NULL && *dev == '/') dev++;
+    e->tf32 = g_tf32 >= 0 ? g_tf32 == 1 : dev != NULL && strncmp(dev, "cuda", 4) == 0;
     if (strncmp(uri, "local:", 6) == 0) return td__local_open(uri + 6, &e->tp, err, errlen);
     if (strncmp(uri, "tensord://", 10) == 0) {
         char target[512];
@@ -411,6 +440,15 @@ static bool compare(check *k)
                 tol = ulp_of(w, f32) + k->factor * fabs(w);
                 ok = fabs(w - g) <= tol;
                 break;
+            case TOL_SOFTMAX: {
+                const double u = f32 ? 0x1p-24 : 0x1p-53, n = k->factor;
+                if (c->op.opcode == TD_OP_LOG_SOFTMAX)
+                    tol = 4 * ulp_of(w, f32) + (16.0 + 8.0 * log(n)) * u + 2.0 * n * 0x1p-53;
+                else
+                    tol = 24 * ulp_of(w, f32) + 2.0 * n * 0x1p-53 * fabs(w);
+                ok = fabs(w - g) <= tol;
+                break;
+            }
             case TOL_NORMAL: {
                 double sd = fabs(c->op.fattrs[1]);
                 tol = f32 ? 2 * ulp_of(w, true) + 0x1p-20 * sd : 4 * ulp_of(w, false) + 0x1p-40 * sd;
@@ -548,12 +586,29 @@ static bool run_case(executor *ref, executor *tgt, const tcase *c, size_t index,
         } else {
             int64_t kk = in_desc[0].dims[in_desc[0].rank - 1];
             k.factor = 2.0 * (double)kk * (od.dtype == TD_F32 ? 0x1p-24 : 0x1p-53);
+            if (od.dtype == TD_F32 && td__matmul_allows_tf32(&op) && tgt->tf32)
+                k.factor += 2.0 * 0x1p-10 + 0x1p-20;
         }
     } else if (c->tol == TOL_PROD) {
         k.factor = 4.0 * (double)reduced_count(c) * 0x1p-53;
+    } else if (c->tol == TOL_SOFTMAX) {
+        k.factor = (double)c->in[0].sh.d[c->op.iattrs[0]]; /* the row length */
     }
     ok = compare(&k);
     if (!ok) snprintf(why, whylen, "%s", k.why);
+    if (ok && c->tf32_probe && tgt->tf32) {
+        step full = s;
+        full.op.n_iattrs = 0;
+        if (run_program(tgt, c->n_in, in_desc, in_data, &full, 1, again, nbytes, mtgt2,
+                        sizeof mtgt2) != TD_OK) {
+            snprintf(why, whylen, "full-precision run for the TF32 probe: %s", mtgt2);
+            ok = false;
+        } else if (memcmp(got, again, nbytes) == 0) {
+            snprintf(why, whylen, "TF32 allowed, yet the result is bit-identical to full "
+                     "precision: the precision attribute did not reach the GEMM");
+            ok = false;
+        }
+    }
 done:
     for (int k2 = 0; k2 < c->n_in; k2++) free(in_data[k2]);
     free(want);
@@ -786,6 +841,24 @@ static void add_matmul(void)
             c->op = (td__op){.opcode = TD_OP_MATMUL};
             if (td__dtype_is_float(dts[d])) c->tol = TOL_MATMUL;
         }
+    /* f32 with TF32 allowed: the TF32 bound on a cuda target, exact f32's elsewhere */
+    for (size_t p = 0; p < COUNT(pairs); p++) {
+        tcase *c = add_case("matmul f32 tf32 %s %s", shape_str(&pairs[p][0], sa, sizeof sa),
+                            shape_str(&pairs[p][1], sb, sizeof sb));
+        c->n_in = 2;
+        c->in[0] = in_of(TD_F32, pairs[p][0], GEN_PLAIN);
+        c->in[1] = in_of(TD_F32, pairs[p][1], GEN_PLAIN);
+        c->op = (td__op){.opcode = TD_OP_MATMUL, .n_iattrs = 1,
+                         .iattrs = {TD_MATMUL_PRECISION_TF32}};
+        c->tol = TOL_MATMUL;
+    }
+    tcase *c = add_case("matmul f32 tf32 probe [256,512] [512,256]");
+    c->n_in = 2;
+    c->in[0] = in_of(TD_F32, SH(256, 512), GEN_PLAIN);
+    c->in[1] = in_of(TD_F32, SH(512, 256), GEN_PLAIN);
+    c->op = (td__op){.opcode = TD_OP_MATMUL, .n_iattrs = 1, .iattrs = {TD_MATMUL_PRECISION_TF32}};
+    c->tol = TOL_MATMUL;
+    c->tf32_probe = true;
 }
 
 static void add_movement(void)
@@ -914,6 +987,40 @@ static void add_movement(void)
     }
 }
 
+/* Rows short and long, along the last axis and others, covering the GPU's paths: several
+ * rows per block, a row per block kept on chip, streamed rows, rows split into chunks,
+ * strided rows (inner > 1) on chip, streamed and chunked. */
+static void add_softmax(void)
+{
+    typedef struct scase {
+        shape sh;
+        int64_t axis;
+    } scase;
+    const scase cs[] = {
+        {SH(7), 0},          {SH(1), 0},            {SH(5, 1), 1},        {SH(1, 5), 0},
+        {SH(3, 4, 5), 0},    {SH(3, 4, 5), 1},      {SH(3, 4, 5), 2},     {SH(2, 3, 1, 4), 2},
+        {SH(0, 5), 1},       {SH(64, 10), 1},       {SH(1000, 33), 1},    {SH(33, 1000), 0},
+        {SH(128, 4096), 1},  {SH(4, 16384), 1},     {SH(3, 16385), 1},    {SH(2, 300000), 1},
+        {SH(1000003), 0},    {SH(5, 300, 7), 1},    {SH(3, 1000, 5), 1},  {SH(2, 100000, 3), 1},
+        {SH(7, 100003), 0},  {SH(2, 3, 4, 5, 6), 3}};
+    const uint32_t ops[] = {TD_OP_SOFTMAX, TD_OP_LOG_SOFTMAX};
+    char sb[96];
+    for (size_t o = 0; o < COUNT(ops); o++)
+        for (size_t d = 0; d < COUNT(k_float); d++)
+            for (size_t i = 0; i < COUNT(cs); i++)
+                for (int g = 0; g < 2; g++) {
+                    /* specials in long rows only make every row NaN */
+                    if (g && cs[i].sh.d[cs[i].axis] > 1000) continue;
+                    tcase *c = add_case("%s %s %s axis %" PRId64 "%s", td__op_name(ops[o]),
+                                        dtn(k_float[d]), shape_str(&cs[i].sh, sb, sizeof sb),
+                                        cs[i].axis, g ? " specials" : "");
+                    c->n_in = 1;
+                    c->in[0] = in_of(k_float[d], cs[i].sh, g ? GEN_ANY : GEN_PLAIN);
+                    c->op = (td__op){.opcode = ops[o], .n_iattrs = 1, .iattrs = {cs[i].axis}};
+                    c->tol = TOL_SOFTMAX;
+                }
+}
+
 static void build_cases(void)
 {
     add_create();
@@ -923,6 +1030,7 @@ static void build_cases(void)
     add_reduce();
     add_matmul();
     add_movement();
+    add_softmax();
 }
 
 /* ---- the out-of-memory check ---- */
@@ -1024,6 +1132,8 @@ int main(int argc, char **argv)
     int ntargets = 0;
     const char *filter = NULL, *ref_uri = "local:cpu";
     bool oom = false, quick = false;
+    const char *required[8];
+    int nrequired = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--target") == 0 && i + 1 < argc && ntargets < 16) {
             targets[ntargets++] = argv[++i];
@@ -1037,9 +1147,17 @@ int main(int argc, char **argv)
             oom = true;
         } else if (strcmp(argv[i], "--quick") == 0) {
             quick = true;
+        } else if (strcmp(argv[i], "--tf32") == 0 && i + 1 < argc &&
+                   (strcmp(argv[i + 1], "on") == 0 || strcmp(argv[i + 1], "off") == 0 ||
+                    strcmp(argv[i + 1], "auto") == 0)) {
+            i++;
+            g_tf32 = strcmp(argv[i], "on") == 0 ? 1 : strcmp(argv[i], "off") == 0 ? 0 : -1;
+        } else if (strcmp(argv[i], "--require-backend") == 0 && i + 1 < argc && nrequired < 8) {
+            required[nrequired++] = argv[++i];
         } else {
             fprintf(stderr, "usage: conformance [--target URI]... [--reference URI] "
-                            "[--filter SUBSTR] [--verbose] [--oom] [--quick]\n");
+                            "[--filter SUBSTR] [--verbose] [--oom] [--quick] "
+                            "[--require-backend KIND]... [--tf32 on|off|auto]\n");
             return 2;
         }
     }
@@ -1057,12 +1175,27 @@ int main(int argc, char **argv)
             targets[ntargets] = local_names[ntargets];
             ntargets++;
         }
-        bool have_cuda = false;
-        for (int i = 0; i < td__device_count(); i++)
-            if (strcmp(td__device_at(i)->backend->kind, "cuda") == 0) have_cuda = true;
-        if (!have_cuda) printf("cuda: no device, skipped\n");
-        if (ntargets == 0) return 0;
+        static const char *const gpu_kinds[] = {"cuda", "hip"};
+        for (size_t g = 0; g < sizeof gpu_kinds / sizeof gpu_kinds[0]; g++) {
+            bool have = false;
+            for (int i = 0; i < td__device_count(); i++)
+                if (strcmp(td__device_at(i)->backend->kind, gpu_kinds[g]) == 0) have = true;
+            if (!have)
+                printf("%s: %s, skipped\n", gpu_kinds[g],
+                       td__backend_loaded(gpu_kinds[g]) ? "backend loaded, no device"
+                                                        : "no backend module");
+        }
     }
+    for (int r = 0; r < nrequired; r++) {
+        if (!td__backend_loaded(required[r])) {
+            printf("FAIL backend %s did not load (see the info lines above; "
+                   "TENSORD_LOG=debug shows where modules were looked for)\n",
+                   required[r]);
+            return 1;
+        }
+        printf("%s: backend loaded\n", required[r]);
+    }
+    if (ntargets == 0) return 0;
     build_cases();
     executor ref;
     if (executor_open(&ref, ref_uri, err, sizeof err) != TD_OK) {

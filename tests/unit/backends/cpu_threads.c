@@ -1,6 +1,7 @@
 /* cpu_threads.c — the CPU backend's thread pool (fixed partition, full coverage, nested
  * calls inline) and the determinism contract: the same op gives the same bytes on a
- * 1-thread and a 4-thread device (random numbers, reductions, elementwise, movement). */
+ * 1-thread and a 4-thread device (random numbers, reductions, elementwise, movement,
+ * softmax). */
 #include "backends/cpu/cpu_pool.h"
 #include "cpu_test_util.h"
 #include <criterion/criterion.h>
@@ -228,4 +229,31 @@ Test(cpu_determinism, elementwise_and_movement)
     same_bytes(cast, &x, 1, TD_I32, 2, d, "cast");
     tu_free(dev1, &x);
     tu_free(dev1, &row);
+}
+
+Test(cpu_determinism, softmax_along_every_axis)
+{
+    /* [64, 50, 40] f32 and f64: each axis splits the rows between threads differently
+     * (axis 1 and 0 take the tiled, strided path; chunks end inside a tile) */
+    const int64_t d[3] = {64, 50, 40};
+    td__view x = tu_new(dev1, TD_F32, 3, d, NULL);
+    td__op gen = tu_op(TD_OP_RAND_NORMAL, 3, d);
+    gen.dtype = TD_F32;
+    gen.seed = 7;
+    gen.fattrs[1] = 3.0;
+    cr_assert_eq(tu_exec(dev1, gen, NULL, 0, &x), TD_OK);
+    td__view x64 = tu_new(dev1, TD_F64, 3, d, NULL);
+    td__op cast = tu_op(TD_OP_CAST, 0, NULL);
+    cast.dtype = TD_F64;
+    cr_assert_eq(tu_exec(dev1, cast, &x, 1, &x64), TD_OK);
+    for (int64_t axis = 0; axis < 3; axis++) {
+        same_bytes(tu_op(TD_OP_SOFTMAX, 1, DIMS(axis)), &x, 1, TD_F32, 3, d, "softmax f32");
+        same_bytes(tu_op(TD_OP_LOG_SOFTMAX, 1, DIMS(axis)), &x, 1, TD_F32, 3, d,
+                   "log_softmax f32");
+        same_bytes(tu_op(TD_OP_SOFTMAX, 1, DIMS(axis)), &x64, 1, TD_F64, 3, d, "softmax f64");
+        same_bytes(tu_op(TD_OP_LOG_SOFTMAX, 1, DIMS(axis)), &x64, 1, TD_F64, 3, d,
+                   "log_softmax f64");
+    }
+    tu_free(dev1, &x);
+    tu_free(dev1, &x64);
 }

@@ -2,6 +2,7 @@
  * out by hand from numpy's broadcasting rules and the attribute layout in op.h. */
 #include "engine/op.h"
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <string.h>
 
 static td__desc D(uint32_t dt, uint32_t rank, const int64_t *dims)
@@ -117,6 +118,35 @@ Test(op_infer, matmul)
     cr_assert_eq(infer(&op, &v, &b, NULL, &o), TD_EINVAL);
 }
 
+Test(op_infer, matmul_precision_attribute)
+{
+    td__desc a = D(TD_F32, 2, (int64_t[]){2, 3}), b = D(TD_F32, 2, (int64_t[]){3, 4}), o;
+    td__op op = {.opcode = TD_OP_MATMUL, .n_inputs = 2};
+    cr_assert_not(td__matmul_allows_tf32(&op), "absent means full precision");
+    for (int64_t p = 0; p <= 1; p++) {
+        op.n_iattrs = 1;
+        op.iattrs[0] = p;
+        cr_assert_eq(infer(&op, &a, &b, NULL, &o), TD_OK, "precision %lld: %s", (long long)p, err);
+        expect_shape(&o, TD_F32, 2, (int64_t[]){2, 4});
+        cr_assert_eq(td__matmul_allows_tf32(&op), p == 1);
+    }
+    /* a permission: also accepted (and ignored) for f64 and integer matmuls */
+    td__desc ai = D(TD_I32, 2, (int64_t[]){2, 3}), bi = D(TD_I32, 2, (int64_t[]){3, 4});
+    cr_assert_eq(infer(&op, &ai, &bi, NULL, &o), TD_OK, "%s", err);
+    const int64_t bad[] = {2, -1, INT64_MIN};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        op.iattrs[0] = bad[i];
+        cr_assert_eq(infer(&op, &a, &b, NULL, &o), TD_EINVAL);
+        char want[96];
+        snprintf(want, sizeof want, "matmul: precision %lld is not 0", (long long)bad[i]);
+        cr_assert(strstr(err, want), "%s", err);
+    }
+    op.n_iattrs = 2;
+    op.iattrs[0] = 1;
+    cr_assert_eq(infer(&op, &a, &b, NULL, &o), TD_EINVAL);
+    cr_assert(strstr(err, "matmul: expects at most 1 attribute (precision), got 2"), "%s", err);
+}
+
 Test(op_infer, movement)
 {
     td__desc x = D(TD_F32, 3, (int64_t[]){2, 3, 4}), o;
@@ -162,6 +192,46 @@ Test(op_infer, gather_and_index_select)
     td__op is = {.opcode = TD_OP_INDEX_SELECT, .n_inputs = 2, .n_iattrs = 1, .iattrs = {0}};
     cr_assert_eq(infer(&is, &emb, &ids, NULL, &o), TD_OK);
     expect_shape(&o, TD_F32, 3, (int64_t[]){8, 16, 64});
+}
+
+Test(op_infer, softmax_axis_dtype_and_length)
+{
+    td__desc x = D(TD_F32, 3, (int64_t[]){2, 5, 7}), o;
+    td__op sm = {.opcode = TD_OP_SOFTMAX, .n_inputs = 1, .n_iattrs = 1, .iattrs = {1}};
+    cr_assert_eq(infer(&sm, &x, NULL, NULL, &o), TD_OK, "%s", err);
+    expect_shape(&o, TD_F32, 3, (int64_t[]){2, 5, 7});
+    td__desc xd = D(TD_F64, 1, (int64_t[]){1}), empty_rows = D(TD_F32, 2, (int64_t[]){0, 4});
+    td__op lsm = {.opcode = TD_OP_LOG_SOFTMAX, .n_inputs = 1, .n_iattrs = 1, .iattrs = {0}};
+    cr_assert_eq(infer(&lsm, &xd, NULL, NULL, &o), TD_OK, "%s", err);
+    expect_shape(&o, TD_F64, 1, (int64_t[]){1});
+    lsm.iattrs[0] = 1;
+    cr_assert_eq(infer(&lsm, &empty_rows, NULL, NULL, &o), TD_OK, "no rows is fine: %s", err);
+    sm.iattrs[0] = 3;
+    cr_assert_eq(infer(&sm, &x, NULL, NULL, &o), TD_EINVAL);
+    cr_assert_str_eq(err, "softmax: axis 3 out of range for rank 3");
+    sm.iattrs[0] = -1;
+    cr_assert_eq(infer(&sm, &x, NULL, NULL, &o), TD_EINVAL);
+    cr_assert_str_eq(err, "softmax: axis -1 out of range for rank 3");
+    td__desc xi = D(TD_I32, 2, (int64_t[]){2, 3});
+    lsm.iattrs[0] = 1;
+    cr_assert_eq(infer(&lsm, &xi, NULL, NULL, &o), TD_EINVAL);
+    cr_assert_str_eq(err, "log_softmax: needs a float dtype, got i32");
+    lsm.iattrs[0] = 0;
+    cr_assert_eq(infer(&lsm, &empty_rows, NULL, NULL, &o), TD_EINVAL);
+    cr_assert_str_eq(err, "log_softmax: cannot normalise along zero-length axis 0");
+    td__desc scalar = D(TD_F32, 0, NULL);
+    sm.iattrs[0] = 0;
+    cr_assert_eq(infer(&sm, &scalar, NULL, NULL, &o), TD_EINVAL);
+    cr_assert_str_eq(err, "softmax: axis 0 out of range for rank 0");
+    sm.n_iattrs = 2;
+    cr_assert_eq(infer(&sm, &x, NULL, NULL, &o), TD_EINVAL);
+    cr_assert_str_eq(err, "softmax: expects 1 attribute (axis), got 2");
+    sm.n_iattrs = 1;
+    sm.n_inputs = 2;
+    cr_assert_eq(infer(&sm, &x, &x, NULL, &o), TD_EINVAL);
+    cr_assert_str_eq(err, "softmax: expects 1 inputs, got 2");
+    cr_assert_eq(td__op_class(TD_OP_SOFTMAX), TD_OPCLASS_SOFTMAX);
+    cr_assert_str_eq(td__op_name(TD_OP_LOG_SOFTMAX), "log_softmax");
 }
 
 Test(op_infer, hostile_descs)

@@ -1,6 +1,9 @@
-/* cuda_backend.c — the CUDA backend's vtable and the module's one exported symbol,
- * td_backend_entry(). Devices are every GPU the runtime enumerates ("cuda:0", ...);
- * buffers are device memory (host_memory = false); each session gets its own stream.
+/* gpu_backend.c — the GPU backends' vtable and the module's one exported symbol,
+ * td_backend_entry(). Built twice from this one file: as tensord-backend-cuda.so (devices
+ * "cuda:0", ...) and, with TD_GPU_HIP, as tensord-backend-hip.so ("hip:0", ...); the
+ * runtime calls below are gpu_compat.h names. Devices are every GPU the runtime
+ * enumerates; buffers are device memory (host_memory = false); each session gets its own
+ * stream.
  *
  * Memory: every buffer comes from a per-device stream-ordered pool (cudaMallocFromPoolAsync)
  * whose release threshold is unlimited, so memory freed by one step is reused by the next
@@ -21,16 +24,16 @@
  * Thread-safety: buffer entries take the device as current on the calling thread and use
  * only thread-safe runtime calls; exec/stream entries run one thread at a time per stream.
  */
-#include "backends/cuda/cuda_internal.h"
+#include "backends/gpu/gpu_internal.h"
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* In cuda_create.cu: whether this module's kernels can run on the current device. */
-gpuError_t td__cuda_probe(void);
+/* In gpu_create.cu: whether this module's kernels can run on the current device. */
+gpuError_t td__gpu_probe(void);
 
-td_status td__cuda_fail(const td__cuda_exec *x, td_status s, const char *fmt, ...)
+td_status td__gpu_fail(const td__gpu_exec *x, td_status s, const char *fmt, ...)
 {
     if (x->err != NULL && x->errlen > 0) {
         va_list ap;
@@ -46,44 +49,44 @@ static td_status status_of(gpuError_t e)
     return e == gpuErrorMemoryAllocation ? TD_ENOMEM : TD_EDEVICE;
 }
 
-td_status td__cuda_check(const td__cuda_exec *x, gpuError_t e, const char *what)
+td_status td__gpu_check(const td__gpu_exec *x, gpuError_t e, const char *what)
 {
     if (e == gpuSuccess) return TD_OK;
     gpuGetLastError();
-    return td__cuda_fail(x, status_of(e), "cuda: %s: %s: %s", what, gpuGetErrorName(e),
+    return td__gpu_fail(x, status_of(e), TD_GPU_KIND ": %s: %s: %s", what, gpuGetErrorName(e),
                          gpuGetErrorString(e));
 }
 
-td_status td__cuda_launched(const td__cuda_exec *x, const char *what)
+td_status td__gpu_launched(const td__gpu_exec *x, const char *what)
 {
-    return td__cuda_check(x, gpuGetLastError(), what);
+    return td__gpu_check(x, gpuGetLastError(), what);
 }
 
-td_status td__cuda_temp_alloc(const td__cuda_exec *x, size_t nbytes, void **out)
+td_status td__gpu_temp_alloc(const td__gpu_exec *x, size_t nbytes, void **out)
 {
     void *p = NULL;
     gpuError_t e = gpuMallocFromPoolAsync(&p, nbytes, x->cd->pool, x->st->s);
     if (e != gpuSuccess) {
         gpuGetLastError();
-        return td__cuda_fail(x, status_of(e), "cuda: cannot allocate %zu bytes of scratch: %s",
+        return td__gpu_fail(x, status_of(e), TD_GPU_KIND ": cannot allocate %zu bytes of scratch: %s",
                              nbytes, gpuGetErrorString(e));
     }
     *out = p;
     return TD_OK;
 }
 
-void td__cuda_temp_free(const td__cuda_exec *x, void *p)
+void td__gpu_temp_free(const td__gpu_exec *x, void *p)
 {
     if (p != NULL && gpuFreeAsync(p, x->st->s) != gpuSuccess) gpuGetLastError();
 }
 
-td_status td__cuda_read_flag(const td__cuda_exec *x, uint64_t *out)
+td_status td__gpu_read_flag(const td__gpu_exec *x, uint64_t *out)
 {
-    td__cuda_stream *st = x->st;
-    td_status s = td__cuda_check(x, gpuMemcpyAsync(st->host_word, st->flag, sizeof(uint64_t),
+    td__gpu_stream *st = x->st;
+    td_status s = td__gpu_check(x, gpuMemcpyAsync(st->host_word, st->flag, sizeof(uint64_t),
                                                    gpuMemcpyDeviceToHost, st->s),
                                  "flag read");
-    if (s == TD_OK) s = td__cuda_check(x, gpuStreamSynchronize(st->s), "flag read");
+    if (s == TD_OK) s = td__gpu_check(x, gpuStreamSynchronize(st->s), "flag read");
     if (s == TD_OK) *out = *st->host_word;
     return s;
 }
@@ -101,12 +104,12 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...)
     va_end(ap);
 }
 
-static td_status cuda_device_count(int *out)
+static td_status gpu_device_count(int *out)
 {
     int n = 0;
     gpuError_t e = gpuGetDeviceCount(&n);
     if (e != gpuSuccess) {
-        /* no driver (cudaErrorInsufficientDriver, 35) or no device: zero devices */
+        /* no driver (cudaErrorInsufficientDriver), no device (hipErrorNoDevice): zero devices */
         gpuGetLastError();
         n = 0;
     }
@@ -114,28 +117,28 @@ static td_status cuda_device_count(int *out)
     return TD_OK;
 }
 
-static td_status cuda_device_open(td__device *dev, int index, char *err, size_t errlen)
+static td_status gpu_device_open(td__device *dev, int index, char *err, size_t errlen)
 {
     gpuError_t e = gpuSetDevice(index);
     gpuDeviceProp prop;
     if (e == gpuSuccess) e = gpuGetDeviceProperties(&prop, index);
     if (e != gpuSuccess) {
         gpuGetLastError();
-        set_err(err, errlen, "cuda:%d: %s", index, gpuGetErrorString(e));
+        set_err(err, errlen, TD_GPU_KIND ":%d: %s", index, gpuGetErrorString(e));
         return TD_EDEVICE;
     }
-    e = td__cuda_probe();
+    e = td__gpu_probe();
     if (e != gpuSuccess) {
         gpuGetLastError();
         set_err(err, errlen,
-                "cuda:%d: %s (compute capability %d.%d) cannot run this module's kernels "
+                TD_GPU_KIND ":%d: %s (compute capability %d.%d) cannot run this module's kernels "
                 "(%s); it is built for sm_90 and newer",
                 index, prop.name, prop.major, prop.minor, gpuGetErrorString(e));
         return TD_EUNSUPPORTED;
     }
-    td__cuda_device *cd = calloc(1, sizeof *cd);
+    td__gpu_device *cd = calloc(1, sizeof *cd);
     if (cd == NULL) {
-        set_err(err, errlen, "cuda:%d: out of host memory", index);
+        set_err(err, errlen, TD_GPU_KIND ":%d: out of host memory", index);
         return TD_ENOMEM;
     }
     gpuMemPoolProps pp;
@@ -152,7 +155,7 @@ static td_status cuda_device_open(td__device *dev, int index, char *err, size_t 
     }
     if (e != gpuSuccess) {
         gpuGetLastError();
-        set_err(err, errlen, "cuda:%d: cannot create a memory pool: %s", index,
+        set_err(err, errlen, TD_GPU_KIND ":%d: cannot create a memory pool: %s", index,
                 gpuGetErrorString(e));
         free(cd);
         return TD_EDEVICE;
@@ -161,15 +164,21 @@ static td_status cuda_device_open(td__device *dev, int index, char *err, size_t 
     cd->sm_count = prop.multiProcessorCount;
     cd->total_bytes = prop.totalGlobalMem;
     dev->impl = cd;
+#if defined(TD_GPU_HIP)
+    snprintf(dev->description, sizeof dev->description, "%.32s, %llu GiB, %.16s, %d CUs",
+             prop.name, (unsigned long long)(prop.totalGlobalMem >> 30), prop.gcnArchName,
+             prop.multiProcessorCount);
+#else
     snprintf(dev->description, sizeof dev->description, "%.60s, %.0f GiB, sm_%d%d, %d SMs",
              prop.name, (double)prop.totalGlobalMem / (1024.0 * 1024.0 * 1024.0), prop.major,
              prop.minor, prop.multiProcessorCount);
+#endif
     return TD_OK;
 }
 
-static void cuda_device_close(td__device *dev)
+static void gpu_device_close(td__device *dev)
 {
-    td__cuda_device *cd = dev->impl;
+    td__gpu_device *cd = dev->impl;
     if (cd == NULL) return;
     if (gpuSetDevice(cd->ordinal) == gpuSuccess && gpuDeviceSynchronize() == gpuSuccess)
         gpuMemPoolDestroy(cd->pool);
@@ -178,9 +187,9 @@ static void cuda_device_close(td__device *dev)
     dev->impl = NULL;
 }
 
-static td_status cuda_memory_info(td__device *dev, uint64_t *total, uint64_t *free_bytes)
+static td_status gpu_memory_info(td__device *dev, uint64_t *total, uint64_t *free_bytes)
 {
-    td__cuda_device *cd = dev->impl;
+    td__gpu_device *cd = dev->impl;
     size_t f = 0, t = 0;
     if (gpuSetDevice(cd->ordinal) != gpuSuccess || gpuMemGetInfo(&f, &t) != gpuSuccess) {
         gpuGetLastError();
@@ -200,9 +209,9 @@ static td_status cuda_memory_info(td__device *dev, uint64_t *total, uint64_t *fr
     return TD_OK;
 }
 
-static td_status cuda_buffer_alloc(td__device *dev, size_t nbytes, void **out)
+static td_status gpu_buffer_alloc(td__device *dev, size_t nbytes, void **out)
 {
-    td__cuda_device *cd = dev->impl;
+    td__gpu_device *cd = dev->impl;
     if (nbytes == 0 || nbytes > TD_MAX_TENSOR_BYTES) return TD_ENOMEM;
     if (gpuSetDevice(cd->ordinal) != gpuSuccess) {
         gpuGetLastError();
@@ -225,18 +234,18 @@ static td_status cuda_buffer_alloc(td__device *dev, size_t nbytes, void **out)
     return TD_OK;
 }
 
-static void cuda_buffer_free(td__device *dev, void *data, size_t nbytes)
+static void gpu_buffer_free(td__device *dev, void *data, size_t nbytes)
 {
-    td__cuda_device *cd = dev->impl;
+    td__gpu_device *cd = dev->impl;
     (void)nbytes;
     if (gpuSetDevice(cd->ordinal) != gpuSuccess || gpuFreeAsync(data, gpuStreamLegacy) != gpuSuccess)
         gpuGetLastError();
 }
 
-static td_status cuda_buffer_write(td__device *dev, void *dst, size_t offset, const void *src,
+static td_status gpu_buffer_write(td__device *dev, void *dst, size_t offset, const void *src,
                                    size_t nbytes)
 {
-    td__cuda_device *cd = dev->impl;
+    td__gpu_device *cd = dev->impl;
     if (nbytes == 0) return TD_OK;
     gpuError_t e = gpuSetDevice(cd->ordinal);
     if (e == gpuSuccess) e = gpuMemcpy((char *)dst + offset, src, nbytes, gpuMemcpyHostToDevice);
@@ -244,10 +253,10 @@ static td_status cuda_buffer_write(td__device *dev, void *dst, size_t offset, co
     return e == gpuSuccess ? TD_OK : TD_EDEVICE;
 }
 
-static td_status cuda_buffer_read(td__device *dev, const void *src, size_t offset, void *dst,
+static td_status gpu_buffer_read(td__device *dev, const void *src, size_t offset, void *dst,
                                   size_t nbytes)
 {
-    td__cuda_device *cd = dev->impl;
+    td__gpu_device *cd = dev->impl;
     if (nbytes == 0) return TD_OK;
     gpuError_t e = gpuSetDevice(cd->ordinal);
     if (e == gpuSuccess)
@@ -258,10 +267,10 @@ static td_status cuda_buffer_read(td__device *dev, const void *src, size_t offse
 
 /* ---- streams ---- */
 
-static void stream_free(td__cuda_device *cd, td__cuda_stream *st)
+static void stream_free(td__gpu_device *cd, td__gpu_stream *st)
 {
     if (st->s != NULL) gpuStreamSynchronize(st->s);
-    td__cuda_blas_destroy(st->blas);
+    td__gpu_matmul_release(st->blas);
     if (st->flag != NULL) gpuFreeAsync(st->flag, gpuStreamLegacy);
     if (st->host_word != NULL) gpuFreeHost(st->host_word);
     if (st->s != NULL) gpuStreamDestroy(st->s);
@@ -270,10 +279,10 @@ static void stream_free(td__cuda_device *cd, td__cuda_stream *st)
     free(st);
 }
 
-static td_status cuda_stream_create(td__device *dev, void **out)
+static td_status gpu_stream_create(td__device *dev, void **out)
 {
-    td__cuda_device *cd = dev->impl;
-    td__cuda_stream *st = calloc(1, sizeof *st);
+    td__gpu_device *cd = dev->impl;
+    td__gpu_stream *st = calloc(1, sizeof *st);
     if (st == NULL) return TD_ENOMEM;
     gpuError_t e = gpuSetDevice(cd->ordinal);
     if (e == gpuSuccess) e = gpuStreamCreate(&st->s);
@@ -285,24 +294,22 @@ static td_status cuda_stream_create(td__device *dev, void **out)
         stream_free(cd, st);
         return status_of(e);
     }
-    const char *tf32 = getenv("TENSORD_CUDA_TF32");
-    st->tf32 = tf32 != NULL && strcmp(tf32, "1") == 0;
     *out = st;
     return TD_OK;
 }
 
-static void cuda_stream_destroy(td__device *dev, void *stream)
+static void gpu_stream_destroy(td__device *dev, void *stream)
 {
-    td__cuda_device *cd = dev->impl;
+    td__gpu_device *cd = dev->impl;
     if (stream == NULL) return;
     if (gpuSetDevice(cd->ordinal) != gpuSuccess) gpuGetLastError();
     stream_free(cd, stream);
 }
 
-static td_status cuda_stream_sync(td__device *dev, void *stream)
+static td_status gpu_stream_sync(td__device *dev, void *stream)
 {
-    td__cuda_device *cd = dev->impl;
-    td__cuda_stream *st = stream;
+    td__gpu_device *cd = dev->impl;
+    td__gpu_stream *st = stream;
     gpuError_t e = gpuSetDevice(cd->ordinal);
     if (e == gpuSuccess) e = gpuStreamSynchronize(st->s);
     if (e != gpuSuccess) gpuGetLastError();
@@ -313,7 +320,7 @@ static td_status cuda_stream_sync(td__device *dev, void *stream)
 
 /* The op families, by opcode (the engine's td__op_class is not reachable from a module). */
 enum family { F_NONE, F_ENGINE, F_CREATE, F_UNARY, F_BINARY, F_WHERE, F_CAST, F_REDUCE,
-              F_MATMUL, F_MOVEMENT };
+              F_MATMUL, F_MOVEMENT, F_SOFTMAX };
 
 static enum family family_of(uint32_t opcode)
 {
@@ -341,12 +348,14 @@ static enum family family_of(uint32_t opcode)
     case TD_OP_PERMUTE: case TD_OP_SLICE: case TD_OP_CONCAT: case TD_OP_EXPAND:
     case TD_OP_GATHER: case TD_OP_INDEX_SELECT: case TD_OP_COPY:
         return F_MOVEMENT;
+    case TD_OP_SOFTMAX: case TD_OP_LOG_SOFTMAX:
+        return F_SOFTMAX;
     }
     return F_NONE;
 }
 
 /* Dtype coverage, the same as the CPU backend's (td__op_infer already rejects the rest). */
-static bool cuda_supports_op(td__device *dev, const td__op *op, const td__desc *const *in,
+static bool gpu_supports_op(td__device *dev, const td__op *op, const td__desc *const *in,
                              const td__desc *out)
 {
     (void)dev;
@@ -367,6 +376,8 @@ static bool cuda_supports_op(td__device *dev, const td__op *op, const td__desc *
         if (op->opcode == TD_OP_SUM || op->opcode == TD_OP_PROD) return dt != TD_BOOL;
         if (op->opcode == TD_OP_MEAN) return td__dtype_is_float(dt);
         return true;
+    case F_SOFTMAX:
+        return td__dtype_is_float(dt);
     case F_MATMUL: {
         if (dt == TD_BOOL) return false;
         if (!td__dtype_is_float(dt)) return true;
@@ -386,24 +397,25 @@ static void batch_strides(const td__desc *d, const td__desc *out, int64_t st[TD_
     td__desc bd = *d, bo = *out;
     bd.rank -= 2;
     bo.rank -= 2;
-    td__cuda_bcast_strides(&bd, &bo, st);
+    td__desc_bcast_strides(&bd, &bo, st);
     int64_t mat = d->dims[d->rank - 2] * d->dims[d->rank - 1];
     for (uint32_t i = 0; i < bo.rank; i++) st[i] *= mat;
 }
 
-static td_status exec_matmul(const td__cuda_exec *x, const td__view *in, const td__view *out)
+static td_status exec_matmul(const td__gpu_exec *x, const td__op *op, const td__view *in,
+                             const td__view *out)
 {
     const td__desc *a = &in[0].desc, *b = &in[1].desc, *o = &out->desc;
     if (a->rank < 2 || b->rank < 2 || o->rank < 2)
-        return td__cuda_fail(x, TD_EINTERNAL, "cuda: matmul operands below rank 2");
+        return td__gpu_fail(x, TD_EINTERNAL, TD_GPU_KIND ": matmul operands below rank 2");
     const int64_t m = o->dims[o->rank - 2], n = o->dims[o->rank - 1], k = a->dims[a->rank - 1];
     td__desc bo = *o;
     bo.rank -= 2;
-    const int64_t nbatch = td__cuda_nelem(&bo);
+    const int64_t nbatch = td__gpu_nelem(&bo);
     if (nbatch == 0 || m == 0 || n == 0) return TD_OK;
     if (k == 0)
-        return td__cuda_check(x, gpuMemsetAsync(out->data, 0, (size_t)(nbatch * m * n) *
-                                                                  td__cuda_dtype_size(o->dtype),
+        return td__gpu_check(x, gpuMemsetAsync(out->data, 0, (size_t)(nbatch * m * n) *
+                                                                  td__gpu_dtype_size(o->dtype),
                                                 x->st->s),
                               "matmul zero fill");
     int64_t st[2][TD_MAX_RANK];
@@ -412,67 +424,70 @@ static td_status exec_matmul(const td__cuda_exec *x, const td__view *in, const t
     td__gpu_iter batch;
     td__gpu_iter_init(&batch, &bo, 2, (const int64_t(*)[TD_MAX_RANK])st);
     if (td__dtype_is_float(o->dtype))
-        return td__cuda_matmul_blas(x, &batch, nbatch, m, n, k, in, out);
-    return td__cuda_matmul_int(x, &batch, nbatch, m, n, k, in, out);
+        return td__gpu_matmul_float(x, &batch, nbatch, m, n, k, in, out,
+                                    o->dtype == TD_F32 && td__matmul_allows_tf32(op));
+    return td__gpu_matmul_int(x, &batch, nbatch, m, n, k, in, out);
 }
 
-static td_status cuda_exec(td__device *dev, void *stream, const td__op *op, const td__view *in,
+static td_status gpu_exec(td__device *dev, void *stream, const td__op *op, const td__view *in,
                            const td__view *out, char *err, size_t errlen)
 {
-    td__cuda_exec x;
+    td__gpu_exec x;
     x.dev = dev;
     x.cd = dev->impl;
     x.st = stream;
     x.err = err;
     x.errlen = errlen;
-    if (x.st == NULL) return td__cuda_fail(&x, TD_EINTERNAL, "cuda: exec without a stream");
-    td_status s = td__cuda_check(&x, gpuSetDevice(x.cd->ordinal), "set device");
+    if (x.st == NULL) return td__gpu_fail(&x, TD_EINTERNAL, TD_GPU_KIND ": exec without a stream");
+    td_status s = td__gpu_check(&x, gpuSetDevice(x.cd->ordinal), "set device");
     if (s != TD_OK) return s;
     switch (family_of(op->opcode)) {
     case F_CREATE:
-        return td__cuda_exec_create(&x, op, out);
+        return td__gpu_exec_create(&x, op, out);
     case F_UNARY:
-        return td__cuda_exec_unary(&x, op, in, out);
+        return td__gpu_exec_unary(&x, op, in, out);
     case F_BINARY:
-        return td__cuda_exec_binary(&x, op, in, out);
+        return td__gpu_exec_binary(&x, op, in, out);
     case F_WHERE:
-        return td__cuda_exec_where(&x, in, out);
+        return td__gpu_exec_where(&x, in, out);
     case F_CAST:
-        return td__cuda_exec_cast(&x, in, out);
+        return td__gpu_exec_cast(&x, in, out);
     case F_REDUCE:
-        return td__cuda_exec_reduce(&x, op, in, out);
+        return td__gpu_exec_reduce(&x, op, in, out);
     case F_MATMUL:
-        return exec_matmul(&x, in, out);
+        return exec_matmul(&x, op, in, out);
     case F_MOVEMENT:
-        return td__cuda_exec_movement(&x, op, in, out);
+        return td__gpu_exec_movement(&x, op, in, out);
+    case F_SOFTMAX:
+        return td__gpu_exec_softmax(&x, op, in, out);
     case F_ENGINE:
-        return td__cuda_fail(&x, TD_EINTERNAL,
-                             "cuda: opcode %u is handled by the engine, not the backend",
+        return td__gpu_fail(&x, TD_EINTERNAL,
+                             TD_GPU_KIND ": opcode %u is handled by the engine, not the backend",
                              op->opcode);
     case F_NONE:
         break;
     }
-    return td__cuda_fail(&x, TD_EINTERNAL, "cuda: unknown opcode %u", op->opcode);
+    return td__gpu_fail(&x, TD_EINTERNAL, TD_GPU_KIND ": unknown opcode %u", op->opcode);
 }
 
-static const td__backend cuda_backend = {
+static const td__backend gpu_backend = {
     .kind = TD_GPU_KIND,
     .host_memory = false,
-    .device_count = cuda_device_count,
-    .device_open = cuda_device_open,
-    .device_close = cuda_device_close,
-    .memory_info = cuda_memory_info,
-    .buffer_alloc = cuda_buffer_alloc,
-    .buffer_free = cuda_buffer_free,
-    .buffer_write = cuda_buffer_write,
-    .buffer_read = cuda_buffer_read,
-    .stream_create = cuda_stream_create,
-    .stream_destroy = cuda_stream_destroy,
-    .stream_sync = cuda_stream_sync,
-    .supports_op = cuda_supports_op,
-    .exec = cuda_exec,
+    .device_count = gpu_device_count,
+    .device_open = gpu_device_open,
+    .device_close = gpu_device_close,
+    .memory_info = gpu_memory_info,
+    .buffer_alloc = gpu_buffer_alloc,
+    .buffer_free = gpu_buffer_free,
+    .buffer_write = gpu_buffer_write,
+    .buffer_read = gpu_buffer_read,
+    .stream_create = gpu_stream_create,
+    .stream_destroy = gpu_stream_destroy,
+    .stream_sync = gpu_stream_sync,
+    .supports_op = gpu_supports_op,
+    .exec = gpu_exec,
 };
 
 /* The module's entry point (engine/device.c looks it up with dlsym). */
 __attribute__((visibility("default"))) const td__backend *td_backend_entry(void);
-const td__backend *td_backend_entry(void) { return &cuda_backend; }
+const td__backend *td_backend_entry(void) { return &gpu_backend; }

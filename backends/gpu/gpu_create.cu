@@ -1,4 +1,4 @@
-/* cuda_create.cu — ops that make a tensor from attributes alone: FULL, ARANGE,
+/* gpu_create.cu — ops that make a tensor from attributes alone: FULL, ARANGE,
  * RAND_UNIFORM, RAND_NORMAL; and the fill helper reductions use for empty folds.
  *
  * The random ops follow engine/philox.h's (seed, index) mapping: one thread per Philox
@@ -8,7 +8,7 @@
  * FMA, for uniform values and ARANGE to agree bit for bit. Normal values go through the
  * device's log/sqrt/sin/cos (a few ulps from glibc's).
  */
-#include "backends/cuda/cuda_ops.cuh"
+#include "backends/gpu/gpu_ops.cuh"
 #include "engine/philox.h"
 #include <string.h>
 
@@ -93,87 +93,87 @@ __global__ void k_normal_f64(double *out, int64_t n, uint64_t seed, double mean,
 
 /* Whether this module holds machine code or PTX the current device can run (the driver
  * refuses, e.g., sm_90 code on an sm_80 GPU): asked once when a device is opened. */
-extern "C" gpuError_t td__cuda_probe(void)
+extern "C" gpuError_t td__gpu_probe(void)
 {
     gpuFuncAttributes attr;
     return gpuFuncGetAttributes(&attr, (const void *)k_fill<uint32_t>);
 }
 
-extern "C" td_status td__cuda_fill(const td__cuda_exec *x, uint32_t dt, void *data, int64_t n,
+extern "C" td_status td__gpu_fill(const td__gpu_exec *x, uint32_t dt, void *data, int64_t n,
                                    double v)
 {
     if (n == 0) return TD_OK;
-    unsigned blocks = td__cuda_blocks(n, TD_CUDA_THREADS);
+    unsigned blocks = td__gpu_blocks(n, TD_GPU_THREADS);
     gpuStream_t s = x->st->s;
     switch (dt) {
     case TD_F32: {
         float f = (float)v;
         uint32_t bits;
         memcpy(&bits, &f, sizeof bits);
-        k_fill<uint32_t><<<blocks, TD_CUDA_THREADS, 0, s>>>((uint32_t *)data, n, bits);
+        k_fill<uint32_t><<<blocks, TD_GPU_THREADS, 0, s>>>((uint32_t *)data, n, bits);
         break;
     }
     case TD_F64: {
         uint64_t bits;
         memcpy(&bits, &v, sizeof bits);
-        k_fill<uint64_t><<<blocks, TD_CUDA_THREADS, 0, s>>>((uint64_t *)data, n, bits);
+        k_fill<uint64_t><<<blocks, TD_GPU_THREADS, 0, s>>>((uint64_t *)data, n, bits);
         break;
     }
     case TD_I32:
-        k_fill<int32_t><<<blocks, TD_CUDA_THREADS, 0, s>>>((int32_t *)data, n, td_sat_i32(v));
+        k_fill<int32_t><<<blocks, TD_GPU_THREADS, 0, s>>>((int32_t *)data, n, td_sat_i32(v));
         break;
     case TD_I64:
-        k_fill<int64_t><<<blocks, TD_CUDA_THREADS, 0, s>>>((int64_t *)data, n, td_sat_i64(v));
+        k_fill<int64_t><<<blocks, TD_GPU_THREADS, 0, s>>>((int64_t *)data, n, td_sat_i64(v));
         break;
     case TD_U8: case TD_BOOL: {
         int byte = dt == TD_BOOL ? (v != 0.0) : td_sat_u8(v);
-        return td__cuda_check(x, gpuMemsetAsync(data, byte, (size_t)n, s), "fill");
+        return td__gpu_check(x, gpuMemsetAsync(data, byte, (size_t)n, s), "fill");
     }
     default:
-        return td__cuda_fail(x, TD_EINTERNAL, "cuda: fill of dtype %u", dt);
+        return td__gpu_fail(x, TD_EINTERNAL, TD_GPU_KIND ": fill of dtype %u", dt);
     }
-    return td__cuda_launched(x, "fill kernel");
+    return td__gpu_launched(x, "fill kernel");
 }
 
-extern "C" td_status td__cuda_exec_create(const td__cuda_exec *x, const td__op *op,
+extern "C" td_status td__gpu_exec_create(const td__gpu_exec *x, const td__op *op,
                                           const td__view *out)
 {
-    const int64_t n = td__cuda_nelem(&out->desc);
+    const int64_t n = td__gpu_nelem(&out->desc);
     const uint32_t dt = out->desc.dtype;
     if (n == 0) return TD_OK;
     gpuStream_t s = x->st->s;
     const double a = op->fattrs[0], b = op->fattrs[1];
     switch (op->opcode) {
     case TD_OP_FULL:
-        return td__cuda_fill(x, dt, out->data, n, a);
+        return td__gpu_fill(x, dt, out->data, n, a);
     case TD_OP_ARANGE:
-        if (td__cuda_dtype_size(dt) == 0) break;
-        k_arange<<<td__cuda_blocks(n, TD_CUDA_THREADS), TD_CUDA_THREADS, 0, s>>>(dt, out->data,
+        if (td__gpu_dtype_size(dt) == 0) break;
+        k_arange<<<td__gpu_blocks(n, TD_GPU_THREADS), TD_GPU_THREADS, 0, s>>>(dt, out->data,
                                                                                 n, a, b);
-        return td__cuda_launched(x, "arange kernel");
+        return td__gpu_launched(x, "arange kernel");
     case TD_OP_RAND_UNIFORM:
         if (dt == TD_F32) {
-            k_uniform_f32<<<td__cuda_blocks((n + 3) / 4, TD_CUDA_THREADS), TD_CUDA_THREADS, 0,
+            k_uniform_f32<<<td__gpu_blocks((n + 3) / 4, TD_GPU_THREADS), TD_GPU_THREADS, 0,
                             s>>>((float *)out->data, n, op->seed, a, b);
         } else if (dt == TD_F64) {
-            k_uniform_f64<<<td__cuda_blocks((n + 1) / 2, TD_CUDA_THREADS), TD_CUDA_THREADS, 0,
+            k_uniform_f64<<<td__gpu_blocks((n + 1) / 2, TD_GPU_THREADS), TD_GPU_THREADS, 0,
                             s>>>((double *)out->data, n, op->seed, a, b);
         } else {
             break;
         }
-        return td__cuda_launched(x, "rand_uniform kernel");
+        return td__gpu_launched(x, "rand_uniform kernel");
     case TD_OP_RAND_NORMAL:
         if (dt == TD_F32) {
-            k_normal_f32<<<td__cuda_blocks((n + 3) / 4, TD_CUDA_THREADS), TD_CUDA_THREADS, 0,
+            k_normal_f32<<<td__gpu_blocks((n + 3) / 4, TD_GPU_THREADS), TD_GPU_THREADS, 0,
                            s>>>((float *)out->data, n, op->seed, a, b);
         } else if (dt == TD_F64) {
-            k_normal_f64<<<td__cuda_blocks((n + 1) / 2, TD_CUDA_THREADS), TD_CUDA_THREADS, 0,
+            k_normal_f64<<<td__gpu_blocks((n + 1) / 2, TD_GPU_THREADS), TD_GPU_THREADS, 0,
                            s>>>((double *)out->data, n, op->seed, a, b);
         } else {
             break;
         }
-        return td__cuda_launched(x, "rand_normal kernel");
+        return td__gpu_launched(x, "rand_normal kernel");
     }
-    return td__cuda_fail(x, TD_EINTERNAL, "cuda: no create kernel for opcode %u dtype %u",
+    return td__gpu_fail(x, TD_EINTERNAL, TD_GPU_KIND ": no create kernel for opcode %u dtype %u",
                          op->opcode, dt);
 }

@@ -1,5 +1,5 @@
-/* cuda_iter.c — the host side of the GPU backend's broadcast/strided iterator (see
- * cuda_internal.h): collapsing an output shape and its operands' strides into the fewest
+/* gpu_iter.c — the host side of the GPU backend's broadcast/strided iterator (see
+ * gpu_internal.h): collapsing an output shape and its operands' strides into the fewest
  * dims, and walking the result as runs on the host (batched matmul).
  *
  * Why collapse on the host: kernels split every output index over the iterator's dims with
@@ -7,7 +7,7 @@
  * into two) makes the common cases cost a multiply. The rules are the CPU backend's, so
  * both backends see the same structure.
  */
-#include "backends/cuda/cuda_internal.h"
+#include "backends/gpu/gpu_internal.h"
 #include "engine/collapse.h"
 
 /* Largest offset or count that 32-bit kernel index math may reach; grid-stride loops add up
@@ -22,9 +22,9 @@ void td__gpu_iter_init(td__gpu_iter *it, const td__desc *out, int n_in,
     it->rank = r;
     for (int d = r; d < TD_MAX_RANK; d++) {
         it->dims[d] = 1;
-        for (int k = 0; k < TD_CUDA_ITER_MAX_IN; k++) it->strides[k][d] = 0;
+        for (int k = 0; k < TD_GPU_ITER_MAX_IN; k++) it->strides[k][d] = 0;
     }
-    for (int k = n_in; k < TD_CUDA_ITER_MAX_IN; k++)
+    for (int k = n_in; k < TD_GPU_ITER_MAX_IN; k++)
         for (int d = 0; d < r; d++) it->strides[k][d] = 0;
     /* small: the element count and every input's largest offset stay below SMALL_LIMIT */
     int64_t total = 1;
@@ -54,11 +54,11 @@ void td__gpu_iter_runs(const td__gpu_iter *it, int64_t total, td__gpu_run_fn fn,
 {
     const int last = it->rank - 1;
     int64_t idx[TD_MAX_RANK] = {0};
-    int64_t step[TD_CUDA_ITER_MAX_IN];
+    int64_t step[TD_GPU_ITER_MAX_IN];
     for (int k = 0; k < it->n_in; k++) step[k] = it->strides[k][last];
     int64_t pos = 0;
     while (pos < total) {
-        int64_t off[TD_CUDA_ITER_MAX_IN];
+        int64_t off[TD_GPU_ITER_MAX_IN];
         for (int k = 0; k < it->n_in; k++) {
             int64_t o = 0;
             for (int d = 0; d <= last; d++) o += idx[d] * it->strides[k][d];

@@ -1,4 +1,4 @@
-/* cuda_movement.cu — PERMUTE SLICE EXPAND COPY CONCAT GATHER INDEX_SELECT.
+/* gpu_movement.cu — PERMUTE SLICE EXPAND COPY CONCAT GATHER INDEX_SELECT.
  *
  * PERMUTE, SLICE and EXPAND are one strided-copy kernel over the collapsed iterator: the
  * output is walked contiguously and the input read at (base, per-axis strides) — permuted
@@ -14,7 +14,7 @@
  * ops need — and fails with TD_ERANGE naming the value and position exactly as the CPU
  * does, before anything is written. Negative indices are not wrapped.
  */
-#include "backends/cuda/cuda_ops.cuh"
+#include "backends/gpu/gpu_ops.cuh"
 #include <inttypes.h>
 #include <stdio.h>
 
@@ -64,7 +64,7 @@ __global__ void k_transpose(td__gpu_iter it, const E *src, E *dst, int64_t p, in
 }
 
 template <typename E>
-td_status strided_es(const td__cuda_exec *x, const td__gpu_iter &it, const void *src,
+td_status strided_es(const td__gpu_exec *x, const td__gpu_iter &it, const void *src,
                      void *dst, int64_t n)
 {
     const int r = it.rank;
@@ -78,33 +78,33 @@ td_status strided_es(const td__cuda_exec *x, const td__gpu_iter &it, const void 
             dim3 grid((unsigned)gx, (unsigned)gy, (unsigned)gz), block(TILE, TILE_ROWS);
             k_transpose<E><<<grid, block, 0, x->st->s>>>(it, (const E *)src, (E *)dst, p, q,
                                                          it.strides[0][r - 1], outer);
-            return td__cuda_launched(x, "transpose kernel");
+            return td__gpu_launched(x, "transpose kernel");
         }
     }
-    unsigned blocks = td__cuda_blocks(n, TD_CUDA_THREADS);
+    unsigned blocks = td__gpu_blocks(n, TD_GPU_THREADS);
     if (it.small)
-        k_strided<int32_t, E><<<blocks, TD_CUDA_THREADS, 0, x->st->s>>>(it, (const E *)src,
+        k_strided<int32_t, E><<<blocks, TD_GPU_THREADS, 0, x->st->s>>>(it, (const E *)src,
                                                                        (E *)dst, (int32_t)n);
     else
-        k_strided<int64_t, E><<<blocks, TD_CUDA_THREADS, 0, x->st->s>>>(it, (const E *)src,
+        k_strided<int64_t, E><<<blocks, TD_GPU_THREADS, 0, x->st->s>>>(it, (const E *)src,
                                                                        (E *)dst, n);
-    return td__cuda_launched(x, "strided copy kernel");
+    return td__gpu_launched(x, "strided copy kernel");
 }
 
 /* Copy into `out` from `src` read with per-out-axis element strides `st`. */
-td_status strided_copy(const td__cuda_exec *x, const td__view *out, const void *src,
+td_status strided_copy(const td__gpu_exec *x, const td__view *out, const void *src,
                        const int64_t st[TD_MAX_RANK])
 {
-    int64_t n = td__cuda_nelem(&out->desc);
+    int64_t n = td__gpu_nelem(&out->desc);
     if (n == 0) return TD_OK;
     td__gpu_iter it;
     td__gpu_iter_init(&it, &out->desc, 1, (const int64_t(*)[TD_MAX_RANK])st);
-    switch (td__cuda_dtype_size(out->desc.dtype)) {
+    switch (td__gpu_dtype_size(out->desc.dtype)) {
     case 1: return strided_es<uint8_t>(x, it, src, out->data, n);
     case 4: return strided_es<uint32_t>(x, it, src, out->data, n);
     case 8: return strided_es<uint64_t>(x, it, src, out->data, n);
     }
-    return td__cuda_fail(x, TD_EINTERNAL, "cuda: strided copy of dtype %u", out->desc.dtype);
+    return td__gpu_fail(x, TD_EINTERNAL, TD_GPU_KIND ": strided copy of dtype %u", out->desc.dtype);
 }
 
 /* ---- concat ---- */
@@ -122,7 +122,7 @@ __global__ void k_concat(const E *src, E *dst, int64_t outer, int64_t row, int64
 }
 
 template <typename E>
-td_status concat_es(const td__cuda_exec *x, const td__op *op, const td__view *in,
+td_status concat_es(const td__gpu_exec *x, const td__op *op, const td__view *in,
                     const td__view *out, int64_t outer, int64_t inner)
 {
     const int64_t axis = op->iattrs[0];
@@ -131,10 +131,10 @@ td_status concat_es(const td__cuda_exec *x, const td__op *op, const td__view *in
     for (uint32_t k = 0; k < op->n_inputs; k++) {
         int64_t row = in[k].desc.dims[axis] * inner;
         if (row > 0 && outer > 0) {
-            k_concat<E><<<td__cuda_blocks(outer * row, TD_CUDA_THREADS), TD_CUDA_THREADS, 0,
+            k_concat<E><<<td__gpu_blocks(outer * row, TD_GPU_THREADS), TD_GPU_THREADS, 0,
                           x->st->s>>>((const E *)in[k].data, (E *)out->data, outer, row,
                                       out_row, col0);
-            td_status s = td__cuda_launched(x, "concat kernel");
+            td_status s = td__gpu_launched(x, "concat kernel");
             if (s != TD_OK) return s;
         }
         col0 += row;
@@ -142,25 +142,25 @@ td_status concat_es(const td__cuda_exec *x, const td__op *op, const td__view *in
     return TD_OK;
 }
 
-td_status exec_concat(const td__cuda_exec *x, const td__op *op, const td__view *in,
+td_status exec_concat(const td__gpu_exec *x, const td__op *op, const td__view *in,
                       const td__view *out)
 {
     const td__desc *od = &out->desc;
     int64_t axis = op->iattrs[0];
     if (op->n_inputs < 1 || op->n_inputs > TD_OP_MAX_INPUTS || axis < 0 ||
         axis >= (int64_t)od->rank)
-        return td__cuda_fail(x, TD_EINTERNAL, "cuda: concat with %u inputs on axis %lld",
+        return td__gpu_fail(x, TD_EINTERNAL, TD_GPU_KIND ": concat with %u inputs on axis %lld",
                              op->n_inputs, (long long)axis);
     int64_t outer = 1, inner = 1;
     for (int64_t d = 0; d < axis; d++) outer *= od->dims[d];
     for (uint32_t d = (uint32_t)axis + 1; d < od->rank; d++) inner *= od->dims[d];
-    if (td__cuda_nelem(od) == 0) return TD_OK;
-    switch (td__cuda_dtype_size(od->dtype)) {
+    if (td__gpu_nelem(od) == 0) return TD_OK;
+    switch (td__gpu_dtype_size(od->dtype)) {
     case 1: return concat_es<uint8_t>(x, op, in, out, outer, inner);
     case 4: return concat_es<uint32_t>(x, op, in, out, outer, inner);
     case 8: return concat_es<uint64_t>(x, op, in, out, outer, inner);
     }
-    return td__cuda_fail(x, TD_EINTERNAL, "cuda: concat of dtype %u", od->dtype);
+    return td__gpu_fail(x, TD_EINTERNAL, TD_GPU_KIND ": concat of dtype %u", od->dtype);
 }
 
 /* ---- gather / index_select ---- */
@@ -176,39 +176,39 @@ __global__ void k_check_index(const IT *idx, int64_t n, int64_t dim, unsigned lo
 }
 
 /* TD_ERANGE for the first index outside [0, dim) (message as the CPU's), else TD_OK. */
-td_status check_indices(const td__cuda_exec *x, const char *name, const td__view *idx,
+td_status check_indices(const td__gpu_exec *x, const char *name, const td__view *idx,
                         int64_t dim)
 {
-    const int64_t n = td__cuda_nelem(&idx->desc);
+    const int64_t n = td__gpu_nelem(&idx->desc);
     if (n == 0) return TD_OK;
     const bool is64 = idx->desc.dtype == TD_I64;
-    td_status s = td__cuda_check(x, gpuMemsetAsync(x->st->flag, 0xff, sizeof(uint64_t), x->st->s),
+    td_status s = td__gpu_check(x, gpuMemsetAsync(x->st->flag, 0xff, sizeof(uint64_t), x->st->s),
                                  "index check");
     if (s != TD_OK) return s;
-    unsigned blocks = td__cuda_blocks(n, TD_CUDA_THREADS);
+    unsigned blocks = td__gpu_blocks(n, TD_GPU_THREADS);
     unsigned long long *flag = (unsigned long long *)x->st->flag;
     if (is64)
-        k_check_index<int64_t><<<blocks, TD_CUDA_THREADS, 0, x->st->s>>>(
+        k_check_index<int64_t><<<blocks, TD_GPU_THREADS, 0, x->st->s>>>(
             (const int64_t *)idx->data, n, dim, flag);
     else
-        k_check_index<int32_t><<<blocks, TD_CUDA_THREADS, 0, x->st->s>>>(
+        k_check_index<int32_t><<<blocks, TD_GPU_THREADS, 0, x->st->s>>>(
             (const int32_t *)idx->data, n, dim, flag);
-    s = td__cuda_launched(x, "index check kernel");
+    s = td__gpu_launched(x, "index check kernel");
     uint64_t pos = UINT64_MAX;
-    if (s == TD_OK) s = td__cuda_read_flag(x, &pos);
+    if (s == TD_OK) s = td__gpu_read_flag(x, &pos);
     if (s != TD_OK || pos == UINT64_MAX) return s;
     int64_t v = 0;
     if (is64) {
-        s = td__cuda_check(x, gpuMemcpy(&v, (const int64_t *)idx->data + pos, sizeof v,
+        s = td__gpu_check(x, gpuMemcpy(&v, (const int64_t *)idx->data + pos, sizeof v,
                                         gpuMemcpyDeviceToHost), "index read");
     } else {
         int32_t v32 = 0;
-        s = td__cuda_check(x, gpuMemcpy(&v32, (const int32_t *)idx->data + pos, sizeof v32,
+        s = td__gpu_check(x, gpuMemcpy(&v32, (const int32_t *)idx->data + pos, sizeof v32,
                                         gpuMemcpyDeviceToHost), "index read");
         v = v32;
     }
     if (s != TD_OK) return s;
-    return td__cuda_fail(x, TD_ERANGE,
+    return td__gpu_fail(x, TD_ERANGE,
                          "%s: index %" PRId64 " out of range [0, %" PRId64 ") at position %" PRId64,
                          name, v, dim, (int64_t)pos);
 }
@@ -226,52 +226,52 @@ __global__ void k_gather(td__gpu_iter it, const E *src, const IT *idx, E *dst, i
 }
 
 template <typename E, typename IT>
-void launch_gather(const td__cuda_exec *x, const td__gpu_iter &it, const void *src,
+void launch_gather(const td__gpu_exec *x, const td__gpu_iter &it, const void *src,
                    const void *idx, void *dst, int64_t axis_stride, int64_t n)
 {
-    unsigned blocks = td__cuda_blocks(n, TD_CUDA_THREADS);
+    unsigned blocks = td__gpu_blocks(n, TD_GPU_THREADS);
     if (it.small)
-        k_gather<int32_t, E, IT><<<blocks, TD_CUDA_THREADS, 0, x->st->s>>>(
+        k_gather<int32_t, E, IT><<<blocks, TD_GPU_THREADS, 0, x->st->s>>>(
             it, (const E *)src, (const IT *)idx, (E *)dst, axis_stride, (int32_t)n);
     else
-        k_gather<int64_t, E, IT><<<blocks, TD_CUDA_THREADS, 0, x->st->s>>>(
+        k_gather<int64_t, E, IT><<<blocks, TD_GPU_THREADS, 0, x->st->s>>>(
             it, (const E *)src, (const IT *)idx, (E *)dst, axis_stride, n);
 }
 
 template <typename E>
-void gather_es(const td__cuda_exec *x, const td__gpu_iter &it, bool is64, const void *src,
+void gather_es(const td__gpu_exec *x, const td__gpu_iter &it, bool is64, const void *src,
                const void *idx, void *dst, int64_t axis_stride, int64_t n)
 {
     if (is64) launch_gather<E, int64_t>(x, it, src, idx, dst, axis_stride, n);
     else launch_gather<E, int32_t>(x, it, src, idx, dst, axis_stride, n);
 }
 
-td_status exec_gather(const td__cuda_exec *x, const td__op *op, const td__view *in,
+td_status exec_gather(const td__gpu_exec *x, const td__op *op, const td__view *in,
                       const td__view *out)
 {
     const td__desc *xd = &in[0].desc, *id = &in[1].desc;
     int64_t axis = op->iattrs[0];
     if (axis < 0 || axis >= (int64_t)xd->rank || id->rank != xd->rank)
-        return td__cuda_fail(x, TD_EINTERNAL, "cuda: gather on axis %lld", (long long)axis);
+        return td__gpu_fail(x, TD_EINTERNAL, TD_GPU_KIND ": gather on axis %lld", (long long)axis);
     td_status s = check_indices(x, "gather", &in[1], xd->dims[axis]);
     if (s != TD_OK) return s;
-    int64_t n = td__cuda_nelem(&out->desc);
+    int64_t n = td__gpu_nelem(&out->desc);
     if (n == 0) return TD_OK;
     int64_t st[2][TD_MAX_RANK];
-    td__cuda_strides(id, st[0]);
-    td__cuda_strides(xd, st[1]);
+    td__desc_strides(id, st[0]);
+    td__desc_strides(xd, st[1]);
     int64_t axis_stride = st[1][axis];
     st[1][axis] = 0;
     td__gpu_iter it;
     td__gpu_iter_init(&it, &out->desc, 2, (const int64_t(*)[TD_MAX_RANK])st);
     bool is64 = id->dtype == TD_I64;
-    switch (td__cuda_dtype_size(out->desc.dtype)) {
+    switch (td__gpu_dtype_size(out->desc.dtype)) {
     case 1: gather_es<uint8_t>(x, it, is64, in[0].data, in[1].data, out->data, axis_stride, n); break;
     case 4: gather_es<uint32_t>(x, it, is64, in[0].data, in[1].data, out->data, axis_stride, n); break;
     case 8: gather_es<uint64_t>(x, it, is64, in[0].data, in[1].data, out->data, axis_stride, n); break;
-    default: return td__cuda_fail(x, TD_EINTERNAL, "cuda: gather of dtype %u", out->desc.dtype);
+    default: return td__gpu_fail(x, TD_EINTERNAL, TD_GPU_KIND ": gather of dtype %u", out->desc.dtype);
     }
-    return td__cuda_launched(x, "gather kernel");
+    return td__gpu_launched(x, "gather kernel");
 }
 
 /* out[o, j, q] = x[o, idx[j], q] over [outer, nidx, inner]. */
@@ -288,68 +288,68 @@ __global__ void k_index_select(const E *src, const IT *idx, E *dst, int64_t nidx
 }
 
 template <typename E>
-void select_es(const td__cuda_exec *x, bool is64, const void *src, const void *idx, void *dst,
+void select_es(const td__gpu_exec *x, bool is64, const void *src, const void *idx, void *dst,
                int64_t nidx, int64_t dim, int64_t inner, int64_t n)
 {
-    unsigned blocks = td__cuda_blocks(n, TD_CUDA_THREADS);
+    unsigned blocks = td__gpu_blocks(n, TD_GPU_THREADS);
     if (is64)
-        k_index_select<E, int64_t><<<blocks, TD_CUDA_THREADS, 0, x->st->s>>>(
+        k_index_select<E, int64_t><<<blocks, TD_GPU_THREADS, 0, x->st->s>>>(
             (const E *)src, (const int64_t *)idx, (E *)dst, nidx, dim, inner, n);
     else
-        k_index_select<E, int32_t><<<blocks, TD_CUDA_THREADS, 0, x->st->s>>>(
+        k_index_select<E, int32_t><<<blocks, TD_GPU_THREADS, 0, x->st->s>>>(
             (const E *)src, (const int32_t *)idx, (E *)dst, nidx, dim, inner, n);
 }
 
-td_status exec_index_select(const td__cuda_exec *x, const td__op *op, const td__view *in,
+td_status exec_index_select(const td__gpu_exec *x, const td__op *op, const td__view *in,
                             const td__view *out)
 {
     const td__desc *xd = &in[0].desc;
     int64_t axis = op->iattrs[0];
     if (axis < 0 || axis >= (int64_t)xd->rank)
-        return td__cuda_fail(x, TD_EINTERNAL, "cuda: index_select on axis %lld",
+        return td__gpu_fail(x, TD_EINTERNAL, TD_GPU_KIND ": index_select on axis %lld",
                              (long long)axis);
     td_status s = check_indices(x, "index_select", &in[1], xd->dims[axis]);
     if (s != TD_OK) return s;
-    int64_t n = td__cuda_nelem(&out->desc);
+    int64_t n = td__gpu_nelem(&out->desc);
     if (n == 0) return TD_OK;
     int64_t inner = 1;
     for (uint32_t d = (uint32_t)axis + 1; d < xd->rank; d++) inner *= xd->dims[d];
-    int64_t nidx = td__cuda_nelem(&in[1].desc), dim = xd->dims[axis];
+    int64_t nidx = td__gpu_nelem(&in[1].desc), dim = xd->dims[axis];
     bool is64 = in[1].desc.dtype == TD_I64;
-    switch (td__cuda_dtype_size(xd->dtype)) {
+    switch (td__gpu_dtype_size(xd->dtype)) {
     case 1: select_es<uint8_t>(x, is64, in[0].data, in[1].data, out->data, nidx, dim, inner, n); break;
     case 4: select_es<uint32_t>(x, is64, in[0].data, in[1].data, out->data, nidx, dim, inner, n); break;
     case 8: select_es<uint64_t>(x, is64, in[0].data, in[1].data, out->data, nidx, dim, inner, n); break;
-    default: return td__cuda_fail(x, TD_EINTERNAL, "cuda: index_select of dtype %u", xd->dtype);
+    default: return td__gpu_fail(x, TD_EINTERNAL, TD_GPU_KIND ": index_select of dtype %u", xd->dtype);
     }
-    return td__cuda_launched(x, "index_select kernel");
+    return td__gpu_launched(x, "index_select kernel");
 }
 
 } // namespace
 
-extern "C" td_status td__cuda_exec_movement(const td__cuda_exec *x, const td__op *op,
+extern "C" td_status td__gpu_exec_movement(const td__gpu_exec *x, const td__op *op,
                                             const td__view *in, const td__view *out)
 {
     const td__desc *xd = &in[0].desc, *od = &out->desc;
     if (op->opcode == TD_OP_CONCAT) return exec_concat(x, op, in, out);
     if (op->opcode == TD_OP_GATHER) return exec_gather(x, op, in, out);
     if (op->opcode == TD_OP_INDEX_SELECT) return exec_index_select(x, op, in, out);
-    const int64_t n = td__cuda_nelem(od);
-    const size_t es = td__cuda_dtype_size(od->dtype);
-    if (es == 0) return td__cuda_fail(x, TD_EINTERNAL, "cuda: dtype %u", od->dtype);
+    const int64_t n = td__gpu_nelem(od);
+    const size_t es = td__gpu_dtype_size(od->dtype);
+    if (es == 0) return td__gpu_fail(x, TD_EINTERNAL, TD_GPU_KIND ": dtype %u", od->dtype);
     if (n == 0) return TD_OK;
     int64_t own[TD_MAX_RANK], st[TD_MAX_RANK];
-    td__cuda_strides(xd, own);
+    td__desc_strides(xd, own);
     switch (op->opcode) {
     case TD_OP_COPY:
-        return td__cuda_check(x, gpuMemcpyAsync(out->data, in[0].data, (size_t)n * es,
+        return td__gpu_check(x, gpuMemcpyAsync(out->data, in[0].data, (size_t)n * es,
                                                 gpuMemcpyDeviceToDevice, x->st->s),
                               "copy");
     case TD_OP_PERMUTE:
         for (uint32_t d = 0; d < od->rank; d++) {
             int64_t p = op->iattrs[d];
             if (p < 0 || p >= (int64_t)xd->rank)
-                return td__cuda_fail(x, TD_EINTERNAL, "cuda: permute entry %lld", (long long)p);
+                return td__gpu_fail(x, TD_EINTERNAL, TD_GPU_KIND ": permute entry %lld", (long long)p);
             st[d] = own[p];
         }
         return strided_copy(x, out, in[0].data, st);
@@ -359,8 +359,8 @@ extern "C" td_status td__cuda_exec_movement(const td__cuda_exec *x, const td__op
         return strided_copy(x, out, (const char *)in[0].data + (size_t)base * es, own);
     }
     case TD_OP_EXPAND:
-        td__cuda_bcast_strides(xd, od, st);
+        td__desc_bcast_strides(xd, od, st);
         return strided_copy(x, out, in[0].data, st);
     }
-    return td__cuda_fail(x, TD_EINTERNAL, "cuda: movement opcode %u", op->opcode);
+    return td__gpu_fail(x, TD_EINTERNAL, TD_GPU_KIND ": movement opcode %u", op->opcode);
 }

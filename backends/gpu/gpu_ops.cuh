@@ -1,4 +1,4 @@
-/* cuda_ops.cuh — element semantics on the device, written to match the CPU backend (the
+/* gpu_ops.cuh — element semantics on the device, written to match the CPU backend (the
  * reference) bit for bit: the CAST/FULL/ARANGE conversion rules, integer arithmetic that
  * never traps (wraparound, x / 0 = 0, INT_MIN / -1 = INT_MIN), NaN-propagating
  * maximum/minimum, comparisons on raw values, and the kernel-side walk of a td__gpu_iter.
@@ -8,11 +8,15 @@
  * and the conversions round exactly as on the CPU; exp/log/tanh/pow differ from glibc by a
  * few ulps (tests/unit/backends/conformance.c states the bounds).
  */
-#ifndef TD_BACKENDS_CUDA_OPS_CUH
-#define TD_BACKENDS_CUDA_OPS_CUH
+#ifndef TD_BACKENDS_GPU_OPS_CUH
+#define TD_BACKENDS_GPU_OPS_CUH
 
-#include "backends/cuda/cuda_internal.h"
+#include "backends/gpu/gpu_internal.h"
 #include <stdint.h>
+#if defined(TD_GPU_HIP)
+/* nvcc includes the kernel-language header implicitly; hipcc needs it named */
+#include <hip/hip_runtime.h>
+#endif
 
 #define TD_DEV __device__ __forceinline__
 #define TD_HOSTDEV __host__ __device__ inline

@@ -1,4 +1,4 @@
-/* cuda_elementwise.cu — unary, binary, comparison, WHERE and CAST kernels of the CUDA
+/* gpu_elementwise.cu — unary, binary, comparison, WHERE and CAST kernels of the CUDA
  * backend.
  *
  * One grid-stride kernel template per family, instantiated per (op, element type): unary
@@ -8,10 +8,10 @@
  * index arithmetic beyond a multiply. Index math is 32-bit when the iterator says every
  * offset fits (64-bit division costs several times more on the GPU).
  *
- * Semantics are the CPU backend's (see cuda_ops.cuh): integer ops wrap and never trap,
+ * Semantics are the CPU backend's (see gpu_ops.cuh): integer ops wrap and never trap,
  * maximum/minimum propagate NaN, RELU keeps NaN, bool compares raw bytes.
  */
-#include "backends/cuda/cuda_ops.cuh"
+#include "backends/gpu/gpu_ops.cuh"
 #include <type_traits>
 
 namespace {
@@ -217,23 +217,23 @@ __global__ void k_cast(const typename td_store<S>::type *in, typename td_store<D
 /* ---- launchers ---- */
 
 template <int OP, typename T>
-td_status launch_unary(const td__cuda_exec *x, const td__view *in, const td__view *out)
+td_status launch_unary(const td__gpu_exec *x, const td__view *in, const td__view *out)
 {
-    int64_t n = td__cuda_nelem(&out->desc);
+    int64_t n = td__gpu_nelem(&out->desc);
     if (n == 0) return TD_OK;
     if (aligned16(in->data) && aligned16(out->data)) {
         int64_t units = n / (16 / (int64_t)sizeof(T)) + 1;
-        k_unary_vec<OP, T><<<td__cuda_blocks(units, TD_CUDA_THREADS), TD_CUDA_THREADS, 0,
+        k_unary_vec<OP, T><<<td__gpu_blocks(units, TD_GPU_THREADS), TD_GPU_THREADS, 0,
                              x->st->s>>>((const T *)in->data, (T *)out->data, n);
     } else {
-        k_unary<OP, T><<<td__cuda_blocks(n, TD_CUDA_THREADS), TD_CUDA_THREADS, 0, x->st->s>>>(
+        k_unary<OP, T><<<td__gpu_blocks(n, TD_GPU_THREADS), TD_GPU_THREADS, 0, x->st->s>>>(
             (const T *)in->data, (T *)out->data, n);
     }
-    return td__cuda_launched(x, "unary kernel");
+    return td__gpu_launched(x, "unary kernel");
 }
 
 template <int OP, bool CMP, typename T>
-td_status launch_binary(const td__cuda_exec *x, const td__gpu_iter &it, const td__view *in,
+td_status launch_binary(const td__gpu_exec *x, const td__gpu_iter &it, const td__view *in,
                         const td__view *out, int64_t n)
 {
     typedef typename std::conditional<CMP, uint8_t, T>::type O;
@@ -244,21 +244,21 @@ td_status launch_binary(const td__cuda_exec *x, const td__gpu_iter &it, const td
         if ((sa || aligned16(a)) && (sb || aligned16(b)) &&
             ((uintptr_t)out->data % out_align) == 0) {
             int64_t units = n / (16 / (int64_t)sizeof(T)) + 1;
-            k_binary_vec<OP, CMP, T, O><<<td__cuda_blocks(units, TD_CUDA_THREADS),
-                                          TD_CUDA_THREADS, 0, x->st->s>>>(
+            k_binary_vec<OP, CMP, T, O><<<td__gpu_blocks(units, TD_GPU_THREADS),
+                                          TD_GPU_THREADS, 0, x->st->s>>>(
                 (const T *)a, (const T *)b, (O *)out->data, n, sa, sb);
-            return td__cuda_launched(x, "binary kernel");
+            return td__gpu_launched(x, "binary kernel");
         }
     }
-    unsigned blocks = td__cuda_blocks(n, TD_CUDA_THREADS);
+    unsigned blocks = td__gpu_blocks(n, TD_GPU_THREADS);
     if (it.small) {
-        k_binary<int32_t, OP, CMP, T, O><<<blocks, TD_CUDA_THREADS, 0, x->st->s>>>(
+        k_binary<int32_t, OP, CMP, T, O><<<blocks, TD_GPU_THREADS, 0, x->st->s>>>(
             it, (const T *)in[0].data, (const T *)in[1].data, (O *)out->data, (int32_t)n);
     } else {
-        k_binary<int64_t, OP, CMP, T, O><<<blocks, TD_CUDA_THREADS, 0, x->st->s>>>(
+        k_binary<int64_t, OP, CMP, T, O><<<blocks, TD_GPU_THREADS, 0, x->st->s>>>(
             it, (const T *)in[0].data, (const T *)in[1].data, (O *)out->data, n);
     }
-    return td__cuda_launched(x, "binary kernel");
+    return td__gpu_launched(x, "binary kernel");
 }
 
 /* Calls f.template operator()<T>() with T the element type of a numeric dtype. */
@@ -284,13 +284,13 @@ template <typename F> td_status by_float(uint32_t dt, F f)
 }
 
 template <int OP> struct unary_launch {
-    const td__cuda_exec *x;
+    const td__gpu_exec *x;
     const td__view *in, *out;
     template <typename T> td_status operator()() const { return launch_unary<OP, T>(x, in, out); }
 };
 
 template <int OP, bool CMP> struct binary_launch {
-    const td__cuda_exec *x;
+    const td__gpu_exec *x;
     const td__gpu_iter *it;
     const td__view *in, *out;
     int64_t n;
@@ -300,25 +300,25 @@ template <int OP, bool CMP> struct binary_launch {
     }
 };
 
-template <int OP> td_status unary_numeric(const td__cuda_exec *x, const td__view *in,
+template <int OP> td_status unary_numeric(const td__gpu_exec *x, const td__view *in,
                                           const td__view *out)
 {
     return by_numeric(in->desc.dtype, unary_launch<OP>{x, in, out});
 }
 
-template <int OP> td_status unary_float(const td__cuda_exec *x, const td__view *in,
+template <int OP> td_status unary_float(const td__gpu_exec *x, const td__view *in,
                                         const td__view *out)
 {
     return by_float(in->desc.dtype, unary_launch<OP>{x, in, out});
 }
 
-template <int OP> td_status binary_numeric(const td__cuda_exec *x, const td__gpu_iter *it,
+template <int OP> td_status binary_numeric(const td__gpu_exec *x, const td__gpu_iter *it,
                                            const td__view *in, const td__view *out, int64_t n)
 {
     return by_numeric(in[0].desc.dtype, binary_launch<OP, false>{x, it, in, out, n});
 }
 
-template <int OP> td_status compare_any(const td__cuda_exec *x, const td__gpu_iter *it,
+template <int OP> td_status compare_any(const td__gpu_exec *x, const td__gpu_iter *it,
                                         const td__view *in, const td__view *out, int64_t n)
 {
     binary_launch<OP, true> f{x, it, in, out, n};
@@ -328,37 +328,37 @@ template <int OP> td_status compare_any(const td__cuda_exec *x, const td__gpu_it
 
 void bcast_iter(td__gpu_iter *it, const td__view *in, int n_in, const td__view *out)
 {
-    int64_t st[TD_CUDA_ITER_MAX_IN][TD_MAX_RANK];
-    for (int k = 0; k < n_in; k++) td__cuda_bcast_strides(&in[k].desc, &out->desc, st[k]);
+    int64_t st[TD_GPU_ITER_MAX_IN][TD_MAX_RANK];
+    for (int k = 0; k < n_in; k++) td__desc_bcast_strides(&in[k].desc, &out->desc, st[k]);
     td__gpu_iter_init(it, &out->desc, n_in, (const int64_t(*)[TD_MAX_RANK])st);
 }
 
 /* WHERE moves values as bytes of their size: T is an unsigned integer of that size. */
 template <typename T>
-void launch_where(const td__cuda_exec *x, const td__gpu_iter &it, const td__view *in,
+void launch_where(const td__gpu_exec *x, const td__gpu_iter &it, const td__view *in,
                   const td__view *out, int64_t n)
 {
-    unsigned blocks = td__cuda_blocks(n, TD_CUDA_THREADS);
+    unsigned blocks = td__gpu_blocks(n, TD_GPU_THREADS);
     const uint8_t *c = (const uint8_t *)in[0].data;
     const T *a = (const T *)in[1].data, *b = (const T *)in[2].data;
     if (it.small)
-        k_where<int32_t, T><<<blocks, TD_CUDA_THREADS, 0, x->st->s>>>(it, c, a, b, (T *)out->data,
+        k_where<int32_t, T><<<blocks, TD_GPU_THREADS, 0, x->st->s>>>(it, c, a, b, (T *)out->data,
                                                                       (int32_t)n);
     else
-        k_where<int64_t, T><<<blocks, TD_CUDA_THREADS, 0, x->st->s>>>(it, c, a, b, (T *)out->data,
+        k_where<int64_t, T><<<blocks, TD_GPU_THREADS, 0, x->st->s>>>(it, c, a, b, (T *)out->data,
                                                                       n);
 }
 
 template <typename S> struct cast_to {
-    const td__cuda_exec *x;
+    const td__gpu_exec *x;
     const void *in;
     void *out;
     int64_t n;
     template <typename D> td_status go() const
     {
-        k_cast<S, D><<<td__cuda_blocks(n, TD_CUDA_THREADS), TD_CUDA_THREADS, 0, x->st->s>>>(
+        k_cast<S, D><<<td__gpu_blocks(n, TD_GPU_THREADS), TD_GPU_THREADS, 0, x->st->s>>>(
             (const typename td_store<S>::type *)in, (typename td_store<D>::type *)out, n);
-        return td__cuda_launched(x, "cast kernel");
+        return td__gpu_launched(x, "cast kernel");
     }
     td_status operator()(uint32_t to) const
     {
@@ -376,7 +376,7 @@ template <typename S> struct cast_to {
 
 } // namespace
 
-extern "C" td_status td__cuda_exec_unary(const td__cuda_exec *x, const td__op *op,
+extern "C" td_status td__gpu_exec_unary(const td__gpu_exec *x, const td__op *op,
                                          const td__view *in, const td__view *out)
 {
     td_status s = TD_EINTERNAL;
@@ -392,15 +392,15 @@ extern "C" td_status td__cuda_exec_unary(const td__cuda_exec *x, const td__op *o
     case TD_OP_SIGMOID: s = unary_float<TD_OP_SIGMOID>(x, in, out); break;
     }
     if (s == TD_EINTERNAL)
-        return td__cuda_fail(x, s, "cuda: no unary kernel for opcode %u dtype %u", op->opcode,
+        return td__gpu_fail(x, s, TD_GPU_KIND ": no unary kernel for opcode %u dtype %u", op->opcode,
                              in[0].desc.dtype);
     return s;
 }
 
-extern "C" td_status td__cuda_exec_binary(const td__cuda_exec *x, const td__op *op,
+extern "C" td_status td__gpu_exec_binary(const td__gpu_exec *x, const td__op *op,
                                           const td__view *in, const td__view *out)
 {
-    int64_t n = td__cuda_nelem(&out->desc);
+    int64_t n = td__gpu_nelem(&out->desc);
     if (n == 0) return TD_OK;
     td__gpu_iter it;
     bcast_iter(&it, in, 2, out);
@@ -423,37 +423,37 @@ extern "C" td_status td__cuda_exec_binary(const td__cuda_exec *x, const td__op *
     case TD_OP_GE: s = compare_any<TD_OP_GE>(x, &it, in, out, n); break;
     }
     if (s == TD_EINTERNAL)
-        return td__cuda_fail(x, s, "cuda: no binary kernel for opcode %u dtype %u", op->opcode,
+        return td__gpu_fail(x, s, TD_GPU_KIND ": no binary kernel for opcode %u dtype %u", op->opcode,
                              in[0].desc.dtype);
     return s;
 }
 
-extern "C" td_status td__cuda_exec_where(const td__cuda_exec *x, const td__view *in,
+extern "C" td_status td__gpu_exec_where(const td__gpu_exec *x, const td__view *in,
                                          const td__view *out)
 {
-    int64_t n = td__cuda_nelem(&out->desc);
+    int64_t n = td__gpu_nelem(&out->desc);
     if (n == 0) return TD_OK;
     td__gpu_iter it;
     bcast_iter(&it, in, 3, out);
-    switch (td__cuda_dtype_size(out->desc.dtype)) {
+    switch (td__gpu_dtype_size(out->desc.dtype)) {
     case 1: launch_where<uint8_t>(x, it, in, out, n); break;
     case 4: launch_where<uint32_t>(x, it, in, out, n); break;
     case 8: launch_where<uint64_t>(x, it, in, out, n); break;
     default:
-        return td__cuda_fail(x, TD_EINTERNAL, "cuda: where on dtype %u", out->desc.dtype);
+        return td__gpu_fail(x, TD_EINTERNAL, TD_GPU_KIND ": where on dtype %u", out->desc.dtype);
     }
-    return td__cuda_launched(x, "where kernel");
+    return td__gpu_launched(x, "where kernel");
 }
 
-extern "C" td_status td__cuda_exec_cast(const td__cuda_exec *x, const td__view *in,
+extern "C" td_status td__gpu_exec_cast(const td__gpu_exec *x, const td__view *in,
                                         const td__view *out)
 {
     uint32_t from = in[0].desc.dtype, to = out->desc.dtype;
-    int64_t n = td__cuda_nelem(&out->desc);
+    int64_t n = td__gpu_nelem(&out->desc);
     if (n == 0) return TD_OK;
     if (from == to && from != TD_BOOL) {
-        size_t nbytes = (size_t)n * td__cuda_dtype_size(from);
-        return td__cuda_check(x, gpuMemcpyAsync(out->data, in[0].data, nbytes,
+        size_t nbytes = (size_t)n * td__gpu_dtype_size(from);
+        return td__gpu_check(x, gpuMemcpyAsync(out->data, in[0].data, nbytes,
                                                 gpuMemcpyDeviceToDevice, x->st->s),
                               "cast copy");
     }
@@ -467,6 +467,6 @@ extern "C" td_status td__cuda_exec_cast(const td__cuda_exec *x, const td__view *
     case TD_BOOL: s = cast_to<td_bool>{x, in[0].data, out->data, n}(to); break;
     }
     if (s == TD_EINTERNAL)
-        return td__cuda_fail(x, s, "cuda: cast from dtype %u to %u", from, to);
+        return td__gpu_fail(x, s, TD_GPU_KIND ": cast from dtype %u to %u", from, to);
     return s;
 }

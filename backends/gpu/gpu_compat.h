@@ -11,8 +11,8 @@
  * C files (the vtable) and CUDA C++ files both include it. Only runtime names the backend
  * uses are listed; add to both columns together.
  */
-#ifndef TD_BACKENDS_CUDA_GPU_COMPAT_H
-#define TD_BACKENDS_CUDA_GPU_COMPAT_H
+#ifndef TD_BACKENDS_GPU_COMPAT_H
+#define TD_BACKENDS_GPU_COMPAT_H
 
 #if defined(TD_GPU_HIP)
 #ifndef __HIP_PLATFORM_AMD__
@@ -50,7 +50,8 @@
 #define gpuMemLocationTypeDevice hipMemLocationTypeDevice
 #define gpuMallocFromPoolAsync hipMallocFromPoolAsync
 #define gpuFreeAsync hipFreeAsync
-#define gpuMallocHost hipHostMalloc
+/* hipHostMalloc has no default for flags in C */
+#define gpuMallocHost(p, n) hipHostMalloc((p), (n), hipHostMallocDefault)
 #define gpuFreeHost hipHostFree
 #define gpuMemcpy hipMemcpy
 #define gpuMemcpyAsync hipMemcpyAsync

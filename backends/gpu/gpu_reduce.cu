@@ -1,4 +1,4 @@
-/* cuda_reduce.cu — SUM PROD MEAN MAX MIN ARGMAX ARGMIN over an axes bitmask.
+/* gpu_reduce.cu — SUM PROD MEAN MAX MIN ARGMAX ARGMIN over an axes bitmask.
  *
  * Determinism first: the partition of the work is a function of the shape alone (never of
  * the device, the timing or atomics), and every partial result is combined along a fixed
@@ -22,7 +22,7 @@
  * double fold only by the double rounding of a different association: well under one ulp
  * of an f32 result; for f64 a relative error of about rcount * 2^-53 of sum |x|.
  */
-#include "backends/cuda/cuda_ops.cuh"
+#include "backends/gpu/gpu_ops.cuh"
 #include "engine/collapse.h"
 #include <limits>
 #include <string.h>
@@ -229,7 +229,7 @@ int pow2_at_most(int64_t n, int cap)
 }
 
 template <typename R>
-td_status run(const td__cuda_exec *x, const red_plan &p, const void *in, int kind, uint32_t dt,
+td_status run(const td__gpu_exec *x, const red_plan &p, const void *in, int kind, uint32_t dt,
               void *out)
 {
     typedef typename R::Acc Acc;
@@ -243,7 +243,7 @@ td_status run(const td__cuda_exec *x, const red_plan &p, const void *in, int kin
     }
     int64_t blocks_x = (p.nout + bx - 1) / bx;
     if (blocks_x > INT32_MAX)
-        return td__cuda_fail(x, TD_EUNSUPPORTED, "reduce: %lld outputs are too many",
+        return td__gpu_fail(x, TD_EUNSUPPORTED, "reduce: %lld outputs are too many",
                              (long long)p.nout);
     int64_t g = 1;
     if (blocks_x < RED_TARGET_BLOCKS && p.rcount / by > RED_MIN_PER_LANE) {
@@ -258,24 +258,24 @@ td_status run(const td__cuda_exec *x, const red_plan &p, const void *in, int kin
     const typename R::In *xin = (const typename R::In *)in;
     if (g == 1) {
         k_reduce<R><<<grid, block, 0, x->st->s>>>(p, xin, chunk, kind, dt, out, NULL);
-        return td__cuda_launched(x, "reduce kernel");
+        return td__gpu_launched(x, "reduce kernel");
     }
     void *tmp = NULL;
-    td_status s = td__cuda_temp_alloc(x, (size_t)(g * p.nout) * sizeof(Acc), &tmp);
+    td_status s = td__gpu_temp_alloc(x, (size_t)(g * p.nout) * sizeof(Acc), &tmp);
     if (s != TD_OK) return s;
     k_reduce<R><<<grid, block, 0, x->st->s>>>(p, xin, chunk, kind, dt, out, (Acc *)tmp);
-    s = td__cuda_launched(x, "reduce kernel");
+    s = td__gpu_launched(x, "reduce kernel");
     if (s == TD_OK) {
         k_reduce_partials<R><<<(unsigned)p.nout, RED_THREADS, 0, x->st->s>>>(
             (const Acc *)tmp, (int)g, p.nout, p.rcount, kind, dt, out);
-        s = td__cuda_launched(x, "reduce partials kernel");
+        s = td__gpu_launched(x, "reduce partials kernel");
     }
-    td__cuda_temp_free(x, tmp);
+    td__gpu_temp_free(x, tmp);
     return s;
 }
 
 template <bool PROD>
-td_status arith(const td__cuda_exec *x, const red_plan &p, uint32_t in_dt, const void *in,
+td_status arith(const td__gpu_exec *x, const red_plan &p, uint32_t in_dt, const void *in,
                 int kind, uint32_t dt, void *out)
 {
     switch (in_dt) {
@@ -289,7 +289,7 @@ td_status arith(const td__cuda_exec *x, const red_plan &p, uint32_t in_dt, const
 }
 
 template <bool MAX>
-td_status extreme(const td__cuda_exec *x, const red_plan &p, uint32_t in_dt, const void *in,
+td_status extreme(const td__gpu_exec *x, const red_plan &p, uint32_t in_dt, const void *in,
                   int kind, uint32_t dt, void *out)
 {
     switch (in_dt) {
@@ -304,12 +304,12 @@ td_status extreme(const td__cuda_exec *x, const red_plan &p, uint32_t in_dt, con
 
 } // namespace
 
-extern "C" td_status td__cuda_exec_reduce(const td__cuda_exec *x, const td__op *op,
+extern "C" td_status td__gpu_exec_reduce(const td__gpu_exec *x, const td__op *op,
                                           const td__view *in, const td__view *out)
 {
     const td__desc *xd = &in[0].desc;
     if (op->n_iattrs < 1 || op->iattrs[0] < 0)
-        return td__cuda_fail(x, TD_EINTERNAL, "cuda: reduce without an axes mask");
+        return td__gpu_fail(x, TD_EINTERNAL, TD_GPU_KIND ": reduce without an axes mask");
     red_plan p;
     td__reduce_plan_init(&p, xd, (uint64_t)op->iattrs[0]);
     if (p.nout == 0) return TD_OK;
@@ -317,12 +317,12 @@ extern "C" td_status td__cuda_exec_reduce(const td__cuda_exec *x, const td__op *
     const bool is_float = td__dtype_is_float(idt);
     if (p.rcount == 0) {
         switch (op->opcode) {
-        case TD_OP_SUM: return td__cuda_fill(x, dt, out->data, p.nout, 0.0);
-        case TD_OP_PROD: return td__cuda_fill(x, dt, out->data, p.nout, 1.0);
+        case TD_OP_SUM: return td__gpu_fill(x, dt, out->data, p.nout, 0.0);
+        case TD_OP_PROD: return td__gpu_fill(x, dt, out->data, p.nout, 1.0);
         case TD_OP_MEAN:
-            return td__cuda_fill(x, dt, out->data, p.nout, std::numeric_limits<double>::quiet_NaN());
+            return td__gpu_fill(x, dt, out->data, p.nout, std::numeric_limits<double>::quiet_NaN());
         }
-        return td__cuda_fail(x, TD_EINTERNAL, "cuda: opcode %u reduces zero elements",
+        return td__gpu_fail(x, TD_EINTERNAL, TD_GPU_KIND ": opcode %u reduces zero elements",
                              op->opcode);
     }
     td_status s = TD_EINTERNAL;
@@ -352,7 +352,7 @@ extern "C" td_status td__cuda_exec_reduce(const td__cuda_exec *x, const td__op *
         break;
     }
     if (s == TD_EINTERNAL)
-        return td__cuda_fail(x, s, "cuda: no reduce kernel for opcode %u dtype %u", op->opcode,
+        return td__gpu_fail(x, s, TD_GPU_KIND ": no reduce kernel for opcode %u dtype %u", op->opcode,
                              idt);
     return s;
 }

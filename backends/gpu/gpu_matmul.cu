@@ -1,5 +1,5 @@
-/* cuda_matmul.cu — batched integer matmul (i32, i64, u8); float matmul goes to cuBLAS
- * (cuda_blas.c).
+/* gpu_matmul.cu — batched integer matmul (i32, i64, u8); float matmul is per vendor
+ * (td__gpu_matmul_float: cuBLAS on CUDA, backends/hip/hip_gemm.cu on HIP).
  *
  * A plain shared-memory tiled kernel: 16 x 16 output tiles, K walked in steps of 16, with
  * wraparound arithmetic in the unsigned type of the output width (u8 accumulates in 32 bits
@@ -8,7 +8,7 @@
  * offsets come from the broadcast iterator over the batch dims (stride 0 on broadcast
  * dims). Integer matmul is for correctness, not speed.
  */
-#include "backends/cuda/cuda_ops.cuh"
+#include "backends/gpu/gpu_ops.cuh"
 
 namespace {
 
@@ -49,7 +49,7 @@ __global__ void k_matmul_int(td__gpu_iter batch, int64_t nbatch, const T *a, con
 }
 
 template <typename T>
-void launch(const td__cuda_exec *x, const td__gpu_iter *batch, int64_t nbatch, int64_t m,
+void launch(const td__gpu_exec *x, const td__gpu_iter *batch, int64_t nbatch, int64_t m,
             int64_t n, int64_t k, const td__view *in, const td__view *out)
 {
     int64_t gx = (n + MM_TILE - 1) / MM_TILE, gy = (m + MM_TILE - 1) / MM_TILE;
@@ -62,20 +62,20 @@ void launch(const td__cuda_exec *x, const td__gpu_iter *batch, int64_t nbatch, i
 
 } // namespace
 
-extern "C" td_status td__cuda_matmul_int(const td__cuda_exec *x, const td__gpu_iter *batch,
+extern "C" td_status td__gpu_matmul_int(const td__gpu_exec *x, const td__gpu_iter *batch,
                                          int64_t nbatch, int64_t m, int64_t n, int64_t k,
                                          const td__view *in, const td__view *out)
 {
     if ((n + MM_TILE - 1) / MM_TILE > INT32_MAX)
-        return td__cuda_fail(x, TD_EUNSUPPORTED, "matmul: N=%lld is too large",
+        return td__gpu_fail(x, TD_EUNSUPPORTED, "matmul: N=%lld is too large",
                              (long long)n);
     switch (out->desc.dtype) {
     case TD_I32: launch<int32_t>(x, batch, nbatch, m, n, k, in, out); break;
     case TD_I64: launch<int64_t>(x, batch, nbatch, m, n, k, in, out); break;
     case TD_U8: launch<uint8_t>(x, batch, nbatch, m, n, k, in, out); break;
     default:
-        return td__cuda_fail(x, TD_EINTERNAL, "cuda: integer matmul on dtype %u",
+        return td__gpu_fail(x, TD_EINTERNAL, TD_GPU_KIND ": integer matmul on dtype %u",
                              out->desc.dtype);
     }
-    return td__cuda_launched(x, "integer matmul kernel");
+    return td__gpu_launched(x, "integer matmul kernel");
 }
