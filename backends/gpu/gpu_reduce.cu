@@ -7,7 +7,9 @@
  * Plan (as on the CPU): drop size-1 dims, merge adjacent dims that are both kept or both
  * reduced. A block of 256 threads is laid out as BX outputs x BY lanes (BY a power of
  * two). Lane ty of output o folds reduced indices r = r0 + ty, r0 + ty + BY, ... in
- * ascending order; the BY lane results are then combined pairwise in shared memory
+ * ascending order — or, when the reduced indices are one contiguous run (the innermost dims
+ * reduced), groups of 16 bytes of adjacent elements r0 + N ty .. + N-1, then N (ty + BY) ..,
+ * so a lane can load a group at once (fold_groups); the BY lane results are then combined pairwise in shared memory
  * (ty with ty + s for s = BY/2, ..., 1). When the innermost dim is reduced, lanes read
  * neighbouring inputs (BY large, BX small); when it is kept, neighbouring outputs do
  * (BX = 32, BY = 8). Few outputs with long folds split the reduced range into G chunks
@@ -31,11 +33,17 @@
 namespace {
 
 #define RED_THREADS 256
-/* Blocks a reduction aims for before it splits folds into chunks: enough resident threads,
- * each with several loads in flight, to cover the memory latency of a whole GPU (a 1 GiB
- * f32 sum measured 0.77x PyTorch with 512). A constant, so partitions depend on the shape
- * alone. */
-#define RED_TARGET_BLOCKS 2048
+/* Blocks a reduction aims for before it splits folds into chunks. Enough resident threads
+ * to cover the memory latency of a whole GPU, and many waves of blocks: with 2048 an H200
+ * (132 SMs, 5 of these blocks each) ran 3.1 waves, the last one a tenth full, and a 1 GiB
+ * f32 sum reached 74% of DRAM bandwidth (ncu; 0.83x PyTorch); ~25 waves leave a tail of a
+ * few percent. A constant, so partitions depend on the shape alone, not the device. */
+#define RED_TARGET_BLOCKS 16384
+/* Blocks per multiprocessor the compiler must fit (caps registers at 40 a thread on
+ * sm_90): at 43 registers only 5 fitted; 8 (32 registers) made the 16-byte fold spill. */
+#define RED_MIN_BLOCKS 6
+/* Threads of the kernel that combines each output's partials. */
+#define RED_PARTIAL_THREADS 1024
 /* Fewest elements a lane folds per chunk when folds are split. */
 #define RED_MIN_PER_LANE 32
 
@@ -162,10 +170,42 @@ template <typename R> TD_DEV void store_any(int kind, uint32_t dt, void *out, in
 
 /* ---- kernels ---- */
 
+/* 16 bytes of elements: what a lane of the contiguous path takes at a time. */
+template <typename T> struct alignas(16) vec16 {
+    T v[16 / sizeof(T)];
+};
+
+/* The contiguous path (one reduced run, stride 1): lane ty takes groups of N = 16 / sizeof(T)
+ * adjacent elements, r0 + N ty, r0 + N (ty + BY), ..., folding each group's elements in
+ * ascending order. VEC (rows and base 16-byte aligned) only changes how a group is loaded —
+ * one 16-byte load instead of N — never the fold order, so both variants give the same
+ * bits; the host picks VEC from the pointer's alignment. */
+template <typename R, bool VEC>
+TD_DEV typename R::Acc fold_groups(typename R::Acc acc, const typename R::In *base, int64_t r0,
+                                   int64_t r1, int ty, int by)
+{
+    typedef typename R::In T;
+    constexpr int N = 16 / sizeof(T);
+    int64_t g0 = r0 + (int64_t)ty * N;
+    const int64_t step = (int64_t)by * N;
+    if (VEC) {
+#pragma unroll 4
+        for (; g0 + N <= r1; g0 += step) {
+            const vec16<T> v = *(const vec16<T> *)(base + g0);
+#pragma unroll
+            for (int q = 0; q < N; q++) acc = R::fold(acc, v.v[q], g0 + q);
+        }
+    }
+    for (; g0 < r1; g0 += step)
+        for (int q = 0; q < N && g0 + q < r1; q++) acc = R::fold(acc, base[g0 + q], g0 + q);
+    return acc;
+}
+
 /* Block (BX x BY) folds outputs blockIdx.x * BX + tx over the reduced chunk blockIdx.y.
- * G == 1: stores the result; else writes partial[blockIdx.y * nout + o]. */
-template <typename R>
-__global__ void k_reduce(red_plan p, const typename R::In *x, int64_t chunk, int kind,
+ * G == 1: stores the result; else writes partial[blockIdx.y * nout + o]. GROUPED: the
+ * contiguous path (fold_groups); else lane ty folds r0 + ty, r0 + ty + BY, ... */
+template <typename R, bool GROUPED, bool VEC>
+__global__ void __launch_bounds__(RED_THREADS, RED_MIN_BLOCKS) k_reduce(red_plan p, const typename R::In *x, int64_t chunk, int kind,
                          uint32_t dt, void *out, typename R::Acc *partial)
 {
     typedef typename R::Acc Acc;
@@ -177,7 +217,9 @@ __global__ void k_reduce(red_plan p, const typename R::In *x, int64_t chunk, int
     Acc acc = R::init();
     if (o < p.nout) {
         const typename R::In *base = x + kept_offset(p, o);
-        if (p.nr <= 1) {
+        if (GROUPED) {
+            acc = fold_groups<R, VEC>(acc, base, r0, r1, ty, by);
+        } else if (p.nr <= 1) {
             /* one reduced dim: unrolled so that several loads are in flight (the fold order
              * is unchanged) */
             const int64_t rs = p.nr == 1 ? p.rstride[0] : 0;
@@ -200,21 +242,25 @@ __global__ void k_reduce(red_plan p, const typename R::In *x, int64_t chunk, int
     }
 }
 
-/* One block per output: lane t folds partials t, t + 256, ... in order, then the lanes
- * combine along the same fixed tree as k_reduce. */
+/* One block per output: lane t folds partials t, t + T, ... in order (T =
+ * RED_PARTIAL_THREADS; unrolled so several loads are in flight), then the lanes combine
+ * pairwise along a fixed tree as in k_reduce. */
 template <typename R>
-__global__ void k_reduce_partials(const typename R::Acc *partial, int g, int64_t nout,
-                                  int64_t rcount, int kind, uint32_t dt, void *out)
+__global__ void __launch_bounds__(RED_PARTIAL_THREADS)
+    k_reduce_partials(const typename R::Acc *partial, int g, int64_t nout, int64_t rcount,
+                      int kind, uint32_t dt, void *out)
 {
     typedef typename R::Acc Acc;
-    __shared__ Acc lanes[RED_THREADS];
+    __shared__ Acc lanes[RED_PARTIAL_THREADS];
     const int t = threadIdx.x;
     const int64_t o = blockIdx.x;
     Acc acc = R::init();
-    for (int j = t; j < g; j += RED_THREADS) acc = R::combine(acc, partial[(int64_t)j * nout + o]);
+#pragma unroll 4
+    for (int j = t; j < g; j += RED_PARTIAL_THREADS)
+        acc = R::combine(acc, partial[(int64_t)j * nout + o]);
     lanes[t] = acc;
     __syncthreads();
-    for (int s = RED_THREADS / 2; s > 0; s /= 2) {
+    for (int s = RED_PARTIAL_THREADS / 2; s > 0; s /= 2) {
         if (t < s) lanes[t] = R::combine(lanes[t], lanes[t + s]);
         __syncthreads();
     }
@@ -228,19 +274,33 @@ int pow2_at_most(int64_t n, int cap)
     return p;
 }
 
+template <typename R, bool GROUPED, bool VEC>
+void launch_reduce(const td__gpu_exec *x, dim3 grid, dim3 block, const red_plan &p,
+                   const typename R::In *in, int64_t chunk, int kind, uint32_t dt, void *out,
+                   typename R::Acc *partial)
+{
+    k_reduce<R, GROUPED, VEC><<<grid, block, 0, x->st->s>>>(p, in, chunk, kind, dt, out, partial);
+}
+
 template <typename R>
 td_status run(const td__gpu_exec *x, const red_plan &p, const void *in, int kind, uint32_t dt,
               void *out)
 {
     typedef typename R::Acc Acc;
+    constexpr int N = 16 / sizeof(typename R::In);
+    /* the contiguous path: one reduced run with stride 1 (the innermost dims reduced) */
+    const bool grouped = p.nr == 1 && p.rstride[0] == 1;
     int bx, by;
     if (p.inner_kept) {
         bx = 32;
         by = RED_THREADS / 32;
     } else {
-        by = pow2_at_most(p.rcount, RED_THREADS);
+        by = pow2_at_most(grouped ? (p.rcount + N - 1) / N : p.rcount, RED_THREADS);
         bx = RED_THREADS / by;
     }
+    /* 16-byte loads need every row start aligned: the base and each kept stride */
+    bool vec = grouped && ((uintptr_t)in % 16) == 0;
+    for (int g = 0; g < p.nk && vec; g++) vec = p.kstride[g] % N == 0;
     int64_t blocks_x = (p.nout + bx - 1) / bx;
     if (blocks_x > INT32_MAX)
         return td__gpu_fail(x, TD_EUNSUPPORTED, "reduce: %lld outputs are too many",
@@ -253,20 +313,22 @@ td_status run(const td__gpu_exec *x, const red_plan &p, const void *in, int kind
         if (g < 1) g = 1;
     }
     int64_t chunk = (p.rcount + g - 1) / g;
+    if (grouped) chunk = (chunk + N - 1) / N * N; /* chunks hold whole groups */
     g = (p.rcount + chunk - 1) / chunk;
     dim3 grid((unsigned)blocks_x, (unsigned)g), block((unsigned)bx, (unsigned)by);
     const typename R::In *xin = (const typename R::In *)in;
-    if (g == 1) {
-        k_reduce<R><<<grid, block, 0, x->st->s>>>(p, xin, chunk, kind, dt, out, NULL);
-        return td__gpu_launched(x, "reduce kernel");
-    }
     void *tmp = NULL;
-    td_status s = td__gpu_temp_alloc(x, (size_t)(g * p.nout) * sizeof(Acc), &tmp);
-    if (s != TD_OK) return s;
-    k_reduce<R><<<grid, block, 0, x->st->s>>>(p, xin, chunk, kind, dt, out, (Acc *)tmp);
-    s = td__gpu_launched(x, "reduce kernel");
+    if (g > 1) {
+        td_status s = td__gpu_temp_alloc(x, (size_t)(g * p.nout) * sizeof(Acc), &tmp);
+        if (s != TD_OK) return s;
+    }
+    if (!grouped) launch_reduce<R, false, false>(x, grid, block, p, xin, chunk, kind, dt, out, (Acc *)tmp);
+    else if (vec) launch_reduce<R, true, true>(x, grid, block, p, xin, chunk, kind, dt, out, (Acc *)tmp);
+    else launch_reduce<R, true, false>(x, grid, block, p, xin, chunk, kind, dt, out, (Acc *)tmp);
+    td_status s = td__gpu_launched(x, "reduce kernel");
+    if (g == 1) return s;
     if (s == TD_OK) {
-        k_reduce_partials<R><<<(unsigned)p.nout, RED_THREADS, 0, x->st->s>>>(
+        k_reduce_partials<R><<<(unsigned)p.nout, RED_PARTIAL_THREADS, 0, x->st->s>>>(
             (const Acc *)tmp, (int)g, p.nout, p.rcount, kind, dt, out);
         s = td__gpu_launched(x, "reduce partials kernel");
     }
