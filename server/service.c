@@ -23,6 +23,7 @@
 
 #include <grpc/grpc_security.h>
 #include <grpc/support/log.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -114,7 +115,17 @@ bool td__service_session_reserve(td__service *s, uint64_t *id_out)
     return true;
 }
 
-void td__service_session_unreserve(td__service *s) { atomic_fetch_sub(&s->sessions, 1); }
+void td__service_session_unreserve(td__service *s)
+{
+    if (atomic_fetch_sub(&s->sessions, 1) == 1) {
+#ifdef __GLIBC__
+        /* The last session ended: hand the heap memory its messages left behind back to the
+         * kernel (server/main.c keeps up to 64 MiB per malloc arena while sessions stream,
+         * which after a flood of clients stayed resident however idle the server was). */
+        malloc_trim(0);
+#endif
+    }
+}
 
 uint64_t td__service_max_session_bytes(const td__service *s) { return s->opts.max_session_bytes; }
 struct td__blobstore *td__service_blobs(const td__service *s) { return s->opts.blobs; }
