@@ -199,11 +199,25 @@ int main(int argc, char **argv)
         } else if (strcmp(argv[i], "--matmul-only") == 0) {
             mm_only = true;
         } else {
-            fprintf(stderr, "usage: gpu-bench [--device URI] [--reps N] [--rounds N] [--quick] "
-                            "[--profile] [--matmul-only]\n"
-                            "  matmul 4096^2/8192^2 f32 and TF32, add/mul on 1 GiB, sum over\n"
-                            "  1 GiB, softmax over rows of [65536, 4096]: ms per op and rate\n");
-            return strcmp(argv[i], "--help") == 0 ? 0 : 2;
+            bool help = strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0;
+            fprintf(help ? stdout : stderr,
+                    "usage: gpu-bench [--device URI] [--reps N] [--rounds N] [--quick] "
+                    "[--profile] [--matmul-only]\n"
+                    "GPU speed of tensord: matmul 4096^2/8192^2 f32 and TF32, add/mul on 1 GiB,\n"
+                    "sum over 1 GiB, softmax over rows of [65536, 4096]; prints ms per op and\n"
+                    "the rate. Compare with bench/gpu_torch.py (tests/gpu/bench-on-gpu-host.sh\n"
+                    "runs both and prints the ratios).\n"
+                    "  --device URI    where to run (default local:cuda:0; e.g.\n"
+                    "                  tensord://HOST:PORT/cuda:0)\n"
+                    "  --reps N        ops per timed loop (default 20)\n"
+                    "  --rounds N      timed loops, median reported (default 3, at most %d)\n"
+                    "  --quick         small sizes (a smoke test, e.g. on local:cpu)\n"
+                    "  --profile       run one add, one sum and one softmax between\n"
+                    "                  cudaProfilerStart/Stop, for ncu --profile-from-start off\n"
+                    "  --matmul-only   only the matmul rows\n",
+                    MAX_ROUNDS);
+            if (!help) fprintf(stderr, "gpu-bench: unknown option '%s'\n", argv[i]);
+            return help ? 0 : 2;
         }
     }
     if (reps < 1 || rounds < 1 || rounds > MAX_ROUNDS) {

@@ -13,6 +13,7 @@
 #include "common/alloc.h"
 #include "common/idmap.h"
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -151,13 +152,38 @@ static td_status parse_uri(const char *uri, bool *local, char *target, size_t tl
     return TD_EINVAL;
 }
 
-td_status td_connect(const char *uri, const td_options *opts, td_context **out)
+/* sizeof(td_options) of the headers before td_connect took the caller's size: the struct
+ * ended at blob_min_bytes. What the td_connect symbol assumes its caller passes. */
+#define TD_OPTIONS_SIZE_V0 offsetof(td_options, matmul_allow_tf32)
+
+td_status(td_connect)(const char *uri, const td_options *opts, td_context **out)
+{
+    return td_connect_sized(uri, opts, TD_OPTIONS_SIZE_V0, out);
+}
+
+td_status td_connect_sized(const char *uri, const td_options *opts, size_t opts_size,
+                           td_context **out)
 {
     if (uri == NULL || out == NULL) {
         td__set_connect_error("td_connect: uri and out must not be NULL");
         return TD_EINVAL;
     }
-    td_options o = opts ? *opts : (td_options){0};
+    td_options o;
+    memset(&o, 0, sizeof o);
+    if (opts != NULL) {
+        /* read only the caller's bytes; a newer caller's extra fields must all be unset */
+        memcpy(&o, opts, opts_size < sizeof o ? opts_size : sizeof o);
+        for (size_t i = sizeof o; i < opts_size; i++) {
+            if (((const unsigned char *)opts)[i] != 0) {
+                td__set_connect_error("td_connect: td_options has %zu bytes and byte %zu is "
+                                      "set, but this libtensord knows %zu bytes of options; "
+                                      "link a libtensord as new as the tensord.h you "
+                                      "compiled with",
+                                      opts_size, i, sizeof o);
+                return TD_EINVAL;
+            }
+        }
+    }
     if (o.connect_timeout_ms <= 0) o.connect_timeout_ms = 5000;
     if (o.call_timeout_ms <= 0) o.call_timeout_ms = 60000;
     if (o.batch_max_ops <= 0) o.batch_max_ops = TD_BATCH_MAX_OPS_DEFAULT;

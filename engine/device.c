@@ -103,6 +103,7 @@ static void scan_dir(const char *dir)
 {
     struct dirent **list = NULL;
     int n = scandir(dir, &list, is_module_name, alphasort);
+    td__log(TD_LOG_DEBUG, "backend modules: %d in %s", n < 0 ? 0 : n, dir);
     if (n < 0) return;
     for (int i = 0; i < n; i++) {
         char path[PATH_MAX];

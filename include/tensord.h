@@ -87,7 +87,10 @@ const char *td_dtype_name(td_dtype dt);
 typedef struct td_context td_context;
 typedef struct td_tensor td_tensor;
 
-/* Options for td_connect. Zero-initialise, then set what you need; zero means default. */
+/* Options for td_connect. Zero-initialise, then set what you need; zero means default.
+ * Fields are only ever appended. td_connect passes sizeof(td_options) of the header the
+ * program was compiled with, so a program built against an older header (a shorter
+ * struct) gets the defaults for the newer fields, never whatever bytes follow its struct. */
 typedef struct td_options {
     int connect_timeout_ms; /* default 5000: how long td_connect waits for the server */
     int call_timeout_ms;    /* default 60000: deadline for one read/fence/info round trip */
@@ -137,7 +140,16 @@ typedef struct td_options {
  * reach the server within connect_timeout_ms); TD_EPROTO (no common protocol version);
  * TD_ENOMEM. On failure *out is untouched; td_connect_error() has the message.
  * Thread-safety: any thread. */
-td_status td_connect(const char *uri, const td_options *opts, td_context **out);
+td_status td_connect_sized(const char *uri, const td_options *opts, size_t opts_size,
+                           td_context **out);
+#define td_connect(uri, opts, out) td_connect_sized((uri), (opts), sizeof(td_options), (out))
+/* td_connect_sized is td_connect with the caller's sizeof(td_options) made explicit (the
+ * td_connect macro passes it; bindings that load the library dynamically pass theirs).
+ * opts_size smaller than this header's struct: the missing fields take their defaults.
+ * Larger (a newer header): TD_EINVAL unless every byte past this struct is zero.
+ * The function named td_connect (for programs built before the macro, and for taking its
+ * address) assumes the layout that ended at blob_min_bytes. */
+td_status(td_connect)(const char *uri, const td_options *opts, td_context **out);
 
 /* Message of the last td_connect failure on this thread. */
 const char *td_connect_error(void);
@@ -292,8 +304,8 @@ enum td_matmul_flag {
  *     |C_tf32 - C_exact| <= (2^-9 + 2^-20 + 2 K 2^-24) * sum_k |a_ik b_kj|
  * (tests/unit/backends/conformance.c holds the CUDA backend to this): about 3 significant
  * decimal digits instead of f32's 7, enough for training neural networks, not for
- * ill-conditioned linear algebra. In exchange cuBLAS multiplies 8192x8192 matrices about
- * 8 times faster on an H200 (BENCHMARKS.md). The flag is a permission, not a requirement: the CUDA
+ * ill-conditioned linear algebra. In exchange cuBLAS multiplies 4096x4096 and 8192x8192
+ * matrices 7 to 8 times faster on an H200 (BENCHMARKS.md). The flag is a permission, not a requirement: the CUDA
  * backend then uses cuBLAS's CUBLAS_COMPUTE_32F_FAST_TF32; the CPU backend (and any device
  * without a TF32 path) ignores it and returns exactly the bits of a full-precision matmul;
  * f64 and integer matmuls ignore it everywhere. The flag is part of the op: it travels to a

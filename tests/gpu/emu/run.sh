@@ -33,7 +33,12 @@ pids=()
 # of cuBLAS (the naive cublas_emu.c)
 BLAS_C=backends/cuda/cuda_blas.c
 KERNELS=(backends/gpu/*.cu)
-if [ "${GEMM:-cublas}" = hip ]; then BLAS_C=""; KERNELS+=(backends/hip/hip_gemm.cu); fi
+TF32=()
+if [ "${GEMM:-cublas}" = hip ]; then
+    BLAS_C=""
+    KERNELS+=(backends/hip/hip_gemm.cu)
+    TF32=(--tf32 off) # the HIP GEMM never uses TF32; conformance would expect it of "cuda"
+fi
 for cu in "${KERNELS[@]}"; do
     n=$(basename "$cu" .cu)
     python3 "$EMU/preprocess.py" "$cu" "$W/obj/$n.cpp"
@@ -50,4 +55,4 @@ PRELOAD=""
 if [ "${SANITIZE:-0}" = 1 ]; then PRELOAD=$(gcc -print-file-name=libasan.so); fi
 TENSORD_BACKEND_DIR="$W/mod" LD_LIBRARY_PATH="$W/lib" LD_PRELOAD="$PRELOAD" \
     ASAN_OPTIONS="detect_leaks=0:${ASAN_OPTIONS:-}" \
-    "$B/tests/unit/backends/conformance" --target local:cuda:0 --oom "$@"
+    "$B/tests/unit/backends/conformance" --target local:cuda:0 --oom "${TF32[@]}" "$@"

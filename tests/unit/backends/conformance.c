@@ -59,6 +59,7 @@
  *    ulp per side.
  */
 #include "client/transport.h"
+#include "common/log.h"
 #include "engine/device.h"
 #include "engine/op.h"
 #include <inttypes.h>
@@ -1091,12 +1092,16 @@ static int run_target(executor *ref, const char *uri, const char *filter, bool o
         return 2;
     }
     stats st = {0};
+    size_t skipped_quick = 0;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (size_t i = 0; i < g_ncases; i++) {
         const tcase *c = &g_cases[i];
         if (filter != NULL && strstr(c->name, filter) == NULL) continue;
-        if (quick && case_size(c) > 65536) continue;
+        if (quick && case_size(c) > 65536) {
+            skipped_quick++;
+            continue;
+        }
         char why[2048] = "";
         st.run++;
         if (run_case(ref, &tgt, c, i, why, sizeof why)) {
@@ -1120,9 +1125,12 @@ static int run_target(executor *ref, const char *uri, const char *filter, bool o
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     tgt.tp->vt->close(tgt.tp);
-    printf("conformance %s vs %s: %zu cases, %zu passed, %zu failed (%.1f s)\n", uri, ref->uri,
+    printf("conformance %s vs %s: %zu cases, %zu passed, %zu failed (%.1f s)", uri, ref->uri,
            st.run, st.passed, st.failed,
            (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9);
+    if (skipped_quick > 0)
+        printf("; %zu larger cases skipped by --quick", skipped_quick);
+    printf("\n");
     return st.failed > 0 ? 1 : 0;
 }
 
@@ -1162,6 +1170,8 @@ int main(int argc, char **argv)
         }
     }
     char err[1024] = "";
+    const char *lvl = getenv("TENSORD_LOG_LEVEL");
+    if (lvl != NULL && strcmp(lvl, "debug") == 0) td__log_set_level(TD_LOG_DEBUG);
     if (td__devices_init(err, sizeof err) != TD_OK) {
         fprintf(stderr, "conformance: %s\n", err);
         return 2;
@@ -1188,9 +1198,10 @@ int main(int argc, char **argv)
     }
     for (int r = 0; r < nrequired; r++) {
         if (!td__backend_loaded(required[r])) {
-            printf("FAIL backend %s did not load (see the info lines above; "
-                   "TENSORD_LOG=debug shows where modules were looked for)\n",
-                   required[r]);
+            printf("FAIL backend %s did not load: no tensord-backend-%s.so was found, or it "
+                   "failed to load (an info line above says why). TENSORD_LOG_LEVEL=debug "
+                   "lists the folders searched; TENSORD_BACKEND_DIR sets them\n",
+                   required[r], required[r]);
             return 1;
         }
         printf("%s: backend loaded\n", required[r]);

@@ -3,6 +3,7 @@
 #include "tensord.h"
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 static td_context *ctx;
@@ -183,4 +184,63 @@ Test(api, bad_uris)
     cr_assert_eq(td_connect("local:cuda:7", NULL, &c2), TD_EINVAL);
     cr_assert(strstr(td_connect_error(), "unknown device 'cuda:7'"), "%s", td_connect_error());
     cr_assert_null(c2);
+}
+
+/* The id of a one-matmul f32 graph recorded on a local:cpu context opened by `open`: it
+ * differs exactly when the context stamps TF32 permission on its matmuls. */
+typedef td_status (*connect_fn)(const char *, const td_options *, td_context **);
+
+static void matmul_graph_id(td_context *cx, char id[65])
+{
+    cr_assert_eq(td_graph_begin(cx), TD_OK);
+    td_tensor *a = td_graph_input(cx, "a", TD_F32, 2, (int64_t[]){4, 4});
+    cr_assert_eq(td_graph_output(cx, "y", td_matmul(a, a)), TD_OK);
+    td_graph *g = NULL;
+    cr_assert_eq(td_graph_end(cx, &g), TD_OK, "%s", td_last_error(cx));
+    td_graph_info gi;
+    td_graph_get_info(g, &gi);
+    memcpy(id, gi.id, 65);
+    td_graph_destroy(g);
+    td_close(cx);
+}
+
+Test(api, options_size_guards_appended_fields)
+{
+    td_context *c;
+    char want[65], got[65], tf32[65];
+    cr_assert_eq(td_connect("local:cpu", NULL, &c), TD_OK);
+    matmul_graph_id(c, want);
+    td_options t = {.matmul_allow_tf32 = 1};
+    cr_assert_eq(td_connect("local:cpu", &t, &c), TD_OK);
+    matmul_graph_id(c, tf32);
+    cr_assert_str_neq(want, tf32, "TF32 permission must change the graph (else this test is blind)");
+
+    /* A program built before matmul_allow_tf32 existed: its zeroed struct ends at
+     * blob_min_bytes and whatever follows it in memory is not its own (0xff here). It calls
+     * the td_connect function, not the macro. */
+    size_t old_size = offsetof(td_options, matmul_allow_tf32);
+    unsigned char buf[sizeof(td_options) + 64];
+    memset(buf, 0xff, sizeof buf);
+    memset(buf, 0, old_size);
+    connect_fn old_connect = td_connect; /* the function, as an old binary links it */
+    cr_assert_eq(old_connect("local:cpu", (const td_options *)(void *)buf, &c), TD_OK);
+    matmul_graph_id(c, got);
+    cr_assert_str_eq(got, want, "bytes past the old struct turned an option on");
+    cr_assert_eq(td_connect_sized("local:cpu", (const td_options *)(void *)buf, old_size, &c),
+                 TD_OK);
+    matmul_graph_id(c, got);
+    cr_assert_str_eq(got, want);
+
+    /* A program built against a newer header: unknown trailing fields must be unset. */
+    memset(buf, 0, sizeof buf);
+    cr_assert_eq(td_connect_sized("local:cpu", (const td_options *)(void *)buf, sizeof buf, &c),
+                 TD_OK);
+    td_close(c);
+    buf[sizeof(td_options) + 3] = 1;
+    c = NULL;
+    cr_assert_eq(td_connect_sized("local:cpu", (const td_options *)(void *)buf, sizeof buf, &c),
+                 TD_EINVAL);
+    cr_assert_null(c);
+    cr_assert(strstr(td_connect_error(), "link a libtensord as new as the tensord.h"), "%s",
+              td_connect_error());
 }
