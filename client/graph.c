@@ -318,22 +318,6 @@ static int find_name(const char *const *names, int n, const char *want)
     return -1;
 }
 
-static bool desc_equal(const td__desc *a, const td__desc *b)
-{
-    if (a->dtype != b->dtype || a->rank != b->rank) return false;
-    for (uint32_t i = 0; i < a->rank; i++)
-        if (a->dims[i] != b->dims[i]) return false;
-    return true;
-}
-
-static void desc_str(const td__desc *d, char *buf, size_t len)
-{
-    size_t o = (size_t)snprintf(buf, len, "%s[", td_dtype_name((td_dtype)d->dtype));
-    for (uint32_t i = 0; i < d->rank && o < len; i++)
-        o += (size_t)snprintf(buf + o, len - o, "%s%lld", i ? ", " : "", (long long)d->dims[i]);
-    if (o < len) snprintf(buf + o, len - o, "]");
-}
-
 td_status td_graph_run(td_graph *graph, int n_in, const char *const *in_names,
                        td_tensor *const *inputs, int n_out, const char *const *out_names,
                        td_tensor **outputs)
@@ -369,10 +353,10 @@ td_status td_graph_run(td_graph *graph, int n_in, const char *const *in_names,
                                                 : "tensor is a graph placeholder");
             return TD_EINVAL;
         }
-        if (!desc_equal(td__tensor_desc(t), &g->inputs[i].desc)) {
+        if (!td__desc_equal(td__tensor_desc(t), &g->inputs[i].desc)) {
             char a[160], b[160];
-            desc_str(&g->inputs[i].desc, a, sizeof a);
-            desc_str(td__tensor_desc(t), b, sizeof b);
+            td__desc_str(&g->inputs[i].desc, a, sizeof a);
+            td__desc_str(td__tensor_desc(t), b, sizeof b);
             gerr(ctx, TD_EINVAL, "td_graph_run: input '%s' needs %s, got tensor %llu of %s",
                  name, a, (unsigned long long)td__tensor_id(t), b);
             return TD_EINVAL;

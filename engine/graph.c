@@ -11,6 +11,7 @@
 #include "engine/graph.h"
 
 #include "common/alloc.h"
+#include "common/errbuf.h"
 #include "engine/tensor.h"
 
 #include <openssl/evp.h>
@@ -18,32 +19,21 @@
 #include <stdio.h>
 #include <string.h>
 
-static td_status gfail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static td_status gfail(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err != NULL && errlen > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return TD_EINVAL;
-}
 
 td_status td__graph_alloc(uint64_t n_inputs, uint64_t n_consts, uint64_t n_ops,
                           uint64_t n_outputs, td__graph **out, char *err, size_t errlen)
 {
     if (n_ops > TD_GRAPH_MAX_OPS)
-        return gfail(err, errlen, "graph has %llu ops; the limit is %d",
-                     (unsigned long long)n_ops, TD_GRAPH_MAX_OPS);
+        return td__einval(err, errlen, "graph has %llu ops; the limit is %d",
+                          (unsigned long long)n_ops, TD_GRAPH_MAX_OPS);
     if (n_inputs > TD_GRAPH_MAX_INPUTS || n_consts > TD_GRAPH_MAX_INPUTS ||
         n_outputs > TD_GRAPH_MAX_INPUTS)
-        return gfail(err, errlen,
-                     "graph has %llu inputs, %llu captured tensors and %llu outputs; the limit "
-                     "is %d each",
-                     (unsigned long long)n_inputs, (unsigned long long)n_consts,
-                     (unsigned long long)n_outputs, TD_GRAPH_MAX_INPUTS);
+        return td__einval(
+            err, errlen,
+            "graph has %llu inputs, %llu captured tensors and %llu outputs; the limit "
+            "is %d each",
+            (unsigned long long)n_inputs, (unsigned long long)n_consts,
+            (unsigned long long)n_outputs, TD_GRAPH_MAX_INPUTS);
     td__graph *g = td__calloc(1, sizeof *g);
     if (g == NULL) goto oom;
     atomic_init(&g->refs, 1);
@@ -130,7 +120,7 @@ static td_status graph_hash(td__graph *g, char *err, size_t errlen)
     EVP_MD_CTX *h = EVP_MD_CTX_new();
     if (h == NULL || EVP_DigestInit_ex(h, EVP_sha256(), NULL) != 1) {
         EVP_MD_CTX_free(h);
-        return gfail(err, errlen, "graph: cannot start SHA-256 (libcrypto)");
+        return td__einval(err, errlen, "graph: cannot start SHA-256 (libcrypto)");
     }
     EVP_DigestUpdate(h, "TDG1", 4);
     h_u32(h, g->n_inputs);
@@ -168,7 +158,7 @@ static td_status graph_hash(td__graph *g, char *err, size_t errlen)
     int ok = EVP_DigestFinal_ex(h, g->hash, &len);
     EVP_MD_CTX_free(h);
     if (ok != 1 || len != TD_GRAPH_HASH_BYTES)
-        return gfail(err, errlen, "graph: SHA-256 failed (libcrypto)");
+        return td__einval(err, errlen, "graph: SHA-256 failed (libcrypto)");
     return TD_OK;
 }
 
@@ -204,74 +194,76 @@ td_status td__graph_validate(td__graph *g, char *err, size_t errlen)
     for (uint32_t i = 0; i < g->n_inputs; i++) {
         const td__graph_input *in = &g->inputs[i];
         if (!name_ok(in->name))
-            return gfail(err, errlen,
-                         "graph input %u: name must be 1..%d printable characters without "
-                         "spaces",
-                         i, TD_GRAPH_MAX_NAME);
+            return td__einval(err, errlen,
+                              "graph input %u: name must be 1..%d printable characters without "
+                              "spaces",
+                              i, TD_GRAPH_MAX_NAME);
         if (td__desc_check(&in->desc, why, sizeof why) != TD_OK)
-            return gfail(err, errlen, "graph input %u ('%s'): %s", i, in->name, why);
+            return td__einval(err, errlen, "graph input %u ('%s'): %s", i, in->name, why);
         g->values[i] = in->desc;
         names[i] = in->name;
     }
     uint32_t dup;
     if (!names_unique(names, g->n_inputs, &dup))
-        return gfail(err, errlen, "graph input %u: name '%s' is used twice", dup,
-                     g->inputs[dup].name);
+        return td__einval(err, errlen, "graph input %u: name '%s' is used twice", dup,
+                          g->inputs[dup].name);
     for (uint32_t i = 0; i < g->n_consts; i++) {
         const td__graph_const *c = &g->consts[i];
         if (td__desc_check(&c->desc, why, sizeof why) != TD_OK)
-            return gfail(err, errlen, "graph captured tensor %u (id %llu): %s", i,
-                         (unsigned long long)c->id, why);
+            return td__einval(err, errlen, "graph captured tensor %u (id %llu): %s", i,
+                              (unsigned long long)c->id, why);
         if (c->id == 0 || c->id >= TD_GRAPH_TEMP_BASE)
-            return gfail(err, errlen, "graph captured tensor %u: invalid tensor id %llu", i,
-                         (unsigned long long)c->id);
+            return td__einval(err, errlen, "graph captured tensor %u: invalid tensor id %llu", i,
+                              (unsigned long long)c->id);
         g->values[g->n_inputs + i] = c->desc;
     }
     for (uint32_t k = 0; k < g->n_ops; k++) {
         td__op *op = &g->ops[k];
         uint64_t self = base + k;
         if (op->n_inputs > TD_OP_MAX_INPUTS || op->n_iattrs > TD_OP_MAX_IATTRS)
-            return gfail(err, errlen, "graph op %u (%s): %u inputs and %u attributes", k,
-                         td__op_name(op->opcode), op->n_inputs, op->n_iattrs);
+            return td__einval(err, errlen, "graph op %u (%s): %u inputs and %u attributes", k,
+                              td__op_name(op->opcode), op->n_inputs, op->n_iattrs);
         const td__desc *in[TD_OP_MAX_INPUTS];
         for (uint32_t i = 0; i < op->n_inputs; i++) {
             if (op->inputs[i] >= self)
-                return gfail(err, errlen,
-                             "graph op %u (%s): input %u refers to value %llu, which is not "
-                             "defined before it (forward reference or cycle; values below %llu "
-                             "are defined here)",
-                             k, td__op_name(op->opcode), i, (unsigned long long)op->inputs[i],
-                             (unsigned long long)self);
+                return td__einval(
+                    err, errlen,
+                    "graph op %u (%s): input %u refers to value %llu, which is not "
+                    "defined before it (forward reference or cycle; values below %llu "
+                    "are defined here)",
+                    k, td__op_name(op->opcode), i, (unsigned long long)op->inputs[i],
+                    (unsigned long long)self);
             in[i] = &g->values[op->inputs[i]];
         }
         if (td__op_class(op->opcode) == TD_OPCLASS_NONE)
-            return gfail(err, errlen, "graph op %u: unknown opcode %u", k, op->opcode);
+            return td__einval(err, errlen, "graph op %u: unknown opcode %u", k, op->opcode);
         if (op->opcode == TD_OP_EMPTY)
-            return gfail(err, errlen,
-                         "graph op %u (empty): uninitialised tensors cannot be captured "
-                         "(use a graph input)",
-                         k);
+            return td__einval(err, errlen,
+                              "graph op %u (empty): uninitialised tensors cannot be captured "
+                              "(use a graph input)",
+                              k);
         if (td__op_infer(op, in, &g->values[self], why, sizeof why) != TD_OK)
-            return gfail(err, errlen, "graph op %u (%s): %s", k, td__op_name(op->opcode), why);
+            return td__einval(err, errlen, "graph op %u (%s): %s", k, td__op_name(op->opcode), why);
         op->output = self;
     }
     const uint64_t nv = base + g->n_ops;
     for (uint32_t i = 0; i < g->n_outputs; i++) {
         const td__graph_output *o = &g->outputs[i];
         if (!name_ok(o->name))
-            return gfail(err, errlen,
-                         "graph output %u: name must be 1..%d printable characters without "
-                         "spaces",
-                         i, TD_GRAPH_MAX_NAME);
+            return td__einval(err, errlen,
+                              "graph output %u: name must be 1..%d printable characters without "
+                              "spaces",
+                              i, TD_GRAPH_MAX_NAME);
         if (o->value >= nv)
-            return gfail(err, errlen, "graph output %u ('%s') refers to value %llu; the graph "
-                         "has %llu values",
-                         i, o->name, (unsigned long long)o->value, (unsigned long long)nv);
+            return td__einval(err, errlen,
+                              "graph output %u ('%s') refers to value %llu; the graph "
+                              "has %llu values",
+                              i, o->name, (unsigned long long)o->value, (unsigned long long)nv);
         names[i] = o->name;
     }
     if (!names_unique(names, g->n_outputs, &dup))
-        return gfail(err, errlen, "graph output %u: name '%s' is used twice", dup,
-                     g->outputs[dup].name);
+        return td__einval(err, errlen, "graph output %u: name '%s' is used twice", dup,
+                          g->outputs[dup].name);
     td_status st = graph_hash(g, err, errlen);
     if (st != TD_OK) return st;
     g->valid = true;
@@ -279,22 +271,6 @@ td_status td__graph_validate(td__graph *g, char *err, size_t errlen)
 }
 
 /* ---- execution ---- */
-
-static bool desc_equal(const td__desc *a, const td__desc *b)
-{
-    if (a->dtype != b->dtype || a->rank != b->rank) return false;
-    for (uint32_t i = 0; i < a->rank; i++)
-        if (a->dims[i] != b->dims[i]) return false;
-    return true;
-}
-
-static void desc_str(const td__desc *d, char *buf, size_t len)
-{
-    size_t o = (size_t)snprintf(buf, len, "%s[", td_dtype_name((td_dtype)d->dtype));
-    for (uint32_t i = 0; i < d->rank && o < len; i++)
-        o += (size_t)snprintf(buf + o, len - o, "%s%lld", i ? ", " : "", (long long)d->dims[i]);
-    if (o < len) snprintf(buf + o, len - o, "]");
-}
 
 /* Check that session tensor `id` exists unpoisoned with desc `want`. */
 static td_status check_binding(td__session *s, uint64_t id, const td__desc *want,
@@ -313,10 +289,10 @@ static td_status check_binding(td__session *s, uint64_t id, const td__desc *want
         snprintf(msg, msglen, "%s: %s", what, why);
         return st;
     }
-    if (!desc_equal(&have, want)) {
+    if (!td__desc_equal(&have, want)) {
         char a[160], b[160];
-        desc_str(want, a, sizeof a);
-        desc_str(&have, b, sizeof b);
+        td__desc_str(want, a, sizeof a);
+        td__desc_str(&have, b, sizeof b);
         snprintf(msg, msglen, "%s: tensor %llu is %s, the graph needs %s", what,
                  (unsigned long long)id, b, a);
         return TD_EINVAL;

@@ -7,6 +7,7 @@
  */
 #include "engine/op.h"
 #include "common/checked.h"
+#include "common/errbuf.h"
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -67,16 +68,20 @@ size_t td__desc_nbytes(const td__desc *d)
     return (size_t)td__desc_nelem(d) * td_dtype_size((td_dtype)d->dtype);
 }
 
-static td_status fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static td_status fail(char *err, size_t errlen, const char *fmt, ...)
+bool td__desc_equal(const td__desc *a, const td__desc *b)
 {
-    if (err != NULL && errlen > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
+    if (a->dtype != b->dtype || a->rank != b->rank) return false;
+    for (uint32_t i = 0; i < a->rank; i++)
+        if (a->dims[i] != b->dims[i]) return false;
+    return true;
+}
+
+td_status td__einval(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    td__verrf(err, errlen, fmt, ap);
+    va_end(ap);
     return TD_EINVAL;
 }
 
@@ -92,21 +97,27 @@ static const char *shape_str(const td__desc *d, char *buf, size_t len)
     return buf;
 }
 
+void td__desc_str(const td__desc *d, char *buf, size_t len)
+{
+    size_t o = (size_t)snprintf(buf, len, "%s", td_dtype_name((td_dtype)d->dtype));
+    if (o < len) shape_str(d, buf + o, len - o);
+}
+
 td_status td__desc_check(const td__desc *d, char *err, size_t errlen)
 {
-    if (!td__dtype_valid(d->dtype)) return fail(err, errlen, "unknown dtype %u", d->dtype);
+    if (!td__dtype_valid(d->dtype)) return td__einval(err, errlen, "unknown dtype %u", d->dtype);
     if (d->rank > TD_MAX_RANK)
-        return fail(err, errlen, "rank %u exceeds the maximum %d", d->rank, TD_MAX_RANK);
+        return td__einval(err, errlen, "rank %u exceeds the maximum %d", d->rank, TD_MAX_RANK);
     /* span: the product of the non-zero dims. Strides and element counts are int64
      * products of dims taken in any order, so span must fit even when a zero dim makes the
      * tensor empty ([0, 2^40, 2^40] would otherwise overflow a stride). */
     uint64_t n = 1, span = 1;
     for (uint32_t i = 0; i < d->rank; i++) {
         if (d->dims[i] < 0)
-            return fail(err, errlen, "dim %u is negative (%lld)", i, (long long)d->dims[i]);
+            return td__einval(err, errlen, "dim %u is negative (%lld)", i, (long long)d->dims[i]);
         if (!td__mul_u64(n, (uint64_t)d->dims[i], &n) ||
             (d->dims[i] != 0 && !td__mul_u64(span, (uint64_t)d->dims[i], &span)))
-            return fail(err, errlen, "element count overflows 64 bits");
+            return td__einval(err, errlen, "element count overflows 64 bits");
     }
     uint64_t nbytes, span_bytes;
     if (!td__mul_u64(n, td_dtype_size((td_dtype)d->dtype), &nbytes) ||
@@ -114,10 +125,10 @@ td_status td__desc_check(const td__desc *d, char *err, size_t errlen)
         !td__mul_u64(span, td_dtype_size((td_dtype)d->dtype), &span_bytes) ||
         span_bytes > TD_MAX_TENSOR_BYTES) {
         char sb[160];
-        return fail(err, errlen, "shape %s of %s is too large (limit %llu bytes%s)",
-                    shape_str(d, sb, sizeof sb), td_dtype_name((td_dtype)d->dtype),
-                    (unsigned long long)TD_MAX_TENSOR_BYTES,
-                    n == 0 ? ", counting the non-zero dims of an empty shape" : "");
+        return td__einval(err, errlen, "shape %s of %s is too large (limit %llu bytes%s)",
+                          shape_str(d, sb, sizeof sb), td_dtype_name((td_dtype)d->dtype),
+                          (unsigned long long)TD_MAX_TENSOR_BYTES,
+                          n == 0 ? ", counting the non-zero dims of an empty shape" : "");
     }
     return TD_OK;
 }
@@ -146,7 +157,7 @@ static td_status shape_from_attrs(const td__op *op, uint32_t dtype, td__desc *ou
                                   size_t errlen)
 {
     if (op->n_iattrs > TD_MAX_RANK)
-        return fail(err, errlen, "rank %u exceeds the maximum %d", op->n_iattrs, TD_MAX_RANK);
+        return td__einval(err, errlen, "rank %u exceeds the maximum %d", op->n_iattrs, TD_MAX_RANK);
     td__desc d = {.dtype = dtype, .rank = op->n_iattrs};
     for (uint32_t i = 0; i < op->n_iattrs; i++) d.dims[i] = op->iattrs[i];
     td_status s = td__desc_check(&d, err, errlen);
@@ -160,28 +171,28 @@ static td_status infer_reduce(const td__op *op, const td__desc *x, td__desc *out
                               size_t errlen)
 {
     if (op->n_iattrs != 2)
-        return fail(err, errlen, "expects 2 attributes (axes mask, keepdims), got %u",
-                    op->n_iattrs);
+        return td__einval(err, errlen, "expects 2 attributes (axes mask, keepdims), got %u",
+                          op->n_iattrs);
     int64_t mask = op->iattrs[0], keep = op->iattrs[1];
     if (mask < 0 || (x->rank < 63 && (mask >> x->rank) != 0))
-        return fail(err, errlen, "axes mask 0x%llx names axes beyond rank %u",
-                    (unsigned long long)mask, x->rank);
-    if (keep != 0 && keep != 1) return fail(err, errlen, "keepdims must be 0 or 1");
+        return td__einval(err, errlen, "axes mask 0x%llx names axes beyond rank %u",
+                          (unsigned long long)mask, x->rank);
+    if (keep != 0 && keep != 1) return td__einval(err, errlen, "keepdims must be 0 or 1");
     int naxes = __builtin_popcountll((unsigned long long)mask);
     uint32_t oc = op->opcode;
     if ((oc == TD_OP_ARGMAX || oc == TD_OP_ARGMIN) && naxes != 1)
-        return fail(err, errlen, "needs exactly one axis, got %d", naxes);
+        return td__einval(err, errlen, "needs exactly one axis, got %d", naxes);
     if (oc == TD_OP_MEAN && !td__dtype_is_float(x->dtype))
-        return fail(err, errlen, "needs a float dtype, got %s", td_dtype_name(x->dtype));
+        return td__einval(err, errlen, "needs a float dtype, got %s", td_dtype_name(x->dtype));
     if ((oc == TD_OP_SUM || oc == TD_OP_PROD) && x->dtype == TD_BOOL)
-        return fail(err, errlen, "needs a numeric dtype, got bool (cast first)");
+        return td__einval(err, errlen, "needs a numeric dtype, got bool (cast first)");
     td__desc o = {.dtype = x->dtype, .rank = 0};
     if (oc == TD_OP_ARGMAX || oc == TD_OP_ARGMIN) o.dtype = TD_I64;
     for (uint32_t i = 0; i < x->rank; i++) {
         bool reduced = (mask >> i) & 1;
         if (reduced && x->dims[i] == 0 &&
             (oc == TD_OP_MAX || oc == TD_OP_MIN || oc == TD_OP_ARGMAX || oc == TD_OP_ARGMIN))
-            return fail(err, errlen, "cannot reduce zero-length axis %u", i);
+            return td__einval(err, errlen, "cannot reduce zero-length axis %u", i);
         if (!reduced) {
             o.dims[o.rank++] = x->dims[i];
         } else if (keep) {
@@ -197,14 +208,16 @@ static td_status infer_softmax(const td__op *op, const td__desc *x, td__desc *ou
                                size_t errlen)
 {
     if (op->n_iattrs != 1)
-        return fail(err, errlen, "expects 1 attribute (axis), got %u", op->n_iattrs);
+        return td__einval(err, errlen, "expects 1 attribute (axis), got %u", op->n_iattrs);
     int64_t ax = op->iattrs[0];
     if (ax < 0 || ax >= (int64_t)x->rank)
-        return fail(err, errlen, "axis %lld out of range for rank %u", (long long)ax, x->rank);
+        return td__einval(err, errlen, "axis %lld out of range for rank %u", (long long)ax,
+                          x->rank);
     if (!td__dtype_is_float(x->dtype))
-        return fail(err, errlen, "needs a float dtype, got %s", td_dtype_name(x->dtype));
+        return td__einval(err, errlen, "needs a float dtype, got %s", td_dtype_name(x->dtype));
     if (x->dims[ax] == 0)
-        return fail(err, errlen, "cannot normalise along zero-length axis %lld", (long long)ax);
+        return td__einval(err, errlen, "cannot normalise along zero-length axis %lld",
+                          (long long)ax);
     *out = *x;
     return TD_OK;
 }
@@ -214,22 +227,22 @@ static td_status infer_matmul(const td__desc *a, const td__desc *b, td__desc *ou
 {
     char sa[160], sb[160];
     if (a->rank < 2 || b->rank < 2)
-        return fail(err, errlen, "needs rank >= 2 operands, got %s and %s",
-                    shape_str(a, sa, sizeof sa), shape_str(b, sb, sizeof sb));
+        return td__einval(err, errlen, "needs rank >= 2 operands, got %s and %s",
+                          shape_str(a, sa, sizeof sa), shape_str(b, sb, sizeof sb));
     if (a->dtype != b->dtype)
-        return fail(err, errlen, "dtypes %s and %s differ", td_dtype_name(a->dtype),
-                    td_dtype_name(b->dtype));
-    if (a->dtype == TD_BOOL) return fail(err, errlen, "needs a numeric dtype, got bool");
+        return td__einval(err, errlen, "dtypes %s and %s differ", td_dtype_name(a->dtype),
+                          td_dtype_name(b->dtype));
+    if (a->dtype == TD_BOOL) return td__einval(err, errlen, "needs a numeric dtype, got bool");
     int64_t k1 = a->dims[a->rank - 1], k2 = b->dims[b->rank - 2];
     if (k1 != k2)
-        return fail(err, errlen, "inner dims %lld and %lld differ (%s x %s)", (long long)k1,
-                    (long long)k2, shape_str(a, sa, sizeof sa), shape_str(b, sb, sizeof sb));
+        return td__einval(err, errlen, "inner dims %lld and %lld differ (%s x %s)", (long long)k1,
+                          (long long)k2, shape_str(a, sa, sizeof sa), shape_str(b, sb, sizeof sb));
     td__desc ba = *a, bb = *b, bo;
     ba.rank -= 2;
     bb.rank -= 2;
     if (!td__broadcast_shapes(&ba, &bb, &bo))
-        return fail(err, errlen, "batch dims of %s and %s do not broadcast",
-                    shape_str(a, sa, sizeof sa), shape_str(b, sb, sizeof sb));
+        return td__einval(err, errlen, "batch dims of %s and %s do not broadcast",
+                          shape_str(a, sa, sizeof sa), shape_str(b, sb, sizeof sb));
     bo.dims[bo.rank++] = a->dims[a->rank - 2];
     bo.dims[bo.rank++] = b->dims[b->rank - 1];
     bo.dtype = a->dtype;
@@ -250,9 +263,9 @@ static td_status infer_movement(const td__op *op, const td__desc *const *in, td_
         td_status s = shape_from_attrs(op, x->dtype, &o, err, errlen);
         if (s != TD_OK) return s;
         if (td__desc_nelem(&o) != td__desc_nelem(x))
-            return fail(err, errlen, "cannot reshape %s (%lld elements) to %s",
-                        shape_str(x, sx, sizeof sx), (long long)td__desc_nelem(x),
-                        shape_str(&o, sy, sizeof sy));
+            return td__einval(err, errlen, "cannot reshape %s (%lld elements) to %s",
+                              shape_str(x, sx, sizeof sx), (long long)td__desc_nelem(x),
+                              shape_str(&o, sy, sizeof sy));
         break;
     }
     case TD_OP_EXPAND: {
@@ -261,19 +274,20 @@ static td_status infer_movement(const td__op *op, const td__desc *const *in, td_
         td__desc b;
         if (o.rank < x->rank || !td__broadcast_shapes(x, &o, &b) ||
             memcmp(b.dims, o.dims, sizeof(int64_t) * o.rank) != 0)
-            return fail(err, errlen, "cannot broadcast %s to %s", shape_str(x, sx, sizeof sx),
-                        shape_str(&o, sy, sizeof sy));
+            return td__einval(err, errlen, "cannot broadcast %s to %s", shape_str(x, sx, sizeof sx),
+                              shape_str(&o, sy, sizeof sy));
         break;
     }
     case TD_OP_PERMUTE: {
         if (op->n_iattrs != x->rank)
-            return fail(err, errlen, "perm has %u entries for rank %u", op->n_iattrs, x->rank);
+            return td__einval(err, errlen, "perm has %u entries for rank %u", op->n_iattrs,
+                              x->rank);
         bool seen[TD_MAX_RANK] = {false};
         for (uint32_t i = 0; i < x->rank; i++) {
             int64_t p = op->iattrs[i];
             if (p < 0 || p >= (int64_t)x->rank || seen[p])
-                return fail(err, errlen, "perm entry %u (%lld) is not a permutation of 0..%u",
-                            i, (long long)p, x->rank - 1);
+                return td__einval(err, errlen, "perm entry %u (%lld) is not a permutation of 0..%u",
+                                  i, (long long)p, x->rank - 1);
             seen[p] = true;
             o.dims[i] = x->dims[p];
         }
@@ -281,38 +295,38 @@ static td_status infer_movement(const td__op *op, const td__desc *const *in, td_
     }
     case TD_OP_SLICE: {
         if (op->n_iattrs != 2 * x->rank)
-            return fail(err, errlen, "expects %u attributes (starts, stops), got %u",
-                        2 * x->rank, op->n_iattrs);
+            return td__einval(err, errlen, "expects %u attributes (starts, stops), got %u",
+                              2 * x->rank, op->n_iattrs);
         for (uint32_t i = 0; i < x->rank; i++) {
             int64_t a = op->iattrs[i], b = op->iattrs[x->rank + i];
             if (a < 0 || b < a || b > x->dims[i])
-                return fail(err, errlen, "axis %u: [%lld, %lld) is not inside [0, %lld]", i,
-                            (long long)a, (long long)b, (long long)x->dims[i]);
+                return td__einval(err, errlen, "axis %u: [%lld, %lld) is not inside [0, %lld]", i,
+                                  (long long)a, (long long)b, (long long)x->dims[i]);
             o.dims[i] = b - a;
         }
         break;
     }
     case TD_OP_CONCAT: {
-        if (op->n_iattrs != 1) return fail(err, errlen, "expects 1 attribute (axis)");
+        if (op->n_iattrs != 1) return td__einval(err, errlen, "expects 1 attribute (axis)");
         int64_t ax = op->iattrs[0];
-        if (x->rank == 0) return fail(err, errlen, "cannot concatenate rank-0 tensors");
+        if (x->rank == 0) return td__einval(err, errlen, "cannot concatenate rank-0 tensors");
         if (ax < 0 || ax >= (int64_t)x->rank)
-            return fail(err, errlen, "axis %lld out of range for rank %u", (long long)ax,
-                        x->rank);
+            return td__einval(err, errlen, "axis %lld out of range for rank %u", (long long)ax,
+                              x->rank);
         int64_t total = 0;
         for (uint32_t k = 0; k < op->n_inputs; k++) {
             const td__desc *y = in[k];
             if (y->dtype != x->dtype || y->rank != x->rank)
-                return fail(err, errlen, "input %u (%s %s) does not match input 0 (%s %s)", k,
-                            td_dtype_name(y->dtype), shape_str(y, sy, sizeof sy),
-                            td_dtype_name(x->dtype), shape_str(x, sx, sizeof sx));
+                return td__einval(err, errlen, "input %u (%s %s) does not match input 0 (%s %s)", k,
+                                  td_dtype_name(y->dtype), shape_str(y, sy, sizeof sy),
+                                  td_dtype_name(x->dtype), shape_str(x, sx, sizeof sx));
             for (uint32_t i = 0; i < x->rank; i++) {
                 if ((int64_t)i != ax && y->dims[i] != x->dims[i])
-                    return fail(err, errlen, "input %u dim %u is %lld, input 0 has %lld", k, i,
-                                (long long)y->dims[i], (long long)x->dims[i]);
+                    return td__einval(err, errlen, "input %u dim %u is %lld, input 0 has %lld", k,
+                                      i, (long long)y->dims[i], (long long)x->dims[i]);
             }
             if (__builtin_add_overflow(total, y->dims[ax], &total))
-                return fail(err, errlen, "concatenated dim overflows");
+                return td__einval(err, errlen, "concatenated dim overflows");
         }
         o.dims[ax] = total;
         break;
@@ -320,44 +334,45 @@ static td_status infer_movement(const td__op *op, const td__desc *const *in, td_
     case TD_OP_GATHER:
     case TD_OP_INDEX_SELECT: {
         const td__desc *idx = in[1];
-        if (op->n_iattrs != 1) return fail(err, errlen, "expects 1 attribute (axis)");
+        if (op->n_iattrs != 1) return td__einval(err, errlen, "expects 1 attribute (axis)");
         int64_t ax = op->iattrs[0];
         if (ax < 0 || ax >= (int64_t)x->rank)
-            return fail(err, errlen, "axis %lld out of range for rank %u", (long long)ax,
-                        x->rank);
+            return td__einval(err, errlen, "axis %lld out of range for rank %u", (long long)ax,
+                              x->rank);
         if (idx->dtype != TD_I32 && idx->dtype != TD_I64)
-            return fail(err, errlen, "index dtype must be i32 or i64, got %s",
-                        td_dtype_name(idx->dtype));
+            return td__einval(err, errlen, "index dtype must be i32 or i64, got %s",
+                              td_dtype_name(idx->dtype));
         if (op->opcode == TD_OP_GATHER) {
             if (idx->rank != x->rank)
-                return fail(err, errlen, "index rank %u differs from input rank %u", idx->rank,
-                            x->rank);
+                return td__einval(err, errlen, "index rank %u differs from input rank %u",
+                                  idx->rank, x->rank);
             for (uint32_t i = 0; i < x->rank; i++) {
                 if ((int64_t)i != ax && idx->dims[i] > x->dims[i])
-                    return fail(err, errlen, "index dim %u (%lld) exceeds input dim (%lld)", i,
-                                (long long)idx->dims[i], (long long)x->dims[i]);
+                    return td__einval(err, errlen, "index dim %u (%lld) exceeds input dim (%lld)",
+                                      i, (long long)idx->dims[i], (long long)x->dims[i]);
             }
             o = *idx;
             o.dtype = x->dtype;
         } else {
             if (x->rank - 1 + idx->rank > TD_MAX_RANK)
-                return fail(err, errlen, "result rank %u exceeds %d", x->rank - 1 + idx->rank,
-                            TD_MAX_RANK);
+                return td__einval(err, errlen, "result rank %u exceeds %d", x->rank - 1 + idx->rank,
+                                  TD_MAX_RANK);
             o.rank = 0;
             for (int64_t i = 0; i < ax; i++) o.dims[o.rank++] = x->dims[i];
             for (uint32_t i = 0; i < idx->rank; i++) o.dims[o.rank++] = idx->dims[i];
             for (uint32_t i = (uint32_t)ax + 1; i < x->rank; i++) o.dims[o.rank++] = x->dims[i];
             if (x->dims[ax] == 0 && td__desc_nelem(idx) > 0)
-                return fail(err, errlen, "cannot select from zero-length axis %lld",
-                            (long long)ax);
+                return td__einval(err, errlen, "cannot select from zero-length axis %lld",
+                                  (long long)ax);
             return td__desc_check(&o, err, errlen) == TD_OK ? (*out = o, TD_OK) : TD_EINVAL;
         }
         if (x->dims[ax] == 0 && td__desc_nelem(idx) > 0)
-            return fail(err, errlen, "cannot gather from zero-length axis %lld", (long long)ax);
+            return td__einval(err, errlen, "cannot gather from zero-length axis %lld",
+                              (long long)ax);
         break;
     }
     default:
-        return fail(err, errlen, "not a movement op");
+        return td__einval(err, errlen, "not a movement op");
     }
     *out = o;
     return TD_OK;
@@ -389,13 +404,14 @@ static td_status infer(const td__op *op, const td__desc *const *in, td__desc *ou
 {
     uint32_t oc = op->opcode;
     enum td__op_class cls = td__op_class(oc);
-    if (cls == TD_OPCLASS_NONE) return fail(err, errlen, "unknown opcode %u", oc);
+    if (cls == TD_OPCLASS_NONE) return td__einval(err, errlen, "unknown opcode %u", oc);
     uint32_t want = 0;
     if (!arity_ok(oc, op->n_inputs, &want))
-        return fail(err, errlen, "expects %s%u inputs, got %u", oc == TD_OP_CONCAT ? "1.." : "",
-                    oc == TD_OP_CONCAT ? TD_OP_MAX_INPUTS : want, op->n_inputs);
+        return td__einval(err, errlen, "expects %s%u inputs, got %u",
+                          oc == TD_OP_CONCAT ? "1.." : "",
+                          oc == TD_OP_CONCAT ? TD_OP_MAX_INPUTS : want, op->n_inputs);
     if (op->n_iattrs > TD_OP_MAX_IATTRS)
-        return fail(err, errlen, "%u attributes, at most %d", op->n_iattrs, TD_OP_MAX_IATTRS);
+        return td__einval(err, errlen, "%u attributes, at most %d", op->n_iattrs, TD_OP_MAX_IATTRS);
     for (uint32_t i = 0; i < op->n_inputs; i++) {
         td_status s = td__desc_check(in[i], err, errlen);
         if (s != TD_OK) return s;
@@ -404,10 +420,11 @@ static td_status infer(const td__op *op, const td__desc *const *in, td__desc *ou
     char sa[160], sb[160];
     switch (cls) {
     case TD_OPCLASS_CREATE: {
-        if (!td__dtype_valid(op->dtype)) return fail(err, errlen, "unknown dtype %u", op->dtype);
+        if (!td__dtype_valid(op->dtype))
+            return td__einval(err, errlen, "unknown dtype %u", op->dtype);
         if (oc == TD_OP_ARANGE) {
             if (op->n_iattrs != 1 || op->iattrs[0] < 0)
-                return fail(err, errlen, "expects one non-negative length attribute");
+                return td__einval(err, errlen, "expects one non-negative length attribute");
             td__desc d = {.dtype = op->dtype, .rank = 1, .dims = {op->iattrs[0]}};
             td_status s = td__desc_check(&d, err, errlen);
             if (s == TD_OK) *out = d;
@@ -415,49 +432,51 @@ static td_status infer(const td__op *op, const td__desc *const *in, td__desc *ou
         }
         if ((oc == TD_OP_RAND_UNIFORM || oc == TD_OP_RAND_NORMAL) &&
             !td__dtype_is_float(op->dtype))
-            return fail(err, errlen, "needs dtype f32 or f64, got %s",
-                        td_dtype_name(op->dtype));
+            return td__einval(err, errlen, "needs dtype f32 or f64, got %s",
+                              td_dtype_name(op->dtype));
         return shape_from_attrs(op, op->dtype, out, err, errlen);
     }
     case TD_OPCLASS_UNARY:
-        if (x->dtype == TD_BOOL) return fail(err, errlen, "needs a numeric dtype, got bool");
+        if (x->dtype == TD_BOOL) return td__einval(err, errlen, "needs a numeric dtype, got bool");
         if (oc != TD_OP_NEG && oc != TD_OP_ABS && oc != TD_OP_RELU && !td__dtype_is_float(x->dtype))
-            return fail(err, errlen, "needs a float dtype, got %s", td_dtype_name(x->dtype));
+            return td__einval(err, errlen, "needs a float dtype, got %s", td_dtype_name(x->dtype));
         *out = *x;
         return TD_OK;
     case TD_OPCLASS_BINARY:
     case TD_OPCLASS_COMPARE: {
         const td__desc *y = in[1];
         if (x->dtype != y->dtype)
-            return fail(err, errlen, "dtypes %s and %s differ (cast one first)",
-                        td_dtype_name(x->dtype), td_dtype_name(y->dtype));
+            return td__einval(err, errlen, "dtypes %s and %s differ (cast one first)",
+                              td_dtype_name(x->dtype), td_dtype_name(y->dtype));
         if (cls == TD_OPCLASS_BINARY && !is_numeric(x->dtype))
-            return fail(err, errlen, "needs a numeric dtype, got bool");
+            return td__einval(err, errlen, "needs a numeric dtype, got bool");
         if (oc == TD_OP_POW && !td__dtype_is_float(x->dtype))
-            return fail(err, errlen, "needs a float dtype, got %s", td_dtype_name(x->dtype));
+            return td__einval(err, errlen, "needs a float dtype, got %s", td_dtype_name(x->dtype));
         td__desc o;
         if (!td__broadcast_shapes(x, y, &o))
-            return fail(err, errlen, "shapes %s and %s do not broadcast",
-                        shape_str(x, sa, sizeof sa), shape_str(y, sb, sizeof sb));
+            return td__einval(err, errlen, "shapes %s and %s do not broadcast",
+                              shape_str(x, sa, sizeof sa), shape_str(y, sb, sizeof sb));
         if (cls == TD_OPCLASS_COMPARE) o.dtype = TD_BOOL;
         *out = o;
         return TD_OK;
     }
     case TD_OPCLASS_WHERE: {
         if (x->dtype != TD_BOOL)
-            return fail(err, errlen, "condition must be bool, got %s", td_dtype_name(x->dtype));
+            return td__einval(err, errlen, "condition must be bool, got %s",
+                              td_dtype_name(x->dtype));
         if (in[1]->dtype != in[2]->dtype)
-            return fail(err, errlen, "dtypes %s and %s differ", td_dtype_name(in[1]->dtype),
-                        td_dtype_name(in[2]->dtype));
+            return td__einval(err, errlen, "dtypes %s and %s differ", td_dtype_name(in[1]->dtype),
+                              td_dtype_name(in[2]->dtype));
         td__desc t, o;
         if (!td__broadcast_shapes(in[1], in[2], &t) || !td__broadcast_shapes(x, &t, &o))
-            return fail(err, errlen, "shapes do not broadcast");
+            return td__einval(err, errlen, "shapes do not broadcast");
         o.dtype = in[1]->dtype;
         *out = o;
         return TD_OK;
     }
     case TD_OPCLASS_CAST:
-        if (!td__dtype_valid(op->dtype)) return fail(err, errlen, "unknown dtype %u", op->dtype);
+        if (!td__dtype_valid(op->dtype))
+            return td__einval(err, errlen, "unknown dtype %u", op->dtype);
         *out = *x;
         out->dtype = op->dtype;
         return TD_OK;
@@ -465,13 +484,13 @@ static td_status infer(const td__op *op, const td__desc *const *in, td__desc *ou
         return infer_reduce(op, x, out, err, errlen);
     case TD_OPCLASS_MATMUL: {
         if (op->n_iattrs > 1)
-            return fail(err, errlen, "expects at most 1 attribute (precision), got %u",
-                        op->n_iattrs);
+            return td__einval(err, errlen, "expects at most 1 attribute (precision), got %u",
+                              op->n_iattrs);
         if (op->n_iattrs == 1 && op->iattrs[0] != TD_MATMUL_PRECISION_FULL &&
             op->iattrs[0] != TD_MATMUL_PRECISION_TF32)
-            return fail(err, errlen,
-                        "precision %lld is not 0 (full precision) or 1 (tf32 allowed)",
-                        (long long)op->iattrs[0]);
+            return td__einval(err, errlen,
+                              "precision %lld is not 0 (full precision) or 1 (tf32 allowed)",
+                              (long long)op->iattrs[0]);
         td__desc o;
         td_status s = infer_matmul(in[0], in[1], &o, err, errlen);
         if (s == TD_OK) s = td__desc_check(&o, err, errlen);
@@ -490,7 +509,7 @@ static td_status infer(const td__op *op, const td__desc *const *in, td__desc *ou
     case TD_OPCLASS_NONE:
         break;
     }
-    return fail(err, errlen, "unknown opcode %u", oc);
+    return td__einval(err, errlen, "unknown opcode %u", oc);
 }
 
 td_status td__op_infer(const td__op *op, const td__desc *const *in, td__desc *out, char *err,
@@ -500,7 +519,8 @@ td_status td__op_infer(const td__op *op, const td__desc *const *in, td__desc *ou
     td__desc o;
     td_status s = infer(op, in, &o, why, sizeof why);
     if (s != TD_OK) {
-        if (err != NULL && errlen > 0) snprintf(err, errlen, "%s: %s", td__op_name(op->opcode), why);
+        if (err != NULL && errlen > 0)
+            snprintf(err, errlen, "%s: %s", td__op_name(op->opcode), why);
         return s;
     }
     *out = o;

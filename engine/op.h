@@ -171,6 +171,14 @@ enum td__op_class td__op_class(uint32_t opcode);
 int64_t td__desc_nelem(const td__desc *d);
 /* Byte size of a validated desc. */
 size_t td__desc_nbytes(const td__desc *d);
+/* Format the message into err (common/errbuf.h rules) and return TD_EINVAL: how the
+ * engine's validators report bad input. */
+td_status td__einval(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Same dtype, rank and dims. */
+bool td__desc_equal(const td__desc *a, const td__desc *b);
+/* "f32[2, 3]" into buf (truncated to len bytes, always terminated when len > 0). */
+void td__desc_str(const td__desc *d, char *buf, size_t len);
 /* Validate a desc from an untrusted source: known dtype, rank <= 8, dims >= 0, element
  * count and byte size without overflow and <= TD_MAX_TENSOR_BYTES; an empty shape's
  * non-zero dims too must multiply to at most TD_MAX_TENSOR_BYTES (strides stay in int64).
@@ -209,6 +217,20 @@ static inline void td__desc_bcast_strides(const td__desc *in, const td__desc *ou
     uint32_t lead = out->rank - in->rank;
     for (uint32_t d = 0; d < out->rank; d++)
         st[d] = (d < lead || in->dims[d - lead] == 1) ? 0 : own[d - lead];
+}
+
+/* Batch strides (elements) of matmul operand `d` (rank >= 2) broadcast to the batch dims of
+ * the output `out`: the broadcast strides of the leading dims, in whole [rows, cols]
+ * matrices. st[0 .. out->rank - 2). Shared by every backend's matmul. */
+static inline void td__matmul_batch_strides(const td__desc *d, const td__desc *out,
+                                            int64_t st[TD_MAX_RANK])
+{
+    td__desc bd = *d, bo = *out;
+    bd.rank -= 2;
+    bo.rank -= 2;
+    td__desc_bcast_strides(&bd, &bo, st);
+    int64_t mat = d->dims[d->rank - 2] * d->dims[d->rank - 1];
+    for (uint32_t i = 0; i < bo.rank; i++) st[i] *= mat;
 }
 
 static inline bool td__dtype_is_float(uint32_t dt) { return dt == TD_F32 || dt == TD_F64; }

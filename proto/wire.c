@@ -13,6 +13,7 @@
 #include "wire.h"
 
 #include "common/alloc.h"
+#include "common/errbuf.h"
 #include "engine/op.h"
 
 #include <grpc/byte_buffer_reader.h>
@@ -25,18 +26,6 @@
 /* Field 15, wire type 2 (length-delimited): (15 << 3) | 2. */
 #define WIRE_PAYLOAD_TAG 0x7Au
 #define WIRE_VARINT_MAX 10u
-
-static void wire_errf(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void wire_errf(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err == NULL || errlen == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 static void wire_noop_release(void *arg) { (void)arg; }
 
@@ -162,24 +151,23 @@ static td_status wire_scan(const uint8_t *p, size_t len, const char *what,
         size_t key_at = pos;
         uint64_t key;
         if (!varint_get(p, len, &pos, &key)) {
-            wire_errf(err, errlen, "%s: truncated or overlong field tag at offset %zu of %zu",
-                      what, key_at, len);
+            td__errf(err, errlen, "%s: truncated or overlong field tag at offset %zu of %zu", what,
+                     key_at, len);
             return TD_EPROTO;
         }
         uint64_t field = key >> 3;
         unsigned wt = (unsigned)(key & 7);
         if (field == 0 || field > 0x1FFFFFFFu) {
-            wire_errf(err, errlen, "%s: invalid field number %llu at offset %zu", what,
-                      (unsigned long long)field, key_at);
+            td__errf(err, errlen, "%s: invalid field number %llu at offset %zu", what,
+                     (unsigned long long)field, key_at);
             return TD_EPROTO;
         }
         switch (wt) {
         case 0: {
             uint64_t v;
             if (!varint_get(p, len, &pos, &v)) {
-                wire_errf(err, errlen,
-                          "%s: truncated or overlong varint (field %llu) at offset %zu", what,
-                          (unsigned long long)field, key_at);
+                td__errf(err, errlen, "%s: truncated or overlong varint (field %llu) at offset %zu",
+                         what, (unsigned long long)field, key_at);
                 return TD_EPROTO;
             }
             break;
@@ -188,8 +176,8 @@ static td_status wire_scan(const uint8_t *p, size_t len, const char *what,
         case 5: {
             size_t w = wt == 1 ? 8 : 4;
             if (len - pos < w) {
-                wire_errf(err, errlen, "%s: truncated %zu-byte field %llu at offset %zu", what,
-                          w, (unsigned long long)field, key_at);
+                td__errf(err, errlen, "%s: truncated %zu-byte field %llu at offset %zu", what, w,
+                         (unsigned long long)field, key_at);
                 return TD_EPROTO;
             }
             pos += w;
@@ -198,15 +186,13 @@ static td_status wire_scan(const uint8_t *p, size_t len, const char *what,
         case 2: {
             uint64_t n;
             if (!varint_get(p, len, &pos, &n)) {
-                wire_errf(err, errlen,
-                          "%s: truncated or overlong length (field %llu) at offset %zu", what,
-                          (unsigned long long)field, key_at);
+                td__errf(err, errlen, "%s: truncated or overlong length (field %llu) at offset %zu",
+                         what, (unsigned long long)field, key_at);
                 return TD_EPROTO;
             }
             if (n > len - pos) {
-                wire_errf(err, errlen,
-                          "%s: field %llu at offset %zu claims %llu bytes, %zu remain", what,
-                          (unsigned long long)field, key_at, (unsigned long long)n, len - pos);
+                td__errf(err, errlen, "%s: field %llu at offset %zu claims %llu bytes, %zu remain",
+                         what, (unsigned long long)field, key_at, (unsigned long long)n, len - pos);
                 return TD_EPROTO;
             }
             if (field == WIRE_PAYLOAD_FIELD) {
@@ -220,12 +206,12 @@ static td_status wire_scan(const uint8_t *p, size_t len, const char *what,
         }
         case 3:
         case 4:
-            wire_errf(err, errlen, "%s: group wire type %u (field %llu) at offset %zu", what,
-                      wt, (unsigned long long)field, key_at);
+            td__errf(err, errlen, "%s: group wire type %u (field %llu) at offset %zu", what, wt,
+                     (unsigned long long)field, key_at);
             return TD_EPROTO;
         default:
-            wire_errf(err, errlen, "%s: invalid wire type %u (field %llu) at offset %zu", what,
-                      wt, (unsigned long long)field, key_at);
+            td__errf(err, errlen, "%s: invalid wire type %u (field %llu) at offset %zu", what, wt,
+                     (unsigned long long)field, key_at);
             return TD_EPROTO;
         }
     }
@@ -238,7 +224,7 @@ static td_status wire_flatten(grpc_byte_buffer *bb, td__wire_scratch *scratch, s
 {
     grpc_byte_buffer_reader rd;
     if (!grpc_byte_buffer_reader_init(&rd, bb)) {
-        wire_errf(err, errlen, "cannot read message (undecodable compression)");
+        td__errf(err, errlen, "cannot read message (undecodable compression)");
         return TD_EPROTO;
     }
     size_t hint = grpc_byte_buffer_length(bb);
@@ -249,7 +235,7 @@ static td_status wire_flatten(grpc_byte_buffer *bb, td__wire_scratch *scratch, s
     while (st == TD_OK && grpc_byte_buffer_reader_next(&rd, &s)) {
         size_t sl = GRPC_SLICE_LENGTH(s);
         if (sl > TD_MAX_MESSAGE_BYTES - n) {
-            wire_errf(err, errlen, "message larger than %u bytes", TD_MAX_MESSAGE_BYTES);
+            td__errf(err, errlen, "message larger than %u bytes", TD_MAX_MESSAGE_BYTES);
             st = TD_EPROTO;
         } else if ((st = scratch_reserve(scratch, n + sl)) == TD_OK) {
             if (sl > 0) memcpy(scratch->data + n, GRPC_SLICE_START_PTR(s), sl);
@@ -258,7 +244,7 @@ static td_status wire_flatten(grpc_byte_buffer *bb, td__wire_scratch *scratch, s
         grpc_slice_unref(s);
     }
     grpc_byte_buffer_reader_destroy(&rd);
-    if (st == TD_ENOMEM) wire_errf(err, errlen, "out of memory for a %zu-byte message", n);
+    if (st == TD_ENOMEM) td__errf(err, errlen, "out of memory for a %zu-byte message", n);
     if (st == TD_OK) *len = n;
     return st;
 }
@@ -287,7 +273,7 @@ td_status td__wire_decode(grpc_byte_buffer *bb, const ProtobufCMessageDescriptor
     size_t unpack_len = tail ? loc.key_at : len;
     ProtobufCMessage *m = protobuf_c_message_unpack(desc, NULL, unpack_len, data);
     if (m == NULL) {
-        wire_errf(err, errlen, "%s: malformed message (%zu bytes)", desc->short_name, len);
+        td__errf(err, errlen, "%s: malformed message (%zu bytes)", desc->short_name, len);
         return TD_EPROTO;
     }
 
@@ -312,16 +298,16 @@ td_status td__wire_op_from(const Tensord__V1__Op *w, struct td__op *op, char *er
                            size_t errlen)
 {
     if (w->n_inputs > TD_OP_MAX_INPUTS) {
-        wire_errf(err, errlen, "op: %zu inputs, at most %d", w->n_inputs, TD_OP_MAX_INPUTS);
+        td__errf(err, errlen, "op: %zu inputs, at most %d", w->n_inputs, TD_OP_MAX_INPUTS);
         return TD_EPROTO;
     }
     if (w->n_iattrs > TD_OP_MAX_IATTRS) {
-        wire_errf(err, errlen, "op: %zu integer attributes, at most %d", w->n_iattrs,
-                  TD_OP_MAX_IATTRS);
+        td__errf(err, errlen, "op: %zu integer attributes, at most %d", w->n_iattrs,
+                 TD_OP_MAX_IATTRS);
         return TD_EPROTO;
     }
     if (w->n_fattrs > 2) {
-        wire_errf(err, errlen, "op: %zu float attributes, at most 2", w->n_fattrs);
+        td__errf(err, errlen, "op: %zu float attributes, at most 2", w->n_fattrs);
         return TD_EPROTO;
     }
     memset(op, 0, sizeof *op);
@@ -380,7 +366,7 @@ static td_status wire_prefix(grpc_byte_buffer *bb, td__wire_scratch *scratch, si
 {
     grpc_byte_buffer_reader rd;
     if (!grpc_byte_buffer_reader_init(&rd, bb)) {
-        wire_errf(err, errlen, "cannot read message (undecodable compression)");
+        td__errf(err, errlen, "cannot read message (undecodable compression)");
         return TD_EPROTO;
     }
     td_status st = scratch_reserve(scratch, want > 0 ? want : 1);
@@ -394,7 +380,7 @@ static td_status wire_prefix(grpc_byte_buffer *bb, td__wire_scratch *scratch, si
         grpc_slice_unref(s);
     }
     grpc_byte_buffer_reader_destroy(&rd);
-    if (st == TD_ENOMEM) wire_errf(err, errlen, "out of memory for a message header");
+    if (st == TD_ENOMEM) td__errf(err, errlen, "out of memory for a message header");
     if (st == TD_OK) *got = n;
     return st;
 }
@@ -462,8 +448,7 @@ td_status td__wire_decode_head(grpc_byte_buffer *bb, const ProtobufCMessageDescr
             ProtobufCMessage *m = protobuf_c_message_unpack(desc, NULL, loc.key_at,
                                                             scratch->data);
             if (m == NULL) {
-                wire_errf(err, errlen, "%s: malformed message (%zu bytes)", desc->short_name,
-                          total);
+                td__errf(err, errlen, "%s: malformed message (%zu bytes)", desc->short_name, total);
                 return TD_EPROTO;
             }
             span->present = true;

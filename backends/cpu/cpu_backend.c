@@ -10,6 +10,7 @@
 #include "backends/cpu/cpu_internal.h"
 #include "common/alloc.h"
 #include "common/checked.h"
+#include "common/errbuf.h"
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,12 +23,10 @@ typedef struct td__cpu_device {
 
 td_status td__cpu_fail(const td__cpu_exec *x, td_status s, const char *fmt, ...)
 {
-    if (x->err != NULL && x->errlen > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(x->err, x->errlen, fmt, ap);
-        va_end(ap);
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    td__verrf(x->err, x->errlen, fmt, ap);
+    va_end(ap);
     return s;
 }
 

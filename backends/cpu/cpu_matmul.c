@@ -25,17 +25,6 @@ typedef struct mm_shape {
     td__cpu_iter batch; /* over the output batch dims; inputs 0 and 1 = a and b */
 } mm_shape;
 
-/* Batch strides (elements) of operand `d` broadcast to `out`'s batch dims. */
-static void batch_strides(const td__desc *d, const td__desc *out, int64_t st[TD_MAX_RANK])
-{
-    td__desc bd = *d, bo = *out;
-    bd.rank -= 2;
-    bo.rank -= 2;
-    td__desc_bcast_strides(&bd, &bo, st);
-    int64_t mat = d->dims[d->rank - 2] * d->dims[d->rank - 1];
-    for (uint32_t i = 0; i < bo.rank; i++) st[i] *= mat;
-}
-
 static void mm_shape_init(mm_shape *s, const td__view *in, const td__view *out)
 {
     const td__desc *a = &in[0].desc, *b = &in[1].desc, *o = &out->desc;
@@ -46,8 +35,8 @@ static void mm_shape_init(mm_shape *s, const td__view *in, const td__view *out)
     bo.rank -= 2;
     s->nbatch = td__cpu_nelem(&bo);
     int64_t st[2][TD_MAX_RANK];
-    batch_strides(a, o, st[0]);
-    batch_strides(b, o, st[1]);
+    td__matmul_batch_strides(a, o, st[0]);
+    td__matmul_batch_strides(b, o, st[1]);
     td__cpu_iter_init(&s->batch, &bo, 2, (const int64_t(*)[TD_MAX_RANK])st);
 }
 

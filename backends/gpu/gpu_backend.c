@@ -25,6 +25,7 @@
  * only thread-safe runtime calls; exec/stream entries run one thread at a time per stream.
  */
 #include "backends/gpu/gpu_internal.h"
+#include "common/errbuf.h"
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,12 +36,10 @@ gpuError_t td__gpu_probe(void);
 
 td_status td__gpu_fail(const td__gpu_exec *x, td_status s, const char *fmt, ...)
 {
-    if (x->err != NULL && x->errlen > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(x->err, x->errlen, fmt, ap);
-        va_end(ap);
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    td__verrf(x->err, x->errlen, fmt, ap);
+    va_end(ap);
     return s;
 }
 
@@ -68,8 +67,9 @@ td_status td__gpu_temp_alloc(const td__gpu_exec *x, size_t nbytes, void **out)
     gpuError_t e = gpuMallocFromPoolAsync(&p, nbytes, x->cd->pool, x->st->s);
     if (e != gpuSuccess) {
         gpuGetLastError();
-        return td__gpu_fail(x, status_of(e), TD_GPU_KIND ": cannot allocate %zu bytes of scratch: %s",
-                             nbytes, gpuGetErrorString(e));
+        return td__gpu_fail(x, status_of(e),
+                            TD_GPU_KIND ": cannot allocate %zu bytes of scratch: %s", nbytes,
+                            gpuGetErrorString(e));
     }
     *out = p;
     return TD_OK;
@@ -93,17 +93,6 @@ td_status td__gpu_read_flag(const td__gpu_exec *x, uint64_t *out)
 
 /* ---- devices ---- */
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err == NULL || errlen == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 static td_status gpu_device_count(int *out)
 {
     int n = 0;
@@ -124,13 +113,13 @@ static td_status gpu_device_open(td__device *dev, int index, char *err, size_t e
     if (e == gpuSuccess) e = gpuGetDeviceProperties(&prop, index);
     if (e != gpuSuccess) {
         gpuGetLastError();
-        set_err(err, errlen, TD_GPU_KIND ":%d: %s", index, gpuGetErrorString(e));
+        td__errf(err, errlen, TD_GPU_KIND ":%d: %s", index, gpuGetErrorString(e));
         return TD_EDEVICE;
     }
     e = td__gpu_probe();
     if (e != gpuSuccess) {
         gpuGetLastError();
-        set_err(err, errlen,
+        td__errf(err, errlen,
                 TD_GPU_KIND ":%d: %s (compute capability %d.%d) cannot run this module's kernels "
                 "(%s); it is built for sm_90 and newer",
                 index, prop.name, prop.major, prop.minor, gpuGetErrorString(e));
@@ -138,7 +127,7 @@ static td_status gpu_device_open(td__device *dev, int index, char *err, size_t e
     }
     td__gpu_device *cd = calloc(1, sizeof *cd);
     if (cd == NULL) {
-        set_err(err, errlen, TD_GPU_KIND ":%d: out of host memory", index);
+        td__errf(err, errlen, TD_GPU_KIND ":%d: out of host memory", index);
         return TD_ENOMEM;
     }
     gpuMemPoolProps pp;
@@ -155,7 +144,7 @@ static td_status gpu_device_open(td__device *dev, int index, char *err, size_t e
     }
     if (e != gpuSuccess) {
         gpuGetLastError();
-        set_err(err, errlen, TD_GPU_KIND ":%d: cannot create a memory pool: %s", index,
+        td__errf(err, errlen, TD_GPU_KIND ":%d: cannot create a memory pool: %s", index,
                 gpuGetErrorString(e));
         free(cd);
         return TD_EDEVICE;
@@ -238,7 +227,8 @@ static void gpu_buffer_free(td__device *dev, void *data, size_t nbytes)
 {
     td__gpu_device *cd = dev->impl;
     (void)nbytes;
-    if (gpuSetDevice(cd->ordinal) != gpuSuccess || gpuFreeAsync(data, gpuStreamLegacy) != gpuSuccess)
+    if (gpuSetDevice(cd->ordinal) != gpuSuccess ||
+        gpuFreeAsync(data, gpuStreamLegacy) != gpuSuccess)
         gpuGetLastError();
 }
 
@@ -391,17 +381,6 @@ static bool gpu_supports_op(td__device *dev, const td__op *op, const td__desc *c
     return false;
 }
 
-/* Batch strides (elements) of matmul operand `d` broadcast to `out`'s batch dims. */
-static void batch_strides(const td__desc *d, const td__desc *out, int64_t st[TD_MAX_RANK])
-{
-    td__desc bd = *d, bo = *out;
-    bd.rank -= 2;
-    bo.rank -= 2;
-    td__desc_bcast_strides(&bd, &bo, st);
-    int64_t mat = d->dims[d->rank - 2] * d->dims[d->rank - 1];
-    for (uint32_t i = 0; i < bo.rank; i++) st[i] *= mat;
-}
-
 static td_status exec_matmul(const td__gpu_exec *x, const td__op *op, const td__view *in,
                              const td__view *out)
 {
@@ -419,8 +398,8 @@ static td_status exec_matmul(const td__gpu_exec *x, const td__op *op, const td__
                                                 x->st->s),
                               "matmul zero fill");
     int64_t st[2][TD_MAX_RANK];
-    batch_strides(a, o, st[0]);
-    batch_strides(b, o, st[1]);
+    td__matmul_batch_strides(a, o, st[0]);
+    td__matmul_batch_strides(b, o, st[1]);
     td__gpu_iter batch;
     td__gpu_iter_init(&batch, &bo, 2, (const int64_t(*)[TD_MAX_RANK])st);
     if (td__dtype_is_float(o->dtype))
