@@ -37,17 +37,12 @@ limit() { # seconds a step may take: its own limit, capped by what is left of BU
 }
 [ -x carry/gpu-bench ] || { note "FAIL carry/gpu-bench missing (run tests/gpu/prepare-carry.sh here first)"; exit 1; }
 
+. tests/gpu/gpu-host-lib.sh
 X=${TMPDIR:-/tmp}/tensord-gpu-bench
-rm -rf "$X" && mkdir -p "$X" && tar -C "$X" -xJf carry/tensord-gpu.tar.xz
-cuda_dirs=""
-for lib in libcudart.so.13 libcublas.so.13; do
-    p=$(ldconfig -p 2>/dev/null | awk -v l="$lib" '$1 == l {print $NF; exit}')
-    [ -z "$p" ] && p=$(find /usr/local /opt /usr/lib -name "$lib" 2>/dev/null | head -1)
-    [ -n "$p" ] && cuda_dirs="$cuda_dirs:$(dirname "$p")"
-done
+unpack_carry "$X" || { note "FAIL unpack carry/tensord-gpu.tar.xz"; exit 1; }
 HOST_LD=${LD_LIBRARY_PATH:-} # PyTorch runs with the host's libraries, not the carried ones
-export LD_LIBRARY_PATH="$X/lib${cuda_dirs}:$X/lib/cuda"
-export TENSORD_BACKEND_DIR="$X/lib/tensord"
+unset LD_LIBRARY_PATH        # the carried ones first, then the host's CUDA (use_carry)
+use_carry "$X"
 nvidia-smi -L 2>/dev/null | head -1 | tee -a "$SUM"
 
 # ---- 1. tensord in-process ----
@@ -68,15 +63,8 @@ timeout "$(limit 90)" env PYTHONUNBUFFERED=1 LD_LIBRARY_PATH="$HOST_LD" python3 
 step "gpu_torch.py (see torch.txt)" $?
 
 # ---- 3. tensord through a server on loopback ----
-"$X/bin/tensord" --listen 127.0.0.1:0 >"$OUT/server.log" 2>&1 &
-pid=$!
-addr=""
-for _ in $(seq 1 100); do
-    addr=$(grep -m1 -a '^listening on ' "$OUT/server.log" | awk '{print $3}')
-    [ -n "$addr" ] && break
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-done
+start_tensord "$X/bin/tensord" "$OUT/server.log"
+addr=$SERVER_ADDR
 if [ -n "$addr" ]; then
     timeout "$(limit 60)" carry/gpu-bench --device "tensord://$addr/cuda:0" \
         >"$OUT/bench-remote.txt" 2>&1
@@ -84,10 +72,7 @@ if [ -n "$addr" ]; then
 else
     step "tensord start (see server.log)" 1
 fi
-kill -TERM "$pid" 2>/dev/null
-for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-kill -KILL "$pid" 2>/dev/null
-wait "$pid" 2>/dev/null
+stop_tensord
 
 # ---- the table: rows are the measures' names, shared by both programs ----
 {

@@ -40,13 +40,9 @@ limit() {
 }
 
 # ---- unpack and environment ----
+. tests/gpu/gpu-host-lib.sh
 X=${TMPDIR:-/tmp}/tensord-gpu
-rm -rf "$X"
-mkdir -p "$X"
-if ! tar -C "$X" -xJf carry/tensord-gpu.tar.xz 2>/dev/null; then
-    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
-        carry/tensord-gpu.tar.xz "$X" || { note "FAIL unpack carry/tensord-gpu.tar.xz"; exit 1; }
-fi
+unpack_carry "$X" || { note "FAIL unpack carry/tensord-gpu.tar.xz"; exit 1; }
 DATA=$ROOT/carry/fashion-mnist
 
 {
@@ -55,23 +51,7 @@ DATA=$ROOT/carry/fashion-mnist
 } >"$OUT/host.txt" 2>&1
 
 # The host's CUDA libraries (libcudart, libcublas); the carried libcudart only as a fallback.
-cuda_dirs=""
-for lib in libcudart.so.13 libcublas.so.13; do
-    p=$(ldconfig -p 2>/dev/null | awk -v l="$lib" '$1 == l {print $NF; exit}')
-    if [ -z "$p" ]; then
-        for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda-13*/lib64 \
-                 /usr/lib/x86_64-linux-gnu; do
-            [ -e "$d/$lib" ] && { p=$d/$lib; break; }
-        done
-    fi
-    if [ -z "$p" ]; then
-        p=$(find /usr/local /opt /usr/lib -name "$lib" 2>/dev/null | head -1)
-    fi
-    [ -n "$p" ] && cuda_dirs="$cuda_dirs:$(dirname "$p")"
-    echo "$lib: ${p:-not found}" >>"$OUT/host.txt"
-done
-export LD_LIBRARY_PATH="$X/lib${cuda_dirs}:$X/lib/cuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export TENSORD_BACKEND_DIR="$X/lib/tensord"
+use_carry "$X" "$OUT/host.txt"
 export TENSORD_BIN="$X/bin/tensord" TENSORCTL_BIN="$X/bin/tensorctl" TD_SOURCE_ROOT="$ROOT"
 {
     echo "== LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
@@ -119,15 +99,8 @@ fm() { # label device seconds
 fm "local:cuda:0" "local:cuda:0" 90
 
 # ---- 3. a tensord on loopback; conformance through it ----
-"$X/bin/tensord" --listen 127.0.0.1:0 >"$OUT/server.log" 2>&1 &
-SERVER_PID=$!
-ADDR=""
-for _ in $(seq 1 100); do
-    ADDR=$(grep -m1 -a '^listening on ' "$OUT/server.log" | awk '{print $3}')
-    [ -n "$ADDR" ] && break
-    kill -0 "$SERVER_PID" 2>/dev/null || break
-    sleep 0.1
-done
+start_tensord "$X/bin/tensord" "$OUT/server.log"
+ADDR=$SERVER_ADDR
 if [ -z "$ADDR" ]; then
     result "tensord start (see server.log)" 1
 else
@@ -156,11 +129,8 @@ for t in test-client-api test-e2e-compute test-e2e-info; do
 done
 
 if [ -n "${SERVER_PID:-}" ]; then
-    kill -TERM "$SERVER_PID" 2>/dev/null
-    for _ in $(seq 1 50); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$SERVER_PID" 2>/dev/null
-    wait "$SERVER_PID" 2>/dev/null
-    echo "tensord exit status: $?" >>"$OUT/server.log"
+    stop_tensord
+    echo "tensord exit status: $SERVER_STATUS" >>"$OUT/server.log"
 fi
 note "done in $(($(date +%s) - start)) s, $failures failed step(s); logs in $OUT"
 [ "$failures" -eq 0 ]

@@ -1,0 +1,61 @@
+# gpu-host-lib.sh — what run-on-gpu-host.sh and bench-on-gpu-host.sh both do on the GPU host:
+# unpack the carried binaries, point the dynamic linker at them and at the host's CUDA
+# libraries, and start/stop a tensord on loopback. Sourced, not run.
+
+# unpack_carry DIR: carry/tensord-gpu.tar.xz into a fresh DIR (Python's tarfile when tar
+# lacks xz). Returns non-zero on failure.
+unpack_carry() {
+    rm -rf "$1" && mkdir -p "$1" || return 1
+    tar -C "$1" -xJf carry/tensord-gpu.tar.xz 2>/dev/null ||
+        python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+            carry/tensord-gpu.tar.xz "$1"
+}
+
+# use_carry DIR [LOG]: LD_LIBRARY_PATH = the carried libraries, then the host's libcudart and
+# libcublas (the carried libcudart only as a fallback), then what was there; modules from
+# DIR/lib/tensord. Appends where each CUDA library was found to LOG when given.
+use_carry() {
+    local x=$1 log=${2:-/dev/null} dirs="" lib p d
+    for lib in libcudart.so.13 libcublas.so.13; do
+        p=$(ldconfig -p 2>/dev/null | awk -v l="$lib" '$1 == l {print $NF; exit}')
+        if [ -z "$p" ]; then
+            for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
+                     /usr/local/cuda-13*/lib64 /usr/lib/x86_64-linux-gnu; do
+                [ -e "$d/$lib" ] && { p=$d/$lib; break; }
+            done
+        fi
+        [ -z "$p" ] && p=$(find /usr/local /opt /usr/lib -name "$lib" 2>/dev/null | head -1)
+        [ -n "$p" ] && dirs="$dirs:$(dirname "$p")"
+        echo "$lib: ${p:-not found}" >>"$log"
+    done
+    export LD_LIBRARY_PATH="$x/lib${dirs}:$x/lib/cuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    export TENSORD_BACKEND_DIR="$x/lib/tensord"
+}
+
+# start_tensord BIN LOG: a tensord on 127.0.0.1 (any free port) logging to LOG; sets
+# SERVER_PID and SERVER_ADDR (HOST:PORT). Returns non-zero when it did not come up in 10 s.
+start_tensord() {
+    "$1" --listen 127.0.0.1:0 >"$2" 2>&1 &
+    SERVER_PID=$!
+    SERVER_ADDR=""
+    for _ in $(seq 1 100); do
+        SERVER_ADDR=$(grep -m1 -a '^listening on ' "$2" | awk '{print $3}')
+        [ -n "$SERVER_ADDR" ] && return 0
+        kill -0 "$SERVER_PID" 2>/dev/null || return 1
+        sleep 0.1
+    done
+    return 1
+}
+
+# stop_tensord: SIGTERM, up to 5 s to drain, then SIGKILL; sets SERVER_STATUS to its exit
+# status. Call it in the shell that started it (not in $(...): only that shell can wait).
+stop_tensord() {
+    SERVER_STATUS=""
+    [ -n "${SERVER_PID:-}" ] || return 0
+    kill -TERM "$SERVER_PID" 2>/dev/null
+    for _ in $(seq 1 50); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$SERVER_PID" 2>/dev/null
+    wait "$SERVER_PID" 2>/dev/null
+    SERVER_STATUS=$?
+    SERVER_PID=""
+}
