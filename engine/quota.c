@@ -3,11 +3,33 @@
  * Each counter is charged with a compare-and-swap loop that checks the limit against the
  * value it replaces, so concurrent charges can never overshoot a limit together. A tensor
  * charges two counters (tensors, bytes); when the second refuses, the first is given back.
+ *
+ * The default max_bytes and the reclaim hook are process-wide (set once by tensord before
+ * serving), so the auth layer's per-tenant limits stay exactly what the tokens file says.
  */
 #include "engine/quota.h"
 
 #include <stdio.h>
 #include <string.h>
+
+static atomic_ullong g_default_bytes;
+static _Atomic(td__quota_reclaim_fn) g_reclaim;
+
+void td__quota_set_default_bytes(uint64_t max_bytes) { atomic_store(&g_default_bytes, max_bytes); }
+uint64_t td__quota_default_bytes(void) { return atomic_load(&g_default_bytes); }
+void td__quota_set_reclaim(td__quota_reclaim_fn fn) { atomic_store(&g_reclaim, fn); }
+
+uint64_t td__quota_max_bytes(const td__quota *q)
+{
+    uint64_t own = atomic_load(&q->max_bytes);
+    return own != 0 ? own : atomic_load(&g_default_bytes);
+}
+
+/* " (the server's default, --max-tenant-bytes)" when the limit in force is the default. */
+static const char *limit_source(const td__quota *q)
+{
+    return atomic_load(&q->max_bytes) == 0 ? " (the server default, --max-tenant-bytes)" : "";
+}
 
 void td__quota_init(td__quota *q, const char *name)
 {
@@ -72,18 +94,31 @@ td_status td__quota_tensor_charge(td__quota *q, uint64_t nbytes, uint64_t size, 
                  q->name, (unsigned long long)lim);
         return TD_EQUOTA;
     }
-    lim = atomic_load(&q->max_bytes);
-    if (!charge(&q->bytes, nbytes, lim, &held)) {
+    if (nbytes == 0) return TD_OK;
+    if (td__quota_bytes_charge(q, nbytes, "allocating", err, errlen) != TD_OK) {
         atomic_fetch_sub(&q->tensors, 1);
-        snprintf(err, errlen,
-                 "tenant '%s': allocating %llu bytes would exceed the max_bytes quota "
-                 "(%llu of %llu bytes in use)",
-                 q->name, (unsigned long long)nbytes, (unsigned long long)held,
-                 (unsigned long long)lim);
         return TD_EQUOTA;
     }
     return TD_OK;
 }
+
+td_status td__quota_bytes_charge(td__quota *q, uint64_t nbytes, const char *what, char *err,
+                                 size_t errlen)
+{
+    uint64_t lim = td__quota_max_bytes(q), held;
+    if (charge(&q->bytes, nbytes, lim, &held)) return TD_OK;
+    td__quota_reclaim_fn reclaim = atomic_load(&g_reclaim);
+    if (reclaim != NULL && reclaim(q, nbytes) > 0 && charge(&q->bytes, nbytes, lim, &held))
+        return TD_OK;
+    snprintf(err, errlen,
+             "tenant '%s': %s %llu bytes would exceed the max_bytes quota%s (%llu of %llu "
+             "bytes in use)",
+             q->name, what, (unsigned long long)nbytes, limit_source(q),
+             (unsigned long long)held, (unsigned long long)lim);
+    return TD_EQUOTA;
+}
+
+void td__quota_bytes_uncharge(td__quota *q, uint64_t nbytes) { atomic_fetch_sub(&q->bytes, nbytes); }
 
 void td__quota_tensor_uncharge(td__quota *q, uint64_t nbytes)
 {

@@ -40,11 +40,15 @@ td_status td__session_create(td__device *dev, const td__session_limits *limits,
     return TD_OK;
 }
 
+/* Drop a tensor record: the tenant's tensor count at once; the buffer's bytes leave the
+ * session when no other tensor of the session refers to it, and the tenant quota with the
+ * buffer's last reference (td__buffer_unref), which a read still being sent may hold. */
 static void tensor_free(td__session *s, td__tensor *t)
 {
-    s->bytes -= t->charged;
-    if (t->buf != NULL && s->limits.quota != NULL)
-        td__quota_tensor_uncharge(s->limits.quota, t->charged);
+    if (t->buf != NULL) {
+        if (--t->buf->tensor_refs == 0) s->bytes -= t->buf->nbytes;
+        if (s->limits.quota != NULL) td__quota_tensor_uncharge(s->limits.quota, 0);
+    }
     td__buffer_unref(t->buf);
     td__free(t->poison_msg);
     td__free(t);
@@ -176,6 +180,7 @@ static td_status exec_one(td__session *s, size_t index, const td__op *op, char *
         t->buf = in[0]->buf;
         td__buffer_ref(t->buf);
     } else {
+        /* Charged above, before the allocation (the CPU pool pre-faults large buffers). */
         st = td__buffer_create(s->dev, nbytes, &t->buf);
         if (st != TD_OK) {
             td__free(t);
@@ -184,6 +189,9 @@ static td_status exec_one(td__session *s, size_t index, const td__op *op, char *
                        s->dev->name);
             return st;
         }
+        /* From here the buffer holds the tenant's bytes: its last unref gives them back. */
+        t->buf->quota = q;
+        t->buf->quota_bytes = q != NULL ? charge : 0;
         {
             /* EMPTY is executed as FULL(0): device memory may be reused from another
              * session (allocator or pool), and must never show its old contents. */
@@ -205,7 +213,7 @@ static td_status exec_one(td__session *s, size_t index, const td__op *op, char *
             if (st != TD_OK) {
                 td__buffer_unref(t->buf);
                 td__free(t);
-                if (q != NULL) td__quota_tensor_uncharge(q, charge);
+                if (q != NULL) td__quota_tensor_uncharge(q, 0);
                 op_message(msg, msglen, index, op, "%s", why[0] ? why : td_status_message(st));
                 return st;
             }
@@ -214,12 +222,11 @@ static td_status exec_one(td__session *s, size_t index, const td__op *op, char *
     if (!td__idmap_put(&s->tensors, op->output, t)) {
         td__buffer_unref(t->buf);
         td__free(t);
-        if (q != NULL) td__quota_tensor_uncharge(q, charge);
+        if (q != NULL) td__quota_tensor_uncharge(q, 0);
         op_message(msg, msglen, index, op, "out of host memory for the tensor table");
         return TD_ENOMEM;
     }
-    t->charged = charge;
-    s->bytes += charge;
+    if (t->buf->tensor_refs++ == 0) s->bytes += t->buf->nbytes;
     return TD_OK;
 }
 
@@ -283,23 +290,61 @@ static td_status device_copy(td__device *dev, void *dst, const void *src, size_t
     return st;
 }
 
-/* Give t a buffer of its own before it is written (copy-on-write). The buffer may be shared
- * by a RESHAPE alias recorded before the write, which must keep the old contents, or by a
- * read whose payload slices the network layer is still sending. */
-static td_status unshare(td__session *s, td__tensor *t, bool whole)
+/* Give tensor `id` (t) a buffer of its own before it is written (copy-on-write). The
+ * buffer may be shared by a RESHAPE alias recorded before the write, which must keep the
+ * old contents, or by a read whose payload slices the network layer is still sending.
+ * The copy is a new buffer and is charged like one, before it is allocated: to the session
+ * (less the old buffer when t was the last of the session's tensors on it) and to the
+ * tenant, which keeps paying for the old buffer until its last reference goes.
+ * Returns TD_OK, TD_EQUOTA, or the allocation or copy failure, with a message in err. */
+static td_status unshare(td__session *s, uint64_t id, td__tensor *t, bool whole, char *err,
+                         size_t errlen)
 {
-    if (atomic_load(&t->buf->refs) == 1) return TD_OK;
+    td__buffer *old = t->buf;
+    if (atomic_load(&old->refs) == 1) return TD_OK;
+    size_t nbytes = old->nbytes;
+    uint64_t freed = old->tensor_refs == 1 ? old->nbytes : 0, total;
+    if (s->limits.max_bytes != 0 &&
+        (!td__add_u64(s->bytes - freed, nbytes, &total) || total > s->limits.max_bytes)) {
+        snprintf(err, errlen,
+                 "copy-on-write of tensor %llu (shared with an alias or a read being sent): "
+                 "%zu more bytes would exceed the session memory quota (%llu of %llu bytes in "
+                 "use)",
+                 (unsigned long long)id, nbytes, (unsigned long long)s->bytes,
+                 (unsigned long long)s->limits.max_bytes);
+        return TD_EQUOTA;
+    }
+    td__quota *q = s->limits.quota;
+    char why[384];
+    if (q != NULL && nbytes > 0 &&
+        td__quota_bytes_charge(q, nbytes, "copying a shared tensor of", why, sizeof why) !=
+            TD_OK) {
+        snprintf(err, errlen, "copy-on-write of tensor %llu: %s", (unsigned long long)id, why);
+        return TD_EQUOTA;
+    }
     td__buffer *nb;
-    td_status st = td__buffer_create(s->dev, t->buf->nbytes, &nb);
-    if (st != TD_OK) return st;
+    td_status st = td__buffer_create(s->dev, nbytes, &nb);
+    if (st != TD_OK) {
+        if (q != NULL && nbytes > 0) td__quota_bytes_uncharge(q, nbytes);
+        snprintf(err, errlen, "cannot copy tensor %llu before writing it (%s)",
+                 (unsigned long long)id, td_status_message(st));
+        return st;
+    }
+    nb->quota = nbytes > 0 ? q : NULL;
+    nb->quota_bytes = nb->quota != NULL ? nbytes : 0;
     if (!whole) {
-        st = device_copy(s->dev, nb->data, t->buf->data, t->buf->nbytes);
+        st = device_copy(s->dev, nb->data, old->data, nbytes);
         if (st != TD_OK) {
             td__buffer_unref(nb);
+            snprintf(err, errlen, "cannot copy tensor %llu before writing it (%s)",
+                     (unsigned long long)id, td_status_message(st));
             return st;
         }
     }
-    td__buffer_unref(t->buf);
+    nb->tensor_refs = 1;
+    old->tensor_refs--;
+    s->bytes = s->bytes - freed + nbytes;
+    td__buffer_unref(old);
     t->buf = nb;
     return TD_OK;
 }
@@ -310,12 +355,8 @@ td_status td__session_write(td__session *s, uint64_t id, uint64_t offset, const 
     td__tensor *t;
     td_status st = find_range(s, id, offset, nbytes, &t, err, errlen);
     if (st != TD_OK || nbytes == 0) return st;
-    st = unshare(s, t, offset == 0 && nbytes == t->buf->nbytes);
-    if (st != TD_OK) {
-        snprintf(err, errlen, "cannot copy tensor %llu before writing it (%s)",
-                 (unsigned long long)id, td_status_message(st));
-        return st;
-    }
+    st = unshare(s, id, t, offset == 0 && nbytes == t->buf->nbytes, err, errlen);
+    if (st != TD_OK) return st;
     st = s->dev->backend->buffer_write(s->dev, t->buf->data, (size_t)offset, src, nbytes);
     if (st != TD_OK) snprintf(err, errlen, "device write to tensor %llu failed",
                               (unsigned long long)id);
@@ -380,12 +421,8 @@ td_status td__session_write_ptr(td__session *s, uint64_t id, uint64_t offset, si
     *dst = NULL;
     td_status st = find_range(s, id, offset, nbytes, &t, err, errlen);
     if (st != TD_OK || nbytes == 0) return st;
-    st = unshare(s, t, offset == 0 && nbytes == t->buf->nbytes);
-    if (st != TD_OK) {
-        snprintf(err, errlen, "cannot copy tensor %llu before writing it (%s)",
-                 (unsigned long long)id, td_status_message(st));
-        return st;
-    }
+    st = unshare(s, id, t, offset == 0 && nbytes == t->buf->nbytes, err, errlen);
+    if (st != TD_OK) return st;
     if (s->dev->backend->host_memory) *dst = (char *)t->buf->data + offset;
     return TD_OK;
 }

@@ -23,9 +23,15 @@ typedef struct td__session td__session;
 typedef void (*td__failure_fn)(void *arg, uint32_t op_index, td_status status,
                                const char *message);
 
-/* Per-session limits; zero fields mean "no limit". */
+/* Per-session limits; zero fields mean "no limit".
+ * Memory is charged per buffer, not per tensor record: a buffer counts once however many
+ * tensors (RESHAPE aliases) refer to it, from its creation (checked before it is allocated)
+ * while any tensor of the session refers to it; a copy-on-write in td__session_write and
+ * td__session_write_ptr is a new buffer and is charged, or refused with TD_EQUOTA. The
+ * tenant quota is charged the same bytes and gets them back with the buffer's last
+ * reference, so a buffer that a read is still sending counts there until it is sent. */
 typedef struct td__session_limits {
-    uint64_t max_bytes;   /* device bytes held by the session's tensors */
+    uint64_t max_bytes;   /* device bytes of the buffers the session's tensors refer to */
     uint64_t max_tensors; /* live tensor ids */
     td__quota *quota;     /* the tenant's shared quota (borrowed; outlives the session), or
                            * NULL: every tensor is also charged there */
@@ -43,7 +49,8 @@ size_t td__session_exec(td__session *s, const td__op *ops, size_t n, td__failure
                         void *arg);
 
 /* Copy host bytes into tensor `id` at byte offset. TD_ENOTFOUND, TD_EPOISONED, TD_ERANGE
- * (offset+nbytes past the end or overflowing) with a message in err. */
+ * (offset+nbytes past the end or overflowing), TD_EQUOTA (the copy-on-write of a shared
+ * buffer would pass a limit), TD_ENOMEM, with a message in err. */
 td_status td__session_write(td__session *s, uint64_t id, uint64_t offset, const void *src,
                             size_t nbytes, char *err, size_t errlen);
 /* Copy tensor bytes to host memory. Same errors as write. */
@@ -62,7 +69,9 @@ void td__session_poison(td__session *s, uint64_t id, td_status status, const cha
 /* Wait for the device stream. */
 td_status td__session_sync(td__session *s, char *err, size_t errlen);
 
-/* Live tensors and bytes held by this session. */
+/* Live tensors, and device bytes held by this session: the sizes of the distinct buffers
+ * its tensors refer to (an alias adds nothing; buffers only a send still holds are not
+ * counted here but in the tenant quota). */
 uint64_t td__session_tensor_count(const td__session *s);
 uint64_t td__session_bytes(const td__session *s);
 /* Zero-copy write: check [offset, offset + nbytes) of tensor `id` as td__session_write

@@ -32,6 +32,7 @@ void td__buffer_unref(td__buffer *b)
 {
     if (b == NULL || atomic_fetch_sub(&b->refs, 1) != 1) return;
     if (b->data != NULL) b->dev->backend->buffer_free(b->dev, b->data, b->nbytes);
+    if (b->quota != NULL) td__quota_bytes_uncharge(b->quota, b->quota_bytes);
     atomic_fetch_sub(&g_live_count, 1);
     atomic_fetch_sub(&g_live_bytes, b->nbytes);
     td__free(b);

@@ -4,11 +4,18 @@
  * sends) hold references, so RESHAPE can alias and a read can stream from memory that the
  * client has already released. The last unref frees through the device's backend.
  * Engine-wide counters (live buffers and bytes) feed GetInfo and the memory-baseline tests.
+ *
+ * Charging follows the buffer, not the tensor record: a buffer is charged once, when it is
+ * created, to the session and the tenant quota of the session that created it. The tenant
+ * quota is given back by the last unref, whoever drops it (a released tensor's buffer that
+ * a network send still streams counts until the send completes); the session counts the
+ * buffer while any of its tensors refers to it (`tensor_refs`, see engine/session.c).
  */
 #ifndef TD_ENGINE_TENSOR_H
 #define TD_ENGINE_TENSOR_H
 
 #include "backends/backend.h"
+#include "engine/quota.h"
 #include <stdatomic.h>
 
 typedef struct td__buffer {
@@ -16,13 +23,21 @@ typedef struct td__buffer {
     size_t nbytes;
     void *data;
     td__device *dev;
+    /* The tenant quota charged `quota_bytes` for this buffer (NULL: none), uncharged by the
+     * last unref. Set once, by the creator, before the buffer is shared. */
+    td__quota *quota;
+    uint64_t quota_bytes;
+    /* Tensor records of the owning session that refer to this buffer (aliases included).
+     * Touched only under the session's one-thread rule; 0 once only sends hold it. */
+    uint32_t tensor_refs;
 } td__buffer;
 
 /* Allocate a buffer of nbytes (0 allowed: data is NULL) with one reference.
  * Returns TD_OK, TD_ENOMEM. Thread-safety: any thread. */
 td_status td__buffer_create(td__device *dev, size_t nbytes, td__buffer **out);
 void td__buffer_ref(td__buffer *b);
-/* Drop a reference; frees on the last one. NULL is a no-op. Any thread. */
+/* Drop a reference; frees on the last one, and then gives `quota_bytes` back to `quota`.
+ * NULL is a no-op. Any thread. */
 void td__buffer_unref(td__buffer *b);
 
 /* Process-wide live buffer count and bytes (all devices). */
@@ -36,6 +51,5 @@ typedef struct td__tensor {
     td__buffer *buf;   /* NULL when poisoned */
     td_status poison;  /* TD_OK unless the op producing it failed */
     char *poison_msg;  /* owned; set when poisoned */
-    uint64_t charged;  /* bytes counted against the session (0 for aliases) */
 } td__tensor;
 #endif
