@@ -58,14 +58,28 @@ enum td__op_class td__op_class(uint32_t opcode)
 
 int64_t td__desc_nelem(const td__desc *d)
 {
-    int64_t n = 1;
-    for (uint32_t i = 0; i < d->rank && i < TD_MAX_RANK; i++) n *= d->dims[i];
-    return n;
+    /* Unsigned and checked: a desc that never passed td__desc_check (a rule's raw result,
+     * a fuzzer's input) must not reach signed overflow here. A zero dim wins over any
+     * overflow of the others, as in the mathematical product. */
+    uint64_t n = 1;
+    bool overflow = false;
+    uint32_t rank = d->rank < TD_MAX_RANK ? d->rank : TD_MAX_RANK;
+    for (uint32_t i = 0; i < rank; i++) {
+        if (d->dims[i] < 0) return -1;
+        if (d->dims[i] == 0) return 0;
+        if (!overflow && !td__mul_u64(n, (uint64_t)d->dims[i], &n)) overflow = true;
+    }
+    return overflow || n > (uint64_t)INT64_MAX ? -1 : (int64_t)n;
 }
 
 size_t td__desc_nbytes(const td__desc *d)
 {
-    return (size_t)td__desc_nelem(d) * td_dtype_size((td_dtype)d->dtype);
+    int64_t n = td__desc_nelem(d);
+    uint64_t nbytes;
+    if (n < 0 || !td__mul_u64((uint64_t)n, td_dtype_size((td_dtype)d->dtype), &nbytes) ||
+        nbytes > SIZE_MAX)
+        return SIZE_MAX;
+    return (size_t)nbytes;
 }
 
 bool td__desc_equal(const td__desc *a, const td__desc *b)
@@ -108,27 +122,35 @@ td_status td__desc_check(const td__desc *d, char *err, size_t errlen)
     if (!td__dtype_valid(d->dtype)) return td__einval(err, errlen, "unknown dtype %u", d->dtype);
     if (d->rank > TD_MAX_RANK)
         return td__einval(err, errlen, "rank %u exceeds the maximum %d", d->rank, TD_MAX_RANK);
-    /* span: the product of the non-zero dims. Strides and element counts are int64
-     * products of dims taken in any order, so span must fit even when a zero dim makes the
-     * tensor empty ([0, 2^40, 2^40] would otherwise overflow a stride). */
-    uint64_t n = 1, span = 1;
+    /* span: the product of the non-zero dims, in bytes. Strides and element counts are
+     * int64 products of dims taken in any order, so the span must fit even when a zero dim
+     * makes the tensor empty ([0, 2^40, 2^40] would otherwise overflow a stride). The
+     * element count is 0 or the span, so bounding the span bounds the byte size. */
+    uint64_t span = td_dtype_size((td_dtype)d->dtype);
+    bool empty = false, fits = true;
     for (uint32_t i = 0; i < d->rank; i++) {
         if (d->dims[i] < 0)
             return td__einval(err, errlen, "dim %u is negative (%lld)", i, (long long)d->dims[i]);
-        if (!td__mul_u64(n, (uint64_t)d->dims[i], &n) ||
-            (d->dims[i] != 0 && !td__mul_u64(span, (uint64_t)d->dims[i], &span)))
-            return td__einval(err, errlen, "element count overflows 64 bits");
+        if (d->dims[i] == 0) {
+            empty = true;
+        } else if (fits && (!td__mul_u64(span, (uint64_t)d->dims[i], &span) ||
+                            span > TD_MAX_TENSOR_BYTES)) {
+            fits = false;
+        }
     }
-    uint64_t nbytes, span_bytes;
-    if (!td__mul_u64(n, td_dtype_size((td_dtype)d->dtype), &nbytes) ||
-        nbytes > TD_MAX_TENSOR_BYTES ||
-        !td__mul_u64(span, td_dtype_size((td_dtype)d->dtype), &span_bytes) ||
-        span_bytes > TD_MAX_TENSOR_BYTES) {
-        char sb[160];
-        return td__einval(err, errlen, "shape %s of %s is too large (limit %llu bytes%s)",
-                          shape_str(d, sb, sizeof sb), td_dtype_name((td_dtype)d->dtype),
-                          (unsigned long long)TD_MAX_TENSOR_BYTES,
-                          n == 0 ? ", counting the non-zero dims of an empty shape" : "");
+    if (!fits) {
+        char sb[192];
+        shape_str(d, sb, sizeof sb);
+        if (empty)
+            return td__einval(err, errlen,
+                              "shape %s of %s is too large: it has no elements, but its non-zero "
+                              "dims span more than %llu bytes (the limit, which keeps strides "
+                              "in int64)",
+                              sb, td_dtype_name((td_dtype)d->dtype),
+                              (unsigned long long)TD_MAX_TENSOR_BYTES);
+        return td__einval(err, errlen, "shape %s of %s is too large: more than %llu bytes (the limit)",
+                          sb, td_dtype_name((td_dtype)d->dtype),
+                          (unsigned long long)TD_MAX_TENSOR_BYTES);
     }
     return TD_OK;
 }
@@ -307,7 +329,8 @@ static td_status infer_movement(const td__op *op, const td__desc *const *in, td_
         break;
     }
     case TD_OP_CONCAT: {
-        if (op->n_iattrs != 1) return td__einval(err, errlen, "expects 1 attribute (axis)");
+        if (op->n_iattrs != 1)
+            return td__einval(err, errlen, "expects 1 attribute (axis), got %u", op->n_iattrs);
         int64_t ax = op->iattrs[0];
         if (x->rank == 0) return td__einval(err, errlen, "cannot concatenate rank-0 tensors");
         if (ax < 0 || ax >= (int64_t)x->rank)
@@ -334,7 +357,8 @@ static td_status infer_movement(const td__op *op, const td__desc *const *in, td_
     case TD_OP_GATHER:
     case TD_OP_INDEX_SELECT: {
         const td__desc *idx = in[1];
-        if (op->n_iattrs != 1) return td__einval(err, errlen, "expects 1 attribute (axis)");
+        if (op->n_iattrs != 1)
+            return td__einval(err, errlen, "expects 1 attribute (axis), got %u", op->n_iattrs);
         int64_t ax = op->iattrs[0];
         if (ax < 0 || ax >= (int64_t)x->rank)
             return td__einval(err, errlen, "axis %lld out of range for rank %u", (long long)ax,
@@ -364,7 +388,8 @@ static td_status infer_movement(const td__op *op, const td__desc *const *in, td_
             if (x->dims[ax] == 0 && td__desc_nelem(idx) > 0)
                 return td__einval(err, errlen, "cannot select from zero-length axis %lld",
                                   (long long)ax);
-            return td__desc_check(&o, err, errlen) == TD_OK ? (*out = o, TD_OK) : TD_EINVAL;
+            *out = o;
+            return TD_OK;
         }
         if (x->dims[ax] == 0 && td__desc_nelem(idx) > 0)
             return td__einval(err, errlen, "cannot gather from zero-length axis %lld",
@@ -416,6 +441,13 @@ static td_status infer(const td__op *op, const td__desc *const *in, td__desc *ou
         td_status s = td__desc_check(in[i], err, errlen);
         if (s != TD_OK) return s;
     }
+    /* Ops whose layout in op.h has no integer attributes take exactly none: an extra one
+     * is a client bug or a probe, and accepting it would give it a meaning later. */
+    bool no_attrs = cls == TD_OPCLASS_UNARY || cls == TD_OPCLASS_BINARY ||
+                    cls == TD_OPCLASS_COMPARE || cls == TD_OPCLASS_WHERE ||
+                    cls == TD_OPCLASS_CAST || oc == TD_OP_COPY;
+    if (no_attrs && op->n_iattrs != 0)
+        return td__einval(err, errlen, "expects no attributes, got %u", op->n_iattrs);
     const td__desc *x = op->n_inputs > 0 ? in[0] : NULL;
     char sa[160], sb[160];
     switch (cls) {
@@ -423,12 +455,14 @@ static td_status infer(const td__op *op, const td__desc *const *in, td__desc *ou
         if (!td__dtype_valid(op->dtype))
             return td__einval(err, errlen, "unknown dtype %u", op->dtype);
         if (oc == TD_OP_ARANGE) {
-            if (op->n_iattrs != 1 || op->iattrs[0] < 0)
-                return td__einval(err, errlen, "expects one non-negative length attribute");
-            td__desc d = {.dtype = op->dtype, .rank = 1, .dims = {op->iattrs[0]}};
-            td_status s = td__desc_check(&d, err, errlen);
-            if (s == TD_OK) *out = d;
-            return s;
+            if (op->n_iattrs != 1)
+                return td__einval(err, errlen, "expects 1 attribute (length), got %u",
+                                  op->n_iattrs);
+            if (op->iattrs[0] < 0)
+                return td__einval(err, errlen, "length %lld is negative",
+                                  (long long)op->iattrs[0]);
+            *out = (td__desc){.dtype = op->dtype, .rank = 1, .dims = {op->iattrs[0]}};
+            return TD_OK;
         }
         if ((oc == TD_OP_RAND_UNIFORM || oc == TD_OP_RAND_NORMAL) &&
             !td__dtype_is_float(op->dtype))
@@ -491,19 +525,10 @@ static td_status infer(const td__op *op, const td__desc *const *in, td__desc *ou
             return td__einval(err, errlen,
                               "precision %lld is not 0 (full precision) or 1 (tf32 allowed)",
                               (long long)op->iattrs[0]);
-        td__desc o;
-        td_status s = infer_matmul(in[0], in[1], &o, err, errlen);
-        if (s == TD_OK) s = td__desc_check(&o, err, errlen);
-        if (s == TD_OK) *out = o;
-        return s;
+        return infer_matmul(in[0], in[1], out, err, errlen);
     }
-    case TD_OPCLASS_MOVEMENT: {
-        td__desc o;
-        td_status s = infer_movement(op, in, &o, err, errlen);
-        if (s == TD_OK) s = td__desc_check(&o, err, errlen);
-        if (s == TD_OK) *out = o;
-        return s;
-    }
+    case TD_OPCLASS_MOVEMENT:
+        return infer_movement(op, in, out, err, errlen);
     case TD_OPCLASS_SOFTMAX:
         return infer_softmax(op, x, out, err, errlen);
     case TD_OPCLASS_NONE:
@@ -518,6 +543,14 @@ td_status td__op_infer(const td__op *op, const td__desc *const *in, td__desc *ou
     char why[512];
     td__desc o;
     td_status s = infer(op, in, &o, why, sizeof why);
+    /* Structural: whatever rule produced the output, it passes the one checked
+     * constructor here, so no rule (today's or a future one) can hand a backend a shape
+     * whose byte size overflowed or exceeds TD_MAX_TENSOR_BYTES. */
+    if (s == TD_OK) {
+        char what[448];
+        if (td__desc_check(&o, what, sizeof what) != TD_OK)
+            s = td__einval(why, sizeof why, "output %s", what);
+    }
     if (s != TD_OK) {
         if (err != NULL && errlen > 0)
             snprintf(err, errlen, "%s: %s", td__op_name(op->opcode), why);

@@ -167,9 +167,14 @@ static inline bool td__matmul_allows_tf32(const td__op *op)
 const char *td__op_name(uint32_t opcode);
 /* Class of an opcode (TD_OPCLASS_NONE if unknown). */
 enum td__op_class td__op_class(uint32_t opcode);
-/* Element count of a desc (dims already validated as >= 0 and product < 2^63). */
+/* Element count of a desc: 0 when any dim is 0 (whatever the others), -1 when a dim is
+ * negative or the product exceeds INT64_MAX. Never -1 for a desc that passed
+ * td__desc_check. Computed without signed overflow for any input (unchecked descs too).
+ * Thread-safety: pure function, any thread. */
 int64_t td__desc_nelem(const td__desc *d);
-/* Byte size of a validated desc. */
+/* Byte size of a desc; SIZE_MAX when td__desc_nelem is -1 or the size overflows (so an
+ * allocation of it fails cleanly). Exact for a desc that passed td__desc_check.
+ * Thread-safety: pure function, any thread. */
 size_t td__desc_nbytes(const td__desc *d);
 /* Format the message into err (common/errbuf.h rules) and return TD_EINVAL: how the
  * engine's validators report bad input. */
@@ -179,21 +184,33 @@ td_status td__einval(char *err, size_t errlen, const char *fmt, ...)
 bool td__desc_equal(const td__desc *a, const td__desc *b);
 /* "f32[2, 3]" into buf (truncated to len bytes, always terminated when len > 0). */
 void td__desc_str(const td__desc *d, char *buf, size_t len);
-/* Validate a desc from an untrusted source: known dtype, rank <= 8, dims >= 0, element
- * count and byte size without overflow and <= TD_MAX_TENSOR_BYTES; an empty shape's
- * non-zero dims too must multiply to at most TD_MAX_TENSOR_BYTES (strides stay in int64).
- * Returns TD_OK or TD_EINVAL with a message in err (lowercase, names the values). */
+/* The one checked constructor of tensor descriptors: validate a desc from an untrusted
+ * source or from a shape rule. Known dtype, rank <= 8, dims >= 0, and the "span" — the
+ * product of the non-zero dims times the element size, computed with overflow checks — at
+ * most TD_MAX_TENSOR_BYTES. The byte size is 0 or the span, so it fits too.
+ * Zero-length dims: an empty shape is accepted only when its non-zero dims also stay within
+ * the limit ([0, 2^20, 2^20] f32 is fine; [0, 2^40, 2^40] is refused with a message saying
+ * it has no elements but its non-zero dims span more than the limit), because strides are
+ * int64 products of dims and every backend computes them for empty tensors too.
+ * Returns TD_OK or TD_EINVAL with a message in err (lowercase, names the shape and limit).
+ * Thread-safety: pure function, any thread. */
 td_status td__desc_check(const td__desc *d, char *err, size_t errlen);
 
 /* Validate `op` against its input descs (in[i] describes op->inputs[i]; n_inputs entries)
- * and compute the output desc. Checks: known opcode, arity, attribute count and values,
- * dtype rules, shapes, overflow of the output size. Does not look at tensor data.
+ * and compute the output desc. Checks: known opcode, arity, the exact attribute count of
+ * the op (ops with no attributes in the layout above take none), attribute values, dtype
+ * rules, shapes. Every input and every output desc passes td__desc_check here, whichever
+ * rule produced it (broadcasts, casts, matmul, movement ...): an output that is too large
+ * is TD_EINVAL "<name>: output shape [..] of <dtype> is too large: ...", never a wrapped
+ * size. Does not look at tensor data.
  * Returns: TD_OK (*out set); TD_EINVAL with a message "<name>: <what> ..." in err.
  * Thread-safety: pure function, any thread. */
 td_status td__op_infer(const td__op *op, const td__desc *const *in, td__desc *out, char *err,
                        size_t errlen);
 
-/* numpy broadcasting of two shapes into out; false if incompatible. */
+/* numpy broadcasting of two shapes into out; false if incompatible. The result is NOT
+ * size-checked (its element count may exceed 2^64): pass it to td__desc_check before use;
+ * td__op_infer does. */
 bool td__broadcast_shapes(const td__desc *a, const td__desc *b, td__desc *out);
 
 /* Row-major strides (in elements) of a desc. Static inline because loadable backend
