@@ -38,11 +38,19 @@ struct td__cpu_pool {
     td__cpu_worker *workers;
 };
 
+/* floor(n * k / c) for 0 <= k <= c <= TD_CPU_MAX_THREADS without forming n * k, which
+ * overflows int64 once n > INT64_MAX / c: with n = q * c + r, n * k / c = q * k + r * k / c
+ * exactly, and r * k < c * c is small. */
+static int64_t chunk_bound(int64_t n, int c, int k)
+{
+    int64_t q = n / c, r = n % c;
+    return q * k + r * k / c;
+}
+
 static void chunk_range(int64_t n, int chunks, int k, int64_t *lo, int64_t *hi)
 {
-    /* n < 2^56 and chunks <= 256, so the products fit in int64. */
-    *lo = n * k / chunks;
-    *hi = n * (k + 1) / chunks;
+    *lo = chunk_bound(n, chunks, k);
+    *hi = chunk_bound(n, chunks, k + 1);
 }
 
 static void *worker_main(void *arg)

@@ -54,6 +54,39 @@ Test(cpu_pool, covers_every_index_once_in_fixed_chunks)
     td__cpu_pool_destroy(pool);
 }
 
+static void record_only(void *ctx, int64_t lo, int64_t hi)
+{
+    cover *c = ctx;
+    int k = atomic_fetch_add(&c->calls, 1);
+    c->lo[k] = lo;
+    c->hi[k] = hi;
+}
+
+/* Issue 10: chunk bounds n*k/c were formed as int64 products, which overflow (UBSan) for
+ * n near 2^62. Expected bounds come from unsigned __int128 here. */
+Test(cpu_pool, chunk_bounds_of_huge_ranges_do_not_overflow)
+{
+    __extension__ typedef unsigned __int128 u128;
+    td__cpu_pool *pool = NULL;
+    cr_assert_eq(td__cpu_pool_create(7, &pool), TD_OK);
+    int c_n = td__cpu_pool_threads(pool);
+    const int64_t ns[] = {((int64_t)1 << 62) + 7, INT64_MAX, INT64_MAX - 5, (int64_t)1 << 56};
+    for (size_t t = 0; t < sizeof ns / sizeof ns[0]; t++) {
+        cover c = {.hits = NULL};
+        td__cpu_parallel_for(pool, ns[t], (int64_t)1 << 40, record_only, &c);
+        int calls = atomic_load(&c.calls);
+        cr_assert_eq(calls, c_n);
+        for (int k = 0; k < calls; k++) {
+            bool found = false;
+            for (int j = 0; j < calls; j++)
+                found |= (u128)c.lo[j] == (u128)ns[t] * (u128)k / (u128)calls &&
+                         (u128)c.hi[j] == (u128)ns[t] * (u128)(k + 1) / (u128)calls;
+            cr_assert(found, "n %lld: chunk %d missing", (long long)ns[t], k);
+        }
+    }
+    td__cpu_pool_destroy(pool);
+}
+
 static void nested(void *ctx, int64_t lo, int64_t hi)
 {
     cover *c = ctx;
