@@ -317,17 +317,41 @@ static void on_op_failure(void *arg, uint32_t op_index, td_status st, const char
     if (x->fn != NULL) x->fn(x->arg, op_index, st, m);
 }
 
+/* Poison the output ids a client may name and that are not live (poison() leaves live
+ * tensors alone; ids outside the client range are never recorded). */
 static void poison_all(td__session *s, const uint64_t *out_ids, size_t n, td_status st,
                        const char *msg)
 {
-    for (size_t i = 0; i < n; i++) td__session_poison(s, out_ids[i], st, msg);
+    for (size_t i = 0; i < n; i++)
+        if (out_ids[i] != 0 && out_ids[i] <= TD_SESSION_ID_MAX)
+            td__session_poison(s, out_ids[i], st, msg);
 }
 
-size_t td__graph_exec(td__session *s, const td__graph *g, const uint64_t *in_ids, size_t n_in,
-                      const uint64_t *out_ids, size_t n_out, td__failure_fn on_failure,
-                      void *arg)
+struct td__graph_run {
+    td__op *ops; /* the run as an ordinary batch over session ids */
+    size_t n_ops, next;
+    uint64_t *temps; /* engine-range ids released when the run ends */
+    size_t n_temps;
+    exec_ctx x;
+};
+
+/* Whether id names a live entry of the session (a tensor or a poison record). */
+static bool id_in_use(td__session *s, uint64_t id)
+{
+    td__desc d;
+    td__buffer *b = NULL;
+    char why[8];
+    td_status st = td__session_lookup(s, id, &d, &b, why, sizeof why);
+    td__buffer_unref(b);
+    return st != TD_ENOTFOUND;
+}
+
+size_t td__graph_run_create(td__session *s, const td__graph *g, const uint64_t *in_ids,
+                            size_t n_in, const uint64_t *out_ids, size_t n_out,
+                            td__failure_fn on_failure, void *arg, td__graph_run **out)
 {
     char msg[1024], hex[17];
+    *out = NULL;
     td__graph_hash_hex(g->hash, 8, hex);
     td_status st = TD_OK;
     if (!g->valid) {
@@ -340,9 +364,15 @@ size_t td__graph_exec(td__session *s, const td__graph *g, const uint64_t *in_ids
         st = TD_EINVAL;
     }
     for (size_t i = 0; st == TD_OK && i < n_out; i++) {
-        if (out_ids[i] == 0 || out_ids[i] >= TD_GRAPH_TEMP_BASE) {
-            snprintf(msg, sizeof msg, "graph %s: output %zu: invalid tensor id %llu", hex, i,
-                     (unsigned long long)out_ids[i]);
+        if (out_ids[i] == 0 || out_ids[i] > TD_SESSION_ID_MAX) {
+            snprintf(msg, sizeof msg, "graph %s: output %zu: tensor id %llu is outside 1..%llu",
+                     hex, i, (unsigned long long)out_ids[i],
+                     (unsigned long long)TD_SESSION_ID_MAX);
+            st = TD_EINVAL;
+        } else if (id_in_use(s, out_ids[i])) {
+            snprintf(msg, sizeof msg,
+                     "graph %s: output %zu: tensor id %llu is already in use (outputs need "
+                     "fresh ids)", hex, i, (unsigned long long)out_ids[i]);
             st = TD_EINVAL;
         }
         for (size_t j = 0; st == TD_OK && j < i; j++)
@@ -355,6 +385,12 @@ size_t td__graph_exec(td__session *s, const td__graph *g, const uint64_t *in_ids
     char what[400], why[1024];
     for (size_t i = 0; st == TD_OK && i < n_in; i++) {
         snprintf(what, sizeof what, "graph %s: input '%s'", hex, g->inputs[i].name);
+        if (in_ids[i] == 0 || in_ids[i] > TD_SESSION_ID_MAX) {
+            snprintf(msg, sizeof msg, "%s: tensor id %llu is outside 1..%llu", what,
+                     (unsigned long long)in_ids[i], (unsigned long long)TD_SESSION_ID_MAX);
+            st = TD_EINVAL;
+            break;
+        }
         st = check_binding(s, in_ids[i], &g->inputs[i].desc, what, why, sizeof why);
         if (st != TD_OK) snprintf(msg, sizeof msg, "%s", why);
     }
@@ -367,8 +403,9 @@ size_t td__graph_exec(td__session *s, const td__graph *g, const uint64_t *in_ids
         if (st != TD_OK) snprintf(msg, sizeof msg, "%s", why);
     }
     if (st != TD_OK) {
-        poison_all(s, out_ids, g->valid ? n_out : 0, st == TD_EPOISONED ? TD_EPOISONED : st,
-                   msg);
+        /* Live ids are never touched: a refused run leaves the caller's tensors alone. */
+        poison_all(s, out_ids, g->valid && n_out == g->n_outputs ? n_out : 0,
+                   st == TD_EPOISONED ? TD_EPOISONED : st, msg);
         if (st == TD_EPOISONED) return 0;
         if (on_failure != NULL) on_failure(arg, 0, st, msg);
         return 1;
@@ -377,23 +414,30 @@ size_t td__graph_exec(td__session *s, const td__graph *g, const uint64_t *in_ids
     /* Map every value to a session id; outputs take the caller's ids where they can. */
     const uint64_t base = (uint64_t)g->n_inputs + g->n_consts;
     const size_t nv = (size_t)base + g->n_ops;
+    td__graph_run *r = td__calloc(1, sizeof *r);
     uint64_t *ids = td__malloc((nv ? nv : 1) * sizeof *ids);
-    td__op *ops = td__malloc(((size_t)g->n_ops + n_out + 1) * sizeof *ops);
-    uint64_t *temps = td__malloc(((size_t)g->n_ops + 1) * sizeof *temps);
-    if (ids == NULL || ops == NULL || temps == NULL) {
+    bool *copied = td__calloc(n_out ? n_out : 1, sizeof *copied);
+    if (r != NULL) {
+        r->ops = td__malloc(((size_t)g->n_ops + n_out + 1) * sizeof *r->ops);
+        r->temps = td__malloc(((size_t)g->n_ops + 1) * sizeof *r->temps);
+    }
+    if (r == NULL || ids == NULL || copied == NULL || r->ops == NULL || r->temps == NULL) {
         snprintf(msg, sizeof msg, "graph %s: out of host memory for a run", hex);
         poison_all(s, out_ids, n_out, TD_ENOMEM, msg);
         if (on_failure != NULL) on_failure(arg, 0, TD_ENOMEM, msg);
+        if (r != NULL) {
+            td__free(r->ops);
+            td__free(r->temps);
+            td__free(r);
+        }
         td__free(ids);
-        td__free(ops);
-        td__free(temps);
+        td__free(copied);
         return 1;
     }
     for (uint32_t i = 0; i < g->n_inputs; i++) ids[i] = in_ids[i];
     for (uint32_t i = 0; i < g->n_consts; i++) ids[g->n_inputs + i] = g->consts[i].id;
     for (uint32_t k = 0; k < g->n_ops; k++) ids[base + k] = TD_GRAPH_TEMP_BASE + k;
-    bool *copied = td__calloc(n_out ? n_out : 1, sizeof *copied);
-    for (size_t i = 0; i < n_out && copied != NULL; i++) {
+    for (size_t i = 0; i < n_out; i++) {
         uint64_t v = g->outputs[i].value;
         if (v >= base && ids[v] >= TD_GRAPH_TEMP_BASE) {
             ids[v] = out_ids[i]; /* the op writes straight into the caller's id */
@@ -401,34 +445,53 @@ size_t td__graph_exec(td__session *s, const td__graph *g, const uint64_t *in_ids
             copied[i] = true; /* an input, a captured tensor or a value named twice */
         }
     }
-    size_t n = 0, n_temps = 0;
     for (uint32_t k = 0; k < g->n_ops; k++) {
         td__op op = g->ops[k];
         for (uint32_t i = 0; i < op.n_inputs; i++) op.inputs[i] = ids[op.inputs[i]];
         op.output = ids[base + k];
-        if (op.output >= TD_GRAPH_TEMP_BASE) temps[n_temps++] = op.output;
-        ops[n++] = op;
+        if (op.output >= TD_GRAPH_TEMP_BASE) r->temps[r->n_temps++] = op.output;
+        r->ops[r->n_ops++] = op;
     }
-    for (size_t i = 0; i < n_out && copied != NULL; i++) {
+    for (size_t i = 0; i < n_out; i++) {
         if (!copied[i]) continue;
         td__op op = {.opcode = TD_OP_COPY, .n_inputs = 1};
         op.inputs[0] = ids[g->outputs[i].value];
         op.output = out_ids[i];
-        ops[n++] = op;
-    }
-    exec_ctx x = {.fn = on_failure, .arg = arg, .g = g};
-    if (copied == NULL) {
-        snprintf(msg, sizeof msg, "graph %s: out of host memory for a run", hex);
-        poison_all(s, out_ids, n_out, TD_ENOMEM, msg);
-        if (on_failure != NULL) on_failure(arg, 0, TD_ENOMEM, msg);
-        x.failures = 1;
-    } else {
-        td__session_exec(s, ops, n, on_op_failure, &x);
-        td__session_release(s, temps, n_temps);
+        r->ops[r->n_ops++] = op;
     }
     td__free(copied);
     td__free(ids);
-    td__free(ops);
-    td__free(temps);
-    return x.failures;
+    r->x = (exec_ctx){.fn = on_failure, .arg = arg, .g = g};
+    *out = r;
+    return 0;
+}
+
+bool td__graph_run_step(td__session *s, td__graph_run *r, uint64_t budget_ns)
+{
+    r->next = td__session_exec_slice(s, r->ops, r->next, r->n_ops, budget_ns, true,
+                                     on_op_failure, &r->x, NULL);
+    return r->next >= r->n_ops;
+}
+
+size_t td__graph_run_destroy(td__session *s, td__graph_run *r)
+{
+    if (r == NULL) return 0;
+    td__session_release(s, r->temps, r->n_temps);
+    size_t failures = r->x.failures;
+    td__free(r->ops);
+    td__free(r->temps);
+    td__free(r);
+    return failures;
+}
+
+size_t td__graph_exec(td__session *s, const td__graph *g, const uint64_t *in_ids, size_t n_in,
+                      const uint64_t *out_ids, size_t n_out, td__failure_fn on_failure,
+                      void *arg)
+{
+    td__graph_run *r;
+    size_t failures = td__graph_run_create(s, g, in_ids, n_in, out_ids, n_out, on_failure, arg,
+                                           &r);
+    if (r == NULL) return failures;
+    td__graph_run_step(s, r, UINT64_MAX);
+    return td__graph_run_destroy(s, r);
 }

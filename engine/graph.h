@@ -35,8 +35,9 @@
 #define TD_GRAPH_MAX_OPS 65536
 #define TD_GRAPH_MAX_INPUTS 4096   /* also the cap on consts and outputs */
 #define TD_GRAPH_MAX_NAME 255
-/* Session ids at and above this are the graph executor's temporaries. */
-#define TD_GRAPH_TEMP_BASE (UINT64_C(1) << 62)
+/* Session ids at and above this are the graph executor's temporaries: the engine's own
+ * range, above every id a client may name (TD_SESSION_ID_MAX, engine/session.h). */
+#define TD_GRAPH_TEMP_BASE (TD_SESSION_ID_MAX + 1)
 
 typedef struct td__graph_input {
     char *name; /* owned */
@@ -84,13 +85,31 @@ void td__graph_hash_hex(const uint8_t *hash, size_t nbytes, char *buf);
 
 /* Run a valid graph on session s: inputs bound to session ids in_ids[0..n_in) (in the
  * graph's input order), results written to the fresh ids out_ids[0..n_out). Bindings are
- * checked first: counts, each input and captured tensor exists, is not poisoned and has
- * exactly the declared dtype and shape. A binding error is reported through on_failure
- * (op_index 0) and poisons every output id; a poisoned input poisons the outputs quietly
- * (its failure was reported when it happened). Failures of ops are reported as by
- * td__session_exec, op_index being the graph op. Returns the number of failures reported.
+ * checked first: counts; each output id is in 1..TD_SESSION_ID_MAX, not in use in the
+ * session and not named twice; each input and captured tensor exists, is not poisoned and
+ * has exactly the declared dtype and shape. A binding error is reported through
+ * on_failure (op_index 0) and poisons the output ids that are valid and unused (live
+ * tensors are never touched); a poisoned input poisons the outputs quietly (its failure
+ * was reported when it happened). Failures of ops are reported as by td__session_exec,
+ * op_index being the graph op. Returns the number of failures reported.
  * Thread-safety: the session's rule (one thread at a time). */
 size_t td__graph_exec(td__session *s, const td__graph *g, const uint64_t *in_ids, size_t n_in,
                       const uint64_t *out_ids, size_t n_out, td__failure_fn on_failure,
                       void *arg);
+
+/* The same run in time slices (the server's device worker uses it so that a long graph
+ * does not hold the device from other sessions). td__graph_run_create checks the bindings
+ * as td__graph_exec does; on a binding error it reports it, sets *out = NULL and returns
+ * the failures reported (0 or 1); else *out is the run (nothing executed yet) and it
+ * returns 0. td__graph_run_step executes ops for about budget_ns (at least one op) and
+ * returns true when every op has run. td__graph_run_destroy releases the run's
+ * temporaries (also when it stops early: the remaining ops simply do not run) and returns
+ * the failures reported by its ops. The run borrows g, which must outlive it. NULL is a
+ * no-op for destroy. Thread-safety: the session's rule. */
+typedef struct td__graph_run td__graph_run;
+size_t td__graph_run_create(td__session *s, const td__graph *g, const uint64_t *in_ids,
+                            size_t n_in, const uint64_t *out_ids, size_t n_out,
+                            td__failure_fn on_failure, void *arg, td__graph_run **out);
+bool td__graph_run_step(td__session *s, td__graph_run *r, uint64_t budget_ns);
+size_t td__graph_run_destroy(td__session *s, td__graph_run *r);
 #endif

@@ -12,6 +12,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 struct td__session {
     td__device *dev;
@@ -105,10 +106,15 @@ static void op_message(char *buf, size_t len, size_t index, const td__op *op, co
 /* Execute one op. Returns TD_OK, or the failure status with the message in msg; *poisoned
  * is set when an input was poisoned (then msg holds that input's root-cause message and the
  * failure is not reported again). */
-static td_status exec_one(td__session *s, size_t index, const td__op *op, char *msg,
-                          size_t msglen, bool *poisoned)
+static td_status exec_one(td__session *s, size_t index, const td__op *op, bool engine_ids,
+                          char *msg, size_t msglen, bool *poisoned)
 {
     *poisoned = false;
+    if (op->output == 0 || (!engine_ids && op->output > TD_SESSION_ID_MAX)) {
+        op_message(msg, msglen, index, op, "output id %llu is outside 1..%llu",
+                   (unsigned long long)op->output, (unsigned long long)TD_SESSION_ID_MAX);
+        return TD_EINVAL;
+    }
     if (op->n_inputs > TD_OP_MAX_INPUTS) {
         op_message(msg, msglen, index, op, "%u inputs, at most %d", op->n_inputs,
                    TD_OP_MAX_INPUTS);
@@ -230,21 +236,45 @@ static td_status exec_one(td__session *s, size_t index, const td__op *op, char *
     return TD_OK;
 }
 
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+size_t td__session_exec_slice(td__session *s, const td__op *ops, size_t first, size_t n,
+                              uint64_t budget_ns, bool engine_ids, td__failure_fn on_failure,
+                              void *arg, size_t *failures)
+{
+    uint64_t start = budget_ns == UINT64_MAX ? 0 : now_ns();
+    size_t i = first;
+    while (i < n) {
+        char msg[1024];
+        bool poisoned;
+        const td__op *op = &ops[i];
+        td_status st = exec_one(s, i, op, engine_ids, msg, sizeof msg, &poisoned);
+        if (st != TD_OK) {
+            /* A refused output id is never recorded: it may be a live tensor or an engine
+             * temporary, neither of which this op may touch. */
+            if (op->output != 0 && (engine_ids || op->output <= TD_SESSION_ID_MAX))
+                poison(s, op->output, poisoned ? TD_EPOISONED : st, msg);
+            if (!poisoned) {
+                if (failures != NULL) (*failures)++;
+                if (on_failure != NULL) on_failure(arg, (uint32_t)i, st, msg);
+            }
+        }
+        i++;
+        if (budget_ns != UINT64_MAX && i < n && now_ns() - start >= budget_ns) break;
+    }
+    return i;
+}
+
 size_t td__session_exec(td__session *s, const td__op *ops, size_t n, td__failure_fn on_failure,
                         void *arg)
 {
     size_t failures = 0;
-    for (size_t i = 0; i < n; i++) {
-        char msg[1024];
-        bool poisoned;
-        td_status st = exec_one(s, i, &ops[i], msg, sizeof msg, &poisoned);
-        if (st == TD_OK) continue;
-        poison(s, ops[i].output, poisoned ? TD_EPOISONED : st, msg);
-        if (!poisoned) {
-            failures++;
-            if (on_failure != NULL) on_failure(arg, (uint32_t)i, st, msg);
-        }
-    }
+    td__session_exec_slice(s, ops, 0, n, UINT64_MAX, false, on_failure, arg, &failures);
     return failures;
 }
 

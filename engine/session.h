@@ -42,11 +42,27 @@ td_status td__session_create(td__device *dev, const td__session_limits *limits,
 /* Frees every tensor of the session. NULL is a no-op. */
 void td__session_destroy(td__session *s);
 
+/* Tensor ids a client may create: 1 .. TD_SESSION_ID_MAX. Ids above are the engine's own
+ * (the graph executor's temporaries, engine/graph.h), so no client op, write or graph
+ * binding can name or collide with them. The same limit is stated in tensord.proto. */
+#define TD_SESSION_ID_MAX ((UINT64_C(1) << 62) - 1)
+
 /* Execute ops[0..n) in order. Failures are reported through on_failure (may be NULL);
  * returns the number of ops that failed by themselves. Message format:
- * "op <index> (<name>): <reason>". */
+ * "op <index> (<name>): <reason>". An op whose output id is 0 or above TD_SESSION_ID_MAX
+ * fails with TD_EINVAL. */
 size_t td__session_exec(td__session *s, const td__op *ops, size_t n, td__failure_fn on_failure,
                         void *arg);
+
+/* The resumable form, for the device worker's time slices: execute ops[first..n) in order
+ * until all have run or `budget_ns` nanoseconds (CLOCK_MONOTONIC) have passed since the call
+ * began; at least one op runs. Returns the index of the first op not yet run (n when the
+ * batch is done); *failures (may be NULL) grows by the ops that failed by themselves.
+ * Op indexes in messages are positions in ops[]. `engine_ids` allows output ids above
+ * TD_SESSION_ID_MAX (only the graph executor passes true). */
+size_t td__session_exec_slice(td__session *s, const td__op *ops, size_t first, size_t n,
+                              uint64_t budget_ns, bool engine_ids, td__failure_fn on_failure,
+                              void *arg, size_t *failures);
 
 /* Copy host bytes into tensor `id` at byte offset. TD_ENOTFOUND, TD_EPOISONED, TD_ERANGE
  * (offset+nbytes past the end or overflowing), TD_EQUOTA (the copy-on-write of a shared

@@ -11,6 +11,11 @@
  * message (microseconds of work each at best), the critical sections are a few pointer
  * moves, and this keeps close/destroy semantics easy to get right.
  *
+ * Time slices: a closure that has run for TD_WORKER_SLICE_NS puts its continuation back at
+ * the head of its own queue (td__worker_continue); the queue goes to the tail of the ring,
+ * so each other busy queue gets one turn before the continuation runs, and nothing else of
+ * the yielding queue overtakes it.
+ *
  * Lifetime: td__worker_queue_close marks the queue closing; once its last closure has run
  * the worker unlinks and frees it and then calls `done` (outside the lock). Queues still
  * open when the worker is destroyed are drained and freed without a `done` call.
@@ -216,6 +221,23 @@ td_status td__worker_submit(td__worker_queue *q, td__work_fn fn, void *arg)
         ring_push(w, q);
         pthread_cond_signal(&w->cv);
     }
+    pthread_mutex_unlock(&w->mu);
+    return TD_OK;
+}
+
+td_status td__worker_continue(td__worker_queue *q, td__work_fn fn, void *arg)
+{
+    td__worker *w = q->w;
+    td__work_item *it = td__malloc(sizeof *it);
+    if (!it) return TD_ENOMEM;
+    it->fn = fn;
+    it->arg = arg;
+    pthread_mutex_lock(&w->mu);
+    it->next = q->head;
+    q->head = it;
+    if (!q->tail) q->tail = it;
+    q->depth++;
+    if (!q->in_ring) ring_push(w, q); /* at the ring's tail: every other queue goes first */
     pthread_mutex_unlock(&w->mu);
     return TD_OK;
 }

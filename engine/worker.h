@@ -10,10 +10,16 @@
 
 #include "tensord.h"
 #include <stdbool.h>
+#include <stdint.h>
 
 typedef struct td__worker td__worker;
 typedef struct td__worker_queue td__worker_queue;
 typedef void (*td__work_fn)(void *arg);
+
+/* How long a closure should run before it yields with td__worker_continue (a time slice):
+ * 2 ms of device time. A session's small op then waits at most about one slice per other
+ * busy session, plus the one op in flight when the slice ran out (ops are not split). */
+#define TD_WORKER_SLICE_NS (UINT64_C(2) * 1000 * 1000)
 
 td_status td__worker_create(const char *name, td__worker **out);
 /* Stops after running the closures already submitted. NULL is a no-op. */
@@ -25,6 +31,13 @@ td_status td__worker_queue_create(td__worker *w, td__worker_queue **out);
 void td__worker_queue_close(td__worker_queue *q, td__work_fn done, void *arg);
 /* Append a closure. TD_ENOMEM if it cannot be queued (fn is then never called). */
 td_status td__worker_submit(td__worker_queue *q, td__work_fn fn, void *arg);
+/* Continue later: put a closure at the HEAD of queue q, so it runs before anything else of
+ * q, but only after every other queue with work has had its turn. This is how a closure
+ * that ran out of its time slice (TD_WORKER_SLICE_NS) yields the device without breaking
+ * its session's order. Call it only from a closure of q running on q's worker; accepted
+ * while q is closing (it continues work submitted before the close).
+ * Returns TD_OK or TD_ENOMEM (fn is then never called). */
+td_status td__worker_continue(td__worker_queue *q, td__work_fn fn, void *arg);
 /* Closures waiting in this queue. */
 size_t td__worker_queue_depth(td__worker_queue *q);
 #endif

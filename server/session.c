@@ -423,10 +423,20 @@ struct job {
     char *text;
     td__device *dev;
     uint32_t protocol;
+    /* Time slices (engine/worker.h): a batch or graph run that used up its slice sets
+     * `continued` and is queued again at the head of the session's queue; it resumes at
+     * ops[next_op] or with `grun`. */
+    bool continued;
+    td__worker_queue *wq; /* the queue it was submitted to (ss->wq goes NULL at close) */
+    size_t next_op;
+    td__graph_run *grun;
+    td__graph *graph; /* reference held while grun runs */
 };
 
 static void job_free(job *j)
 {
+    if (j->grun != NULL) td__graph_run_destroy(j->ss->es, j->grun);
+    td__graph_unref(j->graph);
     if (j->batch_charged) td__quota_batch_uncharge(j->ss->quota);
     if (j->msg) protobuf_c_message_free_unpacked(j->msg, NULL);
     td__wire_scratch_fini(&j->scratch);
@@ -445,7 +455,11 @@ static void job_main(void *arg)
 {
     job *j = arg;
     td__srv_session *ss = j->ss;
+    j->continued = false;
     if (!atomic_load(&ss->dead) && (j->always || ss->es != NULL)) j->run(ss, j);
+    /* Out of its slice: run the rest after the other sessions' turns. A session that ended
+     * meanwhile drops the rest (the dead check above), and so does a failed requeue. */
+    if (j->continued && td__worker_continue(j->wq, job_main, j) == TD_OK) return;
     size_t cost = j->cost;
     job_free(j);
     pthread_mutex_lock(&ss->mu);
@@ -515,7 +529,9 @@ static void batch_failure(void *arg, uint32_t op_index, td_status status, const 
 
 static void run_batch(td__srv_session *ss, job *j)
 {
-    td__session_exec(ss->es, j->ops, j->n_ops, batch_failure, j);
+    j->next_op = td__session_exec_slice(ss->es, j->ops, j->next_op, j->n_ops,
+                                        TD_WORKER_SLICE_NS, false, batch_failure, j, NULL);
+    j->continued = j->next_op < j->n_ops;
 }
 
 /* The payload is copied once: from gRPC's slices (or the decode scratch, for small or
@@ -841,6 +857,10 @@ static void run_graph_define(td__srv_session *ss, job *j)
 
 static void run_graph_run(td__srv_session *ss, job *j)
 {
+    if (j->grun != NULL) { /* a continuation */
+        j->continued = !td__graph_run_step(ss->es, j->grun, TD_WORKER_SLICE_NS);
+        return;
+    }
     const Tensord__V1__GraphRun *gr = ((const Tensord__V1__ClientMessage *)j->msg)->graph_run;
     td__graph *g = td__graph_set_find(&ss->graphs, gr->graph_id.data);
     if (g == NULL) {
@@ -853,8 +873,12 @@ static void run_graph_run(td__srv_session *ss, job *j)
         send_failure(ss, j->seq, 0, TD_ENOTFOUND, err);
         return;
     }
-    td__graph_exec(ss->es, g, gr->inputs, gr->n_inputs, gr->outputs, gr->n_outputs,
-                   batch_failure, j);
+    td__graph_run_create(ss->es, g, gr->inputs, gr->n_inputs, gr->outputs, gr->n_outputs,
+                         batch_failure, j, &j->grun);
+    if (j->grun == NULL) return;
+    td__graph_ref(g);
+    j->graph = g;
+    j->continued = !td__graph_run_step(ss->es, j->grun, TD_WORKER_SLICE_NS);
 }
 
 static void run_failure(td__srv_session *ss, job *j)
@@ -884,6 +908,7 @@ static bool submit(td__srv_session *ss, job *j)
     pthread_mutex_unlock(&ss->mu);
     ss_ref(ss);
     td__service_work_add(ss->svc, 1);
+    j->wq = ss->wq;
     if (td__worker_submit(ss->wq, job_main, j) == TD_OK) return true;
     pthread_mutex_lock(&ss->mu);
     ss->pending_bytes -= j->cost;
