@@ -10,6 +10,8 @@
  *   P5  Fashion-MNIST epoch: local --graph, remote (TCP and unix socket), each eager and
  *       --graph, vs local; median of 3 runs each (runs the example binary)
  *   P6  matmul GFLOP/s through tensord vs cblas_sgemm; add / sum vs PyTorch CPU
+ *   P7  fairness: a small op's round trip (full + read) while another session runs a long
+ *       batch on the same device, vs the same round trip on an idle server
  * It starts its own tensord (--tensord PATH) on 127.0.0.1:0 and on a unix socket.
  * Output: a markdown table, or JSON with --json. --quick shrinks every size (a smoke test;
  * nothing here asserts on speed). --only P1,P3 selects measures.
@@ -707,6 +709,92 @@ static void bench_p6(void)
 
 /* ---- output ---- */
 
+/* ---- P7 ---- */
+
+typedef struct hog_arg {
+    const char *uri;
+    int kind; /* 0: reductions of 64 MiB; 1: 2048^2 matmuls */
+    int n;
+    volatile int running;
+    double seconds;
+} hog_arg;
+
+static void *hog_main(void *arg)
+{
+    hog_arg *h = arg;
+    td_context *ctx = open_ctx(h->uri);
+    if (ctx == NULL) {
+        h->running = -1;
+        return NULL;
+    }
+    double t0 = now_s();
+    td_tensor *x = h->kind == 0 ? td_full(ctx, TD_F32, 1, (int64_t[]){INT64_C(16) << 20}, 0.5)
+                                : td_full(ctx, TD_F32, 2, (int64_t[]){2048, 2048}, 0.001);
+    td_tensor *last = NULL;
+    for (int i = 0; i < h->n; i++) {
+        td_tensor *y = h->kind == 0 ? td_sum(x, 0, NULL, false) : td_matmul(x, x);
+        td_release(last);
+        last = y;
+    }
+    h->running = 1;
+    td_fence(ctx);
+    h->seconds = now_s() - t0;
+    h->running = 2;
+    td_release(last);
+    td_release(x);
+    td_close(ctx);
+    return NULL;
+}
+
+/* Round trips (ms) of full([1]) + read, n of them, into lat; stops early when *stop != 1
+ * (when stop is not NULL). Returns how many were taken. */
+static int small_op_ms(td_context *ctx, int n, double *lat, volatile int *stop)
+{
+    int k = 0;
+    for (; k < n && (stop == NULL || *stop == 1); k++) {
+        double t0 = now_s();
+        td_tensor *t = td_full(ctx, TD_F32, 1, (int64_t[]){1}, (double)k);
+        float v;
+        td_read(t, &v, sizeof v);
+        td_release(t);
+        lat[k] = (now_s() - t0) * 1e3;
+    }
+    return k;
+}
+
+static void bench_p7(const server *tcp)
+{
+    char uri[700];
+    uri_of(tcp, uri, sizeof uri);
+    td_context *ctx = open_ctx(uri);
+    if (ctx == NULL) return;
+    enum { N = 200 };
+    double lat[N];
+    int n0 = small_op_ms(ctx, g_quick ? 20 : N, lat, NULL);
+    double idle = median(lat, n0);
+    const char *what[2] = {"300 sums of 16M f32", "12 f32 matmuls 2048^2"};
+    int count[2] = {g_quick ? 20 : 300, g_quick ? 2 : 12};
+    for (int kind = 0; kind < 2; kind++) {
+        hog_arg h = {.uri = uri, .kind = kind, .n = count[kind]};
+        pthread_t th;
+        if (pthread_create(&th, NULL, hog_main, &h) != 0) continue;
+        while (h.running == 0) usleep(1000);
+        usleep(50 * 1000); /* the batch is on the device */
+        int n = h.running == 1 ? small_op_ms(ctx, N, lat, &h.running) : 0;
+        pthread_join(th, NULL);
+        double maxv = 0;
+        for (int i = 0; i < n; i++) maxv = lat[i] > maxv ? lat[i] : maxv;
+        double med = n > 0 ? median(lat, n) : NAN;
+        char m[96], note[160];
+        snprintf(m, sizeof m, "small op round trip beside %s, median", what[kind]);
+        snprintf(note, sizeof note, "%d round trips during the %.2f s batch; max %.1f ms", n,
+                 h.seconds, maxv);
+        add_row("P7", m, med, "ms", "same, idle server", idle, "", note);
+    }
+    td_close(ctx);
+}
+
+
 static void print_num(FILE *f, double v)
 {
     if (isnan(v))
@@ -826,7 +914,8 @@ int main(int argc, char **argv)
     server tcp = {0}, unx = {0};
     char sock[128];
     snprintf(sock, sizeof sock, "unix:/tmp/tdbench-%d.sock", (int)getpid());
-    bool need_server = want("P1") || want("P2") || want("P3") || want("P4") || want("P5");
+    bool need_server = want("P1") || want("P2") || want("P3") || want("P4") || want("P5") ||
+                       want("P7");
     if (need_server && (!server_start(&tcp, "127.0.0.1:0") || !server_start(&unx, sock))) {
         server_stop(&tcp);
         return 1;
@@ -837,6 +926,7 @@ int main(int argc, char **argv)
     if (want("P4")) bench_p4(&tcp);
     if (want("P5")) bench_p5(&tcp, &unx);
     if (want("P6")) bench_p6();
+    if (want("P7")) bench_p7(&tcp);
     server_stop(&tcp);
     server_stop(&unx);
     unlink(sock + 5);

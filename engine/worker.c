@@ -2,8 +2,10 @@
  *
  * One pthread per worker. Each queue is a FIFO of closures; queues that have something to
  * do (closures, or a pending close) sit in a "ready" ring. The worker takes the queue at the
- * head of the ring, runs exactly one closure from it, and puts it back at the tail if it
- * still has work, so N busy queues each get every N-th turn whatever their depth. A queue is
+ * head of the ring, runs its closures for one turn (until it is empty or TD_WORKER_SLICE_NS
+ * have passed), and puts it back at the tail if it still has work, so N busy queues each
+ * get every N-th turn whatever their depth, and a client's few small requests (a batch, a
+ * read, a release) are served in one turn rather than one turn each. A queue is
  * only ever in the ring once and only the worker thread runs its closures, so a queue's
  * closures run one at a time and in submission order.
  *
@@ -26,6 +28,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct td__work_item {
     struct td__work_item *next;
@@ -89,6 +92,13 @@ static void all_unlink(td__worker *w, td__worker_queue *q)
     if (q->all_next) q->all_next->all_prev = q->all_prev;
 }
 
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static void *worker_main(void *arg)
 {
     td__worker *w = arg;
@@ -100,19 +110,26 @@ static void *worker_main(void *arg)
             pthread_cond_wait(&w->cv, &w->mu);
             continue;
         }
-        td__work_item *it = q->head;
-        if (it) {
-            q->head = it->next;
-            if (!q->head) q->tail = NULL;
-            q->depth--;
-            /* Back in the ring while the closure runs: submit from inside a closure then
-             * needs no special case, and the closure does not run concurrently with
-             * another one of its queue because only this thread runs closures. */
+        if (q->head) {
+            /* One turn: q's closures, in order, until the queue is empty or the turn has
+             * lasted a slice. q counts as linked meanwhile (in_ring), so submits, continues
+             * and closes from any thread leave the relinking to this loop; only this thread
+             * runs closures, so q's closures never run concurrently. */
+            q->in_ring = true;
+            uint64_t start = now_ns();
+            while (q->head) {
+                td__work_item *it = q->head;
+                q->head = it->next;
+                if (!q->head) q->tail = NULL;
+                q->depth--;
+                pthread_mutex_unlock(&w->mu);
+                it->fn(it->arg);
+                td__free(it);
+                pthread_mutex_lock(&w->mu);
+                if (now_ns() - start >= TD_WORKER_SLICE_NS) break;
+            }
+            q->in_ring = false;
             if (q->head || q->closing) ring_push(w, q);
-            pthread_mutex_unlock(&w->mu);
-            it->fn(it->arg);
-            td__free(it);
-            pthread_mutex_lock(&w->mu);
             continue;
         }
         /* Empty and in the ring: it is closing. */

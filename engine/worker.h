@@ -1,7 +1,7 @@
 /* worker.h — a device worker thread that serves many sessions fairly.
  *
  * Each session owns a td__worker_queue of closures; the worker visits queues with work in
- * round-robin order and runs one closure from each per turn, so one busy session cannot
+ * round-robin order and runs its closures for one time slice per turn, so one busy session cannot
  * starve the others while each session's closures still run in submission order.
  * Thread-safety: submit from any thread; closures run on the worker thread.
  */

@@ -1,5 +1,5 @@
-/* worker_test.c — engine/worker.c: order within a queue, fairness across queues, close and
- * destroy semantics. */
+/* worker_test.c — engine/worker.c: order within a queue, fairness across queues (one time
+ * slice per turn), close and destroy semantics. */
 #include "engine/worker.h"
 
 #include <criterion/criterion.h>
@@ -21,6 +21,14 @@ typedef struct item {
     int tag;
     int idx;
 } item;
+
+/* Sleeps for longer than a time slice, then logs: a queue of these gets one per turn. */
+static void log_item(void *arg);
+static void slow_item(void *arg)
+{
+    usleep(TD_WORKER_SLICE_NS / 1000 + 1000);
+    log_item(arg);
+}
 
 static void log_item(void *arg)
 {
@@ -140,7 +148,7 @@ Test(worker, order_within_queue)
 Test(worker, fairness_two_queues)
 {
     static run_log log = {.mu = PTHREAD_MUTEX_INITIALIZER};
-    static item big_items[1000];
+    static item big_items[60];
     static item small_item;
     td__worker *w;
     td__worker_queue *big, *small, *blocker;
@@ -154,13 +162,13 @@ Test(worker, fairness_two_queues)
     /* Hold the worker so that both queues are full before it picks anything. */
     cr_assert_eq(td__worker_submit(blocker, gate_wait, &g), TD_OK);
     gate_wait_entered(&g);
-    for (int i = 0; i < 1000; i++) {
+    for (int i = 0; i < 60; i++) {
         big_items[i] = (item){&log, 1, i};
-        cr_assert_eq(td__worker_submit(big, log_item, &big_items[i]), TD_OK);
+        cr_assert_eq(td__worker_submit(big, slow_item, &big_items[i]), TD_OK);
     }
     small_item = (item){&log, 2, 0};
     cr_assert_eq(td__worker_submit(small, log_item, &small_item), TD_OK);
-    cr_assert_eq(td__worker_queue_depth(big), 1000);
+    cr_assert_eq(td__worker_queue_depth(big), 60);
     cr_assert_eq(td__worker_queue_depth(small), 1);
     gate_open(&g);
 
@@ -175,7 +183,7 @@ Test(worker, fairness_two_queues)
     event_wait(&d2);
     event_wait(&d3);
 
-    cr_assert_eq(log.n, 1001);
+    cr_assert_eq(log.n, 61);
     int small_pos = -1;
     for (int i = 0; i < log.n; i++)
         if (log.tag[i] == 2) small_pos = i;
@@ -191,7 +199,8 @@ Test(worker, fairness_two_queues)
     td__worker_destroy(w);
 }
 
-/* Three queues with 10 items each alternate strictly once all are ready. */
+/* Three queues of 10 items each longer than a slice alternate strictly once all are
+ * ready. */
 Test(worker, round_robin_three_queues)
 {
     static run_log log = {.mu = PTHREAD_MUTEX_INITIALIZER};
@@ -208,7 +217,7 @@ Test(worker, round_robin_three_queues)
     for (int k = 0; k < 3; k++)
         for (int i = 0; i < 10; i++) {
             items[k][i] = (item){&log, k, i};
-            cr_assert_eq(td__worker_submit(qs[k], log_item, &items[k][i]), TD_OK);
+            cr_assert_eq(td__worker_submit(qs[k], slow_item, &items[k][i]), TD_OK);
         }
     gate_open(&g);
     event done[3];
@@ -222,6 +231,102 @@ Test(worker, round_robin_three_queues)
         cr_assert_eq(log.tag[i], i % 3, "turn %d went to queue %d", i, log.tag[i]);
         cr_assert_eq(log.idx[i], i / 3);
     }
+    td__worker_queue_close(blocker, NULL, NULL);
+    td__worker_destroy(w);
+}
+
+/* Quick closures of one queue share a turn: two queues of 10 no-op items do not alternate
+ * item by item (a client's batch, read and release are served in one turn). */
+Test(worker, quick_items_share_a_turn)
+{
+    static run_log log = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    static item items[2][10];
+    td__worker *w;
+    td__worker_queue *qs[2], *blocker;
+    gate g;
+    gate_init(&g);
+    cr_assert_eq(td__worker_create("t-turn", &w), TD_OK);
+    cr_assert_eq(td__worker_queue_create(w, &blocker), TD_OK);
+    for (int k = 0; k < 2; k++) cr_assert_eq(td__worker_queue_create(w, &qs[k]), TD_OK);
+    cr_assert_eq(td__worker_submit(blocker, gate_wait, &g), TD_OK);
+    gate_wait_entered(&g);
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 10; i++) {
+            items[k][i] = (item){&log, k, i};
+            cr_assert_eq(td__worker_submit(qs[k], log_item, &items[k][i]), TD_OK);
+        }
+    gate_open(&g);
+    event done[2];
+    for (int k = 0; k < 2; k++) {
+        event_init(&done[k]);
+        td__worker_queue_close(qs[k], event_fire, &done[k]);
+    }
+    for (int k = 0; k < 2; k++) event_wait(&done[k]);
+    cr_assert_eq(log.n, 20);
+    int switches = 0;
+    for (int i = 1; i < 20; i++) switches += log.tag[i] != log.tag[i - 1];
+    cr_assert_lt(switches, 19, "20 quick items alternated one by one: one closure per turn");
+    td__worker_queue_close(blocker, NULL, NULL);
+    td__worker_destroy(w);
+}
+
+/* A continuation (td__worker_continue) runs before the rest of its queue, after the other
+ * queues' turns. */
+typedef struct cont_item {
+    run_log *log;
+    td__worker_queue *q;
+    int left;
+} cont_item;
+
+static void cont_step(void *arg)
+{
+    cont_item *c = arg;
+    usleep(TD_WORKER_SLICE_NS / 1000 + 1000);
+    pthread_mutex_lock(&c->log->mu);
+    c->log->tag[c->log->n] = 0;
+    c->log->idx[c->log->n++] = c->left;
+    pthread_mutex_unlock(&c->log->mu);
+    if (--c->left > 0) cr_assert_eq(td__worker_continue(c->q, cont_step, c), TD_OK);
+}
+
+Test(worker, continue_keeps_order_and_yields)
+{
+    static run_log log = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    static item other[3], after;
+    td__worker *w;
+    td__worker_queue *a, *b, *blocker;
+    gate g;
+    gate_init(&g);
+    cr_assert_eq(td__worker_create("t-cont", &w), TD_OK);
+    cr_assert_eq(td__worker_queue_create(w, &blocker), TD_OK);
+    cr_assert_eq(td__worker_queue_create(w, &a), TD_OK);
+    cr_assert_eq(td__worker_queue_create(w, &b), TD_OK);
+    cr_assert_eq(td__worker_submit(blocker, gate_wait, &g), TD_OK);
+    gate_wait_entered(&g);
+    static cont_item c;
+    c = (cont_item){&log, a, 3};
+    cr_assert_eq(td__worker_submit(a, cont_step, &c), TD_OK);
+    after = (item){&log, 2, 0};
+    cr_assert_eq(td__worker_submit(a, log_item, &after), TD_OK);
+    for (int i = 0; i < 3; i++) {
+        other[i] = (item){&log, 1, i};
+        cr_assert_eq(td__worker_submit(b, slow_item, &other[i]), TD_OK);
+    }
+    gate_open(&g);
+    event d[2];
+    event_init(&d[0]);
+    event_init(&d[1]);
+    td__worker_queue_close(a, event_fire, &d[0]);
+    td__worker_queue_close(b, event_fire, &d[1]);
+    event_wait(&d[0]);
+    event_wait(&d[1]);
+    /* a's three steps alternate with b's items (each step uses up its turn); a's later
+     * item runs after its last step. */
+    int want_tag[7] = {0, 1, 0, 1, 0, 1, 2};
+    cr_assert_eq(log.n, 7);
+    for (int i = 0; i < 7; i++)
+        cr_assert_eq(log.tag[i], want_tag[i], "turn %d went to %d, want %d", i, log.tag[i],
+                     want_tag[i]);
     td__worker_queue_close(blocker, NULL, NULL);
     td__worker_destroy(w);
 }
