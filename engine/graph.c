@@ -72,7 +72,21 @@ void td__graph_unref(td__graph *g)
     td__free(g->ops);
     td__free(g->outputs);
     td__free(g->values);
+    if (g->quota != NULL) td__quota_bytes_uncharge(g->quota, g->charged);
     td__free(g);
+}
+
+uint64_t td__graph_nbytes(const td__graph *g)
+{
+    uint64_t n = sizeof *g + (uint64_t)g->n_inputs * sizeof *g->inputs +
+                 (uint64_t)g->n_consts * sizeof *g->consts + (uint64_t)g->n_ops * sizeof *g->ops +
+                 (uint64_t)g->n_outputs * sizeof *g->outputs +
+                 ((uint64_t)g->n_inputs + g->n_consts + g->n_ops) * sizeof *g->values;
+    for (uint32_t i = 0; i < g->n_inputs; i++)
+        if (g->inputs[i].name != NULL) n += strlen(g->inputs[i].name) + 1;
+    for (uint32_t i = 0; i < g->n_outputs; i++)
+        if (g->outputs[i].name != NULL) n += strlen(g->outputs[i].name) + 1;
+    return n;
 }
 
 void td__graph_hash_hex(const uint8_t *hash, size_t nbytes, char *buf)

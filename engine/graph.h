@@ -64,7 +64,15 @@ typedef struct td__graph {
     td__desc *values; /* n_inputs + n_consts + n_ops, filled by td__graph_validate */
     bool valid;
     uint8_t hash[TD_GRAPH_HASH_BYTES];
+    /* The tenant quota charged `charged` bytes for this graph (NULL: none), given back by
+     * the last unref. Set once by whoever keeps it (server/graphcache.c) before sharing. */
+    td__quota *quota;
+    uint64_t charged;
 } td__graph;
+
+/* Host memory the graph holds: its struct, arrays and names (what td__graph_alloc and the
+ * decoder allocated), without allocator overhead. Thread-safety: any thread. */
+uint64_t td__graph_nbytes(const td__graph *g);
 
 /* A graph with room for the given counts (zeroed, one reference). Counts above the caps
  * give TD_EINVAL with a message; TD_ENOMEM. */

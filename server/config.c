@@ -15,6 +15,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
+
+uint64_t td__config_host_ram(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    if (pages <= 0 || page <= 0) return 0;
+    return (uint64_t)pages * (uint64_t)page;
+}
+
+uint64_t td__config_ram_share(unsigned percent) { return td__config_host_ram() / 100 * percent; }
 
 void td__config_defaults(td__config *c)
 {
@@ -24,6 +34,9 @@ void td__config_defaults(td__config *c)
     c->max_sessions = TD_DEFAULT_MAX_SESSIONS;
     c->blob_cache_bytes = TD_DEFAULT_BLOB_CACHE_BYTES;
     c->graph_cache = 256;
+    c->max_session_bytes = td__config_ram_share(TD_DEFAULT_SESSION_RAM_PERCENT);
+    c->max_tenant_bytes = td__config_ram_share(TD_DEFAULT_TENANT_RAM_PERCENT);
+    c->graph_cache_bytes = TD_DEFAULT_GRAPH_CACHE_BYTES;
 }
 
 static int parse_u64(const char *text, uint64_t *out)
@@ -123,6 +136,17 @@ int td__config_set(td__config *c, const char *key, const char *value, char *err,
                  value);
         return -1;
     }
+    if (strcmp(key, "max_tenant_bytes") == 0) {
+        if (td__parse_bytes(value, &c->max_tenant_bytes) == 0) return 0;
+        snprintf(err, errlen,
+                 "max_tenant_bytes: '%s' is not a byte count (e.g. 1073741824, 512M, 4G)", value);
+        return -1;
+    }
+    if (strcmp(key, "graph_cache_bytes") == 0) {
+        if (td__parse_bytes(value, &c->graph_cache_bytes) == 0) return 0;
+        snprintf(err, errlen, "graph_cache_bytes: '%s' is not a byte count (e.g. 64M)", value);
+        return -1;
+    }
     if (strcmp(key, "blob_cache_bytes") == 0) {
         if (td__parse_bytes(value, &c->blob_cache_bytes) == 0 && c->blob_cache_bytes > 0)
             return 0;
@@ -175,8 +199,8 @@ int td__config_set(td__config *c, const char *key, const char *value, char *err,
     }
     snprintf(err, errlen,
              "unknown key '%s' (known: listen, log_level, max_sessions, max_session_bytes, "
-             "device_threads, insecure, tls_cert, tls_key, tls_client_ca, tokens_file, "
-             "blob_cache_bytes, cache_dir, graph_cache)",
+             "max_tenant_bytes, device_threads, insecure, tls_cert, tls_key, tls_client_ca, "
+             "tokens_file, blob_cache_bytes, cache_dir, graph_cache, graph_cache_bytes)",
              key);
     return -1;
 }

@@ -15,12 +15,20 @@
 #define TD_DEFAULT_LISTEN "127.0.0.1:7070"
 #define TD_DEFAULT_MAX_SESSIONS 256
 #define TD_DEFAULT_BLOB_CACHE_BYTES ((uint64_t)1 << 30)
+/* Memory limits when none is configured, in percent of the host's physical RAM (the CPU
+ * device's memory; GPU devices also stop at their own memory). */
+#define TD_DEFAULT_SESSION_RAM_PERCENT 50
+#define TD_DEFAULT_TENANT_RAM_PERCENT 75
+#define TD_DEFAULT_GRAPH_CACHE_BYTES ((uint64_t)64 << 20)
 
 typedef struct td__config {
     char listen[512];
     enum td__log_level log_level;
     uint64_t max_sessions;      /* 0 = no limit */
-    uint64_t max_session_bytes; /* 0 = no limit */
+    uint64_t max_session_bytes; /* 0 = no limit; default TD_DEFAULT_SESSION_RAM_PERCENT */
+    uint64_t max_tenant_bytes;  /* max_bytes of tenants that set none; 0 = no limit; default
+                                 * TD_DEFAULT_TENANT_RAM_PERCENT of RAM */
+    uint64_t graph_cache_bytes; /* memory of the graphs kept across sessions (default 64M) */
     uint64_t blob_cache_bytes;  /* blob store memory cap (default 1 GiB) */
     char cache_dir[512];        /* blob store directory; "" = memory only */
     uint64_t graph_cache;       /* graphs kept across sessions (default 256) */
@@ -33,8 +41,13 @@ typedef struct td__config {
 } td__config;
 
 void td__config_defaults(td__config *c);
+/* The host's physical RAM in bytes (0 when unknown: the derived defaults are then "no
+ * limit"), and `percent` of it. */
+uint64_t td__config_host_ram(void);
+uint64_t td__config_ram_share(unsigned percent);
 
-/* Set one key ("listen", "log_level", "max_sessions", "max_session_bytes", "insecure",
+/* Set one key ("listen", "log_level", "max_sessions", "max_session_bytes",
+ * "max_tenant_bytes", "graph_cache_bytes", "insecure",
  * "device_threads", "tls_cert", "tls_key", "tls_client_ca", "tokens_file") from its text
  * form. Returns 0, or -1 with a message in err. */
 int td__config_set(td__config *c, const char *key, const char *value, char *err, size_t errlen);

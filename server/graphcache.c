@@ -16,13 +16,15 @@ typedef struct entry {
     struct entry *prev, *next; /* prev: more recently used */
     char *tenant;
     td__graph *g;
+    uint64_t nbytes; /* td__graph_nbytes(g) */
 } entry;
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static entry *g_head, *g_tail; /* head: most recently used */
 static size_t g_count;
-static uint64_t g_ops;
+static uint64_t g_bytes;
 static size_t g_cap = TD_DEFAULT_GRAPH_CACHE;
+static uint64_t g_max_bytes = TD_DEFAULT_GRAPH_CACHE_MAX_BYTES;
 
 static void unlink_entry(entry *e)
 {
@@ -30,7 +32,7 @@ static void unlink_entry(entry *e)
     if (e->next) e->next->prev = e->prev; else g_tail = e->prev;
     e->prev = e->next = NULL;
     g_count--;
-    g_ops -= e->g->n_ops;
+    g_bytes -= e->nbytes;
 }
 
 static void push_front(entry *e)
@@ -40,7 +42,7 @@ static void push_front(entry *e)
     if (g_head) g_head->prev = e; else g_tail = e;
     g_head = e;
     g_count++;
-    g_ops += e->g->n_ops;
+    g_bytes += e->nbytes;
 }
 
 static void entry_free(entry *e)
@@ -54,7 +56,7 @@ static void entry_free(entry *e)
 static entry *trim_locked(void)
 {
     entry *dropped = NULL;
-    while ((g_count > g_cap || g_ops > TD_GRAPHCACHE_MAX_OPS) && g_tail != NULL) {
+    while ((g_count > g_cap || g_bytes > g_max_bytes) && g_tail != NULL) {
         entry *e = g_tail;
         unlink_entry(e);
         e->next = dropped;
@@ -75,10 +77,12 @@ static void free_list(entry *e)
     }
 }
 
-void td__graphcache_configure(size_t cap)
+void td__graphcache_configure(size_t cap, uint64_t max_bytes)
 {
+    td__quota_set_reclaim(td__graphcache_reclaim);
     pthread_mutex_lock(&g_mu);
     g_cap = cap;
+    g_max_bytes = max_bytes != 0 ? max_bytes : TD_DEFAULT_GRAPH_CACHE_MAX_BYTES;
     entry *dropped = trim_locked();
     pthread_mutex_unlock(&g_mu);
     free_list(dropped);
@@ -118,6 +122,7 @@ bool td__graphcache_put(const char *tenant, td__graph *g)
     }
     e->tenant = t;
     e->g = g;
+    e->nbytes = td__graph_nbytes(g);
     td__graph_ref(g);
     pthread_mutex_lock(&g_mu);
     entry *old = find_locked(tenant, g->hash);
@@ -138,13 +143,44 @@ size_t td__graphcache_count(void)
     return n;
 }
 
+uint64_t td__graphcache_bytes(void)
+{
+    pthread_mutex_lock(&g_mu);
+    uint64_t n = g_bytes;
+    pthread_mutex_unlock(&g_mu);
+    return n;
+}
+
+uint64_t td__graphcache_reclaim(td__quota *q, uint64_t need)
+{
+    entry *dropped = NULL;
+    uint64_t freed = 0;
+    pthread_mutex_lock(&g_mu);
+    /* Only entries whose graph nothing else holds give memory back when dropped; the
+     * count cannot grow meanwhile, since new references are taken under g_mu. */
+    for (entry *e = g_tail, *prev; e != NULL && freed < need; e = prev) {
+        prev = e->prev;
+        if (e->g->quota != q || atomic_load(&e->g->refs) != 1) continue;
+        freed += e->g->charged;
+        unlink_entry(e);
+        e->next = dropped;
+        dropped = e;
+    }
+    pthread_mutex_unlock(&g_mu);
+    if (dropped != NULL)
+        td__log(TD_LOG_DEBUG, "graph cache: evicting %llu bytes of tenant '%s' graphs for its quota",
+                (unsigned long long)freed, q->name);
+    free_list(dropped);
+    return freed;
+}
+
 void td__graphcache_clear(void)
 {
     pthread_mutex_lock(&g_mu);
     entry *list = g_head;
     g_head = g_tail = NULL;
     g_count = 0;
-    g_ops = 0;
+    g_bytes = 0;
     pthread_mutex_unlock(&g_mu);
     while (list != NULL) {
         entry *next = list->next;

@@ -1,8 +1,15 @@
 /* graphcache.h — validated graphs kept by the server: a process-wide LRU keyed by
  * (tenant, SHA-256 of the canonical encoding), and each session's set of graphs it may run.
  *
- * Why two levels: the LRU bounds what the server keeps for future sessions (count cap,
- * `--graph-cache N`), while a session pins the graphs it has defined or looked up, so a run
+ * Memory: a graph is charged once, when a session defines it, to that session's tenant
+ * (td__graph_nbytes against its max_bytes quota; refused with TD_EQUOTA), and given back
+ * when its last holder drops it (engine/graph.h). The cache is bounded by count and by
+ * bytes (`--graph-cache N`, `--graph-cache-bytes`), least recently used first, and a
+ * tenant whose quota would be passed gets its cached graphs that no session holds evicted
+ * first (td__graphcache_reclaim, the quota's reclaim hook), so graphs kept for later
+ * sessions never stand in the way of a tenant's own work.
+ *
+ * Why two levels: the LRU bounds what the server keeps for future sessions, while a session pins the graphs it has defined or looked up, so a run
  * (fire-and-forget) never finds its graph evicted half-way through a session; pinned
  * graphs are freed when the session ends. Keys carry the tenant so that graphs are never
  * shared across tenants (another tenant's graph is unknown, as if never defined).
@@ -15,20 +22,30 @@
 #include "engine/graph.h"
 
 #define TD_DEFAULT_GRAPH_CACHE 256
+#define TD_DEFAULT_GRAPH_CACHE_MAX_BYTES (UINT64_C(64) << 20)
 #define TD_SESSION_MAX_GRAPHS 256
-/* Ops held, summed over graphs: bounds memory (about 300 bytes per op) whatever the count
- * cap, since one graph may hold up to TD_GRAPH_MAX_OPS ops. */
-#define TD_GRAPHCACHE_MAX_OPS (UINT64_C(1) << 20)
 #define TD_SESSION_MAX_GRAPH_OPS (UINT64_C(1) << 18)
+/* Largest single definition in memory (td__graph_nbytes): a graph op costs ~380 bytes
+ * (td__op plus its value's td__desc), so this is ~44,000 ops. */
+#define TD_GRAPH_DEF_MAX_BYTES (UINT64_C(16) << 20)
 
-/* Set the cache's count cap (0 disables caching across sessions). Call before serving. */
-void td__graphcache_configure(size_t cap);
+/* Set the cache's count cap (0 disables caching across sessions) and byte cap (0:
+ * TD_DEFAULT_GRAPH_CACHE_MAX_BYTES), and install td__graphcache_reclaim as the quotas'
+ * reclaim hook. Call before serving. */
+void td__graphcache_configure(size_t cap, uint64_t max_bytes);
 /* A new reference to the cached graph, or NULL. Marks it most recently used. */
 td__graph *td__graphcache_get(const char *tenant, const uint8_t *hash);
 /* Insert g (the cache takes its own reference), evicting least recently used entries
- * beyond the count cap or TD_GRAPHCACHE_MAX_OPS. Returns false only when out of memory (nothing cached). */
+ * beyond the count or byte cap; a graph larger than the byte cap is not kept. Returns
+ * false only when out of memory (nothing cached). */
 bool td__graphcache_put(const char *tenant, td__graph *g);
 size_t td__graphcache_count(void);
+/* Bytes (td__graph_nbytes) of the cached graphs. */
+uint64_t td__graphcache_bytes(void);
+/* The quota reclaim hook (engine/quota.h): evict q's tenant's cached graphs that no
+ * session holds, least recently used first, until `need` bytes went back to q or none is
+ * left. Returns the bytes given back. Any thread; takes the cache's lock. */
+uint64_t td__graphcache_reclaim(td__quota *q, uint64_t need);
 /* Drop every entry (shutdown). */
 void td__graphcache_clear(void);
 

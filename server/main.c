@@ -64,13 +64,20 @@ static void usage(FILE *f)
         "                            OPENBLAS_NUM_THREADS before devices open\n"
         "  --log-level LEVEL         debug, info (default), warn or error\n"
         "  --max-sessions N          open sessions allowed at once (default %d, 0 = no limit)\n"
-        "  --max-session-bytes BYTES device memory one session may hold (default 0 = no\n"
-        "                            limit); suffixes K, M, G, T (powers of 1024)\n"
+        "  --max-session-bytes BYTES device memory one session may hold (default %d %% of\n"
+        "                            RAM, here %llu; 0 = no limit); suffixes K, M, G, T\n"
+        "                            (powers of 1024); a buffer counts once, aliases included\n"
+        "  --max-tenant-bytes BYTES  memory all sessions of one tenant may hold: buffers,\n"
+        "                            blobs pinned by has-blobs, graph definitions (default\n"
+        "                            %d %% of RAM, here %llu; 0 = no limit); a tenant's own\n"
+        "                            max_bytes quota in the tokens file wins over it\n"
         "  --blob-cache-bytes BYTES  memory for the blob store that keeps uploaded weights\n"
         "                            by SHA-256, shared by sessions (default 1G; least\n"
         "                            recently used blobs are dropped beyond it)\n"
         "  --graph-cache N           captured graphs kept for later sessions, by SHA-256\n"
         "                            (default 256; least recently used dropped beyond it)\n"
+        "  --graph-cache-bytes BYTES memory those graphs may hold (default 64M); each is\n"
+        "                            charged to its tenant's max_bytes while kept\n"
         "  --cache-dir DIR           also keep every blob in DIR (created if missing), so\n"
         "                            weights survive restarts; files are re-hashed when\n"
         "                            loaded and deleted if they do not match\n"
@@ -94,7 +101,10 @@ static void usage(FILE *f)
         "  unix socket needs TLS (--tls-cert, --tls-key) unless --insecure is given.\n"
         "  Once listening, tensord prints one line to stdout: \"listening on ADDR\", with\n"
         "  the real port. Logs go to stderr.\n",
-        TD_DEFAULT_MAX_SESSIONS);
+        TD_DEFAULT_MAX_SESSIONS, TD_DEFAULT_SESSION_RAM_PERCENT,
+        (unsigned long long)td__config_ram_share(TD_DEFAULT_SESSION_RAM_PERCENT),
+        TD_DEFAULT_TENANT_RAM_PERCENT,
+        (unsigned long long)td__config_ram_share(TD_DEFAULT_TENANT_RAM_PERCENT));
     fprintf(f,
         "\n"
         "config file (key = value per line; '#' or ';' starts a comment line):\n"
@@ -102,9 +112,11 @@ static void usage(FILE *f)
         "  log_level = LEVEL         as --log-level\n"
         "  max_sessions = N          as --max-sessions\n"
         "  max_session_bytes = BYTES as --max-session-bytes\n"
+        "  max_tenant_bytes = BYTES  as --max-tenant-bytes\n"
         "  blob_cache_bytes = BYTES  as --blob-cache-bytes\n"
         "  cache_dir = DIR           as --cache-dir\n"
         "  graph_cache = N           as --graph-cache\n"
+        "  graph_cache_bytes = BYTES as --graph-cache-bytes\n"
         "  device_threads = N        as --device-threads\n"
         "  insecure = true|false     as --insecure\n"
         "  tls_cert = FILE           as --tls-cert (also tls_key, tls_client_ca)\n"
@@ -115,8 +127,8 @@ static void usage(FILE *f)
         "  cn:NAME TENANT [QUOTA=N ...]      a verified client certificate's common name\n"
         "  QUOTA: max_bytes, max_sessions, max_tensors, max_tensor_bytes (K/M/G/T suffixes\n"
         "  for bytes), max_queued_batches; per tenant, shared by all its entries (last\n"
-        "  value wins); 0 or absent = no limit. A breach fails that request with\n"
-        "  RESOURCE_EXHAUSTED naming the quota.\n"
+        "  value wins); 0 or absent = no limit (for max_bytes: --max-tenant-bytes).\n"
+        "  A breach fails that request with RESOURCE_EXHAUSTED naming the quota.\n"
         "\n"
         "signals:\n"
         "  SIGTERM, SIGINT           graceful stop: stop accepting, let queued work finish\n"
@@ -138,6 +150,8 @@ enum {
     OPT_LOG_LEVEL,
     OPT_MAX_SESSIONS,
     OPT_MAX_SESSION_BYTES,
+    OPT_MAX_TENANT_BYTES,
+    OPT_GRAPH_CACHE_BYTES,
     OPT_BLOB_CACHE_BYTES,
     OPT_CACHE_DIR,
     OPT_GRAPH_CACHE,
@@ -157,6 +171,8 @@ static const struct option k_options[] = {
     {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
     {"max-sessions", required_argument, NULL, OPT_MAX_SESSIONS},
     {"max-session-bytes", required_argument, NULL, OPT_MAX_SESSION_BYTES},
+    {"max-tenant-bytes", required_argument, NULL, OPT_MAX_TENANT_BYTES},
+    {"graph-cache-bytes", required_argument, NULL, OPT_GRAPH_CACHE_BYTES},
     {"blob-cache-bytes", required_argument, NULL, OPT_BLOB_CACHE_BYTES},
     {"cache-dir", required_argument, NULL, OPT_CACHE_DIR},
     {"graph-cache", required_argument, NULL, OPT_GRAPH_CACHE},
@@ -344,6 +360,8 @@ int main(int argc, char **argv)
         case OPT_LOG_LEVEL: key = "log_level"; break;
         case OPT_MAX_SESSIONS: key = "max_sessions"; break;
         case OPT_MAX_SESSION_BYTES: key = "max_session_bytes"; break;
+        case OPT_MAX_TENANT_BYTES: key = "max_tenant_bytes"; break;
+        case OPT_GRAPH_CACHE_BYTES: key = "graph_cache_bytes"; break;
         case OPT_BLOB_CACHE_BYTES: key = "blob_cache_bytes"; break;
         case OPT_CACHE_DIR: key = "cache_dir"; break;
         case OPT_GRAPH_CACHE: key = "graph_cache"; break;
@@ -439,7 +457,8 @@ int main(int argc, char **argv)
         td__tls_files_fini(&tls_files);
         return 1;
     }
-    td__graphcache_configure((size_t)cfg.graph_cache);
+    td__graphcache_configure((size_t)cfg.graph_cache, cfg.graph_cache_bytes);
+    td__quota_set_default_bytes(cfg.max_tenant_bytes);
     td__blobstore *blobs = NULL;
     if (td__blobstore_create(cfg.blob_cache_bytes, cfg.cache_dir, &blobs, err, sizeof err) !=
         TD_OK) {
@@ -473,14 +492,18 @@ int main(int argc, char **argv)
     td__listen_format(&addr, port, shown, sizeof shown);
     printf("listening on %s\n", shown);
     fflush(stdout);
-    char sessions[32] = "no limit", bytes[32] = "no limit";
+    char sessions[32] = "no limit", bytes[32] = "no limit", tbytes[32] = "no limit";
+    if (cfg.max_tenant_bytes != 0)
+        snprintf(tbytes, sizeof tbytes, "%llu", (unsigned long long)cfg.max_tenant_bytes);
     if (cfg.max_sessions != 0)
         snprintf(sessions, sizeof sessions, "%llu", (unsigned long long)cfg.max_sessions);
     if (cfg.max_session_bytes != 0)
         snprintf(bytes, sizeof bytes, "%llu", (unsigned long long)cfg.max_session_bytes);
     td__tls_files_fini(&tls_files); /* gRPC keeps its own copies */
-    td__log(TD_LOG_INFO, "tensord %s listening on %s (sessions: %s; bytes per session: %s)",
-            TD_VERSION_STRING, shown, sessions, bytes);
+    td__log(TD_LOG_INFO,
+            "tensord %s listening on %s (sessions: %s; bytes per session: %s; per tenant "
+            "without a max_bytes quota: %s)",
+            TD_VERSION_STRING, shown, sessions, bytes, tbytes);
     td__log(TD_LOG_INFO, "security: %s%s; %s", tls ? "TLS" : "plaintext",
             cfg.tls_client_ca[0] ? " with client certificates (mTLS)" : "",
             cfg.tokens_file[0] ? "bearer tokens required" : "no authentication (tenant 'default')");

@@ -16,7 +16,8 @@
  * sees replies in the order of its requests.
  *
  * Flow control: the memory a request holds (its message, the job, converted ops) counts
- * until its job has run, and a reply's bytes count until gRPC is done sending it. Above
+ * until its job has run, and a reply's memory (its bytes plus SS_REPLY_OVERHEAD) counts
+ * until gRPC is done sending it. Above
  * SS_RECV_HIGH bytes in all the receive side stops asking gRPC for messages (HTTP/2 flow
  * control then holds the client back, so a client that floods requests, or never reads
  * its replies, cannot grow the server's memory); whoever brings the total under
@@ -28,7 +29,9 @@
  * over the tensor buffer itself, each holding a buffer reference.
  *
  * Blobs (server/blobstore.h): HasBlobs answers from the shared store and pins what it
- * found until the session's WriteFromBlob uses it; StoreBlob re-hashes a written tensor
+ * found until the session's WriteFromBlob uses it (at most SS_MAX_PINS pins, each charged
+ * to the tenant's max_bytes quota while held; a blob whose pin the quota refuses is
+ * reported absent, so the client sends the bytes itself); StoreBlob re-hashes a written tensor
  * before the store accepts it. Keys are scoped by the session's tenant.
  */
 #include "server/session.h"
@@ -54,6 +57,13 @@
 /* Memory a job holds besides its message bytes (job, unpacked message, allocator slack):
  * counted so that a flood of tiny messages is held back too. */
 #define SS_JOB_OVERHEAD 512
+/* Memory a queued reply holds besides its message bytes: the grpc_byte_buffer with its
+ * grpc_slice_buffer of 8 inline slices (~330 bytes), the send_item (64; 80 with malloc's
+ * header) and the encoded slice's refcount header. Measured: a client that sends fences
+ * and never reads made the server park 150,000 FenceDone replies (6 bytes each on the
+ * wire) for 61.6 MB of RSS, 410 bytes each (tests/hostile/memory.c, never_reading_client).
+ * The old count (sizeof(send_item) + message, ~70 bytes) let ~390 MB park under the mark. */
+#define SS_REPLY_OVERHEAD 404
 /* Opcode no op uses: stands in for an op that could not be converted, so that the engine
  * poisons its output id and later ops that read it fail as they would for any failed op. */
 #define SS_BAD_OPCODE 0xFFFFFFFFu
@@ -276,7 +286,7 @@ static void ss_finish(td__srv_session *ss, grpc_status_code code, const char *fm
     }
     it->code = code;
     it->details = grpc_slice_from_copied_string(msg);
-    it->cost = sizeof *it + strlen(msg);
+    it->cost = SS_REPLY_OVERHEAD + strlen(msg);
     send_push(ss, it);
 }
 
@@ -294,7 +304,7 @@ static td_status send_msg(td__srv_session *ss, Tensord__V1__ServerMessage *m,
     }
     it->bb = bb;
     it->details = grpc_empty_slice();
-    it->cost = sizeof *it + grpc_byte_buffer_length(bb);
+    it->cost = SS_REPLY_OVERHEAD + grpc_byte_buffer_length(bb);
     send_push(ss, it);
     return TD_OK;
 }
@@ -317,6 +327,13 @@ static void send_failure(td__srv_session *ss, uint64_t seq, uint32_t op_index, t
 
 /* ---- life cycle ---- */
 
+/* Drop a pin taken by pin_blob: its bytes go back to the tenant, its reference to the blob. */
+static void unpin(td__srv_session *ss, td__blob *b)
+{
+    td__quota_bytes_uncharge(ss->quota, b->nbytes);
+    td__blob_unref(b);
+}
+
 static void ss_free(td__srv_session *ss)
 {
     td__service *svc = ss->svc;
@@ -329,7 +346,7 @@ static void ss_free(td__srv_session *ss)
     if (ss->recv_buf) grpc_byte_buffer_destroy(ss->recv_buf);
     td__wire_scratch_fini(&ss->scratch);
     td__graph_set_fini(&ss->graphs);
-    for (size_t i = 0; i < ss->n_pins; i++) td__blob_unref(ss->pins[i]);
+    for (size_t i = 0; i < ss->n_pins; i++) unpin(ss, ss->pins[i]);
     td__free(ss->pins);
     if (ss->rx_bb) grpc_byte_buffer_destroy(ss->rx_bb);
     grpc_call_unref(ss->call);
@@ -571,27 +588,41 @@ static void run_write(td__srv_session *ss, job *j)
 #define SS_MAX_PINS 1024
 #define SS_MAX_HASHES 1024
 
-static void pin_blob(td__srv_session *ss, td__blob *b)
+/* Pin b (takes the caller's reference) until WriteFromBlob or the session's end, charging
+ * its bytes to the tenant's max_bytes quota. Returns false, dropping the reference, when
+ * the quota refuses the pin: the blob is then reported absent, so that the client sends
+ * the bytes with its writes (already paid for by the tensor) instead. */
+static bool pin_blob(td__srv_session *ss, td__blob *b)
 {
     for (size_t i = 0; i < ss->n_pins; i++) {
         if (ss->pins[i] == b) {
             td__blob_unref(b);
-            return;
+            return true;
         }
     }
     if (ss->pins == NULL && (ss->pins = td__calloc(SS_MAX_PINS, sizeof *ss->pins)) == NULL) {
         td__blob_unref(b); /* WriteFromBlob then looks in the store itself */
-        return;
+        return true;
     }
     if (ss->n_pins == SS_MAX_PINS) { /* drop the oldest pin */
-        td__blob_unref(ss->pins[0]);
+        unpin(ss, ss->pins[0]);
         memmove(ss->pins, ss->pins + 1, (SS_MAX_PINS - 1) * sizeof *ss->pins);
         ss->n_pins--;
     }
+    char why[384];
+    if (td__quota_bytes_charge(ss->quota, b->nbytes, "pinning a blob of", why, sizeof why) !=
+        TD_OK) {
+        td__log(TD_LOG_DEBUG, "session %llu: blob reported absent: %s", (unsigned long long)ss->id,
+                why);
+        td__blob_unref(b);
+        return false;
+    }
     ss->pins[ss->n_pins++] = b;
+    return true;
 }
 
-/* The pinned blob with this hash (the pin passes to the caller), else a store lookup. */
+/* The pinned blob with this hash (the pin's reference passes to the caller, its bytes go
+ * back to the tenant), else a store lookup. */
 static td__blob *take_blob(td__srv_session *ss, const uint8_t *hash)
 {
     for (size_t i = 0; i < ss->n_pins; i++) {
@@ -599,6 +630,7 @@ static td__blob *take_blob(td__srv_session *ss, const uint8_t *hash)
         if (memcmp(b->hash, hash, TD_SHA256_BYTES) != 0) continue;
         memmove(ss->pins + i, ss->pins + i + 1, (ss->n_pins - i - 1) * sizeof *ss->pins);
         ss->n_pins--;
+        td__quota_bytes_uncharge(ss->quota, b->nbytes);
         return b;
     }
     td__blobstore *bs = td__service_blobs(ss->svc);
@@ -616,8 +648,7 @@ static void run_has_blobs(td__srv_session *ss, job *j)
     }
     for (size_t i = 0; i < h->n_sha256; i++) {
         td__blob *b = bs != NULL ? td__blobstore_get(bs, ss->tenant, h->sha256[i].data) : NULL;
-        present[i] = b != NULL;
-        if (b != NULL) pin_blob(ss, b);
+        present[i] = b != NULL && pin_blob(ss, b);
     }
     Tensord__V1__ServerMessage m = TENSORD__V1__SERVER_MESSAGE__INIT;
     Tensord__V1__BlobStatus bst = TENSORD__V1__BLOB_STATUS__INIT;
@@ -840,6 +871,26 @@ static void run_graph_define(td__srv_session *ss, job *j)
             send_failure(ss, j->seq, 0, TD_EINVAL, err);
             return;
         }
+        /* Charged once, here, to the defining tenant; the last holder (this session's set,
+         * another session's, the cache) gives it back. */
+        uint64_t gbytes = td__graph_nbytes(g);
+        char why[384];
+        if (gbytes > TD_GRAPH_DEF_MAX_BYTES) {
+            snprintf(err, sizeof err, "graph definition holds %llu bytes in memory (%u ops); "
+                     "at most %llu", (unsigned long long)gbytes, g->n_ops,
+                     (unsigned long long)TD_GRAPH_DEF_MAX_BYTES);
+            td__graph_unref(g);
+            send_failure(ss, j->seq, 0, TD_EINVAL, err);
+            return;
+        }
+        if (td__quota_bytes_charge(ss->quota, gbytes, "keeping a graph definition of", why,
+                                   sizeof why) != TD_OK) {
+            td__graph_unref(g);
+            send_failure(ss, j->seq, 0, TD_EQUOTA, why);
+            return;
+        }
+        g->quota = ss->quota;
+        g->charged = gbytes;
         if (!td__graphcache_put(ss->tenant, g))
             td__log(TD_LOG_WARN, "session %llu: out of memory caching a graph",
                     (unsigned long long)ss->id);

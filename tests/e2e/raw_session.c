@@ -56,6 +56,7 @@ void raw_msg_fini(raw_msg *m)
 }
 
 const char *raw_authorization;
+int raw_recv_window;
 
 bool raw_start(raw_session *s, const char *target)
 {
@@ -66,7 +67,7 @@ bool raw_start(raw_session *s, const char *target)
     grpc_metadata_array_init(&s->initial_md);
     grpc_metadata_array_init(&s->trailing_md);
     s->cq = grpc_completion_queue_create_for_next(NULL);
-    grpc_arg args[2];
+    grpc_arg args[4];
     args[0].type = GRPC_ARG_INTEGER;
     args[0].key = GRPC_ARG_MAX_SEND_MESSAGE_LENGTH;
     args[0].value.integer = (int)TD_MAX_MESSAGE_BYTES;
@@ -74,6 +75,15 @@ bool raw_start(raw_session *s, const char *target)
     args[1].key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
     args[1].value.integer = (int)TD_MAX_MESSAGE_BYTES;
     grpc_channel_args chargs = {.num_args = 2, .args = args};
+    if (raw_recv_window > 0) {
+        args[2].type = GRPC_ARG_INTEGER;
+        args[2].key = GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES;
+        args[2].value.integer = raw_recv_window;
+        args[3].type = GRPC_ARG_INTEGER;
+        args[3].key = GRPC_ARG_HTTP2_BDP_PROBE;
+        args[3].value.integer = 0;
+        chargs.num_args = 4;
+    }
     grpc_channel_credentials *creds = grpc_insecure_credentials_create();
     s->ch = grpc_channel_create(target, creds, &chargs);
     grpc_channel_credentials_release(creds);

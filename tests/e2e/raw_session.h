@@ -54,6 +54,10 @@ void raw_msg_fini(raw_msg *m);
  * started with --tokens-file), e.g. "Bearer tdt_..." or something malformed. */
 extern const char *raw_authorization;
 
+/* When > 0, new sessions' channels take at most this many bytes of replies ahead of what
+ * the test receives (HTTP/2 stream window, no BDP growth): a client that does not read. */
+extern int raw_recv_window;
+
 /* Start a Session call (no message sent yet). false if the channel cannot be created. */
 bool raw_start(raw_session *s, const char *target);
 /* raw_start + OpenSession{pmin, pmax, device}; returns true when SessionOpened came back.

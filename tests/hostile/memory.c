@@ -1,0 +1,518 @@
+/* hostile/memory.c — memory a client can make the server hold, against a real tensord over
+ * the raw protocol (tests/e2e/raw_session.h; libtensord would never send these patterns).
+ * Each case holds the server's resident memory (VmRSS in /proc/PID/status, measured after
+ * the server has settled) to the limits it was started with plus a stated allowance, and
+ * checks that the refusal is a Failure naming the quota while the session carries on.
+ *
+ * Bounds asserted (MiB of VmRSS growth over the server's baseline after opening):
+ *   alias_release_*            limit 64 + 24 (allocator and pool slack)
+ *   cow_after_alias            limit 64 + 24
+ *   has_blobs_pins_charged     tenant 64 + blob store (one 40 MiB blob) + 24
+ *   graph_definitions_flood    tenant 64 + 48 (a definition being decoded, heap slack)
+ *   never_reading_client       send mark 64 + 40 (one batch of replies queued past the
+ *                              mark, gRPC's stream windows, heap slack)
+ *   defaults_apply             no limit configured: refused at the documented defaults
+ * Counts and sizes are fixed and each case takes a few seconds on 2 cores. */
+#include "common/sha256.h"
+#include "engine/op.h"
+#include "raw_session.h"
+#include "server_fixture.h"
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MiB (1024 * 1024)
+
+static td_test_server srv;
+
+static void start_with(const char *const *args)
+{
+    char err[600];
+    cr_assert(td_test_server_start(&srv, false, args, err, sizeof err), "%s", err);
+}
+
+static void stop(void)
+{
+    int rc = td_test_server_stop(&srv);
+    cr_expect_eq(rc, 0, "tensord exited with status %d after SIGTERM", rc);
+}
+
+/* The server's VmRSS in bytes. */
+static long long rss(void)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)srv.pid);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "cannot read %s", path);
+    long long kb = -1;
+    while (fgets(line, sizeof line, f) != NULL)
+        if (sscanf(line, "VmRSS: %lld kB", &kb) == 1) break;
+    fclose(f);
+    cr_assert_geq(kb, 0);
+    return kb * 1024;
+}
+
+/* VmRSS once it has stopped changing by more than 1 MiB over 300 ms (at most 5 s). */
+static long long settled_rss(void)
+{
+    long long last = rss();
+    for (int i = 0; i < 50; i++) {
+        usleep(100 * 1000);
+        long long now = rss();
+        if (i >= 2 && llabs(now - last) < MiB) return now;
+        if (i % 3 == 2) last = now;
+    }
+    return rss();
+}
+
+static void open_raw(raw_session *s)
+{
+    cr_assert(raw_open(s, srv.addr, TD_PROTOCOL_MIN, TD_PROTOCOL_MAX, "cpu"), "%s (status %d)",
+              raw_details(s), (int)s->status);
+}
+
+/* Fence and gather the failures that come back before the fence: count, and the first
+ * message containing `needle` (or the first one) in msg. */
+static int fence_failures(raw_session *s, const char *needle, char *msg, size_t len)
+{
+    uint64_t fence = raw_send_fence(s);
+    cr_assert_neq(fence, 0, "fence not sent");
+    int n = 0;
+    msg[0] = '\0';
+    for (;;) {
+        raw_msg m;
+        int rc = raw_recv(s, &m, 15000);
+        cr_assert_eq(rc, 1, "no fence reply (rc %d): %s", rc, raw_details(s));
+        bool done = m.seq == fence;
+        if (m.kind == TENSORD__V1__SERVER_MESSAGE__BODY_FAILURE && !done) {
+            if (n == 0 || (needle != NULL && strstr(m.message, needle) && !strstr(msg, needle)))
+                snprintf(msg, len, "%s", m.message);
+            n++;
+        }
+        raw_msg_fini(&m);
+        if (done) return n;
+    }
+}
+
+static td__op full_u8(uint64_t id, int64_t n)
+{
+    return raw_op_full(id, TD_U8, 1, (int64_t[]){n}, 1.0);
+}
+
+static td__op reshape(uint64_t out, uint64_t in, int64_t a, int64_t b)
+{
+    td__op o = {.opcode = TD_OP_RESHAPE, .n_inputs = 1, .inputs = {in}, .output = out,
+                .n_iattrs = 2, .iattrs = {a, b}};
+    return o;
+}
+
+/* (a) x = full(48 MiB); y = reshape(x); release x — eight times. Once charged by buffer,
+ * the second x already passes the 64 MiB limit (48 held by y + 48); on the old code every
+ * round passed and 8 x 48 MiB stayed held. */
+static void alias_release_rounds(const char *needle)
+{
+    raw_session s;
+    open_raw(&s);
+    long long base = settled_rss();
+    char msg[1024];
+    int refused = 0;
+    for (uint64_t k = 0; k < 8; k++) {
+        td__op ops[2] = {full_u8(10 * k + 1, 48 * MiB), reshape(10 * k + 2, 10 * k + 1, 48, MiB)};
+        cr_assert_neq(raw_send_ops(&s, ops, 2), 0);
+        cr_assert_neq(raw_send_release(&s, (uint64_t[]){10 * k + 1}, 1), 0);
+        int n = fence_failures(&s, needle, msg, sizeof msg);
+        if (n > 0) {
+            cr_expect(strstr(msg, needle), "round %llu: '%s' lacks '%s'", (unsigned long long)k,
+                      msg, needle);
+            refused++;
+        }
+    }
+    long long grew = settled_rss() - base;
+    cr_log_info("%s: server RSS +%.1f MiB", __func__, (double)grew / MiB);
+    cr_expect_eq(refused, 7, "every round after the first is refused (got %d)", refused);
+    cr_expect_lt(grew, (64 + 24) * (long long)MiB, "server RSS grew by %lld MiB",
+                 grew / MiB);
+    /* the session carries on: drop the alias, and a new tensor fits */
+    raw_send_release(&s, (uint64_t[]){2}, 1);
+    td__op again = full_u8(100, 48 * MiB);
+    raw_send_ops(&s, &again, 1);
+    cr_expect_eq(fence_failures(&s, NULL, msg, sizeof msg), 0, "%s", msg);
+    raw_close(&s);
+}
+
+static void start_session_limit(void)
+{
+    start_with((const char *const[]){"--max-session-bytes", "64M", NULL});
+}
+
+static void start_tenant_limit(void)
+{
+    start_with((const char *const[]){"--max-session-bytes", "0", "--max-tenant-bytes", "64M",
+                                     NULL});
+}
+
+Test(memory, alias_release_refused_at_session_limit, .init = start_session_limit, .fini = stop,
+     .timeout = 60)
+{
+    alias_release_rounds("session memory quota (50331648 of 67108864 bytes in use)");
+}
+
+Test(memory, alias_release_refused_at_tenant_quota, .init = start_tenant_limit, .fini = stop,
+     .timeout = 60)
+{
+    alias_release_rounds("max_bytes quota (the server default, --max-tenant-bytes) (50331648 "
+                         "of 67108864 bytes in use)");
+}
+
+/* (b) x = full(24 MiB); then, seven times, y_k = reshape(x) and write one byte of x: each
+ * write copies x (the alias keeps the old bytes). Two buffers fit under 64 MiB, the third
+ * copy is refused; on the old code all seven copies were made (7 x 24 MiB uncharged). */
+Test(memory, cow_after_alias, .init = start_session_limit, .fini = stop, .timeout = 60)
+{
+    raw_session s;
+    open_raw(&s);
+    long long base = settled_rss();
+    td__op x = full_u8(1, 24 * MiB);
+    cr_assert_neq(raw_send_ops(&s, &x, 1), 0);
+    char msg[1024];
+    int refused = 0;
+    uint8_t byte = 9;
+    for (uint64_t k = 0; k < 7; k++) {
+        td__op y = reshape(10 + k, 1, 24, MiB);
+        cr_assert_neq(raw_send_ops(&s, &y, 1), 0);
+        cr_assert_neq(raw_send_write(&s, 1, k, &byte, 1), 0);
+        int n = fence_failures(&s, "copy-on-write", msg, sizeof msg);
+        if (n > 0) {
+            cr_expect(strstr(msg, "copy-on-write of tensor 1") &&
+                          strstr(msg, "session memory quota (50331648 of 67108864 bytes"),
+                      "round %llu: %s", (unsigned long long)k, msg);
+            refused++;
+        }
+    }
+    long long grew = settled_rss() - base;
+    cr_log_info("%s: server RSS +%.1f MiB", __func__, (double)grew / MiB);
+    cr_expect_eq(refused, 6, "only the first copy fits (got %d refusals)", refused);
+    cr_expect_lt(grew, (64 + 24) * (long long)MiB, "server RSS grew by %lld MiB", grew / MiB);
+    /* the refused writes changed nothing: x[1] is still 1 */
+    raw_send_read(&s, 1, 1, 1);
+    raw_msg m;
+    for (;;) {
+        cr_assert_eq(raw_recv(&s, &m, 10000), 1);
+        if (m.kind == TENSORD__V1__SERVER_MESSAGE__BODY_READ) break;
+        raw_msg_fini(&m);
+    }
+    cr_expect_eq(m.payload_len, 1);
+    cr_expect_eq(m.payload[0], 1, "byte 1 of x after a refused write");
+    raw_msg_fini(&m);
+    raw_close(&s);
+}
+
+static uint64_t send_has_blobs(raw_session *s, const uint8_t *hash)
+{
+    Tensord__V1__HasBlobs hb = TENSORD__V1__HAS_BLOBS__INIT;
+    ProtobufCBinaryData h = {.len = TD_SHA256_BYTES, .data = (uint8_t *)(uintptr_t)hash};
+    hb.n_sha256 = 1;
+    hb.sha256 = &h;
+    Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
+    cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_HAS_BLOBS;
+    cm.has_blobs = &hb;
+    uint64_t seq = 0;
+    cr_assert(raw_send(s, &cm, NULL, 0, &seq));
+    return seq;
+}
+
+/* Whether HasBlobs says the blob is present. */
+static bool has_blob(raw_session *s, const uint8_t *hash)
+{
+    uint64_t seq = send_has_blobs(s, hash);
+    for (;;) {
+        raw_msg m;
+        cr_assert_eq(raw_recv(s, &m, 10000), 1, "no blob status");
+        bool mine = m.seq == seq && m.kind == TENSORD__V1__SERVER_MESSAGE__BODY_BLOB_STATUS;
+        bool present = m.present & 1;
+        raw_msg_fini(&m);
+        if (mine) return present;
+    }
+}
+
+/* (c) A 40 MiB blob in the store; HasBlobs pins it for the session. The pin is charged to
+ * the tenant (64 MiB), so a 40 MiB tensor no longer fits while it is held, a second pin by
+ * another session is refused (reported absent), and closing the session gives it back.
+ * On the old code pins were free: the tensor fitted and both pins were taken. */
+Test(memory, has_blobs_pins_charged, .init = start_tenant_limit, .fini = stop, .timeout = 60)
+{
+    enum { B = 40 * MiB };
+    uint8_t *bytes = malloc(B);
+    memset(bytes, 1, B); /* what full_u8 fills */
+    uint8_t hash[TD_SHA256_BYTES];
+    cr_assert(td__sha256(bytes, B, hash));
+    free(bytes);
+    raw_session a, b;
+    open_raw(&a);
+    long long base = settled_rss();
+    td__op t = full_u8(1, B);
+    raw_send_ops(&a, &t, 1);
+    Tensord__V1__StoreBlob sb = TENSORD__V1__STORE_BLOB__INIT;
+    sb.tensor = 1;
+    sb.sha256.len = TD_SHA256_BYTES;
+    sb.sha256.data = hash;
+    Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
+    cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_STORE_BLOB;
+    cm.store_blob = &sb;
+    cr_assert(raw_send(&a, &cm, NULL, 0, NULL));
+    raw_send_release(&a, (uint64_t[]){1}, 1);
+    char msg[1024];
+    cr_assert_eq(fence_failures(&a, NULL, msg, sizeof msg), 0, "%s", msg);
+
+    cr_assert(has_blob(&a, hash), "the stored blob is present and now pinned");
+    td__op t2 = full_u8(2, B);
+    raw_send_ops(&a, &t2, 1);
+    cr_expect_eq(fence_failures(&a, "max_bytes", msg, sizeof msg), 1,
+                 "40 MiB pinned + 40 MiB > 64 MiB");
+    cr_expect(strstr(msg, "(41943040 of 67108864 bytes in use)"), "%s", msg);
+    open_raw(&b);
+    cr_expect(!has_blob(&b, hash), "a second pin would pass the tenant's 64 MiB");
+    long long grew = settled_rss() - base;
+    cr_log_info("%s: server RSS +%.1f MiB", __func__, (double)grew / MiB);
+    cr_expect_lt(grew, (64 + 40 + 24) * (long long)MiB, "server RSS grew by %lld MiB",
+                 grew / MiB);
+    raw_close(&a);
+    usleep(200 * 1000); /* the session's end is processed on its worker */
+    td__op t3 = full_u8(3, B);
+    raw_send_ops(&b, &t3, 1);
+    cr_expect_eq(fence_failures(&b, NULL, msg, sizeof msg), 0, "pin released: %s", msg);
+    raw_close(&b);
+}
+
+/* ---- graph definitions ---- */
+
+static uint64_t send_define(raw_session *s, const uint8_t *id, Tensord__V1__Graph *graph)
+{
+    Tensord__V1__GraphDefine gd = TENSORD__V1__GRAPH_DEFINE__INIT;
+    gd.graph_id.data = (uint8_t *)(uintptr_t)id;
+    gd.graph_id.len = 32;
+    gd.graph = graph;
+    Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
+    cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_GRAPH_DEFINE;
+    cm.graph_define = &gd;
+    uint64_t seq = 0;
+    cr_assert(raw_send(s, &cm, NULL, 0, &seq), "send failed");
+    return seq;
+}
+
+/* The reply to seq: 1 and the message for a Failure, 0 for GraphReady. */
+static int reply_to(raw_session *s, uint64_t seq, char *msg, size_t len)
+{
+    for (;;) {
+        raw_msg m;
+        cr_assert_eq(raw_recv(s, &m, 15000), 1, "no reply to seq %llu",
+                     (unsigned long long)seq);
+        if (m.seq != seq) {
+            raw_msg_fini(&m);
+            continue;
+        }
+        int failed = m.kind == TENSORD__V1__SERVER_MESSAGE__BODY_FAILURE;
+        snprintf(msg, len, "%s", m.message);
+        raw_msg_fini(&m);
+        return failed;
+    }
+}
+
+/* A chain of n NEGs over input x of f32[len]: len makes each graph distinct. */
+typedef struct raw_graph {
+    Tensord__V1__Graph g;
+    Tensord__V1__GraphInput in, *inp;
+    Tensord__V1__GraphOutput out, *outp;
+    Tensord__V1__Op *ops, **opp;
+    uint64_t *inputs;
+    int64_t dims[1];
+} raw_graph;
+
+static void raw_graph_init(raw_graph *r, size_t n, int64_t len)
+{
+    Tensord__V1__Graph gi = TENSORD__V1__GRAPH__INIT;
+    Tensord__V1__GraphInput ii = TENSORD__V1__GRAPH_INPUT__INIT;
+    Tensord__V1__GraphOutput oi = TENSORD__V1__GRAPH_OUTPUT__INIT;
+    r->g = gi;
+    r->in = ii;
+    r->out = oi;
+    r->dims[0] = len;
+    r->in.name = "x";
+    r->in.dtype = TD_F32;
+    r->in.n_dims = 1;
+    r->in.dims = r->dims;
+    r->inp = &r->in;
+    r->out.name = "y";
+    r->out.value = n;
+    r->outp = &r->out;
+    r->ops = calloc(n, sizeof *r->ops);
+    r->opp = calloc(n, sizeof *r->opp);
+    r->inputs = calloc(n, sizeof *r->inputs);
+    for (size_t k = 0; k < n; k++) {
+        Tensord__V1__Op o = TENSORD__V1__OP__INIT;
+        r->ops[k] = o;
+        r->ops[k].opcode = TD_OP_NEG;
+        r->inputs[k] = k;
+        r->ops[k].n_inputs = 1;
+        r->ops[k].inputs = &r->inputs[k];
+        r->opp[k] = &r->ops[k];
+    }
+    r->g.n_inputs = 1;
+    r->g.inputs = &r->inp;
+    r->g.n_outputs = 1;
+    r->g.outputs = &r->outp;
+    r->g.n_ops = n;
+    r->g.ops = r->opp;
+}
+
+static void raw_graph_fini(raw_graph *r)
+{
+    free(r->ops);
+    free(r->opp);
+    free(r->inputs);
+}
+
+#define GRAPH_OPS 40000 /* ~15 MB in server memory each (~380 bytes an op), ~360 KB on the wire */
+
+/* Define graph number `k`: learn its id from the mismatch message, then define it.
+ * Returns 0 when accepted, 1 when refused (message in msg). */
+static int define_graph(raw_session *s, int64_t k, char *msg, size_t len)
+{
+    raw_graph r;
+    raw_graph_init(&r, GRAPH_OPS, 4 + k);
+    uint8_t zero[32] = {0}, id[32];
+    cr_assert_eq(reply_to(s, send_define(s, zero, &r.g), msg, len), 1);
+    const char *p = strstr(msg, "SHA-256 ");
+    if (p == NULL) { /* refused before the id check */
+        raw_graph_fini(&r);
+        return 1;
+    }
+    for (int i = 0; i < 32; i++) {
+        unsigned v;
+        cr_assert(sscanf(p + 8 + 2 * i, "%2x", &v) == 1);
+        id[i] = (uint8_t)v;
+    }
+    int rc = reply_to(s, send_define(s, id, &r.g), msg, len);
+    raw_graph_fini(&r);
+    return rc;
+}
+
+static void start_graph_flood(void)
+{
+    start_with((const char *const[]){"--max-tenant-bytes", "64M", "--graph-cache-bytes", "32M",
+                                     NULL});
+}
+
+/* (d) Two rounds of one session defining 8 distinct 40,000-op graphs. The tenant's 64 MiB
+ * take 4 (15 MB each), the rest are refused naming the quota; after the session closes
+ * its graphs go back (the cache keeps at most 32 MiB, and gives way to the tenant's next
+ * definitions), so the second round gets as far as the first and RSS does not grow. On
+ * the old code all 16 were accepted (8 x 15 MB held per session, 2^20 ops cached). */
+Test(memory, graph_definitions_flood, .init = start_graph_flood, .fini = stop, .timeout = 90)
+{
+    raw_session probe;
+    open_raw(&probe);
+    long long base = settled_rss();
+    char msg[1024];
+    int accepted[2] = {0, 0};
+    long long grew = 0;
+    for (int round = 0; round < 2; round++) {
+        raw_session s;
+        open_raw(&s);
+        for (int64_t k = 0; k < 8; k++) {
+            int rc = define_graph(&s, 8 * round + k, msg, sizeof msg);
+            if (rc == 0) {
+                accepted[round]++;
+                continue;
+            }
+            cr_expect(strstr(msg, "keeping a graph definition of") && strstr(msg, "max_bytes"),
+                      "round %d graph %lld: %s", round, (long long)k, msg);
+        }
+        long long g = settled_rss() - base;
+        cr_log_info("graph flood round %d: %d accepted, server RSS +%.1f MiB", round,
+                    accepted[round], (double)g / MiB);
+        if (g > grew) grew = g;
+        raw_close(&s);
+        usleep(200 * 1000);
+    }
+    cr_expect_eq(accepted[0], 4, "64 MiB hold 4 graphs of ~15 MB (accepted %d)", accepted[0]);
+    cr_expect_eq(accepted[1], accepted[0], "the closed session's graphs were given back");
+    cr_expect_lt(grew, (64 + 48) * (long long)MiB, "server RSS grew by %lld MiB", grew / MiB);
+    raw_close(&probe);
+}
+
+/* (e) A client that sends fences and never reads a reply (its channel takes 64 KiB of
+ * replies ahead, then HTTP/2 flow control stops the server's sends). The server parks the
+ * FenceDone replies, each counted at its real cost (SS_REPLY_OVERHEAD, 410 bytes measured
+ * here), until its 64 MiB send mark and then stops reading. On the old code a reply was
+ * counted at ~70 bytes, so the mark was reached only after ~950,000 replies (~390 MB);
+ * this case stops at 300,000 (~123 MB on the old code). */
+Test(memory, never_reading_client, .init = start_session_limit, .fini = stop, .timeout = 90)
+{
+    raw_recv_window = 65536;
+    raw_session s;
+    open_raw(&s);
+    raw_recv_window = 0;
+    long long base = settled_rss();
+    int sent = 0;
+    double t0 = td_test_now_ms();
+    for (; sent < 300000; sent++)
+        if (raw_send_fence(&s) == 0) break;
+    long long grew = settled_rss() - base;
+    cr_log_info("%s: server RSS +%.1f MiB", __func__, (double)grew / MiB);
+    cr_log_info("never_reading_client: %d fences taken in %.0f ms; RSS +%lld MiB (%.0f bytes "
+                "per fence)", sent, td_test_now_ms() - t0, grew / MiB, (double)grew / sent);
+    cr_expect_lt(grew, (64 + 40) * (long long)MiB, "server RSS grew by %lld MiB", grew / MiB);
+    raw_abort(&s);
+    /* the server still serves */
+    raw_session t;
+    open_raw(&t);
+    raw_close(&t);
+}
+
+/* (f) No limit configured: the defaults (50 % of RAM per session, 75 % per tenant) apply.
+ * A tensor of 60 % of RAM is refused by the session default; with the session limit
+ * switched off (--max-session-bytes 0), one of 80 % is refused by the tenant default.
+ * Both are refused before anything is allocated (RSS +24 MiB at most); on the old code
+ * there was no default and the server pre-faulted them (or was killed trying). */
+static unsigned long long host_ram(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    cr_assert(pages > 0 && page > 0);
+    return (unsigned long long)pages * (unsigned long long)page;
+}
+
+static void refused_without_allocating(uint64_t nbytes, const char *want)
+{
+    raw_session s;
+    open_raw(&s);
+    long long base = settled_rss();
+    td__op big = full_u8(1, (int64_t)nbytes);
+    raw_send_ops(&s, &big, 1);
+    char msg[1024];
+    cr_assert_eq(fence_failures(&s, NULL, msg, sizeof msg), 1, "a tensor of %llu bytes refused",
+                 (unsigned long long)nbytes);
+    cr_expect(strstr(msg, want), "'%s' lacks '%s'", msg, want);
+    long long grew = settled_rss() - base;
+    cr_log_info("%s: server RSS +%.1f MiB", __func__, (double)grew / MiB);
+    cr_expect_lt(grew, 24LL * MiB, "RSS grew by %lld MiB", grew / MiB);
+    raw_close(&s);
+}
+
+Test(memory, defaults_apply, .fini = stop, .timeout = 60)
+{
+    unsigned long long ram = host_ram();
+    char want[160];
+    start_with(NULL);
+    snprintf(want, sizeof want, "session memory quota (0 of %llu bytes in use)", ram / 100 * 50);
+    refused_without_allocating(ram / 10 * 6, want);
+    stop();
+    start_with((const char *const[]){"--max-session-bytes", "0", NULL});
+    snprintf(want, sizeof want,
+             "max_bytes quota (the server default, --max-tenant-bytes) (0 of %llu bytes in use)",
+             ram / 100 * 75);
+    refused_without_allocating(ram / 10 * 8, want);
+}
