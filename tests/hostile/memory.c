@@ -11,7 +11,9 @@
  *   graph_definitions_flood    tenant 64 + 48 (a definition being decoded, heap slack)
  *   never_reading_client       send mark 64 + 40 (one batch of replies queued past the
  *                              mark, gRPC's stream windows, heap slack)
- *   defaults_apply             no limit configured: refused at the documented defaults
+ *   defaults_apply             no limit configured: refused at the documented defaults,
+ *                              24 (nothing allocated)
+ * An ASan build of the server is allowed 320 MiB more (its quarantine and redzones).
  * Counts and sizes are fixed and each case takes a few seconds on 2 cores. */
 #include "common/sha256.h"
 #include "engine/op.h"
@@ -53,6 +55,21 @@ static long long rss(void)
     fclose(f);
     cr_assert_geq(kb, 0);
     return kb * 1024;
+}
+
+/* Extra RSS an AddressSanitizer build of the server holds: freed memory waits in its
+ * quarantine (256 MiB by default) and every block carries redzones. Under ASan the bounds
+ * below are loose and the refusals carry the test. */
+static long long asan_slack(void)
+{
+    char path[64], line[512];
+    snprintf(path, sizeof path, "/proc/%d/maps", (int)srv.pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL) return 0;
+    bool asan = false;
+    while (!asan && fgets(line, sizeof line, f) != NULL) asan = strstr(line, "libasan") != NULL;
+    fclose(f);
+    return asan ? 320LL * MiB : 0;
 }
 
 /* VmRSS once it has stopped changing by more than 1 MiB over 300 ms (at most 5 s). */
@@ -131,9 +148,9 @@ static void alias_release_rounds(const char *needle)
         }
     }
     long long grew = settled_rss() - base;
-    cr_log_info("%s: server RSS +%.1f MiB", __func__, (double)grew / MiB);
+    fprintf(stderr, "%s: server RSS +%.1f MiB\n", __func__, (double)grew / MiB);
     cr_expect_eq(refused, 7, "every round after the first is refused (got %d)", refused);
-    cr_expect_lt(grew, (64 + 24) * (long long)MiB, "server RSS grew by %lld MiB",
+    cr_expect_lt(grew, (64 + 24) * (long long)MiB + asan_slack(), "server RSS grew by %lld MiB",
                  grew / MiB);
     /* the session carries on: drop the alias, and a new tensor fits */
     raw_send_release(&s, (uint64_t[]){2}, 1);
@@ -193,9 +210,9 @@ Test(memory, cow_after_alias, .init = start_session_limit, .fini = stop, .timeou
         }
     }
     long long grew = settled_rss() - base;
-    cr_log_info("%s: server RSS +%.1f MiB", __func__, (double)grew / MiB);
+    fprintf(stderr, "%s: server RSS +%.1f MiB\n", __func__, (double)grew / MiB);
     cr_expect_eq(refused, 6, "only the first copy fits (got %d refusals)", refused);
-    cr_expect_lt(grew, (64 + 24) * (long long)MiB, "server RSS grew by %lld MiB", grew / MiB);
+    cr_expect_lt(grew, (64 + 24) * (long long)MiB + asan_slack(), "server RSS grew by %lld MiB", grew / MiB);
     /* the refused writes changed nothing: x[1] is still 1 */
     raw_send_read(&s, 1, 1, 1);
     raw_msg m;
@@ -276,8 +293,8 @@ Test(memory, has_blobs_pins_charged, .init = start_tenant_limit, .fini = stop, .
     open_raw(&b);
     cr_expect(!has_blob(&b, hash), "a second pin would pass the tenant's 64 MiB");
     long long grew = settled_rss() - base;
-    cr_log_info("%s: server RSS +%.1f MiB", __func__, (double)grew / MiB);
-    cr_expect_lt(grew, (64 + 40 + 24) * (long long)MiB, "server RSS grew by %lld MiB",
+    fprintf(stderr, "%s: server RSS +%.1f MiB\n", __func__, (double)grew / MiB);
+    cr_expect_lt(grew, (64 + 40 + 24) * (long long)MiB + asan_slack(), "server RSS grew by %lld MiB",
                  grew / MiB);
     raw_close(&a);
     usleep(200 * 1000); /* the session's end is processed on its worker */
@@ -432,15 +449,15 @@ Test(memory, graph_definitions_flood, .init = start_graph_flood, .fini = stop, .
                       "round %d graph %lld: %s", round, (long long)k, msg);
         }
         long long g = settled_rss() - base;
-        cr_log_info("graph flood round %d: %d accepted, server RSS +%.1f MiB", round,
-                    accepted[round], (double)g / MiB);
+        fprintf(stderr, "graph flood round %d: %d accepted, server RSS +%.1f MiB\n", round,
+                accepted[round], (double)g / MiB);
         if (g > grew) grew = g;
         raw_close(&s);
         usleep(200 * 1000);
     }
     cr_expect_eq(accepted[0], 4, "64 MiB hold 4 graphs of ~15 MB (accepted %d)", accepted[0]);
     cr_expect_eq(accepted[1], accepted[0], "the closed session's graphs were given back");
-    cr_expect_lt(grew, (64 + 48) * (long long)MiB, "server RSS grew by %lld MiB", grew / MiB);
+    cr_expect_lt(grew, (64 + 48) * (long long)MiB + asan_slack(), "server RSS grew by %lld MiB", grew / MiB);
     raw_close(&probe);
 }
 
@@ -462,10 +479,10 @@ Test(memory, never_reading_client, .init = start_session_limit, .fini = stop, .t
     for (; sent < 300000; sent++)
         if (raw_send_fence(&s) == 0) break;
     long long grew = settled_rss() - base;
-    cr_log_info("%s: server RSS +%.1f MiB", __func__, (double)grew / MiB);
-    cr_log_info("never_reading_client: %d fences taken in %.0f ms; RSS +%lld MiB (%.0f bytes "
-                "per fence)", sent, td_test_now_ms() - t0, grew / MiB, (double)grew / sent);
-    cr_expect_lt(grew, (64 + 40) * (long long)MiB, "server RSS grew by %lld MiB", grew / MiB);
+    fprintf(stderr, "%s: server RSS +%.1f MiB\n", __func__, (double)grew / MiB);
+    fprintf(stderr, "never_reading_client: %d fences taken in %.0f ms; RSS +%lld MiB (%.0f bytes "
+            "per fence)\n", sent, td_test_now_ms() - t0, grew / MiB, (double)grew / sent);
+    cr_expect_lt(grew, (64 + 40) * (long long)MiB + asan_slack(), "server RSS grew by %lld MiB", grew / MiB);
     raw_abort(&s);
     /* the server still serves */
     raw_session t;
@@ -497,8 +514,8 @@ static void refused_without_allocating(uint64_t nbytes, const char *want)
                  (unsigned long long)nbytes);
     cr_expect(strstr(msg, want), "'%s' lacks '%s'", msg, want);
     long long grew = settled_rss() - base;
-    cr_log_info("%s: server RSS +%.1f MiB", __func__, (double)grew / MiB);
-    cr_expect_lt(grew, 24LL * MiB, "RSS grew by %lld MiB", grew / MiB);
+    fprintf(stderr, "%s: server RSS +%.1f MiB\n", __func__, (double)grew / MiB);
+    cr_expect_lt(grew, 24LL * MiB + asan_slack(), "RSS grew by %lld MiB", grew / MiB);
     raw_close(&s);
 }
 
