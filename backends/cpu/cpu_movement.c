@@ -178,6 +178,8 @@ static td_status exec_concat(const td__cpu_exec *x, const td__op *op, const td__
         axis >= (int64_t)od->rank)
         return td__cpu_fail(x, TD_EINTERNAL, "cpu: concat with %u inputs on axis %lld",
                             op->n_inputs, (long long)axis);
+    /* An empty result has a NULL buffer: no row address may be formed from it. */
+    if (td__cpu_nelem(od) == 0) return TD_OK;
     size_t es = td__cpu_dtype_size(od->dtype);
     int64_t outer = 1, inner = 1;
     for (int64_t d = 0; d < axis; d++) outer *= od->dims[d];

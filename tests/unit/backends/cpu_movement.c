@@ -135,6 +135,14 @@ Test(cpu_movement, concat)
                      tu_new(dev, TD_F32, 2, DIMS(0, 3), NULL)};
     o = tu_new(dev, TD_F32, 2, DIMS(0, 5), NULL);
     cr_assert_eq(run1(TD_OP_CONCAT, 1, DIMS(1), e, 2, &o), TD_OK);
+    /* empty rows along the outer axis: [1,0] twice on axis 0 -> [2,0] (outer 1, NULL
+     * buffers; a fuzz find: a row address was formed from the NULL output, UBSan) */
+    td__view z[2] = {tu_new(dev, TD_F32, 2, DIMS(1, 0), NULL),
+                     tu_new(dev, TD_F32, 2, DIMS(1, 0), NULL)};
+    td__view zo = tu_new(dev, TD_F32, 2, DIMS(2, 0), NULL);
+    cr_assert_eq(run1(TD_OP_CONCAT, 1, DIMS(0), z, 2, &zo), TD_OK);
+    td__view zo1 = tu_new(dev, TD_F32, 2, DIMS(1, 0), NULL);
+    cr_assert_eq(run1(TD_OP_CONCAT, 1, DIMS(1), z, 2, &zo1), TD_OK);
 }
 
 Test(cpu_movement, expand_and_copy)
