@@ -13,12 +13,18 @@
  * (fresh memory is always zeroed so no session sees another's old bytes); supports_op is
  * still asked about both and should answer true.
  *
+ * Host memory: a loadable module may not call engine symbols, so it cannot reach
+ * common/alloc's hooks directly; the engine hands it their dispatchers through
+ * set_host_alloc (below) when it loads the module, and the module allocates every host
+ * structure through that table. Fault injection and accounting then reach modules too.
+ *
  * Thread-safety: the engine calls a device's entries from one worker thread at a time per
  * stream; buffer_alloc/free may be called from any thread and must be thread-safe.
  */
 #ifndef TD_BACKENDS_BACKEND_H
 #define TD_BACKENDS_BACKEND_H
 
+#include "common/alloc.h"
 #include "engine/op.h"
 #include <stdbool.h>
 #include <stddef.h>
@@ -64,6 +70,12 @@ typedef struct td__backend {
      * data errors (an out-of-range gather index) return TD_ERANGE with a message. */
     td_status (*exec)(td__device *dev, void *stream, const td__op *op, const td__view *in,
                       const td__view *out, char *err, size_t errlen);
+    /* Optional (loadable modules): called once, right after the module is loaded and before
+     * any other entry, with the engine's allocation functions (td__malloc, td__calloc,
+     * td__realloc, td__free: they follow later td__alloc_set_hooks calls). The module copies
+     * the table and allocates its host memory through it. Backends compiled into the engine
+     * call td__malloc and friends directly and leave this NULL. */
+    void (*set_host_alloc)(const td__alloc_hooks *hooks);
 } td__backend;
 
 struct td__device {

@@ -10,6 +10,7 @@
  * error. Module handles stay open for the life of the process (devices are never closed).
  */
 #include "engine/device.h"
+#include "common/alloc.h"
 #include "common/log.h"
 #include <dirent.h>
 #include <dlfcn.h>
@@ -87,6 +88,9 @@ static void load_module(const char *path)
         dlclose(h);
         return;
     }
+    /* the module's host memory goes through this process's allocation hooks */
+    static const td__alloc_hooks engine_alloc = {td__malloc, td__calloc, td__realloc, td__free};
+    if (be->set_host_alloc != NULL) be->set_host_alloc(&engine_alloc);
     g_backends[g_nbackends++] = be;
     td__log(TD_LOG_DEBUG, "backend %s: loaded from %s", be->kind, path);
 }

@@ -34,6 +34,23 @@
 /* In gpu_create.cu: whether this module's kernels can run on the current device. */
 gpuError_t td__gpu_probe(void);
 
+/* ---- host memory: the engine's allocation hooks, handed over at load (backend.h) ---- */
+
+static td__alloc_hooks g_host = {malloc, calloc, realloc, free}; /* until set_host_alloc */
+
+static void gpu_set_host_alloc(const td__alloc_hooks *hooks)
+{
+    if (hooks != NULL && hooks->malloc_fn != NULL && hooks->calloc_fn != NULL &&
+        hooks->realloc_fn != NULL && hooks->free_fn != NULL)
+        g_host = *hooks;
+}
+
+void *td__gpu_host_calloc(size_t count, size_t size) { return g_host.calloc_fn(count, size); }
+void td__gpu_host_free(void *p)
+{
+    if (p != NULL) g_host.free_fn(p);
+}
+
 td_status td__gpu_fail(const td__gpu_exec *x, td_status s, const char *fmt, ...)
 {
     va_list ap;
@@ -125,7 +142,7 @@ static td_status gpu_device_open(td__device *dev, int index, char *err, size_t e
                 index, prop.name, prop.major, prop.minor, gpuGetErrorString(e));
         return TD_EUNSUPPORTED;
     }
-    td__gpu_device *cd = calloc(1, sizeof *cd);
+    td__gpu_device *cd = td__gpu_host_calloc(1, sizeof *cd);
     if (cd == NULL) {
         td__errf(err, errlen, TD_GPU_KIND ":%d: out of host memory", index);
         return TD_ENOMEM;
@@ -146,7 +163,7 @@ static td_status gpu_device_open(td__device *dev, int index, char *err, size_t e
         gpuGetLastError();
         td__errf(err, errlen, TD_GPU_KIND ":%d: cannot create a memory pool: %s", index,
                 gpuGetErrorString(e));
-        free(cd);
+        td__gpu_host_free(cd);
         return TD_EDEVICE;
     }
     cd->ordinal = index;
@@ -172,7 +189,7 @@ static void gpu_device_close(td__device *dev)
     if (gpuSetDevice(cd->ordinal) == gpuSuccess && gpuDeviceSynchronize() == gpuSuccess)
         gpuMemPoolDestroy(cd->pool);
     gpuGetLastError();
-    free(cd);
+    td__gpu_host_free(cd);
     dev->impl = NULL;
 }
 
@@ -266,13 +283,13 @@ static void stream_free(td__gpu_device *cd, td__gpu_stream *st)
     if (st->s != NULL) gpuStreamDestroy(st->s);
     gpuGetLastError();
     (void)cd;
-    free(st);
+    td__gpu_host_free(st);
 }
 
 static td_status gpu_stream_create(td__device *dev, void **out)
 {
     td__gpu_device *cd = dev->impl;
-    td__gpu_stream *st = calloc(1, sizeof *st);
+    td__gpu_stream *st = td__gpu_host_calloc(1, sizeof *st);
     if (st == NULL) return TD_ENOMEM;
     gpuError_t e = gpuSetDevice(cd->ordinal);
     if (e == gpuSuccess) e = gpuStreamCreate(&st->s);
@@ -465,6 +482,7 @@ static const td__backend gpu_backend = {
     .stream_sync = gpu_stream_sync,
     .supports_op = gpu_supports_op,
     .exec = gpu_exec,
+    .set_host_alloc = gpu_set_host_alloc,
 };
 
 /* The module's entry point (engine/device.c looks it up with dlsym). */

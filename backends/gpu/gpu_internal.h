@@ -16,8 +16,9 @@
  * returns td_status with a message in the context's err buffer.
  *
  * The module is loaded with dlopen and must not call into the engine (the host may not
- * export its symbols): only static inline helpers of engine headers are used, and memory
- * comes from libc, not the engine's allocation hooks.
+ * export its symbols): only static inline helpers of engine headers are used, and host
+ * memory comes from td__gpu_host_calloc / td__gpu_host_free, which call the allocation
+ * table the engine hands over at load (td__backend.set_host_alloc; libc's before that).
  *
  * This header is included by C (gcc) and CUDA C++ (nvcc) translation units, so it keeps to
  * the common subset: no designated initializers, no `restrict`.
@@ -80,6 +81,11 @@ td_status td__gpu_launched(const td__gpu_exec *x, const char *what);
  * call, returned to the pool by td__gpu_temp_free once that work has been enqueued. */
 td_status td__gpu_temp_alloc(const td__gpu_exec *x, size_t nbytes, void **out);
 void td__gpu_temp_free(const td__gpu_exec *x, void *p);
+
+/* Host memory through the engine's allocation hooks (see set_host_alloc in backend.h).
+ * Thread-safety: as thread-safe as the hooks. */
+void *td__gpu_host_calloc(size_t count, size_t size);
+void td__gpu_host_free(void *p);
 
 /* Copy the stream's flag word to the host (waits for the stream). */
 td_status td__gpu_read_flag(const td__gpu_exec *x, uint64_t *out);
