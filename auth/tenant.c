@@ -205,3 +205,32 @@ td_status td__tenants_authenticate(td__tenants *t, const char *token, size_t tok
     *out = q;
     return TD_OK;
 }
+
+void td__identity_of(const char *token, size_t token_len, const char *cn, td__identity *id)
+{
+    memset(id, 0, sizeof *id);
+    if (token != NULL) {
+        id->kind = TD_IDENTITY_TOKEN;
+        td__token_hash(token, token_len, id->hash);
+    } else if (cn != NULL) {
+        id->kind = TD_IDENTITY_CN;
+        snprintf(id->cn, sizeof id->cn, "%s", cn);
+    }
+}
+
+bool td__tenants_still_grants(td__tenants *t, const td__identity *id, const td__quota *q)
+{
+    if (!td__tenants_enabled(t)) return true;
+    bool ok = false;
+    pthread_rwlock_rdlock(&t->lock);
+    for (size_t i = 0; i < t->n_entries && !ok; i++) {
+        const td__token_entry *e = &t->entries[i];
+        if (strcmp(e->tenant, q->name) != 0) continue;
+        if (id->kind == TD_IDENTITY_TOKEN)
+            ok = e->kind == TD_IDENT_TOKEN && CRYPTO_memcmp(e->hash, id->hash, 32) == 0;
+        else if (id->kind == TD_IDENTITY_CN)
+            ok = e->kind == TD_IDENT_CN && strcmp(e->cn, id->cn) == 0;
+    }
+    pthread_rwlock_unlock(&t->lock);
+    return ok;
+}

@@ -41,4 +41,21 @@ td_status td__tenants_reload(td__tenants *t, size_t *n_entries, char *err, size_
  * time, against every entry. */
 td_status td__tenants_authenticate(td__tenants *t, const char *token, size_t token_len,
                                    const char *cn, td__quota **out, char *err, size_t errlen);
+
+/* What a caller authenticated with, as td__tenants_authenticate decided: the token's hash
+ * when a token was sent, else the certificate name, else nothing. Holds no secret. */
+enum td__identity_kind { TD_IDENTITY_NONE, TD_IDENTITY_TOKEN, TD_IDENTITY_CN };
+typedef struct td__identity {
+    enum td__identity_kind kind;
+    unsigned char hash[32]; /* SHA-256 of the token (TD_IDENTITY_TOKEN) */
+    char cn[256];           /* the certificate's common name (TD_IDENTITY_CN) */
+} td__identity;
+
+/* Fill *id for a caller that sent `token` (NULL if none) and certificate name `cn` (NULL
+ * if none); names longer than the field are cut (they never match a tokens-file line). */
+void td__identity_of(const char *token, size_t token_len, const char *cn, td__identity *id);
+
+/* Whether the table in force still maps `id` to tenant `q` (true when authentication is
+ * off: nothing can be revoked then). For ending sessions whose token was removed. */
+bool td__tenants_still_grants(td__tenants *t, const td__identity *id, const td__quota *q);
 #endif

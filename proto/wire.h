@@ -28,6 +28,7 @@
  * most this much per stream waits in gRPC beyond the server's own flow control. */
 #define TD_STREAM_WINDOW_BYTES (8u << 20)
 #define TD_MAX_BATCH_OPS 65536
+#define TD_MAX_HAS_BLOBS 4096 /* hashes one HasBlobs may offer (tensord.proto) */
 #define TD_METHOD_GETINFO "/tensord.v1.Tensord/GetInfo"
 #define TD_METHOD_SESSION "/tensord.v1.Tensord/Session"
 

@@ -36,8 +36,7 @@ static void reject_done(td__tag *tag, bool ok)
     td__service_call_end(svc);
 }
 
-/* Answer the call with `code` and `msg`; takes over its reference. */
-static void reject(td__service *svc, grpc_call *call, grpc_status_code code, const char *msg)
+void td__srv_reject(td__service *svc, grpc_call *call, grpc_status_code code, const char *msg)
 {
     reject_call *c = td__calloc(1, sizeof *c);
     if (c == NULL) {
@@ -93,7 +92,8 @@ static void printable(const char *in, char *out, size_t cap)
 }
 
 td_status td__srv_auth_call(td__service *svc, td__tenants *tenants, grpc_call *call,
-                            const grpc_metadata_array *md, const char *what, td__quota **quota)
+                            const grpc_metadata_array *md, const char *what, td__quota **quota,
+                            td__identity *id)
 {
     char cn[256], err[512] = "";
     peer_cn(call, cn, sizeof cn);
@@ -130,12 +130,16 @@ td_status td__srv_auth_call(td__service *svc, td__tenants *tenants, grpc_call *c
         st = td__tenants_authenticate(tenants, token, token_len, cn[0] ? cn : NULL, quota, err,
                                       sizeof err);
     }
-    if (st == TD_OK) return TD_OK;
+    if (st == TD_OK) {
+        if (id != NULL) td__identity_of(token, token_len, cn[0] ? cn : NULL, id);
+        return TD_OK;
+    }
     char *peer = grpc_call_get_peer(call), shown[128];
     printable(peer != NULL ? peer : "?", shown, sizeof shown);
     gpr_free(peer);
     td__log(TD_LOG_WARN, "%s from %s refused: %s", what, shown, err);
-    reject(svc, call, st == TD_EUNAUTHENTICATED ? GRPC_STATUS_UNAUTHENTICATED : td__grpc_code(st),
-           err);
+    td__srv_reject(svc, call,
+                   st == TD_EUNAUTHENTICATED ? GRPC_STATUS_UNAUTHENTICATED : td__grpc_code(st),
+                   err);
     return st;
 }

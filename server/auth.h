@@ -13,9 +13,16 @@
 
 #include <grpc/grpc.h>
 
-/* Authenticate `call` (request metadata md). TD_OK with *quota borrowed from tenants;
- * otherwise the call has been answered with UNAUTHENTICATED and its reference taken over,
- * and the reason is logged. `what` names the method for the log. */
+/* Authenticate `call` (request metadata md). TD_OK with *quota borrowed from tenants and
+ * *id (may be NULL) saying what the caller authenticated with (td__service_revoke_stale
+ * checks it again after a reload); otherwise the call has been answered with
+ * UNAUTHENTICATED and its reference taken over, and the reason is logged. `what` names the
+ * method for the log. */
 td_status td__srv_auth_call(td__service *svc, td__tenants *tenants, grpc_call *call,
-                            const grpc_metadata_array *md, const char *what, td__quota **quota);
+                            const grpc_metadata_array *md, const char *what, td__quota **quota,
+                            td__identity *id);
+
+/* Answer `call` with status `code` and message `msg` (initial metadata, status, wait for
+ * the close), taking over its reference. For calls refused before any handler runs. */
+void td__srv_reject(td__service *svc, grpc_call *call, grpc_status_code code, const char *msg);
 #endif

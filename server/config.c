@@ -111,8 +111,43 @@ static int parse_level(const char *text, enum td__log_level *out)
     return -1;
 }
 
+/* The transport keys (see config.h). 1 when key is not one of them, else 0 or -1. */
+static int set_transport(td__config *c, const char *key, const char *value, char *err,
+                         size_t errlen)
+{
+    static const struct {
+        const char *key;
+        size_t off;
+        bool bytes;
+        uint64_t min, max;
+    } keys[] = {
+        {"max_connections", offsetof(td__config, max_connections), false, 0, 1u << 20},
+        {"idle_timeout_s", offsetof(td__config, idle_timeout_s), false, 0, 2000000},
+        {"max_streams", offsetof(td__config, max_streams), false, 0, 1u << 16},
+        {"stream_window", offsetof(td__config, stream_window), true, 0, (uint64_t)1 << 30},
+        {"transport_bytes", offsetof(td__config, transport_bytes), true, 0,
+         (uint64_t)1 << 50},
+    };
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        if (strcmp(key, keys[i].key) != 0) continue;
+        uint64_t v;
+        int rc = keys[i].bytes ? td__parse_bytes(value, &v) : parse_u64(value, &v);
+        if (rc == 0 && v >= keys[i].min && v <= keys[i].max) {
+            memcpy((char *)c + keys[i].off, &v, sizeof v);
+            return 0;
+        }
+        snprintf(err, errlen, "%s: '%s' is not %s in 0..%llu (0 = the default)", key, value,
+                 keys[i].bytes ? "a byte count (K, M, G suffixes)" : "an integer",
+                 (unsigned long long)keys[i].max);
+        return -1;
+    }
+    return 1;
+}
+
 int td__config_set(td__config *c, const char *key, const char *value, char *err, size_t errlen)
 {
+    int tr = set_transport(c, key, value, err, errlen);
+    if (tr != 1) return tr;
     if (strcmp(key, "listen") == 0) {
         td__listen_addr a;
         if (td__listen_parse(value, &a, err, errlen) != 0) return -1;
@@ -200,7 +235,8 @@ int td__config_set(td__config *c, const char *key, const char *value, char *err,
     snprintf(err, errlen,
              "unknown key '%s' (known: listen, log_level, max_sessions, max_session_bytes, "
              "max_tenant_bytes, device_threads, insecure, tls_cert, tls_key, tls_client_ca, "
-             "tokens_file, blob_cache_bytes, cache_dir, graph_cache, graph_cache_bytes)",
+             "tokens_file, blob_cache_bytes, cache_dir, graph_cache, graph_cache_bytes, "
+             "max_connections, idle_timeout_s, max_streams, stream_window, transport_bytes)",
              key);
     return -1;
 }

@@ -38,6 +38,12 @@ typedef struct td__config {
     char tls_key[512];          /* its PEM private key */
     char tls_client_ca[512];    /* PEM CA bundle; set: client certificates required */
     char tokens_file[512];      /* "" = authentication off (auth/tokens.h) */
+    /* Transport limits (server/service.h has the defaults; 0 = that default). */
+    uint64_t max_connections;   /* default: from the open-file limit (server/connlimit.h) */
+    uint64_t idle_timeout_s;    /* connections without calls are closed after this */
+    uint64_t max_streams;       /* concurrent calls per connection */
+    uint64_t stream_window;     /* HTTP/2 receive window per stream, bytes */
+    uint64_t transport_bytes;   /* memory of all connections' gRPC buffers, bytes */
 } td__config;
 
 void td__config_defaults(td__config *c);

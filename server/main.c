@@ -17,6 +17,7 @@
 #include "engine/device.h"
 #include "server/graphcache.h"
 #include "server/config.h"
+#include "server/connlimit.h"
 #include "server/loop.h"
 #include "server/notify.h"
 #include "server/blobstore.h"
@@ -107,6 +108,25 @@ static void usage(FILE *f)
         (unsigned long long)td__config_ram_share(TD_DEFAULT_TENANT_RAM_PERCENT));
     fprintf(f,
         "\n"
+        "connection limits (0 = the default; README \"Limits\"):\n"
+        "  --max-connections N       client connections open at once (default: half the\n"
+        "                            open-file limit, at most 4096; tensord raises that limit\n"
+        "                            to the hard limit at start). More are closed at once\n"
+        "  --idle-timeout-s S        close a connection without calls after S seconds\n"
+        "                            (default %d); a handshake must finish within 10 s\n"
+        "  --max-streams N           concurrent calls (sessions) per connection (default %d)\n"
+        "  --stream-window BYTES     HTTP/2 receive window per call: what a partly sent\n"
+        "                            message may hold (default %lluK)\n"
+        "  --transport-bytes BYTES   memory of all connections' buffers together (default\n"
+        "                            %lluM); past it idle connections are closed, then calls\n"
+        "                            cancelled (RESOURCE_EXHAUSTED) until it is back under\n"
+        "  Compressed messages are refused (UNIMPLEMENTED); calls to unknown methods are\n"
+        "  answered UNIMPLEMENTED at once.\n",
+        TD_DEFAULT_IDLE_TIMEOUT_S, TD_DEFAULT_MAX_STREAMS,
+        (unsigned long long)(TD_DEFAULT_STREAM_WINDOW >> 10),
+        (unsigned long long)(TD_DEFAULT_TRANSPORT_BYTES >> 20));
+    fprintf(f,
+        "\n"
         "config file (key = value per line; '#' or ';' starts a comment line):\n"
         "  listen = ADDR             as --listen\n"
         "  log_level = LEVEL         as --log-level\n"
@@ -121,6 +141,8 @@ static void usage(FILE *f)
         "  insecure = true|false     as --insecure\n"
         "  tls_cert = FILE           as --tls-cert (also tls_key, tls_client_ca)\n"
         "  tokens_file = FILE        as --tokens-file\n"
+        "  max_connections = N       as --max-connections (also idle_timeout_s, max_streams,\n"
+        "                            stream_window, transport_bytes)\n"
         "\n"
         "tokens file (one entry per line, '#' comments):\n"
         "  sha256:HEX TENANT [QUOTA=N ...]   SHA-256 of a bearer token, its tenant\n"
@@ -134,7 +156,9 @@ static void usage(FILE *f)
         "  SIGTERM, SIGINT           graceful stop: stop accepting, let queued work finish\n"
         "                            (up to %d ms), cancel the remaining calls, free every\n"
         "                            session, exit 0; a second signal cancels at once\n"
-        "  SIGHUP                    reload the tokens file (a bad file keeps the old one)\n"
+        "  SIGHUP                    reload the tokens file (a bad file keeps the old one);\n"
+        "                            open sessions of a removed token or certificate end\n"
+        "                            with UNAUTHENTICATED\n"
         "\n"
         "exit status: 0 after a clean stop, 1 on a runtime failure (cannot listen, no\n"
         "device), 2 on a usage or configuration error.\n"
@@ -160,6 +184,11 @@ enum {
     OPT_TLS_KEY,
     OPT_TLS_CLIENT_CA,
     OPT_TOKENS_FILE,
+    OPT_MAX_CONNECTIONS,
+    OPT_IDLE_TIMEOUT_S,
+    OPT_MAX_STREAMS,
+    OPT_STREAM_WINDOW,
+    OPT_TRANSPORT_BYTES,
     OPT_HELP,
     OPT_VERSION,
 };
@@ -181,6 +210,11 @@ static const struct option k_options[] = {
     {"tls-key", required_argument, NULL, OPT_TLS_KEY},
     {"tls-client-ca", required_argument, NULL, OPT_TLS_CLIENT_CA},
     {"tokens-file", required_argument, NULL, OPT_TOKENS_FILE},
+    {"max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS},
+    {"idle-timeout-s", required_argument, NULL, OPT_IDLE_TIMEOUT_S},
+    {"max-streams", required_argument, NULL, OPT_MAX_STREAMS},
+    {"stream-window", required_argument, NULL, OPT_STREAM_WINDOW},
+    {"transport-bytes", required_argument, NULL, OPT_TRANSPORT_BYTES},
     {"help", no_argument, NULL, OPT_HELP},
     {"version", no_argument, NULL, OPT_VERSION},
     {NULL, 0, NULL, 0},
@@ -274,8 +308,18 @@ static void on_reload(void *arg)
     if (td__tenants_reload(app.tenants, &n, err, sizeof err) != TD_OK)
         td__log(TD_LOG_ERROR, "SIGHUP: tokens file not reloaded, the previous one stays: %s",
                 err);
-    else
-        td__log(TD_LOG_INFO, "SIGHUP: tokens file reloaded (%zu entries)", n);
+    else {
+        size_t ended = app.svc != NULL ? td__service_revoke_stale(app.svc, app.tenants) : 0;
+        td__log(TD_LOG_INFO, "SIGHUP: tokens file reloaded (%zu entries); %zu open sessions "
+                             "of removed identities ended", n, ended);
+    }
+}
+
+/* Once a second: the service's upkeep (open timeouts). */
+static void service_tick(void *arg)
+{
+    (void)arg;
+    if (app.svc != NULL) td__service_tick(app.svc);
 }
 
 /* ---- start-up ---- */
@@ -370,6 +414,11 @@ int main(int argc, char **argv)
         case OPT_TLS_KEY: key = "tls_key"; break;
         case OPT_TLS_CLIENT_CA: key = "tls_client_ca"; break;
         case OPT_TOKENS_FILE: key = "tokens_file"; break;
+        case OPT_MAX_CONNECTIONS: key = "max_connections"; break;
+        case OPT_IDLE_TIMEOUT_S: key = "idle_timeout_s"; break;
+        case OPT_MAX_STREAMS: key = "max_streams"; break;
+        case OPT_STREAM_WINDOW: key = "stream_window"; break;
+        case OPT_TRANSPORT_BYTES: key = "transport_bytes"; break;
         default: break;
         }
         if (key != NULL && td__config_set(&cfg, key, value, err, sizeof err) != 0) {
@@ -469,8 +518,15 @@ int main(int argc, char **argv)
         td__tls_files_fini(&tls_files);
         return 1;
     }
+    uint64_t nofile = 0;
+    uint64_t max_conn = td__conn_limit_init(cfg.max_connections, &nofile);
     td__service_opts so = {
         .target = addr.target,
+        .net = {.max_connections = max_conn,
+                .idle_timeout_s = cfg.idle_timeout_s,
+                .max_streams = cfg.max_streams,
+                .stream_window = cfg.stream_window,
+                .transport_bytes = cfg.transport_bytes},
         .blobs = blobs,
         .max_sessions = cfg.max_sessions,
         .max_session_bytes = cfg.max_session_bytes,
@@ -504,6 +560,17 @@ int main(int argc, char **argv)
             "tensord %s listening on %s (sessions: %s; bytes per session: %s; per tenant "
             "without a max_bytes quota: %s)",
             TD_VERSION_STRING, shown, sessions, bytes, tbytes);
+    td__log(TD_LOG_INFO,
+            "connections: at most %llu (open-file limit %llu), closed after %llu s without "
+            "calls; %llu calls each, %llu-byte stream windows, %llu bytes of transport memory",
+            (unsigned long long)max_conn, (unsigned long long)nofile,
+            (unsigned long long)(cfg.idle_timeout_s ? cfg.idle_timeout_s
+                                                    : TD_DEFAULT_IDLE_TIMEOUT_S),
+            (unsigned long long)(cfg.max_streams ? cfg.max_streams : TD_DEFAULT_MAX_STREAMS),
+            (unsigned long long)(cfg.stream_window ? cfg.stream_window
+                                                   : TD_DEFAULT_STREAM_WINDOW),
+            (unsigned long long)(cfg.transport_bytes ? cfg.transport_bytes
+                                                     : TD_DEFAULT_TRANSPORT_BYTES));
     td__log(TD_LOG_INFO, "security: %s%s; %s", tls ? "TLS" : "plaintext",
             cfg.tls_client_ca[0] ? " with client certificates (mTLS)" : "",
             cfg.tokens_file[0] ? "bearer tokens required" : "no authentication (tenant 'default')");
@@ -511,6 +578,9 @@ int main(int argc, char **argv)
     snprintf(status, sizeof status, "listening on %s", shown);
     td__notify_ready(status);
     td__notify_watchdog_start();
+    if (td__loop_timer_start(1000, 1000, service_tick, NULL, NULL) != TD_OK)
+        td__log(TD_LOG_WARN, "cannot start the service timer: sessions that never open are "
+                             "not timed out");
 
     td__loop_run();
     td__blobstore_destroy(blobs); /* after the service: no session uses it any more */

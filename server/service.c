@@ -14,6 +14,7 @@
  */
 #include "server/service.h"
 #include "server/auth.h"
+#include "server/connlimit.h"
 #include "server/session.h"
 
 #include "common/alloc.h"
@@ -21,7 +22,9 @@
 #include "engine/tensor.h"
 #include "wire.h"
 
+#include <grpc/compression.h>
 #include <grpc/grpc_security.h>
+#include <grpc/support/alloc.h>
 #include <grpc/support/log.h>
 #include <malloc.h>
 #include <pthread.h>
@@ -29,9 +32,37 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define SVC_MAX_DEVICES 16
 #define SVC_REQUESTS_PER_METHOD 8
+/* A client that has not finished its TLS/HTTP/2 handshake after this long is dropped
+ * (gRPC's default is 120 s; bounded also by the idle timeout). */
+#define SVC_HANDSHAKE_TIMEOUT_MS 10000
+/* Keepalive: ping a connection after this long without traffic, drop it when the ping is
+ * not answered within SVC_KEEPALIVE_TIMEOUT_MS (a vanished peer holds nothing for long). */
+#define SVC_KEEPALIVE_TIME_MS 60000
+#define SVC_KEEPALIVE_TIMEOUT_MS 20000
+
+/* gRPC logged "Failed accept4": its listener is dead (see server/connlimit.h). */
+static atomic_bool g_listener_failed;
+
+struct td__live_session {
+    struct td__live_session *prev, *next;
+    struct td__srv_session *ss;
+    td__quota *quota;
+    td__identity id;
+    uint64_t start_ms;  /* CLOCK_MONOTONIC */
+    atomic_bool opened; /* its first whole message arrived */
+    bool timed_out;     /* ended for TD_OPEN_TIMEOUT_MS (under live_mu) */
+};
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
 
 struct td__service {
     td__service_opts opts;
@@ -49,6 +80,10 @@ struct td__service {
     atomic_long work;           /* closures queued or running on workers */
     atomic_ullong sessions;     /* reserved session slots */
     atomic_ullong next_session_id;
+
+    grpc_resource_quota *rq; /* bounds the memory of every connection's buffers */
+    pthread_mutex_t live_mu; /* guards live */
+    struct td__live_session *live;
 
     pthread_mutex_t mu; /* guards the three flags below */
     bool shutdown_started;
@@ -155,7 +190,9 @@ static void info_done(td__tag *tag, bool ok)
     td__service_call_end(svc);
 }
 
-static td_status info_encode(td__service *s, grpc_byte_buffer **out)
+/* Sessions, tensors and bytes are the caller's tenant's only (td__quota): one tenant
+ * learns nothing about another's use of the server. */
+static td_status info_encode(td__service *s, const td__quota *quota, grpc_byte_buffer **out)
 {
     Tensord__V1__InfoResponse r = TENSORD__V1__INFO_RESPONSE__INIT;
     Tensord__V1__Limits lim = TENSORD__V1__LIMITS__INIT;
@@ -191,13 +228,15 @@ static td_status info_encode(td__service *s, grpc_byte_buffer **out)
     lim.max_rank = TD_MAX_RANK;
     lim.max_batch_ops = TD_MAX_BATCH_OPS;
     r.limits = &lim;
-    r.sessions = atomic_load(&s->sessions);
-    r.tensors = td__buffer_live_count();
-    r.bytes_in_use = td__buffer_live_bytes();
+    (void)s;
+    r.sessions = atomic_load(&quota->sessions);
+    r.tensors = atomic_load(&quota->tensors);
+    r.bytes_in_use = atomic_load(&quota->bytes);
     return td__wire_encode(&r.base, NULL, out);
 }
 
-static void info_start(td__service *s, grpc_call *call, grpc_byte_buffer *request)
+static void info_start(td__service *s, grpc_call *call, grpc_byte_buffer *request,
+                       const td__quota *quota)
 {
     info_call *c = td__calloc(1, sizeof *c);
     if (c == NULL) {
@@ -225,7 +264,7 @@ static void info_start(td__service *s, grpc_call *call, grpc_byte_buffer *reques
     }
     if (req) protobuf_c_message_free_unpacked(req, NULL);
     td__wire_scratch_fini(&scratch);
-    if (code == GRPC_STATUS_OK && info_encode(s, &c->response) != TD_OK) {
+    if (code == GRPC_STATUS_OK && info_encode(s, quota, &c->response) != TD_OK) {
         code = GRPC_STATUS_RESOURCE_EXHAUSTED;
         details = "out of memory";
     }
@@ -254,7 +293,7 @@ static void info_start(td__service *s, grpc_call *call, grpc_byte_buffer *reques
 
 /* ---- outstanding call requests ---- */
 
-enum { REQ_INFO, REQ_SESSION };
+enum { REQ_INFO, REQ_SESSION, REQ_UNKNOWN };
 
 typedef struct call_request {
     td__tag tag;
@@ -264,7 +303,29 @@ typedef struct call_request {
     gpr_timespec deadline;
     grpc_metadata_array md;
     grpc_byte_buffer *payload;
+    grpc_call_details details; /* REQ_UNKNOWN */
 } call_request;
+
+/* ---- unknown methods ---- */
+
+/* A call to a method this server does not have. gRPC parks such calls until the
+ * application asks for them (grpc_server_request_call), so without these requests every
+ * one of them stayed open, and held its memory, for good. Each is answered at once with
+ * UNIMPLEMENTED; the call then takes no more memory than a rejected one. */
+static void answer_unknown(td__service *s, grpc_call *call, const grpc_slice *method)
+{
+    char name[128];
+    size_t n = GRPC_SLICE_LENGTH(*method), k = 0;
+    const char *p = (const char *)GRPC_SLICE_START_PTR(*method);
+    for (size_t i = 0; i < n && k + 1 < sizeof name; i++)
+        name[k++] = (p[i] >= 0x20 && p[i] < 0x7f) ? p[i] : '?';
+    name[k] = '\0';
+    char msg[256];
+    snprintf(msg, sizeof msg, "unknown method '%s%s'; this server has %s and %s", name,
+             n > k ? "..." : "", TD_METHOD_GETINFO, TD_METHOD_SESSION);
+    td__log(TD_LOG_DEBUG, "%s", msg);
+    td__srv_reject(s, call, GRPC_STATUS_UNIMPLEMENTED, msg);
+}
 
 static void request_done(td__tag *tag, bool ok);
 
@@ -279,13 +340,20 @@ static void request_post(td__service *s, int kind)
     r->svc = s;
     r->kind = kind;
     grpc_metadata_array_init(&r->md);
+    grpc_call_details_init(&r->details);
     td__service_call_begin(s);
     td__tag_arm(&r->tag);
-    grpc_call_error e = grpc_server_request_registered_call(
-        s->server, kind == REQ_INFO ? s->rm_info : s->rm_session, &r->call, &r->deadline,
-        &r->md, kind == REQ_INFO ? &r->payload : NULL, s->cq, s->cq, &r->tag);
+    grpc_call_error e;
+    if (kind == REQ_UNKNOWN)
+        e = grpc_server_request_call(s->server, &r->call, &r->details, &r->md, s->cq, s->cq,
+                                     &r->tag);
+    else
+        e = grpc_server_request_registered_call(
+            s->server, kind == REQ_INFO ? s->rm_info : s->rm_session, &r->call, &r->deadline,
+            &r->md, kind == REQ_INFO ? &r->payload : NULL, s->cq, s->cq, &r->tag);
     if (e != GRPC_CALL_OK) {
         td__log(TD_LOG_ERROR, "cannot request calls (grpc error %d)", (int)e);
+        grpc_call_details_destroy(&r->details);
         grpc_metadata_array_destroy(&r->md);
         td__free(r);
         td__service_call_end(s);
@@ -297,17 +365,24 @@ static void request_done(td__tag *tag, bool ok)
     call_request *r = (call_request *)tag;
     td__service *s = r->svc;
     if (ok && !atomic_load(&s->shutting_down)) request_post(s, r->kind);
+    if (ok && r->kind == REQ_UNKNOWN) {
+        answer_unknown(s, r->call, &r->details.method);
+        ok = false; /* answered; the call is gone */
+    }
     td__quota *quota = NULL;
+    td__identity id;
     if (ok && td__srv_auth_call(s, s->opts.tenants, r->call, &r->md,
-                                r->kind == REQ_INFO ? "GetInfo" : "Session", &quota) != TD_OK)
+                                r->kind == REQ_INFO ? "GetInfo" : "Session", &quota,
+                                &id) != TD_OK)
         ok = false; /* answered with UNAUTHENTICATED; the call is gone */
     if (ok) {
         if (r->kind == REQ_INFO)
-            info_start(s, r->call, r->payload);
+            info_start(s, r->call, r->payload, quota);
         else
-            td__srv_session_start(s, r->call, quota);
+            td__srv_session_start(s, r->call, quota, &id);
     }
     if (r->payload) grpc_byte_buffer_destroy(r->payload);
+    grpc_call_details_destroy(&r->details);
     grpc_metadata_array_destroy(&r->md);
     td__free(r);
     td__service_call_end(s);
@@ -344,6 +419,14 @@ static void grpc_log_to_ours(gpr_log_func_args *a)
     enum td__log_level lv = a->severity == GPR_LOG_SEVERITY_ERROR  ? TD_LOG_ERROR
                             : a->severity == GPR_LOG_SEVERITY_INFO ? TD_LOG_INFO
                                                                    : TD_LOG_DEBUG;
+    if (strstr(a->message, "Failed accept4") != NULL) {
+        atomic_store(&g_listener_failed, true);
+        td__log(TD_LOG_ERROR,
+                "grpc stopped accepting connections (%s): new clients cannot connect until "
+                "tensord is restarted; health reports NOT_SERVING",
+                a->message);
+        return;
+    }
     /* A refused TLS client is only UNAVAILABLE on its side: say here what went wrong. */
     if (strstr(a->message, "andshake failed") != NULL) {
         td__log(TD_LOG_WARN, "TLS handshake with a client failed: %s", a->message);
@@ -369,6 +452,8 @@ static void service_free(td__service *s)
         }
         grpc_completion_queue_destroy(s->cq);
     }
+    if (s->rq) grpc_resource_quota_unref(s->rq);
+    pthread_mutex_destroy(&s->live_mu);
     pthread_mutex_destroy(&s->mu);
     td__free(s);
     grpc_shutdown();
@@ -390,6 +475,7 @@ td_status td__service_start(const td__service_opts *opts, td__service **out, int
     s->opts = *opts;
     s->shutdown_tag.fn = shutdown_done;
     pthread_mutex_init(&s->mu, NULL);
+    pthread_mutex_init(&s->live_mu, NULL);
     td_status st = TD_OK;
 
     int n = td__device_count();
@@ -405,26 +491,61 @@ td_status td__service_start(const td__service_opts *opts, td__service **out, int
         s->ndev = i + 1;
     }
 
-    grpc_arg args[5];
-    args[0].type = GRPC_ARG_INTEGER;
-    args[0].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
-    args[0].value.integer = (int)TD_MAX_MESSAGE_BYTES;
-    args[1].type = GRPC_ARG_INTEGER;
-    args[1].key = (char *)GRPC_ARG_MAX_SEND_MESSAGE_LENGTH;
-    args[1].value.integer = (int)TD_MAX_MESSAGE_BYTES;
+    /* Transport limits (README "Limits"): each bounds what a client can make the server
+     * hold before any session exists. */
+    td__transport_limits net = opts->net;
+    if (net.max_streams == 0) net.max_streams = TD_DEFAULT_MAX_STREAMS;
+    if (net.stream_window == 0) net.stream_window = TD_DEFAULT_STREAM_WINDOW;
+    if (net.transport_bytes == 0) net.transport_bytes = TD_DEFAULT_TRANSPORT_BYTES;
+    if (net.idle_timeout_s == 0) net.idle_timeout_s = TD_DEFAULT_IDLE_TIMEOUT_S;
+    s->opts.net = net;
+    /* Every buffer of every connection (reads, partial messages, received messages not yet
+     * handled) is drawn from this quota; past it gRPC closes idle connections and then
+     * cancels streams ("Buffers full") until it is back under. */
+    s->rq = grpc_resource_quota_create("tensord");
+    if (s->rq == NULL) {
+        snprintf(err, errlen, "cannot create the gRPC resource quota");
+        st = TD_EINTERNAL;
+        goto fail;
+    }
+    grpc_resource_quota_resize(s->rq, (size_t)net.transport_bytes);
+    uint64_t idle_ms = net.idle_timeout_s * 1000;
+    uint64_t hs_ms = idle_ms < SVC_HANDSHAKE_TIMEOUT_MS ? idle_ms : SVC_HANDSHAKE_TIMEOUT_MS;
+    grpc_arg args[16];
+    size_t na = 0;
+#define SVC_INT_ARG(k, v)                                                                  \
+    do {                                                                                   \
+        args[na].type = GRPC_ARG_INTEGER;                                                  \
+        args[na].key = (char *)(k);                                                        \
+        args[na].value.integer = (int)(v);                                                 \
+        na++;                                                                              \
+    } while (0)
+    SVC_INT_ARG(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, TD_MAX_MESSAGE_BYTES);
+    SVC_INT_ARG(GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, TD_MAX_MESSAGE_BYTES);
     /* gRPC sets SO_REUSEPORT by default: a second server on a busy port would then start
      * "successfully" and steal half the connections. Fail the bind instead. */
-    args[2].type = GRPC_ARG_INTEGER;
-    args[2].key = (char *)GRPC_ARG_ALLOW_REUSEPORT;
-    args[2].value.integer = 0;
-    /* Bulk uploads: a fixed receive window (proto/wire.h, TD_STREAM_WINDOW_BYTES). */
-    args[3].type = GRPC_ARG_INTEGER;
-    args[3].key = (char *)GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES;
-    args[3].value.integer = (int)TD_STREAM_WINDOW_BYTES;
-    args[4].type = GRPC_ARG_INTEGER;
-    args[4].key = (char *)GRPC_ARG_HTTP2_BDP_PROBE;
-    args[4].value.integer = 0;
-    grpc_channel_args cargs = {.num_args = 5, .args = args};
+    SVC_INT_ARG(GRPC_ARG_ALLOW_REUSEPORT, 0);
+    /* A fixed receive window per stream (BDP probing off): what a partial message can
+     * park in gRPC per stream. */
+    SVC_INT_ARG(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, net.stream_window);
+    SVC_INT_ARG(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+    SVC_INT_ARG(GRPC_ARG_MAX_CONCURRENT_STREAMS, net.max_streams);
+    /* Identity only: a compressed message is refused (UNIMPLEMENTED) instead of being
+     * inflated, to any size, before the message size check. */
+    SVC_INT_ARG(GRPC_COMPRESSION_CHANNEL_ENABLED_ALGORITHMS_BITSET, 1u << GRPC_COMPRESS_NONE);
+    SVC_INT_ARG(GRPC_ARG_MAX_CONNECTION_IDLE_MS, idle_ms > INT32_MAX ? INT32_MAX : idle_ms);
+    SVC_INT_ARG(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, hs_ms);
+    SVC_INT_ARG(GRPC_ARG_KEEPALIVE_TIME_MS, SVC_KEEPALIVE_TIME_MS);
+    SVC_INT_ARG(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, SVC_KEEPALIVE_TIMEOUT_MS);
+    /* Keep pinging a connection whose streams are quiet (an idle session), not just twice. */
+    SVC_INT_ARG(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+#undef SVC_INT_ARG
+    args[na].type = GRPC_ARG_POINTER;
+    args[na].key = (char *)GRPC_ARG_RESOURCE_QUOTA;
+    args[na].value.pointer.p = s->rq;
+    args[na].value.pointer.vtable = grpc_resource_quota_arg_vtable();
+    na++;
+    grpc_channel_args cargs = {.num_args = na, .args = args};
     s->server = grpc_server_create(&cargs, NULL);
     s->cq = grpc_completion_queue_create_for_next(NULL);
     if (s->server == NULL || s->cq == NULL) {
@@ -485,6 +606,7 @@ td_status td__service_start(const td__service_opts *opts, td__service **out, int
     for (int i = 0; i < SVC_REQUESTS_PER_METHOD; i++) {
         request_post(s, REQ_INFO);
         request_post(s, REQ_SESSION);
+        request_post(s, REQ_UNKNOWN);
     }
     *port = strncmp(opts->target, "unix:", 5) == 0 ? 0 : bound;
     *out = s;
@@ -516,4 +638,89 @@ void td__service_destroy(td__service *s)
 {
     if (s == NULL) return;
     service_free(s);
+}
+
+/* ---- health and revocation ---- */
+
+bool td__service_serving(td__service *s, char *why, size_t whylen)
+{
+    const char *reason = NULL;
+    if (atomic_load(&s->shutting_down))
+        reason = "shutting down";
+    else if (atomic_load(&g_listener_failed))
+        reason = "grpc stopped accepting connections (Failed accept4); restart tensord";
+    else if (td__conn_fd_trouble())
+        reason = "connections refused for lack of file descriptors in the last 10 s";
+    if (why != NULL && whylen > 0) snprintf(why, whylen, "%s", reason ? reason : "serving");
+    return reason == NULL;
+}
+
+struct td__live_session *td__service_live_add(td__service *s, struct td__srv_session *ss,
+                                              td__quota *quota, const td__identity *id)
+{
+    struct td__live_session *l = td__calloc(1, sizeof *l);
+    if (l == NULL) return NULL;
+    l->ss = ss;
+    l->quota = quota;
+    l->start_ms = mono_ms();
+    atomic_init(&l->opened, false);
+    if (id != NULL) l->id = *id;
+    pthread_mutex_lock(&s->live_mu);
+    l->next = s->live;
+    if (s->live) s->live->prev = l;
+    s->live = l;
+    pthread_mutex_unlock(&s->live_mu);
+    return l;
+}
+
+void td__service_live_remove(td__service *s, struct td__live_session *l)
+{
+    if (l == NULL) return;
+    pthread_mutex_lock(&s->live_mu);
+    if (l->prev)
+        l->prev->next = l->next;
+    else
+        s->live = l->next;
+    if (l->next) l->next->prev = l->prev;
+    pthread_mutex_unlock(&s->live_mu);
+    td__free(l);
+}
+
+size_t td__service_revoke_stale(td__service *s, td__tenants *tenants)
+{
+    size_t n = 0;
+    /* Under live_mu no session can be freed (td__service_live_remove waits), and revoking
+     * only cancels the call: its end runs later, on a completion-queue thread. */
+    pthread_mutex_lock(&s->live_mu);
+    for (struct td__live_session *l = s->live; l != NULL; l = l->next) {
+        if (td__tenants_still_grants(tenants, &l->id, l->quota)) continue;
+        td__srv_session_revoke(l->ss, GRPC_STATUS_UNAUTHENTICATED,
+                               l->id.kind == TD_IDENTITY_CN
+                                   ? "client certificate no longer in the tokens file"
+                                   : "bearer token revoked");
+        n++;
+    }
+    pthread_mutex_unlock(&s->live_mu);
+    return n;
+}
+
+void td__service_live_opened(struct td__live_session *l)
+{
+    if (l != NULL) atomic_store(&l->opened, true);
+}
+
+void td__service_tick(td__service *s)
+{
+    uint64_t now = mono_ms();
+    pthread_mutex_lock(&s->live_mu);
+    for (struct td__live_session *l = s->live; l != NULL; l = l->next) {
+        if (l->timed_out || atomic_load(&l->opened) || now - l->start_ms < TD_OPEN_TIMEOUT_MS)
+            continue;
+        l->timed_out = true;
+        char why[128];
+        snprintf(why, sizeof why, "no complete open message within %d ms of the call",
+                 TD_OPEN_TIMEOUT_MS);
+        td__srv_session_revoke(l->ss, GRPC_STATUS_DEADLINE_EXCEEDED, why);
+    }
+    pthread_mutex_unlock(&s->live_mu);
 }

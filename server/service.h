@@ -43,8 +43,26 @@ static inline void td__tag_arm(td__tag *t)
     atomic_fetch_add_explicit(&t->armed, 1, memory_order_release);
 }
 
+/* Transport defaults (README "Limits"). A partial message parks at most the stream window
+ * per stream in gRPC; the resource quota bounds all of it together. 2 MiB windows keep a
+ * 64 MiB upload at full speed on loopback (tests/e2e/bulk.c, BENCHMARKS.md P3). */
+#define TD_DEFAULT_MAX_STREAMS 32
+#define TD_DEFAULT_STREAM_WINDOW ((uint64_t)2 << 20)
+#define TD_DEFAULT_TRANSPORT_BYTES ((uint64_t)512 << 20)
+#define TD_DEFAULT_IDLE_TIMEOUT_S 300
+
+/* Transport limits (README "Limits"). */
+typedef struct td__transport_limits {
+    uint64_t max_connections;    /* open client connections (server/connlimit.h) */
+    uint64_t idle_timeout_s;     /* a connection without calls is closed after this */
+    uint64_t max_streams;        /* concurrent calls (HTTP/2 streams) per connection */
+    uint64_t stream_window;      /* HTTP/2 receive window per stream, bytes */
+    uint64_t transport_bytes;    /* gRPC resource quota: all connections' buffers, bytes */
+} td__transport_limits;
+
 typedef struct td__service_opts {
     const char *target;          /* gRPC bind address: "127.0.0.1:0", "unix:/path" */
+    td__transport_limits net;    /* zero fields: defaults */
     uint64_t max_sessions;       /* 0 = no limit */
     uint64_t max_session_bytes;  /* per-session device bytes, 0 = no limit */
     struct td__blobstore *blobs; /* content-addressed blob store (borrowed), or NULL */
@@ -70,6 +88,18 @@ bool td__service_idle(td__service *s);
 /* After on_drained: stop the threads and free everything. NULL is a no-op. Loop thread. */
 void td__service_destroy(td__service *s);
 
+/* Whether the server takes new clients: false while shutting down, after gRPC's listener
+ * failed for good (it logged "Failed accept4"; see server/connlimit.h for why that no
+ * longer happens on EMFILE), or while connections are being refused for lack of file
+ * descriptors (td__conn_fd_trouble). For a health check (NOT_SERVING when false); `why`
+ * (may be NULL) gets the reason. Any thread. */
+bool td__service_serving(td__service *s, char *why, size_t whylen);
+
+/* After a tokens-file reload: end every open session whose identity (bearer token or
+ * client certificate name) no longer maps to its tenant, with UNAUTHENTICATED. Returns
+ * the number of sessions ended. Loop thread. */
+size_t td__service_revoke_stale(td__service *s, td__tenants *tenants);
+
 /* ---- for server/session.c (any thread) ---- */
 grpc_completion_queue *td__service_cq(td__service *s);
 /* The worker of a device (one per device). */
@@ -84,6 +114,24 @@ uint64_t td__service_max_sessions(const td__service *s);
 bool td__service_shutting_down(td__service *s);
 /* Closures submitted to workers and not yet finished (for td__service_idle). */
 void td__service_work_add(td__service *s, long delta);
+/* Live sessions, for td__service_revoke_stale: a session registers once its call is taken
+ * over (td__srv_session_start) and unregisters before it is freed. `id` is copied.
+ * Returns the registration (NULL when out of memory: the session is then never revoked). */
+struct td__srv_session;
+struct td__live_session;
+struct td__live_session *td__service_live_add(td__service *s, struct td__srv_session *ss,
+                                              td__quota *quota, const td__identity *id);
+void td__service_live_remove(td__service *s, struct td__live_session *live);
+/* The session received its first whole message (NULL is a no-op). */
+void td__service_live_opened(struct td__live_session *live);
+
+/* A session whose first message is not complete after this long is ended with
+ * DEADLINE_EXCEEDED: gRPC 1.51 keeps granting HTTP/2 window to a message as long as its
+ * length prefix says (even 4 GiB), and never answers a stream whose message stops short. */
+#define TD_OPEN_TIMEOUT_MS 10000
+/* Periodic upkeep (about once a second): ends sessions past TD_OPEN_TIMEOUT_MS without a
+ * first message. Loop thread. */
+void td__service_tick(td__service *s);
 /* A call object alive / gone: shutdown finishes when none is left. */
 void td__service_call_begin(td__service *s);
 void td__service_call_end(td__service *s);

@@ -91,6 +91,7 @@ typedef struct td__srv_session {
     td__quota *quota;
     const char *tenant;
     bool quota_session; /* holds one of the tenant's sessions (worker side) */
+    struct td__live_session *live; /* registration for token revocation (service.h) */
 
     /* Receive side (one completion-queue thread at a time). */
     td__tag recv_tag;
@@ -337,6 +338,7 @@ static void unpin(td__srv_session *ss, td__blob *b)
 static void ss_free(td__srv_session *ss)
 {
     td__service *svc = ss->svc;
+    td__service_live_remove(svc, ss->live); /* first: a revoke may be looking at ss */
     if (ss->id != 0)
         td__log(TD_LOG_INFO, "session %llu closed (%s): freed %llu tensors, %llu bytes",
                 (unsigned long long)ss->id,
@@ -586,7 +588,7 @@ static void run_write(td__srv_session *ss, job *j)
 /* ---- blob store jobs ---- */
 
 #define SS_MAX_PINS 1024
-#define SS_MAX_HASHES 1024
+#define SS_MAX_HASHES TD_MAX_HAS_BLOBS /* proto/wire.h */
 
 /* Pin b (takes the caller's reference) until WriteFromBlob or the session's end, charging
  * its bytes to the tenant's max_bytes quota. Returns false, dropping the reference, when
@@ -1029,6 +1031,7 @@ static bool handle_open(td__srv_session *ss, td_status dst, Tensord__V1__ClientM
                         const char *derr, size_t cost)
 {
     char msg[512];
+    td__service_live_opened(ss->live); /* a whole first message came: no open timeout */
     if (dst != TD_OK || cm->body_case != TENSORD__V1__CLIENT_MESSAGE__BODY_OPEN) {
         if (dst != TD_OK)
             snprintf(msg, sizeof msg, "first message must be open (got an undecodable message: %s)",
@@ -1039,6 +1042,12 @@ static bool handle_open(td__srv_session *ss, td_status dst, Tensord__V1__ClientM
         return false;
     }
     const Tensord__V1__OpenSession *o = cm->open;
+    if (ss->rx_span.present) {
+        snprintf(msg, sizeof msg,
+                 "open carries a payload of %zu bytes; only write messages may", ss->rx_span.len);
+        reject(ss, GRPC_STATUS_INVALID_ARGUMENT, msg);
+        return false;
+    }
     if (o->protocol_min > o->protocol_max || o->protocol_max < TD_PROTOCOL_MIN ||
         o->protocol_min > TD_PROTOCOL_MAX) {
         snprintf(msg, sizeof msg,
@@ -1349,7 +1358,8 @@ static void recv_next(td__srv_session *ss)
     }
 }
 
-void td__srv_session_start(td__service *svc, grpc_call *call, td__quota *quota)
+void td__srv_session_start(td__service *svc, grpc_call *call, td__quota *quota,
+                           const td__identity *id)
 {
     td__srv_session *ss = td__calloc(1, sizeof *ss);
     if (ss == NULL) {
@@ -1373,6 +1383,7 @@ void td__srv_session_start(td__service *svc, grpc_call *call, td__quota *quota)
     char *peer = grpc_call_get_peer(call);
     sanitize(peer, ss->peer, sizeof ss->peer);
     gpr_free(peer);
+    ss->live = td__service_live_add(svc, ss, quota, id);
 
     grpc_op op;
     memset(&op, 0, sizeof op);
@@ -1389,4 +1400,11 @@ void td__srv_session_start(td__service *svc, grpc_call *call, td__quota *quota)
     }
     recv_next(ss);
     ss_unref(ss);
+}
+
+void td__srv_session_revoke(td__srv_session *ss, grpc_status_code code, const char *why)
+{
+    td__log(TD_LOG_INFO, "session %llu of tenant '%s' at %s ended: %s",
+            (unsigned long long)ss->id, ss->tenant, ss->peer, why);
+    grpc_call_cancel_with_status(ss->call, code, why, NULL);
 }

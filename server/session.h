@@ -21,5 +21,17 @@
  * `quota` is the authenticated tenant's (borrowed; outlives every session): the session
  * charges its sessions, tensors and queued batches there, and its tenant name scopes
  * shared lookups (see td__srv_session's `tenant`). */
-void td__srv_session_start(td__service *svc, grpc_call *call, td__quota *quota);
+void td__srv_session_start(td__service *svc, grpc_call *call, td__quota *quota,
+                           const td__identity *id);
+
+/* End session `ss` now with `code` and `why` (UNAUTHENTICATED: its token was revoked;
+ * DEADLINE_EXCEEDED: no complete open message in time): the call is
+ * cancelled with that status and the session ends through its usual path (worker queue
+ * closed, engine session and every tensor freed). `id` above is what the session
+ * registered with (td__service_live_add), for td__service_revoke_stale. The caller keeps
+ * ss alive for the call (it holds the service's live-session lock).
+ * Thread-safety: any thread. */
+struct td__srv_session;
+void td__srv_session_revoke(struct td__srv_session *ss, grpc_status_code code,
+                            const char *why);
 #endif
