@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Build the libFuzzer targets with clang (ASan + UBSan + fuzzer coverage) in build-fuzz/
 # (or $TD_FUZZ_BUILD) and run each for TD_FUZZ_SECONDS (default 30) on its checked-in
-# corpus: wire (message decoder), infer (op validator and shape inference), graph (graph
-# definition decoder and validator). New inputs go to a scratch copy; a crash leaves its
-# input in the build directory and fails the script: add it to tests/fuzz/corpus/TARGET/
-# as a regression input once fixed. TD_NINJA_JOBS=N limits the build's parallel jobs.
+# corpus: wire (message decoder), infer (op validator and shape inference, then small
+# accepted ops executed on a local CPU session), graph (graph definition decoder and
+# validator, then small valid graphs run with td__graph_exec); tests/fuzz/fuzz_exec.h says
+# what "small" is. Hand-made seeds: tests/fuzz/gen_seeds.py. New inputs go to a scratch
+# copy; a crash leaves its input in the build directory and fails the script: add it to
+# tests/fuzz/corpus/TARGET/ as a regression input once fixed. TD_NINJA_JOBS=N limits the
+# build's parallel jobs.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 secs=${TD_FUZZ_SECONDS:-30}
