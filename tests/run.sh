@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what it needs, builds warnings-as-errors, runs every
 # suite (unit, end-to-end against a real tensord, example), then builds again under
-# AddressSanitizer + UndefinedBehaviorSanitizer and runs the suite once more.
-# Exits non-zero on any failure. Set TD_SKIP_SANITIZERS=1 to skip the second pass, and
+# AddressSanitizer + UndefinedBehaviorSanitizer and runs the suite once more, then runs the
+# end-to-end and hostile suites against a ThreadSanitizer build of tensord.
+# Exits non-zero on any failure. Set TD_SKIP_SANITIZERS=1 to skip the second pass,
+# TD_SKIP_TSAN=1 to skip the third, and
 # TD_FUZZ_SECONDS=N to also run each libFuzzer target (tests/fuzz/) for N seconds.
 # The first pass also builds the HIP backend module (Debian's hipcc, about 650 MB
 # installed the first time) and checks that it loads; TD_SKIP_HIP=1 leaves HIP out.
@@ -43,6 +45,18 @@ if [ "${TD_SKIP_SANITIZERS:-0}" != "1" ]; then
     export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
     export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0"
     meson test -C build-asan --print-errorlogs --num-processes 2 --timeout-multiplier 3
+fi
+if [ "${TD_SKIP_TSAN:-0}" != "1" ]; then
+    echo "== tensord under ThreadSanitizer: the e2e and hostile suites against it"
+    # Only the server is built with TSan (criterion's fixed arena does not start under TSan);
+    # the suites of the first pass drive it through TD_TEST_TENSORD. tests/tsan.supp says
+    # which uninstrumented libraries are suppressed and why.
+    configure build-tsan --buildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false -Dcuda=disabled -Dhip=disabled -Dtests=disabled
+    ninja -C build-tsan server/tensord
+    TD_TEST_TENSORD="$PWD/build-tsan/server/tensord" \
+    TSAN_OPTIONS="halt_on_error=0:exitcode=66:suppressions=$PWD/tests/tsan.supp" \
+        meson test -C build-test --print-errorlogs --num-processes 2 --timeout-multiplier 4 \
+            --suite e2e --suite hostile --no-rebuild
 fi
 if [ -n "${TD_FUZZ_SECONDS:-}" ]; then
     echo "== fuzzing, ${TD_FUZZ_SECONDS} s per target"

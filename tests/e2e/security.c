@@ -219,7 +219,7 @@ Test(tls, server_only_tls_works, .init = start_tls_only, .fini = cleanup, .timeo
 static int run_tensord(const char *args, char *out, size_t cap)
 {
     char cmd[2000];
-    snprintf(cmd, sizeof cmd, "timeout 10 '%s' %s 2>&1", getenv("TENSORD_BIN"), args);
+    snprintf(cmd, sizeof cmd, "timeout 10 '%s' %s 2>&1", td_test_tensord_bin(), args);
     FILE *p = popen(cmd, "r");
     cr_assert(p != NULL);
     size_t n = fread(out, 1, cap - 1, p);
@@ -260,7 +260,7 @@ Test(listen, any_address_with_insecure_starts_and_warns, .timeout = 60)
     /* timeout(1) sends SIGTERM after 2 s: a clean stop (exit 0 is reported as 124). */
     char cmd[600];
     snprintf(cmd, sizeof cmd, "timeout 2 '%s' --listen 0.0.0.0:0 --insecure 2>&1",
-             getenv("TENSORD_BIN"));
+             td_test_tensord_bin());
     FILE *p = popen(cmd, "r");
     cr_assert(p != NULL);
     size_t n = fread(out, 1, sizeof out - 1, p);

@@ -42,6 +42,26 @@ static void reap(td_test_server *s)
     s->pid = 0;
 }
 
+const char *td_test_server_sanitizer(const td_test_server *s)
+{
+    char path[64], line[512];
+    snprintf(path, sizeof path, "/proc/%ld/maps", (long)s->pid);
+    FILE *f = s->pid > 0 ? fopen(path, "r") : NULL;
+    const char *which = NULL;
+    while (f != NULL && which == NULL && fgets(line, sizeof line, f) != NULL) {
+        if (strstr(line, "libasan") != NULL) which = "asan";
+        if (strstr(line, "libtsan") != NULL) which = "tsan";
+    }
+    if (f != NULL) fclose(f);
+    return which;
+}
+
+const char *td_test_tensord_bin(void)
+{
+    const char *bin = getenv("TD_TEST_TENSORD");
+    return bin != NULL && bin[0] != '\0' ? bin : getenv("TENSORD_BIN");
+}
+
 bool td_test_server_start(td_test_server *s, bool unix_socket, const char *const *extra_args,
                           char *err, size_t errlen)
 {
@@ -49,7 +69,7 @@ bool td_test_server_start(td_test_server *s, bool unix_socket, const char *const
     memset(s, 0, sizeof *s);
     s->stdout_fd = -1;
     s->is_unix = unix_socket;
-    const char *bin = getenv("TENSORD_BIN");
+    const char *bin = td_test_tensord_bin();
     if (bin == NULL || bin[0] == '\0') {
         snprintf(err, errlen, "TENSORD_BIN is not set (run the tests through meson test)");
         return false;

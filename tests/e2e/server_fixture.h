@@ -20,12 +20,20 @@ typedef struct td_test_server {
     int port;           /* TCP port (0 for unix) */
 } td_test_server;
 
+/* The tensord binary the suites run: $TD_TEST_TENSORD when set (tests/run.sh points it at
+ * a ThreadSanitizer build of the server), else $TENSORD_BIN (set by meson test). */
+const char *td_test_tensord_bin(void);
 /* Start the server. extra_args (may be NULL) is a NULL-terminated list of more flags.
  * Returns true, or false with a message in err (binary missing, no "listening on" line
  * within 15 s, ...). */
 bool td_test_server_start(td_test_server *s, bool unix_socket, const char *const *extra_args,
                           char *err, size_t errlen);
 
+/* The sanitizer runtime the running server has mapped: "asan", "tsan", or NULL for a plain
+ * build. Its RSS then holds shadow memory, redzones and quarantine that are not the
+ * server's own: memory bounds in tests widen for ASan and are not checked under TSan (the
+ * plain and ASan passes check them; the TSan pass is for races). */
+const char *td_test_server_sanitizer(const td_test_server *s);
 /* SIGTERM, wait up to 15 s (then SIGKILL). Returns the exit status (0 = clean), 128+signal
  * if it died of a signal, or -1 if it was not running. */
 int td_test_server_stop(td_test_server *s);

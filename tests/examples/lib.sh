@@ -52,6 +52,7 @@ expect_error() {
 # loopback port); sets SERVER_ADDR from its "listening on ADDR" line.
 start_server() {
     : "${TENSORD_BIN:?TENSORD_BIN is not set (run through meson test)}"
+    TENSORD_BIN=${TD_TEST_TENSORD:-$TENSORD_BIN} # tests/run.sh's ThreadSanitizer pass
     local log="$TMP/server${#SERVER_PIDS[@]}.log"
     : >"$log" # exists before the first sed below, however late the child opens it
     "$TENSORD_BIN" --listen "${1:-127.0.0.1:0}" >"$log" 2>&1 &

@@ -72,19 +72,6 @@ static long rss_kib(pid_t pid)
     return kib;
 }
 
-/* Whether pid runs with AddressSanitizer (its RSS then says little about its heap). */
-static bool sanitized(pid_t pid)
-{
-    char path[64], line[512];
-    snprintf(path, sizeof path, "/proc/%ld/maps", (long)pid);
-    FILE *f = fopen(path, "r");
-    bool yes = false;
-    while (f != NULL && !yes && fgets(line, sizeof line, f) != NULL)
-        yes = strstr(line, "libasan") != NULL;
-    if (f != NULL) fclose(f);
-    return yes;
-}
-
 /* Non-blocking TCP connect to 127.0.0.1:port; the fd, or -1. */
 static int tcp_connect(int port, bool nonblock)
 {
@@ -449,9 +436,9 @@ Test(net, b_partial_messages_bounded, .fini = stop_server, .timeout = 120)
     cr_log_info("partial messages: %zu MiB sent on %d x %d streams; server RSS %ld -> %ld MiB "
                 "(+%ld, bound %d)", total >> 20, B_CONNS, B_STREAMS, before / 1024, peak / 1024,
                 grown_mib, B_BOUND_MIB);
-    if (sanitized(srv.pid))
-        cr_log_info("server runs under AddressSanitizer (quarantine, shadow memory): RSS "
-                    "bound not checked");
+    if (td_test_server_sanitizer(&srv) != NULL)
+        cr_log_info("server runs under %s (quarantine, shadow memory): RSS bound not checked",
+                    td_test_server_sanitizer(&srv));
     else
         cr_expect_lt(grown_mib, B_BOUND_MIB, "server RSS grew by %ld MiB", grown_mib);
     for (int c = 0; c < B_CONNS; c++) h2_close(&conns[c]);
