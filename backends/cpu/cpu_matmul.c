@@ -1,13 +1,25 @@
 /* cpu_matmul.c — batched matmul [..., M, K] x [..., K, N] -> [..., M, N] with numpy batch
  * broadcasting.
  *
- * f32/f64 go to OpenBLAS (cblas_sgemm/cblas_dgemm), one GEMM per output batch; OpenBLAS
- * threads internally, partitioning the output (M and N) between its threads, and gave
- * identical bytes at 1, 4 and 16 threads when measured. Its kernel is chosen per CPU model,
- * so float GEMM bits may differ between machines (the design's "says so" case). Integer dtypes
- * use a plain i-k-j loop with wraparound arithmetic in the unsigned type of the output
- * width, which equals int64 accumulation truncated to the output (modular arithmetic);
- * it runs on the pool, split over output rows.
+ * f32/f64 go to OpenBLAS (cblas_sgemm/cblas_dgemm), but never multithreaded OpenBLAS: its
+ * result bits depend on its thread count (measured with 0.3.21: f32 [32,1000] x [1000,32]
+ * differed in 772 of 1024 elements between 1 thread and 2, f64 [64,513] x [513,64] too;
+ * the threaded driver and the single-threaded small-matrix kernels split the K sum
+ * differently once K > 512). So local:cpu and a remote CPU device whose OpenBLAS ran with
+ * other thread counts disagreed. Here every output matrix is cut into fixed tiles whose size
+ * is a function of (M, N, K) alone (tile_plan), every tile is one single-threaded
+ * cblas_?gemm over the whole K (K is never split), and the CPU device's own pool runs the
+ * tiles, contiguous runs of them per thread. An element's value therefore depends on the
+ * shapes and the data only, not on the device's thread count, OPENBLAS_NUM_THREADS or the
+ * timing: which thread computes a tile changes nothing in it. OpenBLAS is switched to one
+ * thread for the whole process (openblas_set_num_threads(1)) before each float matmul, so a
+ * program that raised it in between cannot change the bits either. Its kernel is still
+ * chosen per CPU model, so float GEMM bits may differ between machines (the design's "says
+ * so" case); tensord.h states this.
+ *
+ * Integer dtypes use a plain i-k-j loop with wraparound arithmetic in the unsigned type of
+ * the output width, which equals int64 accumulation truncated to the output (modular
+ * arithmetic); it runs on the pool, split over output rows, and is exact.
  *
  * A batch's operand offsets come from its batch multi-index with broadcast strides (0 on a
  * size-1 or missing batch dim), so a [K, N] weight is shared by every batch of [B, M, K].
@@ -38,33 +50,6 @@ static void mm_shape_init(mm_shape *s, const td__view *in, const td__view *out)
     td__matmul_batch_strides(a, o, st[0]);
     td__matmul_batch_strides(b, o, st[1]);
     td__cpu_iter_init(&s->batch, &bo, 2, (const int64_t(*)[TD_MAX_RANK])st);
-}
-
-/* The iterator hands out runs of batches; a run has a base offset and a stride per operand. */
-typedef struct gemm_ctx {
-    const mm_shape *s;
-    uint32_t dtype;
-    const void *a, *b;
-    void *c;
-} gemm_ctx;
-
-static void gemm_run(void *ctx, const int64_t *off, const int64_t *st, int64_t o, int64_t n)
-{
-    const gemm_ctx *g = ctx;
-    const mm_shape *s = g->s;
-    const int m = (int)s->m, nn = (int)s->n, k = (int)s->k;
-    for (int64_t j = 0; j < n; j++) {
-        int64_t ao = off[0] + j * st[0], bo = off[1] + j * st[1], co = (o + j) * s->m * s->n;
-        if (g->dtype == TD_F32) {
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, nn, k, 1.0f,
-                        (const float *)g->a + ao, k, (const float *)g->b + bo, nn, 0.0f,
-                        (float *)g->c + co, nn);
-        } else {
-            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, nn, k, 1.0,
-                        (const double *)g->a + ao, k, (const double *)g->b + bo, nn, 0.0,
-                        (double *)g->c + co, nn);
-        }
-    }
 }
 
 /* Integer kernels over output rows [lo, hi) of the flattened [nbatch * M] row space. */
@@ -152,6 +137,125 @@ static td_status int_matmul(const td__cpu_exec *x, const mm_shape *s, uint32_t d
     return TD_OK;
 }
 
+/* ---- float GEMM on fixed tiles ----
+ * Tiles start at TILE_ROWS x TILE_COLS (clipped to M x N); while a matrix has fewer than
+ * TILE_MIN_COUNT tiles and a tile does more than TILE_MIN_MACS multiply-adds, the longer
+ * side is halved (rounded up to a multiple of 16, the widest register blocking of the
+ * OpenBLAS kernels here). 2048^3 gets 32 tiles of 256 x 512; 512^3 16 of 128 x 128;
+ * [32,1000] x [1000,32] one. Tile sizes were picked by measurement (BENCHMARKS.md, P6).
+ * Changing these constants changes float matmul bits: it is a format change between
+ * client and server of different versions, so keep them fixed. */
+#define TILE_ROWS 256
+#define TILE_COLS 512
+#define TILE_MIN_COUNT 16
+#define TILE_MIN_MACS ((int64_t)1 << 22)
+
+typedef struct tile_plan {
+    int64_t rows, cols;   /* tile size */
+    int64_t nrow, ncol;   /* tiles per matrix along M and N */
+} tile_plan;
+
+static int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0); }
+
+static int64_t halve16(int64_t v)
+{
+    int64_t h = ceil_div(v, 2);
+    return ceil_div(h, 16) * 16;
+}
+
+/* The tiling of an M x N output with inner dim K; a function of (m, n, k) only. */
+static tile_plan tile_plan_of(int64_t m, int64_t n, int64_t k)
+{
+    tile_plan p = {.rows = m < TILE_ROWS ? m : TILE_ROWS, .cols = n < TILE_COLS ? n : TILE_COLS};
+    for (;;) {
+        p.nrow = ceil_div(m, p.rows);
+        p.ncol = ceil_div(n, p.cols);
+        int64_t macs;
+        if (p.nrow * p.ncol >= TILE_MIN_COUNT ||
+            (!__builtin_mul_overflow(p.rows * p.cols, k, &macs) && macs <= TILE_MIN_MACS))
+            break;
+        int64_t *side = p.cols >= p.rows ? &p.cols : &p.rows;
+        int64_t h = halve16(*side);
+        if (h >= *side) { /* 16 or less: try the other side, else stop */
+            side = side == &p.cols ? &p.rows : &p.cols;
+            h = halve16(*side);
+            if (h >= *side) break;
+        }
+        *side = h;
+    }
+    return p;
+}
+
+typedef struct gemm_ctx {
+    const mm_shape *s;
+    tile_plan plan;
+    uint32_t dtype;
+    const int64_t *aoff, *boff; /* per output batch, in elements */
+    const void *a, *b;
+    void *c;
+} gemm_ctx;
+
+/* Work units [lo, hi): unit u is tile (u % tiles) of output batch (u / tiles), tiles
+ * numbered row-major. Each is one single-threaded GEMM over the whole K. */
+static void gemm_tiles(void *ctx, int64_t lo, int64_t hi)
+{
+    const gemm_ctx *g = ctx;
+    const mm_shape *s = g->s;
+    const tile_plan *p = &g->plan;
+    const int64_t tiles = p->nrow * p->ncol;
+    const int k = (int)s->k, ldb = (int)s->n;
+    for (int64_t u = lo; u < hi; u++) {
+        const int64_t batch = u / tiles, t = u % tiles;
+        const int64_t i0 = (t / p->ncol) * p->rows, j0 = (t % p->ncol) * p->cols;
+        const int mm = (int)(s->m - i0 < p->rows ? s->m - i0 : p->rows);
+        const int nn = (int)(s->n - j0 < p->cols ? s->n - j0 : p->cols);
+        const int64_t ao = g->aoff[batch] + i0 * s->k, bo = g->boff[batch] + j0;
+        const int64_t co = batch * s->m * s->n + i0 * s->n + j0;
+        if (g->dtype == TD_F32) {
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mm, nn, k, 1.0f,
+                        (const float *)g->a + ao, k, (const float *)g->b + bo, ldb, 0.0f,
+                        (float *)g->c + co, ldb);
+        } else {
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mm, nn, k, 1.0,
+                        (const double *)g->a + ao, k, (const double *)g->b + bo, ldb, 0.0,
+                        (double *)g->c + co, ldb);
+        }
+    }
+}
+
+static td_status float_matmul(const td__cpu_exec *x, const mm_shape *s, uint32_t dt,
+                              const td__view *in, const td__view *out)
+{
+    if (s->m > INT32_MAX || s->n > INT32_MAX || s->k > INT32_MAX)
+        return td__cpu_fail(x, TD_EUNSUPPORTED,
+                            "matmul: dims M=%lld N=%lld K=%lld exceed BLAS's int range",
+                            (long long)s->m, (long long)s->n, (long long)s->k);
+    gemm_ctx g = {.s = s, .plan = tile_plan_of(s->m, s->n, s->k), .dtype = dt,
+                  .a = in[0].data, .b = in[1].data, .c = out->data};
+    int64_t units, cost;
+    if (__builtin_mul_overflow(s->nbatch, g.plan.nrow * g.plan.ncol, &units))
+        return td__cpu_fail(x, TD_ENOMEM, "matmul: %lld batches", (long long)s->nbatch);
+    if (__builtin_mul_overflow(g.plan.rows * g.plan.cols, s->k, &cost)) cost = INT64_MAX;
+    int64_t local[2 * 16];
+    int64_t *offs = local;
+    if (s->nbatch > 16) {
+        uint64_t bytes;
+        if (!td__mul_u64((uint64_t)s->nbatch, 2 * sizeof(int64_t), &bytes) ||
+            (offs = td__malloc((size_t)bytes)) == NULL)
+            return td__cpu_fail(x, TD_ENOMEM, "matmul: no memory for %lld batch offsets",
+                                (long long)s->nbatch);
+    }
+    offs_ctx oc = {.aoff = offs, .boff = offs + s->nbatch};
+    td__cpu_iter_rows(&s->batch, 0, s->nbatch, offs_run, &oc);
+    g.aoff = oc.aoff;
+    g.boff = oc.boff;
+    /* process-wide: OpenBLAS's own threads would make the bits depend on their count */
+    if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
+    td__cpu_run(x, units, cost, gemm_tiles, &g);
+    if (offs != local) td__free(offs);
+    return TD_OK;
+}
+
 td_status td__cpu_exec_matmul(const td__cpu_exec *x, const td__view *in, const td__view *out)
 {
     if (in[0].desc.rank < 2 || in[1].desc.rank < 2 || out->desc.rank < 2)
@@ -165,11 +269,5 @@ td_status td__cpu_exec_matmul(const td__cpu_exec *x, const td__view *in, const t
         return TD_OK;
     }
     if (!td__dtype_is_float(dt)) return int_matmul(x, &s, dt, in, out);
-    if (s.m > INT32_MAX || s.n > INT32_MAX || s.k > INT32_MAX)
-        return td__cpu_fail(x, TD_EUNSUPPORTED,
-                            "matmul: dims M=%lld N=%lld K=%lld exceed BLAS's int range",
-                            (long long)s.m, (long long)s.n, (long long)s.k);
-    gemm_ctx g = {.s = &s, .dtype = dt, .a = in[0].data, .b = in[1].data, .c = out->data};
-    td__cpu_iter_rows(&s.batch, 0, s.nbatch, gemm_run, &g);
-    return TD_OK;
+    return float_matmul(x, &s, dt, in, out);
 }

@@ -1,10 +1,17 @@
 /* cpu_matmul.c — MATMUL of the CPU backend: f32/f64 (OpenBLAS) against numpy float64
  * products (cpu_reference.h), batch broadcasting, integer matmul with wraparound (by hand),
- * and zero-sized M, N, K and batch. */
+ * and zero-sized M, N, K and batch.
+ * Suite cpu_matmul_threads (issue 11, item 4): float matmuls with K > 512 (plain, tiled,
+ * batched, broadcast) give the same bits on devices with 1, 2 and 5 threads and whatever
+ * OpenBLAS's own thread setting was before the call, and stay within the rounding bound of
+ * a float64 (long double for f64) reference computed here by a naive loop. */
 #include "cpu_reference.h"
 #include "cpu_test_util.h"
+#include <cblas.h>
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 static td__device *dev;
 static void setup(void) { dev = tu_open(4); }
@@ -172,4 +179,149 @@ Test(cpu_matmul, zero_sized)
         tu_free(dev, &b2);
         tu_free(dev, &a4);
     }
+}
+
+/* ---- results are a function of the shapes alone (issue 11, item 4) ---- */
+
+typedef struct mm_case {
+    const char *what;
+    uint32_t ra, rb, ro;
+    int64_t da[4], db[4], dout[4];
+} mm_case;
+
+/* K > 512 everywhere (OpenBLAS 0.3.21 gave different bits at 1 and 2 threads there). The
+ * first two are the shapes issue 11 measured; [300,600] x [600,1100] is cut into 4 x 3
+ * tiles of 80 x 368 with ragged edges; the batched ones broadcast a shared weight, and
+ * both operands' batch dims. */
+static const mm_case k_cases[] = {
+    {"[32,1000]x[1000,32]", 2, 2, 2, {32, 1000}, {1000, 32}, {32, 32}},
+    {"[64,513]x[513,64]", 2, 2, 2, {64, 513}, {513, 64}, {64, 64}},
+    {"[300,600]x[600,1100]", 2, 2, 2, {300, 600}, {600, 1100}, {300, 1100}},
+    {"[3,70,600]x[600,90]", 3, 2, 3, {3, 70, 600}, {600, 90}, {3, 70, 90}},
+    {"[2,1,40,530]x[3,530,50]", 4, 3, 4, {2, 1, 40, 530}, {3, 530, 50}, {2, 3, 40, 50}},
+};
+
+static int64_t prod_dims(uint32_t r, const int64_t *d)
+{
+    int64_t n = 1;
+    for (uint32_t i = 0; i < r; i++) n *= d[i];
+    return n;
+}
+
+/* Deterministic inputs in [-1, 1) with 12 significant bits, exact in f32 and f64. */
+static void fill(double *v, int64_t n, uint32_t salt)
+{
+    uint32_t x = 2463534242u ^ salt;
+    for (int64_t i = 0; i < n; i++) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        v[i] = ((double)(x >> 20) - 2048.0) / 2048.0;
+    }
+}
+
+/* Broadcast batch offset (in elements) of operand with rank r, dims d, for output batch
+ * multi-index of output batch number ob (output batch dims od, rank orank - 2). */
+static int64_t batch_offset(uint32_t r, const int64_t *d, uint32_t orank, const int64_t *od,
+                            int64_t ob)
+{
+    int64_t off = 0, stride = d[r - 1] * d[r - 2];
+    int64_t rem = ob;
+    for (int ax = (int)orank - 3; ax >= 0; ax--) {
+        int64_t idx = rem % od[ax];
+        rem /= od[ax];
+        int ia = ax - ((int)orank - (int)r);
+        if (ia >= 0) {
+            if (d[ia] != 1) off += idx * stride;
+            stride *= d[ia];
+        }
+    }
+    return off;
+}
+
+/* Run the case on `dev`, OpenBLAS's own thread count set to blas_threads first (the
+ * backend must not care); returns the output bytes (malloc'd). */
+static void *run_case(td__device *d, const mm_case *c, uint32_t dt, const double *av,
+                      const double *bv, int blas_threads)
+{
+    td__view a = tu_from_doubles(d, dt, c->ra, c->da, av);
+    td__view b = tu_from_doubles(d, dt, c->rb, c->db, bv);
+    td__view o = tu_new(d, dt, c->ro, c->dout, NULL);
+    openblas_set_num_threads(blas_threads);
+    td__view in[2] = {a, b};
+    cr_assert_eq(tu_exec(d, tu_op(TD_OP_MATMUL, 0, NULL), in, 2, &o), TD_OK, "%s", tu_err);
+    size_t nb = tu_nbytes(&o);
+    void *bytes = malloc(nb);
+    memcpy(bytes, o.data, nb);
+    tu_free(d, &a);
+    tu_free(d, &b);
+    tu_free(d, &o);
+    return bytes;
+}
+
+/* |got - ref| <= K * u * sum_k |a_ik b_kj| (u = 2^-24 for f32, 2^-53 for f64): the
+ * classical bound for any summation order of K products, each rounded (Higham, "Accuracy
+ * and Stability of Numerical Algorithms", 2nd ed., section 3.1), with the reference exact
+ * to well below it (products of 12-bit values are exact in double; sums of 1100 of them
+ * are exact in long double's 64-bit mantissa and nearly so in double). */
+static void check_reference(const mm_case *c, uint32_t dt, const double *av, const double *bv,
+                            const void *got)
+{
+    const int64_t m = c->dout[c->ro - 2], n = c->dout[c->ro - 1], k = c->da[c->ra - 1];
+    const int64_t nbatch = prod_dims(c->ro - 2, c->dout);
+    const double u = dt == TD_F32 ? ldexp(1.0, -24) : ldexp(1.0, -53);
+    for (int64_t ob = 0; ob < nbatch; ob++) {
+        const double *ab = av + batch_offset(c->ra, c->da, c->ro, c->dout, ob);
+        const double *bb = bv + batch_offset(c->rb, c->db, c->ro, c->dout, ob);
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < n; j++) {
+                long double acc = 0, mag = 0;
+                for (int64_t kk = 0; kk < k; kk++) {
+                    long double p = (long double)ab[i * k + kk] * bb[kk * n + j];
+                    acc += p;
+                    mag += fabsl(p);
+                }
+                int64_t e = (ob * m + i) * n + j;
+                double g = dt == TD_F32 ? ((const float *)got)[e] : ((const double *)got)[e];
+                double bound = (double)k * u * (double)mag;
+                cr_assert(fabs(g - (double)acc) <= bound,
+                          "%s %s: element %lld is %.17g, reference %.17Lg, bound %.3g", c->what,
+                          dt == TD_F32 ? "f32" : "f64", (long long)e, g, acc, bound);
+            }
+    }
+}
+
+Test(cpu_matmul_threads, same_bits_at_1_2_and_5_threads, .timeout = 120)
+{
+    static const int threads[3] = {1, 2, 5};
+    td__device *devs[3] = {tu_open(threads[0]), tu_open(threads[1]), tu_open(threads[2])};
+    cr_assert_str_eq(devs[2]->description, "CPU, 5 threads, OpenBLAS");
+    for (size_t ci = 0; ci < sizeof k_cases / sizeof k_cases[0]; ci++) {
+        const mm_case *c = &k_cases[ci];
+        int64_t na = prod_dims(c->ra, c->da), nb = prod_dims(c->rb, c->db);
+        double *av = malloc(sizeof(double) * (size_t)na), *bv = malloc(sizeof(double) * (size_t)nb);
+        fill(av, na, (uint32_t)ci * 2 + 1);
+        fill(bv, nb, (uint32_t)ci * 2 + 2);
+        for (uint32_t dt = TD_F32; dt <= TD_F64; dt++) {
+            void *ref = run_case(devs[0], c, dt, av, bv, 1);
+            check_reference(c, dt, av, bv, ref);
+            size_t bytes = (size_t)prod_dims(c->ro, c->dout) * (dt == TD_F32 ? 4 : 8);
+            static const int blas[] = {2, 1, 4};
+            for (int di = 0; di < 3; di++) {
+                void *got = run_case(devs[di], c, dt, av, bv, blas[di]);
+                size_t diff = 0;
+                for (size_t e = 0; e < bytes / (dt == TD_F32 ? 4 : 8); e++)
+                    diff += dt == TD_F32 ? memcmp((float *)got + e, (float *)ref + e, 4) != 0
+                                         : memcmp((double *)got + e, (double *)ref + e, 8) != 0;
+                cr_assert_eq(diff, 0, "%s %s: %d device threads (OpenBLAS set to %d) differ "
+                             "from 1 thread in %zu elements", c->what, dt == TD_F32 ? "f32" : "f64",
+                             threads[di], blas[di], diff);
+                free(got);
+            }
+            free(ref);
+        }
+        free(av);
+        free(bv);
+    }
+    for (int di = 0; di < 3; di++) tu_close(devs[di]);
 }
