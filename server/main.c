@@ -60,9 +60,9 @@ static void usage(FILE *f)
         "options:\n"
         "  --listen ADDR             where to listen (default " TD_DEFAULT_LISTEN ")\n"
         "  --config FILE             read settings from FILE first; flags override it\n"
-        "  --device-threads N        threads the CPU device may use, 1..256 (default 0 =\n"
-        "                            one per core); sets TENSORD_CPU_THREADS and\n"
-        "                            OPENBLAS_NUM_THREADS before devices open\n"
+        "  --device-threads N        threads the CPU device uses, 1..256 (default 0 =\n"
+        "                            TENSORD_CPU_THREADS, else one per core); matmuls\n"
+        "                            run on them too (OpenBLAS itself runs one thread)\n"
         "  --log-level LEVEL         debug, info (default), warn or error\n"
         "  --max-sessions N          open sessions allowed at once (default %d, 0 = no limit)\n"
         "  --max-session-bytes BYTES device memory one session may hold (default %d %% of\n"
@@ -484,8 +484,10 @@ int main(int argc, char **argv)
     if (cfg.device_threads > 0) {
         char n[24];
         snprintf(n, sizeof n, "%llu", (unsigned long long)cfg.device_threads);
-        setenv("TENSORD_CPU_THREADS", n, 1); /* read by the CPU backend's thread pool */
-        setenv("OPENBLAS_NUM_THREADS", n, 1);
+        /* read by the CPU backend's pool when the device opens; its matmul tiles run on
+         * that pool with OpenBLAS at one thread (OPENBLAS_NUM_THREADS would come too late:
+         * OpenBLAS reads it when the library loads) */
+        setenv("TENSORD_CPU_THREADS", n, 1);
     }
 
     if (td__devices_init(err, sizeof err) != TD_OK) {
