@@ -4,10 +4,11 @@
  * SUB, EXP, SUM, DIV, or LOG and SUB instead of DIV), and on this backend — the reference —
  * they must give the very same bits. So each step is the C expression the primitive kernels
  * evaluate, on the same values, in the same order: the max fold of cpu_reduce.c (from -inf,
- * ascending, NaN-propagating), x - m and expf/exp in the element type, the sum of the e_i
- * folded in double from 0.0 in ascending index order and rounded once to the element type,
- * then e / s, or (x - m) - logf(s). Fusing them reads the input two or three times while it
- * is still in cache instead of five full passes with three temporaries.
+ * ascending, NaN-propagating), x - m and expf/exp in the element type, the sum of the e_i in
+ * double folded as SUM folds them (a contiguous row: td__cpu_sum_row_*, SUM's own row fold;
+ * the strided tile: ascending index order from 0.0, SUM's column path) and rounded once to
+ * the element type, then e / s, or (x - m) - logf(s). Fusing them reads the input two or
+ * three times while it is still in cache instead of five full passes with three temporaries.
  *
  * Layout: a tensor [outer, n, inner] (n along the axis) has outer * inner rows of n elements
  * at stride inner. Threads split the rows with the pool's fixed partition and a row is
@@ -17,6 +18,7 @@
  * row's folds keep their ascending order.
  */
 #include "backends/cpu/cpu_internal.h"
+#include "backends/cpu/cpu_reduce.h"
 #include <math.h>
 #include <stdbool.h>
 
@@ -32,7 +34,7 @@
  *   NAME_tile(x, y, n, stride, c, lg): c neighbouring rows, element k of row j at
  *                                      k * stride + j;
  * lg selects log_softmax. */
-#define SOFTMAX_KERNEL(NAME, T, EXP, LOG)                                                  \
+#define SOFTMAX_KERNEL(NAME, T, EXP, LOG, SUMROW)                                          \
     static void NAME##_row(const T *restrict x, T *restrict y, int64_t n, bool lg)         \
     {                                                                                      \
         T m = -INFINITY;                                                                   \
@@ -40,20 +42,13 @@
             const T v = x[k];                                                              \
             STEP_MAX_F(m, v);                                                              \
         }                                                                                  \
-        double acc = 0.0;                                                                  \
+        /* e_i go to y first: SUM's row fold reads them from there */                     \
+        for (int64_t k = 0; k < n; k++) y[k] = EXP(x[k] - m);                              \
+        const double acc = SUMROW(y, n);                                                   \
         if (!lg) {                                                                         \
-            for (int64_t k = 0; k < n; k++) {                                              \
-                const T e = EXP(x[k] - m);                                                 \
-                y[k] = e;                                                                  \
-                acc += (double)e;                                                          \
-            }                                                                              \
             const T s = (T)acc;                                                            \
             for (int64_t k = 0; k < n; k++) y[k] = y[k] / s;                               \
         } else {                                                                           \
-            for (int64_t k = 0; k < n; k++) {                                              \
-                const T e = EXP(x[k] - m);                                                 \
-                acc += (double)e;                                                          \
-            }                                                                              \
             const T ls = LOG((T)acc);                                                      \
             for (int64_t k = 0; k < n; k++) y[k] = (x[k] - m) - ls;                        \
         }                                                                                  \
@@ -95,8 +90,8 @@
         }                                                                                  \
     }
 
-SOFTMAX_KERNEL(softmax_f32, float, expf, logf)
-SOFTMAX_KERNEL(softmax_f64, double, exp, log)
+SOFTMAX_KERNEL(softmax_f32, float, expf, logf, td__cpu_sum_row_f32)
+SOFTMAX_KERNEL(softmax_f64, double, exp, log, td__cpu_sum_row_f64)
 
 typedef struct sm_task {
     const void *x;
