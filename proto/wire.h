@@ -11,6 +11,7 @@
 #ifndef TD_PROTO_WIRE_H
 #define TD_PROTO_WIRE_H
 
+#include "wire_limits.h"
 #include "tensord.pb-c.h"
 #include "tensord.h"
 #include <grpc/grpc.h>
@@ -18,17 +19,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TD_PROTOCOL_MIN 1
-#define TD_PROTOCOL_MAX 1
-#define TD_CHUNK_BYTES (1u << 20)
-#define TD_MAX_MESSAGE_BYTES (8u << 20) /* set on both channel ends */
-/* HTTP/2 per-stream receive window, fixed (BDP probing off) on both channel ends. gRPC's
- * default (64 KiB, grown by BDP probes) held 64 MiB uploads to ~1 GB/s on loopback; a
- * fixed window of one full message measured ~1.3 GB/s (BENCHMARKS.md, P3). Memory: at
- * most this much per stream waits in gRPC beyond the server's own flow control. */
-#define TD_STREAM_WINDOW_BYTES (8u << 20)
-#define TD_MAX_BATCH_OPS 65536
-#define TD_MAX_HAS_BLOBS 4096 /* hashes one HasBlobs may offer (tensord.proto) */
 #define TD_METHOD_GETINFO "/tensord.v1.Tensord/GetInfo"
 #define TD_METHOD_SESSION "/tensord.v1.Tensord/Session"
 

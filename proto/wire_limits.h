@@ -1,0 +1,22 @@
+/* wire_limits.h — the protocol limits of tensord.v1 (chunk size, message size, batch ops, hashes
+ * per request), in one header that the code and tensord.proto's comments both follow.
+ *
+ * Kept apart from wire.h so that code which must not see protobuf-c or gRPC types (the
+ * server's handlers, the client's policies) can still use the limits.
+ * Thread-safety: constants only.
+ */
+#ifndef TD_PROTO_WIRE_LIMITS_H
+#define TD_PROTO_WIRE_LIMITS_H
+
+#define TD_PROTOCOL_MIN 1
+#define TD_PROTOCOL_MAX 1
+#define TD_CHUNK_BYTES (1u << 20)
+#define TD_MAX_MESSAGE_BYTES (8u << 20) /* set on both channel ends */
+/* HTTP/2 per-stream receive window, fixed (BDP probing off) on both channel ends. gRPC's
+ * default (64 KiB, grown by BDP probes) held 64 MiB uploads to ~1 GB/s on loopback; a
+ * fixed window of one full message measured ~1.3 GB/s (BENCHMARKS.md, P3). Memory: at
+ * most this much per stream waits in gRPC beyond the server's own flow control. */
+#define TD_STREAM_WINDOW_BYTES (8u << 20)
+#define TD_MAX_BATCH_OPS 65536
+#define TD_MAX_HAS_BLOBS 4096 /* hashes one HasBlobs may offer (tensord.proto) */
+#endif

@@ -1,0 +1,240 @@
+/* handlers.c — what a server session's requests do, on the device worker: open, batches,
+ * writes, reads, releases, fences, graph runs and failures, each on a plain td__request,
+ * each answering with plain td__reply structs (server/request.h encodes them).
+ *
+ * Jobs run in submission order on the session's worker queue, so the engine session has
+ * one user at a time. Every reply after open goes through the worker queue, failures
+ * included, so the client sees replies in the order of its requests.
+ *
+ * Time slices (engine/worker.h): a batch or a graph run executes for at most
+ * TD_WORKER_SLICE_NS per turn and sets j->continued when ops are left; the session then
+ * queues the job again at the head of its queue (server/session.c, job_main), so a big
+ * batch shares the device with other sessions without changing this session's order.
+ *
+ * Tensor bytes: a write's payload is copied once, from gRPC's slices (or the decode
+ * scratch) straight into the tensor's buffer. Reads on host-memory devices send slices
+ * over the tensor buffer itself, each holding a buffer reference.
+ */
+#include "server/session_int.h"
+
+#include "common/alloc.h"
+#include "common/log.h"
+#include "engine/tensor.h"
+#include "wire_limits.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void run_open(td__srv_session *ss, td__job *j)
+{
+    td__session_limits lim = {.max_bytes = td__service_max_session_bytes(ss->svc),
+                              .quota = ss->quota};
+    td__session *es;
+    td__device *dev = j->rq.dev;
+    td_status st = td__session_create(dev, &lim, &es);
+    if (st != TD_OK) {
+        td__ss_unreserve(ss);
+        td__log(TD_LOG_WARN, "session %llu: cannot open on %s: %s",
+                (unsigned long long)ss->c.id, dev->name, td_status_message(st));
+        td__srv_call_finish(&ss->c, td__grpc_code(st), "cannot open a session on %s: %s",
+                            dev->name, td_status_message(st));
+        return;
+    }
+    ss->es = es;
+    td__log(TD_LOG_INFO, "session %llu opened on %s by '%s' at %s, tenant '%s' (protocol %u)",
+            (unsigned long long)ss->c.id, dev->name, ss->client, ss->peer, ss->tenant,
+            j->rq.protocol);
+    td__reply r = {.kind = TD_REPLY_OPENED, .seq = j->rq.seq, .protocol = j->rq.protocol,
+                   .device = dev->name, .session_id = ss->c.id};
+    td__ss_reply_or_end(ss, &r);
+}
+
+void td__handle_op_failure(void *arg, uint32_t op_index, td_status status, const char *message)
+{
+    td__job *j = arg;
+    const td__request *rq = &j->rq;
+    if (rq->op_errs != NULL && op_index < rq->n_ops && rq->op_errs[op_index] != NULL)
+        td__ss_failure(j->ss, rq->seq, op_index, TD_EPROTO, rq->op_errs[op_index]);
+    else
+        td__ss_failure(j->ss, rq->seq, op_index, status, message);
+}
+
+static void run_batch(td__srv_session *ss, td__job *j)
+{
+    j->next_op = td__session_exec_slice(ss->es, j->rq.ops, j->next_op, j->rq.n_ops,
+                                        TD_WORKER_SLICE_NS, false, td__handle_op_failure, j,
+                                        NULL);
+    j->continued = j->next_op < j->rq.n_ops;
+}
+
+/* The payload is copied once: from gRPC's slices (or the decode scratch, for small or
+ * unusually laid out messages) straight into the tensor's buffer. */
+static void run_write(td__srv_session *ss, td__job *j)
+{
+    const td__request *rq = &j->rq;
+    char err[512];
+    size_t n = rq->nbytes;
+    void *dst = NULL;
+    td_status st = td__session_write_ptr(ss->es, rq->tensor, rq->offset, n, &dst, err,
+                                         sizeof err);
+    if (st == TD_OK && n > 0) {
+        const void *flat = td__request_payload_flat(rq);
+        if (dst != NULL) {
+            st = td__request_payload_copy(rq, dst);
+        } else if (flat != NULL) {
+            st = td__session_write(ss->es, rq->tensor, rq->offset, flat, n, err, sizeof err);
+        } else {
+            void *tmp = td__malloc(n);
+            st = tmp == NULL ? TD_ENOMEM : td__request_payload_copy(rq, tmp);
+            if (st == TD_OK)
+                st = td__session_write(ss->es, rq->tensor, rq->offset, tmp, n, err,
+                                       sizeof err);
+            td__free(tmp);
+        }
+        if (st == TD_ENOMEM || st == TD_EPROTO)
+            snprintf(err, sizeof err, "write seq %llu to tensor %llu: %s",
+                     (unsigned long long)rq->seq, (unsigned long long)rq->tensor,
+                     st == TD_ENOMEM ? "out of host memory" : "unreadable payload");
+    }
+    if (st != TD_OK) td__ss_failure(ss, rq->seq, 0, st, err);
+}
+
+static void release_buffer(void *arg) { td__buffer_unref(arg); }
+static void release_host(void *arg) { td__free(arg); }
+
+static void run_read(td__srv_session *ss, td__job *j)
+{
+    const td__request *rq = &j->rq;
+    char err[512];
+    td__desc desc;
+    td__buffer *buf = NULL;
+    td_status st = td__session_lookup(ss->es, rq->tensor, &desc, &buf, err, sizeof err);
+    if (st != TD_OK) {
+        td__ss_failure(ss, rq->seq, 0, st, err);
+        return;
+    }
+    uint64_t total = td__desc_nbytes(&desc);
+    if (buf != NULL && buf->nbytes < total) total = buf->nbytes;
+    if (rq->offset > total || rq->nbytes > total - rq->offset) {
+        snprintf(err, sizeof err, "read of tensor %llu: range [%llu, +%llu) is outside its %llu bytes",
+                 (unsigned long long)rq->tensor, (unsigned long long)rq->offset,
+                 (unsigned long long)rq->nbytes, (unsigned long long)total);
+        td__buffer_unref(buf);
+        td__ss_failure(ss, rq->seq, 0, TD_ERANGE, err);
+        return;
+    }
+    if (buf != NULL && (st = td__session_sync(ss->es, err, sizeof err)) != TD_OK) {
+        td__buffer_unref(buf);
+        td__ss_failure(ss, rq->seq, 0, st, err);
+        return;
+    }
+    td__reply r = {.kind = TD_REPLY_READ, .seq = rq->seq, .tensor = rq->tensor};
+    uint64_t off = rq->offset, end = rq->offset + rq->nbytes;
+    do {
+        if (td__srv_call_dead(&ss->c)) break;
+        size_t len = end - off > TD_CHUNK_BYTES ? TD_CHUNK_BYTES : (size_t)(end - off);
+        r.offset = off;
+        r.last = off + len == end;
+        r.data = NULL;
+        r.nbytes = len;
+        if (len > 0 && buf != NULL) {
+            td__buffer_ref(buf);
+            r.data = (const char *)buf->data + off;
+            r.release = release_buffer;
+            r.release_arg = buf;
+        } else if (len > 0) {
+            void *host = td__malloc(len);
+            if (host == NULL) {
+                td__ss_failure(ss, rq->seq, 0, TD_ENOMEM, "out of host memory for a read chunk");
+                break;
+            }
+            st = td__session_read(ss->es, rq->tensor, off, host, len, err, sizeof err);
+            if (st != TD_OK) {
+                td__free(host);
+                td__ss_failure(ss, rq->seq, 0, st, err);
+                break;
+            }
+            r.data = host;
+            r.release = release_host;
+            r.release_arg = host;
+        }
+        st = td__ss_reply(ss, &r);
+        if (st != TD_OK) {
+            td__ss_failure(ss, rq->seq, 0, st, "out of memory while sending a read chunk");
+            break;
+        }
+        off += len;
+    } while (off < end);
+    td__buffer_unref(buf);
+}
+
+static void run_release(td__srv_session *ss, td__job *j)
+{
+    td__session_release(ss->es, j->rq.ids, j->rq.n_ids);
+}
+
+static void run_fence(td__srv_session *ss, td__job *j)
+{
+    char err[512];
+    td_status st = td__session_sync(ss->es, err, sizeof err);
+    if (st != TD_OK) {
+        /* A Failure with the fence's seq answers the fence (no FenceDone after it). */
+        td__ss_failure(ss, j->rq.seq, 0, st, err);
+        return;
+    }
+    td__reply r = {.kind = TD_REPLY_FENCE, .seq = j->rq.seq};
+    td__ss_reply_or_end(ss, &r);
+}
+
+static void run_graph_run(td__srv_session *ss, td__job *j)
+{
+    if (j->grun != NULL) { /* a continuation */
+        j->continued = !td__graph_run_step(ss->es, j->grun, TD_WORKER_SLICE_NS);
+        return;
+    }
+    const td__request *rq = &j->rq;
+    td__graph *g = td__graph_set_find(&ss->graphs, rq->hash);
+    if (g == NULL) {
+        char hex[2 * TD_GRAPH_HASH_BYTES + 1], err[256];
+        td__graph_hash_hex(rq->hash, TD_GRAPH_HASH_BYTES, hex);
+        snprintf(err, sizeof err, "graph %s is not defined in this session (GraphDefine first)",
+                 hex);
+        for (size_t i = 0; i < rq->n_outputs && i < TD_GRAPH_MAX_INPUTS; i++)
+            td__session_poison(ss->es, rq->outputs[i], TD_ENOTFOUND, err);
+        td__ss_failure(ss, rq->seq, 0, TD_ENOTFOUND, err);
+        return;
+    }
+    td__graph_run_create(ss->es, g, rq->inputs, rq->n_inputs, rq->outputs, rq->n_outputs,
+                         td__handle_op_failure, j, &j->grun);
+    if (j->grun == NULL) return;
+    td__graph_ref(g);
+    j->graph = g;
+    j->continued = !td__graph_run_step(ss->es, j->grun, TD_WORKER_SLICE_NS);
+}
+
+static void run_failure(td__srv_session *ss, td__job *j)
+{
+    const td__request *rq = &j->rq;
+    const char *text = rq->text ? rq->text : td_status_message(rq->status);
+    for (size_t i = 0; i < rq->n_poison; i++)
+        td__session_poison(ss->es, rq->poison_ids[i], rq->status, text);
+    td__ss_failure(ss, rq->seq, 0, rq->status, text);
+}
+
+void td__handle(td__srv_session *ss, td__job *j)
+{
+    switch (j->rq.kind) {
+    case TD_REQ_BAD: run_failure(ss, j); return;
+    case TD_REQ_OPEN: run_open(ss, j); return;
+    case TD_REQ_BATCH: run_batch(ss, j); return;
+    case TD_REQ_WRITE: run_write(ss, j); return;
+    case TD_REQ_HAS_BLOBS: td__handle_has_blobs(ss, j); return;
+    case TD_REQ_WRITE_FROM_BLOB: td__handle_write_from_blob(ss, j); return;
+    case TD_REQ_STORE_BLOB: td__handle_store_blob(ss, j); return;
+    case TD_REQ_READ: run_read(ss, j); return;
+    case TD_REQ_RELEASE: run_release(ss, j); return;
+    case TD_REQ_FENCE: run_fence(ss, j); return;
+    case TD_REQ_GRAPH_DEFINE: td__handle_graph_define(ss, j); return;
+    case TD_REQ_GRAPH_RUN: run_graph_run(ss, j); return;
+    }
+}

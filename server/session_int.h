@@ -1,0 +1,110 @@
+/* session_int.h — what the parts of a server session share: the session record, the job
+ * (one request on its way through the device worker) and the reply helpers.
+ *
+ * The parts (DESIGN.md §3, "transport code is layered"):
+ *  - server/call.c: the gRPC call, its send queue and flow control;
+ *  - server/request.c: ClientMessage -> td__request (all wire validation), td__reply ->
+ *    ServerMessage;
+ *  - server/session.c: the session's life cycle and its receive path (seq order, session
+ *    slots and quotas, jobs onto the worker queue);
+ *  - server/handlers.c: the jobs, on the device worker, on plain requests;
+ *  - server/caches.c: the blob store pins and the graph cache, as the handlers use them.
+ *
+ * Internal to server/; nothing here is protobuf-c.
+ * Thread-safety: the session's "worker side" fields are used only by jobs on its worker
+ * queue (one at a time, in order); the rest as marked.
+ */
+#ifndef TD_SERVER_SESSION_INT_H
+#define TD_SERVER_SESSION_INT_H
+
+#include "engine/session.h"
+#include "engine/worker.h"
+#include "server/blobstore.h"
+#include "server/call.h"
+#include "server/graphcache.h"
+#include "server/request.h"
+#include "server/session.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+enum td__ss_state { TD_SS_AWAIT_OPEN, TD_SS_OPEN, TD_SS_DONE };
+
+typedef struct td__srv_session {
+    td__srv_call c; /* first: call.c's ops get back to the session from it */
+    td__service *svc;
+    char peer[128];
+    char client[65];
+    /* The authenticated tenant: its quota (borrowed from the service's td__tenants) and
+     * its name, which scopes lookups shared between sessions (blob store, graph cache).
+     * Set before the first message is received; never NULL. */
+    td__quota *quota;
+    const char *tenant;
+    struct td__live_session *live; /* registration for token revocation (service.h) */
+
+    /* Receive side (one completion-queue thread at a time). */
+    td__req_decoder *decoder;
+    enum td__ss_state state;
+    uint64_t next_seq; /* the seq the next client message must carry (open's seq + 1, ...) */
+    /* Set by the receive side before it ends the stream for a protocol violation; the
+     * status sent once the worker queue has drained (so queued replies go first). */
+    grpc_status_code end_code;
+    char end_msg[256];
+    td__worker_queue *wq;
+    td__device *dev;
+
+    /* Worker side. */
+    td__session *es;
+    bool reserved;      /* holds one of the service's session slots */
+    bool quota_session; /* holds one of the tenant's sessions */
+    uint64_t freed_tensors, freed_bytes;
+    td__graph_set graphs; /* graphs this session defined or looked up (server/graphcache.h) */
+    td__blob **pins;      /* blobs HasBlobs reported present, until WriteFromBlob uses them */
+    size_t n_pins;
+} td__srv_session;
+
+/* One request on its way through the worker queue. */
+typedef struct td__job {
+    td__srv_session *ss;
+    td__request rq;
+    bool always;        /* run even without an engine session (open) */
+    bool batch_charged; /* holds one of the tenant's queued batches */
+    /* Time slices (engine/worker.h): a batch or graph run that used up its slice sets
+     * `continued` and is queued again at the head of the session's queue; it resumes at
+     * rq.ops[next_op] or with `grun`. */
+    bool continued;
+    td__worker_queue *wq; /* the queue it was submitted to (ss->wq goes NULL at close) */
+    size_t next_op;
+    td__graph_run *grun;
+    td__graph *graph; /* reference held while grun runs */
+} td__job;
+
+/* ---- handlers (worker) ---- */
+
+/* Run job j for session ss (server/handlers.c). */
+void td__handle(td__srv_session *ss, td__job *j);
+/* An engine failure callback (td__failure_fn) for a job's ops: answers with a Failure,
+ * using the conversion error of ops that could not be converted. */
+void td__handle_op_failure(void *job, uint32_t op_index, td_status status, const char *message);
+/* Give a session's open run its slot and tenant session back (worker side). */
+void td__ss_unreserve(td__srv_session *ss);
+
+/* server/caches.c */
+void td__handle_has_blobs(td__srv_session *ss, td__job *j);
+void td__handle_write_from_blob(td__srv_session *ss, td__job *j);
+void td__handle_store_blob(td__srv_session *ss, td__job *j);
+void td__handle_graph_define(td__srv_session *ss, td__job *j);
+/* Drop every pin the session holds (at its end). */
+void td__ss_pins_fini(td__srv_session *ss);
+
+/* ---- replies (any thread; server/session.c) ---- */
+
+/* Encode and queue r. Returns TD_OK or TD_ENOMEM. */
+td_status td__ss_reply(td__srv_session *ss, const td__reply *r);
+/* Queue r; without memory for it, end the call with RESOURCE_EXHAUSTED. */
+void td__ss_reply_or_end(td__srv_session *ss, const td__reply *r);
+/* Queue a Failure (seq, op_index, status, message); logged when it cannot be queued. */
+void td__ss_failure(td__srv_session *ss, uint64_t seq, uint32_t op_index, td_status st,
+                    const char *message);
+#endif
