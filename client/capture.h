@@ -29,6 +29,8 @@ td_tensor *td__ctx_new_tensor(td_context *ctx, const td__desc *d, bool placehold
 /* Hand pending ops and releases to the transport. */
 td_status td__ctx_flush(td_context *ctx);
 td__transport *td__ctx_transport(td_context *ctx);
+/* Record a failure on ctx (td_last_error); ctx NULL: the calling thread's context-free
+ * failure, as for an op call given a NULL context (td_last_error(NULL)). */
 void td__ctx_set_error(td_context *ctx, td_status st, const char *msg);
 uint64_t td__tensor_id(const td_tensor *t);
 const td__desc *td__tensor_desc(const td_tensor *t);

@@ -13,6 +13,7 @@
 #include "common/alloc.h"
 #include "common/idmap.h"
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -35,6 +36,8 @@ struct td_context {
     td__idmap handles; /* id -> td_tensor* for live handles */
     uint64_t ops_recorded;
     td_status last_status;
+    uint64_t seq;    /* g_err_seq at this context's last recorded op or failure */
+    bool op_failed;  /* a failure came after the last recorded op: a NULL input is its result */
     td_status dead; /* set once the transport failed: later ops are refused at once */
     char err[1024];
     bool capturing; /* between td_graph_begin and td_graph_end (client/graph.c) */
@@ -47,6 +50,52 @@ struct td_context {
 };
 
 static _Thread_local char g_connect_err[1024];
+
+/* Every failure of a call on a context is also the calling thread's last failure, and op
+ * calls that fail before any context is known (a NULL context, array or tensor) have only
+ * this: td_last_error(NULL) reads it. `ctx_free` marks those with a bad argument other than
+ * a NULL tensor (td_concat(0, ...), a NULL array or context), which td_last_error(ctx) also
+ * reports while nothing newer happened on ctx. Order comes from one process-wide counter,
+ * since a context may move between threads. */
+static _Thread_local struct thread_err {
+    uint64_t seq;
+    td_status status;
+    bool ctx_free;
+    char msg[1024];
+} g_thread_err;
+static atomic_uint_fast64_t g_err_seq;
+
+static uint64_t next_seq(void) { return (uint64_t)atomic_fetch_add(&g_err_seq, 1) + 1; }
+
+static void thread_err_vset(td_status st, bool ctx_free, const char *fmt, va_list ap)
+{
+    g_thread_err.seq = next_seq();
+    g_thread_err.status = st;
+    g_thread_err.ctx_free = ctx_free;
+    vsnprintf(g_thread_err.msg, sizeof g_thread_err.msg, fmt, ap);
+}
+
+static void thread_note(td_status st, bool ctx_free, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void thread_note(td_status st, bool ctx_free, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    thread_err_vset(st, ctx_free, fmt, ap);
+    va_end(ap);
+}
+
+/* An op call failed on an argument with no context to record to (a NULL context or array, a
+ * bad count): the calling thread's record only, marked context-free. Returns NULL. */
+static td_tensor *thread_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static td_tensor *thread_fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    thread_err_vset(TD_EINVAL, true, fmt, ap);
+    va_end(ap);
+    return NULL;
+}
 
 static void flush_due(void *arg);
 
@@ -77,17 +126,38 @@ static void set_err_status(td_context *ctx, td_status st, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(ctx->err, sizeof ctx->err, fmt, ap);
     va_end(ap);
+    ctx->op_failed = true;
+    g_thread_err.seq = ctx->seq = next_seq();
+    g_thread_err.status = st;
+    g_thread_err.ctx_free = false;
+    snprintf(g_thread_err.msg, sizeof g_thread_err.msg, "%s", ctx->err);
 }
 
 /* Most client-side failures are argument errors; set_err_status names others. */
 static void set_err(td_context *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void set_err(td_context *ctx, const char *fmt, ...)
 {
-    ctx->last_status = TD_EINVAL;
+    char msg[sizeof ctx->err];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(ctx->err, sizeof ctx->err, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    set_err_status(ctx, TD_EINVAL, "%s", msg);
+}
+
+/* Input `which` of op `api` is NULL. `ctx` is another input's context (NULL if none). A
+ * NULL input is normally the result of an op call that failed just before (a chain such as
+ * td_relu(td_add(a, b))): when ctx's last failure came after its last recorded op, ctx keeps
+ * that failure's message, which names the op that failed first; otherwise this call is the
+ * first failure and ctx records it. The thread's record always names this call. */
+static td_tensor *null_input(td_context *ctx, const char *api, const char *which)
+{
+    if (ctx != NULL && !ctx->op_failed) {
+        set_err(ctx, "%s: input %s is NULL", api, which);
+    } else {
+        thread_note(TD_EINVAL, false, "%s: input %s is NULL", api, which);
+    }
+    return NULL;
 }
 
 /* ---- connecting ---- */
@@ -251,8 +321,21 @@ void td_close(td_context *ctx)
     td__free(ctx);
 }
 
-const char *td_last_error(const td_context *ctx) { return ctx ? ctx->err : ""; }
-td_status td_last_status(const td_context *ctx) { return ctx ? ctx->last_status : TD_EINVAL; }
+/* The thread's context-free failure counts for ctx when nothing happened on ctx after it. */
+static bool thread_err_newer(const td_context *ctx)
+{
+    return g_thread_err.ctx_free && g_thread_err.seq > ctx->seq;
+}
+const char *td_last_error(const td_context *ctx)
+{
+    if (ctx == NULL || thread_err_newer(ctx)) return g_thread_err.msg;
+    return ctx->err;
+}
+td_status td_last_status(const td_context *ctx)
+{
+    if (ctx == NULL || thread_err_newer(ctx)) return g_thread_err.status;
+    return ctx->last_status;
+}
 const char *td_device_name(const td_context *ctx) { return ctx ? ctx->tp->device : ""; }
 
 void td_get_stats(const td_context *ctx, td_stats *out)
@@ -374,6 +457,8 @@ static td_tensor *record(td_context *ctx, const char *api, td__op *op, td_tensor
     ctx->batch[ctx->batch_len++] = *op;
     ctx->batch_bytes += op_wire_bytes(op);
     ctx->ops_recorded++;
+    ctx->op_failed = false;
+    ctx->seq = next_seq();
     if (ctx->batch_len == 1) td__flusher_pending(ctx->flusher);
     if ((ctx->batch_len >= (size_t)ctx->opts.batch_max_ops ||
          ctx->batch_bytes >= ctx->opts.batch_max_bytes) &&
@@ -410,7 +495,7 @@ static bool set_shape(td_context *ctx, const char *api, td__op *op, int rank,
 td_tensor *td_from_host(td_context *ctx, td_dtype dt, int rank, const int64_t *dims,
                         const void *data)
 {
-    if (ctx == NULL) return NULL;
+    if (ctx == NULL) return thread_fail("td_from_host: ctx is NULL");
     td__op op = {.opcode = TD_OP_EMPTY, .dtype = (uint32_t)dt};
     if (!set_shape(ctx, "td_from_host", &op, rank, dims)) return NULL;
     if (data == NULL) {
@@ -454,7 +539,7 @@ td_status td_write(td_tensor *t, const void *data, size_t nbytes)
 
 td_tensor *td_full(td_context *ctx, td_dtype dt, int rank, const int64_t *dims, double value)
 {
-    if (ctx == NULL) return NULL;
+    if (ctx == NULL) return thread_fail("td_full: ctx is NULL");
     td__op op = {.opcode = TD_OP_FULL, .dtype = (uint32_t)dt, .fattrs = {value, 0}};
     if (!set_shape(ctx, "td_full", &op, rank, dims)) return NULL;
     return record(ctx, "td_full", &op, NULL);
@@ -462,7 +547,7 @@ td_tensor *td_full(td_context *ctx, td_dtype dt, int rank, const int64_t *dims, 
 
 td_tensor *td_arange(td_context *ctx, td_dtype dt, int64_t n, double start, double step)
 {
-    if (ctx == NULL) return NULL;
+    if (ctx == NULL) return thread_fail("td_arange: ctx is NULL");
     td__op op = {.opcode = TD_OP_ARANGE, .dtype = (uint32_t)dt, .n_iattrs = 1,
                  .iattrs = {n}, .fattrs = {start, step}};
     return record(ctx, "td_arange", &op, NULL);
@@ -471,7 +556,7 @@ td_tensor *td_arange(td_context *ctx, td_dtype dt, int64_t n, double start, doub
 static td_tensor *rand_op(td_context *ctx, const char *api, uint32_t opcode, td_dtype dt,
                           int rank, const int64_t *dims, uint64_t seed, double a, double b)
 {
-    if (ctx == NULL) return NULL;
+    if (ctx == NULL) return thread_fail("%s: ctx is NULL", api);
     td__op op = {.opcode = opcode, .dtype = (uint32_t)dt, .fattrs = {a, b}, .seed = seed};
     if (!set_shape(ctx, api, &op, rank, dims)) return NULL;
     return record(ctx, api, &op, NULL);
@@ -587,14 +672,23 @@ void td_release(td_tensor *t)
 
 static td_tensor *unary(const char *api, uint32_t opcode, td_tensor *x)
 {
-    if (x == NULL) return NULL;
+    if (x == NULL) return null_input(NULL, api, "x");
     td__op op = {.opcode = opcode, .n_inputs = 1};
     return record(x->ctx, api, &op, &x);
 }
 
+/* The context of the first non-NULL of n tensors (NULL if all are). */
+static td_context *any_ctx(int n, td_tensor *const *t)
+{
+    for (int i = 0; i < n; i++)
+        if (t[i] != NULL) return t[i]->ctx;
+    return NULL;
+}
+
 static td_tensor *binary(const char *api, uint32_t opcode, td_tensor *a, td_tensor *b)
 {
-    if (a == NULL || b == NULL) return NULL;
+    if (a == NULL || b == NULL)
+        return null_input(any_ctx(2, (td_tensor *[]){a, b}), api, a == NULL ? "a" : "b");
     if (a->ctx != b->ctx) {
         set_err(a->ctx, "%s: inputs belong to different contexts", api);
         return NULL;
@@ -638,7 +732,8 @@ TD__BINARY(td_ge, GE)
  * leaving it off keeps their ops (and graph ids) the same as before the attribute existed. */
 static td_tensor *matmul(const char *api, td_tensor *a, td_tensor *b, unsigned flags)
 {
-    if (a == NULL || b == NULL) return NULL;
+    if (a == NULL || b == NULL)
+        return null_input(any_ctx(2, (td_tensor *[]){a, b}), api, a == NULL ? "a" : "b");
     if (a->ctx != b->ctx) {
         set_err(a->ctx, "%s: inputs belong to different contexts", api);
         return NULL;
@@ -670,7 +765,9 @@ td_tensor *td_matmul_ex(td_tensor *a, td_tensor *b, unsigned flags)
 
 td_tensor *td_where(td_tensor *cond, td_tensor *a, td_tensor *b)
 {
-    if (cond == NULL || a == NULL || b == NULL) return NULL;
+    if (cond == NULL || a == NULL || b == NULL)
+        return null_input(any_ctx(3, (td_tensor *[]){cond, a, b}), "td_where",
+                          cond == NULL ? "cond" : a == NULL ? "a" : "b");
     if (cond->ctx != a->ctx || a->ctx != b->ctx) {
         set_err(a->ctx, "td_where: inputs belong to different contexts");
         return NULL;
@@ -682,14 +779,14 @@ td_tensor *td_where(td_tensor *cond, td_tensor *a, td_tensor *b)
 
 td_tensor *td_cast(td_tensor *x, td_dtype dt)
 {
-    if (x == NULL) return NULL;
+    if (x == NULL) return null_input(NULL, "td_cast", "x");
     td__op op = {.opcode = TD_OP_CAST, .n_inputs = 1, .dtype = (uint32_t)dt};
     return record(x->ctx, "td_cast", &op, &x);
 }
 
 static td_tensor *scalar_op(const char *api, uint32_t opcode, td_tensor *x, double v)
 {
-    if (x == NULL) return NULL;
+    if (x == NULL) return null_input(NULL, api, "x");
     td_tensor *s = td_full(x->ctx, (td_dtype)x->desc.dtype, 0, NULL, v);
     td_tensor *r = binary(api, opcode, x, s);
     td_release(s);
@@ -713,7 +810,7 @@ static bool norm_axis(int axis, uint32_t rank, int *out)
 static td_tensor *reduce(const char *api, uint32_t opcode, td_tensor *x, int naxes,
                          const int *axes, bool keepdims)
 {
-    if (x == NULL) return NULL;
+    if (x == NULL) return null_input(NULL, api, "x");
     int64_t mask = 0;
     if (naxes == 0 && axes == NULL) {
         mask = x->desc.rank ? (int64_t)((1u << x->desc.rank) - 1) : 0;
@@ -774,7 +871,7 @@ td_tensor *td_argmin(td_tensor *x, int axis, bool keepdims)
 
 td_tensor *td_reshape(td_tensor *x, int rank, const int64_t *dims)
 {
-    if (x == NULL) return NULL;
+    if (x == NULL) return null_input(NULL, "td_reshape", "x");
     if (rank < 0 || rank > TD_MAX_RANK || (rank > 0 && dims == NULL)) {
         set_err(x->ctx, "td_reshape: rank %d is outside 0..%d", rank, TD_MAX_RANK);
         return NULL;
@@ -809,7 +906,7 @@ td_tensor *td_reshape(td_tensor *x, int rank, const int64_t *dims)
 
 td_tensor *td_permute(td_tensor *x, const int *perm)
 {
-    if (x == NULL) return NULL;
+    if (x == NULL) return null_input(NULL, "td_permute", "x");
     if (perm == NULL && x->desc.rank > 0) {
         set_err(x->ctx, "td_permute: perm is NULL");
         return NULL;
@@ -821,7 +918,7 @@ td_tensor *td_permute(td_tensor *x, const int *perm)
 
 td_tensor *td_transpose(td_tensor *x)
 {
-    if (x == NULL) return NULL;
+    if (x == NULL) return null_input(NULL, "td_transpose", "x");
     if (x->desc.rank < 2) {
         set_err(x->ctx, "td_transpose: needs rank >= 2, got %u", x->desc.rank);
         return NULL;
@@ -843,7 +940,7 @@ static int64_t clamp_index(int64_t v, int64_t dim)
 
 td_tensor *td_slice(td_tensor *x, const int64_t *starts, const int64_t *stops)
 {
-    if (x == NULL) return NULL;
+    if (x == NULL) return null_input(NULL, "td_slice", "x");
     uint32_t r = x->desc.rank;
     if (r > 0 && (starts == NULL || stops == NULL)) {
         set_err(x->ctx, "td_slice: starts and stops must hold %u entries each (got NULL)", r);
@@ -861,14 +958,23 @@ td_tensor *td_slice(td_tensor *x, const int64_t *starts, const int64_t *stops)
 
 td_tensor *td_concat(int n, td_tensor *const *xs, int axis)
 {
-    if (xs == NULL || n < 1 || xs[0] == NULL) return NULL;
-    td_context *ctx = xs[0]->ctx;
-    if (n > TD_OP_MAX_INPUTS) {
-        set_err(ctx, "td_concat: %d inputs, at most %d", n, TD_OP_MAX_INPUTS);
-        return NULL;
+    if (xs == NULL) return thread_fail("td_concat: xs is NULL (n %d)", n);
+    if (n < 1 || n > TD_OP_MAX_INPUTS) {
+        /* xs[0] exists when n >= 1: its context gets the message */
+        if (n >= 1 && xs[0] != NULL) {
+            set_err(xs[0]->ctx, "td_concat: n is %d, want 1..%d", n, TD_OP_MAX_INPUTS);
+            return NULL;
+        }
+        return thread_fail("td_concat: n is %d, want 1..%d", n, TD_OP_MAX_INPUTS);
     }
-    for (int i = 0; i < n; i++)
-        if (xs[i] == NULL) return NULL;
+    for (int i = 0; i < n; i++) {
+        if (xs[i] == NULL) {
+            char which[16];
+            snprintf(which, sizeof which, "xs[%d]", i);
+            return null_input(any_ctx(n, xs), "td_concat", which);
+        }
+    }
+    td_context *ctx = xs[0]->ctx;
     for (int i = 1; i < n; i++) {
         if (xs[i]->ctx != ctx) {
             set_err(ctx, "td_concat: inputs belong to different contexts");
@@ -886,7 +992,7 @@ td_tensor *td_concat(int n, td_tensor *const *xs, int axis)
 
 td_tensor *td_expand(td_tensor *x, int rank, const int64_t *dims)
 {
-    if (x == NULL) return NULL;
+    if (x == NULL) return null_input(NULL, "td_expand", "x");
     td__op op = {.opcode = TD_OP_EXPAND, .n_inputs = 1};
     if (!set_shape(x->ctx, "td_expand", &op, rank, dims)) return NULL;
     return record(x->ctx, "td_expand", &op, &x);
@@ -895,7 +1001,9 @@ td_tensor *td_expand(td_tensor *x, int rank, const int64_t *dims)
 static td_tensor *indexed(const char *api, uint32_t opcode, td_tensor *x, td_tensor *index,
                           int axis)
 {
-    if (x == NULL || index == NULL) return NULL;
+    if (x == NULL || index == NULL)
+        return null_input(any_ctx(2, (td_tensor *[]){x, index}), api,
+                          x == NULL ? "x" : "index");
     int a;
     if (!norm_axis(axis, x->desc.rank, &a)) {
         set_err(x->ctx, "%s: axis %d out of range for rank %u", api, axis, x->desc.rank);
@@ -924,7 +1032,7 @@ td_tensor *td_index_select(td_tensor *x, td_tensor *index, int axis)
 
 static td_tensor *softmax_common(const char *api, uint32_t opcode, td_tensor *x, int axis)
 {
-    if (x == NULL) return NULL;
+    if (x == NULL) return null_input(NULL, api, "x");
     int a;
     if (!norm_axis(axis, x->desc.rank, &a)) {
         set_err(x->ctx, "%s: axis %d out of range for rank %u", api, axis, x->desc.rank);
@@ -1011,6 +1119,10 @@ td_status td__ctx_flush(td_context *ctx) { return flush(ctx); }
 td__transport *td__ctx_transport(td_context *ctx) { return ctx->tp; }
 void td__ctx_set_error(td_context *ctx, td_status st, const char *msg)
 {
+    if (ctx == NULL) {
+        thread_note(st, true, "%s", msg);
+        return;
+    }
     set_err_status(ctx, st, "%s", msg);
 }
 uint64_t td__tensor_id(const td_tensor *t) { return t->id; }

@@ -98,7 +98,10 @@ td_status td_graph_begin(td_context *ctx)
 td_tensor *td_graph_input(td_context *ctx, const char *name, td_dtype dt, int rank,
                           const int64_t *dims)
 {
-    if (ctx == NULL) return NULL;
+    if (ctx == NULL) {
+        gerr(NULL, TD_EINVAL, "td_graph_input: ctx is NULL");
+        return NULL;
+    }
     struct td__capture *cap = td__ctx_capture(ctx, NULL);
     if (cap == NULL) {
         gerr(ctx, TD_EINVAL, "td_graph_input: not capturing (call td_graph_begin first)");

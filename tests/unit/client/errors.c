@@ -1,0 +1,411 @@
+/* errors.c — every public op function reports its own failures (issue 11, item 5).
+ *
+ * The walk calls each function declared `td_tensor *td_...(` in include/tensord.h with bad
+ * arguments (NULL tensors, contexts and arrays, negative, zero and too large counts, bad
+ * axes, ranks and dims, wrong dtypes, inputs of different contexts) and checks, for every
+ * call: it returns NULL, td_last_status(NULL) is not TD_OK and td_last_error(NULL) starts
+ * with the function's name; where a context is reachable from the arguments, the same holds
+ * for td_last_status(ctx) / td_last_error(ctx). A second test reads include/tensord.h and
+ * fails if it declares an op function the walk did not check, so new ops must be added
+ * here. Further tests: a chain keeps the first failure on its context, a context-free
+ * failure (td_concat(0, ...)) shows on the context only until the next op on it.
+ */
+#include "tensord.h"
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static td_context *ctx, *other;
+static td_tensor *f2x3, *f3x2, *i2x3, *b2x3, *f_other, *idx2x1;
+
+#define MAX_NAMES 256
+static const char *checked[MAX_NAMES];
+static int n_checked;
+
+static void setup(void)
+{
+    cr_assert_eq(td_connect("local:cpu", NULL, &ctx), TD_OK, "%s", td_connect_error());
+    cr_assert_eq(td_connect("local:cpu", NULL, &other), TD_OK, "%s", td_connect_error());
+    f2x3 = td_full(ctx, TD_F32, 2, (int64_t[]){2, 3}, 1.0);
+    f3x2 = td_full(ctx, TD_F32, 2, (int64_t[]){3, 2}, 1.0);
+    i2x3 = td_full(ctx, TD_I32, 2, (int64_t[]){2, 3}, 1.0);
+    b2x3 = td_full(ctx, TD_BOOL, 2, (int64_t[]){2, 3}, 1.0);
+    idx2x1 = td_full(ctx, TD_I64, 2, (int64_t[]){2, 1}, 0.0);
+    f_other = td_full(other, TD_F32, 2, (int64_t[]){2, 3}, 1.0);
+    cr_assert(f2x3 && f3x2 && i2x3 && b2x3 && idx2x1 && f_other, "%s", td_last_error(ctx));
+}
+
+static void teardown(void)
+{
+    td_close(ctx);
+    td_close(other);
+}
+
+TestSuite(op_errors, .init = setup, .fini = teardown);
+
+static bool names(const char *msg, const char *api)
+{
+    size_t n = strlen(api);
+    return strncmp(msg, api, n) == 0 && (msg[n] == ':' || msg[n] == ' ');
+}
+
+static void note_checked(const char *api)
+{
+    for (int i = 0; i < n_checked; i++)
+        if (strcmp(checked[i], api) == 0) return;
+    cr_assert_lt(n_checked, MAX_NAMES);
+    checked[n_checked++] = api;
+}
+
+/* A successful op on c: afterwards c has no failure newer than its last op. */
+static void fresh(td_context *c)
+{
+    td_tensor *t = td_full(c, TD_F32, 0, NULL, 0.0);
+    cr_assert_not_null(t, "%s", td_last_error(c));
+    td_release(t);
+}
+
+/* r came from a bad call of `api` (described by `what`); on_ctx: the context the caller
+ * would ask (NULL: only the thread's record is checked). */
+static void expect_fail(td_tensor *r, const char *api, td_context *on_ctx, const char *what)
+{
+    note_checked(api);
+    cr_assert_null(r, "%s (%s) returned a tensor", api, what);
+    cr_assert_neq(td_last_status(NULL), TD_OK, "%s (%s): thread status TD_OK", api, what);
+    cr_assert(names(td_last_error(NULL), api), "%s (%s): thread message \"%s\"", api, what,
+              td_last_error(NULL));
+    if (on_ctx != NULL) {
+        cr_assert_neq(td_last_status(on_ctx), TD_OK, "%s (%s): context status TD_OK", api,
+                      what);
+        cr_assert(names(td_last_error(on_ctx), api), "%s (%s): context message \"%s\"", api,
+                  what, td_last_error(on_ctx));
+    }
+}
+
+/* Run a bad call after a fresh op on ctx, then check it. */
+#define BAD(api, on_ctx, what, call)                                                       \
+    do {                                                                                   \
+        fresh(ctx);                                                                        \
+        td_tensor *r_ = (call);                                                            \
+        expect_fail(r_, api, on_ctx, what);                                                \
+    } while (0)
+
+typedef td_tensor *(*unary_fn)(td_tensor *);
+typedef td_tensor *(*binary_fn)(td_tensor *, td_tensor *);
+typedef td_tensor *(*reduce_fn)(td_tensor *, int, const int *, bool);
+typedef td_tensor *(*axis_fn)(td_tensor *, int, bool);
+typedef td_tensor *(*softmax_fn)(td_tensor *, int);
+typedef td_tensor *(*index_fn)(td_tensor *, td_tensor *, int);
+typedef td_tensor *(*scalar_fn)(td_tensor *, double);
+
+static void walk_elementwise(void)
+{
+    static const struct {
+        const char *name;
+        unary_fn fn;
+        bool float_only;
+    } un[] = {
+        {"td_neg", td_neg, false},   {"td_abs", td_abs, false},
+        {"td_exp", td_exp, true},    {"td_log", td_log, true},
+        {"td_sqrt", td_sqrt, true},  {"td_rsqrt", td_rsqrt, true},
+        {"td_tanh", td_tanh, true},  {"td_sigmoid", td_sigmoid, true},
+        {"td_relu", td_relu, false},
+    };
+    for (size_t i = 0; i < sizeof un / sizeof un[0]; i++) {
+        BAD(un[i].name, NULL, "x NULL", un[i].fn(NULL));
+        if (un[i].float_only) BAD(un[i].name, ctx, "bool input", un[i].fn(b2x3));
+    }
+    static const struct {
+        const char *name;
+        binary_fn fn;
+    } bin[] = {
+        {"td_add", td_add},         {"td_sub", td_sub},         {"td_mul", td_mul},
+        {"td_div", td_div},         {"td_pow", td_pow},         {"td_maximum", td_maximum},
+        {"td_minimum", td_minimum}, {"td_eq", td_eq},           {"td_ne", td_ne},
+        {"td_lt", td_lt},           {"td_le", td_le},           {"td_gt", td_gt},
+        {"td_ge", td_ge},           {"td_matmul", td_matmul},
+    };
+    for (size_t i = 0; i < sizeof bin / sizeof bin[0]; i++) {
+        const char *n = bin[i].name;
+        BAD(n, ctx, "a NULL", bin[i].fn(NULL, f2x3));
+        BAD(n, ctx, "b NULL", bin[i].fn(f2x3, NULL));
+        BAD(n, NULL, "both NULL", bin[i].fn(NULL, NULL));
+        BAD(n, ctx, "other context", bin[i].fn(f2x3, f_other));
+        BAD(n, ctx, "dtypes differ", bin[i].fn(f2x3, i2x3));
+        /* [2,3] with [3,2]: neither broadcasts nor multiplies ([2,3] x [2,3] for matmul) */
+        BAD(n, ctx, "shapes", bin[i].fn(f2x3, strcmp(n, "td_matmul") == 0 ? f2x3 : f3x2));
+    }
+    BAD("td_matmul_ex", ctx, "a NULL", td_matmul_ex(NULL, f3x2, 0));
+    BAD("td_matmul_ex", ctx, "b NULL", td_matmul_ex(f2x3, NULL, 0));
+    BAD("td_matmul_ex", ctx, "unknown flag", td_matmul_ex(f2x3, f3x2, 0x80));
+    BAD("td_matmul_ex", ctx, "other context", td_matmul_ex(f2x3, f_other, 0));
+    BAD("td_matmul_ex", ctx, "inner dims", td_matmul_ex(f2x3, f2x3, 0));
+
+    BAD("td_where", ctx, "cond NULL", td_where(NULL, f2x3, f2x3));
+    BAD("td_where", ctx, "a NULL", td_where(b2x3, NULL, f2x3));
+    BAD("td_where", ctx, "b NULL", td_where(b2x3, f2x3, NULL));
+    BAD("td_where", ctx, "other context", td_where(b2x3, f2x3, f_other));
+    BAD("td_where", ctx, "cond not bool", td_where(f2x3, f2x3, f2x3));
+    BAD("td_where", ctx, "dtypes differ", td_where(b2x3, f2x3, i2x3));
+
+    BAD("td_cast", NULL, "x NULL", td_cast(NULL, TD_F64));
+    BAD("td_cast", ctx, "dtype 99", td_cast(f2x3, (td_dtype)99));
+
+    static const struct {
+        const char *name;
+        scalar_fn fn;
+    } sc[] = {{"td_add_scalar", td_add_scalar}, {"td_mul_scalar", td_mul_scalar}};
+    for (size_t i = 0; i < 2; i++) {
+        BAD(sc[i].name, NULL, "x NULL", sc[i].fn(NULL, 1.0));
+        BAD(sc[i].name, ctx, "bool x", sc[i].fn(b2x3, 1.0));
+    }
+}
+
+static void walk_reductions(void)
+{
+    static const struct {
+        const char *name;
+        reduce_fn fn;
+    } rd[] = {{"td_sum", td_sum}, {"td_mean", td_mean}, {"td_max", td_max},
+              {"td_min", td_min}, {"td_prod", td_prod}};
+    for (size_t i = 0; i < sizeof rd / sizeof rd[0]; i++) {
+        const char *n = rd[i].name;
+        BAD(n, NULL, "x NULL", rd[i].fn(NULL, 0, NULL, false));
+        BAD(n, ctx, "naxes -1", rd[i].fn(f2x3, -1, (int[]){0}, false));
+        BAD(n, ctx, "naxes 3 > rank 2", rd[i].fn(f2x3, 3, (int[]){0, 1, 0}, false));
+        BAD(n, ctx, "axes NULL", rd[i].fn(f2x3, 1, NULL, false));
+        BAD(n, ctx, "axis 2", rd[i].fn(f2x3, 1, (int[]){2}, false));
+        BAD(n, ctx, "axis -3", rd[i].fn(f2x3, 1, (int[]){-3}, false));
+        BAD(n, ctx, "axis twice", rd[i].fn(f2x3, 2, (int[]){1, -1}, false));
+    }
+    static const struct {
+        const char *name;
+        axis_fn fn;
+    } ax[] = {{"td_argmax", td_argmax}, {"td_argmin", td_argmin}};
+    for (size_t i = 0; i < 2; i++) {
+        BAD(ax[i].name, NULL, "x NULL", ax[i].fn(NULL, 0, false));
+        BAD(ax[i].name, ctx, "axis 2", ax[i].fn(f2x3, 2, false));
+        BAD(ax[i].name, ctx, "axis -3", ax[i].fn(f2x3, -3, true));
+    }
+}
+
+static void walk_movement(void)
+{
+    BAD("td_reshape", NULL, "x NULL", td_reshape(NULL, 1, (int64_t[]){6}));
+    BAD("td_reshape", ctx, "rank -1", td_reshape(f2x3, -1, (int64_t[]){6}));
+    BAD("td_reshape", ctx, "rank 9", td_reshape(f2x3, 9, (int64_t[]){6, 1, 1, 1, 1, 1, 1, 1, 1}));
+    BAD("td_reshape", ctx, "dims NULL", td_reshape(f2x3, 1, NULL));
+    BAD("td_reshape", ctx, "two -1", td_reshape(f2x3, 2, (int64_t[]){-1, -1}));
+    BAD("td_reshape", ctx, "dim -2", td_reshape(f2x3, 2, (int64_t[]){-2, 3}));
+    BAD("td_reshape", ctx, "7 elements", td_reshape(f2x3, 1, (int64_t[]){7}));
+    BAD("td_reshape", ctx, "-1 of 4", td_reshape(f2x3, 2, (int64_t[]){4, -1}));
+
+    BAD("td_permute", NULL, "x NULL", td_permute(NULL, (int[]){1, 0}));
+    BAD("td_permute", ctx, "perm NULL", td_permute(f2x3, NULL));
+    BAD("td_permute", ctx, "perm {0, 0}", td_permute(f2x3, (int[]){0, 0}));
+    BAD("td_permute", ctx, "perm {0, 2}", td_permute(f2x3, (int[]){0, 2}));
+
+    td_tensor *v = td_full(ctx, TD_F32, 1, (int64_t[]){4}, 0.0);
+    BAD("td_transpose", NULL, "x NULL", td_transpose(NULL));
+    BAD("td_transpose", ctx, "rank 1", td_transpose(v));
+
+    BAD("td_slice", NULL, "x NULL", td_slice(NULL, (int64_t[]){0, 0}, (int64_t[]){1, 1}));
+    BAD("td_slice", ctx, "starts NULL", td_slice(f2x3, NULL, (int64_t[]){1, 1}));
+    BAD("td_slice", ctx, "stops NULL", td_slice(f2x3, (int64_t[]){0, 0}, NULL));
+
+    td_tensor *two[2] = {f2x3, f2x3};
+    td_tensor *nine[9] = {f2x3, f2x3, f2x3, f2x3, f2x3, f2x3, f2x3, f2x3, f2x3};
+    /* a NULL array and counts below 1 name no tensor: the thread's record, and ctx's too
+     * because nothing happened on ctx after them */
+    BAD("td_concat", ctx, "n 0", td_concat(0, two, 0));
+    BAD("td_concat", ctx, "n -1", td_concat(-1, two, 0));
+    BAD("td_concat", ctx, "n INT_MIN", td_concat(-2147483647 - 1, two, 0));
+    BAD("td_concat", ctx, "xs NULL", td_concat(2, NULL, 0));
+    BAD("td_concat", ctx, "xs NULL, n 0", td_concat(0, NULL, 0));
+    BAD("td_concat", ctx, "n 9", td_concat(9, nine, 0));
+    BAD("td_concat", ctx, "xs[1] NULL", td_concat(2, (td_tensor *[]){f2x3, NULL}, 0));
+    BAD("td_concat", ctx, "xs[0] NULL", td_concat(2, (td_tensor *[]){NULL, f2x3}, 0));
+    BAD("td_concat", NULL, "all NULL", td_concat(2, (td_tensor *[]){NULL, NULL}, 0));
+    BAD("td_concat", ctx, "other context", td_concat(2, (td_tensor *[]){f2x3, f_other}, 0));
+    BAD("td_concat", ctx, "axis 2", td_concat(2, two, 2));
+    BAD("td_concat", ctx, "axis -3", td_concat(2, two, -3));
+    BAD("td_concat", ctx, "dtypes differ", td_concat(2, (td_tensor *[]){f2x3, i2x3}, 0));
+    BAD("td_concat", ctx, "dims differ", td_concat(2, (td_tensor *[]){f2x3, f3x2}, 0));
+
+    BAD("td_expand", NULL, "x NULL", td_expand(NULL, 2, (int64_t[]){2, 3}));
+    BAD("td_expand", ctx, "rank -1", td_expand(f2x3, -1, (int64_t[]){2, 3}));
+    BAD("td_expand", ctx, "dims NULL", td_expand(f2x3, 2, NULL));
+    BAD("td_expand", ctx, "[2,3] to [4,3]", td_expand(f2x3, 2, (int64_t[]){4, 3}));
+
+    static const struct {
+        const char *name;
+        index_fn fn;
+    } ix[] = {{"td_gather", td_gather}, {"td_index_select", td_index_select}};
+    td_tensor *idx_other = td_full(other, TD_I64, 2, (int64_t[]){2, 1}, 0.0);
+    for (size_t i = 0; i < 2; i++) {
+        const char *n = ix[i].name;
+        BAD(n, ctx, "x NULL", ix[i].fn(NULL, idx2x1, 1));
+        BAD(n, ctx, "index NULL", ix[i].fn(f2x3, NULL, 1));
+        BAD(n, ctx, "axis 2", ix[i].fn(f2x3, idx2x1, 2));
+        BAD(n, ctx, "other context", ix[i].fn(f2x3, idx_other, 1));
+        BAD(n, ctx, "float index", ix[i].fn(f2x3, f2x3, 1));
+    }
+    td_release(idx_other);
+    td_release(v);
+}
+
+static void walk_softmax(void)
+{
+    static const struct {
+        const char *name;
+        softmax_fn fn;
+    } sm[] = {{"td_softmax", td_softmax}, {"td_log_softmax", td_log_softmax}};
+    td_tensor *empty = td_full(ctx, TD_F32, 2, (int64_t[]){2, 0}, 0.0);
+    for (size_t i = 0; i < 2; i++) {
+        BAD(sm[i].name, NULL, "x NULL", sm[i].fn(NULL, 0));
+        BAD(sm[i].name, ctx, "axis 2", sm[i].fn(f2x3, 2));
+        BAD(sm[i].name, ctx, "axis -3", sm[i].fn(f2x3, -3));
+        BAD(sm[i].name, ctx, "i32", sm[i].fn(i2x3, 1));
+        BAD(sm[i].name, ctx, "zero-length axis", sm[i].fn(empty, 1));
+    }
+    td_release(empty);
+}
+
+static void walk_creation(void)
+{
+    const float data[6] = {0};
+    const int64_t d23[2] = {2, 3};
+    BAD("td_from_host", NULL, "ctx NULL", td_from_host(NULL, TD_F32, 2, d23, data));
+    BAD("td_from_host", ctx, "rank -1", td_from_host(ctx, TD_F32, -1, d23, data));
+    BAD("td_from_host", ctx, "rank 9", td_from_host(ctx, TD_F32, 9, d23, data));
+    BAD("td_from_host", ctx, "dims NULL", td_from_host(ctx, TD_F32, 2, NULL, data));
+    BAD("td_from_host", ctx, "data NULL", td_from_host(ctx, TD_F32, 2, d23, NULL));
+    BAD("td_from_host", ctx, "dim -1", td_from_host(ctx, TD_F32, 2, (int64_t[]){-1, 3}, data));
+    BAD("td_from_host", ctx, "dtype 99", td_from_host(ctx, (td_dtype)99, 2, d23, data));
+
+    BAD("td_full", NULL, "ctx NULL", td_full(NULL, TD_F32, 2, d23, 1.0));
+    BAD("td_full", ctx, "rank -1", td_full(ctx, TD_F32, -1, d23, 1.0));
+    BAD("td_full", ctx, "dims NULL", td_full(ctx, TD_F32, 2, NULL, 1.0));
+    BAD("td_full", ctx, "dim -5", td_full(ctx, TD_F32, 2, (int64_t[]){2, -5}, 1.0));
+    BAD("td_full", ctx, "dtype 99", td_full(ctx, (td_dtype)99, 2, d23, 1.0));
+
+    BAD("td_arange", NULL, "ctx NULL", td_arange(NULL, TD_F32, 4, 0.0, 1.0));
+    BAD("td_arange", ctx, "n -1", td_arange(ctx, TD_F32, -1, 0.0, 1.0));
+    BAD("td_arange", ctx, "dtype 99", td_arange(ctx, (td_dtype)99, 4, 0.0, 1.0));
+
+    BAD("td_rand_uniform", NULL, "ctx NULL", td_rand_uniform(NULL, TD_F32, 2, d23, 1, 0, 1));
+    BAD("td_rand_uniform", ctx, "i32", td_rand_uniform(ctx, TD_I32, 2, d23, 1, 0, 1));
+    BAD("td_rand_uniform", ctx, "rank -1", td_rand_uniform(ctx, TD_F32, -1, d23, 1, 0, 1));
+    BAD("td_rand_uniform", ctx, "dims NULL", td_rand_uniform(ctx, TD_F32, 2, NULL, 1, 0, 1));
+    BAD("td_rand_normal", NULL, "ctx NULL", td_rand_normal(NULL, TD_F64, 2, d23, 1, 0, 1));
+    BAD("td_rand_normal", ctx, "u8", td_rand_normal(ctx, TD_U8, 2, d23, 1, 0, 1));
+    BAD("td_rand_normal", ctx, "rank 9", td_rand_normal(ctx, TD_F32, 9, d23, 1, 0, 1));
+    BAD("td_rand_normal", ctx, "dims NULL", td_rand_normal(ctx, TD_F32, 2, NULL, 1, 0, 1));
+
+    BAD("td_graph_input", NULL, "ctx NULL", td_graph_input(NULL, "x", TD_F32, 2, d23));
+    BAD("td_graph_input", ctx, "not capturing", td_graph_input(ctx, "x", TD_F32, 2, d23));
+    cr_assert_eq(td_graph_begin(ctx), TD_OK, "%s", td_last_error(ctx));
+    BAD("td_graph_input", ctx, "name NULL", td_graph_input(ctx, NULL, TD_F32, 2, d23));
+    BAD("td_graph_input", ctx, "name with space", td_graph_input(ctx, "a b", TD_F32, 2, d23));
+    BAD("td_graph_input", ctx, "rank -1", td_graph_input(ctx, "x", TD_F32, -1, d23));
+    BAD("td_graph_input", ctx, "dims NULL", td_graph_input(ctx, "x", TD_F32, 2, NULL));
+    td_tensor *x = td_graph_input(ctx, "x", TD_F32, 2, d23);
+    cr_assert_not_null(x, "%s", td_last_error(ctx));
+    BAD("td_graph_input", ctx, "duplicate name", td_graph_input(ctx, "x", TD_F32, 2, d23));
+    td_graph *g = NULL;
+    cr_assert_eq(td_graph_output(ctx, "y", x), TD_OK, "%s", td_last_error(ctx));
+    cr_assert_eq(td_graph_end(ctx, &g), TD_OK, "%s", td_last_error(ctx));
+    td_graph_destroy(g);
+    td_release(x);
+}
+
+static void walk_all(void)
+{
+    walk_creation();
+    walk_elementwise();
+    walk_reductions();
+    walk_movement();
+    walk_softmax();
+}
+
+Test(op_errors, every_public_op_function_names_itself)
+{
+    walk_all();
+    /* the context still works after all that */
+    td_tensor *y = td_add(f2x3, f2x3);
+    cr_assert_not_null(y, "%s", td_last_error(ctx));
+    float out[6];
+    cr_assert_eq(td_read(y, out, sizeof out), TD_OK, "%s", td_last_error(ctx));
+    for (int i = 0; i < 6; i++) cr_assert_eq(out[i], 2.0f);
+}
+
+/* Every `td_tensor *td_NAME(` declaration in include/tensord.h was walked. */
+Test(op_errors, the_walk_covers_every_op_in_the_header)
+{
+    walk_all();
+    const char *root = getenv("TD_SOURCE_ROOT");
+    cr_assert_not_null(root, "TD_SOURCE_ROOT is not set (meson test sets it)");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/include/tensord.h", root);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "cannot open %s", path);
+    char line[512], missing[2048] = "";
+    int found = 0;
+    while (fgets(line, sizeof line, f) != NULL) {
+        const char *p = line;
+        while (*p == ' ') p++;
+        if (strncmp(p, "td_tensor *td_", 14) != 0) continue;
+        char name[128];
+        size_t n = 0;
+        for (const char *q = p + 11; n + 1 < sizeof name && (*q == '_' || (*q >= 'a' && *q <= 'z') ||
+                                                   (*q >= '0' && *q <= '9'));
+             q++)
+            name[n++] = *q;
+        name[n] = '\0';
+        found++;
+        bool seen = false;
+        for (int i = 0; i < n_checked; i++) seen |= strcmp(checked[i], name) == 0;
+        if (!seen && strlen(missing) + n + 2 < sizeof missing) {
+            strcat(missing, " ");
+            strcat(missing, name);
+        }
+    }
+    fclose(f);
+    cr_assert_geq(found, 50, "found only %d op declarations in %s", found, path);
+    cr_assert_str_empty(missing, "op functions in tensord.h that errors.c never called with bad "
+                        "arguments:%s", missing);
+}
+
+Test(op_errors, a_chain_keeps_its_first_failure_on_the_context)
+{
+    /* td_matmul fails ([2,3] x [2,3]); td_add and td_relu get NULL from it */
+    fresh(ctx);
+    td_tensor *y = td_relu(td_add(f2x3, td_matmul(f2x3, f2x3)));
+    cr_assert_null(y);
+    cr_assert_eq(td_last_status(ctx), TD_EINVAL);
+    cr_assert(names(td_last_error(ctx), "td_matmul"), "context: \"%s\"", td_last_error(ctx));
+    cr_assert(names(td_last_error(NULL), "td_relu"), "thread: \"%s\"", td_last_error(NULL));
+}
+
+Test(op_errors, a_context_free_failure_shows_until_the_next_op)
+{
+    fresh(ctx);
+    fresh(other);
+    cr_assert_eq(td_last_status(ctx), TD_OK);
+    td_tensor *two[2] = {f2x3, f2x3};
+    cr_assert_null(td_concat(0, two, 0));
+    cr_assert_eq(td_last_status(ctx), TD_EINVAL);
+    cr_assert_str_eq(td_last_error(ctx), "td_concat: n is 0, want 1..8");
+    /* the next op recorded on a context hides it there, not on the thread */
+    fresh(ctx);
+    cr_assert_eq(td_last_status(ctx), TD_OK, "%s", td_last_error(ctx));
+    cr_assert_str_eq(td_last_error(ctx), "");
+    cr_assert_str_eq(td_last_error(NULL), "td_concat: n is 0, want 1..8");
+    /* a failure on the context is newer: it wins */
+    cr_assert_null(td_concat(-4, NULL, 0));
+    cr_assert_str_eq(td_last_error(ctx), "td_concat: xs is NULL (n -4)");
+    cr_assert_null(td_softmax(i2x3, 0));
+    cr_assert(names(td_last_error(ctx), "td_softmax"), "%s", td_last_error(ctx));
+    cr_assert(names(td_last_error(NULL), "td_softmax"), "%s", td_last_error(NULL));
+}
