@@ -12,7 +12,8 @@
  *    later ops used is fine (the executor keeps the data alive as long as needed).
  *  - Op functions accept NULL tensor inputs and then return NULL without recording anything, so
  *    that chained calls such as td_relu(td_add(a, b)) need one NULL check at the end;
- *    td_last_error() then names the first op that failed to record.
+ *    td_last_error(ctx) then names the first op that failed to record (see td_last_error
+ *    for NULL inputs and for calls that name no context).
  *
  * Errors: every fallible call returns td_status (values frozen, append-only). The context
  * keeps a human-readable message for the last failure: td_last_error(). Errors of lazy ops
@@ -159,11 +160,26 @@ const char *td_connect_error(void);
 void td_close(td_context *ctx);
 
 /* Human-readable message of the last failure on this context ("" if none). The string is
- * owned by the context and valid until the next call on it. */
+ * owned by the context (or, see below, the calling thread) and valid until the next call on
+ * it. Every op function that returns NULL has set a status and a message that starts with
+ * its own name and says which argument was bad, e.g. "td_concat: n is 0, want 1..8":
+ *  - with a context reachable from its arguments, on that context;
+ *  - always also as the calling thread's last failure, which td_last_error(NULL) and
+ *    td_last_status(NULL) return ("" and TD_OK before any);
+ *  - a NULL tensor input ("td_add: input b is NULL") is taken as the result of the op call
+ *    that failed before it: when the context of the other inputs has a failure newer than
+ *    its last recorded op, the context keeps that message (it names the first op of the
+ *    chain that failed) and only the thread's record names this call;
+ *  - a call that names no context at all (a NULL context or array, td_concat with n < 1)
+ *    records on the thread only, and td_last_error(ctx) / td_last_status(ctx) of any
+ *    context report it too while nothing was recorded on, or failed on, that context after
+ *    it (contexts are used by one thread at a time, so that is the call just made).
+ * Thread-safety: the context's rule; the thread's record belongs to the calling thread. */
 const char *td_last_error(const td_context *ctx);
 
 /* Status of the last failure on this context (TD_OK if none), e.g. to tell TD_EINVAL
- * from TD_ENOMEM after an op call returned NULL. */
+ * from TD_ENOMEM after an op call returned NULL; NULL ctx and context-free failures as for
+ * td_last_error. */
 td_status td_last_status(const td_context *ctx);
 
 /* Device name the context runs on, e.g. "cpu". Owned by the context. */
@@ -282,7 +298,18 @@ td_tensor *td_argmin(td_tensor *x, int axis, bool keepdims);
  * Batched matmul: a [..., M, K] x b [..., K, N] -> [..., M, N]; ranks >= 2, batch dims
  * broadcast; f32/f64 through BLAS on the CPU, cuBLAS on CUDA. Full precision unless the
  * context was opened with td_options.matmul_allow_tf32 (then as td_matmul_ex with
- * TD_MATMUL_ALLOW_TF32). */
+ * TD_MATMUL_ALLOW_TF32).
+ * Determinism on the CPU device: the result bits are a function of the shapes and the data
+ * alone, whatever the device's thread count (TENSORD_CPU_THREADS, tensord
+ * --device-threads), OPENBLAS_NUM_THREADS or the timing, so local:cpu and a remote cpu
+ * device agree bit for bit when both run the same OpenBLAS build on the same CPU model
+ * (OpenBLAS picks its kernels per CPU model; other machines may differ in the last bits,
+ * within the bound of td_matmul_ex). The CPU device sets OpenBLAS to one thread for the
+ * whole process (it runs fixed tiles of the output on its own threads), which also applies
+ * to a program's own OpenBLAS calls between matmuls.
+ * Returns NULL on error (td_last_error): a NULL input, inputs of different contexts, dtypes
+ * that differ or a bool dtype, ranks below 2, inner dims that differ, batch dims that do
+ * not broadcast (TD_EINVAL). Thread-safety: the context's rule. */
 td_tensor *td_matmul(td_tensor *a, td_tensor *b);
 
 /* Flags of td_matmul_ex (bits; unknown bits are an error). */
