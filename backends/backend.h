@@ -18,6 +18,12 @@
  * set_host_alloc (below) when it loads the module, and the module allocates every host
  * structure through that table. Fault injection and accounting then reach modules too.
  *
+ * Modules and the ABI: a loadable module exports two symbols, td_backend_abi() (the
+ * TD_BACKEND_ABI_VERSION it was compiled with) and td_backend_entry() (its table); write
+ * TD_BACKEND_MODULE(table) once to define both. engine/device.c refuses a module whose
+ * version differs from its own, or that has no td_backend_abi, with a warning naming both
+ * versions, before calling anything else in it.
+ *
  * Thread-safety: the engine calls a device's entries from one worker thread at a time per
  * stream; buffer_alloc/free may be called from any thread and must be thread-safe.
  */
@@ -30,6 +36,12 @@
 #include <stddef.h>
 
 typedef struct td__device td__device;
+
+/* The module ABI: bumped whenever anything a module shares with the engine changes meaning
+ * or layout — td__backend, td__device, td__view, td__op, td__desc, td__alloc_hooks, the op
+ * table's row layout (engine/optable.h), an opcode's or a dtype's meaning. Version 1 was
+ * the unversioned table (modules without td_backend_abi). */
+#define TD_BACKEND_ABI_VERSION 2u
 
 /* A contiguous tensor as a backend sees it: desc plus the device address of element 0. */
 typedef struct td__view {
@@ -85,6 +97,14 @@ struct td__device {
     char name[32];        /* "cpu", "cuda:0" */
     char description[96]; /* human-readable model */
 };
+
+/* Define a loadable module's two exported symbols for its table `table` (a static const
+ * td__backend): td_backend_abi() and td_backend_entry(). */
+#define TD_BACKEND_MODULE(table)                                                           \
+    __attribute__((visibility("default"))) uint32_t td_backend_abi(void);                  \
+    uint32_t td_backend_abi(void) { return TD_BACKEND_ABI_VERSION; }                       \
+    __attribute__((visibility("default"))) const td__backend *td_backend_entry(void);      \
+    const td__backend *td_backend_entry(void) { return &(table); }
 
 /* Backends compiled in. */
 extern const td__backend td__cpu_backend;

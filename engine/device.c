@@ -56,30 +56,64 @@ static bool kind_known(const char *kind)
     return false;
 }
 
-/* dlopen one module file and register its backend (first module of a kind wins). */
-static void load_module(const char *path)
+td_status td__backend_module_open(const char *path, const td__backend **out, void **handle,
+                                  char *err, size_t errlen)
 {
-    if (g_nbackends >= TD_MAX_BACKENDS) return;
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (h == NULL) {
         const char *why = dlerror();
-        td__log(TD_LOG_INFO, "backend module %s not loaded: %s", path, why ? why : "?");
-        return;
+        snprintf(err, errlen, "backend module %s not loaded: %s", path, why ? why : "?");
+        return TD_ENOTFOUND;
+    }
+    /* The version first: nothing else of a module built for another ABI may run. */
+    void *abi_sym = dlsym(h, "td_backend_abi");
+    uint32_t abi = 1; /* modules from before the version was exported */
+    if (abi_sym != NULL) {
+        uint32_t (*abi_fn)(void);
+        memcpy(&abi_fn, &abi_sym, sizeof abi_fn); /* ISO C's way from void * to a function */
+        abi = abi_fn();
+    }
+    if (abi != TD_BACKEND_ABI_VERSION) {
+        snprintf(err, errlen,
+                 "backend module %s refused: built for backend ABI %u%s, this engine has ABI %u "
+                 "(rebuild the module from the same tree as the program)",
+                 path, abi, abi_sym == NULL ? " (it exports no td_backend_abi)" : "",
+                 TD_BACKEND_ABI_VERSION);
+        dlclose(h);
+        return TD_EUNSUPPORTED;
     }
     void *sym = dlsym(h, "td_backend_entry");
     if (sym == NULL) {
-        td__log(TD_LOG_INFO, "backend module %s not loaded: no td_backend_entry symbol", path);
+        snprintf(err, errlen, "backend module %s not loaded: no td_backend_entry symbol", path);
         dlclose(h);
-        return;
+        return TD_ENOTFOUND;
     }
     const td__backend *(*entry)(void);
-    memcpy(&entry, &sym, sizeof entry); /* ISO C's way from void * to a function pointer */
+    memcpy(&entry, &sym, sizeof entry);
     const td__backend *be = entry();
     if (be == NULL || be->kind == NULL || be->device_count == NULL || be->device_open == NULL ||
         be->buffer_alloc == NULL || be->buffer_free == NULL || be->buffer_write == NULL ||
         be->buffer_read == NULL || be->exec == NULL) {
-        td__log(TD_LOG_WARN, "backend module %s not loaded: incomplete backend table", path);
+        snprintf(err, errlen, "backend module %s not loaded: incomplete backend table", path);
         dlclose(h);
+        return TD_EINVAL;
+    }
+    *out = be;
+    *handle = h;
+    return TD_OK;
+}
+
+/* dlopen one module file and register its backend (first module of a kind wins). */
+static void load_module(const char *path)
+{
+    if (g_nbackends >= TD_MAX_BACKENDS) return;
+    const td__backend *be;
+    void *h;
+    char err[PATH_MAX + 256];
+    td_status st = td__backend_module_open(path, &be, &h, err, sizeof err);
+    if (st != TD_OK) {
+        /* a missing runtime library is normal on hosts without that GPU; the rest is not */
+        td__log(st == TD_ENOTFOUND ? TD_LOG_INFO : TD_LOG_WARN, "%s", err);
         return;
     }
     if (kind_known(be->kind)) {
@@ -92,7 +126,8 @@ static void load_module(const char *path)
     static const td__alloc_hooks engine_alloc = {td__malloc, td__calloc, td__realloc, td__free};
     if (be->set_host_alloc != NULL) be->set_host_alloc(&engine_alloc);
     g_backends[g_nbackends++] = be;
-    td__log(TD_LOG_DEBUG, "backend %s: loaded from %s", be->kind, path);
+    td__log(TD_LOG_DEBUG, "backend %s: loaded from %s (ABI %u)", be->kind, path,
+            TD_BACKEND_ABI_VERSION);
 }
 
 static int is_module_name(const struct dirent *e)

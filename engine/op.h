@@ -1,39 +1,20 @@
-/* op.h — the op table: the single definition of every operation's opcode, arity,
- * attributes, dtype rules and shape inference.
+/* op.h — the op record (td__op), tensor descriptors, and validation and shape inference of
+ * ops against their rows in the op table (engine/optable.h; docs/ops.md lists them).
  *
  * Why one table: the client calls td__op_infer() to give lazy handles their dtype and shape
  * at once, and the server calls the very same function on every op that arrives off the
  * wire before any backend sees it. Backends never validate; an op that reaches a backend
  * has passed td__op_infer() against the actual input tensors.
  *
- * Opcodes are frozen (they travel on the wire); new ones are appended.
- *
- * Attribute layout per op (iattrs = int64 list, fattrs = 2 doubles, dtype, seed):
- *   EMPTY            dtype; iattrs = dims                 new uninitialised tensor (writes follow)
- *   FULL             dtype; iattrs = dims; fattrs[0] = value
- *   ARANGE           dtype; iattrs[0] = n; fattrs = {start, step}      -> [n]
- *   RAND_UNIFORM     dtype f32|f64; iattrs = dims; fattrs = {low, high}; seed
- *   RAND_NORMAL      dtype f32|f64; iattrs = dims; fattrs = {mean, stddev}; seed
- *   unary (NEG..RELU)     1 input, same dtype out
- *   binary (ADD..MINIMUM) 2 inputs of one dtype, broadcast, same dtype out
- *   compare (EQ..GE)      2 inputs of one dtype, broadcast, TD_BOOL out
- *   WHERE            3 inputs (bool cond, a, b), broadcast, dtype of a
- *   CAST             1 input; dtype = target
- *   reduce (SUM..ARGMIN)  1 input; iattrs = {axes bitmask, keepdims 0|1}; ARGMAX/ARGMIN
- *                    need exactly one axis and give TD_I64; MEAN needs a float dtype
- *   MATMUL           2 inputs [..,M,K] x [..,K,N], batch dims broadcast; iattrs = {} or
- *                    {precision}: TD_MATMUL_PRECISION_FULL (0, also when absent) or
- *                    TD_MATMUL_PRECISION_TF32 (1: f32 inputs may be computed in TF32)
- *   RESHAPE          1 input; iattrs = dims (no -1 on the wire; the client resolves it)
- *   PERMUTE          1 input; iattrs = perm (a permutation of 0..rank-1)
- *   SLICE            1 input; iattrs = {start[0..rank), stop[0..rank)}, 0 <= start <= stop <= dim
- *   CONCAT           1..8 inputs; iattrs[0] = axis (0..rank-1)
- *   EXPAND           1 input; iattrs = dims (numpy broadcast target)
- *   GATHER           2 inputs (x, index i32|i64 of x's rank); iattrs[0] = axis
- *   INDEX_SELECT     2 inputs (x, index i32|i64 any rank <= 8-(rank-1)); iattrs[0] = axis
- *   COPY             1 input; same dtype/shape, new buffer
- *   SOFTMAX          1 input f32|f64; iattrs[0] = axis (0..rank-1, dim > 0); same dtype/shape
- *   LOG_SOFTMAX      as SOFTMAX
+ * Opcodes are frozen (they travel on the wire); new ones are appended. Each row gives the
+ * op's arity, its attribute schema (iattrs = int64 list, fattrs = 2 doubles, dtype, seed),
+ * its dtype rule and its shape rule; the notes below are what a row cannot say:
+ *   EMPTY            a new tensor; the engine runs it as FULL 0 (no session sees old bytes)
+ *   MATMUL           iattrs = {} or {precision}: TD_MATMUL_PRECISION_FULL (0, also when
+ *                    absent) or TD_MATMUL_PRECISION_TF32 (1: f32 inputs may use TF32)
+ *   RESHAPE          no -1 on the wire (the client resolves it); the engine aliases
+ *   GATHER           index of x's rank, each of its other dims <= x's
+ *   INDEX_SELECT     index of any rank <= 8 - (rank - 1)
  *
  * SOFTMAX / LOG_SOFTMAX, the contract every backend implements, per row along `axis`:
  *   m   = max_j x_j                 (NaN propagates, as MAX does)
@@ -42,91 +23,22 @@
  *   softmax y_i = e_i / s;   log_softmax y_i = (x_i - m) - log(s)   (in the element dtype)
  * The CPU backend folds s in ascending index order from 0.0, which makes it bit-identical
  * to the composite MAX, SUB, EXP, SUM, DIV (LOG, SUB) on the CPU; other backends hold to it
- * within the bound tests/unit/backends/conformance.c states.
+ * within the bound tests/unit/backends/conformance.c states. The op table lowers both to
+ * exactly that composite (td__lowerings) wherever a backend has no native kernel, so the
+ * contract also reads: on the CPU, the native kernel equals its lowering bit for bit. The
+ * CPU's row sum therefore follows SUM's fold order, whatever SUM's order is.
  */
 #ifndef TD_ENGINE_OP_H
 #define TD_ENGINE_OP_H
 
+#include "engine/optable.h"
 #include "tensord.h"
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#define TD_OP_MAX_INPUTS 8
-#define TD_OP_MAX_IATTRS 24
 /* Largest tensor any backend accepts: 2^48 bytes (keeps every index product in int64). */
 #define TD_MAX_TENSOR_BYTES (1ULL << 48)
-
-#define TD_OPCODE_MAP(X)                                                                   \
-    X(EMPTY, 0, "empty")                                                                   \
-    X(FULL, 1, "full")                                                                     \
-    X(ARANGE, 2, "arange")                                                                 \
-    X(RAND_UNIFORM, 3, "rand_uniform")                                                     \
-    X(RAND_NORMAL, 4, "rand_normal")                                                       \
-    X(NEG, 10, "neg")                                                                      \
-    X(ABS, 11, "abs")                                                                      \
-    X(EXP, 12, "exp")                                                                      \
-    X(LOG, 13, "log")                                                                      \
-    X(SQRT, 14, "sqrt")                                                                    \
-    X(RSQRT, 15, "rsqrt")                                                                  \
-    X(TANH, 16, "tanh")                                                                    \
-    X(SIGMOID, 17, "sigmoid")                                                              \
-    X(RELU, 18, "relu")                                                                    \
-    X(ADD, 30, "add")                                                                      \
-    X(SUB, 31, "sub")                                                                      \
-    X(MUL, 32, "mul")                                                                      \
-    X(DIV, 33, "div")                                                                      \
-    X(POW, 34, "pow")                                                                      \
-    X(MAXIMUM, 35, "maximum")                                                              \
-    X(MINIMUM, 36, "minimum")                                                              \
-    X(EQ, 40, "eq")                                                                        \
-    X(NE, 41, "ne")                                                                        \
-    X(LT, 42, "lt")                                                                        \
-    X(LE, 43, "le")                                                                        \
-    X(GT, 44, "gt")                                                                        \
-    X(GE, 45, "ge")                                                                        \
-    X(WHERE, 50, "where")                                                                  \
-    X(CAST, 51, "cast")                                                                    \
-    X(SUM, 60, "sum")                                                                      \
-    X(MEAN, 61, "mean")                                                                    \
-    X(MAX, 62, "max")                                                                      \
-    X(MIN, 63, "min")                                                                      \
-    X(ARGMAX, 64, "argmax")                                                                \
-    X(PROD, 65, "prod")                                                                    \
-    X(ARGMIN, 66, "argmin")                                                                \
-    X(MATMUL, 70, "matmul")                                                                \
-    X(RESHAPE, 80, "reshape")                                                              \
-    X(PERMUTE, 81, "permute")                                                              \
-    X(SLICE, 82, "slice")                                                                  \
-    X(CONCAT, 83, "concat")                                                                \
-    X(EXPAND, 84, "expand")                                                                \
-    X(GATHER, 85, "gather")                                                                \
-    X(INDEX_SELECT, 86, "index_select")                                                    \
-    X(COPY, 87, "copy")                                                                    \
-    X(SOFTMAX, 90, "softmax")                                                              \
-    X(LOG_SOFTMAX, 91, "log_softmax")
-
-enum td__opcode {
-#define TD__OPCODE_ENUM(name, value, str) TD_OP_##name = value,
-    TD_OPCODE_MAP(TD__OPCODE_ENUM)
-#undef TD__OPCODE_ENUM
-};
-#define TD_OPCODE_LIMIT 128 /* all opcodes are < this */
-
-/* Op classes, for backends that dispatch by family. */
-enum td__op_class {
-    TD_OPCLASS_NONE = 0, /* unknown opcode */
-    TD_OPCLASS_CREATE,   /* EMPTY FULL ARANGE RAND_* */
-    TD_OPCLASS_UNARY,
-    TD_OPCLASS_BINARY,
-    TD_OPCLASS_COMPARE,
-    TD_OPCLASS_WHERE,
-    TD_OPCLASS_CAST,
-    TD_OPCLASS_REDUCE,
-    TD_OPCLASS_MATMUL,
-    TD_OPCLASS_MOVEMENT, /* RESHAPE PERMUTE SLICE CONCAT EXPAND GATHER INDEX_SELECT COPY */
-    TD_OPCLASS_SOFTMAX,  /* SOFTMAX LOG_SOFTMAX */
-};
 
 /* A tensor's dtype and shape. */
 typedef struct td__desc {
@@ -163,10 +75,7 @@ static inline bool td__matmul_allows_tf32(const td__op *op)
     return op->n_iattrs >= 1 && op->iattrs[0] == TD_MATMUL_PRECISION_TF32;
 }
 
-/* Name of an opcode ("matmul"), or "unknown" — static string. */
-const char *td__op_name(uint32_t opcode);
-/* Class of an opcode (TD_OPCLASS_NONE if unknown). */
-enum td__op_class td__op_class(uint32_t opcode);
+/* td__op_name, td__op_class and the rows themselves: engine/optable.h. */
 /* Element count of a desc: 0 when any dim is 0 (whatever the others), -1 when a dim is
  * negative or the product exceeds INT64_MAX. Never -1 for a desc that passed
  * td__desc_check. Computed without signed overflow for any input (unchecked descs too).
@@ -250,6 +159,4 @@ static inline void td__matmul_batch_strides(const td__desc *d, const td__desc *o
     for (uint32_t i = 0; i < bo.rank; i++) st[i] *= mat;
 }
 
-static inline bool td__dtype_is_float(uint32_t dt) { return dt == TD_F32 || dt == TD_F64; }
-static inline bool td__dtype_valid(uint32_t dt) { return dt < TD_DTYPE_COUNT; }
 #endif

@@ -44,18 +44,6 @@ void td__cpu_run(const td__cpu_exec *x, int64_t n, int64_t cost, td__cpu_task_fn
     td__cpu_parallel_for(x->pool, n, grain < 1 ? 1 : grain, fn, ctx);
 }
 
-static const char *op_name(uint32_t opcode)
-{
-    switch (opcode) {
-#define TD__CPU_OPNAME(name, value, str)                                                   \
-    case TD_OP_##name:                                                                     \
-        return str;
-        TD_OPCODE_MAP(TD__CPU_OPNAME)
-#undef TD__CPU_OPNAME
-    }
-    return "unknown";
-}
-
 static td_status cpu_device_count(int *out)
 {
     *out = 1;
@@ -158,33 +146,26 @@ static bool matmul_fits_blas(const td__desc *const *in, const td__desc *out)
     return m <= INT32_MAX && n <= INT32_MAX && k <= INT32_MAX;
 }
 
-/* Whether this device can run the (validated) op. EMPTY and RESHAPE answer true: the
- * engine asks about every op before dispatching and runs those two itself (buffer_alloc,
- * aliasing), so they are supported here although exec() refuses them. */
+/* Whether this device runs the (validated) op natively: the op table's default (every
+ * primitive, no composite), narrowed to the dtypes the kernel tables cover and the sizes
+ * BLAS takes, plus the native SOFTMAX/LOG_SOFTMAX kernels (f32, f64). EMPTY and RESHAPE
+ * answer true: the engine runs those two itself (buffer_alloc, aliasing). */
 static bool cpu_supports_op(td__device *dev, const td__op *op, const td__desc *const *in,
                             const td__desc *out)
 {
     (void)dev;
     switch (td__op_class(op->opcode)) {
-    case TD_OPCLASS_CREATE:
-        return true;
     case TD_OPCLASS_UNARY: case TD_OPCLASS_BINARY: case TD_OPCLASS_COMPARE:
         return td__cpu_elementwise_supports(op->opcode, in[0]->dtype, out->dtype);
-    case TD_OPCLASS_WHERE: case TD_OPCLASS_CAST:
-        return true;
     case TD_OPCLASS_REDUCE:
         return td__cpu_reduce_supports(op->opcode, in[0]->dtype);
     case TD_OPCLASS_MATMUL:
-        return in[0]->dtype != TD_BOOL &&
-               (!td__dtype_is_float(in[0]->dtype) || matmul_fits_blas(in, out));
-    case TD_OPCLASS_MOVEMENT:
-        return true;
+        return matmul_fits_blas(in, out) || !td__dtype_is_float(in[0]->dtype);
     case TD_OPCLASS_SOFTMAX:
-        return td__dtype_is_float(in[0]->dtype);
-    case TD_OPCLASS_NONE:
-        break;
+        return in[0]->dtype == TD_F32 || in[0]->dtype == TD_F64;
+    default:
+        return td__op_default_supports(op->opcode);
     }
-    return false;
 }
 
 static td_status cpu_exec(td__device *dev, void *stream, const td__op *op, const td__view *in,
@@ -219,7 +200,7 @@ static td_status cpu_exec(td__device *dev, void *stream, const td__op *op, const
         return td__cpu_fail(&x, TD_EINTERNAL, "cpu: unknown opcode %u", op->opcode);
     }
     return td__cpu_fail(&x, TD_EINTERNAL, "cpu: %s is handled by the engine, not the backend",
-                        op_name(op->opcode));
+                        td__op_name(op->opcode));
 }
 
 const td__backend td__cpu_backend = {

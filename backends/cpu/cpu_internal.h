@@ -34,16 +34,8 @@ td_status td__cpu_fail(const td__cpu_exec *x, td_status s, const char *fmt, ...)
  * `cost`, the elements touched per unit), else inline. */
 void td__cpu_run(const td__cpu_exec *x, int64_t n, int64_t cost, td__cpu_task_fn fn, void *ctx);
 
-/* Element size of a dtype (0 if unknown). */
-static inline size_t td__cpu_dtype_size(uint32_t dt)
-{
-    switch (dt) {
-    case TD_F32: case TD_I32: return 4;
-    case TD_F64: case TD_I64: return 8;
-    case TD_U8: case TD_BOOL: return 1;
-    }
-    return 0;
-}
+/* Element size of a dtype (0 if unknown): the dtype table's (engine/dtype.h). */
+static inline size_t td__cpu_dtype_size(uint32_t dt) { return td__dtype_size(dt); }
 
 static inline int64_t td__cpu_nelem(const td__desc *d)
 {

@@ -1,5 +1,6 @@
-/* gpu_backend.c — the GPU backends' vtable and the module's one exported symbol,
- * td_backend_entry(). Built twice from this one file: as tensord-backend-cuda.so (devices
+/* gpu_backend.c — the GPU backends' vtable and the module's exported symbols,
+ * td_backend_abi() and td_backend_entry() (backends/backend.h). Built twice from this one
+ * file: as tensord-backend-cuda.so (devices
  * "cuda:0", ...) and, with TD_GPU_HIP, as tensord-backend-hip.so ("hip:0", ...); the
  * runtime calls below are gpu_compat.h names. Devices are every GPU the runtime
  * enumerates; buffers are device memory (host_memory = false); each session gets its own
@@ -325,77 +326,27 @@ static td_status gpu_stream_sync(td__device *dev, void *stream)
 
 /* ---- ops ---- */
 
-/* The op families, by opcode (the engine's td__op_class is not reachable from a module). */
-enum family { F_NONE, F_ENGINE, F_CREATE, F_UNARY, F_BINARY, F_WHERE, F_CAST, F_REDUCE,
-              F_MATMUL, F_MOVEMENT, F_SOFTMAX };
-
-static enum family family_of(uint32_t opcode)
-{
-    switch (opcode) {
-    case TD_OP_EMPTY: case TD_OP_RESHAPE:
-        return F_ENGINE;
-    case TD_OP_FULL: case TD_OP_ARANGE: case TD_OP_RAND_UNIFORM: case TD_OP_RAND_NORMAL:
-        return F_CREATE;
-    case TD_OP_NEG: case TD_OP_ABS: case TD_OP_EXP: case TD_OP_LOG: case TD_OP_SQRT:
-    case TD_OP_RSQRT: case TD_OP_TANH: case TD_OP_SIGMOID: case TD_OP_RELU:
-        return F_UNARY;
-    case TD_OP_ADD: case TD_OP_SUB: case TD_OP_MUL: case TD_OP_DIV: case TD_OP_POW:
-    case TD_OP_MAXIMUM: case TD_OP_MINIMUM: case TD_OP_EQ: case TD_OP_NE: case TD_OP_LT:
-    case TD_OP_LE: case TD_OP_GT: case TD_OP_GE:
-        return F_BINARY;
-    case TD_OP_WHERE:
-        return F_WHERE;
-    case TD_OP_CAST:
-        return F_CAST;
-    case TD_OP_SUM: case TD_OP_MEAN: case TD_OP_MAX: case TD_OP_MIN: case TD_OP_ARGMAX:
-    case TD_OP_PROD: case TD_OP_ARGMIN:
-        return F_REDUCE;
-    case TD_OP_MATMUL:
-        return F_MATMUL;
-    case TD_OP_PERMUTE: case TD_OP_SLICE: case TD_OP_CONCAT: case TD_OP_EXPAND:
-    case TD_OP_GATHER: case TD_OP_INDEX_SELECT: case TD_OP_COPY:
-        return F_MOVEMENT;
-    case TD_OP_SOFTMAX: case TD_OP_LOG_SOFTMAX:
-        return F_SOFTMAX;
-    }
-    return F_NONE;
-}
-
-/* Dtype coverage, the same as the CPU backend's (td__op_infer already rejects the rest). */
+/* Native coverage: the op table's default (every primitive, no composite) plus the native
+ * SOFTMAX/LOG_SOFTMAX kernels (f32, f64), narrowed to float matmuls whose M, N, K fit the
+ * vendor GEMM's int dims. The dtype rules themselves td__op_infer has already checked. */
 static bool gpu_supports_op(td__device *dev, const td__op *op, const td__desc *const *in,
                              const td__desc *out)
 {
     (void)dev;
     uint32_t dt = op->n_inputs > 0 ? in[0]->dtype : op->dtype;
     if (dt >= TD_DTYPE_COUNT) return false;
-    switch (family_of(op->opcode)) {
-    case F_ENGINE: case F_CREATE: case F_WHERE: case F_CAST: case F_MOVEMENT:
-        return true;
-    case F_UNARY:
-        if (op->opcode == TD_OP_NEG || op->opcode == TD_OP_ABS || op->opcode == TD_OP_RELU)
-            return dt != TD_BOOL;
-        return td__dtype_is_float(dt);
-    case F_BINARY:
-        if (op->opcode >= TD_OP_EQ) return true;
-        if (op->opcode == TD_OP_POW) return td__dtype_is_float(dt);
-        return dt != TD_BOOL;
-    case F_REDUCE:
-        if (op->opcode == TD_OP_SUM || op->opcode == TD_OP_PROD) return dt != TD_BOOL;
-        if (op->opcode == TD_OP_MEAN) return td__dtype_is_float(dt);
-        return true;
-    case F_SOFTMAX:
-        return td__dtype_is_float(dt);
-    case F_MATMUL: {
-        if (dt == TD_BOOL) return false;
+    switch (td__op_class(op->opcode)) {
+    case TD_OPCLASS_SOFTMAX:
+        return dt == TD_F32 || dt == TD_F64;
+    case TD_OPCLASS_MATMUL: {
         if (!td__dtype_is_float(dt)) return true;
         int64_t m = out->dims[out->rank - 2], n = out->dims[out->rank - 1];
         int64_t k = in[0]->dims[in[0]->rank - 1];
         return m <= INT32_MAX && n <= INT32_MAX && k <= INT32_MAX;
     }
-    case F_NONE:
-        break;
+    default:
+        return td__op_default_supports(op->opcode);
     }
-    return false;
 }
 
 static td_status exec_matmul(const td__gpu_exec *x, const td__op *op, const td__view *in,
@@ -437,30 +388,32 @@ static td_status gpu_exec(td__device *dev, void *stream, const td__op *op, const
     if (x.st == NULL) return td__gpu_fail(&x, TD_EINTERNAL, TD_GPU_KIND ": exec without a stream");
     td_status s = td__gpu_check(&x, gpuSetDevice(x.cd->ordinal), "set device");
     if (s != TD_OK) return s;
-    switch (family_of(op->opcode)) {
-    case F_CREATE:
-        return td__gpu_exec_create(&x, op, out);
-    case F_UNARY:
-        return td__gpu_exec_unary(&x, op, in, out);
-    case F_BINARY:
-        return td__gpu_exec_binary(&x, op, in, out);
-    case F_WHERE:
-        return td__gpu_exec_where(&x, in, out);
-    case F_CAST:
-        return td__gpu_exec_cast(&x, in, out);
-    case F_REDUCE:
-        return td__gpu_exec_reduce(&x, op, in, out);
-    case F_MATMUL:
-        return exec_matmul(&x, op, in, out);
-    case F_MOVEMENT:
-        return td__gpu_exec_movement(&x, op, in, out);
-    case F_SOFTMAX:
-        return td__gpu_exec_softmax(&x, op, in, out);
-    case F_ENGINE:
+    const td__op_row *row = td__op_row_of(op->opcode);
+    if (row != NULL && (row->flags & TD_OPF_ENGINE))
         return td__gpu_fail(&x, TD_EINTERNAL,
-                             TD_GPU_KIND ": opcode %u is handled by the engine, not the backend",
-                             op->opcode);
-    case F_NONE:
+                             TD_GPU_KIND ": %s is handled by the engine, not the backend",
+                             row->name);
+    switch (td__op_class(op->opcode)) {
+    case TD_OPCLASS_CREATE:
+        return td__gpu_exec_create(&x, op, out);
+    case TD_OPCLASS_UNARY:
+        return td__gpu_exec_unary(&x, op, in, out);
+    case TD_OPCLASS_BINARY:
+    case TD_OPCLASS_COMPARE:
+        return td__gpu_exec_binary(&x, op, in, out);
+    case TD_OPCLASS_WHERE:
+        return td__gpu_exec_where(&x, in, out);
+    case TD_OPCLASS_CAST:
+        return td__gpu_exec_cast(&x, in, out);
+    case TD_OPCLASS_REDUCE:
+        return td__gpu_exec_reduce(&x, op, in, out);
+    case TD_OPCLASS_MATMUL:
+        return exec_matmul(&x, op, in, out);
+    case TD_OPCLASS_MOVEMENT:
+        return td__gpu_exec_movement(&x, op, in, out);
+    case TD_OPCLASS_SOFTMAX:
+        return td__gpu_exec_softmax(&x, op, in, out);
+    case TD_OPCLASS_NONE:
         break;
     }
     return td__gpu_fail(&x, TD_EINTERNAL, TD_GPU_KIND ": unknown opcode %u", op->opcode);
@@ -485,6 +438,5 @@ static const td__backend gpu_backend = {
     .set_host_alloc = gpu_set_host_alloc,
 };
 
-/* The module's entry point (engine/device.c looks it up with dlsym). */
-__attribute__((visibility("default"))) const td__backend *td_backend_entry(void);
-const td__backend *td_backend_entry(void) { return &gpu_backend; }
+/* The module's entry points (engine/device.c looks them up with dlsym). */
+TD_BACKEND_MODULE(gpu_backend)

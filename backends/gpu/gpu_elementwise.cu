@@ -17,14 +17,6 @@
 namespace {
 
 /* ---- float math by type ---- */
-TD_DEV float f_exp(float x) { return expf(x); }
-TD_DEV double f_exp(double x) { return exp(x); }
-TD_DEV float f_log(float x) { return logf(x); }
-TD_DEV double f_log(double x) { return log(x); }
-TD_DEV float f_sqrt(float x) { return sqrtf(x); }
-TD_DEV double f_sqrt(double x) { return sqrt(x); }
-TD_DEV float f_tanh(float x) { return tanhf(x); }
-TD_DEV double f_tanh(double x) { return tanh(x); }
 TD_DEV float f_pow(float a, float b) { return powf(a, b); }
 TD_DEV double f_pow(double a, double b) { return pow(a, b); }
 TD_DEV float f_abs(float x) { return fabsf(x); }
@@ -36,17 +28,51 @@ template <> struct uns<int32_t> { typedef uint32_t type; };
 template <> struct uns<int64_t> { typedef uint64_t type; };
 template <> struct uns<uint8_t> { typedef uint32_t type; };
 
+/* The element functions of the op table's float unary ops (TD_UNARY_FLOAT_KERNELS in
+ * engine/optable.h), evaluated with the names below: inside namespace rowk an unqualified
+ * exp(x) finds rowk::exp, the CUDA/HIP math function of x's type, as <tgmath.h> does on the
+ * CPU. */
+namespace rowk {
+/* name(x): ::namef for float, ::name for double (templates: unused ones cost nothing) */
+#define TD__ROWK_MATH(name)                                                                \
+    template <typename T> TD_DEV T name(T x)                                               \
+    {                                                                                      \
+        if constexpr (std::is_same<T, float>::value) return ::name##f(x);                 \
+        else return ::name(x);                                                             \
+    }
+TD__ROWK_MATH(exp)
+TD__ROWK_MATH(expm1)
+TD__ROWK_MATH(log)
+TD__ROWK_MATH(log1p)
+TD__ROWK_MATH(sqrt)
+TD__ROWK_MATH(tanh)
+TD__ROWK_MATH(erf)
+TD__ROWK_MATH(fabs)
+#undef TD__ROWK_MATH
+
+template <int OP> struct fn; /* fn<TD_OP_X>::eval<T>(x): X's element function */
+#define TD__GPU_ROW_FN(NAME, EXPR)                                                         \
+    template <> struct fn<TD_OP_##NAME> {                                                  \
+        template <typename T> static TD_DEV T eval(T x) { return (T)(EXPR); }              \
+    };
+TD_UNARY_FLOAT_KERNELS(TD__GPU_ROW_FN)
+#undef TD__GPU_ROW_FN
+
+/* Whether OP's element function comes from the table. */
+__host__ __device__ constexpr bool in_table(int op)
+{
+#define TD__GPU_ROW_IS(NAME, EXPR) op == TD_OP_##NAME ||
+    return TD_UNARY_FLOAT_KERNELS(TD__GPU_ROW_IS) false;
+#undef TD__GPU_ROW_IS
+}
+} // namespace rowk
+
 template <int OP, typename T> TD_DEV T unary_op(T x)
 {
     if constexpr (std::is_floating_point<T>::value) {
-        if constexpr (OP == TD_OP_NEG) return -x;
+        if constexpr (rowk::in_table(OP)) return rowk::fn<OP>::template eval<T>(x);
+        else if constexpr (OP == TD_OP_NEG) return -x;
         else if constexpr (OP == TD_OP_ABS) return f_abs(x);
-        else if constexpr (OP == TD_OP_EXP) return f_exp(x);
-        else if constexpr (OP == TD_OP_LOG) return f_log(x);
-        else if constexpr (OP == TD_OP_SQRT) return f_sqrt(x);
-        else if constexpr (OP == TD_OP_RSQRT) return (T)1 / f_sqrt(x);
-        else if constexpr (OP == TD_OP_TANH) return f_tanh(x);
-        else if constexpr (OP == TD_OP_SIGMOID) return (T)1 / ((T)1 + f_exp(-x));
         else return x < (T)0 ? (T)0 : x; /* RELU */
     } else {
         typedef typename uns<T>::type U;
@@ -384,12 +410,10 @@ extern "C" td_status td__gpu_exec_unary(const td__gpu_exec *x, const td__op *op,
     case TD_OP_NEG: s = unary_numeric<TD_OP_NEG>(x, in, out); break;
     case TD_OP_ABS: s = unary_numeric<TD_OP_ABS>(x, in, out); break;
     case TD_OP_RELU: s = unary_numeric<TD_OP_RELU>(x, in, out); break;
-    case TD_OP_EXP: s = unary_float<TD_OP_EXP>(x, in, out); break;
-    case TD_OP_LOG: s = unary_float<TD_OP_LOG>(x, in, out); break;
-    case TD_OP_SQRT: s = unary_float<TD_OP_SQRT>(x, in, out); break;
-    case TD_OP_RSQRT: s = unary_float<TD_OP_RSQRT>(x, in, out); break;
-    case TD_OP_TANH: s = unary_float<TD_OP_TANH>(x, in, out); break;
-    case TD_OP_SIGMOID: s = unary_float<TD_OP_SIGMOID>(x, in, out); break;
+#define TD__GPU_ROW_CASE(NAME, EXPR)                                                       \
+    case TD_OP_##NAME: s = unary_float<TD_OP_##NAME>(x, in, out); break;
+        TD_UNARY_FLOAT_KERNELS(TD__GPU_ROW_CASE)
+#undef TD__GPU_ROW_CASE
     }
     if (s == TD_EINTERNAL)
         return td__gpu_fail(x, s, TD_GPU_KIND ": no unary kernel for opcode %u dtype %u", op->opcode,

@@ -92,15 +92,8 @@ td_status td__gpu_read_flag(const td__gpu_exec *x, uint64_t *out);
 
 /* ---- desc helpers ---- */
 
-static inline size_t td__gpu_dtype_size(uint32_t dt)
-{
-    switch (dt) {
-    case TD_F32: case TD_I32: return 4;
-    case TD_F64: case TD_I64: return 8;
-    case TD_U8: case TD_BOOL: return 1;
-    }
-    return 0;
-}
+/* Element size of a dtype (0 if unknown): the dtype table's (engine/dtype.h). */
+static inline size_t td__gpu_dtype_size(uint32_t dt) { return td__dtype_size(dt); }
 
 static inline int64_t td__gpu_nelem(const td__desc *d)
 {

@@ -1,4 +1,4 @@
-/* Invariant test for engine/op.c: for EVERY opcode of TD_OPCODE_MAP and every dtype,
+/* Invariant test for engine/op.c: for EVERY opcode of TD_OP_TABLE and every dtype,
  * td__op_infer runs on adversarial input shapes (products near 2^62, 2^63 and 2^64,
  * zero-length dims next to huge ones, rank 8, broadcast pairs and triples that multiply up,
  * dtype-widening casts and gathers) and every output must either be refused with a message
@@ -21,8 +21,8 @@
 __extension__ typedef unsigned __int128 u128;
 
 static const uint32_t opcodes[] = {
-#define X_OPCODE(name, value, str) TD_OP_##name,
-    TD_OPCODE_MAP(X_OPCODE)
+#define X_OPCODE(name, ...) TD_OP_##name,
+    TD_OP_TABLE(X_OPCODE)
 #undef X_OPCODE
 };
 #define N_OPCODES (sizeof opcodes / sizeof opcodes[0])

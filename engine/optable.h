@@ -1,0 +1,414 @@
+/* optable.h — the op table as data: one row per operation, read by the client (shape
+ * inference of lazy handles), the server (validation of every op off the wire), the engine
+ * (td__op_infer, the executor's lowering of composites) and the loadable backend modules
+ * (dispatch by family, default supports_op), and printed as docs/ops.md by tools/td-opdoc.
+ *
+ * Why a header of plain `static const` data: a backend module may not call engine symbols
+ * (backends/backend.h), and the GPU modules compile this header as CUDA/HIP C++, so the
+ * table is data every translation unit expands itself (positional initializers only, no
+ * function pointers into the engine). The rules the columns name (shape rules, attribute
+ * kinds, dtype classes, lowerings) are implemented once: validation and shape inference in
+ * engine/op.c, lowering in engine/session.c, the element functions below by each backend's
+ * family code.
+ *
+ * Adding an op to an existing family: its row in TD_OP_TABLE (a new opcode, appended: opcodes
+ * are frozen, they travel on the wire), for a float elementwise unary op its element
+ * function in TD_UNARY_FLOAT_KERNELS (the CPU and GPU kernels are stamped from it), its
+ * public function (include/tensord.h, client/context.c), its tests, and docs/ops.md
+ * regenerated with `build/tools/td-opdoc > docs/ops.md` (a test fails while it is stale).
+ *
+ * Thread-safety: constant data and pure functions, any thread.
+ */
+#ifndef TD_ENGINE_OPTABLE_H
+#define TD_ENGINE_OPTABLE_H
+
+#include "engine/dtype.h"
+#include "tensord.h"
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define TD_OP_MAX_INPUTS 8
+#define TD_OP_MAX_IATTRS 24
+#define TD_OPCODE_LIMIT 128 /* all opcodes are < this */
+
+/* Op families (what a backend dispatches on). */
+enum td__op_class {
+    TD_OPCLASS_NONE = 0, /* unknown opcode */
+    TD_OPCLASS_CREATE,   /* EMPTY FULL ARANGE RAND_* */
+    TD_OPCLASS_UNARY,
+    TD_OPCLASS_BINARY,
+    TD_OPCLASS_COMPARE,
+    TD_OPCLASS_WHERE,
+    TD_OPCLASS_CAST,
+    TD_OPCLASS_REDUCE,
+    TD_OPCLASS_MATMUL,
+    TD_OPCLASS_MOVEMENT, /* RESHAPE PERMUTE SLICE CONCAT EXPAND GATHER INDEX_SELECT COPY */
+    TD_OPCLASS_SOFTMAX,  /* SOFTMAX LOG_SOFTMAX */
+};
+
+/* How many integer attributes (op->iattrs) an op takes. */
+enum td__attr_layout {
+    TD_ATTRS_NONE = 0, /* exactly none */
+    TD_ATTRS_FIXED,    /* exactly `n`, described by a[0..n) */
+    TD_ATTRS_UPTO,     /* at most `n` (absent ones have their default 0) */
+    TD_ATTRS_DIMS,     /* a shape: 0..TD_MAX_RANK dims, checked by td__desc_check */
+    TD_ATTRS_RANK,     /* one per dim of input 0 (a permutation) */
+    TD_ATTRS_2RANK,    /* two per dim of input 0 (starts, then stops) */
+};
+
+/* What one integer attribute may hold (checked before any shape rule runs). */
+enum td__attr_kind {
+    TD_ATTR_INT = 0,   /* any value; the shape rule checks it */
+    TD_ATTR_NONNEG,    /* >= 0 */
+    TD_ATTR_ENUM,      /* lo..hi; `values` says what they mean */
+    TD_ATTR_AXIS,      /* 0..rank-1 of input 0 */
+    TD_ATTR_AXES_MASK, /* bit i set: axis i of input 0 (no bit at or above its rank) */
+};
+
+typedef struct td__attr_spec {
+    const char *name;   /* "axis", "keepdims"; for list layouts the list ("dims") */
+    uint8_t kind;       /* enum td__attr_kind */
+    int64_t lo, hi;     /* TD_ATTR_ENUM's range */
+    const char *values; /* TD_ATTR_ENUM: "0 or 1" */
+} td__attr_spec;
+
+typedef struct td__attr_schema {
+    uint8_t layout; /* enum td__attr_layout */
+    uint8_t n;      /* TD_ATTRS_FIXED / TD_ATTRS_UPTO: the count */
+    td__attr_spec a[2];
+} td__attr_schema;
+
+/* The output dtype. */
+enum td__out_dtype {
+    TD_OUT_SAME = 0, /* input 0's */
+    TD_OUT_ATTR,     /* op->dtype */
+    TD_OUT_BOOL,
+    TD_OUT_I64,
+    TD_OUT_IN1, /* input 1's (WHERE) */
+};
+
+/* Which inputs must share one dtype. */
+enum td__same_dtype {
+    TD_SAME_NONE = 0,
+    TD_SAME_ALL,  /* every input has input 0's dtype */
+    TD_SAME_REST, /* inputs 1.. share input 1's dtype (WHERE's a and b) */
+};
+
+/* Shape rules (engine/op.c implements each once). */
+enum td__shape_rule {
+    TD_SHAPE_SAME = 0,    /* input 0's shape */
+    TD_SHAPE_DIMS,        /* the dims attribute */
+    TD_SHAPE_ARANGE,      /* [length] */
+    TD_SHAPE_BROADCAST,   /* numpy broadcast of every input */
+    TD_SHAPE_REDUCE,      /* reduced axes dropped, or kept as 1 */
+    TD_SHAPE_MATMUL,      /* [..batch, M, K] x [..batch, K, N] -> [..batch, M, N] */
+    TD_SHAPE_NORMALIZE,   /* input 0's shape; the axis must not be empty */
+    TD_SHAPE_RESHAPE,     /* the dims attribute, same element count */
+    TD_SHAPE_EXPAND,      /* the dims attribute, a broadcast of input 0 */
+    TD_SHAPE_PERMUTE,     /* dims permuted */
+    TD_SHAPE_SLICE,       /* stop - start per dim */
+    TD_SHAPE_CONCAT,      /* dims summed along the axis */
+    TD_SHAPE_GATHER,      /* the index's shape */
+    TD_SHAPE_INDEX_SELECT /* the axis replaced by the index's dims */
+};
+
+/* Row flags. */
+#define TD_OPF_ENGINE 0x1u        /* run by the engine itself (EMPTY as a zero FULL, RESHAPE aliases) */
+#define TD_OPF_NONEMPTY_AXIS 0x2u /* the reduced axes must not be empty */
+#define TD_OPF_ONE_AXIS 0x4u      /* exactly one reduced axis */
+
+/* How closely a backend must follow the CPU reference (tests/unit/backends/conformance.c
+ * states each bound in full). */
+enum td__accuracy {
+    TD_ACC_EXACT = 0, /* bit for bit (any NaN matches any NaN) */
+    TD_ACC_ULP4,      /* float results within 4 ulp */
+    TD_ACC_ULP6,
+    TD_ACC_ULP8,
+    TD_ACC_SUM,       /* 1 ulp + 4 n 2^-53 sum|x| */
+    TD_ACC_PROD,      /* 1 ulp + 4 n 2^-53 |prod| */
+    TD_ACC_MATMUL,    /* 2 K u (|A| @ |B|) + 1 ulp */
+    TD_ACC_NORMAL,    /* 2 ulp + 2^-20 stddev (f32), 4 ulp + 2^-40 stddev (f64) */
+    TD_ACC_SOFTMAX,   /* 24 ulp + 2 n 2^-53 |y| */
+    TD_ACC_LOG_SOFTMAX /* 4 ulp + (16 + 8 ln n) u + 2 n 2^-53 */
+};
+
+/* Lowerings of composite ops (td__lowerings below). */
+enum td__lowering_id {
+    TD_LOWER_NONE = 0,
+    TD_LOWER_SOFTMAX,
+    TD_LOWER_LOG_SOFTMAX,
+};
+
+typedef struct td__op_row {
+    uint32_t opcode;
+    const char *name;
+    uint8_t family;                /* enum td__op_class */
+    uint8_t min_inputs, max_inputs;
+    const char *inputs;            /* names of the inputs, comma-separated ("condition, a, b") */
+    td__attr_schema attrs;         /* op->iattrs */
+    const char *fattrs;            /* what op->fattrs (and seed) hold; "" if unused */
+    uint8_t attr_dtype;            /* class op->dtype must be in; TD_DTC_NONE: unused */
+    uint8_t in_dtype, rest_dtype;  /* classes of input 0 and of inputs 1.. */
+    uint8_t same_dtype;            /* enum td__same_dtype */
+    uint8_t out_dtype;             /* enum td__out_dtype */
+    uint8_t shape;                 /* enum td__shape_rule */
+    uint8_t flags;                 /* TD_OPF_* */
+    uint8_t lowering;              /* enum td__lowering_id */
+    uint8_t accuracy;              /* enum td__accuracy */
+    const char *summary;
+} td__op_row;
+
+/* Attribute schemas, by the names the table uses. */
+#define TD__ASPEC0 {NULL, TD_ATTR_INT, 0, 0, NULL}
+#define TD__ATTRS_NONE {TD_ATTRS_NONE, 0, {TD__ASPEC0, TD__ASPEC0}}
+#define TD__ATTRS_DIMS {TD_ATTRS_DIMS, 0, {{"dims", TD_ATTR_INT, 0, 0, NULL}, TD__ASPEC0}}
+#define TD__ATTRS_LENGTH {TD_ATTRS_FIXED, 1, {{"length", TD_ATTR_NONNEG, 0, 0, NULL}, TD__ASPEC0}}
+#define TD__ATTRS_REDUCE                                                                   \
+    {TD_ATTRS_FIXED, 2,                                                                    \
+     {{"axes mask", TD_ATTR_AXES_MASK, 0, 0, NULL}, {"keepdims", TD_ATTR_ENUM, 0, 1, "0 or 1"}}}
+#define TD__ATTRS_PRECISION                                                                \
+    {TD_ATTRS_UPTO, 1,                                                                     \
+     {{"precision", TD_ATTR_ENUM, 0, 1, "0 (full precision) or 1 (tf32 allowed)"},         \
+      TD__ASPEC0}}
+#define TD__ATTRS_PERM {TD_ATTRS_RANK, 0, {{"perm", TD_ATTR_INT, 0, 0, NULL}, TD__ASPEC0}}
+#define TD__ATTRS_SLICE {TD_ATTRS_2RANK, 0, {{"starts, stops", TD_ATTR_INT, 0, 0, NULL}, TD__ASPEC0}}
+#define TD__ATTRS_AXIS {TD_ATTRS_FIXED, 1, {{"axis", TD_ATTR_AXIS, 0, 0, NULL}, TD__ASPEC0}}
+
+#define TD__OPF_0 0u
+#define TD__OPF_ENGINE TD_OPF_ENGINE
+#define TD__OPF_NE TD_OPF_NONEMPTY_AXIS
+#define TD__OPF_ONE_NE (TD_OPF_ONE_AXIS | TD_OPF_NONEMPTY_AXIS)
+
+/* The table. X(NAME, opcode, "name", FAMILY, min inputs, max inputs, "input names",
+ *   ATTRS (TD__ATTRS_*), "float attributes", dtype-attribute class, input-0 class,
+ *   inputs-1.. class, SAME (td__same_dtype), OUT (td__out_dtype), SHAPE (td__shape_rule),
+ *   FLAGS (TD__OPF_*), LOWERING, ACCURACY, "summary")
+ * Classes are TD_DTC_* without the prefix. Opcodes are frozen; append new ones. */
+#define TD_OP_TABLE(X)                                                                     \
+    X(EMPTY, 0, "empty", CREATE, 0, 0, "", DIMS, "", ANY, NONE, NONE, NONE, ATTR, DIMS,    \
+      ENGINE, NONE, EXACT, "new tensor; reads as zeros until written")                     \
+    X(FULL, 1, "full", CREATE, 0, 0, "", DIMS, "value", ANY, NONE, NONE, NONE, ATTR, DIMS, \
+      0, NONE, EXACT, "every element is `value` (converted by the cast rules)")            \
+    X(ARANGE, 2, "arange", CREATE, 0, 0, "", LENGTH, "start, step", ANY, NONE, NONE, NONE, \
+      ATTR, ARANGE, 0, NONE, EXACT, "start + i * step for i in [0, length)")               \
+    X(RAND_UNIFORM, 3, "rand_uniform", CREATE, 0, 0, "", DIMS, "low, high; seed", FLOAT,   \
+      NONE, NONE, NONE, ATTR, DIMS, 0, NONE, EXACT,                                        \
+      "uniform in [low, high), Philox counter-based (engine/philox.h)")                    \
+    X(RAND_NORMAL, 4, "rand_normal", CREATE, 0, 0, "", DIMS, "mean, stddev; seed", FLOAT,  \
+      NONE, NONE, NONE, ATTR, DIMS, 0, NONE, NORMAL,                                       \
+      "normal(mean, stddev), Philox + Box-Muller (engine/philox.h)")                       \
+    X(NEG, 10, "neg", UNARY, 1, 1, "x", NONE, "", NONE, NUMERIC, NONE, NONE, SAME, SAME,   \
+      0, NONE, EXACT, "-x (integers wrap)")                                                \
+    X(ABS, 11, "abs", UNARY, 1, 1, "x", NONE, "", NONE, NUMERIC, NONE, NONE, SAME, SAME,   \
+      0, NONE, EXACT, "|x| (integer minimum wraps to itself)")                             \
+    X(EXP, 12, "exp", UNARY, 1, 1, "x", NONE, "", NONE, FLOAT, NONE, NONE, SAME, SAME, 0,  \
+      NONE, ULP4, "e^x")                                                                   \
+    X(LOG, 13, "log", UNARY, 1, 1, "x", NONE, "", NONE, FLOAT, NONE, NONE, SAME, SAME, 0,  \
+      NONE, ULP4, "natural logarithm")                                                     \
+    X(SQRT, 14, "sqrt", UNARY, 1, 1, "x", NONE, "", NONE, FLOAT, NONE, NONE, SAME, SAME,   \
+      0, NONE, EXACT, "square root (IEEE-rounded)")                                        \
+    X(RSQRT, 15, "rsqrt", UNARY, 1, 1, "x", NONE, "", NONE, FLOAT, NONE, NONE, SAME, SAME, \
+      0, NONE, EXACT, "1 / sqrt(x), two IEEE roundings")                                   \
+    X(TANH, 16, "tanh", UNARY, 1, 1, "x", NONE, "", NONE, FLOAT, NONE, NONE, SAME, SAME,   \
+      0, NONE, ULP6, "hyperbolic tangent")                                                 \
+    X(SIGMOID, 17, "sigmoid", UNARY, 1, 1, "x", NONE, "", NONE, FLOAT, NONE, NONE, SAME,   \
+      SAME, 0, NONE, ULP6, "1 / (1 + e^-x)")                                               \
+    X(RELU, 18, "relu", UNARY, 1, 1, "x", NONE, "", NONE, NUMERIC, NONE, NONE, SAME, SAME, \
+      0, NONE, EXACT, "x < 0 ? 0 : x (NaN stays NaN)")                                     \
+    X(ADD, 30, "add", BINARY, 2, 2, "a, b", NONE, "", NONE, NUMERIC, NUMERIC, ALL, SAME,   \
+      BROADCAST, 0, NONE, EXACT, "a + b (integers wrap)")                                  \
+    X(SUB, 31, "sub", BINARY, 2, 2, "a, b", NONE, "", NONE, NUMERIC, NUMERIC, ALL, SAME,   \
+      BROADCAST, 0, NONE, EXACT, "a - b (integers wrap)")                                  \
+    X(MUL, 32, "mul", BINARY, 2, 2, "a, b", NONE, "", NONE, NUMERIC, NUMERIC, ALL, SAME,   \
+      BROADCAST, 0, NONE, EXACT, "a * b (integers wrap)")                                  \
+    X(DIV, 33, "div", BINARY, 2, 2, "a, b", NONE, "", NONE, NUMERIC, NUMERIC, ALL, SAME,   \
+      BROADCAST, 0, NONE, EXACT, "a / b (integers: toward zero, x / 0 = 0)")               \
+    X(POW, 34, "pow", BINARY, 2, 2, "a, b", NONE, "", NONE, FLOAT, FLOAT, ALL, SAME,       \
+      BROADCAST, 0, NONE, ULP8, "a^b")                                                     \
+    X(MAXIMUM, 35, "maximum", BINARY, 2, 2, "a, b", NONE, "", NONE, NUMERIC, NUMERIC, ALL, \
+      SAME, BROADCAST, 0, NONE, EXACT, "larger of a and b (NaN propagates)")               \
+    X(MINIMUM, 36, "minimum", BINARY, 2, 2, "a, b", NONE, "", NONE, NUMERIC, NUMERIC, ALL, \
+      SAME, BROADCAST, 0, NONE, EXACT, "smaller of a and b (NaN propagates)")              \
+    X(EQ, 40, "eq", COMPARE, 2, 2, "a, b", NONE, "", NONE, ANY, ANY, ALL, BOOL, BROADCAST, \
+      0, NONE, EXACT, "a == b")                                                            \
+    X(NE, 41, "ne", COMPARE, 2, 2, "a, b", NONE, "", NONE, ANY, ANY, ALL, BOOL, BROADCAST, \
+      0, NONE, EXACT, "a != b (true for NaN)")                                             \
+    X(LT, 42, "lt", COMPARE, 2, 2, "a, b", NONE, "", NONE, ANY, ANY, ALL, BOOL, BROADCAST, \
+      0, NONE, EXACT, "a < b")                                                             \
+    X(LE, 43, "le", COMPARE, 2, 2, "a, b", NONE, "", NONE, ANY, ANY, ALL, BOOL, BROADCAST, \
+      0, NONE, EXACT, "a <= b")                                                            \
+    X(GT, 44, "gt", COMPARE, 2, 2, "a, b", NONE, "", NONE, ANY, ANY, ALL, BOOL, BROADCAST, \
+      0, NONE, EXACT, "a > b")                                                             \
+    X(GE, 45, "ge", COMPARE, 2, 2, "a, b", NONE, "", NONE, ANY, ANY, ALL, BOOL, BROADCAST, \
+      0, NONE, EXACT, "a >= b")                                                            \
+    X(WHERE, 50, "where", WHERE, 3, 3, "condition, a, b", NONE, "", NONE, BOOL, ANY, REST, \
+      IN1, BROADCAST, 0, NONE, EXACT, "condition ? a : b")                                 \
+    X(CAST, 51, "cast", CAST, 1, 1, "x", NONE, "", ANY, ANY, NONE, NONE, ATTR, SAME, 0,    \
+      NONE, EXACT, "x converted to the dtype attribute (cast rules)")                      \
+    X(SUM, 60, "sum", REDUCE, 1, 1, "x", REDUCE, "", NONE, NUMERIC, NONE, NONE, SAME,      \
+      REDUCE, 0, NONE, SUM, "sum over the axes")                                           \
+    X(MEAN, 61, "mean", REDUCE, 1, 1, "x", REDUCE, "", NONE, FLOAT, NONE, NONE, SAME,      \
+      REDUCE, 0, NONE, SUM, "mean over the axes")                                          \
+    X(MAX, 62, "max", REDUCE, 1, 1, "x", REDUCE, "", NONE, ANY, NONE, NONE, SAME, REDUCE,  \
+      NE, NONE, EXACT, "largest over the axes (NaN propagates)")                           \
+    X(MIN, 63, "min", REDUCE, 1, 1, "x", REDUCE, "", NONE, ANY, NONE, NONE, SAME, REDUCE,  \
+      NE, NONE, EXACT, "smallest over the axes (NaN propagates)")                          \
+    X(ARGMAX, 64, "argmax", REDUCE, 1, 1, "x", REDUCE, "", NONE, ANY, NONE, NONE, I64,     \
+      REDUCE, ONE_NE, NONE, EXACT, "index of the first largest along one axis")            \
+    X(PROD, 65, "prod", REDUCE, 1, 1, "x", REDUCE, "", NONE, NUMERIC, NONE, NONE, SAME,    \
+      REDUCE, 0, NONE, PROD, "product over the axes")                                      \
+    X(ARGMIN, 66, "argmin", REDUCE, 1, 1, "x", REDUCE, "", NONE, ANY, NONE, NONE, I64,     \
+      REDUCE, ONE_NE, NONE, EXACT, "index of the first smallest along one axis")           \
+    X(MATMUL, 70, "matmul", MATMUL, 2, 2, "a, b", PRECISION, "", NONE, NUMERIC, NUMERIC,   \
+      ALL, SAME, MATMUL, 0, NONE, MATMUL, "batched matrix product, batch dims broadcast")  \
+    X(RESHAPE, 80, "reshape", MOVEMENT, 1, 1, "x", DIMS, "", NONE, ANY, NONE, NONE, SAME,  \
+      RESHAPE, ENGINE, NONE, EXACT, "same elements, new dims (an alias)")                  \
+    X(PERMUTE, 81, "permute", MOVEMENT, 1, 1, "x", PERM, "", NONE, ANY, NONE, NONE, SAME,  \
+      PERMUTE, 0, NONE, EXACT, "dims reordered: out dim i is x dim perm[i]")               \
+    X(SLICE, 82, "slice", MOVEMENT, 1, 1, "x", SLICE, "", NONE, ANY, NONE, NONE, SAME,     \
+      SLICE, 0, NONE, EXACT, "x[start:stop] along every dim")                              \
+    X(CONCAT, 83, "concat", MOVEMENT, 1, TD_OP_MAX_INPUTS, "x...", AXIS, "", NONE, ANY,    \
+      ANY, ALL, SAME, CONCAT, 0, NONE, EXACT, "inputs joined along the axis")              \
+    X(EXPAND, 84, "expand", MOVEMENT, 1, 1, "x", DIMS, "", NONE, ANY, NONE, NONE, SAME,    \
+      EXPAND, 0, NONE, EXACT, "x broadcast to the dims")                                   \
+    X(GATHER, 85, "gather", MOVEMENT, 2, 2, "x, index", AXIS, "", NONE, ANY, INDEX, NONE,  \
+      SAME, GATHER, 0, NONE, EXACT, "out[..i..] = x[..index[..i..]..] along the axis")     \
+    X(INDEX_SELECT, 86, "index_select", MOVEMENT, 2, 2, "x, index", AXIS, "", NONE, ANY,   \
+      INDEX, NONE, SAME, INDEX_SELECT, 0, NONE, EXACT, "rows of x picked by index")        \
+    X(COPY, 87, "copy", MOVEMENT, 1, 1, "x", NONE, "", NONE, ANY, NONE, NONE, SAME, SAME,  \
+      0, NONE, EXACT, "a new buffer with x's contents")                                    \
+    X(SOFTMAX, 90, "softmax", SOFTMAX, 1, 1, "x", AXIS, "", NONE, FLOAT, NONE, NONE, SAME, \
+      NORMALIZE, 0, SOFTMAX, SOFTMAX, "e^(x - max) / sum e^(x - max) along the axis")      \
+    X(LOG_SOFTMAX, 91, "log_softmax", SOFTMAX, 1, 1, "x", AXIS, "", NONE, FLOAT, NONE,     \
+      NONE, SAME, NORMALIZE, 0, LOG_SOFTMAX, LOG_SOFTMAX,                                  \
+      "(x - max) - log sum e^(x - max) along the axis")
+
+/* Element functions of the float elementwise unary ops, written once: X(NAME, expression
+ * of `x`, whose type is `T` (float or double; write constants as (T)1)). The CPU backend
+ * stamps one loop per float dtype from each (with <tgmath.h>, so exp(x) is expf for float),
+ * the GPU backends one kernel (with device overloads of the same names), so both compute
+ * the same expression. Functions available: exp, expm1, log, log1p, sqrt, tanh, erf, fabs. */
+#define TD_UNARY_FLOAT_KERNELS(X)                                                          \
+    X(EXP, exp(x))                                                                         \
+    X(LOG, log(x))                                                                         \
+    X(SQRT, sqrt(x))                                                                       \
+    X(RSQRT, (T)1 / sqrt(x))                                                               \
+    X(TANH, tanh(x))                                                                       \
+    X(SIGMOID, (T)1 / ((T)1 + exp(-x)))
+
+enum td__opcode {
+#define TD__OPCODE_ENUM(name, value, ...) TD_OP_##name = value,
+    TD_OP_TABLE(TD__OPCODE_ENUM)
+#undef TD__OPCODE_ENUM
+};
+
+/* Row indexes (position in td__op_rows), and the row count TD_OP_COUNT. */
+enum td__op_row_index {
+#define TD__ROW_INDEX(name, ...) TD__ROW_##name,
+    TD_OP_TABLE(TD__ROW_INDEX)
+#undef TD__ROW_INDEX
+    TD_OP_COUNT
+};
+
+#define TD__ROW_INIT(NAME, code, str, fam, mn, mx, ins, attrs, fat, adt, d0, d1, same, out, \
+                     shape, flags, lower, acc, summary)                                    \
+    {code,          str,           TD_OPCLASS_##fam, mn,                                   \
+     mx,            ins,           TD__ATTRS_##attrs, fat,                                 \
+     TD_DTC_##adt,  TD_DTC_##d0,   TD_DTC_##d1,       TD_SAME_##same,                      \
+     TD_OUT_##out,  TD_SHAPE_##shape, TD__OPF_##flags, TD_LOWER_##lower,                   \
+     TD_ACC_##acc,  summary},
+
+/* Every row, in table order. */
+static const td__op_row td__op_rows[TD_OP_COUNT] = {TD_OP_TABLE(TD__ROW_INIT)};
+
+/* The row of an opcode; NULL for an unknown opcode (any uint32 is safe to pass). */
+static inline const td__op_row *td__op_row_of(uint32_t opcode)
+{
+    switch (opcode) {
+#define TD__ROW_CASE(name, ...)                                                            \
+    case TD_OP_##name:                                                                     \
+        return &td__op_rows[TD__ROW_##name];
+        TD_OP_TABLE(TD__ROW_CASE)
+#undef TD__ROW_CASE
+    }
+    return NULL;
+}
+
+/* Family of an opcode (TD_OPCLASS_NONE if unknown). */
+static inline enum td__op_class td__op_class(uint32_t opcode)
+{
+    const td__op_row *r = td__op_row_of(opcode);
+    return r != NULL ? (enum td__op_class)r->family : TD_OPCLASS_NONE;
+}
+
+/* Name of an opcode ("matmul"), or "unknown" — static string. */
+static inline const char *td__op_name(uint32_t opcode)
+{
+    const td__op_row *r = td__op_row_of(opcode);
+    return r != NULL ? r->name : "unknown";
+}
+
+/* ---- lowerings: composites as programs of primitive ops ----
+ * A lowering is a list of steps; each step is a primitive op (a row without a lowering)
+ * whose operands are the composite's inputs (TD_LIN(k)) or earlier steps' outputs
+ * (TD_LSTEP(j)), and whose integer attributes are derived from the composite's by the
+ * step's `attrs` rule. The last step writes the composite's output; the engine gives the
+ * others temporary ids of its own (engine/session.c) and releases them afterwards. */
+#define TD_LOWER_MAX_STEPS 8
+#define TD_LIN(k) (k)
+#define TD_LSTEP(j) (16 + (j))
+
+enum td__lower_attrs {
+    TD_LATTR_NONE = 0, /* no attributes */
+    TD_LATTR_AXIS_KEEP /* {1 << iattrs[0], 1}: reduce over the composite's axis, keep it */
+};
+
+typedef struct td__lower_step {
+    uint32_t opcode;
+    uint8_t n_inputs;
+    uint8_t in[3]; /* TD_LIN(k) or TD_LSTEP(j), j < this step */
+    uint8_t attrs; /* enum td__lower_attrs */
+} td__lower_step;
+
+typedef struct td__lowering {
+    uint8_t n_steps;
+    td__lower_step steps[TD_LOWER_MAX_STEPS];
+} td__lowering;
+
+/* By enum td__lowering_id. SOFTMAX is op.h's contract step by step: m = max, x - m, exp,
+ * s = sum (keepdims), e / s; LOG_SOFTMAX ends with (x - m) - log(s). */
+static const td__lowering td__lowerings[] = {
+    {0, {{0, 0, {0, 0, 0}, TD_LATTR_NONE}}},
+    {5,
+     {{TD_OP_MAX, 1, {TD_LIN(0), 0, 0}, TD_LATTR_AXIS_KEEP},
+      {TD_OP_SUB, 2, {TD_LIN(0), TD_LSTEP(0), 0}, TD_LATTR_NONE},
+      {TD_OP_EXP, 1, {TD_LSTEP(1), 0, 0}, TD_LATTR_NONE},
+      {TD_OP_SUM, 1, {TD_LSTEP(2), 0, 0}, TD_LATTR_AXIS_KEEP},
+      {TD_OP_DIV, 2, {TD_LSTEP(2), TD_LSTEP(3), 0}, TD_LATTR_NONE}}},
+    {6,
+     {{TD_OP_MAX, 1, {TD_LIN(0), 0, 0}, TD_LATTR_AXIS_KEEP},
+      {TD_OP_SUB, 2, {TD_LIN(0), TD_LSTEP(0), 0}, TD_LATTR_NONE},
+      {TD_OP_EXP, 1, {TD_LSTEP(1), 0, 0}, TD_LATTR_NONE},
+      {TD_OP_SUM, 1, {TD_LSTEP(2), 0, 0}, TD_LATTR_AXIS_KEEP},
+      {TD_OP_LOG, 1, {TD_LSTEP(3), 0, 0}, TD_LATTR_NONE},
+      {TD_OP_SUB, 2, {TD_LSTEP(1), TD_LSTEP(4), 0}, TD_LATTR_NONE}}},
+};
+
+/* The lowering of a row, or NULL when it has none. */
+static inline const td__lowering *td__op_lowering(const td__op_row *r)
+{
+    return r != NULL && r->lowering != TD_LOWER_NONE ? &td__lowerings[r->lowering] : NULL;
+}
+
+/* The default answer of a backend's supports_op, for an op td__op_infer accepted:
+ * every primitive op (in the dtypes its row accepts, which validation has checked), and no
+ * composite: those the engine lowers. A backend with a native kernel for a composite, or
+ * with kernels for fewer dtypes or sizes than the row allows, says so in its own
+ * supports_op (which may call this for the rest). */
+static inline bool td__op_default_supports(uint32_t opcode)
+{
+    const td__op_row *r = td__op_row_of(opcode);
+    return r != NULL && r->lowering == TD_LOWER_NONE;
+}
+#endif
