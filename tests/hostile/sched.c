@@ -118,12 +118,29 @@ static const char *read_f32(raw_session *s, uint64_t id, float *out, size_t n)
     return NULL;
 }
 
+/* How many reductions make a batch of about `ms` on this server (plain, sanitized or
+ * loaded): times a batch of 4 first (ids 1..5, released again). */
+static size_t hog_ops_for_ms(raw_session *s, double ms)
+{
+    send_hog(s, 4);
+    double t0 = td_test_now_ms();
+    wait_reply(s, raw_send_fence(s), TENSORD__V1__SERVER_MESSAGE__BODY_FENCE, 120000);
+    double per_op = (td_test_now_ms() - t0) / 5;
+    uint64_t ids[5] = {1, 2, 3, 4, 5};
+    cr_assert_neq(raw_send_release(s, ids, 5), 0);
+    size_t n = (size_t)(ms / (per_op > 0.1 ? per_op : 0.1));
+    n = n < 40 ? 40 : n > 2000 ? 2000 : n;
+    fprintf(stderr, "sched: %.1f ms per reduction: %zu make the long batch\n", per_op, n);
+    return n;
+}
+
 /* A small op of a second session is answered while the first session's long batch runs. */
-Test(sched, small_op_not_held_by_a_long_batch, .init = start, .fini = stop, .timeout = 120)
+Test(sched, small_op_not_held_by_a_long_batch, .init = start, .fini = stop, .timeout = 300)
 {
     raw_session hog, other;
     open_raw(&hog);
-    send_hog(&hog, 300);
+    size_t n = hog_ops_for_ms(&hog, 4000);
+    send_hog(&hog, n);
     uint64_t hog_fence = raw_send_fence(&hog);
     double t0 = td_test_now_ms();
     usleep(100 * 1000); /* the batch is running */
@@ -147,11 +164,11 @@ Test(sched, small_op_not_held_by_a_long_batch, .init = start, .fini = stop, .tim
     fprintf(stderr, "sched: open %.1f ms, small op answered %.1f ms after open, "
             "while the long batch was running (%.0f ms since it was sent)\n",
             opened - t0 - 100, answered - opened, answered - t0);
-    double done = wait_reply(&hog, hog_fence, TENSORD__V1__SERVER_MESSAGE__BODY_FENCE, 100000);
+    double done = wait_reply(&hog, hog_fence, TENSORD__V1__SERVER_MESSAGE__BODY_FENCE, 250000);
     fprintf(stderr, "sched: the long batch took %.0f ms\n", done - t0);
     /* The batch's results are right: sum of 2^24 halves is 2^23, exactly. */
     float r = 0;
-    cr_assert_null(read_f32(&hog, 301, &r, 1));
+    cr_assert_null(read_f32(&hog, 1 + n, &r, 1));
     cr_expect_eq(r, 8388608.0f);
     raw_close(&other);
     raw_close(&hog);
