@@ -11,6 +11,7 @@
 #include "common/idmap.h"
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -20,6 +21,7 @@ struct td__session {
     td__idmap tensors; /* id -> td__tensor* */
     td__session_limits limits;
     uint64_t bytes;
+    bool force_lowering; /* lower composites even where the device has a native kernel */
 };
 
 td_status td__session_create(td__device *dev, const td__session_limits *limits,
@@ -29,6 +31,8 @@ td_status td__session_create(td__device *dev, const td__session_limits *limits,
     if (s == NULL) return TD_ENOMEM;
     s->dev = dev;
     if (limits != NULL) s->limits = *limits;
+    const char *force = getenv("TENSORD_FORCE_LOWERING");
+    s->force_lowering = force != NULL && strcmp(force, "1") == 0;
     td__idmap_init(&s->tensors);
     if (dev->backend->stream_create != NULL) {
         td_status st = dev->backend->stream_create(dev, &s->stream);
@@ -85,11 +89,20 @@ static void poison(td__session *s, uint64_t id, td_status st, const char *msg)
     }
 }
 
-/* Format "op <i> (<name>): <reason>", dropping a "<name>: " prefix already in reason. */
-static void op_message(char *buf, size_t len, size_t index, const td__op *op, const char *fmt,
-                       ...) __attribute__((format(printf, 5, 6)));
-static void op_message(char *buf, size_t len, size_t index, const td__op *op, const char *fmt,
-                       ...)
+/* Where an op being executed sits: its index in the batch, and for a step of a lowering the
+ * composite it belongs to and the step's number. */
+typedef struct exec_at {
+    size_t index;
+    const td__op *parent; /* the composite (NULL: op is the batch's own op) */
+    uint32_t step;
+} exec_at;
+
+/* Format "op <i> (<name>): <reason>" (a lowering's step: "op <i> (<composite>): lowered
+ * step <j> (<name>): <reason>"), dropping a "<name>: " prefix already in reason. */
+static void op_message(char *buf, size_t len, const exec_at *at, const td__op *op,
+                       const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static void op_message(char *buf, size_t len, const exec_at *at, const td__op *op,
+                       const char *fmt, ...)
 {
     char reason[512];
     va_list ap;
@@ -100,23 +113,67 @@ static void op_message(char *buf, size_t len, size_t index, const td__op *op, co
     size_t nl = strlen(name);
     const char *r = reason;
     if (strncmp(r, name, nl) == 0 && r[nl] == ':' && r[nl + 1] == ' ') r += nl + 2;
-    snprintf(buf, len, "op %zu (%s): %s", index, name, r);
+    if (at->parent != NULL)
+        snprintf(buf, len, "op %zu (%s): lowered step %u (%s): %s", at->index,
+                 td__op_name(at->parent->opcode), at->step, name, r);
+    else
+        snprintf(buf, len, "op %zu (%s): %s", at->index, name, r);
+}
+
+static td_status exec_one(td__session *s, const exec_at *at, const td__op *op, bool engine_ids,
+                          char *msg, size_t msglen, bool *poisoned);
+
+/* Run composite `op` (validated; its output desc `od`) as its lowering's primitive steps.
+ * Temporaries get ids from TD_LOWER_TEMP_BASE (engine/session.h), are charged like any
+ * tensor while they live, and are released whether the steps succeed or not; the last step
+ * writes op->output. Returns the first failing step's status with its message. */
+static td_status exec_lowered(td__session *s, size_t index, const td__op *op,
+                              const td__lowering *lw, char *msg, size_t msglen)
+{
+    uint64_t ids[TD_LOWER_MAX_STEPS];
+    uint32_t made = 0;
+    td_status st = TD_OK;
+    for (uint32_t j = 0; j < lw->n_steps && st == TD_OK; j++) {
+        const td__lower_step *ls = &lw->steps[j];
+        td__op step = {.opcode = ls->opcode, .n_inputs = ls->n_inputs};
+        for (uint32_t k = 0; k < ls->n_inputs; k++) {
+            uint8_t src = ls->in[k];
+            step.inputs[k] = src >= TD_LSTEP(0) ? ids[src - TD_LSTEP(0)] : op->inputs[src];
+        }
+        if (ls->attrs == TD_LATTR_AXIS_KEEP) {
+            step.n_iattrs = 2;
+            step.iattrs[0] = (int64_t)1 << op->iattrs[0];
+            step.iattrs[1] = 1;
+        }
+        bool last = j + 1 == lw->n_steps;
+        ids[j] = last ? op->output : TD_LOWER_TEMP_BASE + j;
+        step.output = ids[j];
+        exec_at at = {.index = index, .parent = op, .step = j};
+        bool poisoned;
+        st = exec_one(s, &at, &step, true, msg, msglen, &poisoned);
+        if (st == TD_OK && !last) made = j + 1;
+    }
+    for (uint32_t j = 0; j < made; j++) {
+        td__tensor *t = td__idmap_del(&s->tensors, ids[j]);
+        if (t != NULL) tensor_free(s, t);
+    }
+    return st;
 }
 
 /* Execute one op. Returns TD_OK, or the failure status with the message in msg; *poisoned
  * is set when an input was poisoned (then msg holds that input's root-cause message and the
  * failure is not reported again). */
-static td_status exec_one(td__session *s, size_t index, const td__op *op, bool engine_ids,
+static td_status exec_one(td__session *s, const exec_at *at, const td__op *op, bool engine_ids,
                           char *msg, size_t msglen, bool *poisoned)
 {
     *poisoned = false;
     if (op->output == 0 || (!engine_ids && op->output > TD_SESSION_ID_MAX)) {
-        op_message(msg, msglen, index, op, "output id %llu is outside 1..%llu",
+        op_message(msg, msglen, at, op, "output id %llu is outside 1..%llu",
                    (unsigned long long)op->output, (unsigned long long)TD_SESSION_ID_MAX);
         return TD_EINVAL;
     }
     if (op->n_inputs > TD_OP_MAX_INPUTS) {
-        op_message(msg, msglen, index, op, "%u inputs, at most %d", op->n_inputs,
+        op_message(msg, msglen, at, op, "%u inputs, at most %d", op->n_inputs,
                    TD_OP_MAX_INPUTS);
         return TD_EINVAL;
     }
@@ -125,7 +182,7 @@ static td_status exec_one(td__session *s, size_t index, const td__op *op, bool e
     for (uint32_t k = 0; k < op->n_inputs; k++) {
         in[k] = td__idmap_get(&s->tensors, op->inputs[k]);
         if (in[k] == NULL) {
-            op_message(msg, msglen, index, op, "input %u: unknown tensor id %llu (never created, "
+            op_message(msg, msglen, at, op, "input %u: unknown tensor id %llu (never created, "
                        "or released)", k, (unsigned long long)op->inputs[k]);
             return TD_ENOTFOUND;
         }
@@ -137,7 +194,7 @@ static td_status exec_one(td__session *s, size_t index, const td__op *op, bool e
         in_desc[k] = &in[k]->desc;
     }
     if (td__idmap_get(&s->tensors, op->output) != NULL) {
-        op_message(msg, msglen, index, op, "output id %llu is already in use",
+        op_message(msg, msglen, at, op, "output id %llu is already in use",
                    (unsigned long long)op->output);
         return TD_EINVAL;
     }
@@ -145,25 +202,30 @@ static td_status exec_one(td__session *s, size_t index, const td__op *op, bool e
     char why[512];
     td_status st = td__op_infer(op, in_desc, &od, why, sizeof why);
     if (st != TD_OK) {
-        op_message(msg, msglen, index, op, "%s", why);
+        op_message(msg, msglen, at, op, "%s", why);
         return st;
     }
     const td__backend *be = s->dev->backend;
-    if (be->supports_op != NULL && !be->supports_op(s->dev, op, in_desc, &od)) {
-        op_message(msg, msglen, index, op, "not supported on device %s", s->dev->name);
+    const td__lowering *lw = td__op_lowering(td__op_row_of(op->opcode));
+    bool native = be->supports_op != NULL ? be->supports_op(s->dev, op, in_desc, &od)
+                                          : td__op_default_supports(op->opcode);
+    if (lw != NULL && at->parent == NULL && (!native || s->force_lowering))
+        return exec_lowered(s, at->index, op, lw, msg, msglen);
+    if (!native) {
+        op_message(msg, msglen, at, op, "not supported on device %s", s->dev->name);
         return TD_EUNSUPPORTED;
     }
     size_t nbytes = td__desc_nbytes(&od);
     bool alias = op->opcode == TD_OP_RESHAPE;
     uint64_t charge = alias ? 0 : nbytes, total;
     if (s->limits.max_tensors != 0 && s->tensors.len >= s->limits.max_tensors) {
-        op_message(msg, msglen, index, op, "session tensor quota of %llu reached",
+        op_message(msg, msglen, at, op, "session tensor quota of %llu reached",
                    (unsigned long long)s->limits.max_tensors);
         return TD_EQUOTA;
     }
     if (s->limits.max_bytes != 0 &&
         (!td__add_u64(s->bytes, charge, &total) || total > s->limits.max_bytes)) {
-        op_message(msg, msglen, index, op,
+        op_message(msg, msglen, at, op,
                    "allocating %llu bytes would exceed the session memory quota "
                    "(%llu of %llu bytes in use)",
                    (unsigned long long)charge, (unsigned long long)s->bytes,
@@ -172,13 +234,13 @@ static td_status exec_one(td__session *s, size_t index, const td__op *op, bool e
     }
     td__quota *q = s->limits.quota;
     if (q != NULL && (st = td__quota_tensor_charge(q, charge, nbytes, why, sizeof why)) != TD_OK) {
-        op_message(msg, msglen, index, op, "%s", why);
+        op_message(msg, msglen, at, op, "%s", why);
         return st;
     }
     td__tensor *t = td__calloc(1, sizeof *t);
     if (t == NULL) {
         if (q != NULL) td__quota_tensor_uncharge(q, charge);
-        op_message(msg, msglen, index, op, "out of host memory for the tensor record");
+        op_message(msg, msglen, at, op, "out of host memory for the tensor record");
         return TD_ENOMEM;
     }
     t->desc = od;
@@ -191,7 +253,7 @@ static td_status exec_one(td__session *s, size_t index, const td__op *op, bool e
         if (st != TD_OK) {
             td__free(t);
             if (q != NULL) td__quota_tensor_uncharge(q, charge);
-            op_message(msg, msglen, index, op, "cannot allocate %zu bytes on %s", nbytes,
+            op_message(msg, msglen, at, op, "cannot allocate %zu bytes on %s", nbytes,
                        s->dev->name);
             return st;
         }
@@ -220,7 +282,7 @@ static td_status exec_one(td__session *s, size_t index, const td__op *op, bool e
                 td__buffer_unref(t->buf);
                 td__free(t);
                 if (q != NULL) td__quota_tensor_uncharge(q, 0);
-                op_message(msg, msglen, index, op, "%s", why[0] ? why : td_status_message(st));
+                op_message(msg, msglen, at, op, "%s", why[0] ? why : td_status_message(st));
                 return st;
             }
         }
@@ -229,7 +291,7 @@ static td_status exec_one(td__session *s, size_t index, const td__op *op, bool e
         td__buffer_unref(t->buf);
         td__free(t);
         if (q != NULL) td__quota_tensor_uncharge(q, 0);
-        op_message(msg, msglen, index, op, "out of host memory for the tensor table");
+        op_message(msg, msglen, at, op, "out of host memory for the tensor table");
         return TD_ENOMEM;
     }
     if (t->buf->tensor_refs++ == 0) s->bytes += t->buf->nbytes;
@@ -253,7 +315,8 @@ size_t td__session_exec_slice(td__session *s, const td__op *ops, size_t first, s
         char msg[1024];
         bool poisoned;
         const td__op *op = &ops[i];
-        td_status st = exec_one(s, i, op, engine_ids, msg, sizeof msg, &poisoned);
+        exec_at at = {.index = i, .parent = NULL, .step = 0};
+        td_status st = exec_one(s, &at, op, engine_ids, msg, sizeof msg, &poisoned);
         if (st != TD_OK) {
             /* A refused output id is never recorded: it may be a live tensor or an engine
              * temporary, neither of which this op may touch. */
@@ -427,6 +490,8 @@ void td__session_release(td__session *s, const uint64_t *ids, size_t n)
         if (t != NULL) tensor_free(s, t);
     }
 }
+
+void td__session_set_force_lowering(td__session *s, bool on) { s->force_lowering = on; }
 
 void td__session_poison(td__session *s, uint64_t id, td_status status, const char *message)
 {

@@ -46,11 +46,23 @@ void td__session_destroy(td__session *s);
  * (the graph executor's temporaries, engine/graph.h), so no client op, write or graph
  * binding can name or collide with them. The same limit is stated in tensord.proto. */
 #define TD_SESSION_ID_MAX ((UINT64_C(1) << 62) - 1)
+/* The lowering's temporaries (one per step of a composite, TD_LOWER_MAX_STEPS at most):
+ * from 2^63 up, disjoint from the graph executor's range (TD_GRAPH_TEMP_BASE, 2^62, plus at
+ * most TD_GRAPH_MAX_OPS). They live only while their composite runs. */
+#define TD_LOWER_TEMP_BASE (UINT64_C(1) << 63)
 
 /* Execute ops[0..n) in order. Failures are reported through on_failure (may be NULL);
  * returns the number of ops that failed by themselves. Message format:
  * "op <index> (<name>): <reason>". An op whose output id is 0 or above TD_SESSION_ID_MAX
- * fails with TD_EINVAL. */
+ * fails with TD_EINVAL.
+ *
+ * Composites (ops whose row in engine/optable.h has a lowering, e.g. SOFTMAX) run natively
+ * when the device's supports_op says yes, and otherwise as their lowering: the primitive
+ * steps run in order on temporaries (TD_LOWER_TEMP_BASE), charged to the session's
+ * limits like any tensor while they live and released afterwards, within the same op (a
+ * time slice never ends inside a composite). A failing step fails the composite with
+ * "op <index> (<composite>): lowered step <j> (<name>): <reason>". A primitive the device
+ * does not support fails with TD_EUNSUPPORTED "... not supported on device <name>". */
 size_t td__session_exec(td__session *s, const td__op *ops, size_t n, td__failure_fn on_failure,
                         void *arg);
 
@@ -82,6 +94,11 @@ void td__session_release(td__session *s, const uint64_t *ids, size_t n);
  * reading it poison their outputs). No-op when `id` is live or allocation fails. Used by
  * the graph executor to fail a run's outputs. */
 void td__session_poison(td__session *s, uint64_t id, td_status status, const char *message);
+/* Test hook: lower every composite, even where the device has a native kernel (so the
+ * lowering can be held to the native kernel on any backend). Sessions start with it on when
+ * the environment has TENSORD_FORCE_LOWERING=1 (read by td__session_create; a tensord
+ * server started with it lowers for all its sessions). */
+void td__session_set_force_lowering(td__session *s, bool on);
 /* Wait for the device stream. */
 td_status td__session_sync(td__session *s, char *err, size_t errlen);
 
