@@ -59,6 +59,7 @@
 #define RK_TARGET __attribute__((target("avx512f,prefer-vector-width=512")))
 #endif
 #define RK_NAME "avx512"
+#define RK_AVX512 1
 #include "backends/cpu/cpu_reduce_simd.h"
 #endif
 

@@ -73,6 +73,15 @@ typedef struct rk_isa {
 
 #define RK(name) RK__XCAT(rk_##name, RK_SUFFIX)
 
+/* Eight f32 at p widened to f64 (exact). GCC 12 lowers __builtin_convertvector to 128-bit
+ * pieces, so the AVX-512 copy names the instruction. */
+#if defined(RK_AVX512)
+#include <immintrin.h>
+#define RK_WIDEN8(p) ((rk_v8d)_mm512_cvtps_pd(_mm256_loadu_ps(p)))
+#else
+#define RK_WIDEN8(p) __builtin_convertvector(*(const rk_u8f *)(p), rk_v8d)
+#endif
+
 /* ---- lane folds: sum and product in double ---- */
 
 /* f32: four rk_v8d accumulators hold lanes 0-7, 8-15, 16-23, 24-31. */
@@ -83,10 +92,10 @@ typedef struct rk_isa {
         rk_v8d a2 = *(const rk_u8d *)(lanes + 16), a3 = *(const rk_u8d *)(lanes + 24);     \
         int64_t i = 0;                                                                     \
         for (; i + RK_LANES <= n; i += RK_LANES) {                                         \
-            a0 = a0 OP __builtin_convertvector(*(const rk_u8f *)(x + i), rk_v8d);          \
-            a1 = a1 OP __builtin_convertvector(*(const rk_u8f *)(x + i + 8), rk_v8d);      \
-            a2 = a2 OP __builtin_convertvector(*(const rk_u8f *)(x + i + 16), rk_v8d);     \
-            a3 = a3 OP __builtin_convertvector(*(const rk_u8f *)(x + i + 24), rk_v8d);     \
+            a0 = a0 OP RK_WIDEN8(x + i);                                                   \
+            a1 = a1 OP RK_WIDEN8(x + i + 8);                                               \
+            a2 = a2 OP RK_WIDEN8(x + i + 16);                                              \
+            a3 = a3 OP RK_WIDEN8(x + i + 24);                                              \
         }                                                                                  \
         *(rk_u8d *)lanes = a0;                                                             \
         *(rk_u8d *)(lanes + 8) = a1;                                                       \
@@ -119,6 +128,11 @@ RK_LANES_F32(prod_f32, *)
 RK_LANES_F64(sum_f64, +)
 RK_LANES_F64(prod_f64, *)
 
+#ifndef RK_GT
+#define RK_GT(a, b) ((a) > (b))
+#define RK_LT(a, b) ((a) < (b))
+#endif
+
 /* ---- max / min and argmax / argmin of a contiguous run ----
  * T element type, V its 64-byte vector, M the compare-mask vector, W elements per vector,
  * GT the comparison that makes v better than the accumulator. */
@@ -133,8 +147,7 @@ RK_LANES_F64(prod_f64, *)
             V f[2];                                                                        \
             memcpy(f, x + i, sizeof f);                                                    \
             for (int k = 0; k < 2; k++) {                                                  \
-                M g = GT(f[k], a[k]);                                                      \
-                a[k] = (V)(((M)f[k] & g) | ((M)a[k] & ~g));                                \
+                RK_BETTER_OF(a[k], f[k], V, M, GT);                                        \
                 bad |= f[k] != f[k];                                                       \
             }                                                                              \
         }                                                                                  \
@@ -201,8 +214,23 @@ RK_LANES_F64(prod_f64, *)
         *nan = any;                                                                        \
     }
 
-#define RK_GT(a, b) ((a) > (b))
-#define RK_LT(a, b) ((a) < (b))
+/* acc = the better of acc and f per element, keeping acc where f is NaN (acc never is).
+ * AVX-512: vmaxps/vminps return their second operand when either is NaN; which zero they
+ * return may differ from the blend, which is allowed here (see rk_isa.max_f32). */
+#if defined(RK_AVX512)
+#define RK_BETTER_OF(acc, f, V, M, GT) ((acc) = RK_VOP_##GT##_##V((f), (acc)))
+#define RK_VOP_RK_GT_rk_v16f(f, a) ((rk_v16f)_mm512_max_ps((__m512)(f), (__m512)(a)))
+#define RK_VOP_RK_LT_rk_v16f(f, a) ((rk_v16f)_mm512_min_ps((__m512)(f), (__m512)(a)))
+#define RK_VOP_RK_GT_rk_v8d(f, a) ((rk_v8d)_mm512_max_pd((__m512d)(f), (__m512d)(a)))
+#define RK_VOP_RK_LT_rk_v8d(f, a) ((rk_v8d)_mm512_min_pd((__m512d)(f), (__m512d)(a)))
+#else
+#define RK_BETTER_OF(acc, f, V, M, GT)                                                     \
+    do {                                                                                   \
+        M g_ = GT((f), (acc));                                                             \
+        (acc) = (V)(((M)(f) & g_) | ((M)(acc) & ~g_));                                     \
+    } while (0)
+#endif
+
 RK_EXTREME(max_f32, argmax_f32, float, rk_v16f, rk_v16i, 16, RK_GT)
 RK_EXTREME(min_f32, argmin_f32, float, rk_v16f, rk_v16i, 16, RK_LT)
 RK_EXTREME(max_f64, argmax_f64, double, rk_v8d, rk_v8l, 8, RK_GT)
@@ -220,10 +248,8 @@ RK_EXTREME(min_f64, argmin_f64, double, rk_v8d, rk_v8l, 8, RK_LT)
             rk_v8d a[2];                                                                   \
             memcpy(a, acc + j, sizeof a);                                                  \
             for (int r = 0; r < nrows; r++) {                                              \
-                VL f[2];                                                                   \
-                memcpy(f, rows[r] + j, sizeof f);                                          \
-                a[0] = a[0] OP __builtin_convertvector(f[0], rk_v8d);                      \
-                a[1] = a[1] OP __builtin_convertvector(f[1], rk_v8d);                      \
+                a[0] = a[0] OP RK_LOAD8(VL, rows[r] + j);                                  \
+                a[1] = a[1] OP RK_LOAD8(VL, rows[r] + j + 8);                              \
             }                                                                              \
             memcpy(acc + j, a, sizeof a);                                                  \
         }                                                                                  \
@@ -234,6 +260,10 @@ RK_EXTREME(min_f64, argmin_f64, double, rk_v8d, rk_v8l, 8, RK_LT)
         }                                                                                  \
     }
 
+/* eight elements at p as rk_v8d: widened f32 or loaded f64 */
+#define RK_LOAD8(VL, p) RK_LOAD8_##VL(p)
+#define RK_LOAD8_rk_v8f(p) RK_WIDEN8(p)
+#define RK_LOAD8_rk_v8d(p) (*(const rk_u8d *)(p))
 RK_COL_ARITH(col_sum_f32, float, rk_v8f, +)
 RK_COL_ARITH(col_prod_f32, float, rk_v8f, *)
 RK_COL_ARITH(col_sum_f64, double, rk_v8d, +)
@@ -297,11 +327,12 @@ static const rk_isa RK(isa) = {
 #undef RK_LANES_F32
 #undef RK_LANES_F64
 #undef RK_EXTREME
-#undef RK_GT
-#undef RK_LT
+#undef RK_BETTER_OF
+#undef RK_WIDEN8
 #undef RK_COL_ARITH
 #undef RK_COL_EXTREME
 #undef RK
 #undef RK_SUFFIX
 #undef RK_TARGET
 #undef RK_NAME
+#undef RK_AVX512
