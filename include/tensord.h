@@ -283,9 +283,21 @@ td_tensor *td_mul_scalar(td_tensor *x, double v);
 /* ---- reductions over `naxes` axes (negative axes count from the end; naxes == 0 with
  * axes == NULL means all axes). keepdims keeps reduced axes with size 1. Reducing a
  * zero-length axis: sum 0, prod 1, mean NaN, max/min/argmax/argmin fail with TD_EINVAL.
- * Float sums are folded in ascending index order in double and rounded once, so results do
- * not depend on the thread count. NaN propagates through max/min. argmax/argmin take
- * exactly one axis and give TD_I64 (first index of the extreme). ---- */
+ * Float sum, mean and prod accumulate in double and round once to the result dtype. Their
+ * bits depend only on x's shape, the reduced axes and the values: never on the thread
+ * count, on timing, or on the vector instructions of the CPU running them. On the CPU
+ * device, when x's innermost non-1 axis is reduced, each output's elements (in index order;
+ * contiguous stretches of them are its runs) are cut into blocks of 4096 (runs longer than
+ * that cut into pieces of 4096, shorter runs grouped 4096 / run-length whole runs to a
+ * block); a block is folded into 32 interleaved lanes (element i of a run to lane i % 32,
+ * ascending), the lanes are combined pairwise (lane l += lane l + 16, then + 8, + 4, + 2,
+ * + 1) and the blocks pairwise in order (pairs, pairs of pairs, ...; an unpaired last
+ * subtree joins where it first has a partner). When that axis is kept, each output is
+ * folded in ascending index order. GPU devices use their own fixed order. Integer sums and
+ * products wrap in the result dtype (so their order does not matter). max/min give what
+ * an ascending fold gives: NaN propagates (the last NaN in index order), of equal values
+ * (0 and -0) the first. argmax/argmin take exactly one axis and give TD_I64: the first
+ * index of the extreme, or of the first NaN. ---- */
 td_tensor *td_sum(td_tensor *x, int naxes, const int *axes, bool keepdims);
 td_tensor *td_mean(td_tensor *x, int naxes, const int *axes, bool keepdims);
 td_tensor *td_max(td_tensor *x, int naxes, const int *axes, bool keepdims);
@@ -372,9 +384,10 @@ td_tensor *td_index_select(td_tensor *x, td_tensor *index, int axis);
  *   td_softmax:     y_i = e_i / s
  *   td_log_softmax: y_i = (x_i - m) - log(s)
  * Subtracting the maximum keeps exp from overflowing; a row whose maximum is +inf or NaN,
- * or whose elements are all -inf, gives NaN. The CPU device sums in ascending index order,
- * which makes it bit-identical to the same formula written with td_max, td_sub, td_exp,
- * td_sum and td_div (td_log, td_sub); GPU devices use their own deterministic summation
+ * or whose elements are all -inf, gives NaN. The CPU device sums s exactly as td_sum sums
+ * along that axis (see the reductions above), which makes it bit-identical to the same
+ * formula written with td_max, td_sub, td_exp, td_sum and td_div (td_log, td_sub); GPU
+ * devices use their own deterministic summation
  * order and exp/log, within the bound tests/unit/backends/conformance.c states.
  * Returns NULL on error (td_last_error names the call): axis out of range, a non-float
  * dtype, a zero-length axis (TD_EINVAL); NULL input gives NULL.
