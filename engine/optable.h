@@ -201,7 +201,7 @@ typedef struct td__op_row {
     X(NEG, 10, "neg", UNARY, 1, 1, "x", NONE, "", NONE, NUMERIC, NONE, NONE, SAME, SAME,   \
       0, NONE, EXACT, "-x (integers wrap)")                                                \
     X(ABS, 11, "abs", UNARY, 1, 1, "x", NONE, "", NONE, NUMERIC, NONE, NONE, SAME, SAME,   \
-      0, NONE, EXACT, "|x| (integer minimum wraps to itself)")                             \
+      0, NONE, EXACT, "absolute value (the integer minimum wraps to itself)")                             \
     X(EXP, 12, "exp", UNARY, 1, 1, "x", NONE, "", NONE, FLOAT, NONE, NONE, SAME, SAME, 0,  \
       NONE, ULP4, "e^x")                                                                   \
     X(LOG, 13, "log", UNARY, 1, 1, "x", NONE, "", NONE, FLOAT, NONE, NONE, SAME, SAME, 0,  \
