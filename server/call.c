@@ -12,6 +12,7 @@
 #include "server/call.h"
 
 #include "common/alloc.h"
+#include "common/errbuf.h"
 #include "common/log.h"
 
 #include <stdarg.h>
@@ -186,7 +187,7 @@ void td__srv_call_finish(td__srv_call *c, grpc_status_code code, const char *fmt
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    td__verrf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     td__call_item *it = td__calloc(1, sizeof *it);
     if (it == NULL) {
@@ -288,22 +289,26 @@ static void recv_done(td__tag *tag, bool ok)
     td__srv_call_unref(c);
 }
 
+/* Start one operation under a reference of its own. When gRPC refuses it, the reference
+ * goes back (the caller holds another), the refusal is logged as "cannot <what>" and the
+ * call is cancelled; returns false. */
+static bool start_one(td__srv_call *c, const grpc_op *op, td__tag *tag, const char *what)
+{
+    td__srv_call_ref(c);
+    td__tag_arm(tag);
+    grpc_call_error e = grpc_call_start_batch(c->call, op, 1, tag, NULL);
+    if (e == GRPC_CALL_OK) return true;
+    td__srv_call_unref(c);
+    td__log(TD_LOG_ERROR, "session %llu: cannot %s (grpc error %d)", (unsigned long long)c->id,
+            what, (int)e);
+    grpc_call_cancel(c->call, NULL);
+    return false;
+}
+
 static void recv_next(td__srv_call *c)
 {
-    grpc_op op;
-    memset(&op, 0, sizeof op);
-    op.op = GRPC_OP_RECV_MESSAGE;
-    op.data.recv_message.recv_message = &c->recv_buf;
-    td__srv_call_ref(c);
-    td__tag_arm(&c->recv_tag);
-    grpc_call_error e = grpc_call_start_batch(c->call, &op, 1, &c->recv_tag, NULL);
-    if (e != GRPC_CALL_OK) {
-        td__log(TD_LOG_ERROR, "session %llu: cannot start a receive (grpc error %d)",
-                (unsigned long long)c->id, (int)e);
-        grpc_call_cancel(c->call, NULL);
-        c->ops->on_end(c);
-        td__srv_call_unref(c);
-    }
+    grpc_op op = {.op = GRPC_OP_RECV_MESSAGE, .data.recv_message.recv_message = &c->recv_buf};
+    if (!start_one(c, &op, &c->recv_tag, "start a receive")) c->ops->on_end(c);
 }
 
 void td__srv_call_init(td__srv_call *c, td__service *svc, grpc_call *call,
@@ -322,19 +327,9 @@ void td__srv_call_init(td__srv_call *c, td__service *svc, grpc_call *call,
 
 void td__srv_call_start(td__srv_call *c)
 {
-    grpc_op op;
-    memset(&op, 0, sizeof op);
-    op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
-    op.data.recv_close_on_server.cancelled = &c->cancelled;
-    td__srv_call_ref(c);
-    td__tag_arm(&c->close_tag);
-    grpc_call_error e = grpc_call_start_batch(c->call, &op, 1, &c->close_tag, NULL);
-    if (e != GRPC_CALL_OK) {
-        td__log(TD_LOG_ERROR, "session: cannot watch for the end of the call (grpc error %d)",
-                (int)e);
-        td__srv_call_unref(c);
-        grpc_call_cancel(c->call, NULL);
-    }
+    grpc_op op = {.op = GRPC_OP_RECV_CLOSE_ON_SERVER,
+                  .data.recv_close_on_server.cancelled = &c->cancelled};
+    start_one(c, &op, &c->close_tag, "watch for the end of the call");
     recv_next(c);
 }
 

@@ -9,6 +9,7 @@
 #include "server/request.h"
 
 #include "common/alloc.h"
+#include "common/errbuf.h"
 #include "wire.h"
 #include "wire_graph.h"
 
@@ -62,13 +63,10 @@ void td__request_fini(td__request *rq)
     memset(rq, 0, sizeof *rq);
 }
 
-bool td__request_fail(td__request *rq, td_status st, const char *fmt, ...)
+static bool request_vfail(td__request *rq, td_status st, const char *fmt, va_list ap)
 {
     char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
+    td__verrf(msg, sizeof msg, fmt, ap);
     td__request keep = *rq;
     rq->poison_ids = NULL;
     td__request_fini(rq);
@@ -84,6 +82,15 @@ bool td__request_fail(td__request *rq, td_status st, const char *fmt, ...)
     return rq->text != NULL;
 }
 
+bool td__request_fail(td__request *rq, td_status st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    bool ok = request_vfail(rq, st, fmt, ap);
+    va_end(ap);
+    return ok;
+}
+
 void td__request_printable(const char *in, char *out, size_t cap)
 {
     size_t n = 0;
@@ -96,13 +103,12 @@ static bool reject(td__request *rq, grpc_status_code code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static bool reject(td__request *rq, grpc_status_code code, const char *fmt, ...)
 {
-    char msg[512];
+    rq->reject_code = code;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    bool ok = request_vfail(rq, TD_EPROTO, fmt, ap);
     va_end(ap);
-    rq->reject_code = code;
-    return td__request_fail(rq, TD_EPROTO, "%s", msg);
+    return ok;
 }
 
 /* The first message: it must be a valid open. */
