@@ -532,7 +532,7 @@ td_status td_write(td_tensor *t, const void *data, size_t nbytes)
     }
     td_status s = flush(ctx);
     if (s != TD_OK) return s;
-    s = ctx->tp->vt->write(ctx->tp, t->id, 0, data, nbytes);
+    s = td__offer_write(ctx->tp, t->id, data, nbytes);
     if (s != TD_OK) set_err_status(ctx, s, "td_write: %s", ctx->tp->err);
     return s;
 }

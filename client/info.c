@@ -1,32 +1,26 @@
 /* info.c — td_server_info_get and td_server_ping: unary GetInfo calls without a session.
  *
  * Used by tensorctl and by programs that want to pick a server or device before connecting.
- * Each function opens its own channel (through the same channel setup as the session
- * transport, so limits, reconnect behaviour and error messages match), and ping reuses one
- * channel for all its round trips so that what it measures is the call, not the connect.
+ * Each function opens its own channel (through the client's one call helper,
+ * client/call.h, so limits, reconnect behaviour and error messages match the session
+ * transport), and ping reuses one channel for all its round trips so that what it measures
+ * is the call, not the connect.
  */
+#include "client/call.h"
 #include "client/security.h"
 #include "common/alloc.h"
 #include "proto/wire.h"
 #include "tensord.h"
 
-#include <grpc/byte_buffer.h>
-#include <grpc/grpc.h>
-#include <grpc/support/time.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 
 #define INFO_TIMEOUT_MS 5000
-#define INFO_TAG ((void *)(uintptr_t)1)
 
 /* Provided by client/context.c: sets the thread's td_connect_error() message. */
 void td__set_connect_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Provided by client/remote.c: channel with tensord's limits, waited on until READY. */
-td_status td__remote_channel_open(const char *target, const td__client_sec *sec,
-                                  int timeout_ms, grpc_completion_queue *cq, grpc_channel **out,
-                                  char *err, size_t errlen);
 
 /* Turn an address into a gRPC target: "HOST:PORT" stays; "tensord://HOST:PORT[/DEVICE]"
  * loses its scheme and path; "unix:PATH" stays, except that a trailing "/DEVICE" (as in a
@@ -127,9 +121,8 @@ static td_status status_from_grpc(grpc_status_code c)
 
 typedef struct info_channel {
     char target[512];
-    grpc_completion_queue *cq;
-    grpc_channel *ch;
-    void *method;
+    bool open; /* grpc_init ran and c is initialised */
+    td__cli_call c;
     td__wire_scratch scratch;
     td__client_sec sec;
 } info_channel;
@@ -142,29 +135,20 @@ static td_status info_channel_open(info_channel *ic, const char *address,
     td_status st = info_target(address, ic->target, sizeof ic->target, &tls);
     if (st != TD_OK) return st;
     grpc_init();
-    ic->cq = grpc_completion_queue_create_for_next(NULL);
+    ic->open = true;
+    td__cli_call_init(&ic->c);
     char err[768];
     st = td__client_sec_init(&ic->sec, tls, opts, err, sizeof err);
     if (st == TD_OK)
-        st = td__remote_channel_open(ic->target, &ic->sec, timeout_ms, ic->cq, &ic->ch, err,
-                                     sizeof err);
-    if (st != TD_OK) {
-        td__set_connect_error("%s", err);
-        return st;
-    }
-    ic->method = grpc_channel_register_call(ic->ch, TD_METHOD_GETINFO, NULL, NULL);
-    return TD_OK;
+        st = td__cli_channel_open(&ic->c, ic->target, &ic->sec, 0, timeout_ms, err, sizeof err);
+    if (st != TD_OK) td__set_connect_error("%s", err);
+    return st;
 }
 
 static void info_channel_close(info_channel *ic)
 {
-    if (ic->cq == NULL) return; /* the address did not parse: grpc_init never ran */
-    if (ic->ch != NULL) grpc_channel_destroy(ic->ch);
-    grpc_completion_queue_shutdown(ic->cq);
-    while (grpc_completion_queue_next(ic->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL).type !=
-           GRPC_QUEUE_SHUTDOWN) {
-    }
-    grpc_completion_queue_destroy(ic->cq);
+    if (!ic->open) return; /* the address did not parse: grpc_init never ran */
+    td__cli_call_fini(&ic->c);
     td__wire_scratch_fini(&ic->scratch);
     td__client_sec_fini(&ic->sec);
     grpc_shutdown();
@@ -181,51 +165,14 @@ static td_status info_call(info_channel *ic, int timeout_ms, Tensord__V1__InfoRe
         td__set_connect_error("out of memory");
         return st;
     }
-    gpr_timespec deadline = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
-                                         gpr_time_from_millis(timeout_ms, GPR_TIMESPAN));
-    grpc_call *call = grpc_channel_create_registered_call(ic->ch, NULL, GRPC_PROPAGATE_DEFAULTS,
-                                                          ic->cq, ic->method, deadline, NULL);
-    if (call == NULL) {
-        grpc_byte_buffer_destroy(send_bb);
+    grpc_byte_buffer *recv_bb = NULL;
+    if (!td__cli_call_unary(&ic->c, TD_METHOD_GETINFO, td__cli_after_ms(timeout_ms), send_bb,
+                            ic->sec.md, ic->sec.n_md, &recv_bb)) {
         td__set_connect_error("cannot start a GetInfo call to %s", ic->target);
         return TD_EUNAVAILABLE;
     }
-    grpc_metadata_array initial_md, trailing_md;
-    grpc_metadata_array_init(&initial_md);
-    grpc_metadata_array_init(&trailing_md);
-    grpc_byte_buffer *recv_bb = NULL;
-    grpc_status_code code = GRPC_STATUS_UNKNOWN;
-    grpc_slice details = grpc_empty_slice();
-
-    grpc_op ops[6];
-    memset(ops, 0, sizeof ops);
-    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-    ops[0].data.send_initial_metadata.count = ic->sec.n_md;
-    ops[0].data.send_initial_metadata.metadata = ic->sec.md;
-    ops[1].op = GRPC_OP_SEND_MESSAGE;
-    ops[1].data.send_message.send_message = send_bb;
-    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-    ops[3].data.recv_initial_metadata.recv_initial_metadata = &initial_md;
-    ops[4].op = GRPC_OP_RECV_MESSAGE;
-    ops[4].data.recv_message.recv_message = &recv_bb;
-    ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-    ops[5].data.recv_status_on_client.trailing_metadata = &trailing_md;
-    ops[5].data.recv_status_on_client.status = &code;
-    ops[5].data.recv_status_on_client.status_details = &details;
-    grpc_call_error ce = grpc_call_start_batch(call, ops, 6, INFO_TAG, NULL);
-    if (ce == GRPC_CALL_OK) {
-        /* The call's own deadline bounds this wait. */
-        grpc_event ev;
-        do {
-            ev = grpc_completion_queue_next(ic->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
-        } while (ev.type == GRPC_OP_COMPLETE && ev.tag != INFO_TAG);
-    } else {
-        code = GRPC_STATUS_INTERNAL;
-        grpc_slice_unref(details);
-        details = grpc_slice_from_static_string("cannot start the call");
-    }
-
+    grpc_status_code code = ic->c.status;
+    grpc_slice details = ic->c.details;
     if (code == GRPC_STATUS_DEADLINE_EXCEEDED) {
         td__set_connect_error("no reply from tensord at %s within %d ms", ic->target,
                               timeout_ms);
@@ -254,11 +201,6 @@ static td_status info_call(info_channel *ic, int timeout_ms, Tensord__V1__InfoRe
             *out = (Tensord__V1__InfoResponse *)m;
     }
     if (recv_bb != NULL) grpc_byte_buffer_destroy(recv_bb);
-    grpc_byte_buffer_destroy(send_bb);
-    grpc_slice_unref(details);
-    grpc_metadata_array_destroy(&initial_md);
-    grpc_metadata_array_destroy(&trailing_md);
-    grpc_call_unref(call);
     return st;
 }
 

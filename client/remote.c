@@ -1,10 +1,11 @@
 /* remote.c — the remote transport: a context's ops travel over one gRPC Session stream.
  *
- * Why a hand-driven state machine: protoc-c gives no gRPC stubs, and the C core allows one
- * SEND_MESSAGE and one RECV_MESSAGE outstanding per call. Each transport owns a completion
- * queue that only its own thread polls, so the whole session is single-threaded: every wait
- * (for a send to be taken, a read's chunks, a fence) pumps the queue and dispatches whatever
- * arrives. One RECV_MESSAGE is kept armed from the moment the call starts, so Failure
+ * The gRPC call itself (channel, completion queue, pump, one send and one receive at a time)
+ * is client/call.c's; this file gives the messages their meaning. Each transport owns a
+ * completion queue that only its own thread polls, so the whole session is single-threaded:
+ * every wait (for a send to be taken, a read's chunks, a fence) pumps the queue and
+ * dispatches whatever arrives. One RECV_MESSAGE is kept armed from the moment the call
+ * starts, so Failure
  * messages for earlier batches are taken in whenever we wait and recorded as deferred;
  * RECV_STATUS_ON_CLIENT is armed at the start too, so a server that ends the call (unknown
  * device, shutdown, crash) is noticed with its status details.
@@ -17,7 +18,11 @@
  * Any transport-level failure (stream ended, send failed, no reply within call_timeout_ms,
  * a server that breaks the protocol) finishes the call and leaves the transport closed:
  * every later call returns TD_ECLOSED.
+ *
+ * Blob-store uploads: when to offer a hash is client/offer.c's policy, above the
+ * transport; this file only carries HasBlobs, WriteFromBlob and StoreBlob.
  */
+#include "client/call.h"
 #include "client/security.h"
 #include "client/transport.h"
 #include "common/alloc.h"
@@ -25,11 +30,7 @@
 #include "proto/wire.h"
 #include "proto/wire_graph.h"
 
-#include <grpc/byte_buffer.h>
-#include <grpc/grpc.h>
-#include <grpc/grpc_security.h>
 #include <grpc/slice.h>
-#include <grpc/support/time.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -42,11 +43,6 @@
 /* Split op batches so one message stays well under TD_MAX_MESSAGE_BYTES. */
 #define REMOTE_BATCH_BYTES (4u << 20)
 #define REMOTE_RELEASE_IDS 65536
-/* How much of a write gRPC may hold queued while reporting its chunks sent. */
-#define REMOTE_WRITE_BUFFER_BYTES (8u << 20)
-
-enum remote_tag { TAG_SEND = 1, TAG_RECV, TAG_STATUS, TAG_HALF_CLOSE, TAG_CONNECT };
-#define TAG(x) ((void *)(uintptr_t)(x))
 
 enum remote_req { REQ_NONE = 0, REQ_OPEN, REQ_READ, REQ_FENCE, REQ_GRAPH, REQ_BLOBS };
 
@@ -55,28 +51,9 @@ typedef struct remote {
     char target[512];
     td__client_sec sec; /* TLS and bearer token */
     int call_timeout_ms;
-    grpc_completion_queue *cq;
-    grpc_channel *ch;
-    grpc_call *call;
+    td__cli_call c; /* the Session call (client/call.h) */
     uint64_t next_seq;
-
-    bool send_pending;
-    bool send_failed;
-    grpc_byte_buffer *send_bb;
-    bool half_close_pending;
-
-    bool recv_pending;
-    bool initial_md_armed;
-    bool stream_ended; /* a receive completed without a message */
-    bool ending;       /* tearing down: do not re-arm the receive */
-    grpc_byte_buffer *recv_bb;
-    grpc_metadata_array initial_md;
-
-    bool status_armed;
-    bool status_done;
-    grpc_status_code status;
-    grpc_slice status_details;
-    grpc_metadata_array trailing_md;
+    bool ending; /* tearing down: do not re-arm the receive */
 
     /* The one request being waited for (open, read or fence). */
     struct {
@@ -92,7 +69,6 @@ typedef struct remote {
     } req;
     bool graph_known; /* answer of the last GraphDefine (REQ_GRAPH) */
     bool blob_present; /* answer of the last HasBlobs (REQ_BLOBS) */
-    size_t blob_min_bytes; /* uploads at least this large offer their hash first */
     grpc_byte_buffer *rx_bb; /* the message being dispatched (payload still in slices) */
     td__wire_span rx_span;
     char opened_device[sizeof(((td__transport *)0)->device)];
@@ -118,12 +94,6 @@ static void remote_errf(remote *r, const char *fmt, ...)
     va_end(ap);
 }
 
-static gpr_timespec deadline_after_ms(int ms)
-{
-    return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
-                        gpr_time_from_millis(ms, GPR_TIMESPAN));
-}
-
 static const char *grpc_code_name(grpc_status_code c)
 {
     static const char *const names[] = {
@@ -144,92 +114,6 @@ static td_status status_from_wire(uint32_t v)
     if (v == TD_OK || strcmp(td_status_name((td_status)v), "unknown status") == 0)
         return TD_EINTERNAL;
     return (td_status)v;
-}
-
-/* ---- channel (shared with info.c) ---- */
-
-td_status td__remote_channel_open(const char *target, const td__client_sec *sec,
-                                  int timeout_ms, grpc_completion_queue *cq, grpc_channel **out,
-                                  char *err, size_t errlen);
-
-td_status td__remote_channel_open(const char *target, const td__client_sec *sec,
-                                  int timeout_ms, grpc_completion_queue *cq, grpc_channel **out,
-                                  char *err, size_t errlen)
-{
-    grpc_arg args[7];
-    args[0].type = GRPC_ARG_INTEGER;
-    args[0].key = GRPC_ARG_MAX_SEND_MESSAGE_LENGTH;
-    args[0].value.integer = (int)TD_MAX_MESSAGE_BYTES;
-    args[1].type = GRPC_ARG_INTEGER;
-    args[1].key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
-    args[1].value.integer = (int)TD_MAX_MESSAGE_BYTES;
-    /* Reconnect quickly: a server restarted mid-run should be found again within ~1 s.
-     * (Not GRPC_ARG_MIN_RECONNECT_BACKOFF_MS: gRPC also uses it as the time one connection
-     * attempt may take, so a small value makes slow links fail.) */
-    args[2].type = GRPC_ARG_INTEGER;
-    args[2].key = GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS;
-    args[2].value.integer = 100;
-    args[3].type = GRPC_ARG_INTEGER;
-    args[3].key = GRPC_ARG_MAX_RECONNECT_BACKOFF_MS;
-    args[3].value.integer = 1000;
-    /* Bulk data: buffered write chunks (remote_write) and a fixed receive window for
-     * downloads (TD_STREAM_WINDOW_BYTES, proto/wire.h). */
-    args[4].type = GRPC_ARG_INTEGER;
-    args[4].key = GRPC_ARG_HTTP2_WRITE_BUFFER_SIZE;
-    args[4].value.integer = (int)REMOTE_WRITE_BUFFER_BYTES;
-    args[5].type = GRPC_ARG_INTEGER;
-    args[5].key = GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES;
-    args[5].value.integer = (int)TD_STREAM_WINDOW_BYTES;
-    args[6].type = GRPC_ARG_INTEGER;
-    args[6].key = GRPC_ARG_HTTP2_BDP_PROBE;
-    args[6].value.integer = 0;
-    grpc_channel_args chargs = {.num_args = 7, .args = args};
-
-    grpc_channel_credentials *creds = td__client_sec_creds(sec);
-    grpc_channel *ch = creds != NULL ? grpc_channel_create(target, creds, &chargs) : NULL;
-    grpc_channel_credentials_release(creds);
-    if (ch == NULL) {
-        snprintf(err, errlen, "cannot create a channel to '%s'", target);
-        return TD_EINVAL;
-    }
-
-    /* Wait until READY. A connection attempt that fails (nothing listening, no such socket,
-     * unknown host) fails at once, as gRPC's own fail-fast calls do; a peer that accepts
-     * nothing at all is bounded by timeout_ms. */
-    gpr_timespec deadline = deadline_after_ms(timeout_ms);
-    grpc_connectivity_state state = grpc_channel_check_connectivity_state(ch, 1);
-    td_status st = TD_OK;
-    while (state != GRPC_CHANNEL_READY) {
-        if (state == GRPC_CHANNEL_TRANSIENT_FAILURE || state == GRPC_CHANNEL_SHUTDOWN) {
-            snprintf(err, errlen,
-                     "cannot reach tensord at %s: connection failed; is the server running? "
-                     "(tensord --listen %s)",
-                     target, target);
-            st = TD_EUNAVAILABLE;
-            td__client_sec_explain(sec, target, err, errlen);
-            break;
-        }
-        grpc_channel_watch_connectivity_state(ch, state, deadline, cq, TAG(TAG_CONNECT));
-        grpc_event ev;
-        do {
-            ev = grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
-        } while (ev.type == GRPC_OP_COMPLETE && ev.tag != TAG(TAG_CONNECT));
-        if (ev.type != GRPC_OP_COMPLETE || !ev.success) {
-            snprintf(err, errlen,
-                     "cannot reach tensord at %s within %d ms: is the server running? "
-                     "(tensord --listen %s)",
-                     target, timeout_ms, target);
-            st = TD_EUNAVAILABLE;
-            break;
-        }
-        state = grpc_channel_check_connectivity_state(ch, 0);
-    }
-    if (st != TD_OK) {
-        grpc_channel_destroy(ch);
-        return st;
-    }
-    *out = ch;
-    return TD_OK;
 }
 
 /* ---- the completion queue pump ---- */
@@ -255,28 +139,6 @@ static void protocol_violation(remote *r, const char *fmt, ...)
     va_end(ap);
 }
 
-static void arm_recv(remote *r)
-{
-    grpc_op ops[2];
-    size_t n = 0;
-    memset(ops, 0, sizeof ops);
-    if (!r->initial_md_armed) {
-        /* First receive of the call: take the initial metadata with it. */
-        ops[n].op = GRPC_OP_RECV_INITIAL_METADATA;
-        ops[n].data.recv_initial_metadata.recv_initial_metadata = &r->initial_md;
-        n++;
-    }
-    ops[n].op = GRPC_OP_RECV_MESSAGE;
-    ops[n].data.recv_message.recv_message = &r->recv_bb;
-    n++;
-    r->recv_bb = NULL;
-    if (grpc_call_start_batch(r->call, ops, n, TAG(TAG_RECV), NULL) != GRPC_CALL_OK) {
-        r->stream_ended = true;
-        return;
-    }
-    r->recv_pending = true;
-    r->initial_md_armed = true;
-}
 
 static void dispatch_read_chunk(remote *r, const Tensord__V1__ServerMessage *m,
                                 const uint8_t *payload, size_t plen)
@@ -393,16 +255,11 @@ static void dispatch(remote *r, const Tensord__V1__ServerMessage *m, const uint8
     }
 }
 
-static void on_recv(remote *r, bool success)
+/* A receive completed: dispatch its message and keep one receive armed. */
+static void on_recv(remote *r)
 {
-    grpc_byte_buffer *bb = r->recv_bb;
-    r->recv_bb = NULL;
-    r->recv_pending = false;
-    if (!success || bb == NULL) {
-        if (bb != NULL) grpc_byte_buffer_destroy(bb);
-        r->stream_ended = true;
-        return;
-    }
+    grpc_byte_buffer *bb = td__cli_call_take(&r->c);
+    if (bb == NULL) return; /* the end of the stream (c.stream_ended) */
     if (!r->ending && r->violation == TD_OK) {
         ProtobufCMessage *msg = NULL;
         char err[256];
@@ -422,41 +279,16 @@ static void on_recv(remote *r, bool success)
         }
     }
     grpc_byte_buffer_destroy(bb);
-    if (!r->ending && r->violation == TD_OK) arm_recv(r);
+    if (!r->ending && r->violation == TD_OK) td__cli_call_recv(&r->c);
 }
 
-/* Handle one completion; false when the deadline passed first. */
+/* Handle one completion (dispatching a received message); false when the deadline passed
+ * first. */
 static bool pump(remote *r, gpr_timespec deadline)
 {
-    grpc_event ev = grpc_completion_queue_next(r->cq, deadline, NULL);
-    if (ev.type == GRPC_QUEUE_TIMEOUT) return false;
-    if (ev.type != GRPC_OP_COMPLETE) return true;
-    switch ((uintptr_t)ev.tag) {
-    case TAG_SEND:
-        r->send_pending = false;
-        if (!ev.success) r->send_failed = true;
-        if (r->send_bb != NULL) grpc_byte_buffer_destroy(r->send_bb);
-        r->send_bb = NULL;
-        break;
-    case TAG_HALF_CLOSE:
-        r->half_close_pending = false;
-        break;
-    case TAG_RECV:
-        on_recv(r, ev.success != 0);
-        break;
-    case TAG_STATUS:
-        r->status_done = true;
-        break;
-    default:
-        break;
-    }
-    return true;
-}
-
-static bool ops_in_flight(const remote *r)
-{
-    return r->send_pending || r->recv_pending || r->half_close_pending ||
-           (r->status_armed && !r->status_done);
+    bool got = td__cli_call_pump(&r->c, deadline);
+    if (r->c.recv_ready) on_recv(r);
+    return got;
 }
 
 /* Let every outstanding operation complete, cancelling the call when the server does not
@@ -464,16 +296,12 @@ static bool ops_in_flight(const remote *r)
 static void finish_call(remote *r, int wait_ms, bool cancel_now)
 {
     r->ending = true;
-    if (r->call == NULL) return;
-    if (cancel_now) grpc_call_cancel(r->call, NULL);
-    gpr_timespec deadline = deadline_after_ms(wait_ms);
-    while (ops_in_flight(r) && pump(r, deadline)) {
-    }
-    if (ops_in_flight(r)) {
-        grpc_call_cancel(r->call, NULL);
-        deadline = deadline_after_ms(REMOTE_CLOSE_TIMEOUT_MS);
-        while (ops_in_flight(r) && pump(r, deadline)) {
-        }
+    if (r->c.call == NULL) return;
+    if (cancel_now) grpc_call_cancel(r->c.call, NULL);
+    td__cli_call_drain(&r->c, td__cli_after_ms(wait_ms));
+    if (td__cli_call_busy(&r->c)) {
+        grpc_call_cancel(r->c.call, NULL);
+        td__cli_call_drain(&r->c, td__cli_after_ms(REMOTE_CLOSE_TIMEOUT_MS));
     }
 }
 
@@ -504,13 +332,13 @@ static td_status session_lost(remote *r)
 {
     finish_call(r, r->call_timeout_ms < 5000 ? r->call_timeout_ms : 5000, false);
     r->broken = true;
-    const char *details = (const char *)GRPC_SLICE_START_PTR(r->status_details);
-    int dlen = (int)GRPC_SLICE_LENGTH(r->status_details);
-    if (!r->status_done) {
+    const char *details = (const char *)GRPC_SLICE_START_PTR(r->c.details);
+    int dlen = (int)GRPC_SLICE_LENGTH(r->c.details);
+    if (!r->c.status_done) {
         details = "no status";
         dlen = (int)strlen(details);
     }
-    if (r->opening && (!r->status_done || r->status == GRPC_STATUS_UNAVAILABLE)) {
+    if (r->opening && (!r->c.status_done || r->c.status == GRPC_STATUS_UNAVAILABLE)) {
         /* Refused during or right after the handshake (a client certificate is checked
          * after the client's side of a TLS 1.3 handshake is done): say what is likely. */
         char why[1024] = "";
@@ -521,19 +349,19 @@ static td_status session_lost(remote *r)
         }
     }
     if (r->opening) {
-        td_status st = status_to_td_opening(r->status);
-        if (r->status_done && r->status != GRPC_STATUS_UNAVAILABLE &&
-            r->status != GRPC_STATUS_OK && dlen > 0) {
+        td_status st = status_to_td_opening(r->c.status);
+        if (r->c.status_done && r->c.status != GRPC_STATUS_UNAVAILABLE &&
+            r->c.status != GRPC_STATUS_OK && dlen > 0) {
             /* The server refused the session: its message says why. */
             remote_errf(r, "tensord at %s refused the session: %.*s", r->target, dlen, details);
         } else {
             remote_errf(r, "tensord at %s ended the session while opening it: %.*s (%s)",
-                        r->target, dlen, details, grpc_code_name(r->status));
+                        r->target, dlen, details, grpc_code_name(r->c.status));
         }
         return st;
     }
     remote_errf(r, "tensord at %s closed the session: %.*s (%s)", r->target, dlen, details,
-                grpc_code_name(r->status));
+                grpc_code_name(r->c.status));
     return TD_EUNAVAILABLE;
 }
 
@@ -556,7 +384,7 @@ static td_status session_violation(remote *r)
 
 /* The call can carry nothing more: a receive found the stream's end, or a send failed. A
  * status alone is not enough: messages sent before it may still be waiting to be read. */
-static bool stream_broken(const remote *r) { return r->stream_ended || r->send_failed; }
+static bool stream_broken(const remote *r) { return r->c.stream_ended || r->c.send_failed; }
 
 typedef bool (*remote_cond)(const remote *r);
 
@@ -564,14 +392,14 @@ typedef bool (*remote_cond)(const remote *r);
  * that often to re-check a condition no completion signals (slice releases). */
 static td_status wait_until(remote *r, remote_cond done, int poll_ms)
 {
-    gpr_timespec deadline = deadline_after_ms(r->call_timeout_ms);
+    gpr_timespec deadline = td__cli_after_ms(r->call_timeout_ms);
     for (;;) {
         if (r->violation != TD_OK) return session_violation(r);
         if (done(r)) return TD_OK;
         if (stream_broken(r)) return session_lost(r);
         gpr_timespec until = deadline;
         if (poll_ms > 0) {
-            gpr_timespec soon = deadline_after_ms(poll_ms);
+            gpr_timespec soon = td__cli_after_ms(poll_ms);
             if (gpr_time_cmp(soon, deadline) < 0) until = soon;
         }
         if (!pump(r, until) && gpr_time_cmp(gpr_now(GPR_CLOCK_MONOTONIC), deadline) >= 0)
@@ -579,7 +407,7 @@ static td_status wait_until(remote *r, remote_cond done, int poll_ms)
     }
 }
 
-static bool send_idle(const remote *r) { return !r->send_pending; }
+static bool send_idle(const remote *r) { return !r->c.send_pending; }
 static bool req_done(const remote *r) { return r->req.done; }
 static bool slices_released(const remote *r)
 {
@@ -609,9 +437,10 @@ static td_status check_open(remote *r)
 }
 
 /* Start sending `msg` (and payload) with the next seq, after the previous send is taken.
- * With a payload, its release callback has run or will run whatever this returns. */
+ * With a payload, its release callback has run or will run whatever this returns. The
+ * first message of the call carries the bearer token in its initial metadata. */
 static td_status send_msg(remote *r, Tensord__V1__ClientMessage *msg,
-                          const td__wire_payload *payload, bool with_initial_md)
+                          const td__wire_payload *payload)
 {
     td_status st = send_idle(r) ? TD_OK : wait_until(r, send_idle, 0);
     if (st == TD_OK && stream_broken(r)) st = session_lost(r);
@@ -626,32 +455,32 @@ static td_status send_msg(remote *r, Tensord__V1__ClientMessage *msg,
         remote_errf(r, "out of memory encoding a message");
         return st;
     }
-    grpc_op ops[2];
-    size_t n = 0;
-    memset(ops, 0, sizeof ops);
-    if (with_initial_md) {
-        ops[n].op = GRPC_OP_SEND_INITIAL_METADATA;
-        ops[n].data.send_initial_metadata.count = r->sec.n_md;
-        ops[n].data.send_initial_metadata.metadata = r->sec.md;
-        n++;
-    }
-    ops[n].op = GRPC_OP_SEND_MESSAGE;
     /* A non-final write chunk: gRPC may report the send done while it is still queued
-     * (up to REMOTE_WRITE_BUFFER_BYTES), so the next chunk is handed over without a gap.
+     * (up to the channel's write buffer), so the next chunk is handed over without a gap.
      * The final chunk and every other message are sent without the hint, which flushes. */
-    if (r->send_buffered) ops[n].flags = GRPC_WRITE_BUFFER_HINT;
-    ops[n].data.send_message.send_message = bb;
-    n++;
-    grpc_call_error ce = grpc_call_start_batch(r->call, ops, n, TAG(TAG_SEND), NULL);
-    if (ce != GRPC_CALL_OK) {
-        grpc_byte_buffer_destroy(bb);
-        r->send_failed = true;
+    if (!td__cli_call_send(&r->c, bb, r->sec.md, r->sec.n_md,
+                           r->send_buffered ? GRPC_WRITE_BUFFER_HINT : 0))
         return session_lost(r);
-    }
-    r->send_bb = bb;
-    r->send_pending = true;
     r->next_seq++;
     return TD_OK;
+}
+
+/* Send `msg` and wait for its answer, which dispatch() records in r->req (the caller sets
+ * up the fields a read needs; kind and seq are set here). Counts a round trip (not for the
+ * open). r->req is clear again on return. */
+static td_status round_trip(remote *r, Tensord__V1__ClientMessage *msg, enum remote_req kind)
+{
+    uint64_t seq = r->next_seq;
+    td_status st = send_msg(r, msg, NULL);
+    if (st == TD_OK) {
+        r->req.kind = kind;
+        r->req.seq = seq;
+        st = wait_until(r, req_done, 0);
+        if (kind != REQ_OPEN) r->base.stats.round_trips++;
+        if (st == TD_OK) st = r->req.st;
+    }
+    memset(&r->req, 0, sizeof r->req);
+    return st;
 }
 
 /* ---- the transport vtable ---- */
@@ -689,7 +518,7 @@ static td_status remote_submit(td__transport *t, const td__op *ops, size_t n)
         Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
         cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_BATCH;
         cm.batch = &batch;
-        st = send_msg(r, &cm, NULL, false);
+        st = send_msg(r, &cm, NULL);
         if (st == TD_OK) r->base.stats.batches_sent++;
         first += count;
     }
@@ -700,57 +529,61 @@ out:
     return st;
 }
 
-/* Blob-store upload, step 1: offer the hash of the whole tensor. When the server holds
- * the bytes, fill the tensor from its store and set *done; else the caller sends the bytes
- * and then StoreBlob with `hash` (*have_hash). Costs one round trip. */
-static td_status blob_offer(remote *r, uint64_t id, const void *src, size_t nbytes,
-                            uint8_t hash[TD_SHA256_BYTES], bool *have_hash, bool *done)
+/* ---- blob store (client/offer.c decides when) ---- */
+
+static td_status remote_blob_has(td__transport *t, const uint8_t hash[TD_SHA256_BYTES],
+                                 bool *present)
 {
-    *done = *have_hash = false;
-    if (!td__sha256(src, nbytes, hash)) return TD_OK; /* no hash: plain upload */
-    ProtobufCBinaryData h = {.len = TD_SHA256_BYTES, .data = hash};
+    remote *r = (remote *)t;
+    td_status st = check_open(r);
+    if (st != TD_OK) return st;
+    ProtobufCBinaryData h = {.len = TD_SHA256_BYTES, .data = (uint8_t *)(uintptr_t)hash};
     Tensord__V1__HasBlobs hb = TENSORD__V1__HAS_BLOBS__INIT;
     hb.n_sha256 = 1;
-    hb.sha256 = &h;
+    hb.sha256 = &h; /* only read while packing */
     Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
     cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_HAS_BLOBS;
     cm.has_blobs = &hb;
-    uint64_t seq = r->next_seq;
-    td_status st = send_msg(r, &cm, NULL, false);
-    if (st != TD_OK) return st;
-    memset(&r->req, 0, sizeof r->req);
-    r->req.kind = REQ_BLOBS;
-    r->req.seq = seq;
     r->blob_present = false;
-    st = wait_until(r, req_done, 0);
-    r->base.stats.round_trips++;
-    if (st == TD_OK) st = r->req.st;
-    memset(&r->req, 0, sizeof r->req);
-    if (st != TD_OK) return st;
-    *have_hash = true;
-    if (!r->blob_present) return TD_OK;
-    Tensord__V1__WriteFromBlob wb = TENSORD__V1__WRITE_FROM_BLOB__INIT;
-    wb.tensor = id;
-    wb.sha256 = h;
-    Tensord__V1__ClientMessage cw = TENSORD__V1__CLIENT_MESSAGE__INIT;
-    cw.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_WRITE_FROM_BLOB;
-    cw.write_from_blob = &wb;
-    st = send_msg(r, &cw, NULL, false);
-    if (st == TD_OK) *done = true;
+    st = round_trip(r, &cm, REQ_BLOBS);
+    if (st == TD_OK) *present = r->blob_present;
     return st;
 }
 
-/* Blob-store upload, step 2: the bytes were sent; ask the server to keep them. */
-static td_status blob_store(remote *r, uint64_t id, const uint8_t hash[TD_SHA256_BYTES])
+/* WriteFromBlob (from_store) or StoreBlob for tensor `id`. Fire-and-forget. */
+static td_status blob_send(remote *r, uint64_t id, const uint8_t hash[TD_SHA256_BYTES],
+                           bool from_store)
 {
+    td_status st = check_open(r);
+    if (st != TD_OK) return st;
+    ProtobufCBinaryData h = {.len = TD_SHA256_BYTES, .data = (uint8_t *)(uintptr_t)hash};
+    Tensord__V1__WriteFromBlob wb = TENSORD__V1__WRITE_FROM_BLOB__INIT;
     Tensord__V1__StoreBlob sb = TENSORD__V1__STORE_BLOB__INIT;
-    sb.tensor = id;
-    sb.sha256.len = TD_SHA256_BYTES;
-    sb.sha256.data = (uint8_t *)(uintptr_t)hash; /* only read while packing */
     Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
-    cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_STORE_BLOB;
-    cm.store_blob = &sb;
-    return send_msg(r, &cm, NULL, false);
+    if (from_store) {
+        wb.tensor = id;
+        wb.sha256 = h; /* only read while packing */
+        cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_WRITE_FROM_BLOB;
+        cm.write_from_blob = &wb;
+    } else {
+        sb.tensor = id;
+        sb.sha256 = h;
+        cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_STORE_BLOB;
+        cm.store_blob = &sb;
+    }
+    return send_msg(r, &cm, NULL);
+}
+
+static td_status remote_blob_write(td__transport *t, uint64_t id,
+                                   const uint8_t hash[TD_SHA256_BYTES])
+{
+    return blob_send((remote *)t, id, hash, true);
+}
+
+static td_status remote_blob_store(td__transport *t, uint64_t id,
+                                   const uint8_t hash[TD_SHA256_BYTES])
+{
+    return blob_send((remote *)t, id, hash, false);
 }
 
 static td_status remote_write(td__transport *t, uint64_t id, uint64_t offset, const void *src,
@@ -763,13 +596,6 @@ static td_status remote_write(td__transport *t, uint64_t id, uint64_t offset, co
         remote_errf(r, "write to tensor %llu: offset %llu + %zu bytes overflows",
                     (unsigned long long)id, (unsigned long long)offset, nbytes);
         return TD_ERANGE;
-    }
-    uint8_t hash[TD_SHA256_BYTES];
-    bool have_hash = false;
-    if (offset == 0 && nbytes >= r->blob_min_bytes) {
-        bool from_store;
-        st = blob_offer(r, id, src, nbytes, hash, &have_hash, &from_store);
-        if (st != TD_OK || from_store) return st;
     }
     const uint8_t *p = src;
     for (size_t done = 0; done < nbytes && st == TD_OK;) {
@@ -784,21 +610,20 @@ static td_status remote_write(td__transport *t, uint64_t id, uint64_t offset, co
             .data = p + done, .nbytes = len, .release = on_slice_released, .release_arg = r};
         r->slices_given++;
         r->send_buffered = done + len < nbytes;
-        st = send_msg(r, &cm, &pl, false);
+        st = send_msg(r, &cm, &pl);
         r->send_buffered = false;
         if (st == TD_OK) r->base.stats.bytes_sent += len;
         done += len;
     }
     /* `src` is borrowed for this call only: wait until gRPC holds none of it, even when the
      * session just broke (cancelling the call makes gRPC drop the slices). */
-    if (st == TD_OK && have_hash) st = blob_store(r, id, hash);
     if (st == TD_OK) st = wait_until(r, send_idle, 0);
     if (st == TD_OK) st = wait_until(r, slices_released, 1);
     if (!slices_released(r)) {
-        gpr_timespec deadline = deadline_after_ms(r->call_timeout_ms);
+        gpr_timespec deadline = td__cli_after_ms(r->call_timeout_ms);
         while (!slices_released(r) &&
                gpr_time_cmp(gpr_now(GPR_CLOCK_MONOTONIC), deadline) < 0)
-            pump(r, deadline_after_ms(1));
+            pump(r, td__cli_after_ms(1));
     }
     return st;
 }
@@ -821,20 +646,11 @@ static td_status remote_read(td__transport *t, uint64_t id, uint64_t offset, voi
     Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
     cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_READ;
     cm.read = &rr;
-    uint64_t seq = r->next_seq;
-    if ((st = send_msg(r, &cm, NULL, false)) != TD_OK) return st;
-    memset(&r->req, 0, sizeof r->req);
-    r->req.kind = REQ_READ;
-    r->req.seq = seq;
     r->req.tensor = id;
     r->req.offset = offset;
     r->req.dst = dst;
     r->req.nbytes = nbytes;
-    st = wait_until(r, req_done, 0);
-    r->base.stats.round_trips++;
-    if (st == TD_OK) st = r->req.st;
-    memset(&r->req, 0, sizeof r->req);
-    return st;
+    return round_trip(r, &cm, REQ_READ);
 }
 
 static td_status remote_release(td__transport *t, const uint64_t *ids, size_t n)
@@ -849,7 +665,7 @@ static td_status remote_release(td__transport *t, const uint64_t *ids, size_t n)
         Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
         cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_RELEASE;
         cm.release = &rel;
-        st = send_msg(r, &cm, NULL, false);
+        st = send_msg(r, &cm, NULL);
     }
     return st;
 }
@@ -863,16 +679,7 @@ static td_status remote_fence(td__transport *t)
     Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
     cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_FENCE;
     cm.fence = &f;
-    uint64_t seq = r->next_seq;
-    if ((st = send_msg(r, &cm, NULL, false)) != TD_OK) return st;
-    memset(&r->req, 0, sizeof r->req);
-    r->req.kind = REQ_FENCE;
-    r->req.seq = seq;
-    st = wait_until(r, req_done, 0);
-    r->base.stats.round_trips++;
-    if (st == TD_OK) st = r->req.st;
-    memset(&r->req, 0, sizeof r->req);
-    if (st != TD_OK) return st;
+    if ((st = round_trip(r, &cm, REQ_FENCE)) != TD_OK) return st;
     st = r->base.deferred;
     if (st != TD_OK) {
         snprintf(r->base.err, sizeof r->base.err, "%s", r->base.deferred_msg);
@@ -886,40 +693,14 @@ static td_status remote_fence(td__transport *t)
 static void remote_teardown(remote *r)
 {
     r->ending = true;
-    if (r->call != NULL) {
-        /* Cancel first: a send stuck in flow control (server stopped, not dead) would
-         * otherwise keep its completion pending and the queue drain below would wait
-         * forever. Cancelling a finished call is a no-op. */
-        grpc_call_cancel(r->call, NULL);
-        grpc_call_unref(r->call);
-        r->call = NULL;
-    }
-    if (r->ch != NULL) {
-        grpc_channel_destroy(r->ch);
-        r->ch = NULL;
-    }
-    if (r->cq != NULL) {
-        grpc_completion_queue_shutdown(r->cq);
-        for (;;) {
-            grpc_event ev = grpc_completion_queue_next(r->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC),
-                                                       NULL);
-            if (ev.type == GRPC_QUEUE_SHUTDOWN) break;
-        }
-        grpc_completion_queue_destroy(r->cq);
-        r->cq = NULL;
-    }
-    if (r->send_bb != NULL) grpc_byte_buffer_destroy(r->send_bb);
-    if (r->recv_bb != NULL) grpc_byte_buffer_destroy(r->recv_bb);
-    grpc_metadata_array_destroy(&r->initial_md);
-    grpc_metadata_array_destroy(&r->trailing_md);
-    grpc_slice_unref(r->status_details);
+    td__cli_call_fini(&r->c);
     td__client_sec_fini(&r->sec);
     td__wire_scratch_fini(&r->scratch);
     /* A payload slice gRPC still holds would call back into r: wait for it, and if gRPC
      * never lets go (it always does once the call is gone), leak r rather than free it. */
     bool released = slices_released(r);
     for (int i = 0; !released && i < 5000; i++) {
-        gpr_sleep_until(deadline_after_ms(1));
+        gpr_sleep_until(td__cli_after_ms(1));
         released = slices_released(r);
     }
     if (released) td__free(r);
@@ -930,25 +711,21 @@ static void remote_close(td__transport *t)
 {
     remote *r = (remote *)t;
     if (r == NULL) return;
-    if (!r->broken && r->call != NULL) {
+    td__cli_call *c = &r->c;
+    if (!r->broken && c->call != NULL) {
         int wait_ms = r->call_timeout_ms < REMOTE_CLOSE_TIMEOUT_MS ? r->call_timeout_ms
                                                                     : REMOTE_CLOSE_TIMEOUT_MS;
-        gpr_timespec deadline = deadline_after_ms(wait_ms);
-        while (r->send_pending && pump(r, deadline)) {
+        gpr_timespec deadline = td__cli_after_ms(wait_ms);
+        while (c->send_pending && pump(r, deadline)) {
         }
-        grpc_op op;
-        memset(&op, 0, sizeof op);
-        op.op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-        if (!r->send_pending && !r->send_failed &&
-            grpc_call_start_batch(r->call, &op, 1, TAG(TAG_HALF_CLOSE), NULL) == GRPC_CALL_OK)
-            r->half_close_pending = true;
+        if (!c->send_pending && !c->send_failed) td__cli_call_half_close(c);
         /* Drain replies until the server ends the call; what they say no longer matters. */
         r->ending = true;
-        while (ops_in_flight(r) && pump(r, deadline)) {
-            if (!r->recv_pending && !r->stream_ended && !r->status_done) arm_recv(r);
+        while (td__cli_call_busy(c) && pump(r, deadline)) {
+            if (!c->recv_pending && !c->stream_ended && !c->status_done) td__cli_call_recv(c);
         }
     }
-    finish_call(r, 0, ops_in_flight(r));
+    finish_call(r, 0, td__cli_call_busy(c));
     remote_teardown(r);
 }
 
@@ -978,18 +755,9 @@ static td_status graph_define(remote *r, const td__graph *g, bool with_def, bool
                     "most %u", g->n_ops, packed, TD_MAX_MESSAGE_BYTES);
         st = TD_EINVAL;
     }
-    uint64_t seq = r->next_seq;
-    if (st == TD_OK) st = send_msg(r, &cm, NULL, false);
-    if (with_def) td__wire_graph_fini(&wg);
-    if (st != TD_OK) return st;
-    memset(&r->req, 0, sizeof r->req);
-    r->req.kind = REQ_GRAPH;
-    r->req.seq = seq;
     r->graph_known = false;
-    st = wait_until(r, req_done, 0);
-    r->base.stats.round_trips++;
-    if (st == TD_OK) st = r->req.st;
-    memset(&r->req, 0, sizeof r->req);
+    if (st == TD_OK) st = round_trip(r, &cm, REQ_GRAPH);
+    if (with_def) td__wire_graph_fini(&wg);
     if (st == TD_OK) *known = r->graph_known;
     return st;
 }
@@ -1030,7 +798,7 @@ static td_status remote_graph_run(td__transport *t, const td__graph *g, const ui
     Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
     cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_GRAPH_RUN;
     cm.graph_run = &gr;
-    st = send_msg(r, &cm, NULL, false);
+    st = send_msg(r, &cm, NULL);
     if (st == TD_OK) r->base.stats.batches_sent++;
     return st;
 }
@@ -1044,6 +812,9 @@ static const td__transport_vt remote_vt = {
     .close = remote_close,
     .graph_prepare = remote_graph_prepare,
     .graph_run = remote_graph_run,
+    .blob_has = remote_blob_has,
+    .blob_write = remote_blob_write,
+    .blob_store = remote_blob_store,
 };
 
 td_status td__remote_open(const char *target, const char *device, const td_options *opts,
@@ -1073,40 +844,24 @@ td_status td__remote_open(const char *target, const char *device, const td_optio
     r->base.deferred = TD_OK;
     snprintf(r->target, sizeof r->target, "%s", target);
     r->call_timeout_ms = call_ms;
-    r->blob_min_bytes = blob_min;
+    r->base.blob_min_bytes = blob_min;
     r->next_seq = 1;
     atomic_init(&r->slices_released, 0);
-    grpc_metadata_array_init(&r->initial_md);
-    grpc_metadata_array_init(&r->trailing_md);
-    r->status_details = grpc_empty_slice();
-    r->cq = grpc_completion_queue_create_for_next(NULL);
+    td__cli_call_init(&r->c);
 
     td_status st = td__client_sec_init(&r->sec, false, opts, err, errlen);
-    if (st == TD_OK)
-        st = td__remote_channel_open(target, &r->sec, connect_ms, r->cq, &r->ch, err, errlen);
+    if (st == TD_OK) st = td__cli_channel_open(&r->c, target, &r->sec, 0, connect_ms, err, errlen);
     if (st != TD_OK) {
         remote_teardown(r);
         return st;
     }
-    void *method = grpc_channel_register_call(r->ch, TD_METHOD_SESSION, NULL, NULL);
-    r->call = grpc_channel_create_registered_call(r->ch, NULL, GRPC_PROPAGATE_DEFAULTS, r->cq,
-                                                  method, gpr_inf_future(GPR_CLOCK_REALTIME),
-                                                  NULL);
-    if (r->call == NULL) {
+    if (td__cli_call_start(&r->c, TD_METHOD_SESSION, gpr_inf_future(GPR_CLOCK_REALTIME)) !=
+        TD_OK) {
         snprintf(err, errlen, "cannot start a session call to %s", target);
         remote_teardown(r);
         return TD_EINTERNAL;
     }
-
-    arm_recv(r);
-    grpc_op op;
-    memset(&op, 0, sizeof op);
-    op.op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-    op.data.recv_status_on_client.trailing_metadata = &r->trailing_md;
-    op.data.recv_status_on_client.status = &r->status;
-    op.data.recv_status_on_client.status_details = &r->status_details;
-    if (grpc_call_start_batch(r->call, &op, 1, TAG(TAG_STATUS), NULL) == GRPC_CALL_OK)
-        r->status_armed = true;
+    td__cli_call_recv(&r->c);
 
     Tensord__V1__OpenSession os = TENSORD__V1__OPEN_SESSION__INIT;
     os.protocol_min = TD_PROTOCOL_MIN;
@@ -1117,11 +872,7 @@ td_status td__remote_open(const char *target, const char *device, const td_optio
     cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_OPEN;
     cm.open = &os;
     r->opening = true;
-    r->req.kind = REQ_OPEN;
-    r->req.seq = r->next_seq;
-    st = send_msg(r, &cm, NULL, true);
-    if (st == TD_OK) st = wait_until(r, req_done, 0);
-    if (st == TD_OK) st = r->req.st;
+    st = round_trip(r, &cm, REQ_OPEN);
     if (st == TD_OK &&
         (r->opened_protocol < TD_PROTOCOL_MIN || r->opened_protocol > TD_PROTOCOL_MAX)) {
         remote_errf(r, "tensord at %s chose protocol %u, this client speaks %d..%d", target,
@@ -1129,7 +880,6 @@ td_status td__remote_open(const char *target, const char *device, const td_optio
         st = TD_EPROTO;
     }
     r->opening = false;
-    memset(&r->req, 0, sizeof r->req);
     if (st != TD_OK) {
         snprintf(err, errlen, "%s", r->base.err);
         if (!r->broken) finish_call(r, 0, true);

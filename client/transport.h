@@ -42,16 +42,30 @@ typedef struct td__transport_vt {
                                uint64_t *defines_sent);
     td_status (*graph_run)(td__transport *t, const struct td__graph *g, const uint64_t *in_ids,
                            size_t n_in, const uint64_t *out_ids, size_t n_out);
+    /* Blob store (content-addressed by SHA-256, hash is 32 bytes); NULL when the executor
+     * has none (local). When to use them is client/offer.c's policy. blob_has asks whether
+     * the store holds `hash` (one round trip; *present). blob_write fills tensor `id` from
+     * the stored blob, blob_store asks the executor to keep tensor `id`'s bytes under
+     * `hash` (both fire-and-forget: a failure comes back as a deferred error). */
+    td_status (*blob_has)(td__transport *t, const uint8_t *hash, bool *present);
+    td_status (*blob_write)(td__transport *t, uint64_t id, const uint8_t *hash);
+    td_status (*blob_store)(td__transport *t, uint64_t id, const uint8_t *hash);
 } td__transport_vt;
 
 struct td__transport {
     const td__transport_vt *vt;
     char device[32];     /* device actually opened */
+    size_t blob_min_bytes; /* uploads at least this large go through the blob offer */
     char err[1024];      /* message of the last failure */
     td_stats stats;      /* batches_sent, bytes_*, round_trips maintained by the transport */
     td_status deferred;  /* first executor failure since the last fence */
     char deferred_msg[1024];
 };
+
+/* Upload `nbytes` from `src` into tensor `id` (offset 0) through t, offering the data to
+ * the executor's blob store first when the policy says so (client/offer.c). Same contract
+ * as vt->write. */
+td_status td__offer_write(td__transport *t, uint64_t id, const void *src, size_t nbytes);
 
 /* Record a deferred failure if none is pending (shared by both transports). */
 void td__transport_defer(td__transport *t, td_status st, const char *msg);

@@ -1,51 +1,25 @@
 /* raw_session.c — a synchronous, bare-bones Session client for hostile-input tests.
  * Everything waits with a bound, so a server that hangs fails the test instead of hanging it.
+ * The call is driven through libtensord's call helper (client/call.h); the messages, the
+ * metadata and the channel's receive window are the test's to choose.
  */
 #include "raw_session.h"
 
 #include "engine/op.h"
 
-#include <grpc/grpc_security.h>
-#include <grpc/support/time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { RAW_SEND = 1, RAW_RECV, RAW_STATUS, RAW_CLOSE };
-#define RAW_TAG(x) ((void *)(uintptr_t)(x))
 #define RAW_CALL_DEADLINE_S 120
 #define RAW_SEND_MS 10000
-
-static gpr_timespec after_ms(int ms)
-{
-    return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(ms, GPR_TIMESPAN));
-}
 
 /* Handle one completion; false on timeout. */
 static bool pump(raw_session *s, gpr_timespec deadline)
 {
-    grpc_event ev = grpc_completion_queue_next(s->cq, deadline, NULL);
-    if (ev.type == GRPC_QUEUE_TIMEOUT) return false;
-    if (ev.type != GRPC_OP_COMPLETE) return true;
-    switch ((uintptr_t)ev.tag) {
-    case RAW_SEND:
-        s->send_pending = false;
-        if (s->send_bb) grpc_byte_buffer_destroy(s->send_bb);
-        s->send_bb = NULL;
-        if (!ev.success) s->send_failed = true;
-        break;
-    case RAW_RECV:
-        s->recv_pending = false;
-        if (!ev.success || s->recv_bb == NULL) s->ended = true;
-        break;
-    case RAW_STATUS:
-        s->status_done = true;
-        break;
-    case RAW_CLOSE:
-        s->close_pending = false;
-        break;
-    }
-    return true;
+    bool got = td__cli_call_pump(&s->c, deadline);
+    if (s->c.status_done) s->status = s->c.status;
+    return got;
 }
 
 void raw_msg_fini(raw_msg *m)
@@ -62,85 +36,41 @@ bool raw_start(raw_session *s, const char *target)
 {
     memset(s, 0, sizeof *s);
     grpc_init();
+    s->started = true;
     s->next_seq = 1;
-    s->details = grpc_empty_slice();
-    grpc_metadata_array_init(&s->initial_md);
-    grpc_metadata_array_init(&s->trailing_md);
-    s->cq = grpc_completion_queue_create_for_next(NULL);
-    grpc_arg args[4];
-    args[0].type = GRPC_ARG_INTEGER;
-    args[0].key = GRPC_ARG_MAX_SEND_MESSAGE_LENGTH;
-    args[0].value.integer = (int)TD_MAX_MESSAGE_BYTES;
-    args[1].type = GRPC_ARG_INTEGER;
-    args[1].key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
-    args[1].value.integer = (int)TD_MAX_MESSAGE_BYTES;
-    grpc_channel_args chargs = {.num_args = 2, .args = args};
-    if (raw_recv_window > 0) {
-        args[2].type = GRPC_ARG_INTEGER;
-        args[2].key = GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES;
-        args[2].value.integer = raw_recv_window;
-        args[3].type = GRPC_ARG_INTEGER;
-        args[3].key = GRPC_ARG_HTTP2_BDP_PROBE;
-        args[3].value.integer = 0;
-        chargs.num_args = 4;
-    }
-    grpc_channel_credentials *creds = grpc_insecure_credentials_create();
-    s->ch = grpc_channel_create(target, creds, &chargs);
-    grpc_channel_credentials_release(creds);
-    if (s->ch == NULL) return false;
-    grpc_slice method = grpc_slice_from_static_string(TD_METHOD_SESSION);
-    s->call = grpc_channel_create_call(s->ch, NULL, GRPC_PROPAGATE_DEFAULTS, s->cq, method, NULL,
-                                       after_ms(RAW_CALL_DEADLINE_S * 1000), NULL);
-    if (s->call == NULL) return false;
-    grpc_op op;
-    memset(&op, 0, sizeof op);
-    op.op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-    op.data.recv_status_on_client.trailing_metadata = &s->trailing_md;
-    op.data.recv_status_on_client.status = &s->status;
-    op.data.recv_status_on_client.status_details = &s->details;
-    s->status_armed =
-        grpc_call_start_batch(s->call, &op, 1, RAW_TAG(RAW_STATUS), NULL) == GRPC_CALL_OK;
-    return s->status_armed;
+    td__cli_call_init(&s->c);
+    char err[512];
+    /* No wait for READY: the test decides what a refused connection looks like. */
+    if (td__cli_channel_open(&s->c, target, NULL, raw_recv_window, -1, err, sizeof err) != TD_OK)
+        return false;
+    if (td__cli_call_start(&s->c, TD_METHOD_SESSION,
+                           td__cli_after_ms(RAW_CALL_DEADLINE_S * 1000)) != TD_OK)
+        return false;
+    return s->c.status_armed;
 }
 
 static bool send_bb(raw_session *s, grpc_byte_buffer *bb, bool consume_seq)
 {
-    gpr_timespec deadline = after_ms(RAW_SEND_MS);
-    while (s->send_pending && pump(s, deadline)) {
+    gpr_timespec deadline = td__cli_after_ms(RAW_SEND_MS);
+    while (s->c.send_pending && pump(s, deadline)) {
     }
-    if (s->send_pending || s->ended || s->send_failed) {
+    if (s->c.send_pending || s->c.stream_ended || s->c.send_failed) {
         grpc_byte_buffer_destroy(bb);
         return false;
     }
-    grpc_op ops[2];
-    size_t n = 0;
-    memset(ops, 0, sizeof ops);
     grpc_metadata md;
-    if (!s->initial_md_sent) {
-        ops[n].op = GRPC_OP_SEND_INITIAL_METADATA;
-        if (raw_authorization != NULL) {
-            md.key = grpc_slice_from_static_string("authorization");
-            md.value = grpc_slice_from_static_string(raw_authorization);
-            ops[n].data.send_initial_metadata.count = 1;
-            ops[n].data.send_initial_metadata.metadata = &md;
-        }
-        n++;
+    size_t n_md = 0;
+    if (raw_authorization != NULL) {
+        md.key = grpc_slice_from_static_string("authorization");
+        md.value = grpc_slice_from_static_string(raw_authorization);
+        n_md = 1;
     }
-    ops[n].op = GRPC_OP_SEND_MESSAGE;
-    ops[n].data.send_message.send_message = bb;
-    n++;
-    if (grpc_call_start_batch(s->call, ops, n, RAW_TAG(RAW_SEND), NULL) != GRPC_CALL_OK) {
-        grpc_byte_buffer_destroy(bb);
-        return false;
-    }
-    s->send_bb = bb;
-    s->send_pending = true;
-    s->initial_md_sent = true;
+    if (!td__cli_call_send(&s->c, bb, &md, n_md, 0)) return false;
     if (consume_seq) s->next_seq++;
     /* Synchronous: wait until the message is taken. */
-    while (s->send_pending && pump(s, deadline)) {
+    while (s->c.send_pending && pump(s, deadline)) {
     }
-    return !s->send_pending && !s->ended && !s->send_failed;
+    return !s->c.send_pending && !s->c.stream_ended && !s->c.send_failed;
 }
 
 bool raw_send(raw_session *s, Tensord__V1__ClientMessage *m, const void *payload, size_t n,
@@ -191,37 +121,19 @@ bool raw_open(raw_session *s, const char *target, uint32_t pmin, uint32_t pmax,
 int raw_recv(raw_session *s, raw_msg *m, int timeout_ms)
 {
     memset(m, 0, sizeof *m);
-    if (s->ended && !s->recv_pending) return 0;
-    if (!s->recv_pending) {
-        grpc_op ops[2];
-        size_t n = 0;
-        memset(ops, 0, sizeof ops);
-        if (!s->initial_md_armed) {
-            ops[n].op = GRPC_OP_RECV_INITIAL_METADATA;
-            ops[n].data.recv_initial_metadata.recv_initial_metadata = &s->initial_md;
-            n++;
-        }
-        ops[n].op = GRPC_OP_RECV_MESSAGE;
-        ops[n].data.recv_message.recv_message = &s->recv_bb;
-        n++;
-        s->recv_bb = NULL;
-        if (grpc_call_start_batch(s->call, ops, n, RAW_TAG(RAW_RECV), NULL) != GRPC_CALL_OK) {
-            s->ended = true;
-            return 0;
-        }
-        s->initial_md_armed = true;
-        s->recv_pending = true;
+    if (s->c.stream_ended && !s->c.recv_pending) return 0;
+    if (!s->c.recv_pending) {
+        td__cli_call_recv(&s->c);
+        if (!s->c.recv_pending) return 0;
     }
-    gpr_timespec deadline = after_ms(timeout_ms);
-    while (s->recv_pending && pump(s, deadline)) {
+    gpr_timespec deadline = td__cli_after_ms(timeout_ms);
+    while (s->c.recv_pending && pump(s, deadline)) {
     }
-    if (s->recv_pending) return -1;
-    grpc_byte_buffer *bb = s->recv_bb;
-    s->recv_bb = NULL;
+    if (s->c.recv_pending) return -1;
+    grpc_byte_buffer *bb = td__cli_call_take(&s->c);
     if (bb == NULL) {
-        s->ended = true;
-        gpr_timespec sd = after_ms(10000);
-        while (!s->status_done && pump(s, sd)) {
+        gpr_timespec sd = td__cli_after_ms(10000);
+        while (!s->c.status_done && pump(s, sd)) {
         }
         return 0;
     }
@@ -267,65 +179,42 @@ int raw_recv(raw_session *s, raw_msg *m, int timeout_ms)
 
 static void raw_free(raw_session *s)
 {
-    gpr_timespec deadline = after_ms(10000);
-    while ((s->send_pending || s->recv_pending || s->close_pending ||
-            (s->status_armed && !s->status_done)) &&
-           pump(s, deadline)) {
-    }
-    if (s->recv_bb) grpc_byte_buffer_destroy(s->recv_bb);
-    s->recv_bb = NULL;
-    if (s->call) grpc_call_unref(s->call);
-    if (s->ch) grpc_channel_destroy(s->ch);
-    if (s->cq) {
-        grpc_completion_queue_shutdown(s->cq);
-        while (grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL)
-                   .type != GRPC_QUEUE_SHUTDOWN) {
-        }
-        grpc_completion_queue_destroy(s->cq);
-    }
-    if (s->send_bb) grpc_byte_buffer_destroy(s->send_bb);
-    if (s->recv_bb) grpc_byte_buffer_destroy(s->recv_bb);
-    grpc_metadata_array_destroy(&s->initial_md);
-    grpc_metadata_array_destroy(&s->trailing_md);
-    grpc_slice_unref(s->details);
+    if (!s->started) return;
+    td__cli_call_drain(&s->c, td__cli_after_ms(10000));
+    if (s->c.status_done) s->status = s->c.status;
+    td__cli_call_fini(&s->c);
     td__wire_scratch_fini(&s->scratch);
-    s->call = NULL;
-    s->ch = NULL;
-    s->cq = NULL;
+    s->started = false;
     grpc_shutdown();
 }
 
 grpc_status_code raw_close(raw_session *s)
 {
-    if (s->call != NULL && !s->ended) {
-        gpr_timespec deadline = after_ms(10000);
-        while (s->send_pending && pump(s, deadline)) {
+    if (s->c.call != NULL && !s->c.stream_ended) {
+        gpr_timespec deadline = td__cli_after_ms(10000);
+        while (s->c.send_pending && pump(s, deadline)) {
         }
-        grpc_op op;
-        memset(&op, 0, sizeof op);
-        op.op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-        if (grpc_call_start_batch(s->call, &op, 1, RAW_TAG(RAW_CLOSE), NULL) == GRPC_CALL_OK)
-            s->close_pending = true;
+        td__cli_call_half_close(&s->c);
         raw_msg m;
         while (raw_recv(s, &m, 10000) == 1) raw_msg_fini(&m);
     }
-    if (s->call != NULL && !s->status_done) grpc_call_cancel(s->call, NULL);
-    grpc_status_code code = s->status_done ? s->status : GRPC_STATUS_UNKNOWN;
+    if (s->c.call != NULL && !s->c.status_done) grpc_call_cancel(s->c.call, NULL);
+    grpc_status_code code = s->c.status_done ? s->c.status : GRPC_STATUS_UNKNOWN;
     raw_free(s);
     return code;
 }
 
 void raw_abort(raw_session *s)
 {
-    if (s->call != NULL) grpc_call_cancel(s->call, NULL);
+    if (s->c.call != NULL) grpc_call_cancel(s->c.call, NULL);
     raw_free(s);
 }
 
 const char *raw_details(const raw_session *s)
 {
     static _Thread_local char buf[1024];
-    snprintf(buf, sizeof buf, "%.*s", (int)GRPC_SLICE_LENGTH(s->details),
-             (const char *)GRPC_SLICE_START_PTR(s->details));
+    snprintf(buf, sizeof buf, "%.*s", (int)GRPC_SLICE_LENGTH(s->c.details),
+             (const char *)GRPC_SLICE_START_PTR(s->c.details));
     return buf;
 }
 

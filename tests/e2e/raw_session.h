@@ -3,10 +3,13 @@
  * Talks tensord.v1 with proto/wire.c directly, bypassing libtensord, so a test can send
  * what no well-behaved client would: unknown ids and opcodes, bad shapes, out-of-range
  * writes, wrong protocol versions, garbage bytes. Every call is synchronous and bounded.
+ * The gRPC call itself is libtensord's one call helper (client/call.h), so the test client
+ * and the product drive the call the same way; what is sent is the test's.
  * Thread-safety: one thread per session. */
 #ifndef TD_TESTS_E2E_RAW_SESSION_H
 #define TD_TESTS_E2E_RAW_SESSION_H
 
+#include "client/call.h"
 #include "engine/op.h"
 #include "proto/wire.h"
 #include <grpc/grpc.h>
@@ -15,21 +18,13 @@
 #include <stdint.h>
 
 typedef struct raw_session {
-    grpc_completion_queue *cq;
-    grpc_channel *ch;
-    grpc_call *call;
+    td__cli_call c; /* the call; c.stream_ended: a receive found the end of the stream;
+                       c.send_failed: the call is over, but replies already on their way
+                       can still be received */
+    bool started;   /* grpc_init ran and c is initialised */
     uint64_t next_seq;
-    bool status_done;
-    grpc_status_code status;
-    grpc_slice details;
-    grpc_metadata_array initial_md, trailing_md;
+    grpc_status_code status; /* the final status, once the call has one */
     td__wire_scratch scratch;
-    bool ended; /* a receive found the end of the stream */
-    bool send_failed; /* a send failed: the call is over, but replies already on their way
-                          can still be received */
-    bool send_pending, recv_pending, initial_md_sent, close_pending;
-    bool initial_md_armed, status_armed;
-    grpc_byte_buffer *send_bb, *recv_bb;
     char device[64];
 } raw_session;
 
