@@ -709,6 +709,7 @@ TD__UNARY(td_rsqrt, RSQRT)
 TD__UNARY(td_tanh, TANH)
 TD__UNARY(td_sigmoid, SIGMOID)
 TD__UNARY(td_relu, RELU)
+TD__UNARY(td_silu, SILU)
 #undef TD__UNARY
 
 #define TD__BINARY(fn, OP)                                                                 \

@@ -216,6 +216,8 @@ typedef struct td__op_row {
       SAME, 0, NONE, ULP6, "1 / (1 + e^-x)")                                               \
     X(RELU, 18, "relu", UNARY, 1, 1, "x", NONE, "", NONE, NUMERIC, NONE, NONE, SAME, SAME, \
       0, NONE, EXACT, "x < 0 ? 0 : x (NaN stays NaN)")                                     \
+    X(SILU, 19, "silu", UNARY, 1, 1, "x", NONE, "", NONE, FLOAT, NONE, NONE, SAME, SAME,   \
+      0, NONE, ULP6, "x / (1 + e^-x), also called swish")                                  \
     X(ADD, 30, "add", BINARY, 2, 2, "a, b", NONE, "", NONE, NUMERIC, NUMERIC, ALL, SAME,   \
       BROADCAST, 0, NONE, EXACT, "a + b (integers wrap)")                                  \
     X(SUB, 31, "sub", BINARY, 2, 2, "a, b", NONE, "", NONE, NUMERIC, NUMERIC, ALL, SAME,   \
@@ -295,7 +297,8 @@ typedef struct td__op_row {
     X(SQRT, sqrt(x))                                                                       \
     X(RSQRT, (T)1 / sqrt(x))                                                               \
     X(TANH, tanh(x))                                                                       \
-    X(SIGMOID, (T)1 / ((T)1 + exp(-x)))
+    X(SIGMOID, (T)1 / ((T)1 + exp(-x)))                                                    \
+    X(SILU, x / ((T)1 + exp(-x)))
 
 enum td__opcode {
 #define TD__OPCODE_ENUM(name, value, ...) TD_OP_##name = value,

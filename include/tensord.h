@@ -257,6 +257,11 @@ td_tensor *td_rsqrt(td_tensor *x);
 td_tensor *td_tanh(td_tensor *x);
 td_tensor *td_sigmoid(td_tensor *x);
 td_tensor *td_relu(td_tensor *x);
+/* SiLU (swish), x / (1 + e^-x), float dtypes only: x * sigmoid(x) of Elfwing et al. 2017
+ * ("Sigmoid-weighted linear units"). Underflows to -0 below about -88 (f32) or -709 (f64)
+ * and is NaN at -inf, as x * sigmoid(x) is. Lazy like every op; NULL on a bad argument
+ * (td_last_error names td_silu). Thread-safety: one thread per context. */
+td_tensor *td_silu(td_tensor *x);
 td_tensor *td_add(td_tensor *a, td_tensor *b);
 td_tensor *td_sub(td_tensor *a, td_tensor *b);
 td_tensor *td_mul(td_tensor *a, td_tensor *b);

@@ -87,6 +87,44 @@ Test(api, log_softmax_matches_float64_formula)
     cr_assert_float_eq(out[5], 0.0, 1e-12);
 }
 
+/* td_silu against x / (1 + e^-x) evaluated in float64 by Python's math module (the f64 values
+ * below), in f64 and f32 (the f32 result within 4 ulp of the float64 value), plus its
+ * specials and its dtype rule. */
+Test(api, silu_matches_float64_reference)
+{
+    static const double xs[] = {0.0, 1.0, -1.0, 2.0, -2.5, 10.0, -20.0, 0.125, -0.125, 88.0};
+    static const double want[] = {0.0, 0.7310585786300049, -0.2689414213699951,
+                                  1.7615941559557646, -0.18964545005310887, 9.999546021312975,
+                                  -4.122307236380407e-08, 0.06640117167171954,
+                                  -0.05859882832828047, 88.0};
+    enum { N = sizeof xs / sizeof xs[0] };
+    double y64[N];
+    td_tensor *x64 = td_from_host(ctx, TD_F64, 1, (int64_t[]){N}, xs);
+    cr_assert_eq(td_read(td_silu(x64), y64, sizeof y64), TD_OK, "%s", td_last_error(ctx));
+    float xf[N], y32[N];
+    for (int i = 0; i < N; i++) xf[i] = (float)xs[i];
+    td_tensor *x32 = td_from_host(ctx, TD_F32, 1, (int64_t[]){N}, xf);
+    cr_assert_eq(td_read(td_silu(x32), y32, sizeof y32), TD_OK, "%s", td_last_error(ctx));
+    for (int i = 0; i < N; i++) {
+        cr_assert(fabs(y64[i] - want[i]) <= 4e-16 * fabs(want[i]), "f64 silu(%g) = %.17g, want %.17g",
+                  xs[i], y64[i], want[i]);
+        float w = (float)want[i];
+        cr_assert(fabsf(y32[i] - w) <= 4 * (nextafterf(fabsf(w), INFINITY) - fabsf(w)),
+                  "f32 silu(%g) = %.9g, want %.9g", xs[i], (double)y32[i], (double)w);
+    }
+    const float sp[] = {INFINITY, -INFINITY, NAN, -100.0f};
+    float ys[4];
+    td_tensor *xsp = td_from_host(ctx, TD_F32, 1, (int64_t[]){4}, sp);
+    cr_assert_eq(td_read(td_silu(xsp), ys, sizeof ys), TD_OK);
+    cr_assert(ys[0] == INFINITY && isnan(ys[1]) && isnan(ys[2]), "%g %g %g", ys[0], ys[1], ys[2]);
+    cr_assert(ys[3] == 0.0f && signbit(ys[3]), "silu(-100) underflows to -0 in f32: %g", ys[3]);
+    td_tensor *xi = td_from_host(ctx, TD_I32, 1, (int64_t[]){1}, (int32_t[]){3});
+    cr_assert_null(td_silu(xi));
+    cr_assert(strncmp(td_last_error(ctx), "td_silu: ", 9) == 0 &&
+                  strstr(td_last_error(ctx), "needs a float dtype, got i32"),
+              "%s", td_last_error(ctx));
+}
+
 Test(api, gather_labels_and_onehot)
 {
     /* logp rows, labels [2, 0]: picks 0.3 and 0.4 */
