@@ -110,7 +110,7 @@ static void walk_elementwise(void)
         {"td_exp", td_exp, true},    {"td_log", td_log, true},
         {"td_sqrt", td_sqrt, true},  {"td_rsqrt", td_rsqrt, true},
         {"td_tanh", td_tanh, true},  {"td_sigmoid", td_sigmoid, true},
-        {"td_relu", td_relu, false},
+        {"td_relu", td_relu, false}, {"td_silu", td_silu, true},
     };
     for (size_t i = 0; i < sizeof un / sizeof un[0]; i++) {
         BAD(un[i].name, NULL, "x NULL", un[i].fn(NULL));
