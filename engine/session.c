@@ -21,6 +21,7 @@ struct td__session {
     td__idmap tensors; /* id -> td__tensor* */
     td__session_limits limits;
     uint64_t bytes;
+    uint64_t record_bytes; /* host memory of the tensor records (TD_TENSOR_RECORD_BYTES each) */
     bool force_lowering; /* lower composites even where the device has a native kernel */
 };
 
@@ -45,6 +46,48 @@ td_status td__session_create(td__device *dev, const td__session_limits *limits,
     return TD_OK;
 }
 
+/* Host memory one tensor record costs the server besides its buffer: the record, its table
+ * slot and allocator overhead. Measured (tests/hostile/memory.c, tensor_records_are_charged):
+ * 262,144 records of EMPTY [0] grew a server by 91 MiB, about 360 bytes each with the
+ * allocator's slack; 104,857 poison records by 47 MiB, about 470 bytes each. A poison
+ * record also holds its message (TD_POISON_RECORD_BYTES). Charged to the session's
+ * byte limit and the tenant's max_bytes like device bytes, so that a flood of tiny or
+ * failed ops is refused like a flood of large ones (issue 10). Not part of
+ * td__session_bytes(), which stays device bytes. */
+#define TD_TENSOR_RECORD_BYTES 384u
+/* A poison record: a record plus its message, kept to TD_POISON_MSG_MAX - 1 characters. */
+#define TD_POISON_MSG_MAX 384u
+#define TD_POISON_RECORD_BYTES (TD_TENSOR_RECORD_BYTES + TD_POISON_MSG_MAX)
+
+/* Charge `cost` host bytes for a record to the session and its tenant. TD_OK, or TD_EQUOTA
+ * with a message in why. */
+static td_status record_charge(td__session *s, uint64_t cost, char *why, size_t whylen)
+{
+    uint64_t total;
+    if (s->limits.max_bytes != 0 &&
+        (!td__add_u64(s->bytes + s->record_bytes, cost, &total) || total > s->limits.max_bytes)) {
+        snprintf(why, whylen,
+                 "recording a tensor (%llu bytes of host memory) would exceed the session "
+                 "memory quota (%llu of %llu bytes in use, tensor records included)",
+                 (unsigned long long)cost, (unsigned long long)(s->bytes + s->record_bytes),
+                 (unsigned long long)s->limits.max_bytes);
+        return TD_EQUOTA;
+    }
+    if (s->limits.quota != NULL) {
+        td_status st = td__quota_bytes_charge(s->limits.quota, cost, "recording a tensor of",
+                                              why, whylen);
+        if (st != TD_OK) return st;
+    }
+    s->record_bytes += cost;
+    return TD_OK;
+}
+
+static void record_uncharge(td__session *s, uint64_t cost)
+{
+    s->record_bytes -= cost;
+    if (s->limits.quota != NULL) td__quota_bytes_uncharge(s->limits.quota, cost);
+}
+
 /* Drop a tensor record: the tenant's tensor count at once; the buffer's bytes leave the
  * session when no other tensor of the session refers to it, and the tenant quota with the
  * buffer's last reference (td__buffer_unref), which a read still being sent may hold. */
@@ -54,6 +97,7 @@ static void tensor_free(td__session *s, td__tensor *t)
         if (--t->buf->tensor_refs == 0) s->bytes -= t->buf->nbytes;
         if (s->limits.quota != NULL) td__quota_tensor_uncharge(s->limits.quota, 0);
     }
+    record_uncharge(s, t->record_bytes);
     td__buffer_unref(t->buf);
     td__free(t->poison_msg);
     td__free(t);
@@ -79,13 +123,24 @@ void td__session_destroy(td__session *s)
 static void poison(td__session *s, uint64_t id, td_status st, const char *msg)
 {
     if (td__idmap_get(&s->tensors, id) != NULL) return;
+    char why[256];
+    const uint32_t cost = TD_POISON_RECORD_BYTES;
+    if (record_charge(s, cost, why, sizeof why) != TD_OK) return; /* over quota: stays unknown */
     td__tensor *t = td__calloc(1, sizeof *t);
-    if (t == NULL) return;
-    t->poison = st;
-    t->poison_msg = td__strdup(msg);
-    if (t->poison_msg == NULL || !td__idmap_put(&s->tensors, id, t)) {
-        td__free(t->poison_msg);
+    if (t != NULL) {
+        t->poison = st;
+        size_t n = strnlen(msg, TD_POISON_MSG_MAX - 1);
+        t->poison_msg = td__malloc(n + 1);
+        if (t->poison_msg != NULL) {
+            memcpy(t->poison_msg, msg, n);
+            t->poison_msg[n] = '\0';
+        }
+        t->record_bytes = cost;
+    }
+    if (t == NULL || t->poison_msg == NULL || !td__idmap_put(&s->tensors, id, t)) {
+        if (t != NULL) td__free(t->poison_msg);
         td__free(t);
+        record_uncharge(s, cost);
     }
 }
 
@@ -224,11 +279,12 @@ static td_status exec_one(td__session *s, const exec_at *at, const td__op *op, b
         return TD_EQUOTA;
     }
     if (s->limits.max_bytes != 0 &&
-        (!td__add_u64(s->bytes, charge, &total) || total > s->limits.max_bytes)) {
+        (!td__add_u64(s->bytes + s->record_bytes, charge, &total) ||
+         total > s->limits.max_bytes)) {
         op_message(msg, msglen, at, op,
                    "allocating %llu bytes would exceed the session memory quota "
                    "(%llu of %llu bytes in use)",
-                   (unsigned long long)charge, (unsigned long long)s->bytes,
+                   (unsigned long long)charge, (unsigned long long)(s->bytes + s->record_bytes),
                    (unsigned long long)s->limits.max_bytes);
         return TD_EQUOTA;
     }
@@ -237,12 +293,19 @@ static td_status exec_one(td__session *s, const exec_at *at, const td__op *op, b
         op_message(msg, msglen, at, op, "%s", why);
         return st;
     }
+    if ((st = record_charge(s, TD_TENSOR_RECORD_BYTES, why, sizeof why)) != TD_OK) {
+        if (q != NULL) td__quota_tensor_uncharge(q, charge);
+        op_message(msg, msglen, at, op, "%s", why);
+        return st;
+    }
     td__tensor *t = td__calloc(1, sizeof *t);
     if (t == NULL) {
+        record_uncharge(s, TD_TENSOR_RECORD_BYTES);
         if (q != NULL) td__quota_tensor_uncharge(q, charge);
         op_message(msg, msglen, at, op, "out of host memory for the tensor record");
         return TD_ENOMEM;
     }
+    t->record_bytes = TD_TENSOR_RECORD_BYTES;
     t->desc = od;
     if (alias) {
         t->buf = in[0]->buf;
@@ -251,6 +314,7 @@ static td_status exec_one(td__session *s, const exec_at *at, const td__op *op, b
         /* Charged above, before the allocation (the CPU pool pre-faults large buffers). */
         st = td__buffer_create(s->dev, nbytes, &t->buf);
         if (st != TD_OK) {
+            record_uncharge(s, t->record_bytes);
             td__free(t);
             if (q != NULL) td__quota_tensor_uncharge(q, charge);
             op_message(msg, msglen, at, op, "cannot allocate %zu bytes on %s", nbytes,
@@ -279,6 +343,7 @@ static td_status exec_one(td__session *s, const exec_at *at, const td__op *op, b
                      ? TD_OK
                      : be->exec(s->dev, s->stream, run, vin, &vout, why, sizeof why);
             if (st != TD_OK) {
+                record_uncharge(s, t->record_bytes);
                 td__buffer_unref(t->buf);
                 td__free(t);
                 if (q != NULL) td__quota_tensor_uncharge(q, 0);
@@ -288,6 +353,7 @@ static td_status exec_one(td__session *s, const exec_at *at, const td__op *op, b
         }
     }
     if (!td__idmap_put(&s->tensors, op->output, t)) {
+        record_uncharge(s, t->record_bytes);
         td__buffer_unref(t->buf);
         td__free(t);
         if (q != NULL) td__quota_tensor_uncharge(q, 0);
@@ -398,12 +464,14 @@ static td_status unshare(td__session *s, uint64_t id, td__tensor *t, bool whole,
     size_t nbytes = old->nbytes;
     uint64_t freed = old->tensor_refs == 1 ? old->nbytes : 0, total;
     if (s->limits.max_bytes != 0 &&
-        (!td__add_u64(s->bytes - freed, nbytes, &total) || total > s->limits.max_bytes)) {
+        (!td__add_u64(s->bytes - freed + s->record_bytes, nbytes, &total) ||
+         total > s->limits.max_bytes)) {
         snprintf(err, errlen,
                  "copy-on-write of tensor %llu (shared with an alias or a read being sent): "
                  "%zu more bytes would exceed the session memory quota (%llu of %llu bytes in "
                  "use)",
-                 (unsigned long long)id, nbytes, (unsigned long long)s->bytes,
+                 (unsigned long long)id, nbytes,
+                 (unsigned long long)(s->bytes + s->record_bytes),
                  (unsigned long long)s->limits.max_bytes);
         return TD_EQUOTA;
     }
@@ -495,6 +563,7 @@ void td__session_set_force_lowering(td__session *s, bool on) { s->force_lowering
 
 void td__session_poison(td__session *s, uint64_t id, td_status status, const char *message)
 {
+    if (id == 0 || id > TD_SESSION_ID_MAX) return; /* the engine's range is never touched */
     poison(s, id, status, message);
 }
 

@@ -31,7 +31,8 @@ typedef void (*td__failure_fn)(void *arg, uint32_t op_index, td_status status,
  * tenant quota is charged the same bytes and gets them back with the buffer's last
  * reference, so a buffer that a read is still sending counts there until it is sent. */
 typedef struct td__session_limits {
-    uint64_t max_bytes;   /* device bytes of the buffers the session's tensors refer to */
+    uint64_t max_bytes;   /* device bytes of the buffers the session's tensors refer to, plus
+                           * the records' host memory (TD_TENSOR_RECORD_BYTES each) */
     uint64_t max_tensors; /* live tensor ids */
     td__quota *quota;     /* the tenant's shared quota (borrowed; outlives the session), or
                            * NULL: every tensor is also charged there */
@@ -91,7 +92,9 @@ td_status td__session_lookup(td__session *s, uint64_t id, td__desc *desc, td__bu
 /* Drop ids (unknown ids are ignored: a release is idempotent). */
 void td__session_release(td__session *s, const uint64_t *ids, size_t n);
 /* Mark `id` as failed with `status` and `message` (reads give TD_EPOISONED with it; ops
- * reading it poison their outputs). No-op when `id` is live or allocation fails. Used by
+ * reading it poison their outputs). No-op when `id` is live, outside 1..TD_SESSION_ID_MAX,
+ * over the session's or tenant's byte quota (a record costs host memory), or allocation
+ * fails. Used by
  * the graph executor to fail a run's outputs. */
 void td__session_poison(td__session *s, uint64_t id, td_status status, const char *message);
 /* Test hook: lower every composite, even where the device has a native kernel (so the

@@ -51,5 +51,6 @@ typedef struct td__tensor {
     td__buffer *buf;   /* NULL when poisoned */
     td_status poison;  /* TD_OK unless the op producing it failed */
     char *poison_msg;  /* owned; set when poisoned */
+    uint32_t record_bytes; /* host bytes this record is charged (engine/session.c) */
 } td__tensor;
 #endif

@@ -368,6 +368,15 @@ Test(sched, graph_output_ids, .init = start, .fini = stop, .timeout = 60)
     cr_expect_eq(run(&s, id, 1, 10, msg, sizeof msg), 0, "valid run failed: %s", msg);
     expect_value(&s, 10, 1.0f);
 
+    /* A run of an undefined graph with engine-range outputs leaves nothing there either
+     * (the breaker's case: such ids were poisoned and broke the next run). */
+    uint8_t undefined[32];
+    memset(undefined, 1, sizeof undefined);
+    cr_expect_eq(run(&s, undefined, 1, ENGINE_ID, msg, sizeof msg), 1);
+    cr_expect(strstr(msg, "not defined") != NULL, "message: %s", msg);
+    cr_expect_eq(run(&s, id, 1, 14, msg, sizeof msg), 0, "valid run failed: %s", msg);
+    expect_value(&s, 14, 1.0f);
+
     /* A plain op cannot create an id in the engine's range... */
     td__op bad = raw_op_full(ENGINE_ID + 1, TD_F32, 1, (int64_t[]){4}, -42.0);
     uint64_t seq = raw_send_ops(&s, &bad, 1);
