@@ -15,6 +15,17 @@
 #include <string.h>
 #include <time.h>
 
+/* A CPU matmul run in pieces (split_plan below): piece j covers indexes
+ * [j*step, min((j+1)*step, total)) of the output's axis_out, and the same range of an
+ * operand's axis_in_* (or the whole operand when that is -1); strides are bytes per index. */
+typedef struct td__split {
+    td__op op;
+    td__view in[2], out;
+    int axis_in_a, axis_in_b, axis_out;
+    int64_t total, step, next;
+    int64_t stride_a, stride_b, stride_out;
+} td__split;
+
 struct td__session {
     td__device *dev;
     void *stream;
@@ -23,6 +34,16 @@ struct td__session {
     uint64_t bytes;
     uint64_t record_bytes; /* host memory of the tensor records (TD_TENSOR_RECORD_BYTES each) */
     bool force_lowering; /* lower composites even where the device has a native kernel */
+    bool defer_ok;       /* exec_one may leave a split op pending (td__session_exec_slice) */
+    struct pending {     /* a split op between slices; its tensor is not in the table yet */
+        bool active;
+        const td__op *ops; /* the batch and the index it belongs to */
+        size_t index;
+        td__op op;
+        td__tensor *t;
+        td__quota *q;
+        td__split sp;
+    } pend;
 };
 
 td_status td__session_create(td__device *dev, const td__session_limits *limits,
@@ -88,6 +109,120 @@ static void record_uncharge(td__session *s, uint64_t cost)
     if (s->limits.quota != NULL) td__quota_bytes_uncharge(s->limits.quota, cost);
 }
 
+/* ---- big ops in pieces ----
+ *
+ * Why: the device worker shares a device between sessions in time slices between ops
+ * (engine/worker.h), but one op can be long: an f32 4096^3 matmul is about 0.4 s on two
+ * cores, an i64 2048^3 one many seconds. A CPU matmul whose work passes TD_SPLIT_MACS is
+ * therefore run as pieces of whole output rows (or whole leading-batch slices), each an
+ * ordinary backend call on views of the operands, and the session can stop between pieces
+ * when its slice is used up (the op stays pending, its output not yet visible) or when its
+ * client has gone. The pieces are a function of the shapes alone, and local:cpu runs the
+ * very same pieces, so local and remote still give the same bits. GPU devices queue their
+ * kernels asynchronously and are not split. */
+#define TD_SPLIT_MACS_FLOAT (UINT64_C(1) << 28) /* ~5 ms at 50 GMAC/s */
+#define TD_SPLIT_MACS_INT (UINT64_C(1) << 23)   /* the integer kernel is a plain loop */
+#define TD_SPLIT_MIN_ROWS_FLOAT 64              /* keep BLAS panels efficient */
+
+/* Plan pieces for `op` (validated, with views vin/vout); false when it runs whole. */
+static bool split_plan(const td__session *s, const td__op *op, const td__view *vin,
+                       const td__view *vout, td__split *sp)
+{
+    if (op->opcode != TD_OP_MATMUL || !s->dev->backend->host_memory) return false;
+    const td__desc *a = &vin[0].desc, *b = &vin[1].desc, *o = &vout->desc;
+    uint32_t r = o->rank;
+    int64_t m = o->dims[r - 2], n = o->dims[r - 1], k = a->dims[a->rank - 1];
+    uint64_t batch = 1, macs;
+    for (uint32_t i = 0; i + 2 < r; i++) batch *= (uint64_t)o->dims[i];
+    if (batch == 0 || m == 0 || n == 0 || k == 0) return false;
+    bool fl = td__dtype_is_float(o->dtype);
+    uint64_t limit = fl ? TD_SPLIT_MACS_FLOAT : TD_SPLIT_MACS_INT;
+    if (__builtin_mul_overflow(batch * (uint64_t)m, (uint64_t)n * (uint64_t)k, &macs))
+        macs = UINT64_MAX;
+    if (macs <= 2 * limit) return false;
+    memset(sp, 0, sizeof *sp);
+    sp->op = *op;
+    sp->in[0] = vin[0];
+    sp->in[1] = vin[1];
+    sp->out = *vout;
+    size_t es = td_dtype_size((td_dtype)o->dtype);
+    if (batch == 1) { /* rows of the output (every leading dim is 1) */
+        uint64_t rows = limit / ((uint64_t)n * (uint64_t)k);
+        uint64_t min_rows = fl ? TD_SPLIT_MIN_ROWS_FLOAT : 1;
+        if (rows < min_rows) rows = min_rows;
+        if (rows >= (uint64_t)m) return false;
+        sp->axis_in_a = a->rank - 2;
+        sp->axis_in_b = -1; /* b is read whole by every piece */
+        sp->axis_out = r - 2;
+        sp->total = m;
+        sp->step = (int64_t)rows;
+        sp->stride_a = k * (int64_t)es;
+        sp->stride_b = 0;
+        sp->stride_out = n * (int64_t)es;
+        return true;
+    }
+    /* Whole slices of the leading batch dim: an operand of full rank whose dim 0 matches is
+     * sliced with the output; one with a broadcast dim 0 (size 1, or missing) is read
+     * whole by every piece. */
+    if (r < 3 || o->dims[0] < 2) return false;
+    uint64_t per = macs / (uint64_t)o->dims[0];
+    uint64_t slices = per >= limit ? 1 : limit / per;
+    if (slices >= (uint64_t)o->dims[0]) return false;
+    sp->axis_out = 0;
+    sp->total = o->dims[0];
+    sp->step = (int64_t)slices;
+    sp->stride_out = (int64_t)((uint64_t)td__desc_nelem(o) / (uint64_t)o->dims[0] * es);
+    const td__desc *ops2[2] = {a, b};
+    for (int j = 0; j < 2; j++) {
+        const td__desc *d = ops2[j];
+        bool sliced = d->rank == r && d->dims[0] == o->dims[0];
+        int64_t stride = sliced ? (int64_t)((uint64_t)td__desc_nelem(d) / (uint64_t)d->dims[0] *
+                                            es)
+                                : 0;
+        if (j == 0) {
+            sp->axis_in_a = sliced ? 0 : -1;
+            sp->stride_a = stride;
+        } else {
+            sp->axis_in_b = sliced ? 0 : -1;
+            sp->stride_b = stride;
+        }
+    }
+    return true;
+}
+
+/* Run pieces of sp until it is done or `deadline` (now_ns clock) has passed; at least one
+ * piece runs. Returns the backend's status; *done tells whether every piece has run. */
+static uint64_t now_ns(void);
+static td_status split_run(td__session *s, td__split *sp, uint64_t deadline, bool *done,
+                           char *why, size_t whylen)
+{
+    const td__backend *be = s->dev->backend;
+    *done = false;
+    for (;;) {
+        int64_t i0 = sp->next, len = sp->total - i0 < sp->step ? sp->total - i0 : sp->step;
+        td__view in[2] = {sp->in[0], sp->in[1]}, out = sp->out;
+        if (sp->axis_in_a >= 0) {
+            in[0].desc.dims[sp->axis_in_a] = len;
+            in[0].data = (char *)in[0].data + i0 * sp->stride_a;
+        }
+        if (sp->axis_in_b >= 0) {
+            in[1].desc.dims[sp->axis_in_b] = len;
+            in[1].data = (char *)in[1].data + i0 * sp->stride_b;
+        }
+        out.desc.dims[sp->axis_out] = len;
+        out.data = (char *)out.data + i0 * sp->stride_out;
+        why[0] = '\0';
+        td_status st = be->exec(s->dev, s->stream, &sp->op, in, &out, why, whylen);
+        if (st != TD_OK) return st;
+        sp->next = i0 + len;
+        if (sp->next >= sp->total) {
+            *done = true;
+            return TD_OK;
+        }
+        if (deadline != UINT64_MAX && now_ns() >= deadline) return TD_OK;
+    }
+}
+
 /* Drop a tensor record: the tenant's tensor count at once; the buffer's bytes leave the
  * session when no other tensor of the session refers to it, and the tenant quota with the
  * buffer's last reference (td__buffer_unref), which a read still being sent may hold. */
@@ -103,6 +238,8 @@ static void tensor_free(td__session *s, td__tensor *t)
     td__free(t);
 }
 
+static void pending_drop(td__session *s);
+
 void td__session_destroy(td__session *s)
 {
     if (s == NULL) return;
@@ -111,6 +248,7 @@ void td__session_destroy(td__session *s)
     void *v;
     if (s->stream != NULL && s->dev->backend->stream_sync != NULL)
         s->dev->backend->stream_sync(s->dev, s->stream);
+    pending_drop(s);
     while (td__idmap_next(&s->tensors, &pos, &id, &v)) tensor_free(s, v);
     td__idmap_fini(&s->tensors);
     if (s->stream != NULL && s->dev->backend->stream_destroy != NULL)
@@ -339,9 +477,21 @@ static td_status exec_one(td__session *s, const exec_at *at, const td__op *op, b
             for (uint32_t k = 0; k < op->n_inputs; k++)
                 vin[k] = (td__view){.desc = in[k]->desc, .data = in[k]->buf->data};
             why[0] = '\0';
-            st = nbytes == 0 && op->opcode == TD_OP_EMPTY
-                     ? TD_OK
-                     : be->exec(s->dev, s->stream, run, vin, &vout, why, sizeof why);
+            td__split sp;
+            if (split_plan(s, run, vin, &vout, &sp)) {
+                if (s->defer_ok && at->parent == NULL) {
+                    /* td__session_exec_slice runs the pieces and finishes the tensor. */
+                    s->pend = (struct pending){.active = true, .index = at->index, .op = *op,
+                                               .t = t, .q = q, .sp = sp};
+                    return TD_OK;
+                }
+                bool done;
+                st = split_run(s, &sp, UINT64_MAX, &done, why, sizeof why);
+            } else {
+                st = nbytes == 0 && op->opcode == TD_OP_EMPTY
+                         ? TD_OK
+                         : be->exec(s->dev, s->stream, run, vin, &vout, why, sizeof why);
+            }
             if (st != TD_OK) {
                 record_uncharge(s, t->record_bytes);
                 td__buffer_unref(t->buf);
@@ -371,18 +521,76 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* Abandon a pending split op (its session is being destroyed, or a different batch came):
+ * its tensor was never visible; give back what it holds. */
+static void pending_drop(td__session *s)
+{
+    if (!s->pend.active) return;
+    td__tensor *t = s->pend.t;
+    record_uncharge(s, t->record_bytes);
+    td__buffer_unref(t->buf);
+    td__free(t);
+    if (s->pend.q != NULL) td__quota_tensor_uncharge(s->pend.q, 0);
+    s->pend.active = false;
+}
+
+/* Run the pending op's pieces until done or the deadline. Returns TD_OK with *done, or the
+ * failure (the op then failed as a whole; msg says why). */
+static td_status pending_step(td__session *s, uint64_t deadline, bool *done, char *msg,
+                              size_t msglen)
+{
+    char why[512];
+    exec_at at = {.index = s->pend.index, .parent = NULL, .step = 0};
+    td_status st = split_run(s, &s->pend.sp, deadline, done, why, sizeof why);
+    if (st != TD_OK) {
+        op_message(msg, msglen, &at, &s->pend.op, "%s", why[0] ? why : td_status_message(st));
+        pending_drop(s);
+        return st;
+    }
+    if (!*done) return TD_OK;
+    td__tensor *t = s->pend.t;
+    s->pend.active = false;
+    if (!td__idmap_put(&s->tensors, s->pend.op.output, t)) {
+        record_uncharge(s, t->record_bytes);
+        td__buffer_unref(t->buf);
+        td__free(t);
+        if (s->pend.q != NULL) td__quota_tensor_uncharge(s->pend.q, 0);
+        op_message(msg, msglen, &at, &s->pend.op, "out of host memory for the tensor table");
+        return TD_ENOMEM;
+    }
+    if (t->buf->tensor_refs++ == 0) s->bytes += t->buf->nbytes;
+    return TD_OK;
+}
+
 size_t td__session_exec_slice(td__session *s, const td__op *ops, size_t first, size_t n,
                               uint64_t budget_ns, bool engine_ids, td__failure_fn on_failure,
                               void *arg, size_t *failures)
 {
     uint64_t start = budget_ns == UINT64_MAX ? 0 : now_ns();
+    uint64_t deadline = budget_ns == UINT64_MAX ? UINT64_MAX : start + budget_ns;
     size_t i = first;
+    if (s->pend.active && (s->pend.ops != ops || s->pend.index != first)) pending_drop(s);
     while (i < n) {
         char msg[1024];
-        bool poisoned;
+        bool poisoned = false;
         const td__op *op = &ops[i];
-        exec_at at = {.index = i, .parent = NULL, .step = 0};
-        td_status st = exec_one(s, &at, op, engine_ids, msg, sizeof msg, &poisoned);
+        td_status st;
+        if (s->pend.active) { /* resume the split op at ops[i] */
+            bool done;
+            st = pending_step(s, deadline, &done, msg, sizeof msg);
+            if (st == TD_OK && !done) return i;
+        } else {
+            exec_at at = {.index = i, .parent = NULL, .step = 0};
+            s->defer_ok = true;
+            st = exec_one(s, &at, op, engine_ids, msg, sizeof msg, &poisoned);
+            s->defer_ok = false;
+            if (st == TD_OK && s->pend.active) {
+                s->pend.ops = ops;
+                bool done;
+                st = pending_step(s, deadline, &done, msg, sizeof msg);
+                if (st == TD_OK && !done) return i;
+            }
+        }
         if (st != TD_OK) {
             /* A refused output id is never recorded: it may be a live tensor or an engine
              * temporary, neither of which this op may touch. */

@@ -398,3 +398,39 @@ Test(sched, graph_output_ids, .init = start, .fini = stop, .timeout = 60)
     expect_value(&s, 13, 1.0f);
     raw_close(&s);
 }
+
+/* One big op (the breaker's case: an i64 matmul holding the device for every session for
+ * 17 s and more) is run in pieces: another session's small op is answered while it runs,
+ * and when its client goes the op stops between pieces. i64 [1536,1536] x [1536,1536] is
+ * 3.6 G multiply-adds in the plain integer kernel: seconds here, minutes under a
+ * sanitizer; the test never waits for it. */
+Test(sched, one_big_op_does_not_hold_the_device, .init = start, .fini = stop, .timeout = 120)
+{
+    raw_session hog, other;
+    open_raw(&hog);
+    td__op ops[3] = {raw_op_full(1, TD_I64, 2, (int64_t[]){1536, 1536}, 1.0),
+                     raw_op_full(2, TD_I64, 2, (int64_t[]){1536, 1536}, 1.0),
+                     {.opcode = TD_OP_MATMUL, .n_inputs = 2, .inputs = {1, 2}, .output = 3}};
+    cr_assert_neq(raw_send_ops(&hog, ops, 3), 0);
+    raw_send_fence(&hog);
+    usleep(300 * 1000); /* the matmul is running */
+    double t0 = td_test_now_ms();
+    open_raw(&other);
+    td__op small = raw_op_full(7, TD_F32, 1, (int64_t[]){4}, 3.0);
+    cr_assert_neq(raw_send_ops(&other, &small, 1), 0);
+    float v[4] = {0};
+    const char *fail = read_f32(&other, 7, v, 4);
+    cr_assert_null(fail, "read failed: %s", fail);
+    fprintf(stderr, "sched: beside one big matmul, a new session's open and small op took "
+            "%.1f ms\n", td_test_now_ms() - t0);
+    raw_msg m;
+    cr_assert_eq(raw_recv(&hog, &m, 0), -1, "the big matmul finished first: the device was held "
+                 "or the op is too small for this machine");
+    raw_close(&other);
+    raw_abort(&hog);
+    struct td_server_info last;
+    cr_expect(td_test_wait_usage(srv.addr, 0, 0, 5000, &last),
+              "5 s after its client left, the big op's session still exists (%llu sessions, "
+              "%llu bytes): the op ran on", (unsigned long long)last.sessions,
+              (unsigned long long)last.bytes_in_use);
+}
