@@ -18,7 +18,8 @@ typedef void (*td__work_fn)(void *arg);
 
 /* How long a closure should run before it yields with td__worker_continue (a time slice):
  * 2 ms of device time. A session's small op then waits at most about one slice per other
- * busy session, plus the one op in flight when the slice ran out (ops are not split). */
+ * busy session, plus the one op (or piece of a big CPU matmul, engine/session.c) in flight
+ * when the slice ran out. */
 #define TD_WORKER_SLICE_NS (UINT64_C(2) * 1000 * 1000)
 
 td_status td__worker_create(const char *name, td__worker **out);
