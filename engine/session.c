@@ -120,9 +120,9 @@ static void record_uncharge(td__session *s, uint64_t cost)
  * client has gone. The pieces are a function of the shapes alone, and local:cpu runs the
  * very same pieces, so local and remote still give the same bits. GPU devices queue their
  * kernels asynchronously and are not split. */
-#define TD_SPLIT_MACS_FLOAT (UINT64_C(1) << 28) /* ~5 ms at 50 GMAC/s */
+#define TD_SPLIT_MACS_FLOAT (UINT64_C(1) << 30) /* ~20 ms at 50 GMAC/s */
 #define TD_SPLIT_MACS_INT (UINT64_C(1) << 23)   /* the integer kernel is a plain loop */
-#define TD_SPLIT_MIN_ROWS_FLOAT 64              /* keep BLAS panels efficient */
+#define TD_SPLIT_MIN_ROWS_FLOAT 256             /* each piece re-packs B: keep panels tall */
 
 /* Plan pieces for `op` (validated, with views vin/vout); false when it runs whole. */
 static bool split_plan(const td__session *s, const td__op *op, const td__view *vin,

@@ -78,12 +78,12 @@ static int exec_in_slices(td__session *x, const td__op *ops, size_t n)
     return calls;
 }
 
-/* f32 [600,512] x [512,2000]: 614M multiply-adds, above twice the 2^28 piece size, so it
- * runs as row pieces. Values are small integers, so every dot product is exact in f32 and
+/* f32 [1200,1024] x [1024,2048]: 2.5G multiply-adds, above twice the 2^30 piece size, so
+ * it runs as row pieces (512, 512, 176 rows). Values are small integers, so every dot product is exact in f32 and
  * the reference is exact too. */
 Test(split, f32_rows_exact_and_the_same_bits_in_slices)
 {
-    enum { M = 600, K = 512, N = 2000 };
+    enum { M = 1200, K = 1024, N = 2048 };
     float *a = malloc(sizeof(float) * M * K), *b = malloc(sizeof(float) * K * N);
     float *c1 = malloc(sizeof(float) * M * N), *c2 = malloc(sizeof(float) * M * N);
     cr_assert(a && b && c1 && c2);
@@ -106,7 +106,7 @@ Test(split, f32_rows_exact_and_the_same_bits_in_slices)
         }
     mm.output = 4;
     int calls = exec_in_slices(s, &mm, 1);
-    cr_expect_geq(calls, 3, "600 rows at 262 a piece take 3 pieces, one per slice (%d calls)",
+    cr_expect_geq(calls, 3, "1200 rows at 512 a piece take 3 pieces, one per slice (%d calls)",
                   calls);
     cr_assert_eq(td__session_read(s, 4, 0, c2, sizeof(float) * M * N, err, sizeof err), TD_OK);
     cr_expect_eq(memcmp(c1, c2, sizeof(float) * M * N), 0, "sliced run gave other bits");
@@ -147,11 +147,11 @@ Test(split, i64_rows_exact)
     free(c);
 }
 
-/* Batched f32 [6,256,512] x [512,1024] (shared weights): 805M multiply-adds in slices of
- * 2 batches; then a batch-broadcast case [6,128,512] x [1,512,2048]. */
+/* Batched f32 [12,512,512] x [512,1024] (shared weights): 3.2G multiply-adds in slices of
+ * 4 batches. */
 Test(split, f32_batches_exact)
 {
-    const int64_t B = 6, M = 256, K = 512, N = 1024;
+    const int64_t B = 12, M = 512, K = 512, N = 1024;
     size_t na = (size_t)(B * M * K), nb = (size_t)(K * N), nc = (size_t)(B * M * N);
     float *a = malloc(sizeof(float) * na), *b = malloc(sizeof(float) * nb);
     float *c = malloc(sizeof(float) * nc);
@@ -187,7 +187,7 @@ Test(split, pending_output_is_invisible_and_dropped_with_the_session)
 {
     uint64_t live0 = td__buffer_live_count();
     td__session *x = open_session();
-    enum { M = 600, K = 512, N = 2000 };
+    enum { M = 1200, K = 1024, N = 2048 };
     td__op ops[3] = {empty(1, TD_F32, 2, (int64_t[]){M, K}),
                      empty(2, TD_F32, 2, (int64_t[]){K, N}), matmul(3, 1, 2)};
     size_t next = td__session_exec_slice(x, ops, 0, 3, 1, false, on_fail, NULL, NULL);
