@@ -277,88 +277,17 @@ Test(graph, cache_is_bounded, .init = start_tcp, .fini = stop)
 static uint64_t send_define(raw_session *s, const uint8_t *id, size_t id_len,
                             Tensord__V1__Graph *graph)
 {
-    Tensord__V1__GraphDefine gd = TENSORD__V1__GRAPH_DEFINE__INIT;
-    gd.graph_id.data = (uint8_t *)(uintptr_t)id;
-    gd.graph_id.len = id_len;
-    gd.graph = graph;
-    Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
-    cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_GRAPH_DEFINE;
-    cm.graph_define = &gd;
-    uint64_t seq = 0;
-    cr_assert(raw_send(s, &cm, NULL, 0, &seq), "send failed");
+    uint64_t seq = raw_send_define(s, id, id_len, graph);
+    cr_assert_neq(seq, 0, "send failed");
     return seq;
 }
 
 /* Wait for the reply to seq: a Failure (returns 1, message copied) or GraphReady (0). */
 static int reply_to(raw_session *s, uint64_t seq, char *msg, size_t len)
 {
-    for (;;) {
-        raw_msg m;
-        int rc = raw_recv(s, &m, 10000);
-        cr_assert_eq(rc, 1, "no reply to seq %llu (rc %d)", (unsigned long long)seq, rc);
-        if (m.seq != seq) {
-            raw_msg_fini(&m);
-            continue;
-        }
-        int kind = m.kind;
-        snprintf(msg, len, "%s", m.message);
-        raw_msg_fini(&m);
-        return kind == TENSORD__V1__SERVER_MESSAGE__BODY_FAILURE ? 1 : 0;
-    }
-}
-
-/* One input x f32[4]; n ops, op k = neg(value in_of(k)). */
-typedef struct raw_graph {
-    Tensord__V1__Graph g;
-    Tensord__V1__GraphInput in, *inp;
-    Tensord__V1__GraphOutput out, *outp;
-    Tensord__V1__Op *ops, **opp;
-    uint64_t *inputs;
-    int64_t dims[1];
-} raw_graph;
-
-static void raw_graph_init(raw_graph *r, size_t n, uint32_t opcode)
-{
-    Tensord__V1__Graph gi = TENSORD__V1__GRAPH__INIT;
-    Tensord__V1__GraphInput ii = TENSORD__V1__GRAPH_INPUT__INIT;
-    Tensord__V1__GraphOutput oi = TENSORD__V1__GRAPH_OUTPUT__INIT;
-    r->g = gi;
-    r->in = ii;
-    r->out = oi;
-    r->dims[0] = 4;
-    r->in.name = "x";
-    r->in.dtype = TD_F32;
-    r->in.n_dims = 1;
-    r->in.dims = r->dims;
-    r->inp = &r->in;
-    r->out.name = "y";
-    r->out.value = n;
-    r->outp = &r->out;
-    r->ops = calloc(n, sizeof *r->ops);
-    r->opp = calloc(n, sizeof *r->opp);
-    r->inputs = calloc(n, sizeof *r->inputs);
-    for (size_t k = 0; k < n; k++) {
-        Tensord__V1__Op oi2 = TENSORD__V1__OP__INIT;
-        r->ops[k] = oi2;
-        r->ops[k].opcode = opcode;
-        r->inputs[k] = k; /* value k: the input for op 0, op k-1's output after */
-        r->ops[k].n_inputs = 1;
-        r->ops[k].inputs = &r->inputs[k];
-        r->opp[k] = &r->ops[k];
-    }
-    r->g.n_inputs = 1;
-    r->g.inputs = &r->inp;
-    r->g.n_outputs = 1;
-    r->g.outputs = &r->outp;
-    r->g.n_ops = n;
-    r->g.ops = r->opp;
-}
-
-static void raw_graph_fini(raw_graph *r)
-{
-    free(r->ops);
-    free(r->opp);
-    free(r->inputs);
+    int rc = raw_reply_to(s, seq, msg, len, 10000);
+    cr_assert_neq(rc, -1, "no reply to seq %llu", (unsigned long long)seq);
+    return rc;
 }
 
 static void expect_failure(raw_session *s, uint64_t seq, const char *needle)
@@ -376,7 +305,7 @@ Test(graph, hostile_definitions, .init = start_tcp, .fini = stop)
     uint8_t zero[32] = {0};
     raw_graph r;
 
-    raw_graph_init(&r, 3, TD_OP_NEG);
+    raw_graph_init(&r, 3, TD_OP_NEG, 4);
     r.inputs[1] = 2; /* op 1 reads op 1's own output: a cycle */
     expect_failure(&s, send_define(&s, zero, 32, &r.g), "forward reference or cycle");
     r.inputs[1] = 3; /* op 1 reads op 2's output: a forward reference */
@@ -445,7 +374,7 @@ Test(graph, hostile_definitions, .init = start_tcp, .fini = stop)
     expect_failure(&s, seq, "binds 0 inputs");
 
     /* too many ops: refused before anything is allocated for them */
-    raw_graph_init(&r, 70000, TD_OP_NEG);
+    raw_graph_init(&r, 70000, TD_OP_NEG, 4);
     expect_failure(&s, send_define(&s, zero, 32, &r.g), "the limit is 65536");
     raw_graph_fini(&r);
     raw_close(&s);

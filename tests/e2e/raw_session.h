@@ -86,4 +86,32 @@ const char *raw_details(const raw_session *s);
 /* Op builders (zeroed td__op plus the given fields). */
 td__op raw_op_full(uint64_t out, uint32_t dtype, int rank, const int64_t *dims, double v);
 td__op raw_op_binary(uint32_t opcode, uint64_t out, uint64_t a, uint64_t b);
+/* ---- graphs over the raw protocol ---- */
+
+/* A chain of n ops of one unary `opcode` over input "x" f32[len]: op k reads value k (the
+ * input for op 0, op k-1's output after), output "y" is value n. Fields may be changed
+ * before sending (a test breaks it on purpose). raw_graph_fini frees what init took. */
+typedef struct raw_graph {
+    Tensord__V1__Graph g;
+    Tensord__V1__GraphInput in, *inp;
+    Tensord__V1__GraphOutput out, *outp;
+    Tensord__V1__Op *ops, **opp;
+    uint64_t *inputs;
+    int64_t dims[1];
+} raw_graph;
+void raw_graph_init(raw_graph *r, size_t n, uint32_t opcode, int64_t len);
+void raw_graph_fini(raw_graph *r);
+/* Send GraphDefine{graph_id = id[0..id_len), graph}; the seq used, or 0 if the send
+ * failed. */
+uint64_t raw_send_define(raw_session *s, const uint8_t *id, size_t id_len,
+                         Tensord__V1__Graph *graph);
+/* Wait up to timeout_ms for the reply to `seq` (other messages are skipped). Returns 1 for a
+ * Failure (its message copied to msg), 0 for any other reply, -1 when none came. */
+int raw_reply_to(raw_session *s, uint64_t seq, char *msg, size_t len, int timeout_ms);
+/* Define `graph` under its real id: a define under the zero id is refused with a message
+ * naming the definition's SHA-256, which is then used. Returns 0 with id[] set when the
+ * server accepted it, 1 when it refused it (message in msg: e.g. a quota or an invalid
+ * definition), -1 when no reply came. */
+int raw_define_graph(raw_session *s, Tensord__V1__Graph *graph, uint8_t id[32], char *msg,
+                     size_t len);
 #endif

@@ -318,92 +318,6 @@ Test(memory, has_blobs_pins_charged, .init = start_tenant_limit, .fini = stop, .
 
 /* ---- graph definitions ---- */
 
-static uint64_t send_define(raw_session *s, const uint8_t *id, Tensord__V1__Graph *graph)
-{
-    Tensord__V1__GraphDefine gd = TENSORD__V1__GRAPH_DEFINE__INIT;
-    gd.graph_id.data = (uint8_t *)(uintptr_t)id;
-    gd.graph_id.len = 32;
-    gd.graph = graph;
-    Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
-    cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_GRAPH_DEFINE;
-    cm.graph_define = &gd;
-    uint64_t seq = 0;
-    cr_assert(raw_send(s, &cm, NULL, 0, &seq), "send failed");
-    return seq;
-}
-
-/* The reply to seq: 1 and the message for a Failure, 0 for GraphReady. */
-static int reply_to(raw_session *s, uint64_t seq, char *msg, size_t len)
-{
-    for (;;) {
-        raw_msg m;
-        cr_assert_eq(raw_recv(s, &m, 15000), 1, "no reply to seq %llu",
-                     (unsigned long long)seq);
-        if (m.seq != seq) {
-            raw_msg_fini(&m);
-            continue;
-        }
-        int failed = m.kind == TENSORD__V1__SERVER_MESSAGE__BODY_FAILURE;
-        snprintf(msg, len, "%s", m.message);
-        raw_msg_fini(&m);
-        return failed;
-    }
-}
-
-/* A chain of n NEGs over input x of f32[len]: len makes each graph distinct. */
-typedef struct raw_graph {
-    Tensord__V1__Graph g;
-    Tensord__V1__GraphInput in, *inp;
-    Tensord__V1__GraphOutput out, *outp;
-    Tensord__V1__Op *ops, **opp;
-    uint64_t *inputs;
-    int64_t dims[1];
-} raw_graph;
-
-static void raw_graph_init(raw_graph *r, size_t n, int64_t len)
-{
-    Tensord__V1__Graph gi = TENSORD__V1__GRAPH__INIT;
-    Tensord__V1__GraphInput ii = TENSORD__V1__GRAPH_INPUT__INIT;
-    Tensord__V1__GraphOutput oi = TENSORD__V1__GRAPH_OUTPUT__INIT;
-    r->g = gi;
-    r->in = ii;
-    r->out = oi;
-    r->dims[0] = len;
-    r->in.name = "x";
-    r->in.dtype = TD_F32;
-    r->in.n_dims = 1;
-    r->in.dims = r->dims;
-    r->inp = &r->in;
-    r->out.name = "y";
-    r->out.value = n;
-    r->outp = &r->out;
-    r->ops = calloc(n, sizeof *r->ops);
-    r->opp = calloc(n, sizeof *r->opp);
-    r->inputs = calloc(n, sizeof *r->inputs);
-    for (size_t k = 0; k < n; k++) {
-        Tensord__V1__Op o = TENSORD__V1__OP__INIT;
-        r->ops[k] = o;
-        r->ops[k].opcode = TD_OP_NEG;
-        r->inputs[k] = k;
-        r->ops[k].n_inputs = 1;
-        r->ops[k].inputs = &r->inputs[k];
-        r->opp[k] = &r->ops[k];
-    }
-    r->g.n_inputs = 1;
-    r->g.inputs = &r->inp;
-    r->g.n_outputs = 1;
-    r->g.outputs = &r->outp;
-    r->g.n_ops = n;
-    r->g.ops = r->opp;
-}
-
-static void raw_graph_fini(raw_graph *r)
-{
-    free(r->ops);
-    free(r->opp);
-    free(r->inputs);
-}
-
 #define GRAPH_OPS 40000 /* ~15 MB in server memory each (~380 bytes an op), ~360 KB on the wire */
 
 /* Define graph number `k`: learn its id from the mismatch message, then define it.
@@ -411,21 +325,11 @@ static void raw_graph_fini(raw_graph *r)
 static int define_graph(raw_session *s, int64_t k, char *msg, size_t len)
 {
     raw_graph r;
-    raw_graph_init(&r, GRAPH_OPS, 4 + k);
-    uint8_t zero[32] = {0}, id[32];
-    cr_assert_eq(reply_to(s, send_define(s, zero, &r.g), msg, len), 1);
-    const char *p = strstr(msg, "SHA-256 ");
-    if (p == NULL) { /* refused before the id check */
-        raw_graph_fini(&r);
-        return 1;
-    }
-    for (int i = 0; i < 32; i++) {
-        unsigned v;
-        cr_assert(sscanf(p + 8 + 2 * i, "%2x", &v) == 1);
-        id[i] = (uint8_t)v;
-    }
-    int rc = reply_to(s, send_define(s, id, &r.g), msg, len);
+    raw_graph_init(&r, GRAPH_OPS, TD_OP_NEG, 4 + k);
+    uint8_t id[32];
+    int rc = raw_define_graph(s, &r.g, id, msg, len);
     raw_graph_fini(&r);
+    cr_assert_neq(rc, -1, "no reply to a GraphDefine");
     return rc;
 }
 

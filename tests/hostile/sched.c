@@ -214,94 +214,20 @@ Test(sched, sigterm_with_a_long_batch, .init = start, .timeout = 120)
 
 #define ENGINE_ID (UINT64_C(1) << 62) /* the first id above the client range */
 
-typedef struct neg2_graph {
-    Tensord__V1__Graph g;
-    Tensord__V1__GraphInput in, *inp;
-    Tensord__V1__GraphOutput out, *outp;
-    Tensord__V1__Op ops[2], *opp[2];
-    uint64_t inputs[2];
-    int64_t dims[1];
-} neg2_graph;
-
-/* y = neg(neg(x)), x f32[4]. */
-static void neg2_init(neg2_graph *r)
+/* Define y = neg(neg(x)), x f32[4] (raw_session.h's chain graph); its id into id[]. */
+static void define(raw_session *s, raw_graph *r, uint8_t id[32])
 {
-    memset(r, 0, sizeof *r);
-    tensord__v1__graph__init(&r->g);
-    tensord__v1__graph_input__init(&r->in);
-    tensord__v1__graph_output__init(&r->out);
-    r->dims[0] = 4;
-    r->in.name = "x";
-    r->in.dtype = TD_F32;
-    r->in.n_dims = 1;
-    r->in.dims = r->dims;
-    r->inp = &r->in;
-    r->out.name = "y";
-    r->out.value = 2;
-    r->outp = &r->out;
-    for (int k = 0; k < 2; k++) {
-        tensord__v1__op__init(&r->ops[k]);
-        r->ops[k].opcode = TD_OP_NEG;
-        r->inputs[k] = (uint64_t)k;
-        r->ops[k].n_inputs = 1;
-        r->ops[k].inputs = &r->inputs[k];
-        r->opp[k] = &r->ops[k];
-    }
-    r->g.n_inputs = 1;
-    r->g.inputs = &r->inp;
-    r->g.n_outputs = 1;
-    r->g.outputs = &r->outp;
-    r->g.n_ops = 2;
-    r->g.ops = r->opp;
-}
-
-static uint64_t send_define(raw_session *s, const uint8_t *id, Tensord__V1__Graph *graph)
-{
-    Tensord__V1__GraphDefine gd = TENSORD__V1__GRAPH_DEFINE__INIT;
-    gd.graph_id.data = (uint8_t *)(uintptr_t)id;
-    gd.graph_id.len = 32;
-    gd.graph = graph;
-    Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
-    cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_GRAPH_DEFINE;
-    cm.graph_define = &gd;
-    uint64_t seq = 0;
-    cr_assert(raw_send(s, &cm, NULL, 0, &seq));
-    return seq;
+    raw_graph_init(r, 2, TD_OP_NEG, 4);
+    char msg[1024];
+    cr_assert_eq(raw_define_graph(s, &r->g, id, msg, sizeof msg), 0, "%s", msg);
 }
 
 /* The reply to seq: 1 and the message for a Failure, 0 for anything else. */
 static int reply_to(raw_session *s, uint64_t seq, char *msg, size_t len)
 {
-    for (;;) {
-        raw_msg m;
-        int rc = raw_recv(s, &m, 10000);
-        cr_assert_eq(rc, 1, "no reply to seq %llu (rc %d)", (unsigned long long)seq, rc);
-        if (m.seq != seq) {
-            raw_msg_fini(&m);
-            continue;
-        }
-        int fail = m.kind == TENSORD__V1__SERVER_MESSAGE__BODY_FAILURE;
-        snprintf(msg, len, "%s", m.message);
-        raw_msg_fini(&m);
-        return fail;
-    }
-}
-
-/* Define the graph: the server names its SHA-256 when the id is wrong; define it again
- * under that id. */
-static void define(raw_session *s, neg2_graph *r, uint8_t id[32])
-{
-    uint8_t zero[32] = {0};
-    char msg[1024];
-    cr_assert_eq(reply_to(s, send_define(s, zero, &r->g), msg, sizeof msg), 1);
-    const char *p = strstr(msg, "SHA-256 ");
-    cr_assert(p != NULL, "%s", msg);
-    for (int i = 0; i < 32; i++) {
-        unsigned v;
-        cr_assert(sscanf(p + 8 + 2 * i, "%2x", &v) == 1);
-        id[i] = (uint8_t)v;
-    }
-    cr_assert_eq(reply_to(s, send_define(s, id, &r->g), msg, sizeof msg), 0, "%s", msg);
+    int rc = raw_reply_to(s, seq, msg, len, 10000);
+    cr_assert_neq(rc, -1, "no reply to seq %llu", (unsigned long long)seq);
+    return rc;
 }
 
 /* Run the graph on input `in` into `out`; then fence. Returns 1 and the message when a
@@ -353,8 +279,7 @@ Test(sched, graph_output_ids, .init = start, .fini = stop, .timeout = 60)
 {
     raw_session s;
     open_raw(&s);
-    neg2_graph r;
-    neg2_init(&r);
+    raw_graph r;
     uint8_t id[32];
     define(&s, &r, id);
     td__op x = raw_op_full(1, TD_F32, 1, (int64_t[]){4}, 1.0);
@@ -396,6 +321,7 @@ Test(sched, graph_output_ids, .init = start, .fini = stop, .timeout = 60)
     /* and the graph still runs after all that */
     cr_expect_eq(run(&s, id, 1, 13, msg, sizeof msg), 0, "run failed: %s", msg);
     expect_value(&s, 13, 1.0f);
+    raw_graph_fini(&r);
     raw_close(&s);
 }
 
