@@ -32,10 +32,11 @@ use_carry() {
     export TENSORD_BACKEND_DIR="$x/lib/tensord"
 }
 
-# start_tensord BIN LOG: a tensord on 127.0.0.1 (any free port) logging to LOG; sets
-# SERVER_PID and SERVER_ADDR (HOST:PORT). Returns non-zero when it did not come up in 10 s.
+# start_tensord BIN LOG [ARGS...]: a tensord on 127.0.0.1 (any free port) logging to LOG,
+# with ARGS added to its command line; sets SERVER_PID and SERVER_ADDR (HOST:PORT). Returns
+# non-zero when it did not come up in 10 s.
 start_tensord() {
-    "$1" --listen 127.0.0.1:0 >"$2" 2>&1 &
+    "$1" --listen 127.0.0.1:0 "${@:3}" >"$2" 2>&1 &
     SERVER_PID=$!
     SERVER_ADDR=""
     for _ in $(seq 1 100); do
