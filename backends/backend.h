@@ -40,8 +40,9 @@ typedef struct td__device td__device;
 /* The module ABI: bumped whenever anything a module shares with the engine changes meaning
  * or layout — td__backend, td__device, td__view, td__op, td__desc, td__alloc_hooks, the op
  * table's row layout (engine/optable.h), an opcode's or a dtype's meaning. Version 1 was
- * the unversioned table (modules without td_backend_abi). */
-#define TD_BACKEND_ABI_VERSION 2u
+ * the unversioned table (modules without td_backend_abi); version 3 added the dtypes f16,
+ * bf16, i8 and i16 (TD_DTYPE_COUNT 10). */
+#define TD_BACKEND_ABI_VERSION 3u
 
 /* A contiguous tensor as a backend sees it: desc plus the device address of element 0. */
 typedef struct td__view {

@@ -12,6 +12,7 @@
 #include "client/transport.h"
 #include "common/alloc.h"
 #include "common/idmap.h"
+#include "engine/convert.h"
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -613,6 +614,9 @@ td_status td_read_scalar(td_tensor *t, double *out)
         int32_t i32;
         int64_t i64;
         uint8_t u8;
+        uint16_t h;
+        int8_t i8;
+        int16_t i16;
     } v;
     td_status s = td_read(t, &v, td_nbytes(t));
     if (s != TD_OK) return s;
@@ -621,6 +625,10 @@ td_status td_read_scalar(td_tensor *t, double *out)
     case TD_F64: *out = v.f64; break;
     case TD_I32: *out = v.i32; break;
     case TD_I64: *out = (double)v.i64; break;
+    case TD_F16: *out = td__f16_to_f32(v.h); break;
+    case TD_BF16: *out = td__bf16_to_f32(v.h); break;
+    case TD_I8: *out = v.i8; break;
+    case TD_I16: *out = v.i16; break;
     default: *out = v.u8; break;
     }
     return TD_OK;

@@ -25,6 +25,8 @@
 #define TD_DTF_SIGNED 0x4u /* two's-complement signed integer */
 #define TD_DTF_INDEX 0x8u  /* accepted as a gather/index_select index */
 #define TD_DTF_BOOL 0x10u  /* one byte, 0 is false, anything else true */
+#define TD_DTF_HALF 0x20u  /* a 16-bit float stored as uint16_t bits (engine/convert.h),
+                            * computed in f32 and rounded once to the dtype */
 
 /* X(NAME, "name", size in bytes, flags), in wire-value order (TD_<NAME> of tensord.h). */
 #define TD_DTYPE_TABLE(X)                                                                  \
@@ -33,7 +35,11 @@
     X(I32, "i32", 4, TD_DTF_INT | TD_DTF_SIGNED | TD_DTF_INDEX)                            \
     X(I64, "i64", 8, TD_DTF_INT | TD_DTF_SIGNED | TD_DTF_INDEX)                            \
     X(U8, "u8", 1, TD_DTF_INT)                                                             \
-    X(BOOL, "bool", 1, TD_DTF_BOOL)
+    X(BOOL, "bool", 1, TD_DTF_BOOL)                                                        \
+    X(F16, "f16", 2, TD_DTF_FLOAT | TD_DTF_HALF)                                           \
+    X(BF16, "bf16", 2, TD_DTF_FLOAT | TD_DTF_HALF)                                         \
+    X(I8, "i8", 1, TD_DTF_INT | TD_DTF_SIGNED)                                             \
+    X(I16, "i16", 2, TD_DTF_INT | TD_DTF_SIGNED)
 
 /* Whether dt is a dtype of the table (a wire value may be anything). */
 static inline bool td__dtype_valid(uint32_t dt) { return dt < TD_DTYPE_COUNT; }
@@ -79,6 +85,8 @@ static inline const char *td__dtype_str(uint32_t dt)
 
 static inline bool td__dtype_is_float(uint32_t dt) { return (td__dtype_flags(dt) & TD_DTF_FLOAT) != 0; }
 static inline bool td__dtype_is_int(uint32_t dt) { return (td__dtype_flags(dt) & TD_DTF_INT) != 0; }
+/* f16 or bf16: 16-bit floats whose arithmetic is done in f32 (engine/convert.h). */
+static inline bool td__dtype_is_half(uint32_t dt) { return (td__dtype_flags(dt) & TD_DTF_HALF) != 0; }
 
 /* Dtype classes: the sets an op row accepts for an input or a dtype attribute. */
 enum td__dtype_class {

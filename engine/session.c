@@ -405,7 +405,8 @@ static td_status exec_one(td__session *s, const exec_at *at, const td__op *op, b
     if (lw != NULL && at->parent == NULL && (!native || s->force_lowering))
         return exec_lowered(s, at->index, op, lw, msg, msglen);
     if (!native) {
-        op_message(msg, msglen, at, op, "not supported on device %s", s->dev->name);
+        op_message(msg, msglen, at, op, "not supported on device %s for dtype %s", s->dev->name,
+                   td__dtype_str(op->n_inputs > 0 ? in_desc[0]->dtype : od.dtype));
         return TD_EUNSUPPORTED;
     }
     size_t nbytes = td__desc_nbytes(&od);

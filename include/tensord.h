@@ -78,8 +78,15 @@ typedef enum td_dtype {
     TD_I64 = 3,
     TD_U8 = 4,
     TD_BOOL = 5, /* one byte per element, 0 or 1 */
+    TD_F16 = 6,  /* IEEE 754 binary16: 1 sign, 5 exponent, 10 mantissa bits */
+    TD_BF16 = 7, /* bfloat16: the top 16 bits of an f32 (8 exponent, 7 mantissa bits) */
+    TD_I8 = 8,
+    TD_I16 = 9,
 } td_dtype;
-#define TD_DTYPE_COUNT 6
+/* Not (yet) u16, u32, u64: no model or file format we serve needs them, and each unsigned
+ * type doubles the integer promotion questions (u64 has no exact double and no signed
+ * twin); they can be appended later without touching these values. */
+#define TD_DTYPE_COUNT 10
 
 /* Bytes per element (0 for an unknown dtype) and name ("f32"; "?" if unknown). */
 size_t td_dtype_size(td_dtype dt);
@@ -277,9 +284,19 @@ td_tensor *td_gt(td_tensor *a, td_tensor *b);
 td_tensor *td_ge(td_tensor *a, td_tensor *b);
 /* cond (TD_BOOL) ? a : b, all three broadcast together; a and b of one dtype. */
 td_tensor *td_where(td_tensor *cond, td_tensor *a, td_tensor *b);
-/* Conversion rules: float -> integer truncates toward zero and saturates to the type's
- * range (NaN -> 0); integer -> integer wraps (keeps the low bits); anything -> bool is
- * x != 0; bool -> anything is 0 or 1; f64 -> f32 rounds to nearest (overflow -> inf). */
+/* Conversion rules, for every pair of dtypes:
+ *  - float -> integer: NaN gives 0; otherwise truncate toward zero and saturate to the
+ *    target's range (i8 -128..127, i16 -32768..32767, u8 0..255, i32, i64; -inf gives the
+ *    minimum, +inf the maximum);
+ *  - integer -> integer: two's-complement wrap (keep the low bits), as numpy's astype;
+ *  - anything -> bool is x != 0 (NaN gives 1); bool -> anything is 0 or 1;
+ *  - to a narrower float (f64 -> f32, anything -> f16 or bf16, f16 <-> bf16): round once to
+ *    nearest, ties to even, from the exact source value (an i64 or f64 is not rounded to
+ *    f32 first); results below the smallest subnormal round to +-0, subnormals are kept,
+ *    values past the largest finite (f16 65504, bf16 about 3.39e38) become +-inf; NaN
+ *    stays a quiet NaN of the same sign;
+ *  - to a wider float (f16/bf16 -> f32 or f64, f32 -> f64, small integers): exact.
+ * Elementwise f16/bf16 arithmetic is computed in f32 and rounded once to the dtype. */
 td_tensor *td_cast(td_tensor *x, td_dtype dt);
 /* Scalar helpers: a rank-0 tensor of x's dtype, then the binary op. */
 td_tensor *td_add_scalar(td_tensor *x, double v);
@@ -288,7 +305,8 @@ td_tensor *td_mul_scalar(td_tensor *x, double v);
 /* ---- reductions over `naxes` axes (negative axes count from the end; naxes == 0 with
  * axes == NULL means all axes). keepdims keeps reduced axes with size 1. Reducing a
  * zero-length axis: sum 0, prod 1, mean NaN, max/min/argmax/argmin fail with TD_EINVAL.
- * Float sum, mean and prod accumulate in double and round once to the result dtype. Their
+ * Float sum, mean and prod accumulate in double and round once to the result dtype (f16
+ * and bf16 inputs are widened to f32 exactly and folded like f32). Their
  * bits depend only on x's shape, the reduced axes and the values: never on the thread
  * count, on timing, or on the vector instructions of the CPU running them. On the CPU
  * device, when x's innermost non-1 axis is reduced, each output's elements (in index order;
@@ -313,7 +331,9 @@ td_tensor *td_argmin(td_tensor *x, int axis, bool keepdims);
 
 /* ---- linear algebra ----
  * Batched matmul: a [..., M, K] x b [..., K, N] -> [..., M, N]; ranks >= 2, batch dims
- * broadcast; f32/f64 through BLAS on the CPU, cuBLAS on CUDA. Full precision unless the
+ * broadcast; f32/f64 through BLAS on the CPU, cuBLAS on CUDA; f16/bf16 on the CPU are
+ * widened to f32, multiplied and summed in f32 by the same tiled sgemm and rounded once to
+ * the dtype (not yet on GPU devices: TD_EUNSUPPORTED there). Full precision unless the
  * context was opened with td_options.matmul_allow_tf32 (then as td_matmul_ex with
  * TD_MATMUL_ALLOW_TF32).
  * Determinism on the CPU device: the result bits are a function of the shapes and the data

@@ -55,6 +55,22 @@ static void full_bytes(void *ctx, int64_t lo, int64_t hi)
     memset((uint8_t *)t->data + lo, v, (size_t)(hi - lo));
 }
 
+/* FULL of the 1- and 2-byte dtypes other than u8/bool: one conversion, then copies. */
+static void full_any(void *ctx, int64_t lo, int64_t hi)
+{
+    const create_task *t = ctx;
+    uint16_t v = 0;
+    td__cpu_store_double(t->dtype, &v, 0, t->op->fattrs[0]);
+    if (td__cpu_dtype_size(t->dtype) == 1) {
+        uint8_t b;
+        memcpy(&b, &v, 1);
+        memset((uint8_t *)t->data + lo, b, (size_t)(hi - lo));
+        return;
+    }
+    uint16_t *o = t->data;
+    for (int64_t i = lo; i < hi; i++) o[i] = v;
+}
+
 static void arange_any(void *ctx, int64_t lo, int64_t hi)
 {
     const create_task *t = ctx;
@@ -138,6 +154,7 @@ td_status td__cpu_exec_create(const td__cpu_exec *x, const td__op *op, const td_
         case TD_I32: fn = full_i32; break;
         case TD_I64: fn = full_i64; break;
         case TD_U8: case TD_BOOL: fn = full_bytes; break;
+        case TD_F16: case TD_BF16: case TD_I8: case TD_I16: fn = full_any; break;
         }
         break;
     case TD_OP_ARANGE:

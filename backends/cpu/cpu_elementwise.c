@@ -55,14 +55,41 @@ UNARY_LOOP(relu_f64, double, x < 0.0 ? 0.0 : x)
 UNARY_LOOP(relu_i32, int32_t, x < 0 ? 0 : x)
 UNARY_LOOP(relu_i64, int64_t, x < 0 ? 0 : x)
 UNARY_LOOP(relu_u8, uint8_t, x)
+UNARY_LOOP(neg_i8, int8_t, (int8_t)(0u - (uint8_t)x))
+UNARY_LOOP(neg_i16, int16_t, (int16_t)(0u - (uint16_t)x))
+UNARY_LOOP(abs_i8, int8_t, x < 0 ? (int8_t)(0u - (uint8_t)x) : x)
+UNARY_LOOP(abs_i16, int16_t, x < 0 ? (int16_t)(0u - (uint16_t)x) : x)
+UNARY_LOOP(relu_i8, int8_t, x < 0 ? 0 : x)
+UNARY_LOOP(relu_i16, int16_t, x < 0 ? 0 : x)
+/* f16/bf16 are uint16_t bits: NEG and ABS touch only the sign bit (exact, NaN included),
+ * RELU zeroes negative non-NaN values by their bits (-0 stays -0, NaN stays); everything
+ * else widens to f32 (exact), computes there and rounds once (engine/convert.h). */
+UNARY_LOOP(neg_f16, uint16_t, (uint16_t)(x ^ 0x8000u))
+UNARY_LOOP(neg_bf16, uint16_t, (uint16_t)(x ^ 0x8000u))
+UNARY_LOOP(abs_f16, uint16_t, (uint16_t)(x & 0x7fffu))
+UNARY_LOOP(abs_bf16, uint16_t, (uint16_t)(x & 0x7fffu))
+UNARY_LOOP(relu_f16, uint16_t,
+           (x & 0x8000u) && (x & 0x7fffu) != 0 && (x & 0x7fffu) <= 0x7c00u ? 0 : x)
+UNARY_LOOP(relu_bf16, uint16_t,
+           (x & 0x8000u) && (x & 0x7fffu) != 0 && (x & 0x7fffu) <= 0x7f80u ? 0 : x)
+#define LD_f16(v) td__f16_to_f32(v)
+#define ST_f16(v) td__f32_to_f16(v)
+#define LD_bf16(v) td__bf16_to_f32(v)
+#define ST_bf16(v) td__f32_to_bf16(v)
+#define LD_ID(v) (v)
 
-#define FLOAT_ROW(name) {[TD_F32] = name##_f32, [TD_F64] = name##_f64}
-#define NUMERIC_ROW(name)                                                                  \
-    {[TD_F32] = name##_f32, [TD_F64] = name##_f64, [TD_I32] = name##_i32,                  \
-     [TD_I64] = name##_i64, [TD_U8] = name##_u8}
-#define ALL_ROW(name)                                                                      \
-    {[TD_F32] = name##_f32, [TD_F64] = name##_f64, [TD_I32] = name##_i32,                  \
-     [TD_I64] = name##_i64, [TD_U8] = name##_u8, [TD_BOOL] = name##_bool}
+#define FLOAT_ROW(name)                                                                \
+    {[TD_F32] = name##_f32, [TD_F64] = name##_f64, [TD_F16] = name##_f16,              \
+     [TD_BF16] = name##_bf16}
+#define NUMERIC_ROW(name)                                                              \
+    {[TD_F32] = name##_f32, [TD_F64] = name##_f64, [TD_I32] = name##_i32,              \
+     [TD_I64] = name##_i64, [TD_U8] = name##_u8, [TD_F16] = name##_f16,                \
+     [TD_BF16] = name##_bf16, [TD_I8] = name##_i8, [TD_I16] = name##_i16}
+#define ALL_ROW(name)                                                                  \
+    {[TD_F32] = name##_f32, [TD_F64] = name##_f64, [TD_I32] = name##_i32,              \
+     [TD_I64] = name##_i64, [TD_U8] = name##_u8, [TD_BOOL] = name##_bool,              \
+     [TD_F16] = name##_f16, [TD_BF16] = name##_bf16, [TD_I8] = name##_i8,              \
+     [TD_I16] = name##_i16}
 
 /* The float unary ops whose element function is in the op table (TD_UNARY_FLOAT_KERNELS):
  * one loop per float dtype, the expression evaluated in that type (<tgmath.h> picks expf
@@ -78,9 +105,23 @@ UNARY_LOOP(relu_u8, uint8_t, x)
             out[i] = (T)(EXPR);                                                            \
         }                                                                                  \
     }
-#define ROW_UNARY_LOOPS(NAME, EXPR)                                                        \
-    ROW_UNARY_LOOP(row_##NAME##_f32, float, EXPR)                                          \
-    ROW_UNARY_LOOP(row_##NAME##_f64, double, EXPR)
+/* The same for f16/bf16 (uint16_t bits): x widened to float, the result rounded once. */
+#define ROW_UNARY_LOOP_H(NAME, SFX, EXPR)                                              \
+    static void NAME(const void *in_, void *out_, int64_t n)                           \
+    {                                                                                  \
+        typedef float T;                                                               \
+        const uint16_t *restrict in = in_;                                             \
+        uint16_t *restrict out = out_;                                                 \
+        for (int64_t i = 0; i < n; i++) {                                              \
+            const T x = LD_##SFX(in[i]);                                               \
+            out[i] = ST_##SFX((T)(EXPR));                                              \
+        }                                                                              \
+    }
+#define ROW_UNARY_LOOPS(NAME, EXPR)                                                    \
+    ROW_UNARY_LOOP(row_##NAME##_f32, float, EXPR)                                      \
+    ROW_UNARY_LOOP(row_##NAME##_f64, double, EXPR)                                     \
+    ROW_UNARY_LOOP_H(row_##NAME##_f16, f16, EXPR)                                      \
+    ROW_UNARY_LOOP_H(row_##NAME##_bf16, bf16, EXPR)
 TD_UNARY_FLOAT_KERNELS(ROW_UNARY_LOOPS)
 #undef ROW_UNARY_LOOPS
 
@@ -96,37 +137,39 @@ static const unary_fn unary_table[TD_OPCODE_LIMIT][TD_DTYPE_COUNT] = {
 
 /* ---- binary and compare ---- */
 
-#define BINARY_LOOP(NAME, T, OT, EXPR)                                                     \
-    static void NAME(const void *a_, int64_t sa, const void *b_, int64_t sb, void *out_,   \
-                     int64_t n)                                                            \
-    {                                                                                      \
-        const T *restrict pa = a_;                                                         \
-        const T *restrict pb = b_;                                                         \
-        OT *restrict out = out_;                                                           \
-        if (sa == 1 && sb == 1) {                                                          \
-            for (int64_t i = 0; i < n; i++) {                                              \
-                const T a = pa[i], b = pb[i];                                              \
-                out[i] = (EXPR);                                                           \
-            }                                                                              \
-        } else if (sa == 0 && sb == 1) {                                                   \
-            const T a = pa[0];                                                             \
-            for (int64_t i = 0; i < n; i++) {                                              \
-                const T b = pb[i];                                                         \
-                out[i] = (EXPR);                                                           \
-            }                                                                              \
-        } else if (sa == 1 && sb == 0) {                                                   \
-            const T b = pb[0];                                                             \
-            for (int64_t i = 0; i < n; i++) {                                              \
-                const T a = pa[i];                                                         \
-                out[i] = (EXPR);                                                           \
-            }                                                                              \
-        } else {                                                                           \
-            for (int64_t i = 0; i < n; i++) {                                              \
-                const T a = pa[i * sa], b = pb[i * sb];                                    \
-                out[i] = (EXPR);                                                           \
-            }                                                                              \
-        }                                                                                  \
+/* T: the stored type, CT: the type computed in (float for f16/bf16), LD/ST: conversions. */
+#define BINARY_LOOP_CVT(NAME, T, CT, OT, LD, ST, EXPR)                                 \
+    static void NAME(const void *a_, int64_t sa, const void *b_, int64_t sb, void *out_, \
+                     int64_t n)                                                        \
+    {                                                                                  \
+        const T *restrict pa = a_;                                                     \
+        const T *restrict pb = b_;                                                     \
+        OT *restrict out = out_;                                                       \
+        if (sa == 1 && sb == 1) {                                                      \
+            for (int64_t i = 0; i < n; i++) {                                          \
+                const CT a = LD(pa[i]), b = LD(pb[i]);                                 \
+                out[i] = ST(EXPR);                                                     \
+            }                                                                          \
+        } else if (sa == 0 && sb == 1) {                                               \
+            const CT a = LD(pa[0]);                                                    \
+            for (int64_t i = 0; i < n; i++) {                                          \
+                const CT b = LD(pb[i]);                                                \
+                out[i] = ST(EXPR);                                                     \
+            }                                                                          \
+        } else if (sa == 1 && sb == 0) {                                               \
+            const CT b = LD(pb[0]);                                                    \
+            for (int64_t i = 0; i < n; i++) {                                          \
+                const CT a = LD(pa[i]);                                                \
+                out[i] = ST(EXPR);                                                     \
+            }                                                                          \
+        } else {                                                                       \
+            for (int64_t i = 0; i < n; i++) {                                          \
+                const CT a = LD(pa[i * sa]), b = LD(pb[i * sb]);                       \
+                out[i] = ST(EXPR);                                                     \
+            }                                                                          \
+        }                                                                              \
     }
+#define BINARY_LOOP(NAME, T, OT, EXPR) BINARY_LOOP_CVT(NAME, T, T, OT, LD_ID, LD_ID, EXPR)
 
 /* Arithmetic for one type: T, its unsigned twin U, and (signed types) its minimum. */
 #define FLOAT_ARITH(sfx, T, POWF)                                                          \
@@ -156,6 +199,29 @@ BINARY_LOOP(mul_u8, uint8_t, uint8_t, (uint8_t)((unsigned)a * b))
 BINARY_LOOP(div_u8, uint8_t, uint8_t, b == 0 ? 0 : (uint8_t)(a / b))
 BINARY_LOOP(maximum_u8, uint8_t, uint8_t, a > b ? a : b)
 BINARY_LOOP(minimum_u8, uint8_t, uint8_t, a < b ? a : b)
+SIGNED_ARITH(i8, int8_t, uint8_t, INT8_MIN)
+SIGNED_ARITH(i16, int16_t, uint16_t, INT16_MIN)
+
+/* f16/bf16: computed in f32 and rounded once. For + - * / that is the correctly rounded
+ * result (f32 carries more than 2p + 2 bits of either format). */
+#define HALF_ARITH(sfx)                                                                \
+    BINARY_LOOP_CVT(add_##sfx, uint16_t, float, uint16_t, LD_##sfx, ST_##sfx, a + b)   \
+    BINARY_LOOP_CVT(sub_##sfx, uint16_t, float, uint16_t, LD_##sfx, ST_##sfx, a - b)   \
+    BINARY_LOOP_CVT(mul_##sfx, uint16_t, float, uint16_t, LD_##sfx, ST_##sfx, a * b)   \
+    BINARY_LOOP_CVT(div_##sfx, uint16_t, float, uint16_t, LD_##sfx, ST_##sfx, a / b)   \
+    BINARY_LOOP_CVT(pow_##sfx, uint16_t, float, uint16_t, LD_##sfx, ST_##sfx, powf(a, b)) \
+    BINARY_LOOP_CVT(maximum_##sfx, uint16_t, float, uint16_t, LD_##sfx, ST_##sfx,      \
+                    (a > b || a != a) ? a : b)                                         \
+    BINARY_LOOP_CVT(minimum_##sfx, uint16_t, float, uint16_t, LD_##sfx, ST_##sfx,      \
+                    (a < b || a != a) ? a : b)                                         \
+    BINARY_LOOP_CVT(eq_##sfx, uint16_t, float, uint8_t, LD_##sfx, LD_ID, a == b)       \
+    BINARY_LOOP_CVT(ne_##sfx, uint16_t, float, uint8_t, LD_##sfx, LD_ID, a != b)       \
+    BINARY_LOOP_CVT(lt_##sfx, uint16_t, float, uint8_t, LD_##sfx, LD_ID, a < b)        \
+    BINARY_LOOP_CVT(le_##sfx, uint16_t, float, uint8_t, LD_##sfx, LD_ID, a <= b)       \
+    BINARY_LOOP_CVT(gt_##sfx, uint16_t, float, uint8_t, LD_##sfx, LD_ID, a > b)        \
+    BINARY_LOOP_CVT(ge_##sfx, uint16_t, float, uint8_t, LD_##sfx, LD_ID, a >= b)
+HALF_ARITH(f16)
+HALF_ARITH(bf16)
 
 #define COMPARE_ALL(sfx, T)                                                                \
     BINARY_LOOP(eq_##sfx, T, uint8_t, a == b)                                              \
@@ -171,6 +237,8 @@ COMPARE_ALL(i32, int32_t)
 COMPARE_ALL(i64, int64_t)
 COMPARE_ALL(u8, uint8_t)
 COMPARE_ALL(bool, uint8_t)
+COMPARE_ALL(i8, int8_t)
+COMPARE_ALL(i16, int16_t)
 
 /* Binary and comparison kernels, indexed by opcode. */
 static const binary_fn binary_table[TD_OPCODE_LIMIT][TD_DTYPE_COUNT] = {
@@ -203,6 +271,7 @@ static const binary_fn binary_table[TD_OPCODE_LIMIT][TD_DTYPE_COUNT] = {
     }
 
 WHERE_LOOP(where_1, uint8_t)
+WHERE_LOOP(where_2, uint16_t)
 WHERE_LOOP(where_4, uint32_t)
 WHERE_LOOP(where_8, uint64_t)
 
@@ -219,39 +288,61 @@ WHERE_LOOP(where_8, uint64_t)
 #define TO_U8(x)                                                                           \
     _Generic((x), float: td__cpu_sat_u8(x), double: td__cpu_sat_u8(x), default: (uint8_t)(x))
 #define TO_BOOL(x) ((uint8_t)((x) != 0))
+#define TO_I8(x)                                                                       \
+    _Generic((x), float: td__sat_i8(x), double: td__sat_i8(x), default: (int8_t)(uint8_t)(x))
+#define TO_I16(x)                                                                      \
+    _Generic((x), float: td__sat_i16(x), double: td__sat_i16(x),                       \
+             default: (int16_t)(uint16_t)(x))
+#define TO_F16(x)                                                                      \
+    _Generic((x), float: td__f32_to_f16(x), double: td__f64_to_f16(x),                 \
+             int64_t: td__i64_to_f16(x), default: td__f64_to_f16((double)(x)))
+#define TO_BF16(x)                                                                     \
+    _Generic((x), float: td__f32_to_bf16(x), double: td__f64_to_bf16(x),               \
+             int64_t: td__i64_to_bf16(x), default: td__f64_to_bf16((double)(x)))
 #define LOAD_AS_IS(v) (v)
 #define LOAD_BOOL(v) ((uint8_t)((v) != 0))
 
-#define CAST_LOOP(NAME, ST, DT, CONV, LOAD)                                                \
-    static void NAME(const void *in_, void *out_, int64_t n)                               \
-    {                                                                                      \
-        const ST *restrict in = in_;                                                       \
-        DT *restrict out = out_;                                                           \
-        for (int64_t i = 0; i < n; i++) {                                                  \
-            ST x = LOAD(in[i]);                                                            \
-            out[i] = CONV(x);                                                              \
-        }                                                                                  \
+/* ST: the stored source type, CT: the type it converts from (float for f16/bf16). */
+#define CAST_LOOP(NAME, ST, CT, DT, CONV, LOAD)                                        \
+    static void NAME(const void *in_, void *out_, int64_t n)                           \
+    {                                                                                  \
+        const ST *restrict in = in_;                                                   \
+        DT *restrict out = out_;                                                       \
+        for (int64_t i = 0; i < n; i++) {                                              \
+            CT x = LOAD(in[i]);                                                        \
+            out[i] = CONV(x);                                                          \
+        }                                                                              \
     }
 
-#define CAST_FROM(sfx, ST, LOAD)                                                           \
-    CAST_LOOP(cast_##sfx##_f32, ST, float, TO_F32, LOAD)                                   \
-    CAST_LOOP(cast_##sfx##_f64, ST, double, TO_F64, LOAD)                                  \
-    CAST_LOOP(cast_##sfx##_i32, ST, int32_t, TO_I32, LOAD)                                 \
-    CAST_LOOP(cast_##sfx##_i64, ST, int64_t, TO_I64, LOAD)                                 \
-    CAST_LOOP(cast_##sfx##_u8, ST, uint8_t, TO_U8, LOAD)                                   \
-    CAST_LOOP(cast_##sfx##_bool, ST, uint8_t, TO_BOOL, LOAD)
+#define CAST_FROM(sfx, ST, CT, LOAD)                                                   \
+    CAST_LOOP(cast_##sfx##_f32, ST, CT, float, TO_F32, LOAD)                           \
+    CAST_LOOP(cast_##sfx##_f64, ST, CT, double, TO_F64, LOAD)                          \
+    CAST_LOOP(cast_##sfx##_i32, ST, CT, int32_t, TO_I32, LOAD)                         \
+    CAST_LOOP(cast_##sfx##_i64, ST, CT, int64_t, TO_I64, LOAD)                         \
+    CAST_LOOP(cast_##sfx##_u8, ST, CT, uint8_t, TO_U8, LOAD)                           \
+    CAST_LOOP(cast_##sfx##_bool, ST, CT, uint8_t, TO_BOOL, LOAD)                       \
+    CAST_LOOP(cast_##sfx##_f16, ST, CT, uint16_t, TO_F16, LOAD)                        \
+    CAST_LOOP(cast_##sfx##_bf16, ST, CT, uint16_t, TO_BF16, LOAD)                      \
+    CAST_LOOP(cast_##sfx##_i8, ST, CT, int8_t, TO_I8, LOAD)                            \
+    CAST_LOOP(cast_##sfx##_i16, ST, CT, int16_t, TO_I16, LOAD)
 
-CAST_FROM(f32, float, LOAD_AS_IS)
-CAST_FROM(f64, double, LOAD_AS_IS)
-CAST_FROM(i32, int32_t, LOAD_AS_IS)
-CAST_FROM(i64, int64_t, LOAD_AS_IS)
-CAST_FROM(u8, uint8_t, LOAD_AS_IS)
-CAST_FROM(bool, uint8_t, LOAD_BOOL)
+CAST_FROM(f32, float, float, LOAD_AS_IS)
+CAST_FROM(f64, double, double, LOAD_AS_IS)
+CAST_FROM(i32, int32_t, int32_t, LOAD_AS_IS)
+CAST_FROM(i64, int64_t, int64_t, LOAD_AS_IS)
+CAST_FROM(u8, uint8_t, uint8_t, LOAD_AS_IS)
+CAST_FROM(bool, uint8_t, uint8_t, LOAD_BOOL)
+CAST_FROM(f16, uint16_t, float, LD_f16)
+CAST_FROM(bf16, uint16_t, float, LD_bf16)
+CAST_FROM(i8, int8_t, int8_t, LOAD_AS_IS)
+CAST_FROM(i16, int16_t, int16_t, LOAD_AS_IS)
 
 /* [source dtype][target dtype]. */
 static const unary_fn cast_table[TD_DTYPE_COUNT][TD_DTYPE_COUNT] = {
     [TD_F32] = ALL_ROW(cast_f32), [TD_F64] = ALL_ROW(cast_f64), [TD_I32] = ALL_ROW(cast_i32),
     [TD_I64] = ALL_ROW(cast_i64), [TD_U8] = ALL_ROW(cast_u8),   [TD_BOOL] = ALL_ROW(cast_bool),
+    [TD_F16] = ALL_ROW(cast_f16), [TD_BF16] = ALL_ROW(cast_bf16), [TD_I8] = ALL_ROW(cast_i8),
+    [TD_I16] = ALL_ROW(cast_i16),
 };
 
 /* ---- lookup ---- */
@@ -411,6 +502,7 @@ td_status td__cpu_exec_where(const td__cpu_exec *x, const td__view *in, const td
     bcast_task t = {0};
     switch (td__cpu_dtype_size(out->desc.dtype)) {
     case 1: t.where = where_1; break;
+    case 2: t.where = where_2; break;
     case 4: t.where = where_4; break;
     case 8: t.where = where_8; break;
     default:

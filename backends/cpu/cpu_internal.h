@@ -12,6 +12,7 @@
 
 #include "backends/backend.h"
 #include "backends/cpu/cpu_pool.h"
+#include "engine/convert.h"
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -50,7 +51,8 @@ static inline int64_t td__cpu_nelem(const td__desc *d)
  *                   range (u8: negative gives 0, >= 255 gives 255).
  * integer -> integer: two's-complement wrap (keep the low bits), as numpy's astype.
  * anything -> bool:  x != 0 (NaN gives 1).  bool -> anything: 0 or 1.
- * integer -> float, f64 -> f32: C conversion, round to nearest even (f32 overflow: +-inf). */
+ * integer -> float, f64 -> f32: C conversion, round to nearest even (f32 overflow: +-inf).
+ * -> f16 / bf16: engine/convert.h (round once, ties to even); i8 / i16: td__sat_i8/16. */
 static inline int32_t td__cpu_sat_i32(double v)
 {
     if (v != v) return 0;
@@ -84,6 +86,10 @@ static inline void td__cpu_store_double(uint32_t dt, void *base, int64_t i, doub
     case TD_I64: ((int64_t *)base)[i] = td__cpu_sat_i64(v); break;
     case TD_U8: ((uint8_t *)base)[i] = td__cpu_sat_u8(v); break;
     case TD_BOOL: ((uint8_t *)base)[i] = v != 0.0; break;
+    case TD_F16: ((uint16_t *)base)[i] = td__f64_to_f16(v); break;
+    case TD_BF16: ((uint16_t *)base)[i] = td__f64_to_bf16(v); break;
+    case TD_I8: ((int8_t *)base)[i] = td__sat_i8(v); break;
+    case TD_I16: ((int16_t *)base)[i] = td__sat_i16(v); break;
     }
 }
 

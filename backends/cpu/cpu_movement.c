@@ -37,6 +37,12 @@ static void copy_elems(char *dst, const char *src, int64_t st, int64_t n, size_t
         for (int64_t i = 0; i < n; i++) d[i] = s[i * st];
         break;
     }
+    case 2: {
+        const uint16_t *s = (const uint16_t *)src;
+        uint16_t *d = (uint16_t *)dst;
+        for (int64_t i = 0; i < n; i++) d[i] = s[i * st];
+        break;
+    }
     case 4: {
         const uint32_t *s = (const uint32_t *)src;
         uint32_t *d = (uint32_t *)dst;
@@ -104,6 +110,7 @@ static void transpose_chunk(void *ctx, int64_t lo, int64_t hi)
         }
         switch (t->es) {
         case 1: TRANSPOSE_BLOCK(uint8_t); break;
+        case 2: TRANSPOSE_BLOCK(uint16_t); break;
         case 4: TRANSPOSE_BLOCK(uint32_t); break;
         case 8: TRANSPOSE_BLOCK(uint64_t); break;
         }
@@ -236,6 +243,7 @@ static void gather_row(void *ctx, const int64_t *off, const int64_t *st, int64_t
         int64_t src = off[1] + k * st[1] + v * t->axis_stride;
         switch (t->es) {
         case 1: ((uint8_t *)t->dst)[o + k] = ((const uint8_t *)t->x)[src]; break;
+        case 2: ((uint16_t *)t->dst)[o + k] = ((const uint16_t *)t->x)[src]; break;
         case 4: ((uint32_t *)t->dst)[o + k] = ((const uint32_t *)t->x)[src]; break;
         case 8: ((uint64_t *)t->dst)[o + k] = ((const uint64_t *)t->x)[src]; break;
         }

@@ -190,6 +190,8 @@ typedef struct red_part {
         int32_t i32;
         int64_t i64;
         uint8_t u8;
+        int8_t i8;
+        int16_t i16;
     } v;
     int64_t at;
 } red_part;
@@ -233,6 +235,14 @@ EXACT_KERNEL(sum_f64, double, double, STEP_ADD_D)
 EXACT_KERNEL(sum_i32, int32_t, uint64_t, STEP_ADD_U)
 EXACT_KERNEL(sum_i64, int64_t, uint64_t, STEP_ADD_U)
 EXACT_KERNEL(sum_u8, uint8_t, uint64_t, STEP_ADD_U)
+EXACT_KERNEL(sum_i8, int8_t, uint64_t, STEP_ADD_U)
+EXACT_KERNEL(sum_i16, int16_t, uint64_t, STEP_ADD_U)
+EXACT_KERNEL(prod_i8, int8_t, uint64_t, STEP_MUL_U)
+EXACT_KERNEL(prod_i16, int16_t, uint64_t, STEP_MUL_U)
+EXACT_KERNEL(max_i8, int8_t, int8_t, STEP_MAX_I)
+EXACT_KERNEL(max_i16, int16_t, int16_t, STEP_MAX_I)
+EXACT_KERNEL(min_i8, int8_t, int8_t, STEP_MIN_I)
+EXACT_KERNEL(min_i16, int16_t, int16_t, STEP_MIN_I)
 EXACT_KERNEL(prod_f32, float, double, STEP_MUL_D)
 EXACT_KERNEL(prod_f64, double, double, STEP_MUL_D)
 EXACT_KERNEL(prod_i32, int32_t, uint64_t, STEP_MUL_U)
@@ -281,16 +291,20 @@ static exact_pair find_fold(uint32_t opcode, uint32_t dt)
 {
     static const exact_pair sum[TD_DTYPE_COUNT] = {
         [TD_F32] = PAIR(sum_f32), [TD_F64] = PAIR(sum_f64), [TD_I32] = PAIR(sum_i32),
-        [TD_I64] = PAIR(sum_i64), [TD_U8] = PAIR(sum_u8)};
+        [TD_I64] = PAIR(sum_i64), [TD_U8] = PAIR(sum_u8),
+        [TD_I8] = PAIR(sum_i8),   [TD_I16] = PAIR(sum_i16)};
     static const exact_pair prod[TD_DTYPE_COUNT] = {
         [TD_F32] = PAIR(prod_f32), [TD_F64] = PAIR(prod_f64), [TD_I32] = PAIR(prod_i32),
-        [TD_I64] = PAIR(prod_i64), [TD_U8] = PAIR(prod_u8)};
+        [TD_I64] = PAIR(prod_i64), [TD_U8] = PAIR(prod_u8),
+        [TD_I8] = PAIR(prod_i8),   [TD_I16] = PAIR(prod_i16)};
     static const exact_pair max[TD_DTYPE_COUNT] = {
         [TD_F32] = PAIR(max_f32), [TD_F64] = PAIR(max_f64), [TD_I32] = PAIR(max_i32),
-        [TD_I64] = PAIR(max_i64), [TD_U8] = PAIR(max_u8),   [TD_BOOL] = PAIR(max_u8)};
+        [TD_I64] = PAIR(max_i64), [TD_U8] = PAIR(max_u8),   [TD_BOOL] = PAIR(max_u8),
+        [TD_I8] = PAIR(max_i8),   [TD_I16] = PAIR(max_i16)};
     static const exact_pair min[TD_DTYPE_COUNT] = {
         [TD_F32] = PAIR(min_f32), [TD_F64] = PAIR(min_f64), [TD_I32] = PAIR(min_i32),
-        [TD_I64] = PAIR(min_i64), [TD_U8] = PAIR(min_u8),   [TD_BOOL] = PAIR(min_u8)};
+        [TD_I64] = PAIR(min_i64), [TD_U8] = PAIR(min_u8),   [TD_BOOL] = PAIR(min_u8),
+        [TD_I8] = PAIR(min_i8),   [TD_I16] = PAIR(min_i16)};
     exact_pair none = {NULL, NULL};
     if (dt >= TD_DTYPE_COUNT || acc_kind_of(opcode, dt) == ACC_NONE) return none;
     switch (opcode) {
@@ -319,6 +333,8 @@ static red_part fold_init(uint32_t opcode, uint32_t dt)
         case TD_I64: p.v.i64 = mx ? INT64_MIN : INT64_MAX; break;
         case TD_U8: p.v.u8 = mx ? 0 : UINT8_MAX; break;
         case TD_BOOL: p.v.u8 = mx ? 0 : 1; break; /* any / all */
+        case TD_I8: p.v.i8 = mx ? INT8_MIN : INT8_MAX; break;
+        case TD_I16: p.v.i16 = mx ? INT16_MIN : INT16_MAX; break;
         }
         break;
     case ACC_NONE: break;
@@ -328,6 +344,7 @@ static red_part fold_init(uint32_t opcode, uint32_t dt)
 
 bool td__cpu_reduce_supports(uint32_t opcode, uint32_t in_dtype)
 {
+    if (td__dtype_is_half(in_dtype)) in_dtype = TD_F32; /* reduced as f32 (exec_reduce_half) */
     if (opcode == TD_OP_ARGMAX || opcode == TD_OP_ARGMIN) return in_dtype < TD_DTYPE_COUNT;
     return find_fold(opcode, in_dtype).seg != NULL;
 }
@@ -396,6 +413,8 @@ static void store_acc(const red_task *t, const void *acc, size_t stride, int64_t
             case TD_I32: ((int32_t *)t->out)[o0 + j] = (int32_t)(uint32_t)v; break;
             case TD_I64: ((int64_t *)t->out)[o0 + j] = (int64_t)v; break;
             case TD_U8: ((uint8_t *)t->out)[o0 + j] = (uint8_t)v; break;
+            case TD_I8: ((int8_t *)t->out)[o0 + j] = (int8_t)(uint8_t)v; break;
+            case TD_I16: ((int16_t *)t->out)[o0 + j] = (int16_t)(uint16_t)v; break;
             }
             break;
         }
@@ -674,6 +693,10 @@ ARG_KERNEL(argmax_f64, double, d, GT_NAN, IS_NAN_F)
 ARG_KERNEL(argmax_i32, int32_t, i32, GT, NEVER_NAN)
 ARG_KERNEL(argmax_i64, int64_t, i64, GT, NEVER_NAN)
 ARG_KERNEL(argmax_u8, uint8_t, u8, GT, NEVER_NAN)
+ARG_KERNEL(argmax_i8, int8_t, i8, GT, NEVER_NAN)
+ARG_KERNEL(argmax_i16, int16_t, i16, GT, NEVER_NAN)
+ARG_KERNEL(argmin_i8, int8_t, i8, LT, NEVER_NAN)
+ARG_KERNEL(argmin_i16, int16_t, i16, LT, NEVER_NAN)
 ARG_KERNEL(argmin_f32, float, f32, LT_NAN, IS_NAN_F)
 ARG_KERNEL(argmin_f64, double, d, LT_NAN, IS_NAN_F)
 ARG_KERNEL(argmin_i32, int32_t, i32, LT, NEVER_NAN)
@@ -693,11 +716,13 @@ static arg_fns find_arg(bool is_max, uint32_t dt)
     static const arg_fns amax[TD_DTYPE_COUNT] = {
         [TD_F32] = ARG_FNS(argmax_f32), [TD_F64] = ARG_FNS(argmax_f64),
         [TD_I32] = ARG_FNS(argmax_i32), [TD_I64] = ARG_FNS(argmax_i64),
-        [TD_U8] = ARG_FNS(argmax_u8),   [TD_BOOL] = ARG_FNS(argmax_u8)};
+        [TD_U8] = ARG_FNS(argmax_u8),   [TD_BOOL] = ARG_FNS(argmax_u8),
+        [TD_I8] = ARG_FNS(argmax_i8),   [TD_I16] = ARG_FNS(argmax_i16)};
     static const arg_fns amin[TD_DTYPE_COUNT] = {
         [TD_F32] = ARG_FNS(argmin_f32), [TD_F64] = ARG_FNS(argmin_f64),
         [TD_I32] = ARG_FNS(argmin_i32), [TD_I64] = ARG_FNS(argmin_i64),
-        [TD_U8] = ARG_FNS(argmin_u8),   [TD_BOOL] = ARG_FNS(argmin_u8)};
+        [TD_U8] = ARG_FNS(argmin_u8),   [TD_BOOL] = ARG_FNS(argmin_u8),
+        [TD_I8] = ARG_FNS(argmin_i8),   [TD_I16] = ARG_FNS(argmin_i16)};
     return is_max ? amax[dt] : amin[dt];
 }
 
@@ -831,9 +856,63 @@ static td_status fill_empty(const td__cpu_exec *x, const td__op *op, const td__v
     return TD_OK;
 }
 
+/* f16/bf16 (widened to f32, exactly): the f32 reduction of the same values, so the same
+ * folds; SUM, MEAN and PROD round their double accumulator once, straight to the half
+ * dtype (td__cpu_store_double), MAX/MIN give an f32 that narrows exactly. */
+typedef struct widen_task {
+    const uint16_t *in;
+    float *out;
+    bool bf16;
+} widen_task;
+
+static void widen_chunk(void *ctx, int64_t lo, int64_t hi)
+{
+    const widen_task *t = ctx;
+    if (t->bf16)
+        for (int64_t i = lo; i < hi; i++) t->out[i] = td__bf16_to_f32(t->in[i]);
+    else
+        for (int64_t i = lo; i < hi; i++) t->out[i] = td__f16_to_f32(t->in[i]);
+}
+
+static td_status exec_reduce_half(const td__cpu_exec *x, const td__op *op, const td__view *in,
+                                  const td__view *out)
+{
+    const uint32_t hdt = in[0].desc.dtype;
+    const int64_t n = td__cpu_nelem(&in[0].desc), no = td__cpu_nelem(&out->desc);
+    const bool same = op->opcode == TD_OP_MAX || op->opcode == TD_OP_MIN;
+    float *w = td__malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    float *wo = same ? td__malloc((size_t)(no > 0 ? no : 1) * sizeof(float)) : NULL;
+    if (w == NULL || (same && wo == NULL)) {
+        td__free(w);
+        td__free(wo);
+        return td__cpu_fail(x, TD_ENOMEM, "cpu: %s: no memory to widen %s to f32",
+                            td__op_name(op->opcode), td__dtype_str(hdt));
+    }
+    widen_task wt = {.in = in[0].data, .out = w, .bf16 = hdt == TD_BF16};
+    td__cpu_run(x, n, 1, widen_chunk, &wt);
+    td__view win = in[0];
+    win.desc.dtype = TD_F32;
+    win.data = w;
+    td__view wout = *out;
+    if (same) {
+        wout.desc.dtype = TD_F32;
+        wout.data = wo;
+    }
+    td_status s = td__cpu_exec_reduce(x, op, &win, &wout);
+    if (s == TD_OK && same) {
+        uint16_t *o = out->data;
+        for (int64_t i = 0; i < no; i++)
+            o[i] = hdt == TD_BF16 ? td__f32_to_bf16(wo[i]) : td__f32_to_f16(wo[i]);
+    }
+    td__free(w);
+    td__free(wo);
+    return s;
+}
+
 td_status td__cpu_exec_reduce(const td__cpu_exec *x, const td__op *op, const td__view *in,
                               const td__view *out)
 {
+    if (td__dtype_is_half(in[0].desc.dtype)) return exec_reduce_half(x, op, in, out);
     const td__desc *xd = &in[0].desc;
     if (op->n_iattrs < 1 || op->iattrs[0] < 0)
         return td__cpu_fail(x, TD_EINTERNAL, "cpu: reduce without an axes mask");

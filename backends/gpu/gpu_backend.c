@@ -326,6 +326,22 @@ static td_status gpu_stream_sync(td__device *dev, void *stream)
 
 /* ---- ops ---- */
 
+/* The dtypes f16, bf16, i8, i16 (TD_F16 and after) have GPU kernels only for FULL (and so
+ * EMPTY), RESHAPE and the movement ops (byte copies by element size); every other op on
+ * them is refused here, so the engine answers TD_EUNSUPPORTED naming the op and dtype
+ * instead of a kernel failing. */
+static bool gpu_has_kernels_for(const td__op *op, const td__desc *const *in, const td__desc *out)
+{
+    bool old = out->dtype < TD_F16;
+    for (uint32_t k = 0; k < op->n_inputs; k++) old = old && in[k]->dtype < TD_F16;
+    if (old) return true;
+    switch (td__op_class(op->opcode)) {
+    case TD_OPCLASS_CREATE: return op->opcode == TD_OP_FULL || op->opcode == TD_OP_EMPTY;
+    case TD_OPCLASS_MOVEMENT: return true;
+    default: return false;
+    }
+}
+
 /* Native coverage: the op table's default (every primitive, no composite) plus the native
  * SOFTMAX/LOG_SOFTMAX kernels (f32, f64), narrowed to float matmuls whose M, N, K fit the
  * vendor GEMM's int dims. The dtype rules themselves td__op_infer has already checked. */
@@ -335,6 +351,7 @@ static bool gpu_supports_op(td__device *dev, const td__op *op, const td__desc *c
     (void)dev;
     uint32_t dt = op->n_inputs > 0 ? in[0]->dtype : op->dtype;
     if (dt >= TD_DTYPE_COUNT) return false;
+    if (!gpu_has_kernels_for(op, in, out)) return false;
     switch (td__op_class(op->opcode)) {
     case TD_OPCLASS_SOFTMAX:
         return dt == TD_F32 || dt == TD_F64;

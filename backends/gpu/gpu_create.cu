@@ -9,6 +9,7 @@
  * device's log/sqrt/sin/cos (a few ulps from glibc's).
  */
 #include "backends/gpu/gpu_ops.cuh"
+#include "engine/convert.h"
 #include "engine/philox.h"
 #include <string.h>
 
@@ -125,6 +126,15 @@ extern "C" td_status td__gpu_fill(const td__gpu_exec *x, uint32_t dt, void *data
     case TD_I64:
         k_fill<int64_t><<<blocks, TD_GPU_THREADS, 0, s>>>((int64_t *)data, n, td_sat_i64(v));
         break;
+    case TD_F16: case TD_BF16: case TD_I16: {
+        uint16_t bits = dt == TD_F16    ? td__f64_to_f16(v)
+                        : dt == TD_BF16 ? td__f64_to_bf16(v)
+                                        : (uint16_t)td__sat_i16(v);
+        k_fill<uint16_t><<<blocks, TD_GPU_THREADS, 0, s>>>((uint16_t *)data, n, bits);
+        break;
+    }
+    case TD_I8:
+        return td__gpu_check(x, gpuMemsetAsync(data, (uint8_t)td__sat_i8(v), (size_t)n, s), "fill");
     case TD_U8: case TD_BOOL: {
         int byte = dt == TD_BOOL ? (v != 0.0) : td_sat_u8(v);
         return td__gpu_check(x, gpuMemsetAsync(data, byte, (size_t)n, s), "fill");

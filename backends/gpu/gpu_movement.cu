@@ -101,6 +101,7 @@ td_status strided_copy(const td__gpu_exec *x, const td__view *out, const void *s
     td__gpu_iter_init(&it, &out->desc, 1, (const int64_t(*)[TD_MAX_RANK])st);
     switch (td__gpu_dtype_size(out->desc.dtype)) {
     case 1: return strided_es<uint8_t>(x, it, src, out->data, n);
+    case 2: return strided_es<uint16_t>(x, it, src, out->data, n);
     case 4: return strided_es<uint32_t>(x, it, src, out->data, n);
     case 8: return strided_es<uint64_t>(x, it, src, out->data, n);
     }
@@ -157,6 +158,7 @@ td_status exec_concat(const td__gpu_exec *x, const td__op *op, const td__view *i
     if (td__gpu_nelem(od) == 0) return TD_OK;
     switch (td__gpu_dtype_size(od->dtype)) {
     case 1: return concat_es<uint8_t>(x, op, in, out, outer, inner);
+    case 2: return concat_es<uint16_t>(x, op, in, out, outer, inner);
     case 4: return concat_es<uint32_t>(x, op, in, out, outer, inner);
     case 8: return concat_es<uint64_t>(x, op, in, out, outer, inner);
     }
@@ -267,6 +269,7 @@ td_status exec_gather(const td__gpu_exec *x, const td__op *op, const td__view *i
     bool is64 = id->dtype == TD_I64;
     switch (td__gpu_dtype_size(out->desc.dtype)) {
     case 1: gather_es<uint8_t>(x, it, is64, in[0].data, in[1].data, out->data, axis_stride, n); break;
+    case 2: gather_es<uint16_t>(x, it, is64, in[0].data, in[1].data, out->data, axis_stride, n); break;
     case 4: gather_es<uint32_t>(x, it, is64, in[0].data, in[1].data, out->data, axis_stride, n); break;
     case 8: gather_es<uint64_t>(x, it, is64, in[0].data, in[1].data, out->data, axis_stride, n); break;
     default: return td__gpu_fail(x, TD_EINTERNAL, TD_GPU_KIND ": gather of dtype %u", out->desc.dtype);
@@ -318,6 +321,7 @@ td_status exec_index_select(const td__gpu_exec *x, const td__op *op, const td__v
     bool is64 = in[1].desc.dtype == TD_I64;
     switch (td__gpu_dtype_size(xd->dtype)) {
     case 1: select_es<uint8_t>(x, is64, in[0].data, in[1].data, out->data, nidx, dim, inner, n); break;
+    case 2: select_es<uint16_t>(x, is64, in[0].data, in[1].data, out->data, nidx, dim, inner, n); break;
     case 4: select_es<uint32_t>(x, is64, in[0].data, in[1].data, out->data, nidx, dim, inner, n); break;
     case 8: select_es<uint64_t>(x, is64, in[0].data, in[1].data, out->data, nidx, dim, inner, n); break;
     default: return td__gpu_fail(x, TD_EINTERNAL, TD_GPU_KIND ": index_select of dtype %u", xd->dtype);

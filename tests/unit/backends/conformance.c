@@ -70,6 +70,7 @@
  */
 #include "client/transport.h"
 #include "common/log.h"
+#include "engine/convert.h"
 #include "engine/device.h"
 #include "engine/op.h"
 #include <inttypes.h>
@@ -251,6 +252,10 @@ static void fill_input(const input *in, void *buf, uint64_t seed)
             break;
         }
         case TD_U8: ((uint8_t *)buf)[i] = (uint8_t)splitmix(&s); break;
+        case TD_F16: ((uint16_t *)buf)[i] = td__f64_to_f16(gen_float(&s, in->gen, true)); break;
+        case TD_BF16: ((uint16_t *)buf)[i] = td__f64_to_bf16(gen_float(&s, in->gen, true)); break;
+        case TD_I8: ((int8_t *)buf)[i] = (int8_t)(uint8_t)(uint64_t)gen_int(&s, in->gen, in->dtype); break;
+        case TD_I16: ((int16_t *)buf)[i] = (int16_t)(uint16_t)(uint64_t)gen_int(&s, in->gen, in->dtype); break;
         case TD_BOOL: {
             uint64_t r = splitmix(&s);
             ((uint8_t *)buf)[i] = in->gen == GEN_BOOL_RAW ? (uint8_t)(r % 4 == 0 ? r >> 8 : r & 1)
@@ -352,12 +357,32 @@ static double elem(const void *p, uint32_t dt, int64_t i)
     case TD_F64: return ((const double *)p)[i];
     case TD_I32: return ((const int32_t *)p)[i];
     case TD_I64: return (double)((const int64_t *)p)[i];
+    case TD_F16: return td__f16_to_f32(((const uint16_t *)p)[i]);
+    case TD_BF16: return td__bf16_to_f32(((const uint16_t *)p)[i]);
+    case TD_I8: return ((const int8_t *)p)[i];
+    case TD_I16: return ((const int16_t *)p)[i];
     default: return ((const uint8_t *)p)[i];
+    }
+}
+
+/* Unit roundoff of a float dtype: 2^-p for p mantissa bits (implicit one included). */
+static double unit_roundoff(uint32_t dt)
+{
+    switch (dt) {
+    case TD_F32: return 0x1p-24;
+    case TD_F16: return 0x1p-11;
+    case TD_BF16: return 0x1p-8;
+    default: return 0x1p-53;
     }
 }
 
 static int64_t ordered(const void *p, uint32_t dt, int64_t i)
 {
+    if (td__dtype_is_half(dt)) {
+        int16_t b;
+        memcpy(&b, (const uint16_t *)p + i, 2);
+        return b < 0 ? (int64_t)INT16_MIN - b : b;
+    }
     if (dt == TD_F32) {
         int32_t b;
         memcpy(&b, (const float *)p + i, 4);
@@ -366,6 +391,24 @@ static int64_t ordered(const void *p, uint32_t dt, int64_t i)
     int64_t b;
     memcpy(&b, (const double *)p + i, 8);
     return b < 0 ? INT64_MIN - b : b;
+}
+
+/* ulp of v in a 16-bit float dtype: its spacing at |v| (subnormal spacing below the
+ * smallest normal). */
+static double ulp_half(double v, uint32_t dt)
+{
+    v = fabs(v);
+    if (isinf(v) || isnan(v)) return 0.0;
+    const int p = dt == TD_F16 ? 11 : 8, emin = dt == TD_F16 ? -14 : -126;
+    int e = v > 0 ? ilogb(v) : emin;
+    if (e < emin) e = emin;
+    return ldexp(1.0, e - (p - 1));
+}
+
+static double ulp_of(double v, bool f32);
+static double ulp_dt(double v, uint32_t dt)
+{
+    return td__dtype_is_half(dt) ? ulp_half(v, dt) : ulp_of(v, dt == TD_F32);
 }
 
 static double ulp_of(double v, bool f32)
@@ -439,24 +482,24 @@ static bool compare(check *k)
                 int64_t a = ordered(k->want, k->dtype, i), b = ordered(k->got, k->dtype, i);
                 uint64_t d = a > b ? (uint64_t)a - (uint64_t)b : (uint64_t)b - (uint64_t)a;
                 ok = d <= (uint64_t)c->ulps;
-                tol = c->ulps * ulp_of(w, f32);
+                tol = c->ulps * ulp_dt(w, k->dtype);
                 break;
             }
             case TOL_SUM:
             case TOL_MATMUL:
-                tol = ulp_of(w, f32) + k->factor * fabs(elem(k->scale, k->dtype, i));
+                tol = ulp_dt(w, k->dtype) + k->factor * fabs(elem(k->scale, k->dtype, i));
                 ok = fabs(w - g) <= tol;
                 break;
             case TOL_PROD:
-                tol = ulp_of(w, f32) + k->factor * fabs(w);
+                tol = ulp_dt(w, k->dtype) + k->factor * fabs(w);
                 ok = fabs(w - g) <= tol;
                 break;
             case TOL_SOFTMAX: {
-                const double u = f32 ? 0x1p-24 : 0x1p-53, n = k->factor;
+                const double u = unit_roundoff(k->dtype), n = k->factor;
                 if (c->op.opcode == TD_OP_LOG_SOFTMAX)
-                    tol = 4 * ulp_of(w, f32) + (16.0 + 8.0 * log(n)) * u + 2.0 * n * 0x1p-53;
+                    tol = 4 * ulp_dt(w, k->dtype) + (16.0 + 8.0 * log(n)) * u + 2.0 * n * 0x1p-53;
                 else
-                    tol = 24 * ulp_of(w, f32) + 2.0 * n * 0x1p-53 * fabs(w);
+                    tol = 24 * ulp_dt(w, k->dtype) + 2.0 * n * 0x1p-53 * fabs(w);
                 ok = fabs(w - g) <= tol;
                 break;
             }
@@ -596,7 +639,9 @@ static bool run_case(executor *ref, executor *tgt, executor *low, const tcase *c
             k.factor = 4.0 * (double)reduced_count(c) * 0x1p-53;
         } else {
             int64_t kk = in_desc[0].dims[in_desc[0].rank - 1];
-            k.factor = 2.0 * (double)kk * (od.dtype == TD_F32 ? 0x1p-24 : 0x1p-53);
+            /* f16/bf16 multiply and add in f32 (u = 2^-24) and round once at the end: the
+             * 1 ulp term, in the half dtype, covers that rounding */
+            k.factor = 2.0 * (double)kk * (od.dtype == TD_F64 ? 0x1p-53 : 0x1p-24);
             if (od.dtype == TD_F32 && td__matmul_allows_tf32(&op) && tgt->tf32)
                 k.factor += 2.0 * 0x1p-10 + 0x1p-20;
         }
@@ -719,6 +764,8 @@ static void add_create(void)
         for (size_t f = 0; f < n_float; f++)
             for (size_t e = 0; e < COUNT(seeds); e++)
                 for (int normal = 0; normal < 2; normal++) {
+                    /* f16/bf16 draws: no backend implements them yet (each refuses) */
+                    if (td__dtype_is_half(k_float[f])) continue;
                     tcase *c = add_case("rand_%s %s %s seed %" PRIu64, normal ? "normal" : "uniform",
                                         dtn(k_float[f]), shape_str(&rs[s], sb, sizeof sb), seeds[e]);
                     c->op = (td__op){.opcode = normal ? TD_OP_RAND_NORMAL : TD_OP_RAND_UNIFORM,

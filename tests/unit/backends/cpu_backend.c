@@ -136,11 +136,16 @@ Test(cpu_backend, full_converts_like_cast)
 {
     td__device *dev = tu_open(2);
     /* 3.7 -> f32 3.7f, f64 3.7, ints truncate to 3, bool 1 */
-    const double want37[TD_DTYPE_COUNT] = {(float)3.7, 3.7, 3, 3, 3, 1};
+    /* f16 3.7 = 947/256 (numpy float16(3.7)), bf16 = 0x406d = 237/64 (f32 0x406ccccd's top
+     * half rounded up: the low half 0xcccd is above 0x8000) */
+    const double want37[TD_DTYPE_COUNT] = {(float)3.7, 3.7, 3, 3, 3, 1, 947.0 / 256, 237.0 / 64,
+                                           3, 3};
     /* -1e20: i32/i64 saturate low, u8 0, bool 1; NaN: ints 0, bool 1 */
-    const double wantneg[TD_DTYPE_COUNT] = {(float)-1e20, -1e20, INT32_MIN,
-                                            (double)INT64_MIN, 0, 1};
-    const double wantnan[TD_DTYPE_COUNT] = {NAN, NAN, 0, 0, 0, 1};
+    /* f16 overflows to -inf; bf16 is f32 0xe0ad78ec rounded down to 0xe0ad = -173 * 2^59;
+     * i8/i16 saturate */
+    const double wantneg[TD_DTYPE_COUNT] = {(float)-1e20, -1e20, INT32_MIN, (double)INT64_MIN,
+                                            0, 1, -INFINITY, -173 * 0x1p59, -128, -32768};
+    const double wantnan[TD_DTYPE_COUNT] = {NAN, NAN, 0, 0, 0, 1, NAN, NAN, 0, 0};
     for (uint32_t dt = 0; dt < TD_DTYPE_COUNT; dt++) {
         td__view o = full(dev, dt, 3.7, 2, DIMS(2, 3));
         double w[6];
@@ -171,6 +176,8 @@ Test(cpu_backend, arange)
         [TD_F32] = {1.5, 1.0, 0.5, 0.0, -0.5}, [TD_F64] = {1.5, 1.0, 0.5, 0.0, -0.5},
         [TD_I32] = {1, 1, 0, 0, 0},            [TD_I64] = {1, 1, 0, 0, 0},
         [TD_U8] = {1, 1, 0, 0, 0},             [TD_BOOL] = {1, 1, 1, 0, 1},
+        [TD_F16] = {1.5, 1.0, 0.5, 0.0, -0.5}, [TD_BF16] = {1.5, 1.0, 0.5, 0.0, -0.5},
+        [TD_I8] = {1, 1, 0, 0, 0},             [TD_I16] = {1, 1, 0, 0, 0},
     };
     for (uint32_t dt = 0; dt < TD_DTYPE_COUNT; dt++) {
         td__view o = tu_new(dev, dt, 1, DIMS(5), NULL);

@@ -1,5 +1,6 @@
 /* cpu_test_util.c — see cpu_test_util.h. */
 #include "cpu_test_util.h"
+#include "engine/convert.h"
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -48,6 +49,7 @@ static size_t dtype_size(uint32_t dt)
     switch (dt) {
     case TD_F32: case TD_I32: return 4;
     case TD_F64: case TD_I64: return 8;
+    case TD_F16: case TD_BF16: case TD_I16: return 2;
     default: return 1;
     }
 }
@@ -95,6 +97,10 @@ td__view tu_from_doubles(td__device *dev, uint32_t dtype, uint32_t rank, const i
         case TD_I64: ((int64_t *)v.data)[i] = (int64_t)vals[i]; break;
         case TD_U8: ((uint8_t *)v.data)[i] = (uint8_t)vals[i]; break;
         case TD_BOOL: ((uint8_t *)v.data)[i] = vals[i] != 0.0; break;
+        case TD_F16: ((uint16_t *)v.data)[i] = td__f64_to_f16(vals[i]); break;
+        case TD_BF16: ((uint16_t *)v.data)[i] = td__f64_to_bf16(vals[i]); break;
+        case TD_I8: ((int8_t *)v.data)[i] = (int8_t)vals[i]; break;
+        case TD_I16: ((int16_t *)v.data)[i] = (int16_t)vals[i]; break;
         }
     }
     return v;
@@ -131,6 +137,10 @@ double tu_get(const td__view *v, int64_t i)
     case TD_F64: return ((const double *)v->data)[i];
     case TD_I32: return ((const int32_t *)v->data)[i];
     case TD_I64: return (double)((const int64_t *)v->data)[i];
+    case TD_F16: return td__f16_to_f32(((const uint16_t *)v->data)[i]);
+    case TD_BF16: return td__bf16_to_f32(((const uint16_t *)v->data)[i]);
+    case TD_I8: return ((const int8_t *)v->data)[i];
+    case TD_I16: return ((const int16_t *)v->data)[i];
     default: return ((const uint8_t *)v->data)[i];
     }
 }

@@ -246,7 +246,7 @@ Test(op_infer, hostile_descs)
     td__desc r9 = D(TD_F32, 8, (int64_t[]){1, 1, 1, 1, 1, 1, 1, 1});
     r9.rank = 9;
     cr_assert_eq(infer(&ex, &r9, NULL, NULL, &o), TD_EINVAL);
-    td__desc baddt = D(7, 1, (int64_t[]){2});
+    td__desc baddt = D(TD_DTYPE_COUNT, 1, (int64_t[]){2});
     cr_assert_eq(infer(&ex, &baddt, NULL, NULL, &o), TD_EINVAL);
     out_op = (td__op){.opcode = 127};
     cr_assert_eq(infer(&out_op, NULL, NULL, NULL, &o), TD_EINVAL);

@@ -30,7 +30,8 @@ static const uint32_t opcodes[] = {
 /* Element sizes from the dtype table in tensord.h, written out here on purpose. */
 static u128 elem_size(uint32_t dt)
 {
-    static const unsigned sz[TD_DTYPE_COUNT] = {4, 8, 4, 8, 1, 1}; /* f32 f64 i32 i64 u8 bool */
+    /* f32 f64 i32 i64 u8 bool f16 bf16 i8 i16 */
+    static const unsigned sz[TD_DTYPE_COUNT] = {4, 8, 4, 8, 1, 1, 2, 2, 1, 2};
     return dt < TD_DTYPE_COUNT ? sz[dt] : 0;
 }
 
