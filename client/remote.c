@@ -531,16 +531,21 @@ out:
 
 /* ---- blob store (client/offer.c decides when) ---- */
 
-static td_status remote_blob_has(td__transport *t, const uint8_t hash[TD_SHA256_BYTES],
-                                 bool *present)
+/* HasBlobs with one key: a SHA-256 (len TD_SHA256_BYTES) or a fingerprint
+ * (TD_FINGERPRINT_BYTES). One round trip; *present on TD_OK. */
+static td_status blob_ask(remote *r, const uint8_t *key, size_t len, bool *present)
 {
-    remote *r = (remote *)t;
     td_status st = check_open(r);
     if (st != TD_OK) return st;
-    ProtobufCBinaryData h = {.len = TD_SHA256_BYTES, .data = (uint8_t *)(uintptr_t)hash};
+    ProtobufCBinaryData h = {.len = len, .data = (uint8_t *)(uintptr_t)key};
     Tensord__V1__HasBlobs hb = TENSORD__V1__HAS_BLOBS__INIT;
-    hb.n_sha256 = 1;
-    hb.sha256 = &h; /* only read while packing */
+    if (len == TD_SHA256_BYTES) {
+        hb.n_sha256 = 1;
+        hb.sha256 = &h; /* only read while packing */
+    } else {
+        hb.n_fingerprint = 1;
+        hb.fingerprint = &h;
+    }
     Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
     cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_HAS_BLOBS;
     cm.has_blobs = &hb;
@@ -550,13 +555,27 @@ static td_status remote_blob_has(td__transport *t, const uint8_t hash[TD_SHA256_
     return st;
 }
 
-/* WriteFromBlob (from_store) or StoreBlob for tensor `id`. Fire-and-forget. */
-static td_status blob_send(remote *r, uint64_t id, const uint8_t hash[TD_SHA256_BYTES],
+static td_status remote_blob_has(td__transport *t, const uint8_t hash[TD_SHA256_BYTES],
+                                 bool *present)
+{
+    return blob_ask((remote *)t, hash, TD_SHA256_BYTES, present);
+}
+
+static td_status remote_blob_has_fingerprint(td__transport *t,
+                                             const uint8_t fp[TD_FINGERPRINT_BYTES],
+                                             bool *present)
+{
+    return blob_ask((remote *)t, fp, TD_FINGERPRINT_BYTES, present);
+}
+
+/* WriteFromBlob (from_store) or StoreBlob for tensor `id`; key is a SHA-256 or, for
+ * StoreBlob only, a fingerprint (by len). Fire-and-forget. */
+static td_status blob_send(remote *r, uint64_t id, const uint8_t *key, size_t len,
                            bool from_store)
 {
     td_status st = check_open(r);
     if (st != TD_OK) return st;
-    ProtobufCBinaryData h = {.len = TD_SHA256_BYTES, .data = (uint8_t *)(uintptr_t)hash};
+    ProtobufCBinaryData h = {.len = len, .data = (uint8_t *)(uintptr_t)key};
     Tensord__V1__WriteFromBlob wb = TENSORD__V1__WRITE_FROM_BLOB__INIT;
     Tensord__V1__StoreBlob sb = TENSORD__V1__STORE_BLOB__INIT;
     Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
@@ -567,7 +586,10 @@ static td_status blob_send(remote *r, uint64_t id, const uint8_t hash[TD_SHA256_
         cm.write_from_blob = &wb;
     } else {
         sb.tensor = id;
-        sb.sha256 = h;
+        if (len == TD_SHA256_BYTES)
+            sb.sha256 = h;
+        else
+            sb.fingerprint = h;
         cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_STORE_BLOB;
         cm.store_blob = &sb;
     }
@@ -577,13 +599,19 @@ static td_status blob_send(remote *r, uint64_t id, const uint8_t hash[TD_SHA256_
 static td_status remote_blob_write(td__transport *t, uint64_t id,
                                    const uint8_t hash[TD_SHA256_BYTES])
 {
-    return blob_send((remote *)t, id, hash, true);
+    return blob_send((remote *)t, id, hash, TD_SHA256_BYTES, true);
 }
 
 static td_status remote_blob_store(td__transport *t, uint64_t id,
                                    const uint8_t hash[TD_SHA256_BYTES])
 {
-    return blob_send((remote *)t, id, hash, false);
+    return blob_send((remote *)t, id, hash, TD_SHA256_BYTES, false);
+}
+
+static td_status remote_blob_candidate(td__transport *t, uint64_t id,
+                                       const uint8_t fp[TD_FINGERPRINT_BYTES])
+{
+    return blob_send((remote *)t, id, fp, TD_FINGERPRINT_BYTES, false);
 }
 
 static td_status remote_write(td__transport *t, uint64_t id, uint64_t offset, const void *src,
@@ -815,6 +843,8 @@ static const td__transport_vt remote_vt = {
     .blob_has = remote_blob_has,
     .blob_write = remote_blob_write,
     .blob_store = remote_blob_store,
+    .blob_has_fingerprint = remote_blob_has_fingerprint,
+    .blob_candidate = remote_blob_candidate,
 };
 
 td_status td__remote_open(const char *target, const char *device, const td_options *opts,
@@ -888,6 +918,7 @@ td_status td__remote_open(const char *target, const char *device, const td_optio
     }
     snprintf(r->base.device, sizeof r->base.device, "%s",
              r->opened_device[0] != '\0' ? r->opened_device : device);
+    r->base.blob_fingerprints = r->opened_protocol >= TD_PROTOCOL_FINGERPRINTS;
     r->base.err[0] = '\0';
     *out = &r->base;
     return TD_OK;

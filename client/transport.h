@@ -50,12 +50,22 @@ typedef struct td__transport_vt {
     td_status (*blob_has)(td__transport *t, const uint8_t *hash, bool *present);
     td_status (*blob_write)(td__transport *t, uint64_t id, const uint8_t *hash);
     td_status (*blob_store)(td__transport *t, uint64_t id, const uint8_t *hash);
+    /* Fingerprints (TD_FINGERPRINT_BYTES, common/fingerprint.h: a first-pass key, never
+     * trusted). blob_has_fingerprint asks whether the executor keeps a candidate (or a
+     * blob promoted from one) under `fp` for this tenant (one round trip; *present); on a
+     * hit the executor has moved the candidate's bytes into the store under their SHA-256,
+     * so a blob_has of the data's SHA-256 tells whether they are these bytes.
+     * blob_candidate asks the executor to keep tensor `id` (written) as a candidate under
+     * `fp` (fire-and-forget). NULL when the executor has no blob store. */
+    td_status (*blob_has_fingerprint)(td__transport *t, const uint8_t *fp, bool *present);
+    td_status (*blob_candidate)(td__transport *t, uint64_t id, const uint8_t *fp);
 } td__transport_vt;
 
 struct td__transport {
     const td__transport_vt *vt;
     char device[32];     /* device actually opened */
     size_t blob_min_bytes; /* uploads at least this large go through the blob offer */
+    bool blob_fingerprints; /* the executor takes fingerprints (protocol >= 2) */
     char err[1024];      /* message of the last failure */
     td_stats stats;      /* batches_sent, bytes_*, round_trips maintained by the transport */
     td_status deferred;  /* first executor failure since the last fence */

@@ -9,7 +9,10 @@
 #define TD_PROTO_WIRE_LIMITS_H
 
 #define TD_PROTOCOL_MIN 1
-#define TD_PROTOCOL_MAX 1
+#define TD_PROTOCOL_MAX 2
+/* The first protocol with HasBlobs.fingerprint and StoreBlob.fingerprint (tensord.proto);
+ * a client offers fingerprints only to a session opened at this version or later. */
+#define TD_PROTOCOL_FINGERPRINTS 2
 #define TD_CHUNK_BYTES (1u << 20)
 #define TD_MAX_MESSAGE_BYTES (8u << 20) /* set on both channel ends */
 /* HTTP/2 per-stream receive window, fixed (BDP probing off) on both channel ends. gRPC's
@@ -18,5 +21,6 @@
  * most this much per stream waits in gRPC beyond the server's own flow control. */
 #define TD_STREAM_WINDOW_BYTES (8u << 20)
 #define TD_MAX_BATCH_OPS 65536
-#define TD_MAX_HAS_BLOBS 4096 /* hashes one HasBlobs may offer (tensord.proto) */
+#define TD_MAX_HAS_BLOBS 4096 /* hashes plus fingerprints one HasBlobs may offer (tensord.proto) */
+#define TD_FINGERPRINT_BYTES 16 /* HasBlobs.fingerprint, StoreBlob.fingerprint (common/fingerprint.h) */
 #endif

@@ -72,6 +72,8 @@ static td__blob *blob_new(const char *tenant, size_t nbytes)
     return b;
 }
 
+td__blob *td__blob_create(const char *tenant, size_t nbytes) { return blob_new(tenant, nbytes); }
+
 td_status td__blobstore_create(uint64_t cap_bytes, const char *cache_dir, td__blobstore **out,
                                char *err, size_t errlen)
 {
@@ -294,11 +296,64 @@ static td__blob *disk_load(td__blobstore *bs, const char *tenant, const uint8_t 
     return b;
 }
 
-static void disk_store(td__blobstore *bs, const td__blob *b)
+/* Write `n` bytes to `path` through a temporary name and a rename. */
+static bool write_file(td__blobstore *bs, const char *path, const uint8_t *p, size_t n)
+{
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%llu", path, (long)getpid(),
+             (unsigned long long)atomic_fetch_add(&bs->tmp_counter, 1));
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) return false;
+    bool ok = write_all(fd, p, n);
+    if (close(fd) != 0) ok = false;
+    if (!ok || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return false;
+    }
+    return true;
+}
+
+/* DIR/...<32 hex of fp>.fp: the SHA-256 a fingerprint was promoted to (server/candidates.h). */
+static void fp_path(const td__blobstore *bs, const char *tenant, const uint8_t *fp, char *buf,
+                    size_t len)
+{
+    uint8_t k[TD_SHA256_BYTES] = {0};
+    memcpy(k, fp, 16);
+    blob_path(bs, tenant, k, buf, len);
+    size_t l = strlen(buf); /* ends in 32 zero hex digits and ".blob" */
+    if (l >= 37) snprintf(buf + l - 37, len - (l - 37), ".fp");
+}
+
+void td__blobstore_note_fingerprint(td__blobstore *bs, const char *tenant, const uint8_t *fp,
+                                    const uint8_t sha[TD_SHA256_BYTES])
+{
+    if (bs->dir == NULL) return;
+    char path[4096];
+    fp_path(bs, tenant, fp, path, sizeof path);
+    if (!write_file(bs, path, sha, TD_SHA256_BYTES))
+        td__log(TD_LOG_WARN, "blob cache: cannot write %s: %s", path, strerror(errno));
+}
+
+bool td__blobstore_fingerprint(td__blobstore *bs, const char *tenant, const uint8_t *fp,
+                               uint8_t sha[TD_SHA256_BYTES])
+{
+    if (bs->dir == NULL) return false;
+    char path[4096];
+    fp_path(bs, tenant, fp, path, sizeof path);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    bool ok = read_all(fd, sha, TD_SHA256_BYTES);
+    close(fd);
+    return ok;
+}
+
+/* Write b's cache file; an existing file is kept unless `replace` (it may be one that failed
+ * verification and is still there because nobody looked it up). */
+static void disk_store(td__blobstore *bs, const td__blob *b, bool replace)
 {
     char path[4096], tmp[4200];
     blob_path(bs, b->tenant, b->hash, path, sizeof path);
-    if (access(path, F_OK) == 0) return;
+    if (!replace && access(path, F_OK) == 0) return;
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%llu", path, (long)getpid(),
              (unsigned long long)atomic_fetch_add(&bs->tmp_counter, 1));
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -358,6 +413,48 @@ td__blob *td__blobstore_get(td__blobstore *bs, const char *tenant,
     return b;
 }
 
+/* A new blob (not in the store) holding a copy of `nbytes` at src, and the SHA-256 of that
+ * copy in b->hash: copied and hashed piece by piece, so each piece is hashed while it is
+ * in cache, and the hash is of the blob's own bytes even if src changed meanwhile. */
+static td_status copy_hash(const char *tenant, const void *src, size_t nbytes, td__blob **out,
+                           char *err, size_t errlen)
+{
+    td__blob *b = blob_new(tenant, nbytes);
+    td__sha256_ctx *hc = b != NULL ? td__sha256_begin() : NULL;
+    if (hc == NULL) {
+        td__blob_unref(b);
+        snprintf(err, errlen, "out of memory for a %zu-byte blob", nbytes);
+        return TD_ENOMEM;
+    }
+    bool ok = true;
+    for (size_t off = 0; ok && off < nbytes; off += BS_COPY_PIECE) {
+        size_t n = nbytes - off < BS_COPY_PIECE ? nbytes - off : BS_COPY_PIECE;
+        memcpy(b->data + off, (const uint8_t *)src + off, n);
+        ok = td__sha256_update(hc, b->data + off, n);
+    }
+    if (!ok) td__sha256_abort(hc);
+    if (!ok || !td__sha256_final(hc, b->hash)) {
+        td__blob_unref(b);
+        snprintf(err, errlen, "out of memory hashing a %zu-byte blob", nbytes);
+        return TD_ENOMEM;
+    }
+    *out = b;
+    return TD_OK;
+}
+
+/* Insert b (the caller keeps its reference) unless (tenant, hash) is already stored, and
+ * write its cache file (disk_store's `replace`). */
+static void insert_new(td__blobstore *bs, td__blob *b, bool replace)
+{
+    td__blob *evicted = NULL;
+    bool inserted = false;
+    pthread_mutex_lock(&bs->mu);
+    if (find_locked(bs, b->tenant, b->hash) == NULL) evicted = insert_locked(bs, b, &inserted);
+    pthread_mutex_unlock(&bs->mu);
+    unref_chain(evicted);
+    if (inserted && bs->dir != NULL) disk_store(bs, b, replace);
+}
+
 td_status td__blobstore_put(td__blobstore *bs, const char *tenant,
                             const uint8_t hash[TD_SHA256_BYTES], const void *src, size_t nbytes,
                             char *err, size_t errlen)
@@ -368,46 +465,37 @@ td_status td__blobstore_put(td__blobstore *bs, const char *tenant,
     pthread_mutex_unlock(&bs->mu);
     if (have) return TD_OK;
 
-    td__blob *b = blob_new(tenant, nbytes);
-    td__sha256_ctx *hc = b != NULL ? td__sha256_begin() : NULL;
-    if (hc == NULL) {
-        td__blob_unref(b);
-        snprintf(err, errlen, "out of memory for a %zu-byte blob", nbytes);
-        return TD_ENOMEM;
-    }
-    /* Copy and hash piece by piece, so each piece is hashed while it is in cache. */
-    bool ok = true;
-    for (size_t off = 0; ok && off < nbytes; off += BS_COPY_PIECE) {
-        size_t n = nbytes - off < BS_COPY_PIECE ? nbytes - off : BS_COPY_PIECE;
-        memcpy(b->data + off, (const uint8_t *)src + off, n);
-        ok = td__sha256_update(hc, b->data + off, n);
-    }
-    uint8_t got[TD_SHA256_BYTES];
-    if (!ok) td__sha256_abort(hc);
-    if (!ok || !td__sha256_final(hc, got)) {
-        td__blob_unref(b);
-        snprintf(err, errlen, "out of memory hashing a %zu-byte blob", nbytes);
-        return TD_ENOMEM;
-    }
-    if (memcmp(got, hash, TD_SHA256_BYTES) != 0) {
+    td__blob *b;
+    td_status st = copy_hash(tenant, src, nbytes, &b, err, errlen);
+    if (st != TD_OK) return st;
+    if (memcmp(b->hash, hash, TD_SHA256_BYTES) != 0) {
         char want[TD_SHA256_HEX], have_hex[TD_SHA256_HEX];
         td__sha256_hex(hash, want);
-        td__sha256_hex(got, have_hex);
+        td__sha256_hex(b->hash, have_hex);
         td__blob_unref(b);
         snprintf(err, errlen, "blob %.16s...: the %zu bytes hash to %.16s..., not to the offered "
                  "hash; not stored", want, nbytes, have_hex);
         return TD_EINVAL;
     }
-    memcpy(b->hash, hash, TD_SHA256_BYTES);
-    td__blob *evicted = NULL;
-    pthread_mutex_lock(&bs->mu);
-    if (find_locked(bs, tenant, hash) == NULL) {
-        bool inserted;
-        evicted = insert_locked(bs, b, &inserted);
+    insert_new(bs, b, false);
+    td__blob_unref(b);
+    return TD_OK;
+}
+
+td_status td__blobstore_add(td__blobstore *bs, const char *tenant, const void *src,
+                            size_t nbytes, uint8_t hash[TD_SHA256_BYTES], char *err,
+                            size_t errlen)
+{
+    if (nbytes > bs->cap) {
+        snprintf(err, errlen, "a %zu-byte blob is larger than the store (%llu bytes)", nbytes,
+                 (unsigned long long)bs->cap);
+        return TD_ERANGE;
     }
-    pthread_mutex_unlock(&bs->mu);
-    unref_chain(evicted);
-    if (bs->dir != NULL) disk_store(bs, b);
+    td__blob *b;
+    td_status st = copy_hash(tenant, src, nbytes, &b, err, errlen);
+    if (st != TD_OK) return st;
+    memcpy(hash, b->hash, TD_SHA256_BYTES);
+    insert_new(bs, b, true);
     td__blob_unref(b);
     return TD_OK;
 }

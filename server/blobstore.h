@@ -70,6 +70,27 @@ td_status td__blobstore_put(td__blobstore *bs, const char *tenant,
                             const uint8_t hash[TD_SHA256_BYTES], const void *src, size_t nbytes,
                             char *err, size_t errlen);
 
+/* Add `nbytes` at `src` under the SHA-256 the store computes (of its own copy, so the key
+ * matches the stored bytes even if src changes meanwhile) and return that hash in `hash`;
+ * for bytes whose hash nobody claimed yet (server/candidates.h). Returns TD_OK (also when
+ * the blob was already stored), TD_ERANGE (larger than the store's cap: not kept),
+ * TD_ENOMEM; message in err. */
+td_status td__blobstore_add(td__blobstore *bs, const char *tenant, const void *src,
+                            size_t nbytes, uint8_t hash[TD_SHA256_BYTES], char *err,
+                            size_t errlen);
+
+/* A blob of `nbytes` uninitialised bytes with one reference, in no store (a candidate's
+ * host copy, server/candidates.h); NULL when out of memory. */
+td__blob *td__blob_create(const char *tenant, size_t nbytes);
+/* With a cache directory: remember (persist) that fingerprint fp (16 bytes) of tenant's
+ * bytes was promoted to blob `sha`, so that a restarted server still answers a fingerprint
+ * offer (the client then offers the SHA-256, and the blob itself is verified on load);
+ * td__blobstore_fingerprint reads it back (false: none). No-ops without a directory. */
+void td__blobstore_note_fingerprint(td__blobstore *bs, const char *tenant, const uint8_t *fp,
+                                    const uint8_t sha[TD_SHA256_BYTES]);
+bool td__blobstore_fingerprint(td__blobstore *bs, const char *tenant, const uint8_t *fp,
+                               uint8_t sha[TD_SHA256_BYTES]);
+
 void td__blob_ref(td__blob *b);
 /* NULL is a no-op. */
 void td__blob_unref(td__blob *b);

@@ -7,7 +7,8 @@
  * WriteFromBlob uses it (at most CACHES_MAX_PINS pins, each charged to the tenant's
  * max_bytes quota while held; a blob whose pin the quota refuses is reported absent, so the
  * client sends the bytes itself); StoreBlob re-hashes a written tensor before the store
- * accepts it. Graphs: a definition is validated here and checked against the id the client
+ * accepts it, or, with a fingerprint, keeps it unhashed as a candidate, and a HasBlobs
+ * fingerprint that hits one promotes it (server/candidates.h). Graphs: a definition is validated here and checked against the id the client
  * claims, charged once to the defining tenant, and cached. Keys are scoped by the
  * session's tenant.
  */
@@ -16,6 +17,7 @@
 #include "common/alloc.h"
 #include "common/log.h"
 #include "engine/tensor.h"
+#include "server/candidates.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -92,7 +94,8 @@ void td__handle_has_blobs(td__srv_session *ss, td__job *j)
 {
     const td__request *rq = &j->rq;
     td__blobstore *bs = td__service_blobs(ss->svc);
-    bool *present = td__calloc(rq->n_hashes > 0 ? rq->n_hashes : 1, sizeof *present);
+    size_t n = rq->n_hashes + rq->n_fps;
+    bool *present = td__calloc(n > 0 ? n : 1, sizeof *present);
     if (present == NULL) {
         td__ss_failure(ss, rq->seq, 0, TD_ENOMEM, "out of memory answering has-blobs");
         return;
@@ -101,8 +104,12 @@ void td__handle_has_blobs(td__srv_session *ss, td__job *j)
         td__blob *b = bs != NULL ? td__blobstore_get(bs, ss->tenant, rq->hashes[i]) : NULL;
         present[i] = b != NULL && pin_blob(ss, b);
     }
+    /* A fingerprint hit promotes the candidate (SHA-256 of its bytes, computed here) into
+     * the store; the client's SHA-256 offer that follows decides whether they are its bytes. */
+    for (size_t i = 0; i < rq->n_fps; i++)
+        present[rq->n_hashes + i] = td__candidates_offer(bs, ss->tenant, rq->fps[i]);
     td__reply r = {.kind = TD_REPLY_BLOB_STATUS, .seq = rq->seq, .present = present,
-                   .n_present = rq->n_hashes};
+                   .n_present = n};
     td__ss_reply_or_end(ss, &r);
     td__free(present);
 }
@@ -143,11 +150,50 @@ void td__handle_write_from_blob(td__srv_session *ss, td__job *j)
     if (st != TD_OK) td__ss_failure(ss, rq->seq, 0, st, err);
 }
 
+/* StoreBlob with a fingerprint: keep tensor rq->tensor as a candidate (candidates.h), by
+ * reference to its host buffer, else (a device without host memory) as a host copy charged
+ * to the tenant. Nothing is hashed here. */
+static void keep_candidate(td__srv_session *ss, const td__request *rq)
+{
+    char err[512];
+    td__desc desc;
+    td__buffer *buf = NULL;
+    td_status st = td__session_lookup(ss->es, rq->tensor, &desc, &buf, err, sizeof err);
+    size_t n = st == TD_OK ? td__desc_nbytes(&desc) : 0;
+    if (st == TD_OK && buf != NULL) {
+        /* Writes reach a host buffer synchronously; copy-on-write keeps it unchanged. */
+        if (!td__candidates_put(ss->tenant, ss->quota, rq->fp, buf, NULL, 0, n))
+            td__log(TD_LOG_DEBUG, "session %llu: out of memory keeping a candidate",
+                    (unsigned long long)ss->c.id);
+    } else if (st == TD_OK && n > 0) {
+        char why[384];
+        td__blob *copy = NULL;
+        if (td__quota_bytes_charge(ss->quota, n, "keeping an upload of", why, sizeof why) !=
+            TD_OK) {
+            td__log(TD_LOG_DEBUG, "session %llu: no candidate: %s", (unsigned long long)ss->c.id,
+                    why);
+        } else if ((copy = td__blob_create(ss->tenant, n)) == NULL ||
+                   td__session_read(ss->es, rq->tensor, 0, copy->data, n, err, sizeof err) !=
+                       TD_OK) {
+            td__blob_unref(copy);
+            td__quota_bytes_uncharge(ss->quota, n);
+        } else {
+            (void)td__candidates_put(ss->tenant, ss->quota, rq->fp, NULL, copy, n, n);
+        }
+    }
+    td__buffer_unref(buf);
+    if (st != TD_OK) td__ss_failure(ss, rq->seq, 0, st, err);
+}
+
 void td__handle_store_blob(td__srv_session *ss, td__job *j)
 {
     const td__request *rq = &j->rq;
     td__blobstore *bs = td__service_blobs(ss->svc);
     if (bs == NULL) return;
+    if (rq->fp != NULL) {
+        keep_candidate(ss, rq);
+        return;
+    }
     char err[512];
     td__desc desc;
     td__buffer *buf = NULL;

@@ -20,6 +20,7 @@
 #include "common/alloc.h"
 #include "common/log.h"
 #include "engine/tensor.h"
+#include "server/candidates.h"
 #include "wire_limits.h"
 
 #include <stdio.h>
@@ -75,6 +76,15 @@ static void run_write(td__srv_session *ss, td__job *j)
     char err[512];
     size_t n = rq->nbytes;
     void *dst = NULL;
+    /* A candidate of the tensor's old bytes (server/candidates.h) would make this write copy
+     * the buffer first (copy-on-write) and keep the old one out of the pool; the bytes are
+     * being replaced, so drop the candidate instead and write in place. */
+    td__desc desc;
+    td__buffer *buf = NULL;
+    if (td__session_lookup(ss->es, rq->tensor, &desc, &buf, err, sizeof err) == TD_OK &&
+        buf != NULL && atomic_load(&buf->refs) > 2)
+        td__candidates_forget(buf);
+    td__buffer_unref(buf);
     td_status st = td__session_write_ptr(ss->es, rq->tensor, rq->offset, n, &dst, err,
                                          sizeof err);
     if (st == TD_OK && n > 0) {

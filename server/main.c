@@ -21,6 +21,7 @@
 #include "server/loop.h"
 #include "server/notify.h"
 #include "server/blobstore.h"
+#include "server/candidates.h"
 #include "server/service.h"
 
 #include <getopt.h>
@@ -509,6 +510,8 @@ int main(int argc, char **argv)
         return 1;
     }
     td__graphcache_configure((size_t)cfg.graph_cache, cfg.graph_cache_bytes);
+    td__quota_set_reclaim(td__server_reclaim); /* candidates, then cached graphs */
+    td__candidates_configure(cfg.blob_cache_bytes);
     td__quota_set_default_bytes(cfg.max_tenant_bytes);
     td__blobstore *blobs = NULL;
     if (td__blobstore_create(cfg.blob_cache_bytes, cfg.cache_dir, &blobs, err, sizeof err) !=
@@ -585,6 +588,8 @@ int main(int argc, char **argv)
                              "not timed out");
 
     td__loop_run();
+    if (cfg.cache_dir[0] != '\0') td__candidates_flush(blobs);
+    td__candidates_clear();
     td__blobstore_destroy(blobs); /* after the service: no session uses it any more */
     td__tenants_destroy(app.tenants);
     return app.exit_code;

@@ -217,22 +217,36 @@ static bool hash_ok(const ProtobufCBinaryData *h) { return h->len == TD_SHA256_B
 
 static bool decode_has_blobs(td__request *rq, const Tensord__V1__HasBlobs *h)
 {
-    if (h->n_sha256 > TD_MAX_HAS_BLOBS)
+    if (h->n_sha256 > TD_MAX_HAS_BLOBS || h->n_fingerprint > TD_MAX_HAS_BLOBS - h->n_sha256)
         return td__request_fail(rq, TD_EPROTO,
-                                "has-blobs seq %llu offers %zu hashes; the limit is %d",
-                                (unsigned long long)rq->seq, h->n_sha256, TD_MAX_HAS_BLOBS);
+                                "has-blobs seq %llu offers %zu hashes and %zu fingerprints; the "
+                                "limit is %d in all",
+                                (unsigned long long)rq->seq, h->n_sha256, h->n_fingerprint,
+                                TD_MAX_HAS_BLOBS);
     for (size_t i = 0; i < h->n_sha256; i++)
         if (!hash_ok(&h->sha256[i]))
             return td__request_fail(rq, TD_EPROTO,
                                     "has-blobs seq %llu: hash %zu has %zu bytes, SHA-256 has %d",
                                     (unsigned long long)rq->seq, i, h->sha256[i].len,
                                     TD_SHA256_BYTES);
-    rq->hashes = td__calloc(h->n_sha256 > 0 ? h->n_sha256 : 1, sizeof *rq->hashes);
+    for (size_t i = 0; i < h->n_fingerprint; i++)
+        if (h->fingerprint[i].len != TD_FINGERPRINT_BYTES)
+            return td__request_fail(rq, TD_EPROTO,
+                                    "has-blobs seq %llu: fingerprint %zu has %zu bytes, a "
+                                    "fingerprint has %d",
+                                    (unsigned long long)rq->seq, i, h->fingerprint[i].len,
+                                    TD_FINGERPRINT_BYTES);
+    size_t n = h->n_sha256 + h->n_fingerprint;
+    rq->hashes = td__calloc(n > 0 ? n : 1, sizeof *rq->hashes);
     if (rq->hashes == NULL)
         return td__request_fail(rq, TD_ENOMEM, "out of memory answering has-blobs");
     for (size_t i = 0; i < h->n_sha256; i++) rq->hashes[i] = h->sha256[i].data;
+    for (size_t i = 0; i < h->n_fingerprint; i++)
+        rq->hashes[h->n_sha256 + i] = h->fingerprint[i].data;
     rq->n_hashes = h->n_sha256;
-    rq->cost += h->n_sha256 * sizeof *rq->hashes;
+    rq->fps = rq->hashes + h->n_sha256;
+    rq->n_fps = h->n_fingerprint;
+    rq->cost += n * sizeof *rq->hashes;
     rq->kind = TD_REQ_HAS_BLOBS;
     return true;
 }
@@ -291,6 +305,19 @@ static bool decode_body(td__request *rq, grpc_byte_buffer **bb, td__req_decoder 
         bool from = cm->body_case == TENSORD__V1__CLIENT_MESSAGE__BODY_WRITE_FROM_BLOB;
         const ProtobufCBinaryData *h = from ? &cm->write_from_blob->sha256
                                             : &cm->store_blob->sha256;
+        if (!from && cm->store_blob->fingerprint.len > 0) {
+            const ProtobufCBinaryData *f = &cm->store_blob->fingerprint;
+            if (f->len != TD_FINGERPRINT_BYTES || h->len != 0)
+                return td__request_fail(rq, TD_EPROTO,
+                                        "store-blob seq %llu: fingerprint has %zu bytes and hash "
+                                        "%zu; a fingerprint has %d and comes without a hash",
+                                        (unsigned long long)cm->seq, f->len, h->len,
+                                        TD_FINGERPRINT_BYTES);
+            rq->kind = TD_REQ_STORE_BLOB;
+            rq->tensor = cm->store_blob->tensor;
+            rq->fp = f->data;
+            return true;
+        }
         if (!hash_ok(h))
             return td__request_fail(rq, TD_EPROTO,
                                     "%s seq %llu: hash has %zu bytes, SHA-256 has %d",

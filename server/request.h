@@ -82,9 +82,15 @@ typedef struct td__request {
     td__req_payload *payload; /* TD_REQ_WRITE (owned) */
     const uint8_t *hash;  /* TD_SHA256_BYTES (blobs) or TD_GRAPH_HASH_BYTES (graphs) */
 
-    /* TD_REQ_HAS_BLOBS: n_hashes pointers to TD_SHA256_BYTES each */
+    /* TD_REQ_HAS_BLOBS: n_hashes pointers to TD_SHA256_BYTES each, then n_fps pointers to
+     * TD_FINGERPRINT_BYTES each */
     const uint8_t **hashes;
     size_t n_hashes;
+    const uint8_t **fps;
+    size_t n_fps;
+    /* TD_REQ_STORE_BLOB: keep as a candidate under this fingerprint (TD_FINGERPRINT_BYTES;
+     * hash is then NULL), else NULL */
+    const uint8_t *fp;
 
     /* TD_REQ_RELEASE */
     const uint64_t *ids;

@@ -6,7 +6,8 @@
  *  - chunked transfer: sizes 0, 1, chunk-1, chunk, chunk+1, 3*chunk+7 and 1 GiB round-trip
  *    bit-exactly (prints the measured GB/s of 64 MiB and 1 GiB transfers);
  *  - blob store: a second upload of the same bytes sends no payload, also from a second
- *    session; a corrupted cache file is detected and the bytes re-fetched after a restart;
+ *    session (a fresh upload is kept as a fingerprint candidate; a repeat promotes it; a
+ *    fingerprint collision or a rewritten tensor still gets its own bytes); a corrupted cache file is detected and the bytes re-fetched after a restart;
  *    the LRU evicts under --blob-cache-bytes; hostile blob messages get errors.
  */
 #include "raw_session.h"
@@ -285,6 +286,103 @@ Test(blobs, second_upload_sends_nothing_and_sessions_share, .init = start_tcp, .
     free(w);
 }
 
+/* GetInfo's bytes_in_use for this tenant (the server's own count). */
+static uint64_t server_bytes_in_use(void)
+{
+    td_server_info info;
+    cr_assert_eq(td_server_info_get(srv.addr, 5000, &info), TD_OK, "%s", td_connect_error());
+    return info.bytes_in_use;
+}
+
+/* Fingerprint candidates (server/candidates.h): a fresh upload is sent once and kept
+ * unhashed; its repeat (a new session, as a restarted program) sends < 1% of its bytes; a
+ * third is free too; the server's memory for the candidate goes when it is promoted. */
+Test(blobs, fresh_upload_kept_as_candidate_repeat_is_free, .init = start_tcp, .fini = stop,
+     .timeout = 120)
+{
+    size_t n = (size_t)64 << 20;
+    uint8_t *w = malloc(n);
+    fill(w, n, 31337);
+    uint64_t b;
+    td_context *ctx = connect_opts(NULL);
+    td_release(upload(ctx, w, n, &b));
+    cr_expect_eq(b, n, "first upload sent %llu bytes", (unsigned long long)b);
+    td_close(ctx);
+    /* The candidate holds the released tensor's buffer, charged to the tenant. */
+    cr_expect_geq(server_bytes_in_use(), n, "candidate not held: %llu bytes in use",
+                  (unsigned long long)server_bytes_in_use());
+    for (int k = 0; k < 2; k++) {
+        ctx = connect_opts(NULL);
+        td_tensor *t = upload(ctx, w, n, &b);
+        cr_expect_lt(b, n / 100, "upload %d sent %llu of %zu bytes", k + 2,
+                     (unsigned long long)b, n);
+        check_contents(ctx, t, w, n);
+        td_release(t);
+        td_close(ctx);
+    }
+    free(w);
+}
+
+/* Two uploads whose fingerprints collide (they differ only in bytes outside the sample,
+ * common/fingerprint.h): the SHA-256 check sends the second one whole, and each tensor
+ * holds its own bytes; so do repeats of both. */
+Test(blobs, fingerprint_collision_sends_the_bytes, .init = start_tcp, .fini = stop,
+     .timeout = 120)
+{
+    size_t n = (size_t)8 << 20;
+    uint8_t *x = malloc(n), *y = malloc(n);
+    fill(x, n, 5150);
+    memcpy(y, x, n);
+    /* Sampled pieces are 256 bytes from offset floor(i * (n - 256) / 1023): byte 300 is in
+     * none of them for this size (the second piece starts at 8200). */
+    y[300] ^= 0x5a;
+    uint64_t b;
+    td_context *ctx = connect_opts(NULL);
+    td_tensor *tx = upload(ctx, x, n, &b);
+    cr_expect_eq(b, n);
+    td_tensor *ty = upload(ctx, y, n, &b);
+    cr_expect_eq(b, n, "colliding upload sent %llu of %zu bytes", (unsigned long long)b, n);
+    check_contents(ctx, tx, x, n);
+    check_contents(ctx, ty, y, n);
+    td_tensor *ty2 = upload(ctx, y, n, &b); /* y is now the candidate: its repeat is free */
+    cr_expect_eq(b, 0, "repeat of y sent %llu bytes", (unsigned long long)b);
+    check_contents(ctx, ty2, y, n);
+    td_tensor *tx2 = upload(ctx, x, n, &b); /* x was promoted when y collided */
+    cr_expect_eq(b, 0, "repeat of x sent %llu bytes", (unsigned long long)b);
+    check_contents(ctx, tx2, x, n);
+    td_release(tx);
+    td_release(ty);
+    td_release(ty2);
+    td_release(tx2);
+    td_close(ctx);
+    free(x);
+    free(y);
+}
+
+/* A tensor written again after its upload drops its candidate (no copy-on-write for a
+ * cache): the new bytes are served, and the old ones are no longer offered. */
+Test(blobs, rewritten_tensor_drops_its_candidate, .init = start_tcp, .fini = stop,
+     .timeout = 60)
+{
+    size_t n = 4 * CHUNK;
+    uint8_t *x = malloc(n), *y = malloc(n);
+    fill(x, n, 1);
+    fill(y, n, 2);
+    uint64_t b;
+    td_context *ctx = connect_opts(NULL);
+    td_tensor *t = upload(ctx, x, n, &b);
+    cr_assert_eq(td_write(t, y, n), TD_OK, "%s", td_last_error(ctx));
+    check_contents(ctx, t, y, n);
+    td_tensor *t2 = upload(ctx, x, n, &b);
+    cr_expect_eq(b, n, "x's candidate survived the rewrite: sent %llu", (unsigned long long)b);
+    check_contents(ctx, t2, x, n);
+    td_release(t);
+    td_release(t2);
+    td_close(ctx);
+    free(x);
+    free(y);
+}
+
 Test(blobs, lru_eviction_under_the_byte_cap, .fini = stop, .timeout = 60)
 {
     start_with((const char *const[]){"--blob-cache-bytes", "3M", NULL});
@@ -296,6 +394,9 @@ Test(blobs, lru_eviction_under_the_byte_cap, .fini = stop, .timeout = 60)
         fill(d[i], CHUNK, 900 + (uint64_t)i);
         td_release(upload(ctx, d[i], CHUNK, &b));
         cr_expect_eq(b, CHUNK);
+        /* The repeat promotes the fingerprint candidate into the store. */
+        td_release(upload(ctx, d[i], CHUNK, &b));
+        cr_expect_eq(b, 0);
     }
     td_close(ctx);
     ctx = connect_opts(NULL);
