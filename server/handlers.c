@@ -50,10 +50,26 @@ static void run_open(td__srv_session *ss, td__job *j)
     td__ss_reply_or_end(ss, &r);
 }
 
+/* Failure replies one batch or graph run may produce: a client that never reads could
+ * otherwise make each received batch of 65,536 failing ops hold 65,536 replies (~30 MB) in
+ * the server (breaker finding). Every failed op's output is poisoned with its own message
+ * whatever is sent, so reads still say what went wrong. */
+#define TD_MAX_FAILURES_PER_BATCH 16
+
 void td__handle_op_failure(void *arg, uint32_t op_index, td_status status, const char *message)
 {
     td__job *j = arg;
     const td__request *rq = &j->rq;
+    if (j->failures_sent > TD_MAX_FAILURES_PER_BATCH) return;
+    if (j->failures_sent++ == TD_MAX_FAILURES_PER_BATCH) {
+        char m[256];
+        snprintf(m, sizeof m,
+                 "op %u and later ops of this batch failed too; only the first %d failures "
+                 "of a batch are reported (each failed op's output holds its own reason)",
+                 op_index, TD_MAX_FAILURES_PER_BATCH);
+        td__ss_failure(j->ss, rq->seq, op_index, status, m);
+        return;
+    }
     if (rq->op_errs != NULL && op_index < rq->n_ops && rq->op_errs[op_index] != NULL)
         td__ss_failure(j->ss, rq->seq, op_index, TD_EPROTO, rq->op_errs[op_index]);
     else

@@ -70,6 +70,7 @@ typedef struct td__job {
     td__request rq;
     bool always;        /* run even without an engine session (open) */
     bool batch_charged; /* holds one of the tenant's queued batches */
+    uint32_t failures_sent; /* Failure replies sent for this batch (td__handle_op_failure) */
     /* Time slices (engine/worker.h): a batch or graph run that used up its slice sets
      * `continued` and is queued again at the head of the session's queue; it resumes at
      * rq.ops[next_op] or with `grun`. */

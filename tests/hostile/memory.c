@@ -520,3 +520,51 @@ Test(memory, tensor_records_are_charged, .init = start_session_limit, .fini = st
                  grew / MiB);
     raw_close(&s);
 }
+
+/* (h) Failure replies per batch are capped (16, then one summary): a batch of 60,000
+ * failing ops (output id 0: no record either) gave 60,000 replies, ~100 MiB held per
+ * session that never reads (breaker round 2). The poison of a failed op still says why. */
+Test(memory, failure_replies_per_batch_are_capped, .init = start_session_limit, .fini = stop,
+     .timeout = 60)
+{
+    raw_session s;
+    open_raw(&s);
+    enum { OPS = 1000 };
+    static td__op ops[OPS];
+    for (int i = 0; i < OPS; i++)
+        ops[i] = (td__op){.opcode = TD_OP_NEG, .n_inputs = 1, .inputs = {999},
+                          .output = 5000 + (uint64_t)i};
+    uint64_t seq = raw_send_ops(&s, ops, OPS);
+    cr_assert_neq(seq, 0);
+    uint64_t fence = raw_send_fence(&s);
+    int failures = 0;
+    char last[1024] = "";
+    for (;;) {
+        raw_msg m;
+        cr_assert_eq(raw_recv(&s, &m, 15000), 1, "no fence reply");
+        if (m.seq == seq && m.kind == TENSORD__V1__SERVER_MESSAGE__BODY_FAILURE) {
+            failures++;
+            snprintf(last, sizeof last, "%s", m.message);
+        }
+        bool done = m.seq == fence;
+        raw_msg_fini(&m);
+        if (done) break;
+    }
+    cr_expect_eq(failures, 17, "1000 failing ops: 16 failures and one summary, got %d",
+                 failures);
+    cr_expect(strstr(last, "only the first 16 failures"), "%s", last);
+    /* op 999's output, never reported on its own, still reads as failed with its reason */
+    uint64_t rs = raw_send_read(&s, 5000 + OPS - 1, 0, 4);
+    for (;;) {
+        raw_msg m;
+        cr_assert_eq(raw_recv(&s, &m, 15000), 1);
+        bool hit = m.seq == rs;
+        if (hit) {
+            cr_expect_eq(m.kind, TENSORD__V1__SERVER_MESSAGE__BODY_FAILURE);
+            cr_expect(strstr(m.message, "unknown tensor id 999"), "%s", m.message);
+        }
+        raw_msg_fini(&m);
+        if (hit) break;
+    }
+    raw_close(&s);
+}
