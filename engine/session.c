@@ -24,6 +24,13 @@ typedef struct td__split {
     int axis_in_a, axis_in_b, axis_out;
     int64_t total, step, next;
     int64_t stride_a, stride_b, stride_out;
+    /* Matrix mode (by_matrix): piece q is row block q % row_blocks of output matrix
+     * q / row_blocks, run as rank-2 views; the operands' matrices are found through their
+     * broadcast batch strides (elements) over the output's batch dims. */
+    bool by_matrix;
+    int64_t m, n, k, row_blocks;
+    td__desc batch; /* the output's batch dims */
+    int64_t st_a[TD_MAX_RANK], st_b[TD_MAX_RANK];
 } td__split;
 
 struct td__session {
@@ -163,10 +170,28 @@ static bool split_plan(const td__session *s, const td__op *op, const td__view *v
     }
     /* Whole slices of the leading batch dim: an operand of full rank whose dim 0 matches is
      * sliced with the output; one with a broadcast dim 0 (size 1, or missing) is read
-     * whole by every piece. */
-    if (r < 3 || o->dims[0] < 2) return false;
-    uint64_t per = macs / (uint64_t)o->dims[0];
-    uint64_t slices = per >= limit ? 1 : limit / per;
+     * whole by every piece. When dim 0 is 1, or one slice of it is itself too big, the
+     * pieces are row blocks of single output matrices instead (by_matrix). */
+    uint64_t per = o->dims[0] > 0 ? macs / (uint64_t)o->dims[0] : macs;
+    if (o->dims[0] < 2 || per > limit) {
+        sp->by_matrix = true;
+        sp->m = m;
+        sp->n = n;
+        sp->k = k;
+        uint64_t rows = limit / ((uint64_t)n * (uint64_t)k);
+        uint64_t min_rows = fl ? TD_SPLIT_MIN_ROWS_FLOAT : 1;
+        if (rows < min_rows) rows = min_rows;
+        if (rows > (uint64_t)m) rows = (uint64_t)m;
+        sp->step = (int64_t)rows;
+        sp->row_blocks = (m + sp->step - 1) / sp->step;
+        sp->total = (int64_t)batch * sp->row_blocks;
+        sp->batch = *o;
+        sp->batch.rank = r - 2;
+        td__matmul_batch_strides(a, o, sp->st_a);
+        td__matmul_batch_strides(b, o, sp->st_b);
+        return true;
+    }
+    uint64_t slices = limit / per;
     if (slices >= (uint64_t)o->dims[0]) return false;
     sp->axis_out = 0;
     sp->total = o->dims[0];
@@ -190,6 +215,31 @@ static bool split_plan(const td__session *s, const td__op *op, const td__view *v
     return true;
 }
 
+/* Matrix mode: run piece sp->next (a row block of one output matrix) as rank-2 views. */
+static td_status split_matrix_piece(td__session *s, const td__split *sp, char *why,
+                                    size_t whylen)
+{
+    int64_t p = sp->next / sp->row_blocks, r0 = (sp->next % sp->row_blocks) * sp->step;
+    int64_t len = sp->m - r0 < sp->step ? sp->m - r0 : sp->step;
+    int64_t off_a = 0, off_b = 0, rest = p;
+    for (int d = (int)sp->batch.rank - 1; d >= 0; d--) { /* p as an index of the batch dims */
+        int64_t idx = rest % sp->batch.dims[d];
+        rest /= sp->batch.dims[d];
+        off_a += idx * sp->st_a[d];
+        off_b += idx * sp->st_b[d];
+    }
+    size_t es = td_dtype_size((td_dtype)sp->out.desc.dtype);
+    td__view in[2], out;
+    in[0].desc = (td__desc){.dtype = sp->in[0].desc.dtype, .rank = 2, .dims = {len, sp->k}};
+    in[0].data = (char *)sp->in[0].data + (size_t)(off_a + r0 * sp->k) * es;
+    in[1].desc = (td__desc){.dtype = sp->in[1].desc.dtype, .rank = 2, .dims = {sp->k, sp->n}};
+    in[1].data = (char *)sp->in[1].data + (size_t)off_b * es;
+    out.desc = (td__desc){.dtype = sp->out.desc.dtype, .rank = 2, .dims = {len, sp->n}};
+    out.data = (char *)sp->out.data + (size_t)((p * sp->m + r0) * sp->n) * es;
+    why[0] = '\0';
+    return s->dev->backend->exec(s->dev, s->stream, &sp->op, in, &out, why, whylen);
+}
+
 /* Run pieces of sp until it is done or `deadline` (now_ns clock) has passed; at least one
  * piece runs. Returns the backend's status; *done tells whether every piece has run. */
 static uint64_t now_ns(void);
@@ -199,6 +249,16 @@ static td_status split_run(td__session *s, td__split *sp, uint64_t deadline, boo
     const td__backend *be = s->dev->backend;
     *done = false;
     for (;;) {
+        if (sp->by_matrix) {
+            td_status st = split_matrix_piece(s, sp, why, whylen);
+            if (st != TD_OK) return st;
+            if (++sp->next >= sp->total) {
+                *done = true;
+                return TD_OK;
+            }
+            if (deadline != UINT64_MAX && now_ns() >= deadline) return TD_OK;
+            continue;
+        }
         int64_t i0 = sp->next, len = sp->total - i0 < sp->step ? sp->total - i0 : sp->step;
         td__view in[2] = {sp->in[0], sp->in[1]}, out = sp->out;
         if (sp->axis_in_a >= 0) {

@@ -330,12 +330,11 @@ Test(sched, graph_output_ids, .init = start, .fini = stop, .timeout = 60)
  * and when its client goes the op stops between pieces. i64 [1536,1536] x [1536,1536] is
  * 3.6 G multiply-adds in the plain integer kernel: seconds here, minutes under a
  * sanitizer; the test never waits for it. */
-Test(sched, one_big_op_does_not_hold_the_device, .init = start, .fini = stop, .timeout = 120)
+static void big_op_case(uint32_t dtype, int ra, const int64_t *da, int rb, const int64_t *db)
 {
     raw_session hog, other;
     open_raw(&hog);
-    td__op ops[3] = {raw_op_full(1, TD_I64, 2, (int64_t[]){1536, 1536}, 1.0),
-                     raw_op_full(2, TD_I64, 2, (int64_t[]){1536, 1536}, 1.0),
+    td__op ops[3] = {raw_op_full(1, dtype, ra, da, 1.0), raw_op_full(2, dtype, rb, db, 1.0),
                      {.opcode = TD_OP_MATMUL, .n_inputs = 2, .inputs = {1, 2}, .output = 3}};
     cr_assert_neq(raw_send_ops(&hog, ops, 3), 0);
     raw_send_fence(&hog);
@@ -359,4 +358,18 @@ Test(sched, one_big_op_does_not_hold_the_device, .init = start, .fini = stop, .t
               "5 s after its client left, the big op's session still exists (%llu sessions, "
               "%llu bytes): the op ran on", (unsigned long long)last.sessions,
               (unsigned long long)last.bytes_in_use);
+}
+
+/* Rows: i64 [1536,1536]^2, 3.6 G multiply-adds. */
+Test(sched, one_big_op_does_not_hold_the_device, .init = start, .fini = stop, .timeout = 120)
+{
+    big_op_case(TD_I64, 2, (int64_t[]){1536, 1536}, 2, (int64_t[]){1536, 1536});
+}
+
+/* Matrices of a batch whose leading dim is 1 (breaker round 2: never split, 4 s held):
+ * i32 [1,64,512,512] x [512,512], 2^33 multiply-adds. */
+Test(sched, one_big_batched_op_does_not_hold_the_device, .init = start, .fini = stop,
+     .timeout = 120)
+{
+    big_op_case(TD_I32, 4, (int64_t[]){1, 64, 512, 512}, 2, (int64_t[]){512, 512});
 }

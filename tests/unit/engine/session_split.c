@@ -202,3 +202,42 @@ Test(split, pending_output_is_invisible_and_dropped_with_the_session)
     td__session_destroy(x);
     cr_expect_eq(td__buffer_live_count(), live0, "the pending op's buffer was freed");
 }
+
+/* Matrix pieces (the breaker's case: a leading batch dim of 1 was never split): i32
+ * [1,3,200,300] x [2,1,300,200] broadcasts to [2,3,200,200], 72M multiply-adds above the
+ * integer piece, each matrix in two row blocks; operands reached through broadcast batch
+ * strides. Exact against a reference computed here with the broadcast written out. */
+Test(split, i32_broadcast_batches_by_matrix_exact)
+{
+    enum { M = 200, K = 300, N = 200 };
+    const size_t na = 3 * M * K, nb = 2 * K * N, nc = 2 * 3 * M * N;
+    int32_t *a = malloc(sizeof(int32_t) * na), *b = malloc(sizeof(int32_t) * nb);
+    int32_t *c = malloc(sizeof(int32_t) * nc);
+    cr_assert(a && b && c);
+    for (size_t i = 0; i < na; i++) a[i] = (int32_t)(i % 17) - 8;
+    for (size_t i = 0; i < nb; i++) b[i] = (int32_t)(i % 23) - 11;
+    td__op mk[2] = {empty(1, TD_I32, 4, (int64_t[]){1, 3, M, K}),
+                    empty(2, TD_I32, 4, (int64_t[]){2, 1, K, N})};
+    cr_assert_eq(td__session_exec(s, mk, 2, on_fail, NULL), 0, "%s", lastmsg);
+    put(s, 1, a, sizeof(int32_t) * na);
+    put(s, 2, b, sizeof(int32_t) * nb);
+    td__op mm = matmul(3, 1, 2);
+    int calls = exec_in_slices(s, &mm, 1);
+    cr_expect_geq(calls, 12, "6 matrices in 2 row blocks each, one per slice (%d calls)", calls);
+    char err[256];
+    cr_assert_eq(td__session_read(s, 3, 0, c, sizeof(int32_t) * nc, err, sizeof err), TD_OK,
+                 "%s", err);
+    for (int p = 0; p < 2; p++)       /* out dim 0: b's batch */
+        for (int q = 0; q < 3; q++)   /* out dim 1: a's batch */
+            for (int i = 0; i < M; i += 3)
+                for (int j = 0; j < N; j += 5) {
+                    int64_t ref = 0;
+                    for (int k = 0; k < K; k++)
+                        ref += (int64_t)a[(q * M + i) * K + k] * b[(p * K + k) * N + j];
+                    cr_assert_eq(c[((p * 3 + q) * M + i) * N + j], (int32_t)ref,
+                                 "c[%d][%d][%d][%d]", p, q, i, j);
+                }
+    free(a);
+    free(b);
+    free(c);
+}
