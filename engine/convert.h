@@ -27,18 +27,24 @@
 #else
 #define TD__CVT_FN static inline
 #endif
+/* hipcc has no device memcpy; its clang builtin works on both sides */
+#if defined(__HIPCC__)
+#define TD__CVT_MEMCPY __builtin_memcpy
+#else
+#define TD__CVT_MEMCPY memcpy
+#endif
 
 TD__CVT_FN uint32_t td__f32_bits(float f)
 {
     uint32_t u;
-    memcpy(&u, &f, 4);
+    TD__CVT_MEMCPY(&u, &f, 4);
     return u;
 }
 
 TD__CVT_FN float td__f32_from_bits(uint32_t u)
 {
     float f;
-    memcpy(&f, &u, 4);
+    TD__CVT_MEMCPY(&f, &u, 4);
     return f;
 }
 
@@ -86,7 +92,7 @@ TD__CVT_FN void td__f64_split(uint64_t u, int *e, uint64_t *m)
 TD__CVT_FN uint16_t td__f64_narrow(double d, int mbits, int bias, int nan_shift)
 {
     uint64_t u;
-    memcpy(&u, &d, 8);
+    TD__CVT_MEMCPY(&u, &d, 8);
     const uint32_t sign = (uint32_t)(u >> 63) << (mbits + (bias == 15 ? 5 : 8));
     const uint32_t expall = (uint32_t)(2 * bias + 1) << mbits;
     const uint64_t mag = u & ~(1ull << 63);

@@ -1,4 +1,5 @@
-/* cuda_blas.c — f32/f64 batched matmul through cuBLAS.
+/* cuda_blas.c — f32/f64 batched matmul through cuBLAS, and f16/bf16 with f32 compute
+ * (GemmEx, tensor cores).
  *
  * Why cuBLAS is opened with dlopen on first use instead of linked: libcublas (and the
  * libcublasLt it pulls in) is over half a gigabyte and takes about a second to load, and
@@ -145,6 +146,11 @@ static void gemm_run(void *ctx, const int64_t *off, const int64_t *step, int64_t
     }
 }
 
+bool td__gpu_matmul_float_dtype(uint32_t dtype)
+{
+    return dtype == TD_F32 || dtype == TD_F64 || dtype == TD_F16 || dtype == TD_BF16;
+}
+
 td_status td__gpu_matmul_float(const td__gpu_exec *x, const td__gpu_iter *batch,
                                int64_t nbatch, int64_t m, int64_t n, int64_t k,
                                const td__view *in, const td__view *out, bool allow_tf32)
@@ -158,13 +164,20 @@ td_status td__gpu_matmul_float(const td__gpu_exec *x, const td__gpu_iter *batch,
     if (st != TD_OK) return st;
     static const double one = 1.0, zero = 0.0;
     static const float onef = 1.0f, zerof = 0.0f;
-    const bool f64 = out->desc.dtype == TD_F64;
+    const uint32_t dt = out->desc.dtype;
+    const bool f64 = dt == TD_F64;
     gemm_ctx g;
     g.x = x;
     g.h = h;
-    g.type = f64 ? CUDA_R_64F : CUDA_R_32F;
+    /* f16/bf16: products and sums in f32 (CUBLAS_COMPUTE_32F: tensor cores, f32
+     * accumulation), each output rounded once to the dtype, as the CPU's widen + sgemm */
+    g.type = f64 ? CUDA_R_64F
+           : dt == TD_F16  ? CUDA_R_16F
+           : dt == TD_BF16 ? CUDA_R_16BF
+                           : CUDA_R_32F;
     g.compute = f64 ? CUBLAS_COMPUTE_64F
-                    : (allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F);
+                    : allow_tf32 && dt == TD_F32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                 : CUBLAS_COMPUTE_32F;
     g.alpha = f64 ? (const void *)&one : (const void *)&onef;
     g.beta = f64 ? (const void *)&zero : (const void *)&zerof;
     g.m = (int)m;
@@ -173,7 +186,7 @@ td_status td__gpu_matmul_float(const td__gpu_exec *x, const td__gpu_iter *batch,
     g.a = in[0].data;
     g.b = in[1].data;
     g.c = out->data;
-    g.es = f64 ? 8 : 4;
+    g.es = td__dtype_size(dt);
     g.status = TD_OK;
     td__gpu_iter_runs(batch, nbatch, gemm_run, &g);
     return g.status;

@@ -326,19 +326,24 @@ static td_status gpu_stream_sync(td__device *dev, void *stream)
 
 /* ---- ops ---- */
 
-/* The dtypes f16, bf16, i8, i16 (TD_F16 and after) have GPU kernels only for FULL (and so
- * EMPTY), RESHAPE and the movement ops (byte copies by element size); every other op on
- * them is refused here, so the engine answers TD_EUNSUPPORTED naming the op and dtype
- * instead of a kernel failing. */
+/* The dtypes f16, bf16, i8, i16 (TD_F16 and after) have GPU kernels in every primitive
+ * family (f16/bf16 computed in f32 and rounded once, reductions and matmuls accumulated in
+ * f32 or double and rounded once at the end, as on the CPU) except: RAND_UNIFORM/NORMAL on
+ * f16/bf16 (no backend draws them yet) and f16/bf16 matmul where td__gpu_matmul_float_dtype
+ * says no (the HIP kernel). Those are refused here, so the engine answers TD_EUNSUPPORTED
+ * naming the op and dtype instead of a kernel failing. */
 static bool gpu_has_kernels_for(const td__op *op, const td__desc *const *in, const td__desc *out)
 {
     bool old = out->dtype < TD_F16;
     for (uint32_t k = 0; k < op->n_inputs; k++) old = old && in[k]->dtype < TD_F16;
     if (old) return true;
     switch (td__op_class(op->opcode)) {
-    case TD_OPCLASS_CREATE: return op->opcode == TD_OP_FULL || op->opcode == TD_OP_EMPTY;
-    case TD_OPCLASS_MOVEMENT: return true;
-    default: return false;
+    case TD_OPCLASS_CREATE:
+        return op->opcode != TD_OP_RAND_UNIFORM && op->opcode != TD_OP_RAND_NORMAL;
+    case TD_OPCLASS_MATMUL:
+        return !td__dtype_is_float(out->dtype) || td__gpu_matmul_float_dtype(out->dtype);
+    default:
+        return true;
     }
 }
 

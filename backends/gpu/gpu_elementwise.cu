@@ -27,6 +27,8 @@ template <typename T> struct uns;
 template <> struct uns<int32_t> { typedef uint32_t type; };
 template <> struct uns<int64_t> { typedef uint64_t type; };
 template <> struct uns<uint8_t> { typedef uint32_t type; };
+template <> struct uns<int8_t> { typedef uint32_t type; };
+template <> struct uns<int16_t> { typedef uint32_t type; };
 
 /* The element functions of the op table's float unary ops (TD_UNARY_FLOAT_KERNELS in
  * engine/optable.h), evaluated with the names below: inside namespace rowk an unqualified
@@ -69,7 +71,19 @@ __host__ __device__ constexpr bool in_table(int op)
 
 template <int OP, typename T> TD_DEV T unary_op(T x)
 {
-    if constexpr (std::is_floating_point<T>::value) {
+    if constexpr (td_is_half<T>::value) {
+        /* NEG, ABS, RELU by the bits (as the CPU: exact, NaN kept); the rest in f32, rounded
+         * once */
+        const unsigned inf = std::is_same<T, td_f16>::value ? 0x7c00u : 0x7f80u;
+        T r = x;
+        if constexpr (OP == TD_OP_NEG) r.bits = (uint16_t)(x.bits ^ 0x8000u);
+        else if constexpr (OP == TD_OP_ABS) r.bits = (uint16_t)(x.bits & 0x7fffu);
+        else if constexpr (OP == TD_OP_RELU) {
+            if ((x.bits & 0x8000u) && (x.bits & 0x7fffu) != 0 && (x.bits & 0x7fffu) <= inf)
+                r.bits = 0;
+        } else return T::of(rowk::fn<OP>::template eval<float>(x.f()));
+        return r;
+    } else if constexpr (std::is_floating_point<T>::value) {
         if constexpr (rowk::in_table(OP)) return rowk::fn<OP>::template eval<T>(x);
         else if constexpr (OP == TD_OP_NEG) return -x;
         else if constexpr (OP == TD_OP_ABS) return f_abs(x);
@@ -85,7 +99,9 @@ template <int OP, typename T> TD_DEV T unary_op(T x)
 
 template <int OP, typename T> TD_DEV T binary_op(T a, T b)
 {
-    if constexpr (std::is_floating_point<T>::value) {
+    if constexpr (td_is_half<T>::value) {
+        return T::of(binary_op<OP, float>(a.f(), b.f())); /* in f32, rounded once */
+    } else if constexpr (std::is_floating_point<T>::value) {
         if constexpr (OP == TD_OP_ADD) return a + b;
         else if constexpr (OP == TD_OP_SUB) return a - b;
         else if constexpr (OP == TD_OP_MUL) return a * b;
@@ -112,7 +128,8 @@ template <int OP, typename T> TD_DEV T binary_op(T a, T b)
 
 template <int OP, typename T> TD_DEV uint8_t compare_op(T a, T b)
 {
-    if constexpr (OP == TD_OP_EQ) return a == b;
+    if constexpr (td_is_half<T>::value) return compare_op<OP, float>(a.f(), b.f());
+    else if constexpr (OP == TD_OP_EQ) return a == b;
     else if constexpr (OP == TD_OP_NE) return a != b;
     else if constexpr (OP == TD_OP_LT) return a < b;
     else if constexpr (OP == TD_OP_LE) return a <= b;
@@ -219,10 +236,12 @@ template <> TD_DEV td_bool cast_load<td_bool>(const uint8_t *p, int64_t i)
     return b;
 }
 
-/* bool behaves as the integer 0/1 when converted. */
+/* bool behaves as the integer 0/1 when converted; f16/bf16 as their (exact) f32 value. */
 template <typename D, typename S> TD_DEV typename td_store<D>::type cast_one(S x)
 {
-    if constexpr (std::is_same<S, td_bool>::value) {
+    if constexpr (td_is_half<S>::value) {
+        return cast_one<D, float>(x.f());
+    } else if constexpr (std::is_same<S, td_bool>::value) {
         return cast_one<D, uint8_t>(x.v);
     } else if constexpr (std::is_same<D, td_bool>::value) {
         return (uint8_t)(x != 0);
@@ -296,6 +315,10 @@ template <typename F> td_status by_numeric(uint32_t dt, F f)
     case TD_I32: return f.template operator()<int32_t>();
     case TD_I64: return f.template operator()<int64_t>();
     case TD_U8: return f.template operator()<uint8_t>();
+    case TD_F16: return f.template operator()<td_f16>();
+    case TD_BF16: return f.template operator()<td_bf16>();
+    case TD_I8: return f.template operator()<int8_t>();
+    case TD_I16: return f.template operator()<int16_t>();
     }
     return TD_EINTERNAL;
 }
@@ -305,6 +328,8 @@ template <typename F> td_status by_float(uint32_t dt, F f)
     switch (dt) {
     case TD_F32: return f.template operator()<float>();
     case TD_F64: return f.template operator()<double>();
+    case TD_F16: return f.template operator()<td_f16>();
+    case TD_BF16: return f.template operator()<td_bf16>();
     }
     return TD_EINTERNAL;
 }
@@ -395,6 +420,10 @@ template <typename S> struct cast_to {
         case TD_I64: return go<int64_t>();
         case TD_U8: return go<uint8_t>();
         case TD_BOOL: return go<td_bool>();
+        case TD_F16: return go<td_f16>();
+        case TD_BF16: return go<td_bf16>();
+        case TD_I8: return go<int8_t>();
+        case TD_I16: return go<int16_t>();
         }
         return TD_EINTERNAL;
     }
@@ -461,6 +490,7 @@ extern "C" td_status td__gpu_exec_where(const td__gpu_exec *x, const td__view *i
     bcast_iter(&it, in, 3, out);
     switch (td__gpu_dtype_size(out->desc.dtype)) {
     case 1: launch_where<uint8_t>(x, it, in, out, n); break;
+    case 2: launch_where<uint16_t>(x, it, in, out, n); break;
     case 4: launch_where<uint32_t>(x, it, in, out, n); break;
     case 8: launch_where<uint64_t>(x, it, in, out, n); break;
     default:
@@ -489,6 +519,10 @@ extern "C" td_status td__gpu_exec_cast(const td__gpu_exec *x, const td__view *in
     case TD_I64: s = cast_to<int64_t>{x, in[0].data, out->data, n}(to); break;
     case TD_U8: s = cast_to<uint8_t>{x, in[0].data, out->data, n}(to); break;
     case TD_BOOL: s = cast_to<td_bool>{x, in[0].data, out->data, n}(to); break;
+    case TD_F16: s = cast_to<td_f16>{x, in[0].data, out->data, n}(to); break;
+    case TD_BF16: s = cast_to<td_bf16>{x, in[0].data, out->data, n}(to); break;
+    case TD_I8: s = cast_to<int8_t>{x, in[0].data, out->data, n}(to); break;
+    case TD_I16: s = cast_to<int16_t>{x, in[0].data, out->data, n}(to); break;
     }
     if (s == TD_EINTERNAL)
         return td__gpu_fail(x, s, TD_GPU_KIND ": cast from dtype %u to %u", from, to);

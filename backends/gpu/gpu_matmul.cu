@@ -73,6 +73,8 @@ extern "C" td_status td__gpu_matmul_int(const td__gpu_exec *x, const td__gpu_ite
     case TD_I32: launch<int32_t>(x, batch, nbatch, m, n, k, in, out); break;
     case TD_I64: launch<int64_t>(x, batch, nbatch, m, n, k, in, out); break;
     case TD_U8: launch<uint8_t>(x, batch, nbatch, m, n, k, in, out); break;
+    case TD_I8: launch<int8_t>(x, batch, nbatch, m, n, k, in, out); break;
+    case TD_I16: launch<int16_t>(x, batch, nbatch, m, n, k, in, out); break;
     default:
         return td__gpu_fail(x, TD_EINTERNAL, TD_GPU_KIND ": integer matmul on dtype %u",
                              out->desc.dtype);

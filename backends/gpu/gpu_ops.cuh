@@ -12,6 +12,7 @@
 #define TD_BACKENDS_GPU_OPS_CUH
 
 #include "backends/gpu/gpu_internal.h"
+#include "engine/convert.h"
 #include <stdint.h>
 #if defined(TD_GPU_HIP)
 /* nvcc includes the kernel-language header implicitly; hipcc needs it named */
@@ -51,6 +52,40 @@ struct td_bool {
     uint8_t v;
 };
 
+/* f16 and bf16 elements: their bits (engine/convert.h's formats, the CPU's exactly), read
+ * as float and written back rounded once, as the CPU backend computes them. Our own
+ * conversions rather than __half / __nv_bfloat16 so that HIP and CUDA and the CPU agree bit
+ * for bit, NaN payloads included. */
+struct td_f16 {
+    uint16_t bits;
+    TD_DEV float f() const { return td__f16_to_f32(bits); }
+    static TD_DEV td_f16 of(float v)
+    {
+        td_f16 h;
+        h.bits = td__f32_to_f16(v);
+        return h;
+    }
+};
+struct td_bf16 {
+    uint16_t bits;
+    TD_DEV float f() const { return td__bf16_to_f32(bits); }
+    static TD_DEV td_bf16 of(float v)
+    {
+        td_bf16 h;
+        h.bits = td__f32_to_bf16(v);
+        return h;
+    }
+};
+template <typename T> struct td_is_half {
+    static constexpr bool value = false;
+};
+template <> struct td_is_half<td_f16> {
+    static constexpr bool value = true;
+};
+template <> struct td_is_half<td_bf16> {
+    static constexpr bool value = true;
+};
+
 /* Convert a source value to a destination type by the CAST rules. */
 template <typename D> struct td_conv;
 
@@ -59,6 +94,28 @@ template <> struct td_conv<float> {
 };
 template <> struct td_conv<double> {
     template <typename S> static TD_DEV double from(S x) { return (double)x; }
+};
+template <> struct td_conv<int8_t> {
+    static TD_DEV int8_t from(float x) { return td__sat_i8(x); }
+    static TD_DEV int8_t from(double x) { return td__sat_i8(x); }
+    template <typename S> static TD_DEV int8_t from(S x) { return (int8_t)(uint8_t)x; }
+};
+template <> struct td_conv<int16_t> {
+    static TD_DEV int16_t from(float x) { return td__sat_i16(x); }
+    static TD_DEV int16_t from(double x) { return td__sat_i16(x); }
+    template <typename S> static TD_DEV int16_t from(S x) { return (int16_t)(uint16_t)x; }
+};
+template <> struct td_conv<td_f16> {
+    static TD_DEV td_f16 from(float x) { td_f16 h; h.bits = td__f32_to_f16(x); return h; }
+    static TD_DEV td_f16 from(double x) { td_f16 h; h.bits = td__f64_to_f16(x); return h; }
+    static TD_DEV td_f16 from(int64_t x) { td_f16 h; h.bits = td__i64_to_f16(x); return h; }
+    template <typename S> static TD_DEV td_f16 from(S x) { return from((double)x); }
+};
+template <> struct td_conv<td_bf16> {
+    static TD_DEV td_bf16 from(float x) { td_bf16 h; h.bits = td__f32_to_bf16(x); return h; }
+    static TD_DEV td_bf16 from(double x) { td_bf16 h; h.bits = td__f64_to_bf16(x); return h; }
+    static TD_DEV td_bf16 from(int64_t x) { td_bf16 h; h.bits = td__i64_to_bf16(x); return h; }
+    template <typename S> static TD_DEV td_bf16 from(S x) { return from((double)x); }
 };
 template <> struct td_conv<int32_t> {
     static TD_DEV int32_t from(float x) { return td_sat_i32(x); }
@@ -108,6 +165,10 @@ TD_DEV void td_store_double(uint32_t dt, void *base, int64_t i, double v)
     case TD_I64: ((int64_t *)base)[i] = td_sat_i64(v); break;
     case TD_U8: ((uint8_t *)base)[i] = td_sat_u8(v); break;
     case TD_BOOL: ((uint8_t *)base)[i] = v != 0.0; break;
+    case TD_F16: ((uint16_t *)base)[i] = td__f64_to_f16(v); break;
+    case TD_BF16: ((uint16_t *)base)[i] = td__f64_to_bf16(v); break;
+    case TD_I8: ((int8_t *)base)[i] = td__sat_i8(v); break;
+    case TD_I16: ((int16_t *)base)[i] = td__sat_i16(v); break;
     }
 }
 

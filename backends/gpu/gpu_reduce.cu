@@ -144,6 +144,8 @@ template <> TD_DEV void store<uint64_t>(int, uint32_t dt, void *out, int64_t o, 
     case TD_I32: ((int32_t *)out)[o] = (int32_t)(uint32_t)a; break;
     case TD_I64: ((int64_t *)out)[o] = (int64_t)a; break;
     case TD_U8: ((uint8_t *)out)[o] = (uint8_t)a; break;
+    case TD_I8: ((int8_t *)out)[o] = (int8_t)(uint8_t)a; break;
+    case TD_I16: ((int16_t *)out)[o] = (int16_t)(uint16_t)a; break;
     }
 }
 
@@ -346,6 +348,8 @@ td_status arith(const td__gpu_exec *x, const red_plan &p, uint32_t in_dt, const 
     case TD_I32: return run<arith_red<int32_t, PROD>>(x, p, in, kind, dt, out);
     case TD_I64: return run<arith_red<int64_t, PROD>>(x, p, in, kind, dt, out);
     case TD_U8: return run<arith_red<uint8_t, PROD>>(x, p, in, kind, dt, out);
+    case TD_I8: return run<arith_red<int8_t, PROD>>(x, p, in, kind, dt, out);
+    case TD_I16: return run<arith_red<int16_t, PROD>>(x, p, in, kind, dt, out);
     }
     return TD_EINTERNAL;
 }
@@ -360,15 +364,70 @@ td_status extreme(const td__gpu_exec *x, const red_plan &p, uint32_t in_dt, cons
     case TD_I32: return run<ext_red<int32_t, MAX>>(x, p, in, kind, dt, out);
     case TD_I64: return run<ext_red<int64_t, MAX>>(x, p, in, kind, dt, out);
     case TD_U8: case TD_BOOL: return run<ext_red<uint8_t, MAX>>(x, p, in, kind, dt, out);
+    case TD_I8: return run<ext_red<int8_t, MAX>>(x, p, in, kind, dt, out);
+    case TD_I16: return run<ext_red<int16_t, MAX>>(x, p, in, kind, dt, out);
     }
     return TD_EINTERNAL;
 }
 
+/* f16/bf16 <-> f32 (exact widening; the narrowing of an f32 MAX/MIN result is exact too). */
+__global__ void k_widen(const uint16_t *in, float *out, int64_t n, bool bf16)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        out[i] = bf16 ? td__bf16_to_f32(in[i]) : td__f16_to_f32(in[i]);
+}
+
+__global__ void k_narrow(const float *in, uint16_t *out, int64_t n, bool bf16)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        out[i] = bf16 ? td__f32_to_bf16(in[i]) : td__f32_to_f16(in[i]);
+}
+
 } // namespace
+
+/* f16/bf16 reductions: the input widened to f32 in scratch memory and reduced as f32 (the
+ * same double accumulators), SUM/MEAN/PROD stored straight from double to the half dtype
+ * (rounded once, td_store_double), MAX/MIN through an f32 scratch output. */
+static td_status reduce_half(const td__gpu_exec *x, const td__op *op, const td__view *in,
+                             const td__view *out)
+{
+    const bool bf16 = in[0].desc.dtype == TD_BF16;
+    const bool same = op->opcode == TD_OP_MAX || op->opcode == TD_OP_MIN;
+    const int64_t n = td__gpu_nelem(&in[0].desc), no = td__gpu_nelem(&out->desc);
+    void *w = NULL, *wo = NULL;
+    td_status s = td__gpu_temp_alloc(x, (size_t)(n > 0 ? n : 1) * sizeof(float), &w);
+    if (s == TD_OK && same) s = td__gpu_temp_alloc(x, (size_t)(no > 0 ? no : 1) * sizeof(float), &wo);
+    if (s == TD_OK && n > 0) {
+        k_widen<<<td__gpu_blocks(n, TD_GPU_THREADS), TD_GPU_THREADS, 0, x->st->s>>>(
+            (const uint16_t *)in[0].data, (float *)w, n, bf16);
+        s = td__gpu_launched(x, "widen kernel");
+    }
+    if (s == TD_OK) {
+        td__view win = in[0], wout = *out;
+        win.desc.dtype = TD_F32;
+        win.data = w;
+        if (same) {
+            wout.desc.dtype = TD_F32;
+            wout.data = wo;
+        }
+        s = td__gpu_exec_reduce(x, op, &win, &wout);
+    }
+    if (s == TD_OK && same && no > 0) {
+        k_narrow<<<td__gpu_blocks(no, TD_GPU_THREADS), TD_GPU_THREADS, 0, x->st->s>>>(
+            (const float *)wo, (uint16_t *)out->data, no, bf16);
+        s = td__gpu_launched(x, "narrow kernel");
+    }
+    if (w != NULL) td__gpu_temp_free(x, w);
+    if (wo != NULL) td__gpu_temp_free(x, wo);
+    return s;
+}
 
 extern "C" td_status td__gpu_exec_reduce(const td__gpu_exec *x, const td__op *op,
                                           const td__view *in, const td__view *out)
 {
+    if (td__dtype_is_half(in[0].desc.dtype)) return reduce_half(x, op, in, out);
     const td__desc *xd = &in[0].desc;
     if (op->n_iattrs < 1 || op->iattrs[0] < 0)
         return td__gpu_fail(x, TD_EINTERNAL, TD_GPU_KIND ": reduce without an axes mask");

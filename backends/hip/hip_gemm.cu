@@ -142,6 +142,11 @@ extern "C" td_status td__gpu_matmul_float(const td__gpu_exec *x, const td__gpu_i
     return td__gpu_launched(x, "gemm kernel");
 }
 
+extern "C" bool td__gpu_matmul_float_dtype(uint32_t dtype)
+{
+    return dtype == TD_F32 || dtype == TD_F64; /* no f16/bf16 kernel here yet */
+}
+
 extern "C" void td__gpu_matmul_release(void *state)
 {
     (void)state; /* the kernel keeps nothing per stream */

@@ -65,6 +65,19 @@
  *    both compute the same m, x - m and e^(x - m) up to EXP's 4 ulp, and differ in the
  *    association of s and the roundings the bound counts.
  *
+ *  - the dtypes i8, i16: exact, like every integer result. f16 and bf16 (both backends
+ *    widen to f32, compute there and round once to the dtype): the bounds above with ulp and
+ *    u those of the dtype (u = 2^-11 for f16, 2^-8 for bf16), so exact ops stay bit for bit
+ *    (f32 holds more than 2p + 2 bits, so a correctly rounded f32 result rounds to the
+ *    correctly rounded half), EXP/LOG/TANH/SIGMOID/POW within their 4-8 ulps of the half
+ *    dtype (in practice 0 or 1: f32 math errors are 2^13 times smaller), SUM/MEAN/PROD with
+ *    1 ulp of the dtype (each side rounds its double accumulator once); MATMUL with u =
+ *    2^-24 in the K term (f32 products and sums on both sides: widened sgemm on the CPU,
+ *    cuBLAS GemmEx with f32 compute on CUDA) plus 1 ulp of the dtype for the final rounding;
+ *    SOFTMAX/LOG_SOFTMAX are lowered into the ops above on every backend and held to their
+ *    formulas with the dtype's ulp and u. RAND_UNIFORM/RAND_NORMAL have no f16/bf16 cases
+ *    (no backend draws them yet; each refuses with TD_EUNSUPPORTED).
+ *
  * Op and dtype lists come from the op table and the dtype table: every row of a family is
  * run in every dtype its class holds, with its row's accuracy as the tolerance.
  */
