@@ -34,6 +34,9 @@
  * written again (td__candidates_forget: no copy-on-write for a cache), and when the
  * tenant's quota needs the memory (td__server_reclaim, the quota reclaim hook). A record
  * that holds only a SHA-256 costs ~150 bytes and is capped by TD_CANDIDATES_MAX_RECORDS.
+ * The per-tenant count is generous on purpose: a model's weights are many tensors, and a
+ * restarted program offers them in the order it first sent them, so a cap below the
+ * model's tensor count would evict each candidate just before its repeat arrives.
  * Thread-safety: every function may be called from any thread (one mutex; buffers are
  * hashed, copied and freed outside it).
  */
@@ -49,7 +52,7 @@
 #include <stdbool.h>
 
 #define TD_CANDIDATES_MAX_BYTES ((uint64_t)1 << 30)
-#define TD_CANDIDATES_MAX_PER_TENANT 16
+#define TD_CANDIDATES_MAX_PER_TENANT 1024
 #define TD_CANDIDATES_MAX_RECORDS 4096
 
 /* Keep `nbytes` of `tenant` under fingerprint fp: either host buffer `buf` (a new reference

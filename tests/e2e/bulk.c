@@ -323,6 +323,34 @@ Test(blobs, fresh_upload_kept_as_candidate_repeat_is_free, .init = start_tcp, .f
     free(w);
 }
 
+/* A model of many tensors: a restarted program offers them in the order it first sent
+ * them, and every one is still a candidate (the per-tenant cap is far above this). */
+Test(blobs, many_tensor_model_repeat_is_free, .init = start_tcp, .fini = stop, .timeout = 120)
+{
+    enum { K = 48 };
+    size_t n = CHUNK + 16;
+    uint8_t *w = malloc(n * K);
+    for (int i = 0; i < K; i++) fill(w + (size_t)i * n, n, 7000 + (uint64_t)i);
+    uint64_t b, total = 0;
+    for (int run = 0; run < 2; run++) {
+        td_context *ctx = connect_opts(NULL);
+        td_tensor *t[K];
+        total = 0;
+        for (int i = 0; i < K; i++) {
+            t[i] = upload(ctx, w + (size_t)i * n, n, &b);
+            total += b;
+        }
+        if (run == 0) cr_expect_eq(total, (uint64_t)n * K);
+        check_contents(ctx, t[K - 1], w + (size_t)(K - 1) * n, n);
+        check_contents(ctx, t[0], w, n);
+        for (int i = 0; i < K; i++) td_release(t[i]);
+        td_close(ctx);
+    }
+    cr_expect_lt(total, (uint64_t)n * K / 100, "the repeat sent %llu of %zu bytes",
+                 (unsigned long long)total, n * K);
+    free(w);
+}
+
 /* Two uploads whose fingerprints collide (they differ only in bytes outside the sample,
  * common/fingerprint.h): the SHA-256 check sends the second one whole, and each tensor
  * holds its own bytes; so do repeats of both. */

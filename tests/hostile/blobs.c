@@ -352,9 +352,9 @@ Test(blobs, malformed_fingerprint_messages_are_refused, .init = start_tcp, .fini
     cr_expect_eq(raw_close(&s), GRPC_STATUS_OK, "%s", raw_details(&s));
 }
 
-/* Candidates a tenant leaves behind are bounded (TD_CANDIDATES_MAX_PER_TENANT) and given
- * back when its quota needs them: with a 12 MiB tenant quota, 20 released 1 MiB uploads
- * still leave room for a 10 MiB tensor. */
+/* Candidates a tenant leaves behind count for its quota and are given back when it needs
+ * them: with a 12 MiB tenant quota, 20 released 1 MiB uploads still leave room for a 10 MiB
+ * tensor. */
 Test(blobs, candidate_memory_is_bounded_and_reclaimed, .init = start_small_tenants,
      .fini = stop, .timeout = 120)
 {
