@@ -1,4 +1,5 @@
-/* hip_gemm.cu — f32/f64 batched matmul for the HIP backend: our own tiled GEMM kernel,
+/* hip_gemm.cu — f32/f64 batched matmul for the HIP backend (f16/bf16 too, computed in f32):
+ * our own tiled GEMM kernel,
  * because Debian ships neither rocBLAS nor hipBLAS. It implements td__gpu_matmul_float
  * (backends/gpu/gpu_internal.h), the entry the CUDA backend serves with cuBLAS.
  *
@@ -41,8 +42,21 @@ template <typename T> TD_DEV T fma_t(T a, T b, T c);
 template <> TD_DEV float fma_t<float>(float a, float b, float c) { return fmaf(a, b, c); }
 template <> TD_DEV double fma_t<double>(double a, double b, double c) { return fma(a, b, c); }
 
-template <typename T>
-__global__ void k_gemm_tile(td__gpu_iter batch, int64_t nbatch, const T *a, const T *b, T *c,
+/* Loads and stores between the element type S and the compute type T: f16/bf16 (S) are
+ * computed in float (T) and each output rounded once; f32/f64 are their own. */
+template <typename T, typename S> TD_DEV T ld(S v)
+{
+    if constexpr (td_is_half<S>::value) return v.f();
+    else return v;
+}
+template <typename S, typename T> TD_DEV S st(T v)
+{
+    if constexpr (td_is_half<S>::value) return S::of(v);
+    else return v;
+}
+
+template <typename T, typename S>
+__global__ void k_gemm_tile(td__gpu_iter batch, int64_t nbatch, const S *a, const S *b, S *c,
                             int64_t m, int64_t n, int64_t k)
 {
     __shared__ T as[GEMM_K][GEMM_TILE]; /* as[kk][r] = A[row0 + r, k0 + kk] */
@@ -54,8 +68,8 @@ __global__ void k_gemm_tile(td__gpu_iter batch, int64_t nbatch, const T *a, cons
     for (int64_t z = blockIdx.z; z < nbatch; z += gridDim.z) {
         int64_t off[2];
         td_iter_offsets<int64_t, 2>(batch, z, off);
-        const T *A = a + off[0], *B = b + off[1];
-        T *C = c + z * m * n;
+        const S *A = a + off[0], *B = b + off[1];
+        S *C = c + z * m * n;
         for (int64_t rt = blockIdx.y; rt < row_tiles; rt += gridDim.y) {
             for (int64_t ct = blockIdx.x; ct < col_tiles; ct += gridDim.x) {
                 const int64_t row0 = rt * GEMM_TILE, col0 = ct * GEMM_TILE;
@@ -71,10 +85,10 @@ __global__ void k_gemm_tile(td__gpu_iter batch, int64_t nbatch, const T *a, cons
                         const int e = tid + l * GEMM_SIDE * GEMM_SIDE;
                         const int ar = e / GEMM_K, ak = e % GEMM_K;     /* A: row-fast k */
                         const int64_t gr = row0 + ar, gk = k0 + ak;
-                        as[ak][ar] = (gr < m && gk < k) ? A[gr * k + gk] : (T)0;
+                        as[ak][ar] = (gr < m && gk < k) ? ld<T, S>(A[gr * k + gk]) : (T)0;
                         const int bk = e / GEMM_TILE, bc = e % GEMM_TILE; /* B: col-fast */
                         const int64_t hk = k0 + bk, hc = col0 + bc;
-                        bs[bk][bc] = (hk < k && hc < n) ? B[hk * n + hc] : (T)0;
+                        bs[bk][bc] = (hk < k && hc < n) ? ld<T, S>(B[hk * n + hc]) : (T)0;
                     }
                     __syncthreads();
 #pragma unroll
@@ -99,7 +113,7 @@ __global__ void k_gemm_tile(td__gpu_iter batch, int64_t nbatch, const T *a, cons
 #pragma unroll
                     for (int j = 0; j < GEMM_PER; j++) {
                         const int64_t col = col0 + tx + GEMM_SIDE * j;
-                        if (col < n) C[r * n + col] = acc[i][j];
+                        if (col < n) C[r * n + col] = st<S, T>(acc[i][j]);
                     }
                 }
             }
@@ -112,16 +126,16 @@ unsigned grid_dim(int64_t tiles)
     return (unsigned)(tiles < 65535 ? tiles : 65535);
 }
 
-template <typename T>
+template <typename T, typename S = T>
 void launch(const td__gpu_exec *x, const td__gpu_iter *batch, int64_t nbatch, int64_t m,
             int64_t n, int64_t k, const td__view *in, const td__view *out)
 {
     dim3 grid(grid_dim((n + GEMM_TILE - 1) / GEMM_TILE), grid_dim((m + GEMM_TILE - 1) / GEMM_TILE),
               grid_dim(nbatch));
     dim3 block(GEMM_SIDE, GEMM_SIDE);
-    k_gemm_tile<T><<<grid, block, 0, x->st->s>>>(*batch, nbatch, (const T *)in[0].data,
-                                                 (const T *)in[1].data, (T *)out->data, m, n,
-                                                 k);
+    k_gemm_tile<T, S><<<grid, block, 0, x->st->s>>>(*batch, nbatch, (const S *)in[0].data,
+                                                    (const S *)in[1].data, (S *)out->data, m,
+                                                    n, k);
 }
 
 } // namespace
@@ -135,6 +149,8 @@ extern "C" td_status td__gpu_matmul_float(const td__gpu_exec *x, const td__gpu_i
     switch (out->desc.dtype) {
     case TD_F32: launch<float>(x, batch, nbatch, m, n, k, in, out); break;
     case TD_F64: launch<double>(x, batch, nbatch, m, n, k, in, out); break;
+    case TD_F16: launch<float, td_f16>(x, batch, nbatch, m, n, k, in, out); break;
+    case TD_BF16: launch<float, td_bf16>(x, batch, nbatch, m, n, k, in, out); break;
     default:
         return td__gpu_fail(x, TD_EINTERNAL, TD_GPU_KIND ": float matmul on dtype %u",
                             out->desc.dtype);
@@ -144,7 +160,9 @@ extern "C" td_status td__gpu_matmul_float(const td__gpu_exec *x, const td__gpu_i
 
 extern "C" bool td__gpu_matmul_float_dtype(uint32_t dtype)
 {
-    return dtype == TD_F32 || dtype == TD_F64; /* no f16/bf16 kernel here yet */
+    /* f16/bf16: the same tiled kernel, loads widened to f32, f32 fma accumulation, each
+     * output rounded once */
+    return dtype == TD_F32 || dtype == TD_F64 || dtype == TD_F16 || dtype == TD_BF16;
 }
 
 extern "C" void td__gpu_matmul_release(void *state)
