@@ -333,7 +333,8 @@ td_tensor *td_argmin(td_tensor *x, int axis, bool keepdims);
  * Batched matmul: a [..., M, K] x b [..., K, N] -> [..., M, N]; ranks >= 2, batch dims
  * broadcast; f32/f64 through BLAS on the CPU, cuBLAS on CUDA; f16/bf16 on the CPU are
  * widened to f32, multiplied and summed in f32 by the same tiled sgemm and rounded once to
- * the dtype (not yet on GPU devices: TD_EUNSUPPORTED there). Full precision unless the
+ * the dtype; on CUDA through cuBLAS GemmEx with f32 compute (tensor cores), on HIP by its
+ * tiled kernel in f32, each output rounded once. Full precision unless the
  * context was opened with td_options.matmul_allow_tf32 (then as td_matmul_ex with
  * TD_MATMUL_ALLOW_TF32).
  * Determinism on the CPU device: the result bits are a function of the shapes and the data

@@ -329,9 +329,9 @@ static td_status gpu_stream_sync(td__device *dev, void *stream)
 /* The dtypes f16, bf16, i8, i16 (TD_F16 and after) have GPU kernels in every primitive
  * family (f16/bf16 computed in f32 and rounded once, reductions and matmuls accumulated in
  * f32 or double and rounded once at the end, as on the CPU) except: RAND_UNIFORM/NORMAL on
- * f16/bf16 (no backend draws them yet) and f16/bf16 matmul where td__gpu_matmul_float_dtype
- * says no (the HIP kernel). Those are refused here, so the engine answers TD_EUNSUPPORTED
- * naming the op and dtype instead of a kernel failing. */
+ * f16/bf16 (no backend draws them yet), and any float matmul dtype that
+ * td__gpu_matmul_float_dtype does not list. Those are refused here, so the engine answers
+ * TD_EUNSUPPORTED naming the op and dtype instead of a kernel failing. */
 static bool gpu_has_kernels_for(const td__op *op, const td__desc *const *in, const td__desc *out)
 {
     bool old = out->dtype < TD_F16;

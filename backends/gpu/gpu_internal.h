@@ -169,8 +169,8 @@ td_status td__gpu_matmul_int(const td__gpu_exec *x, const td__gpu_iter *batch,
 td_status td__gpu_matmul_float(const td__gpu_exec *x, const td__gpu_iter *batch,
                                int64_t nbatch, int64_t m, int64_t n, int64_t k,
                                const td__view *in, const td__view *out, bool allow_tf32);
-/* Whether td__gpu_matmul_float takes this float dtype: f32/f64 everywhere, f16/bf16 only
- * where a vendor GEMM with f32 accumulation exists (cuBLAS GemmEx; not the HIP kernel). */
+/* Whether td__gpu_matmul_float takes this float dtype (f16/bf16 computed in f32: cuBLAS
+ * GemmEx with f32 compute, the HIP kernel with f32 loads); supports_op asks it. */
 bool td__gpu_matmul_float_dtype(uint32_t dtype);
 /* Free what td__gpu_matmul_float keeps per stream (st->blas; NULL is a no-op). */
 void td__gpu_matmul_release(void *handle);
