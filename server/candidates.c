@@ -237,11 +237,9 @@ void td__candidates_forget(const td__buffer *buf)
 {
     cand *dropped = NULL;
     pthread_mutex_lock(&g_mu);
-    for (cand *c = g_head; c != NULL; c = c->next) {
-        if (c->buf == buf) {
-            drop_locked(c, &dropped);
-            break;
-        }
+    for (cand *c = g_head, *next; c != NULL; c = next) {
+        next = c->next;
+        if (c->buf == buf) drop_locked(c, &dropped); /* a raw client may name it twice */
     }
     pthread_mutex_unlock(&g_mu);
     free_list(dropped);

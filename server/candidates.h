@@ -72,7 +72,7 @@ bool td__candidates_put(const char *tenant, td__quota *q, const uint8_t fp[TD_FI
 bool td__candidates_offer(td__blobstore *bs, const char *tenant,
                           const uint8_t fp[TD_FINGERPRINT_LEN]);
 
-/* Drop the record that holds host buffer buf, if any (its tensor is about to be
+/* Drop the records that hold host buffer buf, if any (its tensor is about to be
  * overwritten: keeping the old bytes would cost a copy-on-write and a buffer). */
 void td__candidates_forget(const td__buffer *buf);
 
