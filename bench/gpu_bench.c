@@ -203,7 +203,8 @@ int main(int argc, char **argv)
             fprintf(help ? stdout : stderr,
                     "usage: gpu-bench [--device URI] [--reps N] [--rounds N] [--quick] "
                     "[--profile] [--matmul-only]\n"
-                    "GPU speed of tensord: matmul 4096^2/8192^2 f32 and TF32, add/mul on 1 GiB,\n"
+                    "GPU speed of tensord: matmul 4096^2/8192^2 f32, TF32, f16 and bf16, add/mul\n"
+                    "on 1 GiB, bf16 add/sum on 1 GiB,\n"
                     "sum over 1 GiB, softmax over rows of [65536, 4096]; prints ms per op and\n"
                     "the rate. Compare with bench/gpu_torch.py (tests/gpu/bench-on-gpu-host.sh\n"
                     "runs both and prints the ratios).\n"
@@ -256,6 +257,17 @@ int main(int argc, char **argv)
         if (d >= 0 && m > 0)
             printf("# tf32 check %lld: max|C_tf32 - C_f32| / max|C_f32| = %.3g%s\n",
                    (long long)n, d / m, d == 0 ? " (identical: TF32 NOT in effect)" : "");
+        /* 16-bit floats: the same values rounded once (td_cast), f32 accumulation */
+        const td_dtype half[2] = {TD_F16, TD_BF16};
+        const char *half_name[2] = {"f16", "bf16"};
+        for (int h = 0; h < 2; h++) {
+            td_tensor *ah = td_cast(a, half[h]), *bh = td_cast(b, half[h]);
+            snprintf(name, sizeof name, "matmul_%s_%lld", half_name[h], (long long)n);
+            report(ctx, name, time_op(ctx, op_matmul, ah, bh, 0, reps, rounds), flop, 1e12,
+                   "TFLOP/s");
+            td_release(ah);
+            td_release(bh);
+        }
         td_release(a);
         td_release(b);
     }
@@ -277,6 +289,25 @@ int main(int argc, char **argv)
            "GB/s (read 1)");
     td_release(x);
     td_release(y);
+    {
+        /* bf16 on 1 GiB: twice the elements of the f32 rows */
+        int64_t n16 = 2 * n_big;
+        td_tensor *x32 = td_rand_uniform(ctx, TD_F32, 1, &n16, 6, -1, 1);
+        td_tensor *xb = td_cast(x32, TD_BF16);
+        td_release(x32);
+        td_tensor *y32 = td_rand_uniform(ctx, TD_F32, 1, &n16, 7, -1, 1);
+        td_tensor *yb = td_cast(y32, TD_BF16);
+        td_release(y32);
+        double b16 = (double)n16 * 2;
+        snprintf(name, sizeof name, "add_bf16_%lld", (long long)n16);
+        report(ctx, name, time_op(ctx, op_add, xb, yb, 0, reps, rounds), 3 * b16, 1e9,
+               "GB/s (read 2, write 1)");
+        snprintf(name, sizeof name, "sum_bf16_%lld", (long long)n16);
+        report(ctx, name, time_op(ctx, op_sum, xb, NULL, 0, reps, rounds), b16, 1e9,
+               "GB/s (read 1)");
+        td_release(xb);
+        td_release(yb);
+    }
     td_tensor *z = td_rand_uniform(ctx, TD_F32, 2, (int64_t[]){rows, cols}, 5, -4, 4);
     snprintf(name, sizeof name, "softmax_f32_%lldx%lld", (long long)rows, (long long)cols);
     report(ctx, name, time_op(ctx, op_softmax, z, NULL, 1, reps, rounds),

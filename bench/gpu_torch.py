@@ -93,6 +93,10 @@ for n in (256, 512) if quick else (4096, 8192):
     rel = ((c32 - ctf).abs().max() / c32.abs().max()).item()
     note = " (identical: TF32 NOT in effect)" if rel == 0 else ""
     print(f"# tf32 check {n}: max|C_tf32 - C_f32| / max|C_f32| = {rel:.3g}{note} ({tf32_name})")
+    for hname, ht in (("f16", torch.float16), ("bf16", torch.bfloat16)):
+        ah, bh = a.to(ht), b.to(ht)
+        report(f"matmul_{hname}_{n}", timed(lambda: ah @ bh), flop, 1e12, "TFLOP/s")
+        del ah, bh
     del a, b, c32, ctf
 x = torch.rand(nb, device=dev) * 2 - 1
 y = torch.rand(nb, device=dev) * 2 - 1
@@ -101,6 +105,12 @@ report(f"add_f32_{nb}", timed(lambda: x + y), 3 * gb, 1e9, "GB/s (read 2, write 
 report(f"mul_f32_{nb}", timed(lambda: x * y), 3 * gb, 1e9, "GB/s (read 2, write 1)")
 report(f"sum_f32_{nb}", timed(lambda: x.sum()), gb, 1e9, "GB/s (read 1)")
 del x, y
+xb = (torch.rand(2 * nb, device=dev) * 2 - 1).to(torch.bfloat16)
+yb = (torch.rand(2 * nb, device=dev) * 2 - 1).to(torch.bfloat16)
+gb16 = 2 * nb * 2
+report(f"add_bf16_{2 * nb}", timed(lambda: xb + yb), 3 * gb16, 1e9, "GB/s (read 2, write 1)")
+report(f"sum_bf16_{2 * nb}", timed(lambda: xb.sum()), gb16, 1e9, "GB/s (read 1)")
+del xb, yb
 z = torch.rand(rows, cols, device=dev) * 8 - 4
 report(f"softmax_f32_{rows}x{cols}", timed(lambda: torch.softmax(z, dim=1)),
        2.0 * rows * cols * 4, 1e9, "GB/s (read 1, write 1)")
