@@ -153,35 +153,24 @@ static bool split_plan(const td__session *s, const td__op *op, const td__view *v
     sp->in[1] = vin[1];
     sp->out = *vout;
     size_t es = td_dtype_size((td_dtype)o->dtype);
-    if (batch == 1) { /* rows of the output (every leading dim is 1) */
-        uint64_t rows = limit / ((uint64_t)n * (uint64_t)k);
-        uint64_t min_rows = fl ? TD_SPLIT_MIN_ROWS_FLOAT : 1;
-        if (rows < min_rows) rows = min_rows;
-        if (rows >= (uint64_t)m) return false;
-        sp->axis_in_a = a->rank - 2;
-        sp->axis_in_b = -1; /* b is read whole by every piece */
-        sp->axis_out = r - 2;
-        sp->total = m;
-        sp->step = (int64_t)rows;
-        sp->stride_a = k * (int64_t)es;
-        sp->stride_b = 0;
-        sp->stride_out = n * (int64_t)es;
-        return true;
-    }
-    /* Whole slices of the leading batch dim: an operand of full rank whose dim 0 matches is
-     * sliced with the output; one with a broadcast dim 0 (size 1, or missing) is read
-     * whole by every piece. When dim 0 is 1, or one slice of it is itself too big, the
-     * pieces are row blocks of single output matrices instead (by_matrix). */
-    uint64_t per = o->dims[0] > 0 ? macs / (uint64_t)o->dims[0] : macs;
-    if (o->dims[0] < 2 || per > limit) {
+    /* Rows of one output matrix a piece (at least min_rows for float: each piece re-packs
+     * the right operand). */
+    uint64_t rows = limit / ((uint64_t)n * (uint64_t)k);
+    uint64_t min_rows = fl ? TD_SPLIT_MIN_ROWS_FLOAT : 1;
+    if (rows < min_rows) rows = min_rows;
+    if (rows > (uint64_t)m) rows = (uint64_t)m;
+    /* Whole slices of the leading batch dim when it has at least 2 and one slice fits a
+     * piece: an operand of full rank whose dim 0 matches is sliced with the output; one
+     * with a broadcast dim 0 (size 1, or missing) is read whole by every piece. Otherwise
+     * the pieces are row blocks of single output matrices (by_matrix), which also covers
+     * a single matrix (every leading dim 1). */
+    uint64_t per = r >= 3 && o->dims[0] > 0 ? macs / (uint64_t)o->dims[0] : macs;
+    if (r < 3 || o->dims[0] < 2 || per > limit) {
+        if (batch == 1 && rows == (uint64_t)m) return false; /* one piece: run it whole */
         sp->by_matrix = true;
         sp->m = m;
         sp->n = n;
         sp->k = k;
-        uint64_t rows = limit / ((uint64_t)n * (uint64_t)k);
-        uint64_t min_rows = fl ? TD_SPLIT_MIN_ROWS_FLOAT : 1;
-        if (rows < min_rows) rows = min_rows;
-        if (rows > (uint64_t)m) rows = (uint64_t)m;
         sp->step = (int64_t)rows;
         sp->row_blocks = (m + sp->step - 1) / sp->step;
         sp->total = (int64_t)batch * sp->row_blocks;
