@@ -58,13 +58,18 @@ typedef struct row {
     char note[160];
 } row;
 
-static row g_rows[64];
+static row g_rows[96];
 static int g_nrows;
 static bool g_quick, g_json;
 static char g_only[128] = "";
 static const char *g_tensord = TD_BENCH_TENSORD;
 static const char *g_trainer = TD_BENCH_TRAINER;
 static const char *g_data = "/usr/share/datasets/fashion-mnist";
+/* P5: the device its trainer runs on, its sizes (BATCHxHIDDEN list) and runs per config */
+#define P5_SIZES "128x256,1024x256,4096x256,128x2048,1024x2048,4096x2048"
+static const char *g_device = "cpu";
+static const char *g_p5_sizes = NULL;
+static int g_p5_runs = 3;
 
 static double now_s(void)
 {
@@ -172,12 +177,17 @@ static void server_stop(server *s)
     s->pid = 0;
 }
 
-static void uri_of(const server *s, char *buf, size_t len)
+static void uri_of_dev(const server *s, const char *dev, char *buf, size_t len)
 {
     if (strncmp(s->addr, "unix:", 5) == 0)
-        snprintf(buf, len, "%s/cpu", s->addr);
+        snprintf(buf, len, "%s/%s", s->addr, dev);
     else
-        snprintf(buf, len, "tensord://%s/cpu", s->addr);
+        snprintf(buf, len, "tensord://%s/%s", s->addr, dev);
+}
+
+static void uri_of(const server *s, char *buf, size_t len)
+{
+    uri_of_dev(s, "cpu", buf, len);
 }
 
 static td_context *open_ctx(const char *uri)
@@ -536,13 +546,15 @@ static void bench_p4(const server *tcp)
 
 /* ---- P5 ---- */
 
-/* Run the trainer; returns the epoch seconds ("epoch 1/1  loss X  S s" line) or NAN. */
-static double run_trainer(const char *device, bool graph)
+/* Run the trainer for one epoch of `batch`-image steps through a 784-`hidden`-10 MLP;
+ * returns the epoch seconds (from the "epoch 1/1  loss X  S s  R img/s" line) or NAN. */
+static double run_trainer(const char *device, bool graph, int batch, int hidden)
 {
-    char cmd[1200];
-    snprintf(cmd, sizeof cmd, "'%s' --device '%s' --data '%s' --epochs 1 %s %s 2>&1", g_trainer,
-             device, g_data, g_quick ? "--limit-train 2000 --limit-test 1000" : "",
-             graph ? "--graph" : "");
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd,
+             "'%s' --device '%s' --data '%s' --epochs 1 --batch %d --hidden %d %s %s 2>&1",
+             g_trainer, device, g_data, batch, hidden,
+             g_quick ? "--limit-train 2000 --limit-test 1000" : "", graph ? "--graph" : "");
     FILE *f = popen(cmd, "r");
     if (f == NULL) return NAN;
     char line[512];
@@ -562,51 +574,64 @@ static double run_trainer(const char *device, bool graph)
 }
 
 /* Six configurations (local, remote over TCP, remote over a unix socket; each eager and
- * --graph), run round-robin so that a burst of load on the shared machine hits them alike;
- * each reports the median of its runs (3, or 1 with --quick). Ratios are against local
- * eager. */
+ * --graph) at each size of --p5-sizes (batch x hidden), run round-robin within a size so
+ * that a burst of load on the shared machine hits them alike; each reports the median of
+ * its runs (--p5-runs, default 3; 1 with --quick) and the spread (max - min) / median.
+ * Remote eager is compared with local eager and remote --graph with local --graph, on the
+ * device of --device (local:DEV against tensord://ADDR/DEV). */
 #define P5_CONFIGS 6
-#define P5_MAX_RUNS 3
+#define P5_MAX_RUNS 9
 static void bench_p5(const server *tcp, const server *unx)
 {
     if (access(g_trainer, X_OK) != 0) {
-        add_row("P5", "Fashion-MNIST epoch", NAN, "s", "local:cpu", NAN, "", "trainer not found");
+        add_row("P5", "Fashion-MNIST epoch", NAN, "s", "local", NAN, "", "trainer not found");
         return;
     }
-    char tcp_uri[700], unix_uri[700];
-    uri_of(tcp, tcp_uri, sizeof tcp_uri);
-    uri_of(unx, unix_uri, sizeof unix_uri);
+    char local_uri[64], tcp_uri[700], unix_uri[700];
+    snprintf(local_uri, sizeof local_uri, "local:%s", g_device);
+    uri_of_dev(tcp, g_device, tcp_uri, sizeof tcp_uri);
+    uri_of_dev(unx, g_device, unix_uri, sizeof unix_uri);
     static const char *const names[P5_CONFIGS] = {"local", "local --graph", "remote tcp",
                                                   "remote tcp --graph", "remote unix",
                                                   "remote unix --graph"};
-    const char *uris[P5_CONFIGS] = {"local:cpu", "local:cpu", tcp_uri,
-                                    tcp_uri,     unix_uri,    unix_uri};
-    int runs = g_quick ? 1 : P5_MAX_RUNS;
-    double secs[P5_CONFIGS][P5_MAX_RUNS], med[P5_CONFIGS];
-    for (int r = 0; r < runs; r++)
-        for (int c = 0; c < P5_CONFIGS; c++) secs[c][r] = run_trainer(uris[c], c % 2 == 1);
-    for (int c = 0; c < P5_CONFIGS; c++) {
-        int n = 0;
-        double ok[P5_MAX_RUNS];
-        for (int r = 0; r < runs; r++)
-            if (!isnan(secs[c][r])) ok[n++] = secs[c][r];
-        med[c] = n > 0 ? median(ok, n) : NAN;
-    }
+    const char *uris[P5_CONFIGS] = {local_uri, local_uri, tcp_uri,
+                                    tcp_uri,   unix_uri,  unix_uri};
+    int runs = g_quick ? 1 : g_p5_runs;
+    const char *sizes = g_p5_sizes != NULL ? g_p5_sizes : g_quick ? "128x256" : P5_SIZES;
     const char *what = g_quick ? "2,000 images" : "60,000 images";
-    for (int c = 1; c < P5_CONFIGS; c++) {
-        char m[96], note[160];
-        snprintf(m, sizeof m, "Fashion-MNIST epoch (%s), %s", what, names[c]);
-        int len = snprintf(note, sizeof note, "median of %d; runs:", runs);
-        for (int r = 0; r < runs && len > 0 && (size_t)len < sizeof note; r++)
-            len += snprintf(note + len, sizeof note - (size_t)len, " %.2f", secs[c][r]);
-        if (c == 1 && (size_t)len < sizeof note) {
-            len += snprintf(note + len, sizeof note - (size_t)len, "; local runs:");
-            for (int r = 0; r < runs && len > 0 && (size_t)len < sizeof note; r++)
-                len += snprintf(note + len, sizeof note - (size_t)len, " %.2f", secs[0][r]);
+    for (const char *p = sizes; *p != '\0';) {
+        int batch = 0, hidden = 0, used = 0;
+        if (sscanf(p, "%dx%d%n", &batch, &hidden, &used) != 2 || batch < 1 || hidden < 1) {
+            fprintf(stderr, "tensord-bench: --p5-sizes: expected BATCHxHIDDEN[,...], got '%s'\n", p);
+            return;
         }
-        /* issue 3 (after batching) and issue 4 (--graph) both ask remote <= 1.05x local */
-        const char *target = c >= 2 ? "<= 1.05" : "";
-        add_row("P5", m, med[c], "s", "local:cpu (median)", med[0], target, note);
+        p += used;
+        if (*p == ',') p++;
+        double secs[P5_CONFIGS][P5_MAX_RUNS], med[P5_CONFIGS], spread[P5_CONFIGS];
+        for (int r = 0; r < runs; r++)
+            for (int c = 0; c < P5_CONFIGS; c++)
+                secs[c][r] = run_trainer(uris[c], c % 2 == 1, batch, hidden);
+        for (int c = 0; c < P5_CONFIGS; c++) {
+            int n = 0;
+            double ok[P5_MAX_RUNS];
+            for (int r = 0; r < runs; r++)
+                if (!isnan(secs[c][r])) ok[n++] = secs[c][r];
+            med[c] = n > 0 ? median(ok, n) : NAN;
+            spread[c] = n > 0 ? (ok[n - 1] - ok[0]) / med[c] : NAN; /* median() sorted ok */
+        }
+        for (int c = 1; c < P5_CONFIGS; c++) {
+            int base = c == 1 ? 0 : c % 2; /* like with like: eager vs eager, graph vs graph */
+            char m[96], b[64], note[160];
+            snprintf(m, sizeof m, "epoch (%s) b%d h%d, %s", what, batch, hidden, names[c]);
+            snprintf(b, sizeof b, "%s (median)", names[base]);
+            int len = snprintf(note, sizeof note, "median of %d, spread %.0f%% (base %.0f%%); runs:",
+                               runs, 100 * spread[c], 100 * spread[base]);
+            for (int r = 0; r < runs && len > 0 && (size_t)len < sizeof note; r++)
+                len += snprintf(note + len, sizeof note - (size_t)len, " %.2f", secs[c][r]);
+            /* issues 3, 4 and 12 ask remote <= 1.05x local at every size */
+            const char *target = c >= 2 ? "<= 1.05" : "";
+            add_row("P5", m, med[c], "s", b, med[base], target, note);
+        }
     }
 }
 
@@ -990,11 +1015,17 @@ static void print_json(void)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: tensord-bench [--quick] [--json] [--only P1,P2,...] [--tensord PATH]\n"
-               "                     [--trainer PATH] [--data DIR]\n"
+               "                     [--trainer PATH] [--data DIR] [--device DEV]\n"
+               "                     [--p5-sizes LIST] [--p5-runs N]\n"
                "Measures tensord side by side with baselines and prints a markdown table.\n"
                "  --tensord PATH  server binary to start (default %s)\n"
                "  --trainer PATH  examples/fashion-mnist binary for P5 (default %s)\n"
                "  --data DIR      Fashion-MNIST directory (default %s)\n"
+               "  --device DEV    device of P5's trainer: local:DEV vs tensord://ADDR/DEV\n"
+               "                  (default cpu; e.g. cuda:0)\n"
+               "  --p5-sizes LIST P5's BATCHxHIDDEN sizes (default " P5_SIZES ";\n"
+               "                  --quick: 128x256)\n"
+               "  --p5-runs N     P5 runs per configuration and size, alternated (default 3, max 9)\n"
                "  --quick         small sizes: a smoke test (never asserts on speed)\n"
                "  --json          machine-readable results\n"
                "  --only LIST     comma-separated measures, e.g. P1,P3\n",
@@ -1017,6 +1048,17 @@ int main(int argc, char **argv)
             g_trainer = argv[++i];
         } else if (strcmp(a, "--data") == 0 && i + 1 < argc) {
             g_data = argv[++i];
+        } else if (strcmp(a, "--device") == 0 && i + 1 < argc) {
+            g_device = argv[++i];
+        } else if (strcmp(a, "--p5-sizes") == 0 && i + 1 < argc) {
+            g_p5_sizes = argv[++i];
+        } else if (strcmp(a, "--p5-runs") == 0 && i + 1 < argc) {
+            g_p5_runs = atoi(argv[++i]);
+            if (g_p5_runs < 1 || g_p5_runs > P5_MAX_RUNS) {
+                fprintf(stderr, "tensord-bench: --p5-runs needs 1..%d, not '%s'\n", P5_MAX_RUNS,
+                        argv[i]);
+                return 2;
+            }
         } else if (strcmp(a, "--help") == 0) {
             usage(stdout);
             return 0;
