@@ -38,6 +38,10 @@
  *       u1 = (((((uint64)w[1] << 32) | w[0]) >> 11) + 1) * 2^-53   (in (0, 1])
  *       u2 = ((((uint64)w[3] << 32) | w[2]) >> 11) * 2^-53        (in [0, 1))
  *       r, t, z as for f32;  value = mean + stddev * z
+ *   f16 and bf16 uniform and normal, element i: the f32 mapping's block, word and double
+ *       value (low + (high - low) * u, mean + stddev * z), rounded once to the dtype
+ *       (engine/convert.h, td__f64_to_f16 / td__f64_to_bf16; never through f32, which
+ *       could round twice)
  *
  * Arithmetic is IEEE double without fused multiply-add (CUDA: compile with -fmad=false or
  * use __dmul_rn/__dadd_rn), so uniform values agree bit for bit across backends. Normal
@@ -127,11 +131,19 @@ TD__PHILOX_FN void td__philox_box_muller(double u1, double u2, double z[2])
     z[1] = r * sin(t);
 }
 
+/* The double value of element i of an f32 (f16, bf16) uniform tensor before it is rounded to
+ * the dtype; w holds block i / 4 of the seed. */
+TD__PHILOX_FN double td__philox_uniform_u24_from(const uint32_t w[4], uint64_t i, double low,
+                                                 double high)
+{
+    return low + (high - low) * td__philox_u24(w[i % 4]);
+}
+
 /* Element i of an f32 uniform tensor; w holds block i / 4 of the seed. */
 TD__PHILOX_FN float td__philox_uniform_f32_from(const uint32_t w[4], uint64_t i, double low,
                                                 double high)
 {
-    return (float)(low + (high - low) * td__philox_u24(w[i % 4]));
+    return (float)td__philox_uniform_u24_from(w, i, low, high);
 }
 
 /* Element i of an f64 uniform tensor; w holds block i / 2 of the seed. */

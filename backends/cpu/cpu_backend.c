@@ -163,11 +163,6 @@ static bool cpu_supports_op(td__device *dev, const td__op *op, const td__desc *c
         return matmul_fits_blas(in, out) || !td__dtype_is_float(in[0]->dtype);
     case TD_OPCLASS_SOFTMAX:
         return in[0]->dtype == TD_F32 || in[0]->dtype == TD_F64;
-    case TD_OPCLASS_CREATE: /* no f16/bf16 random draws yet */
-        if ((op->opcode == TD_OP_RAND_UNIFORM || op->opcode == TD_OP_RAND_NORMAL) &&
-            td__dtype_is_half(op->dtype))
-            return false;
-        return td__op_default_supports(op->opcode);
     default:
         return td__op_default_supports(op->opcode);
     }

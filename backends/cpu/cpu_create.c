@@ -3,7 +3,8 @@
  *
  * The random ops follow engine/philox.h's (seed, index) mapping exactly: each thread's
  * chunk computes the Philox blocks its elements fall in, so a block that straddles a chunk
- * boundary is computed twice and both halves come out as if computed once.
+ * boundary is computed twice and both halves come out as if computed once. f16/bf16 draws
+ * use the f32 mapping and round its double value once to the dtype.
  */
 #include "backends/cpu/cpu_internal.h"
 #include "engine/philox.h"
@@ -59,8 +60,10 @@ static void full_bytes(void *ctx, int64_t lo, int64_t hi)
 static void full_any(void *ctx, int64_t lo, int64_t hi)
 {
     const create_task *t = ctx;
-    uint16_t v = 0;
-    td__cpu_store_double(t->dtype, &v, 0, t->op->fattrs[0]);
+    /* 8 bytes, so that no case of td__cpu_store_double's switch writes past it */
+    union { uint64_t any; uint16_t h; } u = {0};
+    td__cpu_store_double(t->dtype, &u, 0, t->op->fattrs[0]);
+    const uint16_t v = u.h;
     if (td__cpu_dtype_size(t->dtype) == 1) {
         uint8_t b;
         memcpy(&b, &v, 1);
@@ -107,6 +110,27 @@ static void uniform_f64(void *ctx, int64_t lo, int64_t hi)
     }
 }
 
+/* f16/bf16 draws: the f32 mapping's double value rounded once to the dtype (philox.h). */
+static uint16_t round_half(uint32_t dtype, double v)
+{
+    return dtype == TD_F16 ? td__f64_to_f16(v) : td__f64_to_bf16(v);
+}
+
+static void uniform_half(void *ctx, int64_t lo, int64_t hi)
+{
+    const create_task *t = ctx;
+    const double low = t->op->fattrs[0], high = t->op->fattrs[1];
+    uint16_t *o = t->data;
+    for (int64_t i = lo; i < hi;) {
+        uint32_t w[4];
+        td__philox_block(t->op->seed, (uint64_t)i / 4, w);
+        int64_t end = (i / 4 + 1) * 4;
+        if (end > hi) end = hi;
+        for (; i < end; i++)
+            o[i] = round_half(t->dtype, td__philox_uniform_u24_from(w, (uint64_t)i, low, high));
+    }
+}
+
 /* Normal kernels compute each Box-Muller pair once and store the elements of it that fall
  * inside [lo, hi). */
 static void normal_f32(void *ctx, int64_t lo, int64_t hi)
@@ -121,6 +145,21 @@ static void normal_f32(void *ctx, int64_t lo, int64_t hi)
         td__philox_normal_f32_pair(w, (unsigned)(p % 2), z);
         for (int64_t e = 2 * p; e < 2 * p + 2; e++)
             if (e >= lo && e < hi) o[e] = (float)(mean + stddev * z[e - 2 * p]);
+    }
+}
+
+static void normal_half(void *ctx, int64_t lo, int64_t hi)
+{
+    const create_task *t = ctx;
+    const double mean = t->op->fattrs[0], stddev = t->op->fattrs[1];
+    uint16_t *o = t->data;
+    uint32_t w[4] = {0, 0, 0, 0};
+    for (int64_t p = lo / 2; p * 2 < hi; p++) {
+        if (p == lo / 2 || p % 2 == 0) td__philox_block(t->op->seed, (uint64_t)p / 2, w);
+        double z[2];
+        td__philox_normal_f32_pair(w, (unsigned)(p % 2), z);
+        for (int64_t e = 2 * p; e < 2 * p + 2; e++)
+            if (e >= lo && e < hi) o[e] = round_half(t->dtype, mean + stddev * z[e - 2 * p]);
     }
 }
 
@@ -162,10 +201,12 @@ td_status td__cpu_exec_create(const td__cpu_exec *x, const td__op *op, const td_
         break;
     case TD_OP_RAND_UNIFORM:
         fn = dt == TD_F32 ? uniform_f32 : dt == TD_F64 ? uniform_f64 : NULL;
+        if (dt == TD_F16 || dt == TD_BF16) fn = uniform_half;
         cost = 8;
         break;
     case TD_OP_RAND_NORMAL:
         fn = dt == TD_F32 ? normal_f32 : dt == TD_F64 ? normal_f64 : NULL;
+        if (dt == TD_F16 || dt == TD_BF16) fn = normal_half;
         cost = 32;
         break;
     }

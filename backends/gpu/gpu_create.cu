@@ -2,8 +2,8 @@
  * RAND_UNIFORM, RAND_NORMAL; and the fill helper reductions use for empty folds.
  *
  * The random ops follow engine/philox.h's (seed, index) mapping: one thread per Philox
- * block writes the 4 (f32) or 2 (f64) elements that block yields, so the tensor does not
- * depend on the launch shape. The module is compiled with -fmad=false: `low + (high - low)
+ * block writes the 4 (f32, f16, bf16) or 2 (f64) elements that block yields, so the tensor
+ * does not depend on the launch shape. The module is compiled with -fmad=false: `low + (high - low)
  * * u` and ARANGE's `start + i * step` must round twice, as on the CPU, not fuse into one
  * FMA, for uniform values and ARANGE to agree bit for bit. Normal values go through the
  * device's log/sqrt/sin/cos (a few ulps from glibc's).
@@ -90,6 +90,48 @@ __global__ void k_normal_f64(double *out, int64_t n, uint64_t seed, double mean,
     }
 }
 
+/* f16/bf16 draws: the f32 mapping's double value rounded once to the dtype (philox.h), so
+ * the bits equal the CPU's. */
+__device__ inline uint16_t round_half(bool bf16, double v)
+{
+    return bf16 ? td__f64_to_bf16(v) : td__f64_to_f16(v);
+}
+
+__global__ void k_uniform_half(uint16_t *out, int64_t n, bool bf16, uint64_t seed, double low,
+                               double high)
+{
+    int64_t nb = (n + 3) / 4;
+    for (int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; b < nb;
+         b += (int64_t)gridDim.x * blockDim.x) {
+        uint32_t w[4];
+        td__philox_block(seed, (uint64_t)b, w);
+        for (int j = 0; j < 4; j++) {
+            int64_t i = b * 4 + j;
+            if (i < n)
+                out[i] = round_half(bf16, td__philox_uniform_u24_from(w, (uint64_t)i, low, high));
+        }
+    }
+}
+
+__global__ void k_normal_half(uint16_t *out, int64_t n, bool bf16, uint64_t seed, double mean,
+                              double stddev)
+{
+    int64_t nb = (n + 3) / 4;
+    for (int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; b < nb;
+         b += (int64_t)gridDim.x * blockDim.x) {
+        uint32_t w[4];
+        td__philox_block(seed, (uint64_t)b, w);
+        for (unsigned q = 0; q < 2; q++) {
+            int64_t i = b * 4 + 2 * q;
+            if (i >= n) break;
+            double z[2];
+            td__philox_normal_f32_pair(w, q, z);
+            out[i] = round_half(bf16, mean + stddev * z[0]);
+            if (i + 1 < n) out[i + 1] = round_half(bf16, mean + stddev * z[1]);
+        }
+    }
+}
+
 } // namespace
 
 /* Whether this module holds machine code or PTX the current device can run (the driver
@@ -168,6 +210,9 @@ extern "C" td_status td__gpu_exec_create(const td__gpu_exec *x, const td__op *op
         } else if (dt == TD_F64) {
             k_uniform_f64<<<td__gpu_blocks((n + 1) / 2, TD_GPU_THREADS), TD_GPU_THREADS, 0,
                             s>>>((double *)out->data, n, op->seed, a, b);
+        } else if (dt == TD_F16 || dt == TD_BF16) {
+            k_uniform_half<<<td__gpu_blocks((n + 3) / 4, TD_GPU_THREADS), TD_GPU_THREADS, 0,
+                             s>>>((uint16_t *)out->data, n, dt == TD_BF16, op->seed, a, b);
         } else {
             break;
         }
@@ -179,6 +224,9 @@ extern "C" td_status td__gpu_exec_create(const td__gpu_exec *x, const td__op *op
         } else if (dt == TD_F64) {
             k_normal_f64<<<td__gpu_blocks((n + 1) / 2, TD_GPU_THREADS), TD_GPU_THREADS, 0,
                            s>>>((double *)out->data, n, op->seed, a, b);
+        } else if (dt == TD_F16 || dt == TD_BF16) {
+            k_normal_half<<<td__gpu_blocks((n + 3) / 4, TD_GPU_THREADS), TD_GPU_THREADS, 0,
+                            s>>>((uint16_t *)out->data, n, dt == TD_BF16, op->seed, a, b);
         } else {
             break;
         }

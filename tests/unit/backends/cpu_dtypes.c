@@ -3,8 +3,11 @@
  * value rounded once to the dtype by round_to() below (frexp/rint arithmetic, written apart
  * from engine/convert.h's bit manipulation), an integer result the int64 value wrapped to
  * the dtype. Inputs are values the dtype holds exactly (multiples of 1/8 or 1/64 in small
- * ranges), so their conversion is not under test here (tests/unit/engine/convert.c is). */
+ * ranges), so their conversion is not under test here (tests/unit/engine/convert.c is).
+ * Random draws are checked against the Philox words (KAT-tested in philox.c) turned into
+ * values here by engine/philox.h's documented formulas. */
 #include "cpu_test_util.h"
+#include "engine/philox.h"
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
@@ -447,4 +450,49 @@ Test(cpu_dtypes, matmul)
         tu_free(dev, &x[0]);
         tu_free(dev, &x[1]);
     }
+}
+
+/* RAND_UNIFORM / RAND_NORMAL in f16 and bf16: the f32 mapping of engine/philox.h (block
+ * i / 4, word i % 4; Box-Muller pair (i / 2) % 2), its double value computed here from the
+ * Philox words and rounded once by round_to(). The [60000, 70000) range reaches f16's
+ * overflow to inf; 100003 elements on 4 threads put chunk edges inside Philox blocks. */
+Test(cpu_dtypes, half_random_draws)
+{
+    const int64_t n = 100003;
+    const uint64_t seed = 0x9e3779b97f4a7c15ull;
+    const double params[][2] = {{-2.0, 5.0}, {60000.0, 70000.0}, {0.5, 3.0}};
+    for (size_t h = 0; h < 2; h++)
+        for (int normal = 0; normal < 2; normal++)
+            for (size_t p = 0; p < 3; p++) {
+                const uint32_t dt = halves[h];
+                const double a = params[p][0], b = params[p][1];
+                td__op op = tu_op(normal ? TD_OP_RAND_NORMAL : TD_OP_RAND_UNIFORM, 1, DIMS(n));
+                op.dtype = dt;
+                op.seed = seed;
+                op.fattrs[0] = a;
+                op.fattrs[1] = b;
+                td__view o = run(op, NULL, 0, dt, 1, DIMS(n));
+                int64_t bad = 0;
+                for (int64_t i = 0; i < n; i++) {
+                    uint32_t w[4];
+                    td__philox_block(seed, (uint64_t)i / 4, w);
+                    double v;
+                    if (normal) {
+                        const unsigned q = (unsigned)((i / 2) % 2);
+                        const double u1 = (double)((w[2 * q] >> 8) + 1) * 0x1p-24;
+                        const double u2 = (double)(w[2 * q + 1] >> 8) * 0x1p-24;
+                        const double r = sqrt(-2.0 * log(u1)), t = 2.0 * M_PI * u2;
+                        v = a + b * (i % 2 == 0 ? r * cos(t) : r * sin(t));
+                    } else {
+                        v = a + (b - a) * ((double)(w[i % 4] >> 8) * 0x1p-24);
+                    }
+                    const double want = round_to(dt, v), got = tu_get(&o, i);
+                    if (got != want && bad++ < 5)
+                        cr_expect_eq(got, want, "dt %u %s(%g, %g) [%lld]: %.9g, want %.9g", dt,
+                                     normal ? "normal" : "uniform", a, b, (long long)i, got, want);
+                }
+                cr_expect_eq(bad, 0, "dt %u %s(%g, %g): %lld elements differ", dt,
+                             normal ? "normal" : "uniform", a, b, (long long)bad);
+                tu_free(dev, &o);
+            }
 }
