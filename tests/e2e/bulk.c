@@ -12,6 +12,7 @@
  */
 #include "raw_session.h"
 #include "server_fixture.h"
+#include "suite_fixture.h"
 #include "common/sha256.h"
 #include "tensord.h"
 
@@ -25,23 +26,6 @@
 #include <unistd.h>
 
 #define CHUNK ((size_t)1 << 20) /* TD_CHUNK_BYTES */
-
-static td_test_server srv;
-
-static void start_with(const char *const *args)
-{
-    char err[600];
-    cr_assert(td_test_server_start(&srv, false, args, err, sizeof err), "%s", err);
-}
-
-static void start_tcp(void) { start_with(NULL); }
-
-static void stop(void)
-{
-    if (srv.pid == 0) return;
-    int rc = td_test_server_stop(&srv);
-    cr_expect_eq(rc, 0, "tensord exited with status %d after SIGTERM", rc);
-}
 
 static td_context *connect_opts(const td_options *o)
 {

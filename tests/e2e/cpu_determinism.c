@@ -13,6 +13,7 @@
  * Stability of Numerical Algorithms", 2nd ed., section 3.1).
  */
 #include "server_fixture.h"
+#include "suite_fixture.h"
 #include "tensord.h"
 
 #include <criterion/criterion.h>
@@ -20,8 +21,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static td_test_server srv;
 
 static void start_single_threaded(void)
 {
@@ -32,13 +31,6 @@ static void start_single_threaded(void)
     unsetenv("OPENBLAS_NUM_THREADS");
     cr_assert(ok, "%s", err);
     setenv("TENSORD_CPU_THREADS", "5", 1); /* read when this process opens local:cpu */
-}
-
-static void stop(void)
-{
-    unsetenv("TENSORD_CPU_THREADS");
-    int rc = td_test_server_stop(&srv);
-    cr_expect_eq(rc, 0, "tensord exited with status %d after SIGTERM", rc);
 }
 
 typedef struct mm_case {

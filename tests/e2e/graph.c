@@ -5,6 +5,7 @@
  * rejected with a message while the server keeps serving. */
 #include "raw_session.h"
 #include "server_fixture.h"
+#include "suite_fixture.h"
 #include "tensord.h"
 
 #include <criterion/criterion.h>
@@ -12,15 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static td_test_server srv;
-
-static void stop(void)
-{
-    int rc = td_test_server_stop(&srv);
-    cr_expect_eq(rc, 0, "tensord exited with status %d after SIGTERM", rc);
-}
-
-static void start_tcp(void)
+static void start_small_cache(void)
 {
     char err[600];
     const char *args[] = {"--graph-cache", "2", NULL};
@@ -181,7 +174,7 @@ static void replay_matches_eager(const char *uri)
 
 Test(graph, local_replay_matches_eager) { replay_matches_eager("local:cpu"); }
 
-Test(graph, remote_replay_matches_eager, .init = start_tcp, .fini = stop)
+Test(graph, remote_replay_matches_eager, .init = start_small_cache, .fini = stop)
 {
     char uri[600];
     td_test_server_uri(&srv, "cpu", uri, sizeof uri);
@@ -237,7 +230,7 @@ static void run_scale(td_context *ctx, td_graph *g, double k)
 }
 
 /* --graph-cache 2: three graphs evict the first; a later session gets it re-sent. */
-Test(graph, cache_is_bounded, .init = start_tcp, .fini = stop)
+Test(graph, cache_is_bounded, .init = start_small_cache, .fini = stop)
 {
     char uri[600];
     td_test_server_uri(&srv, "cpu", uri, sizeof uri);
@@ -282,14 +275,6 @@ static uint64_t send_define(raw_session *s, const uint8_t *id, size_t id_len,
     return seq;
 }
 
-/* Wait for the reply to seq: a Failure (returns 1, message copied) or GraphReady (0). */
-static int reply_to(raw_session *s, uint64_t seq, char *msg, size_t len)
-{
-    int rc = raw_reply_to(s, seq, msg, len, 10000);
-    cr_assert_neq(rc, -1, "no reply to seq %llu", (unsigned long long)seq);
-    return rc;
-}
-
 static void expect_failure(raw_session *s, uint64_t seq, const char *needle)
 {
     char msg[1024];
@@ -297,7 +282,7 @@ static void expect_failure(raw_session *s, uint64_t seq, const char *needle)
     cr_expect(strstr(msg, needle) != NULL, "message '%s' lacks '%s'", msg, needle);
 }
 
-Test(graph, hostile_definitions, .init = start_tcp, .fini = stop)
+Test(graph, hostile_definitions, .init = start_small_cache, .fini = stop)
 {
     raw_session s;
     cr_assert(raw_open(&s, srv.addr, TD_PROTOCOL_MIN, TD_PROTOCOL_MAX, "cpu"), "%s",

@@ -1,6 +1,7 @@
 /* e2e/info.c — GetInfo against a real tensord: the library calls and tensorctl, over TCP
  * and a unix socket, in every address form the API documents. */
 #include "server_fixture.h"
+#include "suite_fixture.h"
 #include "tensord.h"
 
 #include <criterion/criterion.h>
@@ -8,26 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-
-static td_test_server srv;
-
-static void start_tcp(void)
-{
-    char err[600];
-    cr_assert(td_test_server_start(&srv, false, NULL, err, sizeof err), "%s", err);
-}
-
-static void start_unix(void)
-{
-    char err[600];
-    cr_assert(td_test_server_start(&srv, true, NULL, err, sizeof err), "%s", err);
-}
-
-static void stop(void)
-{
-    int rc = td_test_server_stop(&srv);
-    cr_expect_eq(rc, 0, "tensord exited with status %d after SIGTERM", rc);
-}
 
 static void check_info(const char *address)
 {

@@ -2,6 +2,7 @@
  * or frozen mid-session, a server that is not there, a peer that never answers. Each must
  * end promptly with a clear status, and the server must free what a dead client held. */
 #include "server_fixture.h"
+#include "suite_fixture.h"
 #include "tensord.h"
 
 #include <arpa/inet.h>
@@ -14,21 +15,6 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-static td_test_server srv;
-
-static void start_tcp(void)
-{
-    char err[600];
-    cr_assert(td_test_server_start(&srv, false, NULL, err, sizeof err), "%s", err);
-}
-
-static void stop(void)
-{
-    if (srv.pid == 0) return; /* the test killed it */
-    int rc = td_test_server_stop(&srv);
-    cr_expect_eq(rc, 0, "tensord exited with status %d after SIGTERM", rc);
-}
 
 static td_context *connect_ok(const char *uri, const td_options *opts)
 {

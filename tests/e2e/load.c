@@ -11,6 +11,7 @@
  * not the kernels.
  */
 #include "server_fixture.h"
+#include "suite_fixture.h"
 #include "tensord.h"
 
 #include <criterion/criterion.h>
@@ -26,19 +27,6 @@
 #define CLIENTS 64
 #define BATCHES 1000
 #define READ_EVERY 100
-
-static td_test_server srv;
-
-static void start(void)
-{
-    char err[600];
-    cr_assert(td_test_server_start(&srv, false, NULL, err, sizeof err), "%s", err);
-}
-
-static void stop(void)
-{
-    if (srv.pid != 0) cr_expect_eq(td_test_server_stop(&srv), 0, "tensord exit status");
-}
 
 /* What a client process reports back through its pipe. */
 typedef struct client {
@@ -143,7 +131,7 @@ static long server_rss_kib(void)
     return kib;
 }
 
-Test(load, sixty_four_clients_thousand_batches_each, .init = start, .fini = stop,
+Test(load, sixty_four_clients_thousand_batches_each, .init = start_tcp, .fini = stop,
      .timeout = 120)
 {
     /* Fork every client before this process uses gRPC (forking after is unsafe). */

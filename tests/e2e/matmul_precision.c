@@ -20,6 +20,7 @@
 #include "engine/op.h"
 #include "raw_session.h"
 #include "server_fixture.h"
+#include "suite_fixture.h"
 #include "tensord.h"
 
 #include <criterion/criterion.h>
@@ -27,20 +28,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static td_test_server srv;
-
-static void start_tcp(void)
-{
-    char err[600];
-    cr_assert(td_test_server_start(&srv, false, NULL, err, sizeof err), "%s", err);
-}
-
-static void stop(void)
-{
-    int rc = td_test_server_stop(&srv);
-    cr_expect_eq(rc, 0, "tensord exited with status %d after SIGTERM", rc);
-}
 
 static td_context *connect_to(const char *uri, bool allow_tf32)
 {

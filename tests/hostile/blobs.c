@@ -10,6 +10,7 @@
 #include "engine/op.h"
 #include "raw_session.h"
 #include "server_fixture.h"
+#include "suite_fixture.h"
 #include "tensord.h"
 
 #include <criterion/criterion.h>
@@ -20,23 +21,12 @@
 
 #define CHUNK ((size_t)1 << 20)
 
-static td_test_server srv;
 static char dir[256], tokens[300], alice[128], bob[128];
 
-static void start_with(const char *const *args)
+/* stop, and remove the tokens directory a tenant test made */
+static void stop_and_clean(void)
 {
-    char err[600];
-    cr_assert(td_test_server_start(&srv, false, args, err, sizeof err), "%s", err);
-}
-
-static void start_tcp(void) { start_with(NULL); }
-
-static void stop(void)
-{
-    if (srv.pid != 0) {
-        int rc = td_test_server_stop(&srv);
-        cr_expect_eq(rc, 0, "tensord exited with status %d after SIGTERM", rc);
-    }
+    stop();
     if (dir[0] != '\0') {
         char cmd[400];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
@@ -123,7 +113,7 @@ static void check_contents(td_context *ctx, td_tensor *t, const uint8_t *want, s
     free(got);
 }
 
-static void open_raw(raw_session *s, const char *token)
+static void open_raw_token(raw_session *s, const char *token)
 {
     char header[200];
     if (token != NULL) {
@@ -220,7 +210,7 @@ static void raw_candidate(raw_session *s, uint64_t id, const uint8_t *data, size
 
 /* X kept under Y's fingerprint: the honest upload of Y hits it, the server promotes X under
  * SHA-256(X), the honest client's SHA-256(Y) offer misses, Y is sent and read back as Y. */
-Test(blobs, lying_fingerprint_never_serves_wrong_bytes, .init = start_tcp, .fini = stop,
+Test(blobs, lying_fingerprint_never_serves_wrong_bytes, .init = start_tcp, .fini = stop_and_clean,
      .timeout = 120)
 {
     size_t n = 3 * CHUNK + 5;
@@ -230,7 +220,7 @@ Test(blobs, lying_fingerprint_never_serves_wrong_bytes, .init = start_tcp, .fini
     cr_assert(td__fingerprint(y, n, fpy));
     cr_assert(td__sha256(x, n, shx));
     raw_session s;
-    open_raw(&s, NULL);
+    open_raw_token(&s, NULL);
     raw_candidate(&s, 1, x, n, fpy);
 
     td_context *ctx = connect_tok(NULL);
@@ -253,7 +243,7 @@ Test(blobs, lying_fingerprint_never_serves_wrong_bytes, .init = start_tcp, .fini
 
 /* Alice's candidate and promoted blob are invisible to bob, by fingerprint and by hash; a
  * candidate bob plants under alice's fingerprint changes nothing for alice. */
-Test(blobs, another_tenants_fingerprint_is_absent, .init = start_two_tenants, .fini = stop,
+Test(blobs, another_tenants_fingerprint_is_absent, .init = start_two_tenants, .fini = stop_and_clean,
      .timeout = 120)
 {
     size_t n = 2 * CHUNK;
@@ -268,7 +258,7 @@ Test(blobs, another_tenants_fingerprint_is_absent, .init = start_two_tenants, .f
     cr_expect_eq(b, n);
 
     raw_session s;
-    open_raw(&s, bob);
+    open_raw_token(&s, bob);
     cr_expect_eq(has_blobs(&s, NULL, fp), 0u, "bob hit alice's candidate");
     raw_candidate(&s, 7, evil, n, fp); /* bob's own candidate under alice's fingerprint */
     cr_expect_eq(has_blobs(&s, NULL, fp), 1u, "bob's own candidate should be found");
@@ -301,11 +291,11 @@ Test(blobs, another_tenants_fingerprint_is_absent, .init = start_two_tenants, .f
     free(evil);
 }
 
-Test(blobs, malformed_fingerprint_messages_are_refused, .init = start_tcp, .fini = stop,
+Test(blobs, malformed_fingerprint_messages_are_refused, .init = start_tcp, .fini = stop_and_clean,
      .timeout = 60)
 {
     raw_session s;
-    open_raw(&s, NULL);
+    open_raw_token(&s, NULL);
     uint8_t key[TD_SHA256_BYTES] = {1, 2, 3};
     ProtobufCBinaryData short_fp = {.len = TD_FINGERPRINT_LEN - 1, .data = key};
     ProtobufCBinaryData fp = {.len = TD_FINGERPRINT_LEN, .data = key};
@@ -356,7 +346,7 @@ Test(blobs, malformed_fingerprint_messages_are_refused, .init = start_tcp, .fini
  * them: with a 12 MiB tenant quota, 20 released 1 MiB uploads still leave room for a 10 MiB
  * tensor. */
 Test(blobs, candidate_memory_is_bounded_and_reclaimed, .init = start_small_tenants,
-     .fini = stop, .timeout = 120)
+     .fini = stop_and_clean, .timeout = 120)
 {
     uint8_t *w = malloc(CHUNK);
     td_context *ctx = connect_tok(NULL);

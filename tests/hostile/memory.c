@@ -19,6 +19,7 @@
 #include "engine/op.h"
 #include "raw_session.h"
 #include "server_fixture.h"
+#include "suite_fixture.h"
 
 #include <criterion/criterion.h>
 #include <limits.h>
@@ -28,20 +29,6 @@
 #include <unistd.h>
 
 #define MiB (1024 * 1024)
-
-static td_test_server srv;
-
-static void start_with(const char *const *args)
-{
-    char err[600];
-    cr_assert(td_test_server_start(&srv, false, args, err, sizeof err), "%s", err);
-}
-
-static void stop(void)
-{
-    int rc = td_test_server_stop(&srv);
-    cr_expect_eq(rc, 0, "tensord exited with status %d after SIGTERM", rc);
-}
 
 /* The server's VmRSS in bytes. */
 static long long rss(void)
@@ -84,12 +71,6 @@ static long long settled_rss(void)
         if (i % 3 == 2) last = now;
     }
     return rss();
-}
-
-static void open_raw(raw_session *s)
-{
-    cr_assert(raw_open(s, srv.addr, TD_PROTOCOL_MIN, TD_PROTOCOL_MAX, "cpu"), "%s (status %d)",
-              raw_details(s), (int)s->status);
 }
 
 /* Fence and gather the failures that come back before the fence: count, and the first

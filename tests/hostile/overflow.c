@@ -12,32 +12,13 @@
 #include "engine/op.h"
 #include "raw_session.h"
 #include "server_fixture.h"
+#include "suite_fixture.h"
 #include "tensord.h"
 
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static td_test_server srv;
-
-static void start_tcp(void)
-{
-    char err[600];
-    cr_assert(td_test_server_start(&srv, false, NULL, err, sizeof err), "%s", err);
-}
-
-static void stop(void)
-{
-    int rc = td_test_server_stop(&srv);
-    cr_expect_eq(rc, 0, "tensord exited with status %d after SIGTERM (crashed?)", rc);
-}
-
-static void open_raw(raw_session *s)
-{
-    bool ok = raw_open(s, srv.addr, TD_PROTOCOL_MIN, TD_PROTOCOL_MAX, "cpu");
-    cr_assert(ok, "cannot open a raw session: %s (status %d)", raw_details(s), (int)s->status);
-}
 
 /* Fence, then require a Failure for seq `bad` at op `op_index` with status `want` before the
  * fence reply; the

@@ -12,6 +12,7 @@
 #include "engine/op.h"
 #include "raw_session.h"
 #include "server_fixture.h"
+#include "suite_fixture.h"
 #include "tensord.h"
 
 #include <criterion/criterion.h>
@@ -21,27 +22,6 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-static td_test_server srv;
-
-static void start(void)
-{
-    char err[600];
-    cr_assert(td_test_server_start(&srv, false, NULL, err, sizeof err), "%s", err);
-}
-
-static void stop(void)
-{
-    if (srv.pid == 0) return;
-    int rc = td_test_server_stop(&srv);
-    cr_expect_eq(rc, 0, "tensord exited with status %d after SIGTERM", rc);
-}
-
-static void open_raw(raw_session *s)
-{
-    cr_assert(raw_open(s, srv.addr, TD_PROTOCOL_MIN, TD_PROTOCOL_MAX, "cpu"),
-              "cannot open a raw session: %s (status %d)", raw_details(s), (int)s->status);
-}
 
 /* 64 MiB of f32 (id 1) and `n` full reductions of it (ids 2 .. n+1): about 10-40 ms each
  * on the CPU device, so the batch runs for seconds. */
@@ -135,7 +115,7 @@ static size_t hog_ops_for_ms(raw_session *s, double ms)
 }
 
 /* A small op of a second session is answered while the first session's long batch runs. */
-Test(sched, small_op_not_held_by_a_long_batch, .init = start, .fini = stop, .timeout = 300)
+Test(sched, small_op_not_held_by_a_long_batch, .init = start_tcp, .fini = stop, .timeout = 300)
 {
     raw_session hog, other;
     open_raw(&hog);
@@ -175,7 +155,7 @@ Test(sched, small_op_not_held_by_a_long_batch, .init = start, .fini = stop, .tim
 }
 
 /* The rest of a batch whose client went away is dropped: the session ends at once. */
-Test(sched, batch_of_a_gone_client_is_dropped, .init = start, .fini = stop, .timeout = 120)
+Test(sched, batch_of_a_gone_client_is_dropped, .init = start_tcp, .fini = stop, .timeout = 120)
 {
     raw_session hog;
     open_raw(&hog);
@@ -192,7 +172,7 @@ Test(sched, batch_of_a_gone_client_is_dropped, .init = start, .fini = stop, .tim
 
 /* SIGTERM ends the server within the drain promise (2 s, then cancel) with a long batch
  * queued. */
-Test(sched, sigterm_with_a_long_batch, .init = start, .timeout = 120)
+Test(sched, sigterm_with_a_long_batch, .init = start_tcp, .timeout = 120)
 {
     raw_session hog;
     open_raw(&hog);
@@ -220,14 +200,6 @@ static void define(raw_session *s, raw_graph *r, uint8_t id[32])
     raw_graph_init(r, 2, TD_OP_NEG, 4);
     char msg[1024];
     cr_assert_eq(raw_define_graph(s, &r->g, id, msg, sizeof msg), 0, "%s", msg);
-}
-
-/* The reply to seq: 1 and the message for a Failure, 0 for anything else. */
-static int reply_to(raw_session *s, uint64_t seq, char *msg, size_t len)
-{
-    int rc = raw_reply_to(s, seq, msg, len, 10000);
-    cr_assert_neq(rc, -1, "no reply to seq %llu", (unsigned long long)seq);
-    return rc;
 }
 
 /* Run the graph on input `in` into `out`; then fence. Returns 1 and the message when a
@@ -275,7 +247,7 @@ static void expect_value(raw_session *s, uint64_t id, float want)
                      v[i], want);
 }
 
-Test(sched, graph_output_ids, .init = start, .fini = stop, .timeout = 60)
+Test(sched, graph_output_ids, .init = start_tcp, .fini = stop, .timeout = 60)
 {
     raw_session s;
     open_raw(&s);
@@ -361,14 +333,14 @@ static void big_op_case(uint32_t dtype, int ra, const int64_t *da, int rb, const
 }
 
 /* Rows: i64 [1536,1536]^2, 3.6 G multiply-adds. */
-Test(sched, one_big_op_does_not_hold_the_device, .init = start, .fini = stop, .timeout = 120)
+Test(sched, one_big_op_does_not_hold_the_device, .init = start_tcp, .fini = stop, .timeout = 120)
 {
     big_op_case(TD_I64, 2, (int64_t[]){1536, 1536}, 2, (int64_t[]){1536, 1536});
 }
 
 /* Matrices of a batch whose leading dim is 1 (breaker round 2: never split, 4 s held):
  * i32 [1,64,512,512] x [512,512], 2^33 multiply-adds. */
-Test(sched, one_big_batched_op_does_not_hold_the_device, .init = start, .fini = stop,
+Test(sched, one_big_batched_op_does_not_hold_the_device, .init = start_tcp, .fini = stop,
      .timeout = 120)
 {
     big_op_case(TD_I32, 4, (int64_t[]){1, 64, 512, 512}, 2, (int64_t[]){512, 512});
