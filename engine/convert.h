@@ -108,12 +108,45 @@ TD__CVT_FN uint16_t td__f64_narrow(double d, int mbits, int bias, int nan_shift)
     return (uint16_t)(sign | td__round_small_float(e, m, mbits, bias));
 }
 
-/* f64 -> f16 and bf16, rounded once (a float converts to double exactly, so these are the
- * f32 conversions too). */
+/* f64 -> f16 and bf16, rounded once. */
 TD__CVT_FN uint16_t td__f64_to_f16(double d) { return td__f64_narrow(d, 10, 15, 42); }
 TD__CVT_FN uint16_t td__f64_to_bf16(double d) { return td__f64_narrow(d, 7, 127, 45); }
-TD__CVT_FN uint16_t td__f32_to_f16(float f) { return td__f64_to_f16((double)f); }
-TD__CVT_FN uint16_t td__f32_to_bf16(float f) { return td__f64_to_bf16((double)f); }
+
+/* f32 -> f16 and bf16: the same results as td__f64_to_f16((double)f) (a float converts to
+ * double exactly), computed on the f32 bits without branches so that a loop of them
+ * vectorises (every case is computed and one selected). Checked against the f64 path on
+ * all 2^32 inputs; tests/unit/engine/convert.c and tests/unit/backends/cpu_dtypes.c
+ * (half_conversions_every_isa) hold them to hand encodings of the rules.
+ * bf16: add 0x7fff plus the kept lsb and drop 16 bits (ties to even; a carry runs into the
+ * exponent, to inf past the largest finite); a NaN keeps its top 7 payload bits, quieted. */
+TD__CVT_FN uint16_t td__f32_to_bf16(float f)
+{
+    const uint32_t u = td__f32_bits(f);
+    const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    const uint32_t nan = (u >> 16) | 0x40u;
+    return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
+}
+
+/* f16: |f| >= 65520 (half way past 65504; its tie goes to the even 2^16) is inf, a normal
+ * result rebiases the exponent (127 -> 15) and rounds 13 bits off, a subnormal one shifts the
+ * mantissa with its implicit bit right by 126 - exponent (capped at 31: anything shifted
+ * that far is below half the smallest subnormal, or an f32 subnormal, and rounds to 0). */
+TD__CVT_FN uint16_t td__f32_to_f16(float f)
+{
+    const uint32_t u = td__f32_bits(f), a = u & 0x7fffffffu, sign = (u >> 16) & 0x8000u;
+    const uint32_t nan = 0x7e00u | ((a >> 13) & 0x3ffu);
+    const uint32_t r = a - 0x38000000u; /* exponent 127 -> 15 */
+    const uint32_t normal = (r + 0xfffu + ((r >> 13) & 1u)) >> 13;
+    const uint32_t e = a >> 23, m = (a & 0x7fffffu) | 0x800000u;
+    const uint32_t sh = 126u - e < 31u ? 126u - e : 31u; /* e <= 112 here: sh >= 14 */
+    /* m + (half - 1) + kept lsb, shifted: ties to even (m < 2^24, so no overflow) */
+    const uint32_t sub = (m + ((1u << (sh - 1u)) - 1u) + ((m >> sh) & 1u)) >> sh;
+    const uint32_t mag = a > 0x7f800000u   ? nan
+                         : a >= 0x477ff000u ? 0x7c00u
+                         : a >= 0x38800000u ? normal
+                                            : sub;
+    return (uint16_t)(sign | mag);
+}
 
 /* i64 -> f16 / bf16, rounded once from the exact integer. */
 TD__CVT_FN uint16_t td__i64_narrow(int64_t v, int mbits, int bias)
@@ -127,16 +160,17 @@ TD__CVT_FN uint16_t td__i64_narrow(int64_t v, int mbits, int bias)
 TD__CVT_FN uint16_t td__i64_to_f16(int64_t v) { return td__i64_narrow(v, 10, 15); }
 TD__CVT_FN uint16_t td__i64_to_bf16(int64_t v) { return td__i64_narrow(v, 7, 127); }
 
-/* f16 -> f32, exact. */
+/* f16 -> f32, exact. Branch-free (each case computed, one selected) so that loops vectorise. */
 TD__CVT_FN float td__f16_to_f32(uint16_t h)
 {
-    const uint32_t s = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ffu;
-    if (e == 0) {
-        float v = (float)m * 0x1p-24f; /* zero or subnormal: exact in f32 */
-        return s ? -v : v;
-    }
-    if (e == 31) return td__f32_from_bits(s | 0x7f800000u | (m ? 0x400000u | (m << 13) : 0));
-    return td__f32_from_bits(s | ((e + 112) << 23) | (m << 13));
+    const uint32_t s = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    /* zero or subnormal: m * 2^-24, exact in f32 (a normal f32 or 0) */
+    const uint32_t sub = td__f32_bits((float)m * 0x1p-24f);
+    const uint32_t special = 0x7f800000u | ((0u - (uint32_t)(m != 0)) & (0x400000u | (m << 13)));
+    const uint32_t normal = ((e + 112u) << 23) | (m << 13);
+    const uint32_t is_sub = 0u - (uint32_t)(e == 0), is_special = 0u - (uint32_t)(e == 31);
+    return td__f32_from_bits(s | (sub & is_sub) | (special & is_special) |
+                             (normal & ~(is_sub | is_special)));
 }
 
 /* bf16 -> f32, exact (bf16 is the top half of an f32). */

@@ -15,9 +15,19 @@
  * INT_MIN. Float semantics are IEEE (x / 0 gives +-inf or NaN). MAXIMUM/MINIMUM propagate
  * NaN like numpy's maximum/minimum; RELU keeps NaN (x < 0 ? 0 : x). Comparisons with NaN
  * are false except NE.
+ *
+ * f16/bf16 (other than NEG ABS RELU, which work on the bits) run in blocks of HALF_BLOCK
+ * elements: each input block is widened to f32 (exact), the f32 kernel of the op runs on it,
+ * and the f32 block is rounded once to the dtype (engine/convert.h). That is the same
+ * arithmetic, element by element, as widening, computing and rounding one element at a
+ * time, so the bits do not depend on the block size; the f32 kernels and the conversion
+ * loops vectorise. The conversion loops are compiled once per instruction set (generic,
+ * AVX2, AVX-512) from one source of integer operations, so every copy gives the same bits;
+ * the best one the CPU runs is chosen at run time (td__cpu_half_force_isa forces one).
  */
 #include "backends/cpu/cpu_internal.h"
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <tgmath.h>
 
@@ -26,6 +36,115 @@ typedef void (*binary_fn)(const void *a, int64_t sa, const void *b, int64_t sb, 
                           int64_t n);
 typedef void (*where_fn)(const uint8_t *c, int64_t sc, const void *a, int64_t sa,
                          const void *b, int64_t sb, void *out, int64_t n);
+
+/* ---- f16/bf16 blocks ---- */
+
+/* Elements per block: three f32 blocks (two inputs, one output) take 12 KiB of stack. */
+#define HALF_BLOCK 1024
+
+/* One instruction set's contiguous conversion loops; index 0 is f16, 1 is bf16. */
+typedef struct half_isa {
+    const char *name;
+    void (*widen[2])(const uint16_t *in, float *out, int64_t n);
+    void (*narrow[2])(const float *in, uint16_t *out, int64_t n);
+} half_isa;
+
+#define HALF_CVT_LOOPS(SFX, TARGET)                                                    \
+    TARGET static void widen_f16_##SFX(const uint16_t *in_, float *out_, int64_t n)    \
+    {                                                                                  \
+        const uint16_t *restrict in = in_;                                             \
+        float *restrict out = out_;                                                    \
+        for (int64_t i = 0; i < n; i++) out[i] = td__f16_to_f32(in[i]);                \
+    }                                                                                  \
+    TARGET static void widen_bf16_##SFX(const uint16_t *in_, float *out_, int64_t n)   \
+    {                                                                                  \
+        const uint16_t *restrict in = in_;                                             \
+        float *restrict out = out_;                                                    \
+        for (int64_t i = 0; i < n; i++) out[i] = td__bf16_to_f32(in[i]);               \
+    }                                                                                  \
+    TARGET static void narrow_f16_##SFX(const float *in_, uint16_t *out_, int64_t n)   \
+    {                                                                                  \
+        const float *restrict in = in_;                                                \
+        uint16_t *restrict out = out_;                                                 \
+        for (int64_t i = 0; i < n; i++) out[i] = td__f32_to_f16(in[i]);                \
+    }                                                                                  \
+    TARGET static void narrow_bf16_##SFX(const float *in_, uint16_t *out_, int64_t n)  \
+    {                                                                                  \
+        const float *restrict in = in_;                                                \
+        uint16_t *restrict out = out_;                                                 \
+        for (int64_t i = 0; i < n; i++) out[i] = td__f32_to_bf16(in[i]);               \
+    }                                                                                  \
+    static const half_isa half_isa_##SFX = {#SFX,                                      \
+                                            {widen_f16_##SFX, widen_bf16_##SFX},       \
+                                            {narrow_f16_##SFX, narrow_bf16_##SFX}};
+
+HALF_CVT_LOOPS(generic, )
+#if defined(__x86_64__)
+HALF_CVT_LOOPS(avx2, __attribute__((target("avx2"))))
+#if defined(__clang__)
+HALF_CVT_LOOPS(avx512, __attribute__((target("avx512f,avx512bw,avx512vl"))))
+#else
+HALF_CVT_LOOPS(avx512,
+               __attribute__((target("avx512f,avx512bw,avx512vl,prefer-vector-width=512"))))
+#endif
+#endif
+
+static _Atomic(const half_isa *) forced_half_isa;
+
+static const half_isa *half_kernels(void)
+{
+    const half_isa *k = atomic_load_explicit(&forced_half_isa, memory_order_relaxed);
+    if (k != NULL) return k;
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
+        return &half_isa_avx512;
+    if (__builtin_cpu_supports("avx2")) return &half_isa_avx2;
+#endif
+    return &half_isa_generic;
+}
+
+bool td__cpu_half_force_isa(const char *name)
+{
+    if (name == NULL) {
+        atomic_store(&forced_half_isa, NULL);
+        return true;
+    }
+    const half_isa *k = NULL;
+    if (strcmp(name, "generic") == 0) k = &half_isa_generic;
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (strcmp(name, "avx2") == 0 && __builtin_cpu_supports("avx2")) k = &half_isa_avx2;
+    if (strcmp(name, "avx512") == 0 && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl"))
+        k = &half_isa_avx512;
+#endif
+    if (k == NULL) return false;
+    atomic_store(&forced_half_isa, k);
+    return true;
+}
+
+const char *td__cpu_half_isa(void) { return half_kernels()->name; }
+
+/* len elements of a half input with element stride s (0: broadcast), starting at element
+ * i, widened into blk; returns the stride the f32 kernel reads blk with (0 or 1). */
+static int64_t half_load(const half_isa *k, int bf, const uint16_t *p, int64_t s, int64_t i,
+                         int64_t len, float *blk)
+{
+    if (s == 0) {
+        blk[0] = bf ? td__bf16_to_f32(p[0]) : td__f16_to_f32(p[0]);
+        return 0;
+    }
+    if (s == 1) {
+        k->widen[bf](p + i, blk, len);
+    } else {
+        for (int64_t j = 0; j < len; j++) {
+            const uint16_t h = p[(i + j) * s];
+            blk[j] = bf ? td__bf16_to_f32(h) : td__f16_to_f32(h);
+        }
+    }
+    return 1;
+}
 
 /* ---- unary ---- */
 
@@ -72,11 +191,6 @@ UNARY_LOOP(relu_f16, uint16_t,
            (x & 0x8000u) && (x & 0x7fffu) != 0 && (x & 0x7fffu) <= 0x7c00u ? 0 : x)
 UNARY_LOOP(relu_bf16, uint16_t,
            (x & 0x8000u) && (x & 0x7fffu) != 0 && (x & 0x7fffu) <= 0x7f80u ? 0 : x)
-#define LD_f16(v) td__f16_to_f32(v)
-#define ST_f16(v) td__f32_to_f16(v)
-#define LD_bf16(v) td__bf16_to_f32(v)
-#define ST_bf16(v) td__f32_to_bf16(v)
-#define LD_ID(v) (v)
 
 #define FLOAT_ROW(name)                                                                \
     {[TD_F32] = name##_f32, [TD_F64] = name##_f64, [TD_F16] = name##_f16,              \
@@ -105,23 +219,32 @@ UNARY_LOOP(relu_bf16, uint16_t,
             out[i] = (T)(EXPR);                                                            \
         }                                                                                  \
     }
-/* The same for f16/bf16 (uint16_t bits): x widened to float, the result rounded once. */
-#define ROW_UNARY_LOOP_H(NAME, SFX, EXPR)                                              \
-    static void NAME(const void *in_, void *out_, int64_t n)                           \
-    {                                                                                  \
-        typedef float T;                                                               \
-        const uint16_t *restrict in = in_;                                             \
-        uint16_t *restrict out = out_;                                                 \
-        for (int64_t i = 0; i < n; i++) {                                              \
-            const T x = LD_##SFX(in[i]);                                               \
-            out[i] = ST_##SFX((T)(EXPR));                                              \
-        }                                                                              \
+/* The same for f16/bf16 (uint16_t bits, bf: 0 f16, 1 bf16): blocks widened to f32, the
+ * op's f32 loop, each result rounded once. */
+static void half_unary(unary_fn f32fn, int bf, const void *in_, void *out_, int64_t n)
+{
+    const half_isa *k = half_kernels();
+    const uint16_t *in = in_;
+    uint16_t *out = out_;
+    float x[HALF_BLOCK], y[HALF_BLOCK];
+    for (int64_t i = 0; i < n; i += HALF_BLOCK) {
+        const int64_t len = n - i < HALF_BLOCK ? n - i : HALF_BLOCK;
+        k->widen[bf](in + i, x, len);
+        f32fn(x, y, len);
+        k->narrow[bf](y, out + i, len);
     }
+}
 #define ROW_UNARY_LOOPS(NAME, EXPR)                                                    \
     ROW_UNARY_LOOP(row_##NAME##_f32, float, EXPR)                                      \
     ROW_UNARY_LOOP(row_##NAME##_f64, double, EXPR)                                     \
-    ROW_UNARY_LOOP_H(row_##NAME##_f16, f16, EXPR)                                      \
-    ROW_UNARY_LOOP_H(row_##NAME##_bf16, bf16, EXPR)
+    static void row_##NAME##_f16(const void *in, void *out, int64_t n)                 \
+    {                                                                                  \
+        half_unary(row_##NAME##_f32, 0, in, out, n);                                   \
+    }                                                                                  \
+    static void row_##NAME##_bf16(const void *in, void *out, int64_t n)                \
+    {                                                                                  \
+        half_unary(row_##NAME##_f32, 1, in, out, n);                                   \
+    }
 TD_UNARY_FLOAT_KERNELS(ROW_UNARY_LOOPS)
 #undef ROW_UNARY_LOOPS
 
@@ -169,6 +292,7 @@ static const unary_fn unary_table[TD_OPCODE_LIMIT][TD_DTYPE_COUNT] = {
             }                                                                          \
         }                                                                              \
     }
+#define LD_ID(v) (v)
 #define BINARY_LOOP(NAME, T, OT, EXPR) BINARY_LOOP_CVT(NAME, T, T, OT, LD_ID, LD_ID, EXPR)
 
 /* Arithmetic for one type: T, its unsigned twin U, and (signed types) its minimum. */
@@ -202,27 +326,6 @@ BINARY_LOOP(minimum_u8, uint8_t, uint8_t, a < b ? a : b)
 SIGNED_ARITH(i8, int8_t, uint8_t, INT8_MIN)
 SIGNED_ARITH(i16, int16_t, uint16_t, INT16_MIN)
 
-/* f16/bf16: computed in f32 and rounded once. For + - * / that is the correctly rounded
- * result (f32 carries more than 2p + 2 bits of either format). */
-#define HALF_ARITH(sfx)                                                                \
-    BINARY_LOOP_CVT(add_##sfx, uint16_t, float, uint16_t, LD_##sfx, ST_##sfx, a + b)   \
-    BINARY_LOOP_CVT(sub_##sfx, uint16_t, float, uint16_t, LD_##sfx, ST_##sfx, a - b)   \
-    BINARY_LOOP_CVT(mul_##sfx, uint16_t, float, uint16_t, LD_##sfx, ST_##sfx, a * b)   \
-    BINARY_LOOP_CVT(div_##sfx, uint16_t, float, uint16_t, LD_##sfx, ST_##sfx, a / b)   \
-    BINARY_LOOP_CVT(pow_##sfx, uint16_t, float, uint16_t, LD_##sfx, ST_##sfx, powf(a, b)) \
-    BINARY_LOOP_CVT(maximum_##sfx, uint16_t, float, uint16_t, LD_##sfx, ST_##sfx,      \
-                    (a > b || a != a) ? a : b)                                         \
-    BINARY_LOOP_CVT(minimum_##sfx, uint16_t, float, uint16_t, LD_##sfx, ST_##sfx,      \
-                    (a < b || a != a) ? a : b)                                         \
-    BINARY_LOOP_CVT(eq_##sfx, uint16_t, float, uint8_t, LD_##sfx, LD_ID, a == b)       \
-    BINARY_LOOP_CVT(ne_##sfx, uint16_t, float, uint8_t, LD_##sfx, LD_ID, a != b)       \
-    BINARY_LOOP_CVT(lt_##sfx, uint16_t, float, uint8_t, LD_##sfx, LD_ID, a < b)        \
-    BINARY_LOOP_CVT(le_##sfx, uint16_t, float, uint8_t, LD_##sfx, LD_ID, a <= b)       \
-    BINARY_LOOP_CVT(gt_##sfx, uint16_t, float, uint8_t, LD_##sfx, LD_ID, a > b)        \
-    BINARY_LOOP_CVT(ge_##sfx, uint16_t, float, uint8_t, LD_##sfx, LD_ID, a >= b)
-HALF_ARITH(f16)
-HALF_ARITH(bf16)
-
 #define COMPARE_ALL(sfx, T)                                                                \
     BINARY_LOOP(eq_##sfx, T, uint8_t, a == b)                                              \
     BINARY_LOOP(ne_##sfx, T, uint8_t, a != b)                                              \
@@ -232,6 +335,52 @@ HALF_ARITH(bf16)
     BINARY_LOOP(ge_##sfx, T, uint8_t, a >= b)
 
 COMPARE_ALL(f32, float)
+
+/* f16/bf16 (bf: 0 f16, 1 bf16): the op's f32 kernel on widened blocks, each result rounded
+ * once (cmp: the kernel writes bool bytes straight to out). For + - * / that is the
+ * correctly rounded result (f32 carries more than 2p + 2 bits of either format). */
+static void half_binary(binary_fn f32fn, int bf, bool cmp, const void *a_, int64_t sa,
+                        const void *b_, int64_t sb, void *out_, int64_t n)
+{
+    const half_isa *k = half_kernels();
+    const uint16_t *pa = a_, *pb = b_;
+    float a[HALF_BLOCK], b[HALF_BLOCK], y[HALF_BLOCK];
+    for (int64_t i = 0; i < n; i += HALF_BLOCK) {
+        const int64_t len = n - i < HALF_BLOCK ? n - i : HALF_BLOCK;
+        const int64_t ta = half_load(k, bf, pa, sa, i, len, a);
+        const int64_t tb = half_load(k, bf, pb, sb, i, len, b);
+        if (cmp) {
+            f32fn(a, ta, b, tb, (uint8_t *)out_ + i, len);
+        } else {
+            f32fn(a, ta, b, tb, y, len);
+            k->narrow[bf](y, (uint16_t *)out_ + i, len);
+        }
+    }
+}
+#define HALF_BINARY(name, cmp)                                                         \
+    static void name##_f16(const void *a, int64_t sa, const void *b, int64_t sb,        \
+                           void *out, int64_t n)                                       \
+    {                                                                                  \
+        half_binary(name##_f32, 0, cmp, a, sa, b, sb, out, n);                         \
+    }                                                                                  \
+    static void name##_bf16(const void *a, int64_t sa, const void *b, int64_t sb,       \
+                            void *out, int64_t n)                                      \
+    {                                                                                  \
+        half_binary(name##_f32, 1, cmp, a, sa, b, sb, out, n);                         \
+    }
+HALF_BINARY(add, false)
+HALF_BINARY(sub, false)
+HALF_BINARY(mul, false)
+HALF_BINARY(div, false)
+HALF_BINARY(pow, false)
+HALF_BINARY(maximum, false)
+HALF_BINARY(minimum, false)
+HALF_BINARY(eq, true)
+HALF_BINARY(ne, true)
+HALF_BINARY(lt, true)
+HALF_BINARY(le, true)
+HALF_BINARY(gt, true)
+HALF_BINARY(ge, true)
 COMPARE_ALL(f64, double)
 COMPARE_ALL(i32, int32_t)
 COMPARE_ALL(i64, int64_t)
@@ -302,7 +451,7 @@ WHERE_LOOP(where_8, uint64_t)
 #define LOAD_AS_IS(v) (v)
 #define LOAD_BOOL(v) ((uint8_t)((v) != 0))
 
-/* ST: the stored source type, CT: the type it converts from (float for f16/bf16). */
+/* ST: the stored source type, CT: the type it converts from. */
 #define CAST_LOOP(NAME, ST, CT, DT, CONV, LOAD)                                        \
     static void NAME(const void *in_, void *out_, int64_t n)                           \
     {                                                                                  \
@@ -314,28 +463,85 @@ WHERE_LOOP(where_8, uint64_t)
         }                                                                              \
     }
 
-#define CAST_FROM(sfx, ST, CT, LOAD)                                                   \
-    CAST_LOOP(cast_##sfx##_f32, ST, CT, float, TO_F32, LOAD)                           \
+#define CAST_TO_NON_HALF(sfx, ST, CT, LOAD)                                            \
     CAST_LOOP(cast_##sfx##_f64, ST, CT, double, TO_F64, LOAD)                          \
     CAST_LOOP(cast_##sfx##_i32, ST, CT, int32_t, TO_I32, LOAD)                         \
     CAST_LOOP(cast_##sfx##_i64, ST, CT, int64_t, TO_I64, LOAD)                         \
     CAST_LOOP(cast_##sfx##_u8, ST, CT, uint8_t, TO_U8, LOAD)                           \
     CAST_LOOP(cast_##sfx##_bool, ST, CT, uint8_t, TO_BOOL, LOAD)                       \
-    CAST_LOOP(cast_##sfx##_f16, ST, CT, uint16_t, TO_F16, LOAD)                        \
-    CAST_LOOP(cast_##sfx##_bf16, ST, CT, uint16_t, TO_BF16, LOAD)                      \
     CAST_LOOP(cast_##sfx##_i8, ST, CT, int8_t, TO_I8, LOAD)                            \
     CAST_LOOP(cast_##sfx##_i16, ST, CT, int16_t, TO_I16, LOAD)
+/* (the list again: passing sfx on to CAST_TO_NON_HALF would expand `bool`) */
+#define CAST_FROM(sfx, ST, CT, LOAD)                                                   \
+    CAST_LOOP(cast_##sfx##_f64, ST, CT, double, TO_F64, LOAD)                          \
+    CAST_LOOP(cast_##sfx##_i32, ST, CT, int32_t, TO_I32, LOAD)                         \
+    CAST_LOOP(cast_##sfx##_i64, ST, CT, int64_t, TO_I64, LOAD)                         \
+    CAST_LOOP(cast_##sfx##_u8, ST, CT, uint8_t, TO_U8, LOAD)                           \
+    CAST_LOOP(cast_##sfx##_bool, ST, CT, uint8_t, TO_BOOL, LOAD)                       \
+    CAST_LOOP(cast_##sfx##_i8, ST, CT, int8_t, TO_I8, LOAD)                            \
+    CAST_LOOP(cast_##sfx##_i16, ST, CT, int16_t, TO_I16, LOAD)                         \
+    CAST_LOOP(cast_##sfx##_f32, ST, CT, float, TO_F32, LOAD)                           \
+    CAST_LOOP(cast_##sfx##_f16, ST, CT, uint16_t, TO_F16, LOAD)                        \
+    CAST_LOOP(cast_##sfx##_bf16, ST, CT, uint16_t, TO_BF16, LOAD)
 
-CAST_FROM(f32, float, float, LOAD_AS_IS)
+CAST_TO_NON_HALF(f32, float, float, LOAD_AS_IS)
+CAST_LOOP(cast_f32_f32, float, float, float, TO_F32, LOAD_AS_IS)
 CAST_FROM(f64, double, double, LOAD_AS_IS)
 CAST_FROM(i32, int32_t, int32_t, LOAD_AS_IS)
 CAST_FROM(i64, int64_t, int64_t, LOAD_AS_IS)
 CAST_FROM(u8, uint8_t, uint8_t, LOAD_AS_IS)
 CAST_FROM(bool, uint8_t, uint8_t, LOAD_BOOL)
-CAST_FROM(f16, uint16_t, float, LD_f16)
-CAST_FROM(bf16, uint16_t, float, LD_bf16)
 CAST_FROM(i8, int8_t, int8_t, LOAD_AS_IS)
 CAST_FROM(i16, int16_t, int16_t, LOAD_AS_IS)
+
+/* f32 -> f16/bf16: the instruction set's rounding loop. */
+static void cast_f32_f16(const void *in, void *out, int64_t n)
+{
+    half_kernels()->narrow[0](in, out, n);
+}
+static void cast_f32_bf16(const void *in, void *out, int64_t n)
+{
+    half_kernels()->narrow[1](in, out, n);
+}
+
+/* From f16/bf16 (bf: 0 f16, 1 bf16): blocks widened to f32 (exact; straight into out for an
+ * f32 target), then the f32 source's cast loop (to_f32; `osize` bytes per output), which is
+ * what converting each widened element gives. */
+static void half_cast(int bf, unary_fn to_f32, size_t osize, const void *in_, void *out_,
+                      int64_t n)
+{
+    const half_isa *k = half_kernels();
+    const uint16_t *in = in_;
+    char *out = out_;
+    if (to_f32 == NULL) {
+        k->widen[bf](in, out_, n);
+        return;
+    }
+    float x[HALF_BLOCK];
+    for (int64_t i = 0; i < n; i += HALF_BLOCK) {
+        const int64_t len = n - i < HALF_BLOCK ? n - i : HALF_BLOCK;
+        k->widen[bf](in + i, x, len);
+        to_f32(x, out + (size_t)i * osize, len);
+    }
+}
+#define HALF_CAST_TO(sfx, bf, dst, DT, FN)                                             \
+    static void cast_##sfx##_##dst(const void *in, void *out, int64_t n)               \
+    {                                                                                  \
+        half_cast(bf, FN, sizeof(DT), in, out, n);                                     \
+    }
+#define HALF_CAST_FROM(sfx, bf)                                                        \
+    HALF_CAST_TO(sfx, bf, f32, float, NULL)                                            \
+    HALF_CAST_TO(sfx, bf, f64, double, cast_f32_f64)                                   \
+    HALF_CAST_TO(sfx, bf, i32, int32_t, cast_f32_i32)                                  \
+    HALF_CAST_TO(sfx, bf, i64, int64_t, cast_f32_i64)                                  \
+    HALF_CAST_TO(sfx, bf, u8, uint8_t, cast_f32_u8)                                    \
+    HALF_CAST_TO(sfx, bf, bool, uint8_t, cast_f32_bool)                                \
+    HALF_CAST_TO(sfx, bf, f16, uint16_t, cast_f32_f16)                                 \
+    HALF_CAST_TO(sfx, bf, bf16, uint16_t, cast_f32_bf16)                               \
+    HALF_CAST_TO(sfx, bf, i8, int8_t, cast_f32_i8)                                     \
+    HALF_CAST_TO(sfx, bf, i16, int16_t, cast_f32_i16)
+HALF_CAST_FROM(f16, 0)
+HALF_CAST_FROM(bf16, 1)
 
 /* [source dtype][target dtype]. */
 static const unary_fn cast_table[TD_DTYPE_COUNT][TD_DTYPE_COUNT] = {

@@ -46,6 +46,13 @@ static inline int64_t td__cpu_nelem(const td__desc *d)
 }
 
 
+/* The f16/bf16 conversion loops of cpu_elementwise.c come in bit-identical copies per
+ * instruction set. td__cpu_half_force_isa forces one ("generic", "avx2", "avx512"; NULL:
+ * the best the CPU runs again) and returns false if the CPU lacks it; td__cpu_half_isa
+ * names the one in use. For tests. Thread-safety: any thread (an atomic). */
+bool td__cpu_half_force_isa(const char *name);
+const char *td__cpu_half_isa(void);
+
 /* ---- conversion rules (CAST, FULL, ARANGE) ----
  * float -> integer: NaN gives 0; otherwise truncate toward zero and saturate to the target
  *                   range (u8: negative gives 0, >= 255 gives 255).

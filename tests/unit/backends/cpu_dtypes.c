@@ -7,6 +7,7 @@
  * Random draws are checked against the Philox words (KAT-tested in philox.c) turned into
  * values here by engine/philox.h's documented formulas. */
 #include "cpu_test_util.h"
+#include "backends/cpu/cpu_internal.h"
 #include "engine/philox.h"
 #include <criterion/criterion.h>
 #include <math.h>
@@ -495,4 +496,171 @@ Test(cpu_dtypes, half_random_draws)
                              normal ? "normal" : "uniform", a, b, (long long)bad);
                 tu_free(dev, &o);
             }
+}
+
+/* The f16/bf16 bits of f32 bits u by the documented rules (engine/convert.h): a NaN keeps
+ * its sign and top payload bits, quieted; everything else is round_to() of the value. */
+static uint16_t half_bits_of(uint32_t dt, uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, 4);
+    if (isnan(f))
+        return dt == TD_F16 ? (uint16_t)(((u >> 16) & 0x8000u) | 0x7e00u | ((u >> 13) & 0x3ffu))
+                            : (uint16_t)((u >> 16) | 0x40u);
+    const double v = round_to(dt, (double)f);
+    /* encode v (exactly representable) by hand: sign, then exponent and mantissa */
+    const int p = dt == TD_F16 ? 11 : 8, bias = dt == TD_F16 ? 15 : 127;
+    const uint32_t sign = signbit(v) ? 0x8000u : 0;
+    const double a = fabs(v);
+    if (isinf(a)) return (uint16_t)(sign | (dt == TD_F16 ? 0x7c00u : 0x7f80u));
+    if (a == 0) return (uint16_t)sign;
+    int e = ilogb(a);
+    if (e < 1 - bias) /* subnormal: a / 2^(1 - bias - (p - 1)) */
+        return (uint16_t)(sign | (uint32_t)ldexp(a, p - 1 - (1 - bias)));
+    const uint32_t mant = (uint32_t)(ldexp(a, p - 1 - e) - ldexp(1.0, p - 1));
+    return (uint16_t)(sign | ((uint32_t)(e + bias) << (p - 1)) | mant);
+}
+
+/* The f32 bits of f16/bf16 bits h, decoded by hand (NaN: quieted, same sign and payload). */
+static uint32_t f32_bits_of(uint32_t dt, uint16_t h)
+{
+    if (dt == TD_BF16) {
+        uint32_t u = (uint32_t)h << 16;
+        return (h & 0x7fffu) > 0x7f80u ? u | 0x400000u : u;
+    }
+    const uint32_t s = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    if (e == 31) return s | 0x7f800000u | (m ? 0x400000u | (m << 13) : 0);
+    const float v = (float)(e == 0 ? ldexp(m, -24) : ldexp(1024 + m, (int)e - 25));
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    return s | u;
+}
+
+/* CAST f32 <-> f16/bf16 and bf16 <-> f16 through the CPU's blocked conversion loops, once
+ * per instruction-set copy the CPU runs: every f16/bf16 bit pattern widened, and f32 bit
+ * patterns (a spread over all 2^32, plus, for every exponent and sign, the mantissas just
+ * below, at and above each format's rounding tie with either kept lsb) rounded, against the
+ * hand encodings above. Lengths are not multiples of the block. */
+Test(cpu_dtypes, half_conversions_every_isa)
+{
+    enum { NS = 60000, NT = 512 * 2 * 12 };
+    uint32_t *u = malloc((NS + NT) * sizeof *u);
+    for (uint32_t i = 0; i < NS; i++) u[i] = i * 71583u + (i >> 3) * 0x9e3779b9u;
+    uint32_t t = NS;
+    const uint32_t low[12] = {0xfff, 0x1000, 0x1001, 0x2fff, 0x3000, 0x3001,
+                              0x7fff, 0x8000, 0x8001, 0x17fff, 0x18000, 0x18001};
+    for (uint32_t e = 0; e < 256; e++)
+        for (uint32_t s = 0; s < 2; s++)
+            for (int k = 0; k < 12; k++) u[t++] = (s << 31) | (e << 23) | (low[k] & 0x7fffffu);
+    const int64_t n = t;
+    td__view x = tu_new(dev, TD_F32, 1, DIMS(n), u);
+    const char *isas[] = {"generic", "avx2", "avx512"};
+    int tried = 0;
+    for (int k = 0; k < 3; k++) {
+        if (!td__cpu_half_force_isa(isas[k])) continue;
+        tried++;
+        for (size_t h = 0; h < 2; h++) {
+            const uint32_t dt = halves[h];
+            td__op op = tu_op(TD_OP_CAST, 0, NULL);
+            op.dtype = dt;
+            td__view o = run(op, &x, 1, dt, 1, DIMS(n));
+            const uint16_t *got = o.data;
+            int64_t bad = 0;
+            for (int64_t i = 0; i < n; i++)
+                if (got[i] != half_bits_of(dt, u[i]) && bad++ < 5)
+                    cr_expect_eq(got[i], half_bits_of(dt, u[i]), "%s f32 %08x -> dt %u: %04x want %04x",
+                                 isas[k], u[i], dt, got[i], half_bits_of(dt, u[i]));
+            cr_expect_eq(bad, 0, "%s f32 -> dt %u: %lld wrong", isas[k], dt, (long long)bad);
+            tu_free(dev, &o);
+            /* every pattern widened, 65536 + 77 elements */
+            const int64_t nh = 65536 + 77;
+            uint16_t *hv = malloc((size_t)nh * 2);
+            for (int64_t i = 0; i < nh; i++) hv[i] = (uint16_t)(i * 40503u);
+            td__view hx = tu_new(dev, dt, 1, DIMS(nh), hv);
+            op.dtype = TD_F32;
+            o = run(op, &hx, 1, TD_F32, 1, DIMS(nh));
+            const uint32_t *wide = o.data;
+            bad = 0;
+            for (int64_t i = 0; i < nh; i++)
+                if (wide[i] != f32_bits_of(dt, hv[i]) && bad++ < 5)
+                    cr_expect_eq(wide[i], f32_bits_of(dt, hv[i]), "%s dt %u %04x -> f32 %08x want %08x",
+                                 isas[k], dt, hv[i], wide[i], f32_bits_of(dt, hv[i]));
+            cr_expect_eq(bad, 0, "%s dt %u -> f32: %lld wrong", isas[k], dt, (long long)bad);
+            tu_free(dev, &o);
+            /* to the other half format: widened, then rounded */
+            const uint32_t other = dt == TD_F16 ? TD_BF16 : TD_F16;
+            op.dtype = other;
+            o = run(op, &hx, 1, other, 1, DIMS(nh));
+            got = o.data;
+            bad = 0;
+            for (int64_t i = 0; i < nh; i++) {
+                const uint16_t want = half_bits_of(other, f32_bits_of(dt, hv[i]));
+                if (got[i] != want && bad++ < 5)
+                    cr_expect_eq(got[i], want, "%s %04x dt %u -> %u: %04x want %04x", isas[k],
+                                 hv[i], dt, other, got[i], want);
+            }
+            cr_expect_eq(bad, 0, "%s dt %u -> %u: %lld wrong", isas[k], dt, other, (long long)bad);
+            tu_free(dev, &o);
+            tu_free(dev, &hx);
+            free(hv);
+        }
+    }
+    cr_expect(tried >= 1, "no instruction-set copy ran");
+    td__cpu_half_force_isa(NULL);
+    tu_free(dev, &x);
+    free(u);
+}
+
+/* Binary ops and comparisons over several blocks (contiguous, scalar-broadcast on either
+ * side, and a broadcast row), on every instruction-set copy: each element the float64
+ * result rounded once. */
+Test(cpu_dtypes, half_binary_blocks_every_isa)
+{
+    enum { R = 3, C = 1111 }; /* 3333 elements: 3 blocks and a part */
+    double *av = malloc(R * C * sizeof *av), bv[C];
+    for (int i = 0; i < R * C; i++) av[i] = (double)((i * 29) % 257 - 128) / 16;
+    for (int i = 0; i < C; i++) bv[i] = (double)((i * 13) % 61 - 30) / 8;
+    const char *isas[] = {"generic", "avx2", "avx512"};
+    for (int k = 0; k < 3; k++) {
+        if (!td__cpu_half_force_isa(isas[k])) continue;
+        for (size_t h = 0; h < 2; h++) {
+            const uint32_t dt = halves[h];
+            td__view a = tu_from_doubles(dev, dt, 2, DIMS(R, C), av);
+            td__view row = tu_from_doubles(dev, dt, 1, DIMS(C), bv);
+            td__view full = tu_from_doubles(dev, dt, 2, DIMS(R, C), av + 0);
+            const double sv = -2.375;
+            td__view sc = tu_from_doubles(dev, dt, 0, NULL, &sv);
+            struct { td__view l, r; int kind; } cases[] = {
+                {a, full, 0}, {a, sc, 1}, {sc, a, 2}, {a, row, 3}};
+            const uint32_t ops[] = {TD_OP_ADD, TD_OP_MUL, TD_OP_DIV, TD_OP_LT};
+            for (size_t c = 0; c < 4; c++)
+                for (size_t q = 0; q < 4; q++) {
+                    td__view in[2] = {cases[c].l, cases[c].r};
+                    const bool cmp = ops[q] == TD_OP_LT;
+                    td__view o = run(tu_op(ops[q], 0, NULL), in, 2, cmp ? TD_BOOL : dt, 2,
+                                     DIMS(R, C));
+                    int64_t bad = 0;
+                    for (int i = 0; i < R * C; i++) {
+                        const double l = cases[c].kind == 2 ? sv : av[i];
+                        const double r = cases[c].kind == 0 ? av[i] : cases[c].kind == 3 ? bv[i % C]
+                                       : cases[c].kind == 1 ? sv : av[i];
+                        const double w = ops[q] == TD_OP_ADD ? round_to(dt, l + r)
+                                       : ops[q] == TD_OP_MUL ? round_to(dt, l * r)
+                                       : ops[q] == TD_OP_DIV ? round_to(dt, l / r)
+                                                             : (double)(l < r);
+                        if (!(tu_get(&o, i) == w || (isnan(w) && isnan(tu_get(&o, i)))) && bad++ < 3)
+                            cr_expect_eq(tu_get(&o, i), w, "%s dt %u op %u case %zu [%d]: %g %g",
+                                         isas[k], dt, ops[q], c, i, l, r);
+                    }
+                    cr_expect_eq(bad, 0, "%s dt %u op %u case %zu", isas[k], dt, ops[q], c);
+                    tu_free(dev, &o);
+                }
+            tu_free(dev, &a);
+            tu_free(dev, &row);
+            tu_free(dev, &full);
+            tu_free(dev, &sc);
+        }
+    }
+    td__cpu_half_force_isa(NULL);
+    free(av);
 }
