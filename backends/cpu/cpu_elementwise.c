@@ -126,6 +126,16 @@ bool td__cpu_half_force_isa(const char *name)
 
 const char *td__cpu_half_isa(void) { return half_kernels()->name; }
 
+void td__cpu_half_widen(uint32_t dt, const uint16_t *in, float *out, int64_t n)
+{
+    half_kernels()->widen[dt == TD_BF16](in, out, n);
+}
+
+void td__cpu_half_narrow(uint32_t dt, const float *in, uint16_t *out, int64_t n)
+{
+    half_kernels()->narrow[dt == TD_BF16](in, out, n);
+}
+
 /* len elements of a half input with element stride s (0: broadcast), starting at element
  * i, widened into blk; returns the stride the f32 kernel reads blk with (0 or 1). */
 static int64_t half_load(const half_isa *k, int bf, const uint16_t *p, int64_t s, int64_t i,

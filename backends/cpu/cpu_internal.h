@@ -52,6 +52,10 @@ static inline int64_t td__cpu_nelem(const td__desc *d)
  * names the one in use. For tests. Thread-safety: any thread (an atomic). */
 bool td__cpu_half_force_isa(const char *name);
 const char *td__cpu_half_isa(void);
+/* n f16 (dt TD_F16) or bf16 (TD_BF16) elements widened to f32 (exact), or f32 rounded once to
+ * them, by those loops. Thread-safety: any thread. */
+void td__cpu_half_widen(uint32_t dt, const uint16_t *in, float *out, int64_t n);
+void td__cpu_half_narrow(uint32_t dt, const float *in, uint16_t *out, int64_t n);
 
 /* ---- conversion rules (CAST, FULL, ARANGE) ----
  * float -> integer: NaN gives 0; otherwise truncate toward zero and saturate to the target

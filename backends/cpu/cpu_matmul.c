@@ -17,6 +17,15 @@
  * chosen per CPU model, so float GEMM bits may differ between machines (the design's "says
  * so" case); tensord.h states this.
  *
+ * f16/bf16 use the same tiles. bf16, when the build found oneDNN (libdnnl-dev, TD_HAVE_DNNL):
+ * each tile is one oneDNN matmul on one thread (bf16 operands, f32 accumulation and f32
+ * result), created for the tile's shape with one OpenMP thread so its blocking is a function
+ * of the shape too; products of bf16 pairs are exact in f32, but oneDNN's AVX512-BF16 kernel
+ * (VDPBF16PS) adds them pairwise in its own order and treats subnormal inputs and results
+ * as zero. Measured 2-5x faster than widening to f32 for sgemm here (BENCHMARKS.md, "CPU
+ * f16/bf16"). f16 (and bf16 without oneDNN): both operands widened to f32 (exact), the f32
+ * tiles. Every output is rounded once from f32 to the dtype.
+ *
  * Integer dtypes use a plain i-k-j loop with wraparound arithmetic in the unsigned type of
  * the output width, which equals int64 accumulation truncated to the output (modular
  * arithmetic); it runs on the pool, split over output rows, and is exact.
@@ -30,6 +39,12 @@
 #include "common/checked.h"
 #include <cblas.h>
 #include <string.h>
+#if defined(TD_HAVE_DNNL)
+#include <oneapi/dnnl/dnnl.h>
+#include <omp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#endif
 
 typedef struct mm_shape {
     int64_t m, n, k;
@@ -259,22 +274,224 @@ static td_status float_matmul(const td__cpu_exec *x, const mm_shape *s, uint32_t
     return TD_OK;
 }
 
-/* f16/bf16: both operands widened to f32 (exact), the f32 tiled sgemm above (products and
- * sums in f32, OpenBLAS's order), and each output rounded once from f32 to the dtype.
- * (OpenBLAS sbgemm / oneDNN would avoid the widened copies; measured choice left for later.) */
-static void widen(uint32_t dt, const uint16_t *in, float *out, int64_t n)
+/* ---- f16/bf16 ---- */
+
+/* Parallel conversion of n elements (the elementwise kernels' loops). */
+typedef struct cvt_ctx {
+    uint32_t dtype;
+    const void *in;
+    void *out;
+    bool narrow;
+} cvt_ctx;
+
+static void cvt_chunk(void *ctx, int64_t lo, int64_t hi)
 {
-    if (dt == TD_BF16)
-        for (int64_t i = 0; i < n; i++) out[i] = td__bf16_to_f32(in[i]);
+    const cvt_ctx *c = ctx;
+    if (c->narrow)
+        td__cpu_half_narrow(c->dtype, (const float *)c->in + lo, (uint16_t *)c->out + lo, hi - lo);
     else
-        for (int64_t i = 0; i < n; i++) out[i] = td__f16_to_f32(in[i]);
+        td__cpu_half_widen(c->dtype, (const uint16_t *)c->in + lo, (float *)c->out + lo, hi - lo);
 }
+
+static void convert(const td__cpu_exec *x, uint32_t dt, bool narrow, const void *in, void *out,
+                    int64_t n)
+{
+    cvt_ctx c = {.dtype = dt, .in = in, .out = out, .narrow = narrow};
+    td__cpu_run(x, n, 1, cvt_chunk, &c);
+}
+
+#if defined(TD_HAVE_DNNL)
+static dnnl_engine_t onednn_eng;
+static pthread_once_t onednn_once = PTHREAD_ONCE_INIT;
+
+static void onednn_init(void)
+{
+    if (dnnl_engine_create(&onednn_eng, dnnl_cpu, 0) != dnnl_success) onednn_eng = NULL;
+}
+
+/* One primitive per tile shape: index (last tile row is short) * 2 + (last tile column). */
+typedef struct onednn_plan {
+    dnnl_primitive_t prim[4];
+    dnnl_memory_desc_t md[4][4]; /* a, b, c, scratchpad */
+    size_t scratch_bytes;
+} onednn_plan;
+
+typedef struct onednn_run {
+    const gemm_ctx *g;
+    onednn_plan *plan;
+    atomic_bool failed; /* set by any tile that failed; read after the run */
+} onednn_run;
+
+static bool onednn_make(onednn_plan *pl, int idx, int64_t mm, int64_t nn, int64_t k, int64_t ldb)
+{
+    dnnl_dims_t ad = {mm, k}, as = {k, 1}, bd = {k, nn}, bs = {ldb, 1}, cd = {mm, nn}, cs = {ldb, 1};
+    dnnl_memory_desc_t *md = pl->md[idx];
+    if (dnnl_memory_desc_init_by_strides(&md[0], 2, ad, dnnl_bf16, as) != dnnl_success ||
+        dnnl_memory_desc_init_by_strides(&md[1], 2, bd, dnnl_bf16, bs) != dnnl_success ||
+        dnnl_memory_desc_init_by_strides(&md[2], 2, cd, dnnl_f32, cs) != dnnl_success)
+        return false;
+    dnnl_matmul_desc_t desc;
+    if (dnnl_matmul_desc_init(&desc, &md[0], &md[1], NULL, &md[2]) != dnnl_success) return false;
+    dnnl_primitive_attr_t attr;
+    if (dnnl_primitive_attr_create(&attr) != dnnl_success) return false;
+    dnnl_primitive_desc_t pd = NULL;
+    bool ok = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) ==
+                  dnnl_success &&
+              dnnl_primitive_desc_create(&pd, &desc, attr, onednn_eng, NULL) == dnnl_success;
+    dnnl_primitive_attr_destroy(attr);
+    if (!ok) return false;
+    const dnnl_memory_desc_t *sp = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    if (sp != NULL) md[3] = *sp;
+    size_t bytes = sp != NULL ? dnnl_memory_desc_get_size(sp) : 0;
+    if (bytes > pl->scratch_bytes) pl->scratch_bytes = bytes;
+    ok = dnnl_primitive_create(&pl->prim[idx], pd) == dnnl_success;
+    dnnl_primitive_desc_destroy(pd);
+    return ok;
+}
+
+static void onednn_plan_fini(onednn_plan *pl)
+{
+    for (int i = 0; i < 4; i++)
+        if (pl->prim[i] != NULL) dnnl_primitive_destroy(pl->prim[i]);
+}
+
+/* The primitives for every tile shape of g, each planned for one thread. */
+static bool onednn_plan_init(onednn_plan *pl, const gemm_ctx *g)
+{
+    memset(pl, 0, sizeof *pl);
+    pthread_once(&onednn_once, onednn_init);
+    if (onednn_eng == NULL) return false;
+    const mm_shape *s = g->s;
+    const tile_plan *p = &g->plan;
+    const int64_t last_rows = s->m - (p->nrow - 1) * p->rows;
+    const int64_t last_cols = s->n - (p->ncol - 1) * p->cols;
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(1);
+    bool ok = true;
+    const bool short_row = last_rows != p->rows, short_col = last_cols != p->cols;
+    for (int idx = 0; idx < 4 && ok; idx++) {
+        /* bit 1: the short last tile row (if there is one); without it, a full tile row
+         * (there is none when the only tile row is short); bit 0 likewise for columns */
+        const bool r = (idx & 2) != 0, c = (idx & 1) != 0;
+        if (r ? !short_row : (short_row && p->nrow == 1)) continue;
+        if (c ? !short_col : (short_col && p->ncol == 1)) continue;
+        ok = onednn_make(pl, idx, r ? last_rows : p->rows, c ? last_cols : p->cols, s->k, s->n);
+    }
+    omp_set_num_threads(saved);
+    if (!ok) onednn_plan_fini(pl);
+    return ok;
+}
+
+static bool onednn_tile(const onednn_plan *pl, int idx, dnnl_stream_t st, void *scratch,
+                      const void *a, const void *b, float *c)
+{
+    dnnl_memory_t m[4] = {NULL, NULL, NULL, NULL};
+    void *h[4] = {(void *)a, (void *)b, c, scratch};
+    bool ok = true;
+    for (int i = 0; i < 4 && ok; i++)
+        ok = dnnl_memory_create(&m[i], &pl->md[idx][i], onednn_eng, h[i]) == dnnl_success;
+    if (ok) {
+        dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, m[0]}, {DNNL_ARG_WEIGHTS, m[1]},
+                                   {DNNL_ARG_DST, m[2]}, {DNNL_ARG_SCRATCHPAD, m[3]}};
+        ok = dnnl_primitive_execute(pl->prim[idx], st, 4, args) == dnnl_success &&
+             dnnl_stream_wait(st) == dnnl_success;
+    }
+    for (int i = 0; i < 4; i++)
+        if (m[i] != NULL) dnnl_memory_destroy(m[i]);
+    return ok;
+}
+
+/* Work units as gemm_tiles; a is bf16, b bf16, c the f32 result. */
+static void onednn_tiles(void *ctx, int64_t lo, int64_t hi)
+{
+    onednn_run *d = ctx;
+    const gemm_ctx *g = d->g;
+    const mm_shape *s = g->s;
+    const tile_plan *p = &g->plan;
+    const int64_t tiles = p->nrow * p->ncol;
+    /* one OpenMP thread per tile on this thread (its setting restored after: the caller's
+     * thread runs chunks too) */
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(1);
+    dnnl_stream_t st = NULL;
+    void *scratch = d->plan->scratch_bytes > 0 ? td__malloc(d->plan->scratch_bytes) : NULL;
+    if ((d->plan->scratch_bytes > 0 && scratch == NULL) ||
+        dnnl_stream_create(&st, onednn_eng, dnnl_stream_default_flags) != dnnl_success) {
+        atomic_store(&d->failed, true);
+        td__free(scratch);
+        omp_set_num_threads(saved);
+        return;
+    }
+    for (int64_t u = lo; u < hi; u++) {
+        const int64_t batch = u / tiles, t = u % tiles;
+        const int64_t ti = t / p->ncol, tj = t % p->ncol;
+        const int idx = (ti == p->nrow - 1 && p->nrow * p->rows != s->m ? 2 : 0) |
+                        (tj == p->ncol - 1 && p->ncol * p->cols != s->n ? 1 : 0);
+        if (d->plan->prim[idx] == NULL) {
+            atomic_store(&d->failed, true);
+            continue;
+        }
+        const int64_t ao = g->aoff[batch] + ti * p->rows * s->k, bo = g->boff[batch] + tj * p->cols;
+        const int64_t co = batch * s->m * s->n + ti * p->rows * s->n + tj * p->cols;
+        if (!onednn_tile(d->plan, idx, st, scratch, (const uint16_t *)g->a + ao,
+                       (const uint16_t *)g->b + bo, (float *)g->c + co))
+            atomic_store(&d->failed, true);
+    }
+    dnnl_stream_destroy(st);
+    td__free(scratch);
+    omp_set_num_threads(saved);
+}
+#endif
 
 static td_status half_matmul(const td__cpu_exec *x, const mm_shape *s, uint32_t dt,
                              const td__view *in, const td__view *out)
 {
     const int64_t na = td__cpu_nelem(&in[0].desc), nb = td__cpu_nelem(&in[1].desc);
     const int64_t no = td__cpu_nelem(&out->desc);
+    if (s->m > INT32_MAX || s->n > INT32_MAX || s->k > INT32_MAX)
+        return td__cpu_fail(x, TD_EUNSUPPORTED,
+                            "matmul: dims M=%lld N=%lld K=%lld exceed BLAS's int range",
+                            (long long)s->m, (long long)s->n, (long long)s->k);
+#if defined(TD_HAVE_DNNL)
+    if (dt == TD_BF16) {
+        uint64_t bytes;
+        if (!td__mul_u64((uint64_t)no, sizeof(float), &bytes) || bytes > SIZE_MAX)
+            return td__cpu_fail(x, TD_ENOMEM, "matmul: bf16 result too large");
+        gemm_ctx g = {.s = s, .plan = tile_plan_of(s->m, s->n, s->k), .dtype = dt,
+                      .a = in[0].data, .b = in[1].data};
+        int64_t units, cost;
+        if (__builtin_mul_overflow(s->nbatch, g.plan.nrow * g.plan.ncol, &units))
+            return td__cpu_fail(x, TD_ENOMEM, "matmul: %lld batches", (long long)s->nbatch);
+        if (__builtin_mul_overflow(g.plan.rows * g.plan.cols, s->k, &cost)) cost = INT64_MAX;
+        onednn_plan pl;
+        if (onednn_plan_init(&pl, &g)) {
+            float *c = td__malloc((size_t)bytes);
+            int64_t *offs = NULL;
+            if (c != NULL && td__mul_u64((uint64_t)s->nbatch, 2 * sizeof(int64_t), &bytes))
+                offs = td__malloc((size_t)bytes);
+            if (c == NULL || offs == NULL) {
+                td__free(c);
+                td__free(offs);
+                onednn_plan_fini(&pl);
+                return td__cpu_fail(x, TD_ENOMEM, "matmul: no memory for a bf16 result");
+            }
+            offs_ctx oc = {.aoff = offs, .boff = offs + s->nbatch};
+            td__cpu_iter_rows(&s->batch, 0, s->nbatch, offs_run, &oc);
+            g.aoff = oc.aoff;
+            g.boff = oc.boff;
+            g.c = c;
+            onednn_run d = {.g = &g, .plan = &pl};
+            td__cpu_run(x, units, cost, onednn_tiles, &d);
+            const bool failed = atomic_load(&d.failed);
+            if (!failed) convert(x, dt, true, c, out->data, no);
+            td__free(c);
+            td__free(offs);
+            onednn_plan_fini(&pl);
+            if (failed) return td__cpu_fail(x, TD_EINTERNAL, "matmul: oneDNN bf16 tile failed");
+            return TD_OK;
+        }
+    }
+#endif
     uint64_t total, bytes;
     if (!td__add_u64((uint64_t)na, (uint64_t)nb, &total) ||
         !td__add_u64(total, (uint64_t)no, &total) ||
@@ -290,15 +507,10 @@ static td_status half_matmul(const td__cpu_exec *x, const mm_shape *s, uint32_t 
     win[0].data = w;
     win[1].data = w + na;
     wout.data = w + na + nb;
-    widen(dt, in[0].data, win[0].data, na);
-    widen(dt, in[1].data, win[1].data, nb);
+    convert(x, dt, false, in[0].data, win[0].data, na);
+    convert(x, dt, false, in[1].data, win[1].data, nb);
     td_status st = float_matmul(x, s, TD_F32, win, &wout);
-    if (st == TD_OK) {
-        const float *r = wout.data;
-        uint16_t *o = out->data;
-        for (int64_t i = 0; i < no; i++)
-            o[i] = dt == TD_BF16 ? td__f32_to_bf16(r[i]) : td__f32_to_f16(r[i]);
-    }
+    if (st == TD_OK) convert(x, dt, true, wout.data, out->data, no);
     td__free(w);
     return st;
 }

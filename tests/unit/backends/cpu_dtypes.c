@@ -664,3 +664,60 @@ Test(cpu_dtypes, half_binary_blocks_every_isa)
     td__cpu_half_force_isa(NULL);
     free(av);
 }
+
+/* f16/bf16 matmul over several tiles of the CPU's fixed tiling, short last tile row and
+ * column included ([2, 300, 70] x [70, 600], the weight broadcast over the batch): every
+ * partial sum of these inputs is exact in f32 whatever the order (products of at most 8
+ * significant bits, sums multiples of 2^-7 below 2^7), so each output is the float64 sum
+ * rounded once. */
+Test(cpu_dtypes, half_matmul_tiles)
+{
+    enum { B = 2, M = 300, K = 70, N = 600 };
+    double *a = malloc(B * M * K * sizeof *a), *b = malloc(K * N * sizeof *b);
+    for (int i = 0; i < B * M * K; i++) a[i] = (double)((i * 13) % 17 - 8) / 16;
+    for (int i = 0; i < K * N; i++) b[i] = (double)((i * 7) % 11 - 5) / 8;
+    for (size_t h = 0; h < 2; h++) {
+        const uint32_t dt = halves[h];
+        td__view x[2] = {tu_from_doubles(dev, dt, 3, DIMS(B, M, K), a),
+                         tu_from_doubles(dev, dt, 2, DIMS(K, N), b)};
+        td__view o = run(tu_op(TD_OP_MATMUL, 0, NULL), x, 2, dt, 3, DIMS(B, M, N));
+        int64_t bad = 0;
+        for (int q = 0; q < B; q++)
+            for (int i = 0; i < M; i++)
+                for (int j = 0; j < N; j++) {
+                    double sum = 0;
+                    for (int k = 0; k < K; k++) sum += a[(q * M + i) * K + k] * b[k * N + j];
+                    const double got = tu_get(&o, (q * M + i) * N + j);
+                    if (got != round_to(dt, sum) && bad++ < 3)
+                        cr_expect_eq(got, round_to(dt, sum), "dt %u [%d,%d,%d]: %.9g", dt, q, i, j, got);
+                }
+        cr_expect_eq(bad, 0, "dt %u: %lld wrong", dt, (long long)bad);
+        tu_free(dev, &o);
+        tu_free(dev, &x[0]);
+        tu_free(dev, &x[1]);
+    }
+    /* the same bits on 1 thread as on 4, with inexact sums (values of 8 significant bits) */
+    for (int i = 0; i < B * M * K; i++) a[i] = (double)((i * 2654435761u) % 255 + 1) / 37;
+    for (int i = 0; i < K * N; i++) b[i] = (double)((i * 40503u) % 253 + 1) / -29;
+    td__device *one = tu_open(1);
+    for (size_t h = 0; h < 2; h++) {
+        const uint32_t dt = halves[h];
+        td__view x[2] = {tu_from_doubles(dev, dt, 3, DIMS(B, M, K), a),
+                         tu_from_doubles(dev, dt, 2, DIMS(K, N), b)};
+        td__view o4 = run(tu_op(TD_OP_MATMUL, 0, NULL), x, 2, dt, 3, DIMS(B, M, N));
+        td__view y[2] = {tu_new(one, dt, 3, DIMS(B, M, K), x[0].data),
+                         tu_new(one, dt, 2, DIMS(K, N), x[1].data)};
+        td__view o1 = tu_new(one, dt, 3, DIMS(B, M, N), NULL);
+        cr_assert_eq(tu_exec(one, tu_op(TD_OP_MATMUL, 0, NULL), y, 2, &o1), TD_OK, "%s", tu_err);
+        cr_expect_eq(memcmp(o1.data, o4.data, tu_nbytes(&o1)), 0, "dt %u: 1 and 4 threads differ", dt);
+        tu_free(one, &o1);
+        tu_free(one, &y[0]);
+        tu_free(one, &y[1]);
+        tu_free(dev, &o4);
+        tu_free(dev, &x[0]);
+        tu_free(dev, &x[1]);
+    }
+    tu_close(one);
+    free(a);
+    free(b);
+}
