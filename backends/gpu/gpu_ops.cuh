@@ -12,6 +12,7 @@
 #define TD_BACKENDS_GPU_OPS_CUH
 
 #include "backends/gpu/gpu_internal.h"
+#include "backends/gpu/gpu_half.h"
 #include "engine/convert.h"
 #include <stdint.h>
 #if defined(TD_GPU_HIP)
@@ -53,7 +54,8 @@ struct td_bool {
 };
 
 /* f16 and bf16 elements: their bits (engine/convert.h's formats, the CPU's exactly), read
- * as float and written back rounded once, as the CPU backend computes them. Our own
+ * as float and written back rounded once, as the CPU backend computes them (from f32 by
+ * gpu_half.h's 32-bit narrowing, which gives convert.h's bits without its 64-bit work). Our own
  * conversions rather than __half / __nv_bfloat16 so that HIP and CUDA and the CPU agree bit
  * for bit, NaN payloads included. */
 struct td_f16 {
@@ -62,7 +64,7 @@ struct td_f16 {
     static TD_DEV td_f16 of(float v)
     {
         td_f16 h;
-        h.bits = td__f32_to_f16(v);
+        h.bits = td__gpu_f32_to_f16(v);
         return h;
     }
 };
@@ -72,7 +74,7 @@ struct td_bf16 {
     static TD_DEV td_bf16 of(float v)
     {
         td_bf16 h;
-        h.bits = td__f32_to_bf16(v);
+        h.bits = td__gpu_f32_to_bf16(v);
         return h;
     }
 };
@@ -106,13 +108,13 @@ template <> struct td_conv<int16_t> {
     template <typename S> static TD_DEV int16_t from(S x) { return (int16_t)(uint16_t)x; }
 };
 template <> struct td_conv<td_f16> {
-    static TD_DEV td_f16 from(float x) { td_f16 h; h.bits = td__f32_to_f16(x); return h; }
+    static TD_DEV td_f16 from(float x) { td_f16 h; h.bits = td__gpu_f32_to_f16(x); return h; }
     static TD_DEV td_f16 from(double x) { td_f16 h; h.bits = td__f64_to_f16(x); return h; }
     static TD_DEV td_f16 from(int64_t x) { td_f16 h; h.bits = td__i64_to_f16(x); return h; }
     template <typename S> static TD_DEV td_f16 from(S x) { return from((double)x); }
 };
 template <> struct td_conv<td_bf16> {
-    static TD_DEV td_bf16 from(float x) { td_bf16 h; h.bits = td__f32_to_bf16(x); return h; }
+    static TD_DEV td_bf16 from(float x) { td_bf16 h; h.bits = td__gpu_f32_to_bf16(x); return h; }
     static TD_DEV td_bf16 from(double x) { td_bf16 h; h.bits = td__f64_to_bf16(x); return h; }
     static TD_DEV td_bf16 from(int64_t x) { td_bf16 h; h.bits = td__i64_to_bf16(x); return h; }
     template <typename S> static TD_DEV td_bf16 from(S x) { return from((double)x); }

@@ -16,6 +16,11 @@
  * (grid.y): each writes a partial, and a second kernel (one block per output) combines an
  * output's G partials along another fixed tree.
  *
+ * f16/bf16 inputs are read as they are (2 bytes an element) and each element is widened to
+ * f32 as it is folded; their partition is the f32 one of the same shape (groups of 4
+ * elements, loaded 8 bytes at a time), so they give the bits of reducing the widened f32
+ * tensor — what this file did before, through an f32 copy in scratch memory.
+ *
  * Accumulators: float SUM/PROD/MEAN in double, rounded once at the end; integer SUM/PROD in
  * uint64 with wraparound (equal to wrapping in the output type). MAX/MIN/ARGMAX/ARGMIN
  * carry (value, index) and keep the value at the smallest index among the extreme ones
@@ -87,6 +92,20 @@ template <typename T, bool PROD> struct arith_red {
     static TD_DEV Acc combine(Acc a, Acc b) { return PROD ? a * b : a + b; }
 };
 
+/* f16/bf16 SUM/MEAN and PROD: each element widened to f32 (exact) and folded as arith_red
+ * folds an f32, in double. */
+template <typename H, bool PROD> struct half_arith_red {
+    typedef H In;
+    typedef double Acc;
+    static TD_DEV Acc init() { return PROD ? 1.0 : 0.0; }
+    static TD_DEV Acc fold(Acc a, H v, int64_t)
+    {
+        const double w = (double)v.f();
+        return PROD ? a * w : a + w;
+    }
+    static TD_DEV Acc combine(Acc a, Acc b) { return PROD ? a * b : a + b; }
+};
+
 template <typename T> struct ext_acc {
     T v;
     int64_t i; /* INT64_MAX: nothing folded yet */
@@ -123,6 +142,24 @@ template <typename T, bool MAX> struct ext_red {
         b.i = r;
         return combine(a, b);
     }
+};
+
+/* f16/bf16 MAX/MIN/ARGMAX/ARGMIN: ext_red over the elements widened to f32 (exact, NaNs
+ * quiet as td__bf16_to_f32 / td__f16_to_f32 make them); the value is narrowed back when
+ * stored, which is exact for a widened value. */
+template <typename H, bool MAX> struct half_ext_red {
+    typedef H In;
+    typedef ext_acc<float> Acc;
+    static TD_DEV Acc init() { return ext_red<float, MAX>::init(); }
+    static TD_DEV Acc combine(Acc a, Acc b) { return ext_red<float, MAX>::combine(a, b); }
+    static TD_DEV Acc fold(Acc a, H v, int64_t r) { return ext_red<float, MAX>::fold(a, v.f(), r); }
+};
+
+/* Elements of one group of the contiguous path: 16 bytes of the type a lane accumulates
+ * from (an f16/bf16 element is folded as its f32 value, so its groups are those of f32,
+ * 4 elements, and the partition of a half reduction is the f32 one of the same shape). */
+template <typename T> struct group_elems {
+    static constexpr int value = 16 / (td_is_half<T>::value ? (int)sizeof(float) : (int)sizeof(T));
 };
 
 /* What the final store writes. */
@@ -164,7 +201,11 @@ template <typename T> TD_DEV void store_ext(int kind, void *out, int64_t o, ext_
 template <typename R> TD_DEV void store_any(int kind, uint32_t dt, void *out, int64_t o,
                                             typename R::Acc a, int64_t rcount)
 {
-    if constexpr (std::is_same<typename R::Acc, ext_acc<typename R::In>>::value)
+    if constexpr (td_is_half<typename R::In>::value &&
+                  std::is_same<typename R::Acc, ext_acc<float>>::value) {
+        if (kind == ST_INDEX) ((int64_t *)out)[o] = a.i;
+        else ((typename R::In *)out)[o] = R::In::of(a.v);
+    } else if constexpr (std::is_same<typename R::Acc, ext_acc<typename R::In>>::value)
         store_ext<typename R::In>(kind, out, o, a);
     else
         store<typename R::Acc>(kind, dt, out, o, a, rcount);
@@ -172,28 +213,29 @@ template <typename R> TD_DEV void store_any(int kind, uint32_t dt, void *out, in
 
 /* ---- kernels ---- */
 
-/* 16 bytes of elements: what a lane of the contiguous path takes at a time. */
-template <typename T> struct alignas(16) vec16 {
-    T v[16 / sizeof(T)];
+/* One group of elements: what a lane of the contiguous path loads at a time (16 bytes; 8
+ * for f16/bf16, whose groups are 4 elements). */
+template <typename T> struct alignas(group_elems<T>::value * sizeof(T)) vec_group {
+    T v[group_elems<T>::value];
 };
 
-/* The contiguous path (one reduced run, stride 1): lane ty takes groups of N = 16 / sizeof(T)
- * adjacent elements, r0 + N ty, r0 + N (ty + BY), ..., folding each group's elements in
- * ascending order. VEC (rows and base 16-byte aligned) only changes how a group is loaded —
- * one 16-byte load instead of N — never the fold order, so both variants give the same
- * bits; the host picks VEC from the pointer's alignment. */
+/* The contiguous path (one reduced run, stride 1): lane ty takes groups of N =
+ * group_elems<T> adjacent elements, r0 + N ty, r0 + N (ty + BY), ..., folding each group's
+ * elements in ascending order. VEC (rows and base aligned to a group's bytes) only changes
+ * how a group is loaded — one vector load instead of N — never the fold order, so both
+ * variants give the same bits; the host picks VEC from the pointer's alignment. */
 template <typename R, bool VEC>
 TD_DEV typename R::Acc fold_groups(typename R::Acc acc, const typename R::In *base, int64_t r0,
                                    int64_t r1, int ty, int by)
 {
     typedef typename R::In T;
-    constexpr int N = 16 / sizeof(T);
+    constexpr int N = group_elems<T>::value;
     int64_t g0 = r0 + (int64_t)ty * N;
     const int64_t step = (int64_t)by * N;
     if (VEC) {
 #pragma unroll 4
         for (; g0 + N <= r1; g0 += step) {
-            const vec16<T> v = *(const vec16<T> *)(base + g0);
+            const vec_group<T> v = *(const vec_group<T> *)(base + g0);
 #pragma unroll
             for (int q = 0; q < N; q++) acc = R::fold(acc, v.v[q], g0 + q);
         }
@@ -289,7 +331,7 @@ td_status run(const td__gpu_exec *x, const red_plan &p, const void *in, int kind
               void *out)
 {
     typedef typename R::Acc Acc;
-    constexpr int N = 16 / sizeof(typename R::In);
+    constexpr int N = group_elems<typename R::In>::value;
     /* the contiguous path: one reduced run with stride 1 (the innermost dims reduced) */
     const bool grouped = p.nr == 1 && p.rstride[0] == 1;
     int bx, by;
@@ -300,8 +342,8 @@ td_status run(const td__gpu_exec *x, const red_plan &p, const void *in, int kind
         by = pow2_at_most(grouped ? (p.rcount + N - 1) / N : p.rcount, RED_THREADS);
         bx = RED_THREADS / by;
     }
-    /* 16-byte loads need every row start aligned: the base and each kept stride */
-    bool vec = grouped && ((uintptr_t)in % 16) == 0;
+    /* group loads need every row start aligned: the base and each kept stride */
+    bool vec = grouped && ((uintptr_t)in % (N * sizeof(typename R::In))) == 0;
     for (int g = 0; g < p.nk && vec; g++) vec = p.kstride[g] % N == 0;
     int64_t blocks_x = (p.nout + bx - 1) / bx;
     if (blocks_x > INT32_MAX)
@@ -350,6 +392,8 @@ td_status arith(const td__gpu_exec *x, const red_plan &p, uint32_t in_dt, const 
     case TD_U8: return run<arith_red<uint8_t, PROD>>(x, p, in, kind, dt, out);
     case TD_I8: return run<arith_red<int8_t, PROD>>(x, p, in, kind, dt, out);
     case TD_I16: return run<arith_red<int16_t, PROD>>(x, p, in, kind, dt, out);
+    case TD_F16: return run<half_arith_red<td_f16, PROD>>(x, p, in, kind, dt, out);
+    case TD_BF16: return run<half_arith_red<td_bf16, PROD>>(x, p, in, kind, dt, out);
     }
     return TD_EINTERNAL;
 }
@@ -366,68 +410,17 @@ td_status extreme(const td__gpu_exec *x, const red_plan &p, uint32_t in_dt, cons
     case TD_U8: case TD_BOOL: return run<ext_red<uint8_t, MAX>>(x, p, in, kind, dt, out);
     case TD_I8: return run<ext_red<int8_t, MAX>>(x, p, in, kind, dt, out);
     case TD_I16: return run<ext_red<int16_t, MAX>>(x, p, in, kind, dt, out);
+    case TD_F16: return run<half_ext_red<td_f16, MAX>>(x, p, in, kind, dt, out);
+    case TD_BF16: return run<half_ext_red<td_bf16, MAX>>(x, p, in, kind, dt, out);
     }
     return TD_EINTERNAL;
 }
 
-/* f16/bf16 <-> f32 (exact widening; the narrowing of an f32 MAX/MIN result is exact too). */
-__global__ void k_widen(const uint16_t *in, float *out, int64_t n, bool bf16)
-{
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
-        out[i] = bf16 ? td__bf16_to_f32(in[i]) : td__f16_to_f32(in[i]);
-}
-
-__global__ void k_narrow(const float *in, uint16_t *out, int64_t n, bool bf16)
-{
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
-        out[i] = bf16 ? td__f32_to_bf16(in[i]) : td__f32_to_f16(in[i]);
-}
-
 } // namespace
-
-/* f16/bf16 reductions: the input widened to f32 in scratch memory and reduced as f32 (the
- * same double accumulators), SUM/MEAN/PROD stored straight from double to the half dtype
- * (rounded once, td_store_double), MAX/MIN through an f32 scratch output. */
-static td_status reduce_half(const td__gpu_exec *x, const td__op *op, const td__view *in,
-                             const td__view *out)
-{
-    const bool bf16 = in[0].desc.dtype == TD_BF16;
-    const bool same = op->opcode == TD_OP_MAX || op->opcode == TD_OP_MIN;
-    const int64_t n = td__gpu_nelem(&in[0].desc), no = td__gpu_nelem(&out->desc);
-    void *w = NULL, *wo = NULL;
-    td_status s = td__gpu_temp_alloc(x, (size_t)(n > 0 ? n : 1) * sizeof(float), &w);
-    if (s == TD_OK && same) s = td__gpu_temp_alloc(x, (size_t)(no > 0 ? no : 1) * sizeof(float), &wo);
-    if (s == TD_OK && n > 0) {
-        k_widen<<<td__gpu_blocks(n, TD_GPU_THREADS), TD_GPU_THREADS, 0, x->st->s>>>(
-            (const uint16_t *)in[0].data, (float *)w, n, bf16);
-        s = td__gpu_launched(x, "widen kernel");
-    }
-    if (s == TD_OK) {
-        td__view win = in[0], wout = *out;
-        win.desc.dtype = TD_F32;
-        win.data = w;
-        if (same) {
-            wout.desc.dtype = TD_F32;
-            wout.data = wo;
-        }
-        s = td__gpu_exec_reduce(x, op, &win, &wout);
-    }
-    if (s == TD_OK && same && no > 0) {
-        k_narrow<<<td__gpu_blocks(no, TD_GPU_THREADS), TD_GPU_THREADS, 0, x->st->s>>>(
-            (const float *)wo, (uint16_t *)out->data, no, bf16);
-        s = td__gpu_launched(x, "narrow kernel");
-    }
-    if (w != NULL) td__gpu_temp_free(x, w);
-    if (wo != NULL) td__gpu_temp_free(x, wo);
-    return s;
-}
 
 extern "C" td_status td__gpu_exec_reduce(const td__gpu_exec *x, const td__op *op,
                                           const td__view *in, const td__view *out)
 {
-    if (td__dtype_is_half(in[0].desc.dtype)) return reduce_half(x, op, in, out);
     const td__desc *xd = &in[0].desc;
     if (op->n_iattrs < 1 || op->iattrs[0] < 0)
         return td__gpu_fail(x, TD_EINTERNAL, TD_GPU_KIND ": reduce without an axes mask");

@@ -2,8 +2,10 @@
  * GEMM with the real function's argument conventions (only op N/N is used by the backend).
  * CUBLAS_COMPUTE_32F_FAST_TF32 rounds each f32 input to TF32 (10-bit mantissa, round to
  * nearest with ties away, as PTX's cvt.rna.tf32.f32) before the f32 multiply-add, so the
- * conformance run sees TF32 results where, and only where, the backend asked for them. */
+ * conformance run sees TF32 results where, and only where, the backend asked for them.
+ * f16/bf16 (CUDA_R_16F/16BF with f32 compute) widen, accumulate in f32 and round once. */
 #include "cublas_v2.h"
+#include "engine/convert.h"
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,7 +45,20 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta
     for (int b = 0; b < batch; b++)
         for (int j = 0; j < n; j++)
             for (int i = 0; i < m; i++) {
-                if (at == CUDA_R_32F) {
+                if (at == CUDA_R_16F || at == CUDA_R_16BF) {
+                    /* f32 compute: widened inputs, f32 accumulation, rounded once */
+                    const int bf = at == CUDA_R_16BF;
+                    const uint16_t *a = (const uint16_t *)A + b * sa, *bb = (const uint16_t *)B + b * sb;
+                    float acc = 0;
+                    for (int l = 0; l < k; l++) {
+                        uint16_t x = a[i + (long long)l * lda], y = bb[l + (long long)j * ldb];
+                        acc += (bf ? td__bf16_to_f32(x) : td__f16_to_f32(x)) *
+                               (bf ? td__bf16_to_f32(y) : td__f16_to_f32(y));
+                    }
+                    uint16_t *c = (uint16_t *)C + b * sc;
+                    float r = *(const float *)alpha * acc;
+                    c[i + (long long)j * ldc] = bf ? td__f32_to_bf16(r) : td__f32_to_f16(r);
+                } else if (at == CUDA_R_32F) {
                     const float *a = (const float *)A + b * sa, *bb = (const float *)B + b * sb;
                     float acc = 0;
                     for (int l = 0; l < k; l++) {

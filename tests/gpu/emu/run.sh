@@ -50,7 +50,7 @@ for c in backends/gpu/gpu_backend.c $BLAS_C backends/gpu/gpu_iter.c "$EMU/cuda_e
 done
 for p in "${pids[@]}"; do wait "$p"; done
 g++ -shared "${SAN[@]}" -o "$W/mod/tensord-backend-cuda.so" "$W"/obj/*.o -ldl -lpthread
-gcc -shared -fPIC -O1 -I"$EMU/include" "$EMU/cublas_emu.c" -o "$W/lib/libcublas.so.13"
+gcc -shared -fPIC -O1 -I"$EMU/include" -I"$ROOT" "$EMU/cublas_emu.c" -o "$W/lib/libcublas.so.13"
 PRELOAD=""
 if [ "${SANITIZE:-0}" = 1 ]; then PRELOAD=$(gcc -print-file-name=libasan.so); fi
 TENSORD_BACKEND_DIR="$W/mod" LD_LIBRARY_PATH="$W/lib" LD_PRELOAD="$PRELOAD" \
