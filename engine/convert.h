@@ -138,7 +138,9 @@ TD__CVT_FN uint16_t td__f32_to_f16(float f)
     const uint32_t r = a - 0x38000000u; /* exponent 127 -> 15 */
     const uint32_t normal = (r + 0xfffu + ((r >> 13) & 1u)) >> 13;
     const uint32_t e = a >> 23, m = (a & 0x7fffffu) | 0x800000u;
-    const uint32_t sh = 126u - e < 31u ? 126u - e : 31u; /* e <= 112 here: sh >= 14 */
+    /* used only for e <= 112 (sh >= 14); clamped to [14, 31] so that no lane shifts by 32
+     * or more (undefined) when the result is another case's */
+    const uint32_t ec = e < 112u ? e : 112u, d = 126u - ec, sh = d < 31u ? d : 31u;
     /* m + (half - 1) + kept lsb, shifted: ties to even (m < 2^24, so no overflow) */
     const uint32_t sub = (m + ((1u << (sh - 1u)) - 1u) + ((m >> sh) & 1u)) >> sh;
     const uint32_t mag = a > 0x7f800000u   ? nan
