@@ -22,8 +22,8 @@
  * result), created for the tile's shape with one OpenMP thread so its blocking is a function
  * of the shape too; products of bf16 pairs are exact in f32, but oneDNN's AVX512-BF16 kernel
  * (VDPBF16PS) adds them pairwise in its own order and treats subnormal inputs and results
- * as zero. Measured 2-5x faster than widening to f32 for sgemm here (BENCHMARKS.md, "CPU
- * f16/bf16"). f16 (and bf16 without oneDNN): both operands widened to f32 (exact), the f32
+ * as zero. Measured 1.6-2.9x the widened sgemm of the same tiles here (BENCHMARKS.md, "CPU
+ * f16/bf16"; Debian's OpenBLAS 0.3.21 has no sbgemm). f16 (and bf16 without oneDNN): both operands widened to f32 (exact), the f32
  * tiles. Every output is rounded once from f32 to the dtype.
  *
  * Integer dtypes use a plain i-k-j loop with wraparound arithmetic in the unsigned type of

@@ -72,8 +72,9 @@
  *    correctly rounded half), EXP/LOG/TANH/SIGMOID/POW within their 4-8 ulps of the half
  *    dtype (in practice 0 or 1: f32 math errors are 2^13 times smaller), SUM/MEAN/PROD with
  *    1 ulp of the dtype (each side rounds its double accumulator once); MATMUL with u =
- *    2^-24 in the K term (f32 products and sums on both sides: widened sgemm on the CPU,
- *    cuBLAS GemmEx with f32 compute on CUDA) plus 1 ulp of the dtype for the final rounding;
+ *    2^-24 in the K term (f32 products and sums on both sides: widened sgemm on the CPU, or
+ *    oneDNN's bf16 tiles with f32 accumulation where built, cuBLAS GemmEx with f32 compute
+ *    on CUDA) plus 1 ulp of the dtype for the final rounding;
  *    SOFTMAX/LOG_SOFTMAX are lowered into the ops above on every backend and held to their
  *    formulas with the dtype's ulp and u. RAND_UNIFORM/RAND_NORMAL in f16/bf16 draw the f32
  *    mapping's double value and round it once (engine/philox.h): uniform exact, normal
