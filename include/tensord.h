@@ -234,7 +234,8 @@ td_tensor *td_arange(td_context *ctx, td_dtype dt, int64_t n, double start, doub
  * Generator: Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3",
  * SC'11); the exact (seed, i) -> value mapping is specified in engine/philox.h.
  * uniform: [low, high) (rounding may give `high` itself); normal: Box-Muller.
- * dt must be TD_F32 or TD_F64. */
+ * dt must be a float dtype; f16/bf16 take the f32 mapping's double value rounded once to the
+ * dtype (engine/philox.h), so their bits, too, are the same on every backend. */
 td_tensor *td_rand_uniform(td_context *ctx, td_dtype dt, int rank, const int64_t *dims,
                            uint64_t seed, double low, double high);
 td_tensor *td_rand_normal(td_context *ctx, td_dtype dt, int rank, const int64_t *dims,
