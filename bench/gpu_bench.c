@@ -23,16 +23,27 @@
  * gpu_torch.py (matmul_f32_4096, matmul_tf32_4096, add_f32_268435456, ...); other lines
  * start with '#'. TF32 rows use td_matmul_ex(a, b, TD_MATMUL_ALLOW_TF32); a '# tf32 check'
  * line shows that TF32 was in effect (relative difference from the f32 product).
+ * Transfers (after the op rows, or alone with --transfers-only): td_write + td_fence and
+ * td_read of a u8 tensor of 64 MiB and 1 GiB from/to malloc'd (pageable) memory, the bytes
+ * changed before each upload so that no upload is a repeat; --raw adds raw pinned and
+ * pageable cudaMemcpy, the memcpy into pinned memory and a raw loopback TCP stream, the
+ * bounds of the local and the remote path, in the same process and run.
  * --profile: no timing; one add, one sum and one softmax of the bench sizes after a
  * warm-up, between cudaProfilerStart and cudaProfilerStop of the CUDA runtime the backend
  * module loaded (for `ncu --profile-from-start off`; in-process devices only). */
 #include "tensord.h"
+#include <arpa/inet.h>
 #include <dlfcn.h>
+#include <netinet/in.h>
+#include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 static double now_s(void)
 {
@@ -180,11 +191,236 @@ static int profile(td_context *ctx, int64_t n_big, int64_t rows, int64_t cols)
     return 0;
 }
 
+/* ---- transfers: td_write/td_read next to raw pinned/pageable cudaMemcpy, the host copy
+ * into pinned memory, and a raw loopback TCP stream (same process, same run) ---- */
+
+static int cmp_d(const void *x, const void *y) { return cmp_double(x, y); }
+
+/* Make the bytes fresh for the next upload (the client's fingerprint candidates would treat
+ * an unchanged buffer as a repeat): a counter in every 4 KiB page, untimed. */
+static void stamp(unsigned char *buf, size_t n, uint64_t r)
+{
+    for (size_t off = 0; off + 8 <= n; off += 4096) memcpy(buf + off, &r, 8);
+}
+
+static void report_rate(const char *name, double s, double bytes)
+{
+    if (s < 0) printf("# %s failed\n", name);
+    else printf("%-26s %10.3f ms %10.1f GB/s\n", name, s * 1e3, bytes / s / 1e9);
+    fflush(stdout);
+}
+
+/* td_write (then a fence, so the copy has reached the device) and td_read of n bytes, the
+ * median of `rounds`, after one untimed write and read. */
+static void transfer_rows(td_context *ctx, size_t n, int rounds)
+{
+    unsigned char *host = malloc(n), *back = malloc(n);
+    char name[64];
+    if (host == NULL || back == NULL) {
+        printf("# transfers of %zu bytes: out of host memory\n", n);
+        free(host);
+        free(back);
+        return;
+    }
+    memset(host, 1, n);
+    memset(back, 0, n);
+    int64_t dim = (int64_t)n;
+    td_tensor *t = td_full(ctx, TD_U8, 1, &dim, 0);
+    double tw[MAX_ROUNDS], tr[MAX_ROUNDS];
+    bool ok = t != NULL && td_write(t, host, n) == TD_OK && td_fence(ctx) == TD_OK &&
+              td_read(t, back, n) == TD_OK;
+    for (int r = 0; r < rounds && ok; r++) {
+        stamp(host, n, (uint64_t)r + 2);
+        double t0 = now_s();
+        ok = td_write(t, host, n) == TD_OK && td_fence(ctx) == TD_OK;
+        tw[r] = now_s() - t0;
+        t0 = now_s();
+        ok = ok && td_read(t, back, n) == TD_OK;
+        tr[r] = now_s() - t0;
+        ok = ok && memcmp(host, back, n) == 0;
+    }
+    if (!ok) {
+        printf("# transfers of %zu bytes failed: %s\n", n, td_last_error(ctx));
+    } else {
+        qsort(tw, (size_t)rounds, sizeof tw[0], cmp_d);
+        qsort(tr, (size_t)rounds, sizeof tr[0], cmp_d);
+        snprintf(name, sizeof name, "td_write_%zu", n);
+        report_rate(name, tw[rounds / 2], (double)n);
+        snprintf(name, sizeof name, "td_read_%zu", n);
+        report_rate(name, tr[rounds / 2], (double)n);
+    }
+    td_release(t);
+    free(host);
+    free(back);
+}
+
+typedef int (*cu_fn_pp)(void **, size_t);
+typedef int (*cu_fn_p)(void *);
+typedef int (*cu_fn_cpy)(void *, const void *, size_t, int);
+
+/* Raw CUDA copies of n bytes through the runtime the backend module loaded: pinned and
+ * pageable, both ways, and the host memcpy from pageable into pinned memory (the staging
+ * step of td_write). Median of `rounds` after one untimed copy. */
+static void raw_cuda_rows(size_t n, int rounds)
+{
+    static const char *const libs[] = {"libcudart.so.13", "libcudart.so.12", "libcudart.so"};
+    void *h = NULL;
+    for (size_t i = 0; i < sizeof libs / sizeof libs[0] && h == NULL; i++)
+        h = dlopen(libs[i], RTLD_NOW);
+    if (h == NULL) {
+        printf("# raw cuda rows: no libcudart\n");
+        return;
+    }
+    cu_fn_pp malloc_host, malloc_dev;
+    cu_fn_p free_host, free_dev;
+    cu_fn_cpy cpy;
+    void *p;
+    p = dlsym(h, "cudaMallocHost"); memcpy(&malloc_host, &p, sizeof p);
+    p = dlsym(h, "cudaMalloc"); memcpy(&malloc_dev, &p, sizeof p);
+    p = dlsym(h, "cudaFreeHost"); memcpy(&free_host, &p, sizeof p);
+    p = dlsym(h, "cudaFree"); memcpy(&free_dev, &p, sizeof p);
+    p = dlsym(h, "cudaMemcpy"); memcpy(&cpy, &p, sizeof p);
+    void *pin = NULL, *dev = NULL;
+    unsigned char *page = malloc(n);
+    if (malloc_host == NULL || malloc_dev == NULL || free_host == NULL || free_dev == NULL ||
+        cpy == NULL || page == NULL || malloc_host(&pin, n) != 0 || malloc_dev(&dev, n) != 0) {
+        printf("# raw cuda rows: cannot allocate %zu bytes\n", n);
+        free(page);
+        return;
+    }
+    memset(page, 1, n);
+    memset(pin, 1, n);
+    /* cudaMemcpyHostToDevice = 1, cudaMemcpyDeviceToHost = 2 */
+    struct { const char *what; void *dst; const void *src; int kind; } c[5] = {
+        {"raw_pinned_h2d", dev, pin, 1},
+        {"raw_pinned_d2h", pin, dev, 2},
+        {"raw_pageable_h2d", dev, page, 1},
+        {"raw_pageable_d2h", page, dev, 2},
+        {"raw_memcpy_to_pinned", pin, page, 0},
+    };
+    for (int k = 0; k < 5; k++) {
+        double t[MAX_ROUNDS];
+        int rc = 0;
+        for (int r = -1; r < rounds && rc == 0; r++) {
+            double t0 = now_s();
+            if (c[k].kind == 0) memcpy(c[k].dst, c[k].src, n);
+            else rc = cpy(c[k].dst, c[k].src, n, c[k].kind);
+            if (r >= 0) t[r] = now_s() - t0;
+        }
+        char name[64];
+        snprintf(name, sizeof name, "%s_%zu", c[k].what, n);
+        if (rc != 0) {
+            printf("# %s: cudaMemcpy error %d\n", name, rc);
+            continue;
+        }
+        qsort(t, (size_t)rounds, sizeof t[0], cmp_d);
+        report_rate(name, t[rounds / 2], (double)n);
+    }
+    free_dev(dev);
+    free_host(pin);
+    free(page);
+}
+
+struct tcp_sink {
+    int lfd;
+    size_t n;
+    int rounds;
+};
+
+/* Accept one connection; per round, receive n bytes and answer one byte. */
+static void *tcp_sink_main(void *arg)
+{
+    struct tcp_sink *k = arg;
+    int fd = accept(k->lfd, NULL, NULL);
+    if (fd < 0) return NULL;
+    char *buf = malloc(1 << 20);
+    for (int r = 0; buf != NULL && r < k->rounds; r++) {
+        size_t got = 0;
+        while (got < k->n) {
+            ssize_t m = recv(fd, buf, 1 << 20, 0);
+            if (m <= 0) goto done;
+            got += (size_t)m;
+        }
+        if (send(fd, "k", 1, 0) != 1) break;
+    }
+done:
+    free(buf);
+    close(fd);
+    return NULL;
+}
+
+/* A raw TCP stream of n bytes over 127.0.0.1 (1 MiB sends, one byte back at the end), the
+ * bound of a remote upload; median of `rounds` after one untimed stream. */
+static void raw_tcp_row(size_t n, int rounds)
+{
+    struct tcp_sink k = {socket(AF_INET, SOCK_STREAM, 0), n, rounds + 1};
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t al = sizeof a;
+    if (k.lfd < 0 || bind(k.lfd, (struct sockaddr *)&a, sizeof a) != 0 || listen(k.lfd, 1) != 0 ||
+        getsockname(k.lfd, (struct sockaddr *)&a, &al) != 0) {
+        printf("# raw tcp: cannot listen\n");
+        if (k.lfd >= 0) close(k.lfd);
+        return;
+    }
+    pthread_t th;
+    if (pthread_create(&th, NULL, tcp_sink_main, &k) != 0) {
+        close(k.lfd);
+        return;
+    }
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    char *buf = calloc(1, 1 << 20);
+    double t[MAX_ROUNDS];
+    bool ok = fd >= 0 && buf != NULL && connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    for (int r = -1; r < rounds && ok; r++) {
+        double t0 = now_s();
+        for (size_t off = 0; off < n && ok;) {
+            size_t len = n - off < (1u << 20) ? n - off : (1u << 20);
+            ssize_t m = send(fd, buf, len, 0);
+            ok = m > 0;
+            if (ok) off += (size_t)m;
+        }
+        char c;
+        ok = ok && recv(fd, &c, 1, MSG_WAITALL) == 1;
+        if (r >= 0) t[r] = now_s() - t0;
+    }
+    if (fd >= 0) close(fd);
+    pthread_join(th, NULL);
+    close(k.lfd);
+    free(buf);
+    char name[64];
+    snprintf(name, sizeof name, "raw_tcp_loopback_%zu", n);
+    if (!ok) {
+        printf("# %s failed\n", name);
+        return;
+    }
+    qsort(t, (size_t)rounds, sizeof t[0], cmp_d);
+    report_rate(name, t[rounds / 2], (double)n);
+}
+
+/* --transfers (and the full run): 64 MiB and 1 GiB (quick: 1 and 8 MiB); --raw adds the
+ * raw rows. */
+static void transfers(td_context *ctx, bool quick, bool raw, int rounds)
+{
+    const size_t sizes[2] = {quick ? (size_t)1 << 20 : (size_t)64 << 20,
+                             quick ? (size_t)8 << 20 : (size_t)1 << 30};
+    printf("# transfers: td_write + td_fence, td_read of a u8 tensor from/to pageable memory\n");
+    for (int i = 0; i < 2; i++) {
+        transfer_rows(ctx, sizes[i], rounds);
+        if (raw) {
+            raw_cuda_rows(sizes[i], rounds);
+            raw_tcp_row(sizes[i], rounds);
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
     const char *uri = "local:cuda:0";
     int reps = 20, rounds = 3;
-    bool quick = false, prof = false, mm_only = false;
+    bool quick = false, prof = false, mm_only = false, xfer_only = false, raw = false;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--device") == 0 && i + 1 < argc) {
             uri = argv[++i];
@@ -198,11 +434,15 @@ int main(int argc, char **argv)
             prof = true;
         } else if (strcmp(argv[i], "--matmul-only") == 0) {
             mm_only = true;
+        } else if (strcmp(argv[i], "--transfers-only") == 0) {
+            xfer_only = true;
+        } else if (strcmp(argv[i], "--raw") == 0) {
+            raw = true;
         } else {
             bool help = strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0;
             fprintf(help ? stdout : stderr,
                     "usage: gpu-bench [--device URI] [--reps N] [--rounds N] [--quick] "
-                    "[--profile] [--matmul-only]\n"
+                    "[--profile] [--matmul-only] [--transfers-only] [--raw]\n"
                     "GPU speed of tensord: matmul 4096^2/8192^2 f32, TF32, f16 and bf16, add/mul\n"
                     "on 1 GiB, bf16 add/sum on 1 GiB,\n"
                     "sum over 1 GiB, softmax over rows of [65536, 4096]; prints ms per op and\n"
@@ -215,7 +455,11 @@ int main(int argc, char **argv)
                     "  --quick         small sizes (a smoke test, e.g. on local:cpu)\n"
                     "  --profile       run one add, one sum and one softmax between\n"
                     "                  cudaProfilerStart/Stop, for ncu --profile-from-start off\n"
-                    "  --matmul-only   only the matmul rows\n",
+                    "  --matmul-only   only the matmul rows\n"
+                    "  --transfers-only only td_write/td_read of 64 MiB and 1 GiB (also run\n"
+                    "                  after the op rows)\n"
+                    "  --raw           with the transfers: raw pinned and pageable cudaMemcpy,\n"
+                    "                  memcpy into pinned memory, a loopback TCP stream\n",
                     MAX_ROUNDS);
             if (!help) fprintf(stderr, "gpu-bench: unknown option '%s'\n", argv[i]);
             return help ? 0 : 2;
@@ -238,6 +482,11 @@ int main(int argc, char **argv)
         int rc = profile(ctx, n_big, rows, cols);
         td_close(ctx);
         return rc;
+    }
+    if (xfer_only) {
+        transfers(ctx, quick, raw, rounds);
+        td_close(ctx);
+        return 0;
     }
     printf("# %d ops per loop, median of %d loops after one untimed loop\n", reps, rounds);
     char name[64];
@@ -313,6 +562,7 @@ int main(int argc, char **argv)
     report(ctx, name, time_op(ctx, op_softmax, z, NULL, 1, reps, rounds),
            2.0 * (double)rows * (double)cols * 4, 1e9, "GB/s (read 1, write 1)");
     td_release(z);
+    transfers(ctx, quick, raw, rounds);
     int rc = 0;
     if (td_fence(ctx) != TD_OK) {
         fprintf(stderr, "gpu-bench: %s\n", td_last_error(ctx));

@@ -8,6 +8,9 @@ TF32 rows switch PyTorch's float32 matmul precision to TF32 for those rows only
 allow_tf32 = True) and back to IEEE f32 for every other row; a '# tf32 check' line shows
 that the switch took effect.
 
+The transfer rows time Tensor.copy_ between pageable CPU memory and cuda:0 (as td_write and
+td_read from a caller's malloc'd buffer), one copy per timing.
+
 Usage: python3 bench/gpu_torch.py [--quick] [--reps N] [--rounds N] [--profile]
 --profile: no timing; one add, one sum and one softmax of the bench sizes after a warm-up,
 between torch.cuda.profiler.start() and stop() (for ncu --profile-from-start off)."""
@@ -114,3 +117,24 @@ del xb, yb
 z = torch.rand(rows, cols, device=dev) * 8 - 4
 report(f"softmax_f32_{rows}x{cols}", timed(lambda: torch.softmax(z, dim=1)),
        2.0 * rows * cols * 4, 1e9, "GB/s (read 1, write 1)")
+del z
+
+# transfers (gpu_bench.c's td_write/td_read rows): copy_ between a pageable CPU tensor and an
+# existing cuda:0 tensor of n bytes, synchronised; median of ROUNDS after one untimed copy.
+print("# transfers: Tensor.copy_ between pageable CPU memory and cuda:0 (u8), synchronised")
+for n in ((1 << 20, 8 << 20) if quick else (64 << 20, 1 << 30)):
+    h = torch.ones(n, dtype=torch.uint8)
+    d = torch.zeros(n, dtype=torch.uint8, device=dev)
+    for name, fn in ((f"td_write_{n}", lambda: d.copy_(h)), (f"td_read_{n}", lambda: h.copy_(d))):
+        ts = []
+        for r in range(rounds + 1):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            fn()
+            torch.cuda.synchronize()
+            if r > 0:
+                ts.append(time.perf_counter() - t0)
+        ts.sort()
+        s = ts[len(ts) // 2]
+        print(f"{name:<26} {s * 1e3:10.3f} ms {n / s / 1e9:10.1f} GB/s", flush=True)
+    del h, d

@@ -13,10 +13,31 @@
  * legacy stream waits for all earlier work of every blocking stream and they wait for it,
  * so a buffer freed by any thread (a session's release, a gRPC send completing) is only
  * reused after every kernel that read it, without the engine passing streams to
- * buffer_alloc/free. buffer_write/read use cudaMemcpy, which runs on that same legacy
- * stream and therefore also waits for the session's kernels. An allocation that fails is
+ * buffer_alloc/free. buffer_write/read copy on that same legacy stream and therefore also
+ * wait for the sessions' kernels (and their kernels for the copy). An allocation that fails is
  * retried once after trimming the pool; then it is TD_ENOMEM (RESOURCE_EXHAUSTED on the
  * wire) and the session goes on.
+ *
+ * Transfers: below TD_GPU_STAGE_MIN bytes, or when no staging pair is free, a plain
+ * cudaMemcpy from or to the caller's (pageable) memory, which the runtime stages itself at
+ * about a sixth of the pinned rate on the H200 host. Otherwise through one of the device's
+ * pinned staging pairs (gpu_internal.h), chunk by chunk: a write copies chunk i into one
+ * buffer of the pair while the DMA engine moves chunk i - 1 out of the other
+ * (cudaMemcpyAsync on the legacy stream, an event recorded after it); before the CPU
+ * refills a buffer it waits for that buffer's event. A write returns once its last chunk
+ * is queued: later kernels of any session (blocking streams) wait for the legacy stream's
+ * copies, the caller's memory is no longer needed, and the next user of the pair waits on
+ * the events before it overwrites a buffer, so a pair can be handed on with a copy in
+ * flight. A read queues chunk i + 1 into one buffer and copies chunk i out of the other
+ * once its event has completed; it returns when the last chunk is in the caller's memory.
+ * A transfer of TD_GPU_STAGE_SPLIT_MIN bytes or more takes up to TD_GPU_STAGE_SETS pairs and
+ * splits into contiguous parts copied by as many threads (made for the call and joined
+ * before it returns), because one core's memcpy is the bound (staged_copy below).
+ * A pair is held by one transfer at a time (busy, under stage_mu), so concurrent sessions
+ * never share buffers; the bytes a device pins are bounded by TD_GPU_STAGE_SETS pairs,
+ * whatever the number of sessions. An error of a queued copy is reported by the event wait
+ * that follows it (a later transfer's, when it was a write's last chunk) like any
+ * asynchronous kernel fault.
  *
  * Errors: every runtime/cuBLAS error becomes a td_status with a message naming the step;
  * nothing aborts. A kernel fault poisons the CUDA context (later calls keep failing with
@@ -27,6 +48,7 @@
  */
 #include "backends/gpu/gpu_internal.h"
 #include "common/errbuf.h"
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -167,6 +189,12 @@ static td_status gpu_device_open(td__device *dev, int index, char *err, size_t e
         td__gpu_host_free(cd);
         return TD_EDEVICE;
     }
+    if (pthread_mutex_init(&cd->stage_mu, NULL) != 0) {
+        gpuMemPoolDestroy(cd->pool);
+        td__errf(err, errlen, TD_GPU_KIND ":%d: cannot create a mutex", index);
+        td__gpu_host_free(cd);
+        return TD_EDEVICE;
+    }
     cd->ordinal = index;
     cd->sm_count = prop.multiProcessorCount;
     cd->total_bytes = prop.totalGlobalMem;
@@ -183,13 +211,17 @@ static td_status gpu_device_open(td__device *dev, int index, char *err, size_t e
     return TD_OK;
 }
 
+static void stage_free_all(td__gpu_device *cd);
+
 static void gpu_device_close(td__device *dev)
 {
     td__gpu_device *cd = dev->impl;
     if (cd == NULL) return;
     if (gpuSetDevice(cd->ordinal) == gpuSuccess && gpuDeviceSynchronize() == gpuSuccess)
         gpuMemPoolDestroy(cd->pool);
+    stage_free_all(cd);
     gpuGetLastError();
+    pthread_mutex_destroy(&cd->stage_mu);
     td__gpu_host_free(cd);
     dev->impl = NULL;
 }
@@ -250,13 +282,186 @@ static void gpu_buffer_free(td__device *dev, void *data, size_t nbytes)
         gpuGetLastError();
 }
 
+/* ---- transfers (the staging scheme: the header comment and gpu_internal.h) ---- */
+
+static void stage_free_all(td__gpu_device *cd)
+{
+    for (int i = 0; i < TD_GPU_STAGE_SETS; i++) {
+        td__gpu_stage *g = &cd->stage[i];
+        for (int k = 0; k < 2; k++) {
+            if (g->done[k] != NULL) {
+                gpuEventSynchronize(g->done[k]);
+                gpuEventDestroy(g->done[k]);
+            }
+            if (g->buf[k] != NULL) gpuFreeHost(g->buf[k]);
+            g->done[k] = NULL;
+            g->buf[k] = NULL;
+        }
+    }
+    gpuGetLastError();
+}
+
+/* Make every pair (under stage_mu, current device set); false: none (all freed again). */
+static bool stage_make_all(td__gpu_device *cd)
+{
+    for (int i = 0; i < TD_GPU_STAGE_SETS; i++) {
+        td__gpu_stage *g = &cd->stage[i];
+        for (int k = 0; k < 2; k++) {
+            if (gpuMallocHost(&g->buf[k], TD_GPU_STAGE_BYTES) != gpuSuccess ||
+                gpuEventCreateWithFlags(&g->done[k], gpuEventDisableTiming) != gpuSuccess) {
+                stage_free_all(cd);
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
+/* A free pair, marked busy; NULL: take the pageable path (none free, or none could be made). */
+static td__gpu_stage *stage_acquire(td__gpu_device *cd)
+{
+    td__gpu_stage *got = NULL;
+    pthread_mutex_lock(&cd->stage_mu);
+    if (cd->stage_ready == 0) cd->stage_ready = stage_make_all(cd) ? 1 : -1;
+    for (int i = 0; cd->stage_ready == 1 && i < TD_GPU_STAGE_SETS && got == NULL; i++) {
+        if (!cd->stage[i].busy) {
+            got = &cd->stage[i];
+            got->busy = true;
+        }
+    }
+    pthread_mutex_unlock(&cd->stage_mu);
+    return got;
+}
+
+static void stage_release(td__gpu_device *cd, td__gpu_stage *g)
+{
+    pthread_mutex_lock(&cd->stage_mu);
+    g->busy = false;
+    pthread_mutex_unlock(&cd->stage_mu);
+}
+
+static gpuError_t staged_write(td__gpu_stage *g, char *dst, const char *src, size_t nbytes)
+{
+    gpuError_t e = gpuSuccess;
+    for (size_t off = 0; off < nbytes && e == gpuSuccess;) {
+        const size_t len = nbytes - off < TD_GPU_STAGE_BYTES ? nbytes - off : TD_GPU_STAGE_BYTES;
+        const int b = g->next;
+        e = gpuEventSynchronize(g->done[b]); /* the DMA that last read buf[b] is done */
+        if (e != gpuSuccess) break;
+        memcpy(g->buf[b], src + off, len);
+        e = gpuMemcpyAsync(dst + off, g->buf[b], len, gpuMemcpyHostToDevice, gpuStreamLegacy);
+        if (e == gpuSuccess) e = gpuEventRecord(g->done[b], gpuStreamLegacy);
+        g->next = 1 - b;
+        off += len;
+    }
+    return e;
+}
+
+static gpuError_t staged_read(td__gpu_stage *g, char *dst, const char *src, size_t nbytes)
+{
+    /* chunk i goes to buffer (first + i) % 2; chunk i + 1 is queued before chunk i is
+     * copied out. The legacy stream orders each DMA after every earlier copy through the
+     * same buffer, including a previous user's write. */
+    const int first = g->next;
+    const size_t nchunks = (nbytes + TD_GPU_STAGE_BYTES - 1) / TD_GPU_STAGE_BYTES;
+    gpuError_t e = gpuSuccess;
+    for (size_t i = 0; i <= nchunks && e == gpuSuccess; i++) {
+        if (i < nchunks) { /* queue chunk i */
+            const size_t off = i * TD_GPU_STAGE_BYTES;
+            const size_t len = nbytes - off < TD_GPU_STAGE_BYTES ? nbytes - off : TD_GPU_STAGE_BYTES;
+            const int b = (int)((first + i) % 2);
+            e = gpuMemcpyAsync(g->buf[b], src + off, len, gpuMemcpyDeviceToHost, gpuStreamLegacy);
+            if (e == gpuSuccess) e = gpuEventRecord(g->done[b], gpuStreamLegacy);
+        }
+        if (i > 0 && e == gpuSuccess) { /* drain chunk i - 1 */
+            const size_t off = (i - 1) * TD_GPU_STAGE_BYTES;
+            const size_t len = nbytes - off < TD_GPU_STAGE_BYTES ? nbytes - off : TD_GPU_STAGE_BYTES;
+            const int b = (int)((first + i - 1) % 2);
+            e = gpuEventSynchronize(g->done[b]);
+            if (e == gpuSuccess) memcpy(dst + off, g->buf[b], len);
+        }
+    }
+    g->next = (int)((first + nchunks) % 2);
+    return e;
+}
+
+/* A large transfer is split into contiguous parts, one per staging pair it could take (up
+ * to TD_GPU_STAGE_SETS), each run by its own thread: one CPU core copies into or out of
+ * pinned memory at only 6-9 GB/s on the H200 host (BENCHMARKS.md), a sixth of the DMA rate,
+ * so the host copies are spread over cores. The parts are disjoint and every copy is on the
+ * legacy stream, so their order does not matter. */
+#define TD_GPU_STAGE_SPLIT_MIN ((size_t)16 << 20)
+
+typedef struct stage_part {
+    td__gpu_device *cd;
+    td__gpu_stage *g;
+    char *dst;
+    const char *src;
+    size_t nbytes;
+    bool write;
+    gpuError_t e;
+} stage_part;
+
+static void *stage_part_run(void *arg)
+{
+    stage_part *p = arg;
+    p->e = gpuSetDevice(p->cd->ordinal); /* the current device is per thread */
+    if (p->e == gpuSuccess)
+        p->e = p->write ? staged_write(p->g, p->dst, p->src, p->nbytes)
+                        : staged_read(p->g, p->dst, p->src, p->nbytes);
+    return NULL;
+}
+
+/* The copy through staging, split over threads when large; false: no pair was free (the
+ * caller takes the pageable path). *e: the first error. */
+static bool staged_copy(td__gpu_device *cd, char *dst, const char *src, size_t nbytes, bool write,
+                        gpuError_t *e)
+{
+    stage_part part[TD_GPU_STAGE_SETS];
+    pthread_t th[TD_GPU_STAGE_SETS];
+    bool started[TD_GPU_STAGE_SETS];
+    int want = nbytes >= TD_GPU_STAGE_SPLIT_MIN ? TD_GPU_STAGE_SETS : 1, got = 0;
+    while (got < want && (part[got].g = stage_acquire(cd)) != NULL) got++;
+    if (got == 0) return false;
+    /* parts of whole staging chunks, the last one takes the rest */
+    size_t chunks = (nbytes + TD_GPU_STAGE_BYTES - 1) / TD_GPU_STAGE_BYTES;
+    size_t per = (chunks + (size_t)got - 1) / (size_t)got * TD_GPU_STAGE_BYTES, off = 0;
+    int n = 0;
+    for (; n < got && off < nbytes; n++) {
+        size_t len = nbytes - off < per ? nbytes - off : per;
+        part[n].cd = cd;
+        part[n].dst = dst + off;
+        part[n].src = src + off;
+        part[n].nbytes = len;
+        part[n].write = write;
+        part[n].e = gpuSuccess;
+        started[n] = n > 0 && pthread_create(&th[n], NULL, stage_part_run, &part[n]) == 0;
+        off += len;
+    }
+    for (int i = n; i < got; i++) stage_release(cd, part[i].g); /* more pairs than parts */
+    stage_part_run(&part[0]);
+    for (int i = 1; i < n; i++) {
+        if (started[i]) pthread_join(th[i], NULL);
+        else stage_part_run(&part[i]); /* no thread: this one does it */
+    }
+    gpuSetDevice(cd->ordinal);
+    *e = gpuSuccess;
+    for (int i = 0; i < n; i++) {
+        if (*e == gpuSuccess) *e = part[i].e;
+        stage_release(cd, part[i].g);
+    }
+    return true;
+}
+
 static td_status gpu_buffer_write(td__device *dev, void *dst, size_t offset, const void *src,
                                    size_t nbytes)
 {
     td__gpu_device *cd = dev->impl;
     if (nbytes == 0) return TD_OK;
     gpuError_t e = gpuSetDevice(cd->ordinal);
-    if (e == gpuSuccess) e = gpuMemcpy((char *)dst + offset, src, nbytes, gpuMemcpyHostToDevice);
+    if (e == gpuSuccess &&
+        (nbytes < TD_GPU_STAGE_MIN || !staged_copy(cd, (char *)dst + offset, src, nbytes, true, &e)))
+        e = gpuMemcpy((char *)dst + offset, src, nbytes, gpuMemcpyHostToDevice);
     if (e != gpuSuccess) gpuGetLastError();
     return e == gpuSuccess ? TD_OK : TD_EDEVICE;
 }
@@ -267,7 +472,9 @@ static td_status gpu_buffer_read(td__device *dev, const void *src, size_t offset
     td__gpu_device *cd = dev->impl;
     if (nbytes == 0) return TD_OK;
     gpuError_t e = gpuSetDevice(cd->ordinal);
-    if (e == gpuSuccess)
+    if (e == gpuSuccess &&
+        (nbytes < TD_GPU_STAGE_MIN ||
+         !staged_copy(cd, dst, (const char *)src + offset, nbytes, false, &e)))
         e = gpuMemcpy(dst, (const char *)src + offset, nbytes, gpuMemcpyDeviceToHost);
     if (e != gpuSuccess) gpuGetLastError();
     return e == gpuSuccess ? TD_OK : TD_EDEVICE;
@@ -328,23 +535,18 @@ static td_status gpu_stream_sync(td__device *dev, void *stream)
 
 /* The dtypes f16, bf16, i8, i16 (TD_F16 and after) have GPU kernels in every primitive
  * family (f16/bf16 computed in f32 and rounded once, reductions and matmuls accumulated in
- * f32 or double and rounded once at the end, as on the CPU) except: RAND_UNIFORM/NORMAL on
- * f16/bf16 (no backend draws them yet), and any float matmul dtype that
- * td__gpu_matmul_float_dtype does not list. Those are refused here, so the engine answers
+ * f32 or double and rounded once at the end, as on the CPU; RAND_UNIFORM/NORMAL on f16/bf16
+ * round the f32 mapping's double value once, gpu_create.cu) except any float matmul dtype
+ * that td__gpu_matmul_float_dtype does not list. That is refused here, so the engine answers
  * TD_EUNSUPPORTED naming the op and dtype instead of a kernel failing. */
 static bool gpu_has_kernels_for(const td__op *op, const td__desc *const *in, const td__desc *out)
 {
     bool old = out->dtype < TD_F16;
     for (uint32_t k = 0; k < op->n_inputs; k++) old = old && in[k]->dtype < TD_F16;
     if (old) return true;
-    switch (td__op_class(op->opcode)) {
-    case TD_OPCLASS_CREATE:
-        return op->opcode != TD_OP_RAND_UNIFORM && op->opcode != TD_OP_RAND_NORMAL;
-    case TD_OPCLASS_MATMUL:
+    if (td__op_class(op->opcode) == TD_OPCLASS_MATMUL)
         return !td__dtype_is_float(out->dtype) || td__gpu_matmul_float_dtype(out->dtype);
-    default:
-        return true;
-    }
+    return true;
 }
 
 /* Native coverage: the op table's default (every primitive, no composite) plus the native

@@ -66,6 +66,12 @@
 #define gpuStreamLegacy ((hipStream_t)0)
 #define gpuFuncAttributes hipFuncAttributes
 #define gpuFuncGetAttributes hipFuncGetAttributes
+#define gpuEvent_t hipEvent_t
+#define gpuEventCreateWithFlags hipEventCreateWithFlags
+#define gpuEventDisableTiming hipEventDisableTiming
+#define gpuEventRecord hipEventRecord
+#define gpuEventSynchronize hipEventSynchronize
+#define gpuEventDestroy hipEventDestroy
 #else
 #include <cuda_runtime_api.h>
 #define TD_GPU_KIND "cuda"
@@ -113,6 +119,12 @@
 #define gpuStreamLegacy cudaStreamLegacy
 #define gpuFuncAttributes struct cudaFuncAttributes
 #define gpuFuncGetAttributes cudaFuncGetAttributes
+#define gpuEvent_t cudaEvent_t
+#define gpuEventCreateWithFlags cudaEventCreateWithFlags
+#define gpuEventDisableTiming cudaEventDisableTiming
+#define gpuEventRecord cudaEventRecord
+#define gpuEventSynchronize cudaEventSynchronize
+#define gpuEventDestroy cudaEventDestroy
 #endif
 
 #endif

@@ -28,6 +28,7 @@
 
 #include "backends/backend.h"
 #include "backends/gpu/gpu_compat.h"
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -40,12 +41,33 @@ extern "C" {
 /* Most blocks one grid-stride launch uses; larger tensors loop inside the kernel. */
 #define TD_GPU_MAX_BLOCKS (1 << 20)
 
+/* Host <-> device transfers of at least TD_GPU_STAGE_MIN bytes go through pinned staging
+ * buffers of TD_GPU_STAGE_BYTES, two per transfer (one filled or drained by the CPU while
+ * the DMA engine moves the other), from a fixed set of TD_GPU_STAGE_SETS pairs per device:
+ * at most TD_GPU_STAGE_SETS * 2 * TD_GPU_STAGE_BYTES (32 MiB) of pinned host memory a device,
+ * made on the first large transfer and freed when the device closes. A transfer that finds
+ * every pair in use takes the plain pageable copy instead of waiting. gpu_backend.c has the
+ * ordering argument. */
+#define TD_GPU_STAGE_BYTES ((size_t)4 << 20)
+#define TD_GPU_STAGE_SETS 4
+#define TD_GPU_STAGE_MIN ((size_t)64 << 10)
+
+typedef struct td__gpu_stage {
+    void *buf[2];          /* pinned, TD_GPU_STAGE_BYTES each */
+    gpuEvent_t done[2];    /* recorded after the last copy that used buf[i] */
+    int next;              /* which buffer the next chunk uses */
+    bool busy;             /* held by a transfer (under td__gpu_device.stage_mu) */
+} td__gpu_stage;
+
 /* One opened device. */
 typedef struct td__gpu_device {
     int ordinal;
     gpuMemPool_t pool; /* every buffer of the device comes from this pool */
     int sm_count;
     uint64_t total_bytes;
+    pthread_mutex_t stage_mu; /* guards stage[].busy and stage_ready */
+    int stage_ready;   /* 0: not made yet; 1: made; -1: making them failed (pageable only) */
+    td__gpu_stage stage[TD_GPU_STAGE_SETS];
 } td__gpu_device;
 
 /* One session's stream and the per-stream resources ops need. */

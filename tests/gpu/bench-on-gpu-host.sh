@@ -5,7 +5,7 @@
 #     bash tests/gpu/bench-on-gpu-host.sh            # NCU=1 adds the Nsight Compute reports
 # Results go to $OUT (default /tmp/tensord-gpu-bench-out), at most 8 text files:
 #     summary.txt         the ratio table (tensord / PyTorch speed per measure); read first
-#     bench-local.txt     bench/gpu_bench.c on local:cuda:0
+#     bench-local.txt     bench/gpu_bench.c on local:cuda:0 (with the raw transfer rows)
 #     bench-hip-gemm.txt  matmul rows with the HIP backend's GEMM kernel (nvcc-built)
 #     bench-remote.txt    the same through a tensord on 127.0.0.1 (session cuda:0)
 #     torch.txt           bench/gpu_torch.py (PyTorch on cuda:0)
@@ -46,7 +46,9 @@ use_carry "$X"
 nvidia-smi -L 2>/dev/null | head -1 | tee -a "$SUM"
 
 # ---- 1. tensord in-process ----
-timeout "$(limit 60)" carry/gpu-bench --device local:cuda:0 >"$OUT/bench-local.txt" 2>&1
+# (--raw: the transfer rows also get raw pinned/pageable cudaMemcpy, memcpy into pinned
+# memory and a loopback TCP stream, the bounds of td_write/td_read locally and remotely)
+timeout "$(limit 75)" carry/gpu-bench --device local:cuda:0 --raw >"$OUT/bench-local.txt" 2>&1
 step "gpu-bench local:cuda:0 (see bench-local.txt)" $?
 
 # ---- 1b. the HIP backend's own GEMM kernel, built by nvcc into a CUDA module (no AMD GPU is

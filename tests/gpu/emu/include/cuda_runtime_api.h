@@ -77,6 +77,13 @@ cudaError_t cudaStreamCreate(cudaStream_t *s);
 cudaError_t cudaStreamDestroy(cudaStream_t s);
 cudaError_t cudaStreamSynchronize(cudaStream_t s);
 cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *a, const void *fn);
+/* events: work runs at once here, so an event is always complete */
+typedef struct td_emu_event *cudaEvent_t;
+#define cudaEventDisableTiming 0x02
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags);
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s);
+cudaError_t cudaEventSynchronize(cudaEvent_t e);
+cudaError_t cudaEventDestroy(cudaEvent_t e);
 
 /* Emulation only: record a launch failure for cudaGetLastError. */
 void td_emu_set_error(cudaError_t e);
