@@ -14,7 +14,8 @@
 # 64 MiB a device-tool call may transfer together with the working tree.
 #
 # carry/ afterwards:
-#     tensord-gpu.tar.xz   bin/{tensord,tensorctl,fashion-mnist,conformance,test-*},
+#     tensord-gpu.tar.xz   bin/{tensord,tensorctl,fashion-mnist,conformance,test-*,
+#                          tensord-bench (tests/gpu/p5-on-gpu-host.sh)},
 #                          lib/ (libtensord.so.0 + Debian libs), lib/tensord/ (the CUDA
 #                          module), lib/cuda/ (fallback libcudart)
 #     fashion-mnist/       the four Fashion-MNIST .gz files
@@ -39,7 +40,8 @@ mkdir -p "$STAGE/bin" "$STAGE/lib/tensord" "$STAGE/lib/cuda" "$STAGE/lib/hip-gem
 
 bins=(server/tensord tools/tensorctl examples/fashion-mnist/fashion-mnist
       tests/unit/backends/conformance tests/unit/client/test-client-api
-      tests/e2e/test-e2e-compute tests/e2e/test-e2e-info tests/unit/engine/test-engine-lowering)
+      tests/e2e/test-e2e-compute tests/e2e/test-e2e-info tests/unit/engine/test-engine-lowering
+      bench/tensord-bench)
 for b in "${bins[@]}"; do
     [ -x "$BUILD/$b" ] || { echo "prepare-carry: $BUILD/$b was not built" >&2; exit 1; }
     cp "$BUILD/$b" "$STAGE/bin/"
