@@ -164,12 +164,16 @@ static bool cuda_profiler(bool start)
     return false;
 }
 
-/* --profile: one add, sum and softmax between cudaProfilerStart and Stop. */
+/* --profile: one add, sum and softmax (f32), then one bf16 add and sum of twice the
+ * elements (the same 1 GiB), between cudaProfilerStart and Stop. */
 static int profile(td_context *ctx, int64_t n_big, int64_t rows, int64_t cols)
 {
     td_tensor *x = td_rand_uniform(ctx, TD_F32, 1, &n_big, 3, -1, 1);
     td_tensor *y = td_rand_uniform(ctx, TD_F32, 1, &n_big, 4, -1, 1);
     td_tensor *z = td_rand_uniform(ctx, TD_F32, 2, (int64_t[]){rows, cols}, 5, -4, 4);
+    const int64_t n16 = 2 * n_big;
+    td_tensor *xb = td_rand_uniform(ctx, TD_BF16, 1, &n16, 6, -1, 1);
+    td_tensor *yb = td_rand_uniform(ctx, TD_BF16, 1, &n16, 7, -1, 1);
     for (int pass = 0; pass < 2; pass++) { /* warm-up, then the profiled pass */
         if (pass == 1 && !cuda_profiler(true))
             fprintf(stderr, "gpu-bench: no CUDA runtime in this process (not a local cuda "
@@ -177,14 +181,20 @@ static int profile(td_context *ctx, int64_t n_big, int64_t rows, int64_t cols)
         td_release(op_add(x, y, 0));
         td_release(op_sum(x, NULL, 0));
         td_release(op_softmax(z, NULL, 1));
+        td_release(op_add(xb, yb, 0));
+        td_release(op_sum(xb, NULL, 0));
         if (td_fence(ctx) != TD_OK) {
             fprintf(stderr, "gpu-bench: %s\n", td_last_error(ctx));
             return 1;
         }
     }
     cuda_profiler(false);
-    printf("# profiled: add f32 [%lld], sum f32 [%lld], softmax f32 [%lld, %lld] rows\n",
-           (long long)n_big, (long long)n_big, (long long)rows, (long long)cols);
+    printf("# profiled: add f32 [%lld], sum f32 [%lld], softmax f32 [%lld, %lld] rows, "
+           "add bf16 [%lld], sum bf16 [%lld]\n",
+           (long long)n_big, (long long)n_big, (long long)rows, (long long)cols,
+           (long long)n16, (long long)n16);
+    td_release(xb);
+    td_release(yb);
     td_release(x);
     td_release(y);
     td_release(z);

@@ -70,15 +70,20 @@ if profile:
     x = torch.rand(nb, device=dev) * 2 - 1
     y = torch.rand(nb, device=dev) * 2 - 1
     z = torch.rand(rows, cols, device=dev) * 8 - 4
+    xb = (torch.rand(2 * nb, device=dev) * 2 - 1).to(torch.bfloat16)
+    yb = (torch.rand(2 * nb, device=dev) * 2 - 1).to(torch.bfloat16)
     for p in range(2):  # warm-up, then the profiled pass
         if p == 1:
             torch.cuda.profiler.start()
         x + y
         x.sum()
         torch.softmax(z, dim=1)
+        xb + yb
+        xb.sum()
         torch.cuda.synchronize()
     torch.cuda.profiler.stop()
-    print(f"# profiled: add f32 [{nb}], sum f32 [{nb}], softmax f32 [{rows}, {cols}] rows")
+    print(f"# profiled: add f32 [{nb}], sum f32 [{nb}], softmax f32 [{rows}, {cols}] rows, "
+          f"add bf16 [{2 * nb}], sum bf16 [{2 * nb}]")
     sys.exit(0)
 
 print(f"# {reps} ops per loop, median of {rounds} loops after one untimed loop")

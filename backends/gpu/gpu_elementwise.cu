@@ -99,7 +99,10 @@ template <int OP, typename T> TD_DEV T unary_op(T x)
 
 template <int OP, typename T> TD_DEV T binary_op(T a, T b)
 {
-    if constexpr (td_is_half<T>::value) {
+    if constexpr (std::is_same<T, td_bf16>::value &&
+                  (OP == TD_OP_ADD || OP == TD_OP_SUB || OP == TD_OP_MUL || OP == TD_OP_DIV)) {
+        return T::of(binary_op<OP, float>(a.f_arith(), b.f_arith())); /* same bits, fewer ops */
+    } else if constexpr (td_is_half<T>::value) {
         return T::of(binary_op<OP, float>(a.f(), b.f())); /* in f32, rounded once */
     } else if constexpr (std::is_floating_point<T>::value) {
         if constexpr (OP == TD_OP_ADD) return a + b;

@@ -71,6 +71,17 @@ struct td_f16 {
 struct td_bf16 {
     uint16_t bits;
     TD_DEV float f() const { return td__bf16_to_f32(bits); }
+    /* The f32 value for an operand of an IEEE arithmetic op (+ - * /) on CUDA: the bits
+     * shifted, a NaN not quieted first, since the op's NaN result is quiet either way (on
+     * NVIDIA GPUs the canonical NaN), so the result's bits are those of f(). HIP keeps f(). */
+    TD_DEV float f_arith() const
+    {
+#if defined(TD_GPU_HIP)
+        return f();
+#else
+        return td__f32_from_bits((uint32_t)bits << 16);
+#endif
+    }
     static TD_DEV td_bf16 of(float v)
     {
         td_bf16 h;
