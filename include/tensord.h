@@ -235,7 +235,8 @@ td_tensor *td_arange(td_context *ctx, td_dtype dt, int64_t n, double start, doub
  * SC'11); the exact (seed, i) -> value mapping is specified in engine/philox.h.
  * uniform: [low, high) (rounding may give `high` itself); normal: Box-Muller.
  * dt must be a float dtype; f16/bf16 take the f32 mapping's double value rounded once to the
- * dtype (engine/philox.h), so their bits, too, are the same on every backend. */
+ * dtype (engine/philox.h): uniform draws have the same bits on every backend, normal draws
+ * agree to the few ulp by which the backends' log and cos differ. */
 td_tensor *td_rand_uniform(td_context *ctx, td_dtype dt, int rank, const int64_t *dims,
                            uint64_t seed, double low, double high);
 td_tensor *td_rand_normal(td_context *ctx, td_dtype dt, int rank, const int64_t *dims,
@@ -334,7 +335,8 @@ td_tensor *td_argmin(td_tensor *x, int axis, bool keepdims);
  * Batched matmul: a [..., M, K] x b [..., K, N] -> [..., M, N]; ranks >= 2, batch dims
  * broadcast; f32/f64 through BLAS on the CPU, cuBLAS on CUDA; f16/bf16 on the CPU are
  * widened to f32, multiplied and summed in f32 by the same tiled sgemm and rounded once to
- * the dtype; on CUDA through cuBLAS GemmEx with f32 compute (tensor cores), on HIP by its
+ * the dtype (a build with -Ddnnl=enabled runs bf16 on oneDNN tiles instead: f32
+ * accumulation, subnormals flushed to zero, bits that depend on oneDNN's ISA choice); on CUDA through cuBLAS GemmEx with f32 compute (tensor cores), on HIP by its
  * tiled kernel in f32, each output rounded once. Full precision unless the
  * context was opened with td_options.matmul_allow_tf32 (then as td_matmul_ex with
  * TD_MATMUL_ALLOW_TF32).
