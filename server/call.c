@@ -14,6 +14,7 @@
 #include "common/alloc.h"
 #include "common/errbuf.h"
 #include "common/log.h"
+#include "server/metrics.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -31,6 +32,7 @@
 struct td__call_item {
     td__call_item *next;
     size_t cost;          /* bytes counted in send_bytes while queued or in flight */
+    size_t nbytes;        /* message length (gRPC empties the buffer as it sends it) */
     grpc_byte_buffer *bb; /* NULL: the final status */
     grpc_status_code code;
     grpc_slice details;
@@ -145,7 +147,12 @@ static void send_done(td__tag *tag, bool ok)
     pthread_mutex_lock(&c->mu);
     td__call_item *done = c->in_flight, *dropped = NULL;
     c->in_flight = NULL;
-    if (done) uncount_locked(c, done);
+    size_t sent = 0;
+    if (done) {
+        uncount_locked(c, done);
+        if (ok) sent = done->nbytes;
+        c->tx_bytes += sent;
+    }
     if (!ok)
         dropped = kill_locked(c);
     else
@@ -154,6 +161,7 @@ static void send_done(td__tag *tag, bool ok)
     pthread_mutex_unlock(&c->mu);
     if (!ok)
         td__log(TD_LOG_DEBUG, "session %llu: send failed (call over)", (unsigned long long)c->id);
+    if (sent != 0) td__metrics_bytes_sent(sent);
     if (done) item_free(done);
     items_free(dropped);
     if (resume) recv_next(c);
@@ -209,10 +217,19 @@ td_status td__srv_call_send(td__srv_call *c, grpc_byte_buffer *bb)
         return TD_ENOMEM;
     }
     it->bb = bb;
+    it->nbytes = grpc_byte_buffer_length(bb);
     it->details = grpc_empty_slice();
     it->cost = CALL_REPLY_OVERHEAD + grpc_byte_buffer_length(bb);
     send_push(c, it);
     return TD_OK;
+}
+
+uint64_t td__srv_call_tx_bytes(td__srv_call *c)
+{
+    pthread_mutex_lock(&c->mu);
+    uint64_t n = c->tx_bytes;
+    pthread_mutex_unlock(&c->mu);
+    return n;
 }
 
 void td__srv_call_cancel(td__srv_call *c, grpc_status_code code, const char *why)
@@ -271,6 +288,9 @@ static void recv_done(td__tag *tag, bool ok)
         td__srv_call_unref(c);
         return;
     }
+    size_t got = grpc_byte_buffer_length(bb);
+    c->rx_bytes += got;
+    td__metrics_bytes_received(got);
     if (c->ops->on_message(c, bb)) {
         bool start = true;
         pthread_mutex_lock(&c->mu);

@@ -57,6 +57,7 @@ struct td__srv_call {
     td__service *svc;
     grpc_call *call;
     uint64_t id;
+    uint64_t rx_bytes; /* message bytes received (receive side only) */
 
     td__tag recv_tag;
     grpc_byte_buffer *recv_buf;
@@ -73,7 +74,11 @@ struct td__srv_call {
     size_t pending_bytes; /* memory held by requests (td__srv_call_hold) */
     size_t send_bytes;    /* memory held by queued replies */
     bool recv_paused;
+    uint64_t tx_bytes;    /* message bytes sent (gRPC reported the send done) */
 };
+
+/* Message bytes sent on the call so far. Any thread. */
+uint64_t td__srv_call_tx_bytes(td__srv_call *c);
 
 /* Initialise `c` over an accepted call (its reference passes to c), holding one
  * reference. Nothing is started. */

@@ -15,6 +15,7 @@
 
 #include "common/alloc.h"
 #include "common/log.h"
+#include "server/metrics.h"
 
 #include <grpc/support/alloc.h>
 #include <stdarg.h>
@@ -40,9 +41,49 @@ void td__ss_reply_or_end(td__srv_session *ss, const td__reply *r)
         td__srv_call_finish(&ss->c, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
 }
 
+/* Execution failures are logged at info, but a client can make thousands a second: past
+ * FAILURE_LOG_PER_S lines in a second the rest of that second is counted, not logged, and
+ * the count is logged with the next line. Approximate under races (two threads may both
+ * start a new second); it only bounds the log. */
+#define FAILURE_LOG_PER_S 50
+static atomic_ullong g_fail_log_second, g_fail_log_lines, g_fail_log_dropped;
+
+bool td__ss_failure_log_allowed(void)
+{
+    uint64_t now_s = td__metrics_now_ns() / 1000000000u;
+    unsigned long long was = atomic_load(&g_fail_log_second);
+    if (was != now_s && atomic_compare_exchange_strong(&g_fail_log_second, &was, now_s)) {
+        atomic_store(&g_fail_log_lines, 0);
+        unsigned long long dropped = atomic_exchange(&g_fail_log_dropped, 0);
+        if (dropped != 0)
+            td__log(TD_LOG_INFO, "%llu more execution failures were not logged (at most %d "
+                                 "lines a second)", dropped, FAILURE_LOG_PER_S);
+    }
+    if (atomic_fetch_add(&g_fail_log_lines, 1) < FAILURE_LOG_PER_S) return true;
+    atomic_fetch_add(&g_fail_log_dropped, 1);
+    return false;
+}
+
 void td__ss_failure(td__srv_session *ss, uint64_t seq, uint32_t op_index, td_status st,
                     const char *message)
 {
+    td__ss_failure_op(ss, seq, op_index, NULL, st, message);
+}
+
+void td__ss_failure_op(td__srv_session *ss, uint64_t seq, uint32_t op_index,
+                       const char *op_name, td_status st, const char *message)
+{
+    td__metrics_failure(st);
+    if (td__ss_failure_log_allowed()) {
+        if (op_name != NULL)
+            td__log(TD_LOG_INFO, "session %llu (tenant '%s'): op %u (%s) of seq %llu failed: %s: %s",
+                    (unsigned long long)ss->c.id, ss->tenant, op_index, op_name,
+                    (unsigned long long)seq, td_status_name(st), message);
+        else
+            td__log(TD_LOG_INFO, "session %llu (tenant '%s'): request seq %llu failed: %s: %s",
+                    (unsigned long long)ss->c.id, ss->tenant, (unsigned long long)seq,
+                    td_status_name(st), message);
+    }
     td__reply r = {.kind = TD_REPLY_FAILURE, .seq = seq, .op_index = op_index, .status = st,
                    .message = message};
     if (td__ss_reply(ss, &r) != TD_OK)
@@ -70,10 +111,16 @@ static void ss_free(td__srv_call *c)
     td__service *svc = ss->svc;
     td__service_live_remove(svc, ss->live); /* first: a revoke may be looking at ss */
     if (ss->c.id != 0)
-        td__log(TD_LOG_INFO, "session %llu closed (%s): freed %llu tensors, %llu bytes",
+        td__log(TD_LOG_INFO,
+                "session %llu closed (%s): tenant '%s', device %s, peer %s, %.3f s, %llu ops, "
+                "received %llu bytes, sent %llu bytes; freed %llu tensors, %llu bytes",
                 (unsigned long long)ss->c.id,
                 td__srv_call_cancelled(&ss->c) ? "cancelled or client gone"
                                                : "ended by the client",
+                ss->tenant, ss->dev != NULL ? ss->dev->name : "-", ss->peer,
+                (double)(td__metrics_now_ns() - ss->start_ns) * 1e-9,
+                (unsigned long long)ss->ops_run, (unsigned long long)ss->c.rx_bytes,
+                (unsigned long long)td__srv_call_tx_bytes(&ss->c),
                 (unsigned long long)ss->freed_tensors, (unsigned long long)ss->freed_bytes);
     td__req_decoder_destroy(ss->decoder);
     td__graph_set_fini(&ss->graphs);
@@ -134,6 +181,15 @@ static void job_main(void *arg)
     /* Out of its slice: run the rest after the other sessions' turns. A session that ended
      * meanwhile drops the rest (the dead check above), and so does a failed requeue. */
     if (j->continued && td__worker_continue(j->wq, job_main, j) == TD_OK) return;
+    if (j->graph != NULL && !j->continued) { /* a graph run that finished */
+        for (uint32_t i = 0; i < j->graph->n_ops; i++)
+            td__metrics_op(j->slot, j->graph->ops[i].opcode, UINT64_MAX);
+        ss->ops_run += j->graph->n_ops;
+    }
+    if (j->rq.kind == TD_REQ_BATCH || j->rq.kind == TD_REQ_GRAPH_RUN)
+        td__metrics_batch(j->slot, j->rq.kind == TD_REQ_GRAPH_RUN,
+                          td__metrics_now_ns() - j->received_ns);
+    td__metrics_queue_add(j->slot, -1);
     size_t cost = j->rq.cost;
     job_free(j);
     td__srv_call_unhold(&ss->c, cost);
@@ -159,7 +215,10 @@ static bool submit(td__srv_session *ss, td__job *j)
     td__srv_call_ref(&ss->c);
     td__service_work_add(ss->svc, 1);
     j->wq = ss->wq;
+    j->slot = ss->slot;
+    td__metrics_queue_add(j->slot, 1);
     if (td__worker_submit(ss->wq, job_main, j) == TD_OK) return true;
+    td__metrics_queue_add(j->slot, -1);
     size_t cost = j->rq.cost;
     td__service_work_add(ss->svc, -1);
     job_free(j);
@@ -237,6 +296,8 @@ static bool handle_open(td__srv_session *ss, td__job *j)
     ss->reserved = true;
     ss->quota_session = true;
     ss->dev = j->rq.dev;
+    ss->slot = td__metrics_device_slot(ss->dev);
+    td__service_live_set_device(ss->live, ss->slot);
     ss->state = TD_SS_OPEN;
     snprintf(ss->client, sizeof ss->client, "%s", j->rq.client);
     j->always = true;
@@ -288,6 +349,8 @@ static bool on_message(td__srv_call *c, grpc_byte_buffer *bb)
         return false;
     }
     j->ss = ss;
+    j->slot = -1;
+    j->received_ns = td__metrics_now_ns();
     td__request_decode(ss->decoder, bb, ss->state == TD_SS_AWAIT_OPEN, &j->rq);
     if (ss->state == TD_SS_AWAIT_OPEN) return handle_open(ss, j);
     if (!j->rq.decoded) return submit(ss, j);
@@ -322,6 +385,8 @@ void td__srv_session_start(td__service *svc, grpc_call *call, td__quota *quota,
     ss->quota = quota;
     ss->tenant = quota->name;
     ss->state = TD_SS_AWAIT_OPEN;
+    ss->slot = -1;
+    ss->start_ns = td__metrics_now_ns();
     char *peer = grpc_call_get_peer(call);
     td__request_printable(peer, ss->peer, sizeof ss->peer);
     gpr_free(peer);
