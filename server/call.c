@@ -94,7 +94,8 @@ static td__call_item *kill_locked(td__srv_call *c)
 static bool resume_locked(td__srv_call *c)
 {
     if (!c->recv_paused) return false;
-    if (!atomic_load(&c->dead) && c->pending_bytes + c->send_bytes > TD_CALL_RECV_LOW)
+    if (!atomic_load(&c->dead) &&
+        (c->owner_paused || c->pending_bytes + c->send_bytes > TD_CALL_RECV_LOW))
         return false;
     c->recv_paused = false;
     return true;
@@ -258,6 +259,22 @@ void td__srv_call_unhold(td__srv_call *c, size_t nbytes)
     }
 }
 
+void td__srv_call_pause(td__srv_call *c)
+{
+    pthread_mutex_lock(&c->mu);
+    c->owner_paused = true;
+    pthread_mutex_unlock(&c->mu);
+}
+
+void td__srv_call_resume(td__srv_call *c)
+{
+    pthread_mutex_lock(&c->mu);
+    c->owner_paused = false;
+    bool restart = resume_locked(c);
+    pthread_mutex_unlock(&c->mu);
+    if (restart) recv_next(c);
+}
+
 /* ---- receive side and life cycle ---- */
 
 static void close_done(td__tag *tag, bool ok)
@@ -295,7 +312,7 @@ static void recv_done(td__tag *tag, bool ok)
         bool start = true;
         pthread_mutex_lock(&c->mu);
         size_t pending = c->pending_bytes + c->send_bytes;
-        if (pending > TD_CALL_RECV_HIGH && !atomic_load(&c->dead)) {
+        if ((pending > TD_CALL_RECV_HIGH || c->owner_paused) && !atomic_load(&c->dead)) {
             c->recv_paused = true;
             start = false;
         }

@@ -21,6 +21,7 @@
 #include "server/candidates.h"
 #include "server/graphcache.h"
 #include "server/service.h"
+#include "server/session.h"
 
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -374,6 +375,11 @@ td_status td__metrics_render(const td__metrics_sources *src, char **outp, size_t
     family(&o, "tensord_tenant_queued_batches", "gauge",
            "Op batches of the tenant received and not yet executed.");
     td__tenants_foreach(src->tenants, emit_tenant_queued, &o);
+
+    family(&o, "tensord_batches_waiting", "gauge",
+           "Batches waiting for their tenant's max_queued_batches; their sessions' streams are "
+           "not read meanwhile (backpressure).");
+    emit(&o, "tensord_batches_waiting %ld\n", td__srv_sessions_parked());
 
     /* Ops, by device, family and op. */
     family(&o, "tensord_ops_executed_total", "counter",

@@ -325,7 +325,7 @@ static void answer_unknown(td__service *s, grpc_call *call, const grpc_slice *me
     for (size_t i = 0; i < n && k + 1 < sizeof name; i++)
         name[k++] = (p[i] >= 0x20 && p[i] < 0x7f) ? p[i] : '?';
     name[k] = '\0';
-    char msg[256];
+    char msg[400];
     snprintf(msg, sizeof msg, "unknown method '%s%s'; this server has %s, %s, %s and %s",
              name, n > k ? "..." : "", TD_METHOD_GETINFO, TD_METHOD_SESSION,
              TD_METHOD_HEALTH_CHECK, TD_METHOD_HEALTH_WATCH);

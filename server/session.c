@@ -10,6 +10,15 @@
  *
  * Flow control: a job's memory (its message, converted ops, a payload) counts on the call
  * (td__srv_call_hold) from the moment it is decoded until the job has run.
+ *
+ * Queued-batch limit (a tenant's max_queued_batches): a batch that would pass it is never
+ * failed. The session parks it and stops receiving (td__srv_call_pause), so HTTP/2 flow
+ * control slows the sender; when one of the tenant's queued batches has run (job_free), the
+ * first parked session of that tenant gets the freed slot, its batch is queued and its
+ * receive resumes. One mutex (g_park_mu) covers the parked list and every session's parked
+ * job; the park re-tries the charge under it and a wake-up charges under it after the
+ * uncharge, so no wake-up is lost. A parked session holds a reference on its call and
+ * counts as queued work (td__service_work_add) for the drain.
  */
 #include "server/session_int.h"
 
@@ -18,11 +27,19 @@
 #include "server/metrics.h"
 
 #include <grpc/support/alloc.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 static td__srv_session *ss_of(td__srv_call *c) { return (td__srv_session *)c; }
+
+static pthread_mutex_t g_park_mu = PTHREAD_MUTEX_INITIALIZER;
+static td__srv_session *g_parked; /* sessions with a parked batch, oldest first */
+static td__srv_session *g_parked_tail;
+static atomic_long g_n_parked;
+
+static bool submit(td__srv_session *ss, td__job *j);
 
 static void stream_ended(td__srv_session *ss);
 
@@ -159,7 +176,73 @@ static void stream_ended(td__srv_session *ss)
     }
 }
 
-static void on_end(td__srv_call *c) { stream_ended(ss_of(c)); }
+long td__srv_sessions_parked(void) { return atomic_load(&g_n_parked); }
+
+/* Caller holds g_park_mu. */
+static void park_unlink(td__srv_session *ss)
+{
+    if (ss->park_prev)
+        ss->park_prev->park_next = ss->park_next;
+    else
+        g_parked = ss->park_next;
+    if (ss->park_next)
+        ss->park_next->park_prev = ss->park_prev;
+    else
+        g_parked_tail = ss->park_prev;
+    ss->park_prev = ss->park_next = NULL;
+    atomic_fetch_sub(&g_n_parked, 1);
+}
+
+static void job_free(td__job *j);
+
+/* The batch of a session that ended while parked (the session's end, on_end). */
+static void park_drop(td__srv_session *ss)
+{
+    pthread_mutex_lock(&g_park_mu);
+    td__job *j = ss->parked;
+    ss->parked = NULL;
+    if (j != NULL) park_unlink(ss);
+    pthread_mutex_unlock(&g_park_mu);
+    if (j == NULL) return;
+    job_free(j);
+    td__service_work_add(ss->svc, -1);
+    td__srv_call_unref(&ss->c); /* the parked list's reference; the caller holds another */
+}
+
+/* One of q's queued batches has run: give the freed slots to q's parked sessions, oldest
+ * first. Any thread. */
+static void wake_parked(td__quota *q)
+{
+    if (atomic_load(&g_n_parked) == 0) return;
+    for (;;) {
+        td__srv_session *ss;
+        td__job *j = NULL;
+        char why[256];
+        pthread_mutex_lock(&g_park_mu);
+        for (ss = g_parked; ss != NULL && ss->quota != q; ss = ss->park_next) {
+        }
+        if (ss != NULL && td__quota_batch_charge(q, why, sizeof why) == TD_OK) {
+            j = ss->parked;
+            ss->parked = NULL;
+            park_unlink(ss);
+        }
+        pthread_mutex_unlock(&g_park_mu);
+        if (j == NULL) return;
+        j->batch_charged = true;
+        td__log(TD_LOG_DEBUG, "session %llu: batch seq %llu queued after waiting for the "
+                              "max_queued_batches quota", (unsigned long long)ss->c.id,
+                (unsigned long long)j->rq.seq);
+        if (submit(ss, j)) td__srv_call_resume(&ss->c);
+        td__service_work_add(ss->svc, -1);
+        td__srv_call_unref(&ss->c);
+    }
+}
+
+static void on_end(td__srv_call *c)
+{
+    park_drop(ss_of(c));
+    stream_ended(ss_of(c));
+}
 
 /* ---- jobs ---- */
 
@@ -167,7 +250,10 @@ static void job_free(td__job *j)
 {
     if (j->grun != NULL) td__graph_run_destroy(j->ss->es, j->grun);
     td__graph_unref(j->graph);
-    if (j->batch_charged) td__quota_batch_uncharge(j->ss->quota);
+    if (j->batch_charged) {
+        td__quota_batch_uncharge(j->ss->quota);
+        wake_parked(j->ss->quota);
+    }
     td__request_fini(&j->rq);
     td__free(j);
 }
@@ -305,8 +391,9 @@ static bool handle_open(td__srv_session *ss, td__job *j)
     return submit(ss, j);
 }
 
-/* A batch: charged to the tenant's queued batches (a refused batch poisons its outputs, so
- * that reads of them report the quota, not an unknown id). */
+/* A batch: charged to the tenant's queued batches; past the limit it waits, parked, with
+ * the session's receive paused (see the top of this file). Returns whether to keep
+ * receiving (true also when parked: the pause stops the receive loop). */
 static bool prepare_batch(td__srv_session *ss, td__job *j)
 {
     td__request *rq = &j->rq;
@@ -315,18 +402,33 @@ static bool prepare_batch(td__srv_session *ss, td__job *j)
         return true;
     }
     char qerr[256];
-    if (td__quota_batch_charge(ss->quota, qerr, sizeof qerr) != TD_OK) {
-        if ((rq->poison_ids = td__calloc(rq->n_ops, sizeof *rq->poison_ids)) != NULL) {
-            rq->n_poison = rq->n_ops;
-            rq->cost += rq->n_ops * sizeof *rq->poison_ids;
-            for (size_t i = 0; i < rq->n_ops; i++) rq->poison_ids[i] = rq->ops[i].output;
-        }
-        td__request_fail(rq, TD_EQUOTA, "batch seq %llu: %s", (unsigned long long)rq->seq,
-                         qerr);
+    if (td__quota_batch_charge(ss->quota, qerr, sizeof qerr) == TD_OK) {
+        j->batch_charged = true;
         return submit(ss, j);
     }
-    j->batch_charged = true;
-    return submit(ss, j);
+    pthread_mutex_lock(&g_park_mu);
+    if (td__quota_batch_charge(ss->quota, qerr, sizeof qerr) == TD_OK) { /* freed meanwhile */
+        pthread_mutex_unlock(&g_park_mu);
+        j->batch_charged = true;
+        return submit(ss, j);
+    }
+    td__srv_call_pause(&ss->c); /* before any waker can see it (and resume) */
+    td__srv_call_ref(&ss->c);
+    td__service_work_add(ss->svc, 1);
+    ss->parked = j;
+    ss->park_prev = g_parked_tail;
+    ss->park_next = NULL;
+    if (g_parked_tail)
+        g_parked_tail->park_next = ss;
+    else
+        g_parked = ss;
+    g_parked_tail = ss;
+    atomic_fetch_add(&g_n_parked, 1);
+    pthread_mutex_unlock(&g_park_mu);
+    td__log(TD_LOG_DEBUG, "session %llu: batch seq %llu waits (%s); not reading the stream "
+                          "until one has run", (unsigned long long)ss->c.id,
+            (unsigned long long)rq->seq, qerr);
+    return true;
 }
 
 static bool on_message(td__srv_call *c, grpc_byte_buffer *bb)

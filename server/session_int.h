@@ -42,6 +42,10 @@ typedef struct td__srv_session {
     td__quota *quota;
     const char *tenant;
     struct td__live_session *live; /* registration for token revocation (service.h) */
+    /* A batch waiting for the tenant's max_queued_batches (server/session.c, "queued-batch
+     * limit"), and the list of such sessions; under that file's g_park_mu. */
+    struct td__job *parked;
+    struct td__srv_session *park_prev, *park_next;
 
     /* Receive side (one completion-queue thread at a time). */
     td__req_decoder *decoder;
