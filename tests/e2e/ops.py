@@ -20,7 +20,9 @@ not libtensord (issue 16, items 1-3).
   object with time/level/prog/msg (--log-format json); with $JOURNAL_STREAM naming stderr's
   device and inode, lines start with "<N>" (text lines then carry no time). The session
   open and close lines name peer, tenant and device, the close line the bytes; the failing
-  gather is logged at info with the session id and the op name.
+  gather is logged at info with the session id and the op name; refused TLS clients are
+  logged with the reason (plaintext, no client certificate) or, for a client that rejects
+  our certificate, its address (gRPC 1.51 gives one or the other).
 
 Everything is bounded: loopback only, every wait and call has a deadline, three servers.
 usage: ops.py TENSORD TENSORCTL WORKLOAD SOURCE_ROOT
@@ -414,12 +416,58 @@ def test_journal_text(tmp):
     check(check_text_log(srv.log(), journal=True), "text under the journal: <N> priority, no time")
 
 
+def test_tls_handshake_logs(tmp):
+    pki = os.path.join(tmp, "pki")
+    subprocess.run(["sh", os.path.join(SRC, "tests", "e2e", "make_certs.sh"), pki], check=True,
+                   timeout=60, capture_output=True)
+    srv = Server(tmp, "tls", ["--tls-cert", os.path.join(pki, "server.pem"),
+                              "--tls-key", os.path.join(pki, "server.key"),
+                              "--tls-client-ca", os.path.join(pki, "ca.pem")])
+    try:
+        def attempt(creds):
+            ch = grpc.secure_channel(srv.addr, creds, options=[("grpc.ssl_target_name_override", "localhost")]) \
+                if creds is not None else grpc.insecure_channel(srv.addr)
+            try:
+                ch.unary_unary("/grpc.health.v1.Health/Check")(b"", timeout=3)
+                return "ok"
+            except grpc.RpcError as e:
+                return e.code()
+            finally:
+                ch.close()
+
+        def read(name):
+            with open(os.path.join(pki, name), "rb") as f:
+                return f.read()
+
+        other_ca = grpc.ssl_channel_credentials(root_certificates=read("other-ca.pem"))
+        no_cert = grpc.ssl_channel_credentials(root_certificates=read("ca.pem"))
+        good = grpc.ssl_channel_credentials(read("ca.pem"), read("client.key"), read("client.pem"))
+        check(attempt(None) == grpc.StatusCode.UNAVAILABLE, "a plaintext client is refused")
+        check(attempt(other_ca) == grpc.StatusCode.UNAVAILABLE, "a client trusting another CA is refused")
+        check(attempt(no_cert) == grpc.StatusCode.UNAVAILABLE, "a client without a certificate is refused")
+        check(attempt(good) == "ok", "a client with a good certificate gets an answer")
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and srv.log().count("TLS handshake with") < 3:
+            time.sleep(0.05)
+    finally:
+        rc = srv.stop()
+    check(rc == 0, f"tensord exited 0 ({rc})")
+    log = srv.log()
+    check(re.search(r"warning: TLS handshake with a client failed: wrong version number", log) is not None,
+          "plaintext client: the reason is logged")
+    check(re.search(r"warning: TLS handshake with a client failed: peer did not return a certificate", log)
+          is not None, "client without a certificate: the reason is logged")
+    check(re.search(r"warning: TLS handshake with ipv4:127\.0\.0\.1:\d+ failed: the client closed the connection",
+                    log) is not None, "client that rejects our certificate: its address is logged")
+
+
 def main():
     with tempfile.TemporaryDirectory(prefix="td-ops-") as tmp:
         pb, pbg = load_health_stubs(tmp)
         test_health_metrics_logs(tmp, pb, pbg)
         test_drain(tmp, pb, pbg)
         test_journal_text(tmp)
+        test_tls_handshake_logs(tmp)
     if failures:
         print(f"{len(failures)} checks failed")
         sys.exit(1)
