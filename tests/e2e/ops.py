@@ -11,7 +11,9 @@ not libtensord (issue 16, items 1-3).
   format 0.0.4 and follows the naming rules (TYPE before samples, counters end in _total,
   histograms cumulative with +Inf == _count, no duplicate series); scrapes before and after
   a known workload (tests/e2e/ops_workload.c: N adds on an NBYTES tensor, the result read
-  back, one failing gather) differ by exactly N add ops, one gather, one TD_ERANGE failure,
+  back, a one-mul graph run twice, one failing gather) differ by exactly N add ops, two mul
+  ops and two graph runs, a graph-cache miss (a hit for a second session), one gather, one
+  TD_ERANGE failure,
   N binary-family latency observations, at least NBYTES received and sent (at most 64 KiB
   of framing more); the session shows in tensord_sessions by tenant and device while open;
   /healthz and /readyz are 200 while serving (/readyz turns 503 only in the few ms a drain
@@ -349,6 +351,24 @@ def test_health_metrics_logs(tmp, pb, pbg):
         check(NBYTES <= tx <= NBYTES + FRAMING, f"sent bytes: +{tx:g} (NBYTES {NBYTES} + framing)")
         check(value(after, "tensord_sessions", tenant="alice") == 0, "no session left after the close")
         check(value(after, "tensord_device_queue_depth", device="cpu") == 0, "queue depth back to 0")
+        check(d("tensord_ops_executed_total", device="cpu", family="binary", op="mul") == 2,
+              "ops executed: +2 mul (the graph's op, two runs)")
+        check(d("tensord_batch_duration_seconds_count", device="cpu", kind="graph_run") == 2,
+              "batch latency: +2 graph runs")
+        check(d("tensord_graph_cache_misses_total") >= 1 and d("tensord_graph_cache_hits_total") == 0,
+              "graph cache: the first definition missed")
+        check(value(after, "tensord_graph_cache_graphs") == 1 and value(after, "tensord_graph_cache_bytes") > 0,
+              "graph cache: it holds the graph")
+        # a second session of the tenant finds the graph in the cache
+        wl = subprocess.Popen([WORKLOAD, f"tensord://{srv.addr}/cpu", "1", "4096"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True)
+        check(wl.stdout.readline().strip() == "ready SESSION-OPEN", "the second workload ran")
+        wl.stdin.write("close\n")
+        wl.stdin.flush()
+        wl.wait(timeout=30)
+        again = scrape(srv)
+        check(value(again, "tensord_graph_cache_hits_total") - value(after, "tensord_graph_cache_hits_total") == 1,
+              "graph cache: the second session's definition hit")
         for name in ("tensord_blob_store_hits_total", "tensord_graph_cache_misses_total",
                      "tensord_blob_store_bytes", "tensord_graph_cache_graphs",
                      "tensord_device_memory_total_bytes"):

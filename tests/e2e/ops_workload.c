@@ -55,6 +55,27 @@ int main(int argc, char **argv)
             fprintf(stderr, "ops-workload: element %lld is %g\n", (long long)i, back[i]);
             return 1;
         }
+    int64_t sixteen = 16;
+    td_tensor *a = td_full(ctx, TD_F32, 1, &sixteen, 3.0);
+    td_graph *gr = NULL;
+    if (td_graph_begin(ctx) != TD_OK) return fail(ctx, "graph begin");
+    td_tensor *in = td_graph_input(ctx, "a", TD_F32, 1, &sixteen);
+    if (td_graph_output(ctx, "y", td_mul(in, in)) != TD_OK || td_graph_end(ctx, &gr) != TD_OK)
+        return fail(ctx, "graph capture");
+    for (int r = 0; r < 2; r++) {
+        td_tensor *sq;
+        float v[16];
+        if (td_graph_run(gr, 1, NULL, &a, 1, NULL, &sq) != TD_OK ||
+            td_read(sq, v, sizeof v) != TD_OK)
+            return fail(ctx, "graph run");
+        if (v[0] != 9.0f || v[15] != 9.0f) {
+            fprintf(stderr, "ops-workload: graph run gave %g\n", v[0]);
+            return 1;
+        }
+        td_release(sq);
+    }
+    td_graph_destroy(gr);
+    td_release(a);
     int64_t four = 4, one = 1;
     int64_t bad_index = 100;
     td_tensor *small = td_full(ctx, TD_F32, 1, &four, 1.0);
