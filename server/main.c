@@ -131,7 +131,9 @@ static void usage(FILE *f)
         "                            %lluM); past it idle connections are closed, then calls\n"
         "                            cancelled (RESOURCE_EXHAUSTED) until it is back under\n"
         "  Compressed messages are refused (UNIMPLEMENTED); calls to unknown methods are\n"
-        "  answered UNIMPLEMENTED at once.\n",
+        "  answered UNIMPLEMENTED at once. The standard gRPC health service\n"
+        "  (grpc.health.v1.Health: Check, Watch; service \"\" or tensord.v1.Tensord) answers\n"
+        "  without a token: SERVING, or NOT_SERVING from SIGTERM on.\n",
         TD_DEFAULT_IDLE_TIMEOUT_S, TD_DEFAULT_MAX_STREAMS,
         (unsigned long long)(TD_DEFAULT_STREAM_WINDOW >> 10),
         (unsigned long long)(TD_DEFAULT_TRANSPORT_BYTES >> 20));
@@ -167,9 +169,10 @@ static void usage(FILE *f)
         "  meanwhile (flow control slows the client; nothing fails).\n"
         "\n"
         "signals:\n"
-        "  SIGTERM, SIGINT           graceful stop: stop accepting, let queued work finish\n"
-        "                            (up to %d ms), cancel the remaining calls, free every\n"
-        "                            session, exit 0; a second signal cancels at once\n"
+        "  SIGTERM, SIGINT           graceful stop: health turns NOT_SERVING, stop accepting,\n"
+        "                            let queued work finish (up to %d ms), cancel the\n"
+        "                            remaining calls, free every session, exit 0; a second\n"
+        "                            signal cancels at once\n"
         "  SIGHUP                    reload the tokens file (a bad file keeps the old one);\n"
         "                            open sessions of a removed token or certificate end\n"
         "                            with UNAUTHENTICATED\n"
