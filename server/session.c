@@ -16,9 +16,11 @@
  * control slows the sender; when one of the tenant's queued batches has run (job_free), the
  * first parked session of that tenant gets the freed slot, its batch is queued and its
  * receive resumes. One mutex (g_park_mu) covers the parked list and every session's parked
- * job; the park re-tries the charge under it and a wake-up charges under it after the
- * uncharge, so no wake-up is lost. A parked session holds a reference on its call and
- * counts as queued work (td__service_work_add) for the drain.
+ * job; the park counts itself (g_n_parked) and re-tries the charge under it, and a wake-up
+ * looks at that count after its uncharge and charges under the mutex, so no wake-up is
+ * lost. A parked session holds a reference on its call and counts as queued work
+ * (td__service_work_add) for the drain; its end waits for a wake-up that is queueing its
+ * batch (`unparking`), so the batch never goes to a closed queue.
  */
 #include "server/session_int.h"
 
@@ -35,6 +37,7 @@
 static td__srv_session *ss_of(td__srv_call *c) { return (td__srv_session *)c; }
 
 static pthread_mutex_t g_park_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_park_cv = PTHREAD_COND_INITIALIZER; /* an unpark finished */
 static td__srv_session *g_parked; /* sessions with a parked batch, oldest first */
 static td__srv_session *g_parked_tail;
 static atomic_long g_n_parked;
@@ -199,6 +202,9 @@ static void job_free(td__job *j);
 static void park_drop(td__srv_session *ss)
 {
     pthread_mutex_lock(&g_park_mu);
+    /* A waker that took the batch is queueing it on ss->wq: let it finish before the
+     * stream's end closes that queue. */
+    while (ss->unparking) pthread_cond_wait(&g_park_cv, &g_park_mu);
     td__job *j = ss->parked;
     ss->parked = NULL;
     if (j != NULL) park_unlink(ss);
@@ -224,6 +230,7 @@ static void wake_parked(td__quota *q)
         if (ss != NULL && td__quota_batch_charge(q, why, sizeof why) == TD_OK) {
             j = ss->parked;
             ss->parked = NULL;
+            ss->unparking = true;
             park_unlink(ss);
         }
         pthread_mutex_unlock(&g_park_mu);
@@ -232,7 +239,12 @@ static void wake_parked(td__quota *q)
         td__log(TD_LOG_DEBUG, "session %llu: batch seq %llu queued after waiting for the "
                               "max_queued_batches quota", (unsigned long long)ss->c.id,
                 (unsigned long long)j->rq.seq);
-        if (submit(ss, j)) td__srv_call_resume(&ss->c);
+        bool queued = submit(ss, j);
+        pthread_mutex_lock(&g_park_mu);
+        ss->unparking = false;
+        pthread_cond_broadcast(&g_park_cv);
+        pthread_mutex_unlock(&g_park_mu);
+        if (queued) td__srv_call_resume(&ss->c);
         td__service_work_add(ss->svc, -1);
         td__srv_call_unref(&ss->c);
     }
@@ -407,7 +419,11 @@ static bool prepare_batch(td__srv_session *ss, td__job *j)
         return submit(ss, j);
     }
     pthread_mutex_lock(&g_park_mu);
+    /* Counted before the second try: a batch that finishes after that try fails sees the
+     * count (wake_parked's unlocked check) and waits for this lock (seq_cst atomics). */
+    atomic_fetch_add(&g_n_parked, 1);
     if (td__quota_batch_charge(ss->quota, qerr, sizeof qerr) == TD_OK) { /* freed meanwhile */
+        atomic_fetch_sub(&g_n_parked, 1);
         pthread_mutex_unlock(&g_park_mu);
         j->batch_charged = true;
         return submit(ss, j);
@@ -423,11 +439,11 @@ static bool prepare_batch(td__srv_session *ss, td__job *j)
     else
         g_parked = ss;
     g_parked_tail = ss;
-    atomic_fetch_add(&g_n_parked, 1);
+    uint64_t seq = rq->seq; /* j may run and be freed as soon as the lock is released */
     pthread_mutex_unlock(&g_park_mu);
     td__log(TD_LOG_DEBUG, "session %llu: batch seq %llu waits (%s); not reading the stream "
                           "until one has run", (unsigned long long)ss->c.id,
-            (unsigned long long)rq->seq, qerr);
+            (unsigned long long)seq, qerr);
     return true;
 }
 

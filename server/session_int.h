@@ -46,6 +46,7 @@ typedef struct td__srv_session {
      * limit"), and the list of such sessions; under that file's g_park_mu. */
     struct td__job *parked;
     struct td__srv_session *park_prev, *park_next;
+    bool unparking; /* a waker is queueing the batch it took from `parked` */
 
     /* Receive side (one completion-queue thread at a time). */
     td__req_decoder *decoder;
