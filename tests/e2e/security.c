@@ -709,10 +709,49 @@ static void start_queued_quota(void)
 
 #define FLOOD 40
 
+/* One of several sessions of one tenant sharing its queued-batch slots: a chain of
+ * `ops` adds of 1, one op per batch, then a read. */
+typedef struct chain_arg {
+    const char *token;
+    int ops;
+    float got;
+    char error[300];
+} chain_arg;
+
+static void *chain_one_op_per_batch(void *arg)
+{
+    chain_arg *a = arg;
+    td_options o;
+    memset(&o, 0, sizeof o);
+    o.token = a->token;
+    o.batch_max_ops = 1;
+    char uri[600];
+    snprintf(uri, sizeof uri, "tensord://127.0.0.1:%d/cpu", srv.port);
+    td_context *ctx = NULL;
+    if (td_connect(uri, &o, &ctx) != TD_OK) {
+        snprintf(a->error, sizeof a->error, "connect: %s", td_connect_error());
+        return NULL;
+    }
+    td_tensor *x = td_full(ctx, TD_F32, 1, (int64_t[]){16}, 0.0);
+    for (int i = 0; i < a->ops && x != NULL; i++) {
+        td_tensor *y = td_add_scalar(x, 1.0);
+        td_release(x);
+        x = y;
+    }
+    float out[16] = {0};
+    if (x == NULL || td_read(x, out, sizeof out) != TD_OK)
+        snprintf(a->error, sizeof a->error, "%s", td_last_error(ctx));
+    a->got = out[15];
+    td_release(x);
+    td_close(ctx);
+    return NULL;
+}
+
 /* Backpressure (issue 16, item 6): a tenant past max_queued_batches is slowed down, never
  * failed. Alice (at most 2 batches waiting) sends 20 times that without reading; the
  * server stops reading her stream while 2 wait, every batch runs, each output holds its
- * result, and no Failure comes back. */
+ * result, and no Failure comes back. Then: a client that aborts while its batches wait, a
+ * 2000-op chain of one-op batches, and four such chains at once, all complete. */
 Test(tokens, queued_batches_quota_slows_the_sender, .init = start_queued_quota,
      .fini = cleanup, .timeout = 90)
 {
@@ -795,6 +834,21 @@ Test(tokens, queued_batches_quota_slows_the_sender, .init = start_queued_quota,
     cr_expect_eq(out[15], 2000.0f);
     td_release(x);
     td_close(ctx);
+
+    /* Four sessions of alice at once share her 2 slots: each chain completes. */
+    chain_arg ca[4];
+    pthread_t ct[4];
+    for (int i = 0; i < 4; i++) {
+        memset(&ca[i], 0, sizeof ca[i]);
+        ca[i].token = alice;
+        ca[i].ops = 300 + 50 * i;
+        cr_assert_eq(pthread_create(&ct[i], NULL, chain_one_op_per_batch, &ca[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(ct[i], NULL);
+        cr_expect_eq(ca[i].error[0], '\0', "session %d: %s", i, ca[i].error);
+        cr_expect_eq(ca[i].got, (float)ca[i].ops, "session %d", i);
+    }
 
     /* Bob computed throughout, without a single error. */
     atomic_store(&l.stop, 1);
