@@ -16,8 +16,8 @@ not libtensord (issue 16, items 1-3).
   TD_ERANGE failure,
   N binary-family latency observations, at least NBYTES received and sent (at most 64 KiB
   of framing more); the session shows in tensord_sessions by tenant and device while open;
-  /healthz and /readyz are 200 while serving (/readyz turns 503 only in the few ms a drain
-  takes here, too short to catch without timing).
+  /healthz and /readyz are 200 while serving; while a SIGTERM'd server drains queued work
+  (200 queued matmuls) /readyz is 503, tensord_serving 0 and /healthz still 200.
 - Logs: every stderr line is "RFC3339-UTC-ms tensord: LEVEL: message" (text), or one JSON
   object with time/level/prog/msg (--log-format json); with $JOURNAL_STREAM naming stderr's
   device and inode, lines start with "<N>" (text lines then carry no time). The session
@@ -431,6 +431,39 @@ def test_drain(tmp, pb, pbg):
           "--log-format json under the journal: <N>{time, level, prog, msg} on every line")
 
 
+def test_readyz_while_draining(tmp):
+    # Queued work keeps a SIGTERM'd server draining (up to 2 s): meanwhile /readyz is 503
+    # and tensord_serving 0, while /healthz stays 200.
+    srv = Server(tmp, "readyz", [])
+    try:
+        wl = subprocess.Popen([WORKLOAD, f"tensord://{srv.addr}/cpu", "200", "busy"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        check(wl.stdout.readline().strip() == "ready SESSION-OPEN", "200 matmuls queued")
+        srv.sigterm()
+        code, serving, live = None, None, None
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline:
+            try:
+                code, body, _ = http_get(srv.metrics + "/readyz")
+                if code == 503:
+                    live = http_get(srv.metrics + "/healthz")[0]
+                    serving = value(parse_exposition(http_get(srv.metrics + "/metrics")[1])[0],
+                                    "tensord_serving")
+                    break
+            except OSError:
+                break  # the listener is gone: the drain finished first
+            time.sleep(0.01)
+        check(code == 503, f"/readyz while draining: 503 ({code})")
+        check(serving == 0, f"tensord_serving while draining: 0 ({serving})")
+        check(live == 200, f"/healthz while draining: 200 ({live})")
+        wl.stdin.write("close\n")
+        wl.stdin.flush()
+        wl.wait(timeout=30)
+    finally:
+        rc = srv.stop()
+    check(rc == 0, f"tensord exited 0 ({rc})")
+
+
 def test_journal_text(tmp):
     srv = Server(tmp, "journal", [], journal=True)
     rc = srv.stop()
@@ -488,6 +521,7 @@ def main():
         pb, pbg = load_health_stubs(tmp)
         test_health_metrics_logs(tmp, pb, pbg)
         test_drain(tmp, pb, pbg)
+        test_readyz_while_draining(tmp)
         test_journal_text(tmp)
         test_tls_handshake_logs(tmp)
     if failures:

@@ -2,6 +2,10 @@
  * test by itself.
  *
  * usage: test-ops-workload URI N NBYTES
+ *        test-ops-workload URI N busy
+ * The second form queues N matmuls of 1024x1024 (about 2 GFLOP each) without waiting for
+ * them, prints "ready SESSION-OPEN" and waits for a line on stdin, then exits without
+ * reading (work for the server to drain while the caller looks at it).
  * Uploads one f32 tensor of NBYTES bytes, runs N adds on it, reads the NBYTES result back
  * (so the server receives and sends at least NBYTES each), then runs one gather with an
  * out-of-range index (one execution failure, TD_ERANGE, op "gather"). Prints
@@ -14,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static int fail(td_context *ctx, const char *what)
 {
@@ -28,6 +33,27 @@ int main(int argc, char **argv)
         return 2;
     }
     long n_ops = atol(argv[2]);
+    if (strcmp(argv[3], "busy") == 0) {
+        td_context *bc;
+        if (td_connect(argv[1], NULL, &bc) != TD_OK) {
+            fprintf(stderr, "ops-workload: connect: %s\n", td_connect_error());
+            return 1;
+        }
+        int64_t dims[2] = {1024, 1024};
+        td_tensor *m = td_full(bc, TD_F32, 2, dims, 1.0 / 1024);
+        td_tensor *acc = m;
+        for (long i = 0; i < n_ops && acc != NULL; i++) acc = td_matmul(acc, m);
+        if (acc == NULL) return fail(bc, "busy matmuls");
+        /* the batch goes out batch_flush_us (2 ms) after its first op; give it 200 ms */
+        struct timespec ts = {0, 200 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        printf("ready SESSION-OPEN\n");
+        fflush(stdout);
+        char l[16];
+        if (fgets(l, sizeof l, stdin) == NULL) { /* the caller went away */
+        }
+        return 0;
+    }
     long nbytes = atol(argv[3]);
     if (n_ops < 1 || nbytes < 4 || nbytes % 4 != 0) {
         fprintf(stderr, "ops-workload: N >= 1, NBYTES a positive multiple of 4\n");
