@@ -56,7 +56,7 @@ struct td__srv_call {
     const td__srv_call_ops *ops;
     td__service *svc;
     grpc_call *call;
-    uint64_t id;
+    _Atomic uint64_t id; /* atomic: revocation (any thread) logs it while the open sets it */
     uint64_t rx_bytes; /* message bytes received (receive side only) */
 
     td__tag recv_tag;
