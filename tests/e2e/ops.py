@@ -114,10 +114,13 @@ class Server:
             return f.read().decode(errors="replace")
 
     def sigterm(self):
+        self.terminated = True
         self.proc.send_signal(signal.SIGTERM)
 
     def stop(self):
-        if self.proc.poll() is None:
+        # One SIGTERM only: a second one while tensord is already exiting (its signal
+        # handlers gone) would kill it instead of letting it finish (slow under TSan).
+        if self.proc.poll() is None and not getattr(self, "terminated", False):
             self.proc.send_signal(signal.SIGTERM)
         try:
             rc = self.proc.wait(timeout=20)
