@@ -234,3 +234,10 @@ bool td__tenants_still_grants(td__tenants *t, const td__identity *id, const td__
     pthread_rwlock_unlock(&t->lock);
     return ok;
 }
+
+void td__tenants_foreach(td__tenants *t, void (*fn)(void *arg, const td__quota *q), void *arg)
+{
+    pthread_mutex_lock(&t->reg_mu);
+    for (size_t i = 0; i < t->n_quotas; i++) fn(arg, t->quotas[i]);
+    pthread_mutex_unlock(&t->reg_mu);
+}

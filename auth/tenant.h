@@ -55,6 +55,11 @@ typedef struct td__identity {
  * if none); names longer than the field are cut (they never match a tokens-file line). */
 void td__identity_of(const char *token, size_t token_len, const char *cn, td__identity *id);
 
+/* Call fn(arg, q) for every tenant's quota known so far (those of the tokens file, and
+ * "default" or certificate names once seen), in creation order, under the registry's lock:
+ * fn must not call back into t. For the metrics scrape. */
+void td__tenants_foreach(td__tenants *t, void (*fn)(void *arg, const td__quota *q), void *arg);
+
 /* Whether the table in force still maps `id` to tenant `q` (true when authentication is
  * off: nothing can be revoked then). For ending sessions whose token was removed. */
 bool td__tenants_still_grants(td__tenants *t, const td__identity *id, const td__quota *q);

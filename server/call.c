@@ -14,6 +14,7 @@
 #include "common/alloc.h"
 #include "common/errbuf.h"
 #include "common/log.h"
+#include "server/metrics.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -31,6 +32,7 @@
 struct td__call_item {
     td__call_item *next;
     size_t cost;          /* bytes counted in send_bytes while queued or in flight */
+    size_t nbytes;        /* message length (gRPC empties the buffer as it sends it) */
     grpc_byte_buffer *bb; /* NULL: the final status */
     grpc_status_code code;
     grpc_slice details;
@@ -92,7 +94,8 @@ static td__call_item *kill_locked(td__srv_call *c)
 static bool resume_locked(td__srv_call *c)
 {
     if (!c->recv_paused) return false;
-    if (!atomic_load(&c->dead) && c->pending_bytes + c->send_bytes > TD_CALL_RECV_LOW)
+    if (!atomic_load(&c->dead) &&
+        (c->owner_paused || c->pending_bytes + c->send_bytes > TD_CALL_RECV_LOW))
         return false;
     c->recv_paused = false;
     return true;
@@ -145,7 +148,12 @@ static void send_done(td__tag *tag, bool ok)
     pthread_mutex_lock(&c->mu);
     td__call_item *done = c->in_flight, *dropped = NULL;
     c->in_flight = NULL;
-    if (done) uncount_locked(c, done);
+    size_t sent = 0;
+    if (done) {
+        uncount_locked(c, done);
+        if (ok) sent = done->nbytes;
+        c->tx_bytes += sent;
+    }
     if (!ok)
         dropped = kill_locked(c);
     else
@@ -154,6 +162,7 @@ static void send_done(td__tag *tag, bool ok)
     pthread_mutex_unlock(&c->mu);
     if (!ok)
         td__log(TD_LOG_DEBUG, "session %llu: send failed (call over)", (unsigned long long)c->id);
+    if (sent != 0) td__metrics_bytes_sent(sent);
     if (done) item_free(done);
     items_free(dropped);
     if (resume) recv_next(c);
@@ -209,10 +218,19 @@ td_status td__srv_call_send(td__srv_call *c, grpc_byte_buffer *bb)
         return TD_ENOMEM;
     }
     it->bb = bb;
+    it->nbytes = grpc_byte_buffer_length(bb);
     it->details = grpc_empty_slice();
     it->cost = CALL_REPLY_OVERHEAD + grpc_byte_buffer_length(bb);
     send_push(c, it);
     return TD_OK;
+}
+
+uint64_t td__srv_call_tx_bytes(td__srv_call *c)
+{
+    pthread_mutex_lock(&c->mu);
+    uint64_t n = c->tx_bytes;
+    pthread_mutex_unlock(&c->mu);
+    return n;
 }
 
 void td__srv_call_cancel(td__srv_call *c, grpc_status_code code, const char *why)
@@ -239,6 +257,22 @@ void td__srv_call_unhold(td__srv_call *c, size_t nbytes)
         td__log(TD_LOG_DEBUG, "session %llu: resuming receive", (unsigned long long)c->id);
         recv_next(c);
     }
+}
+
+void td__srv_call_pause(td__srv_call *c)
+{
+    pthread_mutex_lock(&c->mu);
+    c->owner_paused = true;
+    pthread_mutex_unlock(&c->mu);
+}
+
+void td__srv_call_resume(td__srv_call *c)
+{
+    pthread_mutex_lock(&c->mu);
+    c->owner_paused = false;
+    bool restart = resume_locked(c);
+    pthread_mutex_unlock(&c->mu);
+    if (restart) recv_next(c);
 }
 
 /* ---- receive side and life cycle ---- */
@@ -271,11 +305,14 @@ static void recv_done(td__tag *tag, bool ok)
         td__srv_call_unref(c);
         return;
     }
+    size_t got = grpc_byte_buffer_length(bb);
+    c->rx_bytes += got;
+    td__metrics_bytes_received(got);
     if (c->ops->on_message(c, bb)) {
         bool start = true;
         pthread_mutex_lock(&c->mu);
         size_t pending = c->pending_bytes + c->send_bytes;
-        if (pending > TD_CALL_RECV_HIGH && !atomic_load(&c->dead)) {
+        if ((pending > TD_CALL_RECV_HIGH || c->owner_paused) && !atomic_load(&c->dead)) {
             c->recv_paused = true;
             start = false;
         }

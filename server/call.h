@@ -56,7 +56,8 @@ struct td__srv_call {
     const td__srv_call_ops *ops;
     td__service *svc;
     grpc_call *call;
-    uint64_t id;
+    _Atomic uint64_t id; /* atomic: revocation (any thread) logs it while the open sets it */
+    uint64_t rx_bytes; /* message bytes received (receive side only) */
 
     td__tag recv_tag;
     grpc_byte_buffer *recv_buf;
@@ -73,7 +74,12 @@ struct td__srv_call {
     size_t pending_bytes; /* memory held by requests (td__srv_call_hold) */
     size_t send_bytes;    /* memory held by queued replies */
     bool recv_paused;
+    bool owner_paused;    /* td__srv_call_pause: receive nothing until td__srv_call_resume */
+    uint64_t tx_bytes;    /* message bytes sent (gRPC reported the send done) */
 };
+
+/* Message bytes sent on the call so far. Any thread. */
+uint64_t td__srv_call_tx_bytes(td__srv_call *c);
 
 /* Initialise `c` over an accepted call (its reference passes to c), holding one
  * reference. Nothing is started. */
@@ -100,6 +106,13 @@ void td__srv_call_finish(td__srv_call *c, grpc_status_code code, const char *fmt
     __attribute__((format(printf, 3, 4)));
 /* Cancel the call now with this status (the stream then ends through on_end). */
 void td__srv_call_cancel(td__srv_call *c, grpc_status_code code, const char *why);
+
+/* Receive no more messages until td__srv_call_resume (the owner holds a request it cannot
+ * queue yet: server/session.c's queued-batch limit). Called from on_message, which then
+ * returns true; HTTP/2 flow control holds the client back meanwhile. A call that ends while
+ * paused still reaches on_end. Any thread (pause: the receive side). */
+void td__srv_call_pause(td__srv_call *c);
+void td__srv_call_resume(td__srv_call *c);
 
 /* Count / uncount `nbytes` of request memory (see flow control above). Unhold asks for the
  * next message when it brings the total under TD_CALL_RECV_LOW after a pause. */

@@ -31,6 +31,7 @@ void td__config_defaults(td__config *c)
     memset(c, 0, sizeof *c);
     snprintf(c->listen, sizeof c->listen, "%s", TD_DEFAULT_LISTEN);
     c->log_level = TD_LOG_INFO;
+    c->log_format = TD_LOG_FORMAT_TEXT;
     c->max_sessions = TD_DEFAULT_MAX_SESSIONS;
     c->blob_cache_bytes = TD_DEFAULT_BLOB_CACHE_BYTES;
     c->graph_cache = 256;
@@ -159,6 +160,28 @@ int td__config_set(td__config *c, const char *key, const char *value, char *err,
         snprintf(err, errlen, "log_level: '%s' is not one of debug, info, warn, error", value);
         return -1;
     }
+    if (strcmp(key, "log_format") == 0) {
+        if (strcmp(value, "text") == 0) {
+            c->log_format = TD_LOG_FORMAT_TEXT;
+            return 0;
+        }
+        if (strcmp(value, "json") == 0) {
+            c->log_format = TD_LOG_FORMAT_JSON;
+            return 0;
+        }
+        snprintf(err, errlen, "log_format: '%s' is not text or json", value);
+        return -1;
+    }
+    if (strcmp(key, "metrics") == 0) {
+        td__listen_addr a;
+        if (value[0] == '\0' || strcmp(value, "off") == 0) {
+            c->metrics[0] = '\0';
+            return 0;
+        }
+        if (td__metrics_parse(value, &a, err, errlen) != 0) return -1;
+        snprintf(c->metrics, sizeof c->metrics, "%s", value);
+        return 0;
+    }
     if (strcmp(key, "max_sessions") == 0) {
         if (parse_u64(value, &c->max_sessions) == 0) return 0;
         snprintf(err, errlen, "max_sessions: '%s' is not a non-negative integer", value);
@@ -233,7 +256,8 @@ int td__config_set(td__config *c, const char *key, const char *value, char *err,
         return 0;
     }
     snprintf(err, errlen,
-             "unknown key '%s' (known: listen, log_level, max_sessions, max_session_bytes, "
+             "unknown key '%s' (known: listen, log_level, log_format, metrics, max_sessions, "
+             "max_session_bytes, "
              "max_tenant_bytes, device_threads, insecure, tls_cert, tls_key, tls_client_ca, "
              "tokens_file, blob_cache_bytes, cache_dir, graph_cache, graph_cache_bytes, "
              "max_connections, idle_timeout_s, max_streams, stream_window, transport_bytes)",
@@ -369,6 +393,33 @@ int td__listen_parse(const char *text, td__listen_addr *out, char *err, size_t e
     a.loopback = host_is_loopback(a.host);
     td__listen_format(&a, a.port, a.target, sizeof a.target);
     *out = a;
+    return 0;
+}
+
+int td__metrics_parse(const char *text, td__listen_addr *out, char *err, size_t errlen)
+{
+    char full[64];
+    uint64_t port;
+    if (parse_u64(text, &port) == 0) {
+        if (port > 65535) {
+            snprintf(err, errlen, "metrics address '%s': port must be 0..65535", text);
+            return -1;
+        }
+        snprintf(full, sizeof full, "127.0.0.1:%llu", (unsigned long long)port);
+        text = full;
+    } else if (strncmp(text, "unix:", 5) == 0) {
+        snprintf(err, errlen,
+                 "metrics address '%s': unix sockets are not supported; give PORT, HOST:PORT "
+                 "or [IPV6]:PORT",
+                 text);
+        return -1;
+    }
+    char why[512];
+    if (td__listen_parse(text, out, why, sizeof why) != 0) {
+        const char *w = strncmp(why, "listen address ", 15) == 0 ? why + 15 : why;
+        snprintf(err, errlen, "metrics address %s", w);
+        return -1;
+    }
     return 0;
 }
 

@@ -24,6 +24,8 @@
 typedef struct td__config {
     char listen[512];
     enum td__log_level log_level;
+    enum td__log_format log_format; /* TD_LOG_FORMAT_TEXT (default) or _JSON */
+    char metrics[512];          /* Prometheus/health HTTP listener, "" = off (td__metrics_parse) */
     uint64_t max_sessions;      /* 0 = no limit */
     uint64_t max_session_bytes; /* 0 = no limit; default TD_DEFAULT_SESSION_RAM_PERCENT */
     uint64_t max_tenant_bytes;  /* max_bytes of tenants that set none; 0 = no limit; default
@@ -73,6 +75,10 @@ typedef struct td__listen_addr {
 
 /* Parse "HOST:PORT", "[IPV6]:PORT" or "unix:PATH". Returns 0, or -1 with a message. */
 int td__listen_parse(const char *text, td__listen_addr *out, char *err, size_t errlen);
+
+/* The metrics listener address: "PORT" (on 127.0.0.1), "HOST:PORT" or "[IPV6]:PORT"; no
+ * unix sockets. Returns 0, or -1 with a message. */
+int td__metrics_parse(const char *text, td__listen_addr *out, char *err, size_t errlen);
 
 /* "HOST:PORT" / "[V6]:PORT" / "unix:PATH" with the given (bound) port, for the
  * "listening on" line. */

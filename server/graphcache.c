@@ -25,6 +25,7 @@ static size_t g_count;
 static uint64_t g_bytes;
 static size_t g_cap = TD_DEFAULT_GRAPH_CACHE;
 static uint64_t g_max_bytes = TD_DEFAULT_GRAPH_CACHE_MAX_BYTES;
+static uint64_t g_hits, g_misses, g_evictions; /* under g_mu; for td__graphcache_stats */
 
 static void unlink_entry(entry *e)
 {
@@ -61,6 +62,7 @@ static entry *trim_locked(void)
         unlink_entry(e);
         e->next = dropped;
         dropped = e;
+        g_evictions++;
     }
     return dropped;
 }
@@ -106,6 +108,9 @@ td__graph *td__graphcache_get(const char *tenant, const uint8_t *hash)
         push_front(e);
         g = e->g;
         td__graph_ref(g);
+        g_hits++;
+    } else {
+        g_misses++;
     }
     pthread_mutex_unlock(&g_mu);
     return g;
@@ -165,6 +170,7 @@ uint64_t td__graphcache_reclaim(td__quota *q, uint64_t need)
         unlink_entry(e);
         e->next = dropped;
         dropped = e;
+        g_evictions++;
     }
     pthread_mutex_unlock(&g_mu);
     if (dropped != NULL)
@@ -172,6 +178,17 @@ uint64_t td__graphcache_reclaim(td__quota *q, uint64_t need)
                 (unsigned long long)freed, q->name);
     free_list(dropped);
     return freed;
+}
+
+void td__graphcache_stats_get(td__graphcache_stats *out)
+{
+    pthread_mutex_lock(&g_mu);
+    out->graphs = g_count;
+    out->bytes = g_bytes;
+    out->hits = g_hits;
+    out->misses = g_misses;
+    out->evictions = g_evictions;
+    pthread_mutex_unlock(&g_mu);
 }
 
 void td__graphcache_clear(void)

@@ -46,6 +46,14 @@ uint64_t td__graphcache_bytes(void);
  * session holds, least recently used first, until `need` bytes went back to q or none is
  * left. Returns the bytes given back. Any thread; takes the cache's lock. */
 uint64_t td__graphcache_reclaim(td__quota *q, uint64_t need);
+/* Counts since start: lookups that found a graph (hits) or not (misses), entries dropped
+ * for the count or byte cap or a tenant's quota (evictions), and what the cache holds now.
+ * Any thread; takes the cache's lock. */
+typedef struct td__graphcache_stats {
+    uint64_t graphs, bytes, hits, misses, evictions;
+} td__graphcache_stats;
+void td__graphcache_stats_get(td__graphcache_stats *out);
+
 /* Drop every entry (shutdown). */
 void td__graphcache_clear(void);
 

@@ -21,6 +21,8 @@
 #include "common/log.h"
 #include "engine/tensor.h"
 #include "server/candidates.h"
+#include "server/metrics.h"
+#include "engine/optable.h"
 #include "wire_limits.h"
 
 #include <stdio.h>
@@ -70,18 +72,47 @@ void td__handle_op_failure(void *arg, uint32_t op_index, td_status status, const
         td__ss_failure(j->ss, rq->seq, op_index, status, m);
         return;
     }
+    /* The op: of the batch, or of the graph being run (graph op indexes). */
+    const char *name = NULL;
+    if (j->graph != NULL || j->rq.kind == TD_REQ_GRAPH_RUN) {
+        if (j->graph != NULL && op_index < j->graph->n_ops)
+            name = td__op_name(j->graph->ops[op_index].opcode);
+    } else if (op_index < rq->n_ops) {
+        name = td__op_name(rq->ops[op_index].opcode);
+    }
     if (rq->op_errs != NULL && op_index < rq->n_ops && rq->op_errs[op_index] != NULL)
-        td__ss_failure(j->ss, rq->seq, op_index, TD_EPROTO, rq->op_errs[op_index]);
+        td__ss_failure_op(j->ss, rq->seq, op_index, name, TD_EPROTO, rq->op_errs[op_index]);
     else
-        td__ss_failure(j->ss, rq->seq, op_index, status, message);
+        td__ss_failure_op(j->ss, rq->seq, op_index, name, status, message);
 }
 
+/* One op at a time through the engine's resumable executor, so that each op's worker time
+ * is measured (tensord_op_duration_seconds): the slice budget is shared across the ops as
+ * td__session_exec_slice would share it. A split op (a big CPU matmul run in pieces) may
+ * stay pending across slices; its pieces' times add up in j->split_ns. */
 static void run_batch(td__srv_session *ss, td__job *j)
 {
-    j->next_op = td__session_exec_slice(ss->es, j->rq.ops, j->next_op, j->rq.n_ops,
-                                        TD_WORKER_SLICE_NS, false, td__handle_op_failure, j,
-                                        NULL);
-    j->continued = j->next_op < j->rq.n_ops;
+    uint64_t start = td__metrics_now_ns();
+    size_t i = j->next_op, n = j->rq.n_ops;
+    while (i < n) {
+        uint64_t t0 = td__metrics_now_ns();
+        uint64_t used = t0 - start;
+        uint64_t budget = used < TD_WORKER_SLICE_NS ? TD_WORKER_SLICE_NS - used : 1;
+        size_t next = td__session_exec_slice(ss->es, j->rq.ops, i, i + 1, budget, false,
+                                             td__handle_op_failure, j, NULL);
+        uint64_t t1 = td__metrics_now_ns();
+        if (next == i) { /* a split op with pieces left: resume it next turn */
+            j->split_ns += t1 - t0;
+            break;
+        }
+        td__metrics_op(j->slot, j->rq.ops[i].opcode, j->split_ns + (t1 - t0));
+        j->split_ns = 0;
+        ss->ops_run++;
+        i = next;
+        if (t1 - start >= TD_WORKER_SLICE_NS) break;
+    }
+    j->next_op = i;
+    j->continued = j->next_op < n;
 }
 
 /* The payload is copied once: from gRPC's slices (or the decode scratch, for small or

@@ -19,6 +19,7 @@
 #include "server/config.h"
 #include "server/connlimit.h"
 #include "server/loop.h"
+#include "server/metrics.h"
 #include "server/notify.h"
 #include "server/blobstore.h"
 #include "server/candidates.h"
@@ -65,6 +66,14 @@ static void usage(FILE *f)
         "                            TENSORD_CPU_THREADS, else one per core); matmuls\n"
         "                            run on them too (OpenBLAS itself runs one thread)\n"
         "  --log-level LEVEL         debug, info (default), warn or error\n"
+        "  --log-format FORMAT       text (default: \"TIME tensord: LEVEL: message\", TIME in\n"
+        "                            RFC 3339 UTC with milliseconds) or json (one object per\n"
+        "                            line: time, level, prog, msg); under the journal lines\n"
+        "                            start with <N> syslog priorities and text leaves TIME out\n"
+        "  --metrics ADDR            serve Prometheus metrics on http://ADDR/metrics, with\n"
+        "                            /healthz and /readyz (default: off); ADDR is PORT (on\n"
+        "                            127.0.0.1), HOST:PORT or [IPV6]:PORT; port 0 picks one\n"
+        "                            (logged: \"metrics on http://HOST:PORT/metrics\")\n"
         "  --max-sessions N          open sessions allowed at once (default %d, 0 = no limit)\n"
         "  --max-session-bytes BYTES device memory one session may hold (default %d %% of\n"
         "                            RAM, here %llu; 0 = no limit); suffixes K, M, G, T\n"
@@ -122,7 +131,9 @@ static void usage(FILE *f)
         "                            %lluM); past it idle connections are closed, then calls\n"
         "                            cancelled (RESOURCE_EXHAUSTED) until it is back under\n"
         "  Compressed messages are refused (UNIMPLEMENTED); calls to unknown methods are\n"
-        "  answered UNIMPLEMENTED at once.\n",
+        "  answered UNIMPLEMENTED at once. The standard gRPC health service\n"
+        "  (grpc.health.v1.Health: Check, Watch; service \"\" or tensord.v1.Tensord) answers\n"
+        "  without a token: SERVING, or NOT_SERVING from SIGTERM on.\n",
         TD_DEFAULT_IDLE_TIMEOUT_S, TD_DEFAULT_MAX_STREAMS,
         (unsigned long long)(TD_DEFAULT_STREAM_WINDOW >> 10),
         (unsigned long long)(TD_DEFAULT_TRANSPORT_BYTES >> 20));
@@ -131,6 +142,8 @@ static void usage(FILE *f)
         "config file (key = value per line; '#' or ';' starts a comment line):\n"
         "  listen = ADDR             as --listen\n"
         "  log_level = LEVEL         as --log-level\n"
+        "  log_format = text|json    as --log-format\n"
+        "  metrics = ADDR|off        as --metrics\n"
         "  max_sessions = N          as --max-sessions\n"
         "  max_session_bytes = BYTES as --max-session-bytes\n"
         "  max_tenant_bytes = BYTES  as --max-tenant-bytes\n"
@@ -151,12 +164,15 @@ static void usage(FILE *f)
         "  QUOTA: max_bytes, max_sessions, max_tensors, max_tensor_bytes (K/M/G/T suffixes\n"
         "  for bytes), max_queued_batches; per tenant, shared by all its entries (last\n"
         "  value wins); 0 or absent = no limit (for max_bytes: --max-tenant-bytes).\n"
-        "  A breach fails that request with RESOURCE_EXHAUSTED naming the quota.\n"
+        "  A breach fails that request with RESOURCE_EXHAUSTED naming the quota, except\n"
+        "  max_queued_batches: a batch past it waits and the session's stream is not read\n"
+        "  meanwhile (flow control slows the client; nothing fails).\n"
         "\n"
         "signals:\n"
-        "  SIGTERM, SIGINT           graceful stop: stop accepting, let queued work finish\n"
-        "                            (up to %d ms), cancel the remaining calls, free every\n"
-        "                            session, exit 0; a second signal cancels at once\n"
+        "  SIGTERM, SIGINT           graceful stop: health turns NOT_SERVING, stop accepting,\n"
+        "                            let queued work finish (up to %d ms), cancel the\n"
+        "                            remaining calls, free every session, exit 0; a second\n"
+        "                            signal cancels at once\n"
         "  SIGHUP                    reload the tokens file (a bad file keeps the old one);\n"
         "                            open sessions of a removed token or certificate end\n"
         "                            with UNAUTHENTICATED\n"
@@ -173,6 +189,8 @@ enum {
     OPT_CONFIG,
     OPT_DEVICE_THREADS,
     OPT_LOG_LEVEL,
+    OPT_LOG_FORMAT,
+    OPT_METRICS,
     OPT_MAX_SESSIONS,
     OPT_MAX_SESSION_BYTES,
     OPT_MAX_TENANT_BYTES,
@@ -199,6 +217,8 @@ static const struct option k_options[] = {
     {"config", required_argument, NULL, OPT_CONFIG},
     {"device-threads", required_argument, NULL, OPT_DEVICE_THREADS},
     {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+    {"log-format", required_argument, NULL, OPT_LOG_FORMAT},
+    {"metrics", required_argument, NULL, OPT_METRICS},
     {"max-sessions", required_argument, NULL, OPT_MAX_SESSIONS},
     {"max-session-bytes", required_argument, NULL, OPT_MAX_SESSION_BYTES},
     {"max-tenant-bytes", required_argument, NULL, OPT_MAX_TENANT_BYTES},
@@ -227,6 +247,7 @@ static void drained_on_loop(void *arg)
 {
     (void)arg;
     td__log(TD_LOG_INFO, "all sessions closed; bye");
+    td__metrics_close(); /* its scrapes read the service */
     td__service_destroy(app.svc);
     app.svc = NULL;
     td__loop_close();
@@ -403,6 +424,8 @@ int main(int argc, char **argv)
         case OPT_LISTEN: key = "listen"; break;
         case OPT_DEVICE_THREADS: key = "device_threads"; break;
         case OPT_LOG_LEVEL: key = "log_level"; break;
+        case OPT_LOG_FORMAT: key = "log_format"; break;
+        case OPT_METRICS: key = "metrics"; break;
         case OPT_MAX_SESSIONS: key = "max_sessions"; break;
         case OPT_MAX_SESSION_BYTES: key = "max_session_bytes"; break;
         case OPT_MAX_TENANT_BYTES: key = "max_tenant_bytes"; break;
@@ -428,6 +451,7 @@ int main(int argc, char **argv)
         }
     }
     td__log_set_level(cfg.log_level);
+    td__log_set_format(cfg.log_format);
 
     td__listen_addr addr;
     if (td__listen_parse(cfg.listen, &addr, err, sizeof err) != 0) {
@@ -548,6 +572,29 @@ int main(int argc, char **argv)
         td__tenants_destroy(app.tenants);
         td__tls_files_fini(&tls_files);
         return 1;
+    }
+    if (cfg.metrics[0] != '\0') {
+        td__listen_addr maddr;
+        td__metrics_sources src = {.svc = app.svc, .tenants = app.tenants, .blobs = blobs};
+        int mport = 0;
+        if (td__metrics_parse(cfg.metrics, &maddr, err, sizeof err) != 0 ||
+            td__metrics_open(maddr.host, maddr.port, &src, &mport, err, sizeof err) != TD_OK) {
+            td__log(TD_LOG_ERROR, "%s", err);
+            td__service_shutdown(app.svc);
+            td__service_cancel_all(app.svc);
+            td__loop_run(); /* until the service has drained (on_drained closes the loop) */
+            td__blobstore_destroy(blobs);
+            td__tenants_destroy(app.tenants);
+            td__tls_files_fini(&tls_files);
+            return 1;
+        }
+        char mshown[320];
+        td__listen_format(&maddr, mport, mshown, sizeof mshown);
+        if (!maddr.loopback)
+            td__log(TD_LOG_WARN, "metrics on %s, not loopback: anyone who can reach it sees "
+                                 "tenant names, memory use and op counts (no TLS, no tokens)",
+                    mshown);
+        td__log(TD_LOG_INFO, "metrics on http://%s/metrics (also /healthz, /readyz)", mshown);
     }
     char shown[320];
     td__listen_format(&addr, port, shown, sizeof shown);

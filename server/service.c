@@ -15,12 +15,15 @@
 #include "server/service.h"
 #include "server/auth.h"
 #include "server/connlimit.h"
+#include "server/health.h"
+#include "server/request.h"
 #include "server/session.h"
 
 #include "common/alloc.h"
 #include "common/log.h"
 #include "engine/tensor.h"
 #include "wire.h"
+#include "wire_health.h"
 
 #include <grpc/compression.h>
 #include <grpc/grpc_security.h>
@@ -54,6 +57,7 @@ struct td__live_session {
     td__identity id;
     uint64_t start_ms;  /* CLOCK_MONOTONIC */
     atomic_bool opened; /* its first whole message arrived */
+    atomic_int slot;    /* its device's metrics slot once open, else -1 */
     bool timed_out;     /* ended for TD_OPEN_TIMEOUT_MS (under live_mu) */
 };
 
@@ -68,7 +72,8 @@ struct td__service {
     td__service_opts opts;
     grpc_server *server;
     grpc_completion_queue *cq;
-    void *rm_info, *rm_session;
+    void *rm_info, *rm_session, *rm_health_check, *rm_health_watch;
+    td__health *health; /* NULL when out of memory: health calls get UNAVAILABLE */
     pthread_t threads[TD_SERVICE_CQ_THREADS];
     int nthreads;
     int ndev;
@@ -293,7 +298,7 @@ static void info_start(td__service *s, grpc_call *call, grpc_byte_buffer *reques
 
 /* ---- outstanding call requests ---- */
 
-enum { REQ_INFO, REQ_SESSION, REQ_UNKNOWN };
+enum { REQ_INFO, REQ_SESSION, REQ_HEALTH_CHECK, REQ_HEALTH_WATCH, REQ_UNKNOWN };
 
 typedef struct call_request {
     td__tag tag;
@@ -320,9 +325,10 @@ static void answer_unknown(td__service *s, grpc_call *call, const grpc_slice *me
     for (size_t i = 0; i < n && k + 1 < sizeof name; i++)
         name[k++] = (p[i] >= 0x20 && p[i] < 0x7f) ? p[i] : '?';
     name[k] = '\0';
-    char msg[256];
-    snprintf(msg, sizeof msg, "unknown method '%s%s'; this server has %s and %s", name,
-             n > k ? "..." : "", TD_METHOD_GETINFO, TD_METHOD_SESSION);
+    char msg[400];
+    snprintf(msg, sizeof msg, "unknown method '%s%s'; this server has %s, %s, %s and %s",
+             name, n > k ? "..." : "", TD_METHOD_GETINFO, TD_METHOD_SESSION,
+             TD_METHOD_HEALTH_CHECK, TD_METHOD_HEALTH_WATCH);
     td__log(TD_LOG_DEBUG, "%s", msg);
     td__srv_reject(s, call, GRPC_STATUS_UNIMPLEMENTED, msg);
 }
@@ -347,10 +353,15 @@ static void request_post(td__service *s, int kind)
     if (kind == REQ_UNKNOWN)
         e = grpc_server_request_call(s->server, &r->call, &r->details, &r->md, s->cq, s->cq,
                                      &r->tag);
-    else
-        e = grpc_server_request_registered_call(
-            s->server, kind == REQ_INFO ? s->rm_info : s->rm_session, &r->call, &r->deadline,
-            &r->md, kind == REQ_INFO ? &r->payload : NULL, s->cq, s->cq, &r->tag);
+    else {
+        void *rm = kind == REQ_INFO           ? s->rm_info
+                   : kind == REQ_SESSION      ? s->rm_session
+                   : kind == REQ_HEALTH_CHECK ? s->rm_health_check
+                                              : s->rm_health_watch;
+        e = grpc_server_request_registered_call(s->server, rm, &r->call, &r->deadline, &r->md,
+                                                kind == REQ_SESSION ? NULL : &r->payload, s->cq,
+                                                s->cq, &r->tag);
+    }
     if (e != GRPC_CALL_OK) {
         td__log(TD_LOG_ERROR, "cannot request calls (grpc error %d)", (int)e);
         grpc_call_details_destroy(&r->details);
@@ -368,6 +379,16 @@ static void request_done(td__tag *tag, bool ok)
     if (ok && r->kind == REQ_UNKNOWN) {
         answer_unknown(s, r->call, &r->details.method);
         ok = false; /* answered; the call is gone */
+    }
+    if (ok && (r->kind == REQ_HEALTH_CHECK || r->kind == REQ_HEALTH_WATCH)) {
+        /* No token needed: the answer says nothing about any tenant. */
+        if (s->health == NULL)
+            td__srv_reject(s, r->call, GRPC_STATUS_UNAVAILABLE, "health service out of memory");
+        else if (r->kind == REQ_HEALTH_CHECK)
+            td__health_check(s->health, r->call, r->payload);
+        else
+            td__health_watch(s->health, r->call, r->payload);
+        ok = false; /* the call is taken over */
     }
     td__quota *quota = NULL;
     td__identity id;
@@ -414,6 +435,46 @@ static void *cq_main(void *arg)
     return NULL;
 }
 
+/* TLS handshake failures. gRPC 1.51 tells why a handshake failed inside TLS (bad or missing
+ * client certificate, a plaintext client) at ERROR severity ("Handshake failed with fatal
+ * error SSL_ERROR_SSL: ...certificate verify failed") without naming the peer, and names
+ * the peer only of a client that closed the connection during the handshake (one that
+ * rejected our certificate, or a port scanner), at DEBUG severity ("Security handshake
+ * failed: ... Socket closed {... target_address:"ipv4:10.0.0.7:51234"}"). Neither message
+ * has both. With TLS on, tensord lowers gRPC's log threshold to DEBUG (unless the operator
+ * set GRPC_VERBOSITY) to get the second kind, and drops every other DEBUG/INFO message of
+ * gRPC unread. */
+static bool g_grpc_debug_filtered; /* threshold lowered by us: drop gRPC's chatter */
+
+static void tls_reason_of(const char *msg, char *out, size_t len)
+{
+    /* "Handshake failed with fatal error SSL_ERROR_SSL: error:0A000086:SSL
+     * routines::certificate verify failed." -> "certificate verify failed (...)" */
+    const char *last = strrchr(msg, ':');
+    if (last != NULL && last[1] != '\0') {
+        const char *r = last + 1;
+        size_t n = strlen(r);
+        while (n > 0 && (r[n - 1] == '.' || r[n - 1] == ' ')) n--;
+        snprintf(out, len, "%.*s (%s)", (int)n, r, msg);
+    } else {
+        snprintf(out, len, "%s", msg);
+    }
+}
+
+/* The peer of a "Security handshake failed" message; false when it names none. */
+static bool tls_peer_of(const char *msg, char *out, size_t len)
+{
+    const char *p = strstr(msg, "target_address:\"");
+    if (p == NULL) return false;
+    p += strlen("target_address:\"");
+    const char *e = strchr(p, '"');
+    if (e == NULL || e == p) return false;
+    char raw[128];
+    snprintf(raw, sizeof raw, "%.*s", (int)(e - p), p);
+    td__request_printable(raw, out, len);
+    return true;
+}
+
 static void grpc_log_to_ours(gpr_log_func_args *a)
 {
     enum td__log_level lv = a->severity == GPR_LOG_SEVERITY_ERROR  ? TD_LOG_ERROR
@@ -427,11 +488,23 @@ static void grpc_log_to_ours(gpr_log_func_args *a)
                 a->message);
         return;
     }
-    /* A refused TLS client is only UNAVAILABLE on its side: say here what went wrong. */
-    if (strstr(a->message, "andshake failed") != NULL) {
-        td__log(TD_LOG_WARN, "TLS handshake with a client failed: %s", a->message);
+    /* A refused TLS client is only UNAVAILABLE on its side: say here why, or who. */
+    if (strncmp(a->message, "Handshake failed with fatal error", 33) == 0) {
+        char why[512];
+        tls_reason_of(a->message, why, sizeof why);
+        td__log(TD_LOG_WARN, "TLS handshake with a client failed: %s", why);
         return;
     }
+    if (strncmp(a->message, "Security handshake failed", 25) == 0) {
+        char peer[128];
+        if (tls_peer_of(a->message, peer, sizeof peer))
+            td__log(TD_LOG_WARN,
+                    "TLS handshake with %s failed: the client closed the connection (it may "
+                    "have rejected this server's certificate, e.g. it trusts another CA)",
+                    peer);
+        return; /* else the same failure as the "fatal error" line before it */
+    }
+    if (g_grpc_debug_filtered && a->severity != GPR_LOG_SEVERITY_ERROR) return;
     td__log(lv, "grpc: %s (%s:%d)", a->message, a->file, a->line);
 }
 
@@ -453,6 +526,7 @@ static void service_free(td__service *s)
         grpc_completion_queue_destroy(s->cq);
     }
     if (s->rq) grpc_resource_quota_unref(s->rq);
+    td__health_destroy(s->health);
     pthread_mutex_destroy(&s->live_mu);
     pthread_mutex_destroy(&s->mu);
     td__free(s);
@@ -464,8 +538,14 @@ td_status td__service_start(const td__service_opts *opts, td__service **out, int
 {
     gpr_set_log_function(grpc_log_to_ours);
     grpc_init();
-    /* gRPC's own chatter stays off unless the operator asks for it (GRPC_VERBOSITY). */
-    if (getenv("GRPC_VERBOSITY") == NULL) gpr_set_log_verbosity(GPR_LOG_SEVERITY_ERROR);
+    /* gRPC's own chatter stays off unless the operator asks for it (GRPC_VERBOSITY); with
+     * TLS its DEBUG lines are let through to grpc_log_to_ours, which keeps only the one
+     * naming a failed handshake's peer. */
+    if (getenv("GRPC_VERBOSITY") == NULL) {
+        g_grpc_debug_filtered = opts->tls != NULL;
+        gpr_set_log_verbosity(g_grpc_debug_filtered ? GPR_LOG_SEVERITY_DEBUG
+                                                    : GPR_LOG_SEVERITY_ERROR);
+    }
     td__service *s = td__calloc(1, sizeof *s);
     if (s == NULL) {
         grpc_shutdown();
@@ -558,7 +638,13 @@ td_status td__service_start(const td__service_opts *opts, td__service **out, int
                                              GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
     s->rm_session = grpc_server_register_method(s->server, TD_METHOD_SESSION, NULL,
                                                 GRPC_SRM_PAYLOAD_NONE, 0);
-    if (s->rm_info == NULL || s->rm_session == NULL) {
+    s->rm_health_check = grpc_server_register_method(
+        s->server, TD_METHOD_HEALTH_CHECK, NULL, GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
+    s->rm_health_watch = grpc_server_register_method(
+        s->server, TD_METHOD_HEALTH_WATCH, NULL, GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
+    s->health = td__health_create(s);
+    if (s->rm_info == NULL || s->rm_session == NULL || s->rm_health_check == NULL ||
+        s->rm_health_watch == NULL) {
         snprintf(err, errlen, "cannot register the gRPC methods");
         st = TD_EINTERNAL;
         goto fail;
@@ -606,6 +692,8 @@ td_status td__service_start(const td__service_opts *opts, td__service **out, int
     for (int i = 0; i < SVC_REQUESTS_PER_METHOD; i++) {
         request_post(s, REQ_INFO);
         request_post(s, REQ_SESSION);
+        request_post(s, REQ_HEALTH_CHECK);
+        request_post(s, REQ_HEALTH_WATCH);
         request_post(s, REQ_UNKNOWN);
     }
     *port = strncmp(opts->target, "unix:", 5) == 0 ? 0 : bound;
@@ -624,6 +712,7 @@ void td__service_shutdown(td__service *s)
     pthread_mutex_unlock(&s->mu);
     if (!first) return;
     atomic_store(&s->shutting_down, true);
+    td__health_update(s->health); /* watchers hear NOT_SERVING before anything is cancelled */
     td__tag_arm(&s->shutdown_tag);
     grpc_server_shutdown_and_notify(s->server, s->cq, &s->shutdown_tag);
 }
@@ -664,6 +753,7 @@ struct td__live_session *td__service_live_add(td__service *s, struct td__srv_ses
     l->quota = quota;
     l->start_ms = mono_ms();
     atomic_init(&l->opened, false);
+    atomic_init(&l->slot, -1);
     if (id != NULL) l->id = *id;
     pthread_mutex_lock(&s->live_mu);
     l->next = s->live;
@@ -709,8 +799,26 @@ void td__service_live_opened(struct td__live_session *l)
     if (l != NULL) atomic_store(&l->opened, true);
 }
 
+void td__service_live_set_device(struct td__live_session *l, int slot)
+{
+    if (l != NULL) atomic_store(&l->slot, slot);
+}
+
+void td__service_sessions_foreach(td__service *s,
+                                  void (*fn)(void *arg, const char *tenant, int slot),
+                                  void *arg)
+{
+    pthread_mutex_lock(&s->live_mu);
+    for (struct td__live_session *l = s->live; l != NULL; l = l->next) {
+        int slot = atomic_load(&l->slot);
+        if (slot >= 0) fn(arg, l->quota->name, slot);
+    }
+    pthread_mutex_unlock(&s->live_mu);
+}
+
 void td__service_tick(td__service *s)
 {
+    td__health_update(s->health);
     uint64_t now = mono_ms();
     pthread_mutex_lock(&s->live_mu);
     for (struct td__live_session *l = s->live; l != NULL; l = l->next) {

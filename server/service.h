@@ -124,6 +124,14 @@ struct td__live_session *td__service_live_add(td__service *s, struct td__srv_ses
 void td__service_live_remove(td__service *s, struct td__live_session *live);
 /* The session received its first whole message (NULL is a no-op). */
 void td__service_live_opened(struct td__live_session *live);
+/* The session is open on the device of metrics slot `slot` (server/metrics.h); NULL is a
+ * no-op. */
+void td__service_live_set_device(struct td__live_session *live, int slot);
+/* Call fn(arg, tenant, slot) for every open session (slot -1: not open yet), under the
+ * live-session lock: fn must not call back into the service. For the metrics scrape. */
+void td__service_sessions_foreach(td__service *s,
+                                  void (*fn)(void *arg, const char *tenant, int slot),
+                                  void *arg);
 
 /* A session whose first message is not complete after this long is ended with
  * DEADLINE_EXCEEDED: gRPC 1.51 keeps granting HTTP/2 window to a message as long as its

@@ -10,18 +10,39 @@
  *
  * Flow control: a job's memory (its message, converted ops, a payload) counts on the call
  * (td__srv_call_hold) from the moment it is decoded until the job has run.
+ *
+ * Queued-batch limit (a tenant's max_queued_batches): a batch that would pass it is never
+ * failed. The session parks it and stops receiving (td__srv_call_pause), so HTTP/2 flow
+ * control slows the sender; when one of the tenant's queued batches has run (job_free), the
+ * first parked session of that tenant gets the freed slot, its batch is queued and its
+ * receive resumes. One mutex (g_park_mu) covers the parked list and every session's parked
+ * job; the park counts itself (g_n_parked) and re-tries the charge under it, and a wake-up
+ * looks at that count after its uncharge and charges under the mutex, so no wake-up is
+ * lost. A parked session holds a reference on its call and counts as queued work
+ * (td__service_work_add) for the drain; its end waits for a wake-up that is queueing its
+ * batch (`unparking`), so the batch never goes to a closed queue.
  */
 #include "server/session_int.h"
 
 #include "common/alloc.h"
 #include "common/log.h"
+#include "server/metrics.h"
 
 #include <grpc/support/alloc.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 static td__srv_session *ss_of(td__srv_call *c) { return (td__srv_session *)c; }
+
+static pthread_mutex_t g_park_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_park_cv = PTHREAD_COND_INITIALIZER; /* an unpark finished */
+static td__srv_session *g_parked; /* sessions with a parked batch, oldest first */
+static td__srv_session *g_parked_tail;
+static atomic_long g_n_parked;
+
+static bool submit(td__srv_session *ss, td__job *j);
 
 static void stream_ended(td__srv_session *ss);
 
@@ -40,9 +61,49 @@ void td__ss_reply_or_end(td__srv_session *ss, const td__reply *r)
         td__srv_call_finish(&ss->c, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
 }
 
+/* Execution failures are logged at info, but a client can make thousands a second: past
+ * FAILURE_LOG_PER_S lines in a second the rest of that second is counted, not logged, and
+ * the count is logged with the next line. Approximate under races (two threads may both
+ * start a new second); it only bounds the log. */
+#define FAILURE_LOG_PER_S 50
+static atomic_ullong g_fail_log_second, g_fail_log_lines, g_fail_log_dropped;
+
+bool td__ss_failure_log_allowed(void)
+{
+    uint64_t now_s = td__metrics_now_ns() / 1000000000u;
+    unsigned long long was = atomic_load(&g_fail_log_second);
+    if (was != now_s && atomic_compare_exchange_strong(&g_fail_log_second, &was, now_s)) {
+        atomic_store(&g_fail_log_lines, 0);
+        unsigned long long dropped = atomic_exchange(&g_fail_log_dropped, 0);
+        if (dropped != 0)
+            td__log(TD_LOG_INFO, "%llu more execution failures were not logged (at most %d "
+                                 "lines a second)", dropped, FAILURE_LOG_PER_S);
+    }
+    if (atomic_fetch_add(&g_fail_log_lines, 1) < FAILURE_LOG_PER_S) return true;
+    atomic_fetch_add(&g_fail_log_dropped, 1);
+    return false;
+}
+
 void td__ss_failure(td__srv_session *ss, uint64_t seq, uint32_t op_index, td_status st,
                     const char *message)
 {
+    td__ss_failure_op(ss, seq, op_index, NULL, st, message);
+}
+
+void td__ss_failure_op(td__srv_session *ss, uint64_t seq, uint32_t op_index,
+                       const char *op_name, td_status st, const char *message)
+{
+    td__metrics_failure(st);
+    if (td__ss_failure_log_allowed()) {
+        if (op_name != NULL)
+            td__log(TD_LOG_INFO, "session %llu (tenant '%s'): op %u (%s) of seq %llu failed: %s: %s",
+                    (unsigned long long)ss->c.id, ss->tenant, op_index, op_name,
+                    (unsigned long long)seq, td_status_name(st), message);
+        else
+            td__log(TD_LOG_INFO, "session %llu (tenant '%s'): request seq %llu failed: %s: %s",
+                    (unsigned long long)ss->c.id, ss->tenant, (unsigned long long)seq,
+                    td_status_name(st), message);
+    }
     td__reply r = {.kind = TD_REPLY_FAILURE, .seq = seq, .op_index = op_index, .status = st,
                    .message = message};
     if (td__ss_reply(ss, &r) != TD_OK)
@@ -70,10 +131,16 @@ static void ss_free(td__srv_call *c)
     td__service *svc = ss->svc;
     td__service_live_remove(svc, ss->live); /* first: a revoke may be looking at ss */
     if (ss->c.id != 0)
-        td__log(TD_LOG_INFO, "session %llu closed (%s): freed %llu tensors, %llu bytes",
+        td__log(TD_LOG_INFO,
+                "session %llu closed (%s): tenant '%s', device %s, peer %s, %.3f s, %llu ops, "
+                "received %llu bytes, sent %llu bytes; freed %llu tensors, %llu bytes",
                 (unsigned long long)ss->c.id,
                 td__srv_call_cancelled(&ss->c) ? "cancelled or client gone"
                                                : "ended by the client",
+                ss->tenant, ss->dev != NULL ? ss->dev->name : "-", ss->peer,
+                (double)(td__metrics_now_ns() - ss->start_ns) * 1e-9,
+                (unsigned long long)ss->ops_run, (unsigned long long)ss->c.rx_bytes,
+                (unsigned long long)td__srv_call_tx_bytes(&ss->c),
                 (unsigned long long)ss->freed_tensors, (unsigned long long)ss->freed_bytes);
     td__req_decoder_destroy(ss->decoder);
     td__graph_set_fini(&ss->graphs);
@@ -112,7 +179,82 @@ static void stream_ended(td__srv_session *ss)
     }
 }
 
-static void on_end(td__srv_call *c) { stream_ended(ss_of(c)); }
+long td__srv_sessions_parked(void) { return atomic_load(&g_n_parked); }
+
+/* Caller holds g_park_mu. */
+static void park_unlink(td__srv_session *ss)
+{
+    if (ss->park_prev)
+        ss->park_prev->park_next = ss->park_next;
+    else
+        g_parked = ss->park_next;
+    if (ss->park_next)
+        ss->park_next->park_prev = ss->park_prev;
+    else
+        g_parked_tail = ss->park_prev;
+    ss->park_prev = ss->park_next = NULL;
+    atomic_fetch_sub(&g_n_parked, 1);
+}
+
+static void job_free(td__job *j);
+
+/* The batch of a session that ended while parked (the session's end, on_end). */
+static void park_drop(td__srv_session *ss)
+{
+    pthread_mutex_lock(&g_park_mu);
+    /* A waker that took the batch is queueing it on ss->wq: let it finish before the
+     * stream's end closes that queue. */
+    while (ss->unparking) pthread_cond_wait(&g_park_cv, &g_park_mu);
+    td__job *j = ss->parked;
+    ss->parked = NULL;
+    if (j != NULL) park_unlink(ss);
+    pthread_mutex_unlock(&g_park_mu);
+    if (j == NULL) return;
+    job_free(j);
+    td__service_work_add(ss->svc, -1);
+    td__srv_call_unref(&ss->c); /* the parked list's reference; the caller holds another */
+}
+
+/* One of q's queued batches has run: give the freed slots to q's parked sessions, oldest
+ * first. Any thread. */
+static void wake_parked(td__quota *q)
+{
+    if (atomic_load(&g_n_parked) == 0) return;
+    for (;;) {
+        td__srv_session *ss;
+        td__job *j = NULL;
+        char why[256];
+        pthread_mutex_lock(&g_park_mu);
+        for (ss = g_parked; ss != NULL && ss->quota != q; ss = ss->park_next) {
+        }
+        if (ss != NULL && td__quota_batch_charge(q, why, sizeof why) == TD_OK) {
+            j = ss->parked;
+            ss->parked = NULL;
+            ss->unparking = true;
+            park_unlink(ss);
+        }
+        pthread_mutex_unlock(&g_park_mu);
+        if (j == NULL) return;
+        j->batch_charged = true;
+        td__log(TD_LOG_DEBUG, "session %llu: batch seq %llu queued after waiting for the "
+                              "max_queued_batches quota", (unsigned long long)ss->c.id,
+                (unsigned long long)j->rq.seq);
+        bool queued = submit(ss, j);
+        pthread_mutex_lock(&g_park_mu);
+        ss->unparking = false;
+        pthread_cond_broadcast(&g_park_cv);
+        pthread_mutex_unlock(&g_park_mu);
+        if (queued) td__srv_call_resume(&ss->c);
+        td__service_work_add(ss->svc, -1);
+        td__srv_call_unref(&ss->c);
+    }
+}
+
+static void on_end(td__srv_call *c)
+{
+    park_drop(ss_of(c));
+    stream_ended(ss_of(c));
+}
 
 /* ---- jobs ---- */
 
@@ -120,7 +262,10 @@ static void job_free(td__job *j)
 {
     if (j->grun != NULL) td__graph_run_destroy(j->ss->es, j->grun);
     td__graph_unref(j->graph);
-    if (j->batch_charged) td__quota_batch_uncharge(j->ss->quota);
+    if (j->batch_charged) {
+        td__quota_batch_uncharge(j->ss->quota);
+        wake_parked(j->ss->quota);
+    }
     td__request_fini(&j->rq);
     td__free(j);
 }
@@ -134,6 +279,15 @@ static void job_main(void *arg)
     /* Out of its slice: run the rest after the other sessions' turns. A session that ended
      * meanwhile drops the rest (the dead check above), and so does a failed requeue. */
     if (j->continued && td__worker_continue(j->wq, job_main, j) == TD_OK) return;
+    if (j->graph != NULL && !j->continued) { /* a graph run that finished */
+        for (uint32_t i = 0; i < j->graph->n_ops; i++)
+            td__metrics_op(j->slot, j->graph->ops[i].opcode, UINT64_MAX);
+        ss->ops_run += j->graph->n_ops;
+    }
+    if (j->rq.kind == TD_REQ_BATCH || j->rq.kind == TD_REQ_GRAPH_RUN)
+        td__metrics_batch(j->slot, j->rq.kind == TD_REQ_GRAPH_RUN,
+                          td__metrics_now_ns() - j->received_ns);
+    td__metrics_queue_add(j->slot, -1);
     size_t cost = j->rq.cost;
     job_free(j);
     td__srv_call_unhold(&ss->c, cost);
@@ -159,7 +313,10 @@ static bool submit(td__srv_session *ss, td__job *j)
     td__srv_call_ref(&ss->c);
     td__service_work_add(ss->svc, 1);
     j->wq = ss->wq;
+    j->slot = ss->slot;
+    td__metrics_queue_add(j->slot, 1);
     if (td__worker_submit(ss->wq, job_main, j) == TD_OK) return true;
+    td__metrics_queue_add(j->slot, -1);
     size_t cost = j->rq.cost;
     td__service_work_add(ss->svc, -1);
     job_free(j);
@@ -237,6 +394,8 @@ static bool handle_open(td__srv_session *ss, td__job *j)
     ss->reserved = true;
     ss->quota_session = true;
     ss->dev = j->rq.dev;
+    ss->slot = td__metrics_device_slot(ss->dev);
+    td__service_live_set_device(ss->live, ss->slot);
     ss->state = TD_SS_OPEN;
     snprintf(ss->client, sizeof ss->client, "%s", j->rq.client);
     j->always = true;
@@ -244,8 +403,9 @@ static bool handle_open(td__srv_session *ss, td__job *j)
     return submit(ss, j);
 }
 
-/* A batch: charged to the tenant's queued batches (a refused batch poisons its outputs, so
- * that reads of them report the quota, not an unknown id). */
+/* A batch: charged to the tenant's queued batches; past the limit it waits, parked, with
+ * the session's receive paused (see the top of this file). Returns whether to keep
+ * receiving (true also when parked: the pause stops the receive loop). */
 static bool prepare_batch(td__srv_session *ss, td__job *j)
 {
     td__request *rq = &j->rq;
@@ -254,18 +414,37 @@ static bool prepare_batch(td__srv_session *ss, td__job *j)
         return true;
     }
     char qerr[256];
-    if (td__quota_batch_charge(ss->quota, qerr, sizeof qerr) != TD_OK) {
-        if ((rq->poison_ids = td__calloc(rq->n_ops, sizeof *rq->poison_ids)) != NULL) {
-            rq->n_poison = rq->n_ops;
-            rq->cost += rq->n_ops * sizeof *rq->poison_ids;
-            for (size_t i = 0; i < rq->n_ops; i++) rq->poison_ids[i] = rq->ops[i].output;
-        }
-        td__request_fail(rq, TD_EQUOTA, "batch seq %llu: %s", (unsigned long long)rq->seq,
-                         qerr);
+    if (td__quota_batch_charge(ss->quota, qerr, sizeof qerr) == TD_OK) {
+        j->batch_charged = true;
         return submit(ss, j);
     }
-    j->batch_charged = true;
-    return submit(ss, j);
+    pthread_mutex_lock(&g_park_mu);
+    /* Counted before the second try: a batch that finishes after that try fails sees the
+     * count (wake_parked's unlocked check) and waits for this lock (seq_cst atomics). */
+    atomic_fetch_add(&g_n_parked, 1);
+    if (td__quota_batch_charge(ss->quota, qerr, sizeof qerr) == TD_OK) { /* freed meanwhile */
+        atomic_fetch_sub(&g_n_parked, 1);
+        pthread_mutex_unlock(&g_park_mu);
+        j->batch_charged = true;
+        return submit(ss, j);
+    }
+    td__srv_call_pause(&ss->c); /* before any waker can see it (and resume) */
+    td__srv_call_ref(&ss->c);
+    td__service_work_add(ss->svc, 1);
+    ss->parked = j;
+    ss->park_prev = g_parked_tail;
+    ss->park_next = NULL;
+    if (g_parked_tail)
+        g_parked_tail->park_next = ss;
+    else
+        g_parked = ss;
+    g_parked_tail = ss;
+    uint64_t seq = rq->seq; /* j may run and be freed as soon as the lock is released */
+    pthread_mutex_unlock(&g_park_mu);
+    td__log(TD_LOG_DEBUG, "session %llu: batch seq %llu waits (%s); not reading the stream "
+                          "until one has run", (unsigned long long)ss->c.id,
+            (unsigned long long)seq, qerr);
+    return true;
 }
 
 static bool on_message(td__srv_call *c, grpc_byte_buffer *bb)
@@ -288,6 +467,8 @@ static bool on_message(td__srv_call *c, grpc_byte_buffer *bb)
         return false;
     }
     j->ss = ss;
+    j->slot = -1;
+    j->received_ns = td__metrics_now_ns();
     td__request_decode(ss->decoder, bb, ss->state == TD_SS_AWAIT_OPEN, &j->rq);
     if (ss->state == TD_SS_AWAIT_OPEN) return handle_open(ss, j);
     if (!j->rq.decoded) return submit(ss, j);
@@ -322,6 +503,8 @@ void td__srv_session_start(td__service *svc, grpc_call *call, td__quota *quota,
     ss->quota = quota;
     ss->tenant = quota->name;
     ss->state = TD_SS_AWAIT_OPEN;
+    ss->slot = -1;
+    ss->start_ns = td__metrics_now_ns();
     char *peer = grpc_call_get_peer(call);
     td__request_printable(peer, ss->peer, sizeof ss->peer);
     gpr_free(peer);

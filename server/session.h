@@ -32,6 +32,9 @@ void td__srv_session_start(td__service *svc, grpc_call *call, td__quota *quota,
  * ss alive for the call (it holds the service's live-session lock).
  * Thread-safety: any thread. */
 struct td__srv_session;
+/* Batches waiting for their tenant's max_queued_batches (one per waiting session; their
+ * streams are not read meanwhile). For the metrics. Any thread. */
+long td__srv_sessions_parked(void);
 void td__srv_session_revoke(struct td__srv_session *ss, grpc_status_code code,
                             const char *why);
 #endif

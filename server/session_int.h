@@ -42,6 +42,11 @@ typedef struct td__srv_session {
     td__quota *quota;
     const char *tenant;
     struct td__live_session *live; /* registration for token revocation (service.h) */
+    /* A batch waiting for the tenant's max_queued_batches (server/session.c, "queued-batch
+     * limit"), and the list of such sessions; under that file's g_park_mu. */
+    struct td__job *parked;
+    struct td__srv_session *park_prev, *park_next;
+    bool unparking; /* a waker is queueing the batch it took from `parked` */
 
     /* Receive side (one completion-queue thread at a time). */
     td__req_decoder *decoder;
@@ -53,12 +58,15 @@ typedef struct td__srv_session {
     char end_msg[256];
     td__worker_queue *wq;
     td__device *dev;
+    int slot;          /* the device's metrics slot (server/metrics.h), -1 before open */
+    uint64_t start_ns; /* when the call was taken over (td__metrics_now_ns) */
 
     /* Worker side. */
     td__session *es;
     bool reserved;      /* holds one of the service's session slots */
     bool quota_session; /* holds one of the tenant's sessions */
     uint64_t freed_tensors, freed_bytes;
+    uint64_t ops_run; /* ops executed for the session (batches and graph runs), for its close line */
     td__graph_set graphs; /* graphs this session defined or looked up (server/graphcache.h) */
     td__blob **pins;      /* blobs HasBlobs reported present, until WriteFromBlob uses them */
     size_t n_pins;
@@ -71,6 +79,9 @@ typedef struct td__job {
     bool always;        /* run even without an engine session (open) */
     bool batch_charged; /* holds one of the tenant's queued batches */
     uint32_t failures_sent; /* Failure replies sent for this batch (td__handle_op_failure) */
+    int slot;               /* metrics slot of the device it was queued for (-1: none) */
+    uint64_t received_ns;   /* when it was decoded (td__metrics_now_ns) */
+    uint64_t split_ns;      /* worker time of a split op's pieces so far (run_batch) */
     /* Time slices (engine/worker.h): a batch or graph run that used up its slice sets
      * `continued` and is queued again at the head of the session's queue; it resumes at
      * rq.ops[next_op] or with `grun`. */
@@ -105,7 +116,14 @@ void td__ss_pins_fini(td__srv_session *ss);
 td_status td__ss_reply(td__srv_session *ss, const td__reply *r);
 /* Queue r; without memory for it, end the call with RESOURCE_EXHAUSTED. */
 void td__ss_reply_or_end(td__srv_session *ss, const td__reply *r);
-/* Queue a Failure (seq, op_index, status, message); logged when it cannot be queued. */
+/* Whether an execution-failure log line may be written now (at most 50 a second; the rest
+ * are counted and the count logged later). Any thread. */
+bool td__ss_failure_log_allowed(void);
+/* Queue a Failure (seq, op_index, status, message) and count it (tensord_failures_total);
+ * logged when it cannot be queued. */
 void td__ss_failure(td__srv_session *ss, uint64_t seq, uint32_t op_index, td_status st,
                     const char *message);
+/* The same for a failed op, whose name (the op table's) goes into the log line. */
+void td__ss_failure_op(td__srv_session *ss, uint64_t seq, uint32_t op_index,
+                       const char *op_name, td_status st, const char *message);
 #endif

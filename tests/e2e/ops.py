@@ -1,0 +1,537 @@
+#!/usr/bin/python3
+"""e2e-ops: what an operator watches, checked against a real tensord with clients that are
+not libtensord (issue 16, items 1-3).
+
+- gRPC health (grpc.health.v1, Debian's python3-grpcio with stubs generated at test time from
+  proto/grpc/health/v1/health.proto by python3-grpc-tools): Check answers SERVING without a
+  token on a server that requires one, NOT_FOUND for an unknown service name; Watch sends
+  SERVING, then NOT_SERVING once SIGTERM starts the drain, then the stream ends
+  (UNAVAILABLE); an unknown method answers UNIMPLEMENTED within 1 s.
+- Metrics (--metrics): every line of a scrape parses as the Prometheus text exposition
+  format 0.0.4 and follows the naming rules (TYPE before samples, counters end in _total,
+  histograms cumulative with +Inf == _count, no duplicate series); scrapes before and after
+  a known workload (tests/e2e/ops_workload.c: N adds on an NBYTES tensor, the result read
+  back, a one-mul graph run twice, one failing gather) differ by exactly N add ops, two mul
+  ops and two graph runs, a graph-cache miss (a hit for a second session), one gather, one
+  TD_ERANGE failure,
+  N binary-family latency observations, at least NBYTES received and sent (at most 64 KiB
+  of framing more); the session shows in tensord_sessions by tenant and device while open;
+  /healthz and /readyz are 200 while serving; while a SIGTERM'd server drains queued work
+  (200 queued matmuls) /readyz is 503, tensord_serving 0 and /healthz still 200.
+- Logs: every stderr line is "RFC3339-UTC-ms tensord: LEVEL: message" (text), or one JSON
+  object with time/level/prog/msg (--log-format json); with $JOURNAL_STREAM naming stderr's
+  device and inode, lines start with "<N>" (text lines then carry no time). The session
+  open and close lines name peer, tenant and device, the close line the bytes; the failing
+  gather is logged at info with the session id and the op name; refused TLS clients are
+  logged with the reason (plaintext, no client certificate) or, for a client that rejects
+  our certificate, its address (gRPC 1.51 gives one or the other).
+
+Everything is bounded: loopback only, every wait and call has a deadline, three servers.
+usage: ops.py TENSORD TENSORCTL WORKLOAD SOURCE_ROOT
+"""
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+
+try:
+    import grpc
+    from grpc_tools import protoc
+except ImportError as e:  # meson treats 77 as "skipped"
+    print(f"skipping: {e} (install python3-grpcio python3-grpc-tools)")
+    sys.exit(77)
+
+TENSORD, TENSORCTL, WORKLOAD, SRC = sys.argv[1:5]
+# tests/run.sh points the e2e suites at a ThreadSanitizer tensord this way
+TENSORD = os.environ.get("TD_TEST_TENSORD") or TENSORD
+N_OPS, NBYTES = 37, 256 * 1024
+FRAMING = 64 * 1024
+failures = []
+
+
+def check(cond, what):
+    if cond:
+        print(f"ok: {what}")
+    else:
+        print(f"FAIL: {what}")
+        failures.append(what)
+
+
+def load_health_stubs(tmp):
+    proto_dir = os.path.join(SRC, "proto", "grpc", "health", "v1")
+    rc = protoc.main(["protoc", f"-I{proto_dir}", f"--python_out={tmp}",
+                      f"--grpc_python_out={tmp}", os.path.join(proto_dir, "health.proto")])
+    if rc != 0:
+        sys.exit(f"protoc failed on health.proto ({rc})")
+    sys.path.insert(0, tmp)
+    import health_pb2
+    import health_pb2_grpc
+    return health_pb2, health_pb2_grpc
+
+
+class Server:
+    """A tensord child with its stderr in a file (so the log lines can be checked)."""
+
+    def __init__(self, tmp, name, args, env_extra=None, journal=False):
+        self.err_path = os.path.join(tmp, f"{name}.stderr")
+        self.err = open(self.err_path, "w+b")
+        env = dict(os.environ)
+        env.pop("JOURNAL_STREAM", None)
+        if journal:
+            st = os.fstat(self.err.fileno())
+            env["JOURNAL_STREAM"] = f"{st.st_dev}:{st.st_ino}"
+        env.update(env_extra or {})
+        self.proc = subprocess.Popen(
+            [TENSORD, "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0"] + args,
+            stdout=subprocess.PIPE, stderr=self.err, env=env)
+        line = self.proc.stdout.readline().decode()  # "listening on ADDR" (tensord exits if not)
+        m = re.match(r"listening on (127\.0\.0\.1:\d+)$", line.strip())
+        if not m:
+            self.stop()
+            sys.exit(f"{name}: no 'listening on' line: {line!r}\n{self.log()}")
+        self.addr = m.group(1)
+        self.metrics = None
+        deadline = time.monotonic() + 15
+        while self.metrics is None and time.monotonic() < deadline:
+            m = re.search(r"metrics on (http://127\.0\.0\.1:\d+)/metrics", self.log())
+            if m:
+                self.metrics = m.group(1)
+            else:
+                time.sleep(0.05)
+        if self.metrics is None:
+            self.stop()
+            sys.exit(f"{name}: no 'metrics on' log line\n{self.log()}")
+
+    def log(self):
+        with open(self.err_path, "rb") as f:
+            return f.read().decode(errors="replace")
+
+    def sigterm(self):
+        self.terminated = True
+        self.proc.send_signal(signal.SIGTERM)
+
+    def stop(self):
+        # One SIGTERM only: a second one while tensord is already exiting (its signal
+        # handlers gone) would kill it instead of letting it finish (slow under TSan).
+        if self.proc.poll() is None and not getattr(self, "terminated", False):
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            rc = self.proc.wait(timeout=5)
+        self.err.close()
+        return rc
+
+
+def http_get(url):
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return r.status, r.read().decode(), r.headers.get("Content-Type", "")
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode(), e.headers.get("Content-Type", "")
+
+
+# ---- the exposition format ----
+
+NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
+LABEL = r'[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*"'
+SAMPLE = re.compile(rf"^({NAME})(?:\{{((?:{LABEL})(?:,{LABEL})*)?\}})? "
+                    r"([-+]?(?:[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?|Inf)|NaN)(?: -?[0-9]+)?$")
+LABEL_RE = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\n]|\\[\\"n])*)"')
+
+
+def parse_exposition(text):
+    """Returns ({(name, frozenset(labels)): value}, [problems]); checks every line."""
+    problems, series, types = [], {}, {}
+    if not text.endswith("\n"):
+        problems.append("the exposition does not end with a newline")
+    for no, line in enumerate(text.split("\n")[:-1], 1):
+        if line.startswith("# HELP "):
+            if not re.match(rf"^# HELP {NAME} \S", line):
+                problems.append(f"line {no}: bad HELP: {line!r}")
+            continue
+        if line.startswith("# TYPE "):
+            m = re.match(rf"^# TYPE ({NAME}) (counter|gauge|histogram|summary|untyped)$", line)
+            if not m:
+                problems.append(f"line {no}: bad TYPE: {line!r}")
+            elif m.group(1) in types:
+                problems.append(f"line {no}: second TYPE for {m.group(1)}")
+            else:
+                types[m.group(1)] = m.group(2)
+            continue
+        if line.startswith("#") or line == "":
+            problems.append(f"line {no}: unexpected line {line!r}")
+            continue
+        m = SAMPLE.match(line)
+        if not m:
+            problems.append(f"line {no}: not a sample: {line!r}")
+            continue
+        name, labels, value = m.group(1), m.group(2) or "", m.group(3)
+        fam = name
+        for suffix in ("_bucket", "_sum", "_count"):
+            if name.endswith(suffix) and types.get(name[: -len(suffix)]) == "histogram":
+                fam = name[: -len(suffix)]
+        if fam not in types:
+            problems.append(f"line {no}: {name} has no TYPE before it")
+        elif types[fam] == "counter" and not name.endswith("_total"):
+            problems.append(f"line {no}: counter {name} does not end in _total")
+        elif types[fam] != "counter" and name.endswith("_total"):
+            problems.append(f"line {no}: {name} ends in _total but is a {types[fam]}")
+        if re.search(r"_(ms|milliseconds|us|microseconds|kb|mb|kib|mib)(_|$)", name):
+            problems.append(f"line {no}: {name} is not in base units")
+        lab = frozenset(LABEL_RE.findall(labels))
+        if (name, lab) in series:
+            problems.append(f"line {no}: duplicate series {name}{{{labels}}}")
+        series[(name, lab)] = float(value.replace("Inf", "inf"))
+    # histograms: cumulative buckets ending in +Inf == _count
+    for (name, lab), v in series.items():
+        if not name.endswith("_count") or types.get(name[:-6]) != "histogram":
+            continue
+        base = name[:-6]
+        buckets = sorted(((float(dict(l)["le"].replace("+Inf", "inf")), bv)
+                          for (n, l), bv in series.items()
+                          if n == base + "_bucket" and frozenset(x for x in l if x[0] != "le") == lab))
+        if not buckets or buckets[-1][0] != float("inf") or buckets[-1][1] != v:
+            problems.append(f"{base}{dict(lab)}: no +Inf bucket equal to _count")
+        if any(b[1] > c[1] for b, c in zip(buckets, buckets[1:])):
+            problems.append(f"{base}{dict(lab)}: buckets not cumulative")
+    return series, problems
+
+
+def value(series, name, **labels):
+    want = frozenset(labels.items())
+    return sum(v for (n, l), v in series.items() if n == name and want <= l)
+
+
+def scrape(srv):
+    code, body, ctype = http_get(srv.metrics + "/metrics")
+    check(code == 200 and ctype.startswith("text/plain; version=0.0.4"),
+          f"GET /metrics: 200 text/plain version 0.0.4 (got {code} {ctype!r})")
+    series, problems = parse_exposition(body)
+    for p in problems[:20]:
+        print("  " + p)
+    check(not problems, f"every line of the scrape parses and follows the naming rules "
+                        f"({len(body.splitlines())} lines, {len(problems)} problems)")
+    return series
+
+
+# ---- the log format ----
+
+TS = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"
+LEVELS = {"debug": 7, "info": 6, "warning": 4, "error": 3}
+
+
+def check_text_log(text, journal):
+    bad = []
+    for line in text.splitlines():
+        if journal:
+            m = re.match(r"^<(\d)>tensord: (debug|info|warning|error): ", line)
+            ok = m is not None and int(m.group(1)) == LEVELS[m.group(2)]
+        else:
+            ok = re.match(rf"^{TS} tensord: (debug|info|warning|error): ", line) is not None
+        if not ok:
+            bad.append(line)
+    for line in bad[:5]:
+        print(f"  bad log line: {line!r}")
+    return text.strip() != "" and not bad
+
+
+def check_json_log(text, journal):
+    bad = []
+    for line in text.splitlines():
+        m = re.match(r"^<(\d)>(.*)$", line) if journal else None
+        body = m.group(2) if m else line
+        try:
+            obj = json.loads(body)
+            ok = (list(obj) == ["time", "level", "prog", "msg"]
+                  and re.fullmatch(TS, obj["time"]) is not None
+                  and obj["level"] in LEVELS and obj["prog"] == "tensord"
+                  and (not journal or (m is not None and int(m.group(1)) == LEVELS[obj["level"]])))
+        except (ValueError, KeyError, TypeError):
+            ok = False
+        if not ok:
+            bad.append(line)
+    for line in bad[:5]:
+        print(f"  bad log line: {line!r}")
+    return text.strip() != "" and not bad
+
+
+# ---- the tests ----
+
+def test_health_metrics_logs(tmp, pb, pbg):
+    tokens = os.path.join(tmp, "tokens")
+    tok = subprocess.run([TENSORCTL, "token", "new", "--tenant", "alice", "--tokens-file", tokens],
+                         capture_output=True, text=True, timeout=30)
+    token = tok.stdout.strip().split()[-1] if tok.returncode == 0 and tok.stdout.strip() else ""
+    check(token != "", f"tensorctl token new made a token ({tok.stderr.strip()!r})")
+    srv = Server(tmp, "main", ["--tokens-file", tokens])
+    try:
+        ch = grpc.insecure_channel(srv.addr)
+        stub = pbg.HealthStub(ch)
+        r = stub.Check(pb.HealthCheckRequest(service=""), timeout=5)
+        check(r.status == pb.HealthCheckResponse.SERVING, "Check('') without a token: SERVING")
+        r = stub.Check(pb.HealthCheckRequest(service="tensord.v1.Tensord"), timeout=5)
+        check(r.status == pb.HealthCheckResponse.SERVING, "Check('tensord.v1.Tensord'): SERVING")
+        try:
+            stub.Check(pb.HealthCheckRequest(service="no.such.Service"), timeout=5)
+            check(False, "Check of an unknown service fails")
+        except grpc.RpcError as e:
+            check(e.code() == grpc.StatusCode.NOT_FOUND, f"Check of an unknown service: NOT_FOUND ({e.code()})")
+        # the token is required for everything else
+        info = ch.unary_unary("/tensord.v1.Tensord/GetInfo")
+        try:
+            info(b"", timeout=5)
+            check(False, "GetInfo without a token is refused")
+        except grpc.RpcError as e:
+            check(e.code() == grpc.StatusCode.UNAUTHENTICATED, f"GetInfo without a token: UNAUTHENTICATED ({e.code()})")
+        # unknown methods answer at once
+        for path in ("/no.such.Service/Method", "/tensord.v1.Tensord/NoSuchMethod"):
+            t0 = time.monotonic()
+            try:
+                ch.unary_unary(path)(b"", timeout=10)
+                check(False, f"{path} fails")
+            except grpc.RpcError as e:
+                dt = time.monotonic() - t0
+                check(e.code() == grpc.StatusCode.UNIMPLEMENTED and dt < 1.0,
+                      f"{path}: UNIMPLEMENTED in {dt:.3f} s (< 1 s; got {e.code()})")
+
+        code, body, _ = http_get(srv.metrics + "/healthz")
+        check(code == 200, f"/healthz: 200 ({code})")
+        code, body, _ = http_get(srv.metrics + "/readyz")
+        check(code == 200, f"/readyz while serving: 200 ({code} {body.strip()!r})")
+        code, _, _ = http_get(srv.metrics + "/nothing")
+        check(code == 404, f"/nothing: 404 ({code})")
+
+        before = scrape(srv)
+        check(value(before, "tensord_build_info") == 1, "tensord_build_info is 1")
+        check(value(before, "tensord_serving") == 1, "tensord_serving is 1")
+        env = dict(os.environ, TENSORD_TOKEN=token)
+        wl = subprocess.Popen([WORKLOAD, f"tensord://{srv.addr}/cpu", str(N_OPS), str(NBYTES)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True)
+        ready = wl.stdout.readline().strip()
+        check(ready == "ready SESSION-OPEN", f"the workload ran ({ready!r})")
+        during = scrape(srv)
+        check(value(during, "tensord_sessions", tenant="alice", device="cpu") == 1,
+              "tensord_sessions{tenant=alice,device=cpu} is 1 while the session is open")
+        check(value(during, "tensord_tenant_tensors", tenant="alice") >= 1,
+              "tensord_tenant_tensors{tenant=alice} counts its live tensors")
+        check(value(during, "tensord_tenant_memory_bytes", tenant="alice") >= NBYTES,
+              "tensord_tenant_memory_bytes{tenant=alice} holds at least the uploaded tensor")
+        wl.stdin.write("close\n")
+        wl.stdin.flush()
+        done = wl.stdout.readline().strip()
+        check(wl.wait(timeout=30) == 0 and done == "done", "the workload closed its session")
+
+        deadline = time.monotonic() + 10  # the close reaches the server asynchronously
+        after = scrape(srv)
+        while value(after, "tensord_sessions", tenant="alice") != 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+            after = scrape(srv)
+        d = lambda name, **l: value(after, name, **l) - value(before, name, **l)  # noqa: E731
+        check(d("tensord_ops_executed_total", device="cpu", family="binary", op="add") == N_OPS,
+              f"ops executed: +{N_OPS} add (got +{d('tensord_ops_executed_total', op='add'):g})")
+        check(d("tensord_ops_executed_total", device="cpu", family="movement", op="gather") == 1,
+              "ops executed: +1 gather")
+        check(d("tensord_failures_total", status="TD_ERANGE") == 1,
+              f"failures: +1 TD_ERANGE (got +{d('tensord_failures_total', status='TD_ERANGE'):g})")
+        fails = {dict(l)["status"]: v - value(before, n, **dict(l))
+                 for (n, l), v in after.items() if n == "tensord_failures_total"}
+        fails = {k: v for k, v in fails.items() if v}
+        check(fails == {"TD_ERANGE": 1, "TD_EPOISONED": 1},
+              f"failures: the gather (TD_ERANGE) and the read of its output (TD_EPOISONED): {fails}")
+        check(d("tensord_op_duration_seconds_count", device="cpu", family="binary") == N_OPS,
+              f"op latency: +{N_OPS} observations in the binary family")
+        check(d("tensord_batch_duration_seconds_count", device="cpu", kind="batch") >= 1,
+              "batch latency: at least one batch observed")
+        rx, tx = d("tensord_received_bytes_total"), d("tensord_sent_bytes_total")
+        check(NBYTES <= rx <= NBYTES + FRAMING, f"received bytes: +{rx:g} (NBYTES {NBYTES} + framing)")
+        check(NBYTES <= tx <= NBYTES + FRAMING, f"sent bytes: +{tx:g} (NBYTES {NBYTES} + framing)")
+        check(value(after, "tensord_sessions", tenant="alice") == 0, "no session left after the close")
+        check(value(after, "tensord_device_queue_depth", device="cpu") == 0, "queue depth back to 0")
+        check(d("tensord_ops_executed_total", device="cpu", family="binary", op="mul") == 2,
+              "ops executed: +2 mul (the graph's op, two runs)")
+        check(d("tensord_batch_duration_seconds_count", device="cpu", kind="graph_run") == 2,
+              "batch latency: +2 graph runs")
+        check(d("tensord_graph_cache_misses_total") >= 1 and d("tensord_graph_cache_hits_total") == 0,
+              "graph cache: the first definition missed")
+        check(value(after, "tensord_graph_cache_graphs") == 1 and value(after, "tensord_graph_cache_bytes") > 0,
+              "graph cache: it holds the graph")
+        # a second session of the tenant finds the graph in the cache
+        wl = subprocess.Popen([WORKLOAD, f"tensord://{srv.addr}/cpu", "1", "4096"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True)
+        check(wl.stdout.readline().strip() == "ready SESSION-OPEN", "the second workload ran")
+        wl.stdin.write("close\n")
+        wl.stdin.flush()
+        wl.wait(timeout=30)
+        again = scrape(srv)
+        check(value(again, "tensord_graph_cache_hits_total") - value(after, "tensord_graph_cache_hits_total") == 1,
+              "graph cache: the second session's definition hit")
+        for name in ("tensord_blob_store_hits_total", "tensord_graph_cache_misses_total",
+                     "tensord_blob_store_bytes", "tensord_graph_cache_graphs",
+                     "tensord_device_memory_total_bytes"):
+            check(any(n == name for (n, _) in after), f"{name} is exported")
+    finally:
+        rc = srv.stop()
+    check(rc == 0, f"tensord exited 0 after SIGTERM ({rc})")
+    log = srv.log()
+    check(check_text_log(log, journal=False), "every log line: RFC 3339 UTC ms time, tensord, level")
+    opened = re.search(r"tensord: info: session (\d+) opened on cpu by '[^']*' at (ipv4:127\.0\.0\.1:\d+), "
+                       r"tenant 'alice'", log)
+    check(opened is not None, "session open line: id, device, peer, tenant")
+    sid = opened.group(1) if opened else "?"
+    closed = re.search(rf"tensord: info: session {sid} closed \([^)]*\): tenant 'alice', device cpu, "
+                       r"peer ipv4:127\.0\.0\.1:\d+, [0-9.]+ s, (\d+) ops, received (\d+) bytes, "
+                       r"sent (\d+) bytes", log)
+    check(closed is not None and int(closed.group(2)) >= NBYTES and int(closed.group(3)) >= NBYTES,
+          "session close line: tenant, device, peer, ops, bytes received and sent")
+    check(re.search(rf"tensord: info: session {sid} \(tenant 'alice'\): op 0 \(gather\) of seq \d+ "
+                    r"failed: TD_ERANGE: ", log) is not None,
+          "the failing gather is logged at info with the session id and the op name")
+
+
+def test_drain(tmp, pb, pbg):
+    srv = Server(tmp, "drain", ["--log-format", "json"], journal=True)
+    seen, ended = [], {}
+    try:
+        ch = grpc.insecure_channel(srv.addr)
+        stub = pbg.HealthStub(ch)
+        stream = stub.Watch(pb.HealthCheckRequest(service=""), timeout=30)
+        first = threading.Event()
+
+        def watch():
+            try:
+                for r in stream:
+                    seen.append(r.status)
+                    first.set()
+            except grpc.RpcError as e:
+                ended["code"] = e.code()
+            first.set()
+
+        t = threading.Thread(target=watch, daemon=True)
+        t.start()
+        check(first.wait(10) and seen[:1] == [pb.HealthCheckResponse.SERVING], f"Watch: SERVING first ({seen})")
+        code, _, _ = http_get(srv.metrics + "/readyz")
+        check(code == 200, "/readyz before the drain: 200")
+        srv.sigterm()
+        t.join(20)
+        check(not t.is_alive(), "the Watch stream ended within 20 s of SIGTERM")
+        check(seen == [pb.HealthCheckResponse.SERVING, pb.HealthCheckResponse.NOT_SERVING],
+              f"Watch across the drain: SERVING then NOT_SERVING (got {seen})")
+        check(ended.get("code") == grpc.StatusCode.UNAVAILABLE,
+              f"then the stream ends UNAVAILABLE (got {ended.get('code')})")
+    finally:
+        rc = srv.stop()
+    check(rc == 0, f"tensord exited 0 ({rc})")
+    check(check_json_log(srv.log(), journal=True),
+          "--log-format json under the journal: <N>{time, level, prog, msg} on every line")
+
+
+def test_readyz_while_draining(tmp):
+    # Queued work keeps a SIGTERM'd server draining (up to 2 s): meanwhile /readyz is 503
+    # and tensord_serving 0, while /healthz stays 200.
+    srv = Server(tmp, "readyz", [])
+    try:
+        wl = subprocess.Popen([WORKLOAD, f"tensord://{srv.addr}/cpu", "200", "busy"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        check(wl.stdout.readline().strip() == "ready SESSION-OPEN", "200 matmuls queued")
+        srv.sigterm()
+        code, serving, live = None, None, None
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline:
+            try:
+                code, body, _ = http_get(srv.metrics + "/readyz")
+                if code == 503:
+                    live = http_get(srv.metrics + "/healthz")[0]
+                    serving = value(parse_exposition(http_get(srv.metrics + "/metrics")[1])[0],
+                                    "tensord_serving")
+                    break
+            except OSError:
+                break  # the listener is gone: the drain finished first
+            time.sleep(0.01)
+        check(code == 503, f"/readyz while draining: 503 ({code})")
+        check(serving == 0, f"tensord_serving while draining: 0 ({serving})")
+        check(live == 200, f"/healthz while draining: 200 ({live})")
+        wl.stdin.write("close\n")
+        wl.stdin.flush()
+        wl.wait(timeout=30)
+    finally:
+        rc = srv.stop()
+    check(rc == 0, f"tensord exited 0 ({rc})")
+
+
+def test_journal_text(tmp):
+    srv = Server(tmp, "journal", [], journal=True)
+    rc = srv.stop()
+    check(rc == 0, f"tensord exited 0 ({rc})")
+    check(check_text_log(srv.log(), journal=True), "text under the journal: <N> priority, no time")
+
+
+def test_tls_handshake_logs(tmp):
+    pki = os.path.join(tmp, "pki")
+    subprocess.run(["sh", os.path.join(SRC, "tests", "e2e", "make_certs.sh"), pki], check=True,
+                   timeout=60, capture_output=True)
+    srv = Server(tmp, "tls", ["--tls-cert", os.path.join(pki, "server.pem"),
+                              "--tls-key", os.path.join(pki, "server.key"),
+                              "--tls-client-ca", os.path.join(pki, "ca.pem")])
+    try:
+        def attempt(creds):
+            ch = grpc.secure_channel(srv.addr, creds, options=[("grpc.ssl_target_name_override", "localhost")]) \
+                if creds is not None else grpc.insecure_channel(srv.addr)
+            try:
+                ch.unary_unary("/grpc.health.v1.Health/Check")(b"", timeout=3)
+                return "ok"
+            except grpc.RpcError as e:
+                return e.code()
+            finally:
+                ch.close()
+
+        def read(name):
+            with open(os.path.join(pki, name), "rb") as f:
+                return f.read()
+
+        other_ca = grpc.ssl_channel_credentials(root_certificates=read("other-ca.pem"))
+        no_cert = grpc.ssl_channel_credentials(root_certificates=read("ca.pem"))
+        good = grpc.ssl_channel_credentials(read("ca.pem"), read("client.key"), read("client.pem"))
+        check(attempt(None) == grpc.StatusCode.UNAVAILABLE, "a plaintext client is refused")
+        check(attempt(other_ca) == grpc.StatusCode.UNAVAILABLE, "a client trusting another CA is refused")
+        check(attempt(no_cert) == grpc.StatusCode.UNAVAILABLE, "a client without a certificate is refused")
+        check(attempt(good) == "ok", "a client with a good certificate gets an answer")
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and srv.log().count("TLS handshake with") < 3:
+            time.sleep(0.05)
+    finally:
+        rc = srv.stop()
+    check(rc == 0, f"tensord exited 0 ({rc})")
+    log = srv.log()
+    check(re.search(r"warning: TLS handshake with a client failed: wrong version number", log) is not None,
+          "plaintext client: the reason is logged")
+    check(re.search(r"warning: TLS handshake with a client failed: peer did not return a certificate", log)
+          is not None, "client without a certificate: the reason is logged")
+    check(re.search(r"warning: TLS handshake with ipv4:127\.0\.0\.1:\d+ failed: the client closed the connection",
+                    log) is not None, "client that rejects our certificate: its address is logged")
+
+
+def main():
+    with tempfile.TemporaryDirectory(prefix="td-ops-") as tmp:
+        pb, pbg = load_health_stubs(tmp)
+        test_health_metrics_logs(tmp, pb, pbg)
+        test_drain(tmp, pb, pbg)
+        test_readyz_while_draining(tmp)
+        test_journal_text(tmp)
+        test_tls_handshake_logs(tmp)
+    if failures:
+        print(f"{len(failures)} checks failed")
+        sys.exit(1)
+    print("all checks passed")
+
+
+if __name__ == "__main__":
+    main()

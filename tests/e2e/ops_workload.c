@@ -1,0 +1,131 @@
+/* ops_workload.c — a known workload for tests/e2e/ops.py (metrics deltas, log lines): not a
+ * test by itself.
+ *
+ * usage: test-ops-workload URI N NBYTES
+ *        test-ops-workload URI N busy
+ * The second form queues N matmuls of 1024x1024 (about 2 GFLOP each) without waiting for
+ * them, prints "ready SESSION-OPEN" and waits for a line on stdin, then exits without
+ * reading (work for the server to drain while the caller looks at it).
+ * Uploads one f32 tensor of NBYTES bytes, runs N adds on it, reads the NBYTES result back
+ * (so the server receives and sends at least NBYTES each), then runs one gather with an
+ * out-of-range index (one execution failure, TD_ERANGE, op "gather"). Prints
+ * "ready SESSION-OPEN" and waits for a line on stdin before closing, so the caller can
+ * scrape while the session is open; prints "done" after td_close. The bearer token comes
+ * from $TENSORD_TOKEN (libtensord reads it). Exit 0, or 1 with a message.
+ */
+#include <tensord.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static int fail(td_context *ctx, const char *what)
+{
+    fprintf(stderr, "ops-workload: %s: %s\n", what, td_last_error(ctx));
+    return 1;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 4) {
+        fprintf(stderr, "usage: %s URI N NBYTES\n", argv[0]);
+        return 2;
+    }
+    long n_ops = atol(argv[2]);
+    if (strcmp(argv[3], "busy") == 0) {
+        td_context *bc;
+        if (td_connect(argv[1], NULL, &bc) != TD_OK) {
+            fprintf(stderr, "ops-workload: connect: %s\n", td_connect_error());
+            return 1;
+        }
+        int64_t dims[2] = {1024, 1024};
+        td_tensor *m = td_full(bc, TD_F32, 2, dims, 1.0 / 1024);
+        td_tensor *acc = m;
+        for (long i = 0; i < n_ops && acc != NULL; i++) acc = td_matmul(acc, m);
+        if (acc == NULL) return fail(bc, "busy matmuls");
+        /* the batch goes out batch_flush_us (2 ms) after its first op; give it 200 ms */
+        struct timespec ts = {0, 200 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        printf("ready SESSION-OPEN\n");
+        fflush(stdout);
+        char l[16];
+        if (fgets(l, sizeof l, stdin) == NULL) { /* the caller went away */
+        }
+        return 0;
+    }
+    long nbytes = atol(argv[3]);
+    if (n_ops < 1 || nbytes < 4 || nbytes % 4 != 0) {
+        fprintf(stderr, "ops-workload: N >= 1, NBYTES a positive multiple of 4\n");
+        return 2;
+    }
+    td_context *ctx;
+    if (td_connect(argv[1], NULL, &ctx) != TD_OK) {
+        fprintf(stderr, "ops-workload: connect: %s\n", td_connect_error());
+        return 1;
+    }
+    int64_t n = nbytes / 4;
+    float *host = malloc((size_t)nbytes), *back = malloc((size_t)nbytes);
+    if (host == NULL || back == NULL) return 1;
+    for (int64_t i = 0; i < n; i++) host[i] = (float)(i % 7);
+    td_tensor *x = td_from_host(ctx, TD_F32, 1, &n, host);
+    td_tensor *y = x;
+    for (long i = 0; i < n_ops; i++) {
+        td_tensor *z = td_add(y, x);
+        if (y != x) td_release(y);
+        y = z;
+    }
+    if (y == NULL || td_read(y, back, (size_t)nbytes) != TD_OK) return fail(ctx, "adds");
+    for (int64_t i = 0; i < n; i++)
+        if (back[i] != (float)(i % 7) * (float)(n_ops + 1)) {
+            fprintf(stderr, "ops-workload: element %lld is %g\n", (long long)i, back[i]);
+            return 1;
+        }
+    int64_t sixteen = 16;
+    td_tensor *a = td_full(ctx, TD_F32, 1, &sixteen, 3.0);
+    td_graph *gr = NULL;
+    if (td_graph_begin(ctx) != TD_OK) return fail(ctx, "graph begin");
+    td_tensor *in = td_graph_input(ctx, "a", TD_F32, 1, &sixteen);
+    if (td_graph_output(ctx, "y", td_mul(in, in)) != TD_OK || td_graph_end(ctx, &gr) != TD_OK)
+        return fail(ctx, "graph capture");
+    for (int r = 0; r < 2; r++) {
+        td_tensor *sq;
+        float v[16];
+        if (td_graph_run(gr, 1, NULL, &a, 1, NULL, &sq) != TD_OK ||
+            td_read(sq, v, sizeof v) != TD_OK)
+            return fail(ctx, "graph run");
+        if (v[0] != 9.0f || v[15] != 9.0f) {
+            fprintf(stderr, "ops-workload: graph run gave %g\n", v[0]);
+            return 1;
+        }
+        td_release(sq);
+    }
+    td_graph_destroy(gr);
+    td_release(a);
+    int64_t four = 4, one = 1;
+    int64_t bad_index = 100;
+    td_tensor *small = td_full(ctx, TD_F32, 1, &four, 1.0);
+    td_tensor *idx = td_from_host(ctx, TD_I64, 1, &one, &bad_index);
+    td_tensor *g = td_gather(small, idx, 0);
+    float out;
+    if (g == NULL) return fail(ctx, "gather (recording)");
+    if (td_read(g, &out, sizeof out) == TD_OK) {
+        fprintf(stderr, "ops-workload: a gather at index 100 of 4 elements succeeded\n");
+        return 1;
+    }
+    printf("ready SESSION-OPEN\n");
+    fflush(stdout);
+    char line[16];
+    if (fgets(line, sizeof line, stdin) == NULL) { /* the caller went away: close anyway */
+    }
+    td_release(g);
+    td_release(idx);
+    td_release(small);
+    td_release(y);
+    td_release(x);
+    td_close(ctx);
+    free(host);
+    free(back);
+    printf("done\n");
+    return 0;
+}
