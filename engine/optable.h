@@ -329,7 +329,7 @@ typedef struct td__op_row {
     X(LEAKY_RELU, 114, "leaky_relu", UNARY, 1, 1, "x", NONE, "slope (finite)", NONE, FLOAT, NONE, NONE, SAME, SAME, 0, NONE, EXACT, \
       "x > 0 ? x : slope x (NaN stays NaN)") \
     X(ELU, 115, "elu", UNARY, 1, 1, "x", NONE, "alpha (finite)", NONE, FLOAT, NONE, NONE, SAME, SAME, 0, NONE, ULP6, \
-      "x > 0 ? x : alpha (e^x - 1), by expm1") \
+      "x > 0 ? x : alpha (e^x - 1), by expm1 (so -0 gives -0)") \
     X(LOG1P, 116, "log1p", UNARY, 1, 1, "x", NONE, "", NONE, FLOAT, NONE, NONE, SAME, SAME, 0, NONE, ULP4, \
       "ln(1 + x), accurate near 0") \
     X(EXPM1, 117, "expm1", UNARY, 1, 1, "x", NONE, "", NONE, FLOAT, NONE, NONE, SAME, SAME, 0, NONE, ULP4, \
