@@ -861,6 +861,8 @@ static void add_unary(void)
             for (size_t s = 0; s < COUNT(shapes); s++)
                 for (size_t a = 0; a < na; a++)
                     for (int g = 0; g < 2; g++) {
+                        /* the large shape once per op and dtype (ASan time) */
+                        if (shapes[s].rank == 2 && shapes[s].d[1] == 100003 && a > 0) continue;
                         char an[96] = "";
                         if (na > 1)
                             snprintf(an, sizeof an, " attrs %" PRId64 ",%g,%g,%g", at[a].mode,
