@@ -13,6 +13,7 @@
 #include "common/alloc.h"
 #include "common/idmap.h"
 #include "engine/convert.h"
+#include <math.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -718,7 +719,91 @@ TD__UNARY(td_tanh, TANH)
 TD__UNARY(td_sigmoid, SIGMOID)
 TD__UNARY(td_relu, RELU)
 TD__UNARY(td_silu, SILU)
+TD__UNARY(td_sin, SIN)
+TD__UNARY(td_cos, COS)
+TD__UNARY(td_tan, TAN)
+TD__UNARY(td_asin, ASIN)
+TD__UNARY(td_acos, ACOS)
+TD__UNARY(td_atan, ATAN)
+TD__UNARY(td_sinh, SINH)
+TD__UNARY(td_cosh, COSH)
+TD__UNARY(td_asinh, ASINH)
+TD__UNARY(td_acosh, ACOSH)
+TD__UNARY(td_atanh, ATANH)
+TD__UNARY(td_erf, ERF)
+TD__UNARY(td_log1p, LOG1P)
+TD__UNARY(td_expm1, EXPM1)
+TD__UNARY(td_log2, LOG2)
+TD__UNARY(td_log10, LOG10)
+TD__UNARY(td_floor, FLOOR)
+TD__UNARY(td_ceil, CEIL)
+TD__UNARY(td_round, ROUND)
+TD__UNARY(td_trunc, TRUNC)
+TD__UNARY(td_sign, SIGN)
+TD__UNARY(td_reciprocal, RECIPROCAL)
+TD__UNARY(td_isnan, ISNAN)
+TD__UNARY(td_isinf, ISINF)
+TD__UNARY(td_isfinite, ISFINITE)
+TD__UNARY(td_logical_not, LOGICAL_NOT)
+TD__UNARY(td_bitwise_not, BITWISE_NOT)
 #undef TD__UNARY
+
+/* A unary op with attributes: `mode` as iattrs[0] when n_iattrs is 1, f as fattrs. */
+static td_tensor *unary_attrs(const char *api, uint32_t opcode, td_tensor *x, uint32_t n_iattrs,
+                              int64_t mode, double f0, double f1, double f2)
+{
+    if (x == NULL) return null_input(NULL, api, "x");
+    td__op op = {.opcode = opcode, .n_inputs = 1, .n_iattrs = n_iattrs, .iattrs = {mode},
+                 .fattrs = {f0, f1, f2}};
+    return record(x->ctx, api, &op, &x);
+}
+
+td_tensor *td_gelu(td_tensor *x, bool tanh_approximation)
+{
+    /* the exact form is recorded without the attribute (its absent value means exact) */
+    return unary_attrs("td_gelu", TD_OP_GELU, x, tanh_approximation ? 1 : 0,
+                       tanh_approximation ? 1 : 0, 0, 0, 0);
+}
+
+td_tensor *td_softplus(td_tensor *x, double beta, double threshold)
+{
+    return unary_attrs("td_softplus", TD_OP_SOFTPLUS, x, 0, 0, beta, threshold, 0);
+}
+
+td_tensor *td_leaky_relu(td_tensor *x, double slope)
+{
+    return unary_attrs("td_leaky_relu", TD_OP_LEAKY_RELU, x, 0, 0, slope, 0, 0);
+}
+
+td_tensor *td_elu(td_tensor *x, double alpha)
+{
+    return unary_attrs("td_elu", TD_OP_ELU, x, 0, 0, alpha, 0, 0);
+}
+
+td_tensor *td_clamp(td_tensor *x, double lo, double hi)
+{
+    return unary_attrs("td_clamp", TD_OP_CLAMP, x, 0, 0, lo, hi, 0);
+}
+
+/* The largest finite value of a float dtype (0 for others: the op refuses them anyway). */
+static double float_max(uint32_t dt)
+{
+    switch (dt) {
+    case TD_F32: return 3.4028234663852886e38;
+    case TD_F64: return 1.7976931348623157e308;
+    case TD_F16: return 65504.0;
+    case TD_BF16: return 3.3895313892515355e38;
+    }
+    return 0.0;
+}
+
+td_tensor *td_nan_to_num(td_tensor *x, double nan, double posinf, double neginf)
+{
+    if (x == NULL) return null_input(NULL, "td_nan_to_num", "x");
+    if (posinf == INFINITY) posinf = float_max(x->desc.dtype);
+    if (neginf == -INFINITY) neginf = -float_max(x->desc.dtype);
+    return unary_attrs("td_nan_to_num", TD_OP_NAN_TO_NUM, x, 0, 0, nan, posinf, neginf);
+}
 
 #define TD__BINARY(fn, OP)                                                                 \
     td_tensor *fn(td_tensor *a, td_tensor *b) { return binary(#fn, TD_OP_##OP, a, b); }
@@ -735,6 +820,20 @@ TD__BINARY(td_lt, LT)
 TD__BINARY(td_le, LE)
 TD__BINARY(td_gt, GT)
 TD__BINARY(td_ge, GE)
+TD__BINARY(td_atan2, ATAN2)
+TD__BINARY(td_hypot, HYPOT)
+TD__BINARY(td_copysign, COPYSIGN)
+TD__BINARY(td_fmod, FMOD)
+TD__BINARY(td_remainder, REMAINDER)
+TD__BINARY(td_floor_divide, FLOOR_DIVIDE)
+TD__BINARY(td_logical_and, LOGICAL_AND)
+TD__BINARY(td_logical_or, LOGICAL_OR)
+TD__BINARY(td_logical_xor, LOGICAL_XOR)
+TD__BINARY(td_bitwise_and, BITWISE_AND)
+TD__BINARY(td_bitwise_or, BITWISE_OR)
+TD__BINARY(td_bitwise_xor, BITWISE_XOR)
+TD__BINARY(td_shift_left, SHIFT_LEFT)
+TD__BINARY(td_shift_right, SHIFT_RIGHT)
 #undef TD__BINARY
 
 /* MATMUL carries TD_MATMUL_PRECISION_TF32 only for f32 inputs: other dtypes ignore it, and
@@ -772,18 +871,83 @@ td_tensor *td_matmul_ex(td_tensor *a, td_tensor *b, unsigned flags)
     return matmul("td_matmul_ex", a, b, flags);
 }
 
-td_tensor *td_where(td_tensor *cond, td_tensor *a, td_tensor *b)
+/* An op of three tensor inputs (WHERE, CLAMP_TENSOR); names: the inputs' names. */
+static td_tensor *ternary(const char *api, uint32_t opcode, td_tensor *x, td_tensor *y,
+                          td_tensor *z, const char *const names[3])
 {
-    if (cond == NULL || a == NULL || b == NULL)
-        return null_input(any_ctx(3, (td_tensor *[]){cond, a, b}), "td_where",
-                          cond == NULL ? "cond" : a == NULL ? "a" : "b");
-    if (cond->ctx != a->ctx || a->ctx != b->ctx) {
-        set_err(a->ctx, "td_where: inputs belong to different contexts");
+    if (x == NULL || y == NULL || z == NULL)
+        return null_input(any_ctx(3, (td_tensor *[]){x, y, z}), api,
+                          x == NULL ? names[0] : y == NULL ? names[1] : names[2]);
+    if (x->ctx != y->ctx || y->ctx != z->ctx) {
+        set_err(y->ctx, "%s: inputs belong to different contexts", api);
         return NULL;
     }
-    td__op op = {.opcode = TD_OP_WHERE, .n_inputs = 3};
-    td_tensor *in[3] = {cond, a, b};
-    return record(a->ctx, "td_where", &op, in);
+    td__op op = {.opcode = opcode, .n_inputs = 3};
+    td_tensor *in[3] = {x, y, z};
+    return record(y->ctx, api, &op, in);
+}
+
+td_tensor *td_where(td_tensor *cond, td_tensor *a, td_tensor *b)
+{
+    static const char *const names[3] = {"cond", "a", "b"};
+    return ternary("td_where", TD_OP_WHERE, cond, a, b, names);
+}
+
+td_tensor *td_clamp_tensor(td_tensor *x, td_tensor *lo, td_tensor *hi)
+{
+    static const char *const names[3] = {"x", "lo", "hi"};
+    return ternary("td_clamp_tensor", TD_OP_CLAMP_TENSOR, x, lo, hi, names);
+}
+
+/* A rank-0 FULL recorded under `api`'s name. */
+static td_tensor *scalar_full(td_context *ctx, const char *api, uint32_t dt, double v)
+{
+    td__op op = {.opcode = TD_OP_FULL, .dtype = dt, .fattrs = {v}};
+    return record(ctx, api, &op, NULL);
+}
+
+/* WHERE with one or two scalar operands, recorded as rank-0 FULLs (the tensor operand's
+ * dtype, or dt) and a WHERE: a client-side lowering, nothing new on the wire. */
+static td_tensor *where_scalar(const char *api, td_tensor *cond, td_tensor *a, double av,
+                               td_tensor *b, double bv, bool have_dt, td_dtype dt)
+{
+    static const char *const names[3] = {"cond", "a", "b"};
+    if (cond == NULL) return null_input(any_ctx(2, (td_tensor *[]){a, b}), api, "cond");
+    if (!have_dt && a == NULL && b == NULL) return null_input(cond->ctx, api, "a and b");
+    td_context *ctx = cond->ctx;
+    td_tensor *other = a != NULL ? a : b;
+    if (other != NULL && other->ctx != ctx) {
+        set_err(ctx, "%s: inputs belong to different contexts", api);
+        return NULL;
+    }
+    uint32_t sdt = have_dt ? (uint32_t)dt : other->desc.dtype;
+    td_tensor *sa = a, *sb = b;
+    if (a == NULL && (sa = scalar_full(ctx, api, sdt, av)) == NULL) return NULL;
+    if (b == NULL && (sb = scalar_full(ctx, api, sdt, bv)) == NULL) {
+        if (a == NULL) td_release(sa);
+        return NULL;
+    }
+    td_tensor *r = ternary(api, TD_OP_WHERE, cond, sa, sb, names);
+    if (a == NULL) td_release(sa);
+    if (b == NULL) td_release(sb);
+    return r;
+}
+
+td_tensor *td_where_scalar_a(td_tensor *cond, double a, td_tensor *b)
+{
+    if (b == NULL) return null_input(cond != NULL ? cond->ctx : NULL, "td_where_scalar_a", "b");
+    return where_scalar("td_where_scalar_a", cond, NULL, a, b, 0, false, TD_F32);
+}
+
+td_tensor *td_where_scalar_b(td_tensor *cond, td_tensor *a, double b)
+{
+    if (a == NULL) return null_input(cond != NULL ? cond->ctx : NULL, "td_where_scalar_b", "a");
+    return where_scalar("td_where_scalar_b", cond, a, 0, NULL, b, false, TD_F32);
+}
+
+td_tensor *td_where_scalars(td_tensor *cond, double a, double b, td_dtype dt)
+{
+    return where_scalar("td_where_scalars", cond, NULL, a, NULL, b, true, dt);
 }
 
 td_tensor *td_cast(td_tensor *x, td_dtype dt)

@@ -96,6 +96,8 @@ enum td__dtype_class {
     TD_DTC_FLOAT,    /* float dtypes */
     TD_DTC_INDEX,    /* index dtypes (i32, i64) */
     TD_DTC_BOOL,     /* bool only */
+    TD_DTC_INT,      /* integer dtypes (i8 i16 i32 i64 u8) */
+    TD_DTC_INTBOOL,  /* integer dtypes and bool (bitwise ops) */
 };
 
 /* Whether dtype dt belongs to class cls (false for an unknown dtype). */
@@ -109,6 +111,8 @@ static inline bool td__dtype_in(uint32_t dt, unsigned cls)
     case TD_DTC_FLOAT: return (f & TD_DTF_FLOAT) != 0;
     case TD_DTC_INDEX: return (f & TD_DTF_INDEX) != 0;
     case TD_DTC_BOOL: return (f & TD_DTF_BOOL) != 0;
+    case TD_DTC_INT: return (f & TD_DTF_INT) != 0;
+    case TD_DTC_INTBOOL: return (f & (TD_DTF_INT | TD_DTF_BOOL)) != 0;
     }
     return false;
 }
@@ -122,6 +126,8 @@ static inline const char *td__dtype_class_str(unsigned cls)
     case TD_DTC_FLOAT: return "a float dtype";
     case TD_DTC_INDEX: return "i32 or i64";
     case TD_DTC_BOOL: return "bool";
+    case TD_DTC_INT: return "an integer dtype";
+    case TD_DTC_INTBOOL: return "an integer or bool dtype";
     }
     return "no dtype";
 }

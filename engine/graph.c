@@ -156,10 +156,12 @@ static td_status graph_hash(td__graph *g, char *err, size_t errlen)
         for (uint32_t i = 0; i < op->n_inputs; i++) h_u64(h, op->inputs[i]);
         h_u32(h, op->n_iattrs);
         for (uint32_t i = 0; i < op->n_iattrs; i++) h_u64(h, (uint64_t)op->iattrs[i]);
-        for (int i = 0; i < 2; i++) {
+        /* The first two always, later ones only when set (not +0.0): the ids of graphs
+         * recorded before ops had a third float attribute stay what they were. */
+        for (int i = 0; i < TD_OP_MAX_FATTRS; i++) {
             uint64_t bits;
             memcpy(&bits, &op->fattrs[i], sizeof bits);
-            h_u64(h, bits);
+            if (i < 2 || bits != 0) h_u64(h, bits);
         }
         h_u64(h, op->seed);
     }

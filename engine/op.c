@@ -10,6 +10,7 @@
 #include "engine/op.h"
 #include "common/checked.h"
 #include "common/errbuf.h"
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -274,6 +275,34 @@ static td_status check_dtypes(const td__op_row *r, const td__op *op, const td__d
     return TD_OK;
 }
 
+/* The float attributes of the rows that use them (the row's fattrs column says what each
+ * holds); checked at record time so a bad value names the op instead of surfacing as NaN. */
+static td_status check_fattrs(const td__op *op, char *err, size_t errlen)
+{
+    const double a = op->fattrs[0], b = op->fattrs[1];
+    switch (op->opcode) {
+    case TD_OP_SOFTPLUS:
+        if (!isfinite(a) || a == 0.0)
+            return td__einval(err, errlen, "beta %g must be finite and not 0", a);
+        if (!isfinite(b)) return td__einval(err, errlen, "threshold %g must be finite", b);
+        break;
+    case TD_OP_LEAKY_RELU:
+        if (!isfinite(a)) return td__einval(err, errlen, "slope %g must be finite", a);
+        break;
+    case TD_OP_ELU:
+        if (!isfinite(a)) return td__einval(err, errlen, "alpha %g must be finite", a);
+        break;
+    case TD_OP_CLAMP:
+        if (isnan(a) || isnan(b))
+            return td__einval(err, errlen, "bounds [%g, %g] must not be NaN", a, b);
+        if (a > b) return td__einval(err, errlen, "lower bound %g exceeds upper bound %g", a, b);
+        break;
+    default:
+        break;
+    }
+    return TD_OK;
+}
+
 static uint32_t out_dtype(const td__op_row *r, const td__op *op, const td__desc *const *in)
 {
     switch (r->out_dtype) {
@@ -481,7 +510,7 @@ static td_status apply_shape_rule(const td__op_row *r, const td__op *op,
 }
 
 /* Validation and shape inference from the op's row, in a fixed order: arity, attribute
- * count, input descs, attribute values, dtypes, shape rule. */
+ * count, input descs, attribute values, dtypes, float attributes, shape rule. */
 static td_status infer(const td__op *op, const td__desc *const *in, td__desc *out, char *err,
                        size_t errlen)
 {
@@ -504,6 +533,7 @@ static td_status infer(const td__op *op, const td__desc *const *in, td__desc *ou
     td_status s = check_attr_count(r, op, x, err, errlen);
     if (s == TD_OK) s = check_attr_values(r, op, x, err, errlen);
     if (s == TD_OK) s = check_dtypes(r, op, in, err, errlen);
+    if (s == TD_OK) s = check_fattrs(op, err, errlen);
     if (s != TD_OK) return s;
     uint32_t odt = out_dtype(r, op, in);
     td__desc o;

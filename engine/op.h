@@ -7,7 +7,7 @@
  * has passed td__op_infer() against the actual input tensors.
  *
  * Opcodes are frozen (they travel on the wire); new ones are appended. Each row gives the
- * op's arity, its attribute schema (iattrs = int64 list, fattrs = 2 doubles, dtype, seed),
+ * op's arity, its attribute schema (iattrs = int64 list, fattrs = up to 3 doubles, dtype, seed),
  * its dtype rule and its shape rule; the notes below are what a row cannot say:
  *   EMPTY            a new tensor; the engine runs it as FULL 0 (no session sees old bytes)
  *   MATMUL           iattrs = {} or {precision}: TD_MATMUL_PRECISION_FULL (0, also when
@@ -56,7 +56,7 @@ typedef struct td__op {
     uint64_t inputs[TD_OP_MAX_INPUTS];
     uint64_t output;
     int64_t iattrs[TD_OP_MAX_IATTRS];
-    double fattrs[2];
+    double fattrs[TD_OP_MAX_FATTRS]; /* absent ones are +0.0 */
     uint64_t seed;
 } td__op;
 

@@ -30,7 +30,8 @@
 
 #define TD_OP_MAX_INPUTS 8
 #define TD_OP_MAX_IATTRS 24
-#define TD_OPCODE_LIMIT 128 /* all opcodes are < this */
+#define TD_OP_MAX_FATTRS 3   /* float attributes (op->fattrs); the third only NAN_TO_NUM uses */
+#define TD_OPCODE_LIMIT 512 /* all opcodes are < this */
 
 /* Op families (what a backend dispatches on). */
 enum td__op_class {
@@ -130,7 +131,9 @@ enum td__accuracy {
     TD_ACC_MATMUL,    /* 2 K u (|A| @ |B|) + 1 ulp */
     TD_ACC_NORMAL,    /* 2 ulp + 2^-20 stddev (f32), 4 ulp + 2^-40 stddev (f64) */
     TD_ACC_SOFTMAX,   /* 24 ulp + 2 n 2^-53 |y| */
-    TD_ACC_LOG_SOFTMAX /* 4 ulp + (16 + 8 ln n) u + 2 n 2^-53 */
+    TD_ACC_LOG_SOFTMAX, /* 4 ulp + (16 + 8 ln n) u + 2 n 2^-53 */
+    TD_ACC_ULP16        /* float results within 16 ulp: formulas that chain two library
+                         * functions (gelu's erfc, softplus's log1p of exp) */
 };
 
 /* Lowerings of composite ops (td__lowerings below). */
@@ -138,6 +141,11 @@ enum td__lowering_id {
     TD_LOWER_NONE = 0,
     TD_LOWER_SOFTMAX,
     TD_LOWER_LOG_SOFTMAX,
+    TD_LOWER_ISNAN,
+    TD_LOWER_ISINF,
+    TD_LOWER_ISFINITE,
+    TD_LOWER_LOGICAL_NOT,
+    TD_LOWER_CLAMP_TENSOR,
 };
 
 typedef struct td__op_row {
@@ -174,6 +182,10 @@ typedef struct td__op_row {
 #define TD__ATTRS_PERM {TD_ATTRS_RANK, 0, {{"perm", TD_ATTR_INT, 0, 0, NULL}, TD__ASPEC0}}
 #define TD__ATTRS_SLICE {TD_ATTRS_2RANK, 0, {{"starts, stops", TD_ATTR_INT, 0, 0, NULL}, TD__ASPEC0}}
 #define TD__ATTRS_AXIS {TD_ATTRS_FIXED, 1, {{"axis", TD_ATTR_AXIS, 0, 0, NULL}, TD__ASPEC0}}
+#define TD__ATTRS_GELU                                                                     \
+    {TD_ATTRS_UPTO, 1,                                                                     \
+     {{"approximate", TD_ATTR_ENUM, 0, 1, "0 (exact, erf; also when absent) or 1 (tanh)"},  \
+      TD__ASPEC0}}
 
 #define TD__OPF_0 0u
 #define TD__OPF_ENGINE TD_OPF_ENGINE
@@ -226,8 +238,9 @@ typedef struct td__op_row {
       BROADCAST, 0, NONE, EXACT, "a * b (integers wrap)")                                  \
     X(DIV, 33, "div", BINARY, 2, 2, "a, b", NONE, "", NONE, NUMERIC, NUMERIC, ALL, SAME,   \
       BROADCAST, 0, NONE, EXACT, "a / b (integers: toward zero, x / 0 = 0)")               \
-    X(POW, 34, "pow", BINARY, 2, 2, "a, b", NONE, "", NONE, FLOAT, FLOAT, ALL, SAME,       \
-      BROADCAST, 0, NONE, ULP8, "a^b")                                                     \
+    X(POW, 34, "pow", BINARY, 2, 2, "a, b", NONE, "", NONE, NUMERIC, NUMERIC, ALL, SAME,   \
+      BROADCAST, 0, NONE, ULP8,                                                            \
+      "a^b (integers: exact, wrapping; b < 0 gives 1 / a^-b toward zero, and 0 for a = 0)")                                                     \
     X(MAXIMUM, 35, "maximum", BINARY, 2, 2, "a, b", NONE, "", NONE, NUMERIC, NUMERIC, ALL, \
       SAME, BROADCAST, 0, NONE, EXACT, "larger of a and b (NaN propagates)")               \
     X(MINIMUM, 36, "minimum", BINARY, 2, 2, "a, b", NONE, "", NONE, NUMERIC, NUMERIC, ALL, \
@@ -284,13 +297,120 @@ typedef struct td__op_row {
       NORMALIZE, 0, SOFTMAX, SOFTMAX, "e^(x - max) / sum e^(x - max) along the axis")      \
     X(LOG_SOFTMAX, 91, "log_softmax", SOFTMAX, 1, 1, "x", AXIS, "", NONE, FLOAT, NONE,     \
       NONE, SAME, NORMALIZE, 0, LOG_SOFTMAX, LOG_SOFTMAX,                                  \
-      "(x - max) - log sum e^(x - max) along the axis")
+      "(x - max) - log sum e^(x - max) along the axis") \
+    X(SIN, 100, "sin", UNARY, 1, 1, "x", NONE, "", NONE, FLOAT, NONE, NONE, SAME, SAME, 0, NONE, ULP4, \
+      "sine (radians)") \
+    X(COS, 101, "cos", UNARY, 1, 1, "x", NONE, "", NONE, FLOAT, NONE, NONE, SAME, SAME, 0, NONE, ULP4, \
+      "cosine (radians)") \
+    X(TAN, 102, "tan", UNARY, 1, 1, "x", NONE, "", NONE, FLOAT, NONE, NONE, SAME, SAME, 0, NONE, ULP8, \
+      "tangent (radians)") \
+    X(ASIN, 103, "asin", UNARY, 1, 1, "x", NONE, "", NONE, FLOAT, NONE, NONE, SAME, SAME, 0, NONE, ULP4, \
+      "arcsine, [-pi/2, pi/2]; NaN outside [-1, 1]") \
+    X(ACOS, 104, "acos", UNARY, 1, 1, "x", NONE, "", NONE, FLOAT, NONE, NONE, SAME, SAME, 0, NONE, ULP4, \
+      "arccosine, [0, pi]; NaN outside [-1, 1]") \
+    X(ATAN, 105, "atan", UNARY, 1, 1, "x", NONE, "", NONE, FLOAT, NONE, NONE, SAME, SAME, 0, NONE, ULP4, \
+      "arctangent, (-pi/2, pi/2)") \
+    X(SINH, 106, "sinh", UNARY, 1, 1, "x", NONE, "", NONE, FLOAT, NONE, NONE, SAME, SAME, 0, NONE, ULP6, \
+      "hyperbolic sine") \
+    X(COSH, 107, "cosh", UNARY, 1, 1, "x", NONE, "", NONE, FLOAT, NONE, NONE, SAME, SAME, 0, NONE, ULP6, \
+      "hyperbolic cosine") \
+    X(ASINH, 108, "asinh", UNARY, 1, 1, "x", NONE, "", NONE, FLOAT, NONE, NONE, SAME, SAME, 0, NONE, ULP6, \
+      "inverse hyperbolic sine") \
+    X(ACOSH, 109, "acosh", UNARY, 1, 1, "x", NONE, "", NONE, FLOAT, NONE, NONE, SAME, SAME, 0, NONE, ULP6, \
+      "inverse hyperbolic cosine; NaN below 1") \
+    X(ATANH, 110, "atanh", UNARY, 1, 1, "x", NONE, "", NONE, FLOAT, NONE, NONE, SAME, SAME, 0, NONE, ULP6, \
+      "inverse hyperbolic tangent; +-inf at +-1, NaN outside [-1, 1]") \
+    X(ERF, 111, "erf", UNARY, 1, 1, "x", NONE, "", NONE, FLOAT, NONE, NONE, SAME, SAME, 0, NONE, ULP4, \
+      "error function 2/sqrt(pi) int_0^x e^-t^2 dt") \
+    X(GELU, 112, "gelu", UNARY, 1, 1, "x", GELU, "", NONE, FLOAT, NONE, NONE, SAME, SAME, 0, NONE, ULP16, \
+      "x Phi(x) = x/2 erfc(-x/sqrt 2); approximate 1: x / (1 + e^(-2u)), u = sqrt(2/pi)(x + 0.044715 x^3) (= x/2 (1 + tanh u))") \
+    X(SOFTPLUS, 113, "softplus", UNARY, 1, 1, "x", NONE, "beta (finite, not 0), threshold (finite)", NONE, FLOAT, NONE, NONE, SAME, SAME, 0, NONE, ULP16, \
+      "x if beta x > threshold, else log1p(e^(beta x)) / beta") \
+    X(LEAKY_RELU, 114, "leaky_relu", UNARY, 1, 1, "x", NONE, "slope (finite)", NONE, FLOAT, NONE, NONE, SAME, SAME, 0, NONE, EXACT, \
+      "x > 0 ? x : slope x (NaN stays NaN)") \
+    X(ELU, 115, "elu", UNARY, 1, 1, "x", NONE, "alpha (finite)", NONE, FLOAT, NONE, NONE, SAME, SAME, 0, NONE, ULP6, \
+      "x > 0 ? x : alpha (e^x - 1), by expm1 (so -0 gives -0)") \
+    X(LOG1P, 116, "log1p", UNARY, 1, 1, "x", NONE, "", NONE, FLOAT, NONE, NONE, SAME, SAME, 0, NONE, ULP4, \
+      "ln(1 + x), accurate near 0") \
+    X(EXPM1, 117, "expm1", UNARY, 1, 1, "x", NONE, "", NONE, FLOAT, NONE, NONE, SAME, SAME, 0, NONE, ULP4, \
+      "e^x - 1, accurate near 0") \
+    X(LOG2, 118, "log2", UNARY, 1, 1, "x", NONE, "", NONE, FLOAT, NONE, NONE, SAME, SAME, 0, NONE, ULP4, \
+      "base-2 logarithm") \
+    X(LOG10, 119, "log10", UNARY, 1, 1, "x", NONE, "", NONE, FLOAT, NONE, NONE, SAME, SAME, 0, NONE, ULP4, \
+      "base-10 logarithm") \
+    X(FLOOR, 120, "floor", UNARY, 1, 1, "x", NONE, "", NONE, FLOAT, NONE, NONE, SAME, SAME, 0, NONE, EXACT, \
+      "largest integer <= x (+-0, +-inf, NaN kept)") \
+    X(CEIL, 121, "ceil", UNARY, 1, 1, "x", NONE, "", NONE, FLOAT, NONE, NONE, SAME, SAME, 0, NONE, EXACT, \
+      "smallest integer >= x (+-0, +-inf, NaN kept)") \
+    X(ROUND, 122, "round", UNARY, 1, 1, "x", NONE, "", NONE, FLOAT, NONE, NONE, SAME, SAME, 0, NONE, EXACT, \
+      "nearest integer, ties to even (rint; -0.5 gives -0)") \
+    X(TRUNC, 123, "trunc", UNARY, 1, 1, "x", NONE, "", NONE, FLOAT, NONE, NONE, SAME, SAME, 0, NONE, EXACT, \
+      "integer part, toward zero (-0.5 gives -0)") \
+    X(RECIPROCAL, 124, "reciprocal", UNARY, 1, 1, "x", NONE, "", NONE, FLOAT, NONE, NONE, SAME, SAME, 0, NONE, EXACT, \
+      "1 / x (IEEE-rounded; 1 / +-0 = +-inf)") \
+    X(NAN_TO_NUM, 125, "nan_to_num", UNARY, 1, 1, "x", NONE, "nan, posinf, neginf", NONE, FLOAT, NONE, NONE, SAME, SAME, 0, NONE, EXACT, \
+      "NaN -> nan, +inf -> posinf, -inf -> neginf (each converted to the dtype), others kept") \
+    X(SIGN, 126, "sign", UNARY, 1, 1, "x", NONE, "", NONE, NUMERIC, NONE, NONE, SAME, SAME, 0, NONE, EXACT, \
+      "1, -1 or 0 (+0 for +-0; NaN stays NaN)") \
+    X(CLAMP, 127, "clamp", UNARY, 1, 1, "x", NONE, "lo, hi (not NaN, lo <= hi; +-inf: unbounded)", NONE, NUMERIC, NONE, NONE, SAME, SAME, 0, NONE, EXACT, \
+      "min(max(x, lo), hi) (NaN stays NaN; integers: bounds converted by the cast rules)") \
+    X(BITWISE_NOT, 128, "bitwise_not", UNARY, 1, 1, "x", NONE, "", NONE, INTBOOL, NONE, NONE, SAME, SAME, 0, NONE, EXACT, \
+      "~x (bool: logical not)") \
+    X(ISNAN, 129, "isnan", UNARY, 1, 1, "x", NONE, "", NONE, ANY, NONE, NONE, BOOL, SAME, 0, ISNAN, EXACT, \
+      "x != x") \
+    X(ISINF, 130, "isinf", UNARY, 1, 1, "x", NONE, "", NONE, NUMERIC, NONE, NONE, BOOL, SAME, 0, ISINF, EXACT, \
+      "x is +inf or -inf (x == x and x - x is NaN)") \
+    X(ISFINITE, 131, "isfinite", UNARY, 1, 1, "x", NONE, "", NONE, NUMERIC, NONE, NONE, BOOL, SAME, 0, ISFINITE, EXACT, \
+      "x is neither inf nor NaN (x - x == x - x)") \
+    X(LOGICAL_NOT, 132, "logical_not", UNARY, 1, 1, "x", NONE, "", NONE, ANY, NONE, NONE, BOOL, SAME, 0, LOGICAL_NOT, EXACT, \
+      "x == 0 (NaN is true, so gives false)") \
+    X(ATAN2, 140, "atan2", BINARY, 2, 2, "a, b", NONE, "", NONE, FLOAT, FLOAT, ALL, SAME, BROADCAST, 0, NONE, ULP6, \
+      "angle of the point (b, a): atan(a / b) in the right quadrant, [-pi, pi]") \
+    X(HYPOT, 141, "hypot", BINARY, 2, 2, "a, b", NONE, "", NONE, FLOAT, FLOAT, ALL, SAME, BROADCAST, 0, NONE, ULP6, \
+      "sqrt(a^2 + b^2) without undue overflow (inf if either is inf)") \
+    X(COPYSIGN, 142, "copysign", BINARY, 2, 2, "a, b", NONE, "", NONE, FLOAT, FLOAT, ALL, SAME, BROADCAST, 0, NONE, EXACT, \
+      "|a| with the sign bit of b (-0 and NaN signs count)") \
+    X(FMOD, 143, "fmod", BINARY, 2, 2, "a, b", NONE, "", NONE, NUMERIC, NUMERIC, ALL, SAME, BROADCAST, 0, NONE, EXACT, \
+      "a - trunc(a / b) b, sign of a (C fmod; integers: fmod(a, 0) = a)") \
+    X(REMAINDER, 144, "remainder", BINARY, 2, 2, "a, b", NONE, "", NONE, NUMERIC, NUMERIC, ALL, SAME, BROADCAST, 0, NONE, EXACT, \
+      "a - floor(a / b) b, sign of b (Python %; floats: a zero takes b's sign; integers: remainder(a, 0) = a)") \
+    X(FLOOR_DIVIDE, 145, "floor_divide", BINARY, 2, 2, "a, b", NONE, "", NONE, NUMERIC, NUMERIC, ALL, SAME, BROADCAST, 0, NONE, EXACT, \
+      "floor(a / b) (Python //; floats: numpy's divmod rule, x / 0 = a / b; integers: x // 0 = 0, MIN // -1 = MIN)") \
+    X(BITWISE_AND, 146, "bitwise_and", BINARY, 2, 2, "a, b", NONE, "", NONE, INTBOOL, INTBOOL, ALL, SAME, BROADCAST, 0, NONE, EXACT, \
+      "a & b (bool: logical and)") \
+    X(BITWISE_OR, 147, "bitwise_or", BINARY, 2, 2, "a, b", NONE, "", NONE, INTBOOL, INTBOOL, ALL, SAME, BROADCAST, 0, NONE, EXACT, \
+      "a | b (bool: logical or)") \
+    X(BITWISE_XOR, 148, "bitwise_xor", BINARY, 2, 2, "a, b", NONE, "", NONE, INTBOOL, INTBOOL, ALL, SAME, BROADCAST, 0, NONE, EXACT, \
+      "a ^ b (bool: logical xor)") \
+    X(SHIFT_LEFT, 149, "shift_left", BINARY, 2, 2, "a, b", NONE, "", NONE, INT, INT, ALL, SAME, BROADCAST, 0, NONE, EXACT, \
+      "a << b, bits shifted out are lost; b < 0 or b >= width gives 0") \
+    X(SHIFT_RIGHT, 150, "shift_right", BINARY, 2, 2, "a, b", NONE, "", NONE, INT, INT, ALL, SAME, BROADCAST, 0, NONE, EXACT, \
+      "a >> b, arithmetic for signed types; b < 0 or b >= width gives 0 (-1 for a negative a)") \
+    X(LOGICAL_AND, 155, "logical_and", COMPARE, 2, 2, "a, b", NONE, "", NONE, ANY, ANY, ALL, BOOL, BROADCAST, 0, NONE, EXACT, \
+      "(a != 0) and (b != 0) (NaN is true)") \
+    X(LOGICAL_OR, 156, "logical_or", COMPARE, 2, 2, "a, b", NONE, "", NONE, ANY, ANY, ALL, BOOL, BROADCAST, 0, NONE, EXACT, \
+      "(a != 0) or (b != 0)") \
+    X(LOGICAL_XOR, 157, "logical_xor", COMPARE, 2, 2, "a, b", NONE, "", NONE, ANY, ANY, ALL, BOOL, BROADCAST, 0, NONE, EXACT, \
+      "(a != 0) != (b != 0)") \
+    X(CLAMP_TENSOR, 160, "clamp_tensor", WHERE, 3, 3, "x, lo, hi", NONE, "", NONE, NUMERIC, NUMERIC, ALL, SAME, BROADCAST, 0, CLAMP_TENSOR, EXACT, \
+      "minimum(maximum(x, lo), hi), all three broadcast (hi wins where lo > hi; NaN propagates)")
 
 /* Element functions of the float elementwise unary ops, written once: X(NAME, expression
- * of `x`, whose type is `T` (float or double; write constants as (T)1)). The CPU backend
- * stamps one loop per float dtype from each (with <tgmath.h>, so exp(x) is expf for float),
- * the GPU backends one kernel (with device overloads of the same names), so both compute
- * the same expression. Functions available: exp, expm1, log, log1p, sqrt, tanh, erf, fabs. */
+ * of `x`, whose type is `T` (float or double; write constants as (T)1)). The expression may
+ * also read the op's float attributes as `p0`, `p1`, `p2` (op->fattrs converted to T) and
+ * its first integer attribute as `mode` (0 when absent). The CPU backend stamps one loop per
+ * float dtype from each (with <tgmath.h>, so exp(x) is expf for float), the GPU backends one
+ * kernel (with device overloads of the same names), so both compute the same expression.
+ * f16/bf16 evaluate it with T = float and round once. Functions available: exp, expm1, log,
+ * log1p, log2, log10, sqrt, sin, cos, tan, asin, acos, atan, sinh, cosh, tanh, asinh, acosh,
+ * atanh, erf, erfc, floor, ceil, rint, trunc, fabs.
+ *
+ * GELU: the exact form is x/2 (1 + erf(x / sqrt 2)) (Hendrycks & Gimpel, "Gaussian error
+ * linear units", 2016), written with erfc so that it keeps its relative accuracy for
+ * negative x where 1 + erf cancels; the tanh approximation x/2 (1 + tanh u) of the same
+ * paper is written x / (1 + e^(-2u)) (the identity 1 + tanh u = 2 / (1 + e^(-2u))) for the
+ * same reason. SOFTPLUS and ELU follow PyTorch's definitions (torch.nn.Softplus, ELU of
+ * Clevert et al. 2015). NAN_TO_NUM tests x != x first; x - x == x - x holds for exactly the finite x. */
 #define TD_UNARY_FLOAT_KERNELS(X)                                                          \
     X(EXP, exp(x))                                                                         \
     X(LOG, log(x))                                                                         \
@@ -298,7 +418,35 @@ typedef struct td__op_row {
     X(RSQRT, (T)1 / sqrt(x))                                                               \
     X(TANH, tanh(x))                                                                       \
     X(SIGMOID, (T)1 / ((T)1 + exp(-x)))                                                    \
-    X(SILU, x / ((T)1 + exp(-x)))
+    X(SILU, x / ((T)1 + exp(-x)))                                                          \
+    X(SIN, sin(x))                                                                         \
+    X(COS, cos(x))                                                                         \
+    X(TAN, tan(x))                                                                         \
+    X(ASIN, asin(x))                                                                       \
+    X(ACOS, acos(x))                                                                       \
+    X(ATAN, atan(x))                                                                       \
+    X(SINH, sinh(x))                                                                       \
+    X(COSH, cosh(x))                                                                       \
+    X(ASINH, asinh(x))                                                                     \
+    X(ACOSH, acosh(x))                                                                     \
+    X(ATANH, atanh(x))                                                                     \
+    X(ERF, erf(x))                                                                         \
+    X(GELU, mode != 0                                                                      \
+                ? x / ((T)1 + exp((T)-1.5957691216057308 * (x + (T)0.044715 * x * x * x))) \
+                : (T)0.5 * x * erfc(x * (T)-0.70710678118654752))                          \
+    X(SOFTPLUS, x * p0 > p1 ? x : log1p(exp(x * p0)) / p0)                                 \
+    X(LEAKY_RELU, x > (T)0 ? x : x * p0)                                                   \
+    X(ELU, x > (T)0 ? x : p0 * expm1(x))                                                   \
+    X(LOG1P, log1p(x))                                                                     \
+    X(EXPM1, expm1(x))                                                                     \
+    X(LOG2, log2(x))                                                                       \
+    X(LOG10, log10(x))                                                                     \
+    X(FLOOR, floor(x))                                                                     \
+    X(CEIL, ceil(x))                                                                       \
+    X(ROUND, rint(x))                                                                      \
+    X(TRUNC, trunc(x))                                                                     \
+    X(RECIPROCAL, (T)1 / x)                                                                \
+    X(NAN_TO_NUM, x != x ? p0 : x - x == x - x ? x : x > (T)0 ? p1 : p2)
 
 enum td__opcode {
 #define TD__OPCODE_ENUM(name, value, ...) TD_OP_##name = value,
@@ -380,7 +528,11 @@ typedef struct td__lowering {
 } td__lowering;
 
 /* By enum td__lowering_id. SOFTMAX is op.h's contract step by step: m = max, x - m, exp,
- * s = sum (keepdims), e / s; LOG_SOFTMAX ends with (x - m) - log(s). */
+ * s = sum (keepdims), e / s; LOG_SOFTMAX ends with (x - m) - log(s).
+ * The predicates need no constants: ISNAN is x != x; ISFINITE is d == d with d = x - x
+ * (0 for finite x, NaN for inf and NaN; integers give 0); ISINF is (x == x) and (d != d).
+ * LOGICAL_NOT makes b = x or x (bool), t = (b == b) (all true) and gives b xor t.
+ * CLAMP_TENSOR is minimum(maximum(x, lo), hi). */
 static const td__lowering td__lowerings[] = {
     {0, {{0, 0, {0, 0, 0}, TD_LATTR_NONE}}},
     {5,
@@ -396,6 +548,22 @@ static const td__lowering td__lowerings[] = {
       {TD_OP_SUM, 1, {TD_LSTEP(2), 0, 0}, TD_LATTR_AXIS_KEEP},
       {TD_OP_LOG, 1, {TD_LSTEP(3), 0, 0}, TD_LATTR_NONE},
       {TD_OP_SUB, 2, {TD_LSTEP(1), TD_LSTEP(4), 0}, TD_LATTR_NONE}}},
+    {1, {{TD_OP_NE, 2, {TD_LIN(0), TD_LIN(0), 0}, TD_LATTR_NONE}}},
+    {4,
+     {{TD_OP_EQ, 2, {TD_LIN(0), TD_LIN(0), 0}, TD_LATTR_NONE},
+      {TD_OP_SUB, 2, {TD_LIN(0), TD_LIN(0), 0}, TD_LATTR_NONE},
+      {TD_OP_NE, 2, {TD_LSTEP(1), TD_LSTEP(1), 0}, TD_LATTR_NONE},
+      {TD_OP_LOGICAL_AND, 2, {TD_LSTEP(0), TD_LSTEP(2), 0}, TD_LATTR_NONE}}},
+    {2,
+     {{TD_OP_SUB, 2, {TD_LIN(0), TD_LIN(0), 0}, TD_LATTR_NONE},
+      {TD_OP_EQ, 2, {TD_LSTEP(0), TD_LSTEP(0), 0}, TD_LATTR_NONE}}},
+    {3,
+     {{TD_OP_LOGICAL_OR, 2, {TD_LIN(0), TD_LIN(0), 0}, TD_LATTR_NONE},
+      {TD_OP_EQ, 2, {TD_LSTEP(0), TD_LSTEP(0), 0}, TD_LATTR_NONE},
+      {TD_OP_LOGICAL_XOR, 2, {TD_LSTEP(0), TD_LSTEP(1), 0}, TD_LATTR_NONE}}},
+    {2,
+     {{TD_OP_MAXIMUM, 2, {TD_LIN(0), TD_LIN(1), 0}, TD_LATTR_NONE},
+      {TD_OP_MINIMUM, 2, {TD_LSTEP(0), TD_LIN(2), 0}, TD_LATTR_NONE}}},
 };
 
 /* The lowering of a row, or NULL when it has none. */

@@ -275,7 +275,10 @@ td_tensor *td_add(td_tensor *a, td_tensor *b);
 td_tensor *td_sub(td_tensor *a, td_tensor *b);
 td_tensor *td_mul(td_tensor *a, td_tensor *b);
 td_tensor *td_div(td_tensor *a, td_tensor *b); /* integer division truncates; x/0 gives 0 */
-td_tensor *td_pow(td_tensor *a, td_tensor *b); /* float dtypes only */
+/* a^b, numeric dtypes. Floats: C99 pow. Integers: exact modulo 2^width (overflow wraps,
+ * computed by repeated squaring); b < 0 gives 1 / a^-b truncated toward zero: 1 for a = 1,
+ * +-1 for a = -1 (by b's parity), 0 otherwise (0 for a = 0 too, like x / 0 = 0). */
+td_tensor *td_pow(td_tensor *a, td_tensor *b);
 td_tensor *td_maximum(td_tensor *a, td_tensor *b);
 td_tensor *td_minimum(td_tensor *a, td_tensor *b);
 td_tensor *td_eq(td_tensor *a, td_tensor *b); /* comparisons give TD_BOOL */
@@ -300,6 +303,150 @@ td_tensor *td_where(td_tensor *cond, td_tensor *a, td_tensor *b);
  *  - to a wider float (f16/bf16 -> f32 or f64, f32 -> f64, small integers): exact.
  * Elementwise f16/bf16 arithmetic is computed in f32 and rounded once to the dtype. */
 td_tensor *td_cast(td_tensor *x, td_dtype dt);
+
+/* ---- elementwise math (issue 13) ----
+ * Common rules for every function below (docs/ops.md has each op's row: dtypes, whether it
+ * is a primitive or lowered, its accuracy class):
+ *  - Lazy like every op: the result is a new handle of the shape given, computed when read.
+ *    Returns NULL on a bad argument, with td_last_status TD_EINVAL and td_last_error naming
+ *    the function and the offending values (a NULL input, a wrong dtype, shapes that do not
+ *    broadcast, a bad attribute). Thread-safety: one thread per context.
+ *  - Shapes: unary functions keep x's shape (rank 0 and zero-length dims included); binary
+ *    ones numpy-broadcast a and b (both of one dtype; no implicit promotion).
+ *  - "float" means f32, f64, f16, bf16. f16/bf16 are computed in f32 and rounded once to the
+ *    dtype; float attributes are converted to the computing type (f32 for f16/bf16).
+ *  - Accuracy: IEEE-exact functions (floor, ceil, round, trunc, sign, reciprocal, clamp,
+ *    copysign, fmod, remainder, floor_divide, leaky_relu, nan_to_num) give the same bits on
+ *    every backend; the transcendental ones follow the backend's math library (glibc on the
+ *    CPU, CUDA's libdevice on the GPU) within the ulp bound of their row, which
+ *    tests/unit/backends/conformance.c checks. Formulas are the C99 / IEEE 754-2008
+ *    definitions of the functions named, unless stated. */
+
+/* Trigonometric and hyperbolic functions of float x (radians), C99 7.12.4-5: sin, cos,
+ * tan; asin and acos (NaN outside [-1, 1]), atan; sinh, cosh, asinh, acosh (NaN below 1),
+ * atanh (+-inf at +-1, NaN outside [-1, 1]). Errors: TD_EINVAL for a non-float x. */
+td_tensor *td_sin(td_tensor *x);
+td_tensor *td_cos(td_tensor *x);
+td_tensor *td_tan(td_tensor *x);
+td_tensor *td_asin(td_tensor *x);
+td_tensor *td_acos(td_tensor *x);
+td_tensor *td_atan(td_tensor *x);
+td_tensor *td_sinh(td_tensor *x);
+td_tensor *td_cosh(td_tensor *x);
+td_tensor *td_asinh(td_tensor *x);
+td_tensor *td_acosh(td_tensor *x);
+td_tensor *td_atanh(td_tensor *x);
+/* The error function erf(x) = 2/sqrt(pi) int_0^x e^(-t^2) dt (C99 7.12.8.1), float x. */
+td_tensor *td_erf(td_tensor *x);
+/* GELU, x Phi(x) with Phi the standard normal CDF (Hendrycks & Gimpel, "Gaussian Error
+ * Linear Units", 2016), float x. tanh_approximation false: the exact form x/2 (1 + erf(x /
+ * sqrt 2)), computed as x/2 erfc(-x / sqrt 2) so it keeps its relative accuracy for
+ * negative x; true: the paper's approximation x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+ * (PyTorch's approximate='tanh'), computed as x / (1 + e^(-2u)). gelu(-inf) is NaN in both
+ * (-inf * 0, as PyTorch). Errors: TD_EINVAL for a non-float x. */
+td_tensor *td_gelu(td_tensor *x, bool tanh_approximation);
+/* softplus: x where beta x > threshold, else log(1 + e^(beta x)) / beta (torch.nn.Softplus's
+ * definition), float x. Errors: TD_EINVAL for a non-float x, a beta that is 0 or not finite,
+ * a threshold that is not finite (PyTorch's defaults: beta 1, threshold 20). */
+td_tensor *td_softplus(td_tensor *x, double beta, double threshold);
+/* leaky ReLU: x > 0 ? x : slope x (NaN stays NaN, -0 gives -0 * slope), float x (Maas et
+ * al. 2013). Errors: TD_EINVAL for a non-float x or a non-finite slope. */
+td_tensor *td_leaky_relu(td_tensor *x, double slope);
+/* ELU: x > 0 ? x : alpha (e^x - 1), by expm1 (Clevert et al., "Fast and accurate deep
+ * network learning by exponential linear units", 2015), float x. Errors: TD_EINVAL for a
+ * non-float x or a non-finite alpha. */
+td_tensor *td_elu(td_tensor *x, double alpha);
+/* log(1 + x) and e^x - 1, accurate near 0 (C99 7.12.6.9, 7.12.6.3); log2 and log10 (C99
+ * 7.12.6.10, 7.12.6.8): -inf at 0, NaN below. Float x. */
+td_tensor *td_log1p(td_tensor *x);
+td_tensor *td_expm1(td_tensor *x);
+td_tensor *td_log2(td_tensor *x);
+td_tensor *td_log10(td_tensor *x);
+/* Rounding to an integral value, float x, exact: floor (toward -inf), ceil (toward +inf),
+ * round (to nearest, ties to even: 0.5 -> 0, 1.5 -> 2, 2.5 -> 2, -0.5 -> -0; C99 rint in
+ * the default rounding mode; note C's round() rounds ties away from zero, this does not),
+ * trunc (toward zero, -0.5 -> -0). +-0, +-inf and NaN come back unchanged. For integer
+ * tensors these would be the identity and are refused (TD_EINVAL): skip the call. */
+td_tensor *td_floor(td_tensor *x);
+td_tensor *td_ceil(td_tensor *x);
+td_tensor *td_round(td_tensor *x);
+td_tensor *td_trunc(td_tensor *x);
+/* sign: 1, -1 or 0, any numeric dtype (bool refused). Floats: +-0 gives +0 (numpy and
+ * PyTorch agree), NaN stays NaN (numpy's rule; PyTorch 1.13 gives 0). u8: 0 or 1. */
+td_tensor *td_sign(td_tensor *x);
+/* 1 / x, float x, IEEE-rounded (1 / +-0 = +-inf, 1 / +-inf = +-0). */
+td_tensor *td_reciprocal(td_tensor *x);
+/* Predicates with a TD_BOOL result of x's shape: isnan (any dtype: false for integers and
+ * bool), isinf (+-inf), isfinite (neither inf nor NaN); isinf and isfinite take numeric
+ * dtypes (bool refused) and are false / true for every integer. Lowered by the engine onto
+ * comparisons (docs/ops.md), so every backend gives the same answer. */
+td_tensor *td_isnan(td_tensor *x);
+td_tensor *td_isinf(td_tensor *x);
+td_tensor *td_isfinite(td_tensor *x);
+/* clamp with scalar bounds: min(max(x, lo), hi) elementwise, any numeric dtype. NaN stays
+ * NaN; lo = -INFINITY or hi = INFINITY leaves that side open. Integer x: the bounds are
+ * converted by the cast rules (td_cast: toward zero, saturating), which equals clamping in
+ * the reals and then converting. Errors: TD_EINVAL for bool x, a NaN bound, or lo > hi
+ * (PyTorch returns hi everywhere then; here it is refused, since it is always a mistake). */
+td_tensor *td_clamp(td_tensor *x, double lo, double hi);
+/* clamp with tensor bounds: minimum(maximum(x, lo), hi), x, lo and hi of one numeric dtype,
+ * broadcast together (output shape: the broadcast of all three). Lowered onto MAXIMUM and
+ * MINIMUM; NaN in any operand propagates, and where lo > hi the result is hi (values are
+ * only known when the op runs, so this cannot be refused). */
+td_tensor *td_clamp_tensor(td_tensor *x, td_tensor *lo, td_tensor *hi);
+/* Replace NaN by `nan`, +inf by `posinf`, -inf by `neginf` in float x (numpy.nan_to_num /
+ * torch.nan_to_num). posinf = INFINITY and neginf = -INFINITY ask for PyTorch's defaults:
+ * the dtype's largest and lowest finite values (f16 65504, bf16 about 3.39e38, f32
+ * FLT_MAX, f64 DBL_MAX). The values are converted to the dtype (round to nearest; past its
+ * range they become +-inf). Errors: TD_EINVAL for a non-float x. */
+td_tensor *td_nan_to_num(td_tensor *x, double nan, double posinf, double neginf);
+
+/* atan2(a, b): the angle of the point (b, a) in [-pi, pi] (C99 7.12.4.4, signed zeros
+ * included); hypot(a, b) = sqrt(a^2 + b^2) without undue overflow, inf if either is inf
+ * even when the other is NaN (C99 7.12.7.3); copysign(a, b): |a| with b's sign bit (exact,
+ * NaN signs included). Float dtypes only. */
+td_tensor *td_atan2(td_tensor *a, td_tensor *b);
+td_tensor *td_hypot(td_tensor *a, td_tensor *b);
+td_tensor *td_copysign(td_tensor *a, td_tensor *b);
+/* Remainders and floor division, numeric dtypes (bool refused), exact:
+ *  - fmod: a - trunc(a / b) b, the sign of a (C99 fmod; fmod(x, 0) is NaN for floats);
+ *  - remainder: a - floor(a / b) b, the sign of b (Python's %): floats follow numpy's
+ *    remainder (a zero result takes b's sign; x % 0 is NaN, inf % y is NaN);
+ *  - floor_divide: floor(a / b) (Python's //): floats follow numpy's divmod rule (from the
+ *    exact fmod; x // 0 is a / b, i.e. +-inf or NaN);
+ *  - integers never trap: x // 0 = 0, fmod(x, 0) = remainder(x, 0) = x, MIN // -1 = MIN
+ *    (wraps, like td_div), so a == (a // b) * b + remainder(a, b) for every a, b. */
+td_tensor *td_fmod(td_tensor *a, td_tensor *b);
+td_tensor *td_remainder(td_tensor *a, td_tensor *b);
+td_tensor *td_floor_divide(td_tensor *a, td_tensor *b);
+/* Logical ops, any dtype in (a and b of one dtype), TD_BOOL out: an element is true when
+ * it is not 0 (NaN is true, -0 is false; bool bytes 2..255 are true). logical_not(x) is
+ * x == 0 (lowered onto logical_or/eq/logical_xor). */
+td_tensor *td_logical_and(td_tensor *a, td_tensor *b);
+td_tensor *td_logical_or(td_tensor *a, td_tensor *b);
+td_tensor *td_logical_xor(td_tensor *a, td_tensor *b);
+td_tensor *td_logical_not(td_tensor *x);
+/* Bitwise ops on integer dtypes and bool (two's complement; on bool they are the logical
+ * ops and give 0/1 bytes). Result dtype: the inputs'. */
+td_tensor *td_bitwise_and(td_tensor *a, td_tensor *b);
+td_tensor *td_bitwise_or(td_tensor *a, td_tensor *b);
+td_tensor *td_bitwise_xor(td_tensor *a, td_tensor *b);
+td_tensor *td_bitwise_not(td_tensor *x);
+/* Shifts of integer a by b bits (integer dtypes only; b of a's dtype, broadcast). Left:
+ * the bits shifted out are lost (a signed result wraps). Right: arithmetic (sign-filling)
+ * for signed dtypes, logical for u8. A count b < 0 or b >= the width in bits shifts every
+ * bit out: the result is 0, or -1 for a right shift of a negative a (C leaves these
+ * undefined; this is PyTorch's CPU result for counts >= width). */
+td_tensor *td_shift_left(td_tensor *a, td_tensor *b);
+td_tensor *td_shift_right(td_tensor *a, td_tensor *b);
+/* where with scalars: cond ? a : b with one or both of a, b a double, converted to the
+ * other operand's dtype (td_where_scalars: to dt) by the cast rules. A client-side
+ * lowering: the scalars are recorded as rank-0 td_full tensors and a td_where (the same
+ * ops on the wire). cond must be TD_BOOL; shapes broadcast. Errors: TD_EINVAL as td_where
+ * (and for an unknown dt), each naming this function. */
+td_tensor *td_where_scalar_a(td_tensor *cond, double a, td_tensor *b);
+td_tensor *td_where_scalar_b(td_tensor *cond, td_tensor *a, double b);
+td_tensor *td_where_scalars(td_tensor *cond, double a, double b, td_dtype dt);
 /* Scalar helpers: a rank-0 tensor of x's dtype, then the binary op. */
 td_tensor *td_add_scalar(td_tensor *x, double v);
 td_tensor *td_mul_scalar(td_tensor *x, double v);

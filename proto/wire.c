@@ -306,8 +306,9 @@ td_status td__wire_op_from(const Tensord__V1__Op *w, struct td__op *op, char *er
                  TD_OP_MAX_IATTRS);
         return TD_EPROTO;
     }
-    if (w->n_fattrs > 2) {
-        td__errf(err, errlen, "op: %zu float attributes, at most 2", w->n_fattrs);
+    if (w->n_fattrs > TD_OP_MAX_FATTRS) {
+        td__errf(err, errlen, "op: %zu float attributes, at most %d", w->n_fattrs,
+                 TD_OP_MAX_FATTRS);
         return TD_EPROTO;
     }
     memset(op, 0, sizeof *op);
@@ -347,7 +348,7 @@ void td__wire_op_to(const struct td__op *op, Tensord__V1__Op *w, uint64_t *input
     w->n_iattrs = na;
     w->iattrs = na > 0 ? (int64_t *)(uintptr_t)op->iattrs : NULL;
     /* Trailing +0.0 attributes are left off: the decoder zero-fills what is missing. */
-    size_t nf = 2;
+    size_t nf = TD_OP_MAX_FATTRS;
     while (nf > 0 && is_positive_zero(op->fattrs[nf - 1])) nf--;
     w->n_fattrs = nf;
     w->fattrs = nf > 0 ? (double *)(uintptr_t)op->fattrs : NULL;

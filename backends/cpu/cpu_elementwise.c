@@ -31,7 +31,8 @@
 #include <string.h>
 #include <tgmath.h>
 
-typedef void (*unary_fn)(const void *in, void *out, int64_t n);
+/* Unary and cast loops; `op` gives the attributes (p0..p2 of the table's element functions). */
+typedef void (*unary_fn)(const void *in, void *out, int64_t n, const td__op *op);
 typedef void (*binary_fn)(const void *a, int64_t sa, const void *b, int64_t sb, void *out,
                           int64_t n);
 typedef void (*where_fn)(const uint8_t *c, int64_t sc, const void *a, int64_t sa,
@@ -159,8 +160,9 @@ static int64_t half_load(const half_isa *k, int bf, const uint16_t *p, int64_t s
 /* ---- unary ---- */
 
 #define UNARY_LOOP(NAME, T, EXPR)                                                          \
-    static void NAME(const void *in_, void *out_, int64_t n)                               \
+    static void NAME(const void *in_, void *out_, int64_t n, const td__op *op)             \
     {                                                                                      \
+        (void)op;                                                                          \
         const T *restrict in = in_;                                                        \
         T *restrict out = out_;                                                            \
         for (int64_t i = 0; i < n; i++) {                                                  \
@@ -218,10 +220,15 @@ UNARY_LOOP(relu_bf16, uint16_t,
 /* The float unary ops whose element function is in the op table (TD_UNARY_FLOAT_KERNELS):
  * one loop per float dtype, the expression evaluated in that type (<tgmath.h> picks expf
  * for float). */
+#define ROW_PARAMS                                                                         \
+    const T p0 = (T)op->fattrs[0], p1 = (T)op->fattrs[1], p2 = (T)op->fattrs[2];           \
+    const int64_t mode = op->n_iattrs > 0 ? op->iattrs[0] : 0;                             \
+    (void)p0, (void)p1, (void)p2, (void)mode;
 #define ROW_UNARY_LOOP(NAME, TY, EXPR)                                                     \
-    static void NAME(const void *in_, void *out_, int64_t n)                               \
+    static void NAME(const void *in_, void *out_, int64_t n, const td__op *op)             \
     {                                                                                      \
         typedef TY T;                                                                      \
+        ROW_PARAMS                                                                         \
         const T *restrict in = in_;                                                        \
         T *restrict out = out_;                                                            \
         for (int64_t i = 0; i < n; i++) {                                                  \
@@ -231,7 +238,8 @@ UNARY_LOOP(relu_bf16, uint16_t,
     }
 /* The same for f16/bf16 (uint16_t bits, bf: 0 f16, 1 bf16): blocks widened to f32, the
  * op's f32 loop, each result rounded once. */
-static void half_unary(unary_fn f32fn, int bf, const void *in_, void *out_, int64_t n)
+static void half_unary(unary_fn f32fn, int bf, const void *in_, void *out_, int64_t n,
+                       const td__op *op)
 {
     const half_isa *k = half_kernels();
     const uint16_t *in = in_;
@@ -240,29 +248,94 @@ static void half_unary(unary_fn f32fn, int bf, const void *in_, void *out_, int6
     for (int64_t i = 0; i < n; i += HALF_BLOCK) {
         const int64_t len = n - i < HALF_BLOCK ? n - i : HALF_BLOCK;
         k->widen[bf](in + i, x, len);
-        f32fn(x, y, len);
+        f32fn(x, y, len, op);
         k->narrow[bf](y, out + i, len);
     }
 }
 #define ROW_UNARY_LOOPS(NAME, EXPR)                                                    \
     ROW_UNARY_LOOP(row_##NAME##_f32, float, EXPR)                                      \
     ROW_UNARY_LOOP(row_##NAME##_f64, double, EXPR)                                     \
-    static void row_##NAME##_f16(const void *in, void *out, int64_t n)                 \
+    static void row_##NAME##_f16(const void *in, void *out, int64_t n, const td__op *op) \
     {                                                                                  \
-        half_unary(row_##NAME##_f32, 0, in, out, n);                                   \
+        half_unary(row_##NAME##_f32, 0, in, out, n, op);                               \
     }                                                                                  \
-    static void row_##NAME##_bf16(const void *in, void *out, int64_t n)                \
+    static void row_##NAME##_bf16(const void *in, void *out, int64_t n, const td__op *op) \
     {                                                                                  \
-        half_unary(row_##NAME##_f32, 1, in, out, n);                                   \
+        half_unary(row_##NAME##_f32, 1, in, out, n, op);                               \
     }
 TD_UNARY_FLOAT_KERNELS(ROW_UNARY_LOOPS)
 #undef ROW_UNARY_LOOPS
+
+/* SIGN, CLAMP and BITWISE_NOT take integers too, so they are written per type here (and in
+ * backends/gpu/gpu_elementwise.cu). SIGN gives +0 for +-0 (numpy and PyTorch agree) and
+ * keeps NaN (numpy's choice; PyTorch 1.13 gives 0). CLAMP keeps NaN; integer bounds are the
+ * float bounds converted by the cast rules (truncated toward zero, saturated), which equals
+ * clamping in the reals and converting, because truncation is monotone and the identity on
+ * integers. */
+#define SIGN_FLOAT(x) ((x) > 0 ? (T)1 : (x) < 0 ? (T)-1 : (x) == 0 ? (T)0 : (x))
+#define CLAMP_EXPR(x) ((x) < lo ? lo : (x) > hi ? hi : (x))
+#define SIGN_CLAMP_FLOAT(sfx, TY)                                                          \
+    static void sign_##sfx(const void *in_, void *out_, int64_t n, const td__op *op)       \
+    {                                                                                      \
+        typedef TY T;                                                                      \
+        (void)op;                                                                          \
+        const T *restrict in = in_;                                                        \
+        T *restrict out = out_;                                                            \
+        for (int64_t i = 0; i < n; i++) out[i] = SIGN_FLOAT(in[i]);                        \
+    }                                                                                      \
+    static void clamp_##sfx(const void *in_, void *out_, int64_t n, const td__op *op)      \
+    {                                                                                      \
+        typedef TY T;                                                                      \
+        const T lo = (T)op->fattrs[0], hi = (T)op->fattrs[1];                              \
+        const T *restrict in = in_;                                                        \
+        T *restrict out = out_;                                                            \
+        for (int64_t i = 0; i < n; i++) out[i] = CLAMP_EXPR(in[i]);                        \
+    }
+SIGN_CLAMP_FLOAT(f32, float)
+SIGN_CLAMP_FLOAT(f64, double)
+#define SIGN_CLAMP_HALF(sfx, bf)                                                           \
+    static void sign_##sfx(const void *in, void *out, int64_t n, const td__op *op)         \
+    {                                                                                      \
+        half_unary(sign_f32, bf, in, out, n, op);                                          \
+    }                                                                                      \
+    static void clamp_##sfx(const void *in, void *out, int64_t n, const td__op *op)        \
+    {                                                                                      \
+        half_unary(clamp_f32, bf, in, out, n, op);                                         \
+    }
+SIGN_CLAMP_HALF(f16, 0)
+SIGN_CLAMP_HALF(bf16, 1)
+#define SIGN_CLAMP_INT(sfx, T, SAT, SIGN)                                                  \
+    UNARY_LOOP(sign_##sfx, T, SIGN)                                                        \
+    UNARY_LOOP(bitwise_not_##sfx, T, (T)~x)                                                \
+    static void clamp_##sfx(const void *in_, void *out_, int64_t n, const td__op *op)      \
+    {                                                                                      \
+        const T lo = SAT(op->fattrs[0]), hi = SAT(op->fattrs[1]);                          \
+        const T *restrict in = in_;                                                        \
+        T *restrict out = out_;                                                            \
+        for (int64_t i = 0; i < n; i++) out[i] = CLAMP_EXPR(in[i]);                        \
+    }
+#define SIGN_SIGNED ((x > 0) - (x < 0))
+SIGN_CLAMP_INT(i32, int32_t, td__cpu_sat_i32, SIGN_SIGNED)
+SIGN_CLAMP_INT(i64, int64_t, td__cpu_sat_i64, SIGN_SIGNED)
+SIGN_CLAMP_INT(u8, uint8_t, td__cpu_sat_u8, (uint8_t)(x > 0))
+SIGN_CLAMP_INT(i8, int8_t, td__sat_i8, SIGN_SIGNED)
+SIGN_CLAMP_INT(i16, int16_t, td__sat_i16, SIGN_SIGNED)
+UNARY_LOOP(bitwise_not_bool, uint8_t, (uint8_t)(x == 0))
+#define INTBOOL_ROW(name)                                                              \
+    {[TD_I32] = name##_i32, [TD_I64] = name##_i64, [TD_U8] = name##_u8,                \
+     [TD_BOOL] = name##_bool, [TD_I8] = name##_i8, [TD_I16] = name##_i16}
+#define INT_ROW(name)                                                                  \
+    {[TD_I32] = name##_i32, [TD_I64] = name##_i64, [TD_U8] = name##_u8,                \
+     [TD_I8] = name##_i8, [TD_I16] = name##_i16}
 
 /* Indexed by opcode (every opcode is below TD_OPCODE_LIMIT). */
 static const unary_fn unary_table[TD_OPCODE_LIMIT][TD_DTYPE_COUNT] = {
     [TD_OP_NEG] = NUMERIC_ROW(neg),
     [TD_OP_ABS] = NUMERIC_ROW(abs),
     [TD_OP_RELU] = NUMERIC_ROW(relu),
+    [TD_OP_SIGN] = NUMERIC_ROW(sign),
+    [TD_OP_CLAMP] = NUMERIC_ROW(clamp),
+    [TD_OP_BITWISE_NOT] = INTBOOL_ROW(bitwise_not),
 #define ROW_UNARY_ENTRY(NAME, EXPR) [TD_OP_##NAME] = FLOAT_ROW(row_##NAME),
     TD_UNARY_FLOAT_KERNELS(ROW_UNARY_ENTRY)
 #undef ROW_UNARY_ENTRY
@@ -325,6 +398,126 @@ static const unary_fn unary_table[TD_OPCODE_LIMIT][TD_DTYPE_COUNT] = {
 
 FLOAT_ARITH(f32, float, powf)
 FLOAT_ARITH(f64, double, pow)
+
+/* Python's floor division and remainder on floats, as numpy computes them (npy_divmod):
+ * from the exact fmod, the quotient (a - mod) / b is within an ulp of an integer, which
+ * the final rounding step snaps to; x // 0 is a / b (+-inf or NaN) and x % 0 is NaN; a zero
+ * remainder takes b's sign. Written once per type with <tgmath.h> names. */
+#define FLOAT_DIVMOD(sfx, T)                                                               \
+    static inline T floordiv_##sfx(T a, T b)                                               \
+    {                                                                                      \
+        if (b == 0) return a / b;                                                          \
+        T mod = fmod(a, b), div = (a - mod) / b;                                           \
+        if (mod != 0 && ((b < 0) != (mod < 0))) div -= (T)1;                               \
+        if (div == 0) return copysign((T)0, a / b);                                        \
+        T fl = floor(div);                                                                 \
+        if (div - fl > (T)0.5) fl += (T)1;                                                 \
+        return fl;                                                                         \
+    }                                                                                      \
+    static inline T pyrem_##sfx(T a, T b)                                              \
+    {                                                                                      \
+        T mod = fmod(a, b);                                                                \
+        if (b == 0) return mod;                                                            \
+        if (mod == 0) return copysign((T)0, b);                                            \
+        return (b < 0) != (mod < 0) ? mod + b : mod;                                       \
+    }                                                                                      \
+    BINARY_LOOP(atan2_##sfx, T, T, atan2(a, b))                                            \
+    BINARY_LOOP(hypot_##sfx, T, T, hypot(a, b))                                            \
+    BINARY_LOOP(copysign_##sfx, T, T, copysign(a, b))                                      \
+    BINARY_LOOP(fmod_##sfx, T, T, fmod(a, b))                                              \
+    BINARY_LOOP(remainder_##sfx, T, T, pyrem_##sfx(a, b))                              \
+    BINARY_LOOP(floor_divide_##sfx, T, T, floordiv_##sfx(a, b))                            \
+    BINARY_LOOP(logical_and_##sfx, T, uint8_t, a != 0 && b != 0)                           \
+    BINARY_LOOP(logical_or_##sfx, T, uint8_t, a != 0 || b != 0)                            \
+    BINARY_LOOP(logical_xor_##sfx, T, uint8_t, (a != 0) != (b != 0))
+FLOAT_DIVMOD(f32, float)
+FLOAT_DIVMOD(f64, double)
+/* copysign of f16/bf16 moves the sign bit (exact, NaN included), like NEG and ABS */
+BINARY_LOOP(copysign_f16, uint16_t, uint16_t, (uint16_t)((a & 0x7fffu) | (b & 0x8000u)))
+BINARY_LOOP(copysign_bf16, uint16_t, uint16_t, (uint16_t)((a & 0x7fffu) | (b & 0x8000u)))
+
+/* Integer floor division, remainder, fmod, pow, bitwise ops and shifts, per type (T, its
+ * unsigned twin U, minimum MIN, width BITS). Never undefined: x // 0 = 0, fmod(x, 0) =
+ * remainder(x, 0) = x (so a == (a // b) b + remainder(a, b) and a == trunc(a / b) b +
+ * fmod(a, b) hold for every pair, with DIV's x / 0 = 0), MIN // -1 = MIN (wraps, like DIV),
+ * pow by repeated squaring in U (wraps; b < 0: 1 / a^-b truncated, 0 for a = 0), shift
+ * counts outside [0, BITS) shift every bit out (0, or -1 for a negative a shifted right),
+ * right shifts of signed values are arithmetic. */
+static inline uint64_t ipow_u64(uint64_t base, uint64_t e)
+{
+    uint64_t r = 1;
+    while (e != 0) {
+        if (e & 1u) r *= base;
+        base *= base;
+        e >>= 1;
+    }
+    return r;
+}
+#define INT_EXT(sfx, T, U, MIN, BITS)                                                      \
+    static inline T fmod_i_##sfx(T a, T b)                                                 \
+    {                                                                                      \
+        if (b == 0) return a;                                                              \
+        if (b == (T)-1) return 0;                                                          \
+        return (T)(a % b);                                                                 \
+    }                                                                                      \
+    static inline T remainder_i_##sfx(T a, T b)                                            \
+    {                                                                                      \
+        T r = fmod_i_##sfx(a, b);                                                          \
+        return b != 0 && r != 0 && ((r < 0) != (b < 0)) ? (T)(r + b) : r;                  \
+    }                                                                                      \
+    static inline T floordiv_i_##sfx(T a, T b)                                             \
+    {                                                                                      \
+        if (b == 0) return 0;                                                              \
+        if (a == MIN && b == (T)-1) return MIN;                                            \
+        T q = (T)(a / b), r = (T)(a % b);                                                  \
+        return r != 0 && ((r < 0) != (b < 0)) ? (T)(q - 1) : q;                            \
+    }                                                                                      \
+    static inline T pow_i_##sfx(T a, T b)                                                  \
+    {                                                                                      \
+        if (b < 0) return a == 1 ? (T)1 : a == (T)-1 ? (T)((b & 1) ? -1 : 1) : (T)0;       \
+        return (T)(U)ipow_u64((uint64_t)(int64_t)a, (uint64_t)(int64_t)b);                 \
+    }                                                                                      \
+    static inline T shl_##sfx(T a, T b)                                                    \
+    {                                                                                      \
+        return b < 0 || b >= BITS ? (T)0 : (T)(U)((U)a << b);                              \
+    }                                                                                      \
+    static inline T shr_##sfx(T a, T b)                                                    \
+    {                                                                                      \
+        if (b < 0 || b >= BITS) return a < 0 ? (T)-1 : (T)0;                               \
+        return a < 0 ? (T) ~(T)((U)~(U)a >> b) : (T)((U)a >> b);                           \
+    }                                                                                      \
+    INT_COMMON(sfx, T)
+#define INT_COMMON(sfx, T)                                                                 \
+    BINARY_LOOP(fmod_##sfx, T, T, fmod_i_##sfx(a, b))                                      \
+    BINARY_LOOP(remainder_##sfx, T, T, remainder_i_##sfx(a, b))                            \
+    BINARY_LOOP(floor_divide_##sfx, T, T, floordiv_i_##sfx(a, b))                          \
+    BINARY_LOOP(pow_##sfx, T, T, pow_i_##sfx(a, b))                                        \
+    BINARY_LOOP(bitwise_and_##sfx, T, T, (T)(a & b))                                       \
+    BINARY_LOOP(bitwise_or_##sfx, T, T, (T)(a | b))                                        \
+    BINARY_LOOP(bitwise_xor_##sfx, T, T, (T)(a ^ b))                                       \
+    BINARY_LOOP(shift_left_##sfx, T, T, shl_##sfx(a, b))                                   \
+    BINARY_LOOP(shift_right_##sfx, T, T, shr_##sfx(a, b))                                  \
+    BINARY_LOOP(logical_and_##sfx, T, uint8_t, a != 0 && b != 0)                           \
+    BINARY_LOOP(logical_or_##sfx, T, uint8_t, a != 0 || b != 0)                            \
+    BINARY_LOOP(logical_xor_##sfx, T, uint8_t, (a != 0) != (b != 0))
+INT_EXT(i32, int32_t, uint32_t, INT32_MIN, 32)
+INT_EXT(i64, int64_t, uint64_t, INT64_MIN, 64)
+INT_EXT(i8, int8_t, uint8_t, INT8_MIN, 8)
+INT_EXT(i16, int16_t, uint16_t, INT16_MIN, 16)
+/* u8: no negative values, so remainder is fmod and floor division is division */
+static inline uint8_t fmod_i_u8(uint8_t a, uint8_t b) { return b == 0 ? a : (uint8_t)(a % b); }
+static inline uint8_t remainder_i_u8(uint8_t a, uint8_t b) { return fmod_i_u8(a, b); }
+static inline uint8_t floordiv_i_u8(uint8_t a, uint8_t b) { return b == 0 ? 0 : (uint8_t)(a / b); }
+static inline uint8_t pow_i_u8(uint8_t a, uint8_t b) { return (uint8_t)ipow_u64(a, b); }
+static inline uint8_t shl_u8(uint8_t a, uint8_t b) { return b >= 8 ? 0 : (uint8_t)(a << b); }
+static inline uint8_t shr_u8(uint8_t a, uint8_t b) { return b >= 8 ? 0 : (uint8_t)(a >> b); }
+INT_COMMON(u8, uint8_t)
+BINARY_LOOP(bitwise_and_bool, uint8_t, uint8_t, (uint8_t)(a != 0 && b != 0))
+BINARY_LOOP(bitwise_or_bool, uint8_t, uint8_t, (uint8_t)(a != 0 || b != 0))
+BINARY_LOOP(bitwise_xor_bool, uint8_t, uint8_t, (uint8_t)((a != 0) != (b != 0)))
+BINARY_LOOP(logical_and_bool, uint8_t, uint8_t, (uint8_t)(a != 0 && b != 0))
+BINARY_LOOP(logical_or_bool, uint8_t, uint8_t, (uint8_t)(a != 0 || b != 0))
+BINARY_LOOP(logical_xor_bool, uint8_t, uint8_t, (uint8_t)((a != 0) != (b != 0)))
 SIGNED_ARITH(i32, int32_t, uint32_t, INT32_MIN)
 SIGNED_ARITH(i64, int64_t, uint64_t, INT64_MIN)
 BINARY_LOOP(add_u8, uint8_t, uint8_t, (uint8_t)(a + b))
@@ -391,6 +584,14 @@ HALF_BINARY(lt, true)
 HALF_BINARY(le, true)
 HALF_BINARY(gt, true)
 HALF_BINARY(ge, true)
+HALF_BINARY(atan2, false)
+HALF_BINARY(hypot, false)
+HALF_BINARY(fmod, false)
+HALF_BINARY(remainder, false)
+HALF_BINARY(floor_divide, false)
+HALF_BINARY(logical_and, true)
+HALF_BINARY(logical_or, true)
+HALF_BINARY(logical_xor, true)
 COMPARE_ALL(f64, double)
 COMPARE_ALL(i32, int32_t)
 COMPARE_ALL(i64, int64_t)
@@ -405,12 +606,21 @@ static const binary_fn binary_table[TD_OPCODE_LIMIT][TD_DTYPE_COUNT] = {
     [TD_OP_SUB] = NUMERIC_ROW(sub),
     [TD_OP_MUL] = NUMERIC_ROW(mul),
     [TD_OP_DIV] = NUMERIC_ROW(div),
-    [TD_OP_POW] = FLOAT_ROW(pow),
+    [TD_OP_POW] = NUMERIC_ROW(pow),
     [TD_OP_MAXIMUM] = NUMERIC_ROW(maximum),
     [TD_OP_MINIMUM] = NUMERIC_ROW(minimum),
     [TD_OP_EQ] = ALL_ROW(eq), [TD_OP_NE] = ALL_ROW(ne),
     [TD_OP_LT] = ALL_ROW(lt), [TD_OP_LE] = ALL_ROW(le),
     [TD_OP_GT] = ALL_ROW(gt), [TD_OP_GE] = ALL_ROW(ge),
+    [TD_OP_ATAN2] = FLOAT_ROW(atan2), [TD_OP_HYPOT] = FLOAT_ROW(hypot),
+    [TD_OP_COPYSIGN] = FLOAT_ROW(copysign),
+    [TD_OP_FMOD] = NUMERIC_ROW(fmod), [TD_OP_REMAINDER] = NUMERIC_ROW(remainder),
+    [TD_OP_FLOOR_DIVIDE] = NUMERIC_ROW(floor_divide),
+    [TD_OP_BITWISE_AND] = INTBOOL_ROW(bitwise_and), [TD_OP_BITWISE_OR] = INTBOOL_ROW(bitwise_or),
+    [TD_OP_BITWISE_XOR] = INTBOOL_ROW(bitwise_xor),
+    [TD_OP_SHIFT_LEFT] = INT_ROW(shift_left), [TD_OP_SHIFT_RIGHT] = INT_ROW(shift_right),
+    [TD_OP_LOGICAL_AND] = ALL_ROW(logical_and), [TD_OP_LOGICAL_OR] = ALL_ROW(logical_or),
+    [TD_OP_LOGICAL_XOR] = ALL_ROW(logical_xor),
 };
 
 /* ---- where (by element size: values are copied, not interpreted) ---- */
@@ -463,8 +673,9 @@ WHERE_LOOP(where_8, uint64_t)
 
 /* ST: the stored source type, CT: the type it converts from. */
 #define CAST_LOOP(NAME, ST, CT, DT, CONV, LOAD)                                        \
-    static void NAME(const void *in_, void *out_, int64_t n)                           \
+    static void NAME(const void *in_, void *out_, int64_t n, const td__op *op)         \
     {                                                                                  \
+        (void)op;                                                                      \
         const ST *restrict in = in_;                                                   \
         DT *restrict out = out_;                                                       \
         for (int64_t i = 0; i < n; i++) {                                              \
@@ -505,12 +716,14 @@ CAST_FROM(i8, int8_t, int8_t, LOAD_AS_IS)
 CAST_FROM(i16, int16_t, int16_t, LOAD_AS_IS)
 
 /* f32 -> f16/bf16: the instruction set's rounding loop. */
-static void cast_f32_f16(const void *in, void *out, int64_t n)
+static void cast_f32_f16(const void *in, void *out, int64_t n, const td__op *op)
 {
+    (void)op;
     half_kernels()->narrow[0](in, out, n);
 }
-static void cast_f32_bf16(const void *in, void *out, int64_t n)
+static void cast_f32_bf16(const void *in, void *out, int64_t n, const td__op *op)
 {
+    (void)op;
     half_kernels()->narrow[1](in, out, n);
 }
 
@@ -531,12 +744,13 @@ static void half_cast(int bf, unary_fn to_f32, size_t osize, const void *in_, vo
     for (int64_t i = 0; i < n; i += HALF_BLOCK) {
         const int64_t len = n - i < HALF_BLOCK ? n - i : HALF_BLOCK;
         k->widen[bf](in + i, x, len);
-        to_f32(x, out + (size_t)i * osize, len);
+        to_f32(x, out + (size_t)i * osize, len, NULL);
     }
 }
 #define HALF_CAST_TO(sfx, bf, dst, DT, FN)                                             \
-    static void cast_##sfx##_##dst(const void *in, void *out, int64_t n)               \
+    static void cast_##sfx##_##dst(const void *in, void *out, int64_t n, const td__op *op) \
     {                                                                                  \
+        (void)op;                                                                      \
         half_cast(bf, FN, sizeof(DT), in, out, n);                                     \
     }
 #define HALF_CAST_FROM(sfx, bf)                                                        \
@@ -586,6 +800,7 @@ bool td__cpu_elementwise_supports(uint32_t opcode, uint32_t in_dtype, uint32_t o
 /* Same-shape, contiguous in and out: unary ops and cast. */
 typedef struct map_task {
     unary_fn fn;
+    const td__op *op;
     const char *in;
     char *out;
     size_t in_size, out_size;
@@ -594,7 +809,7 @@ typedef struct map_task {
 static void map_chunk(void *ctx, int64_t lo, int64_t hi)
 {
     const map_task *t = ctx;
-    t->fn(t->in + (size_t)lo * t->in_size, t->out + (size_t)lo * t->out_size, hi - lo);
+    t->fn(t->in + (size_t)lo * t->in_size, t->out + (size_t)lo * t->out_size, hi - lo, t->op);
 }
 
 td_status td__cpu_exec_unary(const td__cpu_exec *x, const td__op *op, const td__view *in,
@@ -605,7 +820,8 @@ td_status td__cpu_exec_unary(const td__cpu_exec *x, const td__op *op, const td__
         return td__cpu_fail(x, TD_EINTERNAL, "cpu: no unary kernel for opcode %u dtype %u",
                             op->opcode, in[0].desc.dtype);
     size_t es = td__cpu_dtype_size(in[0].desc.dtype);
-    map_task t = {.fn = fn, .in = in[0].data, .out = out->data, .in_size = es, .out_size = es};
+    map_task t = {.fn = fn, .op = op, .in = in[0].data, .out = out->data, .in_size = es,
+                  .out_size = es};
     td__cpu_run(x, td__cpu_nelem(&out->desc), 1, map_chunk, &t);
     return TD_OK;
 }

@@ -12,6 +12,7 @@
  */
 #include "tensord.h"
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,6 +112,20 @@ static void walk_elementwise(void)
         {"td_sqrt", td_sqrt, true},  {"td_rsqrt", td_rsqrt, true},
         {"td_tanh", td_tanh, true},  {"td_sigmoid", td_sigmoid, true},
         {"td_relu", td_relu, false}, {"td_silu", td_silu, true},
+        {"td_sin", td_sin, true},     {"td_cos", td_cos, true},
+        {"td_tan", td_tan, true},     {"td_asin", td_asin, true},
+        {"td_acos", td_acos, true},   {"td_atan", td_atan, true},
+        {"td_sinh", td_sinh, true},   {"td_cosh", td_cosh, true},
+        {"td_asinh", td_asinh, true}, {"td_acosh", td_acosh, true},
+        {"td_atanh", td_atanh, true}, {"td_erf", td_erf, true},
+        {"td_log1p", td_log1p, true}, {"td_expm1", td_expm1, true},
+        {"td_log2", td_log2, true},   {"td_log10", td_log10, true},
+        {"td_floor", td_floor, true}, {"td_ceil", td_ceil, true},
+        {"td_round", td_round, true}, {"td_trunc", td_trunc, true},
+        {"td_sign", td_sign, true},   {"td_reciprocal", td_reciprocal, true},
+        {"td_isnan", td_isnan, false}, {"td_isinf", td_isinf, true},
+        {"td_isfinite", td_isfinite, true}, {"td_logical_not", td_logical_not, false},
+        {"td_bitwise_not", td_bitwise_not, false},
     };
     for (size_t i = 0; i < sizeof un / sizeof un[0]; i++) {
         BAD(un[i].name, NULL, "x NULL", un[i].fn(NULL));
@@ -125,6 +140,13 @@ static void walk_elementwise(void)
         {"td_minimum", td_minimum}, {"td_eq", td_eq},           {"td_ne", td_ne},
         {"td_lt", td_lt},           {"td_le", td_le},           {"td_gt", td_gt},
         {"td_ge", td_ge},           {"td_matmul", td_matmul},
+        {"td_atan2", td_atan2},     {"td_hypot", td_hypot},     {"td_copysign", td_copysign},
+        {"td_fmod", td_fmod},       {"td_remainder", td_remainder},
+        {"td_floor_divide", td_floor_divide},
+        {"td_logical_and", td_logical_and}, {"td_logical_or", td_logical_or},
+        {"td_logical_xor", td_logical_xor}, {"td_bitwise_and", td_bitwise_and},
+        {"td_bitwise_or", td_bitwise_or},   {"td_bitwise_xor", td_bitwise_xor},
+        {"td_shift_left", td_shift_left},   {"td_shift_right", td_shift_right},
     };
     for (size_t i = 0; i < sizeof bin / sizeof bin[0]; i++) {
         const char *n = bin[i].name;
@@ -148,6 +170,49 @@ static void walk_elementwise(void)
     BAD("td_where", ctx, "other context", td_where(b2x3, f2x3, f_other));
     BAD("td_where", ctx, "cond not bool", td_where(f2x3, f2x3, f2x3));
     BAD("td_where", ctx, "dtypes differ", td_where(b2x3, f2x3, i2x3));
+
+    BAD("td_bitwise_not", ctx, "float x", td_bitwise_not(f2x3));
+    BAD("td_shift_left", ctx, "float operands", td_shift_left(f2x3, f2x3));
+    BAD("td_bitwise_and", ctx, "float operands", td_bitwise_and(f2x3, f2x3));
+    BAD("td_fmod", ctx, "bool operands", td_fmod(b2x3, b2x3));
+    BAD("td_atan2", ctx, "integer operands", td_atan2(i2x3, i2x3));
+    BAD("td_gelu", NULL, "x NULL", td_gelu(NULL, false));
+    BAD("td_gelu", ctx, "integer x", td_gelu(i2x3, true));
+    BAD("td_softplus", NULL, "x NULL", td_softplus(NULL, 1, 20));
+    BAD("td_softplus", ctx, "beta 0", td_softplus(f2x3, 0, 20));
+    BAD("td_softplus", ctx, "beta inf", td_softplus(f2x3, INFINITY, 20));
+    BAD("td_softplus", ctx, "threshold NaN", td_softplus(f2x3, 1, NAN));
+    BAD("td_softplus", ctx, "integer x", td_softplus(i2x3, 1, 20));
+    BAD("td_leaky_relu", NULL, "x NULL", td_leaky_relu(NULL, 0.01));
+    BAD("td_leaky_relu", ctx, "slope NaN", td_leaky_relu(f2x3, NAN));
+    BAD("td_leaky_relu", ctx, "integer x", td_leaky_relu(i2x3, 0.01));
+    BAD("td_elu", NULL, "x NULL", td_elu(NULL, 1));
+    BAD("td_elu", ctx, "alpha -inf", td_elu(f2x3, -INFINITY));
+    BAD("td_elu", ctx, "bool x", td_elu(b2x3, 1));
+    BAD("td_clamp", NULL, "x NULL", td_clamp(NULL, 0, 1));
+    BAD("td_clamp", ctx, "lo > hi", td_clamp(f2x3, 2, 1));
+    BAD("td_clamp", ctx, "NaN bound", td_clamp(i2x3, NAN, 1));
+    BAD("td_clamp", ctx, "bool x", td_clamp(b2x3, 0, 1));
+    BAD("td_clamp_tensor", ctx, "x NULL", td_clamp_tensor(NULL, f2x3, f2x3));
+    BAD("td_clamp_tensor", ctx, "lo NULL", td_clamp_tensor(f2x3, NULL, f2x3));
+    BAD("td_clamp_tensor", ctx, "hi NULL", td_clamp_tensor(f2x3, f2x3, NULL));
+    BAD("td_clamp_tensor", ctx, "other context", td_clamp_tensor(f2x3, f2x3, f_other));
+    BAD("td_clamp_tensor", ctx, "dtypes differ", td_clamp_tensor(f2x3, f2x3, i2x3));
+    BAD("td_clamp_tensor", ctx, "shapes", td_clamp_tensor(f2x3, f3x2, f2x3));
+    BAD("td_clamp_tensor", ctx, "bool", td_clamp_tensor(b2x3, b2x3, b2x3));
+    BAD("td_nan_to_num", NULL, "x NULL", td_nan_to_num(NULL, 0, INFINITY, -INFINITY));
+    BAD("td_nan_to_num", ctx, "integer x", td_nan_to_num(i2x3, 0, INFINITY, -INFINITY));
+    BAD("td_where_scalar_a", ctx, "cond NULL", td_where_scalar_a(NULL, 1, f2x3));
+    BAD("td_where_scalar_a", ctx, "b NULL", td_where_scalar_a(b2x3, 1, NULL));
+    BAD("td_where_scalar_a", ctx, "cond not bool", td_where_scalar_a(f2x3, 1, f2x3));
+    BAD("td_where_scalar_a", ctx, "other context", td_where_scalar_a(b2x3, 1, f_other));
+    BAD("td_where_scalar_b", ctx, "cond NULL", td_where_scalar_b(NULL, f2x3, 1));
+    BAD("td_where_scalar_b", ctx, "a NULL", td_where_scalar_b(b2x3, NULL, 1));
+    BAD("td_where_scalar_b", ctx, "shapes", td_where_scalar_b(td_full(ctx, TD_BOOL, 2,
+                                            (int64_t[]){3, 2}, 1.0), f2x3, 1));
+    BAD("td_where_scalars", NULL, "cond NULL", td_where_scalars(NULL, 1, 2, TD_F32));
+    BAD("td_where_scalars", ctx, "dtype 99", td_where_scalars(b2x3, 1, 2, (td_dtype)99));
+    BAD("td_where_scalars", ctx, "cond not bool", td_where_scalars(i2x3, 1, 2, TD_F32));
 
     BAD("td_cast", NULL, "x NULL", td_cast(NULL, TD_F64));
     BAD("td_cast", ctx, "dtype 99", td_cast(f2x3, (td_dtype)99));

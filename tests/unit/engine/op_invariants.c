@@ -461,6 +461,16 @@ Test(op_invariants, extra_attribute_refused_for_every_op)
             break;
         case TD_OPCLASS_NONE: cr_assert_fail("opcode %u has no class", oc);
         }
+        /* a valid baseline: every optional attribute present, valid float attributes, and
+         * clamp_tensor's three numeric inputs */
+        const td__op_row *row = td__op_row_of(oc);
+        if (row->attrs.layout == TD_ATTRS_UPTO && td__op_class(oc) == TD_OPCLASS_UNARY)
+            op.n_iattrs = row->attrs.n;
+        if (oc == TD_OP_SOFTPLUS) op.fattrs[0] = 1.0;
+        if (oc == TD_OP_CLAMP_TENSOR) in[0] = &x;
+        static const td__desc xi = {.dtype = TD_I32, .rank = 2, .dims = {2, 3}};
+        if (row->in_dtype == TD_DTC_INT || row->in_dtype == TD_DTC_INTBOOL)
+            in[0] = in[1] = in[2] = &xi; /* integer-only ops */
         td__desc out;
         char err[512] = "";
         cr_assert_eq(td__op_infer(&op, in, &out, err, sizeof err), TD_OK, "baseline %s: %s",
