@@ -20,7 +20,8 @@
  *   ANY / ALL whether some / every element is != 0 (NaN is != 0; a bool byte is true when
  *             nonzero); n = 0 gives false / true;
  *   ARGMAX/ARGMIN the first position (row-major over the reduced axes) of the largest /
- *             smallest value, or of the first NaN; integers compared exactly.
+ *             smallest value, or of the first NaN; integers compared exactly, bool bytes
+ *             as raw bytes (as cpu_reduce.c's one-axis ARGMAX does).
  * The result is rounded once to the output dtype. Outputs are independent, so any thread
  * may compute any of them and the bits do not depend on the thread count.
  */
@@ -191,8 +192,7 @@ static int64_t arg_one(const stat_task *t, int64_t base)
     } else {
         int64_t best = 0;
         FOR_EACH_REDUCED(p, base, off, {
-            const int64_t v = t->dt == TD_BOOL ? ((const uint8_t *)t->x)[off] != 0
-                                               : load_i(t->dt, t->x, off);
+            const int64_t v = load_i(t->dt, t->x, off);
             if (r == 0 || (is_max ? v > best : v < best)) {
                 best = v;
                 at = r;

@@ -67,8 +67,7 @@ TD_DEV int64_t ldi(uint32_t dt, const void *b, int64_t i)
     case TD_I64: return ((const int64_t *)b)[i];
     case TD_I8: return ((const int8_t *)b)[i];
     case TD_I16: return ((const int16_t *)b)[i];
-    case TD_BOOL: return ((const uint8_t *)b)[i] != 0;
-    default: return ((const uint8_t *)b)[i];
+    default: return ((const uint8_t *)b)[i]; /* u8, and bool as its raw byte */
     }
 }
 
