@@ -1221,6 +1221,9 @@ static void add_scan(void)
                 /* long float products under- or overflow at association-dependent points */
                 if (prod && td__dtype_is_float(dt) && len > 4096) continue;
                 for (int g = 0; g < 2; g++) {
+                    /* as for PROD: a float product's inf/0/NaN specials under- and overflow
+                     * at association-dependent points (the CPU suite checks them in order) */
+                    if (g && prod && td__dtype_is_float(dt)) continue;
                     tcase *c = add_case("%s %s %s axis %" PRId64 "%s", rows[o]->name, dtn(dt),
                                         shape_str(&ss[r].sh, sb, sizeof sb), ss[r].axis,
                                         g ? " specials" : "");
