@@ -133,6 +133,19 @@ static td_tensor *op_softmax(td_tensor *a, td_tensor *b, int arg)
     return td_softmax(a, arg);
 }
 
+static td_tensor *op_cumsum(td_tensor *a, td_tensor *b, int arg)
+{
+    (void)b;
+    (void)arg;
+    return td_cumsum(a, 0);
+}
+static td_tensor *op_sort(td_tensor *a, td_tensor *b, int arg)
+{
+    (void)b;
+    (void)arg;
+    return td_sort(a, 0, false);
+}
+
 /* max |x| over all elements, read back (consumes x); -1 on error. */
 static double max_abs(td_tensor *x)
 {
@@ -455,7 +468,8 @@ int main(int argc, char **argv)
                     "[--profile] [--matmul-only] [--transfers-only] [--raw]\n"
                     "GPU speed of tensord: matmul 4096^2/8192^2 f32, TF32, f16 and bf16, add/mul\n"
                     "on 1 GiB, bf16 add/sum on 1 GiB,\n"
-                    "sum over 1 GiB, softmax over rows of [65536, 4096]; prints ms per op and\n"
+                    "sum and cumsum over 1 GiB, sort of 2^24 f32, softmax over rows of\n"
+                    "[65536, 4096]; prints ms per op and\n"
                     "the rate. Compare with bench/gpu_torch.py (tests/gpu/bench-on-gpu-host.sh\n"
                     "runs both and prints the ratios).\n"
                     "  --device URI    where to run (default local:cuda:0; e.g.\n"
@@ -546,8 +560,20 @@ int main(int argc, char **argv)
     snprintf(name, sizeof name, "sum_f32_%lld", (long long)n_big);
     report(ctx, name, time_op(ctx, op_sum, x, NULL, 0, reps, rounds), bytes, 1e9,
            "GB/s (read 1)");
+    snprintf(name, sizeof name, "cumsum_f32_%lld", (long long)n_big);
+    report(ctx, name, time_op(ctx, op_cumsum, x, NULL, 0, reps, rounds), 2 * bytes, 1e9,
+           "GB/s (read 1, write 1)");
     td_release(x);
     td_release(y);
+    {
+        /* stable sort of 2^24 floats, one line */
+        int64_t ns = quick ? (1 << 16) : (1 << 24);
+        td_tensor *xs = td_rand_uniform(ctx, TD_F32, 1, &ns, 8, -1, 1);
+        snprintf(name, sizeof name, "sort_f32_%lld", (long long)ns);
+        report(ctx, name, time_op(ctx, op_sort, xs, NULL, 0, reps, rounds), (double)ns, 1e6,
+               "Melem/s");
+        td_release(xs);
+    }
     {
         /* bf16 on 1 GiB: twice the elements of the f32 rows */
         int64_t n16 = 2 * n_big;

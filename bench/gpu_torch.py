@@ -112,7 +112,13 @@ gb = nb * 4
 report(f"add_f32_{nb}", timed(lambda: x + y), 3 * gb, 1e9, "GB/s (read 2, write 1)")
 report(f"mul_f32_{nb}", timed(lambda: x * y), 3 * gb, 1e9, "GB/s (read 2, write 1)")
 report(f"sum_f32_{nb}", timed(lambda: x.sum()), gb, 1e9, "GB/s (read 1)")
+report(f"cumsum_f32_{nb}", timed(lambda: torch.cumsum(x, 0)), 2 * gb, 1e9,
+       "GB/s (read 1, write 1)")
 del x, y
+ns = (1 << 16) if quick else (1 << 24)
+xs = torch.rand(ns, device=dev) * 2 - 1
+report(f"sort_f32_{ns}", timed(lambda: torch.sort(xs, stable=True)), ns, 1e6, "Melem/s")
+del xs
 xb = (torch.rand(2 * nb, device=dev) * 2 - 1).to(torch.bfloat16)
 yb = (torch.rand(2 * nb, device=dev) * 2 - 1).to(torch.bfloat16)
 gb16 = 2 * nb * 2

@@ -980,10 +980,9 @@ static bool norm_axis(int axis, uint32_t rank, int *out)
     return true;
 }
 
-static td_tensor *reduce(const char *api, uint32_t opcode, td_tensor *x, int naxes,
-                         const int *axes, bool keepdims)
+/* The axes mask of an axes list (x non-NULL); false with the error set. */
+static bool axes_mask(const char *api, td_tensor *x, int naxes, const int *axes, int64_t *out)
 {
-    if (x == NULL) return null_input(NULL, api, "x");
     int64_t mask = 0;
     if (naxes == 0 && axes == NULL) {
         mask = x->desc.rank ? (int64_t)((1u << x->desc.rank) - 1) : 0;
@@ -991,24 +990,42 @@ static td_tensor *reduce(const char *api, uint32_t opcode, td_tensor *x, int nax
         if (naxes < 0 || naxes > (int)x->desc.rank || (naxes > 0 && axes == NULL)) {
             set_err(x->ctx, "%s: invalid axes list (naxes %d for rank %u%s)", api, naxes,
                     x->desc.rank, axes == NULL ? ", axes NULL" : "");
-            return NULL;
+            return false;
         }
         for (int i = 0; i < naxes; i++) {
             int a;
             if (!norm_axis(axes[i], x->desc.rank, &a)) {
                 set_err(x->ctx, "%s: axis %d out of range for rank %u", api, axes[i],
                         x->desc.rank);
-                return NULL;
+                return false;
             }
             if (mask & ((int64_t)1 << a)) {
                 set_err(x->ctx, "%s: axis %d listed twice", api, axes[i]);
-                return NULL;
+                return false;
             }
             mask |= (int64_t)1 << a;
         }
     }
-    td__op op = {.opcode = opcode, .n_inputs = 1, .n_iattrs = 2, .iattrs = {mask, keepdims}};
+    *out = mask;
+    return true;
+}
+
+/* A reduction with float attribute f0 (correction, p; 0 where unused). */
+static td_tensor *reduce_f(const char *api, uint32_t opcode, td_tensor *x, int naxes,
+                           const int *axes, bool keepdims, double f0)
+{
+    if (x == NULL) return null_input(NULL, api, "x");
+    int64_t mask;
+    if (!axes_mask(api, x, naxes, axes, &mask)) return NULL;
+    td__op op = {.opcode = opcode, .n_inputs = 1, .n_iattrs = 2, .iattrs = {mask, keepdims},
+                 .fattrs = {f0, 0}};
     return record(x->ctx, api, &op, &x);
+}
+
+static td_tensor *reduce(const char *api, uint32_t opcode, td_tensor *x, int naxes,
+                         const int *axes, bool keepdims)
+{
+    return reduce_f(api, opcode, x, naxes, axes, keepdims, 0.0);
 }
 
 td_tensor *td_sum(td_tensor *x, int naxes, const int *axes, bool keepdims)
@@ -1038,6 +1055,100 @@ td_tensor *td_argmax(td_tensor *x, int axis, bool keepdims)
 td_tensor *td_argmin(td_tensor *x, int axis, bool keepdims)
 {
     return reduce("td_argmin", TD_OP_ARGMIN, x, 1, &axis, keepdims);
+}
+td_tensor *td_argmax_axes(td_tensor *x, int naxes, const int *axes, bool keepdims)
+{
+    return reduce("td_argmax_axes", TD_OP_ARGMAX, x, naxes, axes, keepdims);
+}
+td_tensor *td_argmin_axes(td_tensor *x, int naxes, const int *axes, bool keepdims)
+{
+    return reduce("td_argmin_axes", TD_OP_ARGMIN, x, naxes, axes, keepdims);
+}
+td_tensor *td_var(td_tensor *x, int naxes, const int *axes, bool keepdims, double correction)
+{
+    return reduce_f("td_var", TD_OP_VAR, x, naxes, axes, keepdims, correction);
+}
+td_tensor *td_std(td_tensor *x, int naxes, const int *axes, bool keepdims, double correction)
+{
+    return reduce_f("td_std", TD_OP_STD, x, naxes, axes, keepdims, correction);
+}
+td_tensor *td_logsumexp(td_tensor *x, int naxes, const int *axes, bool keepdims)
+{
+    return reduce("td_logsumexp", TD_OP_LOGSUMEXP, x, naxes, axes, keepdims);
+}
+td_tensor *td_norm(td_tensor *x, double p, int naxes, const int *axes, bool keepdims)
+{
+    uint32_t opcode = p == 1.0        ? TD_OP_NORM_L1
+                      : p == INFINITY  ? TD_OP_NORM_INF
+                      : p == -INFINITY ? TD_OP_NORM_NEG_INF
+                                       : TD_OP_NORM;
+    return reduce_f("td_norm", opcode, x, naxes, axes, keepdims, opcode == TD_OP_NORM ? p : 0.0);
+}
+td_tensor *td_any(td_tensor *x, int naxes, const int *axes, bool keepdims)
+{
+    return reduce("td_any", TD_OP_ANY, x, naxes, axes, keepdims);
+}
+td_tensor *td_all(td_tensor *x, int naxes, const int *axes, bool keepdims)
+{
+    return reduce("td_all", TD_OP_ALL, x, naxes, axes, keepdims);
+}
+
+/* ---- scans and sorts along one axis (rank 0: axis 0 or -1) ---- */
+
+static bool along_axis(const char *api, td_tensor *x, int axis, int64_t *out)
+{
+    int a;
+    uint32_t rank = x->desc.rank > 0 ? x->desc.rank : 1;
+    if (!norm_axis(axis, rank, &a)) {
+        set_err(x->ctx, "%s: axis %d out of range for rank %u", api, axis, x->desc.rank);
+        return false;
+    }
+    *out = a;
+    return true;
+}
+
+static td_tensor *along(const char *api, uint32_t opcode, td_tensor *x, int axis, int n_extra,
+                        int64_t extra)
+{
+    if (x == NULL) return null_input(NULL, api, "x");
+    td__op op = {.opcode = opcode, .n_inputs = 1, .n_iattrs = 1 + (uint32_t)n_extra,
+                 .iattrs = {0, extra}};
+    if (!along_axis(api, x, axis, &op.iattrs[0])) return NULL;
+    return record(x->ctx, api, &op, &x);
+}
+
+td_tensor *td_cumsum(td_tensor *x, int axis) { return along("td_cumsum", TD_OP_CUMSUM, x, axis, 0, 0); }
+td_tensor *td_cumprod(td_tensor *x, int axis)
+{
+    return along("td_cumprod", TD_OP_CUMPROD, x, axis, 0, 0);
+}
+td_tensor *td_sort(td_tensor *x, int axis, bool descending)
+{
+    return along("td_sort", TD_OP_SORT, x, axis, 1, descending);
+}
+td_tensor *td_argsort(td_tensor *x, int axis, bool descending)
+{
+    return along("td_argsort", TD_OP_ARGSORT, x, axis, 1, descending);
+}
+
+td_tensor *td_topk(td_tensor *x, int64_t k, int axis, bool largest, td_tensor **indices)
+{
+    static const char api[] = "td_topk";
+    if (x == NULL) return null_input(NULL, api, "x");
+    td__op op = {.opcode = TD_OP_TOPK_VALUES, .n_inputs = 1, .n_iattrs = 3,
+                 .iattrs = {0, k, largest}};
+    if (!along_axis(api, x, axis, &op.iattrs[0])) return NULL;
+    td__op iop = op;
+    td_tensor *v = record(x->ctx, api, &op, &x);
+    if (v == NULL || indices == NULL) return v;
+    iop.opcode = TD_OP_TOPK_INDICES;
+    td_tensor *ix = record(x->ctx, api, &iop, &x);
+    if (ix == NULL) {
+        td_release(v);
+        return NULL;
+    }
+    *indices = ix;
+    return v;
 }
 
 /* ---- movement ---- */

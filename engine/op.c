@@ -158,7 +158,7 @@ static const char *attr_names(const td__attr_schema *a, char *buf, size_t len)
 {
     size_t o = 0;
     buf[0] = '\0';
-    for (uint32_t i = 0; i < a->n && i < 2 && o < len; i++)
+    for (uint32_t i = 0; i < a->n && i < 3 && o < len; i++)
         o += (size_t)snprintf(buf + o, len - o, "%s%s", i ? ", " : "", a->a[i].name);
     return buf;
 }
@@ -211,7 +211,7 @@ static td_status check_attr_values(const td__op_row *r, const td__op *op, const 
     const td__attr_schema *a = &r->attrs;
     if (a->layout != TD_ATTRS_FIXED && a->layout != TD_ATTRS_UPTO) return TD_OK;
     uint32_t rank = x != NULL ? x->rank : 0;
-    for (uint32_t i = 0; i < op->n_iattrs && i < a->n && i < 2; i++) {
+    for (uint32_t i = 0; i < op->n_iattrs && i < a->n && i < 3; i++) {
         const td__attr_spec *sp = &a->a[i];
         int64_t v = op->iattrs[i];
         switch (sp->kind) {
@@ -237,6 +237,17 @@ static td_status check_attr_values(const td__op_row *r, const td__op *op, const 
             break;
         }
     }
+    return TD_OK;
+}
+
+/* The float attribute rules of the row's flags (TD_OPF_F0_*). */
+static td_status check_fattrs(const td__op_row *r, const td__op *op, char *err, size_t errlen)
+{
+    double v = op->fattrs[0];
+    if ((r->flags & (TD_OPF_F0_NONNEG | TD_OPF_F0_NOTNAN)) && v != v)
+        return td__einval(err, errlen, "%s is NaN", r->fattrs);
+    if ((r->flags & TD_OPF_F0_NONNEG) && v < 0)
+        return td__einval(err, errlen, "%s %g is negative", r->fattrs, v);
     return TD_OK;
 }
 
@@ -502,6 +513,25 @@ static td_status apply_shape_rule(const td__op_row *r, const td__op *op,
     case TD_SHAPE_GATHER:
     case TD_SHAPE_INDEX_SELECT:
         return shape_gather(op, x, in[1], out, err, errlen);
+    case TD_SHAPE_ALONG:
+    case TD_SHAPE_TOPK: {
+        /* rank 0 is one element along axis 0, as in PyTorch */
+        int64_t ax = op->iattrs[0], n = 1;
+        if (ax < 0 || ax >= (int64_t)(x->rank > 0 ? x->rank : 1))
+            return td__einval(err, errlen, "axis %lld out of range for rank %u", (long long)ax,
+                              x->rank);
+        if (x->rank > 0) n = x->dims[ax];
+        if (r->shape == TD_SHAPE_TOPK) {
+            int64_t k = op->iattrs[1];
+            if (k > n)
+                return td__einval(err, errlen, "k %lld exceeds the length %lld of axis %lld",
+                                  (long long)k, (long long)n, (long long)ax);
+            if (x->rank > 0) o.dims[ax] = k;
+            else if (k == 0) /* rank 0 keeps no room for 0 elements */
+                return td__einval(err, errlen, "k 0 on a rank-0 input (it has one element)");
+        }
+        break;
+    }
     default:
         return td__einval(err, errlen, "shape rule %u of the op table is unknown", r->shape);
     }
@@ -532,6 +562,7 @@ static td_status infer(const td__op *op, const td__desc *const *in, td__desc *ou
     const td__desc *x = op->n_inputs > 0 ? in[0] : NULL;
     td_status s = check_attr_count(r, op, x, err, errlen);
     if (s == TD_OK) s = check_attr_values(r, op, x, err, errlen);
+    if (s == TD_OK) s = check_fattrs(r, op, err, errlen);
     if (s == TD_OK) s = check_dtypes(r, op, in, err, errlen);
     if (s == TD_OK) s = check_fattrs(op, err, errlen);
     if (s != TD_OK) return s;

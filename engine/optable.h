@@ -46,6 +46,8 @@ enum td__op_class {
     TD_OPCLASS_MATMUL,
     TD_OPCLASS_MOVEMENT, /* RESHAPE PERMUTE SLICE CONCAT EXPAND GATHER INDEX_SELECT COPY */
     TD_OPCLASS_SOFTMAX,  /* SOFTMAX LOG_SOFTMAX */
+    TD_OPCLASS_SCAN,     /* CUMSUM CUMPROD */
+    TD_OPCLASS_SORT,     /* SORT ARGSORT TOPK_VALUES TOPK_INDICES */
 };
 
 /* How many integer attributes (op->iattrs) an op takes. */
@@ -77,7 +79,7 @@ typedef struct td__attr_spec {
 typedef struct td__attr_schema {
     uint8_t layout; /* enum td__attr_layout */
     uint8_t n;      /* TD_ATTRS_FIXED / TD_ATTRS_UPTO: the count */
-    td__attr_spec a[2];
+    td__attr_spec a[3];
 } td__attr_schema;
 
 /* The output dtype. */
@@ -111,13 +113,17 @@ enum td__shape_rule {
     TD_SHAPE_SLICE,       /* stop - start per dim */
     TD_SHAPE_CONCAT,      /* dims summed along the axis */
     TD_SHAPE_GATHER,      /* the index's shape */
-    TD_SHAPE_INDEX_SELECT /* the axis replaced by the index's dims */
+    TD_SHAPE_INDEX_SELECT, /* the axis replaced by the index's dims */
+    TD_SHAPE_ALONG,        /* input 0's shape; iattrs[0] an axis of it (rank 0: axis 0) */
+    TD_SHAPE_TOPK          /* input 0's shape with axis iattrs[0] of length k = iattrs[1] */
 };
 
 /* Row flags. */
 #define TD_OPF_ENGINE 0x1u        /* run by the engine itself (EMPTY as a zero FULL, RESHAPE aliases) */
 #define TD_OPF_NONEMPTY_AXIS 0x2u /* the reduced axes must not be empty */
 #define TD_OPF_ONE_AXIS 0x4u      /* exactly one reduced axis */
+#define TD_OPF_F0_NONNEG 0x8u     /* fattrs[0] (named by the row's fattrs) is >= 0, not NaN */
+#define TD_OPF_F0_NOTNAN 0x10u    /* fattrs[0] is not NaN */
 
 /* How closely a backend must follow the CPU reference (tests/unit/backends/conformance.c
  * states each bound in full). */
@@ -132,8 +138,11 @@ enum td__accuracy {
     TD_ACC_NORMAL,    /* 2 ulp + 2^-20 stddev (f32), 4 ulp + 2^-40 stddev (f64) */
     TD_ACC_SOFTMAX,   /* 24 ulp + 2 n 2^-53 |y| */
     TD_ACC_LOG_SOFTMAX, /* 4 ulp + (16 + 8 ln n) u + 2 n 2^-53 */
-    TD_ACC_ULP16        /* float results within 16 ulp: formulas that chain two library
+    TD_ACC_ULP16,       /* float results within 16 ulp: formulas that chain two library
                          * functions (gelu's erfc, softplus's log1p of exp) */
+    TD_ACC_STAT,      /* 2 ulp + 16 n 2^-53 B, B per op (VAR STD LOGSUMEXP NORM) */
+    TD_ACC_CUMSUM,    /* 1 ulp + 4 n u_acc (cumsum |x|), u_acc 2^-24 f16/bf16, else 2^-53 */
+    TD_ACC_CUMPROD    /* 1 ulp + 4 n u_acc |y| */
 };
 
 /* Lowerings of composite ops (td__lowerings below). */
@@ -146,6 +155,9 @@ enum td__lowering_id {
     TD_LOWER_ISFINITE,
     TD_LOWER_LOGICAL_NOT,
     TD_LOWER_CLAMP_TENSOR,
+    TD_LOWER_NORM_L1,
+    TD_LOWER_NORM_INF,
+    TD_LOWER_NORM_NEG_INF,
 };
 
 typedef struct td__op_row {
@@ -186,11 +198,23 @@ typedef struct td__op_row {
     {TD_ATTRS_UPTO, 1,                                                                     \
      {{"approximate", TD_ATTR_ENUM, 0, 1, "0 (exact, erf; also when absent) or 1 (tanh)"},  \
       TD__ASPEC0}}
+/* SCAN and SORT: the axis is checked by the shape rule (rank 0 takes axis 0) */
+#define TD__ATTRS_SCAN {TD_ATTRS_FIXED, 1, {{"axis", TD_ATTR_INT, 0, 0, NULL}, TD__ASPEC0}}
+#define TD__ATTRS_SORT                                                                     \
+    {TD_ATTRS_FIXED, 2,                                                                    \
+     {{"axis", TD_ATTR_INT, 0, 0, NULL},                                                   \
+      {"descending", TD_ATTR_ENUM, 0, 1, "0 (ascending) or 1 (descending)"}}}
+#define TD__ATTRS_TOPK                                                                     \
+    {TD_ATTRS_FIXED, 3,                                                                    \
+     {{"axis", TD_ATTR_INT, 0, 0, NULL}, {"k", TD_ATTR_NONNEG, 0, 0, NULL},                \
+      {"largest", TD_ATTR_ENUM, 0, 1, "0 (smallest) or 1 (largest)"}}}
 
 #define TD__OPF_0 0u
 #define TD__OPF_ENGINE TD_OPF_ENGINE
 #define TD__OPF_NE TD_OPF_NONEMPTY_AXIS
 #define TD__OPF_ONE_NE (TD_OPF_ONE_AXIS | TD_OPF_NONEMPTY_AXIS)
+#define TD__OPF_F0_NONNEG TD_OPF_F0_NONNEG
+#define TD__OPF_F0_NOTNAN TD_OPF_F0_NOTNAN
 
 /* The table. X(NAME, opcode, "name", FAMILY, min inputs, max inputs, "input names",
  *   ATTRS (TD__ATTRS_*), "float attributes", dtype-attribute class, input-0 class,
@@ -270,11 +294,13 @@ typedef struct td__op_row {
     X(MIN, 63, "min", REDUCE, 1, 1, "x", REDUCE, "", NONE, ANY, NONE, NONE, SAME, REDUCE,  \
       NE, NONE, EXACT, "smallest over the axes (NaN propagates)")                          \
     X(ARGMAX, 64, "argmax", REDUCE, 1, 1, "x", REDUCE, "", NONE, ANY, NONE, NONE, I64,     \
-      REDUCE, ONE_NE, NONE, EXACT, "index of the first largest along one axis")            \
+      REDUCE, NE, NONE, EXACT,                                                             \
+      "index of the first largest over the axes (row-major over them; flattened: all)")   \
     X(PROD, 65, "prod", REDUCE, 1, 1, "x", REDUCE, "", NONE, NUMERIC, NONE, NONE, SAME,    \
       REDUCE, 0, NONE, PROD, "product over the axes")                                      \
     X(ARGMIN, 66, "argmin", REDUCE, 1, 1, "x", REDUCE, "", NONE, ANY, NONE, NONE, I64,     \
-      REDUCE, ONE_NE, NONE, EXACT, "index of the first smallest along one axis")           \
+      REDUCE, NE, NONE, EXACT,                                                             \
+      "index of the first smallest over the axes (row-major over them; flattened: all)")  \
     X(MATMUL, 70, "matmul", MATMUL, 2, 2, "a, b", PRECISION, "", NONE, NUMERIC, NUMERIC,   \
       ALL, SAME, MATMUL, 0, NONE, MATMUL, "batched matrix product, batch dims broadcast")  \
     X(RESHAPE, 80, "reshape", MOVEMENT, 1, 1, "x", DIMS, "", NONE, ANY, NONE, NONE, SAME,  \
@@ -393,7 +419,39 @@ typedef struct td__op_row {
     X(LOGICAL_XOR, 157, "logical_xor", COMPARE, 2, 2, "a, b", NONE, "", NONE, ANY, ANY, ALL, BOOL, BROADCAST, 0, NONE, EXACT, \
       "(a != 0) != (b != 0)") \
     X(CLAMP_TENSOR, 160, "clamp_tensor", WHERE, 3, 3, "x, lo, hi", NONE, "", NONE, NUMERIC, NUMERIC, ALL, SAME, BROADCAST, 0, CLAMP_TENSOR, EXACT, \
-      "minimum(maximum(x, lo), hi), all three broadcast (hi wins where lo > hi; NaN propagates)")
+      "minimum(maximum(x, lo), hi), all three broadcast (hi wins where lo > hi; NaN propagates)") \
+    X(VAR, 180, "var", REDUCE, 1, 1, "x", REDUCE, "correction", NONE, FLOAT, NONE, NONE,   \
+      SAME, REDUCE, F0_NONNEG, NONE, STAT,                                                 \
+      "sum (x - mean)^2 / max(0, n - correction) over the axes")                           \
+    X(STD, 181, "std", REDUCE, 1, 1, "x", REDUCE, "correction", NONE, FLOAT, NONE, NONE,   \
+      SAME, REDUCE, F0_NONNEG, NONE, STAT, "sqrt of var over the axes")                    \
+    X(LOGSUMEXP, 182, "logsumexp", REDUCE, 1, 1, "x", REDUCE, "", NONE, FLOAT, NONE, NONE, \
+      SAME, REDUCE, 0, NONE, STAT, "m + log sum e^(x - m), m = max, over the axes")        \
+    X(NORM, 183, "norm", REDUCE, 1, 1, "x", REDUCE, "p", NONE, FLOAT, NONE, NONE, SAME,    \
+      REDUCE, F0_NOTNAN, NONE, STAT,                                                       \
+      "(sum |x|^p)^(1/p) over the axes (p 0: count of x != 0; +-inf: max/min |x|)")        \
+    X(NORM_L1, 184, "norm_l1", REDUCE, 1, 1, "x", REDUCE, "", NONE, FLOAT, NONE, NONE,     \
+      SAME, REDUCE, 0, NORM_L1, SUM, "sum |x| over the axes")                              \
+    X(NORM_INF, 185, "norm_inf", REDUCE, 1, 1, "x", REDUCE, "", NONE, FLOAT, NONE, NONE,   \
+      SAME, REDUCE, NE, NORM_INF, EXACT, "max |x| over the axes")                          \
+    X(NORM_NEG_INF, 186, "norm_neg_inf", REDUCE, 1, 1, "x", REDUCE, "", NONE, FLOAT, NONE, \
+      NONE, SAME, REDUCE, NE, NORM_NEG_INF, EXACT, "min |x| over the axes")                \
+    X(ANY, 187, "any", REDUCE, 1, 1, "x", REDUCE, "", NONE, ANY, NONE, NONE, BOOL, REDUCE, \
+      0, NONE, EXACT, "whether some x != 0 (NaN counts) over the axes; empty: false")      \
+    X(ALL, 188, "all", REDUCE, 1, 1, "x", REDUCE, "", NONE, ANY, NONE, NONE, BOOL, REDUCE, \
+      0, NONE, EXACT, "whether every x != 0 (NaN counts) over the axes; empty: true")      \
+    X(CUMSUM, 190, "cumsum", SCAN, 1, 1, "x", SCAN, "", NONE, NUMERIC, NONE, NONE, SAME,   \
+      ALONG, 0, NONE, CUMSUM, "y_i = x_0 + ... + x_i along the axis (integers wrap)")     \
+    X(CUMPROD, 191, "cumprod", SCAN, 1, 1, "x", SCAN, "", NONE, NUMERIC, NONE, NONE, SAME, \
+      ALONG, 0, NONE, CUMPROD, "y_i = x_0 * ... * x_i along the axis (integers wrap)")    \
+    X(SORT, 200, "sort", SORT, 1, 1, "x", SORT, "", NONE, ANY, NONE, NONE, SAME, ALONG, 0, \
+      NONE, EXACT, "stable sort along the axis (NaN above +inf)")                          \
+    X(ARGSORT, 201, "argsort", SORT, 1, 1, "x", SORT, "", NONE, ANY, NONE, NONE, I64,      \
+      ALONG, 0, NONE, EXACT, "indices of the stable sort along the axis")                  \
+    X(TOPK_VALUES, 202, "topk_values", SORT, 1, 1, "x", TOPK, "", NONE, ANY, NONE, NONE,   \
+      SAME, TOPK, 0, NONE, EXACT, "the k largest (smallest) along the axis, in order")     \
+    X(TOPK_INDICES, 203, "topk_indices", SORT, 1, 1, "x", TOPK, "", NONE, ANY, NONE, NONE, \
+      I64, TOPK, 0, NONE, EXACT, "indices of topk_values (ties: the lower index first)")
 
 /* Element functions of the float elementwise unary ops, written once: X(NAME, expression
  * of `x`, whose type is `T` (float or double; write constants as (T)1)). The expression may
@@ -511,8 +569,9 @@ static inline const char *td__op_name(uint32_t opcode)
 #define TD_LSTEP(j) (16 + (j))
 
 enum td__lower_attrs {
-    TD_LATTR_NONE = 0, /* no attributes */
-    TD_LATTR_AXIS_KEEP /* {1 << iattrs[0], 1}: reduce over the composite's axis, keep it */
+    TD_LATTR_NONE = 0,  /* no attributes */
+    TD_LATTR_AXIS_KEEP, /* {1 << iattrs[0], 1}: reduce over the composite's axis, keep it */
+    TD_LATTR_SAME       /* the composite's own iattrs (a reduction's axes mask, keepdims) */
 };
 
 typedef struct td__lower_step {
@@ -532,7 +591,9 @@ typedef struct td__lowering {
  * The predicates need no constants: ISNAN is x != x; ISFINITE is d == d with d = x - x
  * (0 for finite x, NaN for inf and NaN; integers give 0); ISINF is (x == x) and (d != d).
  * LOGICAL_NOT makes b = x or x (bool), t = (b == b) (all true) and gives b xor t.
- * CLAMP_TENSOR is minimum(maximum(x, lo), hi). */
+ * CLAMP_TENSOR is minimum(maximum(x, lo), hi). The p-norms that cost one elementwise op and
+ * one reduction are lowered: NORM_L1 = sum |x|, NORM_INF = max |x|,
+ * NORM_NEG_INF = min |x| (the composite's axes mask and keepdims passed on). */
 static const td__lowering td__lowerings[] = {
     {0, {{0, 0, {0, 0, 0}, TD_LATTR_NONE}}},
     {5,
@@ -564,6 +625,15 @@ static const td__lowering td__lowerings[] = {
     {2,
      {{TD_OP_MAXIMUM, 2, {TD_LIN(0), TD_LIN(1), 0}, TD_LATTR_NONE},
       {TD_OP_MINIMUM, 2, {TD_LSTEP(0), TD_LIN(2), 0}, TD_LATTR_NONE}}},
+    {2,
+     {{TD_OP_ABS, 1, {TD_LIN(0), 0, 0}, TD_LATTR_NONE},
+      {TD_OP_SUM, 1, {TD_LSTEP(0), 0, 0}, TD_LATTR_SAME}}},
+    {2,
+     {{TD_OP_ABS, 1, {TD_LIN(0), 0, 0}, TD_LATTR_NONE},
+      {TD_OP_MAX, 1, {TD_LSTEP(0), 0, 0}, TD_LATTR_SAME}}},
+    {2,
+     {{TD_OP_ABS, 1, {TD_LIN(0), 0, 0}, TD_LATTR_NONE},
+      {TD_OP_MIN, 1, {TD_LSTEP(0), 0, 0}, TD_LATTR_SAME}}},
 };
 
 /* The lowering of a row, or NULL when it has none. */

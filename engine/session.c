@@ -386,6 +386,9 @@ static td_status exec_lowered(td__session *s, size_t index, const td__op *op,
             step.n_iattrs = 2;
             step.iattrs[0] = (int64_t)1 << op->iattrs[0];
             step.iattrs[1] = 1;
+        } else if (ls->attrs == TD_LATTR_SAME) {
+            step.n_iattrs = op->n_iattrs;
+            memcpy(step.iattrs, op->iattrs, sizeof step.iattrs);
         }
         bool last = j + 1 == lw->n_steps;
         ids[j] = last ? op->output : TD_LOWER_TEMP_BASE + j;

@@ -469,7 +469,8 @@ td_tensor *td_mul_scalar(td_tensor *x, double v);
  * products wrap in the result dtype (so their order does not matter). max/min give what
  * an ascending fold gives: NaN propagates (the last NaN in index order), of equal values
  * (0 and -0) the first. argmax/argmin take exactly one axis and give TD_I64: the first
- * index of the extreme, or of the first NaN. ---- */
+ * index of the extreme, or of the first NaN; td_argmax_axes/td_argmin_axes below take
+ * several axes or all of them. ---- */
 td_tensor *td_sum(td_tensor *x, int naxes, const int *axes, bool keepdims);
 td_tensor *td_mean(td_tensor *x, int naxes, const int *axes, bool keepdims);
 td_tensor *td_max(td_tensor *x, int naxes, const int *axes, bool keepdims);
@@ -477,6 +478,81 @@ td_tensor *td_min(td_tensor *x, int naxes, const int *axes, bool keepdims);
 td_tensor *td_prod(td_tensor *x, int naxes, const int *axes, bool keepdims);
 td_tensor *td_argmax(td_tensor *x, int axis, bool keepdims);
 td_tensor *td_argmin(td_tensor *x, int axis, bool keepdims);
+
+/* ---- more reductions, over axes as above (naxes == 0 with axes == NULL: every axis;
+ * negative axes count from the end; keepdims keeps reduced axes with size 1). Each output
+ * folds its n reduced elements in row-major order over the reduced axes, in double (f16,
+ * bf16 and f32 widened exactly), and rounds once to the result dtype; the bits do not
+ * depend on thread count or timing (backends/cpu/cpu_stats.c, backends/gpu/gpu_stats.cu;
+ * other devices are held to the CPU within tests/unit/backends/conformance.c's bound).
+ * Returns a new handle, or NULL with td_last_error naming the function and the values: a
+ * NULL x, a bad axes list, a dtype outside the one stated, a bad attribute below.
+ * Thread-safety: one thread per context. ----
+ *
+ * td_var: float x (f16 bf16 f32 f64), result x's dtype. mean = (sum x) / n, then
+ *   var = sum (x - mean)^2 / max(0, n - correction)   (torch.var's definition, two passes).
+ *   correction >= 0 (1: the unbiased sample variance, 0: the population variance); a
+ *   negative or NaN correction fails at record time ("var: correction -1 is negative").
+ *   n - correction <= 0 divides by 0, as PyTorch does: +inf, or NaN when the sum of squares
+ *   is 0 (one element with correction 1) or n is 0 (an empty axis). A NaN or inf in x gives
+ *   NaN.
+ * td_std: sqrt(td_var), the same rules. */
+td_tensor *td_var(td_tensor *x, int naxes, const int *axes, bool keepdims, double correction);
+td_tensor *td_std(td_tensor *x, int naxes, const int *axes, bool keepdims, double correction);
+/* td_logsumexp: float x, result x's dtype: m + log(sum exp(x - m)) with m = max x, which
+ *   cannot overflow (torch.logsumexp). A NaN gives NaN; m = +inf gives +inf, all -inf gives
+ *   -inf; an empty axis gives -inf (the log of an empty sum). */
+td_tensor *td_logsumexp(td_tensor *x, int naxes, const int *axes, bool keepdims);
+/* td_norm: float x, result x's dtype, the vector p-norm of torch.linalg.vector_norm:
+ *   p = 1: sum |x| (run as abs then sum: the op table lowers it); p = +inf: max |x|, p = -inf:
+ *   min |x| (abs then max / min: an empty axis fails with TD_EINVAL, as max does);
+ *   p = 2: sqrt(sum x^2); p = 0: the count of elements != 0 (NaN counts); any other p, also
+ *   negative: (sum |x|^p)^(1/p). A NaN in x gives NaN (p = +-inf: NaN propagates as in
+ *   max). An empty axis gives 0 (p < 0: +inf). A NaN p fails at record time ("norm: p is
+ *   NaN"). x^2 and |x|^p are computed in double, so f16 inputs above 256 do not overflow. */
+td_tensor *td_norm(td_tensor *x, double p, int naxes, const int *axes, bool keepdims);
+/* td_any / td_all: x of any dtype, result TD_BOOL: whether some / every element is != 0
+ *   (a NaN is != 0; a bool byte is true when nonzero). An empty axis gives false / true. */
+td_tensor *td_any(td_tensor *x, int naxes, const int *axes, bool keepdims);
+td_tensor *td_all(td_tensor *x, int naxes, const int *axes, bool keepdims);
+/* td_argmax_axes / td_argmin_axes: x of any dtype, result TD_I64: the position of the first
+ *   largest / smallest element (or of the first NaN) among the reduced elements counted in
+ *   row-major order over the reduced axes — over every axis (naxes 0, axes NULL) that is the
+ *   flat index, as torch.argmax(x) without dim gives. An empty reduced axis fails with
+ *   TD_EINVAL. The same ARGMAX/ARGMIN ops as td_argmax with an axes mask of several bits,
+ *   so the wire format of one-axis calls is unchanged. */
+td_tensor *td_argmax_axes(td_tensor *x, int naxes, const int *axes, bool keepdims);
+td_tensor *td_argmin_axes(td_tensor *x, int naxes, const int *axes, bool keepdims);
+
+/* ---- scans and sorts along one axis (negative counts from the end; a rank-0 x is one
+ * element along axis 0 or -1, as in PyTorch). Returns a new handle, or NULL with
+ * td_last_error naming the function and the values (NULL x, axis out of range, bad dtype,
+ * bad k). Thread-safety: one thread per context. ----
+ *
+ * td_cumsum / td_cumprod: numeric x (not bool), result x's dtype and shape:
+ *   y_i = x_0 + ... + x_i (x_0 * ... * x_i) along the axis. Accumulated in double for f32 and
+ *   f64, in f32 for f16 and bf16, rounded once per output element; integers wrap in the
+ *   dtype. The CPU folds each line in index order; GPU devices use a fixed blocked order
+ *   that depends on the shape only (deterministic), within conformance.c's bound. */
+td_tensor *td_cumsum(td_tensor *x, int axis);
+td_tensor *td_cumprod(td_tensor *x, int axis);
+/* td_sort: x of any dtype, result x's dtype and shape; td_argsort: the TD_I64 indices of the
+ *   same order (sort(x) = gather(x, argsort(x))). Stable: equal values keep their index
+ *   order, in both directions. Order: numbers as numbers (-0.0 equal to 0.0), NaN above
+ *   +inf — NaNs last ascending, first descending, as torch.sort; bool false < true. The
+ *   values are the input's own bytes (NaN payloads, -0.0 kept). Bit for bit on every
+ *   device. */
+td_tensor *td_sort(td_tensor *x, int axis, bool descending);
+td_tensor *td_argsort(td_tensor *x, int axis, bool descending);
+/* td_topk: x of any dtype; the k largest (largest true) or smallest elements along the axis
+ *   in that order, result x's dtype with the axis of length k; when indices is non-NULL,
+ *   *indices receives a second new handle, TD_I64 of the same shape, with their positions
+ *   (the caller releases both). Ties go to the lower index; NaN counts as the largest value
+ *   (the descending / ascending td_sort's first k, as torch.topk). 0 <= k <= the axis length
+ *   (rank 0: k = 1), else NULL ("topk_values: k 5 exceeds the length 3 of axis 1").
+ *   Two ops of the table (TOPK_VALUES, TOPK_INDICES), because an op has one output;
+ *   *indices is untouched on failure. */
+td_tensor *td_topk(td_tensor *x, int64_t k, int axis, bool largest, td_tensor **indices);
 
 /* ---- linear algebra ----
  * Batched matmul: a [..., M, K] x b [..., K, N] -> [..., M, N]; ranks >= 2, batch dims

@@ -14,7 +14,8 @@
 static const char *family_str(unsigned f)
 {
     static const char *const names[] = {"?",      "create", "unary",  "binary",  "compare", "where",
-                                        "cast",   "reduce", "matmul", "movement", "softmax"};
+                                        "cast",   "reduce", "matmul", "movement", "softmax",
+                                        "scan",   "sort"};
     return f < sizeof names / sizeof names[0] ? names[f] : "?";
 }
 
@@ -37,7 +38,8 @@ static const char *shape_str(unsigned s)
     static const char *const names[] = {"same as x", "dims", "[length]", "broadcast",
                                         "reduce", "matmul", "same as x (axis non-empty)",
                                         "reshape", "expand", "permute", "slice", "concat",
-                                        "index's shape", "axis -> index dims"};
+                                        "index's shape", "axis -> index dims",
+                                        "same as x (along an axis)", "axis -> k"};
     return s < sizeof names / sizeof names[0] ? names[s] : "?";
 }
 
@@ -45,7 +47,8 @@ static const char *acc_str(unsigned a)
 {
     static const char *const names[] = {"exact", "4 ulp", "6 ulp", "8 ulp", "sum bound",
                                         "prod bound", "matmul bound", "normal bound",
-                                        "softmax bound", "log_softmax bound", "16 ulp"};
+                                        "softmax bound", "log_softmax bound", "16 ulp",
+                                        "stat bound", "cumsum bound", "cumprod bound"};
     return a < sizeof names / sizeof names[0] ? names[a] : "?";
 }
 
@@ -61,7 +64,7 @@ static void attrs_str(const td__op_row *r, char *buf, size_t len)
     case TD_ATTRS_2RANK: o += (size_t)snprintf(buf, len, "%s (2 x rank)", a->a[0].name); break;
     case TD_ATTRS_FIXED:
     case TD_ATTRS_UPTO:
-        for (unsigned i = 0; i < a->n && i < 2 && o < len; i++) {
+        for (unsigned i = 0; i < a->n && i < 3 && o < len; i++) {
             const td__attr_spec *sp = &a->a[i];
             const char *kind = sp->kind == TD_ATTR_NONNEG      ? ">= 0"
                                : sp->kind == TD_ATTR_AXIS      ? "axis of x"

@@ -158,6 +158,8 @@ static bool cpu_supports_op(td__device *dev, const td__op *op, const td__desc *c
     case TD_OPCLASS_UNARY: case TD_OPCLASS_BINARY: case TD_OPCLASS_COMPARE:
         return td__cpu_elementwise_supports(op->opcode, in[0]->dtype, out->dtype);
     case TD_OPCLASS_REDUCE:
+        if (!td__op_default_supports(op->opcode)) return false;
+        if (td__cpu_stats_op(op, in[0])) return true;
         return td__cpu_reduce_supports(op->opcode, in[0]->dtype);
     case TD_OPCLASS_MATMUL:
         return matmul_fits_blas(in, out) || !td__dtype_is_float(in[0]->dtype);
@@ -188,7 +190,12 @@ static td_status cpu_exec(td__device *dev, void *stream, const td__op *op, const
     case TD_OPCLASS_CAST:
         return td__cpu_exec_cast(&x, in, out);
     case TD_OPCLASS_REDUCE:
+        if (td__cpu_stats_op(op, &in[0].desc)) return td__cpu_exec_stats(&x, op, in, out);
         return td__cpu_exec_reduce(&x, op, in, out);
+    case TD_OPCLASS_SCAN:
+        return td__cpu_exec_scan(&x, op, in, out);
+    case TD_OPCLASS_SORT:
+        return td__cpu_exec_sort(&x, op, in, out);
     case TD_OPCLASS_MATMUL:
         return td__cpu_exec_matmul(&x, in, out);
     case TD_OPCLASS_MOVEMENT:

@@ -3,7 +3,7 @@
  * iterator that elementwise and movement kernels run on.
  *
  * Kernel families live one per file (cpu_create.c, cpu_elementwise.c, cpu_reduce.c,
- * cpu_matmul.c, cpu_movement.c, cpu_softmax.c); cpu_backend.c dispatches to them. Every
+ * cpu_stats.c, cpu_scan.c, cpu_sort.c, cpu_matmul.c, cpu_movement.c, cpu_softmax.c); cpu_backend.c dispatches to them. Every
  * family entry gets an op that td__op_infer() accepted, inputs and an output that are
  * contiguous and row-major, and returns td_status with a message in the context's err buffer.
  */
@@ -148,6 +148,16 @@ td_status td__cpu_exec_movement(const td__cpu_exec *x, const td__op *op, const t
                                 const td__view *out);
 td_status td__cpu_exec_softmax(const td__cpu_exec *x, const td__op *op, const td__view *in,
                                const td__view *out);
+
+td_status td__cpu_exec_stats(const td__cpu_exec *x, const td__op *op, const td__view *in,
+                             const td__view *out);
+td_status td__cpu_exec_scan(const td__cpu_exec *x, const td__op *op, const td__view *in,
+                            const td__view *out);
+td_status td__cpu_exec_sort(const td__cpu_exec *x, const td__op *op, const td__view *in,
+                            const td__view *out);
+/* Whether a (validated) REDUCE op runs in cpu_stats.c: VAR STD LOGSUMEXP NORM ANY ALL, and
+ * ARGMAX/ARGMIN whose axes are not one run of adjacent dims (x is the input's desc). */
+bool td__cpu_stats_op(const td__op *op, const td__desc *x);
 
 /* Whether the kernel tables cover this op's dtypes (used by supports_op). */
 bool td__cpu_elementwise_supports(uint32_t opcode, uint32_t in_dtype, uint32_t out_dtype);

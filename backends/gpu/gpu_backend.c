@@ -630,7 +630,12 @@ static td_status gpu_exec(td__device *dev, void *stream, const td__op *op, const
     case TD_OPCLASS_CAST:
         return td__gpu_exec_cast(&x, in, out);
     case TD_OPCLASS_REDUCE:
+        if (td__gpu_stats_op(op, &in[0].desc)) return td__gpu_exec_stats(&x, op, in, out);
         return td__gpu_exec_reduce(&x, op, in, out);
+    case TD_OPCLASS_SCAN:
+        return td__gpu_exec_scan(&x, op, in, out);
+    case TD_OPCLASS_SORT:
+        return td__gpu_exec_sort(&x, op, in, out);
     case TD_OPCLASS_MATMUL:
         return exec_matmul(&x, op, in, out);
     case TD_OPCLASS_MOVEMENT:

@@ -179,6 +179,18 @@ td_status td__gpu_exec_movement(const td__gpu_exec *x, const td__op *op, const t
 td_status td__gpu_exec_softmax(const td__gpu_exec *x, const td__op *op, const td__view *in,
                                 const td__view *out);
 
+/* gpu_stats.cu: VAR STD LOGSUMEXP NORM ANY ALL and ARGMAX/ARGMIN over axes that are not
+ * one run of adjacent dims; td__gpu_stats_op says whether a (validated) REDUCE op goes
+ * there (x: the input's desc). gpu_scan.cu: CUMSUM CUMPROD. gpu_sort.cu: SORT ARGSORT
+ * TOPK_VALUES TOPK_INDICES. */
+bool td__gpu_stats_op(const td__op *op, const td__desc *x);
+td_status td__gpu_exec_stats(const td__gpu_exec *x, const td__op *op, const td__view *in,
+                             const td__view *out);
+td_status td__gpu_exec_scan(const td__gpu_exec *x, const td__op *op, const td__view *in,
+                            const td__view *out);
+td_status td__gpu_exec_sort(const td__gpu_exec *x, const td__op *op, const td__view *in,
+                            const td__view *out);
+
 /* Integer batched matmul (gpu_matmul.cu); `batch` walks the output batch dims with inputs
  * a (0) and b (1) at element strides. */
 td_status td__gpu_matmul_int(const td__gpu_exec *x, const td__gpu_iter *batch,

@@ -75,7 +75,9 @@ inline bool td_emu_syncs(const char *name)
 {
     return strncmp(name, "k_reduce", 8) == 0 || strstr(name, "k_transpose") != nullptr ||
            strstr(name, "k_matmul_int") != nullptr ||
-           strstr(name, "k_gemm") != nullptr || strstr(name, "k_softmax") != nullptr;
+           strstr(name, "k_gemm") != nullptr || strstr(name, "k_softmax") != nullptr ||
+           strncmp(name, "k_stats", 7) == 0 || strncmp(name, "k_arg", 5) == 0 ||
+           strncmp(name, "k_tile_", 7) == 0;
 }
 
 template <typename S = int>

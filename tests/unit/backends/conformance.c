@@ -74,6 +74,22 @@
  *    both compute the same m, x - m and e^(x - m) up to EXP's 4 ulp, and differ in the
  *    association of s and the roundings the bound counts.
  *
+ *  - VAR STD LOGSUMEXP NORM (TD_ACC_STAT; both sides fold in double, in different
+ *    associations, the GPU's pow/exp/log within 2 ulp of double): |got - want| <= 2 ulp +
+ *    B, with e = 16 n 2^-53 (n reduced elements) and m = max |x| over them (the reference's
+ *    MAX of ABS): VAR B = e m^2 (each squared deviation moves by the mean's error, at most
+ *    n 2^-53 m); STD B = min(sqrt(e m^2), e m^2 / |want|) (|sqrt a - sqrt b| <= both);
+ *    LOGSUMEXP B = e (1 + |want|); NORM B = 16 (n + 4) 2^-53 |want| max(1, 1/|p|) (the
+ *    sum's relative error, amplified by the root when |p| < 1);
+ *    NORM_L1 (lowered to ABS, SUM) the SUM bound, NORM_INF/NORM_NEG_INF (ABS, MAX/MIN)
+ *    exact; ANY ALL, ARGMAX/ARGMIN over several axes: exact;
+ *  - CUMSUM (TD_ACC_CUMSUM): per element i, |got - want| <= 1 ulp + 4 n u_acc S_i with n
+ *    the axis length, S_i the reference's cumsum of |x| at i and u_acc the accumulator's
+ *    unit roundoff (2^-24 for f16/bf16, which accumulate in f32; 2^-53 otherwise); CUMPROD
+ *    (TD_ACC_CUMPROD): 1 ulp + 4 n u_acc |want|, inputs near 1 and at most 4096 factors
+ *    (the PROD reasoning); integer scans exact (they wrap);
+ *  - SORT ARGSORT TOPK_VALUES TOPK_INDICES: exact in every dtype (one stable order,
+ *    engine/sortkey.h; a NaN's payload is the input's own);
  *  - the dtypes i8, i16: exact, like every integer result. f16 and bf16 (both backends
  *    widen to f32, compute there and round once to the dtype): the bounds above with ulp and
  *    u those of the dtype (u = 2^-11 for f16, 2^-8 for bf16), so exact ops stay bit for bit
@@ -144,7 +160,7 @@ typedef struct input {
     int64_t lim, bad;
 } input;
 
-enum tol { TOL_EXACT, TOL_ULP, TOL_SUM, TOL_PROD, TOL_MATMUL, TOL_NORMAL, TOL_SOFTMAX };
+enum tol { TOL_EXACT, TOL_ULP, TOL_SUM, TOL_PROD, TOL_MATMUL, TOL_NORMAL, TOL_SOFTMAX, TOL_STAT };
 
 typedef struct tcase {
     char name[200];
@@ -528,6 +544,29 @@ static bool compare(check *k)
                 ok = fabs(w - g) <= tol;
                 break;
             }
+            case TOL_STAT: {
+                /* scale: max |x| over the reduced elements (0 when there are none) */
+                const double m = k->scale != NULL ? fabs(elem(k->scale, k->dtype, i)) : 0.0;
+                const double e = 16.0 * k->factor * 0x1p-53, aw = fabs(w);
+                double b;
+                switch (c->op.opcode) {
+                case TD_OP_VAR: b = e * m * m; break;
+                case TD_OP_STD: {
+                    const double bv = e * m * m, s1 = sqrt(bv);
+                    b = aw > 0 && bv / aw < s1 ? bv / aw : s1;
+                    break;
+                }
+                case TD_OP_LOGSUMEXP: b = e * (1.0 + aw); break;
+                default: { /* NORM */
+                    const double p = fabs(c->op.fattrs[0]);
+                    b = 16.0 * (k->factor + 4.0) * 0x1p-53 * aw * (p > 0 && p < 1 ? 1.0 / p : 1.0);
+                    break;
+                }
+                }
+                tol = 2 * ulp_dt(w, k->dtype) + b;
+                ok = fabs(w - g) <= tol;
+                break;
+            }
             case TOL_NORMAL: {
                 double sd = fabs(c->op.fattrs[1]);
                 tol = k->dtype == TD_F64 ? 4 * ulp_of(w, false) + 0x1p-40 * sd
@@ -582,6 +621,15 @@ static int64_t reduced_count(const tcase *c)
         if ((mask >> d) & 1) n *= c->in[0].sh.d[d];
     return n;
 }
+
+/* A scan's axis length (rank 0: 1). */
+static int64_t scan_length(const tcase *c)
+{
+    return c->in[0].sh.rank > 0 ? c->in[0].sh.d[c->op.iattrs[0]] : 1;
+}
+
+/* Unit roundoff of a scan's accumulator: f32 for f16/bf16, double otherwise. */
+static double scan_u(uint32_t dt) { return td__dtype_is_half(dt) ? 0x1p-24 : 0x1p-53; }
 
 static bool run_case(executor *ref, executor *tgt, executor *low, const tcase *c, size_t index,
                      char *why, size_t whylen)
@@ -661,7 +709,9 @@ static bool run_case(executor *ref, executor *tgt, executor *low, const tcase *c
             goto done;
         }
         k.scale = scale;
-        if (c->tol == TOL_SUM) {
+        if (c->tol == TOL_SUM && td__op_class(op.opcode) == TD_OPCLASS_SCAN) {
+            k.factor = 4.0 * (double)scan_length(c) * scan_u(od.dtype);
+        } else if (c->tol == TOL_SUM) {
             k.factor = 4.0 * (double)reduced_count(c) * 0x1p-53;
         } else {
             int64_t kk = in_desc[0].dims[in_desc[0].rank - 1];
@@ -671,6 +721,24 @@ static bool run_case(executor *ref, executor *tgt, executor *low, const tcase *c
             if (od.dtype == TD_F32 && td__matmul_allows_tf32(&op) && tgt->tf32)
                 k.factor += 2.0 * 0x1p-10 + 0x1p-20;
         }
+    } else if (c->tol == TOL_STAT) {
+        /* max |x| over each output's reduced elements, on the reference, scales the bound */
+        k.factor = (double)reduced_count(c);
+        if (reduced_count(c) > 0) {
+            step p[2] = {{.op = {.opcode = TD_OP_ABS, .n_inputs = 1}, .slot = {0}},
+                         {.op = {.opcode = TD_OP_MAX, .n_inputs = 1, .n_iattrs = 2,
+                                 .iattrs = {op.iattrs[0], op.iattrs[1]}},
+                          .slot = {1}}};
+            scale = xmalloc(nbytes);
+            char m[1024] = "";
+            if (run_program(ref, 1, in_desc, in_data, p, 2, scale, nbytes, m, sizeof m) != TD_OK) {
+                snprintf(why, whylen, "reference failed on max |x|: %s", m);
+                goto done;
+            }
+            k.scale = scale;
+        }
+    } else if (c->tol == TOL_PROD && td__op_class(op.opcode) == TD_OPCLASS_SCAN) {
+        k.factor = 4.0 * (double)scan_length(c) * scan_u(od.dtype);
     } else if (c->tol == TOL_PROD) {
         k.factor = 4.0 * (double)reduced_count(c) * 0x1p-53;
     } else if (c->tol == TOL_SOFTMAX) {
@@ -757,6 +825,9 @@ static void tol_of(tcase *c, const td__op_row *r)
     case TD_ACC_MATMUL: c->tol = TOL_MATMUL; break;
     case TD_ACC_NORMAL: c->tol = TOL_NORMAL; break;
     case TD_ACC_SOFTMAX: case TD_ACC_LOG_SOFTMAX: c->tol = TOL_SOFTMAX; break;
+    case TD_ACC_STAT: c->tol = TOL_STAT; break;
+    case TD_ACC_CUMSUM: c->tol = TOL_SUM; break;
+    case TD_ACC_CUMPROD: c->tol = TOL_PROD; break;
     default: c->tol = TOL_EXACT; break;
     }
 }
@@ -999,18 +1070,35 @@ static void add_reduce(void)
                     if ((rs[r].mask >> i) & 1) rcount *= rs[r].sh.d[i];
                 /* long float products under- or overflow at association-dependent points */
                 if (prod && td__dtype_is_float(dt) && rcount > 4096) continue;
+                /* the float attribute: var/std's correction, norm's p */
+                static const double corr[] = {0.0, 1.0}, ps[] = {2.0, 0.5, 0.0, -1.5};
+                const double none[] = {0.0};
+                const double *fs = none;
+                size_t nf = 1;
+                if (opc == TD_OP_VAR || opc == TD_OP_STD) fs = corr, nf = COUNT(corr);
+                if (opc == TD_OP_NORM) fs = ps, nf = COUNT(ps);
+                /* the rows of issue 13 (opcodes from 180) keep the run time in check: large
+                 * shapes once (no keepdims, the first float attribute), the float
+                 * attribute's other values on small shapes */
+                int64_t nel = 1;
+                for (uint32_t i = 0; i < rs[r].sh.rank; i++) nel *= rs[r].sh.d[i];
+                const bool trim = opc >= 180 && nel > 4096;
+                if (trim && nf > 1) nf = 1;
+                for (size_t f = 0; f < nf; f++)
                 for (int keep = 0; keep < 2; keep++)
                     for (int g = 0; g < 2; g++) {
                         if (g && !(ext || (td__dtype_is_float(dt) && !prod))) continue;
-                        tcase *c = add_case("%s %s %s mask 0x%" PRIx64 "%s%s", rows[o]->name,
+                        if (trim && (keep || (g && r % 2))) continue;
+                        tcase *c = add_case("%s %s %s mask 0x%" PRIx64 "%s%s f %g", rows[o]->name,
                                             dtn(dt), shape_str(&rs[r].sh, sb, sizeof sb),
                                             (uint64_t)rs[r].mask, keep ? " keepdims" : "",
-                                            g ? " specials" : "");
+                                            g ? " specials" : "", fs[f]);
                         c->n_in = 1;
                         enum gen gen = prod ? GEN_NEAR1 : GEN_PLAIN;
                         if (g) gen = dt == TD_BOOL ? GEN_BOOL_RAW : GEN_ANY;
                         c->in[0] = in_of(dt, rs[r].sh, gen);
-                        c->op = (td__op){.opcode = opc, .n_iattrs = 2, .iattrs = {rs[r].mask, keep}};
+                        c->op = (td__op){.opcode = opc, .n_iattrs = 2, .iattrs = {rs[r].mask, keep},
+                                         .fattrs = {fs[f], 0}};
                         if (td__dtype_is_float(dt)) tol_of(c, rows[o]);
                     }
             }
@@ -1187,6 +1275,109 @@ static void add_movement(void)
 /* Rows short and long, along the last axis and others, covering the GPU's paths: several
  * rows per block, a row per block kept on chip, streamed rows, rows split into chunks,
  * strided rows (inner > 1) on chip, streamed and chunked. */
+/* CUMSUM CUMPROD (TD_OPCLASS_SCAN): every numeric dtype; the GPU's one-thread-per-line and
+ * tiled paths (rows longer than 256, several tiles of 2048, one long row). */
+static void add_scan(void)
+{
+    typedef struct scase {
+        shape sh;
+        int64_t axis;
+    } scase;
+    const scase ss[] = {{SH0, 0},           {SH(0), 0},           {SH(7), 0},
+                        {SH(3, 4, 5), 0},   {SH(3, 4, 5), 1},     {SH(3, 4, 5), 2},
+                        {SH(2, 0, 3), 1},   {SH(2, 0, 3), 2},     {SH(64, 257), 1},
+                        {SH(3, 5000), 1},   {SH(4100), 0},        {SH(100003, 7), 0},
+                        {SH(7, 100003), 1}, {SH(1000003), 0},     {SH(300, 2, 40), 0}};
+    const td__op_row *rows[TD_OP_COUNT];
+    size_t nops = ops_of(TD_OPCLASS_SCAN, rows);
+    char sb[96];
+    for (size_t o = 0; o < nops; o++) {
+        const bool prod = rows[o]->accuracy == TD_ACC_CUMPROD;
+        for (size_t d = 0; d < n_all; d++) {
+            uint32_t dt = k_all[d];
+            if (!td__dtype_in(dt, rows[o]->in_dtype)) continue;
+            for (size_t r = 0; r < COUNT(ss); r++) {
+                const int64_t len = ss[r].sh.rank ? ss[r].sh.d[ss[r].axis] : 1;
+                /* long float products under- or overflow at association-dependent points */
+                if (prod && td__dtype_is_float(dt) && len > 4096) continue;
+                for (int g = 0; g < 2; g++) {
+                    /* as for PROD: a float product's inf/0/NaN specials under- and overflow
+                     * at association-dependent points (the CPU suite checks them in order) */
+                    if (g && prod && td__dtype_is_float(dt)) continue;
+                    tcase *c = add_case("%s %s %s axis %" PRId64 "%s", rows[o]->name, dtn(dt),
+                                        shape_str(&ss[r].sh, sb, sizeof sb), ss[r].axis,
+                                        g ? " specials" : "");
+                    c->n_in = 1;
+                    c->in[0] = in_of(dt, ss[r].sh, g ? GEN_ANY : prod ? GEN_NEAR1 : GEN_PLAIN);
+                    c->op = (td__op){.opcode = rows[o]->opcode, .n_iattrs = 1, .iattrs = {ss[r].axis}};
+                    if (td__dtype_is_float(dt)) tol_of(c, rows[o]);
+                }
+            }
+        }
+    }
+}
+
+/* SORT ARGSORT TOPK_VALUES TOPK_INDICES (TD_OPCLASS_SORT): exact in every dtype, both
+ * directions; ties from small integers and from the cast-edge values; lines that fit one
+ * GPU tile (2048), just above it, several merge passes, and strided (non-innermost) axes. */
+static void add_sort(void)
+{
+    typedef struct scase {
+        shape sh;
+        int64_t axis;
+    } scase;
+    const scase ss[] = {{SH0, 0},          {SH(0), 0},         {SH(1), 0},
+                        {SH(7), 0},        {SH(3, 4, 5), 0},   {SH(3, 4, 5), 1},
+                        {SH(3, 4, 5), 2},  {SH(2, 0, 3), 1},   {SH(2, 0, 3), 2},
+                        {SH(100, 2048), 1}, {SH(5, 2049), 1},  {SH(3, 10000), 1},
+                        {SH(100003), 0},   {SH(2000, 3), 0},   {SH(64, 33), 0}};
+    const td__op_row *rows[TD_OP_COUNT];
+    size_t nops = ops_of(TD_OPCLASS_SORT, rows);
+    char sb[96];
+    for (size_t o = 0; o < nops; o++) {
+        const uint32_t opc = rows[o]->opcode;
+        const bool topk = opc == TD_OP_TOPK_VALUES || opc == TD_OP_TOPK_INDICES;
+        for (size_t d = 0; d < n_all; d++) {
+            uint32_t dt = k_all[d];
+            for (size_t r = 0; r < COUNT(ss); r++) {
+                const int64_t len = ss[r].sh.rank ? ss[r].sh.d[ss[r].axis] : 1;
+                int64_t nel = 1;
+                for (uint32_t i = 0; i < ss[r].sh.rank; i++) nel *= ss[r].sh.d[i];
+                /* large lines (the GPU's merge passes) in a few dtypes of each kind: the
+                 * kernels differ by dtype only in the key (engine/sortkey.h) */
+                const bool big = nel > 4096;
+                if (big && dt != TD_F32 && dt != TD_BF16 && dt != TD_I64 && dt != TD_U8) continue;
+                const int64_t ks[] = {0, 1, len < 5 ? len : 5, len};
+                const size_t nk = topk ? COUNT(ks) : 1;
+                for (size_t ki = 0; ki < nk; ki++)
+                    for (int dir = 0; dir < 2; dir++)
+                        for (int g = 0; g < 3; g++) {
+                            if (big && topk && ki != 2) continue;
+                            if (big && g != (dir ? 1 : 2)) continue;
+                            if (topk && ss[r].sh.rank == 0 && ks[ki] != 1) continue;
+                            if (topk && ki > 0 && ks[ki] == ks[ki - 1]) continue;
+                            /* k = 0 and k = n (the whole sort) on one shape */
+                            if (topk && (ki == 0 || ki == 3) && r != 3) continue;
+                            if (topk && ks[ki] > len) continue;
+                            if (g == 2 && dt == TD_BOOL) continue;
+                            tcase *c = add_case("%s %s %s axis %" PRId64 " k %" PRId64 "%s%s",
+                                                rows[o]->name, dtn(dt),
+                                                shape_str(&ss[r].sh, sb, sizeof sb), ss[r].axis,
+                                                topk ? ks[ki] : len, dir ? " descending" : "",
+                                                g == 1 ? " specials" : g == 2 ? " ties" : "");
+                            c->n_in = 1;
+                            enum gen gen = g == 1 ? (dt == TD_BOOL ? GEN_BOOL_RAW : GEN_ANY)
+                                           : g == 2 ? (td__dtype_is_float(dt) ? GEN_CASTSRC : GEN_NEAR1)
+                                                    : GEN_PLAIN;
+                            c->in[0] = in_of(dt, ss[r].sh, gen);
+                            c->op = (td__op){.opcode = opc, .n_iattrs = topk ? 3u : 2u,
+                                             .iattrs = {ss[r].axis, topk ? ks[ki] : dir, dir}};
+                        }
+            }
+        }
+    }
+}
+
 static void add_softmax(void)
 {
     typedef struct scase {
@@ -1236,6 +1427,8 @@ static void build_cases(void)
     add_matmul();
     add_movement();
     add_softmax();
+    add_scan();
+    add_sort();
 }
 
 /* ---- the out-of-memory check ---- */

@@ -255,6 +255,75 @@ static void walk_reductions(void)
     }
 }
 
+typedef td_tensor *(*stat_fn)(td_tensor *, int, const int *, bool, double);
+typedef td_tensor *(*along_fn)(td_tensor *, int);
+typedef td_tensor *(*sort_fn)(td_tensor *, int, bool);
+
+/* Issue 13, item 2: the reductions, scans and sorts. */
+static void walk_stats(void)
+{
+    static const struct {
+        const char *name;
+        stat_fn fn;
+    } vs[] = {{"td_var", td_var}, {"td_std", td_std}};
+    for (size_t i = 0; i < 2; i++) {
+        const char *n = vs[i].name;
+        BAD(n, NULL, "x NULL", vs[i].fn(NULL, 0, NULL, false, 1.0));
+        BAD(n, ctx, "axis 2", vs[i].fn(f2x3, 1, (int[]){2}, false, 1.0));
+        BAD(n, ctx, "correction -1", vs[i].fn(f2x3, 0, NULL, false, -1.0));
+        BAD(n, ctx, "correction NaN", vs[i].fn(f2x3, 0, NULL, false, NAN));
+        BAD(n, ctx, "i32", vs[i].fn(i2x3, 0, NULL, false, 1.0));
+    }
+    static const struct {
+        const char *name;
+        reduce_fn fn;
+        bool any_dtype;
+    } rd[] = {{"td_logsumexp", td_logsumexp, false}, {"td_any", td_any, true},
+              {"td_all", td_all, true},             {"td_argmax_axes", td_argmax_axes, true},
+              {"td_argmin_axes", td_argmin_axes, true}};
+    for (size_t i = 0; i < sizeof rd / sizeof rd[0]; i++) {
+        const char *n = rd[i].name;
+        BAD(n, NULL, "x NULL", rd[i].fn(NULL, 0, NULL, false));
+        BAD(n, ctx, "naxes -1", rd[i].fn(f2x3, -1, (int[]){0}, false));
+        BAD(n, ctx, "axis 2", rd[i].fn(f2x3, 1, (int[]){2}, false));
+        BAD(n, ctx, "axis twice", rd[i].fn(f2x3, 2, (int[]){1, -1}, false));
+        if (!rd[i].any_dtype) BAD(n, ctx, "i32", rd[i].fn(i2x3, 0, NULL, false));
+    }
+    td_tensor *empty = td_full(ctx, TD_F32, 2, (int64_t[]){2, 0}, 0.0);
+    BAD("td_argmax_axes", ctx, "empty axis", td_argmax_axes(empty, 0, NULL, false));
+    BAD("td_norm", NULL, "x NULL", td_norm(NULL, 2.0, 0, NULL, false));
+    BAD("td_norm", ctx, "p NaN", td_norm(f2x3, NAN, 0, NULL, false));
+    BAD("td_norm", ctx, "axis 2", td_norm(f2x3, 2.0, 1, (int[]){2}, false));
+    BAD("td_norm", ctx, "i32", td_norm(i2x3, 1.0, 0, NULL, false));
+    BAD("td_norm", ctx, "inf over an empty axis", td_norm(empty, INFINITY, 1, (int[]){1}, false));
+    static const struct {
+        const char *name;
+        along_fn fn;
+    } sc[] = {{"td_cumsum", td_cumsum}, {"td_cumprod", td_cumprod}};
+    for (size_t i = 0; i < 2; i++) {
+        BAD(sc[i].name, NULL, "x NULL", sc[i].fn(NULL, 0));
+        BAD(sc[i].name, ctx, "axis 2", sc[i].fn(f2x3, 2));
+        BAD(sc[i].name, ctx, "axis -3", sc[i].fn(f2x3, -3));
+        BAD(sc[i].name, ctx, "bool", sc[i].fn(b2x3, 0));
+    }
+    static const struct {
+        const char *name;
+        sort_fn fn;
+    } so[] = {{"td_sort", td_sort}, {"td_argsort", td_argsort}};
+    for (size_t i = 0; i < 2; i++) {
+        BAD(so[i].name, NULL, "x NULL", so[i].fn(NULL, 0, false));
+        BAD(so[i].name, ctx, "axis 2", so[i].fn(f2x3, 2, true));
+        BAD(so[i].name, ctx, "axis -3", so[i].fn(f2x3, -3, false));
+    }
+    td_tensor *ix = NULL;
+    BAD("td_topk", NULL, "x NULL", td_topk(NULL, 1, 0, true, &ix));
+    BAD("td_topk", ctx, "k 4 > 3", td_topk(f2x3, 4, 1, true, &ix));
+    BAD("td_topk", ctx, "k -1", td_topk(f2x3, -1, 1, true, &ix));
+    BAD("td_topk", ctx, "axis 2", td_topk(f2x3, 1, 2, false, NULL));
+    cr_assert_null(ix, "*indices untouched on failure");
+    td_release(empty);
+}
+
 static void walk_movement(void)
 {
     BAD("td_reshape", NULL, "x NULL", td_reshape(NULL, 1, (int64_t[]){6}));
@@ -392,6 +461,7 @@ static void walk_all(void)
     walk_reductions();
     walk_movement();
     walk_softmax();
+    walk_stats();
 }
 
 Test(op_errors, every_public_op_function_names_itself)

@@ -2,6 +2,7 @@
  * out by hand from numpy's broadcasting rules and the attribute layout in op.h. */
 #include "engine/op.h"
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -90,7 +91,8 @@ Test(op_infer, reduce_axes_and_keepdims)
     op.iattrs[0] = 0x8; /* axis 3 of a rank-3 tensor */
     cr_assert_eq(infer(&op, &x, NULL, NULL, &o), TD_EINVAL);
     td__op am = {.opcode = TD_OP_ARGMAX, .n_inputs = 1, .n_iattrs = 2, .iattrs = {0x3, 0}};
-    cr_assert_eq(infer(&am, &x, NULL, NULL, &o), TD_EINVAL, "two axes for argmax");
+    cr_assert_eq(infer(&am, &x, NULL, NULL, &o), TD_OK, "two axes for argmax (issue 13)");
+    expect_shape(&o, TD_I64, 1, (int64_t[]){4});
     am.iattrs[0] = 0x4;
     cr_assert_eq(infer(&am, &x, NULL, NULL, &o), TD_OK);
     expect_shape(&o, TD_I64, 2, (int64_t[]){2, 3});
@@ -270,4 +272,67 @@ Test(op_infer, hostile_descs)
     cr_assert_eq(infer(&arity, &f, NULL, NULL, &o), TD_EINVAL);
     td__op rnd = {.opcode = TD_OP_RAND_NORMAL, .dtype = TD_I32, .n_iattrs = 1, .iattrs = {4}};
     cr_assert_eq(infer(&rnd, NULL, NULL, NULL, &o), TD_EINVAL);
+}
+
+/* Issue 13, item 2: the attribute rules of the new reductions, scans and sorts, refused with
+ * a message naming the op and the value. */
+static void expect_refusal(const td__op *op, const td__desc *x, const char *want)
+{
+    const td__desc *in[1] = {x};
+    td__desc o;
+    char msg[512] = "";
+    cr_assert_eq(td__op_infer(op, in, &o, msg, sizeof msg), TD_EINVAL, "%s", want);
+    cr_assert(strstr(msg, want) != NULL, "got \"%s\", want \"%s\"", msg, want);
+}
+
+Test(op_infer, reductions_scans_sorts)
+{
+    td__desc x = D(TD_F32, 2, (int64_t[]){2, 3}), s0 = D(TD_F32, 0, (int64_t[]){0}), o;
+    td__op v = {.opcode = TD_OP_VAR, .n_inputs = 1, .n_iattrs = 2, .iattrs = {0x2, 0},
+                .fattrs = {-1, 0}};
+    expect_refusal(&v, &x, "var: correction -1 is negative");
+    v.fattrs[0] = NAN;
+    expect_refusal(&v, &x, "var: correction is NaN");
+    v.opcode = TD_OP_STD;
+    v.fattrs[0] = 2.5;
+    cr_assert_eq(infer(&v, &x, NULL, NULL, &o), TD_OK);
+    expect_shape(&o, TD_F32, 1, (int64_t[]){2});
+    td__op nm = {.opcode = TD_OP_NORM, .n_inputs = 1, .n_iattrs = 2, .iattrs = {0x3, 1},
+                 .fattrs = {NAN, 0}};
+    expect_refusal(&nm, &x, "norm: p is NaN");
+    nm.fattrs[0] = -0.5;
+    cr_assert_eq(infer(&nm, &x, NULL, NULL, &o), TD_OK);
+    expect_shape(&o, TD_F32, 2, (int64_t[]){1, 1});
+    td__desc xi = D(TD_I32, 2, (int64_t[]){2, 3});
+    td__op an = {.opcode = TD_OP_ANY, .n_inputs = 1, .n_iattrs = 2, .iattrs = {0x1, 0}};
+    cr_assert_eq(infer(&an, &xi, NULL, NULL, &o), TD_OK);
+    expect_shape(&o, TD_BOOL, 1, (int64_t[]){3});
+    nm.opcode = TD_OP_VAR;
+    nm.fattrs[0] = 1;
+    expect_refusal(&nm, &xi, "var: needs a float dtype, got i32");
+    td__op tk = {.opcode = TD_OP_TOPK_VALUES, .n_inputs = 1, .n_iattrs = 3, .iattrs = {1, 4, 1}};
+    expect_refusal(&tk, &x, "topk_values: k 4 exceeds the length 3 of axis 1");
+    tk.iattrs[1] = -1;
+    expect_refusal(&tk, &x, "topk_values: k -1 is negative");
+    tk.iattrs[1] = 2;
+    tk.iattrs[0] = 2;
+    expect_refusal(&tk, &x, "topk_values: axis 2 out of range for rank 2");
+    tk.iattrs[0] = 1;
+    tk.opcode = TD_OP_TOPK_INDICES;
+    cr_assert_eq(infer(&tk, &x, NULL, NULL, &o), TD_OK);
+    expect_shape(&o, TD_I64, 2, (int64_t[]){2, 2});
+    tk.iattrs[0] = 0;
+    tk.iattrs[1] = 1;
+    cr_assert_eq(infer(&tk, &s0, NULL, NULL, &o), TD_OK, "rank 0: k 1 along axis 0");
+    expect_shape(&o, TD_I64, 0, (int64_t[]){0});
+    tk.iattrs[2] = 2;
+    expect_refusal(&tk, &x, "topk_indices: largest 2 is not 0 (smallest) or 1 (largest)");
+    td__op st = {.opcode = TD_OP_SORT, .n_inputs = 1, .n_iattrs = 2, .iattrs = {-1, 0}};
+    expect_refusal(&st, &x, "sort: axis -1 out of range for rank 2");
+    st.iattrs[0] = 0;
+    cr_assert_eq(infer(&st, &s0, NULL, NULL, &o), TD_OK);
+    td__op cs = {.opcode = TD_OP_CUMSUM, .n_inputs = 1, .n_iattrs = 1, .iattrs = {1}};
+    td__desc b = D(TD_BOOL, 1, (int64_t[]){3});
+    cs.iattrs[0] = 0;
+    expect_refusal(&cs, &b, "cumsum: needs a numeric dtype, got bool");
 }

@@ -206,6 +206,28 @@ static void walk(uint32_t oc, uint32_t dt)
             }
         }
         break;
+    case TD_OPCLASS_SCAN: case TD_OPCLASS_SORT:
+        op.n_inputs = 1;
+        for (size_t a = 0; a < N_POOL; a++) {
+            in[0] = mk(dt, &pool[a]);
+            for (int64_t ax = -1; ax < 9; ax++)
+                for (int64_t k = -1; k < 3; k++) {
+                    op.iattrs[0] = ax;
+                    if (td__op_class(oc) == TD_OPCLASS_SCAN) {
+                        op.n_iattrs = 1;
+                        if (k > -1) continue;
+                    } else if (oc == TD_OP_TOPK_VALUES || oc == TD_OP_TOPK_INDICES) {
+                        op.n_iattrs = 3;
+                        op.iattrs[1] = k < 2 ? k : P(62);
+                        op.iattrs[2] = 1;
+                    } else {
+                        op.n_iattrs = 2;
+                        op.iattrs[1] = k & 1;
+                    }
+                    check(&op, in);
+                }
+        }
+        break;
     case TD_OPCLASS_BINARY: case TD_OPCLASS_COMPARE: case TD_OPCLASS_MATMUL:
         op.n_inputs = 2;
         for (size_t a = 0; a < N_POOL; a++) {
@@ -434,6 +456,13 @@ Test(op_invariants, extra_attribute_refused_for_every_op)
             op.iattrs[0] = 1;
             break;
         case TD_OPCLASS_SOFTMAX: op.n_inputs = 1; op.n_iattrs = 1; op.iattrs[0] = 1; break;
+        case TD_OPCLASS_SCAN: op.n_inputs = 1; op.n_iattrs = 1; op.iattrs[0] = 1; break;
+        case TD_OPCLASS_SORT:
+            op.n_inputs = 1;
+            op.n_iattrs = oc == TD_OP_TOPK_VALUES || oc == TD_OP_TOPK_INDICES ? 3 : 2;
+            op.iattrs[0] = 1;
+            op.iattrs[1] = 1;
+            break;
         case TD_OPCLASS_MATMUL:
             op.n_inputs = 2;
             in[1] = &m;

@@ -35,6 +35,12 @@ Test(optable, opcodes_and_names)
     cr_assert_eq(TD_OP_COPY, 87);
     cr_assert_eq(TD_OP_SOFTMAX, 90);
     cr_assert_eq(TD_OP_LOG_SOFTMAX, 91);
+    cr_assert_eq(TD_OP_VAR, 180);
+    cr_assert_eq(TD_OP_ALL, 188);
+    cr_assert_eq(TD_OP_CUMSUM, 190);
+    cr_assert_eq(TD_OP_CUMPROD, 191);
+    cr_assert_eq(TD_OP_SORT, 200);
+    cr_assert_eq(TD_OP_TOPK_INDICES, 203);
     cr_assert_null(td__op_row_of(5));
     cr_assert_null(td__op_row_of(UINT32_MAX));
     cr_assert_str_eq(td__op_name(1000), "unknown");
@@ -58,7 +64,11 @@ Test(optable, lowerings_are_primitive_programs)
          * (for the composites with an axis attribute) */
         td__desc x = {.dtype = TD_F32, .rank = 3, .dims = {3, 4, 5}}, d[TD_LOWER_MAX_STEPS], want;
         td__op op = {.opcode = r->opcode, .n_inputs = r->min_inputs};
-        if (r->attrs.layout == TD_ATTRS_FIXED) {
+        if (r->attrs.a[0].kind == TD_ATTR_AXES_MASK) { /* a reduction: axes {1, 2}, keepdims 0 */
+            op.n_iattrs = 2;
+            op.iattrs[0] = 6;
+            op.iattrs[1] = 0;
+        } else if (r->attrs.layout == TD_ATTRS_FIXED) {
             op.n_iattrs = 1;
             op.iattrs[0] = 1;
         }
@@ -75,6 +85,9 @@ Test(optable, lowerings_are_primitive_programs)
                 s.n_iattrs = 2;
                 s.iattrs[0] = 1 << 1;
                 s.iattrs[1] = 1;
+            } else if (st->attrs == TD_LATTR_SAME) {
+                s.n_iattrs = op.n_iattrs;
+                memcpy(s.iattrs, op.iattrs, sizeof s.iattrs);
             }
             const td__desc *sin[3];
             for (uint32_t k = 0; k < st->n_inputs; k++) {
@@ -89,8 +102,8 @@ Test(optable, lowerings_are_primitive_programs)
         cr_assert(td__desc_equal(&d[l->n_steps - 1], &want), "%s: the lowering's result differs",
                   r->name);
     }
-    cr_assert_geq(composites, 7, "softmax, log_softmax, isnan, isinf, isfinite, logical_not, "
-                                 "clamp_tensor");
+    cr_assert_geq(composites, 10, "softmax, log_softmax, isnan, isinf, isfinite, logical_not, "
+                                  "clamp_tensor and the norms l1, inf, -inf");
 }
 
 Test(optable, element_functions_are_float_unary_rows)

@@ -1,0 +1,115 @@
+/* cpu_sort.c — SORT ARGSORT TOPK_VALUES TOPK_INDICES along one axis.
+ *
+ * The contract (every backend, bit for bit): each line along the axis is ordered by a key,
+ * stably (equal keys keep their index order). Keys order the values as numbers, with
+ * -0.0 equal to +0.0, every NaN equal to every other NaN and above +inf (PyTorch's order:
+ * NaNs last ascending, first descending), integers exactly, bool bytes as 0 (zero) or 1
+ * (any nonzero byte). Descending sorts by the complemented key, so ties still keep index
+ * order, and the largest-k of TOPK is the descending sort's first k (ties to the lower
+ * index), the smallest-k the ascending sort's. SORT and TOPK_VALUES copy the input's own
+ * bytes (NaN payloads, -0.0 and raw bool bytes survive); the index outputs are i64.
+ *
+ * Why a key: a uint64 whose unsigned order is the value order turns every dtype into one
+ * comparison, which the GPU kernels (backends/gpu/gpu_sort.cu) share from td__sort_key.
+ * The CPU sorts each line with a bottom-up merge sort of (key, index) pairs; lines are
+ * independent, so the thread count never changes a result.
+ */
+#include "backends/cpu/cpu_internal.h"
+#include "common/alloc.h"
+#include "engine/sortkey.h"
+#include <string.h>
+
+typedef struct sort_task {
+    uint32_t dt;
+    bool desc, values;
+    int64_t n, inner, k; /* axis length, stride, outputs per line */
+    const void *x;
+    void *y;
+    size_t es;
+    _Atomic int failed;
+} sort_task;
+
+typedef struct kv {
+    uint64_t key;
+    int64_t at;
+} kv;
+
+/* Stable bottom-up merge sort of a[0..n) by key, using tmp[0..n). Returns the sorted array
+ * (a or tmp). */
+static kv *merge_sort(kv *a, kv *tmp, int64_t n)
+{
+    for (int64_t w = 1; w < n; w *= 2) {
+        for (int64_t lo = 0; lo < n; lo += 2 * w) {
+            int64_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+            int64_t i = lo, j = mid, o = lo;
+            while (i < mid && j < hi) tmp[o++] = a[j].key < a[i].key ? a[j++] : a[i++];
+            while (i < mid) tmp[o++] = a[i++];
+            while (j < hi) tmp[o++] = a[j++];
+        }
+        kv *s = a;
+        a = tmp;
+        tmp = s;
+    }
+    return a;
+}
+
+static void sort_chunk(void *ctx, int64_t lo, int64_t hi)
+{
+    sort_task *t = ctx;
+    kv *buf = td__malloc((size_t)t->n * 2 * sizeof(kv));
+    if (buf == NULL) {
+        t->failed = 1;
+        return;
+    }
+    for (int64_t line = lo; line < hi; line++) {
+        const int64_t o = line / t->inner, j = line % t->inner;
+        const int64_t xbase = o * t->n * t->inner + j, ybase = o * t->k * t->inner + j;
+        for (int64_t i = 0; i < t->n; i++) {
+            uint64_t key = td__sort_key(t->dt, t->x, xbase + i * t->inner);
+            buf[i].key = t->desc ? ~key : key;
+            buf[i].at = i;
+        }
+        const kv *s = merge_sort(buf, buf + t->n, t->n);
+        for (int64_t i = 0; i < t->k; i++) {
+            const int64_t yi = ybase + i * t->inner;
+            if (t->values)
+                memcpy((char *)t->y + (size_t)yi * t->es,
+                       (const char *)t->x + (size_t)(xbase + s[i].at * t->inner) * t->es, t->es);
+            else
+                ((int64_t *)t->y)[yi] = s[i].at;
+        }
+    }
+    td__free(buf);
+}
+
+td_status td__cpu_exec_sort(const td__cpu_exec *x, const td__op *op, const td__view *in,
+                            const td__view *out)
+{
+    const td__desc *d = &in[0].desc;
+    const bool topk = op->opcode == TD_OP_TOPK_VALUES || op->opcode == TD_OP_TOPK_INDICES;
+    if (op->n_iattrs != (topk ? 3u : 2u) || d->dtype >= TD_DTYPE_COUNT)
+        return td__cpu_fail(x, TD_EINTERNAL, "cpu: %s: bad op", td__op_name(op->opcode));
+    const int64_t ax = op->iattrs[0];
+    sort_task t = {.dt = d->dtype,
+                   .desc = topk ? op->iattrs[2] != 0 : op->iattrs[1] != 0,
+                   .values = op->opcode == TD_OP_SORT || op->opcode == TD_OP_TOPK_VALUES,
+                   .n = 1,
+                   .inner = 1,
+                   .x = in[0].data,
+                   .y = out->data,
+                   .es = td__cpu_dtype_size(d->dtype)};
+    int64_t outer = 1;
+    for (uint32_t i = 0; i < d->rank; i++) {
+        if ((int64_t)i < ax) outer *= d->dims[i];
+        else if ((int64_t)i == ax) t.n = d->dims[i];
+        else t.inner *= d->dims[i];
+    }
+    t.k = topk ? op->iattrs[1] : t.n;
+    if (outer == 0 || t.n == 0 || t.inner == 0 || t.k == 0) return TD_OK;
+    int64_t cost = t.n * 8;
+    td__cpu_run(x, outer * t.inner, cost, sort_chunk, &t);
+    if (t.failed)
+        return td__cpu_fail(x, TD_ENOMEM, "cpu: %s: no memory for a line of %lld keys",
+                            td__op_name(op->opcode), (long long)t.n);
+    return TD_OK;
+}

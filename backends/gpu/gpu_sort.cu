@@ -1,0 +1,226 @@
+/* gpu_sort.cu — SORT ARGSORT TOPK_VALUES TOPK_INDICES along one axis, bit for bit the CPU's
+ * (backends/cpu/cpu_sort.c's contract; the order is engine/sortkey.h's key).
+ *
+ * Every element of a line becomes a pair (key, position), with the key complemented for a
+ * descending sort. Pairs are distinct (positions are), so sorting them by (key, position)
+ * has one result, and that result is the stable sort: any correct sorting network gives the
+ * same bits, whatever the schedule.
+ *  - Lines of at most SORT_TILE elements: one block per line sorts its pairs in shared
+ *    memory with a bitonic network (padded to a power of two with pairs that sort last) and
+ *    writes the outputs.
+ *  - Longer lines: blocks sort tiles of SORT_TILE pairs of a line the same way into a
+ *    scratch array; then sorted runs of width w = SORT_TILE, 2 SORT_TILE, ... are merged
+ *    pairwise until one run covers the line: each pair finds its place in the merged run as
+ *    its index in its own run plus the count of pairs of the partner run below it (a
+ *    binary search), so every pass is one independent write per element. Then the outputs
+ *    are written from the sorted pairs.
+ * Values are copied from the input (its own bytes); indices are i64.
+ */
+#include "backends/gpu/gpu_ops.cuh"
+#include "engine/sortkey.h"
+
+namespace {
+
+#define SORT_TILE 2048
+#define SORT_THREADS 1024
+
+struct kv {
+    uint64_t key;
+    int64_t at;
+};
+
+TD_DEV bool kv_less(const kv &a, const kv &b)
+{
+    return a.key < b.key || (a.key == b.key && a.at < b.at);
+}
+
+struct line_geom {
+    int64_t n, inner, k; /* axis length and stride, outputs per line */
+    uint32_t dt;
+    bool desc, values;
+    size_t es;
+};
+
+TD_DEV int64_t x_index(const line_geom &g, int64_t line, int64_t i)
+{
+    const int64_t o = line / g.inner, j = line % g.inner;
+    return (o * g.n + i) * g.inner + j;
+}
+
+TD_DEV void write_out(const line_geom &g, const void *x, void *y, int64_t line, int64_t i,
+                      int64_t at)
+{
+    const int64_t o = line / g.inner, j = line % g.inner;
+    const int64_t yi = (o * g.k + i) * g.inner + j;
+    if (!g.values) {
+        ((int64_t *)y)[yi] = at;
+        return;
+    }
+    const int64_t xi = x_index(g, line, at);
+    switch (g.es) {
+    case 1: ((uint8_t *)y)[yi] = ((const uint8_t *)x)[xi]; break;
+    case 2: ((uint16_t *)y)[yi] = ((const uint16_t *)x)[xi]; break;
+    case 4: ((uint32_t *)y)[yi] = ((const uint32_t *)x)[xi]; break;
+    default: ((uint64_t *)y)[yi] = ((const uint64_t *)x)[xi]; break;
+    }
+}
+
+/* Bitonic sort of sh[0..P) ascending by kv_less (P a power of two, <= SORT_TILE). */
+TD_DEV void bitonic(kv *sh, int P)
+{
+    for (int size = 2; size <= P; size *= 2)
+        for (int stride = size / 2; stride > 0; stride /= 2) {
+            for (int i = threadIdx.x; i < P / 2; i += blockDim.x) {
+                const int pos = 2 * stride * (i / stride) + (i % stride);
+                const bool up = (pos & size) == 0;
+                kv a = sh[pos], b = sh[pos + stride];
+                if (kv_less(b, a) == up) {
+                    sh[pos] = b;
+                    sh[pos + stride] = a;
+                }
+            }
+            __syncthreads();
+        }
+}
+
+/* Tile `tile` of line `line` (elements [tile * SORT_TILE, ...) of it), sorted. direct: the
+ * tile is the whole line; write the outputs. Else write the sorted pairs to run[]. */
+__global__ void __launch_bounds__(SORT_THREADS)
+    k_tile_sort(line_geom g, const void *x, void *y, kv *run, int64_t nlines, int64_t tiles,
+                bool direct)
+{
+    __shared__ kv sh[SORT_TILE];
+    for (int64_t u = blockIdx.x; u < nlines * tiles; u += gridDim.x) {
+        const int64_t line = u / tiles, t0 = (u % tiles) * SORT_TILE;
+        const int len = (int)(g.n - t0 < SORT_TILE ? g.n - t0 : SORT_TILE);
+        int P = 1;
+        while (P < len) P *= 2;
+        if (P < 2) P = 2;
+        for (int i = threadIdx.x; i < P; i += blockDim.x) {
+            kv e;
+            if (i < len) {
+                const uint64_t key = td__sort_key(g.dt, x, x_index(g, line, t0 + i));
+                e.key = g.desc ? ~key : key;
+                e.at = t0 + i;
+            } else {
+                e.key = UINT64_MAX;
+                e.at = INT64_MAX;
+            }
+            sh[i] = e;
+        }
+        __syncthreads();
+        bitonic(sh, P);
+        if (direct) {
+            for (int i = threadIdx.x; i < g.k; i += blockDim.x)
+                write_out(g, x, y, line, i, sh[i].at);
+        } else {
+            for (int i = threadIdx.x; i < len; i += blockDim.x) run[line * g.n + t0 + i] = sh[i];
+        }
+        __syncthreads();
+    }
+}
+
+/* Count of pairs in a[0..len) below e (a sorted). */
+TD_DEV int64_t rank_in(const kv *a, int64_t len, const kv &e)
+{
+    int64_t lo = 0, hi = len;
+    while (lo < hi) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (kv_less(a[mid], e)) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* One merge pass: runs of width w of every line of src merged pairwise into dst. */
+__global__ void k_merge(const kv *src, kv *dst, int64_t nlines, int64_t n, int64_t w)
+{
+    const int64_t total = nlines * n;
+    for (int64_t u = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; u < total;
+         u += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t line = u / n, p = u % n;
+        const kv *ls = src + line * n;
+        const int64_t run = p / w, base = (run & ~(int64_t)1) * w;
+        const kv e = ls[p];
+        int64_t q;
+        if ((run & 1) == 0) {
+            const int64_t b0 = base + w, b1 = base + 2 * w < n ? base + 2 * w : n;
+            q = p + (b0 < n ? rank_in(ls + b0, b1 - b0, e) : 0);
+        } else {
+            q = base + (p - (base + w)) + rank_in(ls + base, w, e);
+        }
+        dst[line * n + q] = e;
+    }
+}
+
+__global__ void k_write(line_geom g, const void *x, void *y, const kv *run, int64_t nlines)
+{
+    const int64_t total = nlines * g.k;
+    for (int64_t u = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; u < total;
+         u += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t line = u / g.k, i = u % g.k;
+        write_out(g, x, y, line, i, run[line * g.n + i].at);
+    }
+}
+
+} // namespace
+
+extern "C" td_status td__gpu_exec_sort(const td__gpu_exec *x, const td__op *op,
+                                       const td__view *in, const td__view *out)
+{
+    const td__desc *d = &in[0].desc;
+    const bool topk = op->opcode == TD_OP_TOPK_VALUES || op->opcode == TD_OP_TOPK_INDICES;
+    if (op->n_iattrs != (topk ? 3u : 2u) || d->dtype >= TD_DTYPE_COUNT)
+        return td__gpu_fail(x, TD_EINTERNAL, TD_GPU_KIND ": %s: bad op", td__op_name(op->opcode));
+    const int64_t ax = op->iattrs[0];
+    line_geom g;
+    g.n = 1;
+    g.inner = 1;
+    g.dt = d->dtype;
+    g.desc = topk ? op->iattrs[2] != 0 : op->iattrs[1] != 0;
+    g.values = op->opcode == TD_OP_SORT || op->opcode == TD_OP_TOPK_VALUES;
+    g.es = td__gpu_dtype_size(d->dtype);
+    int64_t outer = 1;
+    for (uint32_t i = 0; i < d->rank; i++) {
+        if ((int64_t)i < ax) outer *= d->dims[i];
+        else if ((int64_t)i == ax) g.n = d->dims[i];
+        else g.inner *= d->dims[i];
+    }
+    g.k = topk ? op->iattrs[1] : g.n;
+    const int64_t nlines = outer * g.inner;
+    if (nlines == 0 || g.n == 0 || g.k == 0) return TD_OK;
+    if (g.n <= SORT_TILE) {
+        int threads = 32;
+        while (threads < SORT_THREADS && threads * 2 < g.n) threads *= 2;
+        k_tile_sort<<<td__gpu_blocks(nlines, 1), threads, 0, x->st->s>>>(g, in[0].data, out->data,
+                                                                         NULL, nlines, 1, true);
+        return td__gpu_launched(x, "sort kernel");
+    }
+    const int64_t tiles = (g.n + SORT_TILE - 1) / SORT_TILE;
+    void *a = NULL, *b = NULL;
+    const size_t nb = (size_t)(nlines * g.n) * sizeof(kv);
+    td_status s = td__gpu_temp_alloc(x, nb, &a);
+    if (s == TD_OK) s = td__gpu_temp_alloc(x, nb, &b);
+    if (s == TD_OK) {
+        k_tile_sort<<<td__gpu_blocks(nlines * tiles, 1), SORT_THREADS, 0, x->st->s>>>(
+            g, in[0].data, out->data, (kv *)a, nlines, tiles, false);
+        s = td__gpu_launched(x, "sort tiles kernel");
+    }
+    kv *src = (kv *)a, *dst = (kv *)b;
+    for (int64_t w = SORT_TILE; s == TD_OK && w < g.n; w *= 2) {
+        k_merge<<<td__gpu_blocks(nlines * g.n, TD_GPU_THREADS), TD_GPU_THREADS, 0, x->st->s>>>(
+            src, dst, nlines, g.n, w);
+        s = td__gpu_launched(x, "sort merge kernel");
+        kv *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (s == TD_OK) {
+        k_write<<<td__gpu_blocks(nlines * g.k, TD_GPU_THREADS), TD_GPU_THREADS, 0, x->st->s>>>(
+            g, in[0].data, out->data, src, nlines);
+        s = td__gpu_launched(x, "sort write kernel");
+    }
+    if (a != NULL) td__gpu_temp_free(x, a);
+    if (b != NULL) td__gpu_temp_free(x, b);
+    return s;
+}
