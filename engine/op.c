@@ -241,7 +241,9 @@ static td_status check_attr_values(const td__op_row *r, const td__op *op, const 
 }
 
 /* The float attribute rules of the row's flags (TD_OPF_F0_*). */
-static td_status check_fattrs(const td__op_row *r, const td__op *op, char *err, size_t errlen)
+/* The row flags' rules for fattrs[0] (var/std's correction, norm's p). */
+static td_status check_fattr_flags(const td__op_row *r, const td__op *op, char *err,
+                                   size_t errlen)
 {
     double v = op->fattrs[0];
     if ((r->flags & (TD_OPF_F0_NONNEG | TD_OPF_F0_NOTNAN)) && v != v)
@@ -562,7 +564,7 @@ static td_status infer(const td__op *op, const td__desc *const *in, td__desc *ou
     const td__desc *x = op->n_inputs > 0 ? in[0] : NULL;
     td_status s = check_attr_count(r, op, x, err, errlen);
     if (s == TD_OK) s = check_attr_values(r, op, x, err, errlen);
-    if (s == TD_OK) s = check_fattrs(r, op, err, errlen);
+    if (s == TD_OK) s = check_fattr_flags(r, op, err, errlen);
     if (s == TD_OK) s = check_dtypes(r, op, in, err, errlen);
     if (s == TD_OK) s = check_fattrs(op, err, errlen);
     if (s != TD_OK) return s;
