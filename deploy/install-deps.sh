@@ -5,7 +5,7 @@ set -euo pipefail
 PKGS=(meson ninja-build pkg-config gcc libc6-dev
       libgrpc-dev protobuf-c-compiler libprotobuf-c-dev libuv1-dev libssl-dev
       libopenblas-dev libdnnl-dev libsystemd-dev zlib1g-dev libxxhash-dev libjansson-dev libcriterion-dev
-      dataset-fashion-mnist python3-numpy openssl procps ${TD_EXTRA_PKGS:-})
+      dataset-fashion-mnist python3-numpy openssl procps libonnx-dev libonnx-testdata ${TD_EXTRA_PKGS:-})
 missing=()
 for p in "${PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,1304 @@
+/* onnx_ops.c — the ONNX op mapping: one table row per ONNX op (and opset range), each
+ * emitting calls of the public op functions (so every step is shape- and dtype-checked by
+ * the engine's op table). Composite ONNX ops are lowered here onto the table's ops, with
+ * the formula of the ONNX operator specification (docs/Operators.md of onnx 1.12).
+ *
+ * Adding an op that maps one to one onto a public elementwise function is one row:
+ *   {"Sin", 7, 0, h_unary, td_sin, NULL, TD_OP_SIN, 0},
+ * A row's `since`/`until` are the opsets of the default domain whose semantics its handler
+ * implements; a model at an opset no row covers gets TD_EUNSUPPORTED naming the op and opset.
+ * `opcode` names the tensord op whose dtype class input 0 must be in (checked before the
+ * handler runs, so an unsupported dtype is TD_EUNSUPPORTED, not a wrong answer).
+ */
+#include "client/onnx_int.h"
+#include "common/alloc.h"
+#include "engine/optable.h"
+#include <math.h>
+#include <string.h>
+
+typedef td__onnx_emit E;
+typedef Onnx__NodeProto N;
+typedef td__onnx_op OP;
+
+#define K(x) td__onnx_keep(e, (x))
+#define IN(k) td__onnx_in(e, n, (k))
+#define OUT(k, t) td__onnx_set_out(e, n, (k), (t))
+#define CTX td__onnx_ctx(e)
+#define NONE UINT32_MAX
+
+static td_tensor *scalar(E *e, td_dtype dt, double v) { return K(td_full(CTX, dt, 0, NULL, v)); }
+static td_tensor *sc_like(E *e, td_tensor *x, double v)
+{
+    return x ? scalar(e, td_tensor_dtype(x), v) : NULL;
+}
+
+static bool axis_of(E *e, int64_t axis, int rank, int *out)
+{
+    if (axis < -rank || axis >= (rank > 0 ? rank : 1)) {
+        td__onnx_fail(e, TD_EINVAL, "axis %lld is outside [-%d, %d)", (long long)axis, rank,
+                      rank);
+        return false;
+    }
+    *out = (int)(axis < 0 ? axis + rank : axis);
+    return true;
+}
+
+static td_tensor *reshape(E *e, td_tensor *x, int rank, const int64_t *dims)
+{
+    return x ? K(td_reshape(x, rank, dims)) : NULL;
+}
+
+/* Product of dims [a, b) of x. */
+static int64_t dprod(td_tensor *x, int a, int b)
+{
+    int64_t p = 1;
+    for (int i = a; i < b; i++) p *= td_dims(x)[i];
+    return p;
+}
+
+/* ---- elementwise ---- */
+
+static td_status h_unary(E *e, const N *n, const OP *op) { return OUT(0, K(op->un(IN(0)))); }
+static td_status h_binary(E *e, const N *n, const OP *op)
+{
+    return OUT(0, K(op->bin(IN(0), IN(1))));
+}
+
+static td_status h_pow(E *e, const N *n, const OP *op)
+{
+    td_tensor *a = IN(0), *b = IN(1);
+    if (a && b && td_tensor_dtype(a) != td_tensor_dtype(b)) b = K(td_cast(b, td_tensor_dtype(a)));
+    return OUT(0, K(td_pow(a, b)));
+}
+
+/* Max, Min, Sum, Mean: a fold over 1.. inputs with broadcasting. */
+static td_status h_variadic(E *e, const N *n, const OP *op)
+{
+    int cnt = td__onnx_nin(e, n);
+    if (cnt < 1) return td__onnx_fail(e, TD_EINVAL, "needs at least one input");
+    td_tensor *acc = IN(0);
+    for (int k = 1; k < cnt && acc != NULL; k++) acc = K(op->bin(acc, IN(k)));
+    if (acc != NULL && strcmp(n->op_type, "Mean") == 0 && cnt > 1)
+        acc = K(td_div(acc, sc_like(e, acc, cnt)));
+    if (acc != NULL && cnt == 1) acc = K(td_add(acc, sc_like(e, acc, 0)));
+    return OUT(0, acc);
+}
+
+static bool dtype_of_onnx(E *e, int64_t t, td_dtype *dt)
+{
+    if (t < INT32_MIN || t > INT32_MAX || !td__onnx_dtype((int32_t)t, dt)) {
+        td__onnx_fail(e, TD_EUNSUPPORTED, "data type %s (%lld) is not supported by tensord",
+                      td__onnx_dtype_name((int32_t)t), (long long)t);
+        return false;
+    }
+    return true;
+}
+
+static td_status h_cast(E *e, const N *n, const OP *op)
+{
+    td_dtype dt;
+    if (!dtype_of_onnx(e, td__onnx_attr_i(n, "to", 0), &dt)) return TD_EUNSUPPORTED;
+    return OUT(0, K(td_cast(IN(0), dt)));
+}
+
+static td_status h_castlike(E *e, const N *n, const OP *op)
+{
+    td_tensor *t = IN(1);
+    return OUT(0, t ? K(td_cast(IN(0), td_tensor_dtype(t))) : NULL);
+}
+
+static td_status h_where(E *e, const N *n, const OP *op)
+{
+    return OUT(0, K(td_where(IN(0), IN(1), IN(2))));
+}
+
+static td_status h_identity(E *e, const N *n, const OP *op) { return OUT(0, IN(0)); }
+
+static td_status h_dropout(E *e, const N *n, const OP *op)
+{
+    const td__onnx_host *tm = td__onnx_host_in(e, n, 2);
+    if (td__onnx_attr_i(n, "is_test", 1) == 0 && op->since < 7)
+        return td__onnx_fail(e, TD_EUNSUPPORTED, "training-mode dropout is not supported");
+    if (td__onnx_nin(e, n) > 2 && n->input[2][0] != '\0') {
+        if (tm == NULL || tm->desc.dtype != TD_BOOL || tm->nbytes != 1)
+            return td__onnx_fail(e, TD_EUNSUPPORTED, "training_mode must be a constant bool");
+        if (((const uint8_t *)tm->data)[0] != 0)
+            return td__onnx_fail(e, TD_EUNSUPPORTED, "training-mode dropout is not supported");
+    }
+    td_tensor *x = IN(0);
+    td_status st = OUT(0, x);
+    if (st == TD_OK && td__onnx_nout(n) > 1 && x != NULL)
+        st = OUT(1, K(td_full(CTX, TD_BOOL, td_rank(x), td_dims(x), 1)));
+    return st;
+}
+
+/* x < 0 ? a : b, with x's dtype. */
+static td_tensor *neg_where(E *e, td_tensor *x, td_tensor *a, td_tensor *b)
+{
+    td_tensor *c = K(td_lt(x, sc_like(e, x, 0)));
+    return K(td_where(c, a, b));
+}
+
+static td_status h_leakyrelu(E *e, const N *n, const OP *op)
+{
+    td_tensor *x = IN(0);
+    double alpha = td__onnx_attr_f(n, "alpha", 0.01f);
+    return OUT(0, neg_where(e, x, K(td_mul(x, sc_like(e, x, alpha))), x));
+}
+
+static td_status h_prelu(E *e, const N *n, const OP *op)
+{
+    td_tensor *x = IN(0);
+    return OUT(0, neg_where(e, x, K(td_mul(x, IN(1))), x));
+}
+
+static td_status h_elu(E *e, const N *n, const OP *op)
+{
+    td_tensor *x = IN(0);
+    double alpha = td__onnx_attr_f(n, "alpha", 1.0f);
+    td_tensor *em1 = K(td_sub(K(td_exp(x)), sc_like(e, x, 1)));
+    return OUT(0, neg_where(e, x, K(td_mul(em1, sc_like(e, x, alpha))), x));
+}
+
+static td_status h_selu(E *e, const N *n, const OP *op)
+{
+    td_tensor *x = IN(0);
+    double alpha = td__onnx_attr_f(n, "alpha", 1.67326319217681884765625f);
+    double gamma = td__onnx_attr_f(n, "gamma", 1.05070102214813232421875f);
+    td_tensor *neg = K(td_sub(K(td_mul(K(td_exp(x)), sc_like(e, x, alpha))), sc_like(e, x, alpha)));
+    td_tensor *c = K(td_le(x, sc_like(e, x, 0)));
+    td_tensor *y = K(td_where(c, neg, x));
+    return OUT(0, K(td_mul(y, sc_like(e, x, gamma))));
+}
+
+static td_status h_celu(E *e, const N *n, const OP *op)
+{
+    td_tensor *x = IN(0);
+    double alpha = td__onnx_attr_f(n, "alpha", 1.0f);
+    td_tensor *z = sc_like(e, x, 0);
+    td_tensor *em1 = K(td_sub(K(td_exp(K(td_div(x, sc_like(e, x, alpha))))), sc_like(e, x, 1)));
+    td_tensor *neg = K(td_minimum(z, K(td_mul(em1, sc_like(e, x, alpha)))));
+    return OUT(0, K(td_add(K(td_maximum(z, x)), neg)));
+}
+
+static td_tensor *clamp01(E *e, td_tensor *x)
+{
+    return K(td_maximum(K(td_minimum(x, sc_like(e, x, 1))), sc_like(e, x, 0)));
+}
+
+static td_status h_hardsigmoid(E *e, const N *n, const OP *op)
+{
+    td_tensor *x = IN(0);
+    double alpha = td__onnx_attr_f(n, "alpha", 0.2f), beta = td__onnx_attr_f(n, "beta", 0.5f);
+    return OUT(0, clamp01(e, K(td_add(K(td_mul(x, sc_like(e, x, alpha))), sc_like(e, x, beta)))));
+}
+
+static td_status h_hardswish(E *e, const N *n, const OP *op)
+{
+    td_tensor *x = IN(0);
+    td_tensor *h = clamp01(e, K(td_add(K(td_mul(x, sc_like(e, x, 1.0 / 6))), sc_like(e, x, 0.5))));
+    return OUT(0, K(td_mul(x, h)));
+}
+
+static td_status h_softplus(E *e, const N *n, const OP *op)
+{
+    td_tensor *x = IN(0);
+    return OUT(0, K(td_log(K(td_add(K(td_exp(x)), sc_like(e, x, 1))))));
+}
+
+static td_status h_softsign(E *e, const N *n, const OP *op)
+{
+    td_tensor *x = IN(0);
+    return OUT(0, K(td_div(x, K(td_add(K(td_abs(x)), sc_like(e, x, 1))))));
+}
+
+static td_status h_thresholdedrelu(E *e, const N *n, const OP *op)
+{
+    td_tensor *x = IN(0);
+    double alpha = td__onnx_attr_f(n, "alpha", 1.0f);
+    return OUT(0, K(td_where(K(td_gt(x, sc_like(e, x, alpha))), x, sc_like(e, x, 0))));
+}
+
+static td_status h_reciprocal(E *e, const N *n, const OP *op)
+{
+    td_tensor *x = IN(0);
+    return OUT(0, K(td_div(sc_like(e, x, 1), x)));
+}
+
+static td_status h_sign(E *e, const N *n, const OP *op)
+{
+    td_tensor *x = IN(0);
+    if (x == NULL) return OUT(0, NULL);
+    td_dtype dt = td_tensor_dtype(x);
+    td_tensor *z = sc_like(e, x, 0);
+    td_tensor *s = K(td_sub(K(td_cast(K(td_gt(x, z)), dt)), K(td_cast(K(td_lt(x, z)), dt))));
+    if (td__dtype_is_float((uint32_t)dt)) s = K(td_where(K(td_ne(x, x)), x, s)); /* NaN */
+    return OUT(0, s);
+}
+
+static td_status h_not(E *e, const N *n, const OP *op)
+{
+    td_tensor *x = IN(0);
+    return OUT(0, K(td_eq(x, sc_like(e, x, 0))));
+}
+
+static td_status h_logic(E *e, const N *n, const OP *op)
+{
+    td_tensor *a = IN(0), *b = IN(1);
+    if (a && td_tensor_dtype(a) != TD_BOOL)
+        return td__onnx_fail(e, TD_EINVAL, "inputs must be bool");
+    const char *t = n->op_type;
+    if (strcmp(t, "Xor") == 0) return OUT(0, K(td_ne(a, b)));
+    if (strcmp(t, "And") == 0) return OUT(0, K(td_where(a, b, sc_like(e, a, 0))));
+    return OUT(0, K(td_where(a, sc_like(e, a, 1), b)));
+}
+
+static td_status h_isnan(E *e, const N *n, const OP *op)
+{
+    td_tensor *x = IN(0);
+    return OUT(0, K(td_ne(x, x)));
+}
+
+static td_status h_isinf(E *e, const N *n, const OP *op)
+{
+    td_tensor *x = IN(0);
+    bool pos = td__onnx_attr_i(n, "detect_positive", 1) != 0;
+    bool neg = td__onnx_attr_i(n, "detect_negative", 1) != 0;
+    td_tensor *p = pos ? K(td_eq(x, sc_like(e, x, INFINITY))) : NULL;
+    td_tensor *q = neg ? K(td_eq(x, sc_like(e, x, -INFINITY))) : NULL;
+    if (p && q) return OUT(0, K(td_ne(p, q)));
+    if (p || q) return OUT(0, p ? p : q);
+    return OUT(0, x ? K(td_full(CTX, TD_BOOL, td_rank(x), td_dims(x), 0)) : NULL);
+}
+
+static td_status h_clip(E *e, const N *n, const OP *op)
+{
+    td_tensor *x = IN(0), *lo = NULL, *hi = NULL;
+    if (op->since < 11) {
+        if (td__onnx_attr(n, "min")) lo = sc_like(e, x, td__onnx_attr_f(n, "min", 0));
+        if (td__onnx_attr(n, "max")) hi = sc_like(e, x, td__onnx_attr_f(n, "max", 0));
+    } else {
+        lo = IN(1);
+        hi = IN(2);
+    }
+    td_tensor *y = x;
+    if (lo != NULL) y = K(td_maximum(y, lo));
+    if (hi != NULL) y = K(td_minimum(y, hi));
+    return OUT(0, y);
+}
+
+/* ---- matmul ---- */
+
+static td_status h_matmul(E *e, const N *n, const OP *op)
+{
+    td_tensor *a = IN(0), *b = IN(1);
+    if (a == NULL || b == NULL) return OUT(0, K(td_matmul(a, b)));
+    bool va = td_rank(a) == 1, vb = td_rank(b) == 1;
+    if (va) a = reshape(e, a, 2, (int64_t[]){1, td_dims(a)[0]});
+    if (vb) b = reshape(e, b, 2, (int64_t[]){td_dims(b)[0], 1});
+    td_tensor *y = K(td_matmul(a, b));
+    if (y != NULL && (va || vb)) {
+        int64_t d[TD_MAX_RANK];
+        int r = td_rank(y), o = 0;
+        for (int i = 0; i < r; i++) {
+            if (va && i == r - 2) continue;
+            if (vb && i == r - 1) continue;
+            d[o++] = td_dims(y)[i];
+        }
+        y = reshape(e, y, o, d);
+    }
+    return OUT(0, y);
+}
+
+static td_status h_gemm(E *e, const N *n, const OP *op)
+{
+    td_tensor *a = IN(0), *b = IN(1), *c = IN(2);
+    if (td__onnx_attr_i(n, "transA", 0)) a = a ? K(td_transpose(a)) : NULL;
+    if (td__onnx_attr_i(n, "transB", 0)) b = b ? K(td_transpose(b)) : NULL;
+    double alpha = td__onnx_attr_f(n, "alpha", 1.0f), beta = td__onnx_attr_f(n, "beta", 1.0f);
+    td_tensor *y = K(td_matmul(a, b));
+    if (alpha != 1.0) y = K(td_mul(y, sc_like(e, y, alpha)));
+    if (c != NULL) {
+        if (beta != 1.0) c = K(td_mul(c, sc_like(e, c, beta)));
+        y = K(td_add(y, c));
+    }
+    return OUT(0, y);
+}
+
+/* ---- movement ---- */
+
+static td_status h_reshape(E *e, const N *n, const OP *op)
+{
+    td_tensor *x = IN(0);
+    const int64_t *s;
+    size_t cnt;
+    if (!td__onnx_host_ints(e, n, 1, false, &s, &cnt, NULL)) return TD_EINVAL;
+    if (x == NULL) return OUT(0, NULL);
+    if (cnt > TD_MAX_RANK) return td__onnx_fail(e, TD_EUNSUPPORTED, "shape of rank %zu", cnt);
+    bool allowzero = td__onnx_attr_i(n, "allowzero", 0) != 0;
+    int64_t d[TD_MAX_RANK];
+    for (size_t i = 0; i < cnt; i++) {
+        d[i] = s[i];
+        if (s[i] == 0 && !allowzero) {
+            if ((int)i >= td_rank(x))
+                return td__onnx_fail(e, TD_EINVAL, "shape[%zu] is 0 (copy) but the input has "
+                                     "rank %d", i, td_rank(x));
+            d[i] = td_dims(x)[i];
+        }
+        if (d[i] < -1) return td__onnx_fail(e, TD_EINVAL, "shape[%zu] is %lld", i, (long long)d[i]);
+    }
+    return OUT(0, reshape(e, x, (int)cnt, d));
+}
+
+static td_status h_flatten(E *e, const N *n, const OP *op)
+{
+    td_tensor *x = IN(0);
+    if (x == NULL) return OUT(0, NULL);
+    int r = td_rank(x), axis;
+    int64_t a = td__onnx_attr_i(n, "axis", 1);
+    if (a == r) axis = r;
+    else if (!axis_of(e, a, r, &axis)) return TD_EINVAL;
+    return OUT(0, reshape(e, x, 2, (int64_t[]){dprod(x, 0, axis), dprod(x, axis, r)}));
+}
+
+static td_status h_transpose(E *e, const N *n, const OP *op)
+{
+    td_tensor *x = IN(0);
+    if (x == NULL) return OUT(0, NULL);
+    int r = td_rank(x), perm[TD_MAX_RANK];
+    const Onnx__AttributeProto *a = td__onnx_attr(n, "perm");
+    if (a != NULL && a->n_ints != (size_t)r)
+        return td__onnx_fail(e, TD_EINVAL, "perm has %zu entries for rank %d", a->n_ints, r);
+    for (int i = 0; i < r; i++) {
+        int64_t p = a ? a->ints[i] : r - 1 - i;
+        if (p < 0 || p >= r) return td__onnx_fail(e, TD_EINVAL, "perm[%d] is %lld", i, (long long)p);
+        perm[i] = (int)p;
+    }
+    if (r == 0) return OUT(0, x);
+    return OUT(0, K(td_permute(x, perm)));
+}
+
+/* Axes from the attribute (opset < since_input) or input k. */
+static bool get_axes(E *e, const N *n, const OP *op, int since_input, int k, const int64_t **ax,
+                     size_t *cnt, bool *present)
+{
+    if (op->since >= since_input) return td__onnx_host_ints(e, n, k, true, ax, cnt, present);
+    const Onnx__AttributeProto *a = td__onnx_attr(n, "axes");
+    *present = a != NULL;
+    *ax = a ? a->ints : NULL;
+    *cnt = a ? a->n_ints : 0;
+    return true;
+}
+
+static td_status h_squeeze(E *e, const N *n, const OP *op)
+{
+    td_tensor *x = IN(0);
+    const int64_t *ax;
+    size_t cnt;
+    bool present;
+    if (!get_axes(e, n, op, 13, 1, &ax, &cnt, &present)) return TD_EINVAL;
+    if (x == NULL) return OUT(0, NULL);
+    int r = td_rank(x);
+    bool drop[TD_MAX_RANK] = {false};
+    for (size_t i = 0; i < cnt; i++) {
+        int a;
+        if (!axis_of(e, ax[i], r, &a)) return TD_EINVAL;
+        if (td_dims(x)[a] != 1)
+            return td__onnx_fail(e, TD_EINVAL, "axis %d has size %lld, not 1", a,
+                                 (long long)td_dims(x)[a]);
+        drop[a] = true;
+    }
+    if (!present)
+        for (int i = 0; i < r; i++) drop[i] = td_dims(x)[i] == 1;
+    int64_t d[TD_MAX_RANK];
+    int o = 0;
+    for (int i = 0; i < r; i++)
+        if (!drop[i]) d[o++] = td_dims(x)[i];
+    return OUT(0, reshape(e, x, o, d));
+}
+
+static td_status h_unsqueeze(E *e, const N *n, const OP *op)
+{
+    td_tensor *x = IN(0);
+    const int64_t *ax;
+    size_t cnt;
+    bool present;
+    if (!get_axes(e, n, op, 13, 1, &ax, &cnt, &present)) return TD_EINVAL;
+    if (x == NULL) return OUT(0, NULL);
+    int r = td_rank(x);
+    if (r + (int64_t)cnt > TD_MAX_RANK)
+        return td__onnx_fail(e, TD_EUNSUPPORTED, "the result would have rank %lld, more than %d",
+                             (long long)(r + (int64_t)cnt), TD_MAX_RANK);
+    int ro = r + (int)cnt;
+    bool ins[TD_MAX_RANK] = {false};
+    for (size_t i = 0; i < cnt; i++) {
+        int a;
+        if (!axis_of(e, ax[i], ro, &a)) return TD_EINVAL;
+        if (ins[a]) return td__onnx_fail(e, TD_EINVAL, "axis %d appears twice", a);
+        ins[a] = true;
+    }
+    int64_t d[TD_MAX_RANK];
+    for (int i = 0, j = 0; i < ro; i++) d[i] = ins[i] ? 1 : td_dims(x)[j++];
+    return OUT(0, reshape(e, x, ro, d));
+}
+
+static td_tensor *concat_many(E *e, int cnt, td_tensor **xs, int axis)
+{
+    td_tensor *acc = NULL;
+    for (int i = 0; i < cnt;) {
+        td_tensor *part[8];
+        int np = 0;
+        if (acc != NULL) part[np++] = acc;
+        while (np < 8 && i < cnt) part[np++] = xs[i++];
+        acc = K(td_concat(np, part, axis));
+        if (acc == NULL) return NULL;
+    }
+    return acc;
+}
+
+static td_status h_concat(E *e, const N *n, const OP *op)
+{
+    int cnt = td__onnx_nin(e, n), axis;
+    if (cnt < 1) return td__onnx_fail(e, TD_EINVAL, "needs at least one input");
+    td_tensor **xs = td__malloc((size_t)cnt * sizeof *xs);
+    if (xs == NULL) return td__onnx_fail(e, TD_ENOMEM, "out of memory");
+    for (int k = 0; k < cnt; k++) xs[k] = IN(k);
+    td_tensor *y = NULL;
+    if (xs[0] != NULL && axis_of(e, td__onnx_attr_i(n, "axis", 0), td_rank(xs[0]), &axis))
+        y = concat_many(e, cnt, xs, axis);
+    td__free(xs);
+    return OUT(0, y);
+}
+
+/* Clamp an ONNX slice bound for step 1 (onnx Operators.md, Slice). */
+static int64_t clampb(int64_t v, int64_t dim)
+{
+    if (v < 0) v = v < -dim ? 0 : v + dim;
+    return v > dim ? dim : v;
+}
+
+static td_status h_slice(E *e, const N *n, const OP *op)
+{
+    td_tensor *x = IN(0);
+    const int64_t *st = NULL, *en = NULL, *ax = NULL, *sp = NULL;
+    size_t ns = 0, ne = 0, na = 0, nsp = 0;
+    bool has_ax = false, has_sp = false;
+    if (op->since >= 10) {
+        if (!td__onnx_host_ints(e, n, 1, false, &st, &ns, NULL) ||
+            !td__onnx_host_ints(e, n, 2, false, &en, &ne, NULL) ||
+            !td__onnx_host_ints(e, n, 3, true, &ax, &na, &has_ax) ||
+            !td__onnx_host_ints(e, n, 4, true, &sp, &nsp, &has_sp))
+            return TD_EINVAL;
+    } else {
+        const Onnx__AttributeProto *a = td__onnx_attr(n, "starts"), *b = td__onnx_attr(n, "ends"),
+                                   *c = td__onnx_attr(n, "axes");
+        if (a == NULL || b == NULL) return td__onnx_fail(e, TD_EINVAL, "starts and ends are required");
+        st = a->ints, ns = a->n_ints, en = b->ints, ne = b->n_ints;
+        if (c) ax = c->ints, na = c->n_ints, has_ax = true;
+    }
+    if (x == NULL) return OUT(0, NULL);
+    int r = td_rank(x);
+    if (ns != ne || (has_ax && na != ns) || (has_sp && nsp != ns))
+        return td__onnx_fail(e, TD_EINVAL, "starts, ends, axes and steps differ in length");
+    int64_t lo[TD_MAX_RANK], hi[TD_MAX_RANK];
+    bool seen[TD_MAX_RANK] = {false};
+    for (int i = 0; i < r; i++) lo[i] = 0, hi[i] = td_dims(x)[i];
+    for (size_t i = 0; i < ns; i++) {
+        int a = (int)i;
+        if (has_ax && !axis_of(e, ax[i], r, &a)) return TD_EINVAL;
+        if (!has_ax && (int)i >= r) return td__onnx_fail(e, TD_EINVAL, "more starts than dims");
+        if (seen[a]) return td__onnx_fail(e, TD_EINVAL, "axis %d appears twice", a);
+        seen[a] = true;
+        if (has_sp && sp[i] != 1)
+            return td__onnx_fail(e, TD_EUNSUPPORTED, "step %lld (only step 1 is supported)",
+                                 (long long)sp[i]);
+        int64_t d = td_dims(x)[a];
+        lo[a] = clampb(st[i], d);
+        hi[a] = clampb(en[i], d);
+        if (hi[a] < lo[a]) hi[a] = lo[a];
+    }
+    if (r == 0) return OUT(0, x);
+    return OUT(0, K(td_slice(x, lo, hi)));
+}
+
+static td_status h_split(E *e, const N *n, const OP *op)
+{
+    td_tensor *x = IN(0);
+    const int64_t *sz = NULL;
+    size_t cnt = 0;
+    bool present = false;
+    if (op->since >= 13) {
+        if (!td__onnx_host_ints(e, n, 1, true, &sz, &cnt, &present)) return TD_EINVAL;
+    } else {
+        const Onnx__AttributeProto *a = td__onnx_attr(n, "split");
+        if (a) sz = a->ints, cnt = a->n_ints, present = true;
+    }
+    if (x == NULL) return OUT(0, NULL);
+    int r = td_rank(x), axis, nout = td__onnx_nout(n);
+    if (!axis_of(e, td__onnx_attr_i(n, "axis", 0), r, &axis)) return TD_EINVAL;
+    int64_t d = td_dims(x)[axis];
+    if (present && cnt != (size_t)nout)
+        return td__onnx_fail(e, TD_EINVAL, "split has %zu sizes for %d outputs", cnt, nout);
+    if (!present && (nout < 1 || d % nout != 0))
+        return td__onnx_fail(e, TD_EINVAL, "dim %lld does not split into %d equal parts",
+                             (long long)d, nout);
+    int64_t lo[TD_MAX_RANK], hi[TD_MAX_RANK], off = 0;
+    for (int k = 0; k < nout; k++) {
+        int64_t s = present ? sz[k] : d / nout;
+        if (s < 0 || s > d - off)
+            return td__onnx_fail(e, TD_EINVAL, "split sizes exceed dim %lld", (long long)d);
+        for (int i = 0; i < r; i++) lo[i] = 0, hi[i] = td_dims(x)[i];
+        lo[axis] = off;
+        hi[axis] = off + s;
+        off += s;
+        td_status st = OUT(k, K(td_slice(x, lo, hi)));
+        if (st != TD_OK) return st;
+    }
+    if (off != d) return td__onnx_fail(e, TD_EINVAL, "split sizes sum to %lld, not %lld",
+                                       (long long)off, (long long)d);
+    return TD_OK;
+}
+
+static td_status h_expand(E *e, const N *n, const OP *op)
+{
+    td_tensor *x = IN(0);
+    const int64_t *s;
+    size_t cnt;
+    if (!td__onnx_host_ints(e, n, 1, false, &s, &cnt, NULL)) return TD_EINVAL;
+    if (x == NULL) return OUT(0, NULL);
+    int r = td_rank(x);
+    int ro = r > (int)cnt ? r : (int)cnt;
+    if (ro > TD_MAX_RANK) return td__onnx_fail(e, TD_EUNSUPPORTED, "rank %d", ro);
+    int64_t d[TD_MAX_RANK];
+    for (int i = 0; i < ro; i++) {
+        int xi = i - (ro - r), si = i - (ro - (int)cnt);
+        int64_t a = xi >= 0 ? td_dims(x)[xi] : 1, b = si >= 0 ? s[si] : 1;
+        if (a != b && a != 1 && b != 1)
+            return td__onnx_fail(e, TD_EINVAL, "shape %lld does not broadcast with dim %lld",
+                                 (long long)b, (long long)a);
+        d[i] = a == 1 ? b : a;
+    }
+    return OUT(0, K(td_expand(x, ro, d)));
+}
+
+static td_status h_tile(E *e, const N *n, const OP *op)
+{
+    td_tensor *x = IN(0);
+    const int64_t *rep;
+    size_t cnt;
+    if (!td__onnx_host_ints(e, n, 1, false, &rep, &cnt, NULL)) return TD_EINVAL;
+    if (x == NULL) return OUT(0, NULL);
+    int r = td_rank(x);
+    if (cnt != (size_t)r) return td__onnx_fail(e, TD_EINVAL, "repeats has %zu entries for rank %d", cnt, r);
+    if (r >= TD_MAX_RANK) return td__onnx_fail(e, TD_EUNSUPPORTED, "rank %d", r);
+    td_tensor *y = x;
+    for (int a = 0; a < r && y != NULL; a++) {
+        if (rep[a] < 0) return td__onnx_fail(e, TD_EINVAL, "repeats[%d] is %lld", a, (long long)rep[a]);
+        if (rep[a] == 1) continue;
+        int64_t d[TD_MAX_RANK], d2[TD_MAX_RANK];
+        for (int i = 0, j = 0; i <= r; i++) d[i] = i == a ? 1 : td_dims(y)[j++];
+        memcpy(d2, d, sizeof d);
+        d2[a] = rep[a];
+        y = K(td_expand(reshape(e, y, r + 1, d), r + 1, d2));
+        if (y == NULL) break;
+        int64_t d3[TD_MAX_RANK];
+        for (int i = 0; i < a; i++) d3[i] = td_dims(y)[i];
+        d3[a] = td_dims(y)[a] * td_dims(y)[a + 1];
+        for (int i = a + 1; i < r; i++) d3[i] = td_dims(y)[i + 1];
+        y = reshape(e, y, r, d3);
+    }
+    return OUT(0, y);
+}
+
+static td_status h_pad(E *e, const N *n, const OP *op)
+{
+    td_tensor *x = IN(0);
+    const int64_t *p;
+    size_t cnt;
+    double value = 0;
+    const Onnx__AttributeProto *ma = td__onnx_attr(n, "mode");
+    if (ma && ma->has_s && !(ma->s.len == 8 && memcmp(ma->s.data, "constant", 8) == 0))
+        return td__onnx_fail(e, TD_EUNSUPPORTED, "mode '%.*s' (only constant)", (int)ma->s.len,
+                             (const char *)ma->s.data);
+    if (op->since >= 11) {
+        if (!td__onnx_host_ints(e, n, 1, false, &p, &cnt, NULL)) return TD_EINVAL;
+        if (td__onnx_nin(e, n) > 3 && n->input[3][0])
+            return td__onnx_fail(e, TD_EUNSUPPORTED, "the axes input is not supported");
+        const td__onnx_host *cv = td__onnx_host_in(e, n, 2);
+        if (td__onnx_nin(e, n) > 2 && n->input[2][0] && cv == NULL)
+            return td__onnx_fail(e, TD_EUNSUPPORTED, "constant_value must be a constant");
+        if (cv != NULL && cv->nbytes > 0) {
+            switch (cv->desc.dtype) {
+            case TD_F32: value = *(const float *)cv->data; break;
+            case TD_F64: value = *(const double *)cv->data; break;
+            case TD_I64: value = (double)*(const int64_t *)cv->data; break;
+            case TD_I32: value = *(const int32_t *)cv->data; break;
+            default: return td__onnx_fail(e, TD_EUNSUPPORTED, "constant_value dtype");
+            }
+        }
+    } else {
+        const Onnx__AttributeProto *a = td__onnx_attr(n, "pads");
+        if (a == NULL) return td__onnx_fail(e, TD_EINVAL, "pads is required");
+        p = a->ints, cnt = a->n_ints;
+        value = td__onnx_attr_f(n, "value", 0);
+    }
+    if (x == NULL) return OUT(0, NULL);
+    int r = td_rank(x);
+    if (cnt != 2 * (size_t)r) return td__onnx_fail(e, TD_EINVAL, "pads has %zu entries for rank %d", cnt, r);
+    td_tensor *y = x;
+    int64_t lo[TD_MAX_RANK], hi[TD_MAX_RANK];
+    bool crop = false;
+    for (int i = 0; i < r; i++) {
+        lo[i] = p[i] < 0 ? -p[i] : 0;
+        hi[i] = td_dims(x)[i] - (p[r + i] < 0 ? -p[r + i] : 0);
+        if (lo[i] > hi[i]) return td__onnx_fail(e, TD_EINVAL, "pads crop axis %d below 0", i);
+        crop |= p[i] < 0 || p[r + i] < 0;
+    }
+    if (crop) y = K(td_slice(y, lo, hi));
+    for (int i = 0; i < r && y != NULL; i++) {
+        td_tensor *parts[3];
+        int np = 0;
+        int64_t d[TD_MAX_RANK];
+        memcpy(d, td_dims(y), (size_t)r * sizeof *d);
+        if (p[i] > 0) {
+            d[i] = p[i];
+            parts[np++] = K(td_full(CTX, td_tensor_dtype(y), r, d, value));
+        }
+        parts[np++] = y;
+        if (p[r + i] > 0) {
+            d[i] = p[r + i];
+            parts[np++] = K(td_full(CTX, td_tensor_dtype(y), r, d, value));
+        }
+        if (np > 1) y = K(td_concat(np, parts, i));
+    }
+    return OUT(0, y);
+}
+
+static td_status h_depthtospace(E *e, const N *n, const OP *op)
+{
+    td_tensor *x = IN(0);
+    if (x == NULL) return OUT(0, NULL);
+    if (td_rank(x) != 4) return td__onnx_fail(e, TD_EINVAL, "input must have rank 4");
+    int64_t b = td__onnx_attr_i(n, "blocksize", 0);
+    const int64_t *d = td_dims(x);
+    int64_t N0 = d[0], C = d[1], H = d[2], W = d[3];
+    bool to_space = strcmp(n->op_type, "DepthToSpace") == 0;
+    if (b < 1 || b > 1 << 20) return td__onnx_fail(e, TD_EINVAL, "blocksize %lld", (long long)b);
+    td_tensor *y;
+    if (to_space) {
+        if (C % (b * b)) return td__onnx_fail(e, TD_EINVAL, "channels %lld not divisible by blocksize^2", (long long)C);
+        const Onnx__AttributeProto *ma = td__onnx_attr(n, "mode");
+        bool crd = ma && ma->has_s && ma->s.len == 3 && memcmp(ma->s.data, "CRD", 3) == 0;
+        int64_t c = C / (b * b);
+        if (crd) {
+            y = reshape(e, x, 6, (int64_t[]){N0, c, b, b, H, W});
+            y = y ? K(td_permute(y, (int[]){0, 1, 4, 2, 5, 3})) : NULL;
+        } else {
+            y = reshape(e, x, 6, (int64_t[]){N0, b, b, c, H, W});
+            y = y ? K(td_permute(y, (int[]){0, 3, 4, 1, 5, 2})) : NULL;
+        }
+        y = reshape(e, y, 4, (int64_t[]){N0, c, H * b, W * b});
+    } else {
+        if (H % b || W % b) return td__onnx_fail(e, TD_EINVAL, "spatial dims not divisible by blocksize");
+        y = reshape(e, x, 6, (int64_t[]){N0, C, H / b, b, W / b, b});
+        y = y ? K(td_permute(y, (int[]){0, 3, 5, 1, 2, 4})) : NULL;
+        y = reshape(e, y, 4, (int64_t[]){N0, C * b * b, H / b, W / b});
+    }
+    return OUT(0, y);
+}
+
+/* Gather / GatherElements: negative indices count from the end of the axis. */
+static td_tensor *wrap_index(E *e, td_tensor *idx, int64_t dim)
+{
+    if (idx == NULL) return NULL;
+    td_tensor *neg = K(td_lt(idx, sc_like(e, idx, 0)));
+    return K(td_where(neg, K(td_add(idx, sc_like(e, idx, (double)dim))), idx));
+}
+
+static td_status h_gather(E *e, const N *n, const OP *op)
+{
+    td_tensor *x = IN(0), *idx = IN(1);
+    if (x == NULL || idx == NULL) return OUT(0, NULL);
+    int axis;
+    if (!axis_of(e, td__onnx_attr_i(n, "axis", 0), td_rank(x), &axis)) return TD_EINVAL;
+    idx = wrap_index(e, idx, td_dims(x)[axis]);
+    if (strcmp(n->op_type, "GatherElements") == 0) return OUT(0, K(td_gather(x, idx, axis)));
+    return OUT(0, K(td_index_select(x, idx, axis)));
+}
+
+/* ---- host values ---- */
+
+static td_status host_i64(E *e, const N *n, int k, int rank, const int64_t *vals, int64_t cnt)
+{
+    td__onnx_host h = {.desc = {.dtype = TD_I64, .rank = (uint32_t)rank}};
+    if (rank == 1) h.desc.dims[0] = cnt;
+    h.nbytes = (size_t)cnt * 8;
+    if (cnt > 0 && (h.data = td__malloc(h.nbytes)) == NULL)
+        return td__onnx_fail(e, TD_ENOMEM, "out of memory");
+    if (cnt > 0) memcpy(h.data, vals, h.nbytes);
+    return td__onnx_set_host_out(e, n, k, &h);
+}
+
+static td_status h_shape(E *e, const N *n, const OP *op)
+{
+    td_tensor *x = IN(0);
+    if (x == NULL) return OUT(0, NULL);
+    int r = td_rank(x);
+    int64_t s = td__onnx_attr_i(n, "start", 0), t = td__onnx_attr_i(n, "end", r);
+    s = s < 0 ? s + r : s;
+    t = t < 0 ? t + r : t;
+    s = s < 0 ? 0 : s > r ? r : s;
+    t = t < 0 ? 0 : t > r ? r : t;
+    if (t < s) t = s;
+    return host_i64(e, n, 0, 1, td_dims(x) + s, t - s);
+}
+
+static td_status h_size(E *e, const N *n, const OP *op)
+{
+    td_tensor *x = IN(0);
+    if (x == NULL) return OUT(0, NULL);
+    int64_t v = td_nelem(x);
+    return host_i64(e, n, 0, 0, &v, 1);
+}
+
+static td_status h_constantofshape(E *e, const N *n, const OP *op)
+{
+    const int64_t *s;
+    size_t cnt;
+    if (!td__onnx_host_ints(e, n, 0, false, &s, &cnt, NULL)) return TD_EINVAL;
+    if (cnt > TD_MAX_RANK) return td__onnx_fail(e, TD_EUNSUPPORTED, "rank %zu", cnt);
+    const Onnx__AttributeProto *a = td__onnx_attr(n, "value");
+    td_dtype dt = TD_F32;
+    double v = 0;
+    if (a != NULL && a->t != NULL) {
+        char err[300];
+        td__onnx_host h;
+        td_status st = td__onnx_host_decode(a->t, "value", &h, err, sizeof err);
+        if (st != TD_OK) return td__onnx_fail(e, st, "%s", err);
+        dt = (td_dtype)h.desc.dtype;
+        if (td__desc_nelem(&h.desc) != 1) {
+            td__onnx_host_fini(&h);
+            return td__onnx_fail(e, TD_EINVAL, "value must have one element");
+        }
+        switch (dt) {
+        case TD_F32: v = *(float *)h.data; break;
+        case TD_F64: v = *(double *)h.data; break;
+        case TD_I64: v = (double)*(int64_t *)h.data; break;
+        case TD_I32: v = *(int32_t *)h.data; break;
+        case TD_I16: v = *(int16_t *)h.data; break;
+        case TD_I8: v = *(int8_t *)h.data; break;
+        case TD_U8: case TD_BOOL: v = *(uint8_t *)h.data; break;
+        default:
+            td__onnx_host_fini(&h);
+            return td__onnx_fail(e, TD_EUNSUPPORTED, "value of dtype %s", td_dtype_name(dt));
+        }
+        td__onnx_host_fini(&h);
+    }
+    for (size_t i = 0; i < cnt; i++)
+        if (s[i] < 0) return td__onnx_fail(e, TD_EINVAL, "shape[%zu] is %lld", i, (long long)s[i]);
+    return OUT(0, K(td_full(CTX, dt, (int)cnt, s, v)));
+}
+
+static bool host_scalar(E *e, const N *n, int k, double *v, td_dtype *dt)
+{
+    const td__onnx_host *h = td__onnx_host_in(e, n, k);
+    if (h == NULL || td__desc_nelem(&h->desc) != 1) {
+        td__onnx_fail(e, TD_EUNSUPPORTED, "input %d must be a constant scalar", k);
+        return false;
+    }
+    *dt = (td_dtype)h->desc.dtype;
+    switch (*dt) {
+    case TD_F32: *v = *(const float *)h->data; return true;
+    case TD_F64: *v = *(const double *)h->data; return true;
+    case TD_I64: *v = (double)*(const int64_t *)h->data; return true;
+    case TD_I32: *v = *(const int32_t *)h->data; return true;
+    case TD_I16: *v = *(const int16_t *)h->data; return true;
+    default: td__onnx_fail(e, TD_EUNSUPPORTED, "input %d of dtype %s", k, td_dtype_name(*dt));
+        return false;
+    }
+}
+
+static td_status h_range(E *e, const N *n, const OP *op)
+{
+    double s, l, d;
+    td_dtype dt;
+    if (!host_scalar(e, n, 0, &s, &dt) || !host_scalar(e, n, 1, &l, &dt) ||
+        !host_scalar(e, n, 2, &d, &dt))
+        return TD_EINVAL;
+    if (d == 0) return td__onnx_fail(e, TD_EINVAL, "delta is 0");
+    double cnt = ceil((l - s) / d);
+    if (!(cnt >= 0)) cnt = 0;
+    if (cnt > (double)(1ll << 40)) return td__onnx_fail(e, TD_EINVAL, "%g elements", cnt);
+    if (td__dtype_is_float((uint32_t)dt) && dt != TD_F64) {
+        /* The ONNX reference adds delta in the input dtype, element by element: that is
+         * exact here only when the values stay integers (checked), else unsupported. */
+        if (s != floor(s) || d != floor(d) || fabs(s) + fabs(d) * cnt > (1 << 24))
+            return td__onnx_fail(e, TD_EUNSUPPORTED, "a non-integer float range");
+    }
+    return OUT(0, K(td_arange(CTX, dt, (int64_t)cnt, s, d)));
+}
+
+/* ---- reductions ---- */
+
+typedef td_tensor *(*reduce_fn)(td_tensor *, int, const int *, bool);
+
+static td_status reduce_with(E *e, const N *n, const OP *op, reduce_fn f, td_tensor *x,
+                             td_tensor **out)
+{
+    const int64_t *ax;
+    size_t cnt;
+    bool present;
+    int since = strcmp(n->op_type, "ReduceSum") == 0 ? 13 : 18;
+    if (!get_axes(e, n, op, since, 1, &ax, &cnt, &present)) return TD_EINVAL;
+    *out = NULL;
+    if (x == NULL) return TD_OK;
+    bool keep = td__onnx_attr_i(n, "keepdims", 1) != 0;
+    if (cnt == 0 && td__onnx_attr_i(n, "noop_with_empty_axes", 0) != 0) {
+        *out = x;
+        return TD_OK;
+    }
+    int axes[TD_MAX_RANK], r = td_rank(x);
+    if (cnt > (size_t)r) return td__onnx_fail(e, TD_EINVAL, "%zu axes for rank %d", cnt, r);
+    for (size_t i = 0; i < cnt; i++)
+        if (!axis_of(e, ax[i], r, &axes[i])) return TD_EINVAL;
+    if (r == 0) {
+        *out = x;
+        return TD_OK;
+    }
+    *out = K(f(x, (int)cnt, cnt ? axes : NULL, keep));
+    return TD_OK;
+}
+
+static td_status h_reduce(E *e, const N *n, const OP *op)
+{
+    const char *t = n->op_type + 6; /* after "Reduce" */
+    td_tensor *x = IN(0), *y = NULL;
+    reduce_fn f = td_sum;
+    td_tensor *pre = x;
+    if (strcmp(t, "Mean") == 0) f = td_mean;
+    else if (strcmp(t, "Max") == 0) f = td_max;
+    else if (strcmp(t, "Min") == 0) f = td_min;
+    else if (strcmp(t, "Prod") == 0) f = td_prod;
+    else if (strcmp(t, "L1") == 0) pre = x ? K(td_abs(x)) : NULL;
+    else if (strcmp(t, "L2") == 0 || strcmp(t, "SumSquare") == 0) pre = x ? K(td_mul(x, x)) : NULL;
+    else if (strcmp(t, "LogSumExp") == 0) pre = x ? K(td_exp(x)) : NULL;
+    td_status st = reduce_with(e, n, op, f, pre, &y);
+    if (st != TD_OK) return st;
+    if (strcmp(t, "L2") == 0) y = y ? K(td_sqrt(y)) : NULL;
+    if (strcmp(t, "LogSum") == 0 || strcmp(t, "LogSumExp") == 0) y = y ? K(td_log(y)) : NULL;
+    return OUT(0, y);
+}
+
+static td_status h_arg(E *e, const N *n, const OP *op)
+{
+    td_tensor *x = IN(0);
+    if (x == NULL) return OUT(0, NULL);
+    bool keep = td__onnx_attr_i(n, "keepdims", 1) != 0;
+    bool mx = strcmp(n->op_type, "ArgMax") == 0;
+    int r = td_rank(x), axis;
+    if (!axis_of(e, td__onnx_attr_i(n, "axis", 0), r, &axis)) return TD_EINVAL;
+    if (td__onnx_attr_i(n, "select_last_index", 0) == 0)
+        return OUT(0, K(mx ? td_argmax(x, axis, keep) : td_argmin(x, axis, keep)));
+    /* Last index of the extreme: the largest index i along the axis where x_i equals the
+     * extreme, or (as argmax of the reversed axis gives) is NaN when the extreme is. */
+    td_tensor *m = K(mx ? td_max(x, 1, &axis, true) : td_min(x, 1, &axis, true));
+    int64_t d[TD_MAX_RANK];
+    for (int i = 0; i < r; i++) d[i] = i == axis ? td_dims(x)[axis] : 1;
+    td_tensor *idx = reshape(e, K(td_arange(CTX, TD_I64, td_dims(x)[axis], 0, 1)), r, d);
+    td_tensor *hit = K(td_eq(x, m));
+    if (td__dtype_is_float((uint32_t)td_tensor_dtype(x))) {
+        td_tensor *both = K(td_where(K(td_ne(x, x)), K(td_ne(m, m)), scalar(e, TD_BOOL, 0)));
+        hit = K(td_where(hit, scalar(e, TD_BOOL, 1), both));
+    }
+    td_tensor *c = K(td_where(hit, idx, scalar(e, TD_I64, -1)));
+    return OUT(0, K(td_max(c, 1, &axis, keep)));
+}
+
+static td_status h_softmax(E *e, const N *n, const OP *op)
+{
+    td_tensor *x = IN(0);
+    if (x == NULL) return OUT(0, NULL);
+    bool lg = strcmp(n->op_type, "LogSoftmax") == 0;
+    int r = td_rank(x), axis;
+    if (!axis_of(e, td__onnx_attr_i(n, "axis", op->since >= 13 ? -1 : 1), r, &axis))
+        return TD_EINVAL;
+    if (op->since >= 13) return OUT(0, K(lg ? td_log_softmax(x, axis) : td_softmax(x, axis)));
+    /* Before opset 13: the input is coerced to 2-D [prod(:axis), prod(axis:)]. */
+    td_tensor *y = reshape(e, x, 2, (int64_t[]){dprod(x, 0, axis), dprod(x, axis, r)});
+    y = y ? K(lg ? td_log_softmax(y, 1) : td_softmax(y, 1)) : NULL;
+    return OUT(0, reshape(e, y, r, td_dims(x)));
+}
+
+static td_status h_globalpool(E *e, const N *n, const OP *op)
+{
+    td_tensor *x = IN(0);
+    if (x == NULL) return OUT(0, NULL);
+    int r = td_rank(x), axes[TD_MAX_RANK];
+    if (r < 3) return td__onnx_fail(e, TD_EINVAL, "input must have rank >= 3");
+    for (int i = 2; i < r; i++) axes[i - 2] = i;
+    bool mx = strcmp(n->op_type, "GlobalMaxPool") == 0;
+    return OUT(0, K(mx ? td_max(x, r - 2, axes, true) : td_mean(x, r - 2, axes, true)));
+}
+
+/* ---- normalization ---- */
+
+/* v [C] as [C, 1, ..., 1] of rank r - 1 (to broadcast against [N, C, ...]). */
+static td_tensor *per_channel(E *e, td_tensor *v, int r)
+{
+    if (v == NULL) return NULL;
+    int64_t d[TD_MAX_RANK];
+    d[0] = td_nelem(v);
+    for (int i = 1; i < r - 1; i++) d[i] = 1;
+    return reshape(e, v, r - 1, d);
+}
+
+static td_status h_batchnorm(E *e, const N *n, const OP *op)
+{
+    td_tensor *x = IN(0);
+    if (td__onnx_attr_i(n, "training_mode", 0) != 0 || td__onnx_nout(n) > 1)
+        return td__onnx_fail(e, TD_EUNSUPPORTED, "training mode is not supported");
+    if (x == NULL) return OUT(0, NULL);
+    int r = td_rank(x);
+    if (r < 2) return td__onnx_fail(e, TD_EINVAL, "input must have rank >= 2");
+    td_tensor *sc = per_channel(e, IN(1), r), *b = per_channel(e, IN(2), r);
+    td_tensor *mean = per_channel(e, IN(3), r), *var = per_channel(e, IN(4), r);
+    double eps = td__onnx_attr_f(n, "epsilon", 1e-5f);
+    td_tensor *den = K(td_sqrt(K(td_add(var, sc_like(e, x, eps)))));
+    td_tensor *y = K(td_div(K(td_sub(x, mean)), den));
+    return OUT(0, K(td_add(K(td_mul(y, sc)), b)));
+}
+
+static td_status h_instancenorm(E *e, const N *n, const OP *op)
+{
+    td_tensor *x = IN(0);
+    if (x == NULL) return OUT(0, NULL);
+    int r = td_rank(x), axes[TD_MAX_RANK];
+    if (r < 3) return td__onnx_fail(e, TD_EINVAL, "input must have rank >= 3");
+    for (int i = 2; i < r; i++) axes[i - 2] = i;
+    double eps = td__onnx_attr_f(n, "epsilon", 1e-5f);
+    td_tensor *mean = K(td_mean(x, r - 2, axes, true));
+    td_tensor *d = K(td_sub(x, mean));
+    td_tensor *var = K(td_mean(K(td_mul(d, d)), r - 2, axes, true));
+    td_tensor *y = K(td_div(d, K(td_sqrt(K(td_add(var, sc_like(e, x, eps)))))));
+    return OUT(0, K(td_add(K(td_mul(y, per_channel(e, IN(1), r))), per_channel(e, IN(2), r))));
+}
+
+static td_status h_layernorm(E *e, const N *n, const OP *op)
+{
+    td_tensor *x = IN(0);
+    if (x == NULL) return OUT(0, NULL);
+    int r = td_rank(x), axis, axes[TD_MAX_RANK];
+    if (!axis_of(e, td__onnx_attr_i(n, "axis", -1), r, &axis)) return TD_EINVAL;
+    for (int i = axis; i < r; i++) axes[i - axis] = i;
+    double eps = td__onnx_attr_f(n, "epsilon", 1e-5f);
+    td_tensor *mean = K(td_mean(x, r - axis, axes, true));
+    td_tensor *d = K(td_sub(x, mean));
+    td_tensor *var = K(td_mean(K(td_mul(d, d)), r - axis, axes, true));
+    td_tensor *inv = K(td_rsqrt(K(td_add(var, sc_like(e, x, eps)))));
+    td_tensor *y = K(td_mul(K(td_mul(d, inv)), IN(1)));
+    td_tensor *b = IN(2);
+    if (b != NULL) y = K(td_add(y, b));
+    td_status st = OUT(0, y);
+    if (st == TD_OK && td__onnx_nout(n) > 1) st = OUT(1, mean);
+    if (st == TD_OK && td__onnx_nout(n) > 2) st = OUT(2, inv);
+    return st;
+}
+
+
+/* ---- losses (NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss) ----
+ * loss[n, d..] = -input[n, target[n, d..], d..] * w[n, d..], where w is weight[target]
+ * (1 without weights) and 0 where target == ignore_index; "mean" is sum(loss) / sum(w),
+ * "sum" sum(loss), "none" loss itself (Operators.md, NegativeLogLikelihoodLoss). */
+static bool reduction_of(E *e, const N *n, int *red)
+{
+    const Onnx__AttributeProto *a = td__onnx_attr(n, "reduction");
+    *red = 2;
+    if (a == NULL || !a->has_s) return true;
+    if (a->s.len == 4 && memcmp(a->s.data, "none", 4) == 0) *red = 0;
+    else if (a->s.len == 3 && memcmp(a->s.data, "sum", 3) == 0) *red = 1;
+    else if (a->s.len == 4 && memcmp(a->s.data, "mean", 4) == 0) *red = 2;
+    else {
+        td__onnx_fail(e, TD_EINVAL, "reduction '%.*s' (want none, sum or mean)", (int)a->s.len,
+                      (const char *)a->s.data);
+        return false;
+    }
+    return true;
+}
+
+static td_tensor *nll(E *e, const N *n, td_tensor *x, td_tensor *t, td_tensor *w, int red)
+{
+    if (x == NULL || t == NULL) return NULL;
+    int r = td_rank(x), rt = td_rank(t);
+    if (r < 2 || rt != r - 1) {
+        td__onnx_fail(e, TD_EINVAL, "input of rank %d needs a target of rank %d, got %d", r,
+                      r - 1, rt);
+        return NULL;
+    }
+    const Onnx__AttributeProto *ia = td__onnx_attr(n, "ignore_index");
+    td_tensor *mask = NULL, *ts = t;
+    if (ia != NULL && ia->has_i) {
+        mask = K(td_ne(t, sc_like(e, t, (double)ia->i)));
+        ts = K(td_where(mask, t, sc_like(e, t, 0)));
+    }
+    int64_t d[TD_MAX_RANK];
+    if (ts == NULL) return NULL;
+    d[0] = td_dims(ts)[0];
+    d[1] = 1;
+    for (int i = 1; i < rt; i++) d[i + 1] = td_dims(ts)[i];
+    td_tensor *picked = K(td_gather(x, reshape(e, ts, r, d), 1));
+    td_tensor *loss = K(td_neg(reshape(e, picked, rt, td_dims(ts))));
+    td_tensor *wt = w != NULL ? K(td_index_select(w, ts, 0)) : NULL;
+    if (mask != NULL) wt = K(td_where(mask, wt ? wt : sc_like(e, x, 1), sc_like(e, x, 0)));
+    if (wt != NULL) loss = K(td_mul(loss, wt));
+    if (loss == NULL || red == 0) return loss;
+    if (red == 1) return K(td_sum(loss, 0, NULL, false));
+    if (wt == NULL) return K(td_mean(loss, 0, NULL, false));
+    return K(td_div(K(td_sum(loss, 0, NULL, false)), K(td_sum(wt, 0, NULL, false))));
+}
+
+static td_status h_nll(E *e, const N *n, const OP *op)
+{
+    int red;
+    if (!reduction_of(e, n, &red)) return TD_EINVAL;
+    return OUT(0, nll(e, n, IN(0), IN(1), IN(2), red));
+}
+
+static td_status h_sce(E *e, const N *n, const OP *op)
+{
+    int red;
+    if (!reduction_of(e, n, &red)) return TD_EINVAL;
+    td_tensor *x = IN(0);
+    td_tensor *lp = x ? K(td_log_softmax(x, td_rank(x) > 1 ? 1 : 0)) : NULL;
+    td_status st = OUT(0, nll(e, n, lp, IN(1), IN(2), red));
+    if (st == TD_OK && td__onnx_nout(n) > 1) st = OUT(1, lp);
+    return st;
+}
+
+/* ---- index masks ---- */
+
+/* arange(len) as i64 shaped to broadcast along `axis` of a rank-r tensor. */
+static td_tensor *iota_along(E *e, int64_t len, int axis, int r)
+{
+    int64_t d[TD_MAX_RANK];
+    for (int i = 0; i < r; i++) d[i] = i == axis ? len : 1;
+    return reshape(e, K(td_arange(CTX, TD_I64, len, 0, 1)), r, d);
+}
+
+static td_status h_trilu(E *e, const N *n, const OP *op)
+{
+    td_tensor *x = IN(0);
+    const int64_t *kv;
+    size_t cnt;
+    bool present;
+    if (!td__onnx_host_ints(e, n, 1, true, &kv, &cnt, &present)) return TD_EINVAL;
+    if (x == NULL) return OUT(0, NULL);
+    int r = td_rank(x);
+    if (r < 2) return td__onnx_fail(e, TD_EINVAL, "input must have rank >= 2");
+    if (present && cnt != 1) return td__onnx_fail(e, TD_EINVAL, "k must be a scalar");
+    int64_t k = present ? kv[0] : 0;
+    td_tensor *rows = iota_along(e, td_dims(x)[r - 2], 0, 2);
+    td_tensor *cols = iota_along(e, td_dims(x)[r - 1], 1, 2);
+    td_tensor *diff = K(td_sub(cols, rows));
+    td_tensor *kk = scalar(e, TD_I64, (double)k);
+    td_tensor *mask = td__onnx_attr_i(n, "upper", 1) ? K(td_ge(diff, kk)) : K(td_le(diff, kk));
+    return OUT(0, K(td_where(mask, x, sc_like(e, x, 0))));
+}
+
+static td_status h_hardmax(E *e, const N *n, const OP *op)
+{
+    td_tensor *x = IN(0);
+    if (x == NULL) return OUT(0, NULL);
+    int r = td_rank(x), axis;
+    if (!axis_of(e, td__onnx_attr_i(n, "axis", op->since >= 13 ? -1 : 1), r, &axis))
+        return TD_EINVAL;
+    td_tensor *y = x;
+    int ax = axis;
+    if (op->since < 13) {
+        y = reshape(e, x, 2, (int64_t[]){dprod(x, 0, axis), dprod(x, axis, r)});
+        ax = 1;
+    }
+    if (y == NULL) return OUT(0, NULL);
+    int ry = td_rank(y);
+    td_tensor *am = K(td_argmax(y, ax, true));
+    td_tensor *h = K(td_cast(K(td_eq(iota_along(e, td_dims(y)[ax], ax, ry), am)),
+                             td_tensor_dtype(x)));
+    return OUT(0, op->since < 13 ? reshape(e, h, r, td_dims(x)) : h);
+}
+
+/* CumSum as a matmul with a 0/1 triangle: y[.., j] = sum_i x[.., i] T[i, j]. */
+static td_status h_cumsum(E *e, const N *n, const OP *op)
+{
+    td_tensor *x = IN(0);
+    const int64_t *av;
+    size_t cnt;
+    if (!td__onnx_host_ints(e, n, 1, false, &av, &cnt, NULL)) return TD_EINVAL;
+    if (x == NULL) return OUT(0, NULL);
+    if (cnt != 1) return td__onnx_fail(e, TD_EINVAL, "axis must be a scalar");
+    int r = td_rank(x), axis;
+    if (!axis_of(e, av[0], r, &axis)) return TD_EINVAL;
+    int perm[TD_MAX_RANK], inv[TD_MAX_RANK];
+    for (int i = 0, j = 0; i < r; i++)
+        if (i != axis) perm[j++] = i;
+    perm[r - 1] = axis;
+    for (int i = 0; i < r; i++) inv[perm[i]] = i;
+    td_tensor *xp = r > 1 ? K(td_permute(x, perm)) : x;
+    int64_t len = td_dims(x)[axis];
+    int64_t rest = td_nelem(x) / (len ? len : 1);
+    if (len == 0) return OUT(0, x);
+    td_tensor *x2 = reshape(e, xp, 2, (int64_t[]){rest, len});
+    td_tensor *i = iota_along(e, len, 0, 2), *j = iota_along(e, len, 1, 2);
+    bool ex = td__onnx_attr_i(n, "exclusive", 0) != 0, rev = td__onnx_attr_i(n, "reverse", 0) != 0;
+    td_tensor *tri = rev ? (ex ? K(td_gt(i, j)) : K(td_ge(i, j)))
+                         : (ex ? K(td_lt(i, j)) : K(td_le(i, j)));
+    td_tensor *y = K(td_matmul(x2, K(td_cast(tri, td_tensor_dtype(x)))));
+    y = reshape(e, y, r, xp ? td_dims(xp) : NULL);
+    return OUT(0, r > 1 && y ? K(td_permute(y, inv)) : y);
+}
+
+static td_status h_eyelike(E *e, const N *n, const OP *op)
+{
+    td_tensor *x = IN(0);
+    if (x == NULL) return OUT(0, NULL);
+    if (td_rank(x) != 2) return td__onnx_fail(e, TD_EINVAL, "input must have rank 2");
+    td_dtype dt = td_tensor_dtype(x);
+    if (td__onnx_attr(n, "dtype") && !dtype_of_onnx(e, td__onnx_attr_i(n, "dtype", 1), &dt))
+        return TD_EUNSUPPORTED;
+    int64_t k = td__onnx_attr_i(n, "k", 0);
+    td_tensor *diff = K(td_sub(iota_along(e, td_dims(x)[1], 1, 2), iota_along(e, td_dims(x)[0], 0, 2)));
+    return OUT(0, K(td_cast(K(td_eq(diff, scalar(e, TD_I64, (double)k))), dt)));
+}
+
+static td_status h_shrink(E *e, const N *n, const OP *op)
+{
+    td_tensor *x = IN(0);
+    double l = td__onnx_attr_f(n, "lambd", 0.5f), b = td__onnx_attr_f(n, "bias", 0.0f);
+    td_tensor *lo = K(td_lt(x, sc_like(e, x, -l))), *hi = K(td_gt(x, sc_like(e, x, l)));
+    td_tensor *y = K(td_where(hi, K(td_sub(x, sc_like(e, x, b))), sc_like(e, x, 0)));
+    return OUT(0, K(td_where(lo, K(td_add(x, sc_like(e, x, b))), y)));
+}
+
+/* ---- the table ---- */
+
+#define H TD_ONNX_HOST_OUT
+static const td__onnx_op ops[] = {
+    {"Neg", 6, 0, h_unary, td_neg, NULL, TD_OP_NEG, 0},
+    {"Abs", 6, 0, h_unary, td_abs, NULL, TD_OP_ABS, 0},
+    {"Exp", 6, 0, h_unary, td_exp, NULL, TD_OP_EXP, 0},
+    {"Log", 6, 0, h_unary, td_log, NULL, TD_OP_LOG, 0},
+    {"Sqrt", 6, 0, h_unary, td_sqrt, NULL, TD_OP_SQRT, 0},
+    {"Tanh", 6, 0, h_unary, td_tanh, NULL, TD_OP_TANH, 0},
+    {"Sigmoid", 6, 0, h_unary, td_sigmoid, NULL, TD_OP_SIGMOID, 0},
+    {"Relu", 6, 0, h_unary, td_relu, NULL, TD_OP_RELU, 0},
+    {"Add", 7, 0, h_binary, NULL, td_add, TD_OP_ADD, 0},
+    {"Sub", 7, 0, h_binary, NULL, td_sub, TD_OP_SUB, 0},
+    {"Mul", 7, 0, h_binary, NULL, td_mul, TD_OP_MUL, 0},
+    {"Div", 7, 0, h_binary, NULL, td_div, TD_OP_DIV, 0},
+    {"Pow", 7, 0, h_pow, NULL, NULL, TD_OP_POW, 0},
+    {"Equal", 7, 0, h_binary, NULL, td_eq, TD_OP_EQ, 0},
+    {"Less", 7, 0, h_binary, NULL, td_lt, TD_OP_LT, 0},
+    {"LessOrEqual", 12, 0, h_binary, NULL, td_le, TD_OP_LE, 0},
+    {"Greater", 7, 0, h_binary, NULL, td_gt, TD_OP_GT, 0},
+    {"GreaterOrEqual", 12, 0, h_binary, NULL, td_ge, TD_OP_GE, 0},
+    {"Max", 8, 0, h_variadic, NULL, td_maximum, TD_OP_MAXIMUM, 0},
+    {"Min", 8, 0, h_variadic, NULL, td_minimum, TD_OP_MINIMUM, 0},
+    {"Sum", 8, 0, h_variadic, NULL, td_add, TD_OP_ADD, 0},
+    {"Mean", 8, 0, h_variadic, NULL, td_add, TD_OP_DIV, 0},
+    {"Where", 9, 0, h_where, NULL, NULL, NONE, 0},
+    {"Cast", 6, 0, h_cast, NULL, NULL, NONE, 0},
+    {"CastLike", 15, 0, h_castlike, NULL, NULL, NONE, 0},
+    {"Identity", 1, 0, h_identity, NULL, NULL, NONE, 0},
+    {"Dropout", 7, 0, h_dropout, NULL, NULL, NONE, 1u << 2},
+    {"LeakyRelu", 6, 0, h_leakyrelu, NULL, NULL, TD_OP_EXP, 0},
+    {"PRelu", 7, 0, h_prelu, NULL, NULL, TD_OP_MUL, 0},
+    {"Elu", 6, 0, h_elu, NULL, NULL, TD_OP_EXP, 0},
+    {"Selu", 6, 0, h_selu, NULL, NULL, TD_OP_EXP, 0},
+    {"Celu", 12, 0, h_celu, NULL, NULL, TD_OP_EXP, 0},
+    {"HardSigmoid", 6, 0, h_hardsigmoid, NULL, NULL, TD_OP_EXP, 0},
+    {"HardSwish", 14, 0, h_hardswish, NULL, NULL, TD_OP_EXP, 0},
+    {"Softplus", 1, 0, h_softplus, NULL, NULL, TD_OP_EXP, 0},
+    {"Softsign", 1, 0, h_softsign, NULL, NULL, TD_OP_EXP, 0},
+    {"ThresholdedRelu", 10, 0, h_thresholdedrelu, NULL, NULL, TD_OP_MUL, 0},
+    {"Reciprocal", 6, 0, h_reciprocal, NULL, NULL, TD_OP_EXP, 0},
+    {"Sign", 9, 0, h_sign, NULL, NULL, TD_OP_SUB, 0},
+    {"Not", 1, 0, h_not, NULL, NULL, NONE, 0},
+    {"And", 7, 0, h_logic, NULL, NULL, NONE, 0},
+    {"Or", 7, 0, h_logic, NULL, NULL, NONE, 0},
+    {"Xor", 7, 0, h_logic, NULL, NULL, NONE, 0},
+    {"IsNaN", 9, 0, h_isnan, NULL, NULL, TD_OP_EXP, 0},
+    {"IsInf", 10, 0, h_isinf, NULL, NULL, TD_OP_EXP, 0},
+    {"Clip", 6, 10, h_clip, NULL, NULL, TD_OP_MAXIMUM, 0},
+    {"Clip", 11, 0, h_clip, NULL, NULL, TD_OP_MAXIMUM, 0},
+    {"MatMul", 1, 0, h_matmul, NULL, NULL, TD_OP_MATMUL, 0},
+    {"Gemm", 7, 0, h_gemm, NULL, NULL, TD_OP_MATMUL, 0},
+    {"Reshape", 5, 0, h_reshape, NULL, NULL, NONE, 1u << 1},
+    {"Flatten", 1, 0, h_flatten, NULL, NULL, NONE, 0},
+    {"Transpose", 1, 0, h_transpose, NULL, NULL, NONE, 0},
+    {"Squeeze", 1, 12, h_squeeze, NULL, NULL, NONE, 0},
+    {"Squeeze", 13, 0, h_squeeze, NULL, NULL, NONE, 1u << 1},
+    {"Unsqueeze", 1, 12, h_unsqueeze, NULL, NULL, NONE, 0},
+    {"Unsqueeze", 13, 0, h_unsqueeze, NULL, NULL, NONE, 1u << 1},
+    {"Concat", 4, 0, h_concat, NULL, NULL, NONE, 0},
+    {"Slice", 1, 9, h_slice, NULL, NULL, NONE, 0},
+    {"Slice", 10, 0, h_slice, NULL, NULL, NONE, 0x1eu},
+    {"Split", 2, 12, h_split, NULL, NULL, NONE, 0},
+    {"Split", 13, 0, h_split, NULL, NULL, NONE, 1u << 1},
+    {"Expand", 8, 0, h_expand, NULL, NULL, NONE, 1u << 1},
+    {"Tile", 6, 0, h_tile, NULL, NULL, NONE, 1u << 1},
+    {"Pad", 2, 10, h_pad, NULL, NULL, NONE, 0},
+    {"Pad", 11, 0, h_pad, NULL, NULL, NONE, 0xeu},
+    {"DepthToSpace", 1, 0, h_depthtospace, NULL, NULL, NONE, 0},
+    {"SpaceToDepth", 1, 0, h_depthtospace, NULL, NULL, NONE, 0},
+    {"Gather", 1, 0, h_gather, NULL, NULL, NONE, 0},
+    {"GatherElements", 11, 0, h_gather, NULL, NULL, NONE, 0},
+    {"Shape", 1, 0, h_shape, NULL, NULL, NONE, H},
+    {"Size", 1, 0, h_size, NULL, NULL, NONE, H},
+    {"ConstantOfShape", 9, 0, h_constantofshape, NULL, NULL, NONE, 1u << 0},
+    {"Range", 11, 0, h_range, NULL, NULL, NONE, 0x7u},
+    {"ReduceSum", 1, 12, h_reduce, NULL, NULL, TD_OP_SUM, 0},
+    {"ReduceSum", 13, 0, h_reduce, NULL, NULL, TD_OP_SUM, 1u << 1},
+    {"ReduceMean", 1, 17, h_reduce, NULL, NULL, TD_OP_MEAN, 0},
+    {"ReduceMax", 1, 17, h_reduce, NULL, NULL, TD_OP_MAX, 0},
+    {"ReduceMin", 1, 17, h_reduce, NULL, NULL, TD_OP_MIN, 0},
+    {"ReduceProd", 1, 17, h_reduce, NULL, NULL, TD_OP_PROD, 0},
+    {"ReduceL1", 1, 17, h_reduce, NULL, NULL, TD_OP_SUM, 0},
+    {"ReduceL2", 1, 17, h_reduce, NULL, NULL, TD_OP_SQRT, 0},
+    {"ReduceSumSquare", 1, 17, h_reduce, NULL, NULL, TD_OP_SUM, 0},
+    {"ReduceLogSum", 1, 17, h_reduce, NULL, NULL, TD_OP_LOG, 0},
+    {"ReduceLogSumExp", 1, 17, h_reduce, NULL, NULL, TD_OP_EXP, 0},
+    {"ArgMax", 1, 0, h_arg, NULL, NULL, TD_OP_ARGMAX, 0},
+    {"ArgMin", 1, 0, h_arg, NULL, NULL, TD_OP_ARGMIN, 0},
+    {"Softmax", 1, 12, h_softmax, NULL, NULL, TD_OP_SOFTMAX, 0},
+    {"Softmax", 13, 0, h_softmax, NULL, NULL, TD_OP_SOFTMAX, 0},
+    {"LogSoftmax", 1, 12, h_softmax, NULL, NULL, TD_OP_LOG_SOFTMAX, 0},
+    {"LogSoftmax", 13, 0, h_softmax, NULL, NULL, TD_OP_LOG_SOFTMAX, 0},
+    {"GlobalAveragePool", 1, 0, h_globalpool, NULL, NULL, TD_OP_MEAN, 0},
+    {"GlobalMaxPool", 1, 0, h_globalpool, NULL, NULL, TD_OP_MAX, 0},
+    {"BatchNormalization", 7, 0, h_batchnorm, NULL, NULL, TD_OP_SQRT, 0},
+    {"InstanceNormalization", 6, 0, h_instancenorm, NULL, NULL, TD_OP_SQRT, 0},
+    {"LayerNormalization", 17, 0, h_layernorm, NULL, NULL, TD_OP_RSQRT, 0},
+    {"NegativeLogLikelihoodLoss", 12, 0, h_nll, NULL, NULL, TD_OP_NEG, 0},
+    {"SoftmaxCrossEntropyLoss", 12, 0, h_sce, NULL, NULL, TD_OP_LOG_SOFTMAX, 0},
+    {"Trilu", 14, 0, h_trilu, NULL, NULL, NONE, 1u << 1},
+    {"Hardmax", 1, 12, h_hardmax, NULL, NULL, TD_OP_ARGMAX, 0},
+    {"Hardmax", 13, 0, h_hardmax, NULL, NULL, TD_OP_ARGMAX, 0},
+    {"CumSum", 11, 0, h_cumsum, NULL, NULL, TD_OP_MATMUL, 1u << 1},
+    {"EyeLike", 9, 0, h_eyelike, NULL, NULL, NONE, 0},
+    {"Shrink", 9, 0, h_shrink, NULL, NULL, TD_OP_SUB, 0},
+};
+#undef H
+
+const td__onnx_op *td__onnx_op_find(const char *op_type, int64_t opset)
+{
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+        if (strcmp(ops[i].op_type, op_type) == 0 && opset >= ops[i].since &&
+            (ops[i].until == 0 || opset <= ops[i].until))
+            return &ops[i];
+    return NULL;
+}
+
+bool td__onnx_op_known(const char *op_type)
+{
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+        if (strcmp(ops[i].op_type, op_type) == 0) return true;
+    return false;
+}
