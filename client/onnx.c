@@ -46,6 +46,7 @@ typedef struct onode {
     const td__onnx_op *op;
     int64_t opset;
     int32_t *in, *out; /* value per input / output; -1: absent */
+    bool fold;         /* computes a host value (a shape, axes) from host values */
 } onode;
 
 typedef struct oio {
@@ -75,10 +76,12 @@ struct td_onnx_model {
     size_t n_inputs, n_outputs;
     ospec specs[ONNX_SPECS];
     size_t next_spec;
+    td_context *fold_ctx; /* local:cpu, opened for the first folded node */
 };
 
 struct td__onnx_emit {
     td_onnx_model *m;
+    td_context *ctx; /* the model's, or the folding context while folding a node */
     td_tensor **dev;
     const td__onnx_host **hp;
     td__onnx_host *owned; /* host values made during this capture, by value */
@@ -132,8 +135,8 @@ td_status td__onnx_fail(td__onnx_emit *e, td_status st, const char *fmt, ...)
 
 td_status td__onnx_fail_op(td__onnx_emit *e)
 {
-    td_status st = td_last_status(e->m->ctx);
-    return td__onnx_fail(e, st != TD_OK ? st : TD_EINVAL, "%s", td_last_error(e->m->ctx));
+    td_status st = td_last_status(e->ctx);
+    return td__onnx_fail(e, st != TD_OK ? st : TD_EINVAL, "%s", td_last_error(e->ctx));
 }
 
 /* ---- values ---- */
@@ -193,7 +196,7 @@ float td__onnx_attr_f(const Onnx__NodeProto *n, const char *name, float dflt)
 
 /* ---- emitter services ---- */
 
-td_context *td__onnx_ctx(td__onnx_emit *e) { return e->m->ctx; }
+td_context *td__onnx_ctx(td__onnx_emit *e) { return e->ctx; }
 int td__onnx_nin(td__onnx_emit *e, const Onnx__NodeProto *n) { return (int)n->n_input; }
 int td__onnx_nout(const Onnx__NodeProto *n) { return (int)n->n_output; }
 
@@ -205,7 +208,7 @@ td_tensor *td__onnx_keep(td__onnx_emit *e, td_tensor *t)
         td_tensor **p = td__realloc(e->keep, nc * sizeof *p);
         if (p == NULL) {
             td_release(t);
-            td__ctx_set_error(e->m->ctx, TD_ENOMEM, "onnx: out of memory");
+            td__ctx_set_error(e->ctx, TD_ENOMEM, "onnx: out of memory");
             return NULL;
         }
         e->keep = p;
@@ -219,7 +222,7 @@ td_tensor *td__onnx_keep(td__onnx_emit *e, td_tensor *t)
  * is allowed while capturing). Only small values (shapes) get here. */
 static td_tensor *materialize(td__onnx_emit *e, const td__onnx_host *h)
 {
-    td_context *ctx = e->m->ctx;
+    td_context *ctx = e->ctx;
     td_dtype dt = (td_dtype)h->desc.dtype;
     int64_t n = td__desc_nelem(&h->desc);
     if (n > ONNX_MAX_MATERIALIZE) {
@@ -385,6 +388,82 @@ static void emit_fini(td__onnx_emit *e)
     for (int k = 0; k < TD_OP_MAX_INPUTS; k++) td__free(e->ints[k]);
 }
 
+
+/* Fold node nd: its inputs all have host values (the load-time walk made sure); run its
+ * handler eagerly on a private local:cpu context and read its outputs back as host
+ * values, which later nodes use as shapes or axes (or as small tensors, materialized). */
+#define ONNX_MAX_FOLD 65536 /* elements of one folded input or output */
+static void fold_node(td__onnx_emit *e, const onode *nd)
+{
+    td_onnx_model *m = e->m;
+    if (m->fold_ctx == NULL && td_connect("local:cpu", NULL, &m->fold_ctx) != TD_OK) {
+        td__onnx_fail(e, TD_EUNSUPPORTED, "cannot open a local:cpu context to compute a "
+                      "shape on the host: %s", td_connect_error());
+        return;
+    }
+    td_tensor **dev = e->dev, **keep = e->keep;
+    size_t n_keep = e->n_keep, cap_keep = e->cap_keep;
+    td_tensor **fdev = td__calloc(m->n_vals ? m->n_vals : 1, sizeof *fdev);
+    if (fdev == NULL) {
+        td__onnx_fail(e, TD_ENOMEM, "out of memory");
+        return;
+    }
+    e->ctx = m->fold_ctx;
+    e->dev = fdev;
+    e->keep = NULL;
+    e->n_keep = e->cap_keep = 0;
+    for (size_t j = 0; j < nd->n->n_input && e->st == TD_OK; j++) {
+        int32_t v = nd->in[j];
+        if (v < 0 || fdev[v] != NULL) continue;
+        const td__onnx_host *h = e->hp[v];
+        if (h == NULL) {
+            td__onnx_fail(e, TD_EINTERNAL, "input '%.100s' has no host value to fold",
+                          nd->n->input[j]);
+            break;
+        }
+        if (td__desc_nelem(&h->desc) > ONNX_MAX_FOLD) {
+            td__onnx_fail(e, TD_EUNSUPPORTED, "computing a shape from '%.100s' of %lld "
+                          "elements on the host is not supported (at most %d)",
+                          nd->n->input[j], (long long)td__desc_nelem(&h->desc), ONNX_MAX_FOLD);
+            break;
+        }
+        fdev[v] = td__onnx_keep(e, td_from_host(e->ctx, (td_dtype)h->desc.dtype,
+                                                (int)h->desc.rank, h->desc.dims, h->data));
+        if (fdev[v] == NULL) td__onnx_fail_op(e);
+    }
+    if (e->st == TD_OK && nd->op->fn(e, nd->n, nd->op) != TD_OK && e->st == TD_OK)
+        td__onnx_fail_op(e);
+    for (size_t j = 0; j < nd->n->n_output && e->st == TD_OK; j++) {
+        int32_t v = nd->out[j];
+        if (v < 0 || e->hp[v] != NULL || fdev[v] == NULL) continue;
+        td_tensor *t = fdev[v];
+        td__onnx_host h = {.desc = *td__tensor_desc(t), .nbytes = td_nbytes(t)};
+        if (td_nelem(t) > ONNX_MAX_FOLD) {
+            td__onnx_fail(e, TD_EUNSUPPORTED, "a host-computed value of %lld elements is too "
+                          "large (at most %d)", (long long)td_nelem(t), ONNX_MAX_FOLD);
+            break;
+        }
+        if (h.nbytes > 0 && (h.data = td__malloc(h.nbytes)) == NULL) {
+            td__onnx_fail(e, TD_ENOMEM, "out of memory");
+            break;
+        }
+        if (h.nbytes > 0 && td_read(t, h.data, h.nbytes) != TD_OK) {
+            td__onnx_host_fini(&h);
+            td__onnx_fail_op(e);
+            break;
+        }
+        td__onnx_set_host_out(e, nd->n, (int)j, &h);
+    }
+    for (size_t i = 0; i < e->n_keep; i++) td_release(e->keep[i]);
+    td__free(e->keep);
+    td__free(fdev);
+    e->ctx = m->ctx;
+    e->dev = dev;
+    e->keep = keep;
+    e->n_keep = n_keep;
+    e->cap_keep = cap_keep;
+}
+
 static bool desc_matches_decl(const td__desc *d, const td_onnx_value *decl)
 {
     if (d->dtype != (uint32_t)decl->dtype) return false;
@@ -401,7 +480,7 @@ static td_status specialize(td_onnx_model *m, const td__desc *in, td__onnx_host 
                             td_graph **out)
 {
     td_context *ctx = m->ctx;
-    td__onnx_emit e = {.m = m};
+    td__onnx_emit e = {.m = m, .ctx = m->ctx};
     e.dev = td__calloc(m->n_vals ? m->n_vals : 1, sizeof *e.dev);
     e.hp = td__calloc(m->n_vals ? m->n_vals : 1, sizeof *e.hp);
     e.owned = td__calloc(m->n_vals ? m->n_vals : 1, sizeof *e.owned);
@@ -446,7 +525,7 @@ static td_status specialize(td_onnx_model *m, const td__desc *in, td__onnx_host 
         e.cur = nd;
         e.cur_index = idx;
         const td__onnx_op *op = nd->op;
-        if (op->opcode != UINT32_MAX && nd->n->n_input > 0 && nd->in[0] >= 0) {
+        if (!nd->fold && op->opcode != UINT32_MAX && nd->n->n_input > 0 && nd->in[0] >= 0) {
             td_tensor *x0 = td__onnx_in(&e, nd->n, 0);
             if (x0 != NULL) {
                 const td__op_row *row = td__op_row_of(op->opcode);
@@ -460,8 +539,12 @@ static td_status specialize(td_onnx_model *m, const td__desc *in, td__onnx_host 
             }
             if (e.st != TD_OK) break;
         }
-        st = op->fn(&e, nd->n, op);
-        if (st != TD_OK && e.st == TD_OK) td__onnx_fail_op(&e);
+        if (nd->fold) {
+            fold_node(&e, nd);
+        } else {
+            st = op->fn(&e, nd->n, op);
+            if (st != TD_OK && e.st == TD_OK) td__onnx_fail_op(&e);
+        }
         for (size_t j = 0; e.st == TD_OK && j < nd->n->n_output; j++) {
             int32_t v = nd->out[j];
             if (v >= 0 && e.dev[v] == NULL && e.hp[v] == NULL)
@@ -549,6 +632,7 @@ static void model_free(td_onnx_model *m)
     td__free(m->inputs);
     td__free(m->outputs);
     if (m->proto != NULL) onnx__model_proto__free_unpacked(m->proto, &td__onnx_allocator);
+    td_close(m->fold_ctx);
     td__free(m);
 }
 
@@ -675,10 +759,10 @@ td_status td_onnx_load_memory(td_context *ctx, const void *data, size_t nbytes,
                     "model?)");
     }
     if (mp->ir_version < TD_ONNX_IR_MIN || mp->ir_version > TD_ONNX_IR_MAX) {
+        long long ir = (long long)mp->ir_version;
         model_free(m);
         return merr(ctx, TD_EUNSUPPORTED, "td_onnx_load: IR version %lld is outside the "
-                    "supported range %d..%d", (long long)mp->ir_version, TD_ONNX_IR_MIN,
-                    TD_ONNX_IR_MAX);
+                    "supported range %d..%d", ir, TD_ONNX_IR_MIN, TD_ONNX_IR_MAX);
     }
     m->opset = -1;
     for (size_t i = 0; i < mp->n_opset_import; i++) {
@@ -908,29 +992,30 @@ td_status td_onnx_load_memory(td_context *ctx, const void *data, size_t nbytes,
     /* Constant nodes, then host-value requirements. */
     for (size_t k = 0; k < m->n_nodes && st == TD_OK; k++)
         if (m->nodes[k].op == NULL) st = constant_node(m, k, err, sizeof err);
-    for (size_t k = 0; k < m->n_nodes && st == TD_OK; k++) {
-        const onode *nd = &m->nodes[k];
+    /* Values needed on the host, walking back from the inputs that must be (host_mask):
+     * initializers and Constants have one; Shape/Size make one; a graph input is read at
+     * each run; any other node is folded (run on host values, see fold_node). */
+    bool *need = st == TD_OK ? td__calloc(m->n_vals ? m->n_vals : 1, sizeof *need) : NULL;
+    if (st == TD_OK && need == NULL) {
+        st = TD_ENOMEM;
+        snprintf(err, sizeof err, "out of memory");
+    }
+    for (size_t q = m->n_nodes; st == TD_OK && q-- > 0;) {
+        onode *nd = &m->nodes[m->order[q]];
         if (nd->op == NULL) continue;
-        for (size_t j = 0; j < nd->n->n_input && j < 31; j++) {
+        bool out_needed = false;
+        for (size_t j = 0; j < nd->n->n_output; j++)
+            if (nd->out[j] >= 0 && need[nd->out[j]]) out_needed = true;
+        nd->fold = out_needed && (nd->op->host_mask & TD_ONNX_HOST_OUT) == 0;
+        for (size_t j = 0; j < nd->n->n_input; j++) {
             int32_t v = nd->in[j];
-            if (v < 0 || (nd->op->host_mask & (1u << j)) == 0) continue;
-            oval *x = &m->vals[v];
-            if (x->has_host) continue;
-            if (x->kind == V_INPUT) {
-                x->host_needed = true;
-                continue;
-            }
-            const onode *p = x->kind == V_NODE ? &m->nodes[x->index] : NULL;
-            if (p != NULL && p->op != NULL && (p->op->host_mask & TD_ONNX_HOST_OUT)) continue;
-            char pre[200];
-            node_prefix(m, k, pre, sizeof pre);
-            snprintf(err, sizeof err, "%s: input '%.100s' must be a constant known before the "
-                     "run (an initializer, a Constant node, a Shape or a graph input); it is "
-                     "computed by node %d", pre, nd->n->input[j], (int)x->index);
-            st = TD_EUNSUPPORTED;
-            break;
+            if (v < 0) continue;
+            if (nd->fold || (j < 31 && (nd->op->host_mask & (1u << j)))) need[v] = true;
         }
     }
+    for (size_t v = 0; st == TD_OK && v < m->n_vals; v++)
+        if (need[v] && m->vals[v].kind == V_INPUT) m->vals[v].host_needed = true;
+    td__free(need);
     for (size_t i = 0; i < g->n_output && st == TD_OK; i++) {
         oio *io = &m->outputs[i];
         if ((st = value_info(ctx, g->output[i], "output", io)) != TD_OK) {
@@ -964,12 +1049,12 @@ td_status td_onnx_load_memory(td_context *ctx, const void *data, size_t nbytes,
         x->dev = td_from_host(ctx, (td_dtype)x->host.desc.dtype, (int)x->host.desc.rank,
                               x->host.desc.dims, x->host.data);
         if (x->dev == NULL) {
-            char msg[900];
+            char msg[1000];
             st = td_last_status(ctx);
-            snprintf(msg, sizeof msg, "%s", td_last_error(ctx));
+            snprintf(msg, sizeof msg, "td_onnx_load: initializer '%.100s': %.800s", x->name,
+                     td_last_error(ctx));
             model_free(m);
-            return merr(ctx, st != TD_OK ? st : TD_EINVAL, "td_onnx_load: initializer "
-                        "'%.100s': %s", x->name, msg);
+            return merr(ctx, st != TD_OK ? st : TD_EINVAL, "%s", msg);
         }
     }
     if (all_static(m)) {
@@ -980,8 +1065,10 @@ td_status td_onnx_load_memory(td_context *ctx, const void *data, size_t nbytes,
             for (int d = 0; d < x->rank; d++) in[i].dims[d] = x->dims[d];
             char why[256];
             if (td__desc_check(&in[i], why, sizeof why) != TD_OK) {
+                char msg[600];
+                snprintf(msg, sizeof msg, "td_onnx_load: input '%.100s': %s", x->name, why);
                 model_free(m);
-                return merr(ctx, TD_EINVAL, "td_onnx_load: input '%.100s': %s", x->name, why);
+                return merr(ctx, TD_EINVAL, "%s", msg);
             }
         }
         td_graph *gr = NULL;

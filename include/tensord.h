@@ -536,9 +536,11 @@ void td_graph_get_info(const td_graph *g, td_graph_info *out);
  * INT64, UINT8, BOOL); the ops docs/onnx.md lists (elementwise arithmetic and activations,
  * MatMul/Gemm, reductions, softmax, normalizations, shape and movement ops), each lowered
  * onto ops of the op table. Not supported: other domains (ai.onnx.ml, com.microsoft),
- * control flow (If, Loop, Scan), sequences and maps, external or sparse tensor data, and
- * inputs that give shapes (Reshape's shape, Slice's bounds, ...) computed by the model from
- * tensor data (constants, Shape/Size of a tensor and graph inputs are fine).
+ * control flow (If, Loop, Scan), sequences and maps, external or sparse tensor data.
+ * Inputs that give shapes (Reshape's shape, Slice's bounds, ...) are computed on the host
+ * when the graph is captured: from initializers, Constant nodes, Shape/Size, and graph
+ * inputs (read at each run), through any mapped ops (run on a private local:cpu context;
+ * at most 65536 elements per value).
  *
  * Validation at load, before anything runs: the protobuf must decode; every value is
  * defined once and every node input is defined; the nodes must have no cycle (any order in
