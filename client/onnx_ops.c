@@ -1177,6 +1177,253 @@ static td_status h_shrink(E *e, const N *n, const OP *op)
     return OUT(0, K(td_where(lo, K(td_add(x, sc_like(e, x, b))), y)));
 }
 
+
+/* ---- windows: MaxPool, AveragePool, Conv ----
+ * Output sizes, auto_pad and ceil_mode as the ONNX spec states them (Operators.md,
+ * MaxPool): with explicit pads out = floor or ceil((D + pb + pe - ((K - 1) d + 1)) / s) + 1;
+ * SAME_UPPER/SAME_LOWER out = ceil(D / s), the total padding split with the extra element
+ * at the end (UPPER) or the start (LOWER); VALID no padding. Every window position is then
+ * an index_select along each spatial axis of the padded input (indices o s + a d for kernel
+ * offset a), folded with maximum (MaxPool), add (AveragePool; divided by the count of
+ * elements that are not padding, or by the kernel size with count_include_pad), or a
+ * matmul with the kernel's [M, C] slice (Conv). */
+typedef struct win {
+    int k; /* spatial dims */
+    int64_t kern[6], str[6], dil[6], pb[6], pe[6], out[6], extra[6];
+} win;
+
+static bool ints_attr(const N *n, const char *name, int k, int64_t *out, int64_t dflt)
+{
+    const Onnx__AttributeProto *a = td__onnx_attr(n, name);
+    for (int i = 0; i < k; i++) out[i] = dflt;
+    if (a == NULL) return true;
+    if (a->n_ints != (size_t)k) return false;
+    for (int i = 0; i < k; i++) out[i] = a->ints[i];
+    return true;
+}
+
+static bool win_plan(E *e, const N *n, td_tensor *x, const int64_t *kern, win *w, bool pool)
+{
+    int r = td_rank(x);
+    w->k = r - 2;
+    int k = w->k;
+    if (k < 1 || k > 6) {
+        td__onnx_fail(e, TD_EUNSUPPORTED, "input of rank %d (want 3..8)", r);
+        return false;
+    }
+    int64_t pads[12];
+    for (int i = 0; i < k; i++) w->kern[i] = kern[i];
+    if (!ints_attr(n, "strides", k, w->str, 1) || !ints_attr(n, "dilations", k, w->dil, 1) ||
+        !ints_attr(n, "pads", 2 * k, pads, 0)) {
+        td__onnx_fail(e, TD_EINVAL, "strides, dilations or pads of the wrong length for %d "
+                      "spatial dims", k);
+        return false;
+    }
+    bool ceil_mode = pool && td__onnx_attr_i(n, "ceil_mode", 0) != 0;
+    const Onnx__AttributeProto *ap = td__onnx_attr(n, "auto_pad");
+    char mode[16] = "NOTSET";
+    if (ap && ap->has_s && ap->s.len < sizeof mode) {
+        memcpy(mode, ap->s.data, ap->s.len);
+        mode[ap->s.len] = '\0';
+    }
+    for (int i = 0; i < k; i++) {
+        int64_t D = td_dims(x)[i + 2], K = w->kern[i], s = w->str[i], d = w->dil[i];
+        if (K < 1 || s < 1 || d < 1 || K > (1 << 20) || s > (1 << 20) || d > (1 << 20) ||
+            pads[i] < 0 || pads[k + i] < 0 || pads[i] > (1 << 20) || pads[k + i] > (1 << 20)) {
+            td__onnx_fail(e, TD_EINVAL, "kernel %lld, stride %lld, dilation %lld, pads %lld "
+                          "%lld on spatial dim %d", (long long)K, (long long)s, (long long)d,
+                          (long long)pads[i], (long long)pads[k + i], i);
+            return false;
+        }
+        int64_t span = (K - 1) * d + 1;
+        w->pb[i] = pads[i];
+        w->pe[i] = pads[k + i];
+        if (strcmp(mode, "SAME_UPPER") == 0 || strcmp(mode, "SAME_LOWER") == 0) {
+            w->out[i] = (D + s - 1) / s;
+            int64_t total = (w->out[i] - 1) * s + span - D;
+            if (total < 0) total = 0;
+            bool upper = mode[5] == 'U';
+            w->pb[i] = upper ? total / 2 : total - total / 2;
+            w->pe[i] = total - w->pb[i];
+        } else if (strcmp(mode, "VALID") == 0) {
+            w->pb[i] = w->pe[i] = 0;
+            w->out[i] = D >= span ? (D - span) / s + 1 : 0;
+        } else if (strcmp(mode, "NOTSET") == 0) {
+            int64_t len = D + w->pb[i] + w->pe[i] - span;
+            w->out[i] = len < 0 ? 0 : (ceil_mode ? (len + s - 1) / s : len / s) + 1;
+            /* ceil_mode: a last window that starts in the padding is dropped */
+            if (ceil_mode && w->out[i] > 1 && (w->out[i] - 1) * s >= D + w->pb[i]) w->out[i]--;
+        } else {
+            td__onnx_fail(e, TD_EINVAL, "auto_pad '%s'", mode);
+            return false;
+        }
+        int64_t need = (w->out[i] - 1) * s + span - (D + w->pb[i] + w->pe[i]);
+        w->extra[i] = need > 0 ? need : 0;
+        if (w->out[i] < 1) {
+            td__onnx_fail(e, TD_EINVAL, "spatial dim %d of size %lld is smaller than the "
+                          "kernel", i, (long long)D);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* x padded on spatial dims: `value` for pb/pe, `extra_value` for the ceil-mode extension. */
+static td_tensor *win_pad(E *e, td_tensor *x, const win *w, double value, double extra_value)
+{
+    td_tensor *y = x;
+    int r = td_rank(x);
+    for (int i = 0; i < w->k && y != NULL; i++) {
+        td_tensor *parts[4];
+        int np = 0;
+        int64_t d[TD_MAX_RANK];
+        memcpy(d, td_dims(y), (size_t)r * sizeof *d);
+        if (w->pb[i] > 0) {
+            d[i + 2] = w->pb[i];
+            parts[np++] = K(td_full(CTX, td_tensor_dtype(y), r, d, value));
+        }
+        parts[np++] = y;
+        if (w->pe[i] > 0) {
+            d[i + 2] = w->pe[i];
+            parts[np++] = K(td_full(CTX, td_tensor_dtype(y), r, d, value));
+        }
+        if (w->extra[i] > 0) {
+            d[i + 2] = w->extra[i];
+            parts[np++] = K(td_full(CTX, td_tensor_dtype(y), r, d, extra_value));
+        }
+        if (np > 1) y = K(td_concat(np, parts, i + 2));
+    }
+    return y;
+}
+
+/* The window of kernel offset `off` (one per spatial dim) of padded input p. */
+static td_tensor *win_at(E *e, td_tensor *p, const win *w, const int64_t *off)
+{
+    td_tensor *t = p;
+    for (int i = 0; i < w->k && t != NULL; i++) {
+        td_tensor *idx = K(td_arange(CTX, TD_I64, w->out[i], (double)(off[i] * w->dil[i]),
+                                     (double)w->str[i]));
+        t = K(td_index_select(t, idx, i + 2));
+    }
+    return t;
+}
+
+static bool win_next(const win *w, int64_t *off)
+{
+    for (int i = w->k - 1; i >= 0; i--) {
+        if (++off[i] < w->kern[i]) return true;
+        off[i] = 0;
+    }
+    return false;
+}
+
+static td_status h_pool(E *e, const N *n, const OP *op)
+{
+    td_tensor *x = IN(0);
+    if (x == NULL) return OUT(0, NULL);
+    bool mx = strcmp(n->op_type, "MaxPool") == 0;
+    if (mx && td__onnx_nout(n) > 1 && n->output[1][0] != '\0')
+        return td__onnx_fail(e, TD_EUNSUPPORTED, "the Indices output is not supported");
+    const Onnx__AttributeProto *ka = td__onnx_attr(n, "kernel_shape");
+    win w;
+    if (ka == NULL || (int)ka->n_ints != td_rank(x) - 2)
+        return td__onnx_fail(e, TD_EINVAL, "kernel_shape must have one entry per spatial dim");
+    if (!win_plan(e, n, x, ka->ints, &w, true)) return TD_EINVAL;
+    if (!mx && (w.dil[0] != 1 || (w.k > 1 && w.dil[1] != 1)))
+        return td__onnx_fail(e, TD_EUNSUPPORTED, "dilations in AveragePool");
+    bool incl = td__onnx_attr_i(n, "count_include_pad", 0) != 0;
+    td_tensor *p = win_pad(e, x, &w, mx ? -INFINITY : 0, mx ? -INFINITY : 0);
+    int64_t off[6] = {0};
+    td_tensor *acc = NULL;
+    do {
+        td_tensor *t = win_at(e, p, &w, off);
+        acc = acc == NULL ? t : K(mx ? td_maximum(acc, t) : td_add(acc, t));
+        if (acc == NULL) return OUT(0, NULL);
+    } while (win_next(&w, off));
+    if (mx) return OUT(0, acc);
+    /* the count of non-padding elements of each window (padding counts with
+     * count_include_pad, the ceil-mode extension never) */
+    int r = td_rank(x);
+    int64_t d[TD_MAX_RANK];
+    d[0] = d[1] = 1;
+    for (int i = 2; i < r; i++) d[i] = td_dims(x)[i];
+    td_tensor *ones = K(td_full(CTX, td_tensor_dtype(x), r, d, 1));
+    td_tensor *pc = ones ? win_pad(e, ones, &w, incl ? 1 : 0, 0) : NULL;
+    td_tensor *cnt = NULL;
+    memset(off, 0, sizeof off);
+    do {
+        td_tensor *t = pc ? win_at(e, pc, &w, off) : NULL;
+        cnt = cnt == NULL ? t : K(td_add(cnt, t));
+        if (cnt == NULL) return OUT(0, NULL);
+    } while (win_next(&w, off));
+    return OUT(0, K(td_div(acc, cnt)));
+}
+
+static td_status h_conv(E *e, const N *n, const OP *op)
+{
+    td_tensor *x = IN(0), *wt = IN(1), *b = IN(2);
+    if (x == NULL || wt == NULL) return OUT(0, NULL);
+    if (td__onnx_attr_i(n, "group", 1) != 1)
+        return td__onnx_fail(e, TD_EUNSUPPORTED, "group %lld (only 1 is supported)",
+                             (long long)td__onnx_attr_i(n, "group", 1));
+    int r = td_rank(x);
+    if (td_rank(wt) != r || td_dims(wt)[1] != td_dims(x)[1])
+        return td__onnx_fail(e, TD_EINVAL, "weight must be [M, C, kernel...] with C = %lld",
+                             (long long)td_dims(x)[1]);
+    win w;
+    if (!win_plan(e, n, x, td_dims(wt) + 2, &w, false)) return TD_EINVAL;
+    const Onnx__AttributeProto *ka = td__onnx_attr(n, "kernel_shape");
+    if (ka != NULL)
+        for (int i = 0; i < w.k; i++)
+            if ((int)ka->n_ints != w.k || ka->ints[i] != w.kern[i])
+                return td__onnx_fail(e, TD_EINVAL, "kernel_shape disagrees with the weight");
+    int64_t M = td_dims(wt)[0], C = td_dims(x)[1], Nb = td_dims(x)[0], P = 1;
+    for (int i = 0; i < w.k; i++) P *= w.out[i];
+    td_tensor *p = win_pad(e, x, &w, 0, 0);
+    int64_t off[6] = {0}, lo[TD_MAX_RANK], hi[TD_MAX_RANK];
+    td_tensor *acc = NULL;
+    do {
+        td_tensor *t = win_at(e, p, &w, off);
+        t = reshape(e, t, 3, (int64_t[]){Nb, C, P});
+        lo[0] = lo[1] = 0;
+        hi[0] = M;
+        hi[1] = C;
+        for (int i = 0; i < w.k; i++) lo[i + 2] = off[i], hi[i + 2] = off[i] + 1;
+        td_tensor *wk = reshape(e, K(td_slice(wt, lo, hi)), 2, (int64_t[]){M, C});
+        td_tensor *c = K(td_matmul(wk, t));
+        acc = acc == NULL ? c : K(td_add(acc, c));
+        if (acc == NULL) return OUT(0, NULL);
+    } while (win_next(&w, off));
+    int64_t d[TD_MAX_RANK];
+    d[0] = Nb;
+    d[1] = M;
+    for (int i = 0; i < w.k; i++) d[i + 2] = w.out[i];
+    td_tensor *y = reshape(e, acc, r, d);
+    if (b != NULL) y = K(td_add(y, per_channel(e, b, r)));
+    return OUT(0, y);
+}
+
+/* Integer Mod: fmod 1 is C's remainder (the dividend's sign), fmod 0 Python's (the
+ * divisor's sign). Float Mod is refused: trunc(a / b) has no exact table op. */
+static td_status h_mod(E *e, const N *n, const OP *op)
+{
+    td_tensor *a = IN(0), *b = IN(1);
+    if (a == NULL || b == NULL) return OUT(0, NULL);
+    if (!td__dtype_is_int((uint32_t)td_tensor_dtype(a)))
+        return td__onnx_fail(e, TD_EUNSUPPORTED, "Mod of %s (only integer dtypes)",
+                             td_dtype_name(td_tensor_dtype(a)));
+    td_tensor *zero = sc_like(e, a, 0);
+    td_tensor *nz = K(td_ne(b, zero));
+    td_tensor *bs = K(td_where(nz, b, sc_like(e, b, 1)));
+    td_tensor *rem = K(td_sub(a, K(td_mul(K(td_div(a, bs)), bs))));
+    if (td__onnx_attr_i(n, "fmod", 0) == 0) {
+        td_tensor *diff = K(td_ne(K(td_lt(rem, zero)), K(td_lt(b, zero))));
+        td_tensor *fix = K(td_where(K(td_ne(rem, zero)), diff, scalar(e, TD_BOOL, 0)));
+        rem = K(td_where(fix, K(td_add(rem, b)), rem));
+    }
+    return OUT(0, rem);
+}
+
 /* ---- the table ---- */
 
 #define H TD_ONNX_HOST_OUT
@@ -1284,6 +1531,10 @@ static const td__onnx_op ops[] = {
     {"CumSum", 11, 0, h_cumsum, NULL, NULL, TD_OP_MATMUL, 1u << 1},
     {"EyeLike", 9, 0, h_eyelike, NULL, NULL, NONE, 0},
     {"Shrink", 9, 0, h_shrink, NULL, NULL, TD_OP_SUB, 0},
+    {"MaxPool", 1, 0, h_pool, NULL, NULL, TD_OP_MAXIMUM, 0},
+    {"AveragePool", 1, 0, h_pool, NULL, NULL, TD_OP_DIV, 0},
+    {"Conv", 1, 0, h_conv, NULL, NULL, TD_OP_MATMUL, 0},
+    {"Mod", 10, 0, h_mod, NULL, NULL, NONE, 0},
 };
 #undef H
 
