@@ -220,7 +220,7 @@ td_tensor *td__onnx_keep(td__onnx_emit *e, td_tensor *t)
 
 /* A host value as a tensor, made of td_full scalars joined with td_concat (no host upload
  * is allowed while capturing). Only small values (shapes) get here. */
-static td_tensor *materialize(td__onnx_emit *e, const td__onnx_host *h)
+td_tensor *td__onnx_materialize(td__onnx_emit *e, const td__onnx_host *h)
 {
     td_context *ctx = e->ctx;
     td_dtype dt = (td_dtype)h->desc.dtype;
@@ -293,7 +293,7 @@ td_tensor *td__onnx_in(td__onnx_emit *e, const Onnx__NodeProto *n, int k)
     int32_t v = e->cur->in[k];
     if (v < 0) return NULL;
     if (e->dev[v] == NULL && e->hp[v] != NULL) {
-        e->dev[v] = materialize(e, e->hp[v]);
+        e->dev[v] = td__onnx_materialize(e, e->hp[v]);
         if (e->dev[v] == NULL && e->st == TD_OK) td__onnx_fail_op(e);
     }
     return e->dev[v];
@@ -562,7 +562,7 @@ static td_status specialize(td_onnx_model *m, const td__desc *in, td__onnx_host 
         td_tensor *t = e.dev[v];
         if (t == NULL && e.hp[v] != NULL) {
             e.cur_index = m->vals[v].kind == V_NODE ? (size_t)m->vals[v].index : 0;
-            t = e.dev[v] = materialize(&e, e.hp[v]);
+            t = e.dev[v] = td__onnx_materialize(&e, e.hp[v]);
             if (t == NULL) {
                 if (e.st == TD_OK) td__onnx_fail_op(&e);
                 break;

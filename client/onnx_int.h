@@ -74,6 +74,9 @@ bool td__onnx_host_ints(td__onnx_emit *e, const Onnx__NodeProto *n, int k, bool 
 /* Track a handle made while emitting (released after capture); returns t. NULL t: a failed
  * op call, whose message td__onnx_fail will pick up. */
 td_tensor *td__onnx_keep(td__onnx_emit *e, td_tensor *t);
+/* A small host value (at most 1024 elements) as a tensor made of td_full and td_concat
+ * (kept; allowed while capturing). NULL with the failure recorded. */
+td_tensor *td__onnx_materialize(td__onnx_emit *e, const td__onnx_host *h);
 /* Set output k; t NULL means the op call failed: report it (TD_EINVAL/...). */
 td_status td__onnx_set_out(td__onnx_emit *e, const Onnx__NodeProto *n, int k, td_tensor *t);
 /* Set output k to a host value (taken over: h->data moves). */

@@ -122,8 +122,16 @@ static td_status h_dropout(E *e, const N *n, const OP *op)
     if (td__onnx_nin(e, n) > 2 && n->input[2][0] != '\0') {
         if (tm == NULL || tm->desc.dtype != TD_BOOL || tm->nbytes != 1)
             return td__onnx_fail(e, TD_EUNSUPPORTED, "training_mode must be a constant bool");
-        if (((const uint8_t *)tm->data)[0] != 0)
-            return td__onnx_fail(e, TD_EUNSUPPORTED, "training-mode dropout is not supported");
+        if (((const uint8_t *)tm->data)[0] != 0) {
+            /* training: identity only when the ratio is a constant 0 (default 0.5) */
+            const td__onnx_host *ra = td__onnx_host_in(e, n, 1);
+            bool zero = ra != NULL && td__desc_nelem(&ra->desc) == 1 &&
+                        ((ra->desc.dtype == TD_F32 && *(const float *)ra->data == 0) ||
+                         (ra->desc.dtype == TD_F64 && *(const double *)ra->data == 0));
+            if (!zero)
+                return td__onnx_fail(e, TD_EUNSUPPORTED, "training-mode dropout with a ratio "
+                                     "other than a constant 0 is not supported (random)");
+        }
     }
     td_tensor *x = IN(0);
     td_status st = OUT(0, x);
@@ -502,6 +510,8 @@ static td_status h_slice(E *e, const N *n, const OP *op)
         return td__onnx_fail(e, TD_EINVAL, "starts, ends, axes and steps differ in length");
     int64_t lo[TD_MAX_RANK], hi[TD_MAX_RANK];
     bool seen[TD_MAX_RANK] = {false};
+    int step_axis[TD_MAX_RANK], nstep = 0;
+    td_tensor *step_idx[TD_MAX_RANK];
     for (int i = 0; i < r; i++) lo[i] = 0, hi[i] = td_dims(x)[i];
     for (size_t i = 0; i < ns; i++) {
         int a = (int)i;
@@ -509,16 +519,38 @@ static td_status h_slice(E *e, const N *n, const OP *op)
         if (!has_ax && (int)i >= r) return td__onnx_fail(e, TD_EINVAL, "more starts than dims");
         if (seen[a]) return td__onnx_fail(e, TD_EINVAL, "axis %d appears twice", a);
         seen[a] = true;
-        if (has_sp && sp[i] != 1)
-            return td__onnx_fail(e, TD_EUNSUPPORTED, "step %lld (only step 1 is supported)",
-                                 (long long)sp[i]);
         int64_t d = td_dims(x)[a];
+        if (has_sp && sp[i] != 1) {
+            /* Any other step: the picked indices start + j * step as an index_select
+             * (Operators.md, Slice: a negative step clamps start to [0, d-1] and end to
+             * [-1, d-1]). */
+            int64_t stp = sp[i];
+            if (stp == 0) return td__onnx_fail(e, TD_EINVAL, "step 0 on axis %d", a);
+            int64_t b0 = st[i] < 0 ? (st[i] < -d ? -1 : st[i] + d) : st[i];
+            int64_t e0 = en[i] < 0 ? (en[i] < -d ? -1 : en[i] + d) : en[i];
+            int64_t cnt;
+            if (stp > 0) {
+                b0 = b0 < 0 ? 0 : b0 > d ? d : b0;
+                e0 = e0 < 0 ? 0 : e0 > d ? d : e0;
+                cnt = e0 > b0 ? (e0 - b0 - 1) / stp + 1 : 0;
+            } else {
+                b0 = b0 < 0 ? 0 : b0 > d - 1 ? d - 1 : b0;
+                e0 = e0 < -1 ? -1 : e0 > d - 1 ? d - 1 : e0;
+                cnt = b0 > e0 ? (b0 - e0 - 1) / (stp == INT64_MIN ? INT64_MAX : -stp) + 1 : 0;
+            }
+            if (nstep >= TD_MAX_RANK) return td__onnx_fail(e, TD_EINVAL, "too many steps");
+            step_axis[nstep] = a;
+            step_idx[nstep++] = K(td_arange(CTX, TD_I64, cnt, (double)b0, (double)stp));
+            continue;
+        }
         lo[a] = clampb(st[i], d);
         hi[a] = clampb(en[i], d);
         if (hi[a] < lo[a]) hi[a] = lo[a];
     }
     if (r == 0) return OUT(0, x);
-    return OUT(0, K(td_slice(x, lo, hi)));
+    td_tensor *y = K(td_slice(x, lo, hi));
+    for (int i = 0; i < nstep && y != NULL; i++) y = K(td_index_select(y, step_idx[i], step_axis[i]));
+    return OUT(0, y);
 }
 
 static td_status h_split(E *e, const N *n, const OP *op)
@@ -617,8 +649,11 @@ static td_status h_pad(E *e, const N *n, const OP *op)
     size_t cnt;
     double value = 0;
     const Onnx__AttributeProto *ma = td__onnx_attr(n, "mode");
-    if (ma && ma->has_s && !(ma->s.len == 8 && memcmp(ma->s.data, "constant", 8) == 0))
-        return td__onnx_fail(e, TD_EUNSUPPORTED, "mode '%.*s' (only constant)", (int)ma->s.len,
+    int mode = 0; /* constant, edge, reflect */
+    if (ma && ma->has_s && ma->s.len == 4 && memcmp(ma->s.data, "edge", 4) == 0) mode = 1;
+    else if (ma && ma->has_s && ma->s.len == 7 && memcmp(ma->s.data, "reflect", 7) == 0) mode = 2;
+    else if (ma && ma->has_s && !(ma->s.len == 8 && memcmp(ma->s.data, "constant", 8) == 0))
+        return td__onnx_fail(e, TD_EUNSUPPORTED, "mode '%.*s'", (int)ma->s.len,
                              (const char *)ma->s.data);
     if (op->since >= 11) {
         if (!td__onnx_host_ints(e, n, 1, false, &p, &cnt, NULL)) return TD_EINVAL;
@@ -655,7 +690,25 @@ static td_status h_pad(E *e, const N *n, const OP *op)
         crop |= p[i] < 0 || p[r + i] < 0;
     }
     if (crop) y = K(td_slice(y, lo, hi));
-    for (int i = 0; i < r && y != NULL; i++) {
+    for (int i = 0; mode != 0 && i < r && y != NULL; i++) {
+        /* edge: index 0 (D-1) repeated; reflect: pb, pb-1, .., 1 and D-2, D-3, .. */
+        int64_t D = td_dims(y)[i], b0 = p[i] > 0 ? p[i] : 0, e0 = p[r + i] > 0 ? p[r + i] : 0;
+        if (b0 == 0 && e0 == 0) continue;
+        if (D == 0 || (mode == 2 && (b0 >= D || e0 >= D)))
+            return td__onnx_fail(e, TD_EINVAL, "axis %d of size %lld cannot be padded by %lld "
+                                 "and %lld in this mode", i, (long long)D, (long long)b0,
+                                 (long long)e0);
+        td_tensor *parts[3];
+        int np = 0;
+        if (b0 > 0)
+            parts[np++] = K(td_arange(CTX, TD_I64, b0, mode == 1 ? 0 : (double)b0, mode == 1 ? 0 : -1));
+        parts[np++] = K(td_arange(CTX, TD_I64, D, 0, 1));
+        if (e0 > 0)
+            parts[np++] = K(td_arange(CTX, TD_I64, e0, mode == 1 ? (double)(D - 1) : (double)(D - 2),
+                                      mode == 1 ? 0 : -1));
+        y = K(td_index_select(y, K(td_concat(np, parts, 0)), i));
+    }
+    for (int i = 0; mode == 0 && i < r && y != NULL; i++) {
         td_tensor *parts[3];
         int np = 0;
         int64_t d[TD_MAX_RANK];
@@ -1424,6 +1477,149 @@ static td_status h_mod(E *e, const N *n, const OP *op)
     return OUT(0, rem);
 }
 
+
+static td_status h_onehot(E *e, const N *n, const OP *op)
+{
+    td_tensor *idx = IN(0), *vals = IN(2);
+    double depth;
+    td_dtype ddt;
+    if (!host_scalar(e, n, 1, &depth, &ddt)) return TD_EUNSUPPORTED;
+    if (idx == NULL || vals == NULL) return OUT(0, NULL);
+    if (!(depth >= 1 && depth <= (double)(1 << 30)))
+        return td__onnx_fail(e, TD_EINVAL, "depth %g", depth);
+    int64_t dp = (int64_t)depth;
+    if (td_rank(vals) != 1 || td_dims(vals)[0] != 2)
+        return td__onnx_fail(e, TD_EINVAL, "values must be [off, on]");
+    int r = td_rank(idx) + 1, axis;
+    if (r > TD_MAX_RANK) return td__onnx_fail(e, TD_EUNSUPPORTED, "rank %d", r);
+    if (!axis_of(e, td__onnx_attr_i(n, "axis", -1), r, &axis)) return TD_EINVAL;
+    /* non-integer indices are truncated (cast), negative ones count from depth */
+    td_tensor *i64 = K(td_cast(idx, TD_I64));
+    i64 = wrap_index(e, i64, dp);
+    int64_t d[TD_MAX_RANK];
+    for (int i = 0, j = 0; i < r; i++) d[i] = i == axis ? 1 : td_dims(idx)[j++];
+    td_tensor *hit = K(td_eq(reshape(e, i64, r, d), iota_along(e, dp, axis, r)));
+    td_tensor *off = reshape(e, K(td_slice(vals, (int64_t[]){0}, (int64_t[]){1})), 0, NULL);
+    td_tensor *on = reshape(e, K(td_slice(vals, (int64_t[]){1}, (int64_t[]){2})), 0, NULL);
+    return OUT(0, K(td_where(hit, on, off)));
+}
+
+/* Compress: the condition is read on the host, so the output length is known. */
+static td_status h_compress(E *e, const N *n, const OP *op)
+{
+    td_tensor *x = IN(0);
+    const td__onnx_host *c = td__onnx_host_in(e, n, 1);
+    if (c == NULL || c->desc.dtype != TD_BOOL || c->desc.rank != 1)
+        return td__onnx_fail(e, TD_EUNSUPPORTED, "condition must be a 1-D bool known before "
+                             "the run");
+    if (x == NULL) return OUT(0, NULL);
+    const Onnx__AttributeProto *aa = td__onnx_attr(n, "axis");
+    int axis = 0;
+    if (aa == NULL) {
+        x = reshape(e, x, 1, (int64_t[]){td_nelem(x)});
+        if (x == NULL) return OUT(0, NULL);
+    } else if (!axis_of(e, aa->i, td_rank(x), &axis)) {
+        return TD_EINVAL;
+    }
+    int64_t len = c->desc.dims[0], D = td_dims(x)[axis], cnt = 0;
+    if (len > D) return td__onnx_fail(e, TD_EINVAL, "condition longer than axis %d", axis);
+    td__onnx_host h = {.desc = {.dtype = TD_I64, .rank = 1}};
+    for (int64_t i = 0; i < len; i++) cnt += ((const uint8_t *)c->data)[i] != 0;
+    h.desc.dims[0] = cnt;
+    h.nbytes = (size_t)cnt * 8;
+    if (cnt > 0 && (h.data = td__malloc(h.nbytes)) == NULL)
+        return td__onnx_fail(e, TD_ENOMEM, "out of memory");
+    for (int64_t i = 0, j = 0; i < len; i++)
+        if (((const uint8_t *)c->data)[i]) ((int64_t *)h.data)[j++] = i;
+    td_tensor *idx = cnt > 0 ? td__onnx_materialize(e, &h) : K(td_full(CTX, TD_I64, 1, (int64_t[]){0}, 0));
+    td__onnx_host_fini(&h);
+    return OUT(0, idx ? K(td_index_select(x, idx, axis)) : NULL);
+}
+
+/* GatherND with batch_dims 0: the last index dim k picks x[i0, .., ik-1] by a linear
+ * index into x reshaped to [prod(dims[:k]), rest...]. */
+static td_status h_gathernd(E *e, const N *n, const OP *op)
+{
+    td_tensor *x = IN(0), *idx = IN(1);
+    if (x == NULL || idx == NULL) return OUT(0, NULL);
+    if (td__onnx_attr_i(n, "batch_dims", 0) != 0)
+        return td__onnx_fail(e, TD_EUNSUPPORTED, "batch_dims other than 0");
+    int r = td_rank(x), q = td_rank(idx);
+    if (q < 1) return td__onnx_fail(e, TD_EINVAL, "indices must have rank >= 1");
+    int64_t k = td_dims(idx)[q - 1];
+    if (k < 1 || k > r) return td__onnx_fail(e, TD_EINVAL, "last index dim %lld for rank %d",
+                                             (long long)k, r);
+    if (q - 1 + (r - k) > TD_MAX_RANK) return td__onnx_fail(e, TD_EUNSUPPORTED, "rank");
+    td_tensor *lin = NULL;
+    int64_t stride = 1, lo[TD_MAX_RANK] = {0}, hi[TD_MAX_RANK];
+    for (int i = 0; i < q; i++) hi[i] = td_dims(idx)[i];
+    td_tensor *i64 = K(td_cast(idx, TD_I64));
+    for (int64_t j = k - 1; j >= 0 && i64 != NULL; j--) {
+        lo[q - 1] = j;
+        hi[q - 1] = j + 1;
+        td_tensor *c = wrap_index(e, K(td_slice(i64, lo, hi)), td_dims(x)[j]);
+        td_tensor *t = K(td_mul(c, scalar(e, TD_I64, (double)stride)));
+        lin = lin == NULL ? t : K(td_add(lin, t));
+        stride *= td_dims(x)[j];
+    }
+    if (lin == NULL) return OUT(0, NULL);
+    int64_t d[TD_MAX_RANK];
+    d[0] = stride;
+    for (int i = (int)k; i < r; i++) d[i - k + 1] = td_dims(x)[i];
+    td_tensor *xf = reshape(e, x, r - (int)k + 1, d);
+    td_tensor *li = reshape(e, lin, q - 1, td_dims(idx));
+    return OUT(0, li && xf ? K(td_index_select(xf, li, 0)) : NULL);
+}
+
+static td_status h_mvn(E *e, const N *n, const OP *op)
+{
+    td_tensor *x = IN(0);
+    if (x == NULL) return OUT(0, NULL);
+    const Onnx__AttributeProto *a = td__onnx_attr(n, "axes");
+    int axes[TD_MAX_RANK], na = 0, r = td_rank(x);
+    if (a == NULL) {
+        if (r != 4) return td__onnx_fail(e, TD_EINVAL, "default axes need rank 4");
+        axes[0] = 0, axes[1] = 2, axes[2] = 3, na = 3;
+    } else {
+        for (size_t i = 0; i < a->n_ints && i < TD_MAX_RANK; i++, na++)
+            if (!axis_of(e, a->ints[i], r, &axes[na])) return TD_EINVAL;
+    }
+    td_tensor *mean = K(td_mean(x, na, axes, true));
+    td_tensor *d = K(td_sub(x, mean));
+    td_tensor *var = K(td_mean(K(td_mul(d, d)), na, axes, true));
+    return OUT(0, K(td_div(d, K(td_add(K(td_sqrt(var)), sc_like(e, x, 1e-9))))));
+}
+
+/* LRN: y = x / (bias + alpha / size * sum of x^2 over the channel window)^beta. */
+static td_status h_lrn(E *e, const N *n, const OP *op)
+{
+    td_tensor *x = IN(0);
+    if (x == NULL) return OUT(0, NULL);
+    int r = td_rank(x);
+    int64_t size = td__onnx_attr_i(n, "size", 0);
+    if (r < 3 || size < 1 || size > (1 << 16))
+        return td__onnx_fail(e, TD_EINVAL, "size %lld, rank %d", (long long)size, r);
+    double alpha = td__onnx_attr_f(n, "alpha", 1e-4f), beta = td__onnx_attr_f(n, "beta", 0.75f);
+    double bias = td__onnx_attr_f(n, "bias", 1.0f);
+    int64_t C = td_dims(x)[1], before = (size - 1) / 2, after = size - 1 - before;
+    td_tensor *sq = K(td_mul(x, x));
+    int64_t d[TD_MAX_RANK];
+    memcpy(d, td_dims(x), (size_t)r * sizeof *d);
+    td_tensor *parts[3];
+    int np = 0;
+    if (before > 0) d[1] = before, parts[np++] = K(td_full(CTX, td_tensor_dtype(x), r, d, 0));
+    parts[np++] = sq;
+    if (after > 0) d[1] = after, parts[np++] = K(td_full(CTX, td_tensor_dtype(x), r, d, 0));
+    td_tensor *p = np > 1 ? K(td_concat(np, parts, 1)) : sq;
+    td_tensor *acc = NULL;
+    for (int64_t a = 0; a < size && p != NULL; a++) {
+        td_tensor *t = K(td_index_select(p, K(td_arange(CTX, TD_I64, C, (double)a, 1)), 1));
+        acc = acc == NULL ? t : K(td_add(acc, t));
+    }
+    td_tensor *den = K(td_add(K(td_mul(acc, sc_like(e, x, alpha / (double)size))), sc_like(e, x, bias)));
+    return OUT(0, K(td_div(x, K(td_pow(den, sc_like(e, x, beta))))));
+}
+
 /* ---- the table ---- */
 
 #define H TD_ONNX_HOST_OUT
@@ -1454,7 +1650,7 @@ static const td__onnx_op ops[] = {
     {"Cast", 6, 0, h_cast, NULL, NULL, NONE, 0},
     {"CastLike", 15, 0, h_castlike, NULL, NULL, NONE, 0},
     {"Identity", 1, 0, h_identity, NULL, NULL, NONE, 0},
-    {"Dropout", 7, 0, h_dropout, NULL, NULL, NONE, 1u << 2},
+    {"Dropout", 7, 0, h_dropout, NULL, NULL, NONE, 0x6u},
     {"LeakyRelu", 6, 0, h_leakyrelu, NULL, NULL, TD_OP_EXP, 0},
     {"PRelu", 7, 0, h_prelu, NULL, NULL, TD_OP_MUL, 0},
     {"Elu", 6, 0, h_elu, NULL, NULL, TD_OP_EXP, 0},
@@ -1535,6 +1731,11 @@ static const td__onnx_op ops[] = {
     {"AveragePool", 1, 0, h_pool, NULL, NULL, TD_OP_DIV, 0},
     {"Conv", 1, 0, h_conv, NULL, NULL, TD_OP_MATMUL, 0},
     {"Mod", 10, 0, h_mod, NULL, NULL, NONE, 0},
+    {"OneHot", 9, 0, h_onehot, NULL, NULL, NONE, 1u << 1},
+    {"Compress", 9, 0, h_compress, NULL, NULL, NONE, 1u << 1},
+    {"GatherND", 11, 0, h_gathernd, NULL, NULL, NONE, 0},
+    {"MeanVarianceNormalization", 9, 0, h_mvn, NULL, NULL, TD_OP_SQRT, 0},
+    {"LRN", 1, 0, h_lrn, NULL, NULL, TD_OP_POW, 0},
 };
 #undef H
 
