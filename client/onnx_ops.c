@@ -1276,7 +1276,7 @@ static bool win_plan(E *e, const N *n, td_tensor *x, const int64_t *kern, win *w
     const Onnx__AttributeProto *ap = td__onnx_attr(n, "auto_pad");
     char mode[16] = "NOTSET";
     if (ap && ap->has_s && ap->s.len < sizeof mode) {
-        memcpy(mode, ap->s.data, ap->s.len);
+        if (ap->s.len > 0) memcpy(mode, ap->s.data, ap->s.len);
         mode[ap->s.len] = '\0';
     }
     for (int i = 0; i < k; i++) {

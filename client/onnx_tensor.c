@@ -138,8 +138,10 @@ td_status td__onnx_host_decode(const Onnx__TensorProto *tp, const char *what, td
         snprintf(err, errlen, "%s: out of memory for %zu bytes", what, nbytes);
         return TD_ENOMEM;
     }
-    if (tp->has_raw_data) {
-        if (nbytes > 0) memcpy(data, tp->raw_data.data, nbytes);
+    if (nbytes == 0) {
+        /* no elements: nothing to copy (the fields may be NULL) */
+    } else if (tp->has_raw_data) {
+        memcpy(data, tp->raw_data.data, nbytes);
         if (dt == TD_BOOL)
             for (size_t i = 0; i < nelem; i++) ((uint8_t *)data)[i] = ((uint8_t *)data)[i] != 0;
     } else if (dt == TD_F32) {

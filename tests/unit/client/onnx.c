@@ -277,6 +277,25 @@ Test(onnx, random_bytes_are_refused)
     free(buf);
 }
 
+Test(onnx, empty_initializer_without_data)
+{
+    /* w [2, 0] with no data at all (the fields are NULL): y = x + w is [2, 0] too */
+    mb b;
+    mb_init(&b, 8, 13);
+    mb_input(&b, "x", F32, 2, D(2, 0));
+    mb_init_f32(&b, "w", 2, D(2, 0), 0, NULL);
+    mb_add_node(&b, "Add", "add1", L("x", "w"), L("y"));
+    mb_output(&b, "y", F32, 2, D(2, 0));
+    td_onnx_model *m = NULL;
+    cr_assert_eq(load(&b, &m), TD_OK, "%s", td_last_error(ctx));
+    td_tensor *x = td_full(ctx, TD_F32, 2, D(2, 0), 0), *y;
+    cr_assert_eq(td_onnx_run(m, 1, NULL, &x, 1, &y), TD_OK, "%s", td_last_error(ctx));
+    cr_assert_eq(td_nelem(y), 0);
+    td_release(x);
+    td_release(y);
+    td_onnx_destroy(m);
+}
+
 Test(onnx, missing_file)
 {
     td_onnx_model *m = NULL;
