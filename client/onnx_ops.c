@@ -1412,6 +1412,36 @@ static td_status h_pool(E *e, const N *n, const OP *op)
     return OUT(0, K(td_div(acc, cnt)));
 }
 
+/* The correlation of x [N, C, D...] (padded per w) with wt [M, C, k...] on the plan w. */
+static td_tensor *conv_core(E *e, td_tensor *x, td_tensor *wt, td_tensor *b, const win *w)
+{
+    int r = td_rank(x);
+    int64_t M = td_dims(wt)[0], C = td_dims(x)[1], Nb = td_dims(x)[0], P = 1;
+    for (int i = 0; i < w->k; i++) P *= w->out[i];
+    td_tensor *p = win_pad(e, x, w, 0, 0);
+    int64_t off[6] = {0}, lo[TD_MAX_RANK], hi[TD_MAX_RANK];
+    td_tensor *acc = NULL;
+    do {
+        td_tensor *t = p ? win_at(e, p, w, off) : NULL;
+        t = reshape(e, t, 3, (int64_t[]){Nb, C, P});
+        lo[0] = lo[1] = 0;
+        hi[0] = M;
+        hi[1] = C;
+        for (int i = 0; i < w->k; i++) lo[i + 2] = off[i], hi[i + 2] = off[i] + 1;
+        td_tensor *wk = reshape(e, K(td_slice(wt, lo, hi)), 2, (int64_t[]){M, C});
+        td_tensor *c = wk && t ? K(td_matmul(wk, t)) : NULL;
+        acc = acc == NULL ? c : K(td_add(acc, c));
+        if (acc == NULL) return NULL;
+    } while (win_next(w, off));
+    int64_t d[TD_MAX_RANK];
+    d[0] = Nb;
+    d[1] = M;
+    for (int i = 0; i < w->k; i++) d[i + 2] = w->out[i];
+    td_tensor *y = reshape(e, acc, r, d);
+    if (b != NULL) y = K(td_add(y, per_channel(e, b, r)));
+    return y;
+}
+
 static td_status h_conv(E *e, const N *n, const OP *op)
 {
     td_tensor *x = IN(0), *wt = IN(1), *b = IN(2);
@@ -1430,28 +1460,98 @@ static td_status h_conv(E *e, const N *n, const OP *op)
         for (int i = 0; i < w.k; i++)
             if ((int)ka->n_ints != w.k || ka->ints[i] != w.kern[i])
                 return td__onnx_fail(e, TD_EINVAL, "kernel_shape disagrees with the weight");
-    int64_t M = td_dims(wt)[0], C = td_dims(x)[1], Nb = td_dims(x)[0], P = 1;
-    for (int i = 0; i < w.k; i++) P *= w.out[i];
-    td_tensor *p = win_pad(e, x, &w, 0, 0);
-    int64_t off[6] = {0}, lo[TD_MAX_RANK], hi[TD_MAX_RANK];
-    td_tensor *acc = NULL;
-    do {
-        td_tensor *t = win_at(e, p, &w, off);
-        t = reshape(e, t, 3, (int64_t[]){Nb, C, P});
-        lo[0] = lo[1] = 0;
-        hi[0] = M;
-        hi[1] = C;
-        for (int i = 0; i < w.k; i++) lo[i + 2] = off[i], hi[i + 2] = off[i] + 1;
-        td_tensor *wk = reshape(e, K(td_slice(wt, lo, hi)), 2, (int64_t[]){M, C});
-        td_tensor *c = K(td_matmul(wk, t));
-        acc = acc == NULL ? c : K(td_add(acc, c));
-        if (acc == NULL) return OUT(0, NULL);
-    } while (win_next(&w, off));
-    int64_t d[TD_MAX_RANK];
-    d[0] = Nb;
-    d[1] = M;
-    for (int i = 0; i < w.k; i++) d[i + 2] = w.out[i];
-    td_tensor *y = reshape(e, acc, r, d);
+    return OUT(0, conv_core(e, x, wt, b, &w));
+}
+
+/* ConvTranspose (group 1) as a correlation: the input with stride - 1 zeros inserted
+ * between elements, padded by (kernel - 1) * dilation on both sides (plus output_padding
+ * at the end), correlated with the kernel flipped and its [C, M] axes swapped, then
+ * cropped by pads (Operators.md, ConvTranspose: out = stride (D - 1) + output_padding +
+ * (kernel - 1) dilation + 1 - pads; output_shape sets the pads instead). */
+static td_status h_convtranspose(E *e, const N *n, const OP *op)
+{
+    td_tensor *x = IN(0), *wt = IN(1), *b = IN(2);
+    if (x == NULL || wt == NULL) return OUT(0, NULL);
+    if (td__onnx_attr_i(n, "group", 1) != 1)
+        return td__onnx_fail(e, TD_EUNSUPPORTED, "group other than 1");
+    int r = td_rank(x), k = r - 2;
+    if (k < 1 || r >= TD_MAX_RANK || td_rank(wt) != r || td_dims(wt)[0] != td_dims(x)[1])
+        return td__onnx_fail(e, TD_EINVAL, "weight must be [C, M, kernel...] with C = %lld "
+                             "(and the input rank 3..7)", (long long)td_dims(x)[1]);
+    int64_t str[6], dil[6], pads[12], opad[6], oshape[6];
+    const Onnx__AttributeProto *osa = td__onnx_attr(n, "output_shape");
+    if (!ints_attr(n, "strides", k, str, 1) || !ints_attr(n, "dilations", k, dil, 1) ||
+        !ints_attr(n, "pads", 2 * k, pads, 0) || !ints_attr(n, "output_padding", k, opad, 0) ||
+        (osa != NULL && !ints_attr(n, "output_shape", k, oshape, 0)))
+        return td__onnx_fail(e, TD_EINVAL, "strides, dilations, pads, output_padding or "
+                             "output_shape of the wrong length");
+    const Onnx__AttributeProto *ap = td__onnx_attr(n, "auto_pad");
+    bool same = ap && ap->has_s && ap->s.len > 4 && memcmp(ap->s.data, "SAME", 4) == 0;
+    bool upper = same && ap->s.len == 10 && memcmp(ap->s.data, "SAME_UPPER", 10) == 0;
+    /* permuted, flipped kernel [M, C, k...] */
+    int perm[TD_MAX_RANK];
+    for (int i = 0; i < r; i++) perm[i] = i;
+    perm[0] = 1, perm[1] = 0;
+    td_tensor *wf = K(td_permute(wt, perm));
+    win w = {.k = k};
+    td_tensor *xu = x;
+    for (int i = 0; i < k && wf != NULL && xu != NULL; i++) {
+        int64_t K0 = td_dims(wt)[i + 2], D = td_dims(x)[i + 2];
+        if (str[i] < 1 || dil[i] < 1 || str[i] > (1 << 16) || dil[i] > (1 << 16) || opad[i] < 0 ||
+            opad[i] > (1 << 16) || pads[i] < 0 || pads[k + i] < 0 || D < 1)
+            return td__onnx_fail(e, TD_EINVAL, "stride, dilation, pads or output_padding on "
+                                 "spatial dim %d", i);
+        wf = K(td_index_select(wf, K(td_arange(CTX, TD_I64, K0, (double)(K0 - 1), -1)), i + 2));
+        if (str[i] > 1) { /* insert stride - 1 zeros after each element, drop the last ones */
+            int ax = i + 2, ru = td_rank(xu);
+            int64_t d1[TD_MAX_RANK], dz[TD_MAX_RANK], dm[TD_MAX_RANK];
+            for (int j = 0, q = 0; j <= ru; j++) d1[j] = j == ax + 1 ? 1 : td_dims(xu)[q++];
+            memcpy(dz, d1, sizeof dz);
+            dz[ax + 1] = str[i] - 1;
+            td_tensor *parts[2] = {reshape(e, xu, ru + 1, d1),
+                                   K(td_full(CTX, td_tensor_dtype(xu), ru + 1, dz, 0))};
+            td_tensor *il = K(td_concat(2, parts, ax + 1));
+            memcpy(dm, td_dims(xu), (size_t)ru * sizeof *dm);
+            dm[ax] = D * str[i];
+            il = reshape(e, il, ru, dm);
+            int64_t lo[TD_MAX_RANK] = {0}, hi[TD_MAX_RANK];
+            memcpy(hi, dm, sizeof hi);
+            hi[ax] = (D - 1) * str[i] + 1;
+            xu = il ? K(td_slice(il, lo, hi)) : NULL;
+        }
+        int64_t span = (K0 - 1) * dil[i];
+        int64_t full = (D - 1) * str[i] + span + 1 + opad[i];
+        w.kern[i] = K0;
+        w.str[i] = 1;
+        w.dil[i] = dil[i];
+        w.pb[i] = w.pe[i] = span;
+        w.extra[i] = opad[i];
+        w.out[i] = full;
+        if (osa != NULL || same) {
+            int64_t want = osa != NULL ? oshape[i] : D * str[i];
+            int64_t total = full - want;
+            if (want < 1 || want > full + (1 << 16))
+                return td__onnx_fail(e, TD_EINVAL, "output_shape %lld for a full size of %lld",
+                                     (long long)want, (long long)full);
+            if (total < 0) { /* a larger output: zeros at the end, as output_padding */
+                w.extra[i] -= total;
+                w.out[i] -= total;
+                pads[i] = pads[k + i] = 0;
+                continue;
+            }
+            pads[i] = upper ? total / 2 : total - total / 2;
+            pads[k + i] = total - pads[i];
+        }
+        if (pads[i] + pads[k + i] >= full)
+            return td__onnx_fail(e, TD_EINVAL, "pads remove the whole output of dim %d", i);
+    }
+    if (wf == NULL || xu == NULL) return OUT(0, NULL);
+    td_tensor *y = conv_core(e, xu, wf, NULL, &w);
+    if (y == NULL) return OUT(0, NULL);
+    int64_t lo[TD_MAX_RANK] = {0}, hi[TD_MAX_RANK];
+    memcpy(hi, td_dims(y), (size_t)r * sizeof *hi);
+    for (int i = 0; i < k; i++) lo[i + 2] = pads[i], hi[i + 2] -= pads[k + i];
+    y = K(td_slice(y, lo, hi));
     if (b != NULL) y = K(td_add(y, per_channel(e, b, r)));
     return OUT(0, y);
 }
@@ -1730,6 +1830,7 @@ static const td__onnx_op ops[] = {
     {"MaxPool", 1, 0, h_pool, NULL, NULL, TD_OP_MAXIMUM, 0},
     {"AveragePool", 1, 0, h_pool, NULL, NULL, TD_OP_DIV, 0},
     {"Conv", 1, 0, h_conv, NULL, NULL, TD_OP_MATMUL, 0},
+    {"ConvTranspose", 1, 0, h_convtranspose, NULL, NULL, TD_OP_MATMUL, 0},
     {"Mod", 10, 0, h_mod, NULL, NULL, NONE, 0},
     {"OneHot", 9, 0, h_onehot, NULL, NULL, NONE, 1u << 1},
     {"Compress", 9, 0, h_compress, NULL, NULL, NONE, 1u << 1},
