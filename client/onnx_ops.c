@@ -25,6 +25,7 @@ typedef td__onnx_op OP;
 #define OUT(k, t) td__onnx_set_out(e, n, (k), (t))
 #define CTX td__onnx_ctx(e)
 #define NONE UINT32_MAX
+#define ONNX_RESIZE_MAX 1024 /* outputs per resized axis (index vectors are built as constants) */
 
 static td_tensor *scalar(E *e, td_dtype dt, double v) { return K(td_full(CTX, dt, 0, NULL, v)); }
 static td_tensor *sc_like(E *e, td_tensor *x, double v)
@@ -1720,6 +1721,151 @@ static td_status h_lrn(E *e, const N *n, const OP *op)
     return OUT(0, K(td_div(x, K(td_pow(den, sc_like(e, x, beta))))));
 }
 
+
+/* ---- Resize (opset 11+) and Upsample (opset 9) ----
+ * Separable: per resized axis, each output position o maps to an input coordinate x(o) by
+ * the coordinate_transformation_mode (Operators.md, Resize), then to 1 (nearest), 2
+ * (linear) or 4 (cubic, coefficient A) input taps clamped to the edge, whose indices and
+ * weights are computed here on the host in double and applied as index_selects, muls and
+ * adds. tf_crop_and_resize is refused. */
+static td_tensor *host_vec(E *e, td_dtype dt, const double *v, int64_t n, int axis, int r)
+{
+    td__onnx_host h = {.desc = {.dtype = (uint32_t)dt, .rank = 1}};
+    h.desc.dims[0] = n;
+    h.nbytes = (size_t)n * td_dtype_size(dt);
+    h.data = td__malloc(h.nbytes ? h.nbytes : 1);
+    if (h.data == NULL) {
+        td__onnx_fail(e, TD_ENOMEM, "out of memory");
+        return NULL;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        if (dt == TD_I64) ((int64_t *)h.data)[i] = (int64_t)v[i];
+        else if (dt == TD_F64) ((double *)h.data)[i] = v[i];
+        else ((float *)h.data)[i] = (float)v[i];
+    }
+    td_tensor *t = td__onnx_materialize(e, &h);
+    td__onnx_host_fini(&h);
+    if (t == NULL || r == 1) return t;
+    int64_t d[TD_MAX_RANK];
+    for (int i = 0; i < r; i++) d[i] = i == axis ? n : 1;
+    return reshape(e, t, r, d);
+}
+
+static double cubic_w(double t, double A, int k)
+{
+    /* the Keys kernel at distances 1 + t, t, 1 - t, 2 - t */
+    double d = k == 0 ? 1 + t : k == 1 ? t : k == 2 ? 1 - t : 2 - t;
+    if (d <= 1) return ((A + 2) * d - (A + 3)) * d * d + 1;
+    if (d < 2) return ((A * d - 5 * A) * d + 8 * A) * d - 4 * A;
+    return 0;
+}
+
+static td_status h_resize(E *e, const N *n, const OP *op)
+{
+    td_tensor *x = IN(0);
+    if (x == NULL) return OUT(0, NULL);
+    int r = td_rank(x);
+    const td__onnx_host *sc = NULL, *sz = NULL;
+    bool upsample = strcmp(n->op_type, "Upsample") == 0;
+    if (upsample) {
+        sc = td__onnx_host_in(e, n, 1);
+    } else {
+        sc = td__onnx_host_in(e, n, 2);
+        sz = td__onnx_host_in(e, n, 3);
+        if (sc != NULL && td__desc_nelem(&sc->desc) == 0) sc = NULL;
+    }
+    const Onnx__AttributeProto *ma = td__onnx_attr(n, "mode");
+    const Onnx__AttributeProto *ca = td__onnx_attr(n, "coordinate_transformation_mode");
+    const Onnx__AttributeProto *na = td__onnx_attr(n, "nearest_mode");
+#define ATTR_IS(a, str) ((a) != NULL && (a)->has_s && (a)->s.len == strlen(str) &&              \
+                         memcmp((a)->s.data, str, strlen(str)) == 0)
+    int mode = ATTR_IS(ma, "linear") ? 1 : ATTR_IS(ma, "cubic") ? 2 : 0;
+    if (ma && !ATTR_IS(ma, "nearest") && mode == 0)
+        return td__onnx_fail(e, TD_EINVAL, "mode '%.*s'", (int)ma->s.len, (const char *)ma->s.data);
+    int ctm = upsample ? 3 : 0; /* half_pixel, pytorch_half_pixel, align_corners, asymmetric, tf_half_pixel_for_nn */
+    if (ATTR_IS(ca, "pytorch_half_pixel")) ctm = 1;
+    else if (ATTR_IS(ca, "align_corners")) ctm = 2;
+    else if (ATTR_IS(ca, "asymmetric")) ctm = 3;
+    else if (ATTR_IS(ca, "tf_half_pixel_for_nn")) ctm = 4;
+    else if (ca && !ATTR_IS(ca, "half_pixel"))
+        return td__onnx_fail(e, TD_EUNSUPPORTED, "coordinate_transformation_mode '%.*s'",
+                             (int)ca->s.len, (const char *)ca->s.data);
+    int nm = upsample ? 2 : 0; /* round_prefer_floor, round_prefer_ceil, floor, ceil */
+    if (ATTR_IS(na, "round_prefer_ceil")) nm = 1;
+    else if (ATTR_IS(na, "floor")) nm = 2;
+    else if (ATTR_IS(na, "ceil")) nm = 3;
+    double A = td__onnx_attr_f(n, "cubic_coeff_a", -0.75f);
+    bool excl = td__onnx_attr_i(n, "exclude_outside", 0) != 0;
+    if (sc == NULL && sz == NULL) return td__onnx_fail(e, TD_EINVAL, "needs scales or sizes");
+    if ((sz ? td__desc_nelem(&sz->desc) : td__desc_nelem(&sc->desc)) != r)
+        return td__onnx_fail(e, TD_EINVAL, "scales or sizes must have %d entries", r);
+    if (sz && sz->desc.dtype != TD_I64) return td__onnx_fail(e, TD_EINVAL, "sizes must be int64");
+    if (!sz && sc->desc.dtype != TD_F32) return td__onnx_fail(e, TD_EINVAL, "scales must be float");
+    td_tensor *y = x;
+    for (int a = 0; a < r && y != NULL; a++) {
+        int64_t D = td_dims(x)[a], O;
+        double scale;
+        if (sz) {
+            O = ((const int64_t *)sz->data)[a];
+            scale = D > 0 ? (double)O / (double)D : 1;
+        } else {
+            scale = ((const float *)sc->data)[a];
+            if (!(scale > 0 && scale < 1e6)) return td__onnx_fail(e, TD_EINVAL, "scale %g", scale);
+            O = (int64_t)floor((double)D * scale);
+        }
+        if (O < 1 || O > ONNX_RESIZE_MAX || D < 1)
+            return td__onnx_fail(e, TD_EUNSUPPORTED, "axis %d: %lld -> %lld (at most %d outputs "
+                                 "per axis)", a, (long long)D, (long long)O, ONNX_RESIZE_MAX);
+        if (O == D && scale == 1) continue;
+        int taps = mode == 0 ? 1 : mode == 1 ? 2 : 4;
+        double *idx = td__malloc((size_t)(O * taps) * 2 * sizeof *idx);
+        if (idx == NULL) return td__onnx_fail(e, TD_ENOMEM, "out of memory");
+        double *wt = idx + O * taps;
+        double lr = sz ? (double)O : (double)D * scale;
+        for (int64_t o = 0; o < O; o++) {
+            double c;
+            switch (ctm) {
+            /* length_resized of the spec: D * scale itself when scales are given */
+            case 1: c = lr > 1 ? (o + 0.5) / scale - 0.5 : 0; break;
+            case 2: c = lr > 1 ? (double)o * (double)(D - 1) / (lr - 1) : 0; break;
+            case 3: c = o / scale; break;
+            case 4: c = (o + 0.5) / scale; break;
+            default: c = (o + 0.5) / scale - 0.5; break;
+            }
+            if (mode == 0) {
+                double f = nm == 0 ? ceil(c - 0.5) : nm == 1 ? floor(c + 0.5) : nm == 2 ? floor(c) : ceil(c);
+                if (nm == 0 && c - floor(c) != 0.5) f = floor(c + 0.5);
+                idx[o] = f < 0 ? 0 : f > (double)(D - 1) ? (double)(D - 1) : f;
+                wt[o] = 1;
+                continue;
+            }
+            double i0 = floor(c), t = c - i0;
+            double wsum = 0;
+            for (int k = 0; k < taps; k++) {
+                double at = i0 + (mode == 1 ? k : k - 1);
+                double w = mode == 1 ? (k == 0 ? 1 - t : t) : cubic_w(t, A, k);
+                if (excl && (at < 0 || at > (double)(D - 1))) w = 0;
+                idx[k * O + o] = at < 0 ? 0 : at > (double)(D - 1) ? (double)(D - 1) : at;
+                wt[k * O + o] = w;
+                wsum += w;
+            }
+            if (excl && wsum != 0)
+                for (int k = 0; k < taps; k++) wt[k * O + o] /= wsum;
+        }
+        td_tensor *acc = NULL;
+        for (int k = 0; k < taps && y != NULL; k++) {
+            td_tensor *iv = host_vec(e, TD_I64, idx + k * O, O, 0, 1);
+            td_tensor *t = iv ? K(td_index_select(y, iv, a)) : NULL;
+            if (mode != 0) t = K(td_mul(t, host_vec(e, td_tensor_dtype(x), wt + k * O, O, a, r)));
+            acc = acc == NULL ? t : K(td_add(acc, t));
+        }
+        td__free(idx);
+        y = acc;
+    }
+#undef ATTR_IS
+    return OUT(0, y);
+}
+
 /* ---- the table ---- */
 
 #define H TD_ONNX_HOST_OUT
@@ -1837,6 +1983,8 @@ static const td__onnx_op ops[] = {
     {"GatherND", 11, 0, h_gathernd, NULL, NULL, NONE, 0},
     {"MeanVarianceNormalization", 9, 0, h_mvn, NULL, NULL, TD_OP_SQRT, 0},
     {"LRN", 1, 0, h_lrn, NULL, NULL, TD_OP_POW, 0},
+    {"Resize", 11, 0, h_resize, NULL, NULL, NONE, 0xcu},
+    {"Upsample", 9, 9, h_resize, NULL, NULL, NONE, 0x2u},
 };
 #undef H
 
