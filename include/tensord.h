@@ -534,8 +534,8 @@ void td_graph_get_info(const td_graph *g, td_graph_info *out);
  * opsets TD_ONNX_OPSET_MIN..TD_ONNX_OPSET_MAX of the default domain ("" / "ai.onnx"),
  * tensors of the dtypes tensord has (FLOAT, DOUBLE, FLOAT16, BFLOAT16, INT8, INT16, INT32,
  * INT64, UINT8, BOOL); the ops docs/onnx.md lists (elementwise arithmetic and activations,
- * MatMul/Gemm, reductions, softmax, normalizations, shape and movement ops), each lowered
- * onto ops of the op table. Not supported: other domains (ai.onnx.ml, com.microsoft),
+ * MatMul/Gemm, Conv/ConvTranspose, pooling, Resize, reductions, softmax, normalizations,
+ * losses, shape and movement ops), each lowered onto ops of the op table. Not supported: other domains (ai.onnx.ml, com.microsoft),
  * control flow (If, Loop, Scan), sequences and maps, external or sparse tensor data.
  * Inputs that give shapes (Reshape's shape, Slice's bounds, ...) are computed on the host
  * when the graph is captured: from initializers, Constant nodes, Shape/Size, and graph
