@@ -14,6 +14,7 @@
 #include "common/alloc.h"
 #include "engine/optable.h"
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 typedef td__onnx_emit E;
@@ -1866,6 +1867,133 @@ static td_status h_resize(E *e, const N *n, const OP *op)
     return OUT(0, y);
 }
 
+
+/* ---- Einsum: one or two operands, each letter at most once per operand, no ellipsis ----
+ * Letters only one operand has and the output lacks are summed first; then the operands
+ * are permuted to [batch, kept, contracted] and [batch, contracted, kept], multiplied as
+ * [B, M, K] x [B, K, N], and the result permuted to the output's letter order. */
+static td_tensor *perm_to(E *e, td_tensor *x, const char *have, const char *want)
+{
+    int r = (int)strlen(want), perm[TD_MAX_RANK];
+    bool id = true;
+    for (int i = 0; i < r; i++) {
+        perm[i] = (int)(strchr(have, want[i]) - have);
+        id &= perm[i] == i;
+    }
+    return id || x == NULL ? x : K(td_permute(x, perm));
+}
+
+/* Sum out of x (letters `lt`) the letters not in keep1 or keep2; lt is updated. */
+static td_tensor *sum_unused(E *e, td_tensor *x, char *lt, const char *k1, const char *k2)
+{
+    int axes[TD_MAX_RANK], na = 0;
+    char rest[TD_MAX_RANK + 1];
+    int nr = 0;
+    for (int i = 0; lt[i]; i++) {
+        if (strchr(k1, lt[i]) == NULL && (k2 == NULL || strchr(k2, lt[i]) == NULL)) axes[na++] = i;
+        else rest[nr++] = lt[i];
+    }
+    rest[nr] = '\0';
+    strcpy(lt, rest);
+    return na == 0 || x == NULL ? x : K(td_sum(x, na, axes, false));
+}
+
+static td_status h_einsum(E *e, const N *n, const OP *op)
+{
+    const Onnx__AttributeProto *ea = td__onnx_attr(n, "equation");
+    if (ea == NULL || !ea->has_s || ea->s.len > 60)
+        return td__onnx_fail(e, TD_EINVAL, "equation is required (at most 60 characters)");
+    char eq[64], ops[2][TD_MAX_RANK + 1] = {"", ""}, out[TD_MAX_RANK + 1] = "";
+    int k = 0, nops = 0;
+    for (size_t i = 0; i < ea->s.len; i++)
+        if (ea->s.data[i] != ' ') eq[k++] = (char)ea->s.data[i];
+    eq[k] = '\0';
+    char *arrow = strstr(eq, "->");
+    if (arrow) *arrow = '\0';
+    for (char *p = eq, *tok; (tok = strsep(&p, ",")) != NULL;) {
+        if (nops >= 2 || strlen(tok) > TD_MAX_RANK)
+            return td__onnx_fail(e, TD_EUNSUPPORTED, "einsum '%.*s': at most 2 operands of rank "
+                                 "<= 8", (int)ea->s.len, (const char *)ea->s.data);
+        strcpy(ops[nops++], tok);
+    }
+    if (nops != td__onnx_nin(e, n)) return td__onnx_fail(e, TD_EINVAL, "operand count");
+    int count[128] = {0};
+    for (int o = 0; o < nops; o++)
+        for (int i = 0; ops[o][i]; i++) {
+            unsigned char c = (unsigned char)ops[o][i];
+            if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) || strchr(ops[o] + i + 1, c))
+                return td__onnx_fail(e, TD_EUNSUPPORTED, "einsum '%.*s': ellipsis or a "
+                                     "repeated letter in one operand (a diagonal)",
+                                     (int)ea->s.len, (const char *)ea->s.data);
+            count[c]++;
+        }
+    if (arrow) {
+        if (strlen(arrow + 2) > TD_MAX_RANK) return td__onnx_fail(e, TD_EINVAL, "output rank");
+        strcpy(out, arrow + 2);
+        for (int i = 0; out[i]; i++)
+            if ((unsigned char)out[i] >= 128 || count[(unsigned char)out[i]] == 0 ||
+                strchr(out + i + 1, out[i]))
+                return td__onnx_fail(e, TD_EINVAL, "output letter '%c'", out[i]);
+    } else {
+        int o = 0;
+        for (int c = 0; c < 128; c++)
+            if (count[c] == 1) out[o++] = (char)c;
+        out[o] = '\0';
+    }
+    td_tensor *x[2] = {IN(0), nops > 1 ? IN(1) : NULL};
+    for (int o = 0; o < nops; o++) {
+        if (x[o] == NULL) return OUT(0, NULL);
+        if (td_rank(x[o]) != (int)strlen(ops[o]))
+            return td__onnx_fail(e, TD_EINVAL, "operand %d has rank %d, the equation says %zu",
+                                 o, td_rank(x[o]), strlen(ops[o]));
+    }
+    if (nops == 1) {
+        td_tensor *y = sum_unused(e, x[0], ops[0], out, NULL);
+        return OUT(0, perm_to(e, y, ops[0], out));
+    }
+    x[0] = sum_unused(e, x[0], ops[0], out, ops[1]);
+    x[1] = sum_unused(e, x[1], ops[1], out, ops[0]);
+    if (x[0] == NULL || x[1] == NULL) return OUT(0, NULL);
+    char bt[9] = "", ak[9] = "", ct[9] = "", bk[9] = "";
+    int nb = 0, na = 0, nc = 0, nk = 0;
+    int64_t Bt = 1, M = 1, Kc = 1, Nn = 1, dimof[128] = {0};
+    for (int i = 0; ops[0][i]; i++) {
+        char c = ops[0][i];
+        dimof[(int)c] = td_dims(x[0])[i];
+        bool inb = strchr(ops[1], c) != NULL, ino = strchr(out, c) != NULL;
+        if (inb && ino) bt[nb++] = c;
+        else if (inb) ct[nc++] = c;
+        else ak[na++] = c;
+    }
+    for (int i = 0; ops[1][i]; i++) {
+        char c = ops[1][i];
+        if (strchr(ops[0], c) != NULL) {
+            if (dimof[(int)c] != td_dims(x[1])[i])
+                return td__onnx_fail(e, TD_EINVAL, "letter '%c' is %lld and %lld", c,
+                                     (long long)dimof[(int)c], (long long)td_dims(x[1])[i]);
+        } else {
+            bk[nk++] = c;
+            dimof[(int)c] = td_dims(x[1])[i];
+        }
+    }
+    for (int i = 0; i < nb; i++) Bt *= dimof[(int)bt[i]];
+    for (int i = 0; i < na; i++) M *= dimof[(int)ak[i]];
+    for (int i = 0; i < nc; i++) Kc *= dimof[(int)ct[i]];
+    for (int i = 0; i < nk; i++) Nn *= dimof[(int)bk[i]];
+    char la[32], lb[32], ly[32];
+    snprintf(la, sizeof la, "%s%s%s", bt, ak, ct);
+    snprintf(lb, sizeof lb, "%s%s%s", bt, ct, bk);
+    snprintf(ly, sizeof ly, "%s%s%s", bt, ak, bk);
+    td_tensor *a3 = reshape(e, perm_to(e, x[0], ops[0], la), 3, (int64_t[]){Bt, M, Kc});
+    td_tensor *b3 = reshape(e, perm_to(e, x[1], ops[1], lb), 3, (int64_t[]){Bt, Kc, Nn});
+    td_tensor *y = a3 && b3 ? K(td_matmul(a3, b3)) : NULL;
+    int64_t d[TD_MAX_RANK];
+    int ry = (int)strlen(ly);
+    for (int i = 0; i < ry; i++) d[i] = dimof[(int)ly[i]];
+    y = reshape(e, y, ry, d);
+    return OUT(0, perm_to(e, y, ly, out));
+}
+
 /* ---- the table ---- */
 
 #define H TD_ONNX_HOST_OUT
@@ -1984,6 +2112,7 @@ static const td__onnx_op ops[] = {
     {"MeanVarianceNormalization", 9, 0, h_mvn, NULL, NULL, TD_OP_SQRT, 0},
     {"LRN", 1, 0, h_lrn, NULL, NULL, TD_OP_POW, 0},
     {"Resize", 11, 0, h_resize, NULL, NULL, NONE, 0xcu},
+    {"Einsum", 12, 0, h_einsum, NULL, NULL, NONE, 0},
     {"Upsample", 9, 9, h_resize, NULL, NULL, NONE, 0x2u},
 };
 #undef H
