@@ -1010,11 +1010,38 @@ static td_tensor *per_channel(E *e, td_tensor *v, int r)
 static td_status h_batchnorm(E *e, const N *n, const OP *op)
 {
     td_tensor *x = IN(0);
-    if (td__onnx_attr_i(n, "training_mode", 0) != 0 || td__onnx_nout(n) > 1)
-        return td__onnx_fail(e, TD_EUNSUPPORTED, "training mode is not supported");
+    bool training = td__onnx_attr_i(n, "training_mode", 0) != 0;
+    if (!training && td__onnx_nout(n) > 1)
+        return td__onnx_fail(e, TD_EUNSUPPORTED, "extra outputs outside training mode (opsets "
+                             "before 14) are not supported");
+    if (training && op->since < 14)
+        return td__onnx_fail(e, TD_EUNSUPPORTED, "training mode before opset 14");
     if (x == NULL) return OUT(0, NULL);
     int r = td_rank(x);
     if (r < 2) return td__onnx_fail(e, TD_EINVAL, "input must have rank >= 2");
+    if (training) {
+        /* batch statistics over every axis but the channel (population variance); the
+         * running ones blend in with momentum (Operators.md, BatchNormalization-15) */
+        int axes[TD_MAX_RANK], na = 0;
+        for (int i = 0; i < r; i++)
+            if (i != 1) axes[na++] = i;
+        double eps = td__onnx_attr_f(n, "epsilon", 1e-5f), mom = td__onnx_attr_f(n, "momentum", 0.9f);
+        td_tensor *mean = K(td_mean(x, na, axes, true));
+        td_tensor *d = K(td_sub(x, mean));
+        td_tensor *var = K(td_mean(K(td_mul(d, d)), na, axes, true));
+        td_tensor *y = K(td_div(d, K(td_sqrt(K(td_add(var, sc_like(e, x, eps)))))));
+        y = K(td_add(K(td_mul(y, per_channel(e, IN(1), r))), per_channel(e, IN(2), r)));
+        td_status st = OUT(0, y);
+        int64_t C = td_dims(x)[1];
+        td_tensor *m1 = reshape(e, mean, 1, &C), *v1 = reshape(e, var, 1, &C);
+        td_tensor *rm = K(td_add(K(td_mul(IN(3), sc_like(e, x, mom))),
+                                 K(td_mul(m1, sc_like(e, x, 1 - mom)))));
+        td_tensor *rv = K(td_add(K(td_mul(IN(4), sc_like(e, x, mom))),
+                                 K(td_mul(v1, sc_like(e, x, 1 - mom)))));
+        if (st == TD_OK && td__onnx_nout(n) > 1) st = OUT(1, rm);
+        if (st == TD_OK && td__onnx_nout(n) > 2) st = OUT(2, rv);
+        return st;
+    }
     td_tensor *sc = per_channel(e, IN(1), r), *b = per_channel(e, IN(2), r);
     td_tensor *mean = per_channel(e, IN(3), r), *var = per_channel(e, IN(4), r);
     double eps = td__onnx_attr_f(n, "epsilon", 1e-5f);
@@ -2090,7 +2117,8 @@ static const td__onnx_op ops[] = {
     {"LogSoftmax", 13, 0, h_softmax, NULL, NULL, TD_OP_LOG_SOFTMAX, 0},
     {"GlobalAveragePool", 1, 0, h_globalpool, NULL, NULL, TD_OP_MEAN, 0},
     {"GlobalMaxPool", 1, 0, h_globalpool, NULL, NULL, TD_OP_MAX, 0},
-    {"BatchNormalization", 7, 0, h_batchnorm, NULL, NULL, TD_OP_SQRT, 0},
+    {"BatchNormalization", 7, 13, h_batchnorm, NULL, NULL, TD_OP_SQRT, 0},
+    {"BatchNormalization", 14, 0, h_batchnorm, NULL, NULL, TD_OP_SQRT, 0},
     {"InstanceNormalization", 6, 0, h_instancenorm, NULL, NULL, TD_OP_SQRT, 0},
     {"LayerNormalization", 17, 0, h_layernorm, NULL, NULL, TD_OP_RSQRT, 0},
     {"NegativeLogLikelihoodLoss", 12, 0, h_nll, NULL, NULL, TD_OP_NEG, 0},
