@@ -2021,6 +2021,124 @@ static td_status h_einsum(E *e, const N *n, const OP *op)
     return OUT(0, perm_to(e, y, ly, out));
 }
 
+
+/* ---- Unique: computed on the host (the output length depends on the data) ----
+ * Slices along `axis` (elements, without an axis) are compared exactly; sorted = 1 orders
+ * the unique ones ascending (lexicographically for slices), sorted = 0 by first occurrence.
+ * NaN is refused (its equality is ambiguous here). */
+static double host_elem(const td__onnx_host *h, size_t i)
+{
+    switch (h->desc.dtype) {
+    case TD_F32: return ((const float *)h->data)[i];
+    case TD_F64: return ((const double *)h->data)[i];
+    case TD_I64: return (double)((const int64_t *)h->data)[i];
+    case TD_I32: return ((const int32_t *)h->data)[i];
+    case TD_I16: return ((const int16_t *)h->data)[i];
+    case TD_I8: return ((const int8_t *)h->data)[i];
+    default: return ((const uint8_t *)h->data)[i];
+    }
+}
+
+static td_status h_unique(E *e, const N *n, const OP *op)
+{
+    const td__onnx_host *h = td__onnx_host_in(e, n, 0);
+    if (h == NULL) return td__onnx_fail(e, TD_EUNSUPPORTED, "the input must be known on the host");
+    if (h->desc.dtype == TD_F16 || h->desc.dtype == TD_BF16)
+        return td__onnx_fail(e, TD_EUNSUPPORTED, "Unique of %s",
+                             td_dtype_name((td_dtype)h->desc.dtype));
+    for (size_t i = 0; h->desc.dtype == TD_I64 && i < h->nbytes / 8; i++) {
+        int64_t v = ((const int64_t *)h->data)[i];
+        if (v > (1ll << 53) || v < -(1ll << 53)) /* compared as doubles below */
+            return td__onnx_fail(e, TD_EUNSUPPORTED, "Unique of int64 values beyond 2^53");
+    }
+    int r = (int)h->desc.rank, axis = -1;
+    const Onnx__AttributeProto *aa = td__onnx_attr(n, "axis");
+    if (aa != NULL && !axis_of(e, aa->i, r, &axis)) return TD_EINVAL;
+    int64_t total = td__desc_nelem(&h->desc), D, inner = 1, outer = 1;
+    if (axis < 0) {
+        D = total;
+    } else {
+        D = h->desc.dims[axis];
+        for (int i = 0; i < axis; i++) outer *= h->desc.dims[i];
+        for (int i = axis + 1; i < r; i++) inner *= h->desc.dims[i];
+    }
+    int64_t S = D > 0 ? total / D : 0; /* elements per slice */
+    size_t es = td_dtype_size((td_dtype)h->desc.dtype);
+    for (int64_t i = 0; i < total; i++)
+        if (host_elem(h, (size_t)i) != host_elem(h, (size_t)i))
+            return td__onnx_fail(e, TD_EUNSUPPORTED, "Unique of data with NaN");
+    /* element k of slice j */
+#define UQ_AT(j, k) (axis < 0 ? (size_t)(j) : (size_t)((((k) / inner) * D + (j)) * inner + (k) % inner))
+    int64_t *first = td__malloc((size_t)(D ? D : 1) * 3 * sizeof(int64_t));
+    if (first == NULL) return td__onnx_fail(e, TD_ENOMEM, "out of memory");
+    int64_t *inv = first + D, *cnt = inv + D, U = 0;
+    for (int64_t j = 0; j < D; j++) {
+        int64_t u = 0;
+        for (; u < U; u++) {
+            int64_t k = 0;
+            while (k < S && host_elem(h, UQ_AT(j, k)) == host_elem(h, UQ_AT(first[u], k))) k++;
+            if (k == S) break;
+        }
+        if (u == U) first[U] = j, cnt[U] = 0, U++;
+        cnt[u]++;
+        inv[j] = u;
+    }
+    int64_t *ord = td__malloc((size_t)(U ? U : 1) * 2 * sizeof(int64_t));
+    if (ord == NULL) {
+        td__free(first);
+        return td__onnx_fail(e, TD_ENOMEM, "out of memory");
+    }
+    int64_t *rank_of = ord + U;
+    for (int64_t u = 0; u < U; u++) ord[u] = u;
+    if (td__onnx_attr_i(n, "sorted", 1) != 0)
+        for (int64_t a = 1; a < U; a++) /* insertion sort, lexicographic on the slices */
+            for (int64_t b = a; b > 0; b--) {
+                int64_t k = 0, p = first[ord[b - 1]], q = first[ord[b]];
+                while (k < S && host_elem(h, UQ_AT(p, k)) == host_elem(h, UQ_AT(q, k))) k++;
+                if (k == S || host_elem(h, UQ_AT(p, k)) < host_elem(h, UQ_AT(q, k))) break;
+                int64_t t = ord[b];
+                ord[b] = ord[b - 1];
+                ord[b - 1] = t;
+            }
+    for (int64_t u = 0; u < U; u++) rank_of[ord[u]] = u;
+    td__onnx_host y = {.desc = h->desc};
+    if (axis < 0) y.desc.rank = 1, y.desc.dims[0] = U;
+    else y.desc.dims[axis] = U;
+    y.nbytes = (size_t)(U * S) * es;
+    td_status st = TD_OK;
+    if (y.nbytes > 0 && (y.data = td__malloc(y.nbytes)) == NULL) st = TD_ENOMEM;
+    for (int64_t u = 0; st == TD_OK && u < U; u++)
+        for (int64_t k = 0; k < S; k++) {
+            size_t dst = axis < 0 ? (size_t)u : (size_t)(((k / inner) * U + u) * inner + k % inner);
+            memcpy((char *)y.data + dst * es, (const char *)h->data + UQ_AT(first[ord[u]], k) * es, es);
+        }
+#undef UQ_AT
+    double *v = st == TD_OK ? td__malloc((size_t)(D > U ? D : U) * sizeof(double) + 8) : NULL;
+    if (st == TD_OK && v == NULL) st = TD_ENOMEM;
+    if (st == TD_OK) st = td__onnx_set_host_out(e, n, 0, &y);
+    td__onnx_host_fini(&y);
+    for (int out = 1; st == TD_OK && out < 4 && out < td__onnx_nout(n); out++) {
+        int64_t len = out == 2 ? D : U;
+        for (int64_t i = 0; i < len; i++)
+            v[i] = out == 1 ? (double)first[ord[i]] : out == 2 ? (double)rank_of[inv[i]]
+                                                             : (double)cnt[ord[i]];
+        td__onnx_host o = {.desc = {.dtype = TD_I64, .rank = 1}};
+        o.desc.dims[0] = len;
+        o.nbytes = (size_t)len * 8;
+        if (len > 0 && (o.data = td__malloc(o.nbytes)) == NULL) {
+            st = TD_ENOMEM;
+            break;
+        }
+        for (int64_t i = 0; i < len; i++) ((int64_t *)o.data)[i] = (int64_t)v[i];
+        st = td__onnx_set_host_out(e, n, out, &o);
+        td__onnx_host_fini(&o);
+    }
+    td__free(v);
+    td__free(ord);
+    td__free(first);
+    return st == TD_ENOMEM ? td__onnx_fail(e, st, "out of memory") : st;
+}
+
 /* ---- the table ---- */
 
 #define H TD_ONNX_HOST_OUT
@@ -2141,6 +2259,7 @@ static const td__onnx_op ops[] = {
     {"LRN", 1, 0, h_lrn, NULL, NULL, TD_OP_POW, 0},
     {"Resize", 11, 0, h_resize, NULL, NULL, NONE, 0xcu},
     {"Einsum", 12, 0, h_einsum, NULL, NULL, NONE, 0},
+    {"Unique", 11, 0, h_unique, NULL, NULL, NONE, TD_ONNX_HOST_OUT | 1u},
     {"Upsample", 9, 9, h_resize, NULL, NULL, NONE, 0x2u},
 };
 #undef H
