@@ -7,7 +7,7 @@ set -euo pipefail
 PKGS=(meson ninja-build pkg-config gcc libc6-dev
       libgrpc-dev protobuf-c-compiler libprotobuf-c-dev libuv1-dev libssl-dev
       libopenblas-dev libsystemd-dev zlib1g-dev libxxhash-dev libjansson-dev libcriterion-dev
-      libmicrohttpd-dev
+      libmicrohttpd-dev libonnx-dev libonnx-testdata
       dataset-fashion-mnist python3-numpy openssl procps
       python3-grpcio python3-grpc-tools python3-protobuf ${TD_EXTRA_PKGS:-})
 missing=()

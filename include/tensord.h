@@ -751,6 +751,112 @@ typedef struct td_graph_info {
 } td_graph_info;
 void td_graph_get_info(const td_graph *g, td_graph_info *out);
 
+/* ---- ONNX models: load once, run on any device ----
+ *
+ * td_onnx_load reads an ONNX model (a serialized onnx.ModelProto, the format of
+ * https://github.com/onnx/onnx/blob/v1.12.0/onnx/onnx.proto) and prepares it to run on the
+ * context's device, local or remote. Supported: IR versions TD_ONNX_IR_MIN..TD_ONNX_IR_MAX,
+ * opsets TD_ONNX_OPSET_MIN..TD_ONNX_OPSET_MAX of the default domain ("" / "ai.onnx"),
+ * tensors of the dtypes tensord has (FLOAT, DOUBLE, FLOAT16, BFLOAT16, INT8, INT16, INT32,
+ * INT64, UINT8, BOOL); the ops docs/onnx.md lists (elementwise arithmetic and activations,
+ * MatMul/Gemm, Conv/ConvTranspose, pooling, Resize, reductions, softmax, normalizations,
+ * losses, shape and movement ops), each lowered onto ops of the op table. Not supported: other domains (ai.onnx.ml, com.microsoft),
+ * control flow (If, Loop, Scan), sequences and maps, external or sparse tensor data.
+ * Inputs that give shapes (Reshape's shape, Slice's bounds, ...) are computed on the host
+ * when the graph is captured: from initializers, Constant nodes, Shape/Size, and graph
+ * inputs (read at each run), through any mapped ops (run on a private local:cpu context;
+ * at most 65536 elements per value).
+ *
+ * Validation at load, before anything runs: the protobuf must decode; every value is
+ * defined once and every node input is defined; the nodes must have no cycle (any order in
+ * the file is accepted); every node must map onto tensord ops; initializers' data must
+ * match their dims and dtype (sizes computed with overflow checks, at most 2^48 bytes per
+ * tensor). When every graph input has fixed dims, the whole model is also captured at load
+ * as one tensord graph (td_graph_begin .. td_graph_end), which infers and checks every
+ * node's shapes and dtypes with the engine's op table; otherwise that happens at the first
+ * td_onnx_run with each new set of input shapes (the last few graphs are kept). Graph
+ * inputs that give a shape or axes are read to the host at each run (one round trip) and
+ * are part of that key. Errors name the node ("onnx node 3 'fc1' (Gemm): ...") and the
+ * value; an op, dtype, domain or opset tensord lacks is TD_EUNSUPPORTED naming the op type,
+ * domain and opset, never a wrong answer.
+ *
+ * Initializers and Constant nodes are uploaded once, at load, with td_from_host (so those
+ * of at least td_options.blob_min_bytes cross the wire once per server through its blob
+ * store), and stay on the device until td_onnx_destroy. An initializer that is also listed
+ * as a graph input is a constant (its default is not overridable).
+ *
+ * Lifetime: the model belongs to its context (td_onnx_destroy it before td_close); it keeps
+ * the tensors of its initializers. Thread-safety: the context's rule (one thread at a time,
+ * the model included). */
+#define TD_ONNX_IR_MIN 3
+#define TD_ONNX_IR_MAX 8
+#define TD_ONNX_OPSET_MIN 1
+#define TD_ONNX_OPSET_MAX 17
+/* Largest .onnx file td_onnx_load reads (protobuf's 2 GiB message limit). */
+#define TD_ONNX_MAX_FILE_BYTES ((size_t)2 << 30)
+
+typedef struct td_onnx_model td_onnx_model;
+
+/* A graph input or output as the model declares it. */
+typedef struct td_onnx_value {
+    const char *name;          /* owned by the model */
+    td_dtype dtype;
+    int rank;                  /* -1: the model does not say */
+    int64_t dims[TD_MAX_RANK]; /* -1: a symbolic or unknown dim */
+} td_onnx_value;
+
+/* Load the model in file `path` (at most TD_ONNX_MAX_FILE_BYTES) onto ctx. On TD_OK *out
+ * owns the model (td_onnx_destroy). Returns: TD_OK; TD_EIO (cannot open or read the file);
+ * TD_EINVAL (not a valid model: truncated or malformed protobuf, undefined or twice-defined
+ * values, a cycle, initializer data that does not match its dims, shapes or dtypes the op
+ * table rejects); TD_EUNSUPPORTED (IR version or opset outside the ranges above, an op,
+ * domain, dtype or feature tensord lacks); TD_ENOMEM; transport errors of the initializer
+ * uploads. td_last_error(ctx) says which node and value. On failure *out is untouched and
+ * nothing stays allocated on the context. Thread-safety: the context's rule. */
+td_status td_onnx_load(td_context *ctx, const char *path, td_onnx_model **out);
+/* As td_onnx_load, from `nbytes` bytes at `data` (borrowed for the call). */
+td_status td_onnx_load_memory(td_context *ctx, const void *data, size_t nbytes,
+                              td_onnx_model **out);
+/* Free the model and its initializer tensors. NULL is a no-op. */
+void td_onnx_destroy(td_onnx_model *m);
+/* Number of graph inputs (initializers excluded) and outputs; 0 for NULL. */
+int td_onnx_n_inputs(const td_onnx_model *m);
+int td_onnx_n_outputs(const td_onnx_model *m);
+/* Declared name, dtype and shape of input / output i (0-based). TD_EINVAL when i is out of
+ * range. The name is owned by the model. */
+td_status td_onnx_input(const td_onnx_model *m, int i, td_onnx_value *out);
+td_status td_onnx_output(const td_onnx_model *m, int i, td_onnx_value *out);
+/* Run the model. inputs[j] (a tensor of the model's context) binds the input named
+ * in_names[j] (in_names NULL: the inputs in declaration order); n_in must equal
+ * td_onnx_n_inputs. Each input's dtype must be the declared one and its dims must match the
+ * declared fixed dims. outputs[i] receives a new tensor (owned by the caller, td_release)
+ * for output i in declaration order; n_out must equal td_onnx_n_outputs. Lazy like
+ * td_graph_run: execution errors surface at the next td_read or td_fence; outputs are
+ * bit-identical to running the same ops eagerly, so a local and a remote cpu device give
+ * the same bits. Returns: TD_OK; TD_EINVAL (counts, names, dtypes or shapes of the inputs,
+ * or a node that rejects these shapes, naming it); TD_EUNSUPPORTED; TD_ENOMEM; transport
+ * errors. On failure no output is returned. Thread-safety: the context's rule. */
+td_status td_onnx_run(td_onnx_model *m, int n_in, const char *const *in_names,
+                      td_tensor *const *inputs, int n_out, td_tensor **outputs);
+
+/* A host tensor decoded from a serialized onnx.TensorProto (the input_N.pb / output_N.pb
+ * files of ONNX test data). */
+typedef struct td_onnx_tensor {
+    char name[256]; /* the TensorProto's name, truncated to 255 bytes */
+    td_dtype dtype;
+    int rank;
+    int64_t dims[TD_MAX_RANK];
+    void *data;    /* nbytes of row-major little-endian elements; owned (td_onnx_tensor_fini) */
+    size_t nbytes; /* nelem * td_dtype_size(dtype) */
+} td_onnx_tensor;
+/* Decode `nbytes` at `buf` (borrowed) into *out (caller's storage, filled on TD_OK only).
+ * Returns TD_OK; TD_EINVAL (malformed protobuf, dims and data that disagree, rank > 8);
+ * TD_EUNSUPPORTED (a data type tensord lacks, external data); TD_ENOMEM. The message is
+ * td_last_error(NULL). Thread-safety: any thread. */
+td_status td_onnx_tensor_decode(const void *buf, size_t nbytes, td_onnx_tensor *out);
+/* Free out->data (NULL or a zeroed struct is fine). */
+void td_onnx_tensor_fini(td_onnx_tensor *t);
+
 #ifdef __cplusplus
 }
 #endif

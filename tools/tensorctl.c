@@ -4,6 +4,8 @@
  *   tensorctl info ADDR          protocol range, version, devices, limits, what is in use
  *   tensorctl ping ADDR [-n N]   N GetInfo round trips: median, p99, min, max
  *   tensorctl token new ...      make a bearer token and append its hash (tools/token.c)
+ *   tensorctl run MODEL.onnx ... run an ONNX model on a device, .npy in and out
+ *                                (tools/tensorctl_run.c)
  *
  * ADDR is HOST:PORT, unix:PATH or a tensord://HOST:PORT[/DEVICE] URI. Built on the public
  * API only (td_server_info_get, td_server_ping), so it exercises exactly what programs use.
@@ -24,6 +26,8 @@
 
 /* tools/token.c */
 int td__tensorctl_token(int argc, char **argv);
+/* tools/tensorctl_run.c */
+int td__tensorctl_run(int argc, char **argv);
 
 static const char usage_main[] =
     "usage: tensorctl [-h] COMMAND [ARGS]\n"
@@ -35,6 +39,8 @@ static const char usage_main[] =
     "  ping ADDR [-n N]    measure GetInfo round-trip latency (default N = 100)\n"
     "  token new --tenant NAME --tokens-file FILE [QUOTA FLAGS]\n"
     "                      make a bearer token, print it once, append its hash to FILE\n"
+    "  run MODEL.onnx [--device URI] --input NAME=FILE.npy ... [--output-dir DIR]\n"
+    "                      run an ONNX model once; print outputs and the wall time\n"
     "\n"
     "ADDR is HOST:PORT, unix:PATH, tensord://HOST:PORT[/DEVICE] or, for TLS,\n"
     "tensords://HOST:PORT[/DEVICE].\n"
@@ -228,6 +234,7 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "info") == 0) return cmd_info(argc - 2, argv + 2);
     if (strcmp(cmd, "ping") == 0) return cmd_ping(argc - 2, argv + 2);
     if (strcmp(cmd, "token") == 0) return td__tensorctl_token(argc - 2, argv + 2);
+    if (strcmp(cmd, "run") == 0) return td__tensorctl_run(argc - 2, argv + 2);
     fprintf(stderr, "tensorctl: unknown command '%s'\n", cmd);
     fputs(usage_main, stderr);
     return EXIT_USAGE;
