@@ -87,33 +87,76 @@ td_status td__session_create(td__device *dev, const td__session_limits *limits,
 #define TD_POISON_MSG_MAX 384u
 #define TD_POISON_RECORD_BYTES (TD_TENSOR_RECORD_BYTES + TD_POISON_MSG_MAX)
 
-/* Charge `cost` host bytes for a record to the session and its tenant. TD_OK, or TD_EQUOTA
- * with a message in why. */
-static td_status record_charge(td__session *s, uint64_t cost, char *why, size_t whylen)
+/* Charge `cost` host bytes to the session and its tenant for `what` ("recording a tensor",
+ * "f32 scratch of a matmul"). TD_OK, or TD_EQUOTA with a message in why. */
+static td_status host_charge(td__session *s, uint64_t cost, const char *what, char *why,
+                             size_t whylen)
 {
     uint64_t total;
     if (s->limits.max_bytes != 0 &&
         (!td__add_u64(s->bytes + s->record_bytes, cost, &total) || total > s->limits.max_bytes)) {
         snprintf(why, whylen,
-                 "recording a tensor (%llu bytes of host memory) would exceed the session "
+                 "%s (%llu bytes of host memory) would exceed the session "
                  "memory quota (%llu of %llu bytes in use, tensor records included)",
-                 (unsigned long long)cost, (unsigned long long)(s->bytes + s->record_bytes),
+                 what, (unsigned long long)cost, (unsigned long long)(s->bytes + s->record_bytes),
                  (unsigned long long)s->limits.max_bytes);
         return TD_EQUOTA;
     }
     if (s->limits.quota != NULL) {
-        td_status st = td__quota_bytes_charge(s->limits.quota, cost, "recording a tensor of",
-                                              why, whylen);
+        char phrase[96];
+        snprintf(phrase, sizeof phrase, "%s of", what);
+        td_status st = td__quota_bytes_charge(s->limits.quota, cost, phrase, why, whylen);
         if (st != TD_OK) return st;
     }
     s->record_bytes += cost;
     return TD_OK;
 }
 
+/* A tensor record's host bytes (host_charge). */
+static td_status record_charge(td__session *s, uint64_t cost, char *why, size_t whylen)
+{
+    return host_charge(s, cost, "recording a tensor", why, whylen);
+}
+
 static void record_uncharge(td__session *s, uint64_t cost)
 {
     s->record_bytes -= cost;
     if (s->limits.quota != NULL) td__quota_bytes_uncharge(s->limits.quota, cost);
+}
+
+/* Host scratch a backend allocates for one op beyond its output: today the f32 copies that
+ * a host-memory device makes of f16/bf16 matmul operands and its result (backends/cpu
+ * widens both operands and computes the result in f32, 4 bytes an element). 0 for
+ * everything else; saturates instead of overflowing. */
+static uint64_t op_host_scratch(const td__session *s, const td__op *op, const td__view *in,
+                                const td__view *out)
+{
+    if (op->opcode != TD_OP_MATMUL || !s->dev->backend->host_memory ||
+        !td__dtype_is_half(out->desc.dtype))
+        return 0;
+    uint64_t n = 0;
+    if (!td__add_u64((uint64_t)td__desc_nelem(&in[0].desc), (uint64_t)td__desc_nelem(&in[1].desc),
+                     &n) ||
+        !td__add_u64(n, (uint64_t)td__desc_nelem(&out->desc), &n) || !td__mul_u64(n, 4, &n))
+        return UINT64_MAX;
+    return n;
+}
+
+/* be->exec with the op's host scratch (op_host_scratch) charged to the session and its
+ * tenant while it runs, so a few small f16 tensors cannot make the server allocate
+ * gigabytes nobody is charged for. */
+static td_status exec_charged(td__session *s, const td__op *op, const td__view *in,
+                              const td__view *out, char *why, size_t whylen)
+{
+    const uint64_t scratch = op_host_scratch(s, op, in, out);
+    if (scratch != 0) {
+        td_status st = host_charge(s, scratch, "the f32 scratch of an f16/bf16 matmul", why,
+                                   whylen);
+        if (st != TD_OK) return st;
+    }
+    td_status st = s->dev->backend->exec(s->dev, s->stream, op, in, out, why, whylen);
+    if (scratch != 0) record_uncharge(s, scratch);
+    return st;
 }
 
 /* ---- big ops in pieces ----
@@ -226,7 +269,7 @@ static td_status split_matrix_piece(td__session *s, const td__split *sp, char *w
     out.desc = (td__desc){.dtype = sp->out.desc.dtype, .rank = 2, .dims = {len, sp->n}};
     out.data = (char *)sp->out.data + (size_t)((p * sp->m + r0) * sp->n) * es;
     why[0] = '\0';
-    return s->dev->backend->exec(s->dev, s->stream, &sp->op, in, &out, why, whylen);
+    return exec_charged(s, &sp->op, in, &out, why, whylen);
 }
 
 /* Run pieces of sp until it is done or `deadline` (now_ns clock) has passed; at least one
@@ -235,7 +278,6 @@ static uint64_t now_ns(void);
 static td_status split_run(td__session *s, td__split *sp, uint64_t deadline, bool *done,
                            char *why, size_t whylen)
 {
-    const td__backend *be = s->dev->backend;
     *done = false;
     for (;;) {
         if (sp->by_matrix) {
@@ -261,7 +303,7 @@ static td_status split_run(td__session *s, td__split *sp, uint64_t deadline, boo
         out.desc.dims[sp->axis_out] = len;
         out.data = (char *)out.data + i0 * sp->stride_out;
         why[0] = '\0';
-        td_status st = be->exec(s->dev, s->stream, &sp->op, in, &out, why, whylen);
+        td_status st = exec_charged(s, &sp->op, in, &out, why, whylen);
         if (st != TD_OK) return st;
         sp->next = i0 + len;
         if (sp->next >= sp->total) {
@@ -543,7 +585,7 @@ static td_status exec_one(td__session *s, const exec_at *at, const td__op *op, b
             } else {
                 st = nbytes == 0 && op->opcode == TD_OP_EMPTY
                          ? TD_OK
-                         : be->exec(s->dev, s->stream, run, vin, &vout, why, sizeof why);
+                         : exec_charged(s, run, vin, &vout, why, sizeof why);
             }
             if (st != TD_OK) {
                 record_uncharge(s, t->record_bytes);

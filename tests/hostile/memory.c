@@ -549,3 +549,51 @@ Test(memory, failure_replies_per_batch_are_capped, .init = start_session_limit, 
     }
     raw_close(&s);
 }
+
+/* The f32 scratch the CPU device makes for an f16/bf16 matmul (both operands and the result
+ * widened, 4 bytes an element) is charged while the op runs: with a 64 MiB session quota,
+ * f16 [4096, 4096] (32 MiB) @ [4096, 1] needs 64 MiB of scratch and is refused with
+ * TD_EQUOTA naming it (the read of its result: TD_EPOISONED with that message; before the
+ * charge it ran, holding 96 MiB against a 64 MiB quota);
+ * [1024, 1024] @ [1024, 1] (2 MiB, 4 MiB of scratch) runs, in f16 and bf16. */
+Test(memory, half_matmul_scratch_is_charged, .init = start_session_limit, .fini = stop,
+     .timeout = 60)
+{
+    char uri[600];
+    td_test_server_uri(&srv, "cpu", uri, sizeof uri);
+    td_context *ctx = NULL;
+    cr_assert_eq(td_connect(uri, NULL, &ctx), TD_OK, "%s", td_connect_error());
+    const td_dtype dts[2] = {TD_F16, TD_BF16};
+    for (int k = 0; k < 2; k++) {
+        td_tensor *a = td_full(ctx, dts[k], 2, (int64_t[]){4096, 4096}, 1.0);
+        td_tensor *b = td_full(ctx, dts[k], 2, (int64_t[]){4096, 1}, 1.0);
+        td_tensor *c = td_matmul(a, b);
+        uint16_t v[4096];
+        td_status st = td_read(c, v, sizeof v);
+        /* the read reports the failed matmul it depends on */
+        cr_expect_eq(st, TD_EPOISONED, "%s [4096,4096] @ [4096,1] under a 64 MiB quota: %s (%s)",
+                     td_dtype_name(dts[k]), td_status_name(st), td_last_error(ctx));
+        cr_expect(strstr(td_last_error(ctx), "f32 scratch of an f16/bf16 matmul") != NULL &&
+                      strstr(td_last_error(ctx), "session memory quota") != NULL,
+                  "message: %s", td_last_error(ctx));
+        td_release(a);
+        td_release(b);
+        td_release(c);
+
+        a = td_full(ctx, dts[k], 2, (int64_t[]){1024, 1024}, 1.0);
+        b = td_full(ctx, dts[k], 2, (int64_t[]){1024, 1}, 1.0);
+        c = td_matmul(a, b);
+        st = td_read(c, v, 1024 * sizeof v[0]);
+        cr_expect_eq(st, TD_OK, "%s [1024,1024] @ [1024,1]: %s (%s)", td_dtype_name(dts[k]),
+                     td_status_name(st), td_last_error(ctx));
+        /* 1024 ones summed: 1024 exactly, 0x6400 in f16 and 0x4480 in bf16 */
+        const uint16_t want = dts[k] == TD_F16 ? 0x6400 : 0x4480;
+        cr_expect_eq(v[0], want, "%s: element 0 is 0x%04x", td_dtype_name(dts[k]), v[0]);
+        cr_expect_eq(v[1023], want, "%s: element 1023 is 0x%04x", td_dtype_name(dts[k]),
+                     v[1023]);
+        td_release(a);
+        td_release(b);
+        td_release(c);
+    }
+    td_close(ctx);
+}
