@@ -71,6 +71,36 @@ static const char *g_device = "cpu";
 static const char *g_p5_sizes = NULL;
 static int g_p5_runs = 3;
 
+/* A positive int of at most `max` in [p, end of its digits); false unless the digits end at
+ * one of `stops` (or the string's end when stops has '\0'). *next gets the stop. */
+static bool parse_count(const char *p, long max, const char *stops, int *v, const char **next)
+{
+    char *end;
+    errno = 0;
+    long x = strtol(p, &end, 10);
+    if (end == p || errno != 0 || x < 1 || x > max || *p == '+' || *p == '-') return false;
+    if (*end != '\0' && strchr(stops, *end) == NULL) return false;
+    if (*end == '\0' && strchr(stops, '\0') == NULL) return false;
+    *v = (int)x;
+    *next = end;
+    return true;
+}
+
+/* Check a --p5-sizes list: BATCHxHIDDEN[,BATCHxHIDDEN...], each in 1..65536 (the trainer's
+ * limits). */
+static bool p5_sizes_valid(const char *list)
+{
+    const char *p = list;
+    if (*p == '\0') return false;
+    for (;;) {
+        int b, h;
+        if (!parse_count(p, 65536, "x", &b, &p) || *p != 'x') return false;
+        if (!parse_count(p + 1, 65536, ",", &h, &p)) return false;
+        if (*p == '\0') return true;
+        p++; /* ',' */
+    }
+}
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -600,12 +630,10 @@ static void bench_p5(const server *tcp, const server *unx)
     const char *sizes = g_p5_sizes != NULL ? g_p5_sizes : g_quick ? "128x256" : P5_SIZES;
     const char *what = g_quick ? "2,000 images" : "60,000 images";
     for (const char *p = sizes; *p != '\0';) {
-        int batch = 0, hidden = 0, used = 0;
-        if (sscanf(p, "%dx%d%n", &batch, &hidden, &used) != 2 || batch < 1 || hidden < 1) {
-            fprintf(stderr, "tensord-bench: --p5-sizes: expected BATCHxHIDDEN[,...], got '%s'\n", p);
+        int batch = 0, hidden = 0;
+        /* main checked the list (p5_sizes_valid) */
+        if (!parse_count(p, 65536, "x", &batch, &p) || !parse_count(p + 1, 65536, ",", &hidden, &p))
             return;
-        }
-        p += used;
         if (*p == ',') p++;
         double secs[P5_CONFIGS][P5_MAX_RUNS], med[P5_CONFIGS], spread[P5_CONFIGS];
         for (int r = 0; r < runs; r++)
@@ -1025,7 +1053,8 @@ static void usage(FILE *f)
                "                  (default cpu; e.g. cuda:0)\n"
                "  --p5-sizes LIST P5's BATCHxHIDDEN sizes (default " P5_SIZES ";\n"
                "                  --quick: 128x256)\n"
-               "  --p5-runs N     P5 runs per configuration and size, alternated (default 3, max 9)\n"
+               "  --p5-runs N     P5 runs per configuration and size, alternated (default 3, max 9;\n"
+               "                  --quick runs each once)\n"
                "  --quick         small sizes: a smoke test (never asserts on speed)\n"
                "  --json          machine-readable results\n"
                "  --only LIST     comma-separated measures, e.g. P1,P3\n",
@@ -1052,9 +1081,16 @@ int main(int argc, char **argv)
             g_device = argv[++i];
         } else if (strcmp(a, "--p5-sizes") == 0 && i + 1 < argc) {
             g_p5_sizes = argv[++i];
+            if (!p5_sizes_valid(g_p5_sizes)) {
+                fprintf(stderr,
+                        "tensord-bench: --p5-sizes needs BATCHxHIDDEN[,BATCHxHIDDEN...] with "
+                        "each number in 1..65536, not '%s'\n",
+                        g_p5_sizes);
+                return 2;
+            }
         } else if (strcmp(a, "--p5-runs") == 0 && i + 1 < argc) {
-            g_p5_runs = atoi(argv[++i]);
-            if (g_p5_runs < 1 || g_p5_runs > P5_MAX_RUNS) {
+            const char *end;
+            if (!parse_count(argv[++i], P5_MAX_RUNS, "", &g_p5_runs, &end)) {
                 fprintf(stderr, "tensord-bench: --p5-runs needs 1..%d, not '%s'\n", P5_MAX_RUNS,
                         argv[i]);
                 return 2;
@@ -1066,6 +1102,17 @@ int main(int argc, char **argv)
             fprintf(stderr, "tensord-bench: unknown argument '%s'\n", a);
             usage(stderr);
             return 2;
+        }
+    }
+    if (g_only[0] != '\0') {
+        char list[sizeof g_only];
+        snprintf(list, sizeof list, "%s", g_only);
+        for (char *save = NULL, *t = strtok_r(list, ",", &save); t != NULL;
+             t = strtok_r(NULL, ",", &save)) {
+            if (strlen(t) != 2 || t[0] != 'P' || t[1] < '1' || t[1] > '7') {
+                fprintf(stderr, "tensord-bench: --only: unknown measure '%s' (P1 .. P7)\n", t);
+                return 2;
+            }
         }
     }
     signal(SIGPIPE, SIG_IGN);
@@ -1092,5 +1139,13 @@ int main(int argc, char **argv)
         print_json();
     else
         print_markdown();
+    /* a measure that could not be taken (a failed run, a missing trainer) fails the run */
+    int failed = 0;
+    for (int i = 0; i < g_nrows; i++) failed += isnan(g_rows[i].value) ? 1 : 0;
+    if (failed > 0) {
+        fprintf(stderr, "tensord-bench: %d measure%s could not be taken (n/a above)\n", failed,
+                failed == 1 ? "" : "s");
+        return 1;
+    }
     return 0;
 }
