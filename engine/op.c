@@ -305,6 +305,16 @@ static td_status check_fattrs(const td__op *op, char *err, size_t errlen)
     case TD_OP_ELU:
         if (!isfinite(a)) return td__einval(err, errlen, "alpha %g must be finite", a);
         break;
+    case TD_OP_RAND_UNIFORM:
+        if (!isfinite(a) || !isfinite(b))
+            return td__einval(err, errlen, "bounds [%g, %g] must be finite", a, b);
+        if (a > b) return td__einval(err, errlen, "low %g exceeds high %g", a, b);
+        break;
+    case TD_OP_RAND_NORMAL:
+        if (!isfinite(a)) return td__einval(err, errlen, "mean %g must be finite", a);
+        if (!isfinite(b) || b < 0)
+            return td__einval(err, errlen, "stddev %g must be finite and >= 0", b);
+        break;
     case TD_OP_CLAMP:
         if (isnan(a) || isnan(b))
             return td__einval(err, errlen, "bounds [%g, %g] must not be NaN", a, b);

@@ -236,7 +236,9 @@ td_tensor *td_arange(td_context *ctx, td_dtype dt, int64_t n, double start, doub
  * uniform: [low, high) (rounding may give `high` itself); normal: Box-Muller.
  * dt must be a float dtype; f16/bf16 take the f32 mapping's double value rounded once to the
  * dtype (engine/philox.h): uniform draws have the same bits on every backend, normal draws
- * agree to the few ulp by which the backends' log and cos differ. */
+ * agree to the few ulp by which the backends' log and cos differ.
+ * TD_EINVAL (NULL, naming the values) when low > high or a bound is not finite, or when the
+ * mean is not finite or stddev is negative or not finite. */
 td_tensor *td_rand_uniform(td_context *ctx, td_dtype dt, int rank, const int64_t *dims,
                            uint64_t seed, double low, double high);
 td_tensor *td_rand_normal(td_context *ctx, td_dtype dt, int rank, const int64_t *dims,

@@ -436,6 +436,10 @@ static void walk_creation(void)
     BAD("td_rand_normal", ctx, "u8", td_rand_normal(ctx, TD_U8, 2, d23, 1, 0, 1));
     BAD("td_rand_normal", ctx, "rank 9", td_rand_normal(ctx, TD_F32, 9, d23, 1, 0, 1));
     BAD("td_rand_normal", ctx, "dims NULL", td_rand_normal(ctx, TD_F32, 2, NULL, 1, 0, 1));
+    BAD("td_rand_uniform", ctx, "low 1 exceeds high 0", td_rand_uniform(ctx, TD_F32, 2, d23, 1, 1, 0));
+    BAD("td_rand_uniform", ctx, "must be finite", td_rand_uniform(ctx, TD_F32, 2, d23, 1, 0, INFINITY));
+    BAD("td_rand_normal", ctx, "stddev -1 must be finite", td_rand_normal(ctx, TD_F32, 2, d23, 1, 0, -1));
+    BAD("td_rand_normal", ctx, "mean nan must be finite", td_rand_normal(ctx, TD_F32, 2, d23, 1, NAN, 1));
 
     BAD("td_graph_input", NULL, "ctx NULL", td_graph_input(NULL, "x", TD_F32, 2, d23));
     BAD("td_graph_input", ctx, "not capturing", td_graph_input(ctx, "x", TD_F32, 2, d23));
