@@ -41,6 +41,7 @@ struct td__session {
     uint64_t bytes;
     uint64_t record_bytes; /* host memory of the tensor records (TD_TENSOR_RECORD_BYTES each) */
     bool force_lowering; /* lower composites even where the device has a native kernel */
+    uint32_t perturb_opcode; /* test hook TENSORD_TEST_PERTURB_OP; UINT32_MAX: off */
     bool defer_ok;       /* exec_one may leave a split op pending (td__session_exec_slice) */
     struct pending {     /* a split op between slices; its tensor is not in the table yet */
         bool active;
@@ -62,6 +63,10 @@ td_status td__session_create(td__device *dev, const td__session_limits *limits,
     if (limits != NULL) s->limits = *limits;
     const char *force = getenv("TENSORD_FORCE_LOWERING");
     s->force_lowering = force != NULL && strcmp(force, "1") == 0;
+    s->perturb_opcode = UINT32_MAX;
+    const char *perturb = getenv("TENSORD_TEST_PERTURB_OP");
+    for (size_t r = 0; perturb != NULL && r < TD_OP_COUNT; r++)
+        if (strcmp(td__op_rows[r].name, perturb) == 0) s->perturb_opcode = td__op_rows[r].opcode;
     td__idmap_init(&s->tensors);
     if (dev->backend->stream_create != NULL) {
         td_status st = dev->backend->stream_create(dev, &s->stream);
@@ -142,6 +147,25 @@ static uint64_t op_host_scratch(const td__session *s, const td__op *op, const td
     return n;
 }
 
+/* The test hook behind TENSORD_TEST_PERTURB_OP=NAME (engine/session.h): flip bit 6 of the
+ * most significant byte of the op's first output element (for a float the exponent's top
+ * bit: a wrong value far outside any tolerance; for an integer a large change), through the
+ * backend's own read and write, so a device returns a wrong value `tensorctl verify` must
+ * catch. */
+static td_status perturb_output(td__session *s, const td__view *out, char *why, size_t whylen)
+{
+    if (td__desc_nbytes(&out->desc) == 0) return TD_OK;
+    const td__backend *be = s->dev->backend;
+    const size_t at = td_dtype_size((td_dtype)out->desc.dtype) - 1; /* little-endian top byte */
+    unsigned char b;
+    td_status st = be->stream_sync != NULL ? be->stream_sync(s->dev, s->stream) : TD_OK;
+    if (st == TD_OK) st = be->buffer_read(s->dev, out->data, at, &b, 1);
+    b ^= 0x40u;
+    if (st == TD_OK) st = be->buffer_write(s->dev, out->data, at, &b, 1);
+    if (st != TD_OK) snprintf(why, whylen, "test hook TENSORD_TEST_PERTURB_OP failed");
+    return st;
+}
+
 /* be->exec with the op's host scratch (op_host_scratch) charged to the session and its
  * tenant while it runs, so a few small f16 tensors cannot make the server allocate
  * gigabytes nobody is charged for. */
@@ -156,6 +180,7 @@ static td_status exec_charged(td__session *s, const td__op *op, const td__view *
     }
     td_status st = s->dev->backend->exec(s->dev, s->stream, op, in, out, why, whylen);
     if (scratch != 0) record_uncharge(s, scratch);
+    if (st == TD_OK && op->opcode == s->perturb_opcode) st = perturb_output(s, out, why, whylen);
     return st;
 }
 

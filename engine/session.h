@@ -102,6 +102,11 @@ void td__session_poison(td__session *s, uint64_t id, td_status status, const cha
  * the environment has TENSORD_FORCE_LOWERING=1 (read by td__session_create; a tensord
  * server started with it lowers for all its sessions). */
 void td__session_set_force_lowering(td__session *s, bool on);
+/* Test hook: with TENSORD_TEST_PERTURB_OP=NAME in the environment (an op's name, as in
+ * docs/ops.md; read by td__session_create), every successful execution of that op flips
+ * bit 6 of the top byte of its first output element on the device: a backend made to return a
+ * wrong value, which `tensorctl verify` must catch and name (tests/e2e/verify.sh). Never set
+ * it on a real server. */
 /* Wait for the device stream. */
 td_status td__session_sync(td__session *s, char *err, size_t errlen);
 

@@ -6,6 +6,8 @@
  *   tensorctl token new ...      make a bearer token and append its hash (tools/token.c)
  *   tensorctl run MODEL.onnx ... run an ONNX model on a device, .npy in and out
  *                                (tools/tensorctl_run.c)
+ *   tensorctl verify ADDR ...    every op (or a model) on each server device against the
+ *                                CPU engine in this process (tools/tensorctl_verify.c)
  *
  * ADDR is HOST:PORT, unix:PATH or a tensord://HOST:PORT[/DEVICE] URI. Built on the public
  * API only (td_server_info_get, td_server_ping), so it exercises exactly what programs use.
@@ -28,6 +30,8 @@
 int td__tensorctl_token(int argc, char **argv);
 /* tools/tensorctl_run.c */
 int td__tensorctl_run(int argc, char **argv);
+/* tools/tensorctl_verify.c */
+int td__tensorctl_verify(int argc, char **argv);
 
 static const char usage_main[] =
     "usage: tensorctl [-h] COMMAND [ARGS]\n"
@@ -41,6 +45,9 @@ static const char usage_main[] =
     "                      make a bearer token, print it once, append its hash to FILE\n"
     "  run MODEL.onnx [--device URI] --input NAME=FILE.npy ... [--output-dir DIR]\n"
     "                      run an ONNX model once; print outputs and the wall time\n"
+    "  verify ADDR [--model MODEL.onnx --input NAME=FILE.npy ...]\n"
+    "                      compare every op (or a model) on each server device with the\n"
+    "                      CPU engine in this process; exit 1 on any mismatch\n"
     "\n"
     "ADDR is HOST:PORT, unix:PATH, tensord://HOST:PORT[/DEVICE] or, for TLS,\n"
     "tensords://HOST:PORT[/DEVICE].\n"
@@ -235,6 +242,7 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "ping") == 0) return cmd_ping(argc - 2, argv + 2);
     if (strcmp(cmd, "token") == 0) return td__tensorctl_token(argc - 2, argv + 2);
     if (strcmp(cmd, "run") == 0) return td__tensorctl_run(argc - 2, argv + 2);
+    if (strcmp(cmd, "verify") == 0) return td__tensorctl_verify(argc - 2, argv + 2);
     fprintf(stderr, "tensorctl: unknown command '%s'\n", cmd);
     fputs(usage_main, stderr);
     return EXIT_USAGE;

@@ -114,6 +114,8 @@
 #include "engine/convert.h"
 #include "engine/device.h"
 #include "engine/op.h"
+#include "tests/unit/backends/conformance.h"
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -318,6 +320,10 @@ typedef struct executor {
 
 static int g_tf32 = -1; /* --tf32: -1 auto, 0 off, 1 on */
 
+/* Options for remote targets (token, TLS files, timeouts): tensorctl verify passes its
+ * own; the test binary uses the defaults. */
+static const td_options *g_remote;
+
 static td_status executor_open(executor *e, const char *uri, char *err, size_t errlen)
 {
     snprintf(e->uri, sizeof e->uri, "%s", uri);
@@ -326,20 +332,30 @@ static td_status executor_open(executor *e, const char *uri, char *err, size_t e
     if (dev != NULL && *dev == '/') dev++;
     e->tf32 = g_tf32 >= 0 ? g_tf32 == 1 : dev != NULL && strncmp(dev, "cuda", 4) == 0;
     if (strncmp(uri, "local:", 6) == 0) return td__local_open(uri + 6, &e->tp, err, errlen);
-    if (strncmp(uri, "tensord://", 10) == 0) {
+    /* tensord://HOST:PORT/DEVICE, tensords://HOST:PORT/DEVICE (TLS), unix:PATH/DEVICE */
+    const bool tls = strncmp(uri, "tensords://", 11) == 0;
+    const bool unix_path = strncmp(uri, "unix:", 5) == 0;
+    if (tls || unix_path || strncmp(uri, "tensord://", 10) == 0) {
         char target[512];
-        snprintf(target, sizeof target, "%s", uri + 10);
-        char *slash = strchr(target, '/');
+        snprintf(target, sizeof target, "%s", unix_path ? uri : uri + (tls ? 11 : 10));
+        char *slash = unix_path ? strrchr(target, '/') : strchr(target, '/');
         const char *device = "";
-        if (slash != NULL) {
+        if (slash != NULL && slash > target + 5) {
             *slash = '\0';
             device = slash + 1;
         }
         td_options o = {.call_timeout_ms = 120000, .client_name = "conformance"};
+        if (g_remote != NULL) {
+            o = *g_remote;
+            if (o.call_timeout_ms <= 0) o.call_timeout_ms = 120000;
+            if (o.connect_timeout_ms <= 0) o.connect_timeout_ms = 5000;
+            if (o.client_name == NULL) o.client_name = "tensorctl verify";
+        }
+        if (tls) o.tls = 1;
         return td__remote_open(target, device, &o, &e->tp, err, errlen);
     }
-    snprintf(err, errlen, "unsupported uri '%s' (use local:DEVICE or tensord://HOST:PORT/DEVICE)",
-             uri);
+    snprintf(err, errlen, "unsupported uri '%s' (use local:DEVICE, tensord://HOST:PORT/DEVICE, "
+             "tensords://HOST:PORT/DEVICE or unix:PATH/DEVICE)", uri);
     return TD_EINVAL;
 }
 
@@ -471,7 +487,20 @@ typedef struct check {
     const void *scale; /* TOL_SUM / TOL_MATMUL: reference of the op on |x| (out dtype) */
     double factor;     /* multiplies scale (TOL_SUM, TOL_MATMUL) or |want| (TOL_PROD) */
     char why[512];
+    /* filled by compare(): the worst element, for the per-op table (--table, --json) */
+    double worst_ulp;  /* largest distance in units in the last place (float results) */
+    double worst_frac; /* largest |got - want| / tolerance (0 for exact comparisons) */
 } check;
+
+/* Distance of element i of got from want in ulps of the dtype (0 for equal bits or two
+ * NaNs; inf when only one side is NaN or infinite). */
+static double ulp_distance(const check *k, int64_t i)
+{
+    double w = elem(k->want, k->dtype, i), g = elem(k->got, k->dtype, i);
+    if (isnan(w) || isnan(g)) return isnan(w) && isnan(g) ? 0.0 : INFINITY;
+    int64_t a = ordered(k->want, k->dtype, i), b = ordered(k->got, k->dtype, i);
+    return a > b ? (double)((uint64_t)a - (uint64_t)b) : (double)((uint64_t)b - (uint64_t)a);
+}
 
 static bool same_nan_inf(double a, double b, bool *decided)
 {
@@ -498,6 +527,10 @@ static bool compare(check *k)
             } else {
                 eq = memcmp((const char *)k->want + (size_t)i * es,
                             (const char *)k->got + (size_t)i * es, es) == 0;
+            }
+            if (fl && !eq) {
+                double d = ulp_distance(k, i);
+                if (d > k->worst_ulp) k->worst_ulp = d;
             }
             if (!eq) {
                 if (k->dtype == TD_I64)
@@ -578,6 +611,12 @@ static bool compare(check *k)
                 break;
             }
         }
+        {
+            double d = ulp_distance(k, i);
+            if (d > k->worst_ulp) k->worst_ulp = d;
+            if (!decided && tol > 0 && fabs(w - g) / tol > k->worst_frac)
+                k->worst_frac = fabs(w - g) / tol;
+        }
         if (!ok) {
             snprintf(k->why, sizeof k->why,
                      "element %" PRId64 ": got %.17g, want %.17g (|diff| %.3g, tolerance %.3g)", i,
@@ -632,8 +671,9 @@ static int64_t scan_length(const tcase *c)
 static double scan_u(uint32_t dt) { return td__dtype_is_half(dt) ? 0x1p-24 : 0x1p-53; }
 
 static bool run_case(executor *ref, executor *tgt, executor *low, const tcase *c, size_t index,
-                     char *why, size_t whylen)
+                     char *why, size_t whylen, double *worst_ulp, double *worst_frac)
 {
+    *worst_ulp = *worst_frac = 0.0;
     td__desc in_desc[TD_OP_MAX_INPUTS];
     const td__desc *in_ptr[TD_OP_MAX_INPUTS];
     void *in_data[TD_OP_MAX_INPUTS];
@@ -745,6 +785,8 @@ static bool run_case(executor *ref, executor *tgt, executor *low, const tcase *c
         k.factor = (double)c->in[0].sh.d[c->op.iattrs[0]]; /* the row length */
     }
     ok = compare(&k);
+    *worst_ulp = k.worst_ulp;
+    *worst_frac = k.worst_frac;
     if (!ok) snprintf(why, whylen, "%s", k.why);
     if (ok && c->tf32_probe && tgt->tf32) {
         step full = s;
@@ -1480,12 +1522,51 @@ static int64_t case_size(const tcase *c)
     return most;
 }
 
-static int run_target(executor *ref, const char *uri, const char *filter, bool oom, bool quick)
+/* Per-op results of one target, for --table and --json. */
+typedef struct op_stats {
+    size_t run, passed, failed;
+    double worst_ulp, worst_frac;
+} op_stats;
+
+/* s as a JSON string (RFC 8259: quote, backslash and control characters escaped). */
+static void json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
+        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
+        else fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+/* A worst-error value for JSON: finite numbers as they are, inf (one side NaN or inf) as
+ * null, since JSON has no infinity. */
+static void json_num(FILE *f, double v)
+{
+    if (isfinite(v)) fprintf(f, "%.6g", v);
+    else fputs("null", f);
+}
+
+typedef struct run_opts {
+    const char *filter;
+    bool oom, quick, table;
+    FILE *json; /* one JSON object per target, one per line (NULL: none) */
+} run_opts;
+
+static int run_target(executor *ref, const char *uri, const run_opts *ro)
 {
     executor tgt, low;
     char err[1024] = "";
     if (executor_open(&tgt, uri, err, sizeof err) != TD_OK) {
         fprintf(stderr, "conformance: cannot open %s: %s\n", uri, err);
+        if (ro->json != NULL) {
+            fputs("{\"target\": ", ro->json);
+            json_str(ro->json, uri);
+            fputs(", \"error\": ", ro->json);
+            json_str(ro->json, err);
+            fputs("}\n", ro->json);
+        }
         return 2;
     }
     /* A second session on a local target lowers every composite (engine/session.h): each
@@ -1507,6 +1588,11 @@ static int run_target(executor *ref, const char *uri, const char *filter, bool o
         lowp = &low;
     }
     stats st = {0};
+    op_stats *per = calloc(TD_OP_COUNT, sizeof *per);
+    if (per == NULL) {
+        fprintf(stderr, "conformance: out of memory\n");
+        exit(2);
+    }
     size_t skipped_quick = 0, large_seen = 0;
     /* TD_CONFORMANCE_LARGE_EVERY=N: of the cases above 65536 elements run every Nth (the
      * first, the N+1th, ...) — tests/run.sh's sanitizer pass, where they cost minutes; the
@@ -1515,25 +1601,53 @@ static int run_target(executor *ref, const char *uri, const char *filter, bool o
     const long large_every = every_env != NULL && atol(every_env) > 1 ? atol(every_env) : 1;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (ro->json != NULL) {
+        fputs("{\"target\": ", ro->json);
+        json_str(ro->json, uri);
+        fputs(", \"reference\": ", ro->json);
+        json_str(ro->json, ref->uri);
+        fputs(", \"failures\": [", ro->json);
+    }
+    size_t nfail_json = 0;
     for (size_t i = 0; i < g_ncases; i++) {
         const tcase *c = &g_cases[i];
-        if (filter != NULL && strstr(c->name, filter) == NULL) continue;
-        if (case_size(c) > 65536 && (quick || large_seen++ % (size_t)large_every != 0)) {
+        if (ro->filter != NULL && strstr(c->name, ro->filter) == NULL) continue;
+        if (case_size(c) > 65536 && (ro->quick || large_seen++ % (size_t)large_every != 0)) {
             skipped_quick++;
             continue;
         }
         char why[2048] = "";
+        double wu = 0, wf = 0;
+        const td__op_row *row = td__op_row_of(c->op.opcode);
+        op_stats *ps = row != NULL ? &per[row - td__op_rows] : NULL;
         st.run++;
-        if (run_case(ref, &tgt, lowp, c, i, why, sizeof why)) {
+        if (ps != NULL) ps->run++;
+        bool ok = run_case(ref, &tgt, lowp, c, i, why, sizeof why, &wu, &wf);
+        if (ps != NULL) {
+            if (wu > ps->worst_ulp) ps->worst_ulp = wu;
+            if (wf > ps->worst_frac) ps->worst_frac = wf;
+        }
+        if (ok) {
             st.passed++;
+            if (ps != NULL) ps->passed++;
             if (g_verbose) printf("ok   %s\n", c->name);
         } else {
             st.failed++;
+            if (ps != NULL) ps->failed++;
             printf("FAIL %s on %s: %s\n", c->name, uri, why);
+            if (ro->json != NULL) {
+                fputs(nfail_json++ ? ", {\"case\": " : "{\"case\": ", ro->json);
+                json_str(ro->json, c->name);
+                fputs(", \"op\": ", ro->json);
+                json_str(ro->json, td__op_name(c->op.opcode));
+                fputs(", \"why\": ", ro->json);
+                json_str(ro->json, why);
+                fputs("}", ro->json);
+            }
         }
         fflush(stdout);
     }
-    if (oom) {
+    if (ro->oom) {
         char why[1024] = "";
         st.run++;
         if (run_oom(&tgt, why, sizeof why)) {
@@ -1544,11 +1658,49 @@ static int run_target(executor *ref, const char *uri, const char *filter, bool o
         }
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
+    const double secs =
+        (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
     tgt.tp->vt->close(tgt.tp);
     if (lowp != NULL) lowp->tp->vt->close(lowp->tp);
+    if (ro->table) {
+        /* worst ulp: the largest distance in units in the last place over every element of
+         * every case of the op (float results; inf where one side alone was NaN or inf);
+         * of tolerance: the largest |got - want| divided by the case's bound (1 = at the
+         * bound; "-" for ops compared bit for bit) */
+        printf("%-18s %6s %6s %6s %10s %12s\n", "op", "cases", "passed", "failed", "worst ulp",
+               "of tolerance");
+        for (size_t r = 0; r < TD_OP_COUNT; r++) {
+            const op_stats *ps = &per[r];
+            if (ps->run == 0) continue;
+            char frac[32] = "-";
+            if (ps->worst_frac > 0) snprintf(frac, sizeof frac, "%.3g", ps->worst_frac);
+            printf("%-18s %6zu %6zu %6zu %10.4g %12s%s\n", td__op_rows[r].name, ps->run,
+                   ps->passed, ps->failed, ps->worst_ulp, frac, ps->failed ? "  FAIL" : "");
+        }
+    }
+    if (ro->json != NULL) {
+        fprintf(ro->json, "], \"cases\": %zu, \"passed\": %zu, \"failed\": %zu, \"seconds\": %.3f, "
+                          "\"skipped_large\": %zu, \"ops\": [", st.run, st.passed, st.failed, secs,
+                skipped_quick);
+        size_t nops = 0;
+        for (size_t r = 0; r < TD_OP_COUNT; r++) {
+            const op_stats *ps = &per[r];
+            if (ps->run == 0) continue;
+            fputs(nops++ ? ", {\"op\": " : "{\"op\": ", ro->json);
+            json_str(ro->json, td__op_rows[r].name);
+            fprintf(ro->json, ", \"cases\": %zu, \"passed\": %zu, \"failed\": %zu, \"worst_ulp\": ",
+                    ps->run, ps->passed, ps->failed);
+            json_num(ro->json, ps->worst_ulp);
+            fputs(", \"worst_of_tolerance\": ", ro->json);
+            json_num(ro->json, ps->worst_frac);
+            fputs("}", ro->json);
+        }
+        fputs("]}\n", ro->json);
+        fflush(ro->json);
+    }
+    free(per);
     printf("conformance %s vs %s: %zu cases, %zu passed, %zu failed (%.1f s)", uri, ref->uri,
-           st.run, st.passed, st.failed,
-           (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9);
+           st.run, st.passed, st.failed, secs);
     if (skipped_quick > 0)
         printf("; %zu larger cases skipped by --quick or TD_CONFORMANCE_LARGE_EVERY",
                skipped_quick);
@@ -1556,27 +1708,37 @@ static int run_target(executor *ref, const char *uri, const char *filter, bool o
     return st.failed > 0 ? 1 : 0;
 }
 
-int main(int argc, char **argv)
+static const char conformance_usage[] =
+    "usage: conformance [--target URI]... [--reference URI] [--filter SUBSTR] [--verbose]\n"
+    "                   [--oom] [--quick] [--table] [--json FILE|-] [--require-backend KIND]...\n"
+    "                   [--tf32 on|off|auto]\n";
+
+int td__conformance_main(int argc, char **argv, const td_options *remote)
 {
+    g_remote = remote;
     const char *targets[16];
     int ntargets = 0;
-    const char *filter = NULL, *ref_uri = "local:cpu";
-    bool oom = false, quick = false;
+    const char *ref_uri = "local:cpu", *json_path = NULL;
+    run_opts ro = {0};
     const char *required[8];
     int nrequired = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--target") == 0 && i + 1 < argc && ntargets < 16) {
             targets[ntargets++] = argv[++i];
         } else if (strcmp(argv[i], "--filter") == 0 && i + 1 < argc) {
-            filter = argv[++i];
+            ro.filter = argv[++i];
         } else if (strcmp(argv[i], "--reference") == 0 && i + 1 < argc) {
             ref_uri = argv[++i];
         } else if (strcmp(argv[i], "--verbose") == 0) {
             g_verbose = true;
         } else if (strcmp(argv[i], "--oom") == 0) {
-            oom = true;
+            ro.oom = true;
         } else if (strcmp(argv[i], "--quick") == 0) {
-            quick = true;
+            ro.quick = true;
+        } else if (strcmp(argv[i], "--table") == 0) {
+            ro.table = true;
+        } else if (strcmp(argv[i], "--json") == 0 && i + 1 < argc) {
+            json_path = argv[++i];
         } else if (strcmp(argv[i], "--tf32") == 0 && i + 1 < argc &&
                    (strcmp(argv[i + 1], "on") == 0 || strcmp(argv[i + 1], "off") == 0 ||
                     strcmp(argv[i + 1], "auto") == 0)) {
@@ -1585,9 +1747,7 @@ int main(int argc, char **argv)
         } else if (strcmp(argv[i], "--require-backend") == 0 && i + 1 < argc && nrequired < 8) {
             required[nrequired++] = argv[++i];
         } else {
-            fprintf(stderr, "usage: conformance [--target URI]... [--reference URI] "
-                            "[--filter SUBSTR] [--verbose] [--oom] [--quick] "
-                            "[--require-backend KIND]... [--tf32 on|off|auto]\n");
+            fputs(conformance_usage, stderr);
             return 2;
         }
     }
@@ -1629,10 +1789,18 @@ int main(int argc, char **argv)
         printf("%s: backend loaded\n", required[r]);
     }
     if (ntargets == 0) return 0;
-    build_cases();
+    if (json_path != NULL) {
+        ro.json = strcmp(json_path, "-") == 0 ? stdout : fopen(json_path, "w");
+        if (ro.json == NULL) {
+            fprintf(stderr, "conformance: cannot write %s: %s\n", json_path, strerror(errno));
+            return 2;
+        }
+    }
+    if (g_ncases == 0) build_cases();
     executor ref;
     if (executor_open(&ref, ref_uri, err, sizeof err) != TD_OK) {
         fprintf(stderr, "conformance: cannot open the reference %s: %s\n", ref_uri, err);
+        if (ro.json != NULL && ro.json != stdout) fclose(ro.json);
         return 2;
     }
     int rc = 0;
@@ -1644,10 +1812,19 @@ int main(int argc, char **argv)
             if (strcmp(uri, targets[t]) == 0)
                 printf("device %s: %s\n", d->name, d->description);
         }
-        int r = run_target(&ref, targets[t], filter, oom, quick);
+        int r = run_target(&ref, targets[t], &ro);
         if (r > rc) rc = r;
     }
     ref.tp->vt->close(ref.tp);
+    if (ro.json != NULL && ro.json != stdout) fclose(ro.json);
+    return rc;
+}
+
+#ifndef TD_CONFORMANCE_LIBRARY
+int main(int argc, char **argv)
+{
+    int rc = td__conformance_main(argc, argv, NULL);
     free(g_cases);
     return rc;
 }
+#endif
