@@ -29,6 +29,11 @@ td_tensor *td__ctx_new_tensor(td_context *ctx, const td__desc *d, bool placehold
 /* Hand pending ops and releases to the transport. */
 td_status td__ctx_flush(td_context *ctx);
 td__transport *td__ctx_transport(td_context *ctx);
+struct td__graph;
+/* Tell the executor one prepare of g is no longer needed (vt->graph_release), under the
+ * flusher lock and after the pending ops and releases, so it cannot interleave with the
+ * flusher thread's sends. */
+void td__ctx_graph_release(td_context *ctx, const struct td__graph *g);
 /* Record a failure on ctx (td_last_error); ctx NULL: the calling thread's context-free
  * failure, as for an op call given a NULL context (td_last_error(NULL)). */
 void td__ctx_set_error(td_context *ctx, td_status st, const char *msg);

@@ -1401,6 +1401,14 @@ td_tensor *td__ctx_new_tensor(td_context *ctx, const td__desc *d, bool placehold
 
 td_status td__ctx_flush(td_context *ctx) { return flush(ctx); }
 td__transport *td__ctx_transport(td_context *ctx) { return ctx->tp; }
+
+void td__ctx_graph_release(td_context *ctx, const struct td__graph *g)
+{
+    if (ctx->tp->vt->graph_release == NULL) return;
+    td__flusher_lock(ctx->flusher);
+    if (flush_locked(ctx, false) == TD_OK) ctx->tp->vt->graph_release(ctx->tp, g);
+    td__flusher_unlock(ctx->flusher);
+}
 void td__ctx_set_error(td_context *ctx, td_status st, const char *msg)
 {
     if (ctx == NULL) {

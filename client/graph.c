@@ -406,6 +406,12 @@ td_status td_graph_run(td_graph *graph, int n_in, const char *const *in_names,
 void td_graph_destroy(td_graph *g)
 {
     if (g == NULL) return;
+    if (g->prepared) {
+        /* the server's session holds the graph once per prepare: let it go, so that a
+         * long-lived session can make graphs for new shapes without reaching the
+         * per-session graph limit (TD_SESSION_MAX_GRAPHS) */
+        td__ctx_graph_release(g->ctx, g->g);
+    }
     td__graph_unref(g->g);
     td__free(g);
 }

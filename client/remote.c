@@ -831,6 +831,20 @@ static td_status remote_graph_run(td__transport *t, const td__graph *g, const ui
     return st;
 }
 
+static void remote_graph_release(td__transport *t, const td__graph *g)
+{
+    remote *r = (remote *)t;
+    if (check_open(r) != TD_OK || r->opened_protocol < TD_PROTOCOL_GRAPH_RELEASE) return;
+    if (poll_ready(r) != TD_OK) return;
+    Tensord__V1__GraphRelease gr = TENSORD__V1__GRAPH_RELEASE__INIT;
+    gr.graph_id.len = TD_GRAPH_HASH_BYTES;
+    gr.graph_id.data = (uint8_t *)(uintptr_t)g->hash; /* only read while packing */
+    Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
+    cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_GRAPH_RELEASE;
+    cm.graph_release = &gr;
+    (void)send_msg(r, &cm, NULL); /* a failure closes the session; the next call says so */
+}
+
 static const td__transport_vt remote_vt = {
     .submit = remote_submit,
     .write = remote_write,
@@ -840,6 +854,7 @@ static const td__transport_vt remote_vt = {
     .close = remote_close,
     .graph_prepare = remote_graph_prepare,
     .graph_run = remote_graph_run,
+    .graph_release = remote_graph_release,
     .blob_has = remote_blob_has,
     .blob_write = remote_blob_write,
     .blob_store = remote_blob_store,

@@ -42,6 +42,10 @@ typedef struct td__transport_vt {
                                uint64_t *defines_sent);
     td_status (*graph_run)(td__transport *t, const struct td__graph *g, const uint64_t *in_ids,
                            size_t n_in, const uint64_t *out_ids, size_t n_out);
+    /* graph_release tells the executor that one graph_prepare of g is no longer needed
+     * (remote: GraphRelease, on sessions of protocol 3 or later; fire-and-forget, nothing
+     * is sent on a closed session); NULL when nothing is needed (local). */
+    void (*graph_release)(td__transport *t, const struct td__graph *g);
     /* Blob store (content-addressed by SHA-256, hash is 32 bytes); NULL when the executor
      * has none (local). When to use them is client/offer.c's policy. blob_has asks whether
      * the store holds `hash` (one round trip; *present). blob_write fills tensor `id` from

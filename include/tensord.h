@@ -742,7 +742,10 @@ td_status td_graph_end(td_context *ctx, td_graph **out);
 td_status td_graph_run(td_graph *g, int n_in, const char *const *in_names,
                        td_tensor *const *inputs, int n_out, const char *const *out_names,
                        td_tensor **outputs);
-/* Free the graph (the server may keep it cached). NULL is a no-op. */
+/* Free the graph. A remote session lets go of it too (a server session holds at most 256
+ * graphs at a time, counting those not yet destroyed), while the server's cache may keep
+ * it for the tenant, so capturing the same graph again costs no definition upload. Runs
+ * already issued complete. NULL is a no-op. */
 void td_graph_destroy(td_graph *g);
 
 typedef struct td_graph_info {

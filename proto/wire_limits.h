@@ -9,10 +9,13 @@
 #define TD_PROTO_WIRE_LIMITS_H
 
 #define TD_PROTOCOL_MIN 1
-#define TD_PROTOCOL_MAX 2
+#define TD_PROTOCOL_MAX 3
 /* The first protocol with HasBlobs.fingerprint and StoreBlob.fingerprint (tensord.proto);
  * a client offers fingerprints only to a session opened at this version or later. */
 #define TD_PROTOCOL_FINGERPRINTS 2
+/* The first protocol with GraphRelease (tensord.proto); a client releases graphs only on a
+ * session opened at this version or later. */
+#define TD_PROTOCOL_GRAPH_RELEASE 3
 #define TD_CHUNK_BYTES (1u << 20)
 #define TD_MAX_MESSAGE_BYTES (8u << 20) /* set on both channel ends */
 /* HTTP/2 per-stream receive window, fixed (BDP probing off) on both channel ends. gRPC's

@@ -232,7 +232,9 @@ void td__handle_graph_define(td__srv_session *ss, td__job *j)
 {
     const td__request *rq = &j->rq;
     const uint8_t *id = rq->hash;
-    if (td__graph_set_find(&ss->graphs, id) != NULL) {
+    td__graph *held = td__graph_set_find(&ss->graphs, id);
+    if (held != NULL) {
+        td__graph_set_add(&ss->graphs, held); /* one more hold; cannot fail */
         graph_ready(ss, rq->seq, id, true);
         return;
     }

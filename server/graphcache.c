@@ -206,16 +206,26 @@ void td__graphcache_clear(void)
     }
 }
 
-td__graph *td__graph_set_find(const td__graph_set *s, const uint8_t *hash)
+static size_t graph_set_index(const td__graph_set *s, const uint8_t *hash)
 {
     for (size_t i = 0; i < s->n; i++)
-        if (memcmp(s->g[i]->hash, hash, TD_GRAPH_HASH_BYTES) == 0) return s->g[i];
-    return NULL;
+        if (memcmp(s->g[i]->hash, hash, TD_GRAPH_HASH_BYTES) == 0) return i;
+    return SIZE_MAX;
+}
+
+td__graph *td__graph_set_find(const td__graph_set *s, const uint8_t *hash)
+{
+    size_t at = graph_set_index(s, hash);
+    return at != SIZE_MAX ? s->g[at] : NULL;
 }
 
 bool td__graph_set_add(td__graph_set *s, td__graph *g)
 {
-    if (td__graph_set_find(s, g->hash) != NULL) return true;
+    size_t at = graph_set_index(s, g->hash);
+    if (at != SIZE_MAX) {
+        if (s->holds[at] < UINT64_MAX) s->holds[at]++;
+        return true;
+    }
     if (s->n >= TD_SESSION_MAX_GRAPHS || s->ops + g->n_ops > TD_SESSION_MAX_GRAPH_OPS)
         return false;
     if (s->n == s->cap) {
@@ -223,11 +233,29 @@ bool td__graph_set_add(td__graph_set *s, td__graph *g)
         td__graph **p = td__realloc(s->g, ncap * sizeof *p);
         if (p == NULL) return false;
         s->g = p;
+        uint64_t *h = td__realloc(s->holds, ncap * sizeof *h);
+        if (h == NULL) return false;
+        s->holds = h;
         s->cap = ncap;
     }
     td__graph_ref(g);
+    s->holds[s->n] = 1;
     s->g[s->n++] = g;
     s->ops += g->n_ops;
+    return true;
+}
+
+bool td__graph_set_release(td__graph_set *s, const uint8_t *hash)
+{
+    size_t at = graph_set_index(s, hash);
+    if (at == SIZE_MAX) return false;
+    if (--s->holds[at] > 0) return true;
+    td__graph *g = s->g[at];
+    s->ops -= g->n_ops;
+    s->n--;
+    s->g[at] = s->g[s->n]; /* order does not matter: lookups are by hash */
+    s->holds[at] = s->holds[s->n];
+    td__graph_unref(g);
     return true;
 }
 
@@ -235,7 +263,9 @@ void td__graph_set_fini(td__graph_set *s)
 {
     for (size_t i = 0; i < s->n; i++) td__graph_unref(s->g[i]);
     td__free(s->g);
+    td__free(s->holds);
     s->g = NULL;
+    s->holds = NULL;
     s->n = s->cap = 0;
     s->ops = 0;
 }

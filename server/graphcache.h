@@ -59,14 +59,19 @@ void td__graphcache_clear(void);
 
 typedef struct td__graph_set {
     td__graph **g;
+    uint64_t *holds; /* per graph: GraphDefines not yet released (saturates) */
     size_t n, cap;
     uint64_t ops; /* summed over the set */
 } td__graph_set;
 
 /* The session's graph with this hash (borrowed), or NULL. */
 td__graph *td__graph_set_find(const td__graph_set *s, const uint8_t *hash);
-/* Add g (takes its own reference). false when full (TD_SESSION_MAX_GRAPHS graphs or
- * TD_SESSION_MAX_GRAPH_OPS ops) or out of memory. */
+/* Add g (takes its own reference), or count one more hold when it is there already.
+ * false when full (TD_SESSION_MAX_GRAPHS graphs or TD_SESSION_MAX_GRAPH_OPS ops) or out
+ * of memory. */
 bool td__graph_set_add(td__graph_set *s, td__graph *g);
+/* Drop one hold of the graph with this hash; the last one removes it from the set (and
+ * its reference: a run still executing keeps its own). false when the set lacks it. */
+bool td__graph_set_release(td__graph_set *s, const uint8_t *hash);
 void td__graph_set_fini(td__graph_set *s);
 #endif

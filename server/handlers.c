@@ -269,6 +269,16 @@ static void run_graph_run(td__srv_session *ss, td__job *j)
     j->continued = !td__graph_run_step(ss->es, j->grun, TD_WORKER_SLICE_NS);
 }
 
+/* GraphRelease: drop one hold of a graph of this session (server/graphcache.h). */
+static void run_graph_release(td__srv_session *ss, td__job *j)
+{
+    if (td__graph_set_release(&ss->graphs, j->rq.hash)) return;
+    char hex[2 * TD_GRAPH_HASH_BYTES + 1], err[256];
+    td__graph_hash_hex(j->rq.hash, TD_GRAPH_HASH_BYTES, hex);
+    snprintf(err, sizeof err, "graph release: graph %s is not held by this session", hex);
+    td__ss_failure(ss, j->rq.seq, 0, TD_ENOTFOUND, err);
+}
+
 static void run_failure(td__srv_session *ss, td__job *j)
 {
     const td__request *rq = &j->rq;
@@ -293,5 +303,6 @@ void td__handle(td__srv_session *ss, td__job *j)
     case TD_REQ_FENCE: run_fence(ss, j); return;
     case TD_REQ_GRAPH_DEFINE: td__handle_graph_define(ss, j); return;
     case TD_REQ_GRAPH_RUN: run_graph_run(ss, j); return;
+    case TD_REQ_GRAPH_RELEASE: run_graph_release(ss, j); return;
     }
 }

@@ -254,13 +254,20 @@ static bool decode_has_blobs(td__request *rq, const Tensord__V1__HasBlobs *h)
 static bool decode_graph(td__request *rq, const Tensord__V1__ClientMessage *cm)
 {
     bool def = cm->body_case == TENSORD__V1__CLIENT_MESSAGE__BODY_GRAPH_DEFINE;
-    const ProtobufCBinaryData *gid = def ? &cm->graph_define->graph_id : &cm->graph_run->graph_id;
+    bool rel = cm->body_case == TENSORD__V1__CLIENT_MESSAGE__BODY_GRAPH_RELEASE;
+    const ProtobufCBinaryData *gid = def   ? &cm->graph_define->graph_id
+                                     : rel ? &cm->graph_release->graph_id
+                                           : &cm->graph_run->graph_id;
     if (gid->len != TD_GRAPH_HASH_BYTES)
         return td__request_fail(rq, TD_EPROTO,
                                 "graph message seq %llu: graph id has %zu bytes, a SHA-256 "
                                 "has %d",
                                 (unsigned long long)rq->seq, gid->len, TD_GRAPH_HASH_BYTES);
     rq->hash = gid->data;
+    if (rel) {
+        rq->kind = TD_REQ_GRAPH_RELEASE;
+        return true;
+    }
     if (def) {
         rq->kind = TD_REQ_GRAPH_DEFINE;
         rq->has_definition = cm->graph_define->graph != NULL;
@@ -345,6 +352,7 @@ static bool decode_body(td__request *rq, grpc_byte_buffer **bb, td__req_decoder 
         return true;
     case TENSORD__V1__CLIENT_MESSAGE__BODY_GRAPH_DEFINE:
     case TENSORD__V1__CLIENT_MESSAGE__BODY_GRAPH_RUN:
+    case TENSORD__V1__CLIENT_MESSAGE__BODY_GRAPH_RELEASE:
         return decode_graph(rq, cm);
     default:
         break;

@@ -45,6 +45,7 @@ typedef enum td__req_kind {
     TD_REQ_FENCE,
     TD_REQ_GRAPH_DEFINE,
     TD_REQ_GRAPH_RUN,
+    TD_REQ_GRAPH_RELEASE,
 } td__req_kind;
 
 /* Where a write's payload is (in gRPC's slices or in a decode scratch); request.c's. */

@@ -209,6 +209,7 @@ static td_graph *scale_graph(td_context *ctx, double k)
     cr_assert_eq(td_graph_begin(ctx), TD_OK, "%s", td_last_error(ctx));
     td_tensor *x = td_graph_input(ctx, "x", TD_F32, 1, (int64_t[]){4});
     td_tensor *y = td_mul_scalar(x, k);
+    cr_assert_not_null(y, "k %g: %s", k, td_last_error(ctx));
     cr_assert_eq(td_graph_output(ctx, "y", y), TD_OK, "%s", td_last_error(ctx));
     td_graph *g = NULL;
     cr_assert_eq(td_graph_end(ctx, &g), TD_OK, "%s", td_last_error(ctx));
@@ -263,6 +264,23 @@ Test(graph, cache_is_bounded, .init = start_small_cache, .fini = stop)
     td_graph_destroy(g0);
     td_graph_destroy(g2);
     td_close(b);
+}
+
+/* A session holds at most 256 graphs at a time (server/graphcache.h); destroying a graph
+ * lets the server's session go of it, so one session can capture and run graphs for 300
+ * distinct shapes one after another (a model run at new batch sizes). */
+Test(graph, destroyed_graphs_free_their_session_slot, .init = start_small_cache, .fini = stop)
+{
+    char uri[600];
+    td_test_server_uri(&srv, "cpu", uri, sizeof uri);
+    td_context *ctx = connect_to(uri);
+    for (int i = 0; i < 300; i++) {
+        td_graph *g = scale_graph(ctx, i + 2);
+        run_scale(ctx, g, i + 2);
+        td_graph_destroy(g);
+    }
+    cr_expect_eq(td_fence(ctx), TD_OK, "%s", td_last_error(ctx));
+    td_close(ctx);
 }
 
 /* ---- hostile definitions over the raw protocol ---- */
@@ -357,6 +375,46 @@ Test(graph, hostile_definitions, .init = start_small_cache, .fini = stop)
     outs[0] = 52;
     cr_assert(raw_send(&s, &cm, NULL, 0, &seq));
     expect_failure(&s, seq, "binds 0 inputs");
+
+    /* GraphRelease (protocol 3): one release per define; the last one lets go */
+    cr_expect_eq(reply_to(&s, send_define(&s, id, 32, NULL), msg, sizeof msg), 0,
+                 "a second define of a held graph: %s", msg); /* now held twice */
+    Tensord__V1__GraphRelease rel = TENSORD__V1__GRAPH_RELEASE__INIT;
+    rel.graph_id.data = id;
+    rel.graph_id.len = 32;
+    Tensord__V1__ClientMessage rm = TENSORD__V1__CLIENT_MESSAGE__INIT;
+    rm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_GRAPH_RELEASE;
+    rm.graph_release = &rel;
+    cr_assert(raw_send(&s, &rm, NULL, 0, &seq)); /* held once now: still runnable */
+    gr.n_inputs = 1;
+    ins[0] = 2;
+    td__op mk4 = raw_op_full(2, TD_F32, 1, (int64_t[]){4}, 1.0);
+    raw_send_ops(&s, &mk4, 1);
+    outs[0] = 60;
+    cr_assert(raw_send(&s, &cm, NULL, 0, &seq));
+    Tensord__V1__ClientMessage fm = TENSORD__V1__CLIENT_MESSAGE__INIT;
+    Tensord__V1__Fence fence = TENSORD__V1__FENCE__INIT;
+    fm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_FENCE;
+    fm.fence = &fence;
+    cr_assert(raw_send(&s, &fm, NULL, 0, &seq));
+    cr_expect_eq(reply_to(&s, seq, msg, sizeof msg), 0, "run after one of two releases: %s",
+                 msg);
+    cr_assert(raw_send(&s, &rm, NULL, 0, &seq)); /* the last hold: the session lets go */
+    outs[0] = 61;
+    cr_assert(raw_send(&s, &cm, NULL, 0, &seq));
+    expect_failure(&s, seq, "not defined in this session");
+    cr_assert(raw_send(&s, &rm, NULL, 0, &seq));
+    expect_failure(&s, seq, "is not held by this session");
+    rel.graph_id.len = 31;
+    cr_assert(raw_send(&s, &rm, NULL, 0, &seq));
+    expect_failure(&s, seq, "graph id has 31 bytes");
+    rel.graph_id.len = 32;
+    /* defined again (from the server's cache, no definition): runnable again */
+    cr_expect_eq(reply_to(&s, send_define(&s, id, 32, NULL), msg, sizeof msg), 0, "%s", msg);
+    outs[0] = 62;
+    cr_assert(raw_send(&s, &cm, NULL, 0, &seq));
+    cr_assert(raw_send(&s, &fm, NULL, 0, &seq));
+    cr_expect_eq(reply_to(&s, seq, msg, sizeof msg), 0, "run after a new define: %s", msg);
 
     /* too many ops: refused before anything is allocated for them */
     raw_graph_init(&r, 70000, TD_OP_NEG, 4);
