@@ -29,6 +29,16 @@ td_tensor *td__ctx_new_tensor(td_context *ctx, const td__desc *d, bool placehold
 /* Hand pending ops and releases to the transport. */
 td_status td__ctx_flush(td_context *ctx);
 td__transport *td__ctx_transport(td_context *ctx);
+/* The context's autodiff state (client/autodiff.c; NULL until first used) and a tensor's
+ * context. */
+typedef struct td__autodiff td__autodiff;
+td__autodiff **td__ctx_autodiff(td_context *ctx);
+td_context *td__tensor_ctx(const td_tensor *t);
+/* autodiff.c's hooks: an op was recorded (out its new handle); a handle is being released;
+ * the context is closing (every handle is freed by td_close itself). */
+void td__ad_recorded(td__autodiff *ad, const td__op *op, td_tensor *const *in, td_tensor *out);
+void td__ad_forget(td__autodiff *ad, uint64_t id);
+void td__ad_free(td__autodiff *ad);
 struct td__graph;
 /* Tell the executor one prepare of g is no longer needed (vt->graph_release), under the
  * flusher lock and after the pending ops and releases, so it cannot interleave with the

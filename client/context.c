@@ -48,6 +48,7 @@ struct td_context {
     td__flusher *flusher;
     size_t batch_bytes; /* estimated encoded size of the pending ops */
     struct td__capture *capture; /* graph.c's capture state while capturing */
+    td__autodiff *ad;            /* autodiff.c's tape and leaves; NULL until first used */
     uint64_t capture_first_id;
 };
 
@@ -317,6 +318,7 @@ void td_close(td_context *ctx)
     while (td__idmap_next(&ctx->handles, &pos, &id, &v)) td__free(v);
     td__idmap_fini(&ctx->handles);
     td__capture_free(ctx->capture);
+    td__ad_free(ctx->ad);
     ctx->tp->vt->close(ctx->tp);
     td__free(ctx->batch);
     td__free(ctx->releases);
@@ -468,6 +470,7 @@ static td_tensor *record(td_context *ctx, const char *api, td__op *op, td_tensor
         /* the transport failed; the handle stays valid and later reads report it */
     }
     td__flusher_unlock(ctx->flusher);
+    if (ctx->ad != NULL) td__ad_recorded(ctx->ad, op, in, t);
     return t;
 }
 
@@ -653,6 +656,7 @@ void td_release(td_tensor *t)
 {
     if (t == NULL) return;
     td_context *ctx = t->ctx;
+    if (ctx->ad != NULL) td__ad_forget(ctx->ad, t->id);
     td__idmap_del(&ctx->handles, t->id);
     if (t->placeholder) { /* never existed on the executor */
         td__free(t);
@@ -1401,6 +1405,8 @@ td_tensor *td__ctx_new_tensor(td_context *ctx, const td__desc *d, bool placehold
 
 td_status td__ctx_flush(td_context *ctx) { return flush(ctx); }
 td__transport *td__ctx_transport(td_context *ctx) { return ctx->tp; }
+td__autodiff **td__ctx_autodiff(td_context *ctx) { return &ctx->ad; }
+td_context *td__tensor_ctx(const td_tensor *t) { return t->ctx; }
 
 void td__ctx_graph_release(td_context *ctx, const struct td__graph *g)
 {

@@ -649,6 +649,69 @@ td_tensor *td_index_select(td_tensor *x, td_tensor *index, int axis);
 td_tensor *td_softmax(td_tensor *x, int axis);
 td_tensor *td_log_softmax(td_tensor *x, int axis);
 
+/* ---- autodiff: gradients of recorded ops, computed where the tensors live ----
+ *
+ * Mark parameters with td_requires_grad, record the forward pass as usual, then call
+ * td_backward(loss): every op recorded since, whose inputs depend on a marked tensor, is
+ * differentiated in reverse (reverse-mode automatic differentiation). The gradient rules
+ * are themselves ops of the table (docs/ops.md), recorded on the same context: they run
+ * on the context's device, local or remote, batched like any op, and inside
+ * td_graph_begin/td_graph_end they are captured too, so a whole training step replays as
+ * one graph. Gradients of broadcasting ops are summed back to each input's shape.
+ *
+ * Which ops: float results only; integer and bool values have no gradient and stop it
+ * (comparisons, argmax, casts to integers). The ops with a rule: neg abs exp log sqrt
+ * rsqrt tanh sigmoid relu silu sin cos tan erf log1p expm1 log2 log10 reciprocal softplus
+ * leaky_relu elu gelu (exact form) clamp floor ceil round trunc sign (zero gradient), add
+ * sub mul div pow maximum minimum where cast, sum mean max min logsumexp var std norm_l1
+ * cumsum, matmul, reshape permute slice concat expand copy, softmax log_softmax. Ties of
+ * max/min/maximum/minimum share the gradient equally; relu and abs have gradient 0 at 0
+ * (PyTorch's choices). td_backward fails with TD_EUNSUPPORTED naming the first op on the
+ * loss's path that has no rule, before recording anything.
+ *
+ * Memory: the tape keeps an alias (no copy) of every input and output of each op it
+ * records, so those buffers stay alive until td_backward (which frees the tape, once; a
+ * second td_backward needs a new forward pass) or td_tape_clear, even when the program
+ * released its handles. A td_write to a tensor the tape holds changes what td_backward
+ * sees, as an in-place change would. Gradients of leaves accumulate over td_backward calls
+ * until td_zero_grad. Higher-order gradients are not taped.
+ * Thread-safety: the context's rule (one thread at a time per context). */
+
+/* Mark t (a float tensor: f16, bf16, f32, f64) as a leaf whose gradient td_backward
+ * accumulates (on = true), or unmark it and drop its gradient (on = false). Ops recorded
+ * afterwards on t, and on results computed from it, are taped. Returns TD_OK; TD_EINVAL
+ * (NULL t, or an integer or bool tensor: "only float tensors have gradients"); TD_ENOMEM. */
+td_status td_requires_grad(td_tensor *t, bool on);
+/* Whether t is a marked leaf or was computed from one by a taped op. */
+bool td_is_requires_grad(const td_tensor *t);
+/* Differentiate `loss` (exactly one element, float) with respect to every marked leaf it
+ * depends on, adding d loss / d leaf to each leaf's gradient (td_grad); then free the
+ * tape. Returns TD_OK; TD_EINVAL (NULL, more than one element, or loss does not depend on
+ * a marked tensor); TD_EUNSUPPORTED (an op on its path has no gradient rule, named);
+ * TD_ENOMEM; transport errors. The gradients are lazy tensors like any: read them, or use
+ * them in further ops. */
+td_status td_backward(td_tensor *loss);
+/* As td_backward for an `out` of any shape, with d out / d out = `grad` (same dtype and
+ * shape as out; borrowed). TD_EINVAL when they differ. */
+td_status td_backward_grad(td_tensor *out, td_tensor *grad);
+/* The gradient accumulated for leaf t, or NULL with TD_ENOTFOUND (t is no leaf, or no
+ * td_backward reached it since td_zero_grad; td_last_error says which) or TD_EINVAL (NULL
+ * t). Borrowed: owned by the context, valid until td_zero_grad(t),
+ * td_requires_grad(t, false), td_release(t) or td_close; do not release it. Same dtype and
+ * shape as t. */
+td_tensor *td_grad(td_tensor *t);
+/* Drop t's accumulated gradient (the next td_backward starts it from zero). */
+void td_zero_grad(td_tensor *t);
+/* Scopes in which ops are not taped (evaluation, optimizer updates); they nest. */
+void td_no_grad_begin(td_context *ctx);
+void td_no_grad_end(td_context *ctx);
+/* A new handle on t's data (an alias, no copy) that does not require a gradient: what is
+ * computed from it is not taped. NULL on error (td_last_error). */
+td_tensor *td_detach(td_tensor *t);
+/* Forget the tape (the aliases it keeps are released) without computing gradients; the
+ * leaves stay marked and keep their gradients. */
+void td_tape_clear(td_context *ctx);
+
 /* ---- server information (GetInfo) ---- */
 typedef struct td_device_info {
     char name[32]; /* "cpu", "cuda:0" */

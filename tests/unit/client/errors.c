@@ -406,6 +406,13 @@ static void walk_softmax(void)
     td_release(empty);
 }
 
+static void walk_autodiff(void)
+{
+    BAD("td_grad", NULL, "t NULL", td_grad(NULL));
+    BAD("td_grad", ctx, "not a leaf", td_grad(f2x3));
+    BAD("td_detach", NULL, "x NULL", td_detach(NULL));
+}
+
 static void walk_creation(void)
 {
     const float data[6] = {0};
@@ -461,6 +468,7 @@ static void walk_creation(void)
 static void walk_all(void)
 {
     walk_creation();
+    walk_autodiff();
     walk_elementwise();
     walk_reductions();
     walk_movement();

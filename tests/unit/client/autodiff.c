@@ -1,0 +1,414 @@
+/* autodiff.c — td_backward's gradients against central finite differences (issue 15).
+ *
+ * Each case builds y = f(inputs) on local:cpu in float64 from small inputs drawn from a
+ * fixed seed, takes the loss L = sum(y * W) with a fixed random W of y's shape (so every
+ * output element matters with its own weight), and compares d L / d input from td_backward
+ * with the central difference (L(x + h e_j) - L(x - h e_j)) / 2h, h = 1e-6, for every
+ * element j of every input. The reference is independent of the code under test: it only
+ * evaluates the forward ops. Tolerance: |analytic - numeric| <= 1e-6 (1 + |numeric|); the
+ * central difference's own error is h^2 |f'''| / 6 (about 1e-12 here) plus the rounding of
+ * L, about 2^-53 |L| / h (1e-10 |L|), so a wrong rule (off by a factor, a sign, a missing
+ * broadcast sum) is far outside it and a right one far inside. Inputs avoid the points
+ * where a function is not differentiable (0 for abs/relu, ties for max, bounds for clamp).
+ * Further tests: an op without a rule, integer tensors, no-grad scopes, detach,
+ * accumulation and td_zero_grad, and one tensor used twice.
+ */
+#include "tensord.h"
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MAXN 64
+#define H 1e-6
+
+static td_context *ctx;
+
+static void setup(void)
+{
+    cr_assert_eq(td_connect("local:cpu", NULL, &ctx), TD_OK, "%s", td_connect_error());
+}
+static void teardown(void) { td_close(ctx); }
+TestSuite(autodiff, .init = setup, .fini = teardown);
+
+enum gen { ANY, POS, SMALL, AWAY };
+
+typedef struct input {
+    int rank;
+    int64_t dims[4];
+    enum gen gen;
+} input;
+
+typedef td_tensor *(*build_fn)(td_tensor **in);
+
+static uint64_t g_state;
+static double unit(void) /* splitmix64 -> [0, 1) */
+{
+    uint64_t z = (g_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return (double)((z ^ (z >> 31)) >> 11) * 0x1p-53;
+}
+
+static int64_t count(const input *in)
+{
+    int64_t n = 1;
+    for (int i = 0; i < in->rank; i++) n *= in->dims[i];
+    return n;
+}
+
+static void fill(const input *in, double *x)
+{
+    for (int64_t j = 0; j < count(in); j++) {
+        double u = unit();
+        switch (in->gen) {
+        case ANY: x[j] = 4 * u - 2; break;
+        case POS: x[j] = 0.5 + 2 * u; break;
+        case SMALL: x[j] = 1.6 * u - 0.8; break;
+        case AWAY: /* |x| in [0.3, 1.8], and distinct: away from 0, ties and integers */
+            x[j] = (0.3 + 1.5 * u) * (j % 2 ? -1 : 1) + 0.013 * (double)j;
+            break;
+        }
+    }
+}
+
+/* L = sum(f(x) * W) for host inputs xs; also returns the output's element count. */
+static double loss_of(build_fn f, int n_in, const input *ins, double *const *xs, const double *w,
+                      bool mark, td_tensor **made, td_tensor **loss_out)
+{
+    td_tensor *t[4];
+    for (int i = 0; i < n_in; i++) {
+        t[i] = td_from_host(ctx, TD_F64, ins[i].rank, ins[i].dims, xs[i]);
+        cr_assert_not_null(t[i], "%s", td_last_error(ctx));
+        if (mark) cr_assert_eq(td_requires_grad(t[i], true), TD_OK, "%s", td_last_error(ctx));
+    }
+    td_tensor *y = f(t);
+    cr_assert_not_null(y, "%s", td_last_error(ctx));
+    td_tensor *wt = td_from_host(ctx, TD_F64, td_rank(y), td_dims(y), w);
+    td_tensor *p = td_mul(y, wt);
+    td_tensor *l = td_sum(p, 0, NULL, false);
+    cr_assert_not_null(l, "%s", td_last_error(ctx));
+    double v;
+    cr_assert_eq(td_read_scalar(l, &v), TD_OK, "%s", td_last_error(ctx));
+    td_release(y);
+    td_release(wt);
+    td_release(p);
+    if (loss_out != NULL) *loss_out = l;
+    else td_release(l);
+    for (int i = 0; i < n_in; i++) {
+        if (made != NULL) made[i] = t[i];
+        else td_release(t[i]);
+    }
+    return v;
+}
+
+static void gradcheck(const char *name, build_fn f, int n_in, const input *ins)
+{
+    g_state = 0x5eed;
+    for (const char *c = name; *c; c++) g_state = g_state * 31 + (uint64_t)*c;
+    double x[4][MAXN], *xs[4] = {x[0], x[1], x[2], x[3]};
+    for (int i = 0; i < n_in; i++) {
+        cr_assert_leq(count(&ins[i]), MAXN);
+        fill(&ins[i], x[i]);
+    }
+    /* the output's shape, for W */
+    td_tensor *probe[4];
+    for (int i = 0; i < n_in; i++)
+        probe[i] = td_from_host(ctx, TD_F64, ins[i].rank, ins[i].dims, x[i]);
+    td_tensor *py = f(probe);
+    cr_assert_not_null(py, "%s: %s", name, td_last_error(ctx));
+    int64_t ny = td_nelem(py);
+    td_release(py);
+    for (int i = 0; i < n_in; i++) td_release(probe[i]);
+    double w[256];
+    cr_assert_leq(ny, 256);
+    for (int64_t j = 0; j < ny; j++) w[j] = unit() * 2 - 1;
+
+    td_tensor *leaf[4], *loss;
+    loss_of(f, n_in, ins, xs, w, true, leaf, &loss);
+    cr_assert_eq(td_backward(loss), TD_OK, "%s: %s", name, td_last_error(ctx));
+    td_release(loss);
+    for (int i = 0; i < n_in; i++) {
+        double ga[MAXN];
+        td_tensor *g = td_grad(leaf[i]);
+        cr_assert_not_null(g, "%s: input %d: %s", name, i, td_last_error(ctx));
+        cr_assert_eq(td_nelem(g), count(&ins[i]), "%s: gradient %d has the input's size", name, i);
+        cr_assert_eq(td_read(g, ga, sizeof(double) * (size_t)count(&ins[i])), TD_OK, "%s",
+                     td_last_error(ctx));
+        for (int64_t j = 0; j < count(&ins[i]); j++) {
+            double keep = x[i][j];
+            x[i][j] = keep + H;
+            double lp = loss_of(f, n_in, ins, xs, w, false, NULL, NULL);
+            x[i][j] = keep - H;
+            double lm = loss_of(f, n_in, ins, xs, w, false, NULL, NULL);
+            x[i][j] = keep;
+            double num = (lp - lm) / (2 * H);
+            cr_expect(fabs(ga[j] - num) <= 1e-6 * (1 + fabs(num)),
+                      "%s: d L / d input %d [%lld]: td_backward %.12g, finite difference %.12g",
+                      name, i, (long long)j, ga[j], num);
+        }
+    }
+    for (int i = 0; i < n_in; i++) td_release(leaf[i]);
+}
+
+#define IN(r, g, ...) {r, {__VA_ARGS__}, g}
+
+/* ---- unary ---- */
+#define UNARY(fn, gen)                                                                     \
+    static td_tensor *b_##fn(td_tensor **in) { return td_##fn(in[0]); }                    \
+    Test(autodiff, fn) { gradcheck(#fn, b_##fn, 1, (input[]){IN(2, gen, 2, 3)}); }
+UNARY(neg, ANY)
+UNARY(abs, AWAY)
+UNARY(exp, ANY)
+UNARY(log, POS)
+UNARY(sqrt, POS)
+UNARY(rsqrt, POS)
+UNARY(tanh, ANY)
+UNARY(sigmoid, ANY)
+UNARY(relu, AWAY)
+UNARY(silu, ANY)
+UNARY(sin, ANY)
+UNARY(cos, ANY)
+UNARY(tan, SMALL)
+UNARY(erf, ANY)
+UNARY(log1p, POS)
+UNARY(expm1, ANY)
+UNARY(log2, POS)
+UNARY(log10, POS)
+UNARY(reciprocal, POS)
+UNARY(floor, AWAY)
+UNARY(sign, AWAY)
+
+static td_tensor *b_softplus(td_tensor **in) { return td_softplus(in[0], 2.0, 3.0); }
+static td_tensor *b_leaky(td_tensor **in) { return td_leaky_relu(in[0], 0.1); }
+static td_tensor *b_elu(td_tensor **in) { return td_elu(in[0], 1.5); }
+static td_tensor *b_gelu(td_tensor **in) { return td_gelu(in[0], false); }
+static td_tensor *b_clamp(td_tensor **in) { return td_clamp(in[0], -0.95, 1.05); }
+/* softplus crosses its threshold (beta x > 3 is linear) within ANY's range */
+Test(autodiff, softplus) { gradcheck("softplus", b_softplus, 1, (input[]){IN(2, ANY, 2, 3)}); }
+Test(autodiff, leaky_relu) { gradcheck("leaky_relu", b_leaky, 1, (input[]){IN(2, AWAY, 2, 3)}); }
+Test(autodiff, elu) { gradcheck("elu", b_elu, 1, (input[]){IN(2, AWAY, 2, 3)}); }
+Test(autodiff, gelu) { gradcheck("gelu", b_gelu, 1, (input[]){IN(2, ANY, 2, 3)}); }
+Test(autodiff, clamp) { gradcheck("clamp", b_clamp, 1, (input[]){IN(2, AWAY, 2, 3)}); }
+
+/* ---- binary, with broadcasting: [2, 3] (op) [3] and [2, 1] (op) [1, 3] ---- */
+#define BINARY(fn, ga, gb)                                                                 \
+    static td_tensor *b_##fn(td_tensor **in) { return td_##fn(in[0], in[1]); }             \
+    Test(autodiff, fn)                                                                     \
+    {                                                                                      \
+        gradcheck(#fn, b_##fn, 2, (input[]){IN(2, ga, 2, 3), IN(1, gb, 3)});               \
+        gradcheck(#fn " outer", b_##fn, 2, (input[]){IN(2, ga, 2, 1), IN(2, gb, 1, 3)});   \
+    }
+BINARY(add, ANY, ANY)
+BINARY(sub, ANY, ANY)
+BINARY(mul, ANY, ANY)
+BINARY(div, ANY, POS)
+BINARY(pow, POS, ANY)
+BINARY(maximum, AWAY, ANY)
+BINARY(minimum, AWAY, ANY)
+
+static td_tensor *b_where(td_tensor **in)
+{
+    td_tensor *zero = td_full(ctx, TD_F64, 0, NULL, 0.0);
+    td_tensor *cond = td_gt(in[0], zero);
+    td_tensor *y = td_where(cond, td_mul(in[0], in[0]), in[1]);
+    td_release(zero);
+    td_release(cond);
+    return y;
+}
+Test(autodiff, where)
+{
+    gradcheck("where", b_where, 2, (input[]){IN(2, AWAY, 2, 3), IN(1, ANY, 3)});
+}
+
+static td_tensor *b_cast(td_tensor **in) { return td_cast(in[0], TD_F64); }
+Test(autodiff, cast) { gradcheck("cast", b_cast, 1, (input[]){IN(2, ANY, 2, 3)}); }
+
+/* ---- reductions ---- */
+static td_tensor *b_sum0(td_tensor **in) { return td_sum(in[0], 1, (int[]){0}, false); }
+static td_tensor *b_mean1(td_tensor **in) { return td_mean(in[0], 1, (int[]){1}, true); }
+static td_tensor *b_max(td_tensor **in) { return td_max(in[0], 1, (int[]){-1}, false); }
+static td_tensor *b_min(td_tensor **in) { return td_min(in[0], 2, (int[]){0, 2}, true); }
+static td_tensor *b_lse(td_tensor **in) { return td_logsumexp(in[0], 1, (int[]){1}, false); }
+static td_tensor *b_var(td_tensor **in) { return td_var(in[0], 1, (int[]){1}, false, 1.0); }
+static td_tensor *b_std(td_tensor **in) { return td_std(in[0], 2, (int[]){0, 1}, true, 0.0); }
+static td_tensor *b_l1(td_tensor **in) { return td_norm(in[0], 1.0, 1, (int[]){0}, false); }
+static td_tensor *b_cumsum(td_tensor **in) { return td_cumsum(in[0], 1); }
+Test(autodiff, sum) { gradcheck("sum", b_sum0, 1, (input[]){IN(2, ANY, 2, 3)}); }
+Test(autodiff, mean) { gradcheck("mean", b_mean1, 1, (input[]){IN(2, ANY, 2, 3)}); }
+Test(autodiff, max) { gradcheck("max", b_max, 1, (input[]){IN(2, AWAY, 2, 3)}); }
+Test(autodiff, min) { gradcheck("min", b_min, 1, (input[]){IN(3, AWAY, 2, 3, 2)}); }
+Test(autodiff, logsumexp) { gradcheck("logsumexp", b_lse, 1, (input[]){IN(2, ANY, 2, 3)}); }
+Test(autodiff, var) { gradcheck("var", b_var, 1, (input[]){IN(2, ANY, 2, 4)}); }
+Test(autodiff, std) { gradcheck("std", b_std, 1, (input[]){IN(3, ANY, 2, 3, 2)}); }
+Test(autodiff, norm_l1) { gradcheck("norm_l1", b_l1, 1, (input[]){IN(2, AWAY, 2, 3)}); }
+Test(autodiff, cumsum) { gradcheck("cumsum", b_cumsum, 1, (input[]){IN(2, ANY, 2, 4)}); }
+
+/* ---- matmul: plain, and batch dims broadcast ---- */
+static td_tensor *b_matmul(td_tensor **in) { return td_matmul(in[0], in[1]); }
+Test(autodiff, matmul)
+{
+    gradcheck("matmul", b_matmul, 2, (input[]){IN(2, ANY, 3, 4), IN(2, ANY, 4, 2)});
+    gradcheck("matmul batched", b_matmul, 2, (input[]){IN(3, ANY, 2, 3, 4), IN(2, ANY, 4, 2)});
+}
+
+/* ---- movement ---- */
+static td_tensor *b_reshape(td_tensor **in)
+{
+    return td_mul(td_reshape(in[0], 2, (int64_t[]){3, 2}), td_reshape(in[0], 2, (int64_t[]){3, 2}));
+}
+static td_tensor *b_permute(td_tensor **in) { return td_permute(in[0], (int[]){2, 0, 1}); }
+static td_tensor *b_slice(td_tensor **in)
+{
+    return td_slice(in[0], (int64_t[]){1, 0}, (int64_t[]){3, 2});
+}
+static td_tensor *b_concat(td_tensor **in)
+{
+    return td_concat(2, (td_tensor *[]){in[0], in[1]}, 1);
+}
+static td_tensor *b_expand(td_tensor **in) { return td_expand(in[0], 3, (int64_t[]){2, 3, 4}); }
+static td_tensor *b_softmax(td_tensor **in) { return td_softmax(in[0], 1); }
+static td_tensor *b_log_softmax(td_tensor **in) { return td_log_softmax(in[0], 0); }
+Test(autodiff, reshape) { gradcheck("reshape", b_reshape, 1, (input[]){IN(2, ANY, 2, 3)}); }
+Test(autodiff, permute) { gradcheck("permute", b_permute, 1, (input[]){IN(3, ANY, 2, 3, 2)}); }
+Test(autodiff, slice) { gradcheck("slice", b_slice, 1, (input[]){IN(2, ANY, 4, 3)}); }
+Test(autodiff, concat)
+{
+    gradcheck("concat", b_concat, 2, (input[]){IN(2, ANY, 2, 3), IN(2, ANY, 2, 1)});
+}
+Test(autodiff, expand) { gradcheck("expand", b_expand, 1, (input[]){IN(2, ANY, 3, 1)}); }
+Test(autodiff, softmax) { gradcheck("softmax", b_softmax, 1, (input[]){IN(2, ANY, 2, 4)}); }
+Test(autodiff, log_softmax)
+{
+    gradcheck("log_softmax", b_log_softmax, 1, (input[]){IN(2, ANY, 3, 2)});
+}
+
+/* ---- a small network: the same tensor used twice, several ops ---- */
+static td_tensor *b_mlp(td_tensor **in)
+{
+    /* log_softmax(relu(x W1) W2 + x W1 * x W1) over classes */
+    td_tensor *h = td_matmul(in[0], in[1]);
+    td_tensor *a = td_relu(h);
+    td_tensor *o = td_matmul(a, in[2]);
+    td_tensor *hh = td_matmul(td_mul(h, h), in[2]);
+    return td_log_softmax(td_add(o, hh), 1);
+}
+Test(autodiff, mlp)
+{
+    gradcheck("mlp", b_mlp, 3,
+              (input[]){IN(2, ANY, 3, 4), IN(2, SMALL, 4, 5), IN(2, SMALL, 5, 2)});
+}
+
+/* ---- behaviour ---- */
+
+static td_tensor *vec(double a, double b)
+{
+    td_tensor *t = td_from_host(ctx, TD_F64, 1, (int64_t[]){2}, (double[]){a, b});
+    cr_assert_not_null(t, "%s", td_last_error(ctx));
+    return t;
+}
+
+static void read2(td_tensor *t, double *out)
+{
+    cr_assert_not_null(t, "%s", td_last_error(ctx));
+    cr_assert_eq(td_read(t, out, 2 * sizeof(double)), TD_OK, "%s", td_last_error(ctx));
+}
+
+Test(autodiff, op_without_rule_fails_naming_it)
+{
+    td_tensor *x = vec(2, 1);
+    cr_assert_eq(td_requires_grad(x, true), TD_OK);
+    td_tensor *s = td_sort(x, 0, false);
+    td_tensor *l = td_sum(s, 0, NULL, false);
+    cr_assert_eq(td_backward(l), TD_EUNSUPPORTED);
+    cr_expect(strstr(td_last_error(ctx), "op sort") != NULL, "%s", td_last_error(ctx));
+    cr_expect_null(td_grad(x), "nothing was computed");
+}
+
+Test(autodiff, integer_tensors_have_no_gradient)
+{
+    td_tensor *i = td_full(ctx, TD_I32, 1, (int64_t[]){2}, 1);
+    cr_assert_eq(td_requires_grad(i, true), TD_EINVAL);
+    cr_expect(strstr(td_last_error(ctx), "only float tensors") != NULL, "%s", td_last_error(ctx));
+    /* a comparison stops the flow: its bool result is not taped */
+    td_tensor *x = vec(1, -1);
+    cr_assert_eq(td_requires_grad(x, true), TD_OK);
+    td_tensor *b = td_gt(x, x);
+    cr_expect(!td_is_requires_grad(b));
+    cr_expect(td_is_requires_grad(td_neg(x)));
+}
+
+Test(autodiff, backward_needs_one_element_and_a_path)
+{
+    td_tensor *x = vec(1, 2);
+    td_tensor *y = td_exp(x);
+    cr_assert_eq(td_backward(td_sum(y, 0, NULL, false)), TD_EINVAL);
+    cr_expect(strstr(td_last_error(ctx), "does not depend") != NULL, "%s", td_last_error(ctx));
+    cr_assert_eq(td_requires_grad(x, true), TD_OK);
+    cr_assert_eq(td_backward(td_exp(x)), TD_EINVAL);
+    cr_expect(strstr(td_last_error(ctx), "one element") != NULL, "%s", td_last_error(ctx));
+}
+
+Test(autodiff, no_grad_scope_and_detach)
+{
+    td_tensor *x = vec(3, 4);
+    cr_assert_eq(td_requires_grad(x, true), TD_OK);
+    td_no_grad_begin(ctx);
+    td_tensor *y = td_mul(x, x);
+    td_no_grad_end(ctx);
+    cr_expect(!td_is_requires_grad(y), "ops in a no-grad scope are not taped");
+    /* d/dx (x * detach(x)) = detach(x): the detached factor is a constant */
+    td_tensor *d = td_detach(x);
+    cr_expect(!td_is_requires_grad(d));
+    td_tensor *l = td_sum(td_mul(x, d), 0, NULL, false);
+    cr_assert_eq(td_backward(l), TD_OK, "%s", td_last_error(ctx));
+    double g[2];
+    read2(td_grad(x), g);
+    cr_expect_eq(g[0], 3.0);
+    cr_expect_eq(g[1], 4.0);
+}
+
+Test(autodiff, gradients_accumulate_until_zero_grad)
+{
+    td_tensor *x = vec(1.5, -2);
+    cr_assert_eq(td_requires_grad(x, true), TD_OK);
+    for (int k = 0; k < 2; k++) { /* d/dx sum(x^2) = 2x, twice */
+        td_tensor *l = td_sum(td_mul(x, x), 0, NULL, false);
+        cr_assert_eq(td_backward(l), TD_OK, "%s", td_last_error(ctx));
+    }
+    double g[2];
+    read2(td_grad(x), g);
+    cr_expect_eq(g[0], 6.0);
+    cr_expect_eq(g[1], -8.0);
+    td_zero_grad(x);
+    cr_expect_null(td_grad(x));
+    cr_expect(strstr(td_last_error(ctx), "no td_backward reached it") != NULL, "%s",
+              td_last_error(ctx));
+    /* the tape was freed by the last backward: a second one needs a new forward pass */
+    td_tensor *l = td_sum(td_mul_scalar(x, 3.0), 0, NULL, false);
+    cr_assert_eq(td_backward(l), TD_OK, "%s", td_last_error(ctx));
+    cr_assert_eq(td_backward(l), TD_EINVAL, "the tape is gone");
+    read2(td_grad(x), g);
+    cr_expect_eq(g[0], 3.0);
+    cr_expect_eq(g[1], 3.0);
+}
+
+Test(autodiff, saved_values_survive_release)
+{
+    /* the program releases every intermediate before td_backward: the tape's aliases keep
+     * the values the rules need */
+    td_tensor *x = vec(0.5, 2);
+    cr_assert_eq(td_requires_grad(x, true), TD_OK);
+    td_tensor *e = td_exp(x);
+    td_tensor *p = td_mul(e, x);
+    td_tensor *l = td_sum(p, 0, NULL, false);
+    td_release(e);
+    td_release(p);
+    cr_assert_eq(td_backward(l), TD_OK, "%s", td_last_error(ctx));
+    double g[2];
+    read2(td_grad(x), g);
+    for (int i = 0; i < 2; i++) { /* d/dx x e^x = e^x (1 + x) */
+        double v = i ? 2.0 : 0.5;
+        cr_expect(fabs(g[i] - exp(v) * (1 + v)) <= 1e-15 * exp(v) * (1 + v) * 4, "%g", g[i]);
+    }
+}
