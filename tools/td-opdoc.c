@@ -39,7 +39,12 @@ static const char *shape_str(unsigned s)
                                         "reduce", "matmul", "same as x (axis non-empty)",
                                         "reshape", "expand", "permute", "slice", "concat",
                                         "index's shape", "axis -> index dims",
-                                        "same as x (along an axis)", "axis -> k"};
+                                        "same as x (along an axis)", "axis -> k",
+                                        "sliced with steps", "padded", "repeated",
+                                        "same as x (rank >= 2)", "index's shape + [num_classes]",
+                                        "same as x (mask broadcasts to it)",
+                                        "same as x (scatter rules)", "same as x (index_add rules)",
+                                        "index.shape[:-1] + x.shape[k:]"};
     return s < sizeof names / sizeof names[0] ? names[s] : "?";
 }
 
@@ -62,6 +67,11 @@ static void attrs_str(const td__op_row *r, char *buf, size_t len)
     case TD_ATTRS_DIMS: o += (size_t)snprintf(buf, len, "%s (0..%d)", a->a[0].name, TD_MAX_RANK); break;
     case TD_ATTRS_RANK: o += (size_t)snprintf(buf, len, "%s (rank entries)", a->a[0].name); break;
     case TD_ATTRS_2RANK: o += (size_t)snprintf(buf, len, "%s (2 x rank)", a->a[0].name); break;
+    case TD_ATTRS_3RANK: o += (size_t)snprintf(buf, len, "%s (3 x rank)", a->a[0].name); break;
+    case TD_ATTRS_MODE_2RANK:
+        o += (size_t)snprintf(buf, len, "%s: %s; %s (2 x rank)", a->a[0].name, a->a[0].values,
+                              a->a[1].name);
+        break;
     case TD_ATTRS_FIXED:
     case TD_ATTRS_UPTO:
         for (unsigned i = 0; i < a->n && i < 3 && o < len; i++) {
