@@ -1790,6 +1790,290 @@ td_tensor *td_log_softmax(td_tensor *x, int axis)
     return softmax_common("td_log_softmax", TD_OP_LOG_SOFTMAX, x, axis);
 }
 
+/* ---- einsum: a client-side lowering onto SUM, PERMUTE, RESHAPE and MATMUL ----
+ * Operands are folded left to right. Before each step, every index that no later operand
+ * and not the output uses is summed away from the operand that alone holds it; a pair
+ * (a, b) then becomes one batched matmul: a permuted to [batch, a-only, contracted] and b to
+ * [batch, contracted, b-only], each reshaped to rank 3, multiplied, and reshaped back to
+ * [batch..., a-only..., b-only...]. The last operand is summed to the output's indices and
+ * permuted into their order. Every op is recorded under td_einsum's name. */
+
+#define EINSUM_MAX_OPERANDS 8
+
+typedef struct es_term {
+    td_tensor *t;
+    bool owned;            /* an intermediate of ours (released), not the caller's */
+    char ix[TD_MAX_RANK];  /* one index letter per dim */
+    int rank;
+} es_term;
+
+static void es_drop(es_term *e)
+{
+    if (e->owned) td_release(e->t);
+    e->t = NULL;
+    e->owned = false;
+}
+
+/* Replace e's tensor by r (NULL: failure, e dropped). */
+static bool es_set(es_term *e, td_tensor *r)
+{
+    es_drop(e);
+    if (r == NULL) return false;
+    e->t = r;
+    e->owned = true;
+    return true;
+}
+
+/* Whether letter c is used by the output or by a term after index `after`. */
+static bool es_needed(char c, const char *out, const es_term *terms, int n, int after)
+{
+    if (strchr(out, c) != NULL) return true;
+    for (int k = after + 1; k < n; k++)
+        if (memchr(terms[k].ix, c, (size_t)terms[k].rank) != NULL) return true;
+    return false;
+}
+
+/* Sum away the dims of e whose letters `keep` rejects (keep[i] false). */
+static bool es_sum(const char *api, es_term *e, const bool *keep)
+{
+    int axes[TD_MAX_RANK], na = 0, r = 0;
+    char ix[TD_MAX_RANK];
+    for (int i = 0; i < e->rank; i++) {
+        if (!keep[i]) axes[na++] = i;
+        else ix[r++] = e->ix[i];
+    }
+    if (na == 0) return true;
+    if (!es_set(e, reduce(api, TD_OP_SUM, e->t, na, axes, false))) return false;
+    memcpy(e->ix, ix, (size_t)r);
+    e->rank = r;
+    return true;
+}
+
+/* Permute e's dims into the letter order `ix` (a permutation of e->ix). */
+static bool es_permute(const char *api, es_term *e, const char *ix)
+{
+    td__op op = {.opcode = TD_OP_PERMUTE, .n_inputs = 1, .n_iattrs = (uint32_t)e->rank};
+    bool same = true;
+    for (int i = 0; i < e->rank; i++) {
+        op.iattrs[i] = (const char *)memchr(e->ix, ix[i], (size_t)e->rank) - e->ix;
+        same = same && op.iattrs[i] == i;
+    }
+    if (same) return true;
+    if (!es_set(e, record(e->t->ctx, api, &op, &e->t))) return false;
+    memcpy(e->ix, ix, (size_t)e->rank);
+    return true;
+}
+
+static int64_t es_prod(const int64_t *size, const char *ix, int n)
+{
+    int64_t p = 1;
+    for (int i = 0; i < n; i++) p *= size[(unsigned char)ix[i]];
+    return p;
+}
+
+/* a := a (x) b contracted over the letters neither the output nor a later term needs. */
+static bool es_pair(const char *api, es_term *a, es_term *b, const char *out,
+                    const es_term *terms, int n, int at, const int64_t *size, unsigned mmflags)
+{
+    char bat[TD_MAX_RANK], ao[TD_MAX_RANK], bo[TD_MAX_RANK], con[TD_MAX_RANK];
+    int nb = 0, na = 0, nbo = 0, nc = 0;
+    for (int i = 0; i < a->rank; i++) {
+        char c = a->ix[i];
+        if (memchr(b->ix, c, (size_t)b->rank) == NULL) ao[na++] = c;
+        else if (es_needed(c, out, terms, n, at)) bat[nb++] = c;
+        else con[nc++] = c;
+    }
+    for (int i = 0; i < b->rank; i++)
+        if (memchr(a->ix, b->ix[i], (size_t)a->rank) == NULL) bo[nbo++] = b->ix[i];
+    if (nb + na + nbo > TD_MAX_RANK) {
+        set_err(a->t->ctx, "%s: an intermediate would have rank %d (more than %d)", api,
+                nb + na + nbo, TD_MAX_RANK);
+        return false;
+    }
+    char pa[TD_MAX_RANK], pb[TD_MAX_RANK];
+    memcpy(pa, bat, (size_t)nb);
+    memcpy(pa + nb, ao, (size_t)na);
+    memcpy(pa + nb + na, con, (size_t)nc);
+    memcpy(pb, bat, (size_t)nb);
+    memcpy(pb + nb, con, (size_t)nc);
+    memcpy(pb + nb + nc, bo, (size_t)nbo);
+    if (!es_permute(api, a, pa) || !es_permute(api, b, pb)) return false;
+    const int64_t B = es_prod(size, bat, nb), M = es_prod(size, ao, na),
+                  K = es_prod(size, con, nc), N = es_prod(size, bo, nbo);
+    if (!es_set(a, reshape_as(api, a->t, 3, (int64_t[]){B, M, K})) ||
+        !es_set(b, reshape_as(api, b->t, 3, (int64_t[]){B, K, N})))
+        return false;
+    td_tensor *m = matmul(api, a->t, b->t, mmflags);
+    es_drop(b);
+    if (!es_set(a, m)) return false;
+    int64_t dims[TD_MAX_RANK];
+    int r = 0;
+    for (int i = 0; i < nb; i++) dims[r] = size[(unsigned char)bat[i]], a->ix[r++] = bat[i];
+    for (int i = 0; i < na; i++) dims[r] = size[(unsigned char)ao[i]], a->ix[r++] = ao[i];
+    for (int i = 0; i < nbo; i++) dims[r] = size[(unsigned char)bo[i]], a->ix[r++] = bo[i];
+    a->rank = r;
+    return es_set(a, reshape_as(api, a->t, (uint32_t)r, dims));
+}
+
+td_tensor *td_einsum(const char *equation, int n, td_tensor *const *xs)
+{
+    static const char api[] = "td_einsum";
+    if (xs == NULL || n < 1 || n > EINSUM_MAX_OPERANDS)
+        return thread_fail("td_einsum: n is %d, want 1..%d with xs non-NULL", n,
+                           EINSUM_MAX_OPERANDS);
+    for (int i = 0; i < n; i++) {
+        if (xs[i] == NULL) {
+            char which[16];
+            snprintf(which, sizeof which, "xs[%d]", i);
+            return null_input(any_ctx(n, xs), api, which);
+        }
+    }
+    td_context *ctx = xs[0]->ctx;
+    for (int i = 1; i < n; i++) {
+        if (xs[i]->ctx != ctx) {
+            set_err(ctx, "%s: inputs belong to different contexts", api);
+            return NULL;
+        }
+    }
+    if (equation == NULL) {
+        set_err(ctx, "%s: equation is NULL", api);
+        return NULL;
+    }
+    /* parse: letters per operand, then the output after "->" (or the implicit one) */
+    es_term terms[EINSUM_MAX_OPERANDS];
+    memset(terms, 0, sizeof terms);
+    char out[TD_MAX_RANK + 1] = "";
+    int nout = 0, k = 0, count[256] = {0};
+    bool explicit_out = false;
+    int64_t size[256];
+    for (const char *p = equation; *p != '\0'; p++) {
+        unsigned char c = (unsigned char)*p;
+        if (c == ' ') continue;
+        if (c == '.') {
+            set_err(ctx, "%s: \"%s\": ellipsis '...' is not supported", api, equation);
+            return NULL;
+        }
+        if (c == '-' && p[1] == '>' && !explicit_out) {
+            explicit_out = true;
+            p++;
+            continue;
+        }
+        if (c == ',' && !explicit_out) {
+            if (++k >= n) {
+                set_err(ctx, "%s: \"%s\" has more operands than the %d given", api, equation, n);
+                return NULL;
+            }
+            continue;
+        }
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))) {
+            set_err(ctx, "%s: \"%s\": unexpected character '%c' (indices are letters)", api,
+                    equation, c);
+            return NULL;
+        }
+        if (explicit_out) {
+            if (strchr(out, c) != NULL || nout >= TD_MAX_RANK) {
+                set_err(ctx, "%s: \"%s\": output index '%c' repeated or output rank above %d",
+                        api, equation, c, TD_MAX_RANK);
+                return NULL;
+            }
+            out[nout++] = (char)c;
+            out[nout] = '\0';
+            continue;
+        }
+        es_term *e = &terms[k];
+        if (memchr(e->ix, c, (size_t)e->rank) != NULL) {
+            set_err(ctx, "%s: \"%s\": repeated index '%c' in operand %d (diagonals are not "
+                    "supported)", api, equation, c, k);
+            return NULL;
+        }
+        if (e->rank >= (int)xs[k]->desc.rank) {
+            set_err(ctx, "%s: \"%s\": operand %d has rank %u, its subscripts name more", api,
+                    equation, k, xs[k]->desc.rank);
+            return NULL;
+        }
+        int64_t d = xs[k]->desc.dims[e->rank];
+        if (count[c] > 0 && size[c] != d) {
+            set_err(ctx, "%s: \"%s\": index '%c' has sizes %lld and %lld", api, equation, c,
+                    (long long)size[c], (long long)d);
+            return NULL;
+        }
+        size[c] = d;
+        count[c]++;
+        e->ix[e->rank++] = (char)c;
+    }
+    if (k != n - 1) {
+        set_err(ctx, "%s: \"%s\" names %d operands, %d given", api, equation, k + 1, n);
+        return NULL;
+    }
+    for (int i = 0; i < n; i++) {
+        if (terms[i].rank != (int)xs[i]->desc.rank) {
+            set_err(ctx, "%s: \"%s\": operand %d has rank %u, its subscripts name %d", api,
+                    equation, i, xs[i]->desc.rank, terms[i].rank);
+            return NULL;
+        }
+        terms[i].t = xs[i];
+    }
+    if (explicit_out) {
+        for (int i = 0; i < nout; i++) {
+            if (count[(unsigned char)out[i]] == 0) {
+                set_err(ctx, "%s: \"%s\": output index '%c' is in no operand", api, equation,
+                        out[i]);
+                return NULL;
+            }
+        }
+    } else {
+        /* numpy's implicit output: the indices that occur once, in alphabetical order */
+        for (int c = 'A'; c <= 'z'; c++) {
+            if (count[c] != 1) continue;
+            if (nout >= TD_MAX_RANK) {
+                set_err(ctx, "%s: \"%s\": output rank above %d", api, equation, TD_MAX_RANK);
+                return NULL;
+            }
+            out[nout++] = (char)c;
+        }
+        out[nout] = '\0';
+    }
+    const unsigned mmflags = ctx->opts.matmul_allow_tf32 ? TD_MATMUL_ALLOW_TF32 : 0;
+    td_tensor *result = NULL;
+    es_term *acc = &terms[0];
+    for (int i = 0; i < n; i++) {
+        /* sum away what only this term holds and nothing later needs */
+        es_term *e = &terms[i];
+        bool keep[TD_MAX_RANK];
+        for (int j = 0; j < e->rank; j++) {
+            char c = e->ix[j];
+            bool in_acc = i > 0 && memchr(acc->ix, c, (size_t)acc->rank) != NULL;
+            keep[j] = in_acc || es_needed(c, out, terms, n, i);
+        }
+        if (!es_sum(api, e, keep)) goto fail;
+        if (i > 0) {
+            /* and from the accumulated term what e does not share and nothing later needs */
+            bool akeep[TD_MAX_RANK];
+            for (int j = 0; j < acc->rank; j++) {
+                char c = acc->ix[j];
+                akeep[j] = memchr(e->ix, c, (size_t)e->rank) != NULL || es_needed(c, out, terms, n, i);
+            }
+            if (!es_sum(api, acc, akeep)) goto fail;
+        }
+        if (i > 0 && !es_pair(api, acc, e, out, terms, n, i, size, mmflags)) goto fail;
+    }
+    {
+        bool keep[TD_MAX_RANK];
+        for (int j = 0; j < acc->rank; j++) keep[j] = strchr(out, acc->ix[j]) != NULL;
+        if (!es_sum(api, acc, keep) || !es_permute(api, acc, out)) goto fail;
+    }
+    if (!acc->owned) {
+        /* the result must be a new handle: copy the caller's tensor */
+        td__op op = {.opcode = TD_OP_COPY, .n_inputs = 1};
+        if (!es_set(acc, record(ctx, api, &op, &acc->t))) goto fail;
+    }
+    result = acc->t;
+    acc->owned = false;
+fail:
+    for (int i = 0; i < n; i++) es_drop(&terms[i]);
+    return result;
+}
+
 /* ---- hooks for graph capture (client/graph.c; declared in client/capture.h) ---- */
 
 td_status td__ctx_capture_begin(td_context *ctx, struct td__capture *cap)

@@ -756,6 +756,24 @@ td_tensor *td_index_add(td_tensor *x, int axis, td_tensor *index, td_tensor *src
  * ("op 1 (gather_nd): index 3 out of range [0, 3) for dim 1 at position 5"); negative
  * indices are not wrapped. */
 td_tensor *td_gather_nd(td_tensor *x, td_tensor *index);
+/* numpy.einsum without ellipses or diagonals: equation "ij,jk->ik" names one letter
+ * (a-z, A-Z) per dim of each of the n (1..8) operands, comma-separated, spaces ignored;
+ * after "->" the output's letters (each at most once, each in some operand), or without
+ * "->" numpy's implicit output (the letters used exactly once, in alphabetical order,
+ * uppercase first). A letter's dims must have one size (no broadcasting); letters absent
+ * from the output are summed over. Operands share one numeric dtype (matmul's rule).
+ * Client-side: a lowering onto SUM, PERMUTE, RESHAPE and MATMUL (operands folded left to
+ * right, each pair one batched matmul; float results therefore follow matmul's and sum's
+ * rounding, not numpy's order). Returns a new handle of the output's shape (a COPY when the
+ * equation is an identity). Errors (TD_EINVAL, td_last_error names td_einsum and the
+ * equation): xs NULL or n outside 1..8 (context-free), a NULL operand, different contexts,
+ * an equation NULL or naming another operand count, a character other than letters,
+ * spaces, ',' and "->", an ellipsis ("ellipsis '...' is not supported"), a letter twice in
+ * one operand ("repeated index 'i' in operand 0 (diagonals are not supported)"), subscripts
+ * that do not match an operand's rank, sizes that differ ("index 'j' has sizes 3 and 4"),
+ * an output letter in no operand or repeated, an intermediate above rank 8.
+ * Thread-safety: the context's rule. */
+td_tensor *td_einsum(const char *equation, int n, td_tensor *const *xs);
 
 /* ---- softmax ----
  * Softmax and log-softmax of x along `axis` (negative counts from the end), each one op.

@@ -9,6 +9,9 @@
  * ascending order the contract states. Index inputs alternate between i64 and i32. Cases
  * marked `err` must be refused at record time with that text in td_last_error; cases marked
  * `err_exec` must fail at the read with TD_ERANGE and that message.
+ *
+ * td_einsum (issue 13 item 6) against numpy.einsum in f32, f64 and i32 (small integers:
+ * every product and sum is exact in all three, so the matmul/sum order does not matter).
  */
 #include "movement_reference.h"
 #include "tensord.h"
@@ -271,4 +274,39 @@ Test(movement_ops, scatter_add_bits_do_not_depend_on_thread_count)
     free(x);
     free(src);
     free(idx);
+}
+
+Test(movement_ops, einsum_against_numpy)
+{
+    static const td_dtype dts[] = {TD_F32, TD_F64, TD_I32};
+    for (size_t i = 0; i < sizeof einsum_cases / sizeof einsum_cases[0]; i++) {
+        const einsum_case *c = &einsum_cases[i];
+        for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++) {
+            const td_dtype dt = dts[d];
+            td_tensor *xs[3];
+            for (int k = 0; k < c->n; k++) xs[k] = make(dt, c->rank[k], c->dims[k], c->x[k]);
+            td_tensor *y = td_einsum(c->eq, c->n, xs);
+            for (int k = 0; k < c->n; k++) td_release(xs[k]);
+            if (c->err != NULL) {
+                cr_assert_null(y, "einsum \"%s\": accepted", c->eq);
+                cr_assert(strstr(td_last_error(ctx), c->err) != NULL &&
+                              strncmp(td_last_error(ctx), "td_einsum", 9) == 0,
+                          "einsum \"%s\": message \"%s\"", c->eq, td_last_error(ctx));
+                continue;
+            }
+            cr_assert_not_null(y, "einsum \"%s\" [%s]: %s", c->eq, td_dtype_name(dt),
+                               td_last_error(ctx));
+            cr_assert_eq(td_rank(y), c->orank, "einsum \"%s\": rank %d", c->eq, td_rank(y));
+            for (int j = 0; j < c->orank; j++)
+                cr_assert_eq(td_dims(y)[j], c->odims[j], "einsum \"%s\": dim %d", c->eq, j);
+            td_status s;
+            double *v = read_f64(y, &s);
+            cr_assert_eq(s, TD_OK, "einsum \"%s\": %s", c->eq, td_last_error(ctx));
+            for (int64_t j = 0; j < c->nwant; j++)
+                cr_assert(v[j] == c->want[j], "einsum \"%s\" [%s]: element %lld is %g, want %g",
+                          c->eq, td_dtype_name(dt), (long long)j, v[j], c->want[j]);
+            free(v);
+            td_release(y);
+        }
+    }
 }

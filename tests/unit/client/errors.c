@@ -482,6 +482,20 @@ static void walk_movement_steps(void)
     BAD("td_gather_nd", ctx, "float index", td_gather_nd(f2x3, f2x3));
     BAD("td_gather_nd", ctx, "k 3 > rank 2", td_gather_nd(f2x3, td_full(ctx, TD_I64, 1, (int64_t[]){3}, 0)));
     BAD("td_gather_nd", ctx, "rank-0 index", td_gather_nd(f2x3, td_full(ctx, TD_I64, 0, NULL, 0)));
+    td_tensor *ab[2] = {f2x3, f3x2};
+    BAD("td_einsum", ctx, "n 0", td_einsum("ij", 0, ab));
+    BAD("td_einsum", ctx, "xs NULL", td_einsum("ij", 1, NULL));
+    BAD("td_einsum", ctx, "xs[1] NULL", td_einsum("ij,jk", 2, (td_tensor *[]){f2x3, NULL}));
+    BAD("td_einsum", ctx, "equation NULL", td_einsum(NULL, 2, ab));
+    BAD("td_einsum", ctx, "sizes differ", td_einsum("ij,ij->i", 2, ab));
+    BAD("td_einsum", ctx, "diagonal", td_einsum("ii->i", 1, (td_tensor *[]){f2x3}));
+    BAD("td_einsum", ctx, "ellipsis", td_einsum("...j->j", 1, ab));
+    BAD("td_einsum", ctx, "rank mismatch", td_einsum("ijk,jk", 2, ab));
+    BAD("td_einsum", ctx, "3 operands named", td_einsum("ij,jk,k", 2, ab));
+    BAD("td_einsum", ctx, "output letter unknown", td_einsum("ij,jk->iz", 2, ab));
+    BAD("td_einsum", ctx, "bad character", td_einsum("i1,jk", 2, ab));
+    BAD("td_einsum", ctx, "dtypes differ", td_einsum("ij,jk", 2, (td_tensor *[]){f2x3, td_cast(f3x2, TD_F64)}));
+    BAD("td_einsum", ctx, "other context", td_einsum("ij,ij", 2, (td_tensor *[]){f2x3, f_other}));
     td_release(v);
 }
 
