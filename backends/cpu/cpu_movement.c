@@ -356,13 +356,13 @@ typedef struct remap_task {
 
 #define REMAP_ROW(T)                                                                       \
     do {                                                                                   \
-        const T *s_ = (const T *)t->src + base;                                            \
         T *d_ = (T *)t->dst + r * t->row;                                                  \
         T f_;                                                                              \
         memcpy(&f_, &t->fill, sizeof f_);                                                  \
-        if (base < 0) {                                                                    \
+        if (base < 0) { /* x may be empty (a NULL buffer): form no address from it */      \
             for (int64_t i = 0; i < t->row; i++) d_[i] = f_;                               \
         } else {                                                                           \
+            const T *s_ = (const T *)t->src + base;                                        \
             for (int64_t i = 0; i < t->row; i++) {                                         \
                 int64_t j = t->last[i];                                                    \
                 d_[i] = j < 0 ? f_ : s_[j];                                                \
