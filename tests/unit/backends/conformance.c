@@ -90,6 +90,9 @@
  *    (the PROD reasoning); integer scans exact (they wrap);
  *  - SORT ARGSORT TOPK_VALUES TOPK_INDICES: exact in every dtype (one stable order,
  *    engine/sortkey.h; a NaN's payload is the input's own);
+ *  - the movement ops of issue 13 (SLICE_STEP .. GATHER_ND): exact, SCATTER_ADD and
+ *    INDEX_ADD included (both backends add each destination's contributions in ascending
+ *    order, each add rounded to the dtype; a NaN sum may carry another payload);
  *  - the dtypes i8, i16: exact, like every integer result. f16 and bf16 (both backends
  *    widen to f32, compute there and round once to the dtype): the bounds above with ulp and
  *    u those of the dtype (u = 2^-11 for f16, 2^-8 for bf16), so exact ops stay bit for bit
