@@ -17,7 +17,6 @@
 #include "tensord.h"
 #include <criterion/criterion.h>
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -225,55 +224,6 @@ Test(movement_ops, every_case_in_every_dtype)
             run_case(c, dt, d % 2 ? TD_I32 : TD_I64);
         }
     }
-}
-
-/* Scatter_add and index_add are deterministic: the same bits from a 1-thread and a
- * 2-thread CPU device, on inputs large enough to be split across threads, with many
- * duplicate destinations (f32 adds in an order that matters). */
-Test(movement_ops, scatter_add_bits_do_not_depend_on_thread_count)
-{
-    enum { R = 512, C = 300, M = 64 };
-    float *x = malloc(sizeof(float) * R * C), *src = malloc(sizeof(float) * R * C);
-    int64_t *idx = malloc(sizeof(int64_t) * R * C);
-    cr_assert(x && src && idx);
-    uint64_t s = 12345;
-    for (int i = 0; i < R * C; i++) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        x[i] = (float)((s >> 40) % 1000) * 0.37f;
-        src[i] = (float)(int64_t)((s >> 20) % 2000001 - 1000000) * 1.7e-3f;
-        idx[i] = (int64_t)((s >> 8) % M);
-    }
-    float *ref = NULL;
-    for (int threads = 1; threads <= 2; threads++) {
-        char env[8];
-        snprintf(env, sizeof env, "%d", threads);
-        setenv("TENSORD_CPU_THREADS", env, 1);
-        td_context *c;
-        cr_assert_eq(td_connect("local:cpu", NULL, &c), TD_OK, "%s", td_connect_error());
-        td_tensor *tx = td_from_host(c, TD_F32, 2, (int64_t[]){M, C}, x);
-        td_tensor *ts = td_from_host(c, TD_F32, 2, (int64_t[]){R, C}, src);
-        td_tensor *ti = td_from_host(c, TD_I64, 2, (int64_t[]){R, C}, idx);
-        td_tensor *y = td_scatter_add(tx, 0, ti, ts);
-        td_tensor *ti1 = td_from_host(c, TD_I64, 1, (int64_t[]){R}, idx);
-        td_tensor *z = td_index_add(tx, 0, ti1, ts);
-        cr_assert(y != NULL && z != NULL, "%s", td_last_error(c));
-        float *out = malloc(sizeof(float) * M * C * 2);
-        cr_assert_eq(td_read(y, out, sizeof(float) * M * C), TD_OK, "%s", td_last_error(c));
-        cr_assert_eq(td_read(z, out + M * C, sizeof(float) * M * C), TD_OK, "%s", td_last_error(c));
-        if (ref == NULL) {
-            ref = out;
-        } else {
-            cr_assert(memcmp(ref, out, sizeof(float) * M * C * 2) == 0,
-                      "scatter_add/index_add bits differ between 1 and 2 threads");
-            free(out);
-        }
-        td_close(c);
-    }
-    unsetenv("TENSORD_CPU_THREADS");
-    free(ref);
-    free(x);
-    free(src);
-    free(idx);
 }
 
 Test(movement_ops, einsum_against_numpy)
