@@ -123,7 +123,7 @@ static td_status exec_scatter(const td__cpu_exec *x, const td__op *op, const td_
 
 /* ---- index_add ---- */
 
-#define INDEX_ADD_BLOCK 4096
+#define INDEX_ADD_BLOCK 512
 
 typedef struct index_add_task {
     const void *idx, *src;
