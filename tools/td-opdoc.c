@@ -149,6 +149,18 @@ static char *render(size_t *len_out)
             at, dt, out_str(r->out_dtype), shape_str(r->shape), lw, acc_str(r->accuracy),
             r->summary);
     }
+    OUT("\n## Client-side compositions\n\n"
+        "Public functions with no row of their own, recorded by the client as ops of the "
+        "table (include/tensord.h documents each):\n\n"
+        "| function | recorded as |\n|---|---|\n"
+        "| td_stack | a reshape per input (a new axis of length 1), then concat of at most 8 "
+        "inputs each (a tree beyond 8) |\n"
+        "| td_split, td_chunk | one slice_step per piece |\n"
+        "| td_repeat, td_tile | reshape (leading dims of 1) when the counts outnumber the dims, "
+        "then repeat |\n"
+        "| td_roll without axes | reshape to 1-d, roll, reshape back |\n"
+        "| td_einsum | sum, permute, reshape and batched matmul, operands folded left to right "
+        "(no ellipsis, no diagonal) |\n");
     OUT("\n## Dtypes\n\n| value | dtype | bytes | kind |\n|---:|---|---:|---|\n");
 #define TD__DOC_DTYPE(name, str, size, flags)                                              \
     OUT("| %u | %s | %u | %s |\n", (unsigned)TD_##name, str, (unsigned)(size),              \
