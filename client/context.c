@@ -1316,6 +1316,452 @@ td_tensor *td_index_select(td_tensor *x, td_tensor *index, int axis)
     return indexed("td_index_select", TD_OP_INDEX_SELECT, x, index, axis);
 }
 
+/* ---- movement of issue 13: strided slices, flip, roll, pad, stack/split, repeat/tile,
+ * tril/triu, one_hot, masked_fill, scatter, index_add, gather_nd ---- */
+
+/* A RESHAPE recorded under `api`'s name (dims known valid). */
+static td_tensor *reshape_as(const char *api, td_tensor *x, uint32_t rank, const int64_t *dims)
+{
+    td__op op = {.opcode = TD_OP_RESHAPE, .n_inputs = 1, .n_iattrs = rank};
+    for (uint32_t i = 0; i < rank; i++) op.iattrs[i] = dims[i];
+    return record(x->ctx, api, &op, &x);
+}
+
+/* A SLICE_STEP recorded under `api`'s name from normalised starts, stops, steps. */
+static td_tensor *slice_step_as(const char *api, td_tensor *x, const int64_t *a,
+                                const int64_t *b, const int64_t *st)
+{
+    const uint32_t r = x->desc.rank;
+    td__op op = {.opcode = TD_OP_SLICE_STEP, .n_inputs = 1, .n_iattrs = 3 * r};
+    for (uint32_t i = 0; i < r; i++) {
+        op.iattrs[i] = a[i];
+        op.iattrs[r + i] = b[i];
+        op.iattrs[2 * r + i] = st[i];
+    }
+    return record(x->ctx, api, &op, &x);
+}
+
+/* Python's slice.indices: v (negative counts from the end) clamped for a step's sign. */
+static int64_t slice_bound(int64_t v, int64_t n, bool neg)
+{
+    if (v < 0) {
+        v += n;
+        if (v < 0) v = neg ? -1 : 0;
+    } else if (v >= n) {
+        v = neg ? n - 1 : n;
+    }
+    return v;
+}
+
+td_tensor *td_slice_step(td_tensor *x, const int64_t *starts, const int64_t *stops,
+                         const int64_t *steps)
+{
+    static const char api[] = "td_slice_step";
+    if (x == NULL) return null_input(NULL, api, "x");
+    const uint32_t r = x->desc.rank;
+    if (r > 0 && (starts == NULL || stops == NULL || steps == NULL)) {
+        set_err(x->ctx, "%s: starts, stops and steps must hold %u entries each (got NULL)", api, r);
+        return NULL;
+    }
+    int64_t a[TD_MAX_RANK], b[TD_MAX_RANK];
+    for (uint32_t i = 0; i < r; i++) {
+        const int64_t n = x->desc.dims[i], st = steps[i];
+        if (st == 0) {
+            set_err(x->ctx, "%s: step 0 on dim %u (steps must be non-zero)", api, i);
+            return NULL;
+        }
+        a[i] = slice_bound(starts[i], n, st < 0);
+        b[i] = slice_bound(stops[i], n, st < 0);
+        if (st > 0 && b[i] < a[i]) b[i] = a[i];
+        if (st < 0 && b[i] > a[i]) b[i] = a[i];
+    }
+    return slice_step_as(api, x, a, b, steps);
+}
+
+/* Normalise n axes of x (negative from the end) into a mask; duplicates refused. */
+static bool axes_unique(const char *api, td_tensor *x, int n, const int *axes, int64_t *mask,
+                        int *norm)
+{
+    int64_t m = 0;
+    if (n < 0 || n > (int)x->desc.rank || (n > 0 && axes == NULL)) {
+        set_err(x->ctx, "%s: invalid axes list (n %d for rank %u%s)", api, n, x->desc.rank,
+                axes == NULL ? ", axes NULL" : "");
+        return false;
+    }
+    for (int i = 0; i < n; i++) {
+        int a;
+        if (!norm_axis(axes[i], x->desc.rank, &a)) {
+            set_err(x->ctx, "%s: axis %d out of range for rank %u", api, axes[i], x->desc.rank);
+            return false;
+        }
+        if ((m >> a) & 1) {
+            set_err(x->ctx, "%s: axis %d appears twice", api, axes[i]);
+            return false;
+        }
+        m |= (int64_t)1 << a;
+        if (norm != NULL) norm[i] = a;
+    }
+    *mask = m;
+    return true;
+}
+
+td_tensor *td_flip(td_tensor *x, int naxes, const int *axes)
+{
+    static const char api[] = "td_flip";
+    if (x == NULL) return null_input(NULL, api, "x");
+    td__op op = {.opcode = TD_OP_FLIP, .n_inputs = 1, .n_iattrs = 1};
+    if (!axes_unique(api, x, naxes, axes, &op.iattrs[0], NULL)) return NULL;
+    return record(x->ctx, api, &op, &x);
+}
+
+td_tensor *td_roll(td_tensor *x, int n, const int64_t *shifts, const int *axes)
+{
+    static const char api[] = "td_roll";
+    if (x == NULL) return null_input(NULL, api, "x");
+    if (n < 0 || n > TD_MAX_RANK || (n > 0 && shifts == NULL)) {
+        set_err(x->ctx, "%s: n %d is outside 0..%d (or shifts is NULL)", api, n, TD_MAX_RANK);
+        return NULL;
+    }
+    if (axes == NULL) {
+        /* torch.roll without dims: roll the flattened tensor, restore the shape */
+        if (n != 1) {
+            set_err(x->ctx, "%s: without axes it takes one shift (of the flattened tensor), "
+                    "got %d", api, n);
+            return NULL;
+        }
+        int64_t len = td__desc_nelem(&x->desc);
+        td_tensor *f = reshape_as(api, x, 1, &len);
+        if (f == NULL) return NULL;
+        td__op op = {.opcode = TD_OP_ROLL, .n_inputs = 1, .n_iattrs = 1,
+                     .iattrs = {len > 0 ? shifts[0] % len : 0}};
+        td_tensor *rl = record(x->ctx, api, &op, &f);
+        td_release(f);
+        if (rl == NULL) return NULL;
+        td_tensor *out = reshape_as(api, rl, x->desc.rank, x->desc.dims);
+        td_release(rl);
+        return out;
+    }
+    td__op op = {.opcode = TD_OP_ROLL, .n_inputs = 1, .n_iattrs = x->desc.rank};
+    for (int i = 0; i < n; i++) {
+        int a;
+        if (!norm_axis(axes[i], x->desc.rank, &a)) {
+            set_err(x->ctx, "%s: axis %d out of range for rank %u", api, axes[i], x->desc.rank);
+            return NULL;
+        }
+        /* a repeated axis rolls by the sum of its shifts, as torch.roll; taken mod the dim */
+        int64_t d = x->desc.dims[a];
+        if (d > 0) op.iattrs[a] = (op.iattrs[a] + shifts[i] % d) % d;
+    }
+    return record(x->ctx, api, &op, &x);
+}
+
+td_tensor *td_pad(td_tensor *x, int npads, const int64_t *pads, td_pad_mode mode, double value)
+{
+    static const char api[] = "td_pad";
+    if (x == NULL) return null_input(NULL, api, "x");
+    const uint32_t r = x->desc.rank;
+    if (npads < 0 || npads % 2 != 0 || npads > 2 * (int)r || (npads > 0 && pads == NULL)) {
+        set_err(x->ctx, "%s: npads %d must be even and at most 2 x rank %u (pads %s)", api, npads,
+                r, pads == NULL ? "NULL" : "given");
+        return NULL;
+    }
+    td__op op = {.opcode = TD_OP_PAD, .n_inputs = 1, .n_iattrs = 1 + 2 * r,
+                 .iattrs = {(int64_t)mode}, .fattrs = {value}};
+    /* torch order: (before, after) of the last dim first */
+    for (int i = 0; i < npads / 2; i++) {
+        uint32_t d = r - 1 - (uint32_t)i;
+        op.iattrs[1 + d] = pads[2 * i];
+        op.iattrs[1 + r + d] = pads[2 * i + 1];
+    }
+    return record(x->ctx, api, &op, &x);
+}
+
+/* x with n - rank leading dims of 1 (n >= rank), recorded under api; a new reference. */
+static td_tensor *lead_ones(const char *api, td_tensor *x, int n)
+{
+    int64_t dims[TD_MAX_RANK];
+    const int extra = n - (int)x->desc.rank;
+    for (int i = 0; i < extra; i++) dims[i] = 1;
+    for (uint32_t i = 0; i < x->desc.rank; i++) dims[extra + (int)i] = x->desc.dims[i];
+    return reshape_as(api, x, (uint32_t)n, dims);
+}
+
+static td_tensor *repeat_common(const char *api, td_tensor *x, int n, const int64_t *reps,
+                                bool tile)
+{
+    if (x == NULL) return null_input(NULL, api, "x");
+    const int r = (int)x->desc.rank;
+    if (n < 0 || n > TD_MAX_RANK || (n > 0 && reps == NULL) || (!tile && n < r)) {
+        set_err(x->ctx, "%s: n %d must be %s..%d (rank %d%s)", api, n, tile ? "0" : "rank",
+                TD_MAX_RANK, r, n > 0 && reps == NULL ? ", repeats NULL" : "");
+        return NULL;
+    }
+    const int m = n > r ? n : r;
+    td__op op = {.opcode = TD_OP_REPEAT, .n_inputs = 1, .n_iattrs = (uint32_t)m};
+    for (int i = 0; i < m; i++) op.iattrs[i] = 1;
+    for (int i = 0; i < n; i++) op.iattrs[m - n + i] = reps[i];
+    td_tensor *y = m > r ? lead_ones(api, x, m) : x;
+    if (y == NULL) return NULL;
+    td_tensor *out = record(x->ctx, api, &op, &y);
+    if (y != x) td_release(y);
+    return out;
+}
+
+td_tensor *td_repeat(td_tensor *x, int n, const int64_t *repeats)
+{
+    return repeat_common("td_repeat", x, n, repeats, false);
+}
+
+td_tensor *td_tile(td_tensor *x, int n, const int64_t *reps)
+{
+    return repeat_common("td_tile", x, n, reps, true);
+}
+
+td_tensor *td_stack(int n, td_tensor *const *xs, int axis)
+{
+    static const char api[] = "td_stack";
+    if (xs == NULL) return thread_fail("td_stack: xs is NULL (n %d)", n);
+    if (n < 1) return thread_fail("td_stack: n is %d, want >= 1", n);
+    for (int i = 0; i < n; i++) {
+        if (xs[i] == NULL) {
+            char which[16];
+            snprintf(which, sizeof which, "xs[%d]", i);
+            return null_input(any_ctx(n, xs), api, which);
+        }
+    }
+    td_context *ctx = xs[0]->ctx;
+    const uint32_t r = xs[0]->desc.rank;
+    int a;
+    if (r + 1 > TD_MAX_RANK || !norm_axis(axis, r + 1, &a)) {
+        set_err(ctx, "%s: axis %d out of range for rank %u + 1", api, axis, r);
+        return NULL;
+    }
+    for (int i = 1; i < n; i++) {
+        if (xs[i]->ctx != ctx) {
+            set_err(ctx, "%s: inputs belong to different contexts", api);
+            return NULL;
+        }
+        if (!td__desc_equal(&xs[i]->desc, &xs[0]->desc)) {
+            char s0[96], si[96];
+            td__desc_str(&xs[0]->desc, s0, sizeof s0);
+            td__desc_str(&xs[i]->desc, si, sizeof si);
+            set_err(ctx, "%s: input %d is %s, input 0 is %s (all must match)", api, i, si, s0);
+            return NULL;
+        }
+    }
+    /* each input as [..., 1, ...], then CONCATs of at most 8 inputs, level by level */
+    int64_t dims[TD_MAX_RANK];
+    for (int i = 0; i < a; i++) dims[i] = xs[0]->desc.dims[i];
+    dims[a] = 1;
+    for (uint32_t i = (uint32_t)a; i < r; i++) dims[i + 1] = xs[0]->desc.dims[i];
+    td_tensor **level = td__malloc((size_t)n * sizeof *level);
+    if (level == NULL) {
+        set_err_status(ctx, TD_ENOMEM, "%s: out of memory", api);
+        return NULL;
+    }
+    int m = 0;
+    td_tensor *out = NULL;
+    for (; m < n; m++)
+        if ((level[m] = reshape_as(api, xs[m], r + 1, dims)) == NULL) goto done;
+    while (m > 1) {
+        int k = 0;
+        for (int i = 0; i < m; i += TD_OP_MAX_INPUTS, k++) {
+            int g = m - i < TD_OP_MAX_INPUTS ? m - i : TD_OP_MAX_INPUTS;
+            td__op op = {.opcode = TD_OP_CONCAT, .n_inputs = (uint32_t)g, .n_iattrs = 1,
+                         .iattrs = {a}};
+            td_tensor *c = record(ctx, api, &op, &level[i]);
+            for (int j = 0; j < g; j++) td_release(level[i + j]);
+            level[k] = c;
+            if (c == NULL) {
+                for (int j = i + g; j < m; j++) td_release(level[j]);
+                m = k;
+                goto done;
+            }
+        }
+        m = k;
+    }
+    out = level[0];
+    m = 0;
+done:
+    for (int j = 0; j < m; j++) td_release(level[j]);
+    td__free(level);
+    return out;
+}
+
+/* n slices of x along axis with the given sizes into out[0..n); all or nothing. */
+static td_status split_as(const char *api, td_tensor *x, int n, const int64_t *sizes, int a,
+                          td_tensor **out)
+{
+    const uint32_t r = x->desc.rank;
+    int64_t st[TD_MAX_RANK], b[TD_MAX_RANK], e[TD_MAX_RANK];
+    for (uint32_t i = 0; i < r; i++) {
+        st[i] = 1;
+        b[i] = 0;
+        e[i] = x->desc.dims[i];
+    }
+    int64_t at = 0;
+    for (int i = 0; i < n; i++) {
+        b[a] = at;
+        e[a] = at + sizes[i];
+        at = e[a];
+        if ((out[i] = slice_step_as(api, x, b, e, st)) == NULL) {
+            for (int j = 0; j < i; j++) {
+                td_release(out[j]);
+                out[j] = NULL;
+            }
+            return td_last_status(x->ctx);
+        }
+    }
+    return TD_OK;
+}
+
+td_status td_split(td_tensor *x, int n, const int64_t *sizes, int axis, td_tensor **out)
+{
+    static const char api[] = "td_split";
+    if (x == NULL) {
+        null_input(NULL, api, "x");
+        return TD_EINVAL;
+    }
+    int a;
+    if (n < 1 || sizes == NULL || out == NULL) {
+        set_err(x->ctx, "%s: n %d must be >= 1 with sizes and out non-NULL", api, n);
+        return TD_EINVAL;
+    }
+    if (!norm_axis(axis, x->desc.rank, &a)) {
+        set_err(x->ctx, "%s: axis %d out of range for rank %u", api, axis, x->desc.rank);
+        return TD_EINVAL;
+    }
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) {
+        if (sizes[i] < 0 || __builtin_add_overflow(total, sizes[i], &total)) {
+            set_err(x->ctx, "%s: size %lld of piece %d is negative or overflows", api,
+                    (long long)sizes[i], i);
+            return TD_EINVAL;
+        }
+    }
+    if (total != x->desc.dims[a]) {
+        set_err(x->ctx, "%s: sizes sum to %lld, dim %d has %lld", api, (long long)total, a,
+                (long long)x->desc.dims[a]);
+        return TD_EINVAL;
+    }
+    return split_as(api, x, n, sizes, a, out);
+}
+
+td_status td_chunk(td_tensor *x, int chunks, int axis, td_tensor **out, int *n_out)
+{
+    static const char api[] = "td_chunk";
+    if (x == NULL) {
+        null_input(NULL, api, "x");
+        return TD_EINVAL;
+    }
+    int a;
+    if (chunks < 1 || out == NULL || n_out == NULL) {
+        set_err(x->ctx, "%s: chunks %d must be >= 1 with out and n_out non-NULL", api, chunks);
+        return TD_EINVAL;
+    }
+    if (!norm_axis(axis, x->desc.rank, &a)) {
+        set_err(x->ctx, "%s: axis %d out of range for rank %u", api, axis, x->desc.rank);
+        return TD_EINVAL;
+    }
+    /* torch.chunk: pieces of ceil(dim / chunks), the last smaller; an empty dim gives
+     * `chunks` empty pieces */
+    const int64_t d = x->desc.dims[a];
+    const int64_t size = d == 0 ? 0 : (d + chunks - 1) / chunks;
+    const int n = d == 0 ? chunks : (int)((d + size - 1) / size);
+    int64_t *sizes = td__malloc((size_t)n * sizeof *sizes);
+    if (sizes == NULL) {
+        set_err_status(x->ctx, TD_ENOMEM, "%s: out of memory", api);
+        return TD_ENOMEM;
+    }
+    for (int i = 0; i < n; i++) sizes[i] = d == 0 ? 0 : (i + 1 < n ? size : d - size * (n - 1));
+    td_status s = split_as(api, x, n, sizes, a, out);
+    td__free(sizes);
+    if (s == TD_OK) *n_out = n;
+    return s;
+}
+
+static td_tensor *tri(const char *api, uint32_t opcode, td_tensor *x, int64_t diagonal)
+{
+    if (x == NULL) return null_input(NULL, api, "x");
+    td__op op = {.opcode = opcode, .n_inputs = 1, .n_iattrs = 1, .iattrs = {diagonal}};
+    return record(x->ctx, api, &op, &x);
+}
+
+td_tensor *td_tril(td_tensor *x, int64_t diagonal) { return tri("td_tril", TD_OP_TRIL, x, diagonal); }
+td_tensor *td_triu(td_tensor *x, int64_t diagonal) { return tri("td_triu", TD_OP_TRIU, x, diagonal); }
+
+td_tensor *td_one_hot(td_tensor *index, int64_t num_classes, td_dtype dt)
+{
+    static const char api[] = "td_one_hot";
+    if (index == NULL) return null_input(NULL, api, "index");
+    td__op op = {.opcode = TD_OP_ONE_HOT, .dtype = (uint32_t)dt, .n_inputs = 1, .n_iattrs = 1,
+                 .iattrs = {num_classes}};
+    return record(index->ctx, api, &op, &index);
+}
+
+td_tensor *td_masked_fill(td_tensor *x, td_tensor *mask, double value)
+{
+    static const char api[] = "td_masked_fill";
+    if (x == NULL || mask == NULL)
+        return null_input(any_ctx(2, (td_tensor *[]){x, mask}), api, x == NULL ? "x" : "mask");
+    if (x->ctx != mask->ctx) {
+        set_err(x->ctx, "%s: inputs belong to different contexts", api);
+        return NULL;
+    }
+    td__op op = {.opcode = TD_OP_MASKED_FILL, .n_inputs = 2, .fattrs = {value}};
+    td_tensor *in[2] = {x, mask};
+    return record(x->ctx, api, &op, in);
+}
+
+static td_tensor *scatter_common(const char *api, uint32_t opcode, td_tensor *x, int axis,
+                                 td_tensor *index, td_tensor *src)
+{
+    td_tensor *in[3] = {x, index, src};
+    static const char *const names[3] = {"x", "index", "src"};
+    for (int i = 0; i < 3; i++)
+        if (in[i] == NULL) return null_input(any_ctx(3, in), api, names[i]);
+    if (index->ctx != x->ctx || src->ctx != x->ctx) {
+        set_err(x->ctx, "%s: inputs belong to different contexts", api);
+        return NULL;
+    }
+    int a;
+    if (!norm_axis(axis, x->desc.rank, &a)) {
+        set_err(x->ctx, "%s: axis %d out of range for rank %u", api, axis, x->desc.rank);
+        return NULL;
+    }
+    td__op op = {.opcode = opcode, .n_inputs = 3, .n_iattrs = 1, .iattrs = {a}};
+    return record(x->ctx, api, &op, in);
+}
+
+td_tensor *td_scatter(td_tensor *x, int axis, td_tensor *index, td_tensor *src)
+{
+    return scatter_common("td_scatter", TD_OP_SCATTER, x, axis, index, src);
+}
+
+td_tensor *td_scatter_add(td_tensor *x, int axis, td_tensor *index, td_tensor *src)
+{
+    return scatter_common("td_scatter_add", TD_OP_SCATTER_ADD, x, axis, index, src);
+}
+
+td_tensor *td_index_add(td_tensor *x, int axis, td_tensor *index, td_tensor *src)
+{
+    return scatter_common("td_index_add", TD_OP_INDEX_ADD, x, axis, index, src);
+}
+
+td_tensor *td_gather_nd(td_tensor *x, td_tensor *index)
+{
+    static const char api[] = "td_gather_nd";
+    if (x == NULL || index == NULL)
+        return null_input(any_ctx(2, (td_tensor *[]){x, index}), api, x == NULL ? "x" : "index");
+    if (x->ctx != index->ctx) {
+        set_err(x->ctx, "%s: inputs belong to different contexts", api);
+        return NULL;
+    }
+    td__op op = {.opcode = TD_OP_GATHER_ND, .n_inputs = 2};
+    td_tensor *in[2] = {x, index};
+    return record(x->ctx, api, &op, in);
+}
+
 /* ---- softmax ---- */
 
 static td_tensor *softmax_common(const char *api, uint32_t opcode, td_tensor *x, int axis)
@@ -1346,6 +1792,290 @@ td_tensor *td_softmax(td_tensor *x, int axis)
 td_tensor *td_log_softmax(td_tensor *x, int axis)
 {
     return softmax_common("td_log_softmax", TD_OP_LOG_SOFTMAX, x, axis);
+}
+
+/* ---- einsum: a client-side lowering onto SUM, PERMUTE, RESHAPE and MATMUL ----
+ * Operands are folded left to right. Before each step, every index that no later operand
+ * and not the output uses is summed away from the operand that alone holds it; a pair
+ * (a, b) then becomes one batched matmul: a permuted to [batch, a-only, contracted] and b to
+ * [batch, contracted, b-only], each reshaped to rank 3, multiplied, and reshaped back to
+ * [batch..., a-only..., b-only...]. The last operand is summed to the output's indices and
+ * permuted into their order. Every op is recorded under td_einsum's name. */
+
+#define EINSUM_MAX_OPERANDS 8
+
+typedef struct es_term {
+    td_tensor *t;
+    bool owned;            /* an intermediate of ours (released), not the caller's */
+    char ix[TD_MAX_RANK];  /* one index letter per dim */
+    int rank;
+} es_term;
+
+static void es_drop(es_term *e)
+{
+    if (e->owned) td_release(e->t);
+    e->t = NULL;
+    e->owned = false;
+}
+
+/* Replace e's tensor by r (NULL: failure, e dropped). */
+static bool es_set(es_term *e, td_tensor *r)
+{
+    es_drop(e);
+    if (r == NULL) return false;
+    e->t = r;
+    e->owned = true;
+    return true;
+}
+
+/* Whether letter c is used by the output or by a term after index `after`. */
+static bool es_needed(char c, const char *out, const es_term *terms, int n, int after)
+{
+    if (strchr(out, c) != NULL) return true;
+    for (int k = after + 1; k < n; k++)
+        if (memchr(terms[k].ix, c, (size_t)terms[k].rank) != NULL) return true;
+    return false;
+}
+
+/* Sum away the dims of e whose letters `keep` rejects (keep[i] false). */
+static bool es_sum(const char *api, es_term *e, const bool *keep)
+{
+    int axes[TD_MAX_RANK], na = 0, r = 0;
+    char ix[TD_MAX_RANK];
+    for (int i = 0; i < e->rank; i++) {
+        if (!keep[i]) axes[na++] = i;
+        else ix[r++] = e->ix[i];
+    }
+    if (na == 0) return true;
+    if (!es_set(e, reduce(api, TD_OP_SUM, e->t, na, axes, false))) return false;
+    memcpy(e->ix, ix, (size_t)r);
+    e->rank = r;
+    return true;
+}
+
+/* Permute e's dims into the letter order `ix` (a permutation of e->ix). */
+static bool es_permute(const char *api, es_term *e, const char *ix)
+{
+    td__op op = {.opcode = TD_OP_PERMUTE, .n_inputs = 1, .n_iattrs = (uint32_t)e->rank};
+    bool same = true;
+    for (int i = 0; i < e->rank; i++) {
+        op.iattrs[i] = (const char *)memchr(e->ix, ix[i], (size_t)e->rank) - e->ix;
+        same = same && op.iattrs[i] == i;
+    }
+    if (same) return true;
+    if (!es_set(e, record(e->t->ctx, api, &op, &e->t))) return false;
+    memcpy(e->ix, ix, (size_t)e->rank);
+    return true;
+}
+
+static int64_t es_prod(const int64_t *size, const char *ix, int n)
+{
+    int64_t p = 1;
+    for (int i = 0; i < n; i++) p *= size[(unsigned char)ix[i]];
+    return p;
+}
+
+/* a := a (x) b contracted over the letters neither the output nor a later term needs. */
+static bool es_pair(const char *api, es_term *a, es_term *b, const char *out,
+                    const es_term *terms, int n, int at, const int64_t *size, unsigned mmflags)
+{
+    char bat[TD_MAX_RANK], ao[TD_MAX_RANK], bo[TD_MAX_RANK], con[TD_MAX_RANK];
+    int nb = 0, na = 0, nbo = 0, nc = 0;
+    for (int i = 0; i < a->rank; i++) {
+        char c = a->ix[i];
+        if (memchr(b->ix, c, (size_t)b->rank) == NULL) ao[na++] = c;
+        else if (es_needed(c, out, terms, n, at)) bat[nb++] = c;
+        else con[nc++] = c;
+    }
+    for (int i = 0; i < b->rank; i++)
+        if (memchr(a->ix, b->ix[i], (size_t)a->rank) == NULL) bo[nbo++] = b->ix[i];
+    if (nb + na + nbo > TD_MAX_RANK) {
+        set_err(a->t->ctx, "%s: an intermediate would have rank %d (more than %d)", api,
+                nb + na + nbo, TD_MAX_RANK);
+        return false;
+    }
+    char pa[TD_MAX_RANK], pb[TD_MAX_RANK];
+    memcpy(pa, bat, (size_t)nb);
+    memcpy(pa + nb, ao, (size_t)na);
+    memcpy(pa + nb + na, con, (size_t)nc);
+    memcpy(pb, bat, (size_t)nb);
+    memcpy(pb + nb, con, (size_t)nc);
+    memcpy(pb + nb + nc, bo, (size_t)nbo);
+    if (!es_permute(api, a, pa) || !es_permute(api, b, pb)) return false;
+    const int64_t B = es_prod(size, bat, nb), M = es_prod(size, ao, na),
+                  K = es_prod(size, con, nc), N = es_prod(size, bo, nbo);
+    if (!es_set(a, reshape_as(api, a->t, 3, (int64_t[]){B, M, K})) ||
+        !es_set(b, reshape_as(api, b->t, 3, (int64_t[]){B, K, N})))
+        return false;
+    td_tensor *m = matmul(api, a->t, b->t, mmflags);
+    es_drop(b);
+    if (!es_set(a, m)) return false;
+    int64_t dims[TD_MAX_RANK];
+    int r = 0;
+    for (int i = 0; i < nb; i++) dims[r] = size[(unsigned char)bat[i]], a->ix[r++] = bat[i];
+    for (int i = 0; i < na; i++) dims[r] = size[(unsigned char)ao[i]], a->ix[r++] = ao[i];
+    for (int i = 0; i < nbo; i++) dims[r] = size[(unsigned char)bo[i]], a->ix[r++] = bo[i];
+    a->rank = r;
+    return es_set(a, reshape_as(api, a->t, (uint32_t)r, dims));
+}
+
+td_tensor *td_einsum(const char *equation, int n, td_tensor *const *xs)
+{
+    static const char api[] = "td_einsum";
+    if (xs == NULL || n < 1 || n > EINSUM_MAX_OPERANDS)
+        return thread_fail("td_einsum: n is %d, want 1..%d with xs non-NULL", n,
+                           EINSUM_MAX_OPERANDS);
+    for (int i = 0; i < n; i++) {
+        if (xs[i] == NULL) {
+            char which[16];
+            snprintf(which, sizeof which, "xs[%d]", i);
+            return null_input(any_ctx(n, xs), api, which);
+        }
+    }
+    td_context *ctx = xs[0]->ctx;
+    for (int i = 1; i < n; i++) {
+        if (xs[i]->ctx != ctx) {
+            set_err(ctx, "%s: inputs belong to different contexts", api);
+            return NULL;
+        }
+    }
+    if (equation == NULL) {
+        set_err(ctx, "%s: equation is NULL", api);
+        return NULL;
+    }
+    /* parse: letters per operand, then the output after "->" (or the implicit one) */
+    es_term terms[EINSUM_MAX_OPERANDS];
+    memset(terms, 0, sizeof terms);
+    char out[TD_MAX_RANK + 1] = "";
+    int nout = 0, k = 0, count[256] = {0};
+    bool explicit_out = false;
+    int64_t size[256];
+    for (const char *p = equation; *p != '\0'; p++) {
+        unsigned char c = (unsigned char)*p;
+        if (c == ' ') continue;
+        if (c == '.') {
+            set_err(ctx, "%s: \"%s\": ellipsis '...' is not supported", api, equation);
+            return NULL;
+        }
+        if (c == '-' && p[1] == '>' && !explicit_out) {
+            explicit_out = true;
+            p++;
+            continue;
+        }
+        if (c == ',' && !explicit_out) {
+            if (++k >= n) {
+                set_err(ctx, "%s: \"%s\" has more operands than the %d given", api, equation, n);
+                return NULL;
+            }
+            continue;
+        }
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))) {
+            set_err(ctx, "%s: \"%s\": unexpected character '%c' (indices are letters)", api,
+                    equation, c);
+            return NULL;
+        }
+        if (explicit_out) {
+            if (strchr(out, c) != NULL || nout >= TD_MAX_RANK) {
+                set_err(ctx, "%s: \"%s\": output index '%c' repeated or output rank above %d",
+                        api, equation, c, TD_MAX_RANK);
+                return NULL;
+            }
+            out[nout++] = (char)c;
+            out[nout] = '\0';
+            continue;
+        }
+        es_term *e = &terms[k];
+        if (memchr(e->ix, c, (size_t)e->rank) != NULL) {
+            set_err(ctx, "%s: \"%s\": repeated index '%c' in operand %d (diagonals are not "
+                    "supported)", api, equation, c, k);
+            return NULL;
+        }
+        if (e->rank >= (int)xs[k]->desc.rank) {
+            set_err(ctx, "%s: \"%s\": operand %d has rank %u, its subscripts name more", api,
+                    equation, k, xs[k]->desc.rank);
+            return NULL;
+        }
+        int64_t d = xs[k]->desc.dims[e->rank];
+        if (count[c] > 0 && size[c] != d) {
+            set_err(ctx, "%s: \"%s\": index '%c' has sizes %lld and %lld", api, equation, c,
+                    (long long)size[c], (long long)d);
+            return NULL;
+        }
+        size[c] = d;
+        count[c]++;
+        e->ix[e->rank++] = (char)c;
+    }
+    if (k != n - 1) {
+        set_err(ctx, "%s: \"%s\" names %d operands, %d given", api, equation, k + 1, n);
+        return NULL;
+    }
+    for (int i = 0; i < n; i++) {
+        if (terms[i].rank != (int)xs[i]->desc.rank) {
+            set_err(ctx, "%s: \"%s\": operand %d has rank %u, its subscripts name %d", api,
+                    equation, i, xs[i]->desc.rank, terms[i].rank);
+            return NULL;
+        }
+        terms[i].t = xs[i];
+    }
+    if (explicit_out) {
+        for (int i = 0; i < nout; i++) {
+            if (count[(unsigned char)out[i]] == 0) {
+                set_err(ctx, "%s: \"%s\": output index '%c' is in no operand", api, equation,
+                        out[i]);
+                return NULL;
+            }
+        }
+    } else {
+        /* numpy's implicit output: the indices that occur once, in alphabetical order */
+        for (int c = 'A'; c <= 'z'; c++) {
+            if (count[c] != 1) continue;
+            if (nout >= TD_MAX_RANK) {
+                set_err(ctx, "%s: \"%s\": output rank above %d", api, equation, TD_MAX_RANK);
+                return NULL;
+            }
+            out[nout++] = (char)c;
+        }
+        out[nout] = '\0';
+    }
+    const unsigned mmflags = ctx->opts.matmul_allow_tf32 ? TD_MATMUL_ALLOW_TF32 : 0;
+    td_tensor *result = NULL;
+    es_term *acc = &terms[0];
+    for (int i = 0; i < n; i++) {
+        /* sum away what only this term holds and nothing later needs */
+        es_term *e = &terms[i];
+        bool keep[TD_MAX_RANK];
+        for (int j = 0; j < e->rank; j++) {
+            char c = e->ix[j];
+            bool in_acc = i > 0 && memchr(acc->ix, c, (size_t)acc->rank) != NULL;
+            keep[j] = in_acc || es_needed(c, out, terms, n, i);
+        }
+        if (!es_sum(api, e, keep)) goto fail;
+        if (i > 0) {
+            /* and from the accumulated term what e does not share and nothing later needs */
+            bool akeep[TD_MAX_RANK];
+            for (int j = 0; j < acc->rank; j++) {
+                char c = acc->ix[j];
+                akeep[j] = memchr(e->ix, c, (size_t)e->rank) != NULL || es_needed(c, out, terms, n, i);
+            }
+            if (!es_sum(api, acc, akeep)) goto fail;
+        }
+        if (i > 0 && !es_pair(api, acc, e, out, terms, n, i, size, mmflags)) goto fail;
+    }
+    {
+        bool keep[TD_MAX_RANK];
+        for (int j = 0; j < acc->rank; j++) keep[j] = strchr(out, acc->ix[j]) != NULL;
+        if (!es_sum(api, acc, keep) || !es_permute(api, acc, out)) goto fail;
+    }
+    if (!acc->owned) {
+        /* the result must be a new handle: copy the caller's tensor */
+        td__op op = {.opcode = TD_OP_COPY, .n_inputs = 1};
+        if (!es_set(acc, record(ctx, api, &op, &acc->t))) goto fail;
+    }
+    result = acc->t;
+    acc->owned = false;
+fail:
+    for (int i = 0; i < n; i++) es_drop(&terms[i]);
+    return result;
 }
 
 /* ---- hooks for graph capture (client/graph.c; declared in client/capture.h) ---- */

@@ -197,6 +197,19 @@ static td_status check_attr_count(const td__op_row *r, const td__op *op, const t
             return td__einval(err, errlen, "expects %u attributes (%s), got %u", 2 * x->rank,
                               a->a[0].name, n);
         break;
+    case TD_ATTRS_3RANK:
+        if (n != 3 * x->rank)
+            return td__einval(err, errlen, "expects %u attributes (%s), got %u", 3 * x->rank,
+                              a->a[0].name, n);
+        break;
+    case TD_ATTRS_MODE_2RANK:
+        if (n != 1 + 2 * x->rank)
+            return td__einval(err, errlen, "expects %u attributes (%s, then %s), got %u",
+                              1 + 2 * x->rank, a->a[0].name, a->a[1].name, n);
+        if (op->iattrs[0] < a->a[0].lo || op->iattrs[0] > a->a[0].hi)
+            return td__einval(err, errlen, "%s %lld is not %s", a->a[0].name,
+                              (long long)op->iattrs[0], a->a[0].values);
+        break;
     default:
         return td__einval(err, errlen, "attribute layout %u of the op table is unknown",
                           a->layout);
@@ -429,6 +442,172 @@ static td_status shape_gather(const td__op *op, const td__desc *x, const td__des
     return TD_OK;
 }
 
+/* ---- shape rules of the movement ops of issue 13 (opcodes 220..232) ---- */
+
+/* SLICE_STEP: iattrs are starts, stops, steps, already normalised by the client (the public
+ * td_slice_step resolves Python's negative and open ends): step > 0 needs
+ * 0 <= start <= stop <= dim, step < 0 needs -1 <= stop <= start < dim (start = stop = -1 on
+ * a zero-length dim); |step| <= 2^62 keeps every product in int64. */
+static td_status shape_slice_step(const td__op *op, const td__desc *x, td__desc *o, char *err,
+                                  size_t errlen)
+{
+    const uint32_t r = x->rank;
+    for (uint32_t i = 0; i < r; i++) {
+        int64_t a = op->iattrs[i], b = op->iattrs[r + i], st = op->iattrs[2 * r + i];
+        int64_t n = x->dims[i];
+        if (st == 0 || st > (INT64_C(1) << 62) || st < -(INT64_C(1) << 62))
+            return td__einval(err, errlen, "dim %u: step %lld must be non-zero, |step| <= 2^62",
+                              i, (long long)st);
+        if (st > 0) {
+            if (a < 0 || b < a || b > n)
+                return td__einval(err, errlen,
+                                  "dim %u: start %lld, stop %lld with step %lld need 0 <= start "
+                                  "<= stop <= %lld (its size)",
+                                  i, (long long)a, (long long)b, (long long)st, (long long)n);
+            o->dims[i] = (b - a + st - 1) / st;
+        } else {
+            if (b < -1 || a < b || a >= n + (n == 0))
+                return td__einval(err, errlen,
+                                  "dim %u: start %lld, stop %lld with step %lld need -1 <= stop "
+                                  "<= start < %lld (its size)",
+                                  i, (long long)a, (long long)b, (long long)st, (long long)n);
+            if (n == 0 && a != -1)
+                return td__einval(err, errlen, "dim %u has size 0: start %lld must be -1", i,
+                                  (long long)a);
+            o->dims[i] = (a - b + (-st) - 1) / (-st);
+        }
+    }
+    return TD_OK;
+}
+
+static const char *const pad_mode_names[] = {"constant", "reflect", "replicate", "circular"};
+
+/* PAD: iattrs[0] the mode, then befores and afters per dim (PyTorch's F.pad rules). */
+static td_status shape_pad(const td__op *op, const td__desc *x, td__desc *o, char *err,
+                           size_t errlen)
+{
+    const uint32_t r = x->rank;
+    const int64_t mode = op->iattrs[0];
+    const char *mn = pad_mode_names[mode];
+    for (uint32_t i = 0; i < r; i++) {
+        int64_t n = x->dims[i];
+        for (int side = 0; side < 2; side++) {
+            int64_t p = op->iattrs[1 + side * r + i];
+            const char *sn = side ? "after" : "before";
+            if (p < 0)
+                return td__einval(err, errlen, "%s padding %lld %s dim %u is negative (crop with "
+                                  "a slice instead)", mn, (long long)p, sn, i);
+            if (p == 0) continue;
+            if (mode == 1 && p >= n)
+                return td__einval(err, errlen, "reflect padding %lld on dim %u needs < %lld (its "
+                                  "size)", (long long)p, i, (long long)n);
+            if (mode == 2 && n == 0)
+                return td__einval(err, errlen, "replicate padding %lld on dim %u needs a "
+                                  "non-empty dim (its size is 0)", (long long)p, i);
+            if (mode == 3 && p > n)
+                return td__einval(err, errlen, "circular padding %lld on dim %u needs <= %lld "
+                                  "(its size)", (long long)p, i, (long long)n);
+        }
+        int64_t d;
+        if (__builtin_add_overflow(n, op->iattrs[1 + i], &d) ||
+            __builtin_add_overflow(d, op->iattrs[1 + r + i], &d))
+            return td__einval(err, errlen, "padded dim %u overflows", i);
+        o->dims[i] = d;
+    }
+    return TD_OK;
+}
+
+static td_status shape_repeat(const td__op *op, const td__desc *x, td__desc *o, char *err,
+                              size_t errlen)
+{
+    for (uint32_t i = 0; i < x->rank; i++) {
+        int64_t k = op->iattrs[i], d;
+        if (k < 0)
+            return td__einval(err, errlen, "repeats %lld for dim %u is negative", (long long)k, i);
+        if (__builtin_mul_overflow(x->dims[i], k, &d))
+            return td__einval(err, errlen, "dim %u: %lld x %lld repeats overflows", i,
+                              (long long)x->dims[i], (long long)k);
+        o->dims[i] = d;
+    }
+    return TD_OK;
+}
+
+/* SCATTER / SCATTER_ADD (x, index, src; axis): index of x's rank and an index dtype, src
+ * of x's dtype and rank; index.dims[d] <= src.dims[d] for all d and <= x.dims[d] for
+ * d != axis (torch.Tensor.scatter_). */
+static td_status shape_scatter(const td__op *op, const td__desc *const *in, char *err,
+                               size_t errlen)
+{
+    const td__desc *x = in[0], *idx = in[1], *src = in[2];
+    const int64_t ax = op->iattrs[0];
+    if (idx->dtype != TD_I32 && idx->dtype != TD_I64)
+        return td__einval(err, errlen, "index dtype must be i32 or i64, got %s",
+                          td_dtype_name((td_dtype)idx->dtype));
+    if (src->dtype != x->dtype)
+        return td__einval(err, errlen, "src dtype %s differs from x's %s (cast one first)",
+                          td_dtype_name((td_dtype)src->dtype), td_dtype_name((td_dtype)x->dtype));
+    if (idx->rank != x->rank || src->rank != x->rank)
+        return td__einval(err, errlen, "x, index and src need one rank, got %u, %u and %u",
+                          x->rank, idx->rank, src->rank);
+    for (uint32_t i = 0; i < x->rank; i++) {
+        if (idx->dims[i] > src->dims[i])
+            return td__einval(err, errlen, "index dim %u (%lld) exceeds src's (%lld)", i,
+                              (long long)idx->dims[i], (long long)src->dims[i]);
+        if ((int64_t)i != ax && idx->dims[i] > x->dims[i])
+            return td__einval(err, errlen, "index dim %u (%lld) exceeds x's (%lld)", i,
+                              (long long)idx->dims[i], (long long)x->dims[i]);
+    }
+    return TD_OK;
+}
+
+/* INDEX_ADD (x, index, src; axis): index of rank 0 or 1 and an index dtype; src of x's
+ * dtype and shape with the axis of index's length (torch.Tensor.index_add_). */
+static td_status shape_index_add(const td__op *op, const td__desc *const *in, char *err,
+                                 size_t errlen)
+{
+    const td__desc *x = in[0], *idx = in[1], *src = in[2];
+    const int64_t ax = op->iattrs[0];
+    char sa[160], sb[160];
+    if (idx->dtype != TD_I32 && idx->dtype != TD_I64)
+        return td__einval(err, errlen, "index dtype must be i32 or i64, got %s",
+                          td_dtype_name((td_dtype)idx->dtype));
+    if (src->dtype != x->dtype)
+        return td__einval(err, errlen, "src dtype %s differs from x's %s (cast one first)",
+                          td_dtype_name((td_dtype)src->dtype), td_dtype_name((td_dtype)x->dtype));
+    if (idx->rank > 1)
+        return td__einval(err, errlen, "index must have rank 0 or 1, got %u", idx->rank);
+    td__desc want = *x;
+    want.dims[ax] = idx->rank == 1 ? idx->dims[0] : 1;
+    bool ok = src->rank == x->rank;
+    for (uint32_t i = 0; ok && i < x->rank; i++) ok = src->dims[i] == want.dims[i];
+    if (!ok)
+        return td__einval(err, errlen, "src shape %s must be %s (x's with axis %lld of the index's "
+                          "length)", shape_str(src, sa, sizeof sa), shape_str(&want, sb, sizeof sb),
+                          (long long)ax);
+    return TD_OK;
+}
+
+static td_status shape_gather_nd(const td__desc *x, const td__desc *idx, td__desc *o, char *err,
+                                 size_t errlen)
+{
+    if (idx->rank < 1)
+        return td__einval(err, errlen, "index needs rank >= 1 (its last dim indexes x), got 0");
+    int64_t k = idx->dims[idx->rank - 1];
+    if (k > (int64_t)x->rank)
+        return td__einval(err, errlen, "index's last dim %lld exceeds x's rank %u", (long long)k,
+                          x->rank);
+    uint32_t rank = idx->rank - 1 + x->rank - (uint32_t)k;
+    if (rank > TD_MAX_RANK)
+        return td__einval(err, errlen, "result rank %u exceeds %d", rank, TD_MAX_RANK);
+    for (uint32_t c = 0; c < (uint32_t)k; c++)
+        if (x->dims[c] == 0 && td__desc_nelem(idx) > 0)
+            return td__einval(err, errlen, "cannot gather from zero-length dim %u", c);
+    o->rank = 0;
+    for (uint32_t i = 0; i + 1 < idx->rank; i++) o->dims[o->rank++] = idx->dims[i];
+    for (uint32_t i = (uint32_t)k; i < x->rank; i++) o->dims[o->rank++] = x->dims[i];
+    return TD_OK;
+}
+
 /* The row's shape rule: out's dims (out->dtype is set by the caller). */
 static td_status apply_shape_rule(const td__op_row *r, const td__op *op,
                                   const td__desc *const *in, uint32_t odt, td__desc *out,
@@ -542,6 +721,54 @@ static td_status apply_shape_rule(const td__op_row *r, const td__op *op,
             else if (k == 0) /* rank 0 keeps no room for 0 elements */
                 return td__einval(err, errlen, "k 0 on a rank-0 input (it has one element)");
         }
+        break;
+    }
+    case TD_SHAPE_SLICE_STEP: {
+        td_status s = shape_slice_step(op, x, &o, err, errlen);
+        if (s != TD_OK) return s;
+        break;
+    }
+    case TD_SHAPE_PAD: {
+        td_status s = shape_pad(op, x, &o, err, errlen);
+        if (s != TD_OK) return s;
+        break;
+    }
+    case TD_SHAPE_REPEAT: {
+        td_status s = shape_repeat(op, x, &o, err, errlen);
+        if (s != TD_OK) return s;
+        break;
+    }
+    case TD_SHAPE_TRI:
+        if (x->rank < 2)
+            return td__einval(err, errlen, "needs rank >= 2 (the last two dims are the matrix), "
+                              "got %s", shape_str(x, sx, sizeof sx));
+        break;
+    case TD_SHAPE_ONE_HOT:
+        if (op->iattrs[0] < 1)
+            return td__einval(err, errlen, "num_classes %lld must be >= 1",
+                              (long long)op->iattrs[0]);
+        if (x->rank + 1 > TD_MAX_RANK)
+            return td__einval(err, errlen, "result rank %u exceeds %d", x->rank + 1, TD_MAX_RANK);
+        o.dims[o.rank++] = op->iattrs[0];
+        break;
+    case TD_SHAPE_MASKED: {
+        td__desc b;
+        if (!td__broadcast_shapes(x, in[1], &b) || b.rank != x->rank ||
+            memcmp(b.dims, x->dims, sizeof(int64_t) * x->rank) != 0)
+            return td__einval(err, errlen, "mask shape %s does not broadcast to x's %s",
+                              shape_str(in[1], sy, sizeof sy), shape_str(x, sx, sizeof sx));
+        break;
+    }
+    case TD_SHAPE_SCATTER:
+    case TD_SHAPE_INDEX_ADD: {
+        td_status s = r->shape == TD_SHAPE_SCATTER ? shape_scatter(op, in, err, errlen)
+                                                   : shape_index_add(op, in, err, errlen);
+        if (s != TD_OK) return s;
+        break;
+    }
+    case TD_SHAPE_GATHER_ND: {
+        td_status s = shape_gather_nd(x, in[1], &o, err, errlen);
+        if (s != TD_OK) return s;
         break;
     }
     default:

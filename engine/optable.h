@@ -44,7 +44,8 @@ enum td__op_class {
     TD_OPCLASS_CAST,
     TD_OPCLASS_REDUCE,
     TD_OPCLASS_MATMUL,
-    TD_OPCLASS_MOVEMENT, /* RESHAPE PERMUTE SLICE CONCAT EXPAND GATHER INDEX_SELECT COPY */
+    TD_OPCLASS_MOVEMENT, /* RESHAPE PERMUTE SLICE CONCAT EXPAND GATHER INDEX_SELECT COPY, and
+                          * SLICE_STEP .. GATHER_ND (220..232) */
     TD_OPCLASS_SOFTMAX,  /* SOFTMAX LOG_SOFTMAX */
     TD_OPCLASS_SCAN,     /* CUMSUM CUMPROD */
     TD_OPCLASS_SORT,     /* SORT ARGSORT TOPK_VALUES TOPK_INDICES */
@@ -58,6 +59,8 @@ enum td__attr_layout {
     TD_ATTRS_DIMS,     /* a shape: 0..TD_MAX_RANK dims, checked by td__desc_check */
     TD_ATTRS_RANK,     /* one per dim of input 0 (a permutation) */
     TD_ATTRS_2RANK,    /* two per dim of input 0 (starts, then stops) */
+    TD_ATTRS_3RANK,    /* three per dim of input 0 (starts, stops, steps) */
+    TD_ATTRS_MODE_2RANK, /* one (a mode), then two per dim of input 0 (befores, afters) */
 };
 
 /* What one integer attribute may hold (checked before any shape rule runs). */
@@ -115,7 +118,16 @@ enum td__shape_rule {
     TD_SHAPE_GATHER,      /* the index's shape */
     TD_SHAPE_INDEX_SELECT, /* the axis replaced by the index's dims */
     TD_SHAPE_ALONG,        /* input 0's shape; iattrs[0] an axis of it (rank 0: axis 0) */
-    TD_SHAPE_TOPK          /* input 0's shape with axis iattrs[0] of length k = iattrs[1] */
+    TD_SHAPE_TOPK,         /* input 0's shape with axis iattrs[0] of length k = iattrs[1] */
+    TD_SHAPE_SLICE_STEP,   /* per dim the count of start + i * step between start and stop */
+    TD_SHAPE_PAD,          /* per dim before + dim + after */
+    TD_SHAPE_REPEAT,       /* per dim dim * repeats */
+    TD_SHAPE_TRI,          /* input 0's shape, rank >= 2 */
+    TD_SHAPE_ONE_HOT,      /* the index's shape + [num_classes] */
+    TD_SHAPE_MASKED,       /* input 0's shape; input 1 broadcasts to it */
+    TD_SHAPE_SCATTER,      /* input 0's shape; index and src as torch.scatter */
+    TD_SHAPE_INDEX_ADD,    /* input 0's shape; src is x with the axis of index's length */
+    TD_SHAPE_GATHER_ND     /* index.shape[:-1] + x.shape[k:], k = index.shape[-1] */
 };
 
 /* Row flags. */
@@ -193,6 +205,20 @@ typedef struct td__op_row {
       TD__ASPEC0}}
 #define TD__ATTRS_PERM {TD_ATTRS_RANK, 0, {{"perm", TD_ATTR_INT, 0, 0, NULL}, TD__ASPEC0}}
 #define TD__ATTRS_SLICE {TD_ATTRS_2RANK, 0, {{"starts, stops", TD_ATTR_INT, 0, 0, NULL}, TD__ASPEC0}}
+#define TD__ATTRS_SLICE_STEP                                                               \
+    {TD_ATTRS_3RANK, 0, {{"starts, stops, steps", TD_ATTR_INT, 0, 0, NULL}, TD__ASPEC0}}
+#define TD__ATTRS_FLIP                                                                     \
+    {TD_ATTRS_FIXED, 1, {{"axes mask", TD_ATTR_AXES_MASK, 0, 0, NULL}, TD__ASPEC0}}
+#define TD__ATTRS_SHIFTS {TD_ATTRS_RANK, 0, {{"shifts", TD_ATTR_INT, 0, 0, NULL}, TD__ASPEC0}}
+#define TD__ATTRS_REPEATS {TD_ATTRS_RANK, 0, {{"repeats", TD_ATTR_INT, 0, 0, NULL}, TD__ASPEC0}}
+#define TD__ATTRS_PAD                                                                      \
+    {TD_ATTRS_MODE_2RANK, 0,                                                               \
+     {{"mode", TD_ATTR_ENUM, 0, 3, "0 constant, 1 reflect, 2 replicate, 3 circular"},      \
+      {"befores, afters", TD_ATTR_INT, 0, 0, NULL}}}
+#define TD__ATTRS_DIAGONAL                                                                 \
+    {TD_ATTRS_FIXED, 1, {{"diagonal", TD_ATTR_INT, 0, 0, NULL}, TD__ASPEC0}}
+#define TD__ATTRS_CLASSES                                                                  \
+    {TD_ATTRS_FIXED, 1, {{"num_classes", TD_ATTR_NONNEG, 0, 0, NULL}, TD__ASPEC0}}
 #define TD__ATTRS_AXIS {TD_ATTRS_FIXED, 1, {{"axis", TD_ATTR_AXIS, 0, 0, NULL}, TD__ASPEC0}}
 #define TD__ATTRS_GELU                                                                     \
     {TD_ATTRS_UPTO, 1,                                                                     \
@@ -451,7 +477,51 @@ typedef struct td__op_row {
     X(TOPK_VALUES, 202, "topk_values", SORT, 1, 1, "x", TOPK, "", NONE, ANY, NONE, NONE,   \
       SAME, TOPK, 0, NONE, EXACT, "the k largest (smallest) along the axis, in order")     \
     X(TOPK_INDICES, 203, "topk_indices", SORT, 1, 1, "x", TOPK, "", NONE, ANY, NONE, NONE, \
-      I64, TOPK, 0, NONE, EXACT, "indices of topk_values (ties: the lower index first)")
+      I64, TOPK, 0, NONE, EXACT, "indices of topk_values (ties: the lower index first)")    \
+    X(SLICE_STEP, 220, "slice_step", MOVEMENT, 1, 1, "x", SLICE_STEP, "", NONE, ANY, NONE, \
+      NONE, SAME, SLICE_STEP, 0, NONE, EXACT,                                              \
+      "primitive (strided copy): x[start:stop:step] per dim, steps != 0 (negative: backwards)") \
+    X(FLIP, 221, "flip", MOVEMENT, 1, 1, "x", FLIP, "", NONE, ANY, NONE, NONE, SAME, SAME, \
+      0, NONE, EXACT, "primitive (strided copy, negative strides): the masked axes reversed") \
+    X(ROLL, 222, "roll", MOVEMENT, 1, 1, "x", SHIFTS, "", NONE, ANY, NONE, NONE, SAME,     \
+      SAME, 0, NONE, EXACT,                                                                \
+      "primitive (index remap): out[i] = x[(i - shift) mod dim] per dim, any shift")       \
+    X(PAD, 223, "pad", MOVEMENT, 1, 1, "x", PAD, "value", NONE, ANY, NONE, NONE, SAME,     \
+      PAD, 0, NONE, EXACT,                                                                 \
+      "primitive (index remap): before/after per dim, >= 0; constant (value, cast rules), " \
+      "reflect (pad < dim), replicate (dim > 0), circular (pad <= dim), as torch F.pad")   \
+    X(REPEAT, 224, "repeat", MOVEMENT, 1, 1, "x", REPEATS, "", NONE, ANY, NONE, NONE,      \
+      SAME, REPEAT, 0, NONE, EXACT,                                                        \
+      "primitive (index remap): x tiled repeats[d] >= 0 times along each dim (torch repeat)") \
+    X(TRIL, 225, "tril", MOVEMENT, 1, 1, "x", DIAGONAL, "", NONE, ANY, NONE, NONE, SAME,   \
+      TRI, 0, NONE, EXACT,                                                                 \
+      "primitive: x where col - row <= diagonal in the last two dims, else 0 (batched)")   \
+    X(TRIU, 226, "triu", MOVEMENT, 1, 1, "x", DIAGONAL, "", NONE, ANY, NONE, NONE, SAME,   \
+      TRI, 0, NONE, EXACT,                                                                 \
+      "primitive: x where col - row >= diagonal in the last two dims, else 0 (batched)")   \
+    X(ONE_HOT, 227, "one_hot", MOVEMENT, 1, 1, "index", CLASSES, "", ANY, INDEX, NONE,     \
+      NONE, ATTR, ONE_HOT, 0, NONE, EXACT,                                                 \
+      "primitive: out[..., c] = (index[...] == c); an index outside [0, num_classes) "     \
+      "fails the op at execution (TD_ERANGE)")                                             \
+    X(MASKED_FILL, 228, "masked_fill", MOVEMENT, 2, 2, "x, mask", NONE, "value", NONE,     \
+      ANY, BOOL, NONE, SAME, MASKED, 0, NONE, EXACT,                                       \
+      "primitive: mask ? value (cast rules) : x; mask broadcasts to x's shape")            \
+    X(SCATTER, 229, "scatter", MOVEMENT, 3, 3, "x, index, src", AXIS, "", NONE, ANY, ANY,  \
+      NONE, SAME, SCATTER, 0, NONE, EXACT,                                                 \
+      "primitive: x with out[..index[..j..]..] = src[..j..] along the axis; duplicates: "  \
+      "the last in row-major index order wins; index outside [0, dim): TD_ERANGE")         \
+    X(SCATTER_ADD, 230, "scatter_add", MOVEMENT, 3, 3, "x, index, src", AXIS, "", NONE,    \
+      NUMERIC, ANY, NONE, SAME, SCATTER, 0, NONE, EXACT,                                   \
+      "primitive: x plus src added at index along the axis, per destination in ascending " \
+      "index position, each add rounded to the dtype (deterministic)")                     \
+    X(INDEX_ADD, 231, "index_add", MOVEMENT, 3, 3, "x, index, src", AXIS, "", NONE,        \
+      NUMERIC, ANY, NONE, SAME, INDEX_ADD, 0, NONE, EXACT,                                 \
+      "primitive: out[..index[j]..] += src[..j..] along the axis, j ascending per "        \
+      "destination, each add rounded to the dtype (deterministic)")                        \
+    X(GATHER_ND, 232, "gather_nd", MOVEMENT, 2, 2, "x, index", NONE, "", NONE, ANY, INDEX, \
+      NONE, SAME, GATHER_ND, 0, NONE, EXACT,                                               \
+      "primitive: out[p, ...] = x[index[p, 0], .., index[p, k-1], ...] (tf.gather_nd); "   \
+      "an index outside its dim: TD_ERANGE")
 
 /* Element functions of the float elementwise unary ops, written once: X(NAME, expression
  * of `x`, whose type is `T` (float or double; write constants as (T)1)). The expression may

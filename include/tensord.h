@@ -628,6 +628,153 @@ td_tensor *td_gather(td_tensor *x, td_tensor *index, int axis);
 /* index_select: out = x with axis replaced by index's dims (embedding lookup). */
 td_tensor *td_index_select(td_tensor *x, td_tensor *index, int axis);
 
+/* ---- movement of issue 13 ----
+ * Every function below records its op(s) lazily and returns a new handle (the caller
+ * releases it), or NULL with td_last_error naming the function, the op and the values
+ * (e.g. "td_pad: pad: reflect padding 5 on dim 1 needs < 4 (its size)"); a NULL tensor
+ * argument gives NULL with "<function>: <argument> is NULL". Every dtype is accepted unless
+ * stated. Results are bit-exact copies of input elements (or the stated constants), the same
+ * on every backend and thread count. Where "primitive" is said, the op is one row of the op
+ * table with a kernel per backend (docs/ops.md); "client-side" functions record existing
+ * ops. Thread-safety: the context's rule (one thread at a time). */
+
+/* x[start:stop:step] per dim, Python's slice semantics: starts, stops and steps hold rank
+ * entries each (any may be NULL for rank 0); a negative start or stop counts from the end;
+ * out-of-range bounds clamp (INT64_MAX / INT64_MIN are open ends: x[::-1] is start
+ * INT64_MAX, stop INT64_MIN, step -1); steps are non-zero and may be negative (backwards).
+ * Output dim d: the count of start + i * step that lie in [start, stop) (step > 0) or
+ * (stop, start] (step < 0). One SLICE_STEP op (primitive: a strided copy; td_slice's SLICE
+ * op stays for step 1). Errors (TD_EINVAL): a NULL array for rank > 0, a zero step
+ * ("td_slice_step: step 0 on dim 1 (steps must be non-zero)"), |step| > 2^62. */
+td_tensor *td_slice_step(td_tensor *x, const int64_t *starts, const int64_t *stops,
+                         const int64_t *steps);
+/* x with the naxes listed axes reversed (torch.flip); negative axes count from the end;
+ * naxes 0 copies x. Output: x's dtype and shape. One FLIP op (primitive: a strided copy with
+ * negative strides). Errors: naxes outside 0..rank, axes NULL with naxes > 0, an axis out of
+ * range, an axis listed twice ("td_flip: axis 1 appears twice"). */
+td_tensor *td_flip(td_tensor *x, int naxes, const int *axes);
+/* torch.roll: out[.., i, ..] = x[.., (i - shift) mod dim, ..] along each listed axis (any
+ * shift, negative too; an axis listed twice rolls by the sum). axes NULL: n must be 1 and
+ * the flattened tensor is rolled by shifts[0] (RESHAPE, ROLL, RESHAPE). Output: x's dtype
+ * and shape. One ROLL op (primitive: an index remap). Errors: n outside 0..8, shifts NULL
+ * with n > 0, an axis out of range, axes NULL with n != 1. */
+td_tensor *td_roll(td_tensor *x, int n, const int64_t *shifts, const int *axes);
+/* Modes of td_pad (torch.nn.functional.pad's). */
+typedef enum td_pad_mode {
+    TD_PAD_CONSTANT = 0,  /* the value (converted to x's dtype by the cast rules) */
+    TD_PAD_REFLECT = 1,   /* mirror without repeating the edge: x[1], x[0] | x[0..] (pad < dim) */
+    TD_PAD_REPLICATE = 2, /* the edge element repeated (dim > 0) */
+    TD_PAD_CIRCULAR = 3,  /* wrap around: x[n-1] | x[0..] (pad <= dim) */
+} td_pad_mode;
+/* Pad x as torch.nn.functional.pad(x, pads, mode, value): pads holds npads (even, at most
+ * 2 x rank) counts >= 0 as (before, after) pairs starting at the LAST dim, then the one
+ * before it, and so on; unlisted dims are not padded. Output dim d: before + dim + after,
+ * x's dtype. Any dims may be padded in every mode (PyTorch limits reflect/replicate/
+ * circular to the trailing 1-3 dims; the rules per dim are the same). One PAD op
+ * (primitive: an index remap). Errors (TD_EINVAL): npads odd, negative or > 2 x rank,
+ * pads NULL with npads > 0, a negative pad ("pad: constant padding -1 before dim 0 is
+ * negative (crop with a slice instead)"), a mode outside td_pad_mode, reflect padding
+ * >= the dim ("pad: reflect padding 5 on dim 1 needs < 4 (its size)"), replicate padding of
+ * an empty dim, circular padding > the dim. */
+td_tensor *td_pad(td_tensor *x, int npads, const int64_t *pads, td_pad_mode mode, double value);
+/* torch.stack: the n (>= 1) tensors, all of one dtype and shape, joined along a new axis
+ * `axis` of length n (in -(rank+1)..rank; negative counts from the end of the result).
+ * Client-side: a RESHAPE per input and CONCATs of at most 8 inputs each (a tree for n > 8).
+ * Errors: xs NULL or n < 1 (context-free, td_last_error(NULL)), a NULL input, inputs of
+ * different contexts, dtypes or shapes ("td_stack: input 1 is f32[2, 4], input 0 is
+ * f32[2, 3] (all must match)"), the axis out of range, rank 8 inputs. */
+td_tensor *td_stack(int n, td_tensor *const *xs, int axis);
+/* torch.split with sizes: out[0..n) receive n new handles, slices of x along `axis` of the
+ * given lengths (>= 0, summing to the dim), each a SLICE_STEP op (client-side). All or
+ * nothing: on error no handle is left in out and td_last_error names td_split.
+ * Returns TD_OK; TD_EINVAL: x NULL, n < 1, sizes or out NULL, axis out of range, a negative
+ * size, sizes that do not sum to the dim ("td_split: sizes sum to 5, dim 1 has 6"). */
+td_status td_split(td_tensor *x, int n, const int64_t *sizes, int axis, td_tensor **out);
+/* torch.chunk: split x along `axis` into pieces of ceil(dim / chunks) elements, the last
+ * one smaller, so there may be fewer than `chunks` pieces (dim 6, chunks 4: three of 2); a
+ * zero-length dim gives `chunks` empty pieces. out must have room for `chunks` handles;
+ * *n_out receives the count. Client-side (SLICE_STEP ops), all or nothing.
+ * Returns TD_OK; TD_EINVAL: x NULL, chunks < 1, out or n_out NULL, axis out of range. */
+td_status td_chunk(td_tensor *x, int chunks, int axis, td_tensor **out, int *n_out);
+/* torch.Tensor.repeat: n (rank..8) counts >= 0; x first gets n - rank leading dims of 1,
+ * then dim d is tiled repeats[d] times: out[i] = x[i mod dim]. Output dims dim * repeats.
+ * One REPEAT op (primitive: an index remap), after a RESHAPE when n > rank. Errors: n below
+ * the rank or above 8, repeats NULL with n > 0, a negative count, an output too large. */
+td_tensor *td_repeat(td_tensor *x, int n, const int64_t *repeats);
+/* numpy.tile / torch.tile: as td_repeat, but n may be below the rank (reps are then
+ * padded with leading 1s). Errors: n outside 0..8, reps NULL with n > 0, a negative count. */
+td_tensor *td_tile(td_tensor *x, int n, const int64_t *reps);
+/* torch.tril / torch.triu over the last two dims (rank >= 2; leading dims are a batch):
+ * element (.., i, j) is kept where j - i <= diagonal (tril) or j - i >= diagonal (triu),
+ * else 0 (false for bool); any int64 diagonal. Output: x's dtype and shape. One TRIL / TRIU
+ * op (primitive). Errors: rank below 2 ("td_tril: tril: needs rank >= 2 ..."). */
+td_tensor *td_tril(td_tensor *x, int64_t diagonal);
+td_tensor *td_triu(td_tensor *x, int64_t diagonal);
+/* torch.nn.functional.one_hot with an explicit class count and dtype: index TD_I32/TD_I64 of
+ * any shape (rank <= 7); out[..., c] = 1 where index[...] == c, else 0, in dtype dt, shape
+ * index's + [num_classes]. One ONE_HOT op (primitive). Errors at record time: num_classes
+ * < 1, an index dtype that is not i32/i64, rank 8. Index values live on the device, so
+ * they are checked when the op runs: a value outside [0, num_classes) fails the op with
+ * TD_ERANGE, nothing written; the next read of it or of anything computed from it fails
+ * (TD_EPOISONED) with td_last_error "... op 0 (one_hot): index 5 out of range [0, 5) at
+ * position 2". */
+td_tensor *td_one_hot(td_tensor *index, int64_t num_classes, td_dtype dt);
+/* torch.Tensor.masked_fill: mask ? value : x, where mask is TD_BOOL (any nonzero byte is
+ * true) whose shape broadcasts to x's (numpy rules, the result keeps x's shape); value is
+ * converted to x's dtype by the cast rules (NaN and inf allowed for floats). One
+ * MASKED_FILL op (primitive). Errors: mask not bool, a shape that does not broadcast to
+ * x's ("td_masked_fill: masked_fill: mask shape [3, 2] does not broadcast to x's [2, 3]"),
+ * inputs of different contexts. */
+td_tensor *td_masked_fill(td_tensor *x, td_tensor *mask, double value);
+/* torch.Tensor.scatter / scatter_add along `axis` (negative counts from the end), out of
+ * place: out = x, then for every position p of index (TD_I32/TD_I64, x's rank),
+ * out[p with p[axis] replaced by index[p]] = src[p] (td_scatter) or += src[p]
+ * (td_scatter_add). src has x's dtype and rank; index.dims[d] <= src.dims[d] for every d and
+ * <= x.dims[d] for d != axis. Deterministic: the contributions to one destination are
+ * applied in ascending order of p along the axis (for scatter: the last one wins), each
+ * add rounded to the dtype (f16/bf16: computed in f32, rounded once; integers wrap), so
+ * the result is bit for bit the same on every thread count and backend run (this is the
+ * gradient of td_gather). td_scatter_add needs a numeric dtype. One SCATTER / SCATTER_ADD op
+ * (primitive). Record-time errors: the dims rules above, dtypes, ranks; at execution an
+ * index outside [0, x.dims[axis]) fails the op with TD_ERANGE, nothing written, reported
+ * as td_one_hot's ("op 2 (scatter_add): index 4 out of range [0, 4) at position 3",
+ * position row-major over index). */
+td_tensor *td_scatter(td_tensor *x, int axis, td_tensor *index, td_tensor *src);
+td_tensor *td_scatter_add(td_tensor *x, int axis, td_tensor *index, td_tensor *src);
+/* torch.Tensor.index_add (alpha 1), out of place: out = x, then for j in ascending order
+ * out[.., index[j], ..] += src[.., j, ..] along `axis`; index TD_I32/TD_I64 of rank 1 (or
+ * rank 0: one entry), src of x's numeric dtype with x's shape except dim `axis` of index's
+ * length. Deterministic as td_scatter_add (ascending j per destination, each add rounded).
+ * One INDEX_ADD op (primitive). Errors: src shape ("td_index_add: index_add: src shape [2, 2]
+ * must be [2, 3] ..."), index rank > 1, dtypes; at execution TD_ERANGE for an index outside
+ * [0, x.dims[axis]), reported as td_one_hot's. */
+td_tensor *td_index_add(td_tensor *x, int axis, td_tensor *index, td_tensor *src);
+/* tf.gather_nd (batch_dims 0): index TD_I32/TD_I64 of shape [..., k] with k <= x's rank;
+ * out[p, ...] = x[index[p, 0], .., index[p, k-1], ...], shape index.shape[:-1] + x.shape[k:]
+ * (rank <= 8). One GATHER_ND op (primitive). Errors: index rank 0, k > x's rank, result rank
+ * > 8; at execution TD_ERANGE for an index outside its dim, reported as td_one_hot's
+ * ("op 1 (gather_nd): index 3 out of range [0, 3) for dim 1 at position 5"); negative
+ * indices are not wrapped. */
+td_tensor *td_gather_nd(td_tensor *x, td_tensor *index);
+/* numpy.einsum without ellipses or diagonals: equation "ij,jk->ik" names one letter
+ * (a-z, A-Z) per dim of each of the n (1..8) operands, comma-separated, spaces ignored;
+ * after "->" the output's letters (each at most once, each in some operand), or without
+ * "->" numpy's implicit output (the letters used exactly once, in alphabetical order,
+ * uppercase first). A letter's dims must have one size (no broadcasting); letters absent
+ * from the output are summed over. Operands share one numeric dtype (matmul's rule).
+ * Client-side: a lowering onto SUM, PERMUTE, RESHAPE and MATMUL (operands folded left to
+ * right, each pair one batched matmul; float results therefore follow matmul's and sum's
+ * rounding, not numpy's order). Returns a new handle of the output's shape (a COPY when the
+ * equation is an identity). Errors (TD_EINVAL, td_last_error names td_einsum and the
+ * equation): xs NULL or n outside 1..8 (context-free), a NULL operand, different contexts,
+ * an equation NULL or naming another operand count, a character other than letters,
+ * spaces, ',' and "->", an ellipsis ("ellipsis '...' is not supported"), a letter twice in
+ * one operand ("repeated index 'i' in operand 0 (diagonals are not supported)"), subscripts
+ * that do not match an operand's rank, sizes that differ ("index 'j' has sizes 3 and 4"),
+ * an output letter in no operand or repeated, an intermediate above rank 8.
+ * Thread-safety: the context's rule. */
+td_tensor *td_einsum(const char *equation, int n, td_tensor *const *xs);
+
 /* ---- softmax ----
  * Softmax and log-softmax of x along `axis` (negative counts from the end), each one op.
  * x must be f32 or f64 with a non-empty axis; the result has x's dtype and shape. Per row

@@ -39,7 +39,12 @@ static const char *shape_str(unsigned s)
                                         "reduce", "matmul", "same as x (axis non-empty)",
                                         "reshape", "expand", "permute", "slice", "concat",
                                         "index's shape", "axis -> index dims",
-                                        "same as x (along an axis)", "axis -> k"};
+                                        "same as x (along an axis)", "axis -> k",
+                                        "sliced with steps", "padded", "repeated",
+                                        "same as x (rank >= 2)", "index's shape + [num_classes]",
+                                        "same as x (mask broadcasts to it)",
+                                        "same as x (scatter rules)", "same as x (index_add rules)",
+                                        "index.shape[:-1] + x.shape[k:]"};
     return s < sizeof names / sizeof names[0] ? names[s] : "?";
 }
 
@@ -62,6 +67,11 @@ static void attrs_str(const td__op_row *r, char *buf, size_t len)
     case TD_ATTRS_DIMS: o += (size_t)snprintf(buf, len, "%s (0..%d)", a->a[0].name, TD_MAX_RANK); break;
     case TD_ATTRS_RANK: o += (size_t)snprintf(buf, len, "%s (rank entries)", a->a[0].name); break;
     case TD_ATTRS_2RANK: o += (size_t)snprintf(buf, len, "%s (2 x rank)", a->a[0].name); break;
+    case TD_ATTRS_3RANK: o += (size_t)snprintf(buf, len, "%s (3 x rank)", a->a[0].name); break;
+    case TD_ATTRS_MODE_2RANK:
+        o += (size_t)snprintf(buf, len, "%s: %s; %s (2 x rank)", a->a[0].name, a->a[0].values,
+                              a->a[1].name);
+        break;
     case TD_ATTRS_FIXED:
     case TD_ATTRS_UPTO:
         for (unsigned i = 0; i < a->n && i < 3 && o < len; i++) {
@@ -139,6 +149,18 @@ static char *render(size_t *len_out)
             at, dt, out_str(r->out_dtype), shape_str(r->shape), lw, acc_str(r->accuracy),
             r->summary);
     }
+    OUT("\n## Client-side compositions\n\n"
+        "Public functions with no row of their own, recorded by the client as ops of the "
+        "table (include/tensord.h documents each):\n\n"
+        "| function | recorded as |\n|---|---|\n"
+        "| td_stack | a reshape per input (a new axis of length 1), then concat of at most 8 "
+        "inputs each (a tree beyond 8) |\n"
+        "| td_split, td_chunk | one slice_step per piece |\n"
+        "| td_repeat, td_tile | reshape (leading dims of 1) when the counts outnumber the dims, "
+        "then repeat |\n"
+        "| td_roll without axes | reshape to 1-d, roll, reshape back |\n"
+        "| td_einsum | sum, permute, reshape and batched matmul, operands folded left to right "
+        "(no ellipsis, no diagonal) |\n");
     OUT("\n## Dtypes\n\n| value | dtype | bytes | kind |\n|---:|---|---:|---|\n");
 #define TD__DOC_DTYPE(name, str, size, flags)                                              \
     OUT("| %u | %s | %u | %s |\n", (unsigned)TD_##name, str, (unsigned)(size),              \

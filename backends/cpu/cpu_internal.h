@@ -35,6 +35,15 @@ td_status td__cpu_fail(const td__cpu_exec *x, td_status s, const char *fmt, ...)
  * `cost`, the elements touched per unit), else inline. */
 void td__cpu_run(const td__cpu_exec *x, int64_t n, int64_t cost, td__cpu_task_fn fn, void *ctx);
 
+/* The indexed movement ops (cpu_scatter.c): ONE_HOT MASKED_FILL SCATTER SCATTER_ADD
+ * INDEX_ADD GATHER_ND. */
+td_status td__cpu_exec_indexed(const td__cpu_exec *x, const td__op *op, const td__view *in,
+                               const td__view *out);
+/* TD_ERANGE naming `name`, the value, [0, dim) and the first offending position (row-major
+ * over idx) when an index of idx (TD_I32 or TD_I64) lies outside [0, dim); else TD_OK. */
+td_status td__cpu_check_indices(const td__cpu_exec *x, const char *name, const td__view *idx,
+                                int64_t dim);
+
 /* Element size of a dtype (0 if unknown): the dtype table's (engine/dtype.h). */
 static inline size_t td__cpu_dtype_size(uint32_t dt) { return td__dtype_size(dt); }
 

@@ -1,4 +1,5 @@
-/* cpu_movement.c — PERMUTE SLICE EXPAND COPY CONCAT GATHER INDEX_SELECT.
+/* cpu_movement.c — PERMUTE SLICE EXPAND COPY CONCAT GATHER INDEX_SELECT, and SLICE_STEP FLIP
+ * ROLL PAD REPEAT TRIL TRIU (the indexed ops of the family are in cpu_scatter.c).
  *
  * PERMUTE, SLICE and EXPAND are one kernel: a strided copy that walks the contiguous output
  * and reads the input at (base offset, per-axis strides) — permuted strides, an offset start,
@@ -10,9 +11,20 @@
  * so they check every index before writing anything: an index outside [0, dim) fails the op
  * with TD_ERANGE naming the first offending position (row-major over the index tensor);
  * negative indices are not wrapped.
+ *
+ * SLICE_STEP and FLIP are the same strided copy with a step (negative: backwards) folded
+ * into each axis' stride. ROLL, PAD and REPEAT map each output coordinate to a source
+ * coordinate per dim (engine/remap.h, shared with the GPU): the last dim's map is tabulated
+ * once, and each output row is then one pass over that table (a row whose outer coordinates
+ * fall in constant padding is the fill value throughout). TRIL/TRIU copy each row of the
+ * last two dims and zero the part outside the band. Every output element is written by
+ * exactly one work unit, so no result depends on the thread count.
  */
 #include "backends/cpu/cpu_internal.h"
+#include "common/alloc.h"
+#include "engine/remap.h"
 #include <inttypes.h>
+#include <stddef.h>
 #include <string.h>
 
 /* ---- strided copy ---- */
@@ -61,7 +73,8 @@ static void copy_elems(char *dst, const char *src, int64_t st, int64_t n, size_t
 static void strided_row(void *ctx, const int64_t *off, const int64_t *st, int64_t o, int64_t n)
 {
     const strided_task *t = ctx;
-    copy_elems(t->dst + (size_t)o * t->es, t->src + (size_t)off[0] * t->es, st[0], n, t->es);
+    /* signed: FLIP and negative-step SLICE_STEP read backwards from their base */
+    copy_elems(t->dst + (size_t)o * t->es, t->src + off[0] * (ptrdiff_t)t->es, st[0], n, t->es);
 }
 
 static void strided_chunk(void *ctx, int64_t lo, int64_t hi)
@@ -209,7 +222,7 @@ static inline int64_t index_at(const void *idx, bool is64, int64_t i)
 }
 
 /* TD_ERANGE for the first index outside [0, dim), else TD_OK. */
-static td_status check_indices(const td__cpu_exec *x, const char *name, const td__view *idx,
+td_status td__cpu_check_indices(const td__cpu_exec *x, const char *name, const td__view *idx,
                                int64_t dim)
 {
     const bool is64 = idx->desc.dtype == TD_I64;
@@ -263,7 +276,7 @@ static td_status exec_gather(const td__cpu_exec *x, const td__op *op, const td__
     int64_t axis = op->iattrs[0];
     if (axis < 0 || axis >= (int64_t)xd->rank || id->rank != xd->rank)
         return td__cpu_fail(x, TD_EINTERNAL, "cpu: gather on axis %lld", (long long)axis);
-    td_status s = check_indices(x, "gather", &in[1], xd->dims[axis]);
+    td_status s = td__cpu_check_indices(x, "gather", &in[1], xd->dims[axis]);
     if (s != TD_OK) return s;
     int64_t n = td__cpu_nelem(&out->desc);
     if (n == 0) return TD_OK;
@@ -310,7 +323,7 @@ static td_status exec_index_select(const td__cpu_exec *x, const td__op *op, cons
     if (axis < 0 || axis >= (int64_t)xd->rank)
         return td__cpu_fail(x, TD_EINTERNAL, "cpu: index_select on axis %lld",
                             (long long)axis);
-    td_status s = check_indices(x, "index_select", &in[1], xd->dims[axis]);
+    td_status s = td__cpu_check_indices(x, "index_select", &in[1], xd->dims[axis]);
     if (s != TD_OK) return s;
     int64_t outer = 1, inner = 1;
     for (int64_t d = 0; d < axis; d++) outer *= xd->dims[d];
@@ -327,6 +340,131 @@ static td_status exec_index_select(const td__cpu_exec *x, const td__op *op, cons
     return TD_OK;
 }
 
+/* ---- roll / pad / repeat: per-dim index maps (engine/remap.h) ---- */
+
+typedef struct remap_task {
+    td__remap m;
+    const int64_t *last; /* source coordinate per output coordinate of the last dim, or -1 */
+    int64_t od[TD_MAX_RANK], xs[TD_MAX_RANK]; /* output dims, x's element strides */
+    int rank;
+    int64_t row; /* output row length (the last dim; 1 for rank 0) */
+    const char *src;
+    char *dst;
+    size_t es;
+    uint64_t fill; /* the constant's bits */
+} remap_task;
+
+#define REMAP_ROW(T)                                                                       \
+    do {                                                                                   \
+        T *d_ = (T *)t->dst + r * t->row;                                                  \
+        T f_;                                                                              \
+        memcpy(&f_, &t->fill, sizeof f_);                                                  \
+        if (base < 0) { /* x may be empty (a NULL buffer): form no address from it */      \
+            for (int64_t i = 0; i < t->row; i++) d_[i] = f_;                               \
+        } else {                                                                           \
+            const T *s_ = (const T *)t->src + base;                                        \
+            for (int64_t i = 0; i < t->row; i++) {                                         \
+                int64_t j = t->last[i];                                                    \
+                d_[i] = j < 0 ? f_ : s_[j];                                                \
+            }                                                                              \
+        }                                                                                  \
+    } while (0)
+
+static void remap_chunk(void *ctx, int64_t lo, int64_t hi)
+{
+    const remap_task *t = ctx;
+    for (int64_t r = lo; r < hi; r++) {
+        /* the row's outer coordinates (all dims but the last), and their source offset */
+        int64_t base = 0, rem = r;
+        for (int d = t->rank - 2; d >= 0; d--) {
+            int64_t c = rem % t->od[d];
+            rem /= t->od[d];
+            int64_t sc = td__remap_src(&t->m, d, c);
+            if (sc < 0) {
+                base = -1;
+                break;
+            }
+            base += sc * t->xs[d];
+        }
+        switch (t->es) {
+        case 1: REMAP_ROW(uint8_t); break;
+        case 2: REMAP_ROW(uint16_t); break;
+        case 4: REMAP_ROW(uint32_t); break;
+        case 8: REMAP_ROW(uint64_t); break;
+        }
+    }
+}
+
+static td_status exec_remap(const td__cpu_exec *x, const td__op *op, const td__view *in,
+                            const td__view *out)
+{
+    const td__desc *xd = &in[0].desc, *od = &out->desc;
+    const int64_t n = td__cpu_nelem(od);
+    if (n == 0) return TD_OK;
+    remap_task t = {.rank = (int)od->rank, .src = in[0].data, .dst = out->data,
+                    .es = td__cpu_dtype_size(od->dtype)};
+    if (!td__remap_init(&t.m, op, xd))
+        return td__cpu_fail(x, TD_EINTERNAL, "cpu: remap of opcode %u", op->opcode);
+    if (op->opcode == TD_OP_PAD) td__cpu_store_double(od->dtype, &t.fill, 0, op->fattrs[0]);
+    td__desc_strides(xd, t.xs);
+    for (uint32_t d = 0; d < od->rank; d++) t.od[d] = od->dims[d];
+    t.row = od->rank > 0 ? od->dims[od->rank - 1] : 1;
+    int64_t *last = td__malloc((size_t)t.row * sizeof *last);
+    if (last == NULL) return td__cpu_fail(x, TD_ENOMEM, "cpu: %s: out of memory", td__op_name(op->opcode));
+    for (int64_t i = 0; i < t.row; i++)
+        last[i] = od->rank > 0 ? td__remap_src(&t.m, (int)od->rank - 1, i) : 0;
+    t.last = last;
+    td__cpu_run(x, n / t.row, t.row, remap_chunk, &t);
+    td__free(last);
+    return TD_OK;
+}
+
+/* ---- tril / triu ---- */
+
+typedef struct tri_task {
+    const char *src;
+    char *dst;
+    size_t es;
+    int64_t m, n, k; /* rows, cols of each matrix; k the diagonal, clamped to [-m-1, n+1] */
+    bool upper;
+} tri_task;
+
+static void tri_chunk(void *ctx, int64_t lo, int64_t hi)
+{
+    const tri_task *t = ctx;
+    const size_t rb = (size_t)t->n * t->es;
+    for (int64_t r = lo; r < hi; r++) {
+        const int64_t i = r % t->m;
+        /* tril keeps columns [0, i + k + 1); triu keeps [i + k, n) */
+        int64_t c = t->upper ? i + t->k : i + t->k + 1;
+        c = c < 0 ? 0 : c > t->n ? t->n : c;
+        const char *s = t->src + (size_t)r * rb;
+        char *d = t->dst + (size_t)r * rb;
+        const size_t cb = (size_t)c * t->es;
+        if (t->upper) {
+            memset(d, 0, cb);
+            memcpy(d + cb, s + cb, rb - cb);
+        } else {
+            memcpy(d, s, cb);
+            memset(d + cb, 0, rb - cb);
+        }
+    }
+}
+
+static td_status exec_tri(const td__cpu_exec *x, const td__op *op, const td__view *in,
+                          const td__view *out)
+{
+    const td__desc *od = &out->desc;
+    if (td__cpu_nelem(od) == 0) return TD_OK;
+    tri_task t = {.src = in[0].data, .dst = out->data, .es = td__cpu_dtype_size(od->dtype),
+                  .m = od->dims[od->rank - 2], .n = od->dims[od->rank - 1],
+                  .upper = op->opcode == TD_OP_TRIU};
+    int64_t k = op->iattrs[0];
+    t.k = k < -t.m - 1 ? -t.m - 1 : k > t.n + 1 ? t.n + 1 : k;
+    td__cpu_run(x, td__cpu_nelem(od) / t.n, t.n, tri_chunk, &t);
+    return TD_OK;
+}
+
 /* ---- dispatch ---- */
 
 td_status td__cpu_exec_movement(const td__cpu_exec *x, const td__op *op, const td__view *in,
@@ -336,6 +474,13 @@ td_status td__cpu_exec_movement(const td__cpu_exec *x, const td__op *op, const t
     if (op->opcode == TD_OP_CONCAT) return exec_concat(x, op, in, out);
     if (op->opcode == TD_OP_GATHER) return exec_gather(x, op, in, out);
     if (op->opcode == TD_OP_INDEX_SELECT) return exec_index_select(x, op, in, out);
+    switch (op->opcode) {
+    case TD_OP_ROLL: case TD_OP_PAD: case TD_OP_REPEAT: return exec_remap(x, op, in, out);
+    case TD_OP_TRIL: case TD_OP_TRIU: return exec_tri(x, op, in, out);
+    case TD_OP_ONE_HOT: case TD_OP_MASKED_FILL: case TD_OP_SCATTER: case TD_OP_SCATTER_ADD:
+    case TD_OP_INDEX_ADD: case TD_OP_GATHER_ND:
+        return td__cpu_exec_indexed(x, op, in, out);
+    }
     int64_t n = td__cpu_nelem(od);
     size_t es = td__cpu_dtype_size(od->dtype);
     if (es == 0) return td__cpu_fail(x, TD_EINTERNAL, "cpu: dtype %u", od->dtype);
@@ -369,6 +514,22 @@ td_status td__cpu_exec_movement(const td__cpu_exec *x, const td__op *op, const t
         td__desc_bcast_strides(xd, od, st);
         strided_copy(x, out, in[0].data, st);
         return TD_OK;
+    case TD_OP_SLICE_STEP:
+    case TD_OP_FLIP: {
+        if (n == 0) return TD_OK;
+        /* out[i] = x[start + i * step] per axis: base start, stride step * own */
+        int64_t base = 0;
+        const uint32_t r = xd->rank;
+        for (uint32_t d = 0; d < r; d++) {
+            bool flip = op->opcode == TD_OP_FLIP && ((op->iattrs[0] >> d) & 1);
+            int64_t start = op->opcode == TD_OP_FLIP ? (flip ? xd->dims[d] - 1 : 0) : op->iattrs[d];
+            int64_t step = op->opcode == TD_OP_FLIP ? (flip ? -1 : 1) : op->iattrs[2 * r + d];
+            base += start * own[d];
+            st[d] = step * own[d];
+        }
+        strided_copy(x, out, (const char *)in[0].data + base * (int64_t)es, st);
+        return TD_OK;
+    }
     }
     return td__cpu_fail(x, TD_EINTERNAL, "cpu: movement opcode %u", op->opcode);
 }

@@ -174,6 +174,15 @@ td_status td__gpu_exec_cast(const td__gpu_exec *x, const td__view *in, const td_
 td_status td__gpu_exec_reduce(const td__gpu_exec *x, const td__op *op, const td__view *in,
                                const td__view *out);
 td_status td__gpu_exec_matmul(const td__gpu_exec *x, const td__view *in, const td__view *out);
+/* The indexed movement ops (gpu_scatter.cu): ONE_HOT MASKED_FILL SCATTER SCATTER_ADD
+ * INDEX_ADD GATHER_ND. */
+td_status td__gpu_exec_indexed(const td__gpu_exec *x, const td__op *op, const td__view *in,
+                               const td__view *out);
+/* TD_ERANGE naming `name`, the value, [0, dim) and the first offending position (row-major
+ * over idx, as the CPU) when an index of idx lies outside [0, dim); else TD_OK. Waits for
+ * the stream when idx is non-empty. */
+td_status td__gpu_check_indices(const td__gpu_exec *x, const char *name, const td__view *idx,
+                                int64_t dim);
 td_status td__gpu_exec_movement(const td__gpu_exec *x, const td__op *op, const td__view *in,
                                  const td__view *out);
 td_status td__gpu_exec_softmax(const td__gpu_exec *x, const td__op *op, const td__view *in,

@@ -1,4 +1,5 @@
-/* gpu_movement.cu — PERMUTE SLICE EXPAND COPY CONCAT GATHER INDEX_SELECT.
+/* gpu_movement.cu — PERMUTE SLICE EXPAND COPY CONCAT GATHER INDEX_SELECT, and SLICE_STEP FLIP
+ * ROLL PAD REPEAT TRIL TRIU (the indexed ops of the family are in gpu_scatter.cu).
  *
  * PERMUTE, SLICE and EXPAND are one strided-copy kernel over the collapsed iterator: the
  * output is walked contiguously and the input read at (base, per-axis strides) — permuted
@@ -13,8 +14,15 @@
  * does not depend on timing); the host reads that word back — the one synchronisation these
  * ops need — and fails with TD_ERANGE naming the value and position exactly as the CPU
  * does, before anything is written. Negative indices are not wrapped.
+ *
+ * SLICE_STEP and FLIP run the strided copy with each axis' step folded into its stride
+ * (negative strides read backwards from the base). ROLL, PAD and REPEAT are one kernel over
+ * engine/remap.h's per-dim maps (the CPU's very functions); a constant pad's value is first
+ * written to the stream's scratch word by td__gpu_fill, so its bits are FULL's. TRIL/TRIU
+ * is one pass that keeps or zeroes each element. One thread per output element throughout.
  */
 #include "backends/gpu/gpu_ops.cuh"
+#include "engine/remap.h"
 #include <inttypes.h>
 #include <stdio.h>
 
@@ -329,7 +337,108 @@ td_status exec_index_select(const td__gpu_exec *x, const td__op *op, const td__v
     return td__gpu_launched(x, "index_select kernel");
 }
 
+/* ---- roll / pad / repeat ---- */
+
+struct remap_params {
+    td__remap m;
+    int rank;
+    int64_t od[TD_MAX_RANK], xs[TD_MAX_RANK];
+};
+
+template <typename E>
+__global__ void k_remap(remap_params p, const E *src, E *dst, const E *fill, int64_t n)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t rem = i, off = 0;
+        bool pad = false;
+        for (int d = p.rank - 1; d >= 0; d--) {
+            int64_t c = rem % p.od[d];
+            rem /= p.od[d];
+            int64_t sc = td__remap_src(&p.m, d, c);
+            if (sc < 0) pad = true;
+            off += sc * p.xs[d];
+        }
+        dst[i] = pad ? *fill : src[off];
+    }
+}
+
+template <typename E>
+void remap_es(const td__gpu_exec *x, const remap_params &p, const void *src, void *dst,
+              const void *fill, int64_t n)
+{
+    k_remap<E><<<td__gpu_blocks(n, TD_GPU_THREADS), TD_GPU_THREADS, 0, x->st->s>>>(
+        p, (const E *)src, (E *)dst, (const E *)fill, n);
+}
+
+td_status exec_remap(const td__gpu_exec *x, const td__op *op, const td__view *in,
+                     const td__view *out)
+{
+    const td__desc *xd = &in[0].desc, *od = &out->desc;
+    const int64_t n = td__gpu_nelem(od);
+    if (n == 0) return TD_OK;
+    remap_params p;
+    memset(&p, 0, sizeof p);
+    if (!td__remap_init(&p.m, op, xd))
+        return td__gpu_fail(x, TD_EINTERNAL, TD_GPU_KIND ": remap of opcode %u", op->opcode);
+    p.rank = (int)od->rank;
+    for (uint32_t d = 0; d < od->rank; d++) p.od[d] = od->dims[d];
+    td__desc_strides(xd, p.xs);
+    /* the pad value in the dtype, by FULL's conversion, in the stream's scratch word */
+    td_status s = td__gpu_fill(x, od->dtype, x->st->flag, 1, op->opcode == TD_OP_PAD ? op->fattrs[0] : 0.0);
+    if (s != TD_OK) return s;
+    switch (td__gpu_dtype_size(od->dtype)) {
+    case 1: remap_es<uint8_t>(x, p, in[0].data, out->data, x->st->flag, n); break;
+    case 2: remap_es<uint16_t>(x, p, in[0].data, out->data, x->st->flag, n); break;
+    case 4: remap_es<uint32_t>(x, p, in[0].data, out->data, x->st->flag, n); break;
+    case 8: remap_es<uint64_t>(x, p, in[0].data, out->data, x->st->flag, n); break;
+    default: return td__gpu_fail(x, TD_EINTERNAL, TD_GPU_KIND ": remap of dtype %u", od->dtype);
+    }
+    return td__gpu_launched(x, "remap kernel");
+}
+
+/* ---- tril / triu ---- */
+
+template <typename E>
+__global__ void k_tri(const E *src, E *dst, int64_t m, int64_t ncol, int64_t k, bool upper,
+                      int64_t n)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t c = i % ncol, r = (i / ncol) % m;
+        bool keep = upper ? c - r >= k : c - r <= k;
+        dst[i] = keep ? src[i] : E(0);
+    }
+}
+
+td_status exec_tri(const td__gpu_exec *x, const td__op *op, const td__view *in,
+                   const td__view *out)
+{
+    const td__desc *od = &out->desc;
+    const int64_t n = td__gpu_nelem(od);
+    if (n == 0) return TD_OK;
+    const int64_t m = od->dims[od->rank - 2], nc = od->dims[od->rank - 1];
+    int64_t k = op->iattrs[0];
+    k = k < -m - 1 ? -m - 1 : k > nc + 1 ? nc + 1 : k; /* keeps c - r vs k exact */
+    const bool up = op->opcode == TD_OP_TRIU;
+    const unsigned b = td__gpu_blocks(n, TD_GPU_THREADS);
+    switch (td__gpu_dtype_size(od->dtype)) {
+    case 1: k_tri<uint8_t><<<b, TD_GPU_THREADS, 0, x->st->s>>>((const uint8_t *)in[0].data, (uint8_t *)out->data, m, nc, k, up, n); break;
+    case 2: k_tri<uint16_t><<<b, TD_GPU_THREADS, 0, x->st->s>>>((const uint16_t *)in[0].data, (uint16_t *)out->data, m, nc, k, up, n); break;
+    case 4: k_tri<uint32_t><<<b, TD_GPU_THREADS, 0, x->st->s>>>((const uint32_t *)in[0].data, (uint32_t *)out->data, m, nc, k, up, n); break;
+    case 8: k_tri<uint64_t><<<b, TD_GPU_THREADS, 0, x->st->s>>>((const uint64_t *)in[0].data, (uint64_t *)out->data, m, nc, k, up, n); break;
+    default: return td__gpu_fail(x, TD_EINTERNAL, TD_GPU_KIND ": tril/triu of dtype %u", od->dtype);
+    }
+    return td__gpu_launched(x, "tril/triu kernel");
+}
+
 } // namespace
+
+extern "C" td_status td__gpu_check_indices(const td__gpu_exec *x, const char *name,
+                                           const td__view *idx, int64_t dim)
+{
+    return check_indices(x, name, idx, dim);
+}
 
 extern "C" td_status td__gpu_exec_movement(const td__gpu_exec *x, const td__op *op,
                                             const td__view *in, const td__view *out)
@@ -338,6 +447,13 @@ extern "C" td_status td__gpu_exec_movement(const td__gpu_exec *x, const td__op *
     if (op->opcode == TD_OP_CONCAT) return exec_concat(x, op, in, out);
     if (op->opcode == TD_OP_GATHER) return exec_gather(x, op, in, out);
     if (op->opcode == TD_OP_INDEX_SELECT) return exec_index_select(x, op, in, out);
+    switch (op->opcode) {
+    case TD_OP_ROLL: case TD_OP_PAD: case TD_OP_REPEAT: return exec_remap(x, op, in, out);
+    case TD_OP_TRIL: case TD_OP_TRIU: return exec_tri(x, op, in, out);
+    case TD_OP_ONE_HOT: case TD_OP_MASKED_FILL: case TD_OP_SCATTER: case TD_OP_SCATTER_ADD:
+    case TD_OP_INDEX_ADD: case TD_OP_GATHER_ND:
+        return td__gpu_exec_indexed(x, op, in, out);
+    }
     const int64_t n = td__gpu_nelem(od);
     const size_t es = td__gpu_dtype_size(od->dtype);
     if (es == 0) return td__gpu_fail(x, TD_EINTERNAL, TD_GPU_KIND ": dtype %u", od->dtype);
@@ -365,6 +481,20 @@ extern "C" td_status td__gpu_exec_movement(const td__gpu_exec *x, const td__op *
     case TD_OP_EXPAND:
         td__desc_bcast_strides(xd, od, st);
         return strided_copy(x, out, in[0].data, st);
+    case TD_OP_SLICE_STEP:
+    case TD_OP_FLIP: {
+        /* out[i] = x[start + i * step] per axis: base start, stride step * own */
+        int64_t base = 0;
+        const uint32_t r = xd->rank;
+        for (uint32_t d = 0; d < r; d++) {
+            bool flip = op->opcode == TD_OP_FLIP && ((op->iattrs[0] >> d) & 1);
+            int64_t start = op->opcode == TD_OP_FLIP ? (flip ? xd->dims[d] - 1 : 0) : op->iattrs[d];
+            int64_t step = op->opcode == TD_OP_FLIP ? (flip ? -1 : 1) : op->iattrs[2 * r + d];
+            base += start * own[d];
+            st[d] = step * own[d];
+        }
+        return strided_copy(x, out, (const char *)in[0].data + base * (int64_t)es, st);
+    }
     }
     return td__gpu_fail(x, TD_EINTERNAL, TD_GPU_KIND ": movement opcode %u", op->opcode);
 }

@@ -90,6 +90,9 @@
  *    (the PROD reasoning); integer scans exact (they wrap);
  *  - SORT ARGSORT TOPK_VALUES TOPK_INDICES: exact in every dtype (one stable order,
  *    engine/sortkey.h; a NaN's payload is the input's own);
+ *  - the movement ops of issue 13 (SLICE_STEP .. GATHER_ND): exact, SCATTER_ADD and
+ *    INDEX_ADD included (both backends add each destination's contributions in ascending
+ *    order, each add rounded to the dtype; a NaN sum may carry another payload);
  *  - the dtypes i8, i16: exact, like every integer result. f16 and bf16 (both backends
  *    widen to f32, compute there and round once to the dtype): the bounds above with ulp and
  *    u those of the dtype (u = 2^-11 for f16, 2^-8 for bf16), so exact ops stay bit for bit
@@ -1314,6 +1317,143 @@ static void add_movement(void)
     }
 }
 
+/* The movement ops of issue 13 item 3 (SLICE_STEP .. GATHER_ND): exact in every dtype they
+ * take (the adds of SCATTER_ADD / INDEX_ADD too: both backends add in the same ascending
+ * order, each add rounded to the dtype; a NaN matches any NaN). Small shapes for the edge
+ * rules, one large case each for the GPU's grid-stride loops and the CPU's parallel chunks;
+ * out-of-range indices must fail with the same message on both. */
+static tcase *mv_case1(const char *what, uint32_t dt, shape sh, uint32_t opcode, uint32_t n,
+                       const int64_t *at)
+{
+    char sb[96];
+    tcase *c = add_case("%s %s %s", what, dtn(dt), shape_str(&sh, sb, sizeof sb));
+    c->n_in = 1;
+    c->in[0] = in_of(dt, sh, GEN_ANY);
+    c->op = (td__op){.opcode = opcode, .n_iattrs = n};
+    for (uint32_t i = 0; i < n; i++) c->op.iattrs[i] = at[i];
+    return c;
+}
+
+static input index_in(uint32_t it, shape sh, int64_t lim, int64_t bad)
+{
+    return (input){.dtype = it, .sh = sh, .gen = GEN_INDEX, .lim = lim, .bad = bad};
+}
+
+static void add_movement_steps(void)
+{
+    for (size_t d = 0; d < n_all; d++) {
+        const uint32_t dt = k_all[d];
+        const uint32_t it = d % 2 ? TD_I32 : TD_I64;
+        /* slice_step: starts, stops, steps (normalised) */
+        mv_case1("slice_step", dt, SH(5, 7), TD_OP_SLICE_STEP, 6, (int64_t[]){0, 1, 5, 7, 2, 3});
+        mv_case1("slice_step reversed", dt, SH(4, 6), TD_OP_SLICE_STEP, 6,
+                 (int64_t[]){3, 5, -1, 0, -1, -2});
+        mv_case1("slice_step empty", dt, SH(0, 3), TD_OP_SLICE_STEP, 6,
+                 (int64_t[]){-1, 2, -1, -1, -1, -1});
+        mv_case1("slice_step rank 0", dt, SH0, TD_OP_SLICE_STEP, 0, NULL);
+        mv_case1("slice_step large", dt, SH(300, 1000), TD_OP_SLICE_STEP, 6,
+                 (int64_t[]){299, 1, -1, 1000, -1, 3});
+        mv_case1("flip", dt, SH(2, 3, 4), TD_OP_FLIP, 1, (int64_t[]){5});
+        mv_case1("flip none", dt, SH(3, 2), TD_OP_FLIP, 1, (int64_t[]){0});
+        mv_case1("flip large", dt, SH(513, 257), TD_OP_FLIP, 1, (int64_t[]){3});
+        mv_case1("roll", dt, SH(3, 5), TD_OP_ROLL, 2, (int64_t[]){-7, 2});
+        mv_case1("roll empty", dt, SH(0, 5), TD_OP_ROLL, 2, (int64_t[]){1, 2});
+        mv_case1("roll large", dt, SH(100003), TD_OP_ROLL, 1, (int64_t[]){-4321});
+        for (int64_t mode = 0; mode < 4; mode++) {
+            /* mode, befores, afters (reflect < dim, circular <= dim) */
+            tcase *c = mv_case1("pad", dt, SH(3, 4), TD_OP_PAD, 5, (int64_t[]){mode, 2, 3, 1, 3});
+            c->op.fattrs[0] = -2.5;
+            mv_case1("pad rank 3", dt, SH(2, 3, 5), TD_OP_PAD, 7,
+                     (int64_t[]){mode, 0, 1, 2, 1, 0, 4});
+        }
+        tcase *c = mv_case1("pad constant empty dim", dt, SH(0, 3), TD_OP_PAD, 5,
+                            (int64_t[]){0, 2, 0, 1, 1});
+        c->op.fattrs[0] = 7.0;
+        mv_case1("pad reflect large", dt, SH(200, 300), TD_OP_PAD, 5,
+                 (int64_t[]){1, 5, 100, 7, 299});
+        mv_case1("repeat", dt, SH(2, 3), TD_OP_REPEAT, 2, (int64_t[]){3, 2});
+        mv_case1("repeat zero", dt, SH(2, 3), TD_OP_REPEAT, 2, (int64_t[]){0, 2});
+        mv_case1("repeat large", dt, SH(7, 100), TD_OP_REPEAT, 2, (int64_t[]){50, 3});
+        mv_case1("tril", dt, SH(2, 4, 5), TD_OP_TRIL, 1, (int64_t[]){-1});
+        mv_case1("triu", dt, SH(4, 5), TD_OP_TRIU, 1, (int64_t[]){2});
+        mv_case1("triu far diagonal", dt, SH(3, 3), TD_OP_TRIU, 1, (int64_t[]){INT64_MIN});
+        mv_case1("tril large", dt, SH(600, 600), TD_OP_TRIL, 1, (int64_t[]){0});
+        /* one_hot: the output dtype is this loop's */
+        c = add_case("one_hot %s idx %s", dtn(dt), dtn(it));
+        c->n_in = 1;
+        c->in[0] = index_in(it, SH(4, 3), 6, -1);
+        c->op = (td__op){.opcode = TD_OP_ONE_HOT, .dtype = dt, .n_iattrs = 1, .iattrs = {6}};
+        c = add_case("one_hot %s idx %s out of range", dtn(dt), dtn(it));
+        c->n_in = 1;
+        c->in[0] = index_in(it, SH(7), 5, 4);
+        c->op = (td__op){.opcode = TD_OP_ONE_HOT, .dtype = dt, .n_iattrs = 1, .iattrs = {5}};
+        c->expect = TD_ERANGE;
+        c = add_case("one_hot %s idx %s large", dtn(dt), dtn(it));
+        c->n_in = 1;
+        c->in[0] = index_in(it, SH(5000), 100, -1);
+        c->op = (td__op){.opcode = TD_OP_ONE_HOT, .dtype = dt, .n_iattrs = 1, .iattrs = {100}};
+        /* masked_fill: raw bool bytes (any nonzero is true), broadcast masks */
+        const shape mx[] = {SH(3, 4), SH(2, 3, 4), SH(1000, 300)};
+        const shape mm[] = {SH(3, 4), SH(3, 1), SH(300)};
+        for (size_t i = 0; i < COUNT(mx); i++) {
+            c = add_case("masked_fill %s #%zu", dtn(dt), i);
+            c->n_in = 2;
+            c->in[0] = in_of(dt, mx[i], GEN_ANY);
+            c->in[1] = in_of(TD_BOOL, mm[i], GEN_BOOL_RAW);
+            c->op = (td__op){.opcode = TD_OP_MASKED_FILL, .fattrs = {-1.5}};
+        }
+        /* gather_nd */
+        c = add_case("gather_nd %s idx %s", dtn(dt), dtn(it));
+        c->n_in = 2;
+        c->in[0] = in_of(dt, SH(4, 4, 3), GEN_ANY);
+        c->in[1] = index_in(it, SH(5, 2), 4, -1);
+        c->op = (td__op){.opcode = TD_OP_GATHER_ND};
+        c = add_case("gather_nd %s idx %s out of range", dtn(dt), dtn(it));
+        c->n_in = 2;
+        c->in[0] = in_of(dt, SH(4, 4, 3), GEN_ANY);
+        c->in[1] = index_in(it, SH(5, 2), 4, 7);
+        c->op = (td__op){.opcode = TD_OP_GATHER_ND};
+        c->expect = TD_ERANGE;
+        c = add_case("gather_nd %s idx %s large", dtn(dt), dtn(it));
+        c->n_in = 2;
+        c->in[0] = in_of(dt, SH(300, 300), GEN_ANY);
+        c->in[1] = index_in(it, SH(20000, 2), 300, -1);
+        c->op = (td__op){.opcode = TD_OP_GATHER_ND};
+        /* scatter (any dtype), scatter_add / index_add (numeric): many duplicates */
+        for (int o = 0; o < 3; o++) {
+            const uint32_t opc = o == 0 ? TD_OP_SCATTER : o == 1 ? TD_OP_SCATTER_ADD : TD_OP_INDEX_ADD;
+            const char *on = o == 0 ? "scatter" : o == 1 ? "scatter_add" : "index_add";
+            if (o > 0 && dt == TD_BOOL) continue;
+            const bool ia = opc == TD_OP_INDEX_ADD;
+            c = add_case("%s %s idx %s axis 0", on, dtn(dt), dtn(it));
+            c->n_in = 3;
+            c->in[0] = in_of(dt, SH(4, 3), GEN_ANY);
+            c->in[1] = ia ? index_in(it, SH(9), 4, -1) : index_in(it, SH(9, 3), 4, -1);
+            c->in[2] = in_of(dt, SH(9, 3), GEN_ANY);
+            c->op = (td__op){.opcode = opc, .n_iattrs = 1, .iattrs = {0}};
+            c = add_case("%s %s idx %s axis 1", on, dtn(dt), dtn(it));
+            c->n_in = 3;
+            c->in[0] = in_of(dt, SH(2, 5, 3), GEN_ANY);
+            c->in[1] = ia ? index_in(it, SH(7), 5, -1) : index_in(it, SH(2, 6, 2), 5, -1);
+            c->in[2] = in_of(dt, ia ? SH(2, 7, 3) : SH(2, 8, 3), GEN_ANY);
+            c->op = (td__op){.opcode = opc, .n_iattrs = 1, .iattrs = {1}};
+            c = add_case("%s %s idx %s out of range", on, dtn(dt), dtn(it));
+            c->n_in = 3;
+            c->in[0] = in_of(dt, SH(4, 3), GEN_ANY);
+            c->in[1] = ia ? index_in(it, SH(5), 4, 2) : index_in(it, SH(5, 3), 4, 8);
+            c->in[2] = in_of(dt, SH(5, 3), GEN_ANY);
+            c->op = (td__op){.opcode = opc, .n_iattrs = 1, .iattrs = {0}};
+            c->expect = TD_ERANGE;
+            c = add_case("%s %s idx %s large", on, dtn(dt), dtn(it));
+            c->n_in = 3;
+            c->in[0] = in_of(dt, SH(64, 300), GEN_ANY);
+            c->in[1] = ia ? index_in(it, SH(2000), 64, -1) : index_in(it, SH(2000, 300), 64, -1);
+            c->in[2] = in_of(dt, SH(2000, 300), GEN_ANY);
+            c->op = (td__op){.opcode = opc, .n_iattrs = 1, .iattrs = {0}};
+        }
+    }
+}
+
 /* Rows short and long, along the last axis and others, covering the GPU's paths: several
  * rows per block, a row per block kept on chip, streamed rows, rows split into chunks,
  * strided rows (inner > 1) on chip, streamed and chunked. */
@@ -1468,6 +1608,7 @@ static void build_cases(void)
     add_reduce();
     add_matmul();
     add_movement();
+    add_movement_steps();
     add_softmax();
     add_scan();
     add_sort();

@@ -290,3 +290,46 @@ Test(cpu_determinism, softmax_along_every_axis)
     tu_free(dev1, &x);
     tu_free(dev1, &x64);
 }
+
+Test(cpu_determinism, scatter_add_and_index_add)
+{
+    /* 2000 x 300 sources into 64 rows: ~31 f32 (and bf16) adds per destination whose order
+     * matters; the work is split between threads by lines / column blocks, never within a
+     * destination's order (cpu_scatter.c) */
+    enum { R = 2000, C = 300, M = 64 };
+    const int64_t dx[2] = {M, C}, ds[2] = {R, C}, dm[1] = {R};
+    int64_t *idx = malloc(sizeof(int64_t) * R * C);
+    cr_assert_not_null(idx);
+    uint64_t s = 99;
+    for (int i = 0; i < R * C; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        idx[i] = (int64_t)((s >> 33) % M);
+    }
+    static const uint32_t dts[] = {TD_F32, TD_BF16};
+    for (size_t d = 0; d < 2; d++) {
+        const uint32_t dt = dts[d];
+        td__view x = tu_new(dev1, dt, 2, dx, NULL), src = tu_new(dev1, dt, 2, ds, NULL);
+        td__op gen = tu_op(TD_OP_RAND_NORMAL, 2, dx);
+        gen.dtype = dt;
+        gen.seed = 11;
+        gen.fattrs[1] = 1e3;
+        cr_assert_eq(tu_exec(dev1, gen, NULL, 0, &x), TD_OK);
+        gen = tu_op(TD_OP_RAND_NORMAL, 2, ds);
+        gen.dtype = dt;
+        gen.seed = 12;
+        gen.fattrs[1] = 1.0;
+        cr_assert_eq(tu_exec(dev1, gen, NULL, 0, &src), TD_OK);
+        td__view ix = tu_new(dev1, TD_I64, 2, ds, idx), ix1 = tu_new(dev1, TD_I64, 1, dm, idx);
+        same_bytes(tu_op(TD_OP_SCATTER_ADD, 1, DIMS(0)), (td__view[]){x, ix, src}, 3, dt, 2, dx,
+                   "scatter_add");
+        same_bytes(tu_op(TD_OP_INDEX_ADD, 1, DIMS(0)), (td__view[]){x, ix1, src}, 3, dt, 2, dx,
+                   "index_add");
+        same_bytes(tu_op(TD_OP_SCATTER, 1, DIMS(0)), (td__view[]){x, ix, src}, 3, dt, 2, dx,
+                   "scatter");
+        tu_free(dev1, &x);
+        tu_free(dev1, &src);
+        tu_free(dev1, &ix);
+        tu_free(dev1, &ix1);
+    }
+    free(idx);
+}

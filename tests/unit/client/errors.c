@@ -389,6 +389,116 @@ static void walk_movement(void)
     td_release(v);
 }
 
+/* The movement ops of issue 13 item 3. */
+static void walk_movement_steps(void)
+{
+    const int64_t z2[2] = {0, 0}, e2[2] = {2, 3}, s11[2] = {1, 1};
+    BAD("td_slice_step", NULL, "x NULL", td_slice_step(NULL, z2, e2, s11));
+    BAD("td_slice_step", ctx, "steps NULL", td_slice_step(f2x3, z2, e2, NULL));
+    BAD("td_slice_step", ctx, "step 0", td_slice_step(f2x3, z2, e2, (int64_t[]){1, 0}));
+    BAD("td_slice_step", ctx, "step 2^63-1", td_slice_step(f2x3, z2, e2, (int64_t[]){1, INT64_MAX}));
+
+    BAD("td_flip", NULL, "x NULL", td_flip(NULL, 1, (int[]){0}));
+    BAD("td_flip", ctx, "axis 2", td_flip(f2x3, 1, (int[]){2}));
+    BAD("td_flip", ctx, "axis twice", td_flip(f2x3, 2, (int[]){1, -1}));
+    BAD("td_flip", ctx, "naxes 3", td_flip(f2x3, 3, (int[]){0, 1, 0}));
+    BAD("td_flip", ctx, "axes NULL", td_flip(f2x3, 1, NULL));
+
+    BAD("td_roll", NULL, "x NULL", td_roll(NULL, 1, (int64_t[]){1}, NULL));
+    BAD("td_roll", ctx, "axis 2", td_roll(f2x3, 1, (int64_t[]){1}, (int[]){2}));
+    BAD("td_roll", ctx, "no axes, 2 shifts", td_roll(f2x3, 2, (int64_t[]){1, 1}, NULL));
+    BAD("td_roll", ctx, "shifts NULL", td_roll(f2x3, 1, NULL, (int[]){0}));
+    BAD("td_roll", ctx, "n 9", td_roll(f2x3, 9, (int64_t[9]){0}, (int[9]){0}));
+
+    BAD("td_pad", NULL, "x NULL", td_pad(NULL, 2, (int64_t[]){1, 1}, TD_PAD_CONSTANT, 0));
+    BAD("td_pad", ctx, "npads 3", td_pad(f2x3, 3, (int64_t[]){1, 1, 1}, TD_PAD_CONSTANT, 0));
+    BAD("td_pad", ctx, "npads 6", td_pad(f2x3, 6, (int64_t[6]){0}, TD_PAD_CONSTANT, 0));
+    BAD("td_pad", ctx, "pads NULL", td_pad(f2x3, 2, NULL, TD_PAD_CONSTANT, 0));
+    BAD("td_pad", ctx, "negative", td_pad(f2x3, 2, (int64_t[]){-1, 0}, TD_PAD_CONSTANT, 0));
+    BAD("td_pad", ctx, "reflect 3 on 3", td_pad(f2x3, 2, (int64_t[]){3, 0}, TD_PAD_REFLECT, 0));
+    BAD("td_pad", ctx, "circular 4 on 3", td_pad(f2x3, 2, (int64_t[]){0, 4}, TD_PAD_CIRCULAR, 0));
+    BAD("td_pad", ctx, "mode 7", td_pad(f2x3, 2, (int64_t[]){1, 1}, (td_pad_mode)7, 0));
+    BAD("td_pad", ctx, "overflow", td_pad(f2x3, 2, (int64_t[]){INT64_MAX, 1}, TD_PAD_CONSTANT, 0));
+
+    td_tensor *two[2] = {f2x3, f2x3};
+    BAD("td_stack", ctx, "n 0", td_stack(0, two, 0));
+    BAD("td_stack", ctx, "xs NULL", td_stack(2, NULL, 0));
+    BAD("td_stack", ctx, "xs[1] NULL", td_stack(2, (td_tensor *[]){f2x3, NULL}, 0));
+    BAD("td_stack", ctx, "shapes differ", td_stack(2, (td_tensor *[]){f2x3, f3x2}, 0));
+    BAD("td_stack", ctx, "dtypes differ", td_stack(2, (td_tensor *[]){f2x3, i2x3}, 0));
+    BAD("td_stack", ctx, "other context", td_stack(2, (td_tensor *[]){f2x3, f_other}, 0));
+    BAD("td_stack", ctx, "axis 3", td_stack(2, two, 3));
+    BAD("td_stack", ctx, "axis -4", td_stack(2, two, -4));
+
+    BAD("td_repeat", NULL, "x NULL", td_repeat(NULL, 2, (int64_t[]){1, 1}));
+    BAD("td_repeat", ctx, "n below rank", td_repeat(f2x3, 1, (int64_t[]){2}));
+    BAD("td_repeat", ctx, "negative", td_repeat(f2x3, 2, (int64_t[]){1, -1}));
+    BAD("td_repeat", ctx, "repeats NULL", td_repeat(f2x3, 2, NULL));
+    BAD("td_repeat", ctx, "overflow", td_repeat(f2x3, 2, (int64_t[]){INT64_MAX, 1}));
+    BAD("td_tile", NULL, "x NULL", td_tile(NULL, 1, (int64_t[]){1}));
+    BAD("td_tile", ctx, "n 9", td_tile(f2x3, 9, (int64_t[9]){1, 1, 1, 1, 1, 1, 1, 1, 1}));
+    BAD("td_tile", ctx, "negative", td_tile(f2x3, 1, (int64_t[]){-2}));
+
+    td_tensor *v = td_full(ctx, TD_F32, 1, (int64_t[]){4}, 0.0);
+    BAD("td_tril", NULL, "x NULL", td_tril(NULL, 0));
+    BAD("td_tril", ctx, "rank 1", td_tril(v, 0));
+    BAD("td_triu", NULL, "x NULL", td_triu(NULL, 0));
+    BAD("td_triu", ctx, "rank 1", td_triu(v, 1));
+
+    BAD("td_one_hot", NULL, "index NULL", td_one_hot(NULL, 3, TD_F32));
+    BAD("td_one_hot", ctx, "classes 0", td_one_hot(idx2x1, 0, TD_F32));
+    BAD("td_one_hot", ctx, "float index", td_one_hot(f2x3, 3, TD_F32));
+    BAD("td_one_hot", ctx, "dtype 99", td_one_hot(idx2x1, 3, (td_dtype)99));
+
+    BAD("td_masked_fill", NULL, "x NULL", td_masked_fill(NULL, NULL, 0));
+    BAD("td_masked_fill", ctx, "mask NULL", td_masked_fill(f2x3, NULL, 0));
+    BAD("td_masked_fill", ctx, "mask not bool", td_masked_fill(f2x3, i2x3, 0));
+    BAD("td_masked_fill", ctx, "mask [3,2]", td_masked_fill(f2x3, td_cast(f3x2, TD_BOOL), 0));
+    BAD("td_masked_fill", ctx, "other context", td_masked_fill(f_other, b2x3, 0));
+
+    td_tensor *i2x3_64 = td_full(ctx, TD_I64, 2, (int64_t[]){2, 3}, 0.0);
+    static const struct {
+        const char *name;
+        td_tensor *(*fn)(td_tensor *, int, td_tensor *, td_tensor *);
+    } sc[] = {{"td_scatter", td_scatter}, {"td_scatter_add", td_scatter_add},
+              {"td_index_add", td_index_add}};
+    for (size_t i = 0; i < 3; i++) {
+        const char *n = sc[i].name;
+        BAD(n, NULL, "all NULL", sc[i].fn(NULL, 0, NULL, NULL));
+        BAD(n, ctx, "x NULL", sc[i].fn(NULL, 0, idx2x1, f2x3));
+        BAD(n, ctx, "src NULL", sc[i].fn(f2x3, 0, idx2x1, NULL));
+        BAD(n, ctx, "axis 2", sc[i].fn(f2x3, 2, i2x3_64, f2x3));
+        BAD(n, ctx, "float index", sc[i].fn(f2x3, 0, f2x3, f2x3));
+        BAD(n, ctx, "src dtype", sc[i].fn(f2x3, 0, i2x3_64, i2x3));
+        BAD(n, ctx, "other context", sc[i].fn(f2x3, 0, i2x3_64, f_other));
+    }
+    BAD("td_scatter_add", ctx, "bool x", td_scatter_add(b2x3, 0, i2x3_64, b2x3));
+    BAD("td_scatter", ctx, "index exceeds src", td_scatter(f2x3, 1, i2x3_64, f3x2));
+    BAD("td_index_add", ctx, "index rank 2", td_index_add(f2x3, 0, i2x3_64, f2x3));
+    td_release(i2x3_64);
+
+    BAD("td_gather_nd", NULL, "x NULL", td_gather_nd(NULL, NULL));
+    BAD("td_gather_nd", ctx, "index NULL", td_gather_nd(f2x3, NULL));
+    BAD("td_gather_nd", ctx, "float index", td_gather_nd(f2x3, f2x3));
+    BAD("td_gather_nd", ctx, "k 3 > rank 2", td_gather_nd(f2x3, td_full(ctx, TD_I64, 1, (int64_t[]){3}, 0)));
+    BAD("td_gather_nd", ctx, "rank-0 index", td_gather_nd(f2x3, td_full(ctx, TD_I64, 0, NULL, 0)));
+    td_tensor *ab[2] = {f2x3, f3x2};
+    BAD("td_einsum", ctx, "n 0", td_einsum("ij", 0, ab));
+    BAD("td_einsum", ctx, "xs NULL", td_einsum("ij", 1, NULL));
+    BAD("td_einsum", ctx, "xs[1] NULL", td_einsum("ij,jk", 2, (td_tensor *[]){f2x3, NULL}));
+    BAD("td_einsum", ctx, "equation NULL", td_einsum(NULL, 2, ab));
+    BAD("td_einsum", ctx, "sizes differ", td_einsum("ij,ij->i", 2, ab));
+    BAD("td_einsum", ctx, "diagonal", td_einsum("ii->i", 1, (td_tensor *[]){f2x3}));
+    BAD("td_einsum", ctx, "ellipsis", td_einsum("...j->j", 1, ab));
+    BAD("td_einsum", ctx, "rank mismatch", td_einsum("ijk,jk", 2, ab));
+    BAD("td_einsum", ctx, "3 operands named", td_einsum("ij,jk,k", 2, ab));
+    BAD("td_einsum", ctx, "output letter unknown", td_einsum("ij,jk->iz", 2, ab));
+    BAD("td_einsum", ctx, "bad character", td_einsum("i1,jk", 2, ab));
+    BAD("td_einsum", ctx, "dtypes differ", td_einsum("ij,jk", 2, (td_tensor *[]){f2x3, td_cast(f3x2, TD_F64)}));
+    BAD("td_einsum", ctx, "other context", td_einsum("ij,ij", 2, (td_tensor *[]){f2x3, f_other}));
+    td_release(v);
+}
+
 static void walk_softmax(void)
 {
     static const struct {
@@ -472,6 +582,7 @@ static void walk_all(void)
     walk_elementwise();
     walk_reductions();
     walk_movement();
+    walk_movement_steps();
     walk_softmax();
     walk_stats();
 }
