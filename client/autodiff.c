@@ -380,6 +380,33 @@ static td_tensor *swap_last2(rule_ctx *r, td_tensor *t)
     return T(r, td_permute(t, perm));
 }
 
+/* g of a slice of x (starts at starts[0..rank), lengths g's dims) put back in zeros of
+ * x's shape, one dim at a time (zeros before and after, concatenated). */
+static td_tensor *surround(rule_ctx *r, td_tensor *g, const int64_t *starts)
+{
+    const td__desc *x = td__tensor_desc(X(r, 0));
+    td_tensor *cur = g;
+    for (uint32_t d = 0; d < x->rank && cur != NULL; d++) {
+        const int64_t start = starts[d], len = td_dims(g)[d];
+        if (start == 0 && len == x->dims[d]) continue;
+        td_tensor *parts[3];
+        int np = 0;
+        int64_t dims[TD_MAX_RANK];
+        memcpy(dims, td_dims(cur), sizeof(int64_t) * x->rank);
+        if (start > 0) {
+            dims[d] = start;
+            parts[np++] = T(r, td_full(r->ctx, td_tensor_dtype(g), (int)x->rank, dims, 0));
+        }
+        parts[np++] = cur;
+        if (start + len < x->dims[d]) {
+            dims[d] = x->dims[d] - start - len;
+            parts[np++] = T(r, td_full(r->ctx, td_tensor_dtype(g), (int)x->rank, dims, 0));
+        }
+        cur = np > 1 ? T(r, td_concat(np, parts, (int)d)) : cur;
+    }
+    return cur;
+}
+
 /* where(mask, v, 0) */
 static td_tensor *masked(rule_ctx *r, td_tensor *mask, td_tensor *v)
 {
@@ -412,6 +439,10 @@ static bool has_rule(uint32_t opcode)
     case TD_OP_RESHAPE: case TD_OP_PERMUTE: case TD_OP_SLICE: case TD_OP_CONCAT:
     case TD_OP_EXPAND: case TD_OP_COPY:
     case TD_OP_SOFTMAX: case TD_OP_LOG_SOFTMAX:
+    case TD_OP_SLICE_STEP: case TD_OP_PAD:
+    case TD_OP_FLIP: case TD_OP_ROLL: case TD_OP_REPEAT: case TD_OP_TRIL: case TD_OP_TRIU:
+    case TD_OP_MASKED_FILL: case TD_OP_GATHER: case TD_OP_INDEX_SELECT:
+    case TD_OP_SCATTER_ADD: case TD_OP_INDEX_ADD:
         return true;
     default:
         return false;
@@ -582,30 +613,89 @@ static void rule(rule_ctx *r)
         give(r, 0, T(r, td_permute(g, inv)));
         break;
     }
-    case TD_OP_SLICE: { /* zeros around g, one dim at a time */
+    case TD_OP_SLICE: give(r, 0, surround(r, g, op->iattrs)); break;
+    case TD_OP_SLICE_STEP: /* steps of 1 (what td_split records): a slice */
+        give(r, 0, surround(r, g, op->iattrs));
+        break;
+    case TD_OP_FLIP: {
+        const td__desc *x = td__tensor_desc(X(r, 0));
+        int axes[TD_MAX_RANK], na = 0;
+        for (uint32_t d = 0; d < x->rank; d++)
+            if (((uint64_t)op->iattrs[0] >> d) & 1) axes[na++] = (int)d;
+        give(r, 0, T(r, td_flip(g, na, axes)));
+        break;
+    }
+    case TD_OP_ROLL: { /* roll back */
+        int axes[TD_MAX_RANK];
+        int64_t back[TD_MAX_RANK];
+        for (uint32_t d = 0; d < op->n_iattrs; d++) {
+            const int64_t dim = td__tensor_desc(X(r, 0))->dims[d];
+            axes[d] = (int)d;
+            back[d] = dim > 0 ? -(op->iattrs[d] % dim) : 0;
+        }
+        give(r, 0, T(r, td_roll(g, (int)op->n_iattrs, back, axes)));
+        break;
+    }
+    case TD_OP_PAD: { /* constant padding: the inner block of g */
+        const td__desc *x = td__tensor_desc(X(r, 0));
+        int64_t starts[TD_MAX_RANK], stops[TD_MAX_RANK];
+        for (uint32_t d = 0; d < x->rank; d++) {
+            starts[d] = op->iattrs[1 + d];
+            stops[d] = starts[d] + x->dims[d];
+        }
+        give(r, 0, T(r, td_slice(g, starts, stops)));
+        break;
+    }
+    case TD_OP_REPEAT: { /* per dim: g as [.., r, d, ..], summed over r */
         const td__desc *x = td__tensor_desc(X(r, 0));
         td_tensor *cur = g;
         for (uint32_t d = 0; d < x->rank && cur != NULL; d++) {
-            const int64_t start = op->iattrs[d], stop = op->iattrs[x->rank + d];
-            if (start == 0 && stop == x->dims[d]) continue;
-            td_tensor *parts[3];
-            int np = 0;
-            int64_t dims[TD_MAX_RANK];
-            memcpy(dims, td_dims(cur), sizeof(int64_t) * x->rank);
-            if (start > 0) {
-                dims[d] = start;
-                parts[np++] = T(r, td_full(r->ctx, td_tensor_dtype(g), (int)x->rank, dims, 0));
+            if (op->iattrs[d] == 1) continue;
+            const td__desc *c = td__tensor_desc(cur);
+            int64_t dims[TD_MAX_RANK + 1];
+            int k = 0;
+            for (uint32_t e = 0; e < c->rank; e++) {
+                if (e == d) {
+                    dims[k++] = op->iattrs[d];
+                    dims[k++] = x->dims[d];
+                } else {
+                    dims[k++] = c->dims[e];
+                }
             }
-            parts[np++] = cur;
-            if (stop < x->dims[d]) {
-                dims[d] = x->dims[d] - stop;
-                parts[np++] = T(r, td_full(r->ctx, td_tensor_dtype(g), (int)x->rank, dims, 0));
+            if (k > TD_MAX_RANK) {
+                r->failed = true;
+                break;
             }
-            cur = np > 1 ? T(r, td_concat(np, parts, (int)d)) : cur;
+            td_tensor *v = T(r, td_reshape(cur, k, dims));
+            int ax = (int)d;
+            cur = v != NULL ? T(r, td_sum(v, 1, &ax, false)) : NULL;
         }
         give(r, 0, cur);
         break;
     }
+    case TD_OP_TRIL: give(r, 0, T(r, td_tril(g, op->iattrs[0]))); break;
+    case TD_OP_TRIU: give(r, 0, T(r, td_triu(g, op->iattrs[0]))); break;
+    case TD_OP_MASKED_FILL: give(r, 0, T(r, td_masked_fill(g, X(r, 1), 0.0))); break;
+    case TD_OP_GATHER: { /* scatter_add of g into zeros of x's shape */
+        const td__desc *x = td__tensor_desc(X(r, 0));
+        td_tensor *z = T(r, td_full(r->ctx, td_tensor_dtype(g), (int)x->rank, x->dims, 0));
+        give(r, 0, T(r, td_scatter_add(z, (int)op->iattrs[0], X(r, 1), g)));
+        break;
+    }
+    case TD_OP_INDEX_SELECT: {
+        const td__desc *x = td__tensor_desc(X(r, 0));
+        td_tensor *z = T(r, td_full(r->ctx, td_tensor_dtype(g), (int)x->rank, x->dims, 0));
+        give(r, 0, T(r, td_index_add(z, (int)op->iattrs[0], X(r, 1), g)));
+        break;
+    }
+    case TD_OP_SCATTER_ADD: /* x: g; src: g gathered at the index */
+        give(r, 0, g);
+        if (r->n->needs[2]) give(r, 2, T(r, td_gather(g, X(r, 1), (int)op->iattrs[0])));
+        break;
+    case TD_OP_INDEX_ADD:
+        give(r, 0, g);
+        if (r->n->needs[2]) give(r, 2, T(r, td_index_select(g, X(r, 1), (int)op->iattrs[0])));
+        break;
     case TD_OP_CONCAT: {
         const int axis = (int)op->iattrs[0];
         int64_t at = 0;
@@ -642,6 +732,12 @@ static bool node_has_rule(const ad_node *n)
 {
     if (!has_rule(n->op.opcode)) return false;
     if (n->op.opcode == TD_OP_GELU && n->op.n_iattrs > 0 && n->op.iattrs[0] != 0) return false;
+    if (n->op.opcode == TD_OP_PAD) return n->op.iattrs[0] == 0; /* constant mode only */
+    if (n->op.opcode == TD_OP_SLICE_STEP) { /* steps of 1 from a start in range */
+        const uint32_t rank = n->op.n_iattrs / 3;
+        for (uint32_t d = 0; d < rank; d++)
+            if (n->op.iattrs[2 * rank + d] != 1 || n->op.iattrs[d] < 0) return false;
+    }
     return true;
 }
 

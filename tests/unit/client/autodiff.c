@@ -412,3 +412,72 @@ Test(autodiff, saved_values_survive_release)
         cr_expect(fabs(g[i] - exp(v) * (1 + v)) <= 1e-15 * exp(v) * (1 + v) * 4, "%g", g[i]);
     }
 }
+
+/* ---- movement ops of issue 13 (rules: the op's adjoint, from the table's own ops) ---- */
+static td_tensor *idx(const int64_t *v, int rank, const int64_t *dims)
+{
+    return td_from_host(ctx, TD_I64, rank, dims, v);
+}
+static td_tensor *b_flip(td_tensor **in) { return td_flip(in[0], 2, (int[]){0, -1}); }
+static td_tensor *b_roll(td_tensor **in)
+{
+    return td_roll(in[0], 2, (int64_t[]){1, -4}, (int[]){0, 1});
+}
+static td_tensor *b_pad(td_tensor **in)
+{
+    return td_pad(in[0], 4, (int64_t[]){1, 2, 0, 1}, TD_PAD_CONSTANT, 0.5);
+}
+static td_tensor *b_repeat(td_tensor **in) { return td_repeat(in[0], 2, (int64_t[]){2, 3}); }
+static td_tensor *b_tril(td_tensor **in) { return td_triu(td_tril(in[0], 1), -1); }
+static td_tensor *b_masked(td_tensor **in)
+{
+    static const uint8_t m[3] = {1, 0, 1};
+    td_tensor *mask = td_from_host(ctx, TD_BOOL, 1, (int64_t[]){3}, m);
+    return td_masked_fill(in[0], mask, 7.0);
+}
+static td_tensor *b_gather(td_tensor **in) /* duplicate indices: gradients add */
+{
+    static const int64_t v[6] = {2, 0, 2, 1, 1, 1};
+    return td_gather(in[0], idx(v, 2, (int64_t[]){2, 3}), 1);
+}
+static td_tensor *b_index_select(td_tensor **in)
+{
+    static const int64_t v[4] = {2, 0, 2, 2};
+    return td_index_select(in[0], idx(v, 1, (int64_t[]){4}), 0);
+}
+static td_tensor *b_scatter_add(td_tensor **in)
+{
+    static const int64_t v[4] = {1, 1, 0, 2};
+    return td_scatter_add(in[0], 1, idx(v, 2, (int64_t[]){2, 2}), in[1]);
+}
+static td_tensor *b_index_add(td_tensor **in)
+{
+    static const int64_t v[3] = {2, 0, 2};
+    return td_index_add(in[0], 0, idx(v, 1, (int64_t[]){3}), in[1]);
+}
+static td_tensor *b_split(td_tensor **in) /* the middle piece of a split, times the last */
+{
+    td_tensor *p[3];
+    cr_assert_eq(td_split(in[0], 3, (int64_t[]){1, 2, 2}, 1, p), TD_OK, "%s", td_last_error(ctx));
+    return td_mul(p[1], p[2]);
+}
+Test(autodiff, flip) { gradcheck("flip", b_flip, 1, (input[]){IN(2, ANY, 2, 3)}); }
+Test(autodiff, roll) { gradcheck("roll", b_roll, 1, (input[]){IN(2, ANY, 2, 3)}); }
+Test(autodiff, pad) { gradcheck("pad", b_pad, 1, (input[]){IN(2, ANY, 2, 3)}); }
+Test(autodiff, repeat) { gradcheck("repeat", b_repeat, 1, (input[]){IN(2, ANY, 2, 3)}); }
+Test(autodiff, tril_triu) { gradcheck("tril_triu", b_tril, 1, (input[]){IN(3, ANY, 2, 3, 4)}); }
+Test(autodiff, masked_fill) { gradcheck("masked_fill", b_masked, 1, (input[]){IN(2, ANY, 2, 3)}); }
+Test(autodiff, gather) { gradcheck("gather", b_gather, 1, (input[]){IN(2, ANY, 2, 3)}); }
+Test(autodiff, index_select)
+{
+    gradcheck("index_select", b_index_select, 1, (input[]){IN(2, ANY, 3, 2)});
+}
+Test(autodiff, scatter_add)
+{
+    gradcheck("scatter_add", b_scatter_add, 2, (input[]){IN(2, ANY, 2, 3), IN(2, ANY, 2, 2)});
+}
+Test(autodiff, index_add)
+{
+    gradcheck("index_add", b_index_add, 2, (input[]){IN(2, ANY, 3, 2), IN(2, ANY, 3, 2)});
+}
+Test(autodiff, split) { gradcheck("split", b_split, 1, (input[]){IN(2, ANY, 2, 5)}); }
