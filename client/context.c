@@ -580,6 +580,51 @@ td_tensor *td_rand_normal(td_context *ctx, td_dtype dt, int rank, const int64_t 
                    stddev);
 }
 
+td_tensor *td_bernoulli(td_tensor *p, uint64_t seed)
+{
+    if (p == NULL) return null_input(NULL, "td_bernoulli", "p");
+    td__op op = {.opcode = TD_OP_BERNOULLI, .n_inputs = 1, .seed = seed};
+    return record(p->ctx, "td_bernoulli", &op, &p);
+}
+
+td_tensor *td_bernoulli_scalar(td_context *ctx, td_dtype dt, int rank, const int64_t *dims,
+                               uint64_t seed, double p)
+{
+    return rand_op(ctx, "td_bernoulli_scalar", TD_OP_BERNOULLI_SCALAR, dt, rank, dims, seed, p,
+                   0);
+}
+
+td_tensor *td_randint(td_context *ctx, td_dtype dt, int rank, const int64_t *dims,
+                      uint64_t seed, int64_t low, int64_t high)
+{
+    if (ctx == NULL) return thread_fail("td_randint: ctx is NULL");
+    td__op op = {.opcode = TD_OP_RANDINT, .dtype = (uint32_t)dt, .seed = seed};
+    if (!set_shape(ctx, "td_randint", &op, rank, dims)) return NULL;
+    for (int i = rank - 1; i >= 0; i--) op.iattrs[i + 2] = op.iattrs[i];
+    op.iattrs[0] = low;
+    op.iattrs[1] = high;
+    op.n_iattrs += 2;
+    return record(ctx, "td_randint", &op, NULL);
+}
+
+td_tensor *td_randperm(td_context *ctx, int64_t n, uint64_t seed)
+{
+    if (ctx == NULL) return thread_fail("td_randperm: ctx is NULL");
+    td__op op = {.opcode = TD_OP_RANDPERM, .dtype = TD_I64, .n_iattrs = 1, .iattrs = {n},
+                 .seed = seed};
+    return record(ctx, "td_randperm", &op, NULL);
+}
+
+td_tensor *td_trunc_normal(td_context *ctx, td_dtype dt, int rank, const int64_t *dims,
+                           uint64_t seed, double mean, double stddev, double a, double b)
+{
+    if (ctx == NULL) return thread_fail("td_trunc_normal: ctx is NULL");
+    td__op op = {.opcode = TD_OP_TRUNC_NORMAL, .dtype = (uint32_t)dt,
+                 .fattrs = {mean, stddev, a, b}, .seed = seed};
+    if (!set_shape(ctx, "td_trunc_normal", &op, rank, dims)) return NULL;
+    return record(ctx, "td_trunc_normal", &op, NULL);
+}
+
 /* ---- reading, fences, release ---- */
 
 td_status td_read(td_tensor *t, void *dst, size_t nbytes)

@@ -187,6 +187,11 @@ static td_status check_attr_count(const td__op_row *r, const td__op *op, const t
         if (n > TD_MAX_RANK)
             return td__einval(err, errlen, "rank %u exceeds the maximum %d", n, TD_MAX_RANK);
         break;
+    case TD_ATTRS_BOUNDS_DIMS:
+        if (n < 2) return td__einval(err, errlen, "expects low, high and dims, got %u attributes", n);
+        if (n - 2 > TD_MAX_RANK)
+            return td__einval(err, errlen, "rank %u exceeds the maximum %d", n - 2, TD_MAX_RANK);
+        break;
     case TD_ATTRS_RANK:
         if (n != x->rank)
             return td__einval(err, errlen, "%s has %u entries for rank %u", a->a[0].name, n,
@@ -328,6 +333,20 @@ static td_status check_fattrs(const td__op *op, char *err, size_t errlen)
         if (!isfinite(b) || b < 0)
             return td__einval(err, errlen, "stddev %g must be finite and >= 0", b);
         break;
+    case TD_OP_BERNOULLI_SCALAR:
+        if (!(a >= 0.0 && a <= 1.0))
+            return td__einval(err, errlen, "p %g is outside [0, 1]", a);
+        break;
+    case TD_OP_TRUNC_NORMAL: {
+        const double lo = op->fattrs[2], hi = op->fattrs[3];
+        if (!isfinite(a)) return td__einval(err, errlen, "mean %g must be finite", a);
+        if (!isfinite(b) || !(b > 0))
+            return td__einval(err, errlen, "stddev %g must be finite and > 0", b);
+        if (!isfinite(lo) || !isfinite(hi))
+            return td__einval(err, errlen, "bounds [%g, %g] must be finite", lo, hi);
+        if (!(lo < hi)) return td__einval(err, errlen, "a %g must be below b %g", lo, hi);
+        break;
+    }
     case TD_OP_CLAMP:
         if (isnan(a) || isnan(b))
             return td__einval(err, errlen, "bounds [%g, %g] must not be NaN", a, b);
@@ -336,6 +355,29 @@ static td_status check_fattrs(const td__op *op, char *err, size_t errlen)
     default:
         break;
     }
+    return TD_OK;
+}
+
+/* RANDINT's integer bounds: low < high, both inside the dtype (high may be its maximum + 1). */
+static td_status check_randint(const td__op *op, char *err, size_t errlen)
+{
+    const int64_t low = op->iattrs[0], high = op->iattrs[1];
+    if (low >= high)
+        return td__einval(err, errlen, "low %lld must be below high %lld", (long long)low,
+                          (long long)high);
+    int64_t mn = INT64_MIN, mx = INT64_MAX;
+    switch (op->dtype) {
+    case TD_I8: mn = INT8_MIN, mx = INT8_MAX; break;
+    case TD_I16: mn = INT16_MIN, mx = INT16_MAX; break;
+    case TD_I32: mn = INT32_MIN, mx = INT32_MAX; break;
+    case TD_U8: mn = 0, mx = UINT8_MAX; break;
+    default: break;
+    }
+    /* high - 1 is the largest value drawn; it cannot overflow since low < high */
+    if (low < mn || high - 1 > mx)
+        return td__einval(err, errlen, "[%lld, %lld) does not fit %s ([%lld, %lld])",
+                          (long long)low, (long long)high, td_dtype_name((td_dtype)op->dtype),
+                          (long long)mn, (long long)mx);
     return TD_OK;
 }
 
@@ -356,8 +398,9 @@ static uint32_t out_dtype(const td__op_row *r, const td__op *op, const td__desc 
 static td_status shape_from_attrs(const td__op *op, uint32_t dtype, td__desc *out, char *err,
                                   size_t errlen)
 {
-    td__desc d = {.dtype = dtype, .rank = op->n_iattrs};
-    for (uint32_t i = 0; i < op->n_iattrs; i++) d.dims[i] = op->iattrs[i];
+    const uint32_t at = td__op_dims_at(td__op_row_of(op->opcode));
+    td__desc d = {.dtype = dtype, .rank = op->n_iattrs - at};
+    for (uint32_t i = 0; i < d.rank; i++) d.dims[i] = op->iattrs[at + i];
     td_status s = td__desc_check(&d, err, errlen);
     if (s == TD_OK) *out = d;
     return s;
@@ -804,6 +847,7 @@ static td_status infer(const td__op *op, const td__desc *const *in, td__desc *ou
     if (s == TD_OK) s = check_fattr_flags(r, op, err, errlen);
     if (s == TD_OK) s = check_dtypes(r, op, in, err, errlen);
     if (s == TD_OK) s = check_fattrs(op, err, errlen);
+    if (s == TD_OK && op->opcode == TD_OP_RANDINT) s = check_randint(op, err, errlen);
     if (s != TD_OK) return s;
     uint32_t odt = out_dtype(r, op, in);
     td__desc o;

@@ -7,7 +7,7 @@
  * has passed td__op_infer() against the actual input tensors.
  *
  * Opcodes are frozen (they travel on the wire); new ones are appended. Each row gives the
- * op's arity, its attribute schema (iattrs = int64 list, fattrs = up to 3 doubles, dtype, seed),
+ * op's arity, its attribute schema (iattrs = int64 list, fattrs = up to 4 doubles, dtype, seed),
  * its dtype rule and its shape rule; the notes below are what a row cannot say:
  *   EMPTY            a new tensor; the engine runs it as FULL 0 (no session sees old bytes)
  *   MATMUL           iattrs = {} or {precision}: TD_MATMUL_PRECISION_FULL (0, also when
@@ -50,7 +50,7 @@ typedef struct td__desc {
 /* One recorded operation. Ids are chosen by the client; the executor maps them. */
 typedef struct td__op {
     uint32_t opcode;
-    uint32_t dtype; /* attribute dtype: EMPTY FULL ARANGE RAND_* CAST; else ignored */
+    uint32_t dtype; /* attribute dtype: the CREATE rows that have one, CAST; else ignored */
     uint32_t n_inputs;
     uint32_t n_iattrs;
     uint64_t inputs[TD_OP_MAX_INPUTS];

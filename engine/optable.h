@@ -30,13 +30,15 @@
 
 #define TD_OP_MAX_INPUTS 8
 #define TD_OP_MAX_IATTRS 24
-#define TD_OP_MAX_FATTRS 3   /* float attributes (op->fattrs); the third only NAN_TO_NUM uses */
+#define TD_OP_MAX_FATTRS 4   /* float attributes (op->fattrs); the third NAN_TO_NUM and
+                              * TRUNC_NORMAL use, the fourth TRUNC_NORMAL only */
 #define TD_OPCODE_LIMIT 512 /* all opcodes are < this */
 
 /* Op families (what a backend dispatches on). */
 enum td__op_class {
     TD_OPCLASS_NONE = 0, /* unknown opcode */
-    TD_OPCLASS_CREATE,   /* EMPTY FULL ARANGE RAND_* */
+    TD_OPCLASS_CREATE,   /* EMPTY FULL ARANGE RAND_* and the random ops BERNOULLI*
+                          * RANDINT RANDPERM TRUNC_NORMAL (engine/philox.h) */
     TD_OPCLASS_UNARY,
     TD_OPCLASS_BINARY,
     TD_OPCLASS_COMPARE,
@@ -61,6 +63,7 @@ enum td__attr_layout {
     TD_ATTRS_2RANK,    /* two per dim of input 0 (starts, then stops) */
     TD_ATTRS_3RANK,    /* three per dim of input 0 (starts, stops, steps) */
     TD_ATTRS_MODE_2RANK, /* one (a mode), then two per dim of input 0 (befores, afters) */
+    TD_ATTRS_BOUNDS_DIMS, /* two integers (low, high), then a shape as TD_ATTRS_DIMS */
 };
 
 /* What one integer attribute may hold (checked before any shape rule runs). */
@@ -104,7 +107,7 @@ enum td__same_dtype {
 /* Shape rules (engine/op.c implements each once). */
 enum td__shape_rule {
     TD_SHAPE_SAME = 0,    /* input 0's shape */
-    TD_SHAPE_DIMS,        /* the dims attribute */
+    TD_SHAPE_DIMS,        /* the dims attribute (after the bounds of TD_ATTRS_BOUNDS_DIMS) */
     TD_SHAPE_ARANGE,      /* [length] */
     TD_SHAPE_BROADCAST,   /* numpy broadcast of every input */
     TD_SHAPE_REDUCE,      /* reduced axes dropped, or kept as 1 */
@@ -196,6 +199,9 @@ typedef struct td__op_row {
 #define TD__ATTRS_NONE {TD_ATTRS_NONE, 0, {TD__ASPEC0, TD__ASPEC0}}
 #define TD__ATTRS_DIMS {TD_ATTRS_DIMS, 0, {{"dims", TD_ATTR_INT, 0, 0, NULL}, TD__ASPEC0}}
 #define TD__ATTRS_LENGTH {TD_ATTRS_FIXED, 1, {{"length", TD_ATTR_NONNEG, 0, 0, NULL}, TD__ASPEC0}}
+#define TD__ATTRS_N {TD_ATTRS_FIXED, 1, {{"n", TD_ATTR_NONNEG, 0, 0, NULL}, TD__ASPEC0}}
+#define TD__ATTRS_BOUNDS_DIMS                                                              \
+    {TD_ATTRS_BOUNDS_DIMS, 0, {{"low, high, dims", TD_ATTR_INT, 0, 0, NULL}, TD__ASPEC0}}
 #define TD__ATTRS_REDUCE                                                                   \
     {TD_ATTRS_FIXED, 2,                                                                    \
      {{"axes mask", TD_ATTR_AXES_MASK, 0, 0, NULL}, {"keepdims", TD_ATTR_ENUM, 0, 1, "0 or 1"}}}
@@ -260,6 +266,21 @@ typedef struct td__op_row {
     X(RAND_NORMAL, 4, "rand_normal", CREATE, 0, 0, "", DIMS, "mean, stddev; seed", FLOAT,  \
       NONE, NONE, NONE, ATTR, DIMS, 0, NONE, NORMAL,                                       \
       "normal(mean, stddev), Philox + Box-Muller (engine/philox.h)")                       \
+    X(BERNOULLI, 5, "bernoulli", CREATE, 1, 1, "p", NONE, "seed", NONE, FLOAT, NONE, NONE, \
+      SAME, SAME, 0, NONE, EXACT,                                                          \
+      "1 where u < p else 0, u = one Philox word * 2^-32 (engine/philox.h)")               \
+    X(BERNOULLI_SCALAR, 6, "bernoulli_scalar", CREATE, 0, 0, "", DIMS, "p; seed", ANY,     \
+      NONE, NONE, NONE, ATTR, DIMS, 0, NONE, EXACT,                                        \
+      "bernoulli with one p in [0, 1] for every element (engine/philox.h)")                \
+    X(RANDINT, 7, "randint", CREATE, 0, 0, "", BOUNDS_DIMS, "seed", INT, NONE, NONE, NONE, \
+      ATTR, DIMS, 0, NONE, EXACT,                                                          \
+      "integers in [low, high): low + (x * (high - low)) >> 64, x 64 Philox bits")         \
+    X(RANDPERM, 8, "randperm", CREATE, 0, 0, "", N, "seed", NONE, NONE, NONE, NONE, I64,   \
+      ARANGE, 0, NONE, EXACT,                                                              \
+      "random permutation of 0..n-1: indices sorted by 64-bit Philox keys (ties by index)") \
+    X(TRUNC_NORMAL, 9, "trunc_normal", CREATE, 0, 0, "", DIMS, "mean, stddev, a, b; seed", \
+      FLOAT, NONE, NONE, NONE, ATTR, DIMS, 0, NONE, EXACT,                                 \
+      "normal(mean, stddev) truncated to [a, b] by inverse CDF, IEEE basic ops only")      \
     X(NEG, 10, "neg", UNARY, 1, 1, "x", NONE, "", NONE, NUMERIC, NONE, NONE, SAME, SAME,   \
       0, NONE, EXACT, "-x (integers wrap)")                                                \
     X(ABS, 11, "abs", UNARY, 1, 1, "x", NONE, "", NONE, NUMERIC, NONE, NONE, SAME, SAME,   \
@@ -612,6 +633,13 @@ static inline const td__op_row *td__op_row_of(uint32_t opcode)
 #undef TD__ROW_CASE
     }
     return NULL;
+}
+
+/* Index of the first dim in iattrs of a row whose shape rule is TD_SHAPE_DIMS (RANDINT's
+ * shape follows its bounds). */
+static inline uint32_t td__op_dims_at(const td__op_row *r)
+{
+    return r != NULL && r->attrs.layout == TD_ATTRS_BOUNDS_DIMS ? 2u : 0u;
 }
 
 /* Family of an opcode (TD_OPCLASS_NONE if unknown). */

@@ -43,6 +43,34 @@
  *       (engine/convert.h, td__f64_to_f16 / td__f64_to_bf16; never through f32, which
  *       could round twice)
  *
+ *
+ * The random ops of issue 13 (BERNOULLI BERNOULLI_SCALAR RANDINT RANDPERM TRUNC_NORMAL) use
+ * two draws, whatever the dtype, so the counter layout depends on the shape only:
+ *   32-bit draw of element i:  b = i / 4,  w[i % 4]
+ *   64-bit draw of element i:  b = i / 2,  j = i % 2,  x = ((uint64)w[2j+1] << 32) | w[2j]
+ *                              (the words of the f64 uniform mapping)
+ *   BERNOULLI, BERNOULLI_SCALAR: element i is 1 when w * 2^-32 < p, else 0 (w its 32-bit
+ *       draw, p its probability widened exactly to double; the comparison is exact). So
+ *       P(1) = ceil(p 2^32) / 2^32, within 2^-32 of p; p <= 0 (or NaN) gives 0, p >= 1 gives 1.
+ *       BERNOULLI_SCALAR with p equals BERNOULLI of a tensor full of p, bit for bit.
+ *   RANDINT in [low, high): r = high - low (as uint64, 1 .. 2^64 - 1), element i =
+ *       low + floor(x r / 2^64) (x its 64-bit draw; the high word of the 128-bit product,
+ *       td__philox_mulhi64): multiply-shift without rejection. Each value k is hit by
+ *       floor(2^64 / r) or ceil(2^64 / r) of the 2^64 draws, so |P(k) - 1/r| < 2^-64.
+ *   RANDPERM of n: key_i = the 64-bit draw of element i; the result lists 0..n-1 ordered
+ *       by (key, index) ascending (one total order: any correct sort gives these bits). A
+ *       tie of keys (probability below n^2 / 2^65) keeps index order.
+ *   TRUNC_NORMAL(mean, stddev, a, b): inverse CDF with the functions of engine/normcdf.h,
+ *       computed once per op: alpha = (a - mean) / stddev, beta = (b - mean) / stddev;
+ *       flip = alpha + beta > 0; [lo, hi] = flip ? [-beta, -alpha] : [alpha, beta] (the
+ *       sampled side holds the heavier tail, where Phi keeps its relative precision);
+ *       pl = Phi(lo), dp = Phi(hi) - pl. Element i, with U = (x >> 11) 2^-53 from its 64-bit
+ *       draw: u = pl + dp U; z = Phi^-1(u) clamped to [lo, hi]; z = -z if flip;
+ *       value = mean + stddev z clamped to [a, b], then rounded once to the dtype
+ *       (f32: (float), f16/bf16: td__f64_to_f16 / td__f64_to_bf16). Only IEEE basic
+ *       operations, so every backend gives the same bits. When [lo, hi] lies beyond ~37
+ *       standard deviations, Phi underflows and values collect at the bound nearest the mean.
+ *
  * Arithmetic is IEEE double without fused multiply-add (CUDA: compile with -fmad=false or
  * use __dmul_rn/__dadd_rn), so uniform values agree bit for bit across backends. Normal
  * values go through log, sqrt, cos and sin, whose last-ulp rounding differs between math
@@ -57,6 +85,7 @@
 #ifndef TD_ENGINE_PHILOX_H
 #define TD_ENGINE_PHILOX_H
 
+#include "engine/normcdf.h"
 #include <math.h>
 #include <stdint.h>
 
@@ -185,6 +214,69 @@ TD__PHILOX_FN double td__philox_normal_f64_z(const uint32_t w[4], uint64_t i)
     double z[2];
     td__philox_normal_f64_pair(w, z);
     return z[i % 2];
+}
+
+/* The 64-bit draw of element i from its block w (block i / 2). */
+TD__PHILOX_FN uint64_t td__philox_draw64(const uint32_t w[4], uint64_t i)
+{
+    const unsigned j = (unsigned)(i % 2) * 2;
+    return ((uint64_t)w[j + 1] << 32) | w[j];
+}
+
+/* High 64 bits of the 128-bit product a * b, from 32-bit halves (the same bits on every
+ * compiler, with or without a 128-bit type). */
+TD__PHILOX_FN uint64_t td__philox_mulhi64(uint64_t a, uint64_t b)
+{
+    const uint64_t al = a & 0xffffffffu, ah = a >> 32, bl = b & 0xffffffffu, bh = b >> 32;
+    const uint64_t p0 = al * bl, p1 = al * bh, p2 = ah * bl, p3 = ah * bh;
+    const uint64_t mid = (p0 >> 32) + (p1 & 0xffffffffu) + (p2 & 0xffffffffu);
+    return p3 + (p1 >> 32) + (p2 >> 32) + (mid >> 32);
+}
+
+/* BERNOULLI: whether element i (32-bit draw w) is 1 for probability p. */
+TD__PHILOX_FN int td__philox_bernoulli(uint32_t w, double p) { return (double)w * 0x1p-32 < p; }
+
+/* RANDINT: low + floor(x r / 2^64) with r = high - low (as uint64), for low < high. */
+TD__PHILOX_FN int64_t td__philox_randint(uint64_t x, int64_t low, int64_t high)
+{
+    const uint64_t r = (uint64_t)high - (uint64_t)low;
+    return (int64_t)((uint64_t)low + td__philox_mulhi64(x, r));
+}
+
+/* TRUNC_NORMAL's per-op constants (see the mapping above). */
+typedef struct td__truncnorm {
+    double mean, stddev, a, b, lo, hi, pl, dp;
+    int flip;
+} td__truncnorm;
+
+TD__PHILOX_FN td__truncnorm td__truncnorm_init(double mean, double stddev, double a, double b)
+{
+    td__truncnorm t;
+    const double alpha = (a - mean) / stddev, beta = (b - mean) / stddev;
+    t.mean = mean;
+    t.stddev = stddev;
+    t.a = a;
+    t.b = b;
+    t.flip = alpha + beta > 0.0;
+    t.lo = t.flip ? -beta : alpha;
+    t.hi = t.flip ? -alpha : beta;
+    t.pl = td__nd_cdf(t.lo);
+    t.dp = td__nd_cdf(t.hi) - t.pl;
+    return t;
+}
+
+/* The double value of a TRUNC_NORMAL element whose 64-bit draw is x. */
+TD__PHILOX_FN double td__truncnorm_value(const td__truncnorm *t, uint64_t x)
+{
+    const double u = t->pl + t->dp * ((double)(x >> 11) * 0x1p-53);
+    double z = td__nd_quantile(u);
+    if (z < t->lo) z = t->lo;
+    if (z > t->hi) z = t->hi;
+    if (t->flip) z = -z;
+    double v = t->mean + t->stddev * z;
+    if (v < t->a) v = t->a;
+    if (v > t->b) v = t->b;
+    return v;
 }
 
 /* Convenience: element i of each distribution straight from (seed, i). Kernels that produce

@@ -244,6 +244,42 @@ td_tensor *td_rand_uniform(td_context *ctx, td_dtype dt, int rank, const int64_t
 td_tensor *td_rand_normal(td_context *ctx, td_dtype dt, int rank, const int64_t *dims,
                           uint64_t seed, double mean, double stddev);
 
+/* More counter-based random ops on the same Philox4x32-10 stream; engine/philox.h states each
+ * (seed, i) -> value mapping exactly. Every one gives the same bits on every backend and
+ * every thread count (only integer and IEEE basic double operations), and element i depends
+ * only on (seed, i, attributes), never on the shape around it (RANDPERM: on n).
+ *
+ * td_bernoulli: same dtype (float) and shape as the probabilities `p`; element i is 1 when
+ *   w_i * 2^-32 < p_i (w_i one 32-bit Philox word), else 0: P(1) is within 2^-32 of p_i.
+ *   Values of p are not checked (they are data): p <= 0 or NaN gives 0, p >= 1 gives 1.
+ * td_bernoulli_scalar: shape `dims`, any dtype dt (0/1, bool false/true), one p for every
+ *   element; equal bit for bit to td_bernoulli of a tensor full of p. TD_EINVAL when p is
+ *   outside [0, 1] or NaN ("bernoulli_scalar: p 1.5 is outside [0, 1]").
+ * td_randint: integers uniform in [low, high), dt an integer dtype (i8 i16 i32 i64 u8):
+ *   low + floor(x (high - low) / 2^64) with x 64 Philox bits (multiply-shift, no rejection:
+ *   each value's probability is within 2^-64 of 1 / (high - low)). TD_EINVAL when
+ *   low >= high, when [low, high) does not fit dt (high may be dt's maximum + 1), or when
+ *   dt is not an integer dtype.
+ * td_randperm: i64 [n], a random permutation of 0..n-1: the indices sorted by a 64-bit
+ *   Philox key each (ties, of probability below n^2 / 2^65, keep index order). TD_EINVAL
+ *   when n < 0 ("randperm: n -1 is negative").
+ * td_trunc_normal: normal(mean, stddev) truncated to [a, b] (a and b absolute, as in
+ *   torch.nn.init.trunc_normal_), dt a float dtype, by the inverse CDF: Phi and Phi^-1 in
+ *   engine/normcdf.h (IEEE basic operations only; relative error below 1e-13), one 53-bit
+ *   uniform per element, values clamped to [a, b] and rounded once to dt. Costs about a
+ *   microsecond per element per core (two Halley steps of Phi). TD_EINVAL when mean, a or b
+ *   is not finite, stddev is not finite and > 0, or a >= b.
+ * All: NULL on error (td_last_error names the op and the values); TD_EINVAL for a bad rank
+ *   or shape as td_full. Thread-safety: one thread per context. */
+td_tensor *td_bernoulli(td_tensor *p, uint64_t seed);
+td_tensor *td_bernoulli_scalar(td_context *ctx, td_dtype dt, int rank, const int64_t *dims,
+                               uint64_t seed, double p);
+td_tensor *td_randint(td_context *ctx, td_dtype dt, int rank, const int64_t *dims,
+                      uint64_t seed, int64_t low, int64_t high);
+td_tensor *td_randperm(td_context *ctx, int64_t n, uint64_t seed);
+td_tensor *td_trunc_normal(td_context *ctx, td_dtype dt, int rank, const int64_t *dims,
+                           uint64_t seed, double mean, double stddev, double a, double b);
+
 /* Copy `nbytes` of t's data into `dst`; nbytes must equal td_nbytes(t). Waits for every op
  * that produces t. Returns TD_OK; TD_EINVAL (size); TD_EPOISONED (t depends on a failed op:
  * td_last_error names it); TD_EUNAVAILABLE/TD_ETIMEOUT (server gone or too slow). */

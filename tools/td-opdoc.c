@@ -72,6 +72,9 @@ static void attrs_str(const td__op_row *r, char *buf, size_t len)
         o += (size_t)snprintf(buf, len, "%s: %s; %s (2 x rank)", a->a[0].name, a->a[0].values,
                               a->a[1].name);
         break;
+    case TD_ATTRS_BOUNDS_DIMS:
+        o += (size_t)snprintf(buf, len, "%s (2 + 0..%d)", a->a[0].name, TD_MAX_RANK);
+        break;
     case TD_ATTRS_FIXED:
     case TD_ATTRS_UPTO:
         for (unsigned i = 0; i < a->n && i < 3 && o < len; i++) {

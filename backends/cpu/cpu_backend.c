@@ -179,7 +179,7 @@ static td_status cpu_exec(td__device *dev, void *stream, const td__op *op, const
     switch (td__op_class(op->opcode)) {
     case TD_OPCLASS_CREATE:
         if (op->opcode == TD_OP_EMPTY) break;
-        return td__cpu_exec_create(&x, op, out);
+        return td__cpu_exec_create(&x, op, in, out);
     case TD_OPCLASS_UNARY:
         return td__cpu_exec_unary(&x, op, in, out);
     case TD_OPCLASS_BINARY:

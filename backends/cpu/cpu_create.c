@@ -1,5 +1,5 @@
 /* cpu_create.c — ops that make a tensor from attributes alone: FULL, ARANGE, RAND_UNIFORM,
- * RAND_NORMAL.
+ * RAND_NORMAL (the other random ops: cpu_random.c).
  *
  * The random ops follow engine/philox.h's (seed, index) mapping exactly: each thread's
  * chunk computes the Philox blocks its elements fall in, so a block that straddles a chunk
@@ -178,7 +178,8 @@ static void normal_f64(void *ctx, int64_t lo, int64_t hi)
     }
 }
 
-td_status td__cpu_exec_create(const td__cpu_exec *x, const td__op *op, const td__view *out)
+td_status td__cpu_exec_create(const td__cpu_exec *x, const td__op *op, const td__view *in,
+                              const td__view *out)
 {
     const int64_t n = td__cpu_nelem(&out->desc);
     const uint32_t dt = out->desc.dtype;
@@ -209,6 +210,9 @@ td_status td__cpu_exec_create(const td__cpu_exec *x, const td__op *op, const td_
         if (dt == TD_F16 || dt == TD_BF16) fn = normal_half;
         cost = 32;
         break;
+    case TD_OP_BERNOULLI: case TD_OP_BERNOULLI_SCALAR: case TD_OP_RANDINT:
+    case TD_OP_RANDPERM: case TD_OP_TRUNC_NORMAL:
+        return td__cpu_exec_random(x, op, in, out);
     }
     if (fn == NULL)
         return td__cpu_fail(x, TD_EINTERNAL, "cpu: no create kernel for opcode %u dtype %u",

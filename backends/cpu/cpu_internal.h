@@ -143,7 +143,12 @@ void td__cpu_iter_rows(const td__cpu_iter *it, int64_t lo, int64_t hi, td__cpu_r
                        void *ctx);
 
 /* ---- kernel families ---- */
-td_status td__cpu_exec_create(const td__cpu_exec *x, const td__op *op, const td__view *out);
+td_status td__cpu_exec_create(const td__cpu_exec *x, const td__op *op, const td__view *in,
+                              const td__view *out);
+/* BERNOULLI BERNOULLI_SCALAR RANDINT TRUNC_NORMAL RANDPERM (cpu_random.c, cpu_sort.c). */
+td_status td__cpu_exec_random(const td__cpu_exec *x, const td__op *op, const td__view *in,
+                              const td__view *out);
+td_status td__cpu_exec_randperm(const td__cpu_exec *x, const td__op *op, const td__view *out);
 td_status td__cpu_exec_unary(const td__cpu_exec *x, const td__op *op, const td__view *in,
                              const td__view *out);
 td_status td__cpu_exec_binary(const td__cpu_exec *x, const td__op *op, const td__view *in,

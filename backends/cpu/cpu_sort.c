@@ -1,4 +1,5 @@
-/* cpu_sort.c — SORT ARGSORT TOPK_VALUES TOPK_INDICES along one axis.
+/* cpu_sort.c — SORT ARGSORT TOPK_VALUES TOPK_INDICES along one axis, and RANDPERM (a sort
+ * of Philox keys, at the end of the file).
  *
  * The contract (every backend, bit for bit): each line along the axis is ordered by a key,
  * stably (equal keys keep their index order). Keys order the values as numbers, with
@@ -16,6 +17,7 @@
  */
 #include "backends/cpu/cpu_internal.h"
 #include "common/alloc.h"
+#include "engine/philox.h"
 #include "engine/sortkey.h"
 #include <string.h>
 
@@ -111,5 +113,48 @@ td_status td__cpu_exec_sort(const td__cpu_exec *x, const td__op *op, const td__v
     if (t.failed)
         return td__cpu_fail(x, TD_ENOMEM, "cpu: %s: no memory for a line of %lld keys",
                             td__op_name(op->opcode), (long long)t.n);
+    return TD_OK;
+}
+
+/* RANDPERM (engine/philox.h): pairs (64-bit Philox draw of i, i), drawn in parallel and
+ * merge-sorted by key; ties keep index order, so the sort has one result. */
+typedef struct perm_task {
+    uint64_t seed;
+    kv *pairs;
+} perm_task;
+
+static void perm_keys(void *ctx, int64_t lo, int64_t hi)
+{
+    const perm_task *t = ctx;
+    for (int64_t i = lo; i < hi;) {
+        uint32_t w[4];
+        td__philox_block(t->seed, (uint64_t)i / 2, w);
+        int64_t end = (i / 2 + 1) * 2;
+        if (end > hi) end = hi;
+        for (; i < end; i++) {
+            t->pairs[i].key = td__philox_draw64(w, (uint64_t)i);
+            t->pairs[i].at = i;
+        }
+    }
+}
+
+td_status td__cpu_exec_randperm(const td__cpu_exec *x, const td__op *op, const td__view *out)
+{
+    const int64_t n = op->iattrs[0];
+    if (n == 0) return TD_OK;
+    size_t nb;
+    if (__builtin_mul_overflow((size_t)n, 2 * sizeof(kv), &nb))
+        return td__cpu_fail(x, TD_ENOMEM, "cpu: randperm of %lld: scratch size overflows",
+                            (long long)n);
+    kv *buf = td__malloc(nb);
+    if (buf == NULL)
+        return td__cpu_fail(x, TD_ENOMEM, "cpu: randperm of %lld: out of memory for %zu bytes",
+                            (long long)n, nb);
+    perm_task t = {.seed = op->seed, .pairs = buf};
+    td__cpu_run(x, n, 8, perm_keys, &t);
+    const kv *s = merge_sort(buf, buf + n, n);
+    int64_t *y = out->data;
+    for (int64_t i = 0; i < n; i++) y[i] = s[i].at;
+    td__free(buf);
     return TD_OK;
 }

@@ -556,7 +556,7 @@ static bool gpu_supports_op(td__device *dev, const td__op *op, const td__desc *c
                              const td__desc *out)
 {
     (void)dev;
-    uint32_t dt = op->n_inputs > 0 ? in[0]->dtype : op->dtype;
+    uint32_t dt = op->n_inputs > 0 ? in[0]->dtype : out->dtype;
     if (dt >= TD_DTYPE_COUNT) return false;
     if (!gpu_has_kernels_for(op, in, out)) return false;
     switch (td__op_class(op->opcode)) {
@@ -619,7 +619,7 @@ static td_status gpu_exec(td__device *dev, void *stream, const td__op *op, const
                              row->name);
     switch (td__op_class(op->opcode)) {
     case TD_OPCLASS_CREATE:
-        return td__gpu_exec_create(&x, op, out);
+        return td__gpu_exec_create(&x, op, in, out);
     case TD_OPCLASS_UNARY:
         return td__gpu_exec_unary(&x, op, in, out);
     case TD_OPCLASS_BINARY:

@@ -1,5 +1,6 @@
 /* gpu_create.cu — ops that make a tensor from attributes alone: FULL, ARANGE,
- * RAND_UNIFORM, RAND_NORMAL; and the fill helper reductions use for empty folds.
+ * RAND_UNIFORM, RAND_NORMAL, the random ops BERNOULLI BERNOULLI_SCALAR RANDINT TRUNC_NORMAL
+ * (RANDPERM's sort is in gpu_sort.cu); and the fill helper reductions use for empty folds.
  *
  * The random ops follow engine/philox.h's (seed, index) mapping: one thread per Philox
  * block writes the 4 (f32, f16, bf16) or 2 (f64) elements that block yields, so the tensor
@@ -132,6 +133,73 @@ __global__ void k_normal_half(uint16_t *out, int64_t n, bool bf16, uint64_t seed
     }
 }
 
+/* The random ops of issue 13 (engine/philox.h), element for element backends/cpu/
+ * cpu_random.c's loops: one thread per Philox block. */
+__device__ inline double load_float(uint32_t dt, const void *p, int64_t i)
+{
+    switch (dt) {
+    case TD_F32: return ((const float *)p)[i];
+    case TD_F64: return ((const double *)p)[i];
+    case TD_F16: return td__f16_to_f32(((const uint16_t *)p)[i]);
+    default: return td__bf16_to_f32(((const uint16_t *)p)[i]);
+    }
+}
+
+__global__ void k_bernoulli(uint32_t dt, void *out, int64_t n, uint64_t seed, uint32_t pdt,
+                            const void *p, double ps)
+{
+    int64_t nb = (n + 3) / 4;
+    for (int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; b < nb;
+         b += (int64_t)gridDim.x * blockDim.x) {
+        uint32_t w[4];
+        td__philox_block(seed, (uint64_t)b, w);
+        for (int j = 0; j < 4; j++) {
+            int64_t i = b * 4 + j;
+            if (i >= n) break;
+            const double pv = p != NULL ? load_float(pdt, p, i) : ps;
+            td_store_double(dt, out, i, td__philox_bernoulli(w[j], pv) ? 1.0 : 0.0);
+        }
+    }
+}
+
+__global__ void k_randint(uint32_t dt, void *out, int64_t n, uint64_t seed, int64_t low,
+                          int64_t high)
+{
+    int64_t nb = (n + 1) / 2;
+    for (int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; b < nb;
+         b += (int64_t)gridDim.x * blockDim.x) {
+        uint32_t w[4];
+        td__philox_block(seed, (uint64_t)b, w);
+        for (int j = 0; j < 2; j++) {
+            int64_t i = b * 2 + j;
+            if (i >= n) break;
+            const int64_t v = td__philox_randint(td__philox_draw64(w, (uint64_t)i), low, high);
+            switch (dt) {
+            case TD_I8: ((int8_t *)out)[i] = (int8_t)v; break;
+            case TD_I16: ((int16_t *)out)[i] = (int16_t)v; break;
+            case TD_I32: ((int32_t *)out)[i] = (int32_t)v; break;
+            case TD_U8: ((uint8_t *)out)[i] = (uint8_t)v; break;
+            default: ((int64_t *)out)[i] = v; break;
+            }
+        }
+    }
+}
+
+__global__ void k_truncnorm(uint32_t dt, void *out, int64_t n, uint64_t seed, td__truncnorm tn)
+{
+    int64_t nb = (n + 1) / 2;
+    for (int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; b < nb;
+         b += (int64_t)gridDim.x * blockDim.x) {
+        uint32_t w[4];
+        td__philox_block(seed, (uint64_t)b, w);
+        for (int j = 0; j < 2; j++) {
+            int64_t i = b * 2 + j;
+            if (i >= n) break;
+            td_store_double(dt, out, i, td__truncnorm_value(&tn, td__philox_draw64(w, (uint64_t)i)));
+        }
+    }
+}
+
 } // namespace
 
 /* Whether this module holds machine code or PTX the current device can run (the driver
@@ -188,7 +256,7 @@ extern "C" td_status td__gpu_fill(const td__gpu_exec *x, uint32_t dt, void *data
 }
 
 extern "C" td_status td__gpu_exec_create(const td__gpu_exec *x, const td__op *op,
-                                          const td__view *out)
+                                          const td__view *in, const td__view *out)
 {
     const int64_t n = td__gpu_nelem(&out->desc);
     const uint32_t dt = out->desc.dtype;
@@ -231,6 +299,27 @@ extern "C" td_status td__gpu_exec_create(const td__gpu_exec *x, const td__op *op
             break;
         }
         return td__gpu_launched(x, "rand_normal kernel");
+    case TD_OP_BERNOULLI:
+    case TD_OP_BERNOULLI_SCALAR: {
+        const bool tensor = op->opcode == TD_OP_BERNOULLI;
+        k_bernoulli<<<td__gpu_blocks((n + 3) / 4, TD_GPU_THREADS), TD_GPU_THREADS, 0, s>>>(
+            dt, out->data, n, op->seed, tensor ? in[0].desc.dtype : 0u,
+            tensor ? in[0].data : NULL, a);
+        return td__gpu_launched(x, "bernoulli kernel");
+    }
+    case TD_OP_RANDINT:
+        k_randint<<<td__gpu_blocks((n + 1) / 2, TD_GPU_THREADS), TD_GPU_THREADS, 0, s>>>(
+            dt, out->data, n, op->seed, op->iattrs[0], op->iattrs[1]);
+        return td__gpu_launched(x, "randint kernel");
+    case TD_OP_TRUNC_NORMAL: {
+        /* the per-op constants on the host: the same IEEE operations give the same bits */
+        const td__truncnorm tn = td__truncnorm_init(a, b, op->fattrs[2], op->fattrs[3]);
+        k_truncnorm<<<td__gpu_blocks((n + 1) / 2, TD_GPU_THREADS), TD_GPU_THREADS, 0, s>>>(
+            dt, out->data, n, op->seed, tn);
+        return td__gpu_launched(x, "trunc_normal kernel");
+    }
+    case TD_OP_RANDPERM:
+        return td__gpu_randperm(x, op->seed, n, out->data);
     }
     return td__gpu_fail(x, TD_EINTERNAL, TD_GPU_KIND ": no create kernel for opcode %u dtype %u",
                          op->opcode, dt);

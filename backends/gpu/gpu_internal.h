@@ -164,7 +164,10 @@ typedef void (*td__gpu_run_fn)(void *ctx, const int64_t *off, const int64_t *ste
 void td__gpu_iter_runs(const td__gpu_iter *it, int64_t total, td__gpu_run_fn fn, void *ctx);
 
 /* ---- kernel families (enqueue on x->st->s) ---- */
-td_status td__gpu_exec_create(const td__gpu_exec *x, const td__op *op, const td__view *out);
+td_status td__gpu_exec_create(const td__gpu_exec *x, const td__op *op, const td__view *in,
+                              const td__view *out);
+/* RANDPERM of n into the i64 buffer out (gpu_sort.cu). */
+td_status td__gpu_randperm(const td__gpu_exec *x, uint64_t seed, int64_t n, void *out);
 td_status td__gpu_exec_unary(const td__gpu_exec *x, const td__op *op, const td__view *in,
                               const td__view *out);
 td_status td__gpu_exec_binary(const td__gpu_exec *x, const td__op *op, const td__view *in,

@@ -1,4 +1,5 @@
-/* gpu_sort.cu — SORT ARGSORT TOPK_VALUES TOPK_INDICES along one axis, bit for bit the CPU's
+/* gpu_sort.cu — SORT ARGSORT TOPK_VALUES TOPK_INDICES along one axis, and RANDPERM (a sort
+ * of Philox keys), bit for bit the CPU's
  * (backends/cpu/cpu_sort.c's contract; the order is engine/sortkey.h's key).
  *
  * Every element of a line becomes a pair (key, position), with the key complemented for a
@@ -17,6 +18,7 @@
  * Values are copied from the input (its own bytes); indices are i64.
  */
 #include "backends/gpu/gpu_ops.cuh"
+#include "engine/philox.h"
 #include "engine/sortkey.h"
 
 namespace {
@@ -39,6 +41,8 @@ struct line_geom {
     uint32_t dt;
     bool desc, values;
     size_t es;
+    bool perm;     /* RANDPERM: the key of element i is its 64-bit Philox draw */
+    uint64_t seed;
 };
 
 TD_DEV int64_t x_index(const line_geom &g, int64_t line, int64_t i)
@@ -99,7 +103,14 @@ __global__ void __launch_bounds__(SORT_THREADS)
         for (int i = threadIdx.x; i < P; i += blockDim.x) {
             kv e;
             if (i < len) {
-                const uint64_t key = td__sort_key(g.dt, x, x_index(g, line, t0 + i));
+                uint64_t key;
+                if (g.perm) {
+                    uint32_t w[4];
+                    td__philox_block(g.seed, (uint64_t)(t0 + i) / 2, w);
+                    key = td__philox_draw64(w, (uint64_t)(t0 + i));
+                } else {
+                    key = td__sort_key(g.dt, x, x_index(g, line, t0 + i));
+                }
                 e.key = g.desc ? ~key : key;
                 e.at = t0 + i;
             } else {
@@ -165,6 +176,9 @@ __global__ void k_write(line_geom g, const void *x, void *y, const kv *run, int6
 
 } // namespace
 
+static td_status run_sort(const td__gpu_exec *x, const line_geom &g, int64_t nlines,
+                          const void *xdata, void *ydata);
+
 extern "C" td_status td__gpu_exec_sort(const td__gpu_exec *x, const td__op *op,
                                        const td__view *in, const td__view *out)
 {
@@ -187,12 +201,38 @@ extern "C" td_status td__gpu_exec_sort(const td__gpu_exec *x, const td__op *op,
         else g.inner *= d->dims[i];
     }
     g.k = topk ? op->iattrs[1] : g.n;
+    g.perm = false;
+    g.seed = 0;
     const int64_t nlines = outer * g.inner;
     if (nlines == 0 || g.n == 0 || g.k == 0) return TD_OK;
+    return run_sort(x, g, nlines, in[0].data, out->data);
+}
+
+/* RANDPERM (engine/philox.h): the sort above of pairs (Philox key of i, i), one line of n,
+ * writing the positions: the CPU's result, since (key, index) pairs have one order. */
+extern "C" td_status td__gpu_randperm(const td__gpu_exec *x, uint64_t seed, int64_t n, void *out)
+{
+    if (n == 0) return TD_OK;
+    line_geom g;
+    g.n = n;
+    g.inner = 1;
+    g.k = n;
+    g.dt = TD_I64;
+    g.desc = false;
+    g.values = false;
+    g.es = 8;
+    g.perm = true;
+    g.seed = seed;
+    return run_sort(x, g, 1, NULL, out);
+}
+
+static td_status run_sort(const td__gpu_exec *x, const line_geom &g, int64_t nlines,
+                          const void *xdata, void *ydata)
+{
     if (g.n <= SORT_TILE) {
         int threads = 32;
         while (threads < SORT_THREADS && threads * 2 < g.n) threads *= 2;
-        k_tile_sort<<<td__gpu_blocks(nlines, 1), threads, 0, x->st->s>>>(g, in[0].data, out->data,
+        k_tile_sort<<<td__gpu_blocks(nlines, 1), threads, 0, x->st->s>>>(g, xdata, ydata,
                                                                          NULL, nlines, 1, true);
         return td__gpu_launched(x, "sort kernel");
     }
@@ -203,7 +243,7 @@ extern "C" td_status td__gpu_exec_sort(const td__gpu_exec *x, const td__op *op,
     if (s == TD_OK) s = td__gpu_temp_alloc(x, nb, &b);
     if (s == TD_OK) {
         k_tile_sort<<<td__gpu_blocks(nlines * tiles, 1), SORT_THREADS, 0, x->st->s>>>(
-            g, in[0].data, out->data, (kv *)a, nlines, tiles, false);
+            g, xdata, ydata, (kv *)a, nlines, tiles, false);
         s = td__gpu_launched(x, "sort tiles kernel");
     }
     kv *src = (kv *)a, *dst = (kv *)b;
@@ -217,7 +257,7 @@ extern "C" td_status td__gpu_exec_sort(const td__gpu_exec *x, const td__op *op,
     }
     if (s == TD_OK) {
         k_write<<<td__gpu_blocks(nlines * g.k, TD_GPU_THREADS), TD_GPU_THREADS, 0, x->st->s>>>(
-            g, in[0].data, out->data, src, nlines);
+            g, xdata, ydata, src, nlines);
         s = td__gpu_launched(x, "sort write kernel");
     }
     if (a != NULL) td__gpu_temp_free(x, a);

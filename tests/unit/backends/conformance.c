@@ -28,7 +28,9 @@
  *
  * Tolerances, per op and dtype (ulp = unit in the last place of the reference value):
  *  - exact (bit for bit; any NaN matches any NaN): integer and bool results of every op,
- *    movement ops, CAST, FULL, ARANGE, RAND_UNIFORM, comparisons, WHERE, MAX/MIN/ARG*,
+ *    movement ops, CAST, FULL, ARANGE, RAND_UNIFORM, the random ops BERNOULLI
+ *    BERNOULLI_SCALAR RANDINT RANDPERM TRUNC_NORMAL (engine/philox.h: integer and IEEE
+ *    basic double operations only), comparisons, WHERE, MAX/MIN/ARG*,
  *    float NEG ABS RELU SQRT RSQRT ADD SUB MUL DIV MAXIMUM MINIMUM (IEEE-rounded ops);
  *  - 4 ulp: float EXP LOG, 6 ulp: TANH SIGMOID, 8 ulp: POW (vendor math libraries and
  *    glibc each round within a few ulps, in opposite directions at worst); the elementwise
@@ -916,6 +918,62 @@ static void add_create(void)
                     for (uint32_t i = 0; i < rs[s].rank; i++) c->op.iattrs[i] = rs[s].d[i];
                     if (normal) c->tol = TOL_NORMAL;
                 }
+    /* the random ops of issue 13: exact on every backend (integer and IEEE basic double
+     * operations only, engine/philox.h) */
+    const int64_t rn[] = {0, 1, 5, 33, 4099, 100003};
+    for (size_t s = 0; s < COUNT(rs); s++)
+        for (size_t e = 0; e < COUNT(seeds); e++) {
+            /* CI time: no million-element draws (the kernels are flat loops over blocks;
+             * RANDPERM below runs 4099 and 100003, past the GPU sort's one-tile size) */
+            const bool big = rs[s].rank > 0 && rs[s].d[0] > 1000;
+            for (size_t f = 0; f < n_float && !big; f++) {
+                tcase *c = add_case("bernoulli %s %s seed %" PRIu64, dtn(k_float[f]),
+                                    shape_str(&rs[s], sb, sizeof sb), seeds[e]);
+                c->n_in = 1;
+                c->in[0] = in_of(k_float[f], rs[s], GEN_ANY);
+                c->op = (td__op){.opcode = TD_OP_BERNOULLI, .n_inputs = 1, .seed = seeds[e]};
+                const double tn[][4] = {{0, 1, -2, 2}, {1, 0.5, 1.2, 9}, {0, 1, -7, -6.5}};
+                for (size_t t = 0; t < COUNT(tn); t++) {
+                    c = add_case("trunc_normal %s %s seed %" PRIu64 " (%g, %g, %g, %g)",
+                                 dtn(k_float[f]), shape_str(&rs[s], sb, sizeof sb), seeds[e],
+                                 tn[t][0], tn[t][1], tn[t][2], tn[t][3]);
+                    c->op = (td__op){.opcode = TD_OP_TRUNC_NORMAL, .dtype = k_float[f],
+                                     .n_iattrs = rs[s].rank, .seed = seeds[e],
+                                     .fattrs = {tn[t][0], tn[t][1], tn[t][2], tn[t][3]}};
+                    for (uint32_t i = 0; i < rs[s].rank; i++) c->op.iattrs[i] = rs[s].d[i];
+                }
+            }
+            for (size_t d = 0; d < n_all && !big; d++) {
+                tcase *c = add_case("bernoulli_scalar %s %s seed %" PRIu64, dtn(k_all[d]),
+                                    shape_str(&rs[s], sb, sizeof sb), seeds[e]);
+                c->op = (td__op){.opcode = TD_OP_BERNOULLI_SCALAR, .dtype = k_all[d],
+                                 .n_iattrs = rs[s].rank, .fattrs = {0.3, 0}, .seed = seeds[e]};
+                for (uint32_t i = 0; i < rs[s].rank; i++) c->op.iattrs[i] = rs[s].d[i];
+                if (!td__dtype_in(k_all[d], TD_DTC_INT)) continue;
+                const int64_t lim[][2] = {{0, 100}, {-3, 4}, {INT64_MIN, INT64_MAX}};
+                for (size_t l = 0; l < COUNT(lim); l++) {
+                    int64_t lo = lim[l][0], hi = lim[l][1];
+                    if (k_all[d] == TD_U8 && l == 1) lo = 0;
+                    if (l == 2) { /* the dtype's whole range */
+                        lo = k_all[d] == TD_U8 ? 0 : k_all[d] == TD_I8 ? INT8_MIN
+                             : k_all[d] == TD_I16 ? INT16_MIN : k_all[d] == TD_I32 ? INT32_MIN : lo;
+                        hi = k_all[d] == TD_U8 ? 256 : k_all[d] == TD_I8 ? 128
+                             : k_all[d] == TD_I16 ? 32768 : k_all[d] == TD_I32 ? 2147483648LL : hi;
+                    }
+                    c = add_case("randint %s %s seed %" PRIu64 " [%" PRId64 ", %" PRId64 ")",
+                                 dtn(k_all[d]), shape_str(&rs[s], sb, sizeof sb), seeds[e], lo, hi);
+                    c->op = (td__op){.opcode = TD_OP_RANDINT, .dtype = k_all[d],
+                                     .n_iattrs = rs[s].rank + 2, .iattrs = {lo, hi},
+                                     .seed = seeds[e]};
+                    for (uint32_t i = 0; i < rs[s].rank; i++) c->op.iattrs[2 + i] = rs[s].d[i];
+                }
+            }
+            if (s < COUNT(rn)) {
+                tcase *c = add_case("randperm n=%" PRId64 " seed %" PRIu64, rn[s], seeds[e]);
+                c->op = (td__op){.opcode = TD_OP_RANDPERM, .dtype = TD_I64, .n_iattrs = 1,
+                                 .iattrs = {rn[s]}, .seed = seeds[e]};
+            }
+        }
 }
 
 /* The attribute sets a unary op runs with (iattrs, fattrs); one empty set for ops without

@@ -558,6 +558,46 @@ static void walk_creation(void)
     BAD("td_rand_normal", ctx, "stddev -1 must be finite", td_rand_normal(ctx, TD_F32, 2, d23, 1, 0, -1));
     BAD("td_rand_normal", ctx, "mean nan must be finite", td_rand_normal(ctx, TD_F32, 2, d23, 1, NAN, 1));
 
+    /* the random ops of issue 13: each refusal names the op and the values */
+#define BAD_SAYS(api, on_ctx, says, call)                                                  \
+    do {                                                                                   \
+        BAD(api, on_ctx, says, call);                                                      \
+        cr_assert(strstr(td_last_error(NULL), says), "%s: \"%s\" lacks \"%s\"", api,        \
+                  td_last_error(NULL), says);                                              \
+    } while (0)
+    td_tensor *pi = td_full(ctx, TD_I32, 2, d23, 0.5);
+    BAD("td_bernoulli", NULL, "p NULL", td_bernoulli(NULL, 1));
+    BAD_SAYS("td_bernoulli", ctx, "bernoulli: needs a float dtype, got i32", td_bernoulli(pi, 1));
+    td_release(pi);
+    BAD("td_bernoulli_scalar", NULL, "ctx NULL", td_bernoulli_scalar(NULL, TD_F32, 2, d23, 1, 0.5));
+    BAD_SAYS("td_bernoulli_scalar", ctx, "bernoulli_scalar: p 1.5 is outside [0, 1]",
+             td_bernoulli_scalar(ctx, TD_F32, 2, d23, 1, 1.5));
+    BAD_SAYS("td_bernoulli_scalar", ctx, "p -0.1 is outside", td_bernoulli_scalar(ctx, TD_BOOL, 2, d23, 1, -0.1));
+    BAD_SAYS("td_bernoulli_scalar", ctx, "p nan is outside", td_bernoulli_scalar(ctx, TD_U8, 2, d23, 1, NAN));
+    BAD("td_bernoulli_scalar", ctx, "rank 9", td_bernoulli_scalar(ctx, TD_F32, 9, d23, 1, 0.5));
+    BAD("td_randint", NULL, "ctx NULL", td_randint(NULL, TD_I32, 2, d23, 1, 0, 5));
+    BAD_SAYS("td_randint", ctx, "randint: low 5 must be below high 5", td_randint(ctx, TD_I32, 2, d23, 1, 5, 5));
+    BAD_SAYS("td_randint", ctx, "randint: needs an integer dtype, got f32",
+             td_randint(ctx, TD_F32, 2, d23, 1, 0, 5));
+    BAD_SAYS("td_randint", ctx, "randint: [0, 257) does not fit u8 ([0, 255])",
+             td_randint(ctx, TD_U8, 2, d23, 1, 0, 257));
+    BAD_SAYS("td_randint", ctx, "[-129, 0) does not fit i8", td_randint(ctx, TD_I8, 2, d23, 1, -129, 0));
+    BAD("td_randint", ctx, "rank 9", td_randint(ctx, TD_I32, 9, d23, 1, 0, 5));
+    BAD("td_randperm", NULL, "ctx NULL", td_randperm(NULL, 5, 1));
+    BAD_SAYS("td_randperm", ctx, "randperm: n -1 is negative", td_randperm(ctx, -1, 1));
+    BAD("td_trunc_normal", NULL, "ctx NULL", td_trunc_normal(NULL, TD_F32, 2, d23, 1, 0, 1, -2, 2));
+    BAD_SAYS("td_trunc_normal", ctx, "trunc_normal: a 2 must be below b 2",
+             td_trunc_normal(ctx, TD_F32, 2, d23, 1, 0, 1, 2, 2));
+    BAD_SAYS("td_trunc_normal", ctx, "stddev 0 must be finite and > 0",
+             td_trunc_normal(ctx, TD_F32, 2, d23, 1, 0, 0, -2, 2));
+    BAD_SAYS("td_trunc_normal", ctx, "bounds [-inf, 2] must be finite",
+             td_trunc_normal(ctx, TD_F64, 2, d23, 1, 0, 1, -INFINITY, 2));
+    BAD_SAYS("td_trunc_normal", ctx, "mean nan must be finite",
+             td_trunc_normal(ctx, TD_F64, 2, d23, 1, NAN, 1, -2, 2));
+    BAD_SAYS("td_trunc_normal", ctx, "needs a float dtype, got i64",
+             td_trunc_normal(ctx, TD_I64, 2, d23, 1, 0, 1, -2, 2));
+#undef BAD_SAYS
+
     BAD("td_graph_input", NULL, "ctx NULL", td_graph_input(NULL, "x", TD_F32, 2, d23));
     BAD("td_graph_input", ctx, "not capturing", td_graph_input(ctx, "x", TD_F32, 2, d23));
     cr_assert_eq(td_graph_begin(ctx), TD_OK, "%s", td_last_error(ctx));

@@ -41,7 +41,9 @@ Test(optable, opcodes_and_names)
     cr_assert_eq(TD_OP_CUMPROD, 191);
     cr_assert_eq(TD_OP_SORT, 200);
     cr_assert_eq(TD_OP_TOPK_INDICES, 203);
-    cr_assert_null(td__op_row_of(5));
+    cr_assert_eq(TD_OP_BERNOULLI, 5);
+    cr_assert_eq(TD_OP_TRUNC_NORMAL, 9);
+    cr_assert_null(td__op_row_of(10 - 1 + 1000));
     cr_assert_null(td__op_row_of(UINT32_MAX));
     cr_assert_str_eq(td__op_name(1000), "unknown");
     cr_assert_eq(td__op_class(1000), TD_OPCLASS_NONE);
