@@ -1,0 +1,33 @@
+// common.glsl — what every tensord compute shader shares: the parameter block layout
+// (backends/vulkan/vk_internal.h, VK_P_* word indexes, must match), the workgroup size and
+// the opcode specialization constant. Included by each .comp file; glslc compiles those with
+// -D defines choosing the element types (backends/vulkan/meson.build lists the variants).
+#extension GL_EXT_shader_explicit_arithmetic_types_int8 : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
+#extension GL_EXT_shader_8bit_storage : require
+#extension GL_EXT_shader_16bit_storage : require
+
+#if !defined(NO_LOCAL_SIZE)
+layout(local_size_x = 256) in;
+#endif
+layout(constant_id = 0) const uint OP = 0u;
+
+layout(std430, binding = 0) readonly buffer Params { uint P[]; };
+
+#define P_N 0
+#define P_RANK 1
+#define P_DIMS 2
+#define P_STR_O 10
+#define P_STR_A 18
+#define P_STR_B 26
+#define P_STR_C 34
+#define P_BASE 42
+#define P_F 46
+#define P_SEED 52
+#define P_I 54
+
+double pf(int k) { return packDouble2x32(uvec2(P[P_F + 2 * k], P[P_F + 2 * k + 1])); }
+
+// Grid-stride loop bounds: element i of this invocation, the stride, without uint overflow.
+uint gstride() { return gl_NumWorkGroups.x * gl_WorkGroupSize.x; }

@@ -1,0 +1,948 @@
+/* vk_device.c — the Vulkan backend's module table and everything under the ops: the
+ * instance, one device per physical device with a compute queue, the device-memory
+ * sub-allocator, transfers, recording and submission, and the pipeline table. The module is
+ * tensord-backend-vulkan.so (devices "vulkan:0", ...); engine/device.c loads it. Without a
+ * Vulkan loader the module does not load (one info line from the engine); with a loader
+ * but no ICD, or no usable device, it lists none ("backend vulkan: no devices").
+ *
+ * Devices: every physical device with a compute queue, Vulkan 1.2, VK_KHR_push_descriptor,
+ * 64-bit floats and integers, 8- and 16-bit storage and integer types (the shaders use them
+ * for u8/bool elements, i64 indices and double accumulators); others are skipped. GPUs come
+ * before CPU implementations (lavapipe also enumerates on a GPU host), in the order the
+ * loader gives within each type.
+ *
+ * Memory: tensors are sub-allocated from blocks of VK_BLOCK_BYTES (or maxMemoryAllocationSize
+ * when smaller), first fit with coalescing free lists, VK_ALIGN-aligned, so steady-state
+ * training steps allocate no VkDeviceMemory; a buffer above half a block gets a dedicated
+ * allocation, one above maxMemoryAllocationSize (or the heap) is TD_ENOMEM at once (the
+ * engine names the op and the size; the session goes on). Ops on a tensor larger than
+ * maxStorageBufferRange are refused by supports_op (one binding must cover a tensor), so the
+ * engine answers TD_EUNSUPPORTED for them rather than a shader reading out of range.
+ * When the memory type is host-visible and coherent (lavapipe, resizable-BAR GPUs) reads and
+ * writes are memcpy through the mapping; otherwise (or with TENSORD_VULKAN_STAGING=1, which
+ * tests use to cover this path on lavapipe) they go through a host-visible staging buffer
+ * and vkCmdCopyBuffer.
+ *
+ * Submission: one command buffer per device records every dispatch of every session, with a
+ * compute-to-compute memory barrier after each; it is submitted once, with a fence, when a
+ * session synchronises (stream_sync: the engine calls it before results are read and at
+ * fences), when a transfer needs the recorded work done, or when the parameter ring (one
+ * 256-byte block per dispatch, VK_PARAM_RING bytes) is full. So a batch of ops is one queue
+ * submission. Sharing one command buffer between sessions orders all work on a device like
+ * CUDA's legacy stream, which is what lets buffer_read/write/free (called without a stream)
+ * be correct: they flush first when anything is recorded. A buffer freed while recorded work
+ * may still use it is parked (zombie list) and returned to its block after the next
+ * submission completes. Descriptors are pushed (vkCmdPushDescriptorSetKHR): no pools to
+ * allocate or reset. Pipelines are created once per (shader variant, opcode) — the opcode is
+ * a specialization constant — and kept in a table for the life of the device.
+ *
+ * Errors: every Vulkan failure becomes a status: VK_ERROR_OUT_OF_*_MEMORY TD_ENOMEM, anything
+ * else TD_EDEVICE; VK_ERROR_DEVICE_LOST marks the device lost and every later call fails
+ * with TD_EDEVICE (sessions see errors, the process goes on). Nothing aborts.
+ *
+ * Thread-safety: one mutex per device around every entry (vk_internal.h).
+ */
+#include "backends/vulkan/vk_internal.h"
+#include "common/errbuf.h"
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define VK_BLOCK_BYTES ((uint64_t)64 << 20)
+#define VK_STAGE_BYTES ((uint64_t)16 << 20)
+#define VK_MAX_PHYS 16
+
+/* ---- host memory: the engine's allocation hooks, handed over at load (backend.h) ---- */
+
+static td__alloc_hooks g_host = {malloc, calloc, realloc, free};
+
+static void vk_set_host_alloc(const td__alloc_hooks *hooks)
+{
+    if (hooks != NULL && hooks->malloc_fn != NULL && hooks->calloc_fn != NULL &&
+        hooks->realloc_fn != NULL && hooks->free_fn != NULL)
+        g_host = *hooks;
+}
+
+void *td__vk_calloc(size_t count, size_t size) { return g_host.calloc_fn(count, size); }
+void td__vk_free(void *p)
+{
+    if (p != NULL) g_host.free_fn(p);
+}
+static void *vk_realloc(void *p, size_t n) { return g_host.realloc_fn(p, n); }
+
+td_status td__vk_fail(char *err, size_t errlen, td_status s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    td__verrf(err, errlen, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+static td_status status_of(vk_device *vd, VkResult r)
+{
+    if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY) return TD_ENOMEM;
+    if (r == VK_ERROR_DEVICE_LOST && vd != NULL) vd->lost = true;
+    return TD_EDEVICE;
+}
+
+/* ---- the instance and the physical devices ---- */
+
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static VkInstance g_instance;
+static VkPhysicalDevice g_phys[VK_MAX_PHYS];
+static int g_nphys;
+
+static bool has_extension(VkPhysicalDevice p, const char *name)
+{
+    uint32_t n = 0;
+    if (vkEnumerateDeviceExtensionProperties(p, NULL, &n, NULL) != VK_SUCCESS || n == 0)
+        return false;
+    VkExtensionProperties *e = td__vk_calloc(n, sizeof *e);
+    bool found = false;
+    if (e != NULL && vkEnumerateDeviceExtensionProperties(p, NULL, &n, e) == VK_SUCCESS)
+        for (uint32_t i = 0; i < n && !found; i++) found = strcmp(e[i].extensionName, name) == 0;
+    td__vk_free(e);
+    return found;
+}
+
+static int compute_family(VkPhysicalDevice p)
+{
+    uint32_t n = 0;
+    vkGetPhysicalDeviceQueueFamilyProperties(p, &n, NULL);
+    VkQueueFamilyProperties q[32];
+    if (n > 32) n = 32;
+    vkGetPhysicalDeviceQueueFamilyProperties(p, &n, q);
+    for (uint32_t i = 0; i < n; i++)
+        if (q[i].queueFlags & VK_QUEUE_COMPUTE_BIT) return (int)i;
+    return -1;
+}
+
+/* What the shaders need (see the header comment). */
+static bool usable(VkPhysicalDevice p)
+{
+    VkPhysicalDeviceProperties pr;
+    vkGetPhysicalDeviceProperties(p, &pr);
+    if (pr.apiVersion < VK_API_VERSION_1_2 || compute_family(p) < 0) return false;
+    if (pr.limits.minStorageBufferOffsetAlignment > VK_ALIGN) return false;
+    if (!has_extension(p, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME)) return false;
+    VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+    VkPhysicalDeviceVulkan11Features f11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
+                                            .pNext = &f12};
+    VkPhysicalDeviceFeatures2 f = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f11};
+    vkGetPhysicalDeviceFeatures2(p, &f);
+    return f.features.shaderFloat64 && f.features.shaderInt64 && f.features.shaderInt16 &&
+           f11.storageBuffer16BitAccess && f12.storageBuffer8BitAccess && f12.shaderInt8;
+}
+
+static int type_rank(VkPhysicalDevice p)
+{
+    VkPhysicalDeviceProperties pr;
+    vkGetPhysicalDeviceProperties(p, &pr);
+    switch (pr.deviceType) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return 0;
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return 1;
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return 2;
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return 4;
+    default: return 3;
+    }
+}
+
+static void instance_init(void)
+{
+    VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
+                             .pApplicationName = "tensord",
+                             .pEngineName = "tensord",
+                             .apiVersion = VK_API_VERSION_1_2};
+    VkInstanceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
+                               .pApplicationInfo = &app};
+    if (vkCreateInstance(&ci, NULL, &g_instance) != VK_SUCCESS) {
+        g_instance = VK_NULL_HANDLE; /* no ICD: no devices */
+        return;
+    }
+    uint32_t n = 0;
+    if (vkEnumeratePhysicalDevices(g_instance, &n, NULL) != VK_SUCCESS || n == 0) return;
+    VkPhysicalDevice all[VK_MAX_PHYS];
+    if (n > VK_MAX_PHYS) n = VK_MAX_PHYS;
+    if (vkEnumeratePhysicalDevices(g_instance, &n, all) < 0) return;
+    for (int rank = 0; rank <= 4; rank++)
+        for (uint32_t i = 0; i < n; i++)
+            if (type_rank(all[i]) == rank && usable(all[i])) g_phys[g_nphys++] = all[i];
+}
+
+static td_status vk_device_count(int *out)
+{
+    pthread_once(&g_once, instance_init);
+    *out = g_nphys;
+    return TD_OK;
+}
+
+/* ---- blocks ---- */
+
+static vk_block *block_of(vk_device *vd, uint64_t ptr, uint64_t *off)
+{
+    uint64_t id = ptr >> VK_PTR_SHIFT;
+    if (id == 0 || id > vd->nblocks) return NULL;
+    *off = ptr & (((uint64_t)1 << VK_PTR_SHIFT) - 1);
+    return vd->blocks[id - 1];
+}
+
+static void block_destroy(vk_device *vd, vk_block *b)
+{
+    if (b == NULL) return;
+    if (b->map != NULL) vkUnmapMemory(vd->dev, b->mem);
+    if (b->buf != VK_NULL_HANDLE) vkDestroyBuffer(vd->dev, b->buf, NULL);
+    if (b->mem != VK_NULL_HANDLE) vkFreeMemory(vd->dev, b->mem, NULL);
+    td__vk_free(b->free);
+    td__vk_free(b);
+}
+
+/* A VkBuffer of `size` bytes bound to fresh memory of type `type` (mapped when map). */
+static VkResult make_buffer(vk_device *vd, uint64_t size, uint32_t type, bool map, VkBuffer *buf,
+                            VkDeviceMemory *mem, void **mapped)
+{
+    VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+                             .size = size,
+                             .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
+                                      VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                                      VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+                             .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
+    *buf = VK_NULL_HANDLE;
+    *mem = VK_NULL_HANDLE;
+    *mapped = NULL;
+    VkResult r = vkCreateBuffer(vd->dev, &bi, NULL, buf);
+    if (r != VK_SUCCESS) return r;
+    VkMemoryRequirements req;
+    vkGetBufferMemoryRequirements(vd->dev, *buf, &req);
+    if (!(req.memoryTypeBits & (1u << type)) || req.size > vd->max_alloc) {
+        vkDestroyBuffer(vd->dev, *buf, NULL);
+        *buf = VK_NULL_HANDLE;
+        return VK_ERROR_OUT_OF_DEVICE_MEMORY;
+    }
+    VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+                               .allocationSize = req.size,
+                               .memoryTypeIndex = type};
+    r = vkAllocateMemory(vd->dev, &ai, NULL, mem);
+    if (r == VK_SUCCESS) r = vkBindBufferMemory(vd->dev, *buf, *mem, 0);
+    if (r == VK_SUCCESS && map) r = vkMapMemory(vd->dev, *mem, 0, VK_WHOLE_SIZE, 0, mapped);
+    if (r != VK_SUCCESS) {
+        vkDestroyBuffer(vd->dev, *buf, NULL);
+        if (*mem != VK_NULL_HANDLE) vkFreeMemory(vd->dev, *mem, NULL);
+        *buf = VK_NULL_HANDLE;
+        *mem = VK_NULL_HANDLE;
+        *mapped = NULL;
+    }
+    return r;
+}
+
+/* A new block in a free id slot; NULL on failure (*r says why). */
+static vk_block *block_new(vk_device *vd, uint64_t size, bool dedicated, uint32_t *id, VkResult *r)
+{
+    uint32_t slot = UINT32_MAX;
+    for (uint32_t i = 0; i < vd->nblocks && slot == UINT32_MAX; i++)
+        if (vd->blocks[i] == NULL) slot = i;
+    if (slot == UINT32_MAX) {
+        if (vd->nblocks == vd->capblocks) {
+            uint32_t cap = vd->capblocks ? vd->capblocks * 2 : 16;
+            vk_block **nb = vk_realloc(vd->blocks, cap * sizeof *nb);
+            if (nb == NULL) {
+                *r = VK_ERROR_OUT_OF_HOST_MEMORY;
+                return NULL;
+            }
+            vd->blocks = nb;
+            vd->capblocks = cap;
+        }
+        slot = vd->nblocks++;
+        vd->blocks[slot] = NULL;
+    }
+    vk_block *b = td__vk_calloc(1, sizeof *b);
+    if (b == NULL) {
+        *r = VK_ERROR_OUT_OF_HOST_MEMORY;
+        return NULL;
+    }
+    b->size = size;
+    b->dedicated = dedicated;
+    *r = make_buffer(vd, size, vd->mem_type, vd->mapped, &b->buf, &b->mem, &b->map);
+    if (*r == VK_SUCCESS && !dedicated) {
+        b->free = td__vk_calloc(8, sizeof *b->free);
+        if (b->free == NULL) *r = VK_ERROR_OUT_OF_HOST_MEMORY;
+        else {
+            b->capfree = 8;
+            b->nfree = 1;
+            b->free[0] = (vk_range){0, size};
+        }
+    }
+    if (*r != VK_SUCCESS) {
+        block_destroy(vd, b);
+        return NULL;
+    }
+    vd->blocks[slot] = b;
+    *id = slot + 1;
+    return b;
+}
+
+/* First fit of len bytes in block b; UINT64_MAX when none. */
+static uint64_t block_take(vk_block *b, uint64_t len)
+{
+    for (uint32_t i = 0; i < b->nfree; i++) {
+        if (b->free[i].len < len) continue;
+        uint64_t off = b->free[i].off;
+        b->free[i].off += len;
+        b->free[i].len -= len;
+        if (b->free[i].len == 0) {
+            memmove(&b->free[i], &b->free[i + 1], (b->nfree - i - 1) * sizeof *b->free);
+            b->nfree--;
+        }
+        return off;
+    }
+    return UINT64_MAX;
+}
+
+/* Give [off, off + len) back to block b, merging neighbours; false: no host memory (the
+ * range is then lost to this block, never handed out twice). */
+static bool block_give(vk_block *b, uint64_t off, uint64_t len)
+{
+    uint32_t i = 0;
+    while (i < b->nfree && b->free[i].off < off) i++;
+    bool left = i > 0 && b->free[i - 1].off + b->free[i - 1].len == off;
+    bool right = i < b->nfree && off + len == b->free[i].off;
+    if (left && right) {
+        b->free[i - 1].len += len + b->free[i].len;
+        memmove(&b->free[i], &b->free[i + 1], (b->nfree - i - 1) * sizeof *b->free);
+        b->nfree--;
+    } else if (left) {
+        b->free[i - 1].len += len;
+    } else if (right) {
+        b->free[i].off = off;
+        b->free[i].len += len;
+    } else {
+        if (b->nfree == b->capfree) {
+            vk_range *nf = vk_realloc(b->free, b->capfree * 2 * sizeof *nf);
+            if (nf == NULL) return false;
+            b->free = nf;
+            b->capfree *= 2;
+        }
+        memmove(&b->free[i + 1], &b->free[i], (b->nfree - i) * sizeof *b->free);
+        b->free[i] = (vk_range){off, len};
+        b->nfree++;
+    }
+    return true;
+}
+
+static uint64_t round_up(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
+
+static void release_now(vk_device *vd, uint64_t ptr, size_t nbytes)
+{
+    uint64_t off;
+    vk_block *b = block_of(vd, ptr, &off);
+    if (b == NULL) return;
+    uint64_t len = round_up(nbytes, VK_ALIGN);
+    vd->bytes_used -= b->dedicated ? b->size : len;
+    if (b->dedicated) {
+        vd->blocks[(ptr >> VK_PTR_SHIFT) - 1] = NULL;
+        block_destroy(vd, b);
+        return;
+    }
+    block_give(b, off, len);
+}
+
+static void release_zombies(vk_device *vd)
+{
+    for (uint32_t i = 0; i < vd->nzombie; i++) release_now(vd, vd->zombie[i], vd->zombie_len[i]);
+    vd->nzombie = 0;
+}
+
+/* ---- recording and submission ---- */
+
+static td_status begin_recording(vk_device *vd, char *err, size_t errlen)
+{
+    if (vd->recording) return TD_OK;
+    VkResult r = vkResetCommandBuffer(vd->cb, 0);
+    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                   .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+    if (r == VK_SUCCESS) r = vkBeginCommandBuffer(vd->cb, &bi);
+    if (r != VK_SUCCESS)
+        return td__vk_fail(err, errlen, status_of(vd, r),
+                           "vulkan:%d: cannot begin a command buffer (VkResult %d)", vd->index, r);
+    vd->recording = true;
+    vd->recorded = 0;
+    vd->pused = 0;
+    return TD_OK;
+}
+
+td_status td__vk_flush(vk_device *vd, char *err, size_t errlen)
+{
+    if (vd->lost)
+        return td__vk_fail(err, errlen, TD_EDEVICE, "vulkan:%d: the device was lost", vd->index);
+    if (!vd->recording) {
+        release_zombies(vd);
+        return TD_OK;
+    }
+    /* device writes made visible to the host reads that follow the fence */
+    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                          .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+                          .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
+    vkCmdPipelineBarrier(vd->cb,
+                         VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                         VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
+    vd->recording = false;
+    VkResult r = vkEndCommandBuffer(vd->cb);
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+                       .commandBufferCount = 1,
+                       .pCommandBuffers = &vd->cb};
+    if (r == VK_SUCCESS) r = vkQueueSubmit(vd->queue, 1, &si, vd->fence);
+    if (r == VK_SUCCESS) {
+        r = vkWaitForFences(vd->dev, 1, &vd->fence, VK_TRUE, UINT64_MAX);
+        VkResult r2 = vkResetFences(vd->dev, 1, &vd->fence);
+        if (r == VK_SUCCESS) r = r2;
+    }
+    if (r != VK_SUCCESS)
+        return td__vk_fail(err, errlen, status_of(vd, r),
+                           "vulkan:%d: queue submission failed (VkResult %d)", vd->index, r);
+    release_zombies(vd);
+    return TD_OK;
+}
+
+static VkPipeline pipeline_for(vk_device *vd, uint32_t shader, uint32_t op, VkResult *res)
+{
+    uint32_t h = (shader * 2654435761u) ^ (op * 40503u);
+    for (uint32_t k = 0; k < VK_PIPE_SLOTS; k++) {
+        vk_pipe *p = &vd->pipes[(h + k) % VK_PIPE_SLOTS];
+        if (p->shader == shader && p->op == op) return p->pipe;
+        if (p->shader != UINT32_MAX) continue;
+        VkResult r = VK_SUCCESS;
+        if (vd->modules[shader] == VK_NULL_HANDLE) {
+            VkShaderModuleCreateInfo mi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+                                           .codeSize = td__vk_shaders[shader].nbytes,
+                                           .pCode = td__vk_shaders[shader].code};
+            r = vkCreateShaderModule(vd->dev, &mi, NULL, &vd->modules[shader]);
+        }
+        VkSpecializationMapEntry me = {.constantID = 0, .offset = 0, .size = sizeof(uint32_t)};
+        VkSpecializationInfo spec = {.mapEntryCount = 1, .pMapEntries = &me,
+                                     .dataSize = sizeof op, .pData = &op};
+        VkComputePipelineCreateInfo ci = {
+            .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+            .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                      .stage = VK_SHADER_STAGE_COMPUTE_BIT,
+                      .module = vd->modules[shader],
+                      .pName = "main",
+                      .pSpecializationInfo = &spec},
+            .layout = vd->layout};
+        VkPipeline pipe = VK_NULL_HANDLE;
+        if (r == VK_SUCCESS)
+            r = vkCreateComputePipelines(vd->dev, VK_NULL_HANDLE, 1, &ci, NULL, &pipe);
+        *res = r;
+        if (r != VK_SUCCESS) return VK_NULL_HANDLE;
+        p->shader = shader;
+        p->op = op;
+        p->pipe = pipe;
+        return pipe;
+    }
+    *res = VK_ERROR_TOO_MANY_OBJECTS;
+    return VK_NULL_HANDLE;
+}
+
+static int shader_index(const char *name)
+{
+    for (size_t i = 0; i < td__vk_nshaders; i++)
+        if (strcmp(td__vk_shaders[i].name, name) == 0) return (int)i;
+    return -1;
+}
+
+bool td__vk_has_shader(const char *name) { return shader_index(name) >= 0; }
+
+td_status td__vk_dispatch(vk_device *vd, const char *name, uint32_t op, uint32_t *params,
+                          const vk_arg *args, int nargs, uint32_t gx, uint32_t gy, uint32_t gz,
+                          char *err, size_t errlen)
+{
+    int si = shader_index(name);
+    if (si < 0)
+        return td__vk_fail(err, errlen, TD_EINTERNAL, "vulkan: no shader variant %s", name);
+    if (vd->lost)
+        return td__vk_fail(err, errlen, TD_EDEVICE, "vulkan:%d: the device was lost", vd->index);
+    VkDescriptorBufferInfo bi[VK_MAX_BINDINGS];
+    for (int k = 0; k < nargs && k < VK_MAX_BINDINGS - 1; k++) {
+        uint64_t off;
+        if (args[k].nbytes == 0) { /* an empty tensor has no buffer; the shader never reads it */
+            bi[k + 1] = (VkDescriptorBufferInfo){vd->pbuf, 0, VK_PARAM_WORDS * 4};
+            params[VK_P_BASE + k] = 0;
+            continue;
+        }
+        vk_block *b = block_of(vd, (uint64_t)(uintptr_t)args[k].data, &off);
+        if (b == NULL)
+            return td__vk_fail(err, errlen, TD_EINTERNAL, "vulkan: %s: argument %d is not a "
+                               "buffer of this device", name, k);
+        uint64_t start = off / VK_ALIGN * VK_ALIGN, skew = off - start;
+        uint64_t range = round_up(skew + (args[k].nbytes > 0 ? args[k].nbytes : 1), 4);
+        if (range > b->size - start) range = b->size - start;
+        if (range > vd->max_range)
+            return td__vk_fail(err, errlen, TD_EUNSUPPORTED,
+                               "vulkan:%d: %s: a tensor of %zu bytes exceeds the device's "
+                               "maxStorageBufferRange of %llu bytes",
+                               vd->index, name, args[k].nbytes, (unsigned long long)vd->max_range);
+        bi[k + 1] = (VkDescriptorBufferInfo){b->buf, start, range};
+        params[VK_P_BASE + k] = (uint32_t)(skew / args[k].esize);
+    }
+    td_status s = TD_OK;
+    if (vd->recording && vd->pused + VK_PARAM_WORDS * 4 > VK_PARAM_RING)
+        s = td__vk_flush(vd, err, errlen);
+    if (s == TD_OK) s = begin_recording(vd, err, errlen);
+    if (s != TD_OK) return s;
+    VkResult r = VK_SUCCESS;
+    VkPipeline pipe = pipeline_for(vd, (uint32_t)si, op, &r);
+    if (pipe == VK_NULL_HANDLE)
+        return td__vk_fail(err, errlen, status_of(vd, r),
+                           "vulkan:%d: cannot create the pipeline of %s (VkResult %d)", vd->index,
+                           name, r);
+    memcpy((char *)vd->pmap + vd->pused, params, VK_PARAM_WORDS * 4);
+    bi[0] = (VkDescriptorBufferInfo){vd->pbuf, vd->pused, VK_PARAM_WORDS * 4};
+    vd->pused += VK_PARAM_WORDS * 4;
+    for (int k = nargs + 1; k < VK_MAX_BINDINGS; k++) bi[k] = bi[0];
+    VkWriteDescriptorSet w[VK_MAX_BINDINGS];
+    for (int k = 0; k < VK_MAX_BINDINGS; k++)
+        w[k] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+                                      .dstBinding = (uint32_t)k,
+                                      .descriptorCount = 1,
+                                      .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                      .pBufferInfo = &bi[k]};
+    vkCmdBindPipeline(vd->cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipe);
+    vd->push_descriptor(vd->cb, VK_PIPELINE_BIND_POINT_COMPUTE, vd->layout, 0, VK_MAX_BINDINGS, w);
+    vkCmdDispatch(vd->cb, gx, gy, gz);
+    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                          .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
+                          .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT};
+    vkCmdPipelineBarrier(vd->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                         VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
+    vd->recorded++;
+    return TD_OK;
+}
+
+/* ---- devices ---- */
+
+static void device_destroy(vk_device *vd)
+{
+    if (vd->dev != VK_NULL_HANDLE) {
+        vkDeviceWaitIdle(vd->dev);
+        for (uint32_t i = 0; i < VK_PIPE_SLOTS; i++)
+            if (vd->pipes[i].shader != UINT32_MAX && vd->pipes[i].pipe != VK_NULL_HANDLE)
+                vkDestroyPipeline(vd->dev, vd->pipes[i].pipe, NULL);
+        for (size_t i = 0; vd->modules != NULL && i < td__vk_nshaders; i++)
+            if (vd->modules[i] != VK_NULL_HANDLE) vkDestroyShaderModule(vd->dev, vd->modules[i], NULL);
+        if (vd->layout != VK_NULL_HANDLE) vkDestroyPipelineLayout(vd->dev, vd->layout, NULL);
+        if (vd->dsl != VK_NULL_HANDLE) vkDestroyDescriptorSetLayout(vd->dev, vd->dsl, NULL);
+        for (uint32_t i = 0; i < vd->nblocks; i++) block_destroy(vd, vd->blocks[i]);
+        if (vd->pmap != NULL) vkUnmapMemory(vd->dev, vd->pmem);
+        if (vd->pbuf != VK_NULL_HANDLE) vkDestroyBuffer(vd->dev, vd->pbuf, NULL);
+        if (vd->pmem != VK_NULL_HANDLE) vkFreeMemory(vd->dev, vd->pmem, NULL);
+        if (vd->smap != NULL) vkUnmapMemory(vd->dev, vd->smem);
+        if (vd->sbuf != VK_NULL_HANDLE) vkDestroyBuffer(vd->dev, vd->sbuf, NULL);
+        if (vd->smem != VK_NULL_HANDLE) vkFreeMemory(vd->dev, vd->smem, NULL);
+        if (vd->fence != VK_NULL_HANDLE) vkDestroyFence(vd->dev, vd->fence, NULL);
+        if (vd->pool != VK_NULL_HANDLE) vkDestroyCommandPool(vd->dev, vd->pool, NULL);
+        vkDestroyDevice(vd->dev, NULL);
+    }
+    td__vk_free(vd->modules);
+    td__vk_free(vd->blocks);
+    td__vk_free(vd->zombie);
+    td__vk_free(vd->zombie_len);
+    pthread_mutex_destroy(&vd->mu);
+    td__vk_free(vd);
+}
+
+/* Memory types: tensors prefer device-local memory that is also host-visible and coherent
+ * (mapped transfers), else device-local; parameters and staging need host-visible coherent. */
+static bool pick_memory(vk_device *vd)
+{
+    VkPhysicalDeviceMemoryProperties mp;
+    vkGetPhysicalDeviceMemoryProperties(vd->phys, &mp);
+    const VkMemoryPropertyFlags hv = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
+                                     VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+    const VkMemoryPropertyFlags dl = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
+    const char *force = getenv("TENSORD_VULKAN_STAGING");
+    bool staging = force != NULL && strcmp(force, "1") == 0;
+    int both = -1, local = -1, host = -1;
+    for (uint32_t i = 0; i < mp.memoryTypeCount; i++) {
+        VkMemoryPropertyFlags f = mp.memoryTypes[i].propertyFlags;
+        if ((f & (hv | dl)) == (hv | dl) && both < 0) both = (int)i;
+        if ((f & dl) && local < 0) local = (int)i;
+        if ((f & hv) == hv && host < 0) host = (int)i;
+    }
+    if (host < 0 || (local < 0 && both < 0)) return false;
+    vd->host_type = (uint32_t)host;
+    if (both >= 0 && !staging) {
+        vd->mem_type = (uint32_t)both;
+        vd->mapped = true;
+    } else {
+        vd->mem_type = (uint32_t)(local >= 0 ? local : both);
+        vd->mapped = false;
+    }
+    vd->heap_size = mp.memoryHeaps[mp.memoryTypes[vd->mem_type].heapIndex].size;
+    return true;
+}
+
+static td_status vk_device_open(td__device *dev, int index, char *err, size_t errlen)
+{
+    pthread_once(&g_once, instance_init);
+    if (index < 0 || index >= g_nphys)
+        return td__vk_fail(err, errlen, TD_ENOTFOUND, "vulkan:%d: no such device", index);
+    vk_device *vd = td__vk_calloc(1, sizeof *vd);
+    if (vd == NULL) return td__vk_fail(err, errlen, TD_ENOMEM, "vulkan:%d: out of host memory", index);
+    if (pthread_mutex_init(&vd->mu, NULL) != 0) {
+        td__vk_free(vd);
+        return td__vk_fail(err, errlen, TD_EDEVICE, "vulkan:%d: cannot create a mutex", index);
+    }
+    for (uint32_t i = 0; i < VK_PIPE_SLOTS; i++) vd->pipes[i].shader = UINT32_MAX;
+    vd->index = index;
+    vd->phys = g_phys[index];
+    vd->qfamily = (uint32_t)compute_family(vd->phys);
+    VkPhysicalDeviceMaintenance3Properties m3 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
+    VkPhysicalDeviceProperties2 pr = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+                                      .pNext = &m3};
+    vkGetPhysicalDeviceProperties2(vd->phys, &pr);
+    vd->max_range = pr.properties.limits.maxStorageBufferRange;
+    vd->max_alloc = m3.maxMemoryAllocationSize;
+    vd->block_size = VK_BLOCK_BYTES < vd->max_alloc ? VK_BLOCK_BYTES : vd->max_alloc / VK_ALIGN * VK_ALIGN;
+    float prio = 1.0f;
+    VkDeviceQueueCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+                                  .queueFamilyIndex = vd->qfamily,
+                                  .queueCount = 1,
+                                  .pQueuePriorities = &prio};
+    VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+                                            .storageBuffer8BitAccess = VK_TRUE,
+                                            .shaderInt8 = VK_TRUE};
+    VkPhysicalDeviceVulkan11Features f11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
+                                            .pNext = &f12,
+                                            .storageBuffer16BitAccess = VK_TRUE};
+    VkPhysicalDeviceFeatures2 f = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+                                   .pNext = &f11,
+                                   .features = {.shaderFloat64 = VK_TRUE,
+                                                .shaderInt64 = VK_TRUE,
+                                                .shaderInt16 = VK_TRUE}};
+    const char *ext[] = {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
+    VkDeviceCreateInfo di = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+                             .pNext = &f,
+                             .queueCreateInfoCount = 1,
+                             .pQueueCreateInfos = &qi,
+                             .enabledExtensionCount = 1,
+                             .ppEnabledExtensionNames = ext};
+    VkResult r = vkCreateDevice(vd->phys, &di, NULL, &vd->dev);
+    const char *what = "vkCreateDevice";
+    if (r == VK_SUCCESS) {
+        vkGetDeviceQueue(vd->dev, vd->qfamily, 0, &vd->queue);
+        vd->push_descriptor = (PFN_vkCmdPushDescriptorSetKHR)vkGetDeviceProcAddr(
+            vd->dev, "vkCmdPushDescriptorSetKHR");
+        if (vd->push_descriptor == NULL) r = VK_ERROR_EXTENSION_NOT_PRESENT;
+        what = "vkCmdPushDescriptorSetKHR";
+    }
+    if (r == VK_SUCCESS && !pick_memory(vd)) {
+        r = VK_ERROR_FEATURE_NOT_PRESENT;
+        what = "memory types";
+    }
+    if (r == VK_SUCCESS) {
+        vd->modules = td__vk_calloc(td__vk_nshaders > 0 ? td__vk_nshaders : 1, sizeof *vd->modules);
+        if (vd->modules == NULL) r = VK_ERROR_OUT_OF_HOST_MEMORY;
+        what = "host memory";
+    }
+    if (r == VK_SUCCESS) {
+        VkCommandPoolCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+                                      .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+                                      .queueFamilyIndex = vd->qfamily};
+        r = vkCreateCommandPool(vd->dev, &ci, NULL, &vd->pool);
+        what = "vkCreateCommandPool";
+    }
+    if (r == VK_SUCCESS) {
+        VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                          .commandPool = vd->pool,
+                                          .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                          .commandBufferCount = 1};
+        r = vkAllocateCommandBuffers(vd->dev, &ai, &vd->cb);
+        what = "vkAllocateCommandBuffers";
+    }
+    if (r == VK_SUCCESS) {
+        VkFenceCreateInfo fi = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+        r = vkCreateFence(vd->dev, &fi, NULL, &vd->fence);
+        what = "vkCreateFence";
+    }
+    if (r == VK_SUCCESS) {
+        void *m = NULL;
+        r = make_buffer(vd, VK_PARAM_RING, vd->host_type, true, &vd->pbuf, &vd->pmem, &m);
+        vd->pmap = m;
+        what = "the parameter buffer";
+    }
+    if (r == VK_SUCCESS && !vd->mapped) {
+        vd->ssize = VK_STAGE_BYTES;
+        r = make_buffer(vd, vd->ssize, vd->host_type, true, &vd->sbuf, &vd->smem, &vd->smap);
+        what = "the staging buffer";
+    }
+    if (r == VK_SUCCESS) {
+        VkDescriptorSetLayoutBinding b[VK_MAX_BINDINGS];
+        for (uint32_t k = 0; k < VK_MAX_BINDINGS; k++)
+            b[k] = (VkDescriptorSetLayoutBinding){.binding = k,
+                                                  .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                                  .descriptorCount = 1,
+                                                  .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
+        VkDescriptorSetLayoutCreateInfo li = {
+            .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
+            .flags = VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR,
+            .bindingCount = VK_MAX_BINDINGS,
+            .pBindings = b};
+        r = vkCreateDescriptorSetLayout(vd->dev, &li, NULL, &vd->dsl);
+        VkPipelineLayoutCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
+                                         .setLayoutCount = 1,
+                                         .pSetLayouts = &vd->dsl};
+        if (r == VK_SUCCESS) r = vkCreatePipelineLayout(vd->dev, &pi, NULL, &vd->layout);
+        what = "the pipeline layout";
+    }
+    if (r != VK_SUCCESS) {
+        td_status s = status_of(NULL, r);
+        td__vk_fail(err, errlen, s, "vulkan:%d: %s failed (VkResult %d)", index, what, r);
+        device_destroy(vd);
+        return s;
+    }
+    VkPhysicalDeviceProperties *p = &pr.properties;
+    snprintf(dev->description, sizeof dev->description, "%.48s, Vulkan %u.%u, driver %u.%u.%u%s",
+             p->deviceName, VK_API_VERSION_MAJOR(p->apiVersion), VK_API_VERSION_MINOR(p->apiVersion),
+             VK_API_VERSION_MAJOR(p->driverVersion), VK_API_VERSION_MINOR(p->driverVersion),
+             VK_API_VERSION_PATCH(p->driverVersion), vd->mapped ? "" : ", staged");
+    dev->impl = vd;
+    return TD_OK;
+}
+
+static void vk_device_close(td__device *dev)
+{
+    vk_device *vd = dev->impl;
+    if (vd == NULL) return;
+    device_destroy(vd);
+    dev->impl = NULL;
+}
+
+static td_status vk_memory_info(td__device *dev, uint64_t *total, uint64_t *free_bytes)
+{
+    vk_device *vd = dev->impl;
+    pthread_mutex_lock(&vd->mu);
+    *total = vd->heap_size;
+    *free_bytes = vd->heap_size > vd->bytes_used ? vd->heap_size - vd->bytes_used : 0;
+    pthread_mutex_unlock(&vd->mu);
+    return TD_OK;
+}
+
+/* ---- buffers ---- */
+
+static td_status alloc_locked(vk_device *vd, size_t nbytes, void **out)
+{
+    if (nbytes == 0 || nbytes > vd->max_alloc || nbytes > vd->heap_size) return TD_ENOMEM;
+    uint64_t len = round_up(nbytes, VK_ALIGN);
+    uint32_t id = 0;
+    VkResult r = VK_SUCCESS;
+    if (len > vd->block_size / 2) {
+        vk_block *b = block_new(vd, len, true, &id, &r);
+        if (b == NULL) return TD_ENOMEM;
+        vd->bytes_used += len;
+        *out = (void *)(uintptr_t)(((uint64_t)id << VK_PTR_SHIFT));
+        return TD_OK;
+    }
+    for (uint32_t i = 0; i < vd->nblocks; i++) {
+        vk_block *b = vd->blocks[i];
+        if (b == NULL || b->dedicated) continue;
+        uint64_t off = block_take(b, len);
+        if (off != UINT64_MAX) {
+            vd->bytes_used += len;
+            *out = (void *)(uintptr_t)((((uint64_t)i + 1) << VK_PTR_SHIFT) + off);
+            return TD_OK;
+        }
+    }
+    vk_block *b = block_new(vd, vd->block_size, false, &id, &r);
+    if (b == NULL) return TD_ENOMEM;
+    uint64_t off = block_take(b, len);
+    vd->bytes_used += len;
+    *out = (void *)(uintptr_t)(((uint64_t)id << VK_PTR_SHIFT) + off);
+    return TD_OK;
+}
+
+static td_status vk_buffer_alloc(td__device *dev, size_t nbytes, void **out)
+{
+    vk_device *vd = dev->impl;
+    pthread_mutex_lock(&vd->mu);
+    td_status s = vd->lost ? TD_EDEVICE : alloc_locked(vd, nbytes, out);
+    if (s == TD_ENOMEM && vd->nzombie > 0 && nbytes <= vd->max_alloc) {
+        char err[128];
+        if (td__vk_flush(vd, err, sizeof err) == TD_OK) s = alloc_locked(vd, nbytes, out);
+    }
+    pthread_mutex_unlock(&vd->mu);
+    return s;
+}
+
+static void vk_buffer_free(td__device *dev, void *data, size_t nbytes)
+{
+    vk_device *vd = dev->impl;
+    pthread_mutex_lock(&vd->mu);
+    if (!vd->recording) {
+        release_now(vd, (uint64_t)(uintptr_t)data, nbytes);
+    } else {
+        if (vd->nzombie == vd->capzombie) {
+            uint32_t cap = vd->capzombie ? vd->capzombie * 2 : 64;
+            uint64_t *z = vk_realloc(vd->zombie, cap * sizeof *z);
+            if (z != NULL) vd->zombie = z;
+            size_t *zl = z != NULL ? vk_realloc(vd->zombie_len, cap * sizeof *zl) : NULL;
+            if (zl != NULL) {
+                vd->zombie_len = zl;
+                vd->capzombie = cap;
+            }
+        }
+        if (vd->nzombie < vd->capzombie) {
+            vd->zombie[vd->nzombie] = (uint64_t)(uintptr_t)data;
+            vd->zombie_len[vd->nzombie++] = nbytes;
+        } else {
+            char err[128]; /* no host memory to park it: finish the recorded work instead */
+            if (td__vk_flush(vd, err, sizeof err) == TD_OK)
+                release_now(vd, (uint64_t)(uintptr_t)data, nbytes);
+        }
+    }
+    pthread_mutex_unlock(&vd->mu);
+}
+
+/* One copy between the staging buffer and a tensor, submitted and waited for. */
+static td_status staged_copy(vk_device *vd, vk_block *b, uint64_t off, uint64_t len, bool to_device)
+{
+    char err[128];
+    td_status s = begin_recording(vd, err, sizeof err);
+    if (s != TD_OK) return s;
+    VkBufferCopy c = {.srcOffset = to_device ? 0 : off, .dstOffset = to_device ? off : 0,
+                      .size = len};
+    vkCmdCopyBuffer(vd->cb, to_device ? vd->sbuf : b->buf, to_device ? b->buf : vd->sbuf, 1, &c);
+    return td__vk_flush(vd, err, sizeof err);
+}
+
+static td_status transfer(vk_device *vd, uint64_t ptr, void *host, size_t nbytes, bool to_device)
+{
+    if (nbytes == 0) return TD_OK;
+    char err[128];
+    td_status s = td__vk_flush(vd, err, sizeof err); /* recorded work first, in order */
+    if (s != TD_OK) return s;
+    uint64_t off;
+    vk_block *b = block_of(vd, ptr, &off);
+    if (b == NULL || off + nbytes > b->size) return TD_EINTERNAL;
+    if (vd->mapped) {
+        if (to_device) memcpy((char *)b->map + off, host, nbytes);
+        else memcpy(host, (char *)b->map + off, nbytes);
+        return TD_OK;
+    }
+    for (size_t done = 0; done < nbytes && s == TD_OK;) {
+        size_t len = nbytes - done < vd->ssize ? nbytes - done : (size_t)vd->ssize;
+        if (to_device) memcpy(vd->smap, (char *)host + done, len);
+        s = staged_copy(vd, b, off + done, len, to_device);
+        if (s == TD_OK && !to_device) memcpy((char *)host + done, vd->smap, len);
+        done += len;
+    }
+    return s;
+}
+
+td_status td__vk_read_locked(vk_device *vd, const void *src, void *dst, size_t nbytes)
+{
+    return transfer(vd, (uint64_t)(uintptr_t)src, dst, nbytes, false);
+}
+
+static td_status vk_buffer_write(td__device *dev, void *dst, size_t offset, const void *src,
+                                 size_t nbytes)
+{
+    vk_device *vd = dev->impl;
+    pthread_mutex_lock(&vd->mu);
+    td_status s = transfer(vd, (uint64_t)(uintptr_t)dst + offset, (void *)(uintptr_t)src, nbytes, true);
+    pthread_mutex_unlock(&vd->mu);
+    return s;
+}
+
+static td_status vk_buffer_read(td__device *dev, const void *src, size_t offset, void *dst,
+                                size_t nbytes)
+{
+    vk_device *vd = dev->impl;
+    pthread_mutex_lock(&vd->mu);
+    td_status s = transfer(vd, (uint64_t)(uintptr_t)src + offset, dst, nbytes, false);
+    pthread_mutex_unlock(&vd->mu);
+    return s;
+}
+
+static td_status vk_buffer_copy(td__device *dev, void *dst, const void *src, size_t nbytes)
+{
+    vk_device *vd = dev->impl;
+    pthread_mutex_lock(&vd->mu);
+    char err[128];
+    uint64_t so = 0, dof = 0;
+    vk_block *sb = block_of(vd, (uint64_t)(uintptr_t)src, &so);
+    vk_block *db = block_of(vd, (uint64_t)(uintptr_t)dst, &dof);
+    td_status s = sb == NULL || db == NULL ? TD_EINTERNAL : begin_recording(vd, err, sizeof err);
+    if (s == TD_OK && nbytes > 0) {
+        VkBufferCopy c = {.srcOffset = so, .dstOffset = dof, .size = nbytes};
+        vkCmdCopyBuffer(vd->cb, sb->buf, db->buf, 1, &c);
+        VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                              .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+                              .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT};
+        vkCmdPipelineBarrier(vd->cb, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                             VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
+    }
+    pthread_mutex_unlock(&vd->mu);
+    return s;
+}
+
+/* ---- streams: tokens; all of a device's work is ordered in its one command buffer ---- */
+
+static td_status vk_stream_create(td__device *dev, void **out)
+{
+    (void)dev;
+    void *t = td__vk_calloc(1, 1);
+    if (t == NULL) return TD_ENOMEM;
+    *out = t;
+    return TD_OK;
+}
+
+static void vk_stream_destroy(td__device *dev, void *stream)
+{
+    (void)dev;
+    td__vk_free(stream);
+}
+
+static td_status vk_stream_sync(td__device *dev, void *stream)
+{
+    vk_device *vd = dev->impl;
+    (void)stream;
+    char err[128];
+    pthread_mutex_lock(&vd->mu);
+    td_status s = td__vk_flush(vd, err, sizeof err);
+    pthread_mutex_unlock(&vd->mu);
+    return s;
+}
+
+static td_status vk_exec_entry(td__device *dev, void *stream, const td__op *op, const td__view *in,
+                               const td__view *out, char *err, size_t errlen)
+{
+    vk_device *vd = dev->impl;
+    (void)stream;
+    pthread_mutex_lock(&vd->mu);
+    td_status s = td__vk_exec(vd, op, in, out, err, errlen);
+    pthread_mutex_unlock(&vd->mu);
+    return s;
+}
+
+static const td__backend vk_backend = {
+    .kind = "vulkan",
+    .host_memory = false,
+    .device_count = vk_device_count,
+    .device_open = vk_device_open,
+    .device_close = vk_device_close,
+    .memory_info = vk_memory_info,
+    .buffer_alloc = vk_buffer_alloc,
+    .buffer_free = vk_buffer_free,
+    .buffer_write = vk_buffer_write,
+    .buffer_read = vk_buffer_read,
+    .buffer_copy = vk_buffer_copy,
+    .stream_create = vk_stream_create,
+    .stream_destroy = vk_stream_destroy,
+    .stream_sync = vk_stream_sync,
+    .supports_op = td__vk_supports_op,
+    .exec = vk_exec_entry,
+    .set_host_alloc = vk_set_host_alloc,
+};
+
+TD_BACKEND_MODULE(vk_backend)

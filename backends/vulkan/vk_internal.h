@@ -1,0 +1,170 @@
+/* vk_internal.h — what the Vulkan backend's files share: the device record, the device
+ * "pointers" the engine sees, the recording of dispatches, and the parameter block layout
+ * its shaders read (shaders/common.glsl mirrors the VK_P_* word indexes).
+ *
+ * Device pointers: the engine treats buffer pointers as opaque but offsets them by bytes
+ * (it runs long ops in slices, engine/session.c), so a pointer here is a number, not an
+ * address: (block id << VK_PTR_SHIFT) + byte offset inside that block's VkBuffer. Adding a
+ * byte offset stays inside the block, and vk_resolve() turns any such value back into a
+ * (VkBuffer, offset) pair.
+ *
+ * Thread-safety: every entry takes the device's mutex (mu) for its whole body, so recording,
+ * submission, the allocator and the pipeline table are used by one thread at a time; the
+ * engine's streams share the device's one recording command buffer (vk_device.c says why).
+ */
+#ifndef TD_BACKENDS_VULKAN_VK_INTERNAL_H
+#define TD_BACKENDS_VULKAN_VK_INTERNAL_H
+
+#include "backends/backend.h"
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <vulkan/vulkan.h>
+
+#define VK_PTR_SHIFT 40
+#define VK_ALIGN 256u              /* every sub-allocation starts on this many bytes */
+#define VK_MAX_BINDINGS 5          /* params + output + three inputs */
+#define VK_PARAM_WORDS 128         /* uint32 words of one dispatch's parameter block */
+#define VK_PARAM_RING (4u << 20)   /* bytes of parameter blocks per submission */
+#define VK_PIPE_SLOTS 1024         /* pipeline table (open addressing) */
+
+/* Parameter words (shaders/common.glsl). */
+enum {
+    VK_P_N = 0,
+    VK_P_RANK = 1,
+    VK_P_DIMS = 2,
+    VK_P_STR_O = 10,
+    VK_P_STR_A = 18,
+    VK_P_STR_B = 26,
+    VK_P_STR_C = 34,
+    VK_P_BASE = 42,
+    VK_P_F = 46,
+    VK_P_SEED = 52,
+    VK_P_I = 54,
+};
+
+typedef struct vk_range {
+    uint64_t off, len;
+} vk_range;
+
+/* One VkDeviceMemory with its VkBuffer: a sub-allocated block, or a dedicated one for a
+ * single large buffer. */
+typedef struct vk_block {
+    VkDeviceMemory mem;
+    VkBuffer buf;
+    void *map; /* host address when the memory is host-visible, else NULL */
+    uint64_t size;
+    bool dedicated;
+    vk_range *free; /* sorted by offset, coalesced */
+    uint32_t nfree, capfree;
+} vk_block;
+
+typedef struct vk_pipe {
+    uint32_t shader, op; /* key; shader == UINT32_MAX: empty slot */
+    VkPipeline pipe;
+} vk_pipe;
+
+typedef struct vk_device {
+    pthread_mutex_t mu;
+    VkPhysicalDevice phys;
+    VkDevice dev;
+    VkQueue queue;
+    uint32_t qfamily;
+    /* limits and features */
+    uint64_t max_range;     /* maxStorageBufferRange */
+    uint64_t max_alloc;     /* maxMemoryAllocationSize */
+    uint64_t block_size;    /* sub-allocated block size */
+    uint64_t heap_size;
+    bool f64, i64, i8, s8, s16, f16;
+    /* memory */
+    uint32_t mem_type;      /* for tensors */
+    bool mapped;            /* tensor memory is host-visible and coherent: memcpy transfers */
+    uint32_t host_type;     /* host-visible coherent type: parameters and staging */
+    vk_block **blocks;      /* by id - 1 */
+    uint32_t nblocks, capblocks;
+    uint64_t bytes_used;
+    /* deferred frees: buffers freed while recorded work may still read them */
+    uint64_t *zombie;
+    size_t *zombie_len;
+    uint32_t nzombie, capzombie;
+    /* recording */
+    VkCommandPool pool;
+    VkCommandBuffer cb;
+    VkFence fence;
+    bool recording;
+    uint32_t recorded; /* dispatches in the open command buffer */
+    bool lost;         /* the device reported VK_ERROR_DEVICE_LOST: every later call fails */
+    /* parameter ring (host-visible, mapped) */
+    VkBuffer pbuf;
+    VkDeviceMemory pmem;
+    uint32_t *pmap;
+    uint32_t pused; /* bytes */
+    /* staging for devices whose tensor memory is not host-visible */
+    VkBuffer sbuf;
+    VkDeviceMemory smem;
+    void *smap;
+    uint64_t ssize;
+    /* pipelines */
+    VkDescriptorSetLayout dsl;
+    VkPipelineLayout layout;
+    VkShaderModule *modules; /* by shader index, created on first use */
+    vk_pipe pipes[VK_PIPE_SLOTS];
+    PFN_vkCmdPushDescriptorSetKHR push_descriptor;
+    int index;
+} vk_device;
+
+/* A tensor as a dispatch argument: its view and its element size. */
+typedef struct vk_arg {
+    const void *data; /* device pointer (the encoding above) */
+    size_t nbytes;
+    size_t esize;
+} vk_arg;
+
+/* Element count and byte size of a validated desc (td__desc_nelem/nbytes are engine
+ * symbols, which a module may not call). */
+static inline int64_t td__vk_nelem(const td__desc *d)
+{
+    int64_t n = 1;
+    for (uint32_t i = 0; i < d->rank; i++) n *= d->dims[i];
+    return n;
+}
+static inline size_t td__vk_nbytes(const td__desc *d)
+{
+    return (size_t)td__vk_nelem(d) * td__dtype_size(d->dtype);
+}
+
+/* ---- vk_device.c ---- */
+/* Host memory through the engine's hooks (backend.h). */
+void *td__vk_calloc(size_t count, size_t size);
+void td__vk_free(void *p);
+/* Format a message into err and return s. */
+td_status td__vk_fail(char *err, size_t errlen, td_status s, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Record one dispatch of shader `name` specialized to `op`: params (VK_PARAM_WORDS words,
+ * VK_P_BASE.. filled here with each argument's element offset), args[0] the output, then the
+ * inputs; groups x/y/z workgroups. Locked by the caller (exec holds mu). */
+td_status td__vk_dispatch(vk_device *vd, const char *name, uint32_t op, uint32_t *params,
+                          const vk_arg *args, int nargs, uint32_t gx, uint32_t gy, uint32_t gz,
+                          char *err, size_t errlen);
+/* Submit what is recorded and wait for it (locked). */
+td_status td__vk_flush(vk_device *vd, char *err, size_t errlen);
+/* Read nbytes at device pointer src into dst (locked; flushes first). */
+td_status td__vk_read_locked(vk_device *vd, const void *src, void *dst, size_t nbytes);
+/* Whether a shader variant of this name is built into the module. */
+bool td__vk_has_shader(const char *name);
+
+/* ---- vk_ops.c ---- */
+bool td__vk_supports_op(td__device *dev, const td__op *op, const td__desc *const *in,
+                        const td__desc *out);
+td_status td__vk_exec(vk_device *vd, const td__op *op, const td__view *in, const td__view *out,
+                      char *err, size_t errlen);
+
+/* ---- vk_shaders.c (generated from the variant list in meson.build) ---- */
+typedef struct vk_shader {
+    const char *name;
+    const uint32_t *code;
+    size_t nbytes;
+} vk_shader;
+extern const vk_shader td__vk_shaders[];
+extern const size_t td__vk_nshaders;
+#endif

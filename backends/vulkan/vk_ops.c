@@ -1,0 +1,517 @@
+/* vk_ops.c — which ops the Vulkan backend runs (supports_op) and how each becomes a
+ * dispatch of one of the shader variants (shaders/, built by meson.build).
+ *
+ * Coverage, all held to the CPU by tests/unit/backends/conformance.c on lavapipe:
+ *   create    FULL (every dtype: the host converts the value by the cast rules and the shader
+ *             writes its bits), ARANGE (f32 f64 i32 i64 u8 bool), RAND_UNIFORM and
+ *             RAND_NORMAL (f32 f64; Philox as engine/philox.h);
+ *   unary     f32: NEG ABS EXP LOG SQRT RSQRT TANH SIGMOID RELU SILU LEAKY_RELU ELU LOG1P
+ *             EXPM1 LOG2 LOG10 FLOOR CEIL ROUND TRUNC RECIPROCAL NAN_TO_NUM SIGN;
+ *             i32 and u8: NEG ABS RELU SIGN BITWISE_NOT;
+ *   binary    f32: ADD SUB MUL DIV MAXIMUM MINIMUM; i32 and u8: those and BITWISE_AND/OR/XOR;
+ *   compare   EQ NE LT LE GT GE LOGICAL_AND/OR/XOR in f32 i32 u8 bool;
+ *   where     every dtype (the values are moved as bits); cast between f32 f64 i32 i64 u8 bool;
+ *   reduce    SUM PROD MAX MIN ARGMAX ARGMIN ANY ALL in f32 i32 u8 (bool: MAX MIN ARG* ANY
+ *             ALL), MEAN in f32;
+ *   matmul    f32 i32 u8 (batched, broadcast batch dims);
+ *   movement  PERMUTE SLICE CONCAT EXPAND COPY GATHER INDEX_SELECT in every dtype.
+ * Everything else is refused here, so the engine lowers composites into these (SOFTMAX,
+ * LOG_SOFTMAX, NORM_L1, CLAMP_TENSOR, ISNAN, ...) or answers TD_EUNSUPPORTED naming the op,
+ * the device and the dtype. f16/bf16/i8/i16 arithmetic is not built yet (FULL, WHERE and the
+ * movement ops do run on them: they only move bits).
+ *
+ * Limits: every tensor of an op must fit one storage-buffer binding (maxStorageBufferRange,
+ * 128 MiB on lavapipe) and hold fewer than 2^32 elements (the shaders index in 32 bits);
+ * larger ones are refused. GATHER/INDEX_SELECT read their index tensor back to check it
+ * against [0, dim) before the dispatch, with the CPU's message, which costs a submission.
+ */
+#include "backends/vulkan/vk_internal.h"
+#include "engine/collapse.h"
+#include "engine/convert.h"
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char *dn(uint32_t dt)
+{
+    switch (dt) {
+    case TD_F32: return "f32";
+    case TD_F64: return "f64";
+    case TD_I32: return "i32";
+    case TD_I64: return "i64";
+    case TD_U8: return "u8";
+    case TD_BOOL: return "bool";
+    default: return NULL;
+    }
+}
+
+/* The arithmetic kinds with shaders: f32, i32, u8 (bool where the op allows it). */
+static bool kind_ok(uint32_t dt, bool with_bool)
+{
+    return dt == TD_F32 || dt == TD_I32 || dt == TD_U8 || (with_bool && dt == TD_BOOL);
+}
+
+static bool opcode_in(uint32_t op, const uint32_t *list, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (list[i] == op) return true;
+    return false;
+}
+#define IN_LIST(op, ...)                                                                   \
+    opcode_in((op), (const uint32_t[]){__VA_ARGS__},                                       \
+              sizeof((const uint32_t[]){__VA_ARGS__}) / sizeof(uint32_t))
+
+static bool unary_ok(uint32_t op, uint32_t dt)
+{
+    if (dt == TD_F32)
+        return IN_LIST(op, TD_OP_NEG, TD_OP_ABS, TD_OP_EXP, TD_OP_LOG, TD_OP_SQRT, TD_OP_RSQRT,
+                       TD_OP_TANH, TD_OP_SIGMOID, TD_OP_RELU, TD_OP_SILU, TD_OP_LEAKY_RELU,
+                       TD_OP_ELU, TD_OP_LOG1P, TD_OP_EXPM1, TD_OP_LOG2, TD_OP_LOG10, TD_OP_FLOOR,
+                       TD_OP_CEIL, TD_OP_ROUND, TD_OP_TRUNC, TD_OP_RECIPROCAL, TD_OP_NAN_TO_NUM,
+                       TD_OP_SIGN);
+    if (dt == TD_I32 || dt == TD_U8)
+        return IN_LIST(op, TD_OP_NEG, TD_OP_ABS, TD_OP_RELU, TD_OP_SIGN, TD_OP_BITWISE_NOT);
+    return false;
+}
+
+static bool binary_ok(uint32_t op, uint32_t dt)
+{
+    if (!kind_ok(dt, false)) return false;
+    if (IN_LIST(op, TD_OP_ADD, TD_OP_SUB, TD_OP_MUL, TD_OP_DIV, TD_OP_MAXIMUM, TD_OP_MINIMUM))
+        return true;
+    return dt != TD_F32 && IN_LIST(op, TD_OP_BITWISE_AND, TD_OP_BITWISE_OR, TD_OP_BITWISE_XOR);
+}
+
+static bool reduce_ok(uint32_t op, uint32_t dt)
+{
+    if (op == TD_OP_MEAN) return dt == TD_F32;
+    if (IN_LIST(op, TD_OP_SUM, TD_OP_PROD)) return kind_ok(dt, false);
+    return IN_LIST(op, TD_OP_MAX, TD_OP_MIN, TD_OP_ARGMAX, TD_OP_ARGMIN, TD_OP_ANY, TD_OP_ALL) &&
+           kind_ok(dt, true);
+}
+
+/* One binding must cover the tensor, and its elements are indexed in 32 bits. A tensor
+ * the device cannot allocate at all (above maxMemoryAllocationSize or the heap) is let
+ * through: its allocation fails first, with TD_ENOMEM naming the op and the size, which is
+ * the clearer answer for "too large for this device". */
+static bool fits(const vk_device *vd, const td__desc *d)
+{
+    size_t nb = td__vk_nbytes(d);
+    int64_t n = td__vk_nelem(d);
+    if (nb > vd->max_alloc || nb > vd->heap_size) return true;
+    return n >= 0 && n < ((int64_t)1 << 32) && nb <= vd->max_range - VK_ALIGN;
+}
+
+bool td__vk_supports_op(td__device *dev, const td__op *op, const td__desc *const *in,
+                        const td__desc *out)
+{
+    vk_device *vd = dev->impl;
+    if (!fits(vd, out)) return false;
+    for (uint32_t k = 0; k < op->n_inputs; k++)
+        if (!fits(vd, in[k])) return false;
+    const uint32_t dt = op->n_inputs > 0 ? in[0]->dtype : out->dtype;
+    switch (td__op_class(op->opcode)) {
+    case TD_OPCLASS_CREATE:
+        if (op->opcode == TD_OP_FULL || op->opcode == TD_OP_EMPTY) return dt < TD_DTYPE_COUNT;
+        if (op->opcode == TD_OP_ARANGE) return dn(dt) != NULL;
+        return dt == TD_F32 || dt == TD_F64;
+    case TD_OPCLASS_UNARY:
+        return unary_ok(op->opcode, dt);
+    case TD_OPCLASS_BINARY:
+        return binary_ok(op->opcode, dt);
+    case TD_OPCLASS_COMPARE:
+        return kind_ok(dt, true) &&
+               IN_LIST(op->opcode, TD_OP_EQ, TD_OP_NE, TD_OP_LT, TD_OP_LE, TD_OP_GT, TD_OP_GE,
+                       TD_OP_LOGICAL_AND, TD_OP_LOGICAL_OR, TD_OP_LOGICAL_XOR);
+    case TD_OPCLASS_WHERE:
+        return op->opcode == TD_OP_WHERE;
+    case TD_OPCLASS_CAST:
+        return dn(dt) != NULL && dn(out->dtype) != NULL;
+    case TD_OPCLASS_REDUCE:
+        return reduce_ok(op->opcode, dt);
+    case TD_OPCLASS_MATMUL:
+        return kind_ok(dt, false) && out->dims[out->rank - 2] <= (int64_t)65535 * 16 &&
+               out->dims[out->rank - 1] <= (int64_t)65535 * 16;
+    case TD_OPCLASS_MOVEMENT:
+        return true; /* RESHAPE never arrives (the engine aliases) */
+    default:
+        return false;
+    }
+}
+
+/* ---- the strided walk (ew.comp) ---- */
+
+static uint32_t groups_for(uint64_t n, uint32_t per)
+{
+    uint64_t g = (n + per - 1) / per;
+    return g == 0 ? 1 : g > 65535 ? 65535 : (uint32_t)g;
+}
+
+static void put_double(uint32_t *p, int k, double v)
+{
+    uint64_t u;
+    memcpy(&u, &v, sizeof u);
+    p[VK_P_F + 2 * k] = (uint32_t)u;
+    p[VK_P_F + 2 * k + 1] = (uint32_t)(u >> 32);
+}
+
+/* Walk `shape` (rank <= 8; dims as given, not necessarily an op's output) with nstr stride
+ * sets in elements (0 the output, then a, b, c), collapsed first; args[0] the output. */
+static td_status walk(vk_device *vd, const char *shader, uint32_t opcode, const td__desc *shape,
+                      int nstr, int64_t (*str)[TD_MAX_RANK], const vk_arg *args, int nargs,
+                      const td__op *op, uint32_t extra, char *err, size_t errlen)
+{
+    int64_t n = td__vk_nelem(shape);
+    if (n <= 0) return TD_OK;
+    int64_t dims[TD_MAX_RANK], cs[4][TD_MAX_RANK];
+    int rank = td__collapse_dims(shape, nstr, (const int64_t(*)[TD_MAX_RANK])str, dims, cs);
+    uint32_t p[VK_PARAM_WORDS];
+    memset(p, 0, sizeof p);
+    p[VK_P_N] = (uint32_t)n;
+    p[VK_P_RANK] = (uint32_t)rank;
+    for (int d = 0; d < rank; d++) {
+        p[VK_P_DIMS + d] = (uint32_t)dims[d];
+        for (int k = 0; k < nstr; k++) p[VK_P_STR_O + 8 * k + d] = (uint32_t)cs[k][d];
+    }
+    for (int k = 0; op != NULL && k < TD_OP_MAX_FATTRS; k++) put_double(p, k, op->fattrs[k]);
+    p[VK_P_I] = extra;
+    return td__vk_dispatch(vd, shader, opcode, p, args, nargs, groups_for((uint64_t)n, 256), 1, 1,
+                           err, errlen);
+}
+
+static vk_arg arg_of(const td__view *v)
+{
+    return (vk_arg){v->data, td__vk_nbytes(&v->desc), td__dtype_size(v->desc.dtype)};
+}
+
+static const char *kind_sfx(uint32_t dt)
+{
+    return dt == TD_F32 ? "f32" : dt == TD_I32 ? "i32" : "u8";
+}
+
+static td_status exec_elementwise(vk_device *vd, const td__op *op, const td__view *in,
+                                  const td__view *out, char *err, size_t errlen)
+{
+    const td__desc *o = &out->desc;
+    int64_t st[4][TD_MAX_RANK];
+    td__desc_strides(o, st[0]);
+    const int n_in = (int)op->n_inputs;
+    for (int k = 0; k < n_in; k++) td__desc_bcast_strides(&in[k].desc, o, st[k + 1]);
+    vk_arg args[4] = {arg_of(out)};
+    for (int k = 0; k < n_in; k++) args[k + 1] = arg_of(&in[k]);
+    char name[32];
+    switch (td__op_class(op->opcode)) {
+    case TD_OPCLASS_UNARY:
+        snprintf(name, sizeof name, "u_%s", kind_sfx(in[0].desc.dtype));
+        break;
+    case TD_OPCLASS_BINARY:
+        snprintf(name, sizeof name, "b_%s", kind_sfx(in[0].desc.dtype));
+        break;
+    case TD_OPCLASS_COMPARE:
+        snprintf(name, sizeof name, "c_%s", kind_sfx(in[0].desc.dtype));
+        break;
+    case TD_OPCLASS_WHERE:
+        snprintf(name, sizeof name, "w_%zu", td__dtype_size(o->dtype));
+        break;
+    default:
+        snprintf(name, sizeof name, "x_%s_%s", dn(in[0].desc.dtype), dn(o->dtype));
+        break;
+    }
+    return walk(vd, name, op->opcode, o, n_in + 1, st, args, n_in + 1, op, 0, err, errlen);
+}
+
+/* ---- create ---- */
+
+/* FULL's value as the dtype's bits, by the cast rules (backends/cpu/cpu_internal.h). */
+static uint64_t full_bits(uint32_t dt, double v)
+{
+    union {
+        float f;
+        uint32_t u;
+    } f32;
+    uint64_t u64;
+    switch (dt) {
+    case TD_F32:
+        f32.f = (float)v;
+        return f32.u;
+    case TD_F64:
+        memcpy(&u64, &v, sizeof u64);
+        return u64;
+    case TD_I32:
+        return (uint32_t)(v != v ? 0 : v <= -2147483648.0 ? INT32_MIN
+                                   : v >= 2147483647.0   ? INT32_MAX
+                                                         : (int32_t)v);
+    case TD_I64:
+        return (uint64_t)(v != v ? 0 : v <= -9223372036854775808.0 ? INT64_MIN
+                                   : v >= 9223372036854775808.0    ? INT64_MAX
+                                                                   : (int64_t)v);
+    case TD_U8:
+        return v != v || v <= 0.0 ? 0 : v >= 255.0 ? 255 : (uint8_t)v;
+    case TD_BOOL:
+        return v != 0.0;
+    case TD_F16:
+        return td__f64_to_f16(v);
+    case TD_BF16:
+        return td__f64_to_bf16(v);
+    case TD_I8:
+        return (uint8_t)td__sat_i8(v);
+    case TD_I16:
+        return (uint16_t)td__sat_i16(v);
+    }
+    return 0;
+}
+
+static td_status exec_create(vk_device *vd, const td__op *op, const td__view *out, char *err,
+                             size_t errlen)
+{
+    const td__desc *o = &out->desc;
+    int64_t n = td__vk_nelem(o);
+    if (n <= 0) return TD_OK;
+    uint32_t p[VK_PARAM_WORDS];
+    memset(p, 0, sizeof p);
+    p[VK_P_N] = (uint32_t)n;
+    for (int k = 0; k < TD_OP_MAX_FATTRS; k++) put_double(p, k, op->fattrs[k]);
+    p[VK_P_SEED] = (uint32_t)op->seed;
+    p[VK_P_SEED + 1] = (uint32_t)(op->seed >> 32);
+    p[VK_P_I] = 0; /* first element: the engine runs device ops whole */
+    char name[32];
+    uint32_t opcode = op->opcode;
+    if (opcode == TD_OP_FULL || opcode == TD_OP_EMPTY) {
+        uint64_t bits = opcode == TD_OP_EMPTY ? 0 : full_bits(o->dtype, op->fattrs[0]);
+        p[VK_P_I + 1] = (uint32_t)bits;
+        p[VK_P_I + 2] = (uint32_t)(bits >> 32);
+        snprintf(name, sizeof name, "cr_w%zu", 8 * td__dtype_size(o->dtype));
+        opcode = TD_OP_FULL;
+    } else {
+        snprintf(name, sizeof name, "cr_%s", dn(o->dtype));
+    }
+    vk_arg a = arg_of(out);
+    return td__vk_dispatch(vd, name, opcode, p, &a, 1, groups_for((uint64_t)n, 256), 1, 1, err,
+                           errlen);
+}
+
+/* ---- reductions (reduce.comp) ---- */
+
+static td_status exec_reduce(vk_device *vd, const td__op *op, const td__view *in,
+                             const td__view *out, char *err, size_t errlen)
+{
+    td__reduce_plan pl;
+    td__reduce_plan_init(&pl, &in[0].desc, (uint64_t)op->iattrs[0]);
+    if (pl.nout == 0) return TD_OK;
+    uint32_t p[VK_PARAM_WORDS];
+    memset(p, 0, sizeof p);
+    uint32_t *r = p + VK_P_I;
+    r[0] = (uint32_t)pl.nout;
+    for (int d = 0; d < pl.nk; d++) {
+        r[2 + d] = (uint32_t)pl.ksize[d];
+        r[10 + d] = (uint32_t)pl.kstride[d];
+    }
+    for (int d = 0; d < pl.nr; d++) {
+        r[18 + d] = (uint32_t)pl.rsize[d];
+        r[26 + d] = (uint32_t)pl.rstride[d];
+    }
+    r[34] = (uint32_t)pl.nk;
+    r[35] = (uint32_t)pl.nr;
+    r[36] = (uint32_t)pl.rcount;
+    const uint32_t dt = in[0].desc.dtype;
+    const char *sfx = op->opcode == TD_OP_ARGMAX || op->opcode == TD_OP_ARGMIN ? "_i64"
+                      : (op->opcode == TD_OP_ANY || op->opcode == TD_OP_ALL) &&
+                              (dt == TD_F32 || dt == TD_I32)
+                          ? "_b"
+                          : "";
+    char name[32];
+    snprintf(name, sizeof name, "r_%s%s", dt == TD_BOOL ? "bool" : kind_sfx(dt), sfx);
+    vk_arg args[2] = {arg_of(out), arg_of(&in[0])};
+    return td__vk_dispatch(vd, name, op->opcode, p, args, 2, groups_for((uint64_t)pl.nout, 1), 1,
+                           1, err, errlen);
+}
+
+/* ---- matmul (matmul.comp) ---- */
+
+static td_status exec_matmul(vk_device *vd, const td__op *op, const td__view *in,
+                             const td__view *out, char *err, size_t errlen)
+{
+    const td__desc *a = &in[0].desc, *b = &in[1].desc, *o = &out->desc;
+    const int64_t m = o->dims[o->rank - 2], n = o->dims[o->rank - 1], k = a->dims[a->rank - 1];
+    td__desc bo = *o;
+    bo.rank -= 2;
+    const int64_t nb = td__vk_nelem(&bo);
+    if (nb == 0 || m == 0 || n == 0) return TD_OK;
+    int64_t sa[TD_MAX_RANK], sb[TD_MAX_RANK];
+    td__matmul_batch_strides(a, o, sa);
+    td__matmul_batch_strides(b, o, sb);
+    uint32_t p[VK_PARAM_WORDS];
+    memset(p, 0, sizeof p);
+    uint32_t *q = p + VK_P_I;
+    q[0] = (uint32_t)m;
+    q[1] = (uint32_t)n;
+    q[2] = (uint32_t)k;
+    q[3] = (uint32_t)nb;
+    q[4] = bo.rank;
+    for (uint32_t d = 0; d < bo.rank; d++) {
+        q[5 + d] = (uint32_t)bo.dims[d];
+        q[11 + d] = (uint32_t)sa[d];
+        q[17 + d] = (uint32_t)sb[d];
+    }
+    char name[16];
+    snprintf(name, sizeof name, "mm_%s", kind_sfx(o->dtype));
+    vk_arg args[3] = {arg_of(out), arg_of(&in[0]), arg_of(&in[1])};
+    (void)op;
+    return td__vk_dispatch(vd, name, TD_OP_MATMUL, p, args, 3, (uint32_t)((n + 15) / 16),
+                           (uint32_t)((m + 15) / 16), nb > 65535 ? 65535 : (uint32_t)nb, err,
+                           errlen);
+}
+
+/* ---- movement ---- */
+
+static td_status copy_walk(vk_device *vd, const td__desc *shape, int64_t (*st)[TD_MAX_RANK],
+                           vk_arg o, vk_arg a, char *err, size_t errlen)
+{
+    char name[16];
+    snprintf(name, sizeof name, "m_%zu", o.esize);
+    vk_arg args[2] = {o, a};
+    return walk(vd, name, 0, shape, 2, st, args, 2, NULL, 0, err, errlen);
+}
+
+/* View v from element `first` on (the binding starts there). */
+static vk_arg arg_from(const td__view *v, int64_t first)
+{
+    vk_arg r = arg_of(v);
+    r.data = (const char *)v->data + (size_t)first * r.esize;
+    r.nbytes -= (size_t)first * r.esize;
+    return r;
+}
+
+/* Every index in [0, dim), read back from the device; the CPU's message otherwise. */
+static td_status check_indices(vk_device *vd, const char *opname, const td__view *idx,
+                               int64_t dim, char *err, size_t errlen)
+{
+    const int64_t n = td__vk_nelem(&idx->desc);
+    const size_t nb = td__vk_nbytes(&idx->desc);
+    if (n <= 0) return TD_OK;
+    void *h = td__vk_calloc(nb, 1);
+    if (h == NULL) return td__vk_fail(err, errlen, TD_ENOMEM, "%s: out of host memory", opname);
+    td_status s = td__vk_read_locked(vd, idx->data, h, nb);
+    if (s != TD_OK) {
+        td__vk_free(h);
+        return td__vk_fail(err, errlen, s, "vulkan:%d: %s: cannot read the index tensor",
+                           vd->index, opname);
+    }
+    const bool is64 = idx->desc.dtype == TD_I64;
+    for (int64_t i = 0; i < n && s == TD_OK; i++) {
+        int64_t v = is64 ? ((const int64_t *)h)[i] : ((const int32_t *)h)[i];
+        if (v < 0 || v >= dim)
+            s = td__vk_fail(err, errlen, TD_ERANGE,
+                            "%s: index %" PRId64 " out of range [0, %" PRId64
+                            ") at position %" PRId64,
+                            opname, v, dim, i);
+    }
+    td__vk_free(h);
+    return s;
+}
+
+static td_status exec_movement(vk_device *vd, const td__op *op, const td__view *in,
+                               const td__view *out, char *err, size_t errlen)
+{
+    const td__desc *x = &in[0].desc, *o = &out->desc;
+    int64_t st[3][TD_MAX_RANK] = {{0}}, xs[TD_MAX_RANK] = {0};
+    td__desc_strides(o, st[0]);
+    td__desc_strides(x, xs);
+    switch (op->opcode) {
+    case TD_OP_COPY:
+        memcpy(st[1], xs, sizeof xs);
+        return copy_walk(vd, o, st, arg_of(out), arg_of(&in[0]), err, errlen);
+    case TD_OP_PERMUTE:
+        for (uint32_t d = 0; d < o->rank; d++) st[1][d] = xs[op->iattrs[d]];
+        return copy_walk(vd, o, st, arg_of(out), arg_of(&in[0]), err, errlen);
+    case TD_OP_EXPAND:
+        td__desc_bcast_strides(x, o, st[1]);
+        return copy_walk(vd, o, st, arg_of(out), arg_of(&in[0]), err, errlen);
+    case TD_OP_SLICE: {
+        int64_t first = 0;
+        for (uint32_t d = 0; d < x->rank; d++) first += op->iattrs[d] * xs[d];
+        memcpy(st[1], xs, sizeof xs);
+        if (td__vk_nelem(o) == 0) return TD_OK;
+        return copy_walk(vd, o, st, arg_of(out), arg_from(&in[0], first), err, errlen);
+    }
+    case TD_OP_CONCAT: {
+        const int64_t axis = op->iattrs[0];
+        int64_t at = 0;
+        for (uint32_t k = 0; k < op->n_inputs; k++) {
+            const td__desc *xk = &in[k].desc;
+            int64_t sk[3][TD_MAX_RANK];
+            memcpy(sk[0], st[0], sizeof sk[0]);
+            td__desc_strides(xk, sk[1]);
+            if (td__vk_nelem(xk) > 0) {
+                td_status s = copy_walk(vd, xk, sk, arg_from(out, at * st[0][axis]),
+                                        arg_of(&in[k]), err, errlen);
+                if (s != TD_OK) return s;
+            }
+            at += xk->dims[axis];
+        }
+        return TD_OK;
+    }
+    case TD_OP_GATHER:
+    case TD_OP_INDEX_SELECT: {
+        const int64_t axis = op->iattrs[0];
+        const td__desc *ix = &in[1].desc;
+        const bool gather = op->opcode == TD_OP_GATHER;
+        td_status s = check_indices(vd, gather ? "gather" : "index_select", &in[1],
+                                    x->dims[axis], err, errlen);
+        if (s != TD_OK || td__vk_nelem(o) == 0) return s;
+        int64_t is[TD_MAX_RANK];
+        td__desc_strides(ix, is);
+        if (gather) {
+            for (uint32_t d = 0; d < o->rank; d++) {
+                st[1][d] = (int64_t)d == axis ? 0 : xs[d];
+                st[2][d] = is[d];
+            }
+        } else {
+            uint32_t d = 0;
+            for (int64_t j = 0; j < axis; j++, d++) {
+                st[1][d] = xs[j];
+                st[2][d] = 0;
+            }
+            for (uint32_t j = 0; j < ix->rank; j++, d++) {
+                st[1][d] = 0;
+                st[2][d] = is[j];
+            }
+            for (uint32_t j = (uint32_t)axis + 1; j < x->rank; j++, d++) {
+                st[1][d] = xs[j];
+                st[2][d] = 0;
+            }
+        }
+        char name[24];
+        snprintf(name, sizeof name, "g_%zu_%s", td__dtype_size(o->dtype),
+                 ix->dtype == TD_I64 ? "i64" : "i32");
+        vk_arg args[3] = {arg_of(out), arg_of(&in[0]), arg_of(&in[1])};
+        return walk(vd, name, 0, o, 3, st, args, 3, NULL, (uint32_t)xs[axis], err, errlen);
+    }
+    }
+    return td__vk_fail(err, errlen, TD_EINTERNAL, "vulkan: movement op %s not handled",
+                       td__op_name(op->opcode));
+}
+
+td_status td__vk_exec(vk_device *vd, const td__op *op, const td__view *in, const td__view *out,
+                      char *err, size_t errlen)
+{
+    switch (td__op_class(op->opcode)) {
+    case TD_OPCLASS_CREATE:
+        return exec_create(vd, op, out, err, errlen);
+    case TD_OPCLASS_UNARY:
+    case TD_OPCLASS_BINARY:
+    case TD_OPCLASS_COMPARE:
+    case TD_OPCLASS_WHERE:
+    case TD_OPCLASS_CAST:
+        return exec_elementwise(vd, op, in, out, err, errlen);
+    case TD_OPCLASS_REDUCE:
+        return exec_reduce(vd, op, in, out, err, errlen);
+    case TD_OPCLASS_MATMUL:
+        return exec_matmul(vd, op, in, out, err, errlen);
+    case TD_OPCLASS_MOVEMENT:
+        return exec_movement(vd, op, in, out, err, errlen);
+    default:
+        return td__vk_fail(err, errlen, TD_EINTERNAL, "vulkan: %s has no kernel",
+                           td__op_name(op->opcode));
+    }
+}
