@@ -29,7 +29,7 @@ configure() { # dir, extra args...
 }
 
 echo "== build (warnings are errors)"
-configure build-test --buildtype=debugoptimized -Dwerror=true "$hip"
+configure build-test --buildtype=debugoptimized -Dwerror=true "$hip" -Dvulkan=enabled
 ninja -C build-test
 echo "== tests"
 meson test -C build-test --print-errorlogs --num-processes 2

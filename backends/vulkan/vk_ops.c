@@ -9,7 +9,7 @@
  *             EXPM1 LOG2 LOG10 FLOOR CEIL ROUND TRUNC RECIPROCAL NAN_TO_NUM SIGN;
  *             i32 and u8: NEG ABS RELU SIGN BITWISE_NOT;
  *   binary    f32: ADD SUB MUL DIV MAXIMUM MINIMUM; i32 and u8: those and BITWISE_AND/OR/XOR;
- *   compare   EQ NE LT LE GT GE LOGICAL_AND/OR/XOR in f32 i32 u8 bool;
+ *   compare   EQ NE LT LE GT GE LOGICAL_AND/OR/XOR in f32 i32 i64 u8 bool;
  *   where     every dtype (the values are moved as bits); cast between f32 f64 i32 i64 u8 bool;
  *   reduce    SUM PROD MAX MIN ARGMAX ARGMIN ANY ALL in f32 i32 u8 (bool: MAX MIN ARG* ANY
  *             ALL), MEAN in f32;
@@ -120,7 +120,7 @@ bool td__vk_supports_op(td__device *dev, const td__op *op, const td__desc *const
     case TD_OPCLASS_BINARY:
         return binary_ok(op->opcode, dt);
     case TD_OPCLASS_COMPARE:
-        return kind_ok(dt, true) &&
+        return (kind_ok(dt, true) || dt == TD_I64) &&
                IN_LIST(op->opcode, TD_OP_EQ, TD_OP_NE, TD_OP_LT, TD_OP_LE, TD_OP_GT, TD_OP_GE,
                        TD_OP_LOGICAL_AND, TD_OP_LOGICAL_OR, TD_OP_LOGICAL_XOR);
     case TD_OPCLASS_WHERE:
@@ -186,7 +186,7 @@ static vk_arg arg_of(const td__view *v)
 
 static const char *kind_sfx(uint32_t dt)
 {
-    return dt == TD_F32 ? "f32" : dt == TD_I32 ? "i32" : "u8";
+    return dt == TD_F32 ? "f32" : dt == TD_I32 ? "i32" : dt == TD_I64 ? "i64" : "u8";
 }
 
 static td_status exec_elementwise(vk_device *vd, const td__op *op, const td__view *in,

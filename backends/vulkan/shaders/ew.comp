@@ -10,7 +10,7 @@
 // stride (P_I) is added to a's offset.
 // Variants (meson.build): FAM (1 unary, 2 binary, 3 compare, 4 where, 5 cast, 6 gather), TA/TB the
 // input element types, TO the output's, and the compute kind of input a: KF (f32), KI (i32),
-// KU (u8), KB (bool). The opcode (engine/optable.h) is the specialization constant OP, so a
+// KU (u8), KB (bool), KL (i64: comparisons only). The opcode (engine/optable.h) is the specialization constant OP, so a
 // pipeline per (variant, op) is created once and each keeps only its own case.
 //
 // Semantics are the CPU backend's: integer ops wrap and never trap (DIV by 0 gives 0, MIN /
@@ -165,6 +165,9 @@ TO binary(uint x, uint y)
 #elif defined(KI)
 #define CT int
 #define NZ(v) ((v) != 0)
+#elif defined(KL)
+#define CT int64_t
+#define NZ(v) ((v) != 0l)
 #else
 #define CT uint
 #define NZ(v) ((v) != 0u)
