@@ -34,8 +34,10 @@ start() {
     cat "$TMP/$name.log" >&2
     fail "tensord $name did not start"
 }
-start good TENSORD_LOG_LEVEL=warn
-start bad TENSORD_TEST_PERTURB_OP=matmul
+# CPU-only servers (no backend modules: a host with lavapipe would add vulkan:0, and the
+# checks below count devices)
+start good TENSORD_LOG_LEVEL=warn TENSORD_BACKEND_DIR=
+start bad TENSORD_TEST_PERTURB_OP=matmul TENSORD_BACKEND_DIR=
 
 "$py" - "$TMP" <<'PY'
 import sys, numpy as np

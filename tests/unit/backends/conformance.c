@@ -17,7 +17,16 @@
  *            each GPU module it built loads on a host without that GPU), --tf32 on|off|auto
  *            (whether the target computes matmuls that allow TF32 in TF32: auto, the
  *            default, says yes for a cuda device; "off" for a CUDA-runtime module whose
- *            GEMM has no TF32 path, such as backends/hip/nvcc-check)
+ *            GEMM has no TF32 path, such as backends/hip/nvcc-check),
+ *            --allow-unsupported (a case the target refuses with TD_EUNSUPPORTED, where the
+ *            reference runs it, is counted as refused rather than failed, and the refused
+ *            op/dtype pairs are listed: for a backend that covers part of the op table, such
+ *            as vulkan; every case it does run is held to the bounds below), --sample N (run
+ *            case i only when i % N == 0, cases in table order, so every op keeps some of
+ *            its cases: CI's sanitizer-friendly subset), --target-kind KIND (every device of
+ *            that kind, e.g. vulkan; none: prints why and passes). Without --target the
+ *            vulkan devices are left to --target-kind vulkan --allow-unsupported (the
+ *            backend covers part of the op table)
  * Exit status: 0 all passed (or skipped), 1 a case failed, 2 usage or setup error.
  *
  * Each case builds its inputs from a seeded generator, runs one op on the reference and on
@@ -639,6 +648,8 @@ typedef struct stats {
 } stats;
 
 static bool g_verbose;
+static bool g_allow_unsupported; /* --allow-unsupported */
+static bool g_refused;           /* the last run_case: the target refused it (allowed) */
 
 static void *xmalloc(size_t n)
 {
@@ -720,6 +731,10 @@ static bool run_case(executor *ref, executor *tgt, executor *low, const tcase *c
         } else {
             ok = true;
         }
+        goto done;
+    }
+    if (sref == TD_OK && stgt == TD_EUNSUPPORTED && g_allow_unsupported) {
+        g_refused = true;
         goto done;
     }
     if (sref != TD_OK || stgt != TD_OK) {
@@ -1750,6 +1765,7 @@ static void json_num(FILE *f, double v)
 typedef struct run_opts {
     const char *filter;
     bool oom, quick, table;
+    long sample; /* --sample N: every Nth case (0 or 1: all) */
     FILE *json; /* one JSON object per target, one per line (NULL: none) */
 } run_opts;
 
@@ -1792,7 +1808,8 @@ static int run_target(executor *ref, const char *uri, const run_opts *ro)
         fprintf(stderr, "conformance: out of memory\n");
         exit(2);
     }
-    size_t skipped_quick = 0, large_seen = 0;
+    size_t skipped_quick = 0, large_seen = 0, refused = 0, nref = 0;
+    static char refused_pairs[1024][40]; /* "opname dtype", distinct, in table order */
     /* TD_CONFORMANCE_LARGE_EVERY=N: of the cases above 65536 elements run every Nth (the
      * first, the N+1th, ...) — tests/run.sh's sanitizer pass, where they cost minutes; the
      * plain pass and the GPU runs leave it unset and run every case. */
@@ -1816,12 +1833,24 @@ static int run_target(executor *ref, const char *uri, const run_opts *ro)
             continue;
         }
         char why[2048] = "";
+        if (ro->sample > 1 && i % (size_t)ro->sample != 0) continue;
         double wu = 0, wf = 0;
         const td__op_row *row = td__op_row_of(c->op.opcode);
         op_stats *ps = row != NULL ? &per[row - td__op_rows] : NULL;
+        g_refused = false;
+        bool ok = run_case(ref, &tgt, lowp, c, i, why, sizeof why, &wu, &wf);
+        if (g_refused) {
+            char pair[40];
+            snprintf(pair, sizeof pair, "%s %s", td__op_name(c->op.opcode),
+                     dtn(c->n_in > 0 ? c->in[0].dtype : c->op.dtype));
+            bool seen = false;
+            for (size_t j = 0; j < nref && !seen; j++) seen = strcmp(refused_pairs[j], pair) == 0;
+            if (!seen && nref < 1024) snprintf(refused_pairs[nref++], sizeof pair, "%s", pair);
+            refused++;
+            continue;
+        }
         st.run++;
         if (ps != NULL) ps->run++;
-        bool ok = run_case(ref, &tgt, lowp, c, i, why, sizeof why, &wu, &wf);
         if (ps != NULL) {
             if (wu > ps->worst_ulp) ps->worst_ulp = wu;
             if (wf > ps->worst_frac) ps->worst_frac = wf;
@@ -1903,14 +1932,22 @@ static int run_target(executor *ref, const char *uri, const run_opts *ro)
     if (skipped_quick > 0)
         printf("; %zu larger cases skipped by --quick or TD_CONFORMANCE_LARGE_EVERY",
                skipped_quick);
+    if (ro->sample > 1) printf("; every %ldth case (--sample)", ro->sample);
     printf("\n");
+    if (refused > 0) {
+        printf("refused by %s (TD_EUNSUPPORTED, --allow-unsupported): %zu cases of %zu op/dtype "
+               "pairs:", uri, refused, nref);
+        for (size_t j = 0; j < nref; j++) printf("%s%s", j ? ", " : " ", refused_pairs[j]);
+        printf("\n");
+    }
     return st.failed > 0 ? 1 : 0;
 }
 
 static const char conformance_usage[] =
     "usage: conformance [--target URI]... [--reference URI] [--filter SUBSTR] [--verbose]\n"
     "                   [--oom] [--quick] [--table] [--json FILE|-] [--require-backend KIND]...\n"
-    "                   [--tf32 on|off|auto]\n";
+    "                   [--tf32 on|off|auto] [--allow-unsupported] [--sample N]\n"
+    "                   [--target-kind KIND]\n";
 
 int td__conformance_main(int argc, char **argv, const td_options *remote)
 {
@@ -1919,6 +1956,8 @@ int td__conformance_main(int argc, char **argv, const td_options *remote)
     int ntargets = 0;
     const char *ref_uri = "local:cpu", *json_path = NULL;
     run_opts ro = {0};
+    const char *target_kind = NULL;
+    g_allow_unsupported = false;
     const char *required[8];
     int nrequired = 0;
     for (int i = 1; i < argc; i++) {
@@ -1934,6 +1973,12 @@ int td__conformance_main(int argc, char **argv, const td_options *remote)
             ro.oom = true;
         } else if (strcmp(argv[i], "--quick") == 0) {
             ro.quick = true;
+        } else if (strcmp(argv[i], "--allow-unsupported") == 0) {
+            g_allow_unsupported = true;
+        } else if (strcmp(argv[i], "--sample") == 0 && i + 1 < argc && atol(argv[i + 1]) >= 1) {
+            ro.sample = atol(argv[++i]);
+        } else if (strcmp(argv[i], "--target-kind") == 0 && i + 1 < argc) {
+            target_kind = argv[++i];
         } else if (strcmp(argv[i], "--table") == 0) {
             ro.table = true;
         } else if (strcmp(argv[i], "--json") == 0 && i + 1 < argc) {
@@ -1958,15 +2003,33 @@ int td__conformance_main(int argc, char **argv, const td_options *remote)
         return 2;
     }
     static char local_names[16][48];
-    if (ntargets == 0) {
+    if (target_kind != NULL) {
         for (int i = 0; i < td__device_count() && ntargets < 16; i++) {
             const td__device *d = td__device_at(i);
-            if (strcmp(d->backend->kind, "cpu") == 0) continue;
+            if (strcmp(d->backend->kind, target_kind) != 0) continue;
             snprintf(local_names[ntargets], sizeof local_names[0], "local:%s", d->name);
             targets[ntargets] = local_names[ntargets];
             ntargets++;
         }
-        static const char *const gpu_kinds[] = {"cuda", "hip"};
+        if (ntargets == 0)
+            printf("%s: %s, skipped\n", target_kind,
+                   td__backend_loaded(target_kind) ? "backend loaded, no device"
+                                                   : "no backend module");
+    } else if (ntargets == 0) {
+        for (int i = 0; i < td__device_count() && ntargets < 16; i++) {
+            const td__device *d = td__device_at(i);
+            if (strcmp(d->backend->kind, "cpu") == 0) continue;
+            if (strcmp(d->backend->kind, "vulkan") == 0) {
+                /* a partial backend: run with --target-kind vulkan --allow-unsupported */
+                printf("%s: skipped here (conformance --target-kind vulkan "
+                       "--allow-unsupported runs it)\n", d->name);
+                continue;
+            }
+            snprintf(local_names[ntargets], sizeof local_names[0], "local:%s", d->name);
+            targets[ntargets] = local_names[ntargets];
+            ntargets++;
+        }
+        static const char *const gpu_kinds[] = {"cuda", "hip", "vulkan"};
         for (size_t g = 0; g < sizeof gpu_kinds / sizeof gpu_kinds[0]; g++) {
             bool have = false;
             for (int i = 0; i < td__device_count(); i++)
