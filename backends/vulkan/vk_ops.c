@@ -14,7 +14,8 @@
  *   reduce    SUM PROD MAX MIN ARGMAX ARGMIN ANY ALL in f32 i32 u8 (bool: MAX MIN ARG* ANY
  *             ALL), MEAN in f32;
  *   matmul    f32 i32 u8 (batched, broadcast batch dims);
- *   movement  PERMUTE SLICE CONCAT EXPAND COPY GATHER INDEX_SELECT in every dtype.
+ *   movement  PERMUTE SLICE CONCAT EXPAND COPY GATHER INDEX_SELECT in every dtype (the later
+ *             movement ops, SLICE_STEP ROLL PAD REPEAT SCATTER INDEX_ADD TRIU ..., are refused).
  * Everything else is refused here, so the engine lowers composites into these (SOFTMAX,
  * LOG_SOFTMAX, NORM_L1, CLAMP_TENSOR, ISNAN, ...) or answers TD_EUNSUPPORTED naming the op,
  * the device and the dtype. f16/bf16/i8/i16 arithmetic is not built yet (FULL, WHERE and the
@@ -132,8 +133,9 @@ bool td__vk_supports_op(td__device *dev, const td__op *op, const td__desc *const
     case TD_OPCLASS_MATMUL:
         return kind_ok(dt, false) && out->dims[out->rank - 2] <= (int64_t)65535 * 16 &&
                out->dims[out->rank - 1] <= (int64_t)65535 * 16;
-    case TD_OPCLASS_MOVEMENT:
-        return true; /* RESHAPE never arrives (the engine aliases) */
+    case TD_OPCLASS_MOVEMENT: /* RESHAPE never arrives (the engine aliases) */
+        return IN_LIST(op->opcode, TD_OP_RESHAPE, TD_OP_PERMUTE, TD_OP_SLICE, TD_OP_CONCAT,
+                       TD_OP_EXPAND, TD_OP_COPY, TD_OP_GATHER, TD_OP_INDEX_SELECT);
     default:
         return false;
     }
