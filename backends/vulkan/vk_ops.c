@@ -16,7 +16,8 @@
  *   matmul    f32 i32 u8 (batched, broadcast batch dims);
  *   movement  PERMUTE SLICE CONCAT EXPAND COPY GATHER INDEX_SELECT in every dtype (the later
  *             movement ops, SLICE_STEP ROLL PAD REPEAT SCATTER INDEX_ADD TRIU ..., are refused).
- * Everything else is refused here, so the engine lowers composites into these (SOFTMAX,
+ * Every family lists its opcodes, so an op added to the table later is refused until it has
+ * a kernel here. Everything else is refused here, so the engine lowers composites into these (SOFTMAX,
  * LOG_SOFTMAX, NORM_L1, CLAMP_TENSOR, ISNAN, ...) or answers TD_EUNSUPPORTED naming the op,
  * the device and the dtype. f16/bf16/i8/i16 arithmetic is not built yet (FULL, WHERE and the
  * movement ops do run on them: they only move bits).
@@ -115,7 +116,8 @@ bool td__vk_supports_op(td__device *dev, const td__op *op, const td__desc *const
     case TD_OPCLASS_CREATE:
         if (op->opcode == TD_OP_FULL || op->opcode == TD_OP_EMPTY) return dt < TD_DTYPE_COUNT;
         if (op->opcode == TD_OP_ARANGE) return dn(dt) != NULL;
-        return dt == TD_F32 || dt == TD_F64;
+        return IN_LIST(op->opcode, TD_OP_RAND_UNIFORM, TD_OP_RAND_NORMAL) &&
+               (dt == TD_F32 || dt == TD_F64);
     case TD_OPCLASS_UNARY:
         return unary_ok(op->opcode, dt);
     case TD_OPCLASS_BINARY:
@@ -127,11 +129,11 @@ bool td__vk_supports_op(td__device *dev, const td__op *op, const td__desc *const
     case TD_OPCLASS_WHERE:
         return op->opcode == TD_OP_WHERE;
     case TD_OPCLASS_CAST:
-        return dn(dt) != NULL && dn(out->dtype) != NULL;
+        return op->opcode == TD_OP_CAST && dn(dt) != NULL && dn(out->dtype) != NULL;
     case TD_OPCLASS_REDUCE:
         return reduce_ok(op->opcode, dt);
     case TD_OPCLASS_MATMUL:
-        return kind_ok(dt, false) && out->dims[out->rank - 2] <= (int64_t)65535 * 16 &&
+        return op->opcode == TD_OP_MATMUL && kind_ok(dt, false) && out->dims[out->rank - 2] <= (int64_t)65535 * 16 &&
                out->dims[out->rank - 1] <= (int64_t)65535 * 16;
     case TD_OPCLASS_MOVEMENT: /* RESHAPE never arrives (the engine aliases) */
         return IN_LIST(op->opcode, TD_OP_RESHAPE, TD_OP_PERMUTE, TD_OP_SLICE, TD_OP_CONCAT,
