@@ -56,8 +56,13 @@ struct td__live_session {
     td__quota *quota;
     td__identity id;
     uint64_t start_ms;  /* CLOCK_MONOTONIC */
+    char peer[128];
     atomic_bool opened; /* its first whole message arrived */
     atomic_int slot;    /* its device's metrics slot once open, else -1 */
+    /* For the admin listing (td__service_sessions_list), written by the session's own
+     * threads: its id and device once open, its memory and ops after each job. */
+    atomic_ullong sid, bytes, ops;
+    _Atomic(const char *) device;
     bool timed_out;     /* ended for TD_OPEN_TIMEOUT_MS (under live_mu) */
 };
 
@@ -85,6 +90,15 @@ struct td__service {
     atomic_long work;           /* closures queued or running on workers */
     atomic_ullong sessions;     /* reserved session slots */
     atomic_ullong next_session_id;
+
+    /* Reloadable limits (td__service_set_limits); opts' copies are the start-up values. */
+    atomic_ullong max_sessions, max_session_bytes;
+    /* TLS: the certificate configuration the next handshake picks up (tls_fetch), under
+     * tls_mu; NULL once taken. `tls_client_ca` says whether client certificates are
+     * required (fixed at start: gRPC's request type cannot change). */
+    pthread_mutex_t tls_mu;
+    grpc_ssl_server_certificate_config *tls_pending;
+    bool tls_on, tls_client_ca;
 
     grpc_resource_quota *rq; /* bounds the memory of every connection's buffers */
     pthread_mutex_t live_mu; /* guards live */
@@ -149,7 +163,8 @@ bool td__service_session_reserve(td__service *s, uint64_t *id_out)
     if (atomic_load(&s->shutting_down)) return false;
     unsigned long long n = atomic_load(&s->sessions);
     do {
-        if (s->opts.max_sessions != 0 && n >= s->opts.max_sessions) return false;
+        unsigned long long max = atomic_load(&s->max_sessions);
+        if (max != 0 && n >= max) return false;
     } while (!atomic_compare_exchange_weak(&s->sessions, &n, n + 1));
     *id_out = atomic_fetch_add(&s->next_session_id, 1) + 1;
     return true;
@@ -167,9 +182,15 @@ void td__service_session_unreserve(td__service *s)
     }
 }
 
-uint64_t td__service_max_session_bytes(const td__service *s) { return s->opts.max_session_bytes; }
+uint64_t td__service_max_session_bytes(td__service *s) { return atomic_load(&s->max_session_bytes); }
 struct td__blobstore *td__service_blobs(const td__service *s) { return s->opts.blobs; }
-uint64_t td__service_max_sessions(const td__service *s) { return s->opts.max_sessions; }
+uint64_t td__service_max_sessions(td__service *s) { return atomic_load(&s->max_sessions); }
+
+void td__service_set_limits(td__service *s, uint64_t max_sessions, uint64_t max_session_bytes)
+{
+    atomic_store(&s->max_sessions, max_sessions);
+    atomic_store(&s->max_session_bytes, max_session_bytes);
+}
 bool td__service_shutting_down(td__service *s) { return atomic_load(&s->shutting_down); }
 
 /* ---- GetInfo (unary) ---- */
@@ -508,6 +529,62 @@ static void grpc_log_to_ours(gpr_log_func_args *a)
     td__log(lv, "grpc: %s (%s:%d)", a->message, a->file, a->line);
 }
 
+/* ---- TLS certificates (reloadable) ---- */
+
+/* gRPC calls this at start and before every new connection's handshake (on its own
+ * threads): a configuration queued by td__service_tls_reload is handed over (gRPC frees
+ * it), otherwise the one in force stays. Connections already up keep the certificate they
+ * were made with, so a reload ends no session. */
+static grpc_ssl_certificate_config_reload_status tls_fetch(void *arg,
+                                                           grpc_ssl_server_certificate_config **out)
+{
+    td__service *s = arg;
+    pthread_mutex_lock(&s->tls_mu);
+    grpc_ssl_server_certificate_config *c = s->tls_pending;
+    s->tls_pending = NULL;
+    pthread_mutex_unlock(&s->tls_mu);
+    if (c == NULL) return GRPC_SSL_CERTIFICATE_CONFIG_RELOAD_UNCHANGED;
+    *out = c;
+    return GRPC_SSL_CERTIFICATE_CONFIG_RELOAD_NEW;
+}
+
+static grpc_ssl_server_certificate_config *tls_config_of(const td__tls_files *tls)
+{
+    grpc_ssl_pem_key_cert_pair pair = {.private_key = tls->key_pem, .cert_chain = tls->cert_pem};
+    /* gRPC 1.51 asserts on a fetched configuration without root certificates, even when no
+     * client certificate is asked for (ssl_security_connector.cc:366). Without a client CA
+     * the server's own chain stands in: it is never used, since no client is asked for a
+     * certificate then. */
+    const char *roots = tls->client_ca_pem != NULL ? tls->client_ca_pem : tls->cert_pem;
+    return grpc_ssl_server_certificate_config_create(roots, &pair, 1);
+}
+
+td_status td__service_tls_reload(td__service *s, const td__tls_files *tls, char *err,
+                                 size_t errlen)
+{
+    if (!s->tls_on) {
+        snprintf(err, errlen, "the server was started without TLS; restart it to turn TLS on");
+        return TD_EINVAL;
+    }
+    if ((tls->client_ca_pem != NULL) != s->tls_client_ca) {
+        snprintf(err, errlen, "tls_client_ca was %s; client certificates can only be turned "
+                              "on or off by a restart",
+                 s->tls_client_ca ? "removed" : "added");
+        return TD_EINVAL;
+    }
+    grpc_ssl_server_certificate_config *c = tls_config_of(tls);
+    if (c == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return TD_ENOMEM;
+    }
+    pthread_mutex_lock(&s->tls_mu);
+    grpc_ssl_server_certificate_config *old = s->tls_pending;
+    s->tls_pending = c;
+    pthread_mutex_unlock(&s->tls_mu);
+    if (old != NULL) grpc_ssl_server_certificate_config_destroy(old);
+    return TD_OK;
+}
+
 /* ---- life cycle ---- */
 
 static void service_free(td__service *s)
@@ -526,7 +603,9 @@ static void service_free(td__service *s)
         grpc_completion_queue_destroy(s->cq);
     }
     if (s->rq) grpc_resource_quota_unref(s->rq);
+    if (s->tls_pending) grpc_ssl_server_certificate_config_destroy(s->tls_pending);
     td__health_destroy(s->health);
+    pthread_mutex_destroy(&s->tls_mu);
     pthread_mutex_destroy(&s->live_mu);
     pthread_mutex_destroy(&s->mu);
     td__free(s);
@@ -556,6 +635,10 @@ td_status td__service_start(const td__service_opts *opts, td__service **out, int
     s->shutdown_tag.fn = shutdown_done;
     pthread_mutex_init(&s->mu, NULL);
     pthread_mutex_init(&s->live_mu, NULL);
+    pthread_mutex_init(&s->tls_mu, NULL);
+    atomic_init(&s->max_sessions, opts->max_sessions);
+    atomic_init(&s->max_session_bytes, opts->max_session_bytes);
+    s->opts.tls = NULL; /* the caller's files, freed after start: only tls_on is kept */
     td_status st = TD_OK;
 
     int n = td__device_count();
@@ -651,14 +734,23 @@ td_status td__service_start(const td__service_opts *opts, td__service **out, int
     }
     grpc_server_credentials *creds;
     if (opts->tls != NULL) {
-        grpc_ssl_pem_key_cert_pair pair = {.private_key = opts->tls->key_pem,
-                                           .cert_chain = opts->tls->cert_pem};
-        creds = grpc_ssl_server_credentials_create_ex(
-            opts->tls->client_ca_pem, &pair, 1,
-            opts->tls->client_ca_pem != NULL
-                ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
-                : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE,
-            NULL);
+        /* Through a fetcher, so that SIGHUP can swap the certificate (tls_fetch). */
+        s->tls_client_ca = opts->tls->client_ca_pem != NULL;
+        s->tls_pending = tls_config_of(opts->tls);
+        grpc_ssl_server_credentials_options *o =
+            s->tls_pending == NULL
+                ? NULL
+                : grpc_ssl_server_credentials_create_options_using_config_fetcher(
+                      s->tls_client_ca ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+                                       : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE,
+                      tls_fetch, s);
+        creds = o != NULL ? grpc_ssl_server_credentials_create_with_options(o) : NULL;
+        if (creds == NULL) {
+            snprintf(err, errlen, "cannot set up TLS (out of memory)");
+            st = TD_ENOMEM;
+            goto fail;
+        }
+        s->tls_on = true;
     } else {
         creds = grpc_insecure_server_credentials_create();
     }
@@ -745,11 +837,17 @@ bool td__service_serving(td__service *s, char *why, size_t whylen)
 }
 
 struct td__live_session *td__service_live_add(td__service *s, struct td__srv_session *ss,
-                                              td__quota *quota, const td__identity *id)
+                                              td__quota *quota, const td__identity *id,
+                                              const char *peer)
 {
     struct td__live_session *l = td__calloc(1, sizeof *l);
     if (l == NULL) return NULL;
     l->ss = ss;
+    snprintf(l->peer, sizeof l->peer, "%s", peer);
+    atomic_init(&l->sid, 0);
+    atomic_init(&l->bytes, 0);
+    atomic_init(&l->ops, 0);
+    atomic_init(&l->device, NULL);
     l->quota = quota;
     l->start_ms = mono_ms();
     atomic_init(&l->opened, false);
@@ -799,9 +897,80 @@ void td__service_live_opened(struct td__live_session *l)
     if (l != NULL) atomic_store(&l->opened, true);
 }
 
-void td__service_live_set_device(struct td__live_session *l, int slot)
+void td__service_live_set_device(struct td__live_session *l, uint64_t session_id, int slot,
+                                 const char *device)
 {
-    if (l != NULL) atomic_store(&l->slot, slot);
+    if (l == NULL) return;
+    atomic_store(&l->sid, session_id);
+    atomic_store(&l->device, device);
+    atomic_store(&l->slot, slot);
+}
+
+void td__service_live_progress(struct td__live_session *l, uint64_t ops, uint64_t bytes)
+{
+    if (l == NULL) return;
+    atomic_store(&l->ops, ops);
+    atomic_store(&l->bytes, bytes);
+}
+
+size_t td__service_session_count(td__service *s)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&s->live_mu);
+    for (struct td__live_session *l = s->live; l != NULL; l = l->next) n++;
+    pthread_mutex_unlock(&s->live_mu);
+    return n;
+}
+
+size_t td__service_end_sessions(td__service *s, grpc_status_code code, const char *why)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&s->live_mu); /* as in td__service_revoke_stale */
+    for (struct td__live_session *l = s->live; l != NULL; l = l->next) {
+        td__srv_session_revoke(l->ss, code, why);
+        n++;
+    }
+    pthread_mutex_unlock(&s->live_mu);
+    return n;
+}
+
+size_t td__service_sessions_list(td__service *s, td__session_row *rows, size_t cap)
+{
+    size_t n = 0;
+    uint64_t now = mono_ms();
+    pthread_mutex_lock(&s->live_mu);
+    for (struct td__live_session *l = s->live; l != NULL; l = l->next) {
+        uint64_t sid = atomic_load(&l->sid);
+        if (sid == 0) continue; /* not open yet: nothing to show or kill */
+        if (n < cap) {
+            td__session_row *r = &rows[n];
+            const char *dev = atomic_load(&l->device);
+            r->id = sid;
+            snprintf(r->tenant, sizeof r->tenant, "%s", l->quota->name);
+            snprintf(r->device, sizeof r->device, "%s", dev != NULL ? dev : "");
+            snprintf(r->peer, sizeof r->peer, "%s", l->peer);
+            r->bytes = atomic_load(&l->bytes);
+            r->ops = atomic_load(&l->ops);
+            r->age_ms = now - l->start_ms;
+        }
+        n++;
+    }
+    pthread_mutex_unlock(&s->live_mu);
+    return n;
+}
+
+bool td__service_session_kill(td__service *s, uint64_t session_id, grpc_status_code code,
+                              const char *why)
+{
+    bool found = false;
+    pthread_mutex_lock(&s->live_mu);
+    for (struct td__live_session *l = s->live; l != NULL && !found; l = l->next) {
+        if (session_id == 0 || atomic_load(&l->sid) != session_id) continue;
+        td__srv_session_revoke(l->ss, code, why);
+        found = true;
+    }
+    pthread_mutex_unlock(&s->live_mu);
+    return found;
 }
 
 void td__service_sessions_foreach(td__service *s,
