@@ -55,12 +55,15 @@
 /* After ending everything, give up waiting for calls to end after this long (with the
  * default drain timeout, 28 s: inside the unit's TimeoutStopSec=30). */
 #define TD_STUCK_MS 8000
+/* After ending the sessions, keep the connections this long for their statuses to go out. */
+#define TD_LINGER_MS 1000
 
 static struct {
     td__service *svc;
     td__tenants *tenants;
     bool stopping;
-    bool cancelled;
+    bool cancelled; /* the sessions were ended */
+    bool forced;    /* the connections were closed */
     uint64_t stop_started_ms;
     td__loop_timer *drain_timer;
     int exit_code;
@@ -309,18 +312,34 @@ static void stuck(void *arg)
     _exit(1);
 }
 
-/* End the sessions still open with a status the client library reports as "server is
- * shutting down" (UNAVAILABLE with that text), then cancel every other call (health
- * watches, GetInfo). */
-static void cancel_all(void)
+/* Close every connection still up (grpc_server_cancel_all_calls), then give calls
+ * TD_STUCK_MS to end. */
+static void force_close(void *arg)
 {
-    if (app.cancelled) return;
-    app.cancelled = true;
-    size_t n = td__service_end_sessions(app.svc, GRPC_STATUS_UNAVAILABLE,
-                                        "server is shutting down");
-    td__log(TD_LOG_INFO, "ending the remaining calls (%zu open sessions)", n);
-    td__service_cancel_all(app.svc);
+    (void)arg;
+    if (app.svc == NULL || app.forced) return;
+    app.forced = true;
+    td__service_cancel_all(app.svc); /* also stops accepting (td__service_shutdown) */
     td__loop_timer_start(TD_STUCK_MS, 0, stuck, NULL, NULL);
+}
+
+/* End the sessions still open with a status the client library reports as "server is
+ * shutting down" (UNAVAILABLE with that text). The connections stay up for TD_LINGER_MS
+ * (or until their clients close them) so that the status reaches the clients: gRPC's
+ * cancel-all disconnects at once, and a client whose write then fails would see "Broken
+ * pipe" instead. `now`: no linger (a second signal). */
+static void cancel_all(bool now)
+{
+    if (!app.cancelled) {
+        app.cancelled = true;
+        size_t n = td__service_end_sessions(app.svc, GRPC_STATUS_UNAVAILABLE,
+                                            "server is shutting down");
+        td__log(TD_LOG_INFO, "ending the remaining calls (%zu open sessions)", n);
+        if (!now && n > 0 &&
+            td__loop_timer_start(TD_LINGER_MS, 0, force_close, NULL, NULL) == TD_OK)
+            return;
+    }
+    force_close(NULL);
 }
 
 static void drain_tick(void *arg)
@@ -336,7 +355,7 @@ static void drain_tick(void *arg)
                 (unsigned long long)app.cfg.drain_timeout_s);
     td__loop_timer_stop(app.drain_timer);
     app.drain_timer = NULL;
-    cancel_all();
+    cancel_all(false);
 }
 
 static void on_stop(int signum, void *arg)
@@ -350,7 +369,7 @@ static void on_stop(int signum, void *arg)
             td__loop_timer_stop(app.drain_timer);
             app.drain_timer = NULL;
         }
-        cancel_all();
+        cancel_all(true);
         return;
     }
     app.stopping = true;
@@ -359,10 +378,10 @@ static void on_stop(int signum, void *arg)
             (unsigned long long)app.cfg.drain_timeout_s);
     td__notify_stopping();
     app.stop_started_ms = td__loop_now_ms();
-    td__service_shutdown(app.svc);
+    td__service_drain_begin(app.svc);
     if (td__loop_timer_start(TD_DRAIN_POLL_MS, TD_DRAIN_POLL_MS, drain_tick, NULL,
                              &app.drain_timer) != TD_OK)
-        cancel_all();
+        cancel_all(false);
 }
 
 /* ---- settings ---- */

@@ -85,7 +85,8 @@ struct td__service {
     const td__device *devs[SVC_MAX_DEVICES];
     td__worker *workers[SVC_MAX_DEVICES];
 
-    atomic_bool shutting_down;
+    atomic_bool shutting_down; /* draining: no new sessions, health NOT_SERVING */
+    atomic_bool grpc_down;     /* grpc_server_shutdown_and_notify was called */
     atomic_long live_calls;     /* call objects + outstanding call requests */
     atomic_long work;           /* closures queued or running on workers */
     atomic_ullong sessions;     /* reserved session slots */
@@ -396,7 +397,7 @@ static void request_done(td__tag *tag, bool ok)
 {
     call_request *r = (call_request *)tag;
     td__service *s = r->svc;
-    if (ok && !atomic_load(&s->shutting_down)) request_post(s, r->kind);
+    if (ok && !atomic_load(&s->grpc_down)) request_post(s, r->kind);
     if (ok && r->kind == REQ_UNKNOWN) {
         answer_unknown(s, r->call, &r->details.method);
         ok = false; /* answered; the call is gone */
@@ -796,6 +797,12 @@ fail:
     return st;
 }
 
+void td__service_drain_begin(td__service *s)
+{
+    if (atomic_exchange(&s->shutting_down, true)) return;
+    td__health_update(s->health); /* watchers hear NOT_SERVING before anything is cancelled */
+}
+
 void td__service_shutdown(td__service *s)
 {
     pthread_mutex_lock(&s->mu);
@@ -803,8 +810,8 @@ void td__service_shutdown(td__service *s)
     s->shutdown_started = true;
     pthread_mutex_unlock(&s->mu);
     if (!first) return;
-    atomic_store(&s->shutting_down, true);
-    td__health_update(s->health); /* watchers hear NOT_SERVING before anything is cancelled */
+    td__service_drain_begin(s);
+    atomic_store(&s->grpc_down, true);
     td__tag_arm(&s->shutdown_tag);
     grpc_server_shutdown_and_notify(s->server, s->cq, &s->shutdown_tag);
 }

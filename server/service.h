@@ -78,8 +78,12 @@ typedef struct td__service_opts {
  * (cannot bind), TD_ENOMEM or TD_EINTERNAL with a message in err. Loop thread. */
 td_status td__service_start(const td__service_opts *opts, td__service **out, int *port,
                             char *err, size_t errlen);
-/* Stop accepting calls; calls in progress continue. on_drained fires once all are gone.
- * Idempotent. Loop thread. */
+/* Start draining: open sessions continue, new ones are refused ("server is shutting
+ * down"), health turns NOT_SERVING; the listener stays up (connections that stay open can
+ * still read the statuses of sessions ended later). Idempotent. Loop thread. */
+void td__service_drain_begin(td__service *s);
+/* Drain (as above) and stop accepting calls; calls in progress continue. on_drained fires
+ * once all are gone. Idempotent. Loop thread. */
 void td__service_shutdown(td__service *s);
 /* Cancel every call in progress (their sessions are then freed). Loop thread. */
 void td__service_cancel_all(td__service *s);

@@ -519,6 +519,229 @@ def test_tls_handshake_logs(tmp):
                     log) is not None, "client that rejects our certificate: its address is logged")
 
 
+# ---- lifecycle (issue 16, item 4) ----
+
+def readline_within(proc, seconds):
+    """One line of proc's stdout, or '' after `seconds`."""
+    out = []
+    t = threading.Thread(target=lambda: out.append(proc.stdout.readline()), daemon=True)
+    t.start()
+    t.join(seconds)
+    return out[0].strip() if out else ""
+
+
+def train(srv, env=None, uri=None):
+    wl = subprocess.Popen([WORKLOAD, uri or f"tensord://{srv.addr}/cpu", "4", "train"],
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                          env=dict(os.environ, **(env or {})))
+    ready = readline_within(wl, 20)
+    return wl, ready
+
+
+def finish(wl):
+    try:
+        wl.stdin.write("close\n")
+        wl.stdin.flush()
+    except (BrokenPipeError, ValueError):
+        pass
+    line = readline_within(wl, 20)
+    try:
+        rc = wl.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        wl.kill()
+        rc = wl.wait()
+    return line, rc
+
+
+def test_drain_ends_live_session(tmp):
+    # A client mid-training outlives --drain-timeout 1: it is ended with the documented
+    # error, and the server exits 0.
+    srv = Server(tmp, "drainlive", ["--drain-timeout", "1"])
+    try:
+        wl, ready = train(srv)
+        check(ready == "ready SESSION-OPEN", f"a training client is running ({ready!r})")
+        srv.sigterm()
+        line = readline_within(wl, 20)
+        check(line.startswith("error TD_EUNAVAILABLE") and "server is shutting down" in line,
+              f"the client mid-training sees 'server is shutting down' ({line!r})")
+        wl.wait(timeout=20)
+    finally:
+        rc = srv.stop()
+    check(rc == 0, f"tensord exited 0 after ending the session ({rc})")
+    log = srv.log()
+    check("1 sessions still open after the drain timeout (1 s)" in log,
+          "the log says the drain timed out with one session open")
+    # A client that finishes during the drain is not cut off.
+    srv = Server(tmp, "drainok", ["--drain-timeout", "60"])
+    try:
+        wl, ready = train(srv)
+        check(ready == "ready SESSION-OPEN", "a second training client is running")
+        srv.sigterm()
+        line, wrc = finish(wl)
+        check(line.startswith("done ") and wrc == 0,
+              f"a client that closes during the drain finishes cleanly ({line!r}, {wrc})")
+    finally:
+        rc = srv.stop()
+    check(rc == 0 and "still open after the drain timeout" not in srv.log(),
+          f"the server exits 0 once the last session closed, before the timeout ({rc})")
+
+
+def new_token(tokens, tenant, *extra):
+    r = subprocess.run([TENSORCTL, "token", "new", "--tenant", tenant, "--tokens-file", tokens]
+                       + list(extra), capture_output=True, text=True, timeout=30)
+    return r.stdout.strip().split()[-1] if r.returncode == 0 and r.stdout.strip() else ""
+
+
+def wait_log(srv, text, seconds=10):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if text in srv.log():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_sighup_tokens_and_config(tmp):
+    tokens = os.path.join(tmp, "hup-tokens")
+    alice, bob = new_token(tokens, "alice"), new_token(tokens, "bob")
+    conf = os.path.join(tmp, "hup.conf")
+    with open(conf, "w") as f:
+        f.write("max_sessions = 256\ngraph_cache = 256\n")
+    srv = Server(tmp, "hup", ["--config", conf, "--tokens-file", tokens])
+    try:
+        wa, ra = train(srv, {"TENSORD_TOKEN": alice})
+        wb, rb = train(srv, {"TENSORD_TOKEN": bob})
+        check(ra == rb == "ready SESSION-OPEN", f"alice and bob are training ({ra!r}, {rb!r})")
+        with open(tokens) as f:
+            lines = f.readlines()
+        with open(tokens, "w") as f:
+            f.writelines(l for l in lines if " alice" not in l)
+        with open(conf, "w") as f:
+            f.write("max_sessions = 1\ngraph_cache = 5\n")
+        srv.proc.send_signal(signal.SIGHUP)
+        line = readline_within(wa, 20)
+        check(line.startswith("error ") and "bearer token revoked" in line,
+              f"SIGHUP after alice's token left the file ends her session ({line!r})")
+        wa.wait(timeout=20)
+        check(wait_log(srv, "SIGHUP: settings reloaded (max_sessions 1,"),
+              "SIGHUP reloads max_sessions from the config file")
+        check("SIGHUP: graph_cache changed: it takes effect at the next restart" in srv.log(),
+              "a key that needs a restart is named in the log")
+        wc, rc_ = train(srv, {"TENSORD_TOKEN": bob})
+        out = wc.communicate(timeout=20)[0] if rc_ != "ready SESSION-OPEN" else ""
+        check(rc_ != "ready SESSION-OPEN" and wc.returncode != 0,
+              "with max_sessions reloaded to 1, a second session of bob is refused")
+        if rc_ == "ready SESSION-OPEN":
+            finish(wc)
+        line, wrc = finish(wb)
+        check(line.startswith("done ") and wrc == 0, f"bob's session went on across the reload ({line!r})")
+    finally:
+        rc = srv.stop()
+    check(rc == 0, f"tensord exited 0 ({rc})")
+
+
+def test_sighup_new_certificate(tmp, pb, pbg):
+    pki, pki2 = os.path.join(tmp, "hup-pki"), os.path.join(tmp, "hup-pki2")
+    for d in (pki, pki2):
+        subprocess.run(["sh", os.path.join(SRC, "tests", "e2e", "make_certs.sh"), d], check=True,
+                       timeout=60, capture_output=True)
+    cert, key = os.path.join(tmp, "live.pem"), os.path.join(tmp, "live.key")
+
+    def install(d):
+        for src, dst in (("server.pem", cert), ("server.key", key)):
+            with open(os.path.join(d, src), "rb") as f, open(dst + ".new", "wb") as g:
+                g.write(f.read())
+            os.replace(dst + ".new", dst)
+
+    def read(d, name):
+        with open(os.path.join(d, name), "rb") as f:
+            return f.read()
+
+    def channel(d):
+        return grpc.secure_channel(srv.addr, grpc.ssl_channel_credentials(read(d, "ca.pem")),
+                                   options=[("grpc.ssl_target_name_override", "localhost")])
+
+    def check_once(d):
+        ch = channel(d)
+        try:
+            r = pbg.HealthStub(ch).Check(pb.HealthCheckRequest(service=""), timeout=3)
+            return r.status == pb.HealthCheckResponse.SERVING
+        except grpc.RpcError:
+            return False
+        finally:
+            ch.close()
+
+    install(pki)
+    srv = Server(tmp, "hupcert", ["--tls-cert", cert, "--tls-key", key])
+    try:
+        old = channel(pki)
+        seen, ended = [], {}
+        stream = pbg.HealthStub(old).Watch(pb.HealthCheckRequest(service=""), timeout=60)
+
+        def watch():
+            try:
+                for r in stream:
+                    seen.append(r.status)
+            except grpc.RpcError as e:
+                ended["code"] = e.code()
+
+        t = threading.Thread(target=watch, daemon=True)
+        t.start()
+        wl, ready = train(srv, {"OPS_WORKLOAD_CA": os.path.join(pki, "ca.pem")},
+                          uri=f"tensords://{srv.addr.replace('127.0.0.1', 'localhost')}/cpu")
+        check(ready == "ready SESSION-OPEN", f"a TLS session is training ({ready!r})")
+        check(check_once(pki) and not check_once(pki2), "before SIGHUP: the first CA's certificate")
+        install(pki2)
+        srv.proc.send_signal(signal.SIGHUP)
+        check(wait_log(srv, "SIGHUP: TLS certificate reloaded"), "SIGHUP reloads the certificate")
+        check(check_once(pki2), "a new connection after SIGHUP gets the new certificate")
+        check(not check_once(pki), "a client trusting only the old CA is refused now")
+        line, wrc = finish(wl)
+        check(line.startswith("done ") and wrc == 0,
+              f"the TLS session opened before the reload went on and closed cleanly ({line!r})")
+        check(t.is_alive() and not ended and seen[:1] == [pb.HealthCheckResponse.SERVING],
+              f"a Watch stream on the old connection is still open ({seen}, {ended})")
+        old.close()
+    finally:
+        rc = srv.stop()
+    check(rc == 0, f"tensord exited 0 ({rc})")
+
+
+def test_check_config(tmp):
+    def run(text, *extra):
+        path = os.path.join(tmp, "check.conf")
+        with open(path, "w") as f:
+            f.write(text)
+        r = subprocess.run([TENSORD, "--check-config", path] + list(extra), capture_output=True,
+                           text=True, timeout=30)
+        return r.returncode, r.stdout + r.stderr, path
+
+    rc, out, path = run("listen = 127.0.0.1:0\nmax_sessions = 8\ndrain_timeout_s = 5\n")
+    check(rc == 0 and out.strip() == f"{path}: ok", f"--check-config of a good file: 0, 'FILE: ok' ({rc} {out!r})")
+    rc, out, _ = run(open(os.path.join(SRC, "deploy", "tensord.conf.example")).read())
+    check(rc == 0, f"--check-config passes deploy/tensord.conf.example ({rc} {out!r})")
+    bad_tokens = os.path.join(tmp, "bad-tokens")
+    with open(bad_tokens, "w") as f:
+        f.write("sha256:1234 alice\n")
+    cases = [
+        ('max_sessions = "8"\n', "remove the quotes"),
+        ("max_sessions = 8 # eight\n", "comment after the value"),
+        ("no_such_key = 1\n", "unknown key 'no_such_key'"),
+        ("listen = tensord://127.0.0.1:7070\n", "clients connect to"),
+        ("listen = 127.0.0.1:70000\n", "port '70000' is not a number in 0..65535"),
+        ("listen = ::1:7070\n", "put IPv6 hosts in brackets"),
+        ("listen = 0.0.0.0:7070\n", "refusing to listen on 0.0.0.0:7070 without TLS"),
+        (f"tokens_file = {bad_tokens}\n", "bad-tokens:1: sha256: needs 64 hex digits"),
+        (f"tls_cert = {tmp}/none.pem\ntls_key = {tmp}/none.key\n", "none.pem"),
+        ("drain_timeout_s = 9999\n", "drain_timeout_s: '9999' is not an integer in 0..3600"),
+    ]
+    for text, want in cases:
+        rc, out, _ = run(text)
+        check(rc == 2 and want in out, f"--check-config of {text.strip()!r}: exit 2 naming {want!r} ({rc} {out.strip()!r})")
+    rc, out, _ = run("listen = 127.0.0.1:0\n", "--max-sessions", "x")
+    check(rc == 2 and "max_sessions: 'x'" in out, "--check-config applies the other flags too")
+
+
 def main():
     with tempfile.TemporaryDirectory(prefix="td-ops-") as tmp:
         pb, pbg = load_health_stubs(tmp)
@@ -527,6 +750,10 @@ def main():
         test_readyz_while_draining(tmp)
         test_journal_text(tmp)
         test_tls_handshake_logs(tmp)
+        test_drain_ends_live_session(tmp)
+        test_sighup_tokens_and_config(tmp)
+        test_sighup_new_certificate(tmp, pb, pbg)
+        test_check_config(tmp)
     if failures:
         print(f"{len(failures)} checks failed")
         sys.exit(1)
