@@ -13,11 +13,13 @@
  * the workers, the server and the completion queue, in that order.
  */
 #include "server/service.h"
+#include "server/admin.h"
 #include "server/auth.h"
 #include "server/connlimit.h"
 #include "server/health.h"
 #include "server/request.h"
 #include "server/session.h"
+#include "server/unary.h"
 
 #include "common/alloc.h"
 #include "common/log.h"
@@ -77,7 +79,7 @@ struct td__service {
     td__service_opts opts;
     grpc_server *server;
     grpc_completion_queue *cq;
-    void *rm_info, *rm_session, *rm_health_check, *rm_health_watch;
+    void *rm_info, *rm_session, *rm_health_check, *rm_health_watch, *rm_list, *rm_kill;
     td__health *health; /* NULL when out of memory: health calls get UNAVAILABLE */
     pthread_t threads[TD_SERVICE_CQ_THREADS];
     int nthreads;
@@ -196,27 +198,6 @@ bool td__service_shutting_down(td__service *s) { return atomic_load(&s->shutting
 
 /* ---- GetInfo (unary) ---- */
 
-typedef struct info_call {
-    td__tag tag;
-    td__service *svc;
-    grpc_call *call;
-    grpc_byte_buffer *response;
-    grpc_slice details;
-    int cancelled;
-} info_call;
-
-static void info_done(td__tag *tag, bool ok)
-{
-    (void)ok;
-    info_call *c = (info_call *)tag;
-    if (c->response) grpc_byte_buffer_destroy(c->response);
-    grpc_slice_unref(c->details);
-    grpc_call_unref(c->call);
-    td__service *svc = c->svc;
-    td__free(c);
-    td__service_call_end(svc);
-}
-
 /* Sessions, tensors and bytes are the caller's tenant's only (td__quota): one tenant
  * learns nothing about another's use of the server. */
 static td_status info_encode(td__service *s, const td__quota *quota, grpc_byte_buffer **out)
@@ -265,22 +246,12 @@ static td_status info_encode(td__service *s, const td__quota *quota, grpc_byte_b
 static void info_start(td__service *s, grpc_call *call, grpc_byte_buffer *request,
                        const td__quota *quota)
 {
-    info_call *c = td__calloc(1, sizeof *c);
-    if (c == NULL) {
-        grpc_call_cancel_with_status(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory",
-                                     NULL);
-        grpc_call_unref(call);
-        return;
-    }
-    td__service_call_begin(s);
-    c->tag.fn = info_done;
-    c->svc = s;
-    c->call = call;
     grpc_status_code code = GRPC_STATUS_OK;
     const char *details = "";
     char err[256];
     ProtobufCMessage *req = NULL;
     td__wire_scratch scratch = {0};
+    grpc_byte_buffer *response = NULL;
     if (request != NULL) {
         td_status st = td__wire_decode(request, &tensord__v1__info_request__descriptor, &scratch,
                                        &req, NULL, NULL, err, sizeof err);
@@ -291,36 +262,24 @@ static void info_start(td__service *s, grpc_call *call, grpc_byte_buffer *reques
     }
     if (req) protobuf_c_message_free_unpacked(req, NULL);
     td__wire_scratch_fini(&scratch);
-    if (code == GRPC_STATUS_OK && info_encode(s, quota, &c->response) != TD_OK) {
+    if (code == GRPC_STATUS_OK && info_encode(s, quota, &response) != TD_OK) {
         code = GRPC_STATUS_RESOURCE_EXHAUSTED;
         details = "out of memory";
     }
-    c->details = grpc_slice_from_copied_string(details);
-
-    grpc_op ops[4];
-    memset(ops, 0, sizeof ops);
-    size_t nops = 0;
-    ops[nops++].op = GRPC_OP_SEND_INITIAL_METADATA;
-    if (c->response) {
-        ops[nops].op = GRPC_OP_SEND_MESSAGE;
-        ops[nops++].data.send_message.send_message = c->response;
-    }
-    ops[nops].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
-    ops[nops].data.send_status_from_server.status = code;
-    ops[nops++].data.send_status_from_server.status_details = &c->details;
-    ops[nops].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
-    ops[nops++].data.recv_close_on_server.cancelled = &c->cancelled;
-    td__tag_arm(&c->tag);
-    grpc_call_error e = grpc_call_start_batch(call, ops, nops, &c->tag, NULL);
-    if (e != GRPC_CALL_OK) {
-        td__log(TD_LOG_ERROR, "GetInfo: cannot start batch (grpc error %d)", (int)e);
-        info_done(&c->tag, false);
-    }
+    td__srv_unary_reply(s, call, response, code, details, "GetInfo");
 }
 
 /* ---- outstanding call requests ---- */
 
-enum { REQ_INFO, REQ_SESSION, REQ_HEALTH_CHECK, REQ_HEALTH_WATCH, REQ_UNKNOWN };
+enum {
+    REQ_INFO,
+    REQ_SESSION,
+    REQ_HEALTH_CHECK,
+    REQ_HEALTH_WATCH,
+    REQ_LIST_SESSIONS,
+    REQ_KILL_SESSION,
+    REQ_UNKNOWN
+};
 
 typedef struct call_request {
     td__tag tag;
@@ -348,9 +307,10 @@ static void answer_unknown(td__service *s, grpc_call *call, const grpc_slice *me
         name[k++] = (p[i] >= 0x20 && p[i] < 0x7f) ? p[i] : '?';
     name[k] = '\0';
     char msg[400];
-    snprintf(msg, sizeof msg, "unknown method '%s%s'; this server has %s, %s, %s and %s",
+    snprintf(msg, sizeof msg, "unknown method '%s%s'; this server has %s, %s, %s, %s, %s and %s",
              name, n > k ? "..." : "", TD_METHOD_GETINFO, TD_METHOD_SESSION,
-             TD_METHOD_HEALTH_CHECK, TD_METHOD_HEALTH_WATCH);
+             TD_METHOD_LIST_SESSIONS, TD_METHOD_KILL_SESSION, TD_METHOD_HEALTH_CHECK,
+             TD_METHOD_HEALTH_WATCH);
     td__log(TD_LOG_DEBUG, "%s", msg);
     td__srv_reject(s, call, GRPC_STATUS_UNIMPLEMENTED, msg);
 }
@@ -376,10 +336,12 @@ static void request_post(td__service *s, int kind)
         e = grpc_server_request_call(s->server, &r->call, &r->details, &r->md, s->cq, s->cq,
                                      &r->tag);
     else {
-        void *rm = kind == REQ_INFO           ? s->rm_info
-                   : kind == REQ_SESSION      ? s->rm_session
-                   : kind == REQ_HEALTH_CHECK ? s->rm_health_check
-                                              : s->rm_health_watch;
+        void *rm = kind == REQ_INFO            ? s->rm_info
+                   : kind == REQ_SESSION       ? s->rm_session
+                   : kind == REQ_HEALTH_CHECK  ? s->rm_health_check
+                   : kind == REQ_LIST_SESSIONS ? s->rm_list
+                   : kind == REQ_KILL_SESSION  ? s->rm_kill
+                                               : s->rm_health_watch;
         e = grpc_server_request_registered_call(s->server, rm, &r->call, &r->deadline, &r->md,
                                                 kind == REQ_SESSION ? NULL : &r->payload, s->cq,
                                                 s->cq, &r->tag);
@@ -415,12 +377,20 @@ static void request_done(td__tag *tag, bool ok)
     td__quota *quota = NULL;
     td__identity id;
     if (ok && td__srv_auth_call(s, s->opts.tenants, r->call, &r->md,
-                                r->kind == REQ_INFO ? "GetInfo" : "Session", &quota,
-                                &id) != TD_OK)
+                                r->kind == REQ_INFO            ? "GetInfo"
+                                : r->kind == REQ_SESSION       ? "Session"
+                                : r->kind == REQ_LIST_SESSIONS ? "ListSessions"
+                                                               : "KillSession",
+                                &quota, &id) != TD_OK)
         ok = false; /* answered with UNAUTHENTICATED; the call is gone */
     if (ok) {
         if (r->kind == REQ_INFO)
             info_start(s, r->call, r->payload, quota);
+        else if (r->kind == REQ_LIST_SESSIONS || r->kind == REQ_KILL_SESSION)
+            td__admin_call(s, s->opts.tenants,
+                           r->kind == REQ_LIST_SESSIONS ? TD_ADMIN_LIST_SESSIONS
+                                                        : TD_ADMIN_KILL_SESSION,
+                           r->call, r->payload, quota);
         else
             td__srv_session_start(s, r->call, quota, &id);
     }
@@ -726,9 +696,13 @@ td_status td__service_start(const td__service_opts *opts, td__service **out, int
         s->server, TD_METHOD_HEALTH_CHECK, NULL, GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
     s->rm_health_watch = grpc_server_register_method(
         s->server, TD_METHOD_HEALTH_WATCH, NULL, GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
+    s->rm_list = grpc_server_register_method(s->server, TD_METHOD_LIST_SESSIONS, NULL,
+                                             GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
+    s->rm_kill = grpc_server_register_method(s->server, TD_METHOD_KILL_SESSION, NULL,
+                                             GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
     s->health = td__health_create(s);
     if (s->rm_info == NULL || s->rm_session == NULL || s->rm_health_check == NULL ||
-        s->rm_health_watch == NULL) {
+        s->rm_health_watch == NULL || s->rm_list == NULL || s->rm_kill == NULL) {
         snprintf(err, errlen, "cannot register the gRPC methods");
         st = TD_EINTERNAL;
         goto fail;
@@ -788,6 +762,10 @@ td_status td__service_start(const td__service_opts *opts, td__service **out, int
         request_post(s, REQ_HEALTH_CHECK);
         request_post(s, REQ_HEALTH_WATCH);
         request_post(s, REQ_UNKNOWN);
+        if (i < 2) { /* admin calls are rare */
+            request_post(s, REQ_LIST_SESSIONS);
+            request_post(s, REQ_KILL_SESSION);
+        }
     }
     *port = strncmp(opts->target, "unix:", 5) == 0 ? 0 : bound;
     *out = s;

@@ -742,6 +742,156 @@ def test_check_config(tmp):
     check(rc == 2 and "max_sessions: 'x'" in out, "--check-config applies the other flags too")
 
 
+# ---- admin (issue 16, item 5) ----
+
+def varint(n):
+    out = b""
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out += bytes([b | 0x80])
+        else:
+            return out + bytes([b])
+
+
+def tctl(*args, token=None):
+    env = dict(os.environ)
+    env.pop("TENSORD_TOKEN", None)
+    if token:
+        env["TENSORD_TOKEN"] = token
+    return subprocess.run([TENSORCTL] + list(args), capture_output=True, text=True, timeout=30,
+                          env=env)
+
+
+def test_admin(tmp):
+    tokens = os.path.join(tmp, "admin-tokens")
+    admin = new_token(tokens, "ops", "--admin", "--label", "ops-laptop")
+    alice = new_token(tokens, "alice", "--max-bytes", "8G", "--label", "alice-1")
+    check(admin != "" and alice != "", "tokens for an admin tenant and for alice")
+    r = tctl("token", "new", "--tenant", "alice", "--tokens-file", tokens, "--max-bytes", "1G")
+    check(r.returncode == 2 and "already has max_bytes=8589934592" in r.stderr
+          and "--update-quotas" in r.stderr and r.stdout == "",
+          f"token new for alice with another max_bytes is refused, naming --update-quotas ({r.stderr.strip()!r})")
+    same = new_token(tokens, "alice", "--max-bytes", "8G", "--label", "alice-2")
+    check(same != "", "token new for alice with the same quota is fine")
+    r = tctl("token", "new", "--tenant", "alice", "--tokens-file", tokens, "--max-bytes", "16G",
+             "--update-quotas", "--label", "alice-3")
+    check(r.returncode == 0, "--update-quotas changes the tenant's quota")
+    r = tctl("token", "list", "--tokens-file", tokens, "--json")
+    entries = json.loads(r.stdout) if r.returncode == 0 else []
+    check([(e["tenant"], e["label"], e["admin"]) for e in entries] ==
+          [("ops", "ops-laptop", True), ("alice", "alice-1", False), ("alice", "alice-2", False),
+           ("alice", "alice-3", False)]
+          and all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", e["created"]) for e in entries)
+          and entries[3]["quotas"] == {"max_bytes": 16 << 30}
+          and all(e["id"].startswith("sha256:") and e["id"].endswith("...") for e in entries),
+          f"token list --json: tenants, labels, roles, creation times, quotas, hash prefixes only ({r.stdout.strip()[:200]!r})")
+    r = tctl("token", "list", "--tokens-file", tokens)
+    check(r.returncode == 0 and "ops-laptop" in r.stdout and "admin" in r.stdout
+          and alice not in r.stdout and admin not in r.stdout,
+          "token list: a table without any token")
+    r = tctl("--version")
+    check(r.returncode == 0 and re.fullmatch(r"tensorctl \d+\.\d+\.\d+\n", r.stdout) is not None,
+          f"tensorctl --version ({r.stdout!r})")
+
+    srv = Server(tmp, "admin", ["--tokens-file", tokens])
+    try:
+        r = tctl("info", "--json", srv.addr, token=alice)
+        try:
+            info = json.loads(r.stdout)
+        except ValueError:
+            info = {}
+        check(r.returncode == 0 and info.get("devices", [{}])[0].get("name") == "cpu"
+              and "limits" in info, f"tensorctl info --json ({r.stdout.strip()[:120]!r})")
+        wl, ready = train(srv, {"TENSORD_TOKEN": alice})
+        check(ready == "ready SESSION-OPEN", "alice is training")
+        r = tctl("sessions", srv.addr, token=alice)
+        check(r.returncode == 1 and "ListSessions needs the admin role: tenant 'alice'" in r.stderr,
+              f"tensorctl sessions with a non-admin token: refused, naming the role ({r.stderr.strip()!r})")
+        ch = grpc.insecure_channel(srv.addr)
+        md_alice = (("authorization", f"Bearer {alice}"),)
+        md_admin = (("authorization", f"Bearer {admin}"),)
+        lst = ch.unary_unary("/tensord.v1.Tensord/ListSessions")
+        kill = ch.unary_unary("/tensord.v1.Tensord/KillSession")
+
+        def code_of(fn, body, md):
+            try:
+                fn(body, timeout=5, metadata=md)
+                return "OK", ""
+            except grpc.RpcError as e:
+                return e.code(), e.details()
+
+        c, d = code_of(lst, b"", md_alice)
+        check(c == grpc.StatusCode.PERMISSION_DENIED and "needs the admin role" in d,
+              f"ListSessions as alice: PERMISSION_DENIED naming the role ({c}, {d!r})")
+        c, _ = code_of(kill, b"\x08\x01", md_alice)
+        check(c == grpc.StatusCode.PERMISSION_DENIED, f"KillSession as alice: PERMISSION_DENIED ({c})")
+        c, _ = code_of(lst, b"", None)
+        check(c == grpc.StatusCode.UNAUTHENTICATED, f"ListSessions without a token: UNAUTHENTICATED ({c})")
+        for body, want, what in [
+            (b"\xff\xff\xff", grpc.StatusCode.INVALID_ARGUMENT, "garbage bytes"),
+            (b"", grpc.StatusCode.INVALID_ARGUMENT, "id 0 (absent)"),
+            (b"\x08" + varint(1 << 63), grpc.StatusCode.INVALID_ARGUMENT, "id 2^63"),
+            (b"\x08" + varint((1 << 64) - 1), grpc.StatusCode.INVALID_ARGUMENT, "id 2^64-1"),
+            (b"\x08" + varint(987654321), grpc.StatusCode.NOT_FOUND, "an id nobody has"),
+            (b"\x0a\x03abc", grpc.StatusCode.INVALID_ARGUMENT, "id as a length-delimited field"),
+        ]:
+            c, d = code_of(kill, body, md_admin)
+            check(c == want, f"KillSession with {what}: {want} ({c}, {d!r})")
+        c, _ = code_of(lst, b"\xff\xff\xff", md_admin)
+        check(c == grpc.StatusCode.INVALID_ARGUMENT, f"ListSessions with garbage bytes: INVALID_ARGUMENT ({c})")
+        c, _ = code_of(lst, b"\x08\x05", md_admin)  # an unknown field is ignored (proto3)
+        check(c == "OK", f"ListSessions with an unknown field answers ({c})")
+        ch.close()
+
+        deadline = time.monotonic() + 10
+        rows = []
+        while time.monotonic() < deadline:
+            r = tctl("sessions", "--json", srv.addr, token=admin)
+            rows = json.loads(r.stdout) if r.returncode == 0 else []
+            if rows and rows[0]["ops"] > 0 and rows[0]["bytes"] > 0:
+                break
+            time.sleep(0.1)
+        row = rows[0] if len(rows) == 1 else {}
+        check(row.get("tenant") == "alice" and row.get("device") == "cpu"
+              and row.get("peer", "").startswith("ipv4:127.0.0.1:") and row.get("ops", 0) > 0
+              and row.get("bytes", 0) >= 256 and row.get("age_seconds", -1) >= 0,
+              f"tensorctl sessions --json: alice's session with tenant, device, peer, ops, bytes, age ({rows})")
+        r = tctl("sessions", srv.addr, token=admin)
+        check(r.returncode == 0 and r.stdout.split("\n")[0].split() ==
+              ["ID", "TENANT", "DEVICE", "PEER", "BYTES", "AGE_S", "OPS"] and " alice " in r.stdout,
+              "tensorctl sessions: a table")
+        r = tctl("sessions", srv.addr, "--kill", "0", token=admin)
+        check(r.returncode == 2, "tensorctl sessions --kill 0: usage error")
+        r = tctl("sessions", srv.addr, "--kill", "987654321", token=admin)
+        check(r.returncode == 1 and "no open session 987654321" in r.stderr,
+              f"tensorctl sessions --kill of an unknown id ({r.stderr.strip()!r})")
+        r = tctl("sessions", srv.addr, "--kill", str(row.get("id", 1)), token=admin)
+        check(r.returncode == 0, f"tensorctl sessions --kill ID ({r.stderr.strip()!r})")
+        line = readline_within(wl, 20)
+        check(line.startswith("error ") and "session ended by an administrator" in line,
+              f"the killed session's client is told ({line!r})")
+        wl.wait(timeout=20)
+    finally:
+        rc = srv.stop()
+    check(rc == 0, f"tensord exited 0 ({rc})")
+    check("KillSession: session" in srv.log() and "at the request of tenant 'ops'" in srv.log(),
+          "the kill is logged with who asked")
+    r = tctl("token", "revoke", "--tokens-file", tokens, "--label", "alice-1")
+    r2 = tctl("token", "list", "--tokens-file", tokens, "--json")
+    labels = [e["label"] for e in json.loads(r2.stdout)] if r2.returncode == 0 else []
+    check(r.returncode == 0 and labels == ["ops-laptop", "alice-2", "alice-3"],
+          f"token revoke --label removes that entry only ({labels})")
+    r = tctl("token", "revoke", "--tokens-file", tokens, "--label", "alice-1")
+    check(r.returncode == 1 and "no entry" in r.stderr, "revoking it again: exit 1, no entry matches")
+    r = tctl("token", "revoke", "--tokens-file", tokens, "--tenant", "alice")
+    r2 = tctl("token", "list", "--tokens-file", tokens, "--json")
+    check(r.returncode == 0 and [e["tenant"] for e in json.loads(r2.stdout)] == ["ops"],
+          "token revoke --tenant removes all of its entries")
+    check(oct(os.stat(tokens).st_mode & 0o777) == "0o600", "the rewritten tokens file keeps mode 0600")
+
+
 def main():
     with tempfile.TemporaryDirectory(prefix="td-ops-") as tmp:
         pb, pbg = load_health_stubs(tmp)
@@ -754,6 +904,7 @@ def main():
         test_sighup_tokens_and_config(tmp)
         test_sighup_new_certificate(tmp, pb, pbg)
         test_check_config(tmp)
+        test_admin(tmp)
     if failures:
         print(f"{len(failures)} checks failed")
         sys.exit(1)
