@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install the Debian 12 packages that building, testing and the quickstart need
 # (libmicrohttpd-dev: tensord's --metrics listener; python3-grpcio, python3-grpc-tools and
-# python3-protobuf: the e2e-ops test's plain gRPC health client).
+# python3-protobuf: the e2e-ops test's plain gRPC health client; systemd: systemd-analyze for
+# the deploy-unit test).
 # Skips apt entirely when everything is already installed. Run as root.
 set -euo pipefail
 PKGS=(meson ninja-build pkg-config gcc libc6-dev
@@ -9,7 +10,7 @@ PKGS=(meson ninja-build pkg-config gcc libc6-dev
       libopenblas-dev libsystemd-dev zlib1g-dev libxxhash-dev libjansson-dev libcriterion-dev
       libmicrohttpd-dev libonnx-dev libonnx-testdata
       dataset-fashion-mnist python3-numpy openssl procps
-      python3-grpcio python3-grpc-tools python3-protobuf ${TD_EXTRA_PKGS:-})
+      python3-grpcio python3-grpc-tools python3-protobuf systemd ${TD_EXTRA_PKGS:-})
 missing=()
 for p in "${PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -48,6 +48,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -56,7 +57,7 @@
  * default drain timeout, 28 s: inside the unit's TimeoutStopSec=30). */
 #define TD_STUCK_MS 8000
 /* After ending the sessions, keep the connections this long for their statuses to go out. */
-#define TD_LINGER_MS 1000
+#define TD_LINGER_MS 500
 
 static struct {
     td__service *svc;
@@ -620,6 +621,72 @@ static bool unix_socket_in_use(const char *path)
     return in_use;
 }
 
+/* What gRPC's own bind failure does not say ("No address added out of total 1
+ * resolved"): whether the host resolves, and what bind() itself answers. Returns 0, or -1
+ * with a message naming the cause. The socket is closed again at once; gRPC binds for
+ * real right after (a race with another program in between still fails there). */
+static int check_listen(const td__listen_addr *a, char *err, size_t errlen)
+{
+    if (a->is_unix) {
+        char dir[256];
+        snprintf(dir, sizeof dir, "%s", a->host);
+        char *slash = strrchr(dir, '/');
+        if (slash == NULL) snprintf(dir, sizeof dir, ".");
+        else if (slash == dir) dir[1] = '\0';
+        else *slash = '\0';
+        struct stat sb;
+        if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+            snprintf(err, errlen,
+                     "cannot listen on unix:%s: directory %s does not exist (under systemd the "
+                     "unit's RuntimeDirectory=tensord makes /run/tensord; elsewhere create it or "
+                     "choose another path)",
+                     a->host, dir);
+            return -1;
+        }
+        if (access(dir, W_OK | X_OK) != 0) {
+            snprintf(err, errlen,
+                     "cannot listen on unix:%s: permission denied: user %ld cannot create a "
+                     "socket in %s",
+                     a->host, (long)geteuid(), dir);
+            return -1;
+        }
+        return 0;
+    }
+    char port[16];
+    snprintf(port, sizeof port, "%d", a->port);
+    struct addrinfo hints, *res = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    int g = getaddrinfo(a->host, port, &hints, &res);
+    if (g != 0) {
+        snprintf(err, errlen, "cannot listen on %s: host '%s' does not resolve (%s)",
+                 a->target, a->host, gai_strerror(g));
+        return -1;
+    }
+    int rc = 0;
+    for (struct addrinfo *r = res; r != NULL && rc == 0; r = r->ai_next) {
+        int fd = socket(r->ai_family, r->ai_socktype | SOCK_CLOEXEC, r->ai_protocol);
+        if (fd < 0) continue;
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one); /* as gRPC does */
+        if (bind(fd, r->ai_addr, r->ai_addrlen) != 0) {
+            int e = errno;
+            const char *hint = e == EADDRINUSE ? " (another program listens there; find it with "
+                                                 "'ss -ltnp')"
+                               : e == EACCES ? " (ports below 1024 need privileges; pick a "
+                                               "higher port)"
+                               : e == EADDRNOTAVAIL ? " (the address is not one of this host's)"
+                                                    : "";
+            snprintf(err, errlen, "cannot listen on %s: %s%s", a->target, strerror(e), hint);
+            rc = -1;
+        }
+        close(fd);
+    }
+    freeaddrinfo(res);
+    return rc;
+}
+
 /* Keep gRPC's receive buffers in the heap. gRPC reads the socket into freshly malloc'd
  * buffers of up to several MiB and the device worker frees them after copying the payload
  * into a tensor; with glibc's defaults those buffers are mmap'd or trimmed back to the
@@ -706,6 +773,12 @@ int main(int argc, char **argv)
                 "listening on %s without TLS (--insecure): anyone who can reach it can run "
                 "work and read every session's tensors",
                 cfg.listen);
+    }
+    if (check_listen(&addr, err, sizeof err) != 0) {
+        td__log(TD_LOG_ERROR, "%s", err);
+        td__tenants_destroy(app.tenants);
+        td__tls_files_fini(&tls_files);
+        return 1;
     }
     if (addr.is_unix && unix_socket_in_use(addr.host)) {
         td__log(TD_LOG_ERROR, "cannot listen on %s: another server is answering there",
