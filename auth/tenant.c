@@ -235,6 +235,17 @@ bool td__tenants_still_grants(td__tenants *t, const td__identity *id, const td__
     return ok;
 }
 
+bool td__tenants_is_admin(td__tenants *t, const td__quota *q)
+{
+    if (!td__tenants_enabled(t)) return false;
+    bool admin = false;
+    pthread_rwlock_rdlock(&t->lock);
+    for (size_t i = 0; i < t->n_entries && !admin; i++)
+        admin = t->entries[i].admin && strcmp(t->entries[i].tenant, q->name) == 0;
+    pthread_rwlock_unlock(&t->lock);
+    return admin;
+}
+
 void td__tenants_foreach(td__tenants *t, void (*fn)(void *arg, const td__quota *q), void *arg)
 {
     pthread_mutex_lock(&t->reg_mu);

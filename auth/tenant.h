@@ -55,6 +55,10 @@ typedef struct td__identity {
  * if none); names longer than the field are cut (they never match a tokens-file line). */
 void td__identity_of(const char *token, size_t token_len, const char *cn, td__identity *id);
 
+/* Whether tenant `q` has role=admin in the table in force (false without a tokens file:
+ * the admin methods then answer nobody). */
+bool td__tenants_is_admin(td__tenants *t, const td__quota *q);
+
 /* Call fn(arg, q) for every tenant's quota known so far (those of the tokens file, and
  * "default" or certificate names once seen), in creation order, under the registry's lock:
  * fn must not call back into t. For the metrics scrape. */

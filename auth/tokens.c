@@ -48,6 +48,27 @@ bool td__tenant_name_ok(const char *name)
     return true;
 }
 
+bool td__token_label_ok(const char *label)
+{
+    size_t n = strlen(label);
+    if (n == 0 || n > TD_TOKEN_LABEL_MAX) return false;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)label[i];
+        if (!isalnum(c) && strchr("._:@/+-", c) == NULL) return false;
+    }
+    return true;
+}
+
+/* "YYYY-MM-DDTHH:MM:SSZ" with digits where digits go (the shape, not the calendar). */
+static bool created_ok(const char *t)
+{
+    static const char shape[] = "dddd-dd-ddTdd:dd:ddZ";
+    if (strlen(t) != sizeof shape - 1) return false;
+    for (size_t i = 0; t[i] != '\0'; i++)
+        if (shape[i] == 'd' ? !isdigit((unsigned char)t[i]) : t[i] != shape[i]) return false;
+    return true;
+}
+
 static int parse_count(const char *text, bool bytes, uint64_t *out)
 {
     if (!isdigit((unsigned char)text[0])) return -1;
@@ -123,8 +144,7 @@ static int hexval(int c)
     return -1;
 }
 
-/* Parse one non-comment line into e. Returns 0, or -1 with a message. */
-static int parse_line(char *line, td__token_entry *e, char *err, size_t errlen)
+int td__token_line_parse(char *line, td__token_entry *e, char *err, size_t errlen)
 {
     memset(e, 0, sizeof *e);
     char *save = NULL;
@@ -167,8 +187,32 @@ static int parse_line(char *line, td__token_entry *e, char *err, size_t errlen)
         return -1;
     }
     snprintf(e->tenant, sizeof e->tenant, "%s", tenant);
-    for (char *kv; (kv = strtok_r(NULL, " \t", &save)) != NULL;)
-        if (td__quota_kv_parse(kv, &e->limits, &e->limits_set, err, errlen) != 0) return -1;
+    for (char *kv; (kv = strtok_r(NULL, " \t", &save)) != NULL;) {
+        if (strncmp(kv, "role=", 5) == 0) {
+            if (strcmp(kv + 5, "admin") != 0) {
+                snprintf(err, errlen, "role: '%.40s' is not a role (the one role is admin)",
+                         kv + 5);
+                return -1;
+            }
+            e->admin = true;
+        } else if (strncmp(kv, "label=", 6) == 0) {
+            if (!td__token_label_ok(kv + 6)) {
+                snprintf(err, errlen,
+                         "label: '%.80s' must be 1..%d characters of A-Z a-z 0-9 . _ : @ / + -",
+                         kv + 6, TD_TOKEN_LABEL_MAX);
+                return -1;
+            }
+            snprintf(e->label, sizeof e->label, "%s", kv + 6);
+        } else if (strncmp(kv, "created=", 8) == 0) {
+            if (!created_ok(kv + 8)) {
+                snprintf(err, errlen, "created: '%.40s' is not YYYY-MM-DDTHH:MM:SSZ", kv + 8);
+                return -1;
+            }
+            snprintf(e->created, sizeof e->created, "%s", kv + 8);
+        } else if (td__quota_kv_parse(kv, &e->limits, &e->limits_set, err, errlen) != 0) {
+            return -1;
+        }
+    }
     return 0;
 }
 
@@ -210,7 +254,7 @@ td_status td__tokens_load(const char *path, td__token_entry **out, size_t *n, ch
             cap = ncap;
         }
         char why[256];
-        if (parse_line(s, &v[len], why, sizeof why) != 0) {
+        if (td__token_line_parse(s, &v[len], why, sizeof why) != 0) {
             snprintf(err, errlen, "%s:%d: %s", path, lineno, why);
             st = TD_EINVAL;
             break;

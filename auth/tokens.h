@@ -2,7 +2,7 @@
  *
  * Format (one entry per line; blank lines and lines starting with '#' are ignored):
  *
- *     IDENTITY TENANT [QUOTA=VALUE ...]
+ *     IDENTITY TENANT [QUOTA=VALUE ...] [role=admin] [label=TEXT] [created=TIME]
  *
  *   IDENTITY  sha256:HEX   SHA-256 (64 lowercase hex digits) of a bearer token
  *             cn:NAME      a TLS client certificate whose subject common name is NAME
@@ -11,6 +11,11 @@
  *   QUOTA     max_bytes, max_sessions, max_tensors, max_tensor_bytes, max_queued_batches;
  *             VALUE is a non-negative integer, byte quotas also take K, M, G, T (powers of
  *             1024); 0 means no limit.
+ *   role=admin  the tenant may call the admin methods (ListSessions, KillSession: every
+ *             tenant's sessions); a tenant is admin when any of its lines says so
+ *   label=TEXT  what the entry is for, 1..64 characters of [A-Za-z0-9._:@/+-] (tensorctl
+ *             token new --label; shown by token list, named by token revoke)
+ *   created=TIME when `tensorctl token new` made it, YYYY-MM-DDTHH:MM:SSZ (UTC)
  *
  * Quotas belong to the tenant, not to the line: all of a tenant's tokens and certificates
  * share one quota, and when several lines of a tenant set the same quota the last one
@@ -32,6 +37,7 @@
 #define TD_TOKEN_PREFIX "tdt_"
 #define TD_TOKEN_LEN (4 + 64)
 #define TD_CN_MAX 256
+#define TD_TOKEN_LABEL_MAX 64
 
 enum td__ident_kind { TD_IDENT_TOKEN, TD_IDENT_CN };
 
@@ -42,12 +48,19 @@ typedef struct td__token_entry {
     char tenant[TD_TENANT_NAME_MAX];
     td__quota_limits limits; /* the quotas set on this line */
     unsigned limits_set;     /* bit i: field i of td__quota_limits was set on this line */
+    bool admin;              /* role=admin */
+    char label[TD_TOKEN_LABEL_MAX + 1];
+    char created[21];        /* "YYYY-MM-DDTHH:MM:SSZ", "" when absent */
 } td__token_entry;
 
 /* Parse a tokens file. On success *out is a td__malloc'ed array of *n entries (free with
  * td__free). Errors: TD_EIO (cannot read; "FILE: reason"), TD_EINVAL ("FILE:LINE: what"). */
 td_status td__tokens_load(const char *path, td__token_entry **out, size_t *n, char *err,
                           size_t errlen);
+
+/* Parse one entry line (no comment, no newline; modified in place: split at blanks) into
+ * *e. Returns 0, or -1 with a message. */
+int td__token_line_parse(char *line, td__token_entry *e, char *err, size_t errlen);
 
 /* SHA-256 of `token` (its bytes, without terminator). */
 void td__token_hash(const char *token, size_t len, uint8_t out[32]);
@@ -57,6 +70,9 @@ td_status td__token_new(char buf[TD_TOKEN_LEN + 1]);
 
 /* Whether name is a valid tenant name. */
 bool td__tenant_name_ok(const char *name);
+
+/* Whether `label` is a valid label= value. */
+bool td__token_label_ok(const char *label);
 
 /* Parse "KEY=VALUE" into lim/limits_set. Returns 0, or -1 with a message. */
 int td__quota_kv_parse(const char *kv, td__quota_limits *lim, unsigned *set, char *err,

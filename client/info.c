@@ -13,6 +13,7 @@
 #include "tensord.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -108,7 +109,10 @@ static td_status status_from_grpc(grpc_status_code c)
     case GRPC_STATUS_INVALID_ARGUMENT:
         return TD_EINVAL;
     case GRPC_STATUS_UNAUTHENTICATED:
+    case GRPC_STATUS_PERMISSION_DENIED:
         return TD_EUNAUTHENTICATED;
+    case GRPC_STATUS_NOT_FOUND:
+        return TD_ENOTFOUND;
     case GRPC_STATUS_UNIMPLEMENTED:
     case GRPC_STATUS_FAILED_PRECONDITION:
     case GRPC_STATUS_INTERNAL:
@@ -154,21 +158,22 @@ static void info_channel_close(info_channel *ic)
     grpc_shutdown();
 }
 
-/* One GetInfo round trip. On success *out must be freed with
- * tensord__v1__info_response__free_unpacked. */
-static td_status info_call(info_channel *ic, int timeout_ms, Tensord__V1__InfoResponse **out)
+/* One unary round trip of `method` (named `name` in messages): `req` out, a `desc` reply
+ * back into *out (free with protobuf_c_message_free_unpacked). */
+static td_status unary_call(info_channel *ic, const char *method, const char *name,
+                            const ProtobufCMessage *req, const ProtobufCMessageDescriptor *desc,
+                            int timeout_ms, ProtobufCMessage **out)
 {
-    Tensord__V1__InfoRequest req = TENSORD__V1__INFO_REQUEST__INIT;
     grpc_byte_buffer *send_bb = NULL;
-    td_status st = td__wire_encode(&req.base, NULL, &send_bb);
+    td_status st = td__wire_encode(req, NULL, &send_bb);
     if (st != TD_OK) {
         td__set_connect_error("out of memory");
         return st;
     }
     grpc_byte_buffer *recv_bb = NULL;
-    if (!td__cli_call_unary(&ic->c, TD_METHOD_GETINFO, td__cli_after_ms(timeout_ms), send_bb,
+    if (!td__cli_call_unary(&ic->c, method, td__cli_after_ms(timeout_ms), send_bb,
                             ic->sec.md, ic->sec.n_md, &recv_bb)) {
-        td__set_connect_error("cannot start a GetInfo call to %s", ic->target);
+        td__set_connect_error("cannot start a %s call to %s", name, ic->target);
         return TD_EUNAVAILABLE;
     }
     grpc_status_code code = ic->c.status;
@@ -182,25 +187,39 @@ static td_status info_call(info_channel *ic, int timeout_ms, Tensord__V1__InfoRe
         td__client_sec_handshake_msg(ic->target, why, sizeof why);
         td__set_connect_error("%s", why);
         st = TD_EUNAVAILABLE;
+    } else if (code == GRPC_STATUS_UNIMPLEMENTED && strcmp(method, TD_METHOD_GETINFO) == 0) {
+        td__set_connect_error("the server at %s is not tensord: it does not serve %s (%.*s)",
+                              ic->target, method, (int)GRPC_SLICE_LENGTH(details),
+                              (const char *)GRPC_SLICE_START_PTR(details));
+        st = TD_EPROTO;
     } else if (code != GRPC_STATUS_OK) {
-        td__set_connect_error("GetInfo on tensord at %s failed: %.*s", ic->target,
+        td__set_connect_error("%s on tensord at %s failed: %.*s", name, ic->target,
                               (int)GRPC_SLICE_LENGTH(details),
                               (const char *)GRPC_SLICE_START_PTR(details));
         st = status_from_grpc(code);
     } else if (recv_bb == NULL) {
-        td__set_connect_error("tensord at %s sent no GetInfo reply", ic->target);
+        td__set_connect_error("tensord at %s sent no %s reply", ic->target, name);
         st = TD_EPROTO;
     } else {
         char err[256];
         ProtobufCMessage *m = NULL;
-        st = td__wire_decode(recv_bb, &tensord__v1__info_response__descriptor, &ic->scratch,
-                             &m, NULL, NULL, err, sizeof err);
+        st = td__wire_decode(recv_bb, desc, &ic->scratch, &m, NULL, NULL, err, sizeof err);
         if (st != TD_OK)
-            td__set_connect_error("bad GetInfo reply from tensord at %s: %s", ic->target, err);
+            td__set_connect_error("bad %s reply from tensord at %s: %s", name, ic->target, err);
         else
-            *out = (Tensord__V1__InfoResponse *)m;
+            *out = m;
     }
     if (recv_bb != NULL) grpc_byte_buffer_destroy(recv_bb);
+    return st;
+}
+
+static td_status info_call(info_channel *ic, int timeout_ms, Tensord__V1__InfoResponse **out)
+{
+    Tensord__V1__InfoRequest req = TENSORD__V1__INFO_REQUEST__INIT;
+    ProtobufCMessage *m = NULL;
+    td_status st = unary_call(ic, TD_METHOD_GETINFO, "GetInfo", &req.base,
+                              &tensord__v1__info_response__descriptor, timeout_ms, &m);
+    if (st == TD_OK) *out = (Tensord__V1__InfoResponse *)m;
     return st;
 }
 
@@ -307,5 +326,78 @@ td_status td_server_ping_opts(const char *address, const td_options *opts, int n
         }
     }
     info_channel_close(&ic);
+    return st;
+}
+
+/* ---- administration ---- */
+
+/* Open a channel on the budget of opts->connect_timeout_ms (default INFO_TIMEOUT_MS) and
+ * run one admin call on what is left of it. */
+static td_status admin_call(const char *address, const td_options *opts, const char *method,
+                            const char *name, const ProtobufCMessage *req,
+                            const ProtobufCMessageDescriptor *desc, ProtobufCMessage **out)
+{
+    int timeout_ms = opts != NULL ? opts->connect_timeout_ms : 0;
+    if (timeout_ms <= 0) timeout_ms = INFO_TIMEOUT_MS;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    info_channel ic;
+    td_status st = info_channel_open(&ic, address, opts, timeout_ms);
+    if (st == TD_OK) {
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        long spent = (long)(t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+        int left = spent < timeout_ms ? timeout_ms - (int)spent : 1;
+        st = unary_call(&ic, method, name, req, desc, left, out);
+    }
+    info_channel_close(&ic);
+    return st;
+}
+
+td_status td_server_sessions_list(const char *address, const td_options *opts,
+                                  td_session_info **out, size_t *n, uint64_t *total)
+{
+    if (out == NULL || n == NULL) {
+        td__set_connect_error("td_server_sessions_list: out and n must not be NULL");
+        return TD_EINVAL;
+    }
+    Tensord__V1__ListSessionsRequest req = TENSORD__V1__LIST_SESSIONS_REQUEST__INIT;
+    ProtobufCMessage *m = NULL;
+    td_status st = admin_call(address, opts, TD_METHOD_LIST_SESSIONS, "ListSessions", &req.base,
+                              &tensord__v1__list_sessions_response__descriptor, &m);
+    if (st != TD_OK) return st;
+    Tensord__V1__ListSessionsResponse *r = (Tensord__V1__ListSessionsResponse *)m;
+    size_t k = r->n_sessions;
+    td_session_info *v = calloc(k > 0 ? k : 1, sizeof *v);
+    if (v == NULL) {
+        protobuf_c_message_free_unpacked(m, NULL);
+        td__set_connect_error("out of memory for %zu sessions", k);
+        return TD_ENOMEM;
+    }
+    for (size_t i = 0; i < k; i++) {
+        const Tensord__V1__SessionInfo *w = r->sessions[i];
+        v[i].id = w->id;
+        copy_str(v[i].tenant, sizeof v[i].tenant, w->tenant);
+        copy_str(v[i].device, sizeof v[i].device, w->device);
+        copy_str(v[i].peer, sizeof v[i].peer, w->peer);
+        v[i].bytes = w->bytes;
+        v[i].age_ms = w->age_ms;
+        v[i].ops = w->ops;
+    }
+    *out = v;
+    *n = k;
+    if (total != NULL) *total = r->total > k ? r->total : k;
+    protobuf_c_message_free_unpacked(m, NULL);
+    return TD_OK;
+}
+
+td_status td_server_session_kill(const char *address, const td_options *opts,
+                                 uint64_t session_id)
+{
+    Tensord__V1__KillSessionRequest req = TENSORD__V1__KILL_SESSION_REQUEST__INIT;
+    req.id = session_id;
+    ProtobufCMessage *m = NULL;
+    td_status st = admin_call(address, opts, TD_METHOD_KILL_SESSION, "KillSession", &req.base,
+                              &tensord__v1__kill_session_response__descriptor, &m);
+    if (m != NULL) protobuf_c_message_free_unpacked(m, NULL);
     return st;
 }

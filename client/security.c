@@ -179,6 +179,7 @@ void td__client_sec_explain(const td__client_sec *s, const char *target, char *e
     else
         snprintf(err, errlen,
                  "connection to %s failed after it was accepted: the server probably requires "
-                 "TLS (use tensords://%s with a CA file) or refused this client",
+                 "TLS (use tensords://%s with a CA file), refused this client, or is not a "
+                 "gRPC server at all (another program on that port)",
                  target, target);
 }

@@ -8,6 +8,7 @@
 #include "log.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,17 +17,18 @@
 #include <time.h>
 #include <unistd.h>
 
-static enum td__log_level g_level = TD_LOG_INFO;
+/* Atomics: tensord changes level and format on SIGHUP while other threads log. */
+static atomic_int g_level = TD_LOG_INFO;
 static const char *g_prefix = "tensord";
-static enum td__log_format g_format = TD_LOG_FORMAT_PLAIN;
-static bool g_journal;
+static atomic_int g_format = TD_LOG_FORMAT_PLAIN;
+static atomic_bool g_journal;
 
 static const char *const k_names[] = {"debug", "info", "warning", "error"};
 static const int k_priority[] = {7, 6, 4, 3}; /* LOG_DEBUG, LOG_INFO, LOG_WARNING, LOG_ERR */
 
-void td__log_set_level(enum td__log_level level) { g_level = level; }
+void td__log_set_level(enum td__log_level level) { atomic_store(&g_level, (int)level); }
 void td__log_set_prefix(const char *prefix) { g_prefix = prefix; }
-bool td__log_to_journal(void) { return g_journal; }
+bool td__log_to_journal(void) { return atomic_load(&g_journal); }
 
 static bool stderr_is_journal(void)
 {
@@ -42,8 +44,8 @@ static bool stderr_is_journal(void)
 
 void td__log_set_format(enum td__log_format format)
 {
-    g_format = format;
-    g_journal = format != TD_LOG_FORMAT_PLAIN && stderr_is_journal();
+    atomic_store(&g_journal, format != TD_LOG_FORMAT_PLAIN && stderr_is_journal());
+    atomic_store(&g_format, (int)format);
 }
 
 /* Append to buf at *n (bounded; *n never passes len - 1). */
@@ -123,20 +125,21 @@ size_t td__log_format_line(char *buf, size_t len, enum td__log_format format, bo
 
 void td__log(enum td__log_level level, const char *fmt, ...)
 {
-    if (level < g_level) return;
+    if ((int)level < atomic_load(&g_level)) return;
+    enum td__log_format format = (enum td__log_format)atomic_load(&g_format);
     char msg[1024], line[8 * 1024]; /* room for msg with every character escaped */
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     long long ms = 0;
-    if (g_format != TD_LOG_FORMAT_PLAIN) {
+    if (format != TD_LOG_FORMAT_PLAIN) {
         struct timespec now;
         clock_gettime(CLOCK_REALTIME, &now);
         ms = (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000;
     }
-    size_t n = td__log_format_line(line, sizeof line, g_format, g_journal, level, g_prefix, ms,
-                                   msg);
+    size_t n = td__log_format_line(line, sizeof line, format, atomic_load(&g_journal), level,
+                                   g_prefix, ms, msg);
     size_t off = 0;
     while (off < n) {
         ssize_t w = write(STDERR_FILENO, line + off, n - off);

@@ -15,7 +15,7 @@
  * itself); JSON lines keep their "time".
  *
  * Thread-safety: td__log from any thread (one write(2) per line, so lines never
- * interleave); the setters before other threads log.
+ * interleave); the setters from any thread too (tensord calls them again on SIGHUP).
  */
 #ifndef TD_COMMON_LOG_H
 #define TD_COMMON_LOG_H

@@ -936,6 +936,35 @@ td_status td_server_ping(const char *address, int n, int timeout_ms, uint64_t *r
 td_status td_server_ping_opts(const char *address, const td_options *opts, int n,
                               uint64_t *rtt_ns);
 
+/* One open session on a server, as td_server_sessions_list reports it. */
+typedef struct td_session_info {
+    uint64_t id;       /* the server's session id (its logs name it) */
+    char tenant[64];   /* the tenant it authenticated as */
+    char device[32];   /* "cpu", "cuda:0" */
+    char peer[128];    /* the client's address as gRPC names it, e.g. "ipv4:10.0.0.7:51234" */
+    uint64_t bytes;    /* device memory it holds, bytes */
+    uint64_t age_ms;   /* milliseconds since its call started */
+    uint64_t ops;      /* ops the server executed for it */
+} td_session_info;
+
+/* List the open sessions of every tenant on the server at `address` (forms as for
+ * td_server_info_get; TLS and token from `opts`, which may be NULL; its connect_timeout_ms
+ * bounds connect and call together, default 5000). The caller's tenant needs role=admin in
+ * the server's tokens file. On success *out is a malloc'ed array of *n entries (free() it;
+ * never NULL), in no set order, and *total (may be NULL) the number open: a server lists at
+ * most 4096. Errors (message in td_connect_error): TD_EINVAL (bad address, NULL out/n),
+ * TD_EUNAUTHENTICATED (no or unknown token, or the tenant lacks the admin role),
+ * TD_EUNAVAILABLE, TD_ETIMEOUT, TD_EPROTO (not a tensord, or one without admin methods),
+ * TD_ENOMEM. Thread-safety: any thread. */
+td_status td_server_sessions_list(const char *address, const td_options *opts,
+                                  td_session_info **out, size_t *n, uint64_t *total);
+/* End open session `session_id` on the server at `address` (admin role needed, as above):
+ * its client sees UNAVAILABLE "session ended by an administrator". Errors as
+ * td_server_sessions_list, and TD_ENOTFOUND (no open session has that id), TD_EINVAL (id
+ * 0 or above 2^63-1). Thread-safety: any thread. */
+td_status td_server_session_kill(const char *address, const td_options *opts,
+                                 uint64_t session_id);
+
 /* ---- graphs: capture a sequence of ops once, replay it with new inputs ----
  *
  * Capture: td_graph_begin(ctx) switches the context to capturing. td_graph_input() makes a

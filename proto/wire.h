@@ -21,6 +21,8 @@
 
 #define TD_METHOD_GETINFO "/tensord.v1.Tensord/GetInfo"
 #define TD_METHOD_SESSION "/tensord.v1.Tensord/Session"
+#define TD_METHOD_LIST_SESSIONS "/tensord.v1.Tensord/ListSessions"
+#define TD_METHOD_KILL_SESSION "/tensord.v1.Tensord/KillSession"
 
 /* Payload memory handed to gRPC: `release(release_arg)` is called (on any thread) when gRPC
  * no longer references `data`. release may be NULL when the memory outlives the call. */

@@ -26,4 +26,5 @@
 #define TD_MAX_BATCH_OPS 65536
 #define TD_MAX_HAS_BLOBS 4096 /* hashes plus fingerprints one HasBlobs may offer (tensord.proto) */
 #define TD_FINGERPRINT_BYTES 16 /* HasBlobs.fingerprint, StoreBlob.fingerprint (common/fingerprint.h) */
+#define TD_MAX_LIST_SESSIONS 4096 /* sessions one ListSessions answer lists (tensord.proto) */
 #endif

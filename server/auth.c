@@ -5,6 +5,7 @@
  * status with our message, and nothing runs on gRPC's internal threads.
  */
 #include "server/auth.h"
+#include "server/unary.h"
 
 #include "common/alloc.h"
 #include "common/log.h"
@@ -17,51 +18,9 @@
 
 #define AUTH_HEADER_MAX 512
 
-typedef struct reject_call {
-    td__tag tag;
-    td__service *svc;
-    grpc_call *call;
-    grpc_slice details;
-    int cancelled;
-} reject_call;
-
-static void reject_done(td__tag *tag, bool ok)
-{
-    (void)ok;
-    reject_call *c = (reject_call *)tag;
-    grpc_slice_unref(c->details);
-    grpc_call_unref(c->call);
-    td__service *svc = c->svc;
-    td__free(c);
-    td__service_call_end(svc);
-}
-
 void td__srv_reject(td__service *svc, grpc_call *call, grpc_status_code code, const char *msg)
 {
-    reject_call *c = td__calloc(1, sizeof *c);
-    if (c == NULL) {
-        grpc_call_cancel_with_status(call, code, msg, NULL);
-        grpc_call_unref(call);
-        return;
-    }
-    td__service_call_begin(svc);
-    c->tag.fn = reject_done;
-    c->svc = svc;
-    c->call = call;
-    c->details = grpc_slice_from_copied_string(msg);
-    grpc_op ops[3];
-    memset(ops, 0, sizeof ops);
-    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-    ops[1].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
-    ops[1].data.send_status_from_server.status = code;
-    ops[1].data.send_status_from_server.status_details = &c->details;
-    ops[2].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
-    ops[2].data.recv_close_on_server.cancelled = &c->cancelled;
-    td__tag_arm(&c->tag);
-    if (grpc_call_start_batch(call, ops, 3, &c->tag, NULL) != GRPC_CALL_OK) {
-        grpc_call_cancel_with_status(call, code, msg, NULL);
-        reject_done(&c->tag, false);
-    }
+    td__srv_unary_reply(svc, call, NULL, code, msg, "refusal");
 }
 
 /* The verified client certificate's common name into cn, or "" when there is none. */

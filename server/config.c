@@ -38,6 +38,7 @@ void td__config_defaults(td__config *c)
     c->max_session_bytes = td__config_ram_share(TD_DEFAULT_SESSION_RAM_PERCENT);
     c->max_tenant_bytes = td__config_ram_share(TD_DEFAULT_TENANT_RAM_PERCENT);
     c->graph_cache_bytes = TD_DEFAULT_GRAPH_CACHE_BYTES;
+    c->drain_timeout_s = TD_DEFAULT_DRAIN_TIMEOUT_S;
 }
 
 static int parse_u64(const char *text, uint64_t *out)
@@ -231,6 +232,14 @@ int td__config_set(td__config *c, const char *key, const char *value, char *err,
         snprintf(err, errlen, "device_threads: '%s' is not an integer in 0..256", value);
         return -1;
     }
+    if (strcmp(key, "drain_timeout_s") == 0) {
+        if (parse_u64(value, &c->drain_timeout_s) == 0 &&
+            c->drain_timeout_s <= TD_MAX_DRAIN_TIMEOUT_S)
+            return 0;
+        snprintf(err, errlen, "drain_timeout_s: '%s' is not an integer in 0..%d (seconds)",
+                 value, TD_MAX_DRAIN_TIMEOUT_S);
+        return -1;
+    }
     if (strcmp(key, "insecure") == 0) {
         if (parse_bool(value, &c->insecure) == 0) return 0;
         snprintf(err, errlen, "insecure: '%s' is not true or false", value);
@@ -260,7 +269,7 @@ int td__config_set(td__config *c, const char *key, const char *value, char *err,
              "max_session_bytes, "
              "max_tenant_bytes, device_threads, insecure, tls_cert, tls_key, tls_client_ca, "
              "tokens_file, blob_cache_bytes, cache_dir, graph_cache, graph_cache_bytes, "
-             "max_connections, idle_timeout_s, max_streams, stream_window, transport_bytes)",
+             "drain_timeout_s, max_connections, idle_timeout_s, max_streams, stream_window, transport_bytes)",
              key);
     return -1;
 }
@@ -302,6 +311,22 @@ int td__config_load(td__config *c, const char *path, char *err, size_t errlen)
         *eq = '\0';
         char *key = trim(s), *value = trim(eq + 1);
         char why[512];
+        size_t vl = strlen(value);
+        if (vl >= 2 && (value[0] == '"' || value[0] == '\'') && value[vl - 1] == value[0]) {
+            snprintf(err, errlen, "%s:%d: %s: remove the quotes around %s (values are taken "
+                                  "as written, spaces included)",
+                     path, lineno, key, value);
+            rc = -1;
+            break;
+        }
+        const char *hash = strpbrk(value, "#;");
+        if (hash != NULL && hash > value && isspace((unsigned char)hash[-1])) {
+            snprintf(err, errlen, "%s:%d: %s: '%s' has a comment after the value; comments "
+                                  "go on lines of their own",
+                     path, lineno, key, value);
+            rc = -1;
+            break;
+        }
         if (td__config_set(c, key, value, why, sizeof why) != 0) {
             snprintf(err, errlen, "%s:%d: %s", path, lineno, why);
             rc = -1;
@@ -350,6 +375,14 @@ int td__listen_parse(const char *text, td__listen_addr *out, char *err, size_t e
         *out = a;
         return 0;
     }
+    if (strstr(text, "://") != NULL) {
+        snprintf(err, errlen,
+                 "listen address '%s': a URI such as tensord://HOST:PORT/DEVICE is what "
+                 "clients connect to; the server listens on HOST:PORT, [IPV6]:PORT or "
+                 "unix:PATH",
+                 text);
+        return -1;
+    }
     const char *colon;
     if (text[0] == '[') {
         const char *close = strchr(text, ']');
@@ -379,14 +412,16 @@ int td__listen_parse(const char *text, td__listen_addr *out, char *err, size_t e
         }
         size_t hl = (size_t)(colon - text);
         if (hl >= sizeof a.host || memchr(text, ':', hl) != NULL) {
-            snprintf(err, errlen, "listen address '%s': put IPv6 hosts in brackets", text);
+            snprintf(err, errlen,
+                     "listen address '%s': put IPv6 hosts in brackets, e.g. [::1]:7070", text);
             return -1;
         }
         memcpy(a.host, text, hl);
     }
     uint64_t port;
     if (parse_u64(colon + 1, &port) != 0 || port > 65535) {
-        snprintf(err, errlen, "listen address '%s': port must be 0..65535", text);
+        snprintf(err, errlen, "listen address '%s': port '%s' is not a number in 0..65535",
+                 text, colon + 1);
         return -1;
     }
     a.port = (int)port;

@@ -20,6 +20,11 @@
 #define TD_DEFAULT_SESSION_RAM_PERCENT 50
 #define TD_DEFAULT_TENANT_RAM_PERCENT 75
 #define TD_DEFAULT_GRAPH_CACHE_BYTES ((uint64_t)64 << 20)
+/* SIGTERM: how long open sessions get to finish before they are ended. Below the unit's
+ * TimeoutStopSec=30 (deploy/tensord.service) with room for the cancel that follows
+ * (server/main.c waits at most TD_STUCK_MS more). */
+#define TD_DEFAULT_DRAIN_TIMEOUT_S 20
+#define TD_MAX_DRAIN_TIMEOUT_S 3600
 
 typedef struct td__config {
     char listen[512];
@@ -35,6 +40,7 @@ typedef struct td__config {
     char cache_dir[512];        /* blob store directory; "" = memory only */
     uint64_t graph_cache;       /* graphs kept across sessions (default 256) */
     uint64_t device_threads;    /* CPU device threads, 0 = one per core */
+    uint64_t drain_timeout_s;   /* SIGTERM: seconds open sessions get (default 20) */
     bool insecure;              /* allow non-loopback addresses without TLS */
     char tls_cert[512];         /* PEM certificate chain; "" = no TLS */
     char tls_key[512];          /* its PEM private key */
@@ -61,7 +67,9 @@ uint64_t td__config_ram_share(unsigned percent);
 int td__config_set(td__config *c, const char *key, const char *value, char *err, size_t errlen);
 
 /* Read a config file: `key = value` lines, '#' or ';' comments, blank lines ignored.
- * Returns 0, or -1 with "FILE:LINE: problem" in err. */
+ * Values are taken as written: quotes and trailing comments are refused with a message
+ * saying so (they are not part of the format). Returns 0, or -1 with "FILE:LINE: problem"
+ * in err. */
 int td__config_load(td__config *c, const char *path, char *err, size_t errlen);
 
 /* A parsed listen address. */

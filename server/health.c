@@ -9,6 +9,7 @@
  */
 #include "server/health.h"
 #include "server/auth.h"
+#include "server/unary.h"
 
 #include "common/alloc.h"
 #include "common/log.h"
@@ -71,42 +72,11 @@ void td__health_destroy(td__health *h)
 
 /* ---- Check ---- */
 
-typedef struct check_call {
-    td__tag tag;
-    td__service *svc;
-    grpc_call *call;
-    grpc_byte_buffer *response;
-    grpc_slice details;
-    int cancelled;
-} check_call;
-
-static void check_done(td__tag *tag, bool ok)
-{
-    (void)ok;
-    check_call *c = (check_call *)tag;
-    if (c->response) grpc_byte_buffer_destroy(c->response);
-    grpc_slice_unref(c->details);
-    grpc_call_unref(c->call);
-    td__service *svc = c->svc;
-    td__free(c);
-    td__service_call_end(svc);
-}
-
 void td__health_check(td__health *h, grpc_call *call, grpc_byte_buffer *request)
 {
-    check_call *c = td__calloc(1, sizeof *c);
-    if (c == NULL) {
-        grpc_call_cancel_with_status(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory",
-                                     NULL);
-        grpc_call_unref(call);
-        return;
-    }
-    td__service_call_begin(h->svc);
-    c->tag.fn = check_done;
-    c->svc = h->svc;
-    c->call = call;
     char service[TD_HEALTH_SERVICE_MAX + 1], msg[TD_HEALTH_SERVICE_MAX + 128];
     grpc_status_code code = GRPC_STATUS_OK;
+    grpc_byte_buffer *response = NULL;
     msg[0] = '\0';
     td_status st = td__wire_health_request_decode(request, service, sizeof service, msg,
                                                   sizeof msg);
@@ -116,31 +86,11 @@ void td__health_check(td__health *h, grpc_call *call, grpc_byte_buffer *request)
         code = GRPC_STATUS_NOT_FOUND;
         snprintf(msg, sizeof msg, "unknown service '%s' (this server answers for '' and '%s')",
                  service, TD_HEALTH_SERVICE_NAME);
-    } else if (td__wire_health_response_encode(current(h), &c->response) != TD_OK) {
+    } else if (td__wire_health_response_encode(current(h), &response) != TD_OK) {
         code = GRPC_STATUS_RESOURCE_EXHAUSTED;
         snprintf(msg, sizeof msg, "out of memory");
     }
-    c->details = grpc_slice_from_copied_string(msg);
-    grpc_op ops[4];
-    memset(ops, 0, sizeof ops);
-    size_t n = 0;
-    ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
-    if (c->response != NULL) {
-        ops[n].op = GRPC_OP_SEND_MESSAGE;
-        ops[n++].data.send_message.send_message = c->response;
-    }
-    ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
-    ops[n].data.send_status_from_server.status = code;
-    ops[n++].data.send_status_from_server.status_details = &c->details;
-    ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
-    ops[n++].data.recv_close_on_server.cancelled = &c->cancelled;
-    td__tag_arm(&c->tag);
-    grpc_call_error e = grpc_call_start_batch(call, ops, n, &c->tag, NULL);
-    if (e != GRPC_CALL_OK) {
-        td__log(TD_LOG_ERROR, "health check: cannot start batch (grpc error %d)", (int)e);
-        grpc_call_cancel(call, NULL);
-        check_done(&c->tag, false);
-    }
+    td__srv_unary_reply(h->svc, call, response, code, msg, "health check");
 }
 
 /* ---- Watch ---- */

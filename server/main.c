@@ -6,12 +6,23 @@
  * loop. Everything after that happens on the loop thread in reaction to signals and to
  * closures posted by other threads.
  *
- * Shutdown (SIGTERM/SIGINT): stop accepting calls, let queued work drain for at most
- * TD_DRAIN_GRACE_MS, then cancel every call still open; sessions free their memory as their
- * calls end; when the service reports that no call is left, destroy it and leave the loop.
- * A second signal cancels at once. Exit status 0.
+ * Shutdown (SIGTERM/SIGINT): health turns NOT_SERVING, stop accepting calls, let open
+ * sessions finish for at most drain_timeout_s (--drain-timeout), then end the rest with
+ * UNAVAILABLE "server is shutting down" (which the client library reports as such) and
+ * cancel every other call; sessions free their memory as their calls end; when the service
+ * reports that no call is left, destroy it and leave the loop. A second signal ends
+ * everything at once. Exit status 0.
+ *
+ * Reload (SIGHUP): the settings are read again as at start (defaults < config file <
+ * flags); the reloadable keys take effect (log_level, log_format, max_sessions,
+ * max_session_bytes, max_tenant_bytes, drain_timeout_s, the TLS files, the tokens file's
+ * contents), the others are logged as needing a restart and keep their value. Sessions of
+ * tokens no longer in the tokens file end with UNAUTHENTICATED; the others continue, also
+ * across a certificate change (new handshakes use the new certificate).
  */
 #include "auth/tenant.h"
+#include "auth/tokens.h"
+#include "common/alloc.h"
 #include "auth/tls.h"
 #include "common/log.h"
 #include "engine/device.h"
@@ -25,7 +36,10 @@
 #include "server/candidates.h"
 #include "server/service.h"
 
+#include <errno.h>
 #include <getopt.h>
+#include <netdb.h>
+#include <stddef.h>
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
@@ -34,22 +48,33 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
-#define TD_DRAIN_GRACE_MS 2000
 #define TD_DRAIN_POLL_MS 50
-/* After cancelling everything, give up waiting for calls to end after this long. */
-#define TD_STUCK_MS 15000
+/* After ending everything, give up waiting for calls to end after this long (with the
+ * default drain timeout, 28 s: inside the unit's TimeoutStopSec=30). */
+#define TD_STUCK_MS 8000
+/* After ending the sessions, keep the connections this long for their statuses to go out. */
+#define TD_LINGER_MS 500
 
 static struct {
     td__service *svc;
     td__tenants *tenants;
     bool stopping;
-    bool cancelled;
+    bool cancelled; /* the sessions were ended */
+    bool forced;    /* the connections were closed */
     uint64_t stop_started_ms;
     td__loop_timer *drain_timer;
     int exit_code;
+    /* For SIGHUP: the command line (read again with the config file) and the settings in
+     * force. Loop thread. */
+    int argc;
+    char **argv;
+    const char *config_path;
+    td__config cfg;
+    bool tls;
 } app;
 
 static void usage(FILE *f)
@@ -101,9 +126,19 @@ static void usage(FILE *f)
         "                            on every call; FILE maps token hashes to tenants and\n"
         "                            their quotas (see below; 'tensorctl token new' adds one)\n"
         "  --insecure                allow a non-loopback address without TLS\n"
+        "  --drain-timeout S         on SIGTERM, give open sessions up to S seconds to\n"
+        "                            finish, then end them (default %d; 0 = at once)\n"
+        "  --check-config FILE       read FILE (and the other flags) as at start, check\n"
+        "                            every setting, the TLS files and the tokens file,\n"
+        "                            print \"FILE: ok\" and exit 0, or the problem and exit 2\n"
         "  --help                    show this help and exit\n"
-        "  --version                 show the version and exit\n"
-        "\n"
+        "  --version                 show the version and exit\n",
+        TD_DEFAULT_MAX_SESSIONS, TD_DEFAULT_SESSION_RAM_PERCENT,
+        (unsigned long long)td__config_ram_share(TD_DEFAULT_SESSION_RAM_PERCENT),
+        TD_DEFAULT_TENANT_RAM_PERCENT,
+        (unsigned long long)td__config_ram_share(TD_DEFAULT_TENANT_RAM_PERCENT),
+        TD_DEFAULT_DRAIN_TIMEOUT_S);
+    fputs("\n"
         "addresses (ADDR):\n"
         "  HOST:PORT                 IPv4 address or host name, e.g. 127.0.0.1:7070\n"
         "  [IPV6]:PORT               IPv6 address in brackets, e.g. [::1]:7070\n"
@@ -111,11 +146,7 @@ static void usage(FILE *f)
         "  PORT 0 picks a free port. Anything but loopback (127.0.0.0/8, ::1, localhost) or a\n"
         "  unix socket needs TLS (--tls-cert, --tls-key) unless --insecure is given.\n"
         "  Once listening, tensord prints one line to stdout: \"listening on ADDR\", with\n"
-        "  the real port. Logs go to stderr.\n",
-        TD_DEFAULT_MAX_SESSIONS, TD_DEFAULT_SESSION_RAM_PERCENT,
-        (unsigned long long)td__config_ram_share(TD_DEFAULT_SESSION_RAM_PERCENT),
-        TD_DEFAULT_TENANT_RAM_PERCENT,
-        (unsigned long long)td__config_ram_share(TD_DEFAULT_TENANT_RAM_PERCENT));
+        "  the real port. Logs go to stderr.\n", f);
     fprintf(f,
         "\n"
         "connection limits (0 = the default; README \"Limits\"):\n"
@@ -139,7 +170,8 @@ static void usage(FILE *f)
         (unsigned long long)(TD_DEFAULT_TRANSPORT_BYTES >> 20));
     fprintf(f,
         "\n"
-        "config file (key = value per line; '#' or ';' starts a comment line):\n"
+        "config file (key = value per line; '#' or ';' starts a comment line; values are\n"
+        "taken as written: no quotes, no comments after a value):\n"
         "  listen = ADDR             as --listen\n"
         "  log_level = LEVEL         as --log-level\n"
         "  log_format = text|json    as --log-format\n"
@@ -153,14 +185,18 @@ static void usage(FILE *f)
         "  graph_cache_bytes = BYTES as --graph-cache-bytes\n"
         "  device_threads = N        as --device-threads\n"
         "  insecure = true|false     as --insecure\n"
+        "  drain_timeout_s = S       as --drain-timeout\n"
         "  tls_cert = FILE           as --tls-cert (also tls_key, tls_client_ca)\n"
         "  tokens_file = FILE        as --tokens-file\n"
         "  max_connections = N       as --max-connections (also idle_timeout_s, max_streams,\n"
         "                            stream_window, transport_bytes)\n"
         "\n"
         "tokens file (one entry per line, '#' comments):\n"
-        "  sha256:HEX TENANT [QUOTA=N ...]   SHA-256 of a bearer token, its tenant\n"
-        "  cn:NAME TENANT [QUOTA=N ...]      a verified client certificate's common name\n"
+        "  sha256:HEX TENANT [QUOTA=N ...] [role=admin] [label=TEXT] [created=TIME]\n"
+        "                                    SHA-256 of a bearer token, its tenant\n"
+        "  cn:NAME TENANT [...]              a verified client certificate's common name\n"
+        "  role=admin: the tenant may list and end every tenant's sessions (tensorctl\n"
+        "  sessions); label and created are for tensorctl token list/revoke.\n"
         "  QUOTA: max_bytes, max_sessions, max_tensors, max_tensor_bytes (K/M/G/T suffixes\n"
         "  for bytes), max_queued_batches; per tenant, shared by all its entries (last\n"
         "  value wins); 0 or absent = no limit (for max_bytes: --max-tenant-bytes).\n"
@@ -170,18 +206,23 @@ static void usage(FILE *f)
         "\n"
         "signals:\n"
         "  SIGTERM, SIGINT           graceful stop: health turns NOT_SERVING, stop accepting,\n"
-        "                            let queued work finish (up to %d ms), cancel the\n"
-        "                            remaining calls, free every session, exit 0; a second\n"
-        "                            signal cancels at once\n"
-        "  SIGHUP                    reload the tokens file (a bad file keeps the old one);\n"
-        "                            open sessions of a removed token or certificate end\n"
-        "                            with UNAUTHENTICATED\n"
+        "                            let open sessions finish (up to --drain-timeout), end\n"
+        "                            the rest with UNAVAILABLE \"server is shutting down\",\n"
+        "                            free every session, exit 0; a second signal ends them\n"
+        "                            at once\n"
+        "  SIGHUP                    read the config file and flags again: log_level,\n"
+        "                            log_format, max_sessions, max_session_bytes,\n"
+        "                            max_tenant_bytes, drain_timeout_s, the TLS files and\n"
+        "                            the tokens file are reloaded (other keys need a\n"
+        "                            restart; a bad file keeps what is in force); open\n"
+        "                            sessions continue, except those of a removed token or\n"
+        "                            certificate, which end with UNAUTHENTICATED; new TLS\n"
+        "                            handshakes use the new certificate\n"
         "\n"
         "exit status: 0 after a clean stop, 1 on a runtime failure (cannot listen, no\n"
         "device), 2 on a usage or configuration error.\n"
         "Under systemd (Type=notify) tensord reports READY=1 once listening, STOPPING=1 on\n"
-        "shutdown, and pings the watchdog when WatchdogSec= is set.\n",
-        TD_DRAIN_GRACE_MS);
+        "shutdown, and pings the watchdog when WatchdogSec= is set.\n");
 }
 
 enum {
@@ -208,6 +249,8 @@ enum {
     OPT_MAX_STREAMS,
     OPT_STREAM_WINDOW,
     OPT_TRANSPORT_BYTES,
+    OPT_DRAIN_TIMEOUT,
+    OPT_CHECK_CONFIG,
     OPT_HELP,
     OPT_VERSION,
 };
@@ -236,6 +279,8 @@ static const struct option k_options[] = {
     {"max-streams", required_argument, NULL, OPT_MAX_STREAMS},
     {"stream-window", required_argument, NULL, OPT_STREAM_WINDOW},
     {"transport-bytes", required_argument, NULL, OPT_TRANSPORT_BYTES},
+    {"drain-timeout", required_argument, NULL, OPT_DRAIN_TIMEOUT},
+    {"check-config", required_argument, NULL, OPT_CHECK_CONFIG},
     {"help", no_argument, NULL, OPT_HELP},
     {"version", no_argument, NULL, OPT_VERSION},
     {NULL, 0, NULL, 0},
@@ -271,26 +316,50 @@ static void stuck(void *arg)
     _exit(1);
 }
 
-static void cancel_all(void)
+/* Close every connection still up (grpc_server_cancel_all_calls), then give calls
+ * TD_STUCK_MS to end. */
+static void force_close(void *arg)
 {
-    if (app.cancelled) return;
-    app.cancelled = true;
-    td__log(TD_LOG_INFO, "cancelling the remaining calls");
-    td__service_cancel_all(app.svc);
+    (void)arg;
+    if (app.svc == NULL || app.forced) return;
+    app.forced = true;
+    td__service_cancel_all(app.svc); /* also stops accepting (td__service_shutdown) */
     td__loop_timer_start(TD_STUCK_MS, 0, stuck, NULL, NULL);
+}
+
+/* End the sessions still open with a status the client library reports as "server is
+ * shutting down" (UNAVAILABLE with that text). The connections stay up for TD_LINGER_MS
+ * (or until their clients close them) so that the status reaches the clients: gRPC's
+ * cancel-all disconnects at once, and a client whose write then fails would see "Broken
+ * pipe" instead. `now`: no linger (a second signal). */
+static void cancel_all(bool now)
+{
+    if (!app.cancelled) {
+        app.cancelled = true;
+        size_t n = td__service_end_sessions(app.svc, GRPC_STATUS_UNAVAILABLE,
+                                            "server is shutting down");
+        td__log(TD_LOG_INFO, "ending the remaining calls (%zu open sessions)", n);
+        if (!now && n > 0 &&
+            td__loop_timer_start(TD_LINGER_MS, 0, force_close, NULL, NULL) == TD_OK)
+            return;
+    }
+    force_close(NULL);
 }
 
 static void drain_tick(void *arg)
 {
     (void)arg;
     if (app.svc == NULL) return;
-    bool idle = td__service_idle(app.svc);
-    if (idle || td__loop_now_ms() - app.stop_started_ms >= TD_DRAIN_GRACE_MS) {
-        if (!idle) td__log(TD_LOG_WARN, "work still queued after %d ms", TD_DRAIN_GRACE_MS);
-        td__loop_timer_stop(app.drain_timer);
-        app.drain_timer = NULL;
-        cancel_all();
-    }
+    size_t open = td__service_session_count(app.svc);
+    bool done = open == 0 && td__service_idle(app.svc);
+    uint64_t limit_ms = app.cfg.drain_timeout_s * 1000;
+    if (!done && td__loop_now_ms() - app.stop_started_ms < limit_ms) return;
+    if (!done)
+        td__log(TD_LOG_WARN, "%zu sessions still open after the drain timeout (%llu s)", open,
+                (unsigned long long)app.cfg.drain_timeout_s);
+    td__loop_timer_stop(app.drain_timer);
+    app.drain_timer = NULL;
+    cancel_all(false);
 }
 
 static void on_stop(int signum, void *arg)
@@ -304,34 +373,223 @@ static void on_stop(int signum, void *arg)
             td__loop_timer_stop(app.drain_timer);
             app.drain_timer = NULL;
         }
-        cancel_all();
+        cancel_all(true);
         return;
     }
     app.stopping = true;
-    td__log(TD_LOG_INFO, "%s: shutting down (queued work gets up to %d ms)", name,
-            TD_DRAIN_GRACE_MS);
+    td__log(TD_LOG_INFO, "%s: shutting down (%zu open sessions get up to %llu s to finish)",
+            name, td__service_session_count(app.svc),
+            (unsigned long long)app.cfg.drain_timeout_s);
     td__notify_stopping();
     app.stop_started_ms = td__loop_now_ms();
-    td__service_shutdown(app.svc);
+    td__service_drain_begin(app.svc);
     if (td__loop_timer_start(TD_DRAIN_POLL_MS, TD_DRAIN_POLL_MS, drain_tick, NULL,
                              &app.drain_timer) != TD_OK)
-        cancel_all();
+        cancel_all(false);
+}
+
+/* ---- settings ---- */
+
+/* Defaults, then the config file (when given), then every flag but --config. Returns 0, or
+ * 2 (usage/configuration error) with a message in err. Loop thread (or before it). */
+static int load_settings(int argc, char **argv, const char *config_path, td__config *cfg,
+                         char *err, size_t errlen)
+{
+    char why[960];
+    td__config_defaults(cfg);
+    if (config_path != NULL && td__config_load(cfg, config_path, why, sizeof why) != 0) {
+        snprintf(err, errlen, "config: %s", why);
+        return 2;
+    }
+    optind = 0; /* glibc: restart scanning */
+    opterr = 0;
+    int opt;
+    while ((opt = getopt_long(argc, argv, "", k_options, NULL)) != -1) {
+        const char *key = NULL, *value = optarg;
+        switch (opt) {
+        case OPT_LISTEN: key = "listen"; break;
+        case OPT_DEVICE_THREADS: key = "device_threads"; break;
+        case OPT_LOG_LEVEL: key = "log_level"; break;
+        case OPT_LOG_FORMAT: key = "log_format"; break;
+        case OPT_METRICS: key = "metrics"; break;
+        case OPT_MAX_SESSIONS: key = "max_sessions"; break;
+        case OPT_MAX_SESSION_BYTES: key = "max_session_bytes"; break;
+        case OPT_MAX_TENANT_BYTES: key = "max_tenant_bytes"; break;
+        case OPT_GRAPH_CACHE_BYTES: key = "graph_cache_bytes"; break;
+        case OPT_BLOB_CACHE_BYTES: key = "blob_cache_bytes"; break;
+        case OPT_CACHE_DIR: key = "cache_dir"; break;
+        case OPT_GRAPH_CACHE: key = "graph_cache"; break;
+        case OPT_INSECURE: key = "insecure"; value = "true"; break;
+        case OPT_TLS_CERT: key = "tls_cert"; break;
+        case OPT_TLS_KEY: key = "tls_key"; break;
+        case OPT_TLS_CLIENT_CA: key = "tls_client_ca"; break;
+        case OPT_TOKENS_FILE: key = "tokens_file"; break;
+        case OPT_MAX_CONNECTIONS: key = "max_connections"; break;
+        case OPT_IDLE_TIMEOUT_S: key = "idle_timeout_s"; break;
+        case OPT_MAX_STREAMS: key = "max_streams"; break;
+        case OPT_STREAM_WINDOW: key = "stream_window"; break;
+        case OPT_TRANSPORT_BYTES: key = "transport_bytes"; break;
+        case OPT_DRAIN_TIMEOUT: key = "drain_timeout_s"; break;
+        default: break;
+        }
+        if (key != NULL && td__config_set(cfg, key, value, why, sizeof why) != 0) {
+            snprintf(err, errlen, "%s", why);
+            return 2;
+        }
+    }
+    return 0;
+}
+
+/* What cannot be checked key by key: the TLS pair, TLS on a unix socket, a public address
+ * without TLS. Loads the TLS files into *tls_files when TLS is on (*tls). Returns 0, or 2
+ * with a message in err. */
+static int check_settings(const td__config *cfg, td__listen_addr *addr, bool *tls,
+                          td__tls_files *tls_files, char *err, size_t errlen)
+{
+    char why[960];
+    memset(tls_files, 0, sizeof *tls_files);
+    if (td__listen_parse(cfg->listen, addr, why, sizeof why) != 0) {
+        snprintf(err, errlen, "%s", why);
+        return 2;
+    }
+    *tls = cfg->tls_cert[0] != '\0' || cfg->tls_key[0] != '\0';
+    if (*tls && (cfg->tls_cert[0] == '\0' || cfg->tls_key[0] == '\0')) {
+        snprintf(err, errlen, "TLS needs both --tls-cert and --tls-key (tls_cert, tls_key)");
+        return 2;
+    }
+    if (cfg->tls_client_ca[0] != '\0' && !*tls) {
+        snprintf(err, errlen, "--tls-client-ca needs --tls-cert and --tls-key");
+        return 2;
+    }
+    if (*tls && addr->is_unix) {
+        snprintf(err, errlen, "TLS on a unix socket is not supported; listen on HOST:PORT");
+        return 2;
+    }
+    if (!addr->loopback && !*tls && !cfg->insecure) {
+        snprintf(err, errlen,
+                 "refusing to listen on %s without TLS: pass --tls-cert and --tls-key (see "
+                 "tensord --help), or --insecure to serve plaintext anyway",
+                 cfg->listen);
+        return 2;
+    }
+    if (*tls && td__tls_files_load(cfg->tls_cert, cfg->tls_key,
+                                   cfg->tls_client_ca[0] ? cfg->tls_client_ca : NULL, tls_files,
+                                   why, sizeof why) != TD_OK) {
+        snprintf(err, errlen, "TLS: %s", why);
+        return 2;
+    }
+    return 0;
+}
+
+/* tensord --check-config FILE: everything start-up reads, without opening anything. */
+static int check_config(int argc, char **argv, const char *path)
+{
+    td__config cfg;
+    char err[1024];
+    td__listen_addr addr;
+    td__tls_files tf;
+    bool tls;
+    int rc = load_settings(argc, argv, path, &cfg, err, sizeof err);
+    if (rc == 0) rc = check_settings(&cfg, &addr, &tls, &tf, err, sizeof err);
+    if (rc == 0) td__tls_files_fini(&tf);
+    if (rc == 0 && cfg.metrics[0] != '\0') {
+        td__listen_addr m;
+        if (td__metrics_parse(cfg.metrics, &m, err, sizeof err) != 0) rc = 2;
+    }
+    if (rc == 0 && cfg.tokens_file[0] != '\0') {
+        td__token_entry *e = NULL;
+        size_t n = 0;
+        char why[960];
+        if (td__tokens_load(cfg.tokens_file, &e, &n, why, sizeof why) != TD_OK) {
+            snprintf(err, sizeof err, "tokens file: %s", why);
+            rc = 2;
+        }
+        td__free(e);
+    }
+    if (rc != 0) {
+        fprintf(stderr, "tensord: %s\n", err);
+        return rc;
+    }
+    printf("%s: ok\n", path);
+    return 0;
+}
+
+/* Config keys a SIGHUP cannot change (they shape what was opened at start). */
+static const struct {
+    const char *key;
+    size_t off, size;
+} k_fixed_keys[] = {
+#define FIXED(k) {#k, offsetof(td__config, k), sizeof(((td__config *)0)->k)}
+    FIXED(listen),           FIXED(metrics),        FIXED(blob_cache_bytes),
+    FIXED(cache_dir),        FIXED(graph_cache),    FIXED(graph_cache_bytes),
+    FIXED(device_threads),   FIXED(insecure),       FIXED(tokens_file),
+    FIXED(max_connections),  FIXED(idle_timeout_s), FIXED(max_streams),
+    FIXED(stream_window),    FIXED(transport_bytes),
+#undef FIXED
+};
+
+static void reload_tls(const td__config *cfg)
+{
+    td__tls_files tf;
+    char err[1024];
+    bool want = cfg->tls_cert[0] != '\0' && cfg->tls_key[0] != '\0';
+    if (!want && !app.tls) return;
+    if (!want) {
+        td__log(TD_LOG_ERROR, "SIGHUP: TLS settings removed: TLS stays on until a restart");
+        return;
+    }
+    if (td__tls_files_load(cfg->tls_cert, cfg->tls_key,
+                           cfg->tls_client_ca[0] ? cfg->tls_client_ca : NULL, &tf, err,
+                           sizeof err) != TD_OK) {
+        td__log(TD_LOG_ERROR, "SIGHUP: TLS files not reloaded, the certificate in force "
+                              "stays: %s",
+                err);
+        return;
+    }
+    if (td__service_tls_reload(app.svc, &tf, err, sizeof err) != TD_OK)
+        td__log(TD_LOG_ERROR, "SIGHUP: TLS files not reloaded: %s", err);
+    else
+        td__log(TD_LOG_INFO, "SIGHUP: TLS certificate reloaded (subject CN '%s'); new "
+                             "connections use it, open ones keep theirs",
+                tf.subject_cn);
+    td__tls_files_fini(&tf);
 }
 
 static void on_reload(void *arg)
 {
     (void)arg;
-    if (!td__tenants_enabled(app.tenants)) {
-        td__log(TD_LOG_INFO, "SIGHUP: no tokens file to reload");
-        return;
-    }
+    if (app.svc == NULL || app.stopping) return;
+    td__config cfg;
     char err[1024];
+    if (load_settings(app.argc, app.argv, app.config_path, &cfg, err, sizeof err) != 0) {
+        td__log(TD_LOG_ERROR, "SIGHUP: settings not reloaded, those in force stay: %s", err);
+        cfg = app.cfg; /* the TLS files and the tokens file are still read again */
+    }
+    for (size_t i = 0; i < sizeof k_fixed_keys / sizeof k_fixed_keys[0]; i++) {
+        char *now = (char *)&app.cfg + k_fixed_keys[i].off;
+        char *want = (char *)&cfg + k_fixed_keys[i].off;
+        if (memcmp(now, want, k_fixed_keys[i].size) == 0) continue;
+        td__log(TD_LOG_WARN, "SIGHUP: %s changed: it takes effect at the next restart",
+                k_fixed_keys[i].key);
+        memcpy(want, now, k_fixed_keys[i].size);
+    }
+    td__log_set_level(cfg.log_level);
+    td__log_set_format(cfg.log_format);
+    td__service_set_limits(app.svc, cfg.max_sessions, cfg.max_session_bytes);
+    td__quota_set_default_bytes(cfg.max_tenant_bytes);
+    reload_tls(&cfg);
+    app.cfg = cfg;
+    td__log(TD_LOG_INFO, "SIGHUP: settings reloaded (max_sessions %llu, max_session_bytes "
+                         "%llu, max_tenant_bytes %llu, drain_timeout_s %llu)",
+            (unsigned long long)cfg.max_sessions, (unsigned long long)cfg.max_session_bytes,
+            (unsigned long long)cfg.max_tenant_bytes, (unsigned long long)cfg.drain_timeout_s);
+    if (!td__tenants_enabled(app.tenants)) return;
     size_t n;
     if (td__tenants_reload(app.tenants, &n, err, sizeof err) != TD_OK)
         td__log(TD_LOG_ERROR, "SIGHUP: tokens file not reloaded, the previous one stays: %s",
                 err);
     else {
-        size_t ended = app.svc != NULL ? td__service_revoke_stale(app.svc, app.tenants) : 0;
+        size_t ended = td__service_revoke_stale(app.svc, app.tenants);
         td__log(TD_LOG_INFO, "SIGHUP: tokens file reloaded (%zu entries); %zu open sessions "
                              "of removed identities ended", n, ended);
     }
@@ -363,6 +621,72 @@ static bool unix_socket_in_use(const char *path)
     return in_use;
 }
 
+/* What gRPC's own bind failure does not say ("No address added out of total 1
+ * resolved"): whether the host resolves, and what bind() itself answers. Returns 0, or -1
+ * with a message naming the cause. The socket is closed again at once; gRPC binds for
+ * real right after (a race with another program in between still fails there). */
+static int check_listen(const td__listen_addr *a, char *err, size_t errlen)
+{
+    if (a->is_unix) {
+        char dir[256];
+        snprintf(dir, sizeof dir, "%s", a->host);
+        char *slash = strrchr(dir, '/');
+        if (slash == NULL) snprintf(dir, sizeof dir, ".");
+        else if (slash == dir) dir[1] = '\0';
+        else *slash = '\0';
+        struct stat sb;
+        if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+            snprintf(err, errlen,
+                     "cannot listen on unix:%s: directory %s does not exist (under systemd the "
+                     "unit's RuntimeDirectory=tensord makes /run/tensord; elsewhere create it or "
+                     "choose another path)",
+                     a->host, dir);
+            return -1;
+        }
+        if (access(dir, W_OK | X_OK) != 0) {
+            snprintf(err, errlen,
+                     "cannot listen on unix:%s: permission denied: user %ld cannot create a "
+                     "socket in %s",
+                     a->host, (long)geteuid(), dir);
+            return -1;
+        }
+        return 0;
+    }
+    char port[16];
+    snprintf(port, sizeof port, "%d", a->port);
+    struct addrinfo hints, *res = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    int g = getaddrinfo(a->host, port, &hints, &res);
+    if (g != 0) {
+        snprintf(err, errlen, "cannot listen on %s: host '%s' does not resolve (%s)",
+                 a->target, a->host, gai_strerror(g));
+        return -1;
+    }
+    int rc = 0;
+    for (struct addrinfo *r = res; r != NULL && rc == 0; r = r->ai_next) {
+        int fd = socket(r->ai_family, r->ai_socktype | SOCK_CLOEXEC, r->ai_protocol);
+        if (fd < 0) continue;
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one); /* as gRPC does */
+        if (bind(fd, r->ai_addr, r->ai_addrlen) != 0) {
+            int e = errno;
+            const char *hint = e == EADDRINUSE ? " (another program listens there; find it with "
+                                                 "'ss -ltnp')"
+                               : e == EACCES ? " (ports below 1024 need privileges; pick a "
+                                               "higher port)"
+                               : e == EADDRNOTAVAIL ? " (the address is not one of this host's)"
+                                                    : "";
+            snprintf(err, errlen, "cannot listen on %s: %s%s", a->target, strerror(e), hint);
+            rc = -1;
+        }
+        close(fd);
+    }
+    freeaddrinfo(res);
+    return rc;
+}
+
 /* Keep gRPC's receive buffers in the heap. gRPC reads the socket into freshly malloc'd
  * buffers of up to several MiB and the device worker frees them after copying the payload
  * into a tensor; with glibc's defaults those buffers are mmap'd or trimmed back to the
@@ -387,12 +711,13 @@ int main(int argc, char **argv)
 {
     td__log_set_prefix("tensord");
     tune_malloc();
-    const char *config_path = NULL;
+    const char *config_path = NULL, *check_path = NULL;
     int opt;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, "", k_options, NULL)) != -1) {
         switch (opt) {
         case OPT_CONFIG: config_path = optarg; break;
+        case OPT_CHECK_CONFIG: check_path = optarg; break;
         case OPT_HELP: usage(stdout); return 0;
         case OPT_VERSION: printf("tensord %s\n", TD_VERSION_STRING); return 0;
         case '?':
@@ -409,76 +734,34 @@ int main(int argc, char **argv)
         fprintf(stderr, "tensord: unexpected argument '%s'\ntry 'tensord --help'\n", argv[optind]);
         return 2;
     }
-
-    td__config cfg;
-    char err[1024];
-    td__config_defaults(&cfg);
-    if (config_path != NULL && td__config_load(&cfg, config_path, err, sizeof err) != 0) {
-        fprintf(stderr, "tensord: config: %s\n", err);
-        return 2;
-    }
-    optind = 0; /* glibc: restart scanning */
-    while ((opt = getopt_long(argc, argv, "", k_options, NULL)) != -1) {
-        const char *key = NULL, *value = optarg;
-        switch (opt) {
-        case OPT_LISTEN: key = "listen"; break;
-        case OPT_DEVICE_THREADS: key = "device_threads"; break;
-        case OPT_LOG_LEVEL: key = "log_level"; break;
-        case OPT_LOG_FORMAT: key = "log_format"; break;
-        case OPT_METRICS: key = "metrics"; break;
-        case OPT_MAX_SESSIONS: key = "max_sessions"; break;
-        case OPT_MAX_SESSION_BYTES: key = "max_session_bytes"; break;
-        case OPT_MAX_TENANT_BYTES: key = "max_tenant_bytes"; break;
-        case OPT_GRAPH_CACHE_BYTES: key = "graph_cache_bytes"; break;
-        case OPT_BLOB_CACHE_BYTES: key = "blob_cache_bytes"; break;
-        case OPT_CACHE_DIR: key = "cache_dir"; break;
-        case OPT_GRAPH_CACHE: key = "graph_cache"; break;
-        case OPT_INSECURE: key = "insecure"; value = "true"; break;
-        case OPT_TLS_CERT: key = "tls_cert"; break;
-        case OPT_TLS_KEY: key = "tls_key"; break;
-        case OPT_TLS_CLIENT_CA: key = "tls_client_ca"; break;
-        case OPT_TOKENS_FILE: key = "tokens_file"; break;
-        case OPT_MAX_CONNECTIONS: key = "max_connections"; break;
-        case OPT_IDLE_TIMEOUT_S: key = "idle_timeout_s"; break;
-        case OPT_MAX_STREAMS: key = "max_streams"; break;
-        case OPT_STREAM_WINDOW: key = "stream_window"; break;
-        case OPT_TRANSPORT_BYTES: key = "transport_bytes"; break;
-        default: break;
-        }
-        if (key != NULL && td__config_set(&cfg, key, value, err, sizeof err) != 0) {
-            fprintf(stderr, "tensord: %s\n", err);
+    if (check_path != NULL) {
+        if (config_path != NULL) {
+            fprintf(stderr, "tensord: --check-config FILE replaces --config; give one\n");
             return 2;
         }
+        return check_config(argc, argv, check_path);
     }
+
+    char err[1024];
+    app.argc = argc;
+    app.argv = argv;
+    app.config_path = config_path;
+    if (load_settings(argc, argv, config_path, &app.cfg, err, sizeof err) != 0) {
+        fprintf(stderr, "tensord: %s\n", err);
+        return 2;
+    }
+    const td__config cfg = app.cfg;
     td__log_set_level(cfg.log_level);
     td__log_set_format(cfg.log_format);
 
     td__listen_addr addr;
-    if (td__listen_parse(cfg.listen, &addr, err, sizeof err) != 0) {
+    bool tls;
+    td__tls_files tls_files;
+    if (check_settings(&cfg, &addr, &tls, &tls_files, err, sizeof err) != 0) {
         fprintf(stderr, "tensord: %s\n", err);
         return 2;
     }
-    bool tls = cfg.tls_cert[0] != '\0' || cfg.tls_key[0] != '\0';
-    if (tls && (cfg.tls_cert[0] == '\0' || cfg.tls_key[0] == '\0')) {
-        fprintf(stderr, "tensord: TLS needs both --tls-cert and --tls-key\n");
-        return 2;
-    }
-    if (cfg.tls_client_ca[0] != '\0' && !tls) {
-        fprintf(stderr, "tensord: --tls-client-ca needs --tls-cert and --tls-key\n");
-        return 2;
-    }
-    if (tls && addr.is_unix) {
-        fprintf(stderr, "tensord: TLS on a unix socket is not supported; listen on HOST:PORT\n");
-        return 2;
-    }
-    td__tls_files tls_files;
-    memset(&tls_files, 0, sizeof tls_files);
-    if (tls && td__tls_files_load(cfg.tls_cert, cfg.tls_key,
-                                  cfg.tls_client_ca[0] ? cfg.tls_client_ca : NULL, &tls_files,
-                                  err, sizeof err) != TD_OK) {
-        fprintf(stderr, "tensord: TLS: %s\n", err);
-        return 2;
-    }
+    app.tls = tls;
     if (td__tenants_create(cfg.tokens_file[0] ? cfg.tokens_file : NULL, &app.tenants, err,
                            sizeof err) != TD_OK) {
         fprintf(stderr, "tensord: tokens file: %s\n", err);
@@ -486,18 +769,16 @@ int main(int argc, char **argv)
         return 2;
     }
     if (!addr.loopback && !tls) {
-        if (!cfg.insecure) {
-            fprintf(stderr,
-                    "tensord: refusing to listen on %s without TLS: pass --tls-cert and "
-                    "--tls-key (see tensord --help), or --insecure to serve plaintext anyway\n",
-                    cfg.listen);
-            td__tenants_destroy(app.tenants);
-            return 2;
-        }
         td__log(TD_LOG_WARN,
                 "listening on %s without TLS (--insecure): anyone who can reach it can run "
                 "work and read every session's tensors",
                 cfg.listen);
+    }
+    if (check_listen(&addr, err, sizeof err) != 0) {
+        td__log(TD_LOG_ERROR, "%s", err);
+        td__tenants_destroy(app.tenants);
+        td__tls_files_fini(&tls_files);
+        return 1;
     }
     if (addr.is_unix && unix_socket_in_use(addr.host)) {
         td__log(TD_LOG_ERROR, "cannot listen on %s: another server is answering there",

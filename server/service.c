@@ -13,11 +13,13 @@
  * the workers, the server and the completion queue, in that order.
  */
 #include "server/service.h"
+#include "server/admin.h"
 #include "server/auth.h"
 #include "server/connlimit.h"
 #include "server/health.h"
 #include "server/request.h"
 #include "server/session.h"
+#include "server/unary.h"
 
 #include "common/alloc.h"
 #include "common/log.h"
@@ -56,8 +58,13 @@ struct td__live_session {
     td__quota *quota;
     td__identity id;
     uint64_t start_ms;  /* CLOCK_MONOTONIC */
+    char peer[128];
     atomic_bool opened; /* its first whole message arrived */
     atomic_int slot;    /* its device's metrics slot once open, else -1 */
+    /* For the admin listing (td__service_sessions_list), written by the session's own
+     * threads: its id and device once open, its memory and ops after each job. */
+    atomic_ullong sid, bytes, ops;
+    _Atomic(const char *) device;
     bool timed_out;     /* ended for TD_OPEN_TIMEOUT_MS (under live_mu) */
 };
 
@@ -72,7 +79,7 @@ struct td__service {
     td__service_opts opts;
     grpc_server *server;
     grpc_completion_queue *cq;
-    void *rm_info, *rm_session, *rm_health_check, *rm_health_watch;
+    void *rm_info, *rm_session, *rm_health_check, *rm_health_watch, *rm_list, *rm_kill;
     td__health *health; /* NULL when out of memory: health calls get UNAVAILABLE */
     pthread_t threads[TD_SERVICE_CQ_THREADS];
     int nthreads;
@@ -80,11 +87,21 @@ struct td__service {
     const td__device *devs[SVC_MAX_DEVICES];
     td__worker *workers[SVC_MAX_DEVICES];
 
-    atomic_bool shutting_down;
+    atomic_bool shutting_down; /* draining: no new sessions, health NOT_SERVING */
+    atomic_bool grpc_down;     /* grpc_server_shutdown_and_notify was called */
     atomic_long live_calls;     /* call objects + outstanding call requests */
     atomic_long work;           /* closures queued or running on workers */
     atomic_ullong sessions;     /* reserved session slots */
     atomic_ullong next_session_id;
+
+    /* Reloadable limits (td__service_set_limits); opts' copies are the start-up values. */
+    atomic_ullong max_sessions, max_session_bytes;
+    /* TLS: the certificate configuration the next handshake picks up (tls_fetch), under
+     * tls_mu; NULL once taken. `tls_client_ca` says whether client certificates are
+     * required (fixed at start: gRPC's request type cannot change). */
+    pthread_mutex_t tls_mu;
+    grpc_ssl_server_certificate_config *tls_pending;
+    bool tls_on, tls_client_ca;
 
     grpc_resource_quota *rq; /* bounds the memory of every connection's buffers */
     pthread_mutex_t live_mu; /* guards live */
@@ -149,7 +166,8 @@ bool td__service_session_reserve(td__service *s, uint64_t *id_out)
     if (atomic_load(&s->shutting_down)) return false;
     unsigned long long n = atomic_load(&s->sessions);
     do {
-        if (s->opts.max_sessions != 0 && n >= s->opts.max_sessions) return false;
+        unsigned long long max = atomic_load(&s->max_sessions);
+        if (max != 0 && n >= max) return false;
     } while (!atomic_compare_exchange_weak(&s->sessions, &n, n + 1));
     *id_out = atomic_fetch_add(&s->next_session_id, 1) + 1;
     return true;
@@ -167,33 +185,18 @@ void td__service_session_unreserve(td__service *s)
     }
 }
 
-uint64_t td__service_max_session_bytes(const td__service *s) { return s->opts.max_session_bytes; }
+uint64_t td__service_max_session_bytes(td__service *s) { return atomic_load(&s->max_session_bytes); }
 struct td__blobstore *td__service_blobs(const td__service *s) { return s->opts.blobs; }
-uint64_t td__service_max_sessions(const td__service *s) { return s->opts.max_sessions; }
+uint64_t td__service_max_sessions(td__service *s) { return atomic_load(&s->max_sessions); }
+
+void td__service_set_limits(td__service *s, uint64_t max_sessions, uint64_t max_session_bytes)
+{
+    atomic_store(&s->max_sessions, max_sessions);
+    atomic_store(&s->max_session_bytes, max_session_bytes);
+}
 bool td__service_shutting_down(td__service *s) { return atomic_load(&s->shutting_down); }
 
 /* ---- GetInfo (unary) ---- */
-
-typedef struct info_call {
-    td__tag tag;
-    td__service *svc;
-    grpc_call *call;
-    grpc_byte_buffer *response;
-    grpc_slice details;
-    int cancelled;
-} info_call;
-
-static void info_done(td__tag *tag, bool ok)
-{
-    (void)ok;
-    info_call *c = (info_call *)tag;
-    if (c->response) grpc_byte_buffer_destroy(c->response);
-    grpc_slice_unref(c->details);
-    grpc_call_unref(c->call);
-    td__service *svc = c->svc;
-    td__free(c);
-    td__service_call_end(svc);
-}
 
 /* Sessions, tensors and bytes are the caller's tenant's only (td__quota): one tenant
  * learns nothing about another's use of the server. */
@@ -243,22 +246,12 @@ static td_status info_encode(td__service *s, const td__quota *quota, grpc_byte_b
 static void info_start(td__service *s, grpc_call *call, grpc_byte_buffer *request,
                        const td__quota *quota)
 {
-    info_call *c = td__calloc(1, sizeof *c);
-    if (c == NULL) {
-        grpc_call_cancel_with_status(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory",
-                                     NULL);
-        grpc_call_unref(call);
-        return;
-    }
-    td__service_call_begin(s);
-    c->tag.fn = info_done;
-    c->svc = s;
-    c->call = call;
     grpc_status_code code = GRPC_STATUS_OK;
     const char *details = "";
     char err[256];
     ProtobufCMessage *req = NULL;
     td__wire_scratch scratch = {0};
+    grpc_byte_buffer *response = NULL;
     if (request != NULL) {
         td_status st = td__wire_decode(request, &tensord__v1__info_request__descriptor, &scratch,
                                        &req, NULL, NULL, err, sizeof err);
@@ -269,36 +262,24 @@ static void info_start(td__service *s, grpc_call *call, grpc_byte_buffer *reques
     }
     if (req) protobuf_c_message_free_unpacked(req, NULL);
     td__wire_scratch_fini(&scratch);
-    if (code == GRPC_STATUS_OK && info_encode(s, quota, &c->response) != TD_OK) {
+    if (code == GRPC_STATUS_OK && info_encode(s, quota, &response) != TD_OK) {
         code = GRPC_STATUS_RESOURCE_EXHAUSTED;
         details = "out of memory";
     }
-    c->details = grpc_slice_from_copied_string(details);
-
-    grpc_op ops[4];
-    memset(ops, 0, sizeof ops);
-    size_t nops = 0;
-    ops[nops++].op = GRPC_OP_SEND_INITIAL_METADATA;
-    if (c->response) {
-        ops[nops].op = GRPC_OP_SEND_MESSAGE;
-        ops[nops++].data.send_message.send_message = c->response;
-    }
-    ops[nops].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
-    ops[nops].data.send_status_from_server.status = code;
-    ops[nops++].data.send_status_from_server.status_details = &c->details;
-    ops[nops].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
-    ops[nops++].data.recv_close_on_server.cancelled = &c->cancelled;
-    td__tag_arm(&c->tag);
-    grpc_call_error e = grpc_call_start_batch(call, ops, nops, &c->tag, NULL);
-    if (e != GRPC_CALL_OK) {
-        td__log(TD_LOG_ERROR, "GetInfo: cannot start batch (grpc error %d)", (int)e);
-        info_done(&c->tag, false);
-    }
+    td__srv_unary_reply(s, call, response, code, details, "GetInfo");
 }
 
 /* ---- outstanding call requests ---- */
 
-enum { REQ_INFO, REQ_SESSION, REQ_HEALTH_CHECK, REQ_HEALTH_WATCH, REQ_UNKNOWN };
+enum {
+    REQ_INFO,
+    REQ_SESSION,
+    REQ_HEALTH_CHECK,
+    REQ_HEALTH_WATCH,
+    REQ_LIST_SESSIONS,
+    REQ_KILL_SESSION,
+    REQ_UNKNOWN
+};
 
 typedef struct call_request {
     td__tag tag;
@@ -326,9 +307,10 @@ static void answer_unknown(td__service *s, grpc_call *call, const grpc_slice *me
         name[k++] = (p[i] >= 0x20 && p[i] < 0x7f) ? p[i] : '?';
     name[k] = '\0';
     char msg[400];
-    snprintf(msg, sizeof msg, "unknown method '%s%s'; this server has %s, %s, %s and %s",
+    snprintf(msg, sizeof msg, "unknown method '%s%s'; this server has %s, %s, %s, %s, %s and %s",
              name, n > k ? "..." : "", TD_METHOD_GETINFO, TD_METHOD_SESSION,
-             TD_METHOD_HEALTH_CHECK, TD_METHOD_HEALTH_WATCH);
+             TD_METHOD_LIST_SESSIONS, TD_METHOD_KILL_SESSION, TD_METHOD_HEALTH_CHECK,
+             TD_METHOD_HEALTH_WATCH);
     td__log(TD_LOG_DEBUG, "%s", msg);
     td__srv_reject(s, call, GRPC_STATUS_UNIMPLEMENTED, msg);
 }
@@ -354,10 +336,12 @@ static void request_post(td__service *s, int kind)
         e = grpc_server_request_call(s->server, &r->call, &r->details, &r->md, s->cq, s->cq,
                                      &r->tag);
     else {
-        void *rm = kind == REQ_INFO           ? s->rm_info
-                   : kind == REQ_SESSION      ? s->rm_session
-                   : kind == REQ_HEALTH_CHECK ? s->rm_health_check
-                                              : s->rm_health_watch;
+        void *rm = kind == REQ_INFO            ? s->rm_info
+                   : kind == REQ_SESSION       ? s->rm_session
+                   : kind == REQ_HEALTH_CHECK  ? s->rm_health_check
+                   : kind == REQ_LIST_SESSIONS ? s->rm_list
+                   : kind == REQ_KILL_SESSION  ? s->rm_kill
+                                               : s->rm_health_watch;
         e = grpc_server_request_registered_call(s->server, rm, &r->call, &r->deadline, &r->md,
                                                 kind == REQ_SESSION ? NULL : &r->payload, s->cq,
                                                 s->cq, &r->tag);
@@ -375,7 +359,7 @@ static void request_done(td__tag *tag, bool ok)
 {
     call_request *r = (call_request *)tag;
     td__service *s = r->svc;
-    if (ok && !atomic_load(&s->shutting_down)) request_post(s, r->kind);
+    if (ok && !atomic_load(&s->grpc_down)) request_post(s, r->kind);
     if (ok && r->kind == REQ_UNKNOWN) {
         answer_unknown(s, r->call, &r->details.method);
         ok = false; /* answered; the call is gone */
@@ -393,12 +377,20 @@ static void request_done(td__tag *tag, bool ok)
     td__quota *quota = NULL;
     td__identity id;
     if (ok && td__srv_auth_call(s, s->opts.tenants, r->call, &r->md,
-                                r->kind == REQ_INFO ? "GetInfo" : "Session", &quota,
-                                &id) != TD_OK)
+                                r->kind == REQ_INFO            ? "GetInfo"
+                                : r->kind == REQ_SESSION       ? "Session"
+                                : r->kind == REQ_LIST_SESSIONS ? "ListSessions"
+                                                               : "KillSession",
+                                &quota, &id) != TD_OK)
         ok = false; /* answered with UNAUTHENTICATED; the call is gone */
     if (ok) {
         if (r->kind == REQ_INFO)
             info_start(s, r->call, r->payload, quota);
+        else if (r->kind == REQ_LIST_SESSIONS || r->kind == REQ_KILL_SESSION)
+            td__admin_call(s, s->opts.tenants,
+                           r->kind == REQ_LIST_SESSIONS ? TD_ADMIN_LIST_SESSIONS
+                                                        : TD_ADMIN_KILL_SESSION,
+                           r->call, r->payload, quota);
         else
             td__srv_session_start(s, r->call, quota, &id);
     }
@@ -508,6 +500,62 @@ static void grpc_log_to_ours(gpr_log_func_args *a)
     td__log(lv, "grpc: %s (%s:%d)", a->message, a->file, a->line);
 }
 
+/* ---- TLS certificates (reloadable) ---- */
+
+/* gRPC calls this at start and before every new connection's handshake (on its own
+ * threads): a configuration queued by td__service_tls_reload is handed over (gRPC frees
+ * it), otherwise the one in force stays. Connections already up keep the certificate they
+ * were made with, so a reload ends no session. */
+static grpc_ssl_certificate_config_reload_status tls_fetch(void *arg,
+                                                           grpc_ssl_server_certificate_config **out)
+{
+    td__service *s = arg;
+    pthread_mutex_lock(&s->tls_mu);
+    grpc_ssl_server_certificate_config *c = s->tls_pending;
+    s->tls_pending = NULL;
+    pthread_mutex_unlock(&s->tls_mu);
+    if (c == NULL) return GRPC_SSL_CERTIFICATE_CONFIG_RELOAD_UNCHANGED;
+    *out = c;
+    return GRPC_SSL_CERTIFICATE_CONFIG_RELOAD_NEW;
+}
+
+static grpc_ssl_server_certificate_config *tls_config_of(const td__tls_files *tls)
+{
+    grpc_ssl_pem_key_cert_pair pair = {.private_key = tls->key_pem, .cert_chain = tls->cert_pem};
+    /* gRPC 1.51 asserts on a fetched configuration without root certificates, even when no
+     * client certificate is asked for (ssl_security_connector.cc:366). Without a client CA
+     * the server's own chain stands in: it is never used, since no client is asked for a
+     * certificate then. */
+    const char *roots = tls->client_ca_pem != NULL ? tls->client_ca_pem : tls->cert_pem;
+    return grpc_ssl_server_certificate_config_create(roots, &pair, 1);
+}
+
+td_status td__service_tls_reload(td__service *s, const td__tls_files *tls, char *err,
+                                 size_t errlen)
+{
+    if (!s->tls_on) {
+        snprintf(err, errlen, "the server was started without TLS; restart it to turn TLS on");
+        return TD_EINVAL;
+    }
+    if ((tls->client_ca_pem != NULL) != s->tls_client_ca) {
+        snprintf(err, errlen, "tls_client_ca was %s; client certificates can only be turned "
+                              "on or off by a restart",
+                 s->tls_client_ca ? "removed" : "added");
+        return TD_EINVAL;
+    }
+    grpc_ssl_server_certificate_config *c = tls_config_of(tls);
+    if (c == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return TD_ENOMEM;
+    }
+    pthread_mutex_lock(&s->tls_mu);
+    grpc_ssl_server_certificate_config *old = s->tls_pending;
+    s->tls_pending = c;
+    pthread_mutex_unlock(&s->tls_mu);
+    if (old != NULL) grpc_ssl_server_certificate_config_destroy(old);
+    return TD_OK;
+}
+
 /* ---- life cycle ---- */
 
 static void service_free(td__service *s)
@@ -526,7 +574,9 @@ static void service_free(td__service *s)
         grpc_completion_queue_destroy(s->cq);
     }
     if (s->rq) grpc_resource_quota_unref(s->rq);
+    if (s->tls_pending) grpc_ssl_server_certificate_config_destroy(s->tls_pending);
     td__health_destroy(s->health);
+    pthread_mutex_destroy(&s->tls_mu);
     pthread_mutex_destroy(&s->live_mu);
     pthread_mutex_destroy(&s->mu);
     td__free(s);
@@ -556,6 +606,10 @@ td_status td__service_start(const td__service_opts *opts, td__service **out, int
     s->shutdown_tag.fn = shutdown_done;
     pthread_mutex_init(&s->mu, NULL);
     pthread_mutex_init(&s->live_mu, NULL);
+    pthread_mutex_init(&s->tls_mu, NULL);
+    atomic_init(&s->max_sessions, opts->max_sessions);
+    atomic_init(&s->max_session_bytes, opts->max_session_bytes);
+    s->opts.tls = NULL; /* the caller's files, freed after start: only tls_on is kept */
     td_status st = TD_OK;
 
     int n = td__device_count();
@@ -642,23 +696,36 @@ td_status td__service_start(const td__service_opts *opts, td__service **out, int
         s->server, TD_METHOD_HEALTH_CHECK, NULL, GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
     s->rm_health_watch = grpc_server_register_method(
         s->server, TD_METHOD_HEALTH_WATCH, NULL, GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
+    s->rm_list = grpc_server_register_method(s->server, TD_METHOD_LIST_SESSIONS, NULL,
+                                             GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
+    s->rm_kill = grpc_server_register_method(s->server, TD_METHOD_KILL_SESSION, NULL,
+                                             GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
     s->health = td__health_create(s);
     if (s->rm_info == NULL || s->rm_session == NULL || s->rm_health_check == NULL ||
-        s->rm_health_watch == NULL) {
+        s->rm_health_watch == NULL || s->rm_list == NULL || s->rm_kill == NULL) {
         snprintf(err, errlen, "cannot register the gRPC methods");
         st = TD_EINTERNAL;
         goto fail;
     }
     grpc_server_credentials *creds;
     if (opts->tls != NULL) {
-        grpc_ssl_pem_key_cert_pair pair = {.private_key = opts->tls->key_pem,
-                                           .cert_chain = opts->tls->cert_pem};
-        creds = grpc_ssl_server_credentials_create_ex(
-            opts->tls->client_ca_pem, &pair, 1,
-            opts->tls->client_ca_pem != NULL
-                ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
-                : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE,
-            NULL);
+        /* Through a fetcher, so that SIGHUP can swap the certificate (tls_fetch). */
+        s->tls_client_ca = opts->tls->client_ca_pem != NULL;
+        s->tls_pending = tls_config_of(opts->tls);
+        grpc_ssl_server_credentials_options *o =
+            s->tls_pending == NULL
+                ? NULL
+                : grpc_ssl_server_credentials_create_options_using_config_fetcher(
+                      s->tls_client_ca ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+                                       : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE,
+                      tls_fetch, s);
+        creds = o != NULL ? grpc_ssl_server_credentials_create_with_options(o) : NULL;
+        if (creds == NULL) {
+            snprintf(err, errlen, "cannot set up TLS (out of memory)");
+            st = TD_ENOMEM;
+            goto fail;
+        }
+        s->tls_on = true;
     } else {
         creds = grpc_insecure_server_credentials_create();
     }
@@ -695,6 +762,10 @@ td_status td__service_start(const td__service_opts *opts, td__service **out, int
         request_post(s, REQ_HEALTH_CHECK);
         request_post(s, REQ_HEALTH_WATCH);
         request_post(s, REQ_UNKNOWN);
+        if (i < 2) { /* admin calls are rare */
+            request_post(s, REQ_LIST_SESSIONS);
+            request_post(s, REQ_KILL_SESSION);
+        }
     }
     *port = strncmp(opts->target, "unix:", 5) == 0 ? 0 : bound;
     *out = s;
@@ -704,6 +775,12 @@ fail:
     return st;
 }
 
+void td__service_drain_begin(td__service *s)
+{
+    if (atomic_exchange(&s->shutting_down, true)) return;
+    td__health_update(s->health); /* watchers hear NOT_SERVING before anything is cancelled */
+}
+
 void td__service_shutdown(td__service *s)
 {
     pthread_mutex_lock(&s->mu);
@@ -711,8 +788,8 @@ void td__service_shutdown(td__service *s)
     s->shutdown_started = true;
     pthread_mutex_unlock(&s->mu);
     if (!first) return;
-    atomic_store(&s->shutting_down, true);
-    td__health_update(s->health); /* watchers hear NOT_SERVING before anything is cancelled */
+    td__service_drain_begin(s);
+    atomic_store(&s->grpc_down, true);
     td__tag_arm(&s->shutdown_tag);
     grpc_server_shutdown_and_notify(s->server, s->cq, &s->shutdown_tag);
 }
@@ -745,11 +822,17 @@ bool td__service_serving(td__service *s, char *why, size_t whylen)
 }
 
 struct td__live_session *td__service_live_add(td__service *s, struct td__srv_session *ss,
-                                              td__quota *quota, const td__identity *id)
+                                              td__quota *quota, const td__identity *id,
+                                              const char *peer)
 {
     struct td__live_session *l = td__calloc(1, sizeof *l);
     if (l == NULL) return NULL;
     l->ss = ss;
+    snprintf(l->peer, sizeof l->peer, "%s", peer);
+    atomic_init(&l->sid, 0);
+    atomic_init(&l->bytes, 0);
+    atomic_init(&l->ops, 0);
+    atomic_init(&l->device, NULL);
     l->quota = quota;
     l->start_ms = mono_ms();
     atomic_init(&l->opened, false);
@@ -799,9 +882,80 @@ void td__service_live_opened(struct td__live_session *l)
     if (l != NULL) atomic_store(&l->opened, true);
 }
 
-void td__service_live_set_device(struct td__live_session *l, int slot)
+void td__service_live_set_device(struct td__live_session *l, uint64_t session_id, int slot,
+                                 const char *device)
 {
-    if (l != NULL) atomic_store(&l->slot, slot);
+    if (l == NULL) return;
+    atomic_store(&l->sid, session_id);
+    atomic_store(&l->device, device);
+    atomic_store(&l->slot, slot);
+}
+
+void td__service_live_progress(struct td__live_session *l, uint64_t ops, uint64_t bytes)
+{
+    if (l == NULL) return;
+    atomic_store(&l->ops, ops);
+    atomic_store(&l->bytes, bytes);
+}
+
+size_t td__service_session_count(td__service *s)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&s->live_mu);
+    for (struct td__live_session *l = s->live; l != NULL; l = l->next) n++;
+    pthread_mutex_unlock(&s->live_mu);
+    return n;
+}
+
+size_t td__service_end_sessions(td__service *s, grpc_status_code code, const char *why)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&s->live_mu); /* as in td__service_revoke_stale */
+    for (struct td__live_session *l = s->live; l != NULL; l = l->next) {
+        td__srv_session_revoke(l->ss, code, why);
+        n++;
+    }
+    pthread_mutex_unlock(&s->live_mu);
+    return n;
+}
+
+size_t td__service_sessions_list(td__service *s, td__session_row *rows, size_t cap)
+{
+    size_t n = 0;
+    uint64_t now = mono_ms();
+    pthread_mutex_lock(&s->live_mu);
+    for (struct td__live_session *l = s->live; l != NULL; l = l->next) {
+        uint64_t sid = atomic_load(&l->sid);
+        if (sid == 0) continue; /* not open yet: nothing to show or kill */
+        if (n < cap) {
+            td__session_row *r = &rows[n];
+            const char *dev = atomic_load(&l->device);
+            r->id = sid;
+            snprintf(r->tenant, sizeof r->tenant, "%s", l->quota->name);
+            snprintf(r->device, sizeof r->device, "%s", dev != NULL ? dev : "");
+            snprintf(r->peer, sizeof r->peer, "%s", l->peer);
+            r->bytes = atomic_load(&l->bytes);
+            r->ops = atomic_load(&l->ops);
+            r->age_ms = now - l->start_ms;
+        }
+        n++;
+    }
+    pthread_mutex_unlock(&s->live_mu);
+    return n;
+}
+
+bool td__service_session_kill(td__service *s, uint64_t session_id, grpc_status_code code,
+                              const char *why)
+{
+    bool found = false;
+    pthread_mutex_lock(&s->live_mu);
+    for (struct td__live_session *l = s->live; l != NULL && !found; l = l->next) {
+        if (session_id == 0 || atomic_load(&l->sid) != session_id) continue;
+        td__srv_session_revoke(l->ss, code, why);
+        found = true;
+    }
+    pthread_mutex_unlock(&s->live_mu);
+    return found;
 }
 
 void td__service_sessions_foreach(td__service *s,

@@ -78,8 +78,12 @@ typedef struct td__service_opts {
  * (cannot bind), TD_ENOMEM or TD_EINTERNAL with a message in err. Loop thread. */
 td_status td__service_start(const td__service_opts *opts, td__service **out, int *port,
                             char *err, size_t errlen);
-/* Stop accepting calls; calls in progress continue. on_drained fires once all are gone.
- * Idempotent. Loop thread. */
+/* Start draining: open sessions continue, new ones are refused ("server is shutting
+ * down"), health turns NOT_SERVING; the listener stays up (connections that stay open can
+ * still read the statuses of sessions ended later). Idempotent. Loop thread. */
+void td__service_drain_begin(td__service *s);
+/* Drain (as above) and stop accepting calls; calls in progress continue. on_drained fires
+ * once all are gone. Idempotent. Loop thread. */
 void td__service_shutdown(td__service *s);
 /* Cancel every call in progress (their sessions are then freed). Loop thread. */
 void td__service_cancel_all(td__service *s);
@@ -100,6 +104,43 @@ bool td__service_serving(td__service *s, char *why, size_t whylen);
  * the number of sessions ended. Loop thread. */
 size_t td__service_revoke_stale(td__service *s, td__tenants *tenants);
 
+/* Reloadable limits (SIGHUP): sessions opened from now on get them; 0 = no limit. Any
+ * thread. */
+void td__service_set_limits(td__service *s, uint64_t max_sessions, uint64_t max_session_bytes);
+
+/* New certificate chain, key and client CA (copied) for the handshakes from now on;
+ * connections already up keep the certificate they were made with, so no session ends.
+ * Errors: TD_EINVAL when the server runs without TLS or the client CA is added or removed
+ * (gRPC fixes whether client certificates are asked for at start: restart for that),
+ * TD_ENOMEM; err says why and the certificate in force stays. Any thread. */
+td_status td__service_tls_reload(td__service *s, const td__tls_files *tls, char *err,
+                                 size_t errlen);
+
+/* Sessions registered (open, or their call taken over and awaiting the open message).
+ * For the drain. Any thread. */
+size_t td__service_session_count(td__service *s);
+/* End every session with `code` and `why` (the drain's end: UNAVAILABLE "server is shutting
+ * down"). Returns how many. Loop thread. */
+size_t td__service_end_sessions(td__service *s, grpc_status_code code, const char *why);
+
+/* One open session, for the admin listing (tensorctl sessions). */
+typedef struct td__session_row {
+    uint64_t id;
+    char tenant[TD_TENANT_NAME_MAX];
+    char device[32];
+    char peer[128];
+    uint64_t bytes;  /* device memory it holds (after its last finished job) */
+    uint64_t ops;    /* ops executed for it */
+    uint64_t age_ms; /* since its call was taken over */
+} td__session_row;
+/* Copy up to `cap` open sessions into rows (in no set order); returns how many are open
+ * (may exceed cap). Any thread. */
+size_t td__service_sessions_list(td__service *s, td__session_row *rows, size_t cap);
+/* End open session `session_id` with `code` and `why`; false when no open session has
+ * that id. Any thread. */
+bool td__service_session_kill(td__service *s, uint64_t session_id, grpc_status_code code,
+                              const char *why);
+
 /* ---- for server/session.c (any thread) ---- */
 grpc_completion_queue *td__service_cq(td__service *s);
 /* The worker of a device (one per device). */
@@ -107,10 +148,10 @@ td__worker *td__service_worker(td__service *s, const td__device *dev);
 /* Reserve a session slot against max_sessions; false when full or shutting down. */
 bool td__service_session_reserve(td__service *s, uint64_t *id_out);
 void td__service_session_unreserve(td__service *s);
-uint64_t td__service_max_session_bytes(const td__service *s);
+uint64_t td__service_max_session_bytes(td__service *s);
 /* The blob store shared by the sessions (NULL when the server has none). */
 struct td__blobstore *td__service_blobs(const td__service *s);
-uint64_t td__service_max_sessions(const td__service *s);
+uint64_t td__service_max_sessions(td__service *s);
 bool td__service_shutting_down(td__service *s);
 /* Closures submitted to workers and not yet finished (for td__service_idle). */
 void td__service_work_add(td__service *s, long delta);
@@ -120,13 +161,18 @@ void td__service_work_add(td__service *s, long delta);
 struct td__srv_session;
 struct td__live_session;
 struct td__live_session *td__service_live_add(td__service *s, struct td__srv_session *ss,
-                                              td__quota *quota, const td__identity *id);
+                                              td__quota *quota, const td__identity *id,
+                                              const char *peer);
 void td__service_live_remove(td__service *s, struct td__live_session *live);
 /* The session received its first whole message (NULL is a no-op). */
 void td__service_live_opened(struct td__live_session *live);
-/* The session is open on the device of metrics slot `slot` (server/metrics.h); NULL is a
- * no-op. */
-void td__service_live_set_device(struct td__live_session *live, int slot);
+/* The session is open as `session_id` on `device` (a name that outlives the service), of
+ * metrics slot `slot` (server/metrics.h); NULL is a no-op. */
+void td__service_live_set_device(struct td__live_session *live, uint64_t session_id, int slot,
+                                 const char *device);
+/* The session's ops executed and device bytes held so far (after each job; NULL is a
+ * no-op). For the admin listing. */
+void td__service_live_progress(struct td__live_session *live, uint64_t ops, uint64_t bytes);
 /* Call fn(arg, tenant, slot) for every open session (slot -1: not open yet), under the
  * live-session lock: fn must not call back into the service. For the metrics scrape. */
 void td__service_sessions_foreach(td__service *s,

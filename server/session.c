@@ -284,6 +284,7 @@ static void job_main(void *arg)
             td__metrics_op(j->slot, j->graph->ops[i].opcode, UINT64_MAX);
         ss->ops_run += j->graph->n_ops;
     }
+    td__service_live_progress(ss->live, ss->ops_run, ss->es != NULL ? td__session_bytes(ss->es) : 0);
     if (j->rq.kind == TD_REQ_BATCH || j->rq.kind == TD_REQ_GRAPH_RUN)
         td__metrics_batch(j->slot, j->rq.kind == TD_REQ_GRAPH_RUN,
                           td__metrics_now_ns() - j->received_ns);
@@ -395,7 +396,7 @@ static bool handle_open(td__srv_session *ss, td__job *j)
     ss->quota_session = true;
     ss->dev = j->rq.dev;
     ss->slot = td__metrics_device_slot(ss->dev);
-    td__service_live_set_device(ss->live, ss->slot);
+    td__service_live_set_device(ss->live, id, ss->slot, ss->dev->name);
     ss->state = TD_SS_OPEN;
     snprintf(ss->client, sizeof ss->client, "%s", j->rq.client);
     j->always = true;
@@ -508,7 +509,7 @@ void td__srv_session_start(td__service *svc, grpc_call *call, td__quota *quota,
     char *peer = grpc_call_get_peer(call);
     td__request_printable(peer, ss->peer, sizeof ss->peer);
     gpr_free(peer);
-    ss->live = td__service_live_add(svc, ss, quota, id);
+    ss->live = td__service_live_add(svc, ss, quota, id, ss->peer);
     td__srv_call_start(&ss->c);
     td__srv_call_unref(&ss->c);
 }

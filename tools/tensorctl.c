@@ -3,7 +3,8 @@
  *
  *   tensorctl info ADDR          protocol range, version, devices, limits, what is in use
  *   tensorctl ping ADDR [-n N]   N GetInfo round trips: median, p99, min, max
- *   tensorctl token new ...      make a bearer token and append its hash (tools/token.c)
+ *   tensorctl sessions ADDR      every tenant's open sessions; --kill ID ends one (admin)
+ *   tensorctl token new|list|revoke ...  the tokens file, offline (tools/token.c)
  *   tensorctl run MODEL.onnx ... run an ONNX model on a device, .npy in and out
  *                                (tools/tensorctl_run.c)
  *   tensorctl verify ADDR ...    every op (or a model) on each server device against the
@@ -41,8 +42,14 @@ static const char usage_main[] =
     "commands:\n"
     "  info ADDR           show protocol, version, devices, limits and usage\n"
     "  ping ADDR [-n N]    measure GetInfo round-trip latency (default N = 100)\n"
-    "  token new --tenant NAME --tokens-file FILE [QUOTA FLAGS]\n"
+    "  sessions ADDR [--kill ID] [--json]\n"
+    "                      list every tenant's open sessions, or end one (needs a token\n"
+    "                      of a tenant with role=admin in the server's tokens file)\n"
+    "  token new --tenant NAME --tokens-file FILE [QUOTA FLAGS] [--label TEXT] [--admin]\n"
     "                      make a bearer token, print it once, append its hash to FILE\n"
+    "  token list --tokens-file FILE [--json]    entries: tenant, label, created, quotas\n"
+    "  token revoke --tokens-file FILE (--label TEXT | --hash PREFIX | --tenant NAME)\n"
+    "                      remove entries (SIGHUP the server: their sessions end)\n"
     "  run MODEL.onnx [--device URI] --input NAME=FILE.npy ... [--output-dir DIR]\n"
     "                      run an ONNX model once; print outputs and the wall time\n"
     "  verify ADDR [--model MODEL.onnx --input NAME=FILE.npy ...]\n"
@@ -51,17 +58,36 @@ static const char usage_main[] =
     "\n"
     "ADDR is HOST:PORT, unix:PATH, tensord://HOST:PORT[/DEVICE] or, for TLS,\n"
     "tensords://HOST:PORT[/DEVICE].\n"
-    "Run 'tensorctl COMMAND --help' for a command's options.\n"
+    "Run 'tensorctl COMMAND --help' for a command's options; 'tensorctl --version'.\n"
     "Exit status: 0 ok, 1 server unreachable or failed, 2 usage error.\n";
 
 static const char usage_info[] =
-    "usage: tensorctl info [-h] [-t MS] ADDR\n"
+    "usage: tensorctl info [-h] [-t MS] [--json] ADDR\n"
     "\n"
     "Show the server's protocol range, version, devices (memory in GiB), limits, and the\n"
     "sessions, tensors and bytes in use.\n"
     "\n"
     "options:\n"
     "  -t, --timeout MS    give up after MS milliseconds (default 5000)\n"
+    "  --json              one JSON object instead of text\n"
+    "  --ca FILE           CA certificates (PEM) that sign the server's certificate\n"
+    "  --cert FILE         client certificate (PEM) for mutual TLS, with --key FILE\n"
+    "  --key FILE          the client certificate's private key\n"
+    "  --token TOKEN       bearer token (default: $TENSORD_TOKEN)\n"
+    "  -h, --help          show this help\n";
+
+static const char usage_sessions[] =
+    "usage: tensorctl sessions [-h] [-t MS] [--json] [--kill ID] ADDR\n"
+    "\n"
+    "List the open sessions of every tenant: id, tenant, device, peer, bytes held, age,\n"
+    "ops executed. With --kill ID, end session ID instead (its client sees \"session ended\n"
+    "by an administrator\"). The token must belong to a tenant with role=admin in the\n"
+    "server's tokens file (tensorctl token new --admin).\n"
+    "\n"
+    "options:\n"
+    "  -t, --timeout MS    give up after MS milliseconds (default 5000)\n"
+    "  --json              a JSON array of objects instead of a table\n"
+    "  --kill ID           end session ID\n"
     "  --ca FILE           CA certificates (PEM) that sign the server's certificate\n"
     "  --cert FILE         client certificate (PEM) for mutual TLS, with --key FILE\n"
     "  --key FILE          the client certificate's private key\n"
@@ -106,9 +132,15 @@ static bool parse_count(const char *s, long max, int *out)
     return true;
 }
 
-/* Common options of the subcommands: ADDR plus -t, and -n when count != NULL. */
+/* Options only some subcommands take (NULL: not taken). */
+typedef struct sub_extra {
+    bool *json;          /* --json */
+    const char **kill;   /* --kill ID */
+} sub_extra;
+
+/* Common options of the subcommands: ADDR plus -t, -n when count != NULL, and `x`'s. */
 static int parse_sub(int argc, char **argv, const char *usage, const char **addr,
-                     int *timeout_ms, int *count, td_options *o)
+                     int *timeout_ms, int *count, td_options *o, const sub_extra *x)
 {
     *addr = NULL;
     for (int i = 0; i < argc; i++) {
@@ -116,6 +148,15 @@ static int parse_sub(int argc, char **argv, const char *usage, const char **addr
         if (is_help(a)) {
             fputs(usage, stdout);
             return 0;
+        }
+        if (x != NULL && x->json != NULL && strcmp(a, "--json") == 0) {
+            *x->json = true;
+            continue;
+        }
+        if (x != NULL && x->kill != NULL && strcmp(a, "--kill") == 0) {
+            if (i + 1 >= argc) return usage_error(usage, "option %s needs a value", a);
+            *x->kill = argv[++i];
+            continue;
         }
         const char **sec = strcmp(a, "--ca") == 0      ? &o->tls_ca_file
                            : strcmp(a, "--cert") == 0  ? &o->tls_cert_file
@@ -148,6 +189,21 @@ static int parse_sub(int argc, char **argv, const char *usage, const char **addr
     return -1; /* parsed; go on */
 }
 
+/* A JSON string: quotes, and escapes for '"', '\\' and control characters. */
+static void json_str(const char *s)
+{
+    putchar('"');
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            printf("\\%c", *p);
+        else if (*p < 0x20)
+            printf("\\u%04x", *p);
+        else
+            putchar(*p);
+    }
+    putchar('"');
+}
+
 static double gib(uint64_t bytes) { return (double)bytes / (1024.0 * 1024.0 * 1024.0); }
 
 static int cmd_info(int argc, char **argv)
@@ -156,7 +212,9 @@ static int cmd_info(int argc, char **argv)
     int timeout_ms = 5000;
     td_options o;
     memset(&o, 0, sizeof o);
-    int rc = parse_sub(argc, argv, usage_info, &addr, &timeout_ms, NULL, &o);
+    bool json = false;
+    sub_extra x = {.json = &json};
+    int rc = parse_sub(argc, argv, usage_info, &addr, &timeout_ms, NULL, &o, &x);
     if (rc >= 0) return rc;
     o.connect_timeout_ms = timeout_ms;
     td_server_info info;
@@ -164,6 +222,31 @@ static int cmd_info(int argc, char **argv)
     if (st != TD_OK) {
         fprintf(stderr, "tensorctl: info: %s (%s)\n", td_connect_error(), td_status_name(st));
         return EXIT_RUNTIME;
+    }
+    if (json) {
+        printf("{\"server\": ");
+        json_str(addr);
+        printf(", \"version\": ");
+        json_str(info.server_version);
+        printf(", \"protocol_min\": %" PRIu32 ", \"protocol_max\": %" PRIu32 ", \"devices\": [",
+               info.protocol_min, info.protocol_max);
+        for (int i = 0; i < info.n_devices; i++) {
+            const td_device_info *d = &info.devices[i];
+            printf("%s{\"name\": ", i ? ", " : "");
+            json_str(d->name);
+            printf(", \"kind\": ");
+            json_str(d->kind);
+            printf(", \"description\": ");
+            json_str(d->description);
+            printf(", \"memory_total_bytes\": %" PRIu64 ", \"memory_free_bytes\": %" PRIu64 "}",
+                   d->memory_total, d->memory_free);
+        }
+        printf("], \"limits\": {\"max_message_bytes\": %" PRIu64 ", \"chunk_bytes\": %" PRIu64
+               ", \"max_tensor_bytes\": %" PRIu64 "}, \"sessions\": %" PRIu64
+               ", \"tensors\": %" PRIu64 ", \"bytes_in_use\": %" PRIu64 "}\n",
+               info.max_message_bytes, info.chunk_bytes, info.max_tensor_bytes, info.sessions,
+               info.tensors, info.bytes_in_use);
+        return 0;
     }
     printf("server:    %s\n", addr);
     printf("version:   %s\n", info.server_version[0] ? info.server_version : "(unknown)");
@@ -200,7 +283,7 @@ static int cmd_ping(int argc, char **argv)
     int timeout_ms = 5000, n = PING_DEFAULT_N;
     td_options o;
     memset(&o, 0, sizeof o);
-    int rc = parse_sub(argc, argv, usage_ping, &addr, &timeout_ms, &n, &o);
+    int rc = parse_sub(argc, argv, usage_ping, &addr, &timeout_ms, &n, &o, NULL);
     if (rc >= 0) return rc;
     o.connect_timeout_ms = timeout_ms;
     uint64_t *rtt = calloc((size_t)n, sizeof *rtt);
@@ -227,6 +310,70 @@ static int cmd_ping(int argc, char **argv)
     return 0;
 }
 
+static int cmd_sessions(int argc, char **argv)
+{
+    const char *addr, *kill = NULL;
+    int timeout_ms = 5000;
+    td_options o;
+    memset(&o, 0, sizeof o);
+    bool json = false;
+    sub_extra x = {.json = &json, .kill = &kill};
+    int rc = parse_sub(argc, argv, usage_sessions, &addr, &timeout_ms, NULL, &o, &x);
+    if (rc >= 0) return rc;
+    o.connect_timeout_ms = timeout_ms;
+    if (kill != NULL) {
+        char *end;
+        errno = 0;
+        unsigned long long id = strtoull(kill, &end, 10);
+        if (kill[0] < '0' || kill[0] > '9' || *end != '\0' || errno != 0 || id == 0 ||
+            id > (unsigned long long)INT64_MAX)
+            return usage_error(usage_sessions, "bad session id '%s' (1..2^63-1)", kill);
+        td_status st = td_server_session_kill(addr, &o, (uint64_t)id);
+        if (st != TD_OK) {
+            fprintf(stderr, "tensorctl: sessions --kill: %s (%s)\n", td_connect_error(),
+                    td_status_name(st));
+            return EXIT_RUNTIME;
+        }
+        if (json)
+            printf("{\"killed\": %llu}\n", id);
+        else
+            printf("session %llu ended\n", id);
+        return 0;
+    }
+    td_session_info *v = NULL;
+    size_t n = 0;
+    uint64_t total = 0;
+    td_status st = td_server_sessions_list(addr, &o, &v, &n, &total);
+    if (st != TD_OK) {
+        fprintf(stderr, "tensorctl: sessions: %s (%s)\n", td_connect_error(), td_status_name(st));
+        return EXIT_RUNTIME;
+    }
+    if (json) {
+        printf("[");
+        for (size_t i = 0; i < n; i++) {
+            printf("%s{\"id\": %" PRIu64 ", \"tenant\": ", i ? ", " : "", v[i].id);
+            json_str(v[i].tenant);
+            printf(", \"device\": ");
+            json_str(v[i].device);
+            printf(", \"peer\": ");
+            json_str(v[i].peer);
+            printf(", \"bytes\": %" PRIu64 ", \"age_seconds\": %.3f, \"ops\": %" PRIu64 "}",
+                   v[i].bytes, (double)v[i].age_ms / 1e3, v[i].ops);
+        }
+        printf("]\n");
+    } else {
+        printf("%-8s %-20s %-8s %-28s %14s %10s %12s\n", "ID", "TENANT", "DEVICE", "PEER",
+               "BYTES", "AGE_S", "OPS");
+        for (size_t i = 0; i < n; i++)
+            printf("%-8" PRIu64 " %-20s %-8s %-28s %14" PRIu64 " %10.1f %12" PRIu64 "\n", v[i].id,
+                   v[i].tenant, v[i].device, v[i].peer, v[i].bytes, (double)v[i].age_ms / 1e3,
+                   v[i].ops);
+        if (total > n) printf("(%zu of %" PRIu64 " open sessions shown)\n", n, total);
+    }
+    free(v);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -238,6 +385,11 @@ int main(int argc, char **argv)
         fputs(usage_main, stdout);
         return 0;
     }
+    if (strcmp(cmd, "--version") == 0) {
+        printf("tensorctl %s\n", TD_VERSION_STRING);
+        return 0;
+    }
+    if (strcmp(cmd, "sessions") == 0) return cmd_sessions(argc - 2, argv + 2);
     if (strcmp(cmd, "info") == 0) return cmd_info(argc - 2, argv + 2);
     if (strcmp(cmd, "ping") == 0) return cmd_ping(argc - 2, argv + 2);
     if (strcmp(cmd, "token") == 0) return td__tensorctl_token(argc - 2, argv + 2);

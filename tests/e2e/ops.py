@@ -519,6 +519,379 @@ def test_tls_handshake_logs(tmp):
                     log) is not None, "client that rejects our certificate: its address is logged")
 
 
+# ---- lifecycle (issue 16, item 4) ----
+
+def readline_within(proc, seconds):
+    """One line of proc's stdout, or '' after `seconds`."""
+    out = []
+    t = threading.Thread(target=lambda: out.append(proc.stdout.readline()), daemon=True)
+    t.start()
+    t.join(seconds)
+    return out[0].strip() if out else ""
+
+
+def train(srv, env=None, uri=None):
+    wl = subprocess.Popen([WORKLOAD, uri or f"tensord://{srv.addr}/cpu", "4", "train"],
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                          env=dict(os.environ, **(env or {})))
+    ready = readline_within(wl, 20)
+    return wl, ready
+
+
+def finish(wl):
+    try:
+        wl.stdin.write("close\n")
+        wl.stdin.flush()
+    except (BrokenPipeError, ValueError):
+        pass
+    line = readline_within(wl, 20)
+    try:
+        rc = wl.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        wl.kill()
+        rc = wl.wait()
+    return line, rc
+
+
+def test_drain_ends_live_session(tmp):
+    # A client mid-training outlives --drain-timeout 1: it is ended with the documented
+    # error, and the server exits 0.
+    srv = Server(tmp, "drainlive", ["--drain-timeout", "1"])
+    try:
+        wl, ready = train(srv)
+        check(ready == "ready SESSION-OPEN", f"a training client is running ({ready!r})")
+        srv.sigterm()
+        line = readline_within(wl, 20)
+        check(line.startswith("error TD_EUNAVAILABLE") and "server is shutting down" in line,
+              f"the client mid-training sees 'server is shutting down' ({line!r})")
+        wl.wait(timeout=20)
+    finally:
+        rc = srv.stop()
+    check(rc == 0, f"tensord exited 0 after ending the session ({rc})")
+    log = srv.log()
+    check("1 sessions still open after the drain timeout (1 s)" in log,
+          "the log says the drain timed out with one session open")
+    # A client that finishes during the drain is not cut off.
+    srv = Server(tmp, "drainok", ["--drain-timeout", "60"])
+    try:
+        wl, ready = train(srv)
+        check(ready == "ready SESSION-OPEN", "a second training client is running")
+        srv.sigterm()
+        line, wrc = finish(wl)
+        check(line.startswith("done ") and wrc == 0,
+              f"a client that closes during the drain finishes cleanly ({line!r}, {wrc})")
+    finally:
+        rc = srv.stop()
+    check(rc == 0 and "still open after the drain timeout" not in srv.log(),
+          f"the server exits 0 once the last session closed, before the timeout ({rc})")
+
+
+def new_token(tokens, tenant, *extra):
+    r = subprocess.run([TENSORCTL, "token", "new", "--tenant", tenant, "--tokens-file", tokens]
+                       + list(extra), capture_output=True, text=True, timeout=30)
+    return r.stdout.strip().split()[-1] if r.returncode == 0 and r.stdout.strip() else ""
+
+
+def wait_log(srv, text, seconds=10):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if text in srv.log():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_sighup_tokens_and_config(tmp):
+    tokens = os.path.join(tmp, "hup-tokens")
+    alice, bob = new_token(tokens, "alice"), new_token(tokens, "bob")
+    conf = os.path.join(tmp, "hup.conf")
+    with open(conf, "w") as f:
+        f.write("max_sessions = 256\ngraph_cache = 256\n")
+    srv = Server(tmp, "hup", ["--config", conf, "--tokens-file", tokens])
+    try:
+        wa, ra = train(srv, {"TENSORD_TOKEN": alice})
+        wb, rb = train(srv, {"TENSORD_TOKEN": bob})
+        check(ra == rb == "ready SESSION-OPEN", f"alice and bob are training ({ra!r}, {rb!r})")
+        with open(tokens) as f:
+            lines = f.readlines()
+        with open(tokens, "w") as f:
+            f.writelines(l for l in lines if " alice" not in l)
+        with open(conf, "w") as f:
+            f.write("max_sessions = 1\ngraph_cache = 5\n")
+        srv.proc.send_signal(signal.SIGHUP)
+        line = readline_within(wa, 20)
+        check(line.startswith("error ") and "bearer token revoked" in line,
+              f"SIGHUP after alice's token left the file ends her session ({line!r})")
+        wa.wait(timeout=20)
+        check(wait_log(srv, "SIGHUP: settings reloaded (max_sessions 1,"),
+              "SIGHUP reloads max_sessions from the config file")
+        check("SIGHUP: graph_cache changed: it takes effect at the next restart" in srv.log(),
+              "a key that needs a restart is named in the log")
+        wc, rc_ = train(srv, {"TENSORD_TOKEN": bob})
+        out = wc.communicate(timeout=20)[0] if rc_ != "ready SESSION-OPEN" else ""
+        check(rc_ != "ready SESSION-OPEN" and wc.returncode != 0,
+              "with max_sessions reloaded to 1, a second session of bob is refused")
+        if rc_ == "ready SESSION-OPEN":
+            finish(wc)
+        line, wrc = finish(wb)
+        check(line.startswith("done ") and wrc == 0, f"bob's session went on across the reload ({line!r})")
+    finally:
+        rc = srv.stop()
+    check(rc == 0, f"tensord exited 0 ({rc})")
+
+
+def test_sighup_new_certificate(tmp, pb, pbg):
+    pki, pki2 = os.path.join(tmp, "hup-pki"), os.path.join(tmp, "hup-pki2")
+    for d in (pki, pki2):
+        subprocess.run(["sh", os.path.join(SRC, "tests", "e2e", "make_certs.sh"), d], check=True,
+                       timeout=60, capture_output=True)
+    cert, key = os.path.join(tmp, "live.pem"), os.path.join(tmp, "live.key")
+
+    def install(d):
+        for src, dst in (("server.pem", cert), ("server.key", key)):
+            with open(os.path.join(d, src), "rb") as f, open(dst + ".new", "wb") as g:
+                g.write(f.read())
+            os.replace(dst + ".new", dst)
+
+    def read(d, name):
+        with open(os.path.join(d, name), "rb") as f:
+            return f.read()
+
+    def channel(d):
+        return grpc.secure_channel(srv.addr, grpc.ssl_channel_credentials(read(d, "ca.pem")),
+                                   options=[("grpc.ssl_target_name_override", "localhost")])
+
+    def check_once(d):
+        ch = channel(d)
+        try:
+            r = pbg.HealthStub(ch).Check(pb.HealthCheckRequest(service=""), timeout=3)
+            return r.status == pb.HealthCheckResponse.SERVING
+        except grpc.RpcError:
+            return False
+        finally:
+            ch.close()
+
+    install(pki)
+    srv = Server(tmp, "hupcert", ["--tls-cert", cert, "--tls-key", key])
+    try:
+        old = channel(pki)
+        seen, ended = [], {}
+        stream = pbg.HealthStub(old).Watch(pb.HealthCheckRequest(service=""), timeout=60)
+
+        def watch():
+            try:
+                for r in stream:
+                    seen.append(r.status)
+            except grpc.RpcError as e:
+                ended["code"] = e.code()
+
+        t = threading.Thread(target=watch, daemon=True)
+        t.start()
+        wl, ready = train(srv, {"OPS_WORKLOAD_CA": os.path.join(pki, "ca.pem")},
+                          uri=f"tensords://{srv.addr.replace('127.0.0.1', 'localhost')}/cpu")
+        check(ready == "ready SESSION-OPEN", f"a TLS session is training ({ready!r})")
+        check(check_once(pki) and not check_once(pki2), "before SIGHUP: the first CA's certificate")
+        install(pki2)
+        srv.proc.send_signal(signal.SIGHUP)
+        check(wait_log(srv, "SIGHUP: TLS certificate reloaded"), "SIGHUP reloads the certificate")
+        check(check_once(pki2), "a new connection after SIGHUP gets the new certificate")
+        check(not check_once(pki), "a client trusting only the old CA is refused now")
+        line, wrc = finish(wl)
+        check(line.startswith("done ") and wrc == 0,
+              f"the TLS session opened before the reload went on and closed cleanly ({line!r})")
+        check(t.is_alive() and not ended and seen[:1] == [pb.HealthCheckResponse.SERVING],
+              f"a Watch stream on the old connection is still open ({seen}, {ended})")
+        old.close()
+    finally:
+        rc = srv.stop()
+    check(rc == 0, f"tensord exited 0 ({rc})")
+
+
+def test_check_config(tmp):
+    def run(text, *extra):
+        path = os.path.join(tmp, "check.conf")
+        with open(path, "w") as f:
+            f.write(text)
+        r = subprocess.run([TENSORD, "--check-config", path] + list(extra), capture_output=True,
+                           text=True, timeout=30)
+        return r.returncode, r.stdout + r.stderr, path
+
+    rc, out, path = run("listen = 127.0.0.1:0\nmax_sessions = 8\ndrain_timeout_s = 5\n")
+    check(rc == 0 and out.strip() == f"{path}: ok", f"--check-config of a good file: 0, 'FILE: ok' ({rc} {out!r})")
+    rc, out, _ = run(open(os.path.join(SRC, "deploy", "tensord.conf.example")).read())
+    check(rc == 0, f"--check-config passes deploy/tensord.conf.example ({rc} {out!r})")
+    bad_tokens = os.path.join(tmp, "bad-tokens")
+    with open(bad_tokens, "w") as f:
+        f.write("sha256:1234 alice\n")
+    cases = [
+        ('max_sessions = "8"\n', "remove the quotes"),
+        ("max_sessions = 8 # eight\n", "comment after the value"),
+        ("no_such_key = 1\n", "unknown key 'no_such_key'"),
+        ("listen = tensord://127.0.0.1:7070\n", "clients connect to"),
+        ("listen = 127.0.0.1:70000\n", "port '70000' is not a number in 0..65535"),
+        ("listen = ::1:7070\n", "put IPv6 hosts in brackets"),
+        ("listen = 0.0.0.0:7070\n", "refusing to listen on 0.0.0.0:7070 without TLS"),
+        (f"tokens_file = {bad_tokens}\n", "bad-tokens:1: sha256: needs 64 hex digits"),
+        (f"tls_cert = {tmp}/none.pem\ntls_key = {tmp}/none.key\n", "none.pem"),
+        ("drain_timeout_s = 9999\n", "drain_timeout_s: '9999' is not an integer in 0..3600"),
+    ]
+    for text, want in cases:
+        rc, out, _ = run(text)
+        check(rc == 2 and want in out, f"--check-config of {text.strip()!r}: exit 2 naming {want!r} ({rc} {out.strip()!r})")
+    rc, out, _ = run("listen = 127.0.0.1:0\n", "--max-sessions", "x")
+    check(rc == 2 and "max_sessions: 'x'" in out, "--check-config applies the other flags too")
+
+
+# ---- admin (issue 16, item 5) ----
+
+def varint(n):
+    out = b""
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out += bytes([b | 0x80])
+        else:
+            return out + bytes([b])
+
+
+def tctl(*args, token=None):
+    env = dict(os.environ)
+    env.pop("TENSORD_TOKEN", None)
+    if token:
+        env["TENSORD_TOKEN"] = token
+    return subprocess.run([TENSORCTL] + list(args), capture_output=True, text=True, timeout=30,
+                          env=env)
+
+
+def test_admin(tmp):
+    tokens = os.path.join(tmp, "admin-tokens")
+    admin = new_token(tokens, "ops", "--admin", "--label", "ops-laptop")
+    alice = new_token(tokens, "alice", "--max-bytes", "8G", "--label", "alice-1")
+    check(admin != "" and alice != "", "tokens for an admin tenant and for alice")
+    r = tctl("token", "new", "--tenant", "alice", "--tokens-file", tokens, "--max-bytes", "1G")
+    check(r.returncode == 2 and "already has max_bytes=8589934592" in r.stderr
+          and "--update-quotas" in r.stderr and r.stdout == "",
+          f"token new for alice with another max_bytes is refused, naming --update-quotas ({r.stderr.strip()!r})")
+    same = new_token(tokens, "alice", "--max-bytes", "8G", "--label", "alice-2")
+    check(same != "", "token new for alice with the same quota is fine")
+    r = tctl("token", "new", "--tenant", "alice", "--tokens-file", tokens, "--max-bytes", "16G",
+             "--update-quotas", "--label", "alice-3")
+    check(r.returncode == 0, "--update-quotas changes the tenant's quota")
+    r = tctl("token", "list", "--tokens-file", tokens, "--json")
+    entries = json.loads(r.stdout) if r.returncode == 0 else []
+    check([(e["tenant"], e["label"], e["admin"]) for e in entries] ==
+          [("ops", "ops-laptop", True), ("alice", "alice-1", False), ("alice", "alice-2", False),
+           ("alice", "alice-3", False)]
+          and all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", e["created"]) for e in entries)
+          and entries[3]["quotas"] == {"max_bytes": 16 << 30}
+          and all(e["id"].startswith("sha256:") and e["id"].endswith("...") for e in entries),
+          f"token list --json: tenants, labels, roles, creation times, quotas, hash prefixes only ({r.stdout.strip()[:200]!r})")
+    r = tctl("token", "list", "--tokens-file", tokens)
+    check(r.returncode == 0 and "ops-laptop" in r.stdout and "admin" in r.stdout
+          and alice not in r.stdout and admin not in r.stdout,
+          "token list: a table without any token")
+    r = tctl("--version")
+    check(r.returncode == 0 and re.fullmatch(r"tensorctl \d+\.\d+\.\d+\n", r.stdout) is not None,
+          f"tensorctl --version ({r.stdout!r})")
+
+    srv = Server(tmp, "admin", ["--tokens-file", tokens])
+    try:
+        r = tctl("info", "--json", srv.addr, token=alice)
+        try:
+            info = json.loads(r.stdout)
+        except ValueError:
+            info = {}
+        check(r.returncode == 0 and info.get("devices", [{}])[0].get("name") == "cpu"
+              and "limits" in info, f"tensorctl info --json ({r.stdout.strip()[:120]!r})")
+        wl, ready = train(srv, {"TENSORD_TOKEN": alice})
+        check(ready == "ready SESSION-OPEN", "alice is training")
+        r = tctl("sessions", srv.addr, token=alice)
+        check(r.returncode == 1 and "ListSessions needs the admin role: tenant 'alice'" in r.stderr,
+              f"tensorctl sessions with a non-admin token: refused, naming the role ({r.stderr.strip()!r})")
+        ch = grpc.insecure_channel(srv.addr)
+        md_alice = (("authorization", f"Bearer {alice}"),)
+        md_admin = (("authorization", f"Bearer {admin}"),)
+        lst = ch.unary_unary("/tensord.v1.Tensord/ListSessions")
+        kill = ch.unary_unary("/tensord.v1.Tensord/KillSession")
+
+        def code_of(fn, body, md):
+            try:
+                fn(body, timeout=5, metadata=md)
+                return "OK", ""
+            except grpc.RpcError as e:
+                return e.code(), e.details()
+
+        c, d = code_of(lst, b"", md_alice)
+        check(c == grpc.StatusCode.PERMISSION_DENIED and "needs the admin role" in d,
+              f"ListSessions as alice: PERMISSION_DENIED naming the role ({c}, {d!r})")
+        c, _ = code_of(kill, b"\x08\x01", md_alice)
+        check(c == grpc.StatusCode.PERMISSION_DENIED, f"KillSession as alice: PERMISSION_DENIED ({c})")
+        c, _ = code_of(lst, b"", None)
+        check(c == grpc.StatusCode.UNAUTHENTICATED, f"ListSessions without a token: UNAUTHENTICATED ({c})")
+        for body, want, what in [
+            (b"\xff\xff\xff", grpc.StatusCode.INVALID_ARGUMENT, "garbage bytes"),
+            (b"", grpc.StatusCode.INVALID_ARGUMENT, "id 0 (absent)"),
+            (b"\x08" + varint(1 << 63), grpc.StatusCode.INVALID_ARGUMENT, "id 2^63"),
+            (b"\x08" + varint((1 << 64) - 1), grpc.StatusCode.INVALID_ARGUMENT, "id 2^64-1"),
+            (b"\x08" + varint(987654321), grpc.StatusCode.NOT_FOUND, "an id nobody has"),
+            (b"\x0a\x03abc", grpc.StatusCode.INVALID_ARGUMENT, "id as a length-delimited field"),
+        ]:
+            c, d = code_of(kill, body, md_admin)
+            check(c == want, f"KillSession with {what}: {want} ({c}, {d!r})")
+        c, _ = code_of(lst, b"\xff\xff\xff", md_admin)
+        check(c == grpc.StatusCode.INVALID_ARGUMENT, f"ListSessions with garbage bytes: INVALID_ARGUMENT ({c})")
+        c, _ = code_of(lst, b"\x08\x05", md_admin)  # an unknown field is ignored (proto3)
+        check(c == "OK", f"ListSessions with an unknown field answers ({c})")
+        ch.close()
+
+        deadline = time.monotonic() + 10
+        rows = []
+        while time.monotonic() < deadline:
+            r = tctl("sessions", "--json", srv.addr, token=admin)
+            rows = json.loads(r.stdout) if r.returncode == 0 else []
+            if rows and rows[0]["ops"] > 0 and rows[0]["bytes"] > 0:
+                break
+            time.sleep(0.1)
+        row = rows[0] if len(rows) == 1 else {}
+        check(row.get("tenant") == "alice" and row.get("device") == "cpu"
+              and row.get("peer", "").startswith("ipv4:127.0.0.1:") and row.get("ops", 0) > 0
+              and row.get("bytes", 0) >= 256 and row.get("age_seconds", -1) >= 0,
+              f"tensorctl sessions --json: alice's session with tenant, device, peer, ops, bytes, age ({rows})")
+        r = tctl("sessions", srv.addr, token=admin)
+        check(r.returncode == 0 and r.stdout.split("\n")[0].split() ==
+              ["ID", "TENANT", "DEVICE", "PEER", "BYTES", "AGE_S", "OPS"] and " alice " in r.stdout,
+              "tensorctl sessions: a table")
+        r = tctl("sessions", srv.addr, "--kill", "0", token=admin)
+        check(r.returncode == 2, "tensorctl sessions --kill 0: usage error")
+        r = tctl("sessions", srv.addr, "--kill", "987654321", token=admin)
+        check(r.returncode == 1 and "no open session 987654321" in r.stderr,
+              f"tensorctl sessions --kill of an unknown id ({r.stderr.strip()!r})")
+        r = tctl("sessions", srv.addr, "--kill", str(row.get("id", 1)), token=admin)
+        check(r.returncode == 0, f"tensorctl sessions --kill ID ({r.stderr.strip()!r})")
+        line = readline_within(wl, 20)
+        check(line.startswith("error ") and "session ended by an administrator" in line,
+              f"the killed session's client is told ({line!r})")
+        wl.wait(timeout=20)
+    finally:
+        rc = srv.stop()
+    check(rc == 0, f"tensord exited 0 ({rc})")
+    check("KillSession: session" in srv.log() and "at the request of tenant 'ops'" in srv.log(),
+          "the kill is logged with who asked")
+    r = tctl("token", "revoke", "--tokens-file", tokens, "--label", "alice-1")
+    r2 = tctl("token", "list", "--tokens-file", tokens, "--json")
+    labels = [e["label"] for e in json.loads(r2.stdout)] if r2.returncode == 0 else []
+    check(r.returncode == 0 and labels == ["ops-laptop", "alice-2", "alice-3"],
+          f"token revoke --label removes that entry only ({labels})")
+    r = tctl("token", "revoke", "--tokens-file", tokens, "--label", "alice-1")
+    check(r.returncode == 1 and "no entry" in r.stderr, "revoking it again: exit 1, no entry matches")
+    r = tctl("token", "revoke", "--tokens-file", tokens, "--tenant", "alice")
+    r2 = tctl("token", "list", "--tokens-file", tokens, "--json")
+    check(r.returncode == 0 and [e["tenant"] for e in json.loads(r2.stdout)] == ["ops"],
+          "token revoke --tenant removes all of its entries")
+    check(oct(os.stat(tokens).st_mode & 0o777) == "0o600", "the rewritten tokens file keeps mode 0600")
+
+
 def main():
     with tempfile.TemporaryDirectory(prefix="td-ops-") as tmp:
         pb, pbg = load_health_stubs(tmp)
@@ -527,6 +900,11 @@ def main():
         test_readyz_while_draining(tmp)
         test_journal_text(tmp)
         test_tls_handshake_logs(tmp)
+        test_drain_ends_live_session(tmp)
+        test_sighup_tokens_and_config(tmp)
+        test_sighup_new_certificate(tmp, pb, pbg)
+        test_check_config(tmp)
+        test_admin(tmp)
     if failures:
         print(f"{len(failures)} checks failed")
         sys.exit(1)

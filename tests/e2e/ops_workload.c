@@ -3,6 +3,11 @@
  *
  * usage: test-ops-workload URI N NBYTES
  *        test-ops-workload URI N busy
+ *        test-ops-workload URI N train
+ * The third form is a client mid-training: it prints "ready SESSION-OPEN", then runs one
+ * step (N adds on a small tensor, read back) every 20 ms until a line arrives on stdin
+ * (prints "done STEPS", exit 0) or a step fails (prints "error STATUS_NAME: MESSAGE" with
+ * td_last_error, exit 3). $OPS_WORKLOAD_CA, when set, is the CA file for a tensords:// URI.
  * The second form queues N matmuls of 1024x1024 (about 2 GFLOP each) without waiting for
  * them, prints "ready SESSION-OPEN" and waits for a line on stdin, then exits without
  * reading (work for the server to drain while the caller looks at it).
@@ -15,6 +20,7 @@
  */
 #include <tensord.h>
 
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +32,46 @@ static int fail(td_context *ctx, const char *what)
     return 1;
 }
 
+static int train(const char *uri, long n_ops)
+{
+    td_options o = {0};
+    o.tls_ca_file = getenv("OPS_WORKLOAD_CA");
+    td_context *ctx;
+    if (td_connect(uri, &o, &ctx) != TD_OK) {
+        fprintf(stderr, "ops-workload: connect: %s\n", td_connect_error());
+        return 1;
+    }
+    int64_t n = 64;
+    td_tensor *w = td_full(ctx, TD_F32, 1, &n, 0.0);
+    float v[64];
+    if (w == NULL || td_read(w, v, sizeof v) != TD_OK) return fail(ctx, "first step");
+    printf("ready SESSION-OPEN\n");
+    fflush(stdout);
+    for (long step = 0;; step++) {
+        struct pollfd p = {.fd = 0, .events = POLLIN};
+        if (poll(&p, 1, 20) > 0) {
+            printf("done %ld\n", step);
+            td_release(w);
+            td_close(ctx);
+            return 0;
+        }
+        td_tensor *x = w;
+        for (long i = 0; i < n_ops && x != NULL; i++) {
+            td_tensor *y = td_add_scalar(x, 1.0);
+            if (x != w) td_release(x);
+            x = y;
+        }
+        td_status st = x != NULL ? td_read(x, v, sizeof v) : TD_EINVAL;
+        if (st != TD_OK) {
+            printf("error %s: %s\n", td_status_name(st), td_last_error(ctx));
+            fflush(stdout);
+            return 3;
+        }
+        td_release(w);
+        w = x;
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 4) {
@@ -33,6 +79,7 @@ int main(int argc, char **argv)
         return 2;
     }
     long n_ops = atol(argv[2]);
+    if (strcmp(argv[3], "train") == 0) return train(argv[1], n_ops);
     if (strcmp(argv[3], "busy") == 0) {
         td_context *bc;
         if (td_connect(argv[1], NULL, &bc) != TD_OK) {

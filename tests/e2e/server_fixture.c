@@ -93,6 +93,10 @@ bool td_test_server_start(td_test_server *s, bool unix_socket, const char *const
     argv[argc++] = bin;
     argv[argc++] = "--listen";
     argv[argc++] = listen;
+    /* A test that stops its server with a session still open waits 2 s, not the default
+     * drain timeout (extra_args may give another). */
+    argv[argc++] = "--drain-timeout";
+    argv[argc++] = "2";
     for (int i = 0; extra_args != NULL && extra_args[i] != NULL && argc < 30; i++)
         argv[argc++] = extra_args[i];
     argv[argc] = NULL;

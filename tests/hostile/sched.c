@@ -170,8 +170,8 @@ Test(sched, batch_of_a_gone_client_is_dropped, .init = start_tcp, .fini = stop, 
               (unsigned long long)last.sessions, (unsigned long long)last.bytes_in_use);
 }
 
-/* SIGTERM ends the server within the drain promise (2 s, then cancel) with a long batch
- * queued. */
+/* SIGTERM ends the server within the drain promise (the fixture's --drain-timeout 2, then
+ * 0.5 s for the ended sessions' statuses to go out, then cancel) with a long batch queued. */
 Test(sched, sigterm_with_a_long_batch, .init = start_tcp, .timeout = 120)
 {
     raw_session hog;
@@ -183,7 +183,7 @@ Test(sched, sigterm_with_a_long_batch, .init = start_tcp, .timeout = 120)
     int rc = td_test_server_stop(&srv);
     double took = td_test_now_ms() - t0;
     cr_expect_eq(rc, 0, "tensord exited with status %d", rc);
-    /* The promise is 2000 ms of drain, then cancel; allow 2.5 s more for the op in flight,
+    /* The promise is 2000 ms of drain, 500 ms of linger, then cancel; allow 2 s more for the op in flight,
      * cancelling and exit (a ThreadSanitizer server needs about 1.3 s of it). Before time
      * slices the whole batch ran first: 15 s, then SIGKILL. */
     cr_expect(took < 4500, "SIGTERM took %.0f ms with a long batch queued", took);
