@@ -1026,7 +1026,8 @@ typedef enum td_reduction {
  *   loss_i = (1 - e) (-logp[i, t_i]) + e (-mean_c logp[i, c])   (0 where ignored)
  * Composites of LOG_SOFTMAX, NE, WHERE, GATHER, NEG, MEAN, MUL, ADD, SUM, CAST, DIV, so
  * their gradient follows from those ops'. A target outside [0, C) that is not ignore_index
- * fails at execution with TD_ERANGE (the GATHER). Errors at record time (NULL, TD_EINVAL):
+ * fails at execution (the GATHER's TD_ERANGE, which a read of the loss reports: "op 6
+ * (gather): index 3 out of range [0, 3) ..."). Errors at record time (NULL, TD_EINVAL):
  * a NULL input, target not i32/i64, shapes that do not match ([N, d...] for [N, C, d...]),
  * rank < 2, an unknown reduction, label_smoothing outside [0, 1]. */
 td_tensor *td_nll_loss(td_tensor *logp, td_tensor *target, td_reduction reduction,
