@@ -94,6 +94,111 @@ static inline void st(uint32_t dt, void *p, int64_t i, double v)
 LANE_FOLDS(f32, float)
 LANE_FOLDS(f64, double)
 
+/* Contiguous rows (LAYER_NORM RMS_NORM and their backward ops on f32/f64): the group
+ * kernel's arithmetic on typed pointers, so the compiler vectorises every pass, stamped for
+ * the baseline ISA, AVX2 and AVX-512 (picked at run time). Same expressions, same lane
+ * association and no contraction (ISO C), so every copy gives the generic path's bits. */
+#define ROW_KERNELS(SUF, T, ATTR)                                                          \
+    ATTR static double rsum_##SUF(const T *restrict x, int64_t n, double m, bool sq)       \
+    {                                                                                      \
+        double acc[LANES] = {0};                                                           \
+        int64_t j = 0;                                                                     \
+        if (sq) {                                                                          \
+            for (; j + LANES <= n; j += LANES)                                             \
+                for (int l = 0; l < LANES; l++) {                                          \
+                    const double d = (double)x[j + l] - m;                                 \
+                    acc[l] += d * d;                                                       \
+                }                                                                          \
+            for (int l = 0; j + l < n; l++) {                                              \
+                const double d = (double)x[j + l] - m;                                     \
+                acc[l] += d * d;                                                           \
+            }                                                                              \
+        } else {                                                                           \
+            for (; j + LANES <= n; j += LANES)                                             \
+                for (int l = 0; l < LANES; l++) acc[l] += (double)x[j + l];                \
+            for (int l = 0; j + l < n; l++) acc[l] += (double)x[j + l];                    \
+        }                                                                                  \
+        double s = 0.0;                                                                    \
+        for (int l = 0; l < LANES; l++) s += acc[l];                                       \
+        return s;                                                                          \
+    }                                                                                      \
+    ATTR static void rowf_##SUF(const T *restrict x, const T *w, const T *b, T *restrict y, \
+                                int64_t n, double eps, bool rms)                           \
+    {                                                                                      \
+        const double mean = rms ? 0.0 : rsum_##SUF(x, n, 0.0, false) / (double)n;         \
+        const double r = 1.0 / sqrt(rsum_##SUF(x, n, mean, true) / (double)n + eps);       \
+        if (w != NULL && b != NULL) {                                                      \
+            for (int64_t j = 0; j < n; j++)                                                \
+                y[j] = (T)(((double)x[j] - mean) * r * (double)w[j] + (double)b[j]);       \
+        } else if (w != NULL) {                                                            \
+            for (int64_t j = 0; j < n; j++) y[j] = (T)(((double)x[j] - mean) * r * (double)w[j]); \
+        } else if (b != NULL) {                                                            \
+            for (int64_t j = 0; j < n; j++) y[j] = (T)(((double)x[j] - mean) * r + (double)b[j]); \
+        } else {                                                                           \
+            for (int64_t j = 0; j < n; j++) y[j] = (T)(((double)x[j] - mean) * r);         \
+        }                                                                                  \
+    }                                                                                      \
+    ATTR static void rowb_##SUF(const T *restrict dy, const T *restrict x, const T *w,     \
+                                T *restrict y, int64_t n, double eps, bool rms)            \
+    {                                                                                      \
+        const double mean = rms ? 0.0 : rsum_##SUF(x, n, 0.0, false) / (double)n;         \
+        const double r = 1.0 / sqrt(rsum_##SUF(x, n, mean, true) / (double)n + eps);       \
+        double ag[LANES] = {0}, agx[LANES] = {0};                                          \
+        int64_t j = 0;                                                                     \
+        for (; j + LANES <= n; j += LANES)                                                 \
+            for (int l = 0; l < LANES; l++) {                                              \
+                double g = (double)dy[j + l];                                              \
+                if (w != NULL) g *= (double)w[j + l];                                      \
+                ag[l] += g;                                                                \
+                agx[l] += g * (((double)x[j + l] - mean) * r);                             \
+            }                                                                              \
+        for (int l = 0; j + l < n; l++) {                                                  \
+            double g = (double)dy[j + l];                                                  \
+            if (w != NULL) g *= (double)w[j + l];                                          \
+            ag[l] += g;                                                                    \
+            agx[l] += g * (((double)x[j + l] - mean) * r);                                 \
+        }                                                                                  \
+        double sg = 0.0, sgx = 0.0;                                                        \
+        for (int l = 0; l < LANES; l++) {                                                  \
+            sg += ag[l];                                                                   \
+            sgx += agx[l];                                                                 \
+        }                                                                                  \
+        const double mg = rms ? 0.0 : sg / (double)n, mgx = sgx / (double)n;               \
+        for (j = 0; j < n; j++) {                                                          \
+            double g = (double)dy[j];                                                      \
+            if (w != NULL) g *= (double)w[j];                                              \
+            const double xh = ((double)x[j] - mean) * r;                                   \
+            y[j] = (T)(r * (g - mg - xh * mgx));                                           \
+        }                                                                                  \
+    }
+ROW_KERNELS(f32_base, float, )
+ROW_KERNELS(f64_base, double, )
+ROW_KERNELS(f32_avx2, float, __attribute__((target("avx2"))))
+ROW_KERNELS(f64_avx2, double, __attribute__((target("avx2"))))
+ROW_KERNELS(f32_avx512, float, __attribute__((target("avx512f"))))
+ROW_KERNELS(f64_avx512, double, __attribute__((target("avx512f"))))
+
+typedef struct row_isa {
+    void (*f32f)(const float *, const float *, const float *, float *, int64_t, double, bool);
+    void (*f64f)(const double *, const double *, const double *, double *, int64_t, double,
+                 bool);
+    void (*f32b)(const float *, const float *, const float *, float *, int64_t, double, bool);
+    void (*f64b)(const double *, const double *, const double *, double *, int64_t, double,
+                 bool);
+} row_isa;
+
+static const row_isa row_base = {rowf_f32_base, rowf_f64_base, rowb_f32_base, rowb_f64_base};
+static const row_isa row_avx2 = {rowf_f32_avx2, rowf_f64_avx2, rowb_f32_avx2, rowb_f64_avx2};
+static const row_isa row_avx512 = {rowf_f32_avx512, rowf_f64_avx512, rowb_f32_avx512,
+                                   rowb_f64_avx512};
+
+static const row_isa *row_kernels(void)
+{
+    if (__builtin_cpu_supports("avx512f")) return &row_avx512;
+    if (__builtin_cpu_supports("avx2")) return &row_avx2;
+    return &row_base;
+}
+
 /* The same folds for any dtype (f16/bf16 through ld), same association. */
 static double sum_any(uint32_t dt, const void *x, int64_t off, int64_t n, double m, bool sq)
 {
@@ -129,6 +234,7 @@ typedef struct nn_task {
     bool w_elem;      /* parameter index: the element's place in the segment (LN/RMS) */
     int64_t pdiv;     /* else the segment's channel (k % pdiv) * pmul + s * pseg */
     int64_t pmul, pseg;
+    const row_isa *rows; /* contiguous f32/f64 rows (LN, RMS): the typed kernels; else NULL */
 } nn_task;
 
 static inline int64_t group_base(const nn_task *t, int64_t k)
@@ -158,23 +264,6 @@ static void nn_forward_group(const nn_task *t, int64_t k)
     const double r = 1.0 / sqrt(ss / (double)n + t->eps);
     for (int64_t s = 0; s < t->nseg; s++) {
         const int64_t o = base + s * t->segstride;
-        if (dt == TD_F32 && t->w_elem) {
-            /* the hot path (layer norm of f32 rows), vectorised */
-            const float *restrict x = (const float *)t->x + o;
-            const float *w = t->w, *b = t->b;
-            float *restrict y = (float *)t->y + o;
-            if (w != NULL && b != NULL) {
-                for (int64_t j = 0; j < t->seglen; j++)
-                    y[j] = (float)(((double)x[j] - mean) * r * (double)w[j] + (double)b[j]);
-            } else if (w != NULL) {
-                for (int64_t j = 0; j < t->seglen; j++)
-                    y[j] = (float)(((double)x[j] - mean) * r * (double)w[j]);
-            } else {
-                for (int64_t j = 0; j < t->seglen; j++)
-                    y[j] = (float)(((double)x[j] - mean) * r);
-            }
-            continue;
-        }
         for (int64_t j = 0; j < t->seglen; j++) {
             const int64_t p = pidx(t, k, s, j);
             double v = (ld(dt, t->x, o + j) - mean) * r;
@@ -232,6 +321,25 @@ static void nn_backward_group(const nn_task *t, int64_t k)
 static void nn_chunk(void *ctx, int64_t lo, int64_t hi)
 {
     const nn_task *t = ctx;
+    if (t->rows != NULL) {
+        const int64_t n = t->seglen;
+        const bool rms = t->kind == NN_RMS || t->kind == NN_RMS_BWD;
+        const bool bwd = t->kind == NN_LAYER_BWD || t->kind == NN_RMS_BWD;
+        for (int64_t k = lo; k < hi; k++) {
+            if (t->dt == TD_F32) {
+                const float *x = (const float *)t->x + k * n;
+                float *y = (float *)t->y + k * n;
+                if (bwd) t->rows->f32b((const float *)t->dy + k * n, x, t->w, y, n, t->eps, rms);
+                else t->rows->f32f(x, t->w, t->b, y, n, t->eps, rms);
+            } else {
+                const double *x = (const double *)t->x + k * n;
+                double *y = (double *)t->y + k * n;
+                if (bwd) t->rows->f64b((const double *)t->dy + k * n, x, t->w, y, n, t->eps, rms);
+                else t->rows->f64f(x, t->w, t->b, y, n, t->eps, rms);
+            }
+        }
+        return;
+    }
     for (int64_t k = lo; k < hi; k++) {
         if (t->kind == NN_LAYER || t->kind == NN_RMS) nn_forward_group(t, k);
         else nn_backward_group(t, k);
@@ -367,6 +475,7 @@ td_status td__cpu_exec_nn(const td__cpu_exec *x, const td__op *op, const td__vie
                                                            : NN_RMS_BWD;
         t.seglen = t.segstride = t.gstride = n;
         t.w_elem = true;
+        if (dt == TD_F32 || dt == TD_F64) t.rows = row_kernels();
         ngroups = total / n;
         break;
     }
