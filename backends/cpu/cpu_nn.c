@@ -145,13 +145,21 @@ LANE_FOLDS(f64, double)
         const double r = 1.0 / sqrt(rsum_##SUF(x, n, mean, true) / (double)n + eps);       \
         double ag[LANES] = {0}, agx[LANES] = {0};                                          \
         int64_t j = 0;                                                                     \
-        for (; j + LANES <= n; j += LANES)                                                 \
-            for (int l = 0; l < LANES; l++) {                                              \
-                double g = (double)dy[j + l];                                              \
-                if (w != NULL) g *= (double)w[j + l];                                      \
-                ag[l] += g;                                                                \
-                agx[l] += g * (((double)x[j + l] - mean) * r);                             \
-            }                                                                              \
+        if (w != NULL) {                                                                   \
+            for (; j + LANES <= n; j += LANES)                                             \
+                for (int l = 0; l < LANES; l++) {                                          \
+                    const double g = (double)dy[j + l] * (double)w[j + l];                 \
+                    ag[l] += g;                                                            \
+                    agx[l] += g * (((double)x[j + l] - mean) * r);                         \
+                }                                                                          \
+        } else {                                                                           \
+            for (; j + LANES <= n; j += LANES)                                             \
+                for (int l = 0; l < LANES; l++) {                                          \
+                    const double g = (double)dy[j + l];                                    \
+                    ag[l] += g;                                                            \
+                    agx[l] += g * (((double)x[j + l] - mean) * r);                         \
+                }                                                                          \
+        }                                                                                  \
         for (int l = 0; j + l < n; l++) {                                                  \
             double g = (double)dy[j + l];                                                  \
             if (w != NULL) g *= (double)w[j + l];                                          \
@@ -164,11 +172,17 @@ LANE_FOLDS(f64, double)
             sgx += agx[l];                                                                 \
         }                                                                                  \
         const double mg = rms ? 0.0 : sg / (double)n, mgx = sgx / (double)n;               \
-        for (j = 0; j < n; j++) {                                                          \
-            double g = (double)dy[j];                                                      \
-            if (w != NULL) g *= (double)w[j];                                              \
-            const double xh = ((double)x[j] - mean) * r;                                   \
-            y[j] = (T)(r * (g - mg - xh * mgx));                                           \
+        if (w != NULL) {                                                                   \
+            for (j = 0; j < n; j++) {                                                      \
+                const double g = (double)dy[j] * (double)w[j];                             \
+                const double xh = ((double)x[j] - mean) * r;                               \
+                y[j] = (T)(r * (g - mg - xh * mgx));                                       \
+            }                                                                              \
+        } else {                                                                           \
+            for (j = 0; j < n; j++) {                                                      \
+                const double xh = ((double)x[j] - mean) * r;                               \
+                y[j] = (T)(r * ((double)dy[j] - mg - xh * mgx));                           \
+            }                                                                              \
         }                                                                                  \
     }
 ROW_KERNELS(f32_base, float, )
