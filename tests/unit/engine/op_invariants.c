@@ -229,7 +229,7 @@ static void walk(uint32_t oc, uint32_t dt)
                         for (int64_t i = at < 0 ? 0 : at; i < (int64_t)pool[a].rank; i++)
                             pd.dims[pd.rank++] = pool[a].dims[i];
                     }
-                    if (bad) pd.dims[0] += 1;
+                    if (bad) pd.dims[0] = pd.dims[0] != 7 ? 7 : 8;
                     op.n_inputs = r->max_inputs;
                     for (uint32_t k = xi + 1; k < op.n_inputs; k++) in[k] = pd;
                     op.n_iattrs = r->attrs.layout == TD_ATTRS_NONE ? 0 : 1;
