@@ -9,7 +9,9 @@
  * TD_ACC_NORM, allows for the different association of the sums).
  *
  * Layout: one block of NN_THREADS threads per group (a grid-stride loop over groups). Thread
- * t folds the group's elements t, t + NN_THREADS, ... in ascending order; the block combines
+ * t folds the group's elements t, t + NN_THREADS, ... in ascending order (forward groups of
+ * at most NN_THREADS x NN_ITEMS elements are read once into registers, longer ones and the
+ * backward ops re-read them, mostly from L2); the block combines
  * the partial sums along a fixed shared-memory tree. No atomics: every association depends
  * on the shape alone, so a second run gives the same bits. BATCH_NORM (given statistics)
  * and DROPOUT are grid-stride elementwise kernels. DROPOUT keeps element i when
@@ -26,6 +28,8 @@ namespace {
 
 #define NN_THREADS 256
 #define NN_MAX_GRID 65535
+/* Elements a thread keeps in registers on the on-chip path (groups up to 4096 elements) */
+#define NN_ITEMS 16
 
 TD_DEV double nn_ld(uint32_t dt, const void *p, int64_t i)
 {
@@ -77,6 +81,42 @@ __global__ void __launch_bounds__(NN_THREADS) k_nn_group(nn_geom g, nn_ptrs p)
 #define NN_OFF(e) (g.nseg == 1 ? base + (e) : base + ((e) / g.seglen) * g.segstride + (e) % g.seglen)
 #define NN_PIDX(e) (g.w_elem ? (g.nseg == 1 ? (e) : (e) % g.seglen) \
                              : (k % g.pdiv) * g.pmul + ((e) / g.seglen) * g.pseg)
+        if (!bwd && n <= NN_THREADS * NN_ITEMS) {
+            /* on chip: the group's elements stay in registers, read once (same folds, same
+             * order as below, so the same bits) */
+            double xr[NN_ITEMS];
+#pragma unroll
+            for (int i = 0; i < NN_ITEMS; i++) {
+                const int64_t e = threadIdx.x + (int64_t)i * NN_THREADS;
+                xr[i] = e < n ? nn_ld(g.dt, p.x, NN_OFF(e)) : 0.0;
+            }
+            double m = 0.0;
+            if (layer) {
+                double a = 0.0;
+#pragma unroll
+                for (int i = 0; i < NN_ITEMS; i++)
+                    if (threadIdx.x + (int64_t)i * NN_THREADS < n) a += xr[i];
+                m = block_sum(a, sh) / (double)n;
+            }
+            double a = 0.0;
+#pragma unroll
+            for (int i = 0; i < NN_ITEMS; i++)
+                if (threadIdx.x + (int64_t)i * NN_THREADS < n) {
+                    const double d = xr[i] - m;
+                    a += d * d;
+                }
+            const double r = 1.0 / sqrt(block_sum(a, sh) / (double)n + g.eps);
+#pragma unroll
+            for (int i = 0; i < NN_ITEMS; i++) {
+                const int64_t e = threadIdx.x + (int64_t)i * NN_THREADS;
+                if (e >= n) break;
+                double v = (xr[i] - m) * r;
+                if (p.w != NULL) v *= nn_ld(g.dt, p.w, NN_PIDX(e));
+                if (p.b != NULL) v += nn_ld(g.dt, p.b, NN_PIDX(e));
+                td_store_double(g.dt, p.y, NN_OFF(e), v);
+            }
+            continue;
+        }
         double mean = 0.0;
         if (layer) {
             double a = 0.0;
