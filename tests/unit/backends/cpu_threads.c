@@ -332,6 +332,8 @@ Test(cpu_determinism, scatter_add_and_index_add)
         tu_free(dev1, &ix1);
     }
     free(idx);
+}
+
 Test(cpu_determinism, normalisations_and_dropout)
 {
     /* [64, 50, 40] f32: layer norm over the last dim and the last two, group norm (groups of
