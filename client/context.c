@@ -2201,3 +2201,500 @@ void td__ctx_set_error(td_context *ctx, td_status st, const char *msg)
 uint64_t td__tensor_id(const td_tensor *t) { return t->id; }
 const td__desc *td__tensor_desc(const td_tensor *t) { return &t->desc; }
 bool td__tensor_placeholder(const td_tensor *t) { return t->placeholder; }
+
+/* ---- neural-network ops (include/tensord.h says what each computes) ---- */
+
+/* Check that the non-NULL tensors of `t` share x's context; false with the error set. */
+static bool same_ctx(const char *api, td_tensor *x, int n, td_tensor *const *t)
+{
+    for (int i = 0; i < n; i++)
+        if (t[i] != NULL && t[i]->ctx != x->ctx) {
+            set_err(x->ctx, "%s: inputs belong to different contexts", api);
+            return false;
+        }
+    return true;
+}
+
+/* The first normalised axis of the last `naxes` dims of x; false with the error set. */
+static bool norm_first_axis(const char *api, td_tensor *x, int naxes, int64_t *out)
+{
+    if (naxes < 1 || naxes > (int)x->desc.rank) {
+        set_err(x->ctx, "%s: naxes %d is outside 1..%u (the rank of x)", api, naxes,
+                x->desc.rank);
+        return false;
+    }
+    *out = (int64_t)x->desc.rank - naxes;
+    return true;
+}
+
+/* Record an NN op: inputs in[0..n) (trailing NULLs dropped: optional parameters). */
+static td_tensor *nn_op(const char *api, td__op *op, int n, td_tensor *const *in)
+{
+    td_tensor *t[TD_OP_MAX_INPUTS];
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        if (in[i] == NULL) break;
+        t[m++] = in[i];
+    }
+    op->n_inputs = (uint32_t)m;
+    return record(in[0]->ctx, api, op, t);
+}
+
+td_tensor *td_layer_norm(td_tensor *x, int naxes, td_tensor *weight, td_tensor *bias,
+                         double eps)
+{
+    static const char api[] = "td_layer_norm";
+    if (x == NULL) return null_input(weight != NULL ? weight->ctx : NULL, api, "x");
+    td_tensor *in[3] = {x, weight, bias};
+    if (!same_ctx(api, x, 3, in)) return NULL;
+    td__op op = {.opcode = TD_OP_LAYER_NORM, .n_iattrs = 1, .fattrs = {eps}};
+    if (!norm_first_axis(api, x, naxes, &op.iattrs[0])) return NULL;
+    if (weight == NULL && bias != NULL) {
+        /* the op takes bias only after weight: a weight of ones */
+        td_tensor *ones = td_full(x->ctx, (td_dtype)bias->desc.dtype, (int)bias->desc.rank,
+                                  bias->desc.dims, 1.0);
+        if (ones == NULL) return NULL;
+        in[1] = ones;
+        td_tensor *r = nn_op(api, &op, 3, in);
+        td_release(ones);
+        return r;
+    }
+    return nn_op(api, &op, 3, in);
+}
+
+td_tensor *td_rms_norm(td_tensor *x, int naxes, td_tensor *weight, double eps)
+{
+    static const char api[] = "td_rms_norm";
+    if (x == NULL) return null_input(weight != NULL ? weight->ctx : NULL, api, "x");
+    td_tensor *in[2] = {x, weight};
+    if (!same_ctx(api, x, 2, in)) return NULL;
+    td__op op = {.opcode = TD_OP_RMS_NORM, .n_iattrs = 1, .fattrs = {eps}};
+    if (!norm_first_axis(api, x, naxes, &op.iattrs[0])) return NULL;
+    return nn_op(api, &op, 2, in);
+}
+
+/* A [C] tensor of ones for a bias given without a weight (the ops take bias after weight). */
+static td_tensor *ones_like_param(td_tensor *p)
+{
+    return td_full(p->ctx, (td_dtype)p->desc.dtype, (int)p->desc.rank, p->desc.dims, 1.0);
+}
+
+td_tensor *td_group_norm(td_tensor *x, int64_t groups, td_tensor *weight, td_tensor *bias,
+                         double eps)
+{
+    static const char api[] = "td_group_norm";
+    if (x == NULL) return null_input(weight != NULL ? weight->ctx : NULL, api, "x");
+    td_tensor *in[3] = {x, weight, bias};
+    if (!same_ctx(api, x, 3, in)) return NULL;
+    td__op op = {.opcode = TD_OP_GROUP_NORM, .n_iattrs = 1, .iattrs = {groups},
+                 .fattrs = {eps}};
+    td_tensor *ones = NULL;
+    if (weight == NULL && bias != NULL && (in[1] = ones = ones_like_param(bias)) == NULL)
+        return NULL;
+    td_tensor *r = nn_op(api, &op, 3, in);
+    td_release(ones);
+    return r;
+}
+
+td_tensor *td_batch_norm(td_tensor *x, td_tensor *mean, td_tensor *var, td_tensor *weight,
+                         td_tensor *bias, double eps)
+{
+    static const char api[] = "td_batch_norm";
+    if (x == NULL || mean == NULL || var == NULL)
+        return null_input(any_ctx(3, (td_tensor *[]){x, mean, var}), api,
+                          x == NULL ? "x" : mean == NULL ? "mean" : "var");
+    td_tensor *in[5] = {x, mean, var, weight, bias};
+    if (!same_ctx(api, x, 5, in)) return NULL;
+    td__op op = {.opcode = TD_OP_BATCH_NORM, .fattrs = {eps}};
+    td_tensor *ones = NULL;
+    if (weight == NULL && bias != NULL && (in[3] = ones = ones_like_param(bias)) == NULL)
+        return NULL;
+    td_tensor *r = nn_op(api, &op, 5, in);
+    td_release(ones);
+    return r;
+}
+
+/* The axes mask of every axis of x but axis 1 (x rank >= 2). */
+static int64_t all_but_channels(const td_tensor *x)
+{
+    return (int64_t)((1u << x->desc.rank) - 1) & ~(int64_t)2;
+}
+
+/* A reduction by mask (the mask already checked against x's rank). */
+static td_tensor *reduce_mask(const char *api, uint32_t opcode, td_tensor *x, int64_t mask,
+                              double f0)
+{
+    td__op op = {.opcode = opcode, .n_inputs = 1, .n_iattrs = 2, .iattrs = {mask, 0},
+                 .fattrs = {f0}};
+    return record(x->ctx, api, &op, &x);
+}
+
+/* x needs rank >= 2 ([N, C, ...]); false with the error set. */
+static bool needs_nc(const char *api, td_tensor *x)
+{
+    if (x->desc.rank >= 2) return true;
+    set_err(x->ctx, "%s: x needs rank >= 2 ([N, C, ...]), got rank %u", api, x->desc.rank);
+    return false;
+}
+
+td_tensor *td_batch_norm_stats(td_tensor *x, td_tensor **var, td_tensor **var_unbiased)
+{
+    static const char api[] = "td_batch_norm_stats";
+    if (x == NULL) return null_input(NULL, api, "x");
+    if (!needs_nc(api, x)) return NULL;
+    const int64_t mask = all_but_channels(x);
+    td_tensor *m = reduce_mask(api, TD_OP_MEAN, x, mask, 0.0), *v = NULL, *vu = NULL;
+    if (m == NULL) return NULL;
+    if (var != NULL && (v = reduce_mask(api, TD_OP_VAR, x, mask, 0.0)) == NULL) goto fail;
+    if (var_unbiased != NULL && (vu = reduce_mask(api, TD_OP_VAR, x, mask, 1.0)) == NULL)
+        goto fail;
+    if (var != NULL) *var = v;
+    if (var_unbiased != NULL) *var_unbiased = vu;
+    return m;
+fail:
+    td_release(m);
+    td_release(v);
+    return NULL;
+}
+
+/* Parameter gradients of a normalisation: dbias = sum of dy over `mask`, dweight = the sum
+ * of dy * xhat (xhat given; released here). Each only when its out-pointer is non-NULL.
+ * Returns false (with both released) when a step failed. */
+static bool param_grads(const char *api, td_tensor *dy, td_tensor *xhat, int64_t mask,
+                        td_tensor **dweight, td_tensor **dbias, td_tensor **gw,
+                        td_tensor **gb)
+{
+    *gw = *gb = NULL;
+    bool ok = true;
+    if (dweight != NULL) {
+        td_tensor *p = xhat != NULL ? td_mul(dy, xhat) : NULL;
+        ok = p != NULL && (*gw = reduce_mask(api, TD_OP_SUM, p, mask, 0.0)) != NULL;
+        td_release(p);
+    }
+    if (ok && dbias != NULL) ok = (*gb = reduce_mask(api, TD_OP_SUM, dy, mask, 0.0)) != NULL;
+    td_release(xhat);
+    if (!ok) {
+        td_release(*gw);
+        td_release(*gb);
+        *gw = *gb = NULL;
+    }
+    return ok;
+}
+
+/* Finish a backward call: hand out dx and the parameter gradients, or release all. */
+static td_tensor *backward_done(td_tensor *dx, bool ok, td_tensor *gw, td_tensor *gb,
+                                td_tensor **dweight, td_tensor **dbias)
+{
+    if (!ok) {
+        td_release(dx);
+        return NULL;
+    }
+    if (dweight != NULL) *dweight = gw;
+    if (dbias != NULL) *dbias = gb;
+    return dx;
+}
+
+/* The null and context checks of the backward calls (dy, x required). */
+static bool backward_inputs(const char *api, td_tensor *dy, td_tensor *x, int n,
+                            td_tensor *const *rest)
+{
+    if (dy == NULL || x == NULL) {
+        null_input(dy != NULL ? dy->ctx : x != NULL ? x->ctx : NULL, api,
+                   dy == NULL ? "dy" : "x");
+        return false;
+    }
+    td_tensor *all[6] = {dy, x};
+    for (int i = 0; i < n && i < 4; i++) all[2 + i] = rest[i];
+    return same_ctx(api, x, 2 + n, all);
+}
+
+td_tensor *td_layer_norm_backward(td_tensor *dy, td_tensor *x, int naxes, td_tensor *weight,
+                                  double eps, td_tensor **dweight, td_tensor **dbias)
+{
+    static const char api[] = "td_layer_norm_backward";
+    if (!backward_inputs(api, dy, x, 1, &weight)) return NULL;
+    td__op op = {.opcode = TD_OP_LAYER_NORM_BACKWARD, .n_iattrs = 1, .fattrs = {eps}};
+    if (!norm_first_axis(api, x, naxes, &op.iattrs[0])) return NULL;
+    td_tensor *dx = nn_op(api, &op, 3, (td_tensor *[]){dy, x, weight});
+    if (dx == NULL) return NULL;
+    const int64_t lead = ((int64_t)1 << op.iattrs[0]) - 1;
+    td_tensor *xhat = dweight != NULL ? td_layer_norm(x, naxes, NULL, NULL, eps) : NULL, *gw,
+              *gb;
+    bool ok = param_grads(api, dy, xhat, lead, dweight, dbias, &gw, &gb);
+    return backward_done(dx, ok, gw, gb, dweight, dbias);
+}
+
+td_tensor *td_rms_norm_backward(td_tensor *dy, td_tensor *x, int naxes, td_tensor *weight,
+                                double eps, td_tensor **dweight)
+{
+    static const char api[] = "td_rms_norm_backward";
+    if (!backward_inputs(api, dy, x, 1, &weight)) return NULL;
+    td__op op = {.opcode = TD_OP_RMS_NORM_BACKWARD, .n_iattrs = 1, .fattrs = {eps}};
+    if (!norm_first_axis(api, x, naxes, &op.iattrs[0])) return NULL;
+    td_tensor *dx = nn_op(api, &op, 3, (td_tensor *[]){dy, x, weight});
+    if (dx == NULL) return NULL;
+    const int64_t lead = ((int64_t)1 << op.iattrs[0]) - 1;
+    td_tensor *xhat = dweight != NULL ? td_rms_norm(x, naxes, NULL, eps) : NULL, *gw, *gb;
+    bool ok = param_grads(api, dy, xhat, lead, dweight, NULL, &gw, &gb);
+    return backward_done(dx, ok, gw, gb, dweight, NULL);
+}
+
+td_tensor *td_group_norm_backward(td_tensor *dy, td_tensor *x, int64_t groups,
+                                  td_tensor *weight, double eps, td_tensor **dweight,
+                                  td_tensor **dbias)
+{
+    static const char api[] = "td_group_norm_backward";
+    if (!backward_inputs(api, dy, x, 1, &weight)) return NULL;
+    td__op op = {.opcode = TD_OP_GROUP_NORM_BACKWARD, .n_iattrs = 1, .iattrs = {groups},
+                 .fattrs = {eps}};
+    td_tensor *dx = nn_op(api, &op, 3, (td_tensor *[]){dy, x, weight});
+    if (dx == NULL) return NULL;
+    td_tensor *xhat = dweight != NULL ? td_group_norm(x, groups, NULL, NULL, eps) : NULL, *gw,
+              *gb;
+    bool ok = param_grads(api, dy, xhat, all_but_channels(x), dweight, dbias, &gw, &gb);
+    return backward_done(dx, ok, gw, gb, dweight, dbias);
+}
+
+td_tensor *td_batch_norm_backward(td_tensor *dy, td_tensor *x, td_tensor *mean,
+                                  td_tensor *var, td_tensor *weight, double eps,
+                                  td_tensor **dweight, td_tensor **dbias)
+{
+    static const char api[] = "td_batch_norm_backward";
+    if (!backward_inputs(api, dy, x, 3, (td_tensor *[]){mean, var, weight})) return NULL;
+    if ((mean == NULL) != (var == NULL)) {
+        set_err(x->ctx, "%s: give both mean and var (inference) or neither (training), got "
+                "only %s", api, mean != NULL ? "mean" : "var");
+        return NULL;
+    }
+    if (!needs_nc(api, x)) return NULL;
+    td_tensor *dx = NULL, *xhat = NULL, *gw, *gb;
+    if (mean == NULL) {
+        td__op op = {.opcode = TD_OP_BATCH_NORM_BACKWARD, .fattrs = {eps}};
+        dx = nn_op(api, &op, 3, (td_tensor *[]){dy, x, weight});
+        if (dx == NULL) return NULL;
+        if (dweight != NULL) {
+            td_tensor *bv = NULL, *bm = td_batch_norm_stats(x, &bv, NULL);
+            xhat = bm != NULL ? td_batch_norm(x, bm, bv, NULL, NULL, eps) : NULL;
+            td_release(bm);
+            td_release(bv);
+            if (xhat == NULL) {
+                td_release(dx);
+                return NULL;
+            }
+        }
+    } else {
+        /* fixed statistics: dx = dy * (weight / sqrt(var + eps)) per channel */
+        td__op chk = {.opcode = TD_OP_BATCH_NORM, .fattrs = {eps}};
+        const td__desc *d[4] = {&x->desc, &mean->desc, &var->desc,
+                                weight != NULL ? &weight->desc : NULL};
+        td__desc od;
+        char why[512];
+        chk.n_inputs = weight != NULL ? 4 : 3;
+        if (td__op_infer(&chk, d, &od, why, sizeof why) != TD_OK) {
+            set_err(x->ctx, "%s: %s", api, why);
+            return NULL;
+        }
+        td_tensor *ve = td_add_scalar(var, eps), *r = ve != NULL ? td_rsqrt(ve) : NULL;
+        td_release(ve);
+        td_tensor *s = r;
+        if (r != NULL && weight != NULL) {
+            s = td_mul(r, weight);
+            td_release(r);
+        }
+        int64_t dims[TD_MAX_RANK];
+        dims[0] = x->desc.dims[1];
+        for (uint32_t i = 1; i + 1 < x->desc.rank; i++) dims[i] = 1;
+        td_tensor *sb = s != NULL ? td_reshape(s, (int)x->desc.rank - 1, dims) : NULL;
+        td_release(s);
+        dx = sb != NULL ? td_mul(dy, sb) : NULL;
+        td_release(sb);
+        if (dx == NULL) return NULL;
+        if (dweight != NULL &&
+            (xhat = td_batch_norm(x, mean, var, NULL, NULL, eps)) == NULL) {
+            td_release(dx);
+            return NULL;
+        }
+    }
+    bool ok = param_grads(api, dy, xhat, all_but_channels(x), dweight, dbias, &gw, &gb);
+    return backward_done(dx, ok, gw, gb, dweight, dbias);
+}
+
+td_tensor *td_dropout(td_tensor *x, double p, uint64_t seed)
+{
+    if (x == NULL) return null_input(NULL, "td_dropout", "x");
+    td__op op = {.opcode = TD_OP_DROPOUT, .n_inputs = 1, .fattrs = {p}, .seed = seed};
+    return record(x->ctx, "td_dropout", &op, &x);
+}
+
+td_tensor *td_scaled_dot_product_attention(td_tensor *q, td_tensor *k, td_tensor *v,
+                                           td_tensor *mask, bool causal, double scale)
+{
+    static const char api[] = "td_scaled_dot_product_attention";
+    if (q == NULL || k == NULL || v == NULL)
+        return null_input(any_ctx(3, (td_tensor *[]){q, k, v}), api,
+                          q == NULL ? "q" : k == NULL ? "k" : "v");
+    if (!same_ctx(api, q, 4, (td_tensor *[]){q, k, v, mask})) return NULL;
+    td_context *ctx = q->ctx;
+    const uint32_t dt = q->desc.dtype;
+    if (!td__dtype_is_float(dt) || k->desc.dtype != dt || v->desc.dtype != dt) {
+        set_err(ctx, "%s: q, k, v need one float dtype, got %s, %s, %s", api, td_dtype_name(dt),
+                td_dtype_name(k->desc.dtype), td_dtype_name(v->desc.dtype));
+        return NULL;
+    }
+    if (q->desc.rank < 2 || k->desc.rank < 2 || v->desc.rank < 2) {
+        set_err(ctx, "%s: q, k, v need rank >= 2, got %u, %u, %u", api, q->desc.rank,
+                k->desc.rank, v->desc.rank);
+        return NULL;
+    }
+    const int64_t e = q->desc.dims[q->desc.rank - 1];
+    const int64_t ke = k->desc.dims[k->desc.rank - 1];
+    const int64_t sl = k->desc.dims[k->desc.rank - 2], vs = v->desc.dims[v->desc.rank - 2];
+    if (ke != e || vs != sl) {
+        set_err(ctx, "%s: q's last dim %lld must equal k's (%lld), and v's sequence dim %lld "
+                "k's (%lld)", api, (long long)e, (long long)ke, (long long)vs, (long long)sl);
+        return NULL;
+    }
+    if (!isfinite(scale)) {
+        set_err(ctx, "%s: scale %g must be finite (0: 1/sqrt(E))", api, scale);
+        return NULL;
+    }
+    if (mask != NULL && mask->desc.dtype != TD_BOOL && mask->desc.dtype != dt) {
+        set_err(ctx, "%s: mask must be bool or %s, got %s", api, td_dtype_name(dt),
+                td_dtype_name(mask->desc.dtype));
+        return NULL;
+    }
+    if (scale == 0.0) scale = e > 0 ? 1.0 / sqrt((double)e) : 1.0;
+    td_tensor *kt = td_transpose(k);
+    td_tensor *s0 = kt != NULL ? td_matmul(q, kt) : NULL;
+    td_release(kt);
+    td_tensor *s = s0 != NULL ? td_mul_scalar(s0, scale) : NULL;
+    td_release(s0);
+    if (s != NULL && causal) {
+        const int64_t l = q->desc.dims[q->desc.rank - 2];
+        td_tensor *ri = td_arange(ctx, TD_I64, l, 0, 1), *ci = td_arange(ctx, TD_I64, sl, 0, 1);
+        td_tensor *rr = ri != NULL ? td_reshape(ri, 2, (int64_t[]){l, 1}) : NULL;
+        td_tensor *cr = ci != NULL ? td_reshape(ci, 2, (int64_t[]){1, sl}) : NULL;
+        td_tensor *keep = rr != NULL && cr != NULL ? td_le(cr, rr) : NULL;
+        td_tensor *sm = keep != NULL ? td_where_scalar_b(keep, s, -INFINITY) : NULL;
+        td_release(ri);
+        td_release(ci);
+        td_release(rr);
+        td_release(cr);
+        td_release(keep);
+        td_release(s);
+        s = sm;
+    }
+    if (s != NULL && mask != NULL) {
+        td_tensor *sm = mask->desc.dtype == TD_BOOL ? td_where_scalar_b(mask, s, -INFINITY)
+                                                    : td_add(s, mask);
+        td_release(s);
+        s = sm;
+    }
+    td_tensor *p = s != NULL ? td_softmax(s, -1) : NULL;
+    td_release(s);
+    td_tensor *y = p != NULL ? td_matmul(p, v) : NULL;
+    td_release(p);
+    return y;
+}
+
+/* NLL of log-probabilities (any float dtype) with the optional label-smoothing term. */
+static td_tensor *nll_common(const char *api, td_tensor *logp, td_tensor *target,
+                             td_reduction reduction, int64_t ignore_index, double smoothing,
+                             bool take_log_softmax)
+{
+    if (logp == NULL || target == NULL)
+        return null_input(any_ctx(2, (td_tensor *[]){logp, target}), api,
+                          logp == NULL ? "input" : "target");
+    td_context *ctx = logp->ctx;
+    if (!same_ctx(api, logp, 1, &target)) return NULL;
+    const td__desc *ld = &logp->desc, *tdsc = &target->desc;
+    if (!td__dtype_is_float(ld->dtype)) {
+        set_err(ctx, "%s: input needs a float dtype, got %s", api, td_dtype_name(ld->dtype));
+        return NULL;
+    }
+    if (tdsc->dtype != TD_I64 && tdsc->dtype != TD_I32) {
+        set_err(ctx, "%s: target needs i64 or i32 class indices, got %s", api,
+                td_dtype_name(tdsc->dtype));
+        return NULL;
+    }
+    bool shapes = ld->rank >= 2 && tdsc->rank + 1 == ld->rank && tdsc->dims[0] == ld->dims[0];
+    for (uint32_t i = 2; shapes && i < ld->rank; i++) shapes = tdsc->dims[i - 1] == ld->dims[i];
+    if (!shapes) {
+        char a[160], b[160];
+        td__desc_str(ld, a, sizeof a);
+        td__desc_str(tdsc, b, sizeof b);
+        set_err(ctx, "%s: input %s must be [N, C, d...] (rank >= 2) with target [N, d...], got "
+                "target %s", api, a, b);
+        return NULL;
+    }
+    if (reduction != TD_REDUCTION_NONE && reduction != TD_REDUCTION_MEAN &&
+        reduction != TD_REDUCTION_SUM) {
+        set_err(ctx, "%s: unknown reduction %d (0 none, 1 mean, 2 sum)", api, (int)reduction);
+        return NULL;
+    }
+    if (!(smoothing >= 0.0 && smoothing <= 1.0)) {
+        set_err(ctx, "%s: label_smoothing %g is not in [0, 1]", api, smoothing);
+        return NULL;
+    }
+    td_tensor *lp = take_log_softmax ? td_log_softmax(logp, 1) : logp;
+    if (lp == NULL) return NULL;
+    td_tensor *ig = td_full(ctx, (td_dtype)tdsc->dtype, 0, NULL, (double)ignore_index);
+    td_tensor *valid = ig != NULL ? td_ne(target, ig) : NULL;
+    td_release(ig);
+    td_tensor *tsafe = valid != NULL ? td_where_scalar_b(valid, target, 0) : NULL;
+    int64_t idims[TD_MAX_RANK];
+    idims[0] = ld->dims[0];
+    idims[1] = 1;
+    for (uint32_t i = 2; i < ld->rank; i++) idims[i] = ld->dims[i];
+    td_tensor *idx = tsafe != NULL ? td_reshape(tsafe, (int)ld->rank, idims) : NULL;
+    td_release(tsafe);
+    td_tensor *picked = idx != NULL ? td_gather(lp, idx, 1) : NULL;
+    td_release(idx);
+    td_tensor *pr = picked != NULL ? td_reshape(picked, (int)tdsc->rank, tdsc->dims) : NULL;
+    td_release(picked);
+    td_tensor *per = pr != NULL ? td_neg(pr) : NULL;
+    td_release(pr);
+    if (per != NULL && smoothing > 0.0) {
+        td_tensor *mc = td_mean(lp, 1, (int[]){1}, false);
+        td_tensor *a = td_mul_scalar(per, 1.0 - smoothing);
+        td_tensor *b = mc != NULL ? td_mul_scalar(mc, -smoothing) : NULL;
+        td_tensor *sum = a != NULL && b != NULL ? td_add(a, b) : NULL;
+        td_release(mc);
+        td_release(a);
+        td_release(b);
+        td_release(per);
+        per = sum;
+    }
+    if (lp != logp) td_release(lp);
+    td_tensor *loss = per != NULL && valid != NULL ? td_where_scalar_b(valid, per, 0) : NULL;
+    td_release(per);
+    td_tensor *r = loss;
+    if (loss != NULL && reduction != TD_REDUCTION_NONE) {
+        r = td_sum(loss, 0, NULL, false);
+        if (r != NULL && reduction == TD_REDUCTION_MEAN) {
+            td_tensor *vf = td_cast(valid, (td_dtype)ld->dtype);
+            td_tensor *cnt = vf != NULL ? td_sum(vf, 0, NULL, false) : NULL;
+            td_tensor *m = cnt != NULL ? td_div(r, cnt) : NULL;
+            td_release(vf);
+            td_release(cnt);
+            td_release(r);
+            r = m;
+        }
+        td_release(loss);
+    }
+    td_release(valid);
+    return r;
+}
+
+td_tensor *td_nll_loss(td_tensor *logp, td_tensor *target, td_reduction reduction,
+                       int64_t ignore_index)
+{
+    return nll_common("td_nll_loss", logp, target, reduction, ignore_index, 0.0, false);
+}
+
+td_tensor *td_cross_entropy(td_tensor *logits, td_tensor *target, td_reduction reduction,
+                            int64_t ignore_index, double label_smoothing)
+{
+    return nll_common("td_cross_entropy", logits, target, reduction, ignore_index,
+                      label_smoothing, true);
+}

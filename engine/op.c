@@ -347,6 +347,15 @@ static td_status check_fattrs(const td__op *op, char *err, size_t errlen)
         if (!(lo < hi)) return td__einval(err, errlen, "a %g must be below b %g", lo, hi);
         break;
     }
+    case TD_OP_LAYER_NORM: case TD_OP_RMS_NORM: case TD_OP_GROUP_NORM: case TD_OP_BATCH_NORM:
+    case TD_OP_LAYER_NORM_BACKWARD: case TD_OP_RMS_NORM_BACKWARD:
+    case TD_OP_GROUP_NORM_BACKWARD: case TD_OP_BATCH_NORM_BACKWARD:
+        if (!isfinite(a) || a < 0)
+            return td__einval(err, errlen, "eps %g must be finite and >= 0", a);
+        break;
+    case TD_OP_DROPOUT:
+        if (!(a >= 0 && a <= 1)) return td__einval(err, errlen, "p %g is not in [0, 1]", a);
+        break;
     case TD_OP_CLAMP:
         if (isnan(a) || isnan(b))
             return td__einval(err, errlen, "bounds [%g, %g] must not be NaN", a, b);
@@ -651,6 +660,58 @@ static td_status shape_gather_nd(const td__desc *x, const td__desc *idx, td__des
     return TD_OK;
 }
 
+/* TD_SHAPE_NORM: the inputs after x (after dy and x for the backward ops) against x's
+ * shape: the normalised dims x.dims[axis..] for LAYER_NORM / RMS_NORM and their backward
+ * ops, [C] (x [N, C, ...]) for GROUP_NORM and BATCH_NORM and theirs. The output is x's. */
+static td_status shape_norm(const td__op *op, const td__desc *const *in, td__desc *out,
+                            char *err, size_t errlen)
+{
+    const bool bwd = op->opcode == TD_OP_LAYER_NORM_BACKWARD ||
+                     op->opcode == TD_OP_RMS_NORM_BACKWARD ||
+                     op->opcode == TD_OP_GROUP_NORM_BACKWARD ||
+                     op->opcode == TD_OP_BATCH_NORM_BACKWARD;
+    const uint32_t first = bwd ? 2 : 1;
+    const td__desc *x = in[first - 1];
+    char sx[160], sy[160];
+    if (bwd && (in[0]->rank != x->rank ||
+                memcmp(in[0]->dims, x->dims, sizeof(int64_t) * x->rank) != 0))
+        return td__einval(err, errlen, "dy %s and x %s differ in shape",
+                          shape_str(in[0], sy, sizeof sy), shape_str(x, sx, sizeof sx));
+    td__desc want = {.dtype = x->dtype};
+    switch (op->opcode) {
+    case TD_OP_LAYER_NORM: case TD_OP_RMS_NORM:
+    case TD_OP_LAYER_NORM_BACKWARD: case TD_OP_RMS_NORM_BACKWARD:
+        for (uint32_t i = (uint32_t)op->iattrs[0]; i < x->rank; i++)
+            want.dims[want.rank++] = x->dims[i];
+        break;
+    default: /* GROUP_NORM BATCH_NORM and their backward ops: x is [N, C, ...] */
+        if (x->rank < 2)
+            return td__einval(err, errlen, "x %s needs rank >= 2 ([N, C, ...])",
+                              shape_str(x, sx, sizeof sx));
+        want.rank = 1;
+        want.dims[0] = x->dims[1];
+        if (op->opcode == TD_OP_GROUP_NORM || op->opcode == TD_OP_GROUP_NORM_BACKWARD) {
+            const int64_t g = op->iattrs[0];
+            if (g < 1 || x->dims[1] % g != 0)
+                return td__einval(err, errlen, "groups %lld must be >= 1 and divide the %lld "
+                                  "channels", (long long)g, (long long)x->dims[1]);
+        }
+        break;
+    }
+    const td__op_row *r = td__op_row_of(op->opcode);
+    for (uint32_t k = first; k < op->n_inputs; k++) {
+        if (in[k]->rank != want.rank ||
+            memcmp(in[k]->dims, want.dims, sizeof(int64_t) * want.rank) != 0) {
+            char nb[32], sw[160];
+            return td__einval(err, errlen, "%s %s must have shape %s (x %s)",
+                              input_name(r, k, nb, sizeof nb), shape_str(in[k], sy, sizeof sy),
+                              shape_str(&want, sw, sizeof sw), shape_str(x, sx, sizeof sx));
+        }
+    }
+    *out = *x;
+    return TD_OK;
+}
+
 /* The row's shape rule: out's dims (out->dtype is set by the caller). */
 static td_status apply_shape_rule(const td__op_row *r, const td__op *op,
                                   const td__desc *const *in, uint32_t odt, td__desc *out,
@@ -814,6 +875,8 @@ static td_status apply_shape_rule(const td__op_row *r, const td__op *op,
         if (s != TD_OK) return s;
         break;
     }
+    case TD_SHAPE_NORM:
+        return shape_norm(op, in, out, err, errlen);
     default:
         return td__einval(err, errlen, "shape rule %u of the op table is unknown", r->shape);
     }

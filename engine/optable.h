@@ -51,6 +51,7 @@ enum td__op_class {
     TD_OPCLASS_SOFTMAX,  /* SOFTMAX LOG_SOFTMAX */
     TD_OPCLASS_SCAN,     /* CUMSUM CUMPROD */
     TD_OPCLASS_SORT,     /* SORT ARGSORT TOPK_VALUES TOPK_INDICES */
+    TD_OPCLASS_NN,       /* normalisations, their backward ops, DROPOUT */
 };
 
 /* How many integer attributes (op->iattrs) an op takes. */
@@ -130,7 +131,9 @@ enum td__shape_rule {
     TD_SHAPE_MASKED,       /* input 0's shape; input 1 broadcasts to it */
     TD_SHAPE_SCATTER,      /* input 0's shape; index and src as torch.scatter */
     TD_SHAPE_INDEX_ADD,    /* input 0's shape; src is x with the axis of index's length */
-    TD_SHAPE_GATHER_ND     /* index.shape[:-1] + x.shape[k:], k = index.shape[-1] */
+    TD_SHAPE_GATHER_ND,    /* index.shape[:-1] + x.shape[k:], k = index.shape[-1] */
+    TD_SHAPE_NORM          /* the shape of x (input 0); the other inputs' shapes checked per
+                            * op (engine/op.c, shape_norm) */
 };
 
 /* Row flags. */
@@ -157,7 +160,8 @@ enum td__accuracy {
                          * functions (gelu's erfc, softplus's log1p of exp) */
     TD_ACC_STAT,      /* 2 ulp + 16 n 2^-53 B, B per op (VAR STD LOGSUMEXP NORM) */
     TD_ACC_CUMSUM,    /* 1 ulp + 4 n u_acc (cumsum |x|), u_acc 2^-24 f16/bf16, else 2^-53 */
-    TD_ACC_CUMPROD    /* 1 ulp + 4 n u_acc |y| */
+    TD_ACC_CUMPROD,   /* 1 ulp + 4 n u_acc |y| */
+    TD_ACC_NORM       /* 8 ulp + 64 n 2^-53 (1 + max |y|), n the group size (double sums) */
 };
 
 /* Lowerings of composite ops (td__lowerings below). */
@@ -236,6 +240,7 @@ typedef struct td__op_row {
     {TD_ATTRS_FIXED, 2,                                                                    \
      {{"axis", TD_ATTR_INT, 0, 0, NULL},                                                   \
       {"descending", TD_ATTR_ENUM, 0, 1, "0 (ascending) or 1 (descending)"}}}
+#define TD__ATTRS_GROUPS {TD_ATTRS_FIXED, 1, {{"groups", TD_ATTR_NONNEG, 0, 0, NULL}, TD__ASPEC0}}
 #define TD__ATTRS_TOPK                                                                     \
     {TD_ATTRS_FIXED, 3,                                                                    \
      {{"axis", TD_ATTR_INT, 0, 0, NULL}, {"k", TD_ATTR_NONNEG, 0, 0, NULL},                \
@@ -542,7 +547,34 @@ typedef struct td__op_row {
     X(GATHER_ND, 232, "gather_nd", MOVEMENT, 2, 2, "x, index", NONE, "", NONE, ANY, INDEX, \
       NONE, SAME, GATHER_ND, 0, NONE, EXACT,                                               \
       "primitive: out[p, ...] = x[index[p, 0], .., index[p, k-1], ...] (tf.gather_nd); "   \
-      "an index outside its dim: TD_ERANGE")
+      "an index outside its dim: TD_ERANGE") \
+    X(LAYER_NORM, 290, "layer_norm", NN, 1, 3, "x, weight, bias", AXIS, "eps (finite, >= 0)",  \
+      NONE, FLOAT, FLOAT, ALL, SAME, NORM, 0, NONE, NORM,                                   \
+      "(x - mean) / sqrt(var + eps) * weight + bias over dims axis.. (biased var; weight, bias: those dims)") \
+    X(RMS_NORM, 291, "rms_norm", NN, 1, 2, "x, weight", AXIS, "eps (finite, >= 0)", NONE,     \
+      FLOAT, FLOAT, ALL, SAME, NORM, 0, NONE, NORM,                                         \
+      "x / sqrt(mean x^2 + eps) * weight over dims axis.. (weight: those dims)")            \
+    X(GROUP_NORM, 292, "group_norm", NN, 1, 3, "x, weight, bias", GROUPS, "eps (finite, >= 0)", \
+      NONE, FLOAT, FLOAT, ALL, SAME, NORM, 0, NONE, NORM,                                   \
+      "x [N, C, ...]: layer norm over each group of C / groups channels, then * weight[c] + bias[c]") \
+    X(BATCH_NORM, 293, "batch_norm", NN, 3, 5, "x, mean, var, weight, bias", NONE,            \
+      "eps (finite, >= 0)", NONE, FLOAT, FLOAT, ALL, SAME, NORM, 0, NONE, NORM,             \
+      "x [N, C, ...]: (x - mean[c]) / sqrt(var[c] + eps) * weight[c] + bias[c] (given statistics)") \
+    X(LAYER_NORM_BACKWARD, 294, "layer_norm_backward", NN, 2, 3, "dy, x, weight", AXIS,       \
+      "eps (finite, >= 0)", NONE, FLOAT, FLOAT, ALL, SAME, NORM, 0, NONE, NORM,             \
+      "dx of layer_norm: r (g - mean g - xhat mean(g xhat)), g = dy * weight, r = 1/sqrt(var + eps)") \
+    X(RMS_NORM_BACKWARD, 295, "rms_norm_backward", NN, 2, 3, "dy, x, weight", AXIS,           \
+      "eps (finite, >= 0)", NONE, FLOAT, FLOAT, ALL, SAME, NORM, 0, NONE, NORM,             \
+      "dx of rms_norm: r (g - xhat mean(g xhat)), g = dy * weight, xhat = r x, r = 1/sqrt(mean x^2 + eps)") \
+    X(GROUP_NORM_BACKWARD, 296, "group_norm_backward", NN, 2, 3, "dy, x, weight", GROUPS,     \
+      "eps (finite, >= 0)", NONE, FLOAT, FLOAT, ALL, SAME, NORM, 0, NONE, NORM,             \
+      "dx of group_norm: layer_norm_backward's formula over each group, g = dy * weight[c]") \
+    X(BATCH_NORM_BACKWARD, 297, "batch_norm_backward", NN, 2, 3, "dy, x, weight", NONE,       \
+      "eps (finite, >= 0)", NONE, FLOAT, FLOAT, ALL, SAME, NORM, 0, NONE, NORM,             \
+      "dx of batch_norm with batch statistics (training): the formula over each channel c's N x spatial elements") \
+    X(DROPOUT, 298, "dropout", NN, 1, 1, "x", NONE, "p (in [0, 1]); seed", NONE, FLOAT, NONE, \
+      NONE, SAME, SAME, 0, NONE, EXACT,                                                     \
+      "x * (u_i >= p ? 1/(1-p) : 0), u_i the Philox f32 uniform of element i (engine/philox.h)")
 
 /* Element functions of the float elementwise unary ops, written once: X(NAME, expression
  * of `x`, whose type is `T` (float or double; write constants as (T)1)). The expression may

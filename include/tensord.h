@@ -898,6 +898,143 @@ td_tensor *td_detach(td_tensor *t);
  * leaves stay marked and keep their gradients. */
 void td_tape_clear(td_context *ctx);
 
+/* ---- neural-network ops: normalisation, dropout, attention, losses ----
+ * All take float tensors (f32, f64, f16, bf16); every tensor argument of one call has one
+ * dtype and belongs to one context, and the result has x's dtype and shape unless stated.
+ * Arithmetic of the normalisations and their backward ops, on every device: elements
+ * widened to double, sums and the per-element formula in double (two passes: the mean,
+ * then the squared deviations from it), the result rounded once to the dtype; f16/bf16
+ * therefore accumulate in double, better than f32. The CPU folds each run of contiguous
+ * elements into 16 lanes in a fixed order; GPUs use a fixed tree: results do not depend on
+ * the thread count, and devices agree within conformance.c's TD_ACC_NORM bound
+ * (8 ulp + 64 n 2^-53 (1 + max |y|), n the number of elements normalised together).
+ * `eps` must be finite and >= 0 (eps 0 on a constant group divides by zero: NaN, as in
+ * PyTorch). NaN or inf in a group makes that group's results NaN. Zero-length dims give
+ * empty results. Errors (NULL result, td_last_error names the function and the values,
+ * TD_EINVAL): a NULL required input, inputs of different contexts or dtypes, a non-float
+ * dtype, naxes outside 1..rank, a parameter of the wrong shape ("layer_norm: weight [5]
+ * must have shape [4] (x [2, 4])"), bad eps, groups that do not divide C.
+ * Thread-safety (all of them): the context's rule (one thread at a time). */
+
+/* Layer norm (Ba, Kiros, Hinton, "Layer normalization", 2016; torch.nn.functional.
+ * layer_norm): over the last `naxes` dims of x (1..rank; the normalised shape D =
+ * x.dims[rank - naxes ..]), per group of n = prod(D) elements
+ *   y = (x - mean) / sqrt(var + eps) * weight + bias,   var = mean((x - mean)^2) (biased)
+ * weight and bias: NULL (1 and 0), or tensors of shape D. One op (LAYER_NORM, a primitive
+ * with CPU and CUDA kernels). */
+td_tensor *td_layer_norm(td_tensor *x, int naxes, td_tensor *weight, td_tensor *bias,
+                         double eps);
+/* RMS norm (Zhang, Sennrich, "Root mean square layer normalization", 2019): over the last
+ * `naxes` dims, y = x / sqrt(mean(x^2) + eps) * weight; weight NULL (1) or of shape D.
+ * One op (RMS_NORM). */
+td_tensor *td_rms_norm(td_tensor *x, int naxes, td_tensor *weight, double eps);
+/* Group norm (Wu, He, "Group normalization", 2018; torch.nn.functional.group_norm): x of
+ * rank >= 2, [N, C, ...]; the C channels split into `groups` groups of C / groups
+ * consecutive channels (groups >= 1 must divide C), each (sample, group) normalised as
+ * layer norm does over its C / groups x spatial elements, then y * weight[c] + bias[c];
+ * weight, bias NULL or [C]. One op (GROUP_NORM). */
+td_tensor *td_group_norm(td_tensor *x, int64_t groups, td_tensor *weight, td_tensor *bias,
+                         double eps);
+/* Batch norm with given statistics (Ioffe, Szegedy, "Batch normalization", 2015;
+ * torch.nn.functional.batch_norm): x [N, C, ...] (rank >= 2), mean and var [C] (the running
+ * statistics for inference, or td_batch_norm_stats' batch statistics for training),
+ *   y = (x - mean[c]) / sqrt(var[c] + eps) * weight[c] + bias[c];
+ * weight, bias NULL or [C]. One op (BATCH_NORM). */
+td_tensor *td_batch_norm(td_tensor *x, td_tensor *mean, td_tensor *var, td_tensor *weight,
+                         td_tensor *bias, double eps);
+/* Batch statistics for training: x [N, C, ...] (rank >= 2); returns the mean over every
+ * axis but 1, shape [C]; when var is non-NULL, *var receives the biased variance (divisor
+ * N x spatial: what training normalises with), when var_unbiased is non-NULL,
+ * *var_unbiased the unbiased one (divisor N x spatial - 1: what PyTorch folds into
+ * running_var). Training step: td_batch_norm(x, mean, var, w, b, eps); running_mean =
+ * (1 - m) running_mean + m mean, running_var likewise with var_unbiased. Recorded as the
+ * MEAN and VAR ops (correction 0 and 1), each a new handle the caller releases; on failure
+ * NULL and the out-parameters untouched. */
+td_tensor *td_batch_norm_stats(td_tensor *x, td_tensor **var, td_tensor **var_unbiased);
+
+/* Backward ops (what issue 15's autodiff composes): dy is the gradient of the forward
+ * output (x's shape), and the forward op's own arguments follow. Each returns dx (one
+ * primitive op; recomputes the statistics from x rather than taking saved ones), and, when
+ * the out-pointer is non-NULL, the parameter gradients as new handles (composites of
+ * existing ops: dbias = sum of dy over the non-parameter axes, dweight = the same sum of
+ * dy * xhat, xhat the forward op without weight and bias). Formulas, with g = dy * weight
+ * (dy when weight is NULL), r = 1 / sqrt(var + eps), xhat = (x - mean) r, and means over
+ * the group of n elements normalised together (derived by the chain rule; the same as
+ * PyTorch's native_layer_norm_backward):
+ *   layer, group, batch (training): dx = r (g - mean(g) - xhat mean(g xhat))
+ *   rms (r = 1 / sqrt(mean x^2 + eps), xhat = x r):  dx = r (g - xhat mean(g xhat))
+ * td_batch_norm_backward: mean and var both NULL means the forward pass used the batch's
+ * own statistics (training: the formula above, one BATCH_NORM_BACKWARD op); both given
+ * means it used these fixed statistics (inference: dx = dy weight[c] / sqrt(var[c] + eps),
+ * a composite of elementwise ops). Giving only one of mean and var is an error. On
+ * failure NULL, out-parameters untouched. */
+td_tensor *td_layer_norm_backward(td_tensor *dy, td_tensor *x, int naxes, td_tensor *weight,
+                                  double eps, td_tensor **dweight, td_tensor **dbias);
+td_tensor *td_rms_norm_backward(td_tensor *dy, td_tensor *x, int naxes, td_tensor *weight,
+                                double eps, td_tensor **dweight);
+td_tensor *td_group_norm_backward(td_tensor *dy, td_tensor *x, int64_t groups,
+                                  td_tensor *weight, double eps, td_tensor **dweight,
+                                  td_tensor **dbias);
+td_tensor *td_batch_norm_backward(td_tensor *dy, td_tensor *x, td_tensor *mean,
+                                  td_tensor *var, td_tensor *weight, double eps,
+                                  td_tensor **dweight, td_tensor **dbias);
+
+/* Dropout (Srivastava et al., "Dropout", JMLR 2014, inverted scaling as in PyTorch): element
+ * i of x (any shape, row-major index i) is kept when u_i >= p and then multiplied by
+ * 1 / (1 - p), else multiplied by 0 (so a dropped NaN or inf gives NaN, a dropped -x -0, as
+ * x * 0 in PyTorch); u_i is element i of td_rand_uniform(..., 0, 1, seed) in f32, i.e. the
+ * 24-bit uniform (w >> 8) 2^-24 of Philox4x32-10 word i % 4 of block i / 4 (engine/philox.h;
+ * Salmon et al., SC'11) for every dtype: the same mask on every device for the same seed.
+ * The multiply is one IEEE operation in f32 (f16/bf16: in f32, rounded once) or f64, with
+ * 1 / (1 - p) rounded to that type: bit for bit on every device. p in [0, 1]: p 0 returns
+ * x's values, p 1 zeros (x * 0). The fraction kept is (2^24 - ceil(p 2^24)) / 2^24 in
+ * expectation. Backward: dx = td_dropout(dy, p, seed) (the same mask and scale).
+ * One op (DROPOUT). Errors: p NaN or outside [0, 1], non-float x (TD_EINVAL). */
+td_tensor *td_dropout(td_tensor *x, double p, uint64_t seed);
+
+/* Scaled dot-product attention (Vaswani et al., "Attention is all you need", 2017; the
+ * semantics of PyTorch 2's torch.nn.functional.scaled_dot_product_attention without
+ * dropout): q [..., L, E], k [..., S, E], v [..., S, Ev] (rank >= 2, batch dims broadcast
+ * as td_matmul's), result [..., L, Ev]:
+ *   s = q k^T * scale (+ mask),  y = softmax(s, last axis) v
+ * scale 0 means 1 / sqrt(E); otherwise it must be finite. mask NULL, or broadcastable to
+ * [..., L, S]: a bool mask keeps the positions that are true (the others get -inf), a
+ * float mask (q's dtype) is added. causal keeps j <= i only (the lower-left triangle of
+ * the L x S scores, top-left aligned as torch.tril). A row with every position masked
+ * gives NaN (as PyTorch). A composite recorded as the ops TRANSPOSE(k), MATMUL, MUL,
+ * (ARANGE, LE, WHERE for causal), WHERE or ADD for the mask, SOFTMAX, MATMUL: it runs on
+ * every device and its gradient follows from those ops'. q, k, v f32/f64 (td_softmax's
+ * dtypes). Errors: as the ops it records (shapes that do not match name the op), a NULL
+ * q, k or v, a non-finite scale, a mask of another dtype than bool or q's. */
+td_tensor *td_scaled_dot_product_attention(td_tensor *q, td_tensor *k, td_tensor *v,
+                                           td_tensor *mask, bool causal, double scale);
+
+/* How a loss reduces its per-element values. */
+typedef enum td_reduction {
+    TD_REDUCTION_NONE = 0, /* the per-element losses, target's shape */
+    TD_REDUCTION_MEAN = 1, /* their sum / the number of targets not equal to ignore_index
+                            * (0 / 0 = NaN when every target is ignored, as PyTorch) */
+    TD_REDUCTION_SUM = 2,  /* their sum (rank 0) */
+} td_reduction;
+
+/* Negative log-likelihood with class indices (torch.nn.functional.nll_loss without class
+ * weights): logp [N, C, d1...] (rank >= 2, usually log-probabilities), target [N, d1...]
+ * of i64 (or i32) class indices in [0, C), or ignore_index (PyTorch's default is -100):
+ *   loss_i = -logp[i, target_i, ...]  (0 where target_i == ignore_index)
+ * reduced by `reduction`. td_cross_entropy (torch.nn.functional.cross_entropy, class
+ * indices) applies td_log_softmax over axis 1 first; with label_smoothing e in [0, 1]:
+ *   loss_i = (1 - e) (-logp[i, t_i]) + e (-mean_c logp[i, c])   (0 where ignored)
+ * Composites of LOG_SOFTMAX, NE, WHERE, GATHER, NEG, MEAN, MUL, ADD, SUM, CAST, DIV, so
+ * their gradient follows from those ops'. A target outside [0, C) that is not ignore_index
+ * fails at execution (the GATHER's TD_ERANGE, which a read of the loss reports: "op 6
+ * (gather): index 3 out of range [0, 3) ..."). Errors at record time (NULL, TD_EINVAL):
+ * a NULL input, target not i32/i64, shapes that do not match ([N, d...] for [N, C, d...]),
+ * rank < 2, an unknown reduction, label_smoothing outside [0, 1]. */
+td_tensor *td_nll_loss(td_tensor *logp, td_tensor *target, td_reduction reduction,
+                       int64_t ignore_index);
+td_tensor *td_cross_entropy(td_tensor *logits, td_tensor *target, td_reduction reduction,
+                            int64_t ignore_index, double label_smoothing);
+
 /* ---- server information (GetInfo) ---- */
 typedef struct td_device_info {
     char name[32]; /* "cpu", "cuda:0" */

@@ -15,7 +15,7 @@ static const char *family_str(unsigned f)
 {
     static const char *const names[] = {"?",      "create", "unary",  "binary",  "compare", "where",
                                         "cast",   "reduce", "matmul", "movement", "softmax",
-                                        "scan",   "sort"};
+                                        "scan",   "sort",   "nn"};
     return f < sizeof names / sizeof names[0] ? names[f] : "?";
 }
 
@@ -44,7 +44,8 @@ static const char *shape_str(unsigned s)
                                         "same as x (rank >= 2)", "index's shape + [num_classes]",
                                         "same as x (mask broadcasts to it)",
                                         "same as x (scatter rules)", "same as x (index_add rules)",
-                                        "index.shape[:-1] + x.shape[k:]"};
+                                        "index.shape[:-1] + x.shape[k:]",
+                                        "same as x (parameters checked)"};
     return s < sizeof names / sizeof names[0] ? names[s] : "?";
 }
 
@@ -53,7 +54,8 @@ static const char *acc_str(unsigned a)
     static const char *const names[] = {"exact", "4 ulp", "6 ulp", "8 ulp", "sum bound",
                                         "prod bound", "matmul bound", "normal bound",
                                         "softmax bound", "log_softmax bound", "16 ulp",
-                                        "stat bound", "cumsum bound", "cumprod bound"};
+                                        "stat bound", "cumsum bound", "cumprod bound",
+                                        "norm bound"};
     return a < sizeof names / sizeof names[0] ? names[a] : "?";
 }
 

@@ -203,6 +203,8 @@ static td_status cpu_exec(td__device *dev, void *stream, const td__op *op, const
         return td__cpu_exec_movement(&x, op, in, out);
     case TD_OPCLASS_SOFTMAX:
         return td__cpu_exec_softmax(&x, op, in, out);
+    case TD_OPCLASS_NN:
+        return td__cpu_exec_nn(&x, op, in, out);
     case TD_OPCLASS_NONE:
         return td__cpu_fail(&x, TD_EINTERNAL, "cpu: unknown opcode %u", op->opcode);
     }

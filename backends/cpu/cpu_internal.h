@@ -3,7 +3,7 @@
  * iterator that elementwise and movement kernels run on.
  *
  * Kernel families live one per file (cpu_create.c, cpu_elementwise.c, cpu_reduce.c,
- * cpu_stats.c, cpu_scan.c, cpu_sort.c, cpu_matmul.c, cpu_movement.c, cpu_softmax.c); cpu_backend.c dispatches to them. Every
+ * cpu_stats.c, cpu_scan.c, cpu_sort.c, cpu_matmul.c, cpu_movement.c, cpu_softmax.c, cpu_nn.c); cpu_backend.c dispatches to them. Every
  * family entry gets an op that td__op_infer() accepted, inputs and an output that are
  * contiguous and row-major, and returns td_status with a message in the context's err buffer.
  */
@@ -163,6 +163,8 @@ td_status td__cpu_exec_movement(const td__cpu_exec *x, const td__op *op, const t
 td_status td__cpu_exec_softmax(const td__cpu_exec *x, const td__op *op, const td__view *in,
                                const td__view *out);
 
+td_status td__cpu_exec_nn(const td__cpu_exec *x, const td__op *op, const td__view *in,
+                          const td__view *out);
 td_status td__cpu_exec_stats(const td__cpu_exec *x, const td__op *op, const td__view *in,
                              const td__view *out);
 td_status td__cpu_exec_scan(const td__cpu_exec *x, const td__op *op, const td__view *in,

@@ -642,6 +642,8 @@ static td_status gpu_exec(td__device *dev, void *stream, const td__op *op, const
         return td__gpu_exec_movement(&x, op, in, out);
     case TD_OPCLASS_SOFTMAX:
         return td__gpu_exec_softmax(&x, op, in, out);
+    case TD_OPCLASS_NN:
+        return td__gpu_exec_nn(&x, op, in, out);
     case TD_OPCLASS_NONE:
         break;
     }

@@ -188,6 +188,8 @@ td_status td__gpu_check_indices(const td__gpu_exec *x, const char *name, const t
                                 int64_t dim);
 td_status td__gpu_exec_movement(const td__gpu_exec *x, const td__op *op, const td__view *in,
                                  const td__view *out);
+td_status td__gpu_exec_nn(const td__gpu_exec *x, const td__op *op, const td__view *in,
+                          const td__view *out);
 td_status td__gpu_exec_softmax(const td__gpu_exec *x, const td__op *op, const td__view *in,
                                 const td__view *out);
 

@@ -120,6 +120,15 @@
  *    within 2 ulp of the dtype + 2^-20 |stddev| (the f32 bound; in practice 0 or 1 ulp, when
  *    the math libraries' few-ulp difference in z straddles a rounding boundary).
  *
+ *  - LAYER_NORM RMS_NORM GROUP_NORM BATCH_NORM and their backward ops (TD_ACC_NORM):
+ *    |got - want| <= 8 ulp + 64 n 2^-53 (1 + M), n the elements normalised together and M
+ *    the largest finite |want| of the case. Why: both sides widen to double, sum in double
+ *    in different associations (each sum within n 2^-53 of its terms' magnitude, which for
+ *    the normalised values (x - mean) r is at most sqrt(n) <= n), evaluate the same formula
+ *    in double and round once: the dtype's last-place difference where the double values
+ *    straddle a rounding boundary, and the association term. DROPOUT is exact (a Philox
+ *    mask and one IEEE multiply).
+ *
  * Op and dtype lists come from the op table and the dtype table: every row of a family is
  * run in every dtype its class holds, with its row's accuracy as the tolerance.
  */
@@ -176,7 +185,8 @@ typedef struct input {
     int64_t lim, bad;
 } input;
 
-enum tol { TOL_EXACT, TOL_ULP, TOL_SUM, TOL_PROD, TOL_MATMUL, TOL_NORMAL, TOL_SOFTMAX, TOL_STAT };
+enum tol { TOL_EXACT, TOL_ULP, TOL_SUM, TOL_PROD, TOL_MATMUL, TOL_NORMAL, TOL_SOFTMAX, TOL_STAT,
+           TOL_NORM };
 
 typedef struct tcase {
     char name[200];
@@ -500,6 +510,7 @@ typedef struct check {
     const void *want, *got;
     const void *scale; /* TOL_SUM / TOL_MATMUL: reference of the op on |x| (out dtype) */
     double factor;     /* multiplies scale (TOL_SUM, TOL_MATMUL) or |want| (TOL_PROD) */
+    double mag;        /* TOL_NORM: max |want| over the finite outputs */
     char why[512];
     /* filled by compare(): the worst element, for the per-op table (--table, --json) */
     double worst_ulp;  /* largest distance in units in the last place (float results) */
@@ -614,6 +625,10 @@ static bool compare(check *k)
                 ok = fabs(w - g) <= tol;
                 break;
             }
+            case TOL_NORM:
+                tol = 8 * ulp_dt(w, k->dtype) + k->factor * (1.0 + k->mag);
+                ok = fabs(w - g) <= tol;
+                break;
             case TOL_NORMAL: {
                 double sd = fabs(c->op.fattrs[1]);
                 tol = k->dtype == TD_F64 ? 4 * ulp_of(w, false) + 0x1p-40 * sd
@@ -681,6 +696,34 @@ static int64_t reduced_count(const tcase *c)
 static int64_t scan_length(const tcase *c)
 {
     return c->in[0].sh.rank > 0 ? c->in[0].sh.d[c->op.iattrs[0]] : 1;
+}
+
+static int64_t shape_elems(const shape *s)
+{
+    int64_t n = 1;
+    for (uint32_t i = 0; i < s->rank; i++) n *= s->d[i];
+    return n;
+}
+
+/* The number of elements a normalisation op (TD_OPCLASS_NN) folds together: the dims from
+ * the axis (LAYER_NORM RMS_NORM and their backward ops), C / groups x spatial (GROUP_NORM),
+ * N x spatial (BATCH_NORM_BACKWARD), 1 (BATCH_NORM: elementwise). x is input 0, or 1 for the
+ * backward ops (the same shape as dy). */
+static int64_t norm_group(const tcase *c)
+{
+    const shape *x = &c->in[0].sh;
+    int64_t n = 1, sp = 1;
+    for (uint32_t i = 2; i < x->rank; i++) sp *= x->d[i];
+    switch (c->op.opcode) {
+    case TD_OP_LAYER_NORM: case TD_OP_RMS_NORM:
+    case TD_OP_LAYER_NORM_BACKWARD: case TD_OP_RMS_NORM_BACKWARD:
+        for (uint32_t i = (uint32_t)c->op.iattrs[0]; i < x->rank; i++) n *= x->d[i];
+        return n;
+    case TD_OP_GROUP_NORM: case TD_OP_GROUP_NORM_BACKWARD:
+        return x->d[1] / c->op.iattrs[0] * sp;
+    case TD_OP_BATCH_NORM_BACKWARD: return x->d[0] * sp;
+    default: return 1;
+    }
 }
 
 /* Unit roundoff of a scan's accumulator: f32 for f16/bf16, double otherwise. */
@@ -806,6 +849,13 @@ static bool run_case(executor *ref, executor *tgt, executor *low, const tcase *c
         k.factor = 4.0 * (double)scan_length(c) * scan_u(od.dtype);
     } else if (c->tol == TOL_PROD) {
         k.factor = 4.0 * (double)reduced_count(c) * 0x1p-53;
+    } else if (c->tol == TOL_NORM) {
+        /* 64 n 2^-53 (1 + max |y|), n the elements normalised together */
+        k.factor = 64.0 * (double)norm_group(c) * 0x1p-53;
+        for (int64_t i = 0; i < k.n; i++) {
+            const double v = elem(want, od.dtype, i);
+            if (isfinite(v) && fabs(v) > k.mag) k.mag = fabs(v);
+        }
     } else if (c->tol == TOL_SOFTMAX) {
         k.factor = (double)c->in[0].sh.d[c->op.iattrs[0]]; /* the row length */
     }
@@ -893,6 +943,7 @@ static void tol_of(tcase *c, const td__op_row *r)
     case TD_ACC_NORMAL: c->tol = TOL_NORMAL; break;
     case TD_ACC_SOFTMAX: case TD_ACC_LOG_SOFTMAX: c->tol = TOL_SOFTMAX; break;
     case TD_ACC_STAT: c->tol = TOL_STAT; break;
+    case TD_ACC_NORM: c->tol = TOL_NORM; break;
     case TD_ACC_CUMSUM: c->tol = TOL_SUM; break;
     case TD_ACC_CUMPROD: c->tol = TOL_PROD; break;
     default: c->tol = TOL_EXACT; break;
@@ -1674,6 +1725,80 @@ static void add_softmax(void)
     }
 }
 
+/* TD_OPCLASS_NN: the normalisations with and without their parameters, their backward ops,
+ * in every float dtype, with specials (a NaN or inf makes its group NaN on both sides), on
+ * groups that fit a GPU block's one pass and groups much longer than it; DROPOUT exact for
+ * p 0, 0.3 and 1. */
+static void add_nn(void)
+{
+    typedef struct ncase {
+        uint32_t opcode;
+        shape sh;
+        int64_t attr; /* axis or groups; -1: none */
+        int nparams;  /* parameters after x (after dy, x for the backward ops) */
+    } ncase;
+    const ncase cs[] = {
+        {TD_OP_LAYER_NORM, SH(7), 0, 2},             {TD_OP_LAYER_NORM, SH(3, 4, 5), 2, 2},
+        {TD_OP_LAYER_NORM, SH(3, 4, 5), 1, 1},       {TD_OP_LAYER_NORM, SH(0, 5), 1, 2},
+        {TD_OP_LAYER_NORM, SH(64, 257), 1, 0},       {TD_OP_LAYER_NORM, SH(16, 4096), 1, 2},
+        {TD_OP_LAYER_NORM, SH(2, 100003), 1, 2},     {TD_OP_RMS_NORM, SH(3, 4, 5), 2, 1},
+        {TD_OP_RMS_NORM, SH(33, 1000), 1, 0},        {TD_OP_RMS_NORM, SH(7), 0, 1},
+        {TD_OP_GROUP_NORM, SH(2, 6, 5), 3, 2},       {TD_OP_GROUP_NORM, SH(3, 4), 2, 0},
+        {TD_OP_GROUP_NORM, SH(2, 8, 3, 3), 4, 1},    {TD_OP_GROUP_NORM, SH(4, 32, 1000), 8, 2},
+        {TD_OP_BATCH_NORM, SH(4, 3, 5), -1, 4},      {TD_OP_BATCH_NORM, SH(6, 2), -1, 2},
+        {TD_OP_BATCH_NORM, SH(8, 16, 100), -1, 3},   {TD_OP_LAYER_NORM_BACKWARD, SH(3, 4, 5), 2, 1},
+        {TD_OP_LAYER_NORM_BACKWARD, SH(16, 4096), 1, 1},
+        {TD_OP_LAYER_NORM_BACKWARD, SH(5, 9), 1, 0}, {TD_OP_RMS_NORM_BACKWARD, SH(3, 4, 5), 1, 1},
+        {TD_OP_RMS_NORM_BACKWARD, SH(33, 1000), 1, 0},
+        {TD_OP_GROUP_NORM_BACKWARD, SH(2, 6, 5), 3, 1},
+        {TD_OP_GROUP_NORM_BACKWARD, SH(4, 32, 1000), 8, 0},
+        {TD_OP_BATCH_NORM_BACKWARD, SH(4, 3, 5), -1, 1},
+        {TD_OP_BATCH_NORM_BACKWARD, SH(6, 2), -1, 0},
+        {TD_OP_BATCH_NORM_BACKWARD, SH(16, 8, 500), -1, 1}};
+    char sb[96];
+    for (size_t i = 0; i < COUNT(cs); i++) {
+        const td__op_row *r = td__op_row_of(cs[i].opcode);
+        const bool bwd = r->inputs[0] == 'd';
+        const uint32_t first = bwd ? 2 : 1;
+        const shape *x = &cs[i].sh;
+        shape ps = {.rank = 0};
+        if (cs[i].opcode == TD_OP_LAYER_NORM || cs[i].opcode == TD_OP_RMS_NORM ||
+            cs[i].opcode == TD_OP_LAYER_NORM_BACKWARD || cs[i].opcode == TD_OP_RMS_NORM_BACKWARD) {
+            for (uint32_t k = (uint32_t)cs[i].attr; k < x->rank; k++) ps.d[ps.rank++] = x->d[k];
+        } else {
+            ps = SH(x->d[1]);
+        }
+        for (size_t d = 0; d < n_float; d++)
+            for (int g = 0; g < 2; g++) {
+                if (g && (bwd || shape_elems(x) > 4096)) continue;
+                tcase *c = add_case("%s %s %s attr %" PRId64 " %d params%s", r->name, dtn(k_float[d]),
+                                    shape_str(x, sb, sizeof sb), cs[i].attr, cs[i].nparams,
+                                    g ? " specials" : "");
+                c->n_in = (int)first + cs[i].nparams;
+                for (uint32_t k = 0; k < first; k++)
+                    c->in[k] = in_of(k_float[d], *x, g ? GEN_ANY : GEN_PLAIN);
+                for (int k = 0; k < cs[i].nparams; k++)
+                    c->in[first + k] = in_of(k_float[d], ps, GEN_PLAIN);
+                if (cs[i].opcode == TD_OP_BATCH_NORM) c->in[2].gen = GEN_POS; /* var */
+                c->op = (td__op){.opcode = cs[i].opcode, .n_iattrs = cs[i].attr >= 0 ? 1 : 0,
+                                 .iattrs = {cs[i].attr}, .fattrs = {1e-5}};
+                tol_of(c, r);
+            }
+    }
+    const shape ds[] = {SH(7), SH(3, 5), SH(100003)};
+    const double ps[] = {0.0, 0.3, 1.0};
+    for (size_t d = 0; d < n_float; d++)
+        for (size_t i = 0; i < COUNT(ds); i++)
+            for (size_t p = 0; p < COUNT(ps); p++) {
+                tcase *c = add_case("dropout %s %s p %g", dtn(k_float[d]),
+                                    shape_str(&ds[i], sb, sizeof sb), ps[p]);
+                c->n_in = 1;
+                c->in[0] = in_of(k_float[d], ds[i], GEN_ANY);
+                c->op = (td__op){.opcode = TD_OP_DROPOUT, .fattrs = {ps[p]},
+                                 .seed = 0x9e3779b97f4a7c15ull + i};
+            }
+}
+
 static void build_cases(void)
 {
     n_all = dtypes_of(TD_DTC_ANY, k_all);
@@ -1690,6 +1815,7 @@ static void build_cases(void)
     add_softmax();
     add_scan();
     add_sort();
+    add_nn();
 }
 
 /* ---- the out-of-memory check ---- */

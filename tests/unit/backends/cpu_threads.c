@@ -333,3 +333,39 @@ Test(cpu_determinism, scatter_add_and_index_add)
     }
     free(idx);
 }
+
+Test(cpu_determinism, normalisations_and_dropout)
+{
+    /* [64, 50, 40] f32: layer norm over the last dim and the last two, group norm (groups of
+     * 10 channels), the training batch-norm backward (a channel's N segments at stride C S),
+     * and dropout over 128000 elements: 1 and 4 threads give the same bytes */
+    const int64_t d[3] = {64, 50, 40};
+    td__view x = tu_new(dev1, TD_F32, 3, d, NULL), dy = tu_new(dev1, TD_F32, 3, d, NULL);
+    td__op gen = tu_op(TD_OP_RAND_NORMAL, 3, d);
+    gen.dtype = TD_F32;
+    gen.seed = 11;
+    gen.fattrs[0] = 0.5;
+    gen.fattrs[1] = 2.0;
+    cr_assert_eq(tu_exec(dev1, gen, NULL, 0, &x), TD_OK);
+    gen.seed = 12;
+    cr_assert_eq(tu_exec(dev1, gen, NULL, 0, &dy), TD_OK);
+    td__op ln = tu_op(TD_OP_LAYER_NORM, 1, DIMS(2));
+    ln.fattrs[0] = 1e-5;
+    same_bytes(ln, &x, 1, TD_F32, 3, d, "layer_norm last dim");
+    ln.iattrs[0] = 1;
+    same_bytes(ln, &x, 1, TD_F32, 3, d, "layer_norm last two dims");
+    ln.opcode = TD_OP_LAYER_NORM_BACKWARD;
+    same_bytes(ln, (td__view[]){dy, x}, 2, TD_F32, 3, d, "layer_norm_backward");
+    td__op gn = tu_op(TD_OP_GROUP_NORM, 1, DIMS(5));
+    gn.fattrs[0] = 1e-5;
+    same_bytes(gn, &x, 1, TD_F32, 3, d, "group_norm");
+    td__op bn = tu_op(TD_OP_BATCH_NORM_BACKWARD, 0, NULL);
+    bn.fattrs[0] = 1e-5;
+    same_bytes(bn, (td__view[]){dy, x}, 2, TD_F32, 3, d, "batch_norm_backward");
+    td__op dr = tu_op(TD_OP_DROPOUT, 0, NULL);
+    dr.fattrs[0] = 0.4;
+    dr.seed = 77;
+    same_bytes(dr, &x, 1, TD_F32, 3, d, "dropout");
+    tu_free(dev1, &x);
+    tu_free(dev1, &dy);
+}

@@ -615,6 +615,95 @@ static void walk_creation(void)
     td_release(x);
 }
 
+static void walk_nn(void)
+{
+    td_tensor *w3 = td_full(ctx, TD_F32, 1, (int64_t[]){3}, 1.0);
+    td_tensor *w4 = td_full(ctx, TD_F32, 1, (int64_t[]){4}, 1.0);
+    td_tensor *w2 = td_full(ctx, TD_F32, 1, (int64_t[]){2}, 1.0);
+    td_tensor *i2 = td_full(ctx, TD_I64, 1, (int64_t[]){2}, 0.0);
+    td_tensor *f1 = td_full(ctx, TD_F32, 1, (int64_t[]){6}, 0.0);
+    cr_assert(w3 && w4 && w2 && i2 && f1, "%s", td_last_error(ctx));
+    BAD("td_layer_norm", NULL, "x NULL", td_layer_norm(NULL, 1, NULL, NULL, 1e-5));
+    BAD("td_layer_norm", ctx, "naxes 0", td_layer_norm(f2x3, 0, NULL, NULL, 1e-5));
+    BAD("td_layer_norm", ctx, "naxes 3", td_layer_norm(f2x3, 3, NULL, NULL, 1e-5));
+    BAD("td_layer_norm", ctx, "weight [4]", td_layer_norm(f2x3, 1, w4, NULL, 1e-5));
+    BAD("td_layer_norm", ctx, "bias [4]", td_layer_norm(f2x3, 1, w3, w4, 1e-5));
+    BAD("td_layer_norm", ctx, "eps -1", td_layer_norm(f2x3, 1, NULL, NULL, -1));
+    BAD("td_layer_norm", ctx, "eps nan", td_layer_norm(f2x3, 1, NULL, NULL, NAN));
+    BAD("td_layer_norm", ctx, "i32", td_layer_norm(i2x3, 1, NULL, NULL, 1e-5));
+    BAD("td_layer_norm", ctx, "contexts", td_layer_norm(f2x3, 1, f_other, NULL, 1e-5));
+    BAD("td_rms_norm", NULL, "x NULL", td_rms_norm(NULL, 1, NULL, 1e-5));
+    BAD("td_rms_norm", ctx, "naxes 5", td_rms_norm(f2x3, 5, NULL, 1e-5));
+    BAD("td_rms_norm", ctx, "weight [4]", td_rms_norm(f2x3, 1, w4, 1e-5));
+    BAD("td_group_norm", NULL, "x NULL", td_group_norm(NULL, 1, NULL, NULL, 1e-5));
+    BAD("td_group_norm", ctx, "groups 2 of 3", td_group_norm(f2x3, 2, NULL, NULL, 1e-5));
+    BAD("td_group_norm", ctx, "groups 0", td_group_norm(f2x3, 0, NULL, NULL, 1e-5));
+    BAD("td_group_norm", ctx, "rank 1", td_group_norm(f1, 1, NULL, NULL, 1e-5));
+    BAD("td_group_norm", ctx, "weight [4]", td_group_norm(f2x3, 3, w4, NULL, 1e-5));
+    BAD("td_batch_norm", NULL, "x NULL", td_batch_norm(NULL, w3, w3, NULL, NULL, 1e-5));
+    BAD("td_batch_norm", ctx, "var NULL", td_batch_norm(f2x3, w3, NULL, NULL, NULL, 1e-5));
+    BAD("td_batch_norm", ctx, "mean [4]", td_batch_norm(f2x3, w4, w3, NULL, NULL, 1e-5));
+    BAD("td_batch_norm", ctx, "rank 1", td_batch_norm(f1, w3, w3, NULL, NULL, 1e-5));
+    BAD("td_batch_norm_stats", NULL, "x NULL", td_batch_norm_stats(NULL, NULL, NULL));
+    BAD("td_batch_norm_stats", ctx, "rank 1", td_batch_norm_stats(f1, NULL, NULL));
+    td_tensor *gw = NULL, *gb = NULL;
+    BAD("td_layer_norm_backward", NULL, "dy NULL",
+        td_layer_norm_backward(NULL, f2x3, 1, NULL, 1e-5, &gw, &gb));
+    BAD("td_layer_norm_backward", ctx, "dy [3, 2]",
+        td_layer_norm_backward(f3x2, f2x3, 1, NULL, 1e-5, &gw, &gb));
+    BAD("td_layer_norm_backward", ctx, "naxes 0",
+        td_layer_norm_backward(f2x3, f2x3, 0, NULL, 1e-5, &gw, &gb));
+    BAD("td_rms_norm_backward", NULL, "x NULL",
+        td_rms_norm_backward(f2x3, NULL, 1, NULL, 1e-5, &gw));
+    BAD("td_rms_norm_backward", ctx, "weight [4]",
+        td_rms_norm_backward(f2x3, f2x3, 1, w4, 1e-5, &gw));
+    BAD("td_group_norm_backward", NULL, "dy NULL",
+        td_group_norm_backward(NULL, f2x3, 1, NULL, 1e-5, &gw, &gb));
+    BAD("td_group_norm_backward", ctx, "groups 2",
+        td_group_norm_backward(f2x3, f2x3, 2, NULL, 1e-5, &gw, &gb));
+    BAD("td_batch_norm_backward", NULL, "dy NULL",
+        td_batch_norm_backward(NULL, f2x3, NULL, NULL, NULL, 1e-5, &gw, &gb));
+    BAD("td_batch_norm_backward", ctx, "mean without var",
+        td_batch_norm_backward(f2x3, f2x3, w3, NULL, NULL, 1e-5, &gw, &gb));
+    BAD("td_batch_norm_backward", ctx, "var [4]",
+        td_batch_norm_backward(f2x3, f2x3, w3, w4, NULL, 1e-5, &gw, &gb));
+    BAD("td_batch_norm_backward", ctx, "weight [4]",
+        td_batch_norm_backward(f2x3, f2x3, NULL, NULL, w4, 1e-5, &gw, &gb));
+    cr_assert(gw == NULL && gb == NULL, "out-parameters untouched on failure");
+    BAD("td_dropout", NULL, "x NULL", td_dropout(NULL, 0.5, 1));
+    BAD("td_dropout", ctx, "p 1.5", td_dropout(f2x3, 1.5, 1));
+    BAD("td_dropout", ctx, "p nan", td_dropout(f2x3, NAN, 1));
+    BAD("td_dropout", ctx, "i32", td_dropout(i2x3, 0.5, 1));
+    BAD("td_scaled_dot_product_attention", NULL, "q NULL",
+        td_scaled_dot_product_attention(NULL, f2x3, f2x3, NULL, false, 0));
+    BAD("td_scaled_dot_product_attention", ctx, "E 3 vs 2",
+        td_scaled_dot_product_attention(f2x3, f3x2, f3x2, NULL, false, 0));
+    BAD("td_scaled_dot_product_attention", ctx, "i32",
+        td_scaled_dot_product_attention(i2x3, i2x3, i2x3, NULL, false, 0));
+    BAD("td_scaled_dot_product_attention", ctx, "rank 1",
+        td_scaled_dot_product_attention(f1, f1, f1, NULL, false, 0));
+    BAD("td_scaled_dot_product_attention", ctx, "scale inf",
+        td_scaled_dot_product_attention(f2x3, f2x3, f2x3, NULL, false, INFINITY));
+    BAD("td_scaled_dot_product_attention", ctx, "i64 mask",
+        td_scaled_dot_product_attention(f2x3, f2x3, f2x3, i2x3, false, 0));
+    BAD("td_nll_loss", NULL, "input NULL", td_nll_loss(NULL, i2, TD_REDUCTION_MEAN, -100));
+    BAD("td_nll_loss", ctx, "target f32", td_nll_loss(f2x3, w2, TD_REDUCTION_MEAN, -100));
+    BAD("td_nll_loss", ctx, "target [3]", td_nll_loss(f2x3, td_full(ctx, TD_I64, 1,
+        (int64_t[]){3}, 0), TD_REDUCTION_MEAN, -100));
+    BAD("td_nll_loss", ctx, "reduction 7", td_nll_loss(f2x3, i2, (td_reduction)7, -100));
+    BAD("td_nll_loss", ctx, "i32 input", td_nll_loss(i2x3, i2, TD_REDUCTION_SUM, -100));
+    BAD("td_cross_entropy", NULL, "target NULL",
+        td_cross_entropy(f2x3, NULL, TD_REDUCTION_MEAN, -100, 0));
+    BAD("td_cross_entropy", ctx, "smoothing 2",
+        td_cross_entropy(f2x3, i2, TD_REDUCTION_MEAN, -100, 2));
+    BAD("td_cross_entropy", ctx, "rank 1", td_cross_entropy(f1, i2, TD_REDUCTION_MEAN, -100, 0));
+    td_release(w3);
+    td_release(w4);
+    td_release(w2);
+    td_release(i2);
+    td_release(f1);
+}
+
 static void walk_all(void)
 {
     walk_creation();
@@ -625,6 +714,7 @@ static void walk_all(void)
     walk_movement_steps();
     walk_softmax();
     walk_stats();
+    walk_nn();
 }
 
 Test(op_errors, every_public_op_function_names_itself)

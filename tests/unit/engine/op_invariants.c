@@ -206,6 +206,39 @@ static void walk(uint32_t oc, uint32_t dt)
             }
         }
         break;
+    case TD_OPCLASS_NN:
+        /* x (and dy) from the pool with every axis or group count; the parameters get the
+         * shape the op needs, and once a wrong one */
+        for (size_t a = 0; a < N_POOL; a++) {
+            const bool bwd = oc == TD_OP_LAYER_NORM_BACKWARD || oc == TD_OP_RMS_NORM_BACKWARD ||
+                             oc == TD_OP_GROUP_NORM_BACKWARD || oc == TD_OP_BATCH_NORM_BACKWARD;
+            const td__op_row *r = td__op_row_of(oc);
+            for (int64_t at = -1; at < 9; at++)
+                for (int bad = 0; bad < 2; bad++) {
+                    const uint32_t xi = bwd ? 1 : 0;
+                    in[0] = mk(dt, &pool[a]);
+                    in[xi] = in[0];
+                    td__desc pd = {.dtype = dt};
+                    const bool per_c = oc == TD_OP_GROUP_NORM || oc == TD_OP_BATCH_NORM ||
+                                       oc == TD_OP_GROUP_NORM_BACKWARD ||
+                                       oc == TD_OP_BATCH_NORM_BACKWARD;
+                    if (per_c) {
+                        pd.rank = 1;
+                        pd.dims[0] = pool[a].rank > 1 ? pool[a].dims[1] : 1;
+                    } else {
+                        for (int64_t i = at < 0 ? 0 : at; i < (int64_t)pool[a].rank; i++)
+                            pd.dims[pd.rank++] = pool[a].dims[i];
+                    }
+                    if (bad) pd.dims[0] = pd.dims[0] != 7 ? 7 : 8;
+                    op.n_inputs = r->max_inputs;
+                    for (uint32_t k = xi + 1; k < op.n_inputs; k++) in[k] = pd;
+                    op.n_iattrs = r->attrs.layout == TD_ATTRS_NONE ? 0 : 1;
+                    op.iattrs[0] = at;
+                    op.fattrs[0] = 1e-5;
+                    check(&op, in);
+                }
+        }
+        break;
     case TD_OPCLASS_SCAN: case TD_OPCLASS_SORT:
         op.n_inputs = 1;
         for (size_t a = 0; a < N_POOL; a++) {
@@ -522,6 +555,7 @@ Test(op_invariants, extra_attribute_refused_for_every_op)
     const td__desc cond = {.dtype = TD_BOOL, .rank = 2, .dims = {2, 3}};
     const td__desc idx = {.dtype = TD_I64, .rank = 2, .dims = {2, 1}};
     const td__desc idx1 = {.dtype = TD_I64, .rank = 1, .dims = {2}};
+    const td__desc cvec = {.dtype = TD_F32, .rank = 1, .dims = {3}};
     int checked = 0;
     for (size_t k = 0; k < N_OPCODES; k++) {
         uint32_t oc = opcodes[k];
@@ -602,6 +636,24 @@ Test(op_invariants, extra_attribute_refused_for_every_op)
             } else if (oc == TD_OP_GATHER_ND) {
                 op.n_inputs = 2;
                 in[1] = &idx;
+            }
+            break;
+        case TD_OPCLASS_NN:
+            op.fattrs[0] = 1e-5;
+            if (oc == TD_OP_BATCH_NORM) {
+                op.n_inputs = 3;
+                in[1] = in[2] = &cvec;
+            } else if (oc == TD_OP_BATCH_NORM_BACKWARD) {
+                op.n_inputs = 2;
+            } else if (oc == TD_OP_DROPOUT) {
+                op.n_inputs = 1;
+            } else {
+                op.n_inputs = oc == TD_OP_LAYER_NORM_BACKWARD || oc == TD_OP_RMS_NORM_BACKWARD ||
+                                      oc == TD_OP_GROUP_NORM_BACKWARD
+                                  ? 2
+                                  : 1;
+                op.n_iattrs = 1;
+                op.iattrs[0] = 1;
             }
             break;
         case TD_OPCLASS_NONE: cr_assert_fail("opcode %u has no class", oc);

@@ -1,0 +1,299 @@
+/* gpu_nn.cu — the normalisations (LAYER_NORM RMS_NORM GROUP_NORM BATCH_NORM), their backward
+ * ops and DROPOUT on the GPU: the same formulas as backends/cpu/cpu_nn.c (read its header
+ * for the group layout), in the same arithmetic: every element widened to double, sums in
+ * double, the per-element formula in double, one rounding to the dtype.
+ *
+ * Why double on the GPU too: these ops are memory-bound (a row is read two or three times,
+ * mostly from L2, and written once), so double arithmetic costs little, and it keeps the
+ * GPU within a few ulp of the CPU reference in every dtype (the conformance bound,
+ * TD_ACC_NORM, allows for the different association of the sums).
+ *
+ * Layout: one block of NN_THREADS threads per group (a grid-stride loop over groups). Thread
+ * t folds the group's elements t, t + NN_THREADS, ... in ascending order (forward groups of
+ * at most NN_THREADS x NN_ITEMS elements are read once into registers, longer ones and the
+ * backward ops re-read them, mostly from L2); the block combines
+ * the partial sums along a fixed shared-memory tree. No atomics: every association depends
+ * on the shape alone, so a second run gives the same bits. BATCH_NORM (given statistics)
+ * and DROPOUT are grid-stride elementwise kernels. DROPOUT keeps element i when
+ * td__philox_u24(word i % 4 of block i / 4) >= p and multiplies by 1/(1-p) rounded to the
+ * compute type (float for f32/f16/bf16, double for f64): bit-identical to the CPU.
+ *
+ * Untested on hardware as of this file's first version (no GPU in that session).
+ */
+#include "backends/gpu/gpu_ops.cuh"
+#include "engine/philox.h"
+#include <math.h>
+
+namespace {
+
+#define NN_THREADS 256
+#define NN_MAX_GRID 65535
+/* Elements a thread keeps in registers on the on-chip path (groups up to 4096 elements) */
+#define NN_ITEMS 16
+
+TD_DEV double nn_ld(uint32_t dt, const void *p, int64_t i)
+{
+    switch (dt) {
+    case TD_F32: return ((const float *)p)[i];
+    case TD_F64: return ((const double *)p)[i];
+    case TD_F16: return td__f16_to_f32(((const uint16_t *)p)[i]);
+    default: return td__bf16_to_f32(((const uint16_t *)p)[i]);
+    }
+}
+
+/* Geometry of a group kernel, by value (cpu_nn.c's nn_task without the pointers). */
+struct nn_geom {
+    uint32_t dt;
+    int kind; /* 0 layer, 1 rms, 2 layer backward, 3 rms backward */
+    double eps;
+    int64_t ngroups, nseg, seglen, segstride, gstride, gdiv, gstep, pdiv, pmul, pseg;
+    int w_elem;
+};
+
+struct nn_ptrs {
+    const void *x, *dy, *w, *b;
+    void *y;
+};
+
+/* Sum of v over the block along a fixed tree; every thread gets the result. */
+TD_DEV double block_sum(double v, double *sh)
+{
+    const int t = threadIdx.x;
+    sh[t] = v;
+    __syncthreads();
+    for (int s = NN_THREADS / 2; s > 0; s >>= 1) {
+        if (t < s) sh[t] = sh[t] + sh[t + s];
+        __syncthreads();
+    }
+    const double r = sh[0];
+    __syncthreads();
+    return r;
+}
+
+__global__ void __launch_bounds__(NN_THREADS) k_nn_group(nn_geom g, nn_ptrs p)
+{
+    __shared__ double sh[NN_THREADS];
+    const int64_t n = g.nseg * g.seglen;
+    const bool bwd = g.kind >= 2, layer = g.kind == 0 || g.kind == 2;
+    for (int64_t k = blockIdx.x; k < g.ngroups; k += gridDim.x) {
+        const int64_t base = (k / g.gdiv) * g.gstride + (k % g.gdiv) * g.gstep;
+        /* element e of the group: segment e / seglen, place e % seglen */
+#define NN_OFF(e) (g.nseg == 1 ? base + (e) : base + ((e) / g.seglen) * g.segstride + (e) % g.seglen)
+#define NN_PIDX(e) (g.w_elem ? (g.nseg == 1 ? (e) : (e) % g.seglen) \
+                             : (k % g.pdiv) * g.pmul + ((e) / g.seglen) * g.pseg)
+        if (!bwd && n <= NN_THREADS * NN_ITEMS) {
+            /* on chip: the group's elements stay in registers, read once (same folds, same
+             * order as below, so the same bits) */
+            double xr[NN_ITEMS];
+#pragma unroll
+            for (int i = 0; i < NN_ITEMS; i++) {
+                const int64_t e = threadIdx.x + (int64_t)i * NN_THREADS;
+                xr[i] = e < n ? nn_ld(g.dt, p.x, NN_OFF(e)) : 0.0;
+            }
+            double m = 0.0;
+            if (layer) {
+                double a = 0.0;
+#pragma unroll
+                for (int i = 0; i < NN_ITEMS; i++)
+                    if (threadIdx.x + (int64_t)i * NN_THREADS < n) a += xr[i];
+                m = block_sum(a, sh) / (double)n;
+            }
+            double a = 0.0;
+#pragma unroll
+            for (int i = 0; i < NN_ITEMS; i++)
+                if (threadIdx.x + (int64_t)i * NN_THREADS < n) {
+                    const double d = xr[i] - m;
+                    a += d * d;
+                }
+            const double r = 1.0 / sqrt(block_sum(a, sh) / (double)n + g.eps);
+#pragma unroll
+            for (int i = 0; i < NN_ITEMS; i++) {
+                const int64_t e = threadIdx.x + (int64_t)i * NN_THREADS;
+                if (e >= n) break;
+                double v = (xr[i] - m) * r;
+                if (p.w != NULL) v *= nn_ld(g.dt, p.w, NN_PIDX(e));
+                if (p.b != NULL) v += nn_ld(g.dt, p.b, NN_PIDX(e));
+                td_store_double(g.dt, p.y, NN_OFF(e), v);
+            }
+            continue;
+        }
+        double mean = 0.0;
+        if (layer) {
+            double a = 0.0;
+            for (int64_t e = threadIdx.x; e < n; e += NN_THREADS) a += nn_ld(g.dt, p.x, NN_OFF(e));
+            mean = block_sum(a, sh) / (double)n;
+        }
+        double a = 0.0;
+        for (int64_t e = threadIdx.x; e < n; e += NN_THREADS) {
+            const double d = nn_ld(g.dt, p.x, NN_OFF(e)) - mean;
+            a += d * d;
+        }
+        const double r = 1.0 / sqrt(block_sum(a, sh) / (double)n + g.eps);
+        if (!bwd) {
+            for (int64_t e = threadIdx.x; e < n; e += NN_THREADS) {
+                const int64_t o = NN_OFF(e);
+                double v = (nn_ld(g.dt, p.x, o) - mean) * r;
+                if (p.w != NULL) v *= nn_ld(g.dt, p.w, NN_PIDX(e));
+                if (p.b != NULL) v += nn_ld(g.dt, p.b, NN_PIDX(e));
+                td_store_double(g.dt, p.y, o, v);
+            }
+            continue;
+        }
+        double ag = 0.0, agx = 0.0;
+        for (int64_t e = threadIdx.x; e < n; e += NN_THREADS) {
+            const int64_t o = NN_OFF(e);
+            double gg = nn_ld(g.dt, p.dy, o);
+            if (p.w != NULL) gg *= nn_ld(g.dt, p.w, NN_PIDX(e));
+            ag += gg;
+            agx += gg * ((nn_ld(g.dt, p.x, o) - mean) * r);
+        }
+        const double sg = block_sum(ag, sh), sgx = block_sum(agx, sh);
+        const double mg = layer ? sg / (double)n : 0.0, mgx = sgx / (double)n;
+        for (int64_t e = threadIdx.x; e < n; e += NN_THREADS) {
+            const int64_t o = NN_OFF(e);
+            double gg = nn_ld(g.dt, p.dy, o);
+            if (p.w != NULL) gg *= nn_ld(g.dt, p.w, NN_PIDX(e));
+            const double xh = (nn_ld(g.dt, p.x, o) - mean) * r;
+            td_store_double(g.dt, p.y, o, r * (gg - mg - xh * mgx));
+        }
+#undef NN_OFF
+#undef NN_PIDX
+    }
+}
+
+/* BATCH_NORM with given statistics over [N, C, S]: element i is channel (i / S) % C. */
+__global__ void k_batch_norm(uint32_t dt, const void *x, const void *mean, const void *var,
+                             const void *w, const void *b, void *y, double eps, int64_t c,
+                             int64_t s, int64_t total)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t ch = (i / s) % c;
+        const double r = 1.0 / sqrt(nn_ld(dt, var, ch) + eps);
+        double v = (nn_ld(dt, x, i) - nn_ld(dt, mean, ch)) * r;
+        if (w != NULL) v *= nn_ld(dt, w, ch);
+        if (b != NULL) v += nn_ld(dt, b, ch);
+        td_store_double(dt, y, i, v);
+    }
+}
+
+/* DROPOUT: thread q takes Philox block q (elements 4q .. 4q + 3). */
+__global__ void k_dropout(uint32_t dt, const void *x, void *y, double p, uint64_t seed,
+                          int64_t total)
+{
+    const float sf = (float)(1.0 / (1.0 - p));
+    const double sd = 1.0 / (1.0 - p);
+    const int64_t nblocks = (total + 3) / 4;
+    for (int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; q < nblocks;
+         q += (int64_t)gridDim.x * blockDim.x) {
+        uint32_t w[4];
+        td__philox_block(seed, (uint64_t)q, w);
+        for (int j = 0; j < 4; j++) {
+            const int64_t i = q * 4 + j;
+            if (i >= total) break;
+            const bool keep = td__philox_u24(w[j]) >= p;
+            switch (dt) {
+            case TD_F32: ((float *)y)[i] = ((const float *)x)[i] * (keep ? sf : 0.0f); break;
+            case TD_F64: ((double *)y)[i] = ((const double *)x)[i] * (keep ? sd : 0.0); break;
+            case TD_F16: {
+                const float v = ((const td_f16 *)x)[i].f() * (keep ? sf : 0.0f);
+                ((td_f16 *)y)[i] = td_conv<td_f16>::from(v);
+                break;
+            }
+            default: {
+                const float v = ((const td_bf16 *)x)[i].f() * (keep ? sf : 0.0f);
+                ((td_bf16 *)y)[i] = td_conv<td_bf16>::from(v);
+                break;
+            }
+            }
+        }
+    }
+}
+
+} // namespace
+
+extern "C" td_status td__gpu_exec_nn(const td__gpu_exec *x, const td__op *op, const td__view *in,
+                                     const td__view *out)
+{
+    const uint32_t dt = out->desc.dtype;
+    const int64_t total = td__gpu_nelem(&out->desc);
+    if (total == 0) return TD_OK;
+    const double eps = op->fattrs[0];
+    if (op->opcode == TD_OP_DROPOUT) {
+        k_dropout<<<td__gpu_blocks((total + 3) / 4, TD_GPU_THREADS), TD_GPU_THREADS, 0,
+                    x->st->s>>>(dt, in[0].data, out->data, op->fattrs[0], op->seed, total);
+        return td__gpu_launched(x, "dropout kernel");
+    }
+    if (op->opcode == TD_OP_BATCH_NORM) {
+        const td__desc *d = &in[0].desc;
+        int64_t s = 1;
+        for (uint32_t i = 2; i < d->rank; i++) s *= d->dims[i];
+        k_batch_norm<<<td__gpu_blocks(total, TD_GPU_THREADS), TD_GPU_THREADS, 0, x->st->s>>>(
+            dt, in[0].data, in[1].data, in[2].data, op->n_inputs > 3 ? in[3].data : NULL,
+            op->n_inputs > 4 ? in[4].data : NULL, out->data, eps, d->dims[1], s, total);
+        return td__gpu_launched(x, "batch_norm kernel");
+    }
+    const bool bwd = op->opcode == TD_OP_LAYER_NORM_BACKWARD ||
+                     op->opcode == TD_OP_RMS_NORM_BACKWARD ||
+                     op->opcode == TD_OP_GROUP_NORM_BACKWARD ||
+                     op->opcode == TD_OP_BATCH_NORM_BACKWARD;
+    const uint32_t xi = bwd ? 1 : 0;
+    const td__desc *d = &in[xi].desc;
+    nn_ptrs p = {in[xi].data, bwd ? in[0].data : NULL,
+                 op->n_inputs > xi + 1 ? in[xi + 1].data : NULL,
+                 !bwd && op->n_inputs > 2 ? in[2].data : NULL, out->data};
+    nn_geom g = {};
+    g.dt = dt;
+    g.eps = eps;
+    g.nseg = 1;
+    g.gdiv = 1;
+    g.pdiv = 1;
+    switch (op->opcode) {
+    case TD_OP_LAYER_NORM: case TD_OP_RMS_NORM:
+    case TD_OP_LAYER_NORM_BACKWARD: case TD_OP_RMS_NORM_BACKWARD: {
+        int64_t n = 1;
+        for (uint32_t i = (uint32_t)op->iattrs[0]; i < d->rank; i++) n *= d->dims[i];
+        g.kind = op->opcode == TD_OP_LAYER_NORM ? 0 : op->opcode == TD_OP_RMS_NORM ? 1
+                 : op->opcode == TD_OP_LAYER_NORM_BACKWARD ? 2 : 3;
+        g.seglen = g.segstride = g.gstride = n;
+        g.w_elem = 1;
+        g.ngroups = total / n;
+        break;
+    }
+    case TD_OP_GROUP_NORM: case TD_OP_GROUP_NORM_BACKWARD: {
+        const int64_t c = d->dims[1], gr = op->iattrs[0];
+        int64_t s = 1;
+        for (uint32_t i = 2; i < d->rank; i++) s *= d->dims[i];
+        g.kind = bwd ? 2 : 0;
+        g.nseg = c / gr;
+        g.seglen = g.segstride = s;
+        g.gstride = g.nseg * s;
+        g.pdiv = gr;
+        g.pmul = c / gr;
+        g.pseg = 1;
+        g.ngroups = total / g.gstride;
+        break;
+    }
+    default: {
+        const int64_t c = d->dims[1];
+        int64_t s = 1;
+        for (uint32_t i = 2; i < d->rank; i++) s *= d->dims[i];
+        g.kind = 2;
+        g.nseg = d->dims[0];
+        g.seglen = s;
+        g.segstride = c * s;
+        g.gdiv = c;
+        g.gstride = 0;
+        g.gstep = s;
+        g.pdiv = c;
+        g.pmul = 1;
+        g.pseg = 0;
+        g.ngroups = c;
+        break;
+    }
+    }
+    if (g.ngroups == 0 || g.nseg * g.seglen == 0) return TD_OK;
+    const unsigned grid = (unsigned)(g.ngroups < NN_MAX_GRID ? g.ngroups : NN_MAX_GRID);
+    k_nn_group<<<grid, NN_THREADS, 0, x->st->s>>>(g, p);
+    return td__gpu_launched(x, "normalisation kernel");
+}
