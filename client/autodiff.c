@@ -443,6 +443,7 @@ static bool has_rule(uint32_t opcode)
     case TD_OP_FLIP: case TD_OP_ROLL: case TD_OP_REPEAT: case TD_OP_TRIL: case TD_OP_TRIU:
     case TD_OP_MASKED_FILL: case TD_OP_GATHER: case TD_OP_INDEX_SELECT:
     case TD_OP_SCATTER_ADD: case TD_OP_INDEX_ADD:
+    case TD_OP_LAYER_NORM: case TD_OP_RMS_NORM: case TD_OP_GROUP_NORM: case TD_OP_DROPOUT:
         return true;
     default:
         return false;
@@ -688,6 +689,32 @@ static void rule(rule_ctx *r)
         give(r, 0, T(r, td_index_add(z, (int)op->iattrs[0], X(r, 1), g)));
         break;
     }
+    case TD_OP_LAYER_NORM:
+    case TD_OP_RMS_NORM:
+    case TD_OP_GROUP_NORM: { /* the table's backward ops (dx, and dweight/dbias) */
+        const td__desc *x = td__tensor_desc(X(r, 0));
+        td_tensor *w = op->n_inputs > 1 ? X(r, 1) : NULL;
+        td_tensor *dw = NULL, *db = NULL, *dx;
+        const bool want_w = op->n_inputs > 1 && r->n->needs[1];
+        const bool want_b = op->n_inputs > 2 && r->n->needs[2];
+        const double eps = op->fattrs[0];
+        if (op->opcode == TD_OP_LAYER_NORM)
+            dx = td_layer_norm_backward(g, X(r, 0), (int)(x->rank - op->iattrs[0]), w, eps,
+                                        want_w ? &dw : NULL, want_b ? &db : NULL);
+        else if (op->opcode == TD_OP_RMS_NORM)
+            dx = td_rms_norm_backward(g, X(r, 0), (int)(x->rank - op->iattrs[0]), w, eps,
+                                      want_w ? &dw : NULL);
+        else
+            dx = td_group_norm_backward(g, X(r, 0), op->iattrs[0], w, eps, want_w ? &dw : NULL,
+                                        want_b ? &db : NULL);
+        give(r, 0, T(r, dx));
+        if (want_w) give(r, 1, T(r, dw));
+        if (want_b) give(r, 2, T(r, db));
+        break;
+    }
+    case TD_OP_DROPOUT: /* the same mask (seed and shape) and scale applied to g */
+        give(r, 0, T(r, td_dropout(g, op->fattrs[0], op->seed)));
+        break;
     case TD_OP_SCATTER_ADD: /* x: g; src: g gathered at the index */
         give(r, 0, g);
         if (r->n->needs[2]) give(r, 2, T(r, td_gather(g, X(r, 1), (int)op->iattrs[0])));

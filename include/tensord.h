@@ -848,7 +848,8 @@ td_tensor *td_log_softmax(td_tensor *x, int axis);
  * leaky_relu elu gelu (exact form) clamp floor ceil round trunc sign (zero gradient), add
  * sub mul div pow maximum minimum where cast, sum mean max min logsumexp var std norm_l1
  * cumsum, matmul, reshape permute slice concat expand copy, softmax log_softmax, flip roll
- * repeat tril triu masked_fill gather index_select scatter_add index_add, pad (constant
+ * repeat tril triu masked_fill gather index_select scatter_add index_add, layer_norm
+ * rms_norm group_norm (through their backward ops) dropout (the same mask), pad (constant
  * mode), slice_step with steps of 1 (td_split's), and every op recorded by a client-side
  * composition of these (td_stack, td_split, td_chunk, td_tile, td_einsum). Ties of
  * max/min/maximum/minimum share the gradient equally; relu and abs have gradient 0 at 0

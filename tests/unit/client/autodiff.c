@@ -481,3 +481,24 @@ Test(autodiff, index_add)
     gradcheck("index_add", b_index_add, 2, (input[]){IN(2, ANY, 3, 2), IN(2, ANY, 3, 2)});
 }
 Test(autodiff, split) { gradcheck("split", b_split, 1, (input[]){IN(2, ANY, 2, 5)}); }
+
+/* ---- normalisation and dropout (rules: the table's backward ops; dropout's own mask) ---- */
+static td_tensor *b_layer_norm(td_tensor **in) { return td_layer_norm(in[0], 1, in[1], in[2], 1e-5); }
+static td_tensor *b_rms_norm(td_tensor **in) { return td_rms_norm(in[0], 2, in[1], 1e-6); }
+static td_tensor *b_group_norm(td_tensor **in) { return td_group_norm(in[0], 2, in[1], in[2], 1e-5); }
+static td_tensor *b_dropout(td_tensor **in) { return td_dropout(in[0], 0.4, 77); }
+Test(autodiff, layer_norm)
+{
+    gradcheck("layer_norm", b_layer_norm, 3,
+              (input[]){IN(2, ANY, 3, 4), IN(1, ANY, 4), IN(1, ANY, 4)});
+}
+Test(autodiff, rms_norm)
+{
+    gradcheck("rms_norm", b_rms_norm, 2, (input[]){IN(3, ANY, 2, 2, 3), IN(2, ANY, 2, 3)});
+}
+Test(autodiff, group_norm)
+{
+    gradcheck("group_norm", b_group_norm, 3,
+              (input[]){IN(3, ANY, 2, 4, 3), IN(1, ANY, 4), IN(1, ANY, 4)});
+}
+Test(autodiff, dropout) { gradcheck("dropout", b_dropout, 1, (input[]){IN(2, ANY, 3, 4)}); }
