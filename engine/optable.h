@@ -642,7 +642,7 @@ typedef struct td__op_row {
       SAME, WINDOW, 0, NONE, EXACT, "largest element of each window (NaN wins; padding never does)") \
     X(MAX_POOL_INDICES, 264, "max_pool_indices", POOL, 1, 1, "x", MAXPOOL, "", NONE, FLOAT, \
       NONE, NONE, I64, WINDOW, 0, NONE, EXACT,                                             \
-      "flat index in x's spatial plane of max_pool's element (first of ties, first NaN)")  \
+      "flat index in x's spatial plane of max_pool's element (ties: the first; NaN: the last NaN)")  \
     X(MAX_POOL_BACKWARD, 265, "max_pool_backward", POOL, 2, 2, "dy, indices", MAXPOOL_BWD, \
       "", NONE, FLOAT, INDEX, NONE, SAME, WINDOW, 0, NONE, ULP4,                            \
       "dx[i] = sum of dy[j] over the windows j whose index is i (ascending j)")           \
