@@ -72,6 +72,14 @@ static int64_t tile_of(int64_t per, int64_t n)
 
 static bool fits_int(int64_t v) { return v <= INT32_MAX; }
 
+/* a * b * c, saturated at INT64_MAX (a work estimate for td__cpu_run only) */
+static int64_t sat3(int64_t a, int64_t b, int64_t c)
+{
+    int64_t r;
+    if (__builtin_mul_overflow(a, b, &r) || __builtin_mul_overflow(r, c, &r)) return INT64_MAX;
+    return r;
+}
+
 /* Widen a half tensor to a new f32 buffer (NULL on allocation failure). */
 static float *widen(uint32_t dt, const void *src, int64_t n)
 {
@@ -132,21 +140,21 @@ td_status td__cpu_exec_conv(const td__cpu_exec *x, const td__op *op, const td__v
                     w->pad_lo[0] + w->pad_lo[1] + w->pad_lo[2] == 0;
         cx.tile = tile_of(kg, P);
         cx.ntiles = P > 0 ? (P + cx.tile - 1) / cx.tile : 0;
-        units = w->n * g * cx.ntiles;
-        cost = cog * cx.tile * (kg > 0 ? kg : 1);
+        units = sat3(w->n, g, cx.ntiles);
+        cost = sat3(cog, cx.tile, kg > 0 ? kg : 1);
         fn = dbl ? conv_units_f64 : conv_units_f32;
         break;
     case TD_OP_CONV_TRANSPOSE:
         cx.tile = tile_of(cog * kk, L);
         units = w->n * g;
-        cost = cog * kk * L * (cg > 0 ? cg : 1);
+        cost = sat3(cog * kk, L, cg > 0 ? cg : 1);
         fn = dbl ? convt_units_f64 : convt_units_f32;
         break;
     default: /* TD_OP_CONV_WEIGHT_GRAD */
         cx.tile = tile_of(P, kg);
         cx.ntiles = kg > 0 ? (kg + cx.tile - 1) / cx.tile : 0;
         units = g * cx.ntiles;
-        cost = (w->n > 0 ? w->n : 1) * cog * cx.tile * (P > 0 ? P : 1);
+        cost = sat3(w->n > 0 ? w->n : 1, cog * cx.tile, P > 0 ? P : 1);
         fn = dbl ? wgrad_units_f64 : wgrad_units_f32;
         break;
     }
