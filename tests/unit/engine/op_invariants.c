@@ -248,10 +248,13 @@ static void walk(uint32_t oc, uint32_t dt)
         for (size_t a = 0; a < N_POOL; a++)
             for (size_t b = 0; b < N_POOL; b++)
                 for (int big = 0; big < 2; big++) {
+                    /* input 0 of another rank is refused before input 1 is read: one b */
+                    if ((pool[a].rank < 3 || pool[a].rank > 5) && b != a) continue;
                     in[0] = mk(dt, &pool[a]);
                     in[1] = mk(oc == TD_OP_MAX_POOL_BACKWARD ? TD_I64 : dt, &pool[b]);
                     in[2] = in[1];
-                    uint32_t nsp = pool[a].rank >= 3 ? pool[a].rank - 2 : 1;
+                    /* ranks above 5 are refused by rank: any count within the limit */
+                    uint32_t nsp = pool[a].rank >= 3 && pool[a].rank <= 5 ? pool[a].rank - 2 : 1;
                     op.n_iattrs = row->attrs.n + (uint32_t)row->attrs.a[2].lo * nsp;
                     for (uint32_t i = 0; i < op.n_iattrs; i++)
                         op.iattrs[i] = big && i >= row->attrs.n ? P(31) : 1;
