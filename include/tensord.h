@@ -677,7 +677,8 @@ typedef struct td_pool_params {
  *   (window order row-major; ties keep the first; a NaN wins, the last NaN of the window as
  *   torch's CPU kernel). indices non-NULL: *indices gets a second handle, TD_I64 [N, C, *O],
  *   the flat position of each maximum in its [*L] plane (torch's return_indices); both are
- *   the caller's to release; *indices is untouched on failure. */
+ *   the caller's to release; *indices is untouched on failure. A window with no in-bounds
+ *   element (dilation can step over the whole input) gives -inf and index -1. */
 td_tensor *td_max_pool(td_tensor *x, const td_pool_params *p, td_tensor **indices);
 /* td_max_pool_backward: dy [N, C, *O] and indices (i32 or i64, dy's shape, from td_max_pool
  *   with the same p on an x of spatial size input_size) -> dx [N, C, *input_size]:
