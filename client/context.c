@@ -1200,6 +1200,305 @@ td_tensor *td_topk(td_tensor *x, int64_t k, int axis, bool largest, td_tensor **
     return v;
 }
 
+/* ---- convolution, pooling, interpolation (engine/window.h's attribute layout) ---- */
+
+/* The spatial rank of a window op's input 0, or -1 with the error set. */
+static int window_nsp(const char *api, const td_tensor *x, const char *which)
+{
+    if (x->desc.rank < 3 || x->desc.rank > 5) {
+        set_err(x->ctx,
+                "%s: %s must be [N, C, spatial...] with 1 to 3 spatial dims (rank 3 to 5), got "
+                "rank %u",
+                api, which, x->desc.rank);
+        return -1;
+    }
+    return (int)x->desc.rank - 2;
+}
+
+/* A list argument of nsp entries: NULL refused. */
+static bool window_list(const char *api, td_tensor *x, const int64_t *v, const char *name)
+{
+    if (v == NULL) {
+        set_err(x->ctx, "%s: %s is NULL", api, name);
+        return false;
+    }
+    return true;
+}
+
+/* The conv attributes {groups, stride, dilation, pad_lo, pad_hi} (+ kernel for the weight
+ * gradient) into op->iattrs; `k` the kernel sizes (for "same"). transpose: pad_hi less the
+ * output padding. */
+static bool conv_attrs(const char *api, td_tensor *x, const td_conv_params *p, int nsp,
+                       const int64_t *k, bool transpose, td__op *op)
+{
+    static const td_conv_params dflt = {.groups = 1};
+    if (p == NULL) p = &dflt;
+    if (transpose && p->pad_same) {
+        set_err(x->ctx, "%s: pad_same is for convolutions, not transposed ones", api);
+        return false;
+    }
+    op->iattrs[0] = p->groups == 0 ? 1 : p->groups;
+    for (int i = 0; i < nsp; i++) {
+        int64_t st = p->stride[i] == 0 ? 1 : p->stride[i], dl = p->dilation[i] == 0 ? 1 : p->dilation[i];
+        int64_t lo = p->pad_lo[i], hi = p->pad_hi[i];
+        if (p->pad_same) {
+            if (st != 1) {
+                set_err(x->ctx, "%s: pad_same needs stride 1, got stride %lld in spatial dim %d",
+                        api, (long long)st, i);
+                return false;
+            }
+            if (dl < 1 || k[i] < 1 || k[i] > ((int64_t)1 << 31) || dl > ((int64_t)1 << 31)) {
+                set_err(x->ctx, "%s: pad_same with kernel %lld and dilation %lld in spatial dim %d",
+                        api, (long long)k[i], (long long)dl, i);
+                return false;
+            }
+            int64_t total = dl * (k[i] - 1);
+            lo = total / 2;
+            hi = total - lo;
+        }
+        if (transpose) {
+            int64_t op_ = p->output_padding[i], m = st > dl ? st : dl;
+            if (op_ < 0 || op_ >= m) {
+                set_err(x->ctx,
+                        "%s: output_padding %lld in spatial dim %d must be in [0, max(stride %lld, "
+                        "dilation %lld))",
+                        api, (long long)op_, i, (long long)st, (long long)dl);
+                return false;
+            }
+            hi -= op_;
+        } else if (p->output_padding[i] != 0) {
+            set_err(x->ctx, "%s: output_padding is for transposed convolutions", api);
+            return false;
+        }
+        op->iattrs[1 + i] = st;
+        op->iattrs[1 + nsp + i] = dl;
+        op->iattrs[1 + 2 * nsp + i] = lo;
+        op->iattrs[1 + 3 * nsp + i] = hi;
+    }
+    op->n_iattrs = 1 + 4 * (uint32_t)nsp;
+    return true;
+}
+
+static td_tensor *conv_common(const char *api, uint32_t opcode, td_tensor *x, td_tensor *w,
+                              td_tensor *bias, const td_conv_params *p)
+{
+    if (x == NULL || w == NULL)
+        return null_input(any_ctx(2, (td_tensor *[]){x, w}), api, x == NULL ? "x" : "weight");
+    int nsp = window_nsp(api, x, "x");
+    if (nsp < 0) return NULL;
+    if (w->desc.rank != x->desc.rank) {
+        set_err(x->ctx, "%s: weight rank %u differs from x rank %u", api, w->desc.rank,
+                x->desc.rank);
+        return NULL;
+    }
+    td__op op = {.opcode = opcode, .n_inputs = bias != NULL ? 3 : 2};
+    if (!conv_attrs(api, x, p, nsp, w->desc.dims + 2, opcode == TD_OP_CONV_TRANSPOSE, &op))
+        return NULL;
+    td_tensor *in[3] = {x, w, bias};
+    return record(x->ctx, api, &op, in);
+}
+
+td_tensor *td_conv(td_tensor *x, td_tensor *weight, td_tensor *bias, const td_conv_params *p)
+{
+    return conv_common("td_conv", TD_OP_CONV, x, weight, bias, p);
+}
+
+td_tensor *td_conv_transpose(td_tensor *x, td_tensor *weight, td_tensor *bias,
+                             const td_conv_params *p)
+{
+    return conv_common("td_conv_transpose", TD_OP_CONV_TRANSPOSE, x, weight, bias, p);
+}
+
+td_tensor *td_conv_input_grad(td_tensor *dy, td_tensor *weight, const int64_t *input_size,
+                              const td_conv_params *p)
+{
+    static const char api[] = "td_conv_input_grad";
+    if (dy == NULL || weight == NULL)
+        return null_input(any_ctx(2, (td_tensor *[]){dy, weight}), api,
+                          dy == NULL ? "dy" : "weight");
+    int nsp = window_nsp(api, dy, "dy");
+    if (nsp < 0 || !window_list(api, dy, input_size, "input_size")) return NULL;
+    if (weight->desc.rank != dy->desc.rank) {
+        set_err(dy->ctx, "%s: weight rank %u differs from dy rank %u", api, weight->desc.rank,
+                dy->desc.rank);
+        return NULL;
+    }
+    td_conv_params q = p != NULL ? *p : (td_conv_params){.groups = 1};
+    for (int i = 0; i < 3; i++) q.output_padding[i] = 0;
+    td__op op = {.opcode = TD_OP_CONV_TRANSPOSE, .n_inputs = 2};
+    if (!conv_attrs(api, dy, &q, nsp, weight->desc.dims + 2, false, &op)) return NULL;
+    for (int i = 0; i < nsp; i++) {
+        const int64_t st = op.iattrs[1 + i], dl = op.iattrs[1 + nsp + i];
+        const int64_t lo = op.iattrs[1 + 2 * nsp + i], hi = op.iattrs[1 + 3 * nsp + i];
+        const int64_t L = input_size[i], k = weight->desc.dims[2 + i];
+        if (L < 1 || L > ((int64_t)1 << 47) || st < 1 || dl < 1 || k < 1 || lo < 0 || hi < 0 ||
+            st > ((int64_t)1 << 31) || dl > ((int64_t)1 << 31) || k > ((int64_t)1 << 31) ||
+            lo > ((int64_t)1 << 31) || hi > ((int64_t)1 << 31)) {
+            set_err(dy->ctx,
+                    "%s: spatial dim %d: input size %lld, stride %lld, dilation %lld, kernel %lld, "
+                    "padding %lld + %lld out of range",
+                    api, i, (long long)L, (long long)st, (long long)dl, (long long)k,
+                    (long long)lo, (long long)hi);
+            return NULL;
+        }
+        const int64_t span = L + lo + hi - dl * (k - 1) - 1;
+        if (span < 0) {
+            set_err(dy->ctx,
+                    "%s: kernel extent %lld exceeds the padded input %lld in spatial dim %d", api,
+                    (long long)(dl * (k - 1) + 1), (long long)(L + lo + hi), i);
+            return NULL;
+        }
+        if (span / st + 1 != dy->desc.dims[2 + i]) {
+            set_err(dy->ctx, "%s: dy spatial dim %d is %lld, the convolution of input size %lld gives %lld",
+                    api, i, (long long)dy->desc.dims[2 + i], (long long)L,
+                    (long long)(span / st + 1));
+            return NULL;
+        }
+        op.iattrs[1 + 3 * nsp + i] = hi - span % st; /* the rows the floor dropped */
+    }
+    td_tensor *in[2] = {dy, weight};
+    return record(dy->ctx, api, &op, in);
+}
+
+td_tensor *td_conv_weight_grad(td_tensor *x, td_tensor *dy, const int64_t *kernel_size,
+                               const td_conv_params *p)
+{
+    static const char api[] = "td_conv_weight_grad";
+    if (x == NULL || dy == NULL)
+        return null_input(any_ctx(2, (td_tensor *[]){x, dy}), api, x == NULL ? "x" : "dy");
+    int nsp = window_nsp(api, x, "x");
+    if (nsp < 0 || !window_list(api, x, kernel_size, "kernel_size")) return NULL;
+    td__op op = {.opcode = TD_OP_CONV_WEIGHT_GRAD, .n_inputs = 2};
+    if (!conv_attrs(api, x, p, nsp, kernel_size, false, &op)) return NULL;
+    for (int i = 0; i < nsp; i++) op.iattrs[1 + 4 * nsp + i] = kernel_size[i];
+    op.n_iattrs = 1 + 5 * (uint32_t)nsp;
+    td_tensor *in[2] = {x, dy};
+    return record(x->ctx, api, &op, in);
+}
+
+/* Pool attributes: kernel, stride (0: the kernel), [dilation (0: 1)], padding; sizes. */
+static bool pool_attrs(const char *api, td_tensor *x, const td_pool_params *p, int nsp,
+                       bool avg, const int64_t *size, td__op *op)
+{
+    if (p == NULL) {
+        set_err(x->ctx, "%s: pooling parameters are NULL (the kernel is required)", api);
+        return false;
+    }
+    uint32_t ns = avg ? 2 : 1, j = 0;
+    op->iattrs[0] = p->ceil_mode;
+    if (avg) op->iattrs[1] = !p->exclude_pad;
+    for (int i = 0; i < nsp; i++) {
+        if (avg && p->dilation[i] != 0 && p->dilation[i] != 1) {
+            set_err(x->ctx, "%s: dilation %lld in spatial dim %d: avg pooling has none", api,
+                    (long long)p->dilation[i], i);
+            return false;
+        }
+        op->iattrs[ns + i] = p->kernel[i];
+        op->iattrs[ns + nsp + i] = p->stride[i] == 0 ? p->kernel[i] : p->stride[i];
+        if (avg) {
+            op->iattrs[ns + 2 * nsp + i] = p->padding[i];
+        } else {
+            op->iattrs[ns + 2 * nsp + i] = p->dilation[i] == 0 ? 1 : p->dilation[i];
+            op->iattrs[ns + 3 * nsp + i] = p->padding[i];
+        }
+    }
+    j = ns + (avg ? 3 : 4) * (uint32_t)nsp;
+    if (size != NULL)
+        for (int i = 0; i < nsp; i++) op->iattrs[j++] = size[i];
+    op->n_iattrs = j;
+    return true;
+}
+
+td_tensor *td_max_pool(td_tensor *x, const td_pool_params *p, td_tensor **indices)
+{
+    static const char api[] = "td_max_pool";
+    if (x == NULL) return null_input(NULL, api, "x");
+    int nsp = window_nsp(api, x, "x");
+    td__op op = {.opcode = TD_OP_MAX_POOL, .n_inputs = 1};
+    if (nsp < 0 || !pool_attrs(api, x, p, nsp, false, NULL, &op)) return NULL;
+    td__op iop = op;
+    td_tensor *v = record(x->ctx, api, &op, &x);
+    if (v == NULL || indices == NULL) return v;
+    iop.opcode = TD_OP_MAX_POOL_INDICES;
+    td_tensor *ix = record(x->ctx, api, &iop, &x);
+    if (ix == NULL) {
+        td_release(v);
+        return NULL;
+    }
+    *indices = ix;
+    return v;
+}
+
+td_tensor *td_max_pool_backward(td_tensor *dy, td_tensor *indices, const int64_t *input_size,
+                                const td_pool_params *p)
+{
+    static const char api[] = "td_max_pool_backward";
+    if (dy == NULL || indices == NULL)
+        return null_input(any_ctx(2, (td_tensor *[]){dy, indices}), api,
+                          dy == NULL ? "dy" : "indices");
+    int nsp = window_nsp(api, dy, "dy");
+    if (nsp < 0 || !window_list(api, dy, input_size, "input_size")) return NULL;
+    td__op op = {.opcode = TD_OP_MAX_POOL_BACKWARD, .n_inputs = 2};
+    if (!pool_attrs(api, dy, p, nsp, false, input_size, &op)) return NULL;
+    td_tensor *in[2] = {dy, indices};
+    return record(dy->ctx, api, &op, in);
+}
+
+td_tensor *td_avg_pool(td_tensor *x, const td_pool_params *p)
+{
+    static const char api[] = "td_avg_pool";
+    if (x == NULL) return null_input(NULL, api, "x");
+    int nsp = window_nsp(api, x, "x");
+    td__op op = {.opcode = TD_OP_AVG_POOL, .n_inputs = 1};
+    if (nsp < 0 || !pool_attrs(api, x, p, nsp, true, NULL, &op)) return NULL;
+    return record(x->ctx, api, &op, &x);
+}
+
+td_tensor *td_avg_pool_backward(td_tensor *dy, const int64_t *input_size,
+                                const td_pool_params *p)
+{
+    static const char api[] = "td_avg_pool_backward";
+    if (dy == NULL) return null_input(NULL, api, "dy");
+    int nsp = window_nsp(api, dy, "dy");
+    if (nsp < 0 || !window_list(api, dy, input_size, "input_size")) return NULL;
+    td__op op = {.opcode = TD_OP_AVG_POOL_BACKWARD, .n_inputs = 1};
+    if (!pool_attrs(api, dy, p, nsp, true, input_size, &op)) return NULL;
+    return record(dy->ctx, api, &op, &dy);
+}
+
+/* One op with {scalars..., size list}. */
+static td_tensor *sized(const char *api, uint32_t opcode, td_tensor *x, const char *which,
+                        const int64_t *size, const char *size_name, int ns, int64_t s0,
+                        int64_t s1)
+{
+    if (x == NULL) return null_input(NULL, api, which);
+    int nsp = window_nsp(api, x, which);
+    if (nsp < 0 || !window_list(api, x, size, size_name)) return NULL;
+    td__op op = {.opcode = opcode, .n_inputs = 1, .n_iattrs = (uint32_t)(ns + nsp),
+                 .iattrs = {s0, s1}};
+    for (int i = 0; i < nsp; i++) op.iattrs[ns + i] = size[i];
+    return record(x->ctx, api, &op, &x);
+}
+
+td_tensor *td_adaptive_avg_pool(td_tensor *x, const int64_t *output_size)
+{
+    return sized("td_adaptive_avg_pool", TD_OP_ADAPTIVE_AVG_POOL, x, "x", output_size,
+                 "output_size", 0, 0, 0);
+}
+
+td_tensor *td_adaptive_avg_pool_backward(td_tensor *dy, const int64_t *input_size)
+{
+    return sized("td_adaptive_avg_pool_backward", TD_OP_ADAPTIVE_AVG_POOL_BACKWARD, dy, "dy",
+                 input_size, "input_size", 0, 0, 0);
+}
+
+td_tensor *td_interpolate(td_tensor *x, const int64_t *output_size, enum td_interp_mode mode,
+                          bool align_corners)
+{
+    return sized("td_interpolate", TD_OP_INTERPOLATE, x, "x", output_size, "output_size", 2,
+                 (int64_t)mode, align_corners);
+}
+
 /* ---- movement ---- */
 
 td_tensor *td_reshape(td_tensor *x, int rank, const int64_t *dims)

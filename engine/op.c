@@ -8,6 +8,7 @@
  * any is used as an index, and every size product is overflow-checked.
  */
 #include "engine/op.h"
+#include "engine/window.h"
 #include "common/checked.h"
 #include "common/errbuf.h"
 #include <math.h>
@@ -215,6 +216,23 @@ static td_status check_attr_count(const td__op_row *r, const td__op *op, const t
             return td__einval(err, errlen, "%s %lld is not %s", a->a[0].name,
                               (long long)op->iattrs[0], a->a[0].values);
         break;
+    case TD_ATTRS_SPATIAL: {
+        if (x->rank < 3 || x->rank > 5)
+            return td__einval(err, errlen,
+                              "%s must be [N, C, spatial...] with 1 to 3 spatial dims (rank 3 "
+                              "to 5), got rank %u",
+                              r->inputs[0] == 'd' ? "dy" : "x", x->rank);
+        uint32_t want = a->n + (uint32_t)a->a[2].lo * (x->rank - 2);
+        if (n != want) {
+            size_t o = 0;
+            names[0] = '\0';
+            if (a->n > 0) o = strlen(attr_names(a, names, sizeof names));
+            (void)o;
+            return td__einval(err, errlen, "expects %u attributes (%s%s%s per spatial dim), got %u",
+                              want, names, o ? ", then " : "", a->a[2].name, n);
+        }
+        break;
+    }
     default:
         return td__einval(err, errlen, "attribute layout %u of the op table is unknown",
                           a->layout);
@@ -227,7 +245,9 @@ static td_status check_attr_values(const td__op_row *r, const td__op *op, const 
                                    char *err, size_t errlen)
 {
     const td__attr_schema *a = &r->attrs;
-    if (a->layout != TD_ATTRS_FIXED && a->layout != TD_ATTRS_UPTO) return TD_OK;
+    if (a->layout != TD_ATTRS_FIXED && a->layout != TD_ATTRS_UPTO &&
+        a->layout != TD_ATTRS_SPATIAL)
+        return TD_OK;
     uint32_t rank = x != NULL ? x->rank : 0;
     for (uint32_t i = 0; i < op->n_iattrs && i < a->n && i < 3; i++) {
         const td__attr_spec *sp = &a->a[i];
@@ -877,6 +897,8 @@ static td_status apply_shape_rule(const td__op_row *r, const td__op *op,
     }
     case TD_SHAPE_NORM:
         return shape_norm(op, in, out, err, errlen);
+    case TD_SHAPE_WINDOW:
+        return td__window_shape(op, in, out, err, errlen);
     default:
         return td__einval(err, errlen, "shape rule %u of the op table is unknown", r->shape);
     }

@@ -52,6 +52,8 @@ enum td__op_class {
     TD_OPCLASS_SCAN,     /* CUMSUM CUMPROD */
     TD_OPCLASS_SORT,     /* SORT ARGSORT TOPK_VALUES TOPK_INDICES */
     TD_OPCLASS_NN,       /* normalisations, their backward ops, DROPOUT */
+    TD_OPCLASS_CONV,     /* CONV CONV_TRANSPOSE CONV_WEIGHT_GRAD (engine/window.h) */
+    TD_OPCLASS_POOL,     /* pooling, their gradients, INTERPOLATE (engine/window.h) */
 };
 
 /* How many integer attributes (op->iattrs) an op takes. */
@@ -65,6 +67,8 @@ enum td__attr_layout {
     TD_ATTRS_3RANK,    /* three per dim of input 0 (starts, stops, steps) */
     TD_ATTRS_MODE_2RANK, /* one (a mode), then two per dim of input 0 (befores, afters) */
     TD_ATTRS_BOUNDS_DIMS, /* two integers (low, high), then a shape as TD_ATTRS_DIMS */
+    TD_ATTRS_SPATIAL,  /* `n` scalars, then `lists` lists of one entry per spatial dim of
+                        * input 0 ([N, C, spatial...], rank 3..5): engine/window.h */
 };
 
 /* What one integer attribute may hold (checked before any shape rule runs). */
@@ -85,8 +89,9 @@ typedef struct td__attr_spec {
 
 typedef struct td__attr_schema {
     uint8_t layout; /* enum td__attr_layout */
-    uint8_t n;      /* TD_ATTRS_FIXED / TD_ATTRS_UPTO: the count */
-    td__attr_spec a[3];
+    uint8_t n;      /* TD_ATTRS_FIXED / TD_ATTRS_UPTO: the count; SPATIAL: the scalars (<= 2) */
+    td__attr_spec a[3]; /* SPATIAL: a[0..n) the scalars; a[2] names the lists ("stride,
+                         * dilation, pad_lo, pad_hi") and a[2].lo is their count */
 } td__attr_schema;
 
 /* The output dtype. */
@@ -132,8 +137,9 @@ enum td__shape_rule {
     TD_SHAPE_SCATTER,      /* input 0's shape; index and src as torch.scatter */
     TD_SHAPE_INDEX_ADD,    /* input 0's shape; src is x with the axis of index's length */
     TD_SHAPE_GATHER_ND,    /* index.shape[:-1] + x.shape[k:], k = index.shape[-1] */
-    TD_SHAPE_NORM          /* the shape of x (input 0); the other inputs' shapes checked per
+    TD_SHAPE_NORM,         /* the shape of x (input 0); the other inputs' shapes checked per
                             * op (engine/op.c, shape_norm) */
+    TD_SHAPE_WINDOW        /* convolution, pooling, interpolation: engine/window.h */
 };
 
 /* Row flags. */
@@ -161,7 +167,8 @@ enum td__accuracy {
     TD_ACC_STAT,      /* 2 ulp + 16 n 2^-53 B, B per op (VAR STD LOGSUMEXP NORM) */
     TD_ACC_CUMSUM,    /* 1 ulp + 4 n u_acc (cumsum |x|), u_acc 2^-24 f16/bf16, else 2^-53 */
     TD_ACC_CUMPROD,   /* 1 ulp + 4 n u_acc |y| */
-    TD_ACC_NORM       /* 8 ulp + 64 n 2^-53 (1 + max |y|), n the group size (double sums) */
+    TD_ACC_NORM,      /* 8 ulp + 64 n 2^-53 (1 + max |y|), n the group size (double sums) */
+    TD_ACC_CONV       /* 2 K u (|x| conv |w|) + 1 ulp, K the products per output */
 };
 
 /* Lowerings of composite ops (td__lowerings below). */
@@ -245,6 +252,53 @@ typedef struct td__op_row {
     {TD_ATTRS_FIXED, 3,                                                                    \
      {{"axis", TD_ATTR_INT, 0, 0, NULL}, {"k", TD_ATTR_NONNEG, 0, 0, NULL},                \
       {"largest", TD_ATTR_ENUM, 0, 1, "0 (smallest) or 1 (largest)"}}}
+
+/* The window ops (engine/window.h): scalars, then per-spatial-dim lists. */
+#define TD__ATTRS_CONV \
+    {TD_ATTRS_SPATIAL, 1, \
+     {{"groups", TD_ATTR_INT, 0, 0, NULL}, \
+      TD__ASPEC0, \
+      {"stride, dilation, pad_lo, pad_hi", TD_ATTR_INT, 4, 0, NULL}}}
+#define TD__ATTRS_CONV_WGRAD \
+    {TD_ATTRS_SPATIAL, 1, \
+     {{"groups", TD_ATTR_INT, 0, 0, NULL}, \
+      TD__ASPEC0, \
+      {"stride, dilation, pad_lo, pad_hi, kernel", TD_ATTR_INT, 5, 0, NULL}}}
+#define TD__ATTRS_MAXPOOL \
+    {TD_ATTRS_SPATIAL, 1, \
+     {{"ceil_mode", TD_ATTR_ENUM, 0, 1, "0 or 1"}, \
+      TD__ASPEC0, \
+      {"kernel, stride, dilation, pad", TD_ATTR_INT, 4, 0, NULL}}}
+#define TD__ATTRS_MAXPOOL_BWD \
+    {TD_ATTRS_SPATIAL, 1, \
+     {{"ceil_mode", TD_ATTR_ENUM, 0, 1, "0 or 1"}, \
+      TD__ASPEC0, \
+      {"kernel, stride, dilation, pad, input size", TD_ATTR_INT, 5, 0, NULL}}}
+#define TD__ATTRS_AVGPOOL \
+    {TD_ATTRS_SPATIAL, 2, \
+     {{"ceil_mode", TD_ATTR_ENUM, 0, 1, "0 or 1"}, \
+      {"count_include_pad", TD_ATTR_ENUM, 0, 1, "0 or 1"}, \
+      {"kernel, stride, pad", TD_ATTR_INT, 3, 0, NULL}}}
+#define TD__ATTRS_AVGPOOL_BWD \
+    {TD_ATTRS_SPATIAL, 2, \
+     {{"ceil_mode", TD_ATTR_ENUM, 0, 1, "0 or 1"}, \
+      {"count_include_pad", TD_ATTR_ENUM, 0, 1, "0 or 1"}, \
+      {"kernel, stride, pad, input size", TD_ATTR_INT, 4, 0, NULL}}}
+#define TD__ATTRS_OUTSIZE \
+    {TD_ATTRS_SPATIAL, 0, \
+     {TD__ASPEC0, \
+      TD__ASPEC0, \
+      {"output size", TD_ATTR_INT, 1, 0, NULL}}}
+#define TD__ATTRS_INSIZE \
+    {TD_ATTRS_SPATIAL, 0, \
+     {TD__ASPEC0, \
+      TD__ASPEC0, \
+      {"input size", TD_ATTR_INT, 1, 0, NULL}}}
+#define TD__ATTRS_INTERP \
+    {TD_ATTRS_SPATIAL, 2, \
+     {{"mode", TD_ATTR_ENUM, 0, 1, "0 (nearest) or 1 (linear: bilinear in 2-d)"}, \
+      {"align_corners", TD_ATTR_ENUM, 0, 1, "0 or 1"}, \
+      {"output size", TD_ATTR_INT, 1, 0, NULL}}}
 
 #define TD__OPF_0 0u
 #define TD__OPF_ENGINE TD_OPF_ENGINE
@@ -574,7 +628,38 @@ typedef struct td__op_row {
       "dx of batch_norm with batch statistics (training): the formula over each channel c's N x spatial elements") \
     X(DROPOUT, 298, "dropout", NN, 1, 1, "x", NONE, "p (in [0, 1]); seed", NONE, FLOAT, NONE, \
       NONE, SAME, SAME, 0, NONE, EXACT,                                                     \
-      "x * (u_i >= p ? 1/(1-p) : 0), u_i the Philox f32 uniform of element i (engine/philox.h)")
+      "x * (u_i >= p ? 1/(1-p) : 0), u_i the Philox f32 uniform of element i (engine/philox.h)") \
+    X(CONV, 260, "conv", CONV, 2, 3, "x, weight, bias", CONV, "", NONE, FLOAT, FLOAT, ALL,  \
+      SAME, WINDOW, 0, NONE, CONV,                                                         \
+      "N-d convolution (cross-correlation) [N, C, *L] x [Cout, C/groups, *k] (+ bias) -> [N, Cout, *O]") \
+    X(CONV_TRANSPOSE, 261, "conv_transpose", CONV, 2, 3, "x, weight, bias", CONV, "", NONE, \
+      FLOAT, FLOAT, ALL, SAME, WINDOW, 0, NONE, CONV,                                      \
+      "transposed convolution [N, Cin, *L] x [Cin, Cout/groups, *k] (+ bias) -> [N, Cout, *O]; conv's input gradient") \
+    X(CONV_WEIGHT_GRAD, 262, "conv_weight_grad", CONV, 2, 2, "x, dy", CONV_WGRAD, "", NONE, \
+      FLOAT, FLOAT, ALL, SAME, WINDOW, 0, NONE, CONV,                                      \
+      "conv's weight gradient: dw[o, c, k] = sum over n, j of dy[n, o, j] x[n, c, j s + k d - pad_lo]") \
+    X(MAX_POOL, 263, "max_pool", POOL, 1, 1, "x", MAXPOOL, "", NONE, FLOAT, NONE, NONE,     \
+      SAME, WINDOW, 0, NONE, EXACT, "largest element of each window (NaN wins; padding never does)") \
+    X(MAX_POOL_INDICES, 264, "max_pool_indices", POOL, 1, 1, "x", MAXPOOL, "", NONE, FLOAT, \
+      NONE, NONE, I64, WINDOW, 0, NONE, EXACT,                                             \
+      "flat index in x's spatial plane of max_pool's element (ties: the first; NaN: the last NaN)")  \
+    X(MAX_POOL_BACKWARD, 265, "max_pool_backward", POOL, 2, 2, "dy, indices", MAXPOOL_BWD, \
+      "", NONE, FLOAT, INDEX, NONE, SAME, WINDOW, 0, NONE, ULP4,                            \
+      "dx[i] = sum of dy[j] over the windows j whose index is i (ascending j)")           \
+    X(AVG_POOL, 266, "avg_pool", POOL, 1, 1, "x", AVGPOOL, "", NONE, FLOAT, NONE, NONE,     \
+      SAME, WINDOW, 0, NONE, ULP4, "mean of each window (PyTorch's divisor rules)")        \
+    X(AVG_POOL_BACKWARD, 267, "avg_pool_backward", POOL, 1, 1, "dy", AVGPOOL_BWD, "", NONE, \
+      FLOAT, NONE, NONE, SAME, WINDOW, 0, NONE, ULP4,                                      \
+      "dx[i] = sum of dy[j] / divisor[j] over the windows j that hold i")                 \
+    X(ADAPTIVE_AVG_POOL, 268, "adaptive_avg_pool", POOL, 1, 1, "x", OUTSIZE, "", NONE,      \
+      FLOAT, NONE, NONE, SAME, WINDOW, 0, NONE, ULP4,                                      \
+      "mean over [floor(i L / O), ceil((i + 1) L / O)) per output i")                      \
+    X(ADAPTIVE_AVG_POOL_BACKWARD, 269, "adaptive_avg_pool_backward", POOL, 1, 1, "dy",      \
+      INSIZE, "", NONE, FLOAT, NONE, NONE, SAME, WINDOW, 0, NONE, ULP4,                     \
+      "dx[i] = sum of dy[j] / |window j| over the windows j that hold i")                 \
+    X(INTERPOLATE, 270, "interpolate", POOL, 1, 1, "x", INTERP, "", NONE, FLOAT, NONE,      \
+      NONE, SAME, WINDOW, 0, NONE, ULP4,                                                   \
+      "resize to the output size: nearest (floor(j in / out)) or (bi)linear, align_corners 0 or 1")
 
 /* Element functions of the float elementwise unary ops, written once: X(NAME, expression
  * of `x`, whose type is `T` (float or double; write constants as (T)1)). The expression may

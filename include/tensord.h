@@ -592,6 +592,127 @@ td_tensor *td_argsort(td_tensor *x, int axis, bool descending);
  *   *indices is untouched on failure. */
 td_tensor *td_topk(td_tensor *x, int64_t k, int axis, bool largest, td_tensor **indices);
 
+/* ---- convolution, pooling, interpolation (NCHW) ----
+ * Tensors are [N, C, *spatial] with 1, 2 or 3 spatial dims (rank 3, 4, 5: NCW, NCHW,
+ * NCDHW), row-major, float dtypes (f32, f64, f16, bf16; one dtype for every operand). The
+ * spatial lists below (stride, padding, sizes ...) hold one entry per spatial dim of x, in
+ * order; entries beyond them are ignored. Definitions and output sizes are PyTorch's
+ * (torch.nn.functional.conv1d/2d/3d, conv_transpose1d/2d, max_pool1d/2d, avg_pool1d/2d,
+ * adaptive_avg_pool1d/2d, interpolate) and engine/window.c states them. Each function
+ * records one op of the table (docs/ops.md, family conv or pool) and returns a new handle,
+ * or NULL with td_last_error naming the function, the op and the values: NULL input, rank
+ * not 3..5, mismatched ranks or dtypes, channels not divisible by groups, a weight of the
+ * wrong shape, a kernel larger than the padded input, a stride / dilation / kernel < 1, a
+ * negative padding, a pooling padding above half the kernel, an output size below 1.
+ * A zero-size batch (N = 0) is fine; zero-size spatial dims are refused.
+ * Accuracy: conv ops within 2 K u (|x| conv |w|) + 1 ulp of exact (K the products summed per
+ * output, u the unit roundoff of f32 for f32/f16/bf16 and of f64 for f64: f16/bf16 multiply
+ * and accumulate in f32 and round once); pooling and interpolation sum in f32 (f64 for f64)
+ * in a fixed order and round once. On one device the bits never depend on thread count or
+ * timing: no float atomics; every reduction (the weight gradient's sum over the batch, the
+ * pool gradients' sums over windows) runs in a fixed order. CPU: im2col + single-threaded
+ * OpenBLAS GEMM per block (backends/cpu/cpu_conv.c). Thread-safety: one thread per context. */
+
+/* Convolution attributes; zero-initialised means stride 1, dilation 1, no padding,
+ * groups 1 (so a zero entry means 1 for stride and dilation; negative values are refused).
+ * pad_same: PyTorch's padding="same" — total padding dilation (k - 1) per dim, pad_lo =
+ * total / 2, pad_hi = the rest (so even kernels pad one more at the end); needs stride 1 and
+ * is td_conv / td_conv_input_grad / td_conv_weight_grad only. output_padding: td_conv_transpose only,
+ * 0 <= output_padding < max(stride, dilation) per dim, added at the high end. */
+typedef struct td_conv_params {
+    int64_t stride[3];
+    int64_t dilation[3];
+    int64_t pad_lo[3], pad_hi[3]; /* zeros added before / after each spatial dim */
+    bool pad_same;                /* overrides pad_lo / pad_hi */
+    int64_t groups;               /* 0 means 1 */
+    int64_t output_padding[3];
+} td_conv_params;
+
+/* td_conv: x [N, C, *L], weight [Cout, C / groups, *k], bias [Cout] or NULL ->
+ *   [N, Cout, *O], O = floor((L + pad_lo + pad_hi - dilation (k - 1) - 1) / stride) + 1:
+ *   y[n, o, j] = bias[o] + sum over c in o's group, kernel offsets t of
+ *   x[n, c, j stride + t dilation - pad_lo] w[o, c, t] (zeros outside x: a cross-correlation,
+ *   as torch's conv*d). groups > 1: channel groups of C / groups inputs and Cout / groups
+ *   outputs (groups = C = Cout: depthwise). p NULL: the defaults. */
+td_tensor *td_conv(td_tensor *x, td_tensor *weight, td_tensor *bias, const td_conv_params *p);
+/* td_conv_transpose: x [N, Cin, *L], weight [Cin, Cout / groups, *k] (torch's layout),
+ *   bias [Cout] or NULL -> [N, Cout, *O], O = (L - 1) stride - pad_lo - pad_hi +
+ *   dilation (k - 1) + output_padding + 1 (torch's padding is pad_lo = pad_hi): the adjoint
+ *   of td_conv with the same weight, y[n, o, i] = bias[o] + sum over c, t, j with
+ *   j stride + t dilation - pad_lo = i of x[n, c, j] w[c, o, t]. */
+td_tensor *td_conv_transpose(td_tensor *x, td_tensor *weight, td_tensor *bias,
+                             const td_conv_params *p);
+/* td_conv_input_grad: the gradient dL/dx of td_conv(x, weight, NULL, p) for an x of spatial
+ *   size input_size (one entry per spatial dim), from dy [N, Cout, *O] -> [N, C, *input_size]:
+ *   one CONV_TRANSPOSE op (the adjoint above), with pad_hi reduced by the rows the
+ *   convolution's floor dropped, so the output has x's size exactly. */
+td_tensor *td_conv_input_grad(td_tensor *dy, td_tensor *weight, const int64_t *input_size,
+                              const td_conv_params *p);
+/* td_conv_weight_grad: the gradient dL/dw of td_conv(x, w, NULL, p) for a w of spatial size
+ *   kernel_size, from x [N, C, *L] and dy [N, Cout, *O] (O must be the convolution's) ->
+ *   [Cout, C / groups, *kernel_size]: dw[o, c, t] = sum over n, j of dy[n, o, j]
+ *   x[n, c, j stride + t dilation - pad_lo], summed over the batch in order. The bias
+ *   gradient is td_sum of dy over the batch and spatial axes. Also the weight gradient of
+ *   td_conv_transpose(x', w) with the roles swapped: td_conv_weight_grad(dy', x'). */
+td_tensor *td_conv_weight_grad(td_tensor *x, td_tensor *dy, const int64_t *kernel_size,
+                               const td_conv_params *p);
+
+/* Pooling attributes. kernel: required, >= 1 per dim. stride: 0 means the kernel (torch's
+ * default). padding: implicit -inf (max) or 0 (avg) on both sides, at most kernel / 2.
+ * dilation: max pooling only, 0 means 1. ceil_mode: ceil instead of floor in the output
+ * size, never starting a window in the right padding. exclude_pad: avg pooling divides by
+ * the in-bounds count (torch's count_include_pad=False); false (the default) divides by
+ * the window clipped to the padded input (count_include_pad=True). */
+typedef struct td_pool_params {
+    int64_t kernel[3];
+    int64_t stride[3];
+    int64_t padding[3];
+    int64_t dilation[3];
+    bool ceil_mode;
+    bool exclude_pad;
+} td_pool_params;
+
+/* td_max_pool: x [N, C, *L] -> [N, C, *O], O = floor or ceil((L + 2 padding -
+ *   dilation (kernel - 1) - 1) / stride) + 1: the largest in-bounds element of each window
+ *   (window order row-major; ties keep the first; a NaN wins, the last NaN of the window as
+ *   torch's CPU kernel). indices non-NULL: *indices gets a second handle, TD_I64 [N, C, *O],
+ *   the flat position of each maximum in its [*L] plane (torch's return_indices); both are
+ *   the caller's to release; *indices is untouched on failure. A window with no in-bounds
+ *   element (dilation can step over the whole input) gives -inf and index -1. */
+td_tensor *td_max_pool(td_tensor *x, const td_pool_params *p, td_tensor **indices);
+/* td_max_pool_backward: dy [N, C, *O] and indices (i32 or i64, dy's shape, from td_max_pool
+ *   with the same p on an x of spatial size input_size) -> dx [N, C, *input_size]:
+ *   dx[i] = sum of dy[j] over the windows j that contain i and whose index is i, in
+ *   ascending j (an index naming no element of its window adds nothing). */
+td_tensor *td_max_pool_backward(td_tensor *dy, td_tensor *indices, const int64_t *input_size,
+                                const td_pool_params *p);
+/* td_avg_pool: x [N, C, *L] -> [N, C, *O] (O as td_max_pool with dilation 1): the sum of the
+ *   in-bounds window over the divisor of exclude_pad above. td_avg_pool_backward: dy
+ *   [N, C, *O] -> dx [N, C, *input_size], dx[i] = sum over windows j holding i of
+ *   dy[j] / divisor[j]. p->dilation must be 0 or 1. */
+td_tensor *td_avg_pool(td_tensor *x, const td_pool_params *p);
+td_tensor *td_avg_pool_backward(td_tensor *dy, const int64_t *input_size,
+                                const td_pool_params *p);
+/* td_adaptive_avg_pool: x [N, C, *L] -> [N, C, *output_size] (each >= 1): output j averages
+ *   x over [floor(j L / O), ceil((j + 1) L / O)) per dim (torch's adaptive_avg_pool).
+ *   td_adaptive_avg_pool_backward: dy [N, C, *O] -> [N, C, *input_size], dx[i] = sum over
+ *   the windows j holding i of dy[j] / |window j|. */
+td_tensor *td_adaptive_avg_pool(td_tensor *x, const int64_t *output_size);
+td_tensor *td_adaptive_avg_pool_backward(td_tensor *dy, const int64_t *input_size);
+
+enum td_interp_mode {
+    TD_INTERP_NEAREST = 0, /* torch mode="nearest": source floor(j L / O) (in float) */
+    TD_INTERP_LINEAR = 1,  /* "linear" / "bilinear" / "trilinear" by the spatial rank */
+};
+/* td_interpolate: x [N, C, *L] -> [N, C, *output_size] (each >= 1), torch.nn.functional.
+ *   interpolate with size=output_size. Linear: source s = j (L - 1) / (O - 1) with
+ *   align_corners (0 when O = 1), else max(0, (j + 0.5) L / O - 0.5); the two neighbours
+ *   floor(s) and floor(s) + 1 (clipped to L - 1), weighted 1 - frac(s) and frac(s), dim by dim
+ *   (f32 arithmetic for f32/f16/bf16, f64 for f64). align_corners must be false for
+ *   nearest. */
+td_tensor *td_interpolate(td_tensor *x, const int64_t *output_size, enum td_interp_mode mode,
+                          bool align_corners);
+
 /* ---- linear algebra ----
  * Batched matmul: a [..., M, K] x b [..., K, N] -> [..., M, N]; ranks >= 2, batch dims
  * broadcast; f32/f64 through BLAS on the CPU, cuBLAS on CUDA; f16/bf16 on the CPU are

@@ -15,7 +15,7 @@ static const char *family_str(unsigned f)
 {
     static const char *const names[] = {"?",      "create", "unary",  "binary",  "compare", "where",
                                         "cast",   "reduce", "matmul", "movement", "softmax",
-                                        "scan",   "sort",   "nn"};
+                                        "scan",   "sort",   "nn",     "conv",   "pool"};
     return f < sizeof names / sizeof names[0] ? names[f] : "?";
 }
 
@@ -45,7 +45,8 @@ static const char *shape_str(unsigned s)
                                         "same as x (mask broadcasts to it)",
                                         "same as x (scatter rules)", "same as x (index_add rules)",
                                         "index.shape[:-1] + x.shape[k:]",
-                                        "same as x (parameters checked)"};
+                                        "same as x (parameters checked)",
+                                        "window (engine/window.h)"};
     return s < sizeof names / sizeof names[0] ? names[s] : "?";
 }
 
@@ -55,7 +56,8 @@ static const char *acc_str(unsigned a)
                                         "prod bound", "matmul bound", "normal bound",
                                         "softmax bound", "log_softmax bound", "16 ulp",
                                         "stat bound", "cumsum bound", "cumprod bound",
-                                        "norm bound"};
+                                        "norm bound",
+                                        "conv bound"};
     return a < sizeof names / sizeof names[0] ? names[a] : "?";
 }
 
@@ -79,6 +81,7 @@ static void attrs_str(const td__op_row *r, char *buf, size_t len)
         break;
     case TD_ATTRS_FIXED:
     case TD_ATTRS_UPTO:
+    case TD_ATTRS_SPATIAL:
         for (unsigned i = 0; i < a->n && i < 3 && o < len; i++) {
             const td__attr_spec *sp = &a->a[i];
             const char *kind = sp->kind == TD_ATTR_NONNEG      ? ">= 0"
@@ -89,6 +92,9 @@ static void attrs_str(const td__op_row *r, char *buf, size_t len)
             o += (size_t)snprintf(buf + o, len - o, "%s%s%s: %s", i ? "; " : "",
                                   a->layout == TD_ATTRS_UPTO ? "optional " : "", sp->name, kind);
         }
+        if (a->layout == TD_ATTRS_SPATIAL && o < len)
+            o += (size_t)snprintf(buf + o, len - o, "%sper spatial dim: %s", a->n ? "; " : "",
+                                  a->a[2].name);
         break;
     }
     if (r->fattrs[0] != '\0' && o < len)

@@ -205,6 +205,10 @@ static td_status cpu_exec(td__device *dev, void *stream, const td__op *op, const
         return td__cpu_exec_softmax(&x, op, in, out);
     case TD_OPCLASS_NN:
         return td__cpu_exec_nn(&x, op, in, out);
+    case TD_OPCLASS_CONV:
+        return td__cpu_exec_conv(&x, op, in, out);
+    case TD_OPCLASS_POOL:
+        return td__cpu_exec_window(&x, op, in, out);
     case TD_OPCLASS_NONE:
         return td__cpu_fail(&x, TD_EINTERNAL, "cpu: unknown opcode %u", op->opcode);
     }

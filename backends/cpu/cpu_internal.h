@@ -162,6 +162,11 @@ td_status td__cpu_exec_movement(const td__cpu_exec *x, const td__op *op, const t
                                 const td__view *out);
 td_status td__cpu_exec_softmax(const td__cpu_exec *x, const td__op *op, const td__view *in,
                                const td__view *out);
+/* CONV family (cpu_conv.c) and POOL family (cpu_window.c): engine/window.h. */
+td_status td__cpu_exec_conv(const td__cpu_exec *x, const td__op *op, const td__view *in,
+                            const td__view *out);
+td_status td__cpu_exec_window(const td__cpu_exec *x, const td__op *op, const td__view *in,
+                              const td__view *out);
 
 td_status td__cpu_exec_nn(const td__cpu_exec *x, const td__op *op, const td__view *in,
                           const td__view *out);

@@ -644,6 +644,9 @@ static td_status gpu_exec(td__device *dev, void *stream, const td__op *op, const
         return td__gpu_exec_softmax(&x, op, in, out);
     case TD_OPCLASS_NN:
         return td__gpu_exec_nn(&x, op, in, out);
+    case TD_OPCLASS_CONV:
+    case TD_OPCLASS_POOL:
+        return td__gpu_exec_window(&x, op, in, out);
     case TD_OPCLASS_NONE:
         break;
     }

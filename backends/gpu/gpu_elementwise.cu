@@ -167,7 +167,7 @@ template <int OP, typename T> TD_DEV T unary_op(T x, const uparams &u)
             else return (T)(x > 0);
         }
         else if constexpr (OP == TD_OP_CLAMP)
-            return clamp_to(x, td_conv<T>::from(u.d[0]), td_conv<T>::from(u.d[1]));
+            return clamp_to(x, td_cast_to<T>::from(u.d[0]), td_cast_to<T>::from(u.d[1]));
         else if constexpr (OP == TD_OP_BITWISE_NOT) return (T)~x;
         else if constexpr (!std::is_signed<T>::value) return x; /* u8 ABS and RELU */
         else if constexpr (OP == TD_OP_ABS) return x < 0 ? (T)((U)0 - (U)x) : x;
@@ -443,7 +443,7 @@ template <typename D, typename S> TD_DEV typename td_store<D>::type cast_one(S x
     } else if constexpr (std::is_same<D, td_bool>::value) {
         return (uint8_t)(x != 0);
     } else {
-        return td_conv<D>::from(x);
+        return td_cast_to<D>::from(x);
     }
 }
 

@@ -204,6 +204,9 @@ td_status td__gpu_exec_scan(const td__gpu_exec *x, const td__op *op, const td__v
                             const td__view *out);
 td_status td__gpu_exec_sort(const td__gpu_exec *x, const td__op *op, const td__view *in,
                             const td__view *out);
+/* CONV and POOL families (gpu_window.cu, engine/window.h). */
+td_status td__gpu_exec_window(const td__gpu_exec *x, const td__op *op, const td__view *in,
+                              const td__view *out);
 
 /* Integer batched matmul (gpu_matmul.cu); `batch` walks the output batch dims with inputs
  * a (0) and b (1) at element strides. */

@@ -197,12 +197,12 @@ __global__ void k_dropout(uint32_t dt, const void *x, void *y, double p, uint64_
             case TD_F64: ((double *)y)[i] = ((const double *)x)[i] * (keep ? sd : 0.0); break;
             case TD_F16: {
                 const float v = ((const td_f16 *)x)[i].f() * (keep ? sf : 0.0f);
-                ((td_f16 *)y)[i] = td_conv<td_f16>::from(v);
+                ((td_f16 *)y)[i] = td_cast_to<td_f16>::from(v);
                 break;
             }
             default: {
                 const float v = ((const td_bf16 *)x)[i].f() * (keep ? sf : 0.0f);
-                ((td_bf16 *)y)[i] = td_conv<td_bf16>::from(v);
+                ((td_bf16 *)y)[i] = td_cast_to<td_bf16>::from(v);
                 break;
             }
             }

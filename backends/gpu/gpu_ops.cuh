@@ -100,58 +100,58 @@ template <> struct td_is_half<td_bf16> {
 };
 
 /* Convert a source value to a destination type by the CAST rules. */
-template <typename D> struct td_conv;
+template <typename D> struct td_cast_to;
 
-template <> struct td_conv<float> {
+template <> struct td_cast_to<float> {
     template <typename S> static TD_DEV float from(S x) { return (float)x; }
 };
-template <> struct td_conv<double> {
+template <> struct td_cast_to<double> {
     template <typename S> static TD_DEV double from(S x) { return (double)x; }
 };
-template <> struct td_conv<int8_t> {
+template <> struct td_cast_to<int8_t> {
     static TD_DEV int8_t from(float x) { return td__sat_i8(x); }
     static TD_DEV int8_t from(double x) { return td__sat_i8(x); }
     template <typename S> static TD_DEV int8_t from(S x) { return (int8_t)(uint8_t)x; }
 };
-template <> struct td_conv<int16_t> {
+template <> struct td_cast_to<int16_t> {
     static TD_DEV int16_t from(float x) { return td__sat_i16(x); }
     static TD_DEV int16_t from(double x) { return td__sat_i16(x); }
     template <typename S> static TD_DEV int16_t from(S x) { return (int16_t)(uint16_t)x; }
 };
-template <> struct td_conv<td_f16> {
+template <> struct td_cast_to<td_f16> {
     static TD_DEV td_f16 from(float x) { td_f16 h; h.bits = td__gpu_f32_to_f16(x); return h; }
     static TD_DEV td_f16 from(double x) { td_f16 h; h.bits = td__f64_to_f16(x); return h; }
     static TD_DEV td_f16 from(int64_t x) { td_f16 h; h.bits = td__i64_to_f16(x); return h; }
     template <typename S> static TD_DEV td_f16 from(S x) { return from((double)x); }
 };
-template <> struct td_conv<td_bf16> {
+template <> struct td_cast_to<td_bf16> {
     static TD_DEV td_bf16 from(float x) { td_bf16 h; h.bits = td__gpu_f32_to_bf16(x); return h; }
     static TD_DEV td_bf16 from(double x) { td_bf16 h; h.bits = td__f64_to_bf16(x); return h; }
     static TD_DEV td_bf16 from(int64_t x) { td_bf16 h; h.bits = td__i64_to_bf16(x); return h; }
     template <typename S> static TD_DEV td_bf16 from(S x) { return from((double)x); }
 };
-template <> struct td_conv<int32_t> {
+template <> struct td_cast_to<int32_t> {
     static TD_DEV int32_t from(float x) { return td_sat_i32(x); }
     static TD_DEV int32_t from(double x) { return td_sat_i32(x); }
     static TD_DEV int32_t from(int64_t x) { return (int32_t)(uint32_t)x; }
     static TD_DEV int32_t from(int32_t x) { return x; }
     static TD_DEV int32_t from(uint8_t x) { return x; }
 };
-template <> struct td_conv<int64_t> {
+template <> struct td_cast_to<int64_t> {
     static TD_DEV int64_t from(float x) { return td_sat_i64(x); }
     static TD_DEV int64_t from(double x) { return td_sat_i64(x); }
     static TD_DEV int64_t from(int64_t x) { return x; }
     static TD_DEV int64_t from(int32_t x) { return x; }
     static TD_DEV int64_t from(uint8_t x) { return x; }
 };
-template <> struct td_conv<uint8_t> {
+template <> struct td_cast_to<uint8_t> {
     static TD_DEV uint8_t from(float x) { return td_sat_u8(x); }
     static TD_DEV uint8_t from(double x) { return td_sat_u8(x); }
     static TD_DEV uint8_t from(int64_t x) { return (uint8_t)x; }
     static TD_DEV uint8_t from(int32_t x) { return (uint8_t)x; }
     static TD_DEV uint8_t from(uint8_t x) { return x; }
 };
-template <> struct td_conv<td_bool> {
+template <> struct td_cast_to<td_bool> {
     template <typename S> static TD_DEV td_bool from(S x)
     {
         td_bool b;

@@ -104,6 +104,14 @@
  *  - the movement ops of issue 13 (SLICE_STEP .. GATHER_ND): exact, SCATTER_ADD and
  *    INDEX_ADD included (both backends add each destination's contributions in ascending
  *    order, each add rounded to the dtype; a NaN sum may carry another payload);
+ *  - CONV CONV_TRANSPOSE CONV_WEIGHT_GRAD (TD_ACC_CONV): the MATMUL bound with K the products
+ *    one output sums (conv_products: C/groups times the kernel size; N times the output
+ *    positions for the weight gradient) and |A| @ |B| replaced by the op on |inputs| (bias
+ *    included); f16/bf16 with u = 2^-24 in the K term (f32 accumulation on both backends)
+ *    plus 1 ulp of the dtype; MAX_POOL, MAX_POOL_INDICES exact (NaN and inf included);
+ *    AVG_POOL, ADAPTIVE_AVG_POOL, INTERPOLATE and the pool gradients 4 ulp (both backends
+ *    run the same loop in the same working type; the division and the products differ at
+ *    most by the device's rounding, which is IEEE here);
  *  - the dtypes i8, i16: exact, like every integer result. f16 and bf16 (both backends
  *    widen to f32, compute there and round once to the dtype): the bounds above with ulp and
  *    u those of the dtype (u = 2^-11 for f16, 2^-8 for bf16), so exact ops stay bit for bit
@@ -729,6 +737,24 @@ static int64_t norm_group(const tcase *c)
 /* Unit roundoff of a scan's accumulator: f32 for f16/bf16, double otherwise. */
 static double scan_u(uint32_t dt) { return td__dtype_is_half(dt) ? 0x1p-24 : 0x1p-53; }
 
+/* TD_ACC_CONV's K: the products one output element sums (an upper bound for the
+ * transposed convolution): C/groups * kernel for CONV and CONV_TRANSPOSE (weight dim 1 or
+ * input channels / groups, times the kernel's spatial size), N * output positions for
+ * CONV_WEIGHT_GRAD. */
+static int64_t conv_products(const td__op *op, const td__desc *in)
+{
+    int64_t k = 1;
+    const td__desc *w = &in[1];
+    if (op->opcode == TD_OP_CONV_WEIGHT_GRAD) {
+        k = w->dims[0];
+        for (uint32_t i = 2; i < w->rank; i++) k *= w->dims[i];
+        return k;
+    }
+    k = op->opcode == TD_OP_CONV ? w->dims[1] : in[0].dims[1] / (op->iattrs[0] > 0 ? op->iattrs[0] : 1);
+    for (uint32_t i = 2; i < w->rank; i++) k *= w->dims[i];
+    return k;
+}
+
 static bool run_case(executor *ref, executor *tgt, executor *low, const tcase *c, size_t index,
                      char *why, size_t whylen, double *worst_ulp, double *worst_frac)
 {
@@ -800,7 +826,7 @@ static bool run_case(executor *ref, executor *tgt, executor *low, const tcase *c
     check k = {.c = c, .dtype = od.dtype, .n = td__desc_nelem(&od), .want = want, .got = got};
     if (td__dtype_is_float(od.dtype) && (c->tol == TOL_SUM || c->tol == TOL_MATMUL)) {
         /* the same op on |inputs|, on the reference, scales the bound */
-        step p[3];
+        step p[TD_OP_MAX_INPUTS + 1];
         int np = 0;
         for (int j = 0; j < c->n_in; j++) {
             p[np] = (step){.op = {.opcode = TD_OP_ABS, .n_inputs = 1}, .slot = {j}};
@@ -823,6 +849,7 @@ static bool run_case(executor *ref, executor *tgt, executor *low, const tcase *c
             k.factor = 4.0 * (double)reduced_count(c) * 0x1p-53;
         } else {
             int64_t kk = in_desc[0].dims[in_desc[0].rank - 1];
+            if (td__op_class(op.opcode) == TD_OPCLASS_CONV) kk = conv_products(&op, in_desc);
             /* f16/bf16 multiply and add in f32 (u = 2^-24) and round once at the end: the
              * 1 ulp term, in the half dtype, covers that rounding */
             k.factor = 2.0 * (double)kk * (od.dtype == TD_F64 ? 0x1p-53 : 0x1p-24);
@@ -939,7 +966,7 @@ static void tol_of(tcase *c, const td__op_row *r)
     case TD_ACC_ULP16: c->tol = TOL_ULP; c->ulps = 16; break;
     case TD_ACC_SUM: c->tol = TOL_SUM; break;
     case TD_ACC_PROD: c->tol = TOL_PROD; break;
-    case TD_ACC_MATMUL: c->tol = TOL_MATMUL; break;
+    case TD_ACC_MATMUL: case TD_ACC_CONV: c->tol = TOL_MATMUL; break;
     case TD_ACC_NORMAL: c->tol = TOL_NORMAL; break;
     case TD_ACC_SOFTMAX: case TD_ACC_LOG_SOFTMAX: c->tol = TOL_SOFTMAX; break;
     case TD_ACC_STAT: c->tol = TOL_STAT; break;
@@ -1799,6 +1826,86 @@ static void add_nn(void)
             }
 }
 
+/* CONV and POOL families (engine/window.h): a handful of shapes per op covering groups,
+ * stride > kernel, dilation, asymmetric and negative-high padding, 1-3 spatial dims, a zero
+ * batch and one larger conv (the CPU's parallel blocks); every float dtype. Conv ops are
+ * held to TD_ACC_CONV (the matmul bound with K the products per output); max pooling is
+ * exact (NaN and inf included); avg/adaptive pooling, the pool gradients and interpolation
+ * to 4 ulp (both backends sum in the same order in the same type). */
+typedef struct wcase {
+    uint32_t opcode;
+    int n_in;
+    shape sh[3];
+    uint32_t n_iattrs;
+    int64_t ia[16];
+    bool specials;
+} wcase;
+
+static void add_window(void)
+{
+    const wcase ws[] = {
+        /* conv: groups, stride, dilation, pad_lo, pad_hi */
+        {TD_OP_CONV, 3, {SH(2, 4, 9), SH(6, 2, 3), SH(6)}, 5, {2, 2, 1, 1, 1}, false},
+        {TD_OP_CONV, 2, {SH(2, 3, 8, 7), SH(4, 3, 3, 3)}, 9, {1, 1, 1, 2, 1, 1, 0, 1, 2}, false},
+        {TD_OP_CONV, 2, {SH(1, 2, 4, 5, 4), SH(2, 2, 2, 3, 2)}, 13,
+         {1, 1, 2, 1, 1, 1, 1, 1, 0, 1, 0, 1, 0}, false},
+        {TD_OP_CONV, 3, {SH(1, 8, 16, 16), SH(8, 1, 3, 3), SH(8)}, 9, {8, 2, 2, 1, 1, 1, 1, 1, 1},
+         false},
+        {TD_OP_CONV, 2, {SH(2, 6, 7, 7), SH(4, 3, 2, 2)}, 9, {2, 3, 3, 1, 1, 0, 0, 0, 0}, false},
+        {TD_OP_CONV, 3, {SH(4, 16, 20, 20), SH(32, 16, 3, 3), SH(32)}, 9,
+         {1, 1, 1, 1, 1, 1, 1, 1, 1}, false},
+        {TD_OP_CONV, 2, {SH(0, 4, 5, 5), SH(4, 4, 3, 3)}, 9, {1, 1, 1, 1, 1, 1, 1, 1, 1}, false},
+        /* conv_transpose: groups, stride, dilation, pad_lo, pad_hi (= padding - output_padding) */
+        {TD_OP_CONV_TRANSPOSE, 3, {SH(2, 4, 5), SH(4, 3, 3), SH(6)}, 5, {2, 2, 1, 1, 0}, false},
+        {TD_OP_CONV_TRANSPOSE, 2, {SH(2, 3, 5, 4), SH(3, 2, 3, 2)}, 9,
+         {1, 2, 3, 1, 2, 1, 0, 0, -1}, false},
+        /* conv_weight_grad: groups, stride, dilation, pad_lo, pad_hi, kernel */
+        {TD_OP_CONV_WEIGHT_GRAD, 2, {SH(2, 4, 7, 6), SH(2, 6, 4, 6)}, 11,
+         {2, 2, 1, 1, 1, 1, 1, 1, 1, 3, 3}, false},
+        {TD_OP_CONV_WEIGHT_GRAD, 2, {SH(3, 2, 10), SH(3, 4, 4)}, 6, {1, 2, 2, 0, 1, 3}, false},
+        /* max pool: ceil, kernel, stride, dilation, pad */
+        {TD_OP_MAX_POOL, 1, {SH(2, 3, 9, 8)}, 9, {1, 3, 2, 2, 2, 1, 2, 1, 1}, true},
+        {TD_OP_MAX_POOL_INDICES, 1, {SH(2, 3, 9, 8)}, 9, {1, 3, 2, 2, 2, 1, 2, 1, 1}, true},
+        {TD_OP_MAX_POOL, 1, {SH(2, 2, 11)}, 5, {0, 3, 2, 1, 1}, true},
+        {TD_OP_MAX_POOL_INDICES, 1, {SH(2, 2, 11)}, 5, {0, 3, 2, 1, 1}, true},
+        /* ... backward: + input size (dy [2, 3, 5, 5] for [9, 8]) */
+        {TD_OP_MAX_POOL_BACKWARD, 2, {SH(2, 3, 5, 5), SH(2, 3, 5, 5)}, 11,
+         {1, 3, 2, 2, 2, 1, 2, 1, 1, 9, 8}, false},
+        /* avg pool: ceil, count_include_pad, kernel, stride, pad */
+        {TD_OP_AVG_POOL, 1, {SH(2, 3, 9, 8)}, 8, {1, 0, 3, 3, 2, 2, 1, 1}, false},
+        {TD_OP_AVG_POOL, 1, {SH(2, 3, 9, 8)}, 8, {1, 1, 3, 3, 2, 2, 1, 1}, false},
+        {TD_OP_AVG_POOL, 1, {SH(2, 2, 11)}, 5, {0, 1, 2, 3, 0}, false},
+        {TD_OP_AVG_POOL_BACKWARD, 1, {SH(2, 3, 5, 5)}, 10, {1, 0, 3, 3, 2, 2, 1, 1, 9, 8}, false},
+        {TD_OP_ADAPTIVE_AVG_POOL, 1, {SH(2, 3, 9, 7)}, 2, {4, 3}, false},
+        {TD_OP_ADAPTIVE_AVG_POOL, 1, {SH(2, 3, 3)}, 1, {7}, false},
+        {TD_OP_ADAPTIVE_AVG_POOL_BACKWARD, 1, {SH(2, 3, 4, 3)}, 2, {9, 7}, false},
+        /* interpolate: mode, align_corners, output size */
+        {TD_OP_INTERPOLATE, 1, {SH(2, 2, 5, 4)}, 4, {0, 0, 7, 9}, true},
+        {TD_OP_INTERPOLATE, 1, {SH(2, 2, 5, 4)}, 4, {1, 0, 7, 9}, false},
+        {TD_OP_INTERPOLATE, 1, {SH(2, 2, 5, 4)}, 4, {1, 1, 7, 3}, false},
+        {TD_OP_INTERPOLATE, 1, {SH(2, 2, 6)}, 3, {1, 0, 13}, false},
+    };
+    char sb[96];
+    for (size_t i = 0; i < COUNT(ws); i++) {
+        const td__op_row *r = td__op_row_of(ws[i].opcode);
+        for (size_t d = 0; d < n_float; d++) {
+            const uint32_t dt = k_float[d];
+            tcase *c = add_case("%s %s %s case %zu", r->name, dtn(dt),
+                                shape_str(&ws[i].sh[0], sb, sizeof sb), i);
+            c->n_in = ws[i].n_in;
+            for (int k = 0; k < ws[i].n_in; k++)
+                c->in[k] = in_of(dt, ws[i].sh[k], ws[i].specials ? GEN_ANY : GEN_PLAIN);
+            if (ws[i].opcode == TD_OP_MAX_POOL_BACKWARD) {
+                c->in[1] = in_of(TD_I64, ws[i].sh[1], GEN_INDEX);
+                c->in[1].lim = 72; /* the [9, 8] plane */
+            }
+            c->op = (td__op){.opcode = ws[i].opcode, .n_iattrs = ws[i].n_iattrs};
+            for (uint32_t a = 0; a < ws[i].n_iattrs; a++) c->op.iattrs[a] = ws[i].ia[a];
+            tol_of(c, r);
+        }
+    }
+}
+
 static void build_cases(void)
 {
     n_all = dtypes_of(TD_DTC_ANY, k_all);
@@ -1816,6 +1923,7 @@ static void build_cases(void)
     add_scan();
     add_sort();
     add_nn();
+    add_window();
 }
 
 /* ---- the out-of-memory check ---- */

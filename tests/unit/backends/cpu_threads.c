@@ -369,3 +369,48 @@ Test(cpu_determinism, normalisations_and_dropout)
     tu_free(dev1, &x);
     tu_free(dev1, &dy);
 }
+
+/* CONV and POOL families (cpu_conv.c, cpu_window.c): large enough that the 4-thread device
+ * splits the blocks (conv tiles, weight-gradient column tiles, planes) across threads. */
+static td__view normal_on(uint32_t dt, uint32_t rank, const int64_t *d, uint64_t seed)
+{
+    td__view x = tu_new(dev1, dt, rank, d, NULL);
+    td__op gen = tu_op(TD_OP_RAND_NORMAL, rank, d);
+    gen.dtype = dt;
+    gen.seed = seed;
+    gen.fattrs[1] = 1.0;
+    cr_assert_eq(tu_exec(dev1, gen, NULL, 0, &x), TD_OK, "%s", tu_err);
+    return x;
+}
+
+Test(cpu_determinism, conv_and_pool_are_bit_identical)
+{
+    static const uint32_t dts[] = {TD_F32, TD_F64, TD_BF16};
+    for (size_t k = 0; k < 3; k++) {
+        const uint32_t dt = dts[k];
+        td__view in[3];
+        in[0] = normal_on(dt, 4, DIMS(4, 8, 24, 24), 1);
+        in[1] = normal_on(dt, 4, DIMS(16, 4, 3, 3), 2);
+        in[2] = normal_on(dt, 1, DIMS(16), 3);
+        /* groups 2, stride 1, pad 1: [4, 16, 24, 24] */
+        same_bytes(tu_op(TD_OP_CONV, 9, DIMS(2, 1, 1, 1, 1, 1, 1, 1, 1)), in, 3, dt, 4,
+                   DIMS(4, 16, 24, 24), "conv");
+        td__view dy = normal_on(dt, 4, DIMS(4, 16, 24, 24), 4);
+        td__view wg[2] = {in[0], dy};
+        same_bytes(tu_op(TD_OP_CONV_WEIGHT_GRAD, 11, DIMS(2, 1, 1, 1, 1, 1, 1, 1, 1, 3, 3)), wg,
+                   2, dt, 4, DIMS(16, 4, 3, 3), "conv_weight_grad");
+        td__view tin[2] = {dy, in[1]};
+        same_bytes(tu_op(TD_OP_CONV_TRANSPOSE, 9, DIMS(2, 1, 1, 1, 1, 1, 1, 1, 1)), tin, 2, dt, 4,
+                   DIMS(4, 8, 24, 24), "conv_transpose (input grad)");
+        same_bytes(tu_op(TD_OP_MAX_POOL_INDICES, 9, DIMS(0, 3, 3, 2, 2, 1, 1, 1, 1)), in, 1,
+                   TD_I64, 4, DIMS(4, 8, 12, 12), "max_pool_indices");
+        td__view pd = normal_on(dt, 4, DIMS(4, 8, 12, 12), 5);
+        same_bytes(tu_op(TD_OP_AVG_POOL_BACKWARD, 10, DIMS(0, 1, 3, 3, 2, 2, 1, 1, 24, 24)), &pd,
+                   1, dt, 4, DIMS(4, 8, 24, 24), "avg_pool_backward");
+        same_bytes(tu_op(TD_OP_INTERPOLATE, 4, DIMS(1, 0, 37, 29)), in, 1, dt, 4,
+                   DIMS(4, 8, 37, 29), "interpolate");
+        tu_free(dev1, &pd);
+        tu_free(dev1, &dy);
+        for (int j = 0; j < 3; j++) tu_free(dev1, &in[j]);
+    }
+}

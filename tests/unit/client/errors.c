@@ -704,8 +704,40 @@ static void walk_nn(void)
     td_release(f1);
 }
 
+/* Convolution, pooling, interpolation: NULL inputs, rank 2 (not [N, C, spatial]), and a
+ * bad attribute each. */
+static void walk_window(void)
+{
+    const int64_t sz[2] = {3, 3};
+    const td_pool_params pp = {.kernel = {2, 2}};
+    const td_conv_params cp = {.groups = 1};
+    BAD("td_conv", NULL, "x NULL", td_conv(NULL, f2x3, NULL, NULL));
+    BAD("td_conv", ctx, "rank 2", td_conv(f2x3, f2x3, NULL, &cp));
+    BAD("td_conv_transpose", NULL, "weight NULL", td_conv_transpose(f2x3, NULL, NULL, NULL));
+    BAD("td_conv_transpose", ctx, "rank 2", td_conv_transpose(f2x3, f2x3, NULL, NULL));
+    BAD("td_conv_input_grad", NULL, "dy NULL", td_conv_input_grad(NULL, f2x3, sz, NULL));
+    BAD("td_conv_input_grad", ctx, "rank 2", td_conv_input_grad(f2x3, f2x3, sz, NULL));
+    BAD("td_conv_weight_grad", NULL, "x NULL", td_conv_weight_grad(NULL, f2x3, sz, NULL));
+    BAD("td_conv_weight_grad", ctx, "rank 2", td_conv_weight_grad(f2x3, f2x3, sz, NULL));
+    BAD("td_max_pool", NULL, "x NULL", td_max_pool(NULL, &pp, NULL));
+    BAD("td_max_pool", ctx, "rank 2", td_max_pool(f2x3, &pp, NULL));
+    BAD("td_max_pool_backward", NULL, "dy NULL", td_max_pool_backward(NULL, idx2x1, sz, &pp));
+    BAD("td_max_pool_backward", ctx, "rank 2", td_max_pool_backward(f2x3, idx2x1, sz, &pp));
+    BAD("td_avg_pool", NULL, "x NULL", td_avg_pool(NULL, &pp));
+    BAD("td_avg_pool", ctx, "rank 2", td_avg_pool(f2x3, &pp));
+    BAD("td_avg_pool_backward", NULL, "dy NULL", td_avg_pool_backward(NULL, sz, &pp));
+    BAD("td_avg_pool_backward", ctx, "rank 2", td_avg_pool_backward(f2x3, sz, &pp));
+    BAD("td_adaptive_avg_pool", NULL, "x NULL", td_adaptive_avg_pool(NULL, sz));
+    BAD("td_adaptive_avg_pool", ctx, "rank 2", td_adaptive_avg_pool(f2x3, sz));
+    BAD("td_adaptive_avg_pool_backward", NULL, "dy NULL", td_adaptive_avg_pool_backward(NULL, sz));
+    BAD("td_adaptive_avg_pool_backward", ctx, "rank 2", td_adaptive_avg_pool_backward(f2x3, sz));
+    BAD("td_interpolate", NULL, "x NULL", td_interpolate(NULL, sz, TD_INTERP_NEAREST, false));
+    BAD("td_interpolate", ctx, "rank 2", td_interpolate(f2x3, sz, TD_INTERP_LINEAR, false));
+}
+
 static void walk_all(void)
 {
+    walk_window();
     walk_creation();
     walk_autodiff();
     walk_elementwise();

@@ -239,6 +239,29 @@ static void walk(uint32_t oc, uint32_t dt)
                 }
         }
         break;
+    case TD_OPCLASS_CONV: case TD_OPCLASS_POOL: {
+        /* every pair of pool shapes as input 0 and input 1 (weight, dy, indices; a third,
+         * the bias, is input 1 again), attributes all 1 (groups, strides, dilations, pads,
+         * kernels, sizes, modes) or with huge sizes */
+        const td__op_row *row = td__op_row_of(oc);
+        op.n_inputs = row->max_inputs;
+        for (size_t a = 0; a < N_POOL; a++)
+            for (size_t b = 0; b < N_POOL; b++)
+                for (int big = 0; big < 2; big++) {
+                    /* input 0 of another rank is refused before input 1 is read: one b */
+                    if ((pool[a].rank < 3 || pool[a].rank > 5) && b != a) continue;
+                    in[0] = mk(dt, &pool[a]);
+                    in[1] = mk(oc == TD_OP_MAX_POOL_BACKWARD ? TD_I64 : dt, &pool[b]);
+                    in[2] = in[1];
+                    /* ranks above 5 are refused by rank: any count within the limit */
+                    uint32_t nsp = pool[a].rank >= 3 && pool[a].rank <= 5 ? pool[a].rank - 2 : 1;
+                    op.n_iattrs = row->attrs.n + (uint32_t)row->attrs.a[2].lo * nsp;
+                    for (uint32_t i = 0; i < op.n_iattrs; i++)
+                        op.iattrs[i] = big && i >= row->attrs.n ? P(31) : 1;
+                    check(&op, in);
+                }
+        break;
+    }
     case TD_OPCLASS_SCAN: case TD_OPCLASS_SORT:
         op.n_inputs = 1;
         for (size_t a = 0; a < N_POOL; a++) {
@@ -656,6 +679,32 @@ Test(op_invariants, extra_attribute_refused_for_every_op)
                 op.iattrs[0] = 1;
             }
             break;
+        case TD_OPCLASS_CONV:
+        case TD_OPCLASS_POOL: {
+            /* x [2, 3, 4]; weight / dy / indices [3, 3, 1] ([3, 3, 4] for dy and indices of
+             * the pool gradients); attributes all 1, pads 0 */
+            static const td__desc cw = {.dtype = TD_F32, .rank = 3, .dims = {3, 3, 1}};
+            static const td__desc cx3 = {.dtype = TD_F32, .rank = 3, .dims = {2, 3, 4}};
+            static const td__desc ci = {.dtype = TD_I64, .rank = 3, .dims = {2, 3, 4}};
+            static const td__desc dyw = {.dtype = TD_F32, .rank = 3, .dims = {2, 3, 4}};
+            const td__op_row *row = td__op_row_of(oc);
+            in[0] = &cx3;
+            in[1] = oc == TD_OP_MAX_POOL_BACKWARD ? &ci : oc == TD_OP_CONV_WEIGHT_GRAD ? &dyw : &cw;
+            op.n_inputs = row->min_inputs;
+            op.n_iattrs = row->attrs.n + (uint32_t)row->attrs.a[2].lo;
+            for (uint32_t i = 0; i < op.n_iattrs; i++) op.iattrs[i] = 1;
+            if (oc == TD_OP_CONV || oc == TD_OP_CONV_TRANSPOSE || oc == TD_OP_CONV_WEIGHT_GRAD) {
+                op.iattrs[3] = op.iattrs[4] = 0; /* pads */
+            } else if (oc == TD_OP_MAX_POOL || oc == TD_OP_MAX_POOL_INDICES ||
+                       oc == TD_OP_MAX_POOL_BACKWARD) {
+                op.iattrs[4] = 0;
+                if (oc == TD_OP_MAX_POOL_BACKWARD) op.iattrs[5] = 4;
+            } else if (oc == TD_OP_AVG_POOL || oc == TD_OP_AVG_POOL_BACKWARD) {
+                op.iattrs[4] = 0;
+                if (oc == TD_OP_AVG_POOL_BACKWARD) op.iattrs[5] = 4;
+            }
+            break;
+        }
         case TD_OPCLASS_NONE: cr_assert_fail("opcode %u has no class", oc);
         }
         /* a valid baseline: every optional attribute present, valid float attributes, and

@@ -1,0 +1,78 @@
+/* conv-bench — td_conv on ResNet-50 layer shapes (batch 32, f32) on a tensord device, next to
+ * PyTorch CPU in the same run (bench/conv_torch.py, started by bench/conv_bench.sh with
+ * torch.set_num_threads(2)). Prints one line per shape: the median of `reps` timed runs
+ * (after one warm-up) of record + fence, in milliseconds, and GFLOP/s (2 x MACs / time).
+ * Usage: conv-bench [URI] [reps]   (default local:cpu, 5). Never asserts on speed. */
+#include "tensord.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+typedef struct shape {
+    const char *name;
+    int64_t c, h, w, co, k, stride, pad;
+} shape;
+
+static const shape shapes[] = {
+    {"conv1 7x7/2 3->64 224", 3, 224, 224, 64, 7, 2, 3},
+    {"layer1 3x3 64->64 56", 64, 56, 56, 64, 3, 1, 1},
+    {"layer2 3x3 128->128 28", 128, 28, 28, 128, 3, 1, 1},
+    {"layer3 1x1 1024->256 14", 1024, 14, 14, 256, 1, 1, 0},
+    {"layer4 3x3 512->512 7", 512, 7, 7, 512, 3, 1, 1},
+};
+
+static double now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+static int cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv)
+{
+    const char *uri = argc > 1 ? argv[1] : "local:cpu";
+    int reps = argc > 2 ? atoi(argv[2]) : 5;
+    if (reps < 1 || reps > 100) reps = 5;
+    td_context *ctx;
+    if (td_connect(uri, NULL, &ctx) != TD_OK) {
+        fprintf(stderr, "conv-bench: %s\n", td_connect_error());
+        return 2;
+    }
+    const int64_t n = 32;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const shape *p = &shapes[s];
+        td_tensor *x = td_rand_normal(ctx, TD_F32, 4, (int64_t[]){n, p->c, p->h, p->w}, 1, 0, 1);
+        td_tensor *w = td_rand_normal(ctx, TD_F32, 4, (int64_t[]){p->co, p->c, p->k, p->k}, 2, 0, 0.1);
+        td_conv_params cp = {.stride = {p->stride, p->stride}, .pad_lo = {p->pad, p->pad},
+                             .pad_hi = {p->pad, p->pad}};
+        double t[100];
+        int64_t oh = 0, ow = 0;
+        for (int r = -1; r < reps; r++) {
+            double t0 = now_ms();
+            td_tensor *y = td_conv(x, w, NULL, &cp);
+            if (y == NULL || td_fence(ctx) != TD_OK) {
+                fprintf(stderr, "conv-bench: %s\n", td_last_error(ctx));
+                return 1;
+            }
+            if (r >= 0) t[r] = now_ms() - t0;
+            oh = td_dims(y)[2];
+            ow = td_dims(y)[3];
+            td_release(y);
+        }
+        qsort(t, (size_t)reps, sizeof t[0], cmp);
+        const double ms = t[reps / 2];
+        const double flop = 2.0 * (double)n * (double)p->co * (double)(oh * ow) *
+                            (double)(p->c * p->k * p->k);
+        printf("tensord %-26s %9.1f ms %7.1f GFLOP/s\n", p->name, ms, flop / ms * 1e-6);
+        td_release(x);
+        td_release(w);
+    }
+    td_close(ctx);
+    return 0;
+}
