@@ -802,7 +802,9 @@ td_status td_backward_grad(td_tensor *out, td_tensor *grad)
     td__autodiff *ad = *td__ctx_autodiff(ctx);
     const uint64_t out_id = td__tensor_id(out);
     if (ad == NULL || !requires(ad, out_id)) {
-        snprintf(msg, sizeof msg, "td_backward: tensor %llu does not depend on a tensor that "
+        snprintf(msg, sizeof msg, "td_backward: tensor %llu is not on the tape: either it "
+                 "was computed before the last td_backward or td_tape_clear (each frees the "
+                 "tape: run the forward pass again), or it does not depend on a tensor that "
                  "requires a gradient (call td_requires_grad on the parameters before the "
                  "forward pass; outside td_no_grad scopes)", (unsigned long long)out_id);
         td__ctx_set_error(ctx, TD_EINVAL, msg);

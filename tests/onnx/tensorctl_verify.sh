@@ -99,7 +99,31 @@ expect_rc() {
 expect_rc 2 "missing server address" "$tensorctl" verify
 expect_rc 2 "--input needs --model" "$tensorctl" verify "unix:$TMP/good.sock" --input a=x.npy
 expect_rc 2 "bad tolerance" "$tensorctl" verify "unix:$TMP/good.sock" --rtol -1
-expect_rc 1 "no device 'cuda:7' (it has: cpu)" "$tensorctl" verify "unix:$TMP/good.sock" \
+expect_rc 2 "no device 'cuda:7' (it has: cpu)" "$tensorctl" verify "unix:$TMP/good.sock" \
     --device cuda:7
 expect_rc 0 "Check that a server computes" "$tensorctl" verify --help
+expect_rc 2 "no --input for model input 'b'" "$tensorctl" verify "unix:$TMP/good.sock" \
+    --model "$mm" --input a="$TMP/a.npy"
+
+# --json - with --model: whole JSON objects on their own lines among the table's
+"$tensorctl" verify "unix:$TMP/good.sock" --model "$mm" --input a="$TMP/a.npy" \
+    --input b="$TMP/b.npy" --json - >"$TMP/mj.out"
+grep '^{' "$TMP/mj.out" >"$TMP/mj.json"
+"$py" - "$TMP/mj.json" <<'PY' || fail "--json - with --model is not one object per line"
+import json, sys
+objs = [json.loads(line) for line in open(sys.argv[1])]
+assert len(objs) == 1 and objs[0]["outputs"][0]["passed"] is True, objs
+PY
+
+# a server killed mid-run: one "lost the session" line and exit 1, not thousands of FAILs
+start lost TENSORD_LOG_LEVEL=warn
+lost_pid=${pids[-1]}
+rc=0
+( sleep 1.5; kill -9 "$lost_pid" ) &
+"$tensorctl" verify "unix:$TMP/lost.sock" >"$TMP/lost.out" 2>&1 || rc=$?
+[[ $rc == 1 ]] || { tail "$TMP/lost.out"; fail "verify of a killed server exited $rc, want 1"; }
+grep -q "lost the session" "$TMP/lost.out" || { tail "$TMP/lost.out"; fail "no 'lost the session'"; }
+nf=$(grep -c '^FAIL' "$TMP/lost.out" || true)
+[[ $nf -le 1 ]] || fail "$nf FAIL lines after the server died"
+grep -q "could not run" "$TMP/lost.out" || fail "no 'could not run' verdict"
 echo "ok: tensorctl verify"

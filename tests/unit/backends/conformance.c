@@ -2064,6 +2064,7 @@ static int run_target(executor *ref, const char *uri, const run_opts *ro)
         fputs(", \"failures\": [", ro->json);
     }
     size_t nfail_json = 0;
+    bool lost = false;
     for (size_t i = 0; i < g_ncases; i++) {
         const tcase *c = &g_cases[i];
         if (ro->filter != NULL && strstr(c->name, ro->filter) == NULL) continue;
@@ -2078,6 +2079,15 @@ static int run_target(executor *ref, const char *uri, const run_opts *ro)
         op_stats *ps = row != NULL ? &per[row - td__op_rows] : NULL;
         g_refused = false;
         bool ok = run_case(ref, &tgt, lowp, c, i, why, sizeof why, &wu, &wf);
+        if (!ok && (strstr(why, "target TD_ECLOSED") != NULL ||
+                    strstr(why, "target TD_EUNAVAILABLE") != NULL)) {
+            /* the session is gone (server stopped, connection lost): the remaining cases
+             * would only repeat it, and none of them says anything about an op */
+            printf("conformance: lost the session to %s at case '%s': %s; the remaining cases "
+                   "were not run\n", uri, c->name, why);
+            lost = true;
+            break;
+        }
         if (g_refused) {
             char pair[40];
             snprintf(pair, sizeof pair, "%s %s", td__op_name(c->op.opcode),
@@ -2147,8 +2157,9 @@ static int run_target(executor *ref, const char *uri, const run_opts *ro)
     }
     if (ro->json != NULL) {
         fprintf(ro->json, "], \"cases\": %zu, \"passed\": %zu, \"failed\": %zu, \"seconds\": %.3f, "
-                          "\"skipped_large\": %zu, \"ops\": [", st.run, st.passed, st.failed, secs,
-                skipped_quick);
+                          "\"skipped_large\": %zu, \"refused\": %zu, \"session_lost\": %s, "
+                          "\"ops\": [", st.run, st.passed, st.failed, secs, skipped_quick, refused,
+                lost ? "true" : "false");
         size_t nops = 0;
         for (size_t r = 0; r < TD_OP_COUNT; r++) {
             const op_stats *ps = &per[r];
@@ -2179,7 +2190,7 @@ static int run_target(executor *ref, const char *uri, const run_opts *ro)
         for (size_t j = 0; j < nref; j++) printf("%s%s", j ? ", " : " ", refused_pairs[j]);
         printf("\n");
     }
-    return st.failed > 0 ? 1 : 0;
+    return lost ? 2 : st.failed > 0 ? 1 : 0;
 }
 
 static const char conformance_usage[] =
