@@ -87,17 +87,6 @@ static bool device_uri(const char *addr, const char *dev, char *out, size_t len)
     return n > 0 && (size_t)n < len;
 }
 
-static void json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
-        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
-        else fputc(*p, f);
-    }
-    fputc('"', f);
-}
-
 /* Element i of a float output as double. */
 static double float_at(const td__model_output *o, size_t i)
 {
@@ -153,13 +142,6 @@ static bool compare_output(const td__model_output *want, const td__model_output 
     return true;
 }
 
-/* A float for JSON: finite values as they are, null otherwise (JSON has no inf or NaN). */
-static void json_num(FILE *f, double v)
-{
-    if (isfinite(v)) fprintf(f, "%.6g", v);
-    else fputs("null", f);
-}
-
 /* Returns 0 all outputs matched, 1 a device failed or differed, 2 the model or its inputs
  * failed on local:cpu (a usage problem, not the server's). Each device's JSON object is
  * built whole in memory and written as one line. */
@@ -184,16 +166,16 @@ static int verify_model(const char *const *uris, const char *const *names, int n
         printf("model %s on %s:\n", model, names[d]);
         if (j != NULL) {
             fputs("{\"device\": ", j);
-            json_str(j, names[d]);
+            td__json_str(j, names[d]);
             fputs(", \"model\": ", j);
-            json_str(j, model);
+            td__json_str(j, model);
         }
         if (td__model_run_files(uris[d], opts, model, n_in, in_names, in_files, &got, err,
                                 sizeof err) != 0) {
             printf("  FAIL the run: %s\n", err);
             if (j != NULL) {
                 fputs(", \"error\": ", j);
-                json_str(j, err);
+                td__json_str(j, err);
                 fputs("}\n", j);
             }
             rc = 1;
@@ -211,11 +193,11 @@ static int verify_model(const char *const *uris, const char *const *names, int n
                 if (!ok) rc = 1;
                 if (j != NULL) {
                     fputs(i ? ", {\"output\": " : "{\"output\": ", j);
-                    json_str(j, ref.out[i].name);
+                    td__json_str(j, ref.out[i].name);
                     fprintf(j, ", \"passed\": %s, \"max_abs_diff\": ", ok ? "true" : "false");
-                    json_num(j, max_abs);
+                    td__json_num(j, max_abs);
                     fputs(", \"why\": ", j);
-                    json_str(j, why);
+                    td__json_str(j, why);
                     fputs("}", j);
                 }
             }

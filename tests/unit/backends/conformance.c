@@ -1982,7 +1982,7 @@ typedef struct op_stats {
 } op_stats;
 
 /* s as a JSON string (RFC 8259: quote, backslash and control characters escaped). */
-static void json_str(FILE *f, const char *s)
+void td__json_str(FILE *f, const char *s)
 {
     fputc('"', f);
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
@@ -1995,7 +1995,7 @@ static void json_str(FILE *f, const char *s)
 
 /* A worst-error value for JSON: finite numbers as they are, inf (one side NaN or inf) as
  * null, since JSON has no infinity. */
-static void json_num(FILE *f, double v)
+void td__json_num(FILE *f, double v)
 {
     if (isfinite(v)) fprintf(f, "%.6g", v);
     else fputs("null", f);
@@ -2016,9 +2016,9 @@ static int run_target(executor *ref, const char *uri, const run_opts *ro)
         fprintf(stderr, "conformance: cannot open %s: %s\n", uri, err);
         if (ro->json != NULL) {
             fputs("{\"target\": ", ro->json);
-            json_str(ro->json, uri);
+            td__json_str(ro->json, uri);
             fputs(", \"error\": ", ro->json);
-            json_str(ro->json, err);
+            td__json_str(ro->json, err);
             fputs("}\n", ro->json);
         }
         return 2;
@@ -2058,9 +2058,9 @@ static int run_target(executor *ref, const char *uri, const run_opts *ro)
     clock_gettime(CLOCK_MONOTONIC, &t0);
     if (ro->json != NULL) {
         fputs("{\"target\": ", ro->json);
-        json_str(ro->json, uri);
+        td__json_str(ro->json, uri);
         fputs(", \"reference\": ", ro->json);
-        json_str(ro->json, ref->uri);
+        td__json_str(ro->json, ref->uri);
         fputs(", \"failures\": [", ro->json);
     }
     size_t nfail_json = 0;
@@ -2114,11 +2114,11 @@ static int run_target(executor *ref, const char *uri, const run_opts *ro)
             printf("FAIL %s on %s: %s\n", c->name, uri, why);
             if (ro->json != NULL) {
                 fputs(nfail_json++ ? ", {\"case\": " : "{\"case\": ", ro->json);
-                json_str(ro->json, c->name);
+                td__json_str(ro->json, c->name);
                 fputs(", \"op\": ", ro->json);
-                json_str(ro->json, td__op_name(c->op.opcode));
+                td__json_str(ro->json, td__op_name(c->op.opcode));
                 fputs(", \"why\": ", ro->json);
-                json_str(ro->json, why);
+                td__json_str(ro->json, why);
                 fputs("}", ro->json);
             }
         }
@@ -2165,12 +2165,12 @@ static int run_target(executor *ref, const char *uri, const run_opts *ro)
             const op_stats *ps = &per[r];
             if (ps->run == 0) continue;
             fputs(nops++ ? ", {\"op\": " : "{\"op\": ", ro->json);
-            json_str(ro->json, td__op_rows[r].name);
+            td__json_str(ro->json, td__op_rows[r].name);
             fprintf(ro->json, ", \"cases\": %zu, \"passed\": %zu, \"failed\": %zu, \"worst_ulp\": ",
                     ps->run, ps->passed, ps->failed);
-            json_num(ro->json, ps->worst_ulp);
+            td__json_num(ro->json, ps->worst_ulp);
             fputs(", \"worst_of_tolerance\": ", ro->json);
-            json_num(ro->json, ps->worst_frac);
+            td__json_num(ro->json, ps->worst_frac);
             fputs("}", ro->json);
         }
         fputs("]}\n", ro->json);

@@ -12,7 +12,14 @@
 #define TD_TESTS_CONFORMANCE_H
 
 #include "tensord.h"
+#include <stdio.h>
 
 int td__conformance_main(int argc, char **argv, const td_options *remote);
+
+/* JSON output shared with tensorctl verify: s as a JSON string (RFC 8259: quote, backslash
+ * and control characters escaped), and a number (null when not finite: JSON has no inf or
+ * NaN). */
+void td__json_str(FILE *f, const char *s);
+void td__json_num(FILE *f, double v);
 
 #endif
