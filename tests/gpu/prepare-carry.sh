@@ -19,6 +19,7 @@
 #                          lib/ (libtensord.so.0 + Debian libs), lib/tensord/ (the CUDA
 #                          module), lib/cuda/ (fallback libcudart)
 #     fashion-mnist/       the four Fashion-MNIST .gz files
+#     onnx-node.tar.xz     the ONNX node tests of libonnx-testdata (tests/gpu/extras-on-gpu-host.sh)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -41,7 +42,7 @@ mkdir -p "$STAGE/bin" "$STAGE/lib/tensord" "$STAGE/lib/cuda" "$STAGE/lib/hip-gem
 bins=(server/tensord tools/tensorctl examples/fashion-mnist/fashion-mnist
       tests/unit/backends/conformance tests/unit/client/test-client-api
       tests/e2e/test-e2e-compute tests/e2e/test-e2e-info tests/unit/engine/test-engine-lowering
-      bench/tensord-bench)
+      bench/tensord-bench tests/onnx/td-onnx-runner)
 for b in "${bins[@]}"; do
     [ -x "$BUILD/$b" ] || { echo "prepare-carry: $BUILD/$b was not built" >&2; exit 1; }
     cp "$BUILD/$b" "$STAGE/bin/"
@@ -71,11 +72,12 @@ cudart=$(ldd "$STAGE/lib/tensord/tensord-backend-cuda.so" | awk '/libcudart/ {pr
 
 echo "== pack"
 mkdir -p carry
-rm -rf carry/tensord-gpu.tar.xz carry/fashion-mnist carry/gpu-bench
+rm -rf carry/tensord-gpu.tar.xz carry/fashion-mnist carry/gpu-bench carry/onnx-node.tar.xz
 tar -C "$STAGE" -cf - . | xz -6 -T0 >carry/tensord-gpu.tar.xz
 cp "$BUILD/bench/gpu-bench" carry/gpu-bench # for tests/gpu/bench-on-gpu-host.sh
 mkdir -p carry/fashion-mnist
 cp "$DATA"/{train-images-idx3-ubyte,train-labels-idx1-ubyte,t10k-images-idx3-ubyte,t10k-labels-idx1-ubyte}.gz carry/fashion-mnist/
+tar -C "${ONNX_TESTDATA:-/usr/share/libonnx-testdata/data}" -cf - node | xz -6 -T0 >carry/onnx-node.tar.xz
 echo "carried libraries: $(ls "$STAGE/lib" | grep -c '\.so') (+ libtensord, the module, libcudart fallback)"
 du -sh carry/tensord-gpu.tar.xz carry/fashion-mnist; du -sh carry
 total=$(du -sb carry | awk '{print $1}')
