@@ -36,7 +36,7 @@ rm -rf "$NODE" && mkdir -p "$NODE" && tar -C "$NODE" -xJf carry/onnx-node.tar.xz
 onnx() { # label uri
     echo "== td-onnx-runner --device $2" >>"$LOG"
     timeout "$(limit 120)" "$X/bin/td-onnx-runner" --device "$2" --expected tests/onnx/expected.txt \
-        "$NODE" >"$NODE/run.log" 2>&1
+        "$NODE/node" >"$NODE/run.log" 2>&1
     local r=$?
     grep -E '^(FAIL|REJECTED|REGRESSION|NOW PASSES|expected list)' "$NODE/run.log" >>"$LOG"
     tail -5 "$NODE/run.log" >>"$LOG"
