@@ -41,8 +41,9 @@ typedef struct td__device td__device;
  * or layout — td__backend, td__device, td__view, td__op, td__desc, td__alloc_hooks, the op
  * table's row layout (engine/optable.h), an opcode's or a dtype's meaning. Version 1 was
  * the unversioned table (modules without td_backend_abi); version 3 added the dtypes f16,
- * bf16, i8 and i16 (TD_DTYPE_COUNT 10). */
-#define TD_BACKEND_ABI_VERSION 3u
+ * bf16, i8 and i16 (TD_DTYPE_COUNT 10); version 4 added td__device.uuid and the optional
+ * no_device_reason entry. */
+#define TD_BACKEND_ABI_VERSION 4u
 
 /* A contiguous tensor as a backend sees it: desc plus the device address of element 0. */
 typedef struct td__view {
@@ -89,6 +90,11 @@ typedef struct td__backend {
      * the table and allocates its host memory through it. Backends compiled into the engine
      * call td__malloc and friends directly and leave this NULL. */
     void (*set_host_alloc)(const td__alloc_hooks *hooks);
+    /* Optional: after device_count gave 0, why (the runtime's own error, e.g. "cudaGetDeviceCount:
+     * CUDA driver version is insufficient for CUDA runtime version (35)"), written as a
+     * NUL-terminated string of at most len bytes; "" when there is nothing to say. The engine
+     * puts it in its "backend <kind>: no devices" line. */
+    void (*no_device_reason)(char *buf, size_t len);
 } td__backend;
 
 struct td__device {
@@ -97,6 +103,10 @@ struct td__device {
     int index;
     char name[32];        /* "cpu", "cuda:0" */
     char description[96]; /* human-readable model */
+    /* Stable hardware identity where the backend knows one, as the vendor's tools print it
+     * (CUDA: "GPU-" and the 16-byte UUID as 8-4-4-4-12 hex digits, nvidia-smi -L's form);
+     * "" otherwise. Set by device_open. */
+    char uuid[48];
 };
 
 /* Define a loadable module's two exported symbols for its table `table` (a static const

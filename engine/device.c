@@ -223,7 +223,10 @@ static void open_backend(const td__backend *be)
 {
     int n = 0;
     if (be->device_count(&n) != TD_OK || n <= 0) {
-        td__log(TD_LOG_INFO, "backend %s: no devices", be->kind);
+        char why[200] = "";
+        if (be->no_device_reason != NULL) be->no_device_reason(why, sizeof why);
+        if (why[0] != '\0') td__log(TD_LOG_INFO, "backend %s: no devices (%s)", be->kind, why);
+        else td__log(TD_LOG_INFO, "backend %s: no devices", be->kind);
         return;
     }
     for (int i = 0; i < n && g_ndevices < TD_MAX_DEVICES; i++) {

@@ -19,7 +19,8 @@
  *     build/tests/.../test programs;
  *  3. otherwise the install directory TD_BACKEND_DIR (<prefix>/<libdir>/tensord).
  * A module that fails to load (e.g. libcudart missing) gives one info log line; a backend
- * with no devices (no driver) gives "backend <kind>: no devices" at info level.
+ * with no devices (no driver) gives "backend <kind>: no devices (<the runtime's reason>)" at
+ * info level.
  * Thread-safety: td__devices_init is idempotent and thread-safe; lookups after it are
  * read-only. */
 #ifndef TD_ENGINE_DEVICE_H

@@ -317,7 +317,20 @@ td_status td__metrics_render(const td__metrics_sources *src, char **outp, size_t
            "1 while the server takes new sessions, 0 while draining or unable to accept.");
     emit(&o, "tensord_serving %d\n", td__service_serving(src->svc, NULL, 0) ? 1 : 0);
 
-    /* Devices. GPU devices carry no uuid label: the backends do not report one yet. */
+    /* Devices. tensord_device_info carries each device's model and, for GPUs, the UUID
+     * label NVIDIA's DCGM exporter uses (UUID="GPU-..."), so a query can join our series
+     * with the exporter's on it (group_left through the info series). */
+    family(&o, "tensord_device_info", "gauge",
+           "Devices this server hosts (value 1): kind, model and hardware UUID where known.");
+    for (int i = 0; i < ndev; i++) {
+        td__device *d = td__device_at(i);
+        emit(&o, "tensord_device_info{device=\"%s\",kind=\"%s\",model=\"", d->name,
+             d->backend->kind);
+        emit_label(&o, d->description);
+        emit(&o, "\",UUID=\"");
+        emit_label(&o, d->uuid);
+        emit(&o, "\"} 1\n");
+    }
     family(&o, "tensord_device_memory_total_bytes", "gauge",
            "Memory of the device as its backend reports it (0: unknown).");
     for (int i = 0; i < ndev; i++) {

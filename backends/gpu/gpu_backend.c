@@ -133,17 +133,33 @@ td_status td__gpu_read_flag(const td__gpu_exec *x, uint64_t *out)
 
 /* ---- devices ---- */
 
+/* What the runtime said when it found no device: written once by gpu_device_count (the
+ * engine counts each backend's devices once, under its init lock), read by
+ * gpu_no_device_reason right after. */
+static char g_no_device[160];
+
 static td_status gpu_device_count(int *out)
 {
     int n = 0;
     gpuError_t e = gpuGetDeviceCount(&n);
+    g_no_device[0] = '\0';
     if (e != gpuSuccess) {
-        /* no driver (cudaErrorInsufficientDriver), no device (hipErrorNoDevice): zero devices */
+        /* no driver (cudaErrorInsufficientDriver), no device (hipErrorNoDevice): zero devices,
+         * and the runtime's words for the log line */
+        snprintf(g_no_device, sizeof g_no_device, "%s: %s (%d)", TD_GPU_COUNT_CALL,
+                 gpuGetErrorString(e), (int)e);
         gpuGetLastError();
         n = 0;
+    } else if (n == 0) {
+        snprintf(g_no_device, sizeof g_no_device, "%s found none", TD_GPU_COUNT_CALL);
     }
     *out = n;
     return TD_OK;
+}
+
+static void gpu_no_device_reason(char *buf, size_t len)
+{
+    if (len > 0) snprintf(buf, len, "%s", g_no_device);
 }
 
 static td_status gpu_device_open(td__device *dev, int index, char *err, size_t errlen)
@@ -207,6 +223,12 @@ static td_status gpu_device_open(td__device *dev, int index, char *err, size_t e
     snprintf(dev->description, sizeof dev->description, "%.60s, %.0f GiB, sm_%d%d, %d SMs",
              prop.name, (double)prop.totalGlobalMem / (1024.0 * 1024.0 * 1024.0), prop.major,
              prop.minor, prop.multiProcessorCount);
+    /* the form nvidia-smi -L and NVIDIA's metrics exporter print, so series can be joined */
+    const unsigned char *u = (const unsigned char *)prop.uuid.bytes;
+    snprintf(dev->uuid, sizeof dev->uuid,
+             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],
+             u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
+             u[14], u[15]);
 #endif
     return TD_OK;
 }
@@ -670,6 +692,7 @@ static const td__backend gpu_backend = {
     .supports_op = gpu_supports_op,
     .exec = gpu_exec,
     .set_host_alloc = gpu_set_host_alloc,
+    .no_device_reason = gpu_no_device_reason,
 };
 
 /* The module's entry points (engine/device.c looks them up with dlsym). */

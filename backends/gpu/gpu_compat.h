@@ -20,6 +20,7 @@
 #endif
 #include <hip/hip_runtime_api.h>
 #define TD_GPU_KIND "hip"
+#define TD_GPU_COUNT_CALL "hipGetDeviceCount"
 #define gpuError_t hipError_t
 #define gpuSuccess hipSuccess
 #define gpuErrorMemoryAllocation hipErrorOutOfMemory
@@ -75,6 +76,7 @@
 #else
 #include <cuda_runtime_api.h>
 #define TD_GPU_KIND "cuda"
+#define TD_GPU_COUNT_CALL "cudaGetDeviceCount"
 #define gpuError_t cudaError_t
 #define gpuSuccess cudaSuccess
 #define gpuErrorMemoryAllocation cudaErrorMemoryAllocation

@@ -378,6 +378,10 @@ def test_health_metrics_logs(tmp, pb, pbg):
                      "tensord_blob_store_bytes", "tensord_graph_cache_graphs",
                      "tensord_device_memory_total_bytes"):
             check(any(n == name for (n, _) in after), f"{name} is exported")
+        # the device info series: the CPU has no hardware UUID (the label is there, empty);
+        # tests/gpu/run-on-gpu-host.sh checks a GPU's against nvidia-smi
+        check(value(after, "tensord_device_info", device="cpu", kind="cpu", UUID="") == 1,
+              "tensord_device_info{device=\"cpu\",kind=\"cpu\",UUID=\"\"} is 1")
     finally:
         rc = srv.stop()
     check(rc == 0, f"tensord exited 0 after SIGTERM ({rc})")
