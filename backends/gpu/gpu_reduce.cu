@@ -95,9 +95,8 @@ template <typename T, bool PROD> struct arith_red {
 /* f16/bf16 SUM/MEAN and PROD: each element widened to f32 (exact) and folded as arith_red
  * folds an f32, in double. bf16 widens by f_arith (a shift; a NaN is not quieted first): every
  * element goes through a DADD/DMUL, whose NaN result is the canonical NaN whatever the
- * operand's payload, so the bits are those of f() — three integer ops an element fewer on
- * the half-rate INT32 pipe, the difference between 0.68x and PyTorch's speed on a 1 GiB bf16
- * sum (BENCHMARKS.md, 2026-12-03). */
+ * operand's payload, so the bits are those of f(), with three integer ops an element fewer
+ * on the half-rate INT32 pipe (the 1 GiB bf16 sum's speed: BENCHMARKS.md, 2026-12-03). */
 template <typename H> TD_DEV float half_arith_widen(H v) { return v.f(); }
 template <> TD_DEV float half_arith_widen<td_bf16>(td_bf16 v) { return v.f_arith(); }
 
