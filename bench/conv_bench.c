@@ -2,10 +2,12 @@
  * PyTorch CPU in the same run (bench/conv_torch.py, started by bench/conv_bench.sh with
  * torch.set_num_threads(2)). Prints one line per shape: the median of `reps` timed runs
  * (after one warm-up) of record + fence, in milliseconds, and GFLOP/s (2 x MACs / time).
- * Usage: conv-bench [URI] [reps]   (default local:cpu, 5). Never asserts on speed. */
+ * Usage: conv-bench [URI] [reps] [f32|bf16]   (default local:cpu, 5, f32; bf16: input and
+ * weight cast once before timing). Never asserts on speed. */
 #include "tensord.h"
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 typedef struct shape {
@@ -39,6 +41,12 @@ int main(int argc, char **argv)
     const char *uri = argc > 1 ? argv[1] : "local:cpu";
     int reps = argc > 2 ? atoi(argv[2]) : 5;
     if (reps < 1 || reps > 100) reps = 5;
+    const char *dts = argc > 3 ? argv[3] : "f32";
+    if (strcmp(dts, "f32") != 0 && strcmp(dts, "bf16") != 0) {
+        fprintf(stderr, "usage: conv-bench [URI] [reps] [f32|bf16]\n");
+        return 2;
+    }
+    const bool bf16 = strcmp(dts, "bf16") == 0;
     td_context *ctx;
     if (td_connect(uri, NULL, &ctx) != TD_OK) {
         fprintf(stderr, "conv-bench: %s\n", td_connect_error());
@@ -49,6 +57,13 @@ int main(int argc, char **argv)
         const shape *p = &shapes[s];
         td_tensor *x = td_rand_normal(ctx, TD_F32, 4, (int64_t[]){n, p->c, p->h, p->w}, 1, 0, 1);
         td_tensor *w = td_rand_normal(ctx, TD_F32, 4, (int64_t[]){p->co, p->c, p->k, p->k}, 2, 0, 0.1);
+        if (bf16) {
+            td_tensor *xb = td_cast(x, TD_BF16), *wb = td_cast(w, TD_BF16);
+            td_release(x);
+            td_release(w);
+            x = xb;
+            w = wb;
+        }
         td_conv_params cp = {.stride = {p->stride, p->stride}, .pad_lo = {p->pad, p->pad},
                              .pad_hi = {p->pad, p->pad}};
         double t[100];
@@ -69,7 +84,7 @@ int main(int argc, char **argv)
         const double ms = t[reps / 2];
         const double flop = 2.0 * (double)n * (double)p->co * (double)(oh * ow) *
                             (double)(p->c * p->k * p->k);
-        printf("tensord %-26s %9.1f ms %7.1f GFLOP/s\n", p->name, ms, flop / ms * 1e-6);
+        printf("tensord %-26s %9.3f ms %7.1f GFLOP/s\n", p->name, ms, flop / ms * 1e-6);
         td_release(x);
         td_release(w);
     }

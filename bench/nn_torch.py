@@ -4,8 +4,11 @@ ops, each result dropped at once). Threads: --threads N (torch.set_num_threads; 
 this machine's core count). The backward row times torch's native layer-norm backward
 (autograd of layer_norm with dy given, dx only: weight and bias need no grad).
 
+--device cuda runs on the GPU, each op followed by torch.cuda.synchronize() (as td_fence
+follows each op in nn-bench).
+
 Usage: /usr/bin/python3 bench/nn_torch.py [--rows N] [--cols N] [--reps N] [--rounds N]
-       [--threads N]"""
+       [--threads N] [--device cpu|cuda]"""
 import sys
 import time
 
@@ -13,8 +16,12 @@ import torch
 import torch.nn.functional as F
 
 
-def arg(name, default):
-    return int(sys.argv[sys.argv.index(name) + 1]) if name in sys.argv else default
+def arg(name, default, conv=int):
+    return conv(sys.argv[sys.argv.index(name) + 1]) if name in sys.argv else default
+
+
+dev = arg("--device", "cpu", str)
+sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
 
 
 rows, cols = arg("--rows", 8192), arg("--cols", 4096)
@@ -25,6 +32,7 @@ x = torch.randn(rows, cols, generator=g) * 2 + 0.5
 dy = torch.randn(rows, cols, generator=g)
 w = torch.randn(cols, generator=g) * 0.1 + 1
 b = torch.randn(cols, generator=g) * 0.1
+x, dy, w, b = (t.to(dev) for t in (x, dy, w, b))
 xg = x.clone().requires_grad_(True)
 
 
@@ -37,7 +45,7 @@ def bwd():
 rows_ = [("layer_norm_f32", lambda: F.layer_norm(x, (cols,), w, b, 1e-5), 2),
          ("layer_norm_f32_noaffine", lambda: F.layer_norm(x, (cols,), None, None, 1e-5), 2),
          ("layer_norm_backward_dx_f32", bwd, 3)]
-print("# pytorch %s, %d threads, [%d, %d] f32, median of %d x %d"
+print("# pytorch %s, " + dev + ", %d threads, [%d, %d] f32, median of %d x %d"
       % (torch.__version__, torch.get_num_threads(), rows, cols, rounds, reps))
 for name, fn, nbuf in rows_:
     times = []
@@ -45,6 +53,7 @@ for name, fn, nbuf in rows_:
         t0 = time.perf_counter()
         for _ in range(reps):
             fn()
+            sync()
         if r >= 0:
             times.append((time.perf_counter() - t0) / reps)
     times.sort()

@@ -1471,17 +1471,23 @@ static td_tensor *conv_core(E *e, td_tensor *x, td_tensor *wt, td_tensor *b, con
     return y;
 }
 
+/* Conv: 1 to 3 spatial dims through the table's convolution (td_conv: any group count
+ * dividing C and M, asymmetric pads, one fused op instead of a matmul per kernel offset);
+ * more spatial dims (group 1 only) through conv_core's matmuls. */
 static td_status h_conv(E *e, const N *n, const OP *op)
 {
     td_tensor *x = IN(0), *wt = IN(1), *b = IN(2);
     if (x == NULL || wt == NULL) return OUT(0, NULL);
-    if (td__onnx_attr_i(n, "group", 1) != 1)
-        return td__onnx_fail(e, TD_EUNSUPPORTED, "group %lld (only 1 is supported)",
-                             (long long)td__onnx_attr_i(n, "group", 1));
+    int64_t group = td__onnx_attr_i(n, "group", 1);
     int r = td_rank(x);
-    if (td_rank(wt) != r || td_dims(wt)[1] != td_dims(x)[1])
-        return td__onnx_fail(e, TD_EINVAL, "weight must be [M, C, kernel...] with C = %lld",
-                             (long long)td_dims(x)[1]);
+    int64_t C = r >= 2 ? td_dims(x)[1] : 0;
+    if (group < 1 || group > C || C % group != 0)
+        return td__onnx_fail(e, TD_EINVAL, "group %lld does not divide the %lld input channels",
+                             (long long)group, (long long)C);
+    if (td_rank(wt) != r || td_dims(wt)[1] * group != C || td_dims(wt)[0] % group != 0)
+        return td__onnx_fail(e, TD_EINVAL, "weight must be [M, C / group, kernel...] with "
+                             "C = %lld, group %lld and M a multiple of the group",
+                             (long long)C, (long long)group);
     win w;
     if (!win_plan(e, n, x, td_dims(wt) + 2, &w, false)) return TD_EINVAL;
     const Onnx__AttributeProto *ka = td__onnx_attr(n, "kernel_shape");
@@ -1489,6 +1495,21 @@ static td_status h_conv(E *e, const N *n, const OP *op)
         for (int i = 0; i < w.k; i++)
             if ((int)ka->n_ints != w.k || ka->ints[i] != w.kern[i])
                 return td__onnx_fail(e, TD_EINVAL, "kernel_shape disagrees with the weight");
+    if (w.k >= 1 && w.k <= 3) {
+        td_conv_params p;
+        memset(&p, 0, sizeof p);
+        for (int i = 0; i < w.k; i++) {
+            p.stride[i] = w.str[i];
+            p.dilation[i] = w.dil[i];
+            p.pad_lo[i] = w.pb[i];
+            p.pad_hi[i] = w.pe[i];
+        }
+        p.groups = group;
+        return OUT(0, K(td_conv(x, wt, b, &p)));
+    }
+    if (group != 1)
+        return td__onnx_fail(e, TD_EUNSUPPORTED, "group %lld with %d spatial dims (groups need "
+                             "1 to 3)", (long long)group, w.k);
     return OUT(0, conv_core(e, x, wt, b, &w));
 }
 
@@ -1585,27 +1606,68 @@ static td_status h_convtranspose(E *e, const N *n, const OP *op)
     return OUT(0, y);
 }
 
-/* Integer Mod: fmod 1 is C's remainder (the dividend's sign), fmod 0 Python's (the
- * divisor's sign). Float Mod is refused: trunc(a / b) has no exact table op. */
+/* Mod (Operators.md): fmod 1 is C's fmod (the dividend's sign), td_fmod; fmod 0 is Python's
+ * remainder (the divisor's sign), td_remainder, for integers only: the spec requires fmod 1
+ * for floating-point inputs. Integer division by zero gives the dividend (td_fmod's rule;
+ * the spec leaves it undefined). */
 static td_status h_mod(E *e, const N *n, const OP *op)
 {
     td_tensor *a = IN(0), *b = IN(1);
     if (a == NULL || b == NULL) return OUT(0, NULL);
-    if (!td__dtype_is_int((uint32_t)td_tensor_dtype(a)))
-        return td__onnx_fail(e, TD_EUNSUPPORTED, "Mod of %s (only integer dtypes)",
-                             td_dtype_name(td_tensor_dtype(a)));
-    td_tensor *zero = sc_like(e, a, 0);
-    td_tensor *nz = K(td_ne(b, zero));
-    td_tensor *bs = K(td_where(nz, b, sc_like(e, b, 1)));
-    td_tensor *rem = K(td_sub(a, K(td_mul(K(td_div(a, bs)), bs))));
-    if (td__onnx_attr_i(n, "fmod", 0) == 0) {
-        td_tensor *diff = K(td_ne(K(td_lt(rem, zero)), K(td_lt(b, zero))));
-        td_tensor *fix = K(td_where(K(td_ne(rem, zero)), diff, scalar(e, TD_BOOL, 0)));
-        rem = K(td_where(fix, K(td_add(rem, b)), rem));
-    }
-    return OUT(0, rem);
+    int64_t fm = td__onnx_attr_i(n, "fmod", 0);
+    if (fm != 0 && fm != 1) return td__onnx_fail(e, TD_EINVAL, "fmod %lld (0 or 1)", (long long)fm);
+    bool is_int = td__dtype_is_int((uint32_t)td_tensor_dtype(a));
+    if (!is_int && fm == 0)
+        return td__onnx_fail(e, TD_EINVAL, "Mod of %s needs fmod 1 (the spec's rule for "
+                             "floating-point inputs)", td_dtype_name(td_tensor_dtype(a)));
+    return OUT(0, K(fm ? td_fmod(a, b) : td_remainder(a, b)));
 }
 
+
+/* TopK (opset 10+: K a constant input): values and indices along axis, largest or smallest
+ * first, ties to the lower index (the spec's rule; td_topk's too). sorted 0 lets the order
+ * be anything, so the sorted order is a valid answer. */
+static td_status h_topk(E *e, const N *n, const OP *op)
+{
+    td_tensor *x = IN(0);
+    const int64_t *kv;
+    size_t cnt;
+    bool present;
+    if (!td__onnx_host_ints(e, n, 1, false, &kv, &cnt, &present)) return TD_EUNSUPPORTED;
+    if (x == NULL) return OUT(0, NULL);
+    if (cnt != 1) return td__onnx_fail(e, TD_EINVAL, "K must hold one value, not %zu", cnt);
+    int axis;
+    if (!axis_of(e, td__onnx_attr_i(n, "axis", -1), td_rank(x), &axis)) return TD_EINVAL;
+    td_tensor *idx = NULL;
+    td_tensor *v = K(td_topk(x, kv[0], axis, td__onnx_attr_i(n, "largest", 1) != 0, &idx));
+    K(idx);
+    td_status st = OUT(0, v);
+    if (st != TD_OK) return st;
+    return OUT(1, idx);
+}
+
+/* ScatterElements (and the older Scatter): out = data, out[index along axis] = updates
+ * (reduction "none": td_scatter, the last of duplicates wins; "add": td_scatter_add in
+ * ascending order); negative indices count from the end of the axis. */
+static td_status h_scatter_elements(E *e, const N *n, const OP *op)
+{
+    td_tensor *x = IN(0), *idx = IN(1), *upd = IN(2);
+    if (x == NULL || idx == NULL || upd == NULL) return OUT(0, NULL);
+    int axis;
+    if (!axis_of(e, td__onnx_attr_i(n, "axis", 0), td_rank(x), &axis)) return TD_EINVAL;
+    const Onnx__AttributeProto *ra = td__onnx_attr(n, "reduction");
+    bool add = false;
+    if (ra != NULL && ra->has_s) {
+        if (ra->s.len == 3 && memcmp(ra->s.data, "add", 3) == 0) add = true;
+        else if (!(ra->s.len == 4 && memcmp(ra->s.data, "none", 4) == 0))
+            return td__onnx_fail(e, TD_EUNSUPPORTED, "reduction '%.*s' (none and add are "
+                                 "supported)", (int)(ra->s.len > 16 ? 16 : ra->s.len),
+                                 (const char *)ra->s.data);
+    }
+    idx = wrap_index(e, idx, td_dims(x)[axis]);
+    if (idx == NULL) return OUT(0, NULL);
+    return OUT(0, K(add ? td_scatter_add(x, axis, idx, upd) : td_scatter(x, axis, idx, upd)));
+}
 
 static td_status h_onehot(E *e, const N *n, const OP *op)
 {
@@ -2264,9 +2326,12 @@ static const td__onnx_op ops[] = {
     {"Shrink", 9, 0, h_shrink, NULL, NULL, TD_OP_SUB, 0},
     {"MaxPool", 1, 0, h_pool, NULL, NULL, TD_OP_MAXIMUM, 0},
     {"AveragePool", 1, 0, h_pool, NULL, NULL, TD_OP_DIV, 0},
-    {"Conv", 1, 0, h_conv, NULL, NULL, TD_OP_MATMUL, 0},
+    {"Conv", 1, 0, h_conv, NULL, NULL, TD_OP_CONV, 0},
     {"ConvTranspose", 1, 0, h_convtranspose, NULL, NULL, TD_OP_MATMUL, 0},
     {"Mod", 10, 0, h_mod, NULL, NULL, NONE, 0},
+    {"TopK", 10, 0, h_topk, NULL, NULL, NONE, 1u << 1},
+    {"ScatterElements", 11, 0, h_scatter_elements, NULL, NULL, NONE, 0},
+    {"Scatter", 9, 10, h_scatter_elements, NULL, NULL, NONE, 0},
     {"OneHot", 9, 0, h_onehot, NULL, NULL, NONE, 1u << 1},
     {"Compress", 9, 0, h_compress, NULL, NULL, NONE, 1u << 1},
     {"GatherND", 11, 0, h_gathernd, NULL, NULL, NONE, 0},

@@ -42,7 +42,7 @@ mkdir -p "$STAGE/bin" "$STAGE/lib/tensord" "$STAGE/lib/cuda" "$STAGE/lib/hip-gem
 bins=(server/tensord tools/tensorctl examples/fashion-mnist/fashion-mnist
       tests/unit/backends/conformance tests/unit/client/test-client-api
       tests/e2e/test-e2e-compute tests/e2e/test-e2e-info tests/unit/engine/test-engine-lowering
-      bench/tensord-bench tests/onnx/td-onnx-runner)
+      bench/tensord-bench tests/onnx/td-onnx-runner bench/conv-bench bench/nn-bench bench/attn-bench)
 for b in "${bins[@]}"; do
     [ -x "$BUILD/$b" ] || { echo "prepare-carry: $BUILD/$b was not built" >&2; exit 1; }
     cp "$BUILD/$b" "$STAGE/bin/"
