@@ -15,11 +15,23 @@
  *    its index in its own run plus the count of pairs of the partner run below it (a
  *    binary search), so every pass is one independent write per element. Then the outputs
  *    are written from the sorted pairs.
+ *  - On CUDA, lines longer than SORT_TILE go through CUB's LSD radix sort instead (the
+ *    toolkit's own, cub::DeviceRadixSort / DeviceSegmentedRadixSort): keys sorted with the
+ *    position as the value. LSD radix sort is stable, so it gives the same (key, position)
+ *    order, hence the same bits; it runs 4 passes over 32-bit keys (dtypes of 4 bytes or
+ *    less: the key below keeps engine/sortkey.h's order) or 8 over 64-bit keys (f64, i64,
+ *    RANDPERM's Philox draws), where the merge passes above take log2(n / SORT_TILE) passes
+ *    each with a binary search per element (0.08x PyTorch's sort of 2^24 f32 on the H200,
+ *    BENCHMARKS.md). HIP keeps the merge path (Debian has no hipCUB).
  * Values are copied from the input (its own bytes); indices are i64.
  */
 #include "backends/gpu/gpu_ops.cuh"
 #include "engine/philox.h"
 #include "engine/sortkey.h"
+#if !defined(TD_GPU_HIP)
+#include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_segmented_radix_sort.cuh>
+#endif
 
 namespace {
 
@@ -226,9 +238,154 @@ extern "C" td_status td__gpu_randperm(const td__gpu_exec *x, uint64_t seed, int6
     return run_sort(x, g, 1, NULL, out);
 }
 
+#if !defined(TD_GPU_HIP)
+namespace {
+
+/* A 32-bit key with the order of td__sort_key for dtypes of at most 4 bytes: floats widened
+ * to f32 (exact) with -0.0 as +0.0 and every NaN above +inf; signed integers with the sign
+ * bit flipped; u8 the value; bool 0 or 1. Equal values get equal keys and the order is the
+ * value order, as td__sort_key's, so sorting by it gives the same stable order. */
+TD_DEV uint32_t sort_key32(uint32_t dt, const void *base, int64_t i)
+{
+    float f;
+    switch (dt) {
+    case TD_F32: f = ((const float *)base)[i]; break;
+    case TD_F16: f = td__f16_to_f32(((const uint16_t *)base)[i]); break;
+    case TD_BF16: f = td__bf16_to_f32(((const uint16_t *)base)[i]); break;
+    case TD_I32: return (uint32_t)((const int32_t *)base)[i] ^ 0x80000000u;
+    case TD_I16: return (uint32_t)(int32_t)((const int16_t *)base)[i] ^ 0x80000000u;
+    case TD_I8: return (uint32_t)(int32_t)((const int8_t *)base)[i] ^ 0x80000000u;
+    case TD_BOOL: return ((const uint8_t *)base)[i] != 0;
+    default: return ((const uint8_t *)base)[i];
+    }
+    if (f != f) return UINT32_MAX;
+    if (f == 0.0f) f = 0.0f;
+    const uint32_t b = td__f32_bits(f);
+    return (b >> 31) ? ~b : b | 0x80000000u;
+}
+
+template <typename K> TD_DEV K line_key(const line_geom &g, const void *x, int64_t line, int64_t i)
+{
+    K key;
+    if constexpr (sizeof(K) == 4) {
+        key = sort_key32(g.dt, x, x_index(g, line, i));
+    } else if (g.perm) {
+        uint32_t w[4];
+        td__philox_block(g.seed, (uint64_t)i / 2, w);
+        key = td__philox_draw64(w, (uint64_t)i);
+    } else {
+        key = td__sort_key(g.dt, x, x_index(g, line, i));
+    }
+    return g.desc ? (K)~key : key;
+}
+
+/* keys[line n + i] = the key of element i of the line, pos[...] = i; offs[line] = line n
+ * (the segment starts, offs[nlines] = the end). */
+template <typename K>
+__global__ void k_radix_keys(line_geom g, const void *x, K *keys, int32_t *pos, int32_t *offs,
+                             int64_t nlines)
+{
+    const int64_t total = nlines * g.n;
+    for (int64_t u = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; u < total;
+         u += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t line = u / g.n, i = u % g.n;
+        keys[u] = line_key<K>(g, x, line, i);
+        pos[u] = (int32_t)i;
+        if (i == 0) offs[line] = (int32_t)u;
+        if (u == total - 1) offs[nlines] = (int32_t)total;
+    }
+}
+
+__global__ void k_radix_write(line_geom g, const void *x, void *y, const int32_t *pos,
+                              int64_t nlines)
+{
+    const int64_t total = nlines * g.k;
+    for (int64_t u = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; u < total;
+         u += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t line = u / g.k, i = u % g.k;
+        write_out(g, x, y, line, i, pos[line * g.n + i]);
+    }
+}
+
+/* One scratch block holding the arrays of the radix path, carved at 256-byte offsets. */
+struct radix_scratch {
+    size_t off[6];
+    size_t total;
+    void add(int k, size_t bytes)
+    {
+        off[k] = total;
+        total += (bytes + 255) / 256 * 256;
+    }
+};
+
+template <typename K>
+td_status radix_sort(const td__gpu_exec *x, const line_geom &g, int64_t nlines,
+                     const void *xdata, void *ydata)
+{
+    const int64_t total = nlines * g.n;
+    const int n_items = (int)total, n_lines = (int)nlines;
+    size_t cub_bytes = 0;
+    cudaError_t e;
+    if (nlines == 1)
+        e = cub::DeviceRadixSort::SortPairs(NULL, cub_bytes, (const K *)NULL, (K *)NULL,
+                                            (const int32_t *)NULL, (int32_t *)NULL, n_items, 0,
+                                            (int)(8 * sizeof(K)), x->st->s);
+    else
+        e = cub::DeviceSegmentedRadixSort::SortPairs(
+            NULL, cub_bytes, (const K *)NULL, (K *)NULL, (const int32_t *)NULL,
+            (int32_t *)NULL, n_items, n_lines, (const int32_t *)NULL, (const int32_t *)NULL,
+            0, (int)(8 * sizeof(K)), x->st->s);
+    if (e != cudaSuccess) return td__gpu_check(x, e, "sort: radix sort size query");
+    radix_scratch sc = {};
+    sc.add(0, (size_t)total * sizeof(K));
+    sc.add(1, (size_t)total * sizeof(K));
+    sc.add(2, (size_t)total * sizeof(int32_t));
+    sc.add(3, (size_t)total * sizeof(int32_t));
+    sc.add(4, (size_t)(nlines + 1) * sizeof(int32_t));
+    sc.add(5, cub_bytes);
+    void *mem = NULL;
+    td_status s = td__gpu_temp_alloc(x, sc.total, &mem);
+    if (s != TD_OK) return s;
+    char *m = (char *)mem;
+    K *k_in = (K *)(m + sc.off[0]), *k_out = (K *)(m + sc.off[1]);
+    int32_t *p_in = (int32_t *)(m + sc.off[2]), *p_out = (int32_t *)(m + sc.off[3]);
+    int32_t *offs = (int32_t *)(m + sc.off[4]);
+    void *tmp = m + sc.off[5];
+    k_radix_keys<K><<<td__gpu_blocks(total, TD_GPU_THREADS), TD_GPU_THREADS, 0, x->st->s>>>(
+        g, xdata, k_in, p_in, offs, nlines);
+    s = td__gpu_launched(x, "sort keys kernel");
+    if (s == TD_OK) {
+        if (nlines == 1)
+            e = cub::DeviceRadixSort::SortPairs(tmp, cub_bytes, k_in, k_out, p_in, p_out, n_items,
+                                                0, (int)(8 * sizeof(K)), x->st->s);
+        else
+            e = cub::DeviceSegmentedRadixSort::SortPairs(tmp, cub_bytes, k_in, k_out, p_in,
+                                                         p_out, n_items, n_lines, offs, offs + 1,
+                                                         0, (int)(8 * sizeof(K)), x->st->s);
+        s = td__gpu_check(x, e, "sort: radix sort");
+    }
+    if (s == TD_OK) {
+        k_radix_write<<<td__gpu_blocks(nlines * g.k, TD_GPU_THREADS), TD_GPU_THREADS, 0,
+                        x->st->s>>>(g, xdata, ydata, p_out, nlines);
+        s = td__gpu_launched(x, "sort write kernel");
+    }
+    td__gpu_temp_free(x, mem);
+    return s;
+}
+
+} // namespace
+#endif
+
 static td_status run_sort(const td__gpu_exec *x, const line_geom &g, int64_t nlines,
                           const void *xdata, void *ydata)
 {
+#if !defined(TD_GPU_HIP)
+    /* CUB counts items in int: lines whose total fits take the radix path */
+    if (g.n > SORT_TILE && nlines * g.n <= INT32_MAX) {
+        if (!g.perm && g.es <= 4) return radix_sort<uint32_t>(x, g, nlines, xdata, ydata);
+        return radix_sort<uint64_t>(x, g, nlines, xdata, ydata);
+    }
+#endif
     if (g.n <= SORT_TILE) {
         int threads = 32;
         while (threads < SORT_THREADS && threads * 2 < g.n) threads *= 2;
