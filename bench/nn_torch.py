@@ -45,8 +45,8 @@ def bwd():
 rows_ = [("layer_norm_f32", lambda: F.layer_norm(x, (cols,), w, b, 1e-5), 2),
          ("layer_norm_f32_noaffine", lambda: F.layer_norm(x, (cols,), None, None, 1e-5), 2),
          ("layer_norm_backward_dx_f32", bwd, 3)]
-print("# pytorch %s, " + dev + ", %d threads, [%d, %d] f32, median of %d x %d"
-      % (torch.__version__, torch.get_num_threads(), rows, cols, rounds, reps))
+print("# pytorch %s, %s, %d threads, [%d, %d] f32, median of %d x %d"
+      % (torch.__version__, dev, torch.get_num_threads(), rows, cols, rounds, reps))
 for name, fn, nbuf in rows_:
     times = []
     for r in range(-1, rounds):

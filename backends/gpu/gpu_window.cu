@@ -13,11 +13,19 @@
  *    that element in the same order and the same working type, so sums equal the CPU's bit
  *    for bit up to the device's division and (for interpolation) its products, which are
  *    written with __fmul_rn / __fadd_rn so that no fused multiply-add changes them.
- * These are plain direct kernels, not implicit GEMM: correct and deterministic, but far from
- * cuDNN's speed on large layers (README's GPU limits).
+ * CONV itself (the forward op) runs as im2col + the backend's batched GEMM (cuBLAS on CUDA,
+ * hip_gemm.cu on HIP; deterministic for a given shape) in chunks of images (conv_gemm): the columns of a chunk of images (a constant cap,
+ * so the chunking depends on the shape alone) hold, per image and group, the [C/G k, P]
+ * patch matrix, plus a row of ones when there is a bias, whose weight column is the bias:
+ * the GEMM then sums products and bias in one accumulator and rounds once (f16/bf16 on
+ * tensor cores with f32 accumulation, like MATMUL). The direct CONV kernel ran ResNet-50's
+ * layers at 0.01-0.06x cuDNN on the H200 (BENCHMARKS.md). The other CONV-family ops are
+ * plain direct kernels, not implicit GEMM: correct and deterministic, but far from cuDNN's
+ * speed on large layers (README's GPU limits).
  */
 #include "backends/gpu/gpu_ops.cuh"
 #include "engine/window.h"
+#include <stdlib.h>
 
 namespace {
 
@@ -420,6 +428,130 @@ template <typename T> __global__ void k_interp(const T *x, T *y, td__window w)
     }
 }
 
+/* ---- CONV as im2col + GEMM ---- */
+
+/* Column buffer per chunk of images: at most CONV_COL_BYTES (a constant, so the chunk of
+ * images depends on the shape alone), at least one image; an image whose columns exceed
+ * CONV_COL_MAX takes the direct kernel. TENSORD_TEST_CONV_COL_BYTES (a test hook) lowers the
+ * cap so that the conformance cases run one image a chunk. */
+#define CONV_COL_BYTES ((int64_t)256 << 20)
+#define CONV_COL_MAX ((int64_t)2 << 30)
+
+static int64_t conv_col_cap(void)
+{
+    /* read once (a C++ function-local static: initialised once, thread-safe) */
+    static const int64_t cap = [] {
+        const char *e = getenv("TENSORD_TEST_CONV_COL_BYTES");
+        const long long v = e != NULL ? atoll(e) : 0;
+        return v > 0 && v < CONV_COL_BYTES ? (int64_t)v : CONV_COL_BYTES;
+    }();
+    return cap;
+}
+
+/* col[((j G + g) Kg + r) P + p] for images n0 + j (j < nimg) of x: row r < C/G kk is channel
+ * r / kk of group g at kernel offset r % kk (zero outside the input), row C/G kk (bias only)
+ * is one. */
+template <typename T>
+__global__ void k_im2col(const T *x, T *col, td__window win, int64_t n0, int64_t nimg,
+                         int64_t kg, bool bias)
+{
+    const int64_t g = win.groups, cg = win.c / g;
+    const int64_t P = win.out[0] * win.out[1] * win.out[2];
+    const int64_t L = win.in[0] * win.in[1] * win.in[2];
+    const int64_t kk = win.k[0] * win.k[1] * win.k[2];
+    const int64_t total = nimg * g * kg * P;
+    GRID_LOOP(e, total)
+    {
+        const int64_t p = e % P, r = (e / P) % kg, jg = e / (P * kg);
+        const int64_t gi = jg % g, j = jg / g;
+        if (bias && r == kg - 1) {
+            col[e] = wt<T>::out(1.0f);
+            continue;
+        }
+        const int64_t c = r / kk, t = r % kk;
+        const int64_t kd = t / (win.k[1] * win.k[2]), kh = (t / win.k[2]) % win.k[1];
+        const int64_t kw = t % win.k[2];
+        const int64_t od = p / (win.out[1] * win.out[2]), oh = (p / win.out[2]) % win.out[1];
+        const int64_t ow = p % win.out[2];
+        const int64_t id = od * win.stride[0] - win.pad_lo[0] + kd * win.dil[0];
+        const int64_t ih = oh * win.stride[1] - win.pad_lo[1] + kh * win.dil[1];
+        const int64_t iw = ow * win.stride[2] - win.pad_lo[2] + kw * win.dil[2];
+        T v = wt<T>::out(0.0f);
+        if (id >= 0 && id < win.in[0] && ih >= 0 && ih < win.in[1] && iw >= 0 && iw < win.in[2])
+            v = x[((n0 + j) * win.c + gi * cg + c) * L + (id * win.in[1] + ih) * win.in[2] + iw];
+        col[e] = v;
+    }
+}
+
+/* wa[o kg + r] = w[o][r] for r < C/G kk, wa[o kg + C/G kk] = b[o] (bias only). */
+template <typename T>
+__global__ void k_conv_weights(const T *w, const T *b, T *wa, int64_t co, int64_t kin, int64_t kg)
+{
+    GRID_LOOP(e, co * kg)
+    {
+        const int64_t o = e / kg, r = e % kg;
+        wa[e] = r < kin ? w[o * kin + r] : b[o];
+    }
+}
+
+/* CONV through im2col + GEMM; TD_EUNSUPPORTED (nothing enqueued, no message) when the
+ * shape does not fit it, and the caller runs the direct kernel. */
+template <typename T>
+td_status conv_gemm(const td__gpu_exec *x, const td__op *op, const td__view *in,
+                    const td__view *out, const td__window &w)
+{
+    const int64_t G = w.groups, cg = w.c / G, cog = w.co / G;
+    const int64_t kk = w.k[0] * w.k[1] * w.k[2];
+    const int64_t P = w.out[0] * w.out[1] * w.out[2];
+    const bool bias = op->n_inputs == 3;
+    const int64_t kin = cg * kk, kg = kin + (bias ? 1 : 0);
+    int64_t per_img;
+    if (kg > INT32_MAX || P > INT32_MAX || cog > INT32_MAX ||
+        __builtin_mul_overflow(G * kg, P, &per_img) ||
+        __builtin_mul_overflow(per_img, (int64_t)sizeof(T), &per_img) || per_img > CONV_COL_MAX)
+        return TD_EUNSUPPORTED;
+    int64_t chunk = conv_col_cap() / per_img;
+    if (chunk < 1) chunk = 1;
+    if (chunk > w.n) chunk = w.n;
+    const size_t col_bytes = (size_t)(chunk * per_img);
+    const size_t wa_bytes = ((size_t)(w.co * kg) * sizeof(T) + 255) / 256 * 256;
+    void *mem = NULL;
+    td_status s = td__gpu_temp_alloc(x, wa_bytes + col_bytes, &mem);
+    if (s != TD_OK) return s;
+    T *wa = (T *)mem, *col = (T *)((char *)mem + wa_bytes);
+    const gpuStream_t st = x->st->s;
+    k_conv_weights<T><<<td__gpu_blocks(w.co * kg, WIN_THREADS), WIN_THREADS, 0, st>>>(
+        (const T *)in[1].data, bias ? (const T *)in[2].data : NULL, wa, w.co, kin, kg);
+    s = td__gpu_launched(x, "conv weights kernel");
+    for (int64_t n0 = 0; n0 < w.n && s == TD_OK; n0 += chunk) {
+        const int64_t nimg = w.n - n0 < chunk ? w.n - n0 : chunk;
+        k_im2col<T><<<td__gpu_blocks(nimg * G * kg * P, WIN_THREADS), WIN_THREADS, 0, st>>>(
+            (const T *)in[0].data, col, w, n0, nimg, kg, bias);
+        s = td__gpu_launched(x, "im2col kernel");
+        if (s != TD_OK) break;
+        /* batch (image j, group g): [cog, kg] weights of g times [kg, P] columns -> out */
+        td__desc bd;
+        memset(&bd, 0, sizeof bd);
+        bd.dtype = out->desc.dtype;
+        bd.rank = 2;
+        bd.dims[0] = nimg;
+        bd.dims[1] = G;
+        int64_t strides[2][TD_MAX_RANK] = {{0, cog * kg}, {G * kg * P, kg * P}};
+        td__gpu_iter it;
+        td__gpu_iter_init(&it, &bd, 2, strides);
+        td__view gv[2], ov;
+        memset(gv, 0, sizeof gv);
+        memset(&ov, 0, sizeof ov);
+        gv[0].desc.dtype = gv[1].desc.dtype = ov.desc.dtype = out->desc.dtype;
+        gv[0].data = wa;
+        gv[1].data = col;
+        ov.data = (char *)out->data + (size_t)(n0 * w.co * P) * sizeof(T);
+        s = td__gpu_matmul_float(x, &it, nimg * G, cog, P, kg, gv, &ov, false);
+    }
+    td__gpu_temp_free(x, mem);
+    return s;
+}
+
 template <typename T>
 td_status run(const td__gpu_exec *x, const td__op *op, const td__view *in, const td__view *out,
               const td__window &w)
@@ -429,11 +561,14 @@ td_status run(const td__gpu_exec *x, const td__op *op, const td__view *in, const
     const unsigned blocks = td__gpu_blocks(n_out, WIN_THREADS);
     const T *x0 = (const T *)in[0].data;
     switch (op->opcode) {
-    case TD_OP_CONV:
+    case TD_OP_CONV: {
+        const td_status gs = conv_gemm<T>(x, op, in, out, w);
+        if (gs != TD_EUNSUPPORTED) return gs;
         k_conv<T><<<blocks, WIN_THREADS, 0, s>>>(x0, (const T *)in[1].data,
                                                  op->n_inputs == 3 ? (const T *)in[2].data : NULL,
                                                  (T *)out->data, w);
         break;
+    }
     case TD_OP_CONV_TRANSPOSE:
         k_convt<T><<<blocks, WIN_THREADS, 0, s>>>(x0, (const T *)in[1].data,
                                                   op->n_inputs == 3 ? (const T *)in[2].data : NULL,
