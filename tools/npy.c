@@ -6,6 +6,7 @@
  * overflow before allocating.
  */
 #include "tools/npy.h"
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -173,7 +174,7 @@ int td_npy_write(const char *path, td_dtype dt, int rank, const int64_t *dims, c
     hdr[hl++] = '\n';
     FILE *f = fopen(path, "wb");
     if (f == NULL) {
-        snprintf(err, errlen, "%s: cannot create", path);
+        snprintf(err, errlen, "%s: cannot create: %s", path, strerror(errno));
         return -1;
     }
     unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hl & 0xff),

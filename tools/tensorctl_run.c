@@ -5,7 +5,9 @@
 #include "tools/model_run.h"
 #include "tools/npy.h"
 
+#include <errno.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,7 +24,8 @@ static const char usage_run[] =
     "  --device URI          local:cpu (default), tensord://HOST:PORT/DEVICE, unix:PATH/DEVICE\n"
     "  --input NAME=FILE     bind the model input NAME to a .npy file (every input needs one;\n"
     "                        format 1.0/2.0/3.0, little-endian, C order)\n"
-    "  --output-dir DIR      write each output to DIR/NAME.npy (format 1.0; characters other\n"
+    "  --output-dir DIR      write each output to DIR/NAME.npy (format 1.0; DIR is created if\n"
+    "                        missing, its parent must exist; characters other\n"
     "                        than letters, digits, '.', '-' and '_' in NAME become '_')\n"
     "  --token TOKEN         bearer token (default: $TENSORD_TOKEN)\n"
     "  --ca FILE             CA certificates (PEM) for tensords:// servers\n"
@@ -95,7 +98,12 @@ int td__tensorctl_run(int argc, char **argv)
         return 1;
     }
     int rc = 0;
-    for (int i = 0; i < res.n_out; i++) {
+    if (outdir != NULL && mkdir(outdir, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "tensorctl run: --output-dir %s: cannot create: %s\n", outdir,
+                strerror(errno));
+        rc = 1;
+    }
+    for (int i = 0; i < res.n_out && rc == 0; i++) {
         const td__model_output *o = &res.out[i];
         printf("output %s: %s ", o->name, td_dtype_name(o->dtype));
         print_shape(o->dims, o->rank);
