@@ -450,7 +450,9 @@ static int64_t conv_col_cap(void)
 
 /* col[((j G + g) Kg + r) P + p] for images n0 + j (j < nimg) of x: row r < C/G kk is channel
  * r / kk of group g at kernel offset r % kk (zero outside the input), row C/G kk (bias only)
- * is one. */
+ * is one. One thread per (image, group, channel, output position): the position's
+ * coordinates are worked out once and its kk rows written in a loop (a thread per element
+ * spent most of its time in 64-bit divisions). */
 template <typename T>
 __global__ void k_im2col(const T *x, T *col, td__window win, int64_t n0, int64_t nimg,
                          int64_t kg, bool bias)
@@ -459,27 +461,39 @@ __global__ void k_im2col(const T *x, T *col, td__window win, int64_t n0, int64_t
     const int64_t P = win.out[0] * win.out[1] * win.out[2];
     const int64_t L = win.in[0] * win.in[1] * win.in[2];
     const int64_t kk = win.k[0] * win.k[1] * win.k[2];
-    const int64_t total = nimg * g * kg * P;
+    const int64_t ohw = win.out[1] * win.out[2];
+    /* channel index cg stands for the bias row */
+    const int64_t rows = cg + (bias ? 1 : 0);
+    const int64_t total = nimg * g * rows * P;
     GRID_LOOP(e, total)
     {
-        const int64_t p = e % P, r = (e / P) % kg, jg = e / (P * kg);
-        const int64_t gi = jg % g, j = jg / g;
-        if (bias && r == kg - 1) {
-            col[e] = wt<T>::out(1.0f);
+        const int64_t p = e % P, cr = e / P;
+        const int64_t c = cr % rows, jg = cr / rows;
+        T *out = col + jg * kg * P + p;
+        if (c == cg) {
+            out[(kg - 1) * P] = wt<T>::out(1.0f);
             continue;
         }
-        const int64_t c = r / kk, t = r % kk;
-        const int64_t kd = t / (win.k[1] * win.k[2]), kh = (t / win.k[2]) % win.k[1];
-        const int64_t kw = t % win.k[2];
-        const int64_t od = p / (win.out[1] * win.out[2]), oh = (p / win.out[2]) % win.out[1];
-        const int64_t ow = p % win.out[2];
-        const int64_t id = od * win.stride[0] - win.pad_lo[0] + kd * win.dil[0];
-        const int64_t ih = oh * win.stride[1] - win.pad_lo[1] + kh * win.dil[1];
-        const int64_t iw = ow * win.stride[2] - win.pad_lo[2] + kw * win.dil[2];
-        T v = wt<T>::out(0.0f);
-        if (id >= 0 && id < win.in[0] && ih >= 0 && ih < win.in[1] && iw >= 0 && iw < win.in[2])
-            v = x[((n0 + j) * win.c + gi * cg + c) * L + (id * win.in[1] + ih) * win.in[2] + iw];
-        col[e] = v;
+        const int64_t gi = jg % g, j = jg / g;
+        const int64_t od = p / ohw, rem = p - od * ohw;
+        const int64_t oh = rem / win.out[2], ow = rem - oh * win.out[2];
+        const T *xc = x + ((n0 + j) * win.c + gi * cg + c) * L;
+        T *o = out + c * kk * P;
+        const T zero = wt<T>::out(0.0f);
+        for (int64_t kd = 0; kd < win.k[0]; kd++) {
+            const int64_t id = od * win.stride[0] - win.pad_lo[0] + kd * win.dil[0];
+            const bool dok = id >= 0 && id < win.in[0];
+            for (int64_t kh = 0; kh < win.k[1]; kh++) {
+                const int64_t ih = oh * win.stride[1] - win.pad_lo[1] + kh * win.dil[1];
+                const bool hok = dok && ih >= 0 && ih < win.in[1];
+                const int64_t row = (id * win.in[1] + ih) * win.in[2];
+                for (int64_t kw = 0; kw < win.k[2]; kw++) {
+                    const int64_t iw = ow * win.stride[2] - win.pad_lo[2] + kw * win.dil[2];
+                    *o = hok && iw >= 0 && iw < win.in[2] ? xc[row + iw] : zero;
+                    o += P;
+                }
+            }
+        }
     }
 }
 
@@ -525,7 +539,8 @@ td_status conv_gemm(const td__gpu_exec *x, const td__op *op, const td__view *in,
     s = td__gpu_launched(x, "conv weights kernel");
     for (int64_t n0 = 0; n0 < w.n && s == TD_OK; n0 += chunk) {
         const int64_t nimg = w.n - n0 < chunk ? w.n - n0 : chunk;
-        k_im2col<T><<<td__gpu_blocks(nimg * G * kg * P, WIN_THREADS), WIN_THREADS, 0, st>>>(
+        k_im2col<T><<<td__gpu_blocks(nimg * G * (cg + (bias ? 1 : 0)) * P, WIN_THREADS),
+                      WIN_THREADS, 0, st>>>(
             (const T *)in[0].data, col, w, n0, nimg, kg, bias);
         s = td__gpu_launched(x, "im2col kernel");
         if (s != TD_OK) break;
