@@ -130,8 +130,22 @@ static bool decode_open(td__request *rq, td_status dst, const Tensord__V1__Clien
                       "protocol versions %u..%u not supported; this server speaks %u..%u",
                       o->protocol_min, o->protocol_max, (unsigned)TD_PROTOCOL_MIN,
                       (unsigned)TD_PROTOCOL_MAX);
-    td__device *dev = td__device_find(o->device);
-    if (dev == NULL) {
+    const char *want = o->device != NULL ? o->device : "";
+    td__device *dev = NULL;
+    if (td__device_is_placement(want)) {
+        bool any = false;
+        for (int i = 0; i < td__device_count() && !any; i++)
+            any = td__device_place_candidate(td__device_at(i), want);
+        if (!any) {
+            char list[256] = "";
+            size_t len = 0;
+            for (int i = 0; i < td__device_count() && len < sizeof list; i++)
+                len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", i ? ", " : "",
+                                        td__device_at(i)->name);
+            return reject(rq, GRPC_STATUS_INVALID_ARGUMENT,
+                          "no %s device on this server for '%s'; it has: %s", want, want, list);
+        }
+    } else if ((dev = td__device_find(want)) == NULL) {
         char name[65], list[256] = "";
         td__request_printable(o->device, name, sizeof name);
         size_t len = 0;
@@ -143,6 +157,7 @@ static bool decode_open(td__request *rq, td_status dst, const Tensord__V1__Clien
     }
     rq->kind = TD_REQ_OPEN;
     rq->dev = dev;
+    snprintf(rq->device_req, sizeof rq->device_req, "%s", want);
     rq->protocol = o->protocol_max < TD_PROTOCOL_MAX ? o->protocol_max : TD_PROTOCOL_MAX;
     td__request_printable(o->client_name, rq->client, sizeof rq->client);
     return true;

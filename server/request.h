@@ -67,7 +67,8 @@ typedef struct td__request {
 
     /* TD_REQ_OPEN */
     uint32_t protocol;  /* the version chosen */
-    td__device *dev;
+    td__device *dev;    /* the device named; NULL for a placement request ("auto", "cuda") */
+    char device_req[32]; /* the device string sent ("" = none): a name or a placement */
     char client[65];    /* sanitized client name */
 
     /* TD_REQ_BATCH: converted ops (owned); op_errs[i] (owned, NULL unless op i could not

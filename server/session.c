@@ -383,6 +383,21 @@ static bool handle_open(td__srv_session *ss, td__job *j)
         job_free(j);
         return false;
     }
+    td__device *dev = NULL;
+    td_status pst = td__service_place(ss->svc, ss->quota, j->rq.device_req, j->rq.dev, ss->live,
+                                      &dev, msg, sizeof msg);
+    if (pst != TD_OK) {
+        td__quota_session_uncharge(ss->quota);
+        td__service_session_unreserve(ss->svc);
+        reject(ss, pst == TD_EUNAUTHENTICATED ? GRPC_STATUS_PERMISSION_DENIED
+                                              : GRPC_STATUS_INVALID_ARGUMENT,
+               msg);
+        job_free(j);
+        return false;
+    }
+    td__log(TD_LOG_INFO, "session %llu: device %s for request '%s' from tenant '%s': %s",
+            (unsigned long long)id, dev->name, j->rq.device_req, ss->tenant, msg);
+    j->rq.dev = dev;
     td__worker *w = td__service_worker(ss->svc, j->rq.dev);
     if (w == NULL || td__worker_queue_create(w, &ss->wq) != TD_OK) {
         job_free(j);
