@@ -395,6 +395,27 @@ static bool handle_open(td__srv_session *ss, td__job *j)
         job_free(j);
         return false;
     }
+    for (size_t i = 0; i < j->rq.n_extra && pst == TD_OK; i++) {
+        td__device *x = j->rq.extra[i], *ok = NULL;
+        char why2[512];
+        if (x == dev) {
+            snprintf(msg, sizeof msg, "open: device %s is named twice (it is the session's "
+                     "first device)", x->name);
+            pst = TD_EINVAL;
+        } else if ((pst = td__service_place(ss->svc, ss->quota, x->name, x, NULL, &ok, why2,
+                                            sizeof why2)) != TD_OK) {
+            snprintf(msg, sizeof msg, "%s", why2);
+        }
+    }
+    if (pst != TD_OK) {
+        td__quota_session_uncharge(ss->quota);
+        td__service_session_unreserve(ss->svc);
+        reject(ss, pst == TD_EUNAUTHENTICATED ? GRPC_STATUS_PERMISSION_DENIED
+                                              : GRPC_STATUS_INVALID_ARGUMENT,
+               msg);
+        job_free(j);
+        return false;
+    }
     td__log(TD_LOG_INFO, "session %llu: device %s for request '%s' from tenant '%s': %s",
             (unsigned long long)id, dev->name, j->rq.device_req, ss->tenant, msg);
     j->rq.dev = dev;

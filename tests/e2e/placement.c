@@ -271,3 +271,126 @@ Test(placement, pinned_tenant_cannot_open_another_device, .init = start_pinned,
     cr_expect_str_eq(td_device_name(c), "cpu:0");
     td_close(c);
 }
+
+/* ---- tensors between devices of one server (issue 19, item 2) ---- */
+
+/* n f32 elements whose bits are every pattern class: NaNs with payloads, infinities,
+ * denormals, negative zero; bit-exact comparison is then meaningful. */
+static uint32_t *bit_patterns(size_t n)
+{
+    uint32_t *v = malloc(n * sizeof *v);
+    cr_assert(v != NULL);
+    uint32_t x = 0x9E3779B9u;
+    for (size_t i = 0; i < n; i++) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        v[i] = x;
+    }
+    if (n >= 4) {
+        v[0] = 0x7FC00001u; /* NaN with a payload */
+        v[1] = 0x80000000u; /* -0 */
+        v[2] = 0x00000001u; /* smallest denormal */
+        v[3] = 0xFF800000u; /* -inf */
+    }
+    return v;
+}
+
+static void check_moves(td_context *ctx, const char *first, const char *second,
+                        const char *outside)
+{
+    cr_assert_eq(td_context_device_count(ctx), 2);
+    cr_expect_str_eq(td_context_device_at(ctx, 0), first);
+    cr_expect_str_eq(td_context_device_at(ctx, 1), second);
+    cr_expect_null(td_context_device_at(ctx, 2));
+    const size_t n = (size_t)3 << 18; /* 3 MiB of f32: several chunks each way */
+    uint32_t *bits = bit_patterns(n);
+    td_tensor *x = td_from_host(ctx, TD_F32, 2, (int64_t[]){768, 1024}, bits);
+    cr_assert_not_null(x, "%s", td_last_error(ctx));
+    cr_expect_str_eq(td_tensor_device(x), first);
+    td_tensor *y = td_to_device(x, second);
+    cr_assert_not_null(y, "%s", td_last_error(ctx));
+    cr_expect_str_eq(td_tensor_device(y), second);
+    uint32_t *got = calloc(n, sizeof *got);
+    cr_assert(got != NULL);
+    cr_assert_eq(td_read(y, got, n * 4), TD_OK, "%s", td_last_error(ctx));
+    cr_expect_eq(memcmp(got, bits, n * 4), 0, "the copy on %s differs from the original",
+                 second);
+    /* ops run where their inputs are, and the result stays there */
+    td_tensor *z = td_neg(y);
+    cr_assert_not_null(z, "%s", td_last_error(ctx));
+    cr_expect_str_eq(td_tensor_device(z), second);
+    /* ... and back: still the same bits */
+    td_tensor *w = td_to_device(z, first);
+    td_tensor *back = td_neg(w);
+    cr_assert_not_null(back, "%s", td_last_error(ctx));
+    cr_expect_str_eq(td_tensor_device(back), first);
+    memset(got, 0, n * 4);
+    cr_assert_eq(td_read(back, got, n * 4), TD_OK, "%s", td_last_error(ctx));
+    cr_expect_eq(memcmp(got, bits, n * 4), 0, "moving there and back changed the bits");
+    /* inputs on two devices: refused at once, naming both; nothing copied */
+    td_tensor *mixed = td_add(x, y);
+    cr_expect_null(mixed);
+    cr_expect_eq(td_last_status(ctx), TD_EINVAL);
+    char want[128];
+    snprintf(want, sizeof want, "is on device %s and input 1", first);
+    cr_expect(strstr(td_last_error(ctx), want) != NULL, "%s", td_last_error(ctx));
+    snprintf(want, sizeof want, "on device %s;", second);
+    cr_expect(strstr(td_last_error(ctx), want) != NULL, "%s", td_last_error(ctx));
+    /* a device the session does not span */
+    cr_expect_null(td_to_device(x, outside));
+    cr_expect(strstr(td_last_error(ctx), "not one of this session's") != NULL, "%s",
+              td_last_error(ctx));
+    /* the session is fine afterwards */
+    cr_expect_eq(td_fence(ctx), TD_OK, "%s", td_last_error(ctx));
+    td_release(x);
+    td_release(y);
+    td_release(z);
+    td_release(w);
+    td_release(back);
+    free(bits);
+    free(got);
+}
+
+Test(placement, session_spanning_two_devices_moves_bit_exactly, .init = start_three,
+     .fini = stop, .timeout = 60)
+{
+    td_context *ctx = open_on("cpu:0,cpu:1", NULL);
+    cr_expect_str_eq(td_device_name(ctx), "cpu:0");
+    check_moves(ctx, "cpu:0", "cpu:1", "cpu:2");
+    td_close(ctx);
+    /* the other way round, on other devices */
+    ctx = open_on("cpu:2,cpu:0", NULL);
+    check_moves(ctx, "cpu:2", "cpu:0", "cpu:1");
+    td_close(ctx);
+    td_server_info info;
+    cr_expect(td_test_wait_usage(srv.addr, 0, 0, 10000, &info),
+              "memory left after the sessions closed: %llu bytes",
+              (unsigned long long)info.bytes_in_use);
+    /* refusals at open: an unknown device, a repeat, a placement word after the first */
+    expect_refused("cpu:0,cpu:7", NULL, TD_EINVAL, "'cpu:7' is not a device of this server");
+    expect_refused("cpu:1,cpu:1", NULL, TD_EINVAL, "named twice");
+    expect_refused("cpu:1,auto", NULL, TD_EINVAL, "not a device of this server");
+}
+
+Test(placement, pinned_tenant_cannot_span_another_device, .init = start_pinned,
+     .fini = stop_pinned, .timeout = 60)
+{
+    td_options o;
+    memset(&o, 0, sizeof o);
+    o.token = pinned;
+    expect_refused("cpu:1,cpu:2", &o, TD_EUNAUTHENTICATED, "may not use device cpu:2");
+}
+
+Test(placement, local_session_spans_cpu_devices, .timeout = 60)
+{
+    setenv("TENSORD_CPU_DEVICES", "2", 1); /* read once per process, at the first connect */
+    td_context *ctx;
+    cr_assert_eq(td_connect("local:cpu:0,cpu:1", NULL, &ctx), TD_OK, "%s", td_connect_error());
+    cr_expect_str_eq(td_context_server(ctx), "");
+    check_moves(ctx, "cpu:0", "cpu:1", "cuda:0");
+    td_close(ctx);
+    cr_assert_eq(td_connect("local:auto", NULL, &ctx), TD_OK, "%s", td_connect_error());
+    cr_expect_eq(strncmp(td_device_name(ctx), "cpu:", 4), 0, "%s", td_device_name(ctx));
+    td_close(ctx);
+}
