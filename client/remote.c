@@ -897,6 +897,13 @@ td_status td__remote_open(const char *target, const char *device, const td_optio
         return TD_EINVAL;
     }
     if (device == NULL) device = "";
+    /* "cpu:0,cpu:1": the session's first device, then the further ones (protocol 4) */
+    char first[64], more[TD_TRANSPORT_MAX_DEVICES - 1][32];
+    char *more_p[TD_TRANSPORT_MAX_DEVICES - 1];
+    int n_more = td__device_list_split(device, first, more, err, errlen);
+    if (n_more < 0) return TD_EINVAL;
+    for (int i = 0; i < n_more; i++) more_p[i] = more[i];
+    device = first;
     int connect_ms = opts != NULL && opts->connect_timeout_ms > 0 ? opts->connect_timeout_ms
                                                                   : REMOTE_CONNECT_TIMEOUT_MS;
     int call_ms = opts != NULL && opts->call_timeout_ms > 0 ? opts->call_timeout_ms
@@ -935,16 +942,6 @@ td_status td__remote_open(const char *target, const char *device, const td_optio
     }
     td__cli_call_recv(&r->c);
 
-    char first[64], more[TD_TRANSPORT_MAX_DEVICES - 1][32];
-    char *more_p[TD_TRANSPORT_MAX_DEVICES - 1];
-    int n_more = td__device_list_split(device, first, more, err, errlen);
-    if (n_more < 0) {
-        finish_call(r, 0, true);
-        remote_teardown(r);
-        return TD_EINVAL;
-    }
-    for (int i = 0; i < n_more; i++) more_p[i] = more[i];
-    device = first;
     Tensord__V1__OpenSession os = TENSORD__V1__OPEN_SESSION__INIT;
     os.protocol_min = TD_PROTOCOL_MIN;
     os.protocol_max = TD_PROTOCOL_MAX;

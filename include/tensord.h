@@ -141,12 +141,27 @@ typedef struct td_options {
  *   "tensords://HOST:PORT[/DEVICE]"  the same over TLS (see td_options.tls_*)
  *   "unix:PATH[/DEVICE]"             remote server over a unix socket; the last path
  *                                    component is taken as DEVICE when it looks like one
- *                                    ("cpu", "cpu:0", "cuda:1", ...)
- * DEVICE defaults to the server's first device. `opts` may be NULL (all defaults) and is
+ *                                    ("cpu", "cpu:0", "cuda:1", "auto", "cpu:0,cpu:1")
+ *   "tensord://H1:PORT,H2:PORT[/DEVICE]"  a pool: the session opens on one of the servers
+ *                                    (round robin per process, starting at the next one
+ *                                    each call; a server that is down, draining, full or
+ *                                    refuses is skipped with a warning on stderr and the
+ *                                    next tried, each once) and stays there; at most 64
+ *   "dns:///NAME:PORT[/DEVICE]"      a pool of every address NAME resolves to (resolved by
+ *                                    the system resolver at each call)
+ * DEVICE: a device name ("cpu" is "cpu:0"); "auto", "cuda", "hip", "vulkan" to let the
+ * server place the session (least load, then most free memory); or several names,
+ * comma-separated, for a session that spans devices (td_to_device). Without DEVICE the
+ * server's default device: its first accelerator, else the CPU. td_device_name() and
+ * td_context_server() say where the session landed. `opts` may be NULL (all defaults) and is
  * copied. On success *out owns a new context (close with td_close).
- * Returns: TD_OK; TD_EINVAL (malformed uri, unknown device); TD_EUNAVAILABLE (cannot
- * reach the server within connect_timeout_ms); TD_EPROTO (no common protocol version);
- * TD_ENOMEM. On failure *out is untouched; td_connect_error() has the message.
+ * Returns: TD_OK; TD_EINVAL (malformed uri, unknown device, a name that does not
+ * resolve); TD_EUNAVAILABLE (cannot reach the server within connect_timeout_ms; for a
+ * pool: no server opened the session, the message gives the last one's reason);
+ * TD_EUNAUTHENTICATED (bad token, or a tenant not allowed that device); TD_EQUOTA (session
+ * limits); TD_EPROTO (no common protocol version); TD_EUNSUPPORTED (several devices asked
+ * of a server older than protocol 4); TD_ENOMEM. On failure *out is untouched;
+ * td_connect_error() has the message.
  * Thread-safety: any thread. */
 td_status td_connect_sized(const char *uri, const td_options *opts, size_t opts_size,
                            td_context **out);
