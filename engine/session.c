@@ -999,7 +999,8 @@ td_status td__session_sync(td__session *s, char *err, size_t errlen)
 
 /* Copy nbytes from src on device `from` to dst on device `to` (different devices):
  * memcpy between host-memory devices, one backend transfer when one side is host memory,
- * else through a bounce buffer in host memory, TD_TO_DEVICE_BOUNCE bytes at a time. */
+ * the backend's buffer_copy_peer between two devices of one backend (peer to peer), else
+ * through a bounce buffer in host memory, TD_TO_DEVICE_BOUNCE bytes at a time. */
 #define TD_TO_DEVICE_BOUNCE ((size_t)4 << 20)
 static td_status cross_copy(td__device *from, const void *src, td__device *to, void *dst,
                             size_t nbytes)
@@ -1012,6 +1013,10 @@ static td_status cross_copy(td__device *from, const void *src, td__device *to, v
     }
     if (fb->host_memory) return tb->buffer_write(to, dst, 0, src, nbytes);
     if (tb->host_memory) return fb->buffer_read(from, src, 0, dst, nbytes);
+    if (fb == tb && tb->buffer_copy_peer != NULL) {
+        td_status st = tb->buffer_copy_peer(to, dst, from, src, nbytes);
+        if (st != TD_EUNSUPPORTED) return st;
+    }
     size_t chunk = nbytes < TD_TO_DEVICE_BOUNCE ? nbytes : TD_TO_DEVICE_BOUNCE;
     void *tmp = td__malloc(chunk);
     if (tmp == NULL) return TD_ENOMEM;

@@ -57,8 +57,9 @@ uint32_t td__session_device_count(const td__session *s);
 td__device *td__session_device(const td__session *s, uint32_t index);
 /* Copy tensor `src` to the session's device `device` as the new tensor `out` (same dtype and
  * shape, its own buffer), device to device without the client: memcpy between host-memory
- * devices, one transfer when one side has host memory, else through a host bounce buffer
- * (4 MiB at a time); the source device's stream is synchronised first. Charged like an
+ * devices, one transfer when one side has host memory, the backend's buffer_copy_peer
+ * between two GPUs of one backend (peer to peer where the hardware allows), else through a
+ * host bounce buffer (4 MiB at a time); the source device's stream is synchronised first. Charged like an
  * op's output (session and tenant bytes, tensor counts). A poisoned `src` poisons `out`
  * (TD_EPOISONED, nothing to report); any other failure poisons `out` with the message too.
  * Returns TD_OK, TD_EINVAL (out id outside 1..TD_SESSION_ID_MAX or in use, device index
