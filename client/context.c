@@ -2646,6 +2646,7 @@ td_tensor *td__ctx_new_tensor(td_context *ctx, const td__desc *d, bool placehold
 }
 
 td_status td__ctx_flush(td_context *ctx) { return flush(ctx); }
+uint32_t td__ctx_tensor_device(const td_tensor *t) { return t->dev; }
 td__transport *td__ctx_transport(td_context *ctx) { return ctx->tp; }
 td__autodiff **td__ctx_autodiff(td_context *ctx) { return &ctx->ad; }
 td_context *td__tensor_ctx(const td_tensor *t) { return t->ctx; }

@@ -226,15 +226,16 @@ const char *td_context_device_at(const td_context *ctx, int i);
  * session starts ("tensord://gpu-host:7070/cuda:0,cuda:1", "local:cpu:0,cpu:1" with
  * TENSORD_CPU_DEVICES=2, "tensord://h:7070/auto,cpu:1"; only the first may be a placement
  * word). Tensors made without inputs (td_from_host, td_full, ...) start on the first
- * device; an op runs on the device that holds its inputs, and its result stays there.
+ * device; an op runs on the device that holds its inputs, and its result stays there;
+ * td_graph_run takes inputs on the first device only.
  * An op whose inputs are on different devices is refused at once (NULL, TD_EINVAL, the
  * message names both devices); nothing is ever copied between devices implicitly. */
 
 /* Copy `t` to `device` (a name among the session's devices; "cpu" also means "cpu:0") as
  * a new tensor of the same dtype and shape. The copy runs inside the server (or this
  * process for local:), device to device, never through the client: a memcpy between CPU
- * devices, one host<->device transfer when one side is the CPU, else through host memory
- * on the server (no peer-to-peer GPU copy yet). Lazy like an op: it returns at once and a
+ * devices, one host<->device transfer when one side is the CPU, the GPU runtime's peer
+ * copy between two GPUs (peer to peer where the pair allows). Lazy like an op: it returns at once and a
  * failure (quota, out of memory) surfaces at the next read or fence; a `t` that depends on
  * a failed op makes the result depend on it too. Caller owns the result (td_release). The
  * bytes are the same bits as `t`'s.
