@@ -360,8 +360,9 @@ td_status td_connect_sized(const char *uri, const td_options *opts, size_t opts_
     if (local) {
         s = td__local_open(device, &ctx->tp, err, sizeof err);
     } else {
-        s = td__pool_is_pool(target) ? td__pool_open(target, device, &o, &ctx->tp, err, sizeof err)
-                                     : td__remote_open(target, device, &o, &ctx->tp, err, sizeof err);
+        s = td__pool_is_pool(target)
+                ? td__pool_open(target, device, &o, &ctx->tp, err, sizeof err)
+                : td__remote_open(target, device, &o, &ctx->tp, err, sizeof err);
     }
     if (s != TD_OK) {
         td__set_connect_error("%s", err[0] ? err : td_status_message(s));

@@ -235,10 +235,10 @@ const char *td_context_device_at(const td_context *ctx, int i);
  * a new tensor of the same dtype and shape. The copy runs inside the server (or this
  * process for local:), device to device, never through the client: a memcpy between CPU
  * devices, one host<->device transfer when one side is the CPU, the GPU runtime's peer
- * copy between two GPUs (peer to peer where the pair allows). Lazy like an op: it returns at once and a
- * failure (quota, out of memory) surfaces at the next read or fence; a `t` that depends on
- * a failed op makes the result depend on it too. Caller owns the result (td_release). The
- * bytes are the same bits as `t`'s.
+ * copy between two GPUs (peer to peer where the pair allows). Lazy like an op: it returns
+ * at once and a failure (quota, out of memory) surfaces at the next read or fence; a `t`
+ * that depends on a failed op makes the result depend on it too. Caller owns the result
+ * (td_release). The bytes are the same bits as `t`'s.
  * Returns NULL with td_last_error set when t is NULL, device is NULL or not one of the
  * session's devices (the message lists them), t is a graph placeholder or a graph is being
  * captured, the session is closed (TD_ECLOSED), or the server predates protocol 4

@@ -944,10 +944,16 @@ td_status td__service_place(td__service *s, const td__quota *quota, const char *
     size_t len = 0;
     len += (size_t)snprintf(msg, msglen, "'%s' placed by load (sessions + queued requests) "
                             "then free memory:", want);
+    /* "auto": the accelerators the tenant may use when there is one, else all it may use */
+    bool automatic = strcmp(want, "auto") == 0, any_accel = false;
+    for (int i = 0; automatic && i < s->ndev; i++)
+        if (td__device_is_accelerator(s->devs[i]) && allowed(allow, s->devs[i])) any_accel = true;
     for (int i = 0; i < s->ndev; i++) {
         td__device *d = (td__device *)s->devs[i];
         int slot = td__metrics_device_slot(d);
-        if (!td__device_place_candidate(d, want) || !allowed(allow, d) || slot < 0) continue;
+        bool candidate = automatic ? !any_accel || td__device_is_accelerator(d)
+                                   : td__device_place_candidate(d, want);
+        if (!candidate || !allowed(allow, d) || slot < 0) continue;
         uint64_t total = 0, free_bytes = 0;
         if (d->backend->memory_info == NULL ||
             d->backend->memory_info(d, &total, &free_bytes) != TD_OK)
