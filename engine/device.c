@@ -393,7 +393,7 @@ bool td__device_place_candidate(const td__device *d, const char *request)
         if (td__device_is_accelerator(d)) return true;
         for (int i = 0; i < g_ndevices; i++)
             if (td__device_is_accelerator(&g_devices[i])) return false;
-        return true;
+        return strcmp(d->backend->kind, "cpu") == 0; /* not a software Vulkan device */
     }
     return strcmp(request, d->backend->kind) == 0;
 }

@@ -65,9 +65,10 @@ bool td__device_is_accelerator(const td__device *d);
  * names `d`: a kind alone ("cpu", "cuda") names every device of that kind, anything else
  * names a device as td__device_find takes it ("cpu:1", "cuda:0"). */
 bool td__device_list_match(const td__device *d, const char *entry);
-/* Whether a session's device string asks the server to place it: "auto" (any device,
- * accelerators only when there is one), or a GPU kind without an index: "cuda", "hip",
- * "vulkan" (any device of that kind). "cpu" is not a placement: it names cpu:0. */
+/* Whether a session's device string asks the server to place it: "auto" (the accelerators
+ * when there is one, else the CPU devices: a software Vulkan device is taken only when
+ * named), or a GPU kind without an index: "cuda", "hip", "vulkan" (any device of that
+ * kind). "cpu" is not a placement: it names cpu:0. */
 bool td__device_is_placement(const char *name);
 /* Whether `d` is a candidate for placement request `request` (td__device_is_placement). */
 bool td__device_place_candidate(const td__device *d, const char *request);

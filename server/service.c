@@ -944,15 +944,21 @@ td_status td__service_place(td__service *s, const td__quota *quota, const char *
     size_t len = 0;
     len += (size_t)snprintf(msg, msglen, "'%s' placed by load (sessions + queued requests) "
                             "then free memory:", want);
-    /* "auto": the accelerators the tenant may use when there is one, else all it may use */
-    bool automatic = strcmp(want, "auto") == 0, any_accel = false;
-    for (int i = 0; automatic && i < s->ndev; i++)
-        if (td__device_is_accelerator(s->devs[i]) && allowed(allow, s->devs[i])) any_accel = true;
+    /* "auto": the accelerators the tenant may use when there is one, else the CPU devices
+     * it may use, else whatever it may use (a software Vulkan device) */
+    bool automatic = strcmp(want, "auto") == 0, any_accel = false, any_cpu = false;
+    for (int i = 0; automatic && i < s->ndev; i++) {
+        if (!allowed(allow, s->devs[i])) continue;
+        if (td__device_is_accelerator(s->devs[i])) any_accel = true;
+        if (strcmp(s->devs[i]->backend->kind, "cpu") == 0) any_cpu = true;
+    }
     for (int i = 0; i < s->ndev; i++) {
         td__device *d = (td__device *)s->devs[i];
         int slot = td__metrics_device_slot(d);
-        bool candidate = automatic ? !any_accel || td__device_is_accelerator(d)
-                                   : td__device_place_candidate(d, want);
+        bool is_cpu = strcmp(d->backend->kind, "cpu") == 0;
+        bool candidate = !automatic  ? td__device_place_candidate(d, want)
+                         : any_accel ? td__device_is_accelerator(d)
+                                     : is_cpu || !any_cpu;
         if (!candidate || !allowed(allow, d) || slot < 0) continue;
         uint64_t total = 0, free_bytes = 0;
         if (d->backend->memory_info == NULL ||

@@ -177,7 +177,7 @@ void td__service_live_set_device(struct td__live_session *live, uint64_t session
  * device cpu:1 (its devices: cpu:0)"); "" outside it is placed like "auto" among the
  * allowed devices. A placement request takes, among the devices the tenant may use that
  * fit it ("cuda": the CUDA devices; "auto": the accelerators when the tenant may use one,
- * else every device it may use), the device with the
+ * else its CPU devices, else every device it may use), the device with the
  * least load (open sessions on it + requests queued or running for it, the
  * tensord_device_queue_depth gauge), then the most free memory (backend memory_info), then
  * the first in registry order. The choice is counted for `live` at once, under a lock, so

@@ -17,9 +17,10 @@
 static char dir[256];
 static char tokens[320];
 
+/* --devices cpu: the same three devices in builds with a Vulkan module (lavapipe) */
 static void start_three(void)
 {
-    const char *args[] = {"--cpu-devices", "3", NULL};
+    const char *args[] = {"--cpu-devices", "3", "--devices", "cpu", NULL};
     start_with(args);
 }
 
@@ -228,7 +229,8 @@ static void start_pinned(void)
     snprintf(tokens, sizeof tokens, "%s/tokens", dir);
     token_new("pinned", "--devices cpu:1", pinned, sizeof pinned);
     token_new("roaming", "", free_tenant, sizeof free_tenant);
-    const char *args[] = {"--cpu-devices", "3", "--tokens-file", tokens, NULL};
+    const char *args[] = {"--cpu-devices", "3", "--devices", "cpu", "--tokens-file", tokens,
+                          NULL};
     start_with(args);
 }
 
@@ -403,6 +405,7 @@ Test(placement, pinned_tenant_cannot_span_another_device, .init = start_pinned,
 Test(placement, local_session_spans_cpu_devices, .timeout = 60)
 {
     setenv("TENSORD_CPU_DEVICES", "2", 1); /* read once per process, at the first connect */
+    setenv("TENSORD_DEVICES", "cpu", 1);   /* no Vulkan module's lavapipe device */
     td_context *ctx;
     cr_assert_eq(td_connect("local:cpu:0,cpu:1", NULL, &ctx), TD_OK, "%s", td_connect_error());
     cr_expect_str_eq(td_context_server(ctx), "");

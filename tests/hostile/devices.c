@@ -17,7 +17,7 @@
 
 static void start_three(void)
 {
-    const char *args[] = {"--cpu-devices", "3", NULL};
+    const char *args[] = {"--cpu-devices", "3", "--devices", "cpu", NULL};
     start_with(args);
 }
 
