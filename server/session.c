@@ -416,8 +416,9 @@ static bool handle_open(td__srv_session *ss, td__job *j)
         job_free(j);
         return false;
     }
-    td__log(TD_LOG_INFO, "session %llu: device %s for request '%s' from tenant '%s': %s",
-            (unsigned long long)id, dev->name, j->rq.device_req, ss->tenant, msg);
+    if (j->rq.dev == NULL || j->rq.device_req[0] == '\0') /* the server chose: say how */
+        td__log(TD_LOG_INFO, "session %llu: device %s for request '%s' from tenant '%s': %s",
+                (unsigned long long)id, dev->name, j->rq.device_req, ss->tenant, msg);
     j->rq.dev = dev;
     td__worker *w = td__service_worker(ss->svc, j->rq.dev);
     if (w == NULL || td__worker_queue_create(w, &ss->wq) != TD_OK) {
