@@ -34,7 +34,12 @@ typedef struct td__cpu_device {
     atomic_ullong bytes; /* held by this device's live buffers */
 } td__cpu_device;
 
-/* TENSORD_CPU_DEVICES when it is an integer in 1..TD_CPU_MAX_DEVICES, else 1. */
+/* The CPU device count, read once from the environment by cpu_device_count (the registry
+ * asks it once, before opening any device); 1 until then. */
+static atomic_int g_ndev = 1;
+
+/* TENSORD_CPU_DEVICES when it is an integer in 1..TD_CPU_MAX_DEVICES, else 1 (with one
+ * warning). */
 static int cpu_devices_env(void)
 {
     const char *env = getenv("TENSORD_CPU_DEVICES");
@@ -72,13 +77,15 @@ void td__cpu_run(const td__cpu_exec *x, int64_t n, int64_t cost, td__cpu_task_fn
 
 static td_status cpu_device_count(int *out)
 {
-    *out = cpu_devices_env();
+    int n = cpu_devices_env();
+    atomic_store(&g_ndev, n);
+    *out = n;
     return TD_OK;
 }
 
 static td_status cpu_device_open(td__device *dev, int index, char *err, size_t errlen)
 {
-    if (index < 0 || index >= cpu_devices_env()) {
+    if (index < 0 || index >= atomic_load(&g_ndev)) {
         if (err != NULL && errlen > 0) snprintf(err, errlen, "cpu: no device %d", index);
         return TD_EINVAL;
     }
@@ -112,7 +119,7 @@ static void cpu_device_close(td__device *dev)
 static td_status cpu_memory_info(td__device *dev, uint64_t *total, uint64_t *free_bytes)
 {
     const td__cpu_device *cd = dev->impl;
-    const uint64_t ndev = (uint64_t)cpu_devices_env();
+    const uint64_t ndev = (uint64_t)atomic_load(&g_ndev);
     long page = sysconf(_SC_PAGESIZE);
     long phys = sysconf(_SC_PHYS_PAGES);
     long avail = sysconf(_SC_AVPHYS_PAGES);
