@@ -166,7 +166,7 @@ static bool decode_open(td__request *rq, td_status dst, const Tensord__V1__Clien
         td__device *x = td__device_is_placement(e) || e[0] == '\0' ? NULL : td__device_find(e);
         if (x == NULL)
             return reject(rq, GRPC_STATUS_INVALID_ARGUMENT,
-                          "open: more device %zu '%s' is not a device of this server (name "
+                          "open: devices[%zu] '%s' is not a device of this server (name "
                           "devices beyond the first exactly, e.g. cpu:1 or cuda:0)",
                           i, name);
         bool dup = x == dev;
