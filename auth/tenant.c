@@ -246,6 +246,22 @@ bool td__tenants_is_admin(td__tenants *t, const td__quota *q)
     return admin;
 }
 
+bool td__tenants_devices(td__tenants *t, const td__quota *q, char *out, size_t outlen)
+{
+    if (outlen > 0) out[0] = '\0';
+    if (!td__tenants_enabled(t) || q == NULL) return false;
+    bool set = false;
+    pthread_rwlock_rdlock(&t->lock);
+    for (size_t i = 0; i < t->n_entries; i++) {
+        const td__token_entry *e = &t->entries[i];
+        if (e->devices[0] == '\0' || strcmp(e->tenant, q->name) != 0) continue;
+        snprintf(out, outlen, "%s", e->devices); /* the last line wins */
+        set = true;
+    }
+    pthread_rwlock_unlock(&t->lock);
+    return set;
+}
+
 void td__tenants_foreach(td__tenants *t, void (*fn)(void *arg, const td__quota *q), void *arg)
 {
     pthread_mutex_lock(&t->reg_mu);

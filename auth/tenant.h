@@ -55,6 +55,12 @@ typedef struct td__identity {
  * if none); names longer than the field are cut (they never match a tokens-file line). */
 void td__identity_of(const char *token, size_t token_len, const char *cn, td__identity *id);
 
+/* The device allow-list of tenant `q` (devices= in the tokens file, auth/tokens.h): true
+ * with the list copied into out[outlen] (comma-separated entries for
+ * td__device_list_match), or false with out "" when the tenant may use every device (no
+ * tokens file, or no devices= for it). Any thread. */
+bool td__tenants_devices(td__tenants *t, const td__quota *q, char *out, size_t outlen);
+
 /* Whether tenant `q` has role=admin in the table in force (false without a tokens file:
  * the admin methods then answer nobody). */
 bool td__tenants_is_admin(td__tenants *t, const td__quota *q);

@@ -209,11 +209,49 @@ int td__token_line_parse(char *line, td__token_entry *e, char *err, size_t errle
                 return -1;
             }
             snprintf(e->created, sizeof e->created, "%s", kv + 8);
+        } else if (strncmp(kv, "devices=", 8) == 0) {
+            if (!td__token_devices_ok(kv + 8)) {
+                snprintf(err, errlen,
+                         "devices: '%.80s' must be a comma-separated list of 1..%d device "
+                         "names or kinds (cpu, cpu:1, cuda, cuda:0), %d characters at most",
+                         kv + 8, TD_TOKEN_DEVICES_MAX_ENTRIES, TD_TOKEN_DEVICES_MAX - 1);
+                return -1;
+            }
+            snprintf(e->devices, sizeof e->devices, "%s", kv + 8);
         } else if (td__quota_kv_parse(kv, &e->limits, &e->limits_set, err, errlen) != 0) {
             return -1;
         }
     }
     return 0;
+}
+
+bool td__token_devices_ok(const char *list)
+{
+    size_t len = strlen(list);
+    if (len == 0 || len >= TD_TOKEN_DEVICES_MAX) return false;
+    int entries = 0;
+    const char *p = list;
+    while (*p != '\0') {
+        /* one entry: KIND or KIND:INDEX, KIND lowercase letters, INDEX decimal digits */
+        size_t kind = 0, idx = 0;
+        while (p[kind] >= 'a' && p[kind] <= 'z') kind++;
+        if (kind == 0 || kind > 16) return false;
+        p += kind;
+        if (*p == ':') {
+            p++;
+            while (p[idx] >= '0' && p[idx] <= '9') idx++;
+            if (idx == 0 || idx > 3) return false;
+            p += idx;
+        }
+        if (++entries > TD_TOKEN_DEVICES_MAX_ENTRIES) return false;
+        if (*p == ',') {
+            p++;
+            if (*p == '\0') return false;
+        } else if (*p != '\0') {
+            return false;
+        }
+    }
+    return true;
 }
 
 td_status td__tokens_load(const char *path, td__token_entry **out, size_t *n, char *err,

@@ -16,6 +16,13 @@
  *   label=TEXT  what the entry is for, 1..64 characters of [A-Za-z0-9._:@/+-] (tensorctl
  *             token new --label; shown by token list, named by token revoke)
  *   created=TIME when `tensorctl token new` made it, YYYY-MM-DDTHH:MM:SSZ (UTC)
+ *   devices=LIST the devices the tenant's sessions may use: comma-separated entries, each
+ *             a device name ("cpu:1", "cuda:0") or a kind alone ("cpu", "cuda": every
+ *             device of that kind), at most TD_TOKEN_DEVICES_MAX_ENTRIES; absent: every
+ *             device the server exposes. Like quotas it belongs to the tenant (the last
+ *             line of the tenant that sets it wins). A session asking for another device
+ *             is refused with PERMISSION_DENIED naming the device and the list; "auto",
+ *             "cuda" and "" place it among the allowed devices only.
  *
  * Quotas belong to the tenant, not to the line: all of a tenant's tokens and certificates
  * share one quota, and when several lines of a tenant set the same quota the last one
@@ -38,6 +45,8 @@
 #define TD_TOKEN_LEN (4 + 64)
 #define TD_CN_MAX 256
 #define TD_TOKEN_LABEL_MAX 64
+#define TD_TOKEN_DEVICES_MAX 128 /* devices= value, terminator included */
+#define TD_TOKEN_DEVICES_MAX_ENTRIES 16
 
 enum td__ident_kind { TD_IDENT_TOKEN, TD_IDENT_CN };
 
@@ -51,6 +60,7 @@ typedef struct td__token_entry {
     bool admin;              /* role=admin */
     char label[TD_TOKEN_LABEL_MAX + 1];
     char created[21];        /* "YYYY-MM-DDTHH:MM:SSZ", "" when absent */
+    char devices[TD_TOKEN_DEVICES_MAX]; /* devices=, "" when absent */
 } td__token_entry;
 
 /* Parse a tokens file. On success *out is a td__malloc'ed array of *n entries (free with
@@ -70,6 +80,9 @@ td_status td__token_new(char buf[TD_TOKEN_LEN + 1]);
 
 /* Whether name is a valid tenant name. */
 bool td__tenant_name_ok(const char *name);
+
+/* Whether `list` is a valid devices= value (see the format above). */
+bool td__token_devices_ok(const char *list);
 
 /* Whether `label` is a valid label= value. */
 bool td__token_label_ok(const char *label);

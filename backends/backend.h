@@ -41,9 +41,10 @@ typedef struct td__device td__device;
  * or layout — td__backend, td__device, td__view, td__op, td__desc, td__alloc_hooks, the op
  * table's row layout (engine/optable.h), an opcode's or a dtype's meaning. Version 1 was
  * the unversioned table (modules without td_backend_abi); version 3 added the dtypes f16,
- * bf16, i8 and i16 (TD_DTYPE_COUNT 10); version 4 added td__device.uuid and the optional
+ * bf16, i8 and i16 (TD_DTYPE_COUNT 10); version 4 appended buffer_copy_peer (sessions
+ * that span devices, issue 19); version 5 added td__device.uuid and the optional
  * no_device_reason entry. */
-#define TD_BACKEND_ABI_VERSION 4u
+#define TD_BACKEND_ABI_VERSION 5u
 
 /* A contiguous tensor as a backend sees it: desc plus the device address of element 0. */
 typedef struct td__view {
@@ -90,7 +91,14 @@ typedef struct td__backend {
      * the table and allocates its host memory through it. Backends compiled into the engine
      * call td__malloc and friends directly and leave this NULL. */
     void (*set_host_alloc)(const td__alloc_hooks *hooks);
-    /* Optional: after device_count gave 0, why (the runtime's own error, e.g. "cudaGetDeviceCount:
+    /* Optional (ABI 4): copy nbytes from `src` on device `from` (another device of this
+     * same backend) to `dst` on `dev`, device to device (peer to peer where the hardware
+     * allows, else however the runtime does it best), complete when it returns and ordered
+     * after work already queued on both devices. TD_EUNSUPPORTED, or NULL: the engine
+     * copies through host memory (buffer_read, then buffer_write). */
+    td_status (*buffer_copy_peer)(td__device *dev, void *dst, td__device *from, const void *src,
+                                  size_t nbytes);
+    /* Optional (ABI 5): after device_count gave 0, why (the runtime's own error, e.g. "cudaGetDeviceCount:
      * CUDA driver version is insufficient for CUDA runtime version (35)"), written as a
      * NUL-terminated string of at most len bytes; "" when there is nothing to say. The engine
      * puts it in its "backend <kind>: no devices" line. */

@@ -26,6 +26,8 @@ bool td__ctx_capturing(const td_context *ctx);
 /* A new handle with a fresh id (a placeholder, or a live tensor the executor will create).
  * NULL with the context's error set on allocation failure. */
 td_tensor *td__ctx_new_tensor(td_context *ctx, const td__desc *d, bool placeholder);
+/* Index of t's device among its session's devices (0: the first; td_to_device moves). */
+uint32_t td__ctx_tensor_device(const td_tensor *t);
 /* Hand pending ops and releases to the transport. */
 td_status td__ctx_flush(td_context *ctx);
 td__transport *td__ctx_transport(td_context *ctx);

@@ -25,6 +25,7 @@ struct td_tensor {
     uint64_t id;
     td__desc desc;
     bool placeholder; /* made while capturing a graph: exists only inside the graph */
+    uint8_t dev;      /* index of its device in ctx->tp->devices (0 unless moved) */
 };
 
 struct td_context {
@@ -165,9 +166,10 @@ static td_tensor *null_input(td_context *ctx, const char *api, const char *which
 
 /* ---- connecting ---- */
 
-/* "cpu", "cpu:0", "cuda:1", "hip:0", "vulkan:2" */
-static bool looks_like_device(const char *s)
+/* "cpu", "cpu:0", "cuda:1", "hip:0", "vulkan:2", "auto" */
+static bool looks_like_one_device(const char *s)
 {
+    if (strcmp(s, "auto") == 0) return true;
     static const char *kinds[] = {"cpu", "cuda", "hip", "vulkan"};
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
         size_t n = strlen(kinds[i]);
@@ -179,6 +181,57 @@ static bool looks_like_device(const char *s)
         return true;
     }
     return false;
+}
+
+/* One device or a comma-separated list of them ("cpu:0,cpu:1"). */
+static bool looks_like_device(const char *s)
+{
+    char buf[64];
+    if (strlen(s) >= sizeof buf || s[0] == '\0') return false;
+    snprintf(buf, sizeof buf, "%s", s);
+    for (char *e = buf, *comma; e != NULL; e = comma ? comma + 1 : NULL) {
+        comma = strchr(e, ',');
+        if (comma != NULL) *comma = '\0';
+        if (!looks_like_one_device(e)) return false;
+    }
+    return true;
+}
+
+int td__device_list_split(const char *list, char first[64],
+                          char more[TD_TRANSPORT_MAX_DEVICES - 1][32], char *err,
+                          size_t errlen)
+{
+    first[0] = '\0';
+    if (list == NULL) list = "";
+    const char *comma = strchr(list, ',');
+    size_t fl = comma != NULL ? (size_t)(comma - list) : strlen(list);
+    if (fl >= 64 || (comma != NULL && fl == 0)) {
+        snprintf(err, errlen, "device list '%s': the first entry is %s", list,
+                 fl == 0 ? "empty" : "too long");
+        return -1;
+    }
+    memcpy(first, list, fl);
+    first[fl] = '\0';
+    int n = 0;
+    while (comma != NULL) {
+        const char *e = comma + 1;
+        comma = strchr(e, ',');
+        size_t el = comma != NULL ? (size_t)(comma - e) : strlen(e);
+        if (n == TD_TRANSPORT_MAX_DEVICES - 1) {
+            snprintf(err, errlen, "device list '%s': a session spans at most %d devices", list,
+                     TD_TRANSPORT_MAX_DEVICES);
+            return -1;
+        }
+        if (el == 0 || el >= 32) {
+            snprintf(err, errlen, "device list '%s': entry %d is %s", list, n + 1,
+                     el == 0 ? "empty" : "too long");
+            return -1;
+        }
+        memcpy(more[n], e, el);
+        more[n][el] = '\0';
+        n++;
+    }
+    return n;
 }
 
 /* Split uri into transport kind, target and device. */
@@ -207,6 +260,24 @@ static td_status parse_uri(const char *uri, bool *local, char *target, size_t tl
         if (slash != NULL) snprintf(device, dlen, "%s", slash + 1);
         return TD_OK;
     }
+    if (strncmp(uri, "dns:", 4) == 0) { /* dns:///NAME:PORT[/DEVICE], dns://AUTH/NAME:PORT[/D] */
+        const char *name = strncmp(uri, "dns:///", 7) == 0 ? uri + 7
+                           : strncmp(uri, "dns://", 6) == 0 && strchr(uri + 6, '/') != NULL
+                               ? strchr(uri + 6, '/') + 1
+                               : NULL;
+        const char *slash = name != NULL ? strchr(name, '/') : NULL;
+        size_t nl = name == NULL ? 0 : slash ? (size_t)(slash - name) : strlen(name);
+        size_t pl = name == NULL ? 0 : (size_t)(name - uri) + nl;
+        if (name == NULL || nl == 0 || pl >= tlen || memchr(name, ':', nl) == NULL) {
+            td__set_connect_error("malformed uri '%s': expected dns:///NAME:PORT[/DEVICE]",
+                                  uri);
+            return TD_EINVAL;
+        }
+        memcpy(target, uri, pl);
+        target[pl] = '\0';
+        if (slash != NULL) snprintf(device, dlen, "%s", slash + 1);
+        return TD_OK;
+    }
     if (strncmp(uri, "unix:", 5) == 0) {
         snprintf(target, tlen, "%s", uri);
         char *last = strrchr(target, '/');
@@ -221,7 +292,8 @@ static td_status parse_uri(const char *uri, bool *local, char *target, size_t tl
         return TD_OK;
     }
     td__set_connect_error("unsupported uri '%s': use local:cpu, tensord://HOST:PORT/DEVICE, "
-                          "tensords://HOST:PORT/DEVICE or unix:PATH/DEVICE", uri);
+                          "tensord://HOST:PORT,HOST:PORT/DEVICE, tensords://HOST:PORT/DEVICE, "
+                          "dns:///NAME:PORT/DEVICE or unix:PATH/DEVICE", uri);
     return TD_EINVAL;
 }
 
@@ -288,7 +360,9 @@ td_status td_connect_sized(const char *uri, const td_options *opts, size_t opts_
     if (local) {
         s = td__local_open(device, &ctx->tp, err, sizeof err);
     } else {
-        s = td__remote_open(target, device, &o, &ctx->tp, err, sizeof err);
+        s = td__pool_is_pool(target)
+                ? td__pool_open(target, device, &o, &ctx->tp, err, sizeof err)
+                : td__remote_open(target, device, &o, &ctx->tp, err, sizeof err);
     }
     if (s != TD_OK) {
         td__set_connect_error("%s", err[0] ? err : td_status_message(s));
@@ -341,6 +415,90 @@ td_status td_last_status(const td_context *ctx)
     return ctx->last_status;
 }
 const char *td_device_name(const td_context *ctx) { return ctx ? ctx->tp->device : ""; }
+
+static td_status flush(td_context *ctx);
+static td_tensor *new_handle(td_context *ctx, const td__desc *d);
+
+const char *td_context_server(const td_context *ctx) { return ctx ? ctx->tp->server : ""; }
+
+int td_context_device_count(const td_context *ctx) { return ctx ? (int)ctx->tp->n_devices : 0; }
+
+const char *td_context_device_at(const td_context *ctx, int i)
+{
+    if (ctx == NULL || i < 0 || (uint32_t)i >= ctx->tp->n_devices) return NULL;
+    return ctx->tp->devices[i];
+}
+
+const char *td_tensor_device(const td_tensor *t)
+{
+    return t != NULL ? t->ctx->tp->devices[t->dev] : "";
+}
+
+/* The index of device `name` in the session's devices ("cpu" also finds "cpu:0"), or -1. */
+static int session_device(const td_context *ctx, const char *name)
+{
+    for (uint32_t i = 0; i < ctx->tp->n_devices; i++) {
+        const char *d = ctx->tp->devices[i];
+        if (strcmp(d, name) == 0 || (strcmp(name, "cpu") == 0 && strcmp(d, "cpu:0") == 0) ||
+            (strcmp(name, "cpu:0") == 0 && strcmp(d, "cpu") == 0))
+            return (int)i;
+    }
+    return -1;
+}
+
+td_tensor *td_to_device(td_tensor *t, const char *device)
+{
+    if (t == NULL) return thread_fail("td_to_device: input t is NULL");
+    td_context *ctx = t->ctx;
+    if (device == NULL) {
+        set_err(ctx, "td_to_device: device is NULL");
+        return NULL;
+    }
+    if (ctx->dead != TD_OK) {
+        set_err_status(ctx, TD_ECLOSED, "td_to_device: the session is closed (%s)",
+                       ctx->tp->err);
+        return NULL;
+    }
+    if (t->placeholder || ctx->capturing) {
+        set_err(ctx, "td_to_device: %s", t->placeholder ? "tensor is a graph placeholder"
+                : "not allowed while capturing a graph (td_graph_begin)");
+        return NULL;
+    }
+    int k = session_device(ctx, device);
+    if (k < 0) {
+        char have[160] = "";
+        size_t hl = 0;
+        for (uint32_t i = 0; i < ctx->tp->n_devices && hl < sizeof have; i++)
+            hl += (size_t)snprintf(have + hl, sizeof have - hl, "%s%s", i ? ", " : "",
+                                   ctx->tp->devices[i]);
+        set_err(ctx, "td_to_device: device '%s' is not one of this session's (%s); name every "
+                "device the session uses in td_connect's uri, e.g. tensord://HOST:PORT/%s,%s",
+                device, have, ctx->tp->devices[0], device);
+        return NULL;
+    }
+    if (ctx->tp->vt->to_device == NULL) {
+        set_err_status(ctx, TD_EUNSUPPORTED, "td_to_device: this session cannot move tensors "
+                       "between devices");
+        return NULL;
+    }
+    td_tensor *out = new_handle(ctx, &t->desc);
+    if (out == NULL) {
+        set_err_status(ctx, TD_ENOMEM, "td_to_device: out of memory");
+        return NULL;
+    }
+    out->dev = (uint8_t)k;
+    td_status s = flush(ctx);
+    if (s == TD_OK) s = ctx->tp->vt->to_device(ctx->tp, t->id, out->id, (uint32_t)k);
+    if (s != TD_OK) {
+        if (ctx->dead == TD_OK) ctx->dead = s;
+        set_err_status(ctx, s, "td_to_device: %s", ctx->tp->err);
+        /* the handle stays valid: reads report the lost session */
+    }
+    ctx->ops_recorded++;
+    ctx->op_failed = false;
+    ctx->seq = next_seq();
+    return out;
+}
 
 void td_get_stats(const td_context *ctx, td_stats *out)
 {
@@ -405,6 +563,8 @@ static td_tensor *new_handle(td_context *ctx, const td__desc *d)
     t->ctx = ctx;
     t->id = ctx->next_id++;
     t->desc = *d;
+    t->dev = 0;
+    t->placeholder = false;
     if (!td__idmap_put(&ctx->handles, t->id, t)) {
         td__free(t);
         return NULL;
@@ -430,6 +590,14 @@ static td_tensor *record(td_context *ctx, const char *api, td__op *op, td_tensor
         }
         descs[i] = &in[i]->desc;
         op->inputs[i] = in[i]->id;
+        if (in[i]->dev != in[0]->dev) {
+            set_err(ctx, "%s: input 0 (tensor %llu) is on device %s and input %u (tensor %llu) "
+                    "on device %s; an op's inputs must be on one device (move one with "
+                    "td_to_device: tensors are never copied between devices silently)",
+                    api, (unsigned long long)in[0]->id, ctx->tp->devices[in[0]->dev], i,
+                    (unsigned long long)in[i]->id, ctx->tp->devices[in[i]->dev]);
+            return NULL;
+        }
     }
     td__desc od;
     char why[768];
@@ -458,6 +626,7 @@ static td_tensor *record(td_context *ctx, const char *api, td__op *op, td_tensor
     }
     op->output = t->id;
     t->placeholder = ctx->capturing;
+    t->dev = op->n_inputs > 0 ? in[0]->dev : 0;
     ctx->batch[ctx->batch_len++] = *op;
     ctx->batch_bytes += op_wire_bytes(op);
     ctx->ops_recorded++;
@@ -2478,6 +2647,7 @@ td_tensor *td__ctx_new_tensor(td_context *ctx, const td__desc *d, bool placehold
 }
 
 td_status td__ctx_flush(td_context *ctx) { return flush(ctx); }
+uint32_t td__ctx_tensor_device(const td_tensor *t) { return t->dev; }
 td__transport *td__ctx_transport(td_context *ctx) { return ctx->tp; }
 td__autodiff **td__ctx_autodiff(td_context *ctx) { return &ctx->ad; }
 td_context *td__tensor_ctx(const td_tensor *t) { return t->ctx; }

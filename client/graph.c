@@ -364,6 +364,13 @@ td_status td_graph_run(td_graph *graph, int n_in, const char *const *in_names,
                  name, a, (unsigned long long)td__tensor_id(t), b);
             return TD_EINVAL;
         }
+        if (td__ctx_tensor_device(t) != 0) {
+            gerr(ctx, TD_EINVAL, "td_graph_run: input '%s' (tensor %llu) is on device %s; "
+                 "graphs run on the session's first device, %s (move it with td_to_device)",
+                 name, (unsigned long long)td__tensor_id(t), td_tensor_device(t),
+                 td_device_name(ctx));
+            return TD_EINVAL;
+        }
         in_ids[i] = td__tensor_id(t);
     }
     for (uint32_t i = 0; i < g->n_outputs; i++) {

@@ -94,6 +94,36 @@ static td_status local_graph_run(td__transport *t, const td__graph *g, const uin
     return TD_OK;
 }
 
+static td_status local_to_device(td__transport *t, uint64_t id, uint64_t out, uint32_t device)
+{
+    local_transport *lt = (local_transport *)t;
+    char err[512];
+    td_status st = td__session_to_device(lt->session, id, out, device, err, sizeof err);
+    if (st != TD_OK && st != TD_EPOISONED) td__transport_defer(t, st, err);
+    return TD_OK;
+}
+
+/* "auto" or a GPU kind in-process: the candidate with the most free memory (no other
+ * sessions to weigh), the first on a tie; NULL when none. */
+static td__device *place_local(const char *want)
+{
+    td__device *best = NULL;
+    uint64_t best_free = 0;
+    for (int i = 0; i < td__device_count(); i++) {
+        td__device *d = td__device_at(i);
+        if (!td__device_place_candidate(d, want)) continue;
+        uint64_t total = 0, free_bytes = 0;
+        if (d->backend->memory_info == NULL ||
+            d->backend->memory_info(d, &total, &free_bytes) != TD_OK)
+            free_bytes = 0;
+        if (best == NULL || free_bytes > best_free) {
+            best = d;
+            best_free = free_bytes;
+        }
+    }
+    return best;
+}
+
 static const td__transport_vt local_vt = {
     .submit = local_submit,
     .write = local_write,
@@ -102,6 +132,7 @@ static const td__transport_vt local_vt = {
     .fence = local_fence,
     .close = local_close,
     .graph_run = local_graph_run,
+    .to_device = local_to_device,
 };
 
 td_status td__local_open(const char *device, td__transport **out, char *err, size_t errlen)
@@ -117,7 +148,19 @@ td_status td__local_open(const char *device, td__transport **out, char *err, siz
     td__log_set_prefix("libtensord");
     td_status s = td__devices_init(err, errlen);
     if (s != TD_OK) return s;
-    td__device *dev = td__device_find(device);
+    char first[64], more[TD_TRANSPORT_MAX_DEVICES - 1][32];
+    int n_more = td__device_list_split(device, first, more, err, errlen);
+    if (n_more < 0) return TD_EINVAL;
+    device = first;
+    td__device *dev = td__device_is_placement(device) ? place_local(device)
+                                                      : td__device_find(device);
+    td__device *extra[TD_TRANSPORT_MAX_DEVICES - 1];
+    for (int i = 0; i < n_more && dev != NULL; i++) {
+        if ((extra[i] = td__device_find(more[i])) == NULL) {
+            device = more[i];
+            dev = NULL;
+        }
+    }
     if (dev == NULL) {
         char names[256] = "";
         size_t o = 0;
@@ -137,6 +180,19 @@ td_status td__local_open(const char *device, td__transport **out, char *err, siz
     }
     lt->base.vt = &local_vt;
     snprintf(lt->base.device, sizeof lt->base.device, "%s", dev->name);
+    snprintf(lt->base.devices[0], sizeof lt->base.devices[0], "%s", dev->name);
+    lt->base.n_devices = 1;
+    for (int i = 0; i < n_more; i++) {
+        uint32_t index;
+        s = td__session_add_device(lt->session, extra[i], &index, err, errlen);
+        if (s != TD_OK) {
+            td__session_destroy(lt->session);
+            td__free(lt);
+            return s;
+        }
+        snprintf(lt->base.devices[index], sizeof lt->base.devices[index], "%s", extra[i]->name);
+        lt->base.n_devices = index + 1;
+    }
     *out = &lt->base;
     return TD_OK;
 }

@@ -73,6 +73,8 @@ typedef struct remote {
     td__wire_span rx_span;
     char opened_device[sizeof(((td__transport *)0)->device)];
     uint32_t opened_protocol;
+    char opened_devices[TD_TRANSPORT_MAX_DEVICES][32]; /* SessionOpened.devices */
+    uint32_t n_opened_devices;
 
     td_status violation; /* the server broke the protocol (found while dispatching) */
     char violation_msg[512];
@@ -198,6 +200,15 @@ static void dispatch(remote *r, const Tensord__V1__ServerMessage *m, const uint8
         snprintf(r->opened_device, sizeof r->opened_device, "%s",
                  m->opened->device != NULL ? m->opened->device : "");
         r->opened_protocol = m->opened->protocol;
+        if (m->opened->n_devices > TD_TRANSPORT_MAX_DEVICES) {
+            protocol_violation(r, "session-opened lists %zu devices; a session spans at most "
+                               "%d", m->opened->n_devices, TD_TRANSPORT_MAX_DEVICES);
+            return;
+        }
+        r->n_opened_devices = (uint32_t)m->opened->n_devices;
+        for (size_t i = 0; i < m->opened->n_devices; i++)
+            snprintf(r->opened_devices[i], sizeof r->opened_devices[i], "%s",
+                     m->opened->devices[i] != NULL ? m->opened->devices[i] : "");
         r->req.done = true;
         r->req.st = TD_OK;
         return;
@@ -845,6 +856,21 @@ static void remote_graph_release(td__transport *t, const td__graph *g)
     (void)send_msg(r, &cm, NULL); /* a failure closes the session; the next call says so */
 }
 
+static td_status remote_to_device(td__transport *t, uint64_t id, uint64_t out, uint32_t device)
+{
+    remote *r = (remote *)t;
+    td_status st = check_open(r);
+    if (st != TD_OK) return st;
+    Tensord__V1__ToDevice td = TENSORD__V1__TO_DEVICE__INIT;
+    td.tensor = id;
+    td.output = out;
+    td.device = device;
+    Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
+    cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_TO_DEVICE;
+    cm.to_device = &td;
+    return send_msg(r, &cm, NULL);
+}
+
 static const td__transport_vt remote_vt = {
     .submit = remote_submit,
     .write = remote_write,
@@ -860,6 +886,7 @@ static const td__transport_vt remote_vt = {
     .blob_store = remote_blob_store,
     .blob_has_fingerprint = remote_blob_has_fingerprint,
     .blob_candidate = remote_blob_candidate,
+    .to_device = remote_to_device,
 };
 
 td_status td__remote_open(const char *target, const char *device, const td_options *opts,
@@ -870,6 +897,13 @@ td_status td__remote_open(const char *target, const char *device, const td_optio
         return TD_EINVAL;
     }
     if (device == NULL) device = "";
+    /* "cpu:0,cpu:1": the session's first device, then the further ones (protocol 4) */
+    char first[64], more[TD_TRANSPORT_MAX_DEVICES - 1][32];
+    char *more_p[TD_TRANSPORT_MAX_DEVICES - 1];
+    int n_more = td__device_list_split(device, first, more, err, errlen);
+    if (n_more < 0) return TD_EINVAL;
+    for (int i = 0; i < n_more; i++) more_p[i] = more[i];
+    device = first;
     int connect_ms = opts != NULL && opts->connect_timeout_ms > 0 ? opts->connect_timeout_ms
                                                                   : REMOTE_CONNECT_TIMEOUT_MS;
     int call_ms = opts != NULL && opts->call_timeout_ms > 0 ? opts->call_timeout_ms
@@ -912,6 +946,8 @@ td_status td__remote_open(const char *target, const char *device, const td_optio
     os.protocol_min = TD_PROTOCOL_MIN;
     os.protocol_max = TD_PROTOCOL_MAX;
     os.device = (char *)(uintptr_t)device; /* only read while packing */
+    os.n_devices = (size_t)n_more;
+    os.devices = more_p;
     os.client_name = (char *)(uintptr_t)client_name;
     Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
     cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_OPEN;
@@ -924,6 +960,13 @@ td_status td__remote_open(const char *target, const char *device, const td_optio
                     r->opened_protocol, TD_PROTOCOL_MIN, TD_PROTOCOL_MAX);
         st = TD_EPROTO;
     }
+    if (st == TD_OK && n_more > 0 && r->n_opened_devices != (uint32_t)n_more + 1) {
+        remote_errf(r, "tensord at %s (protocol %u) did not open devices %s%s%s: sessions that "
+                    "span devices need protocol %d and a server that knows them",
+                    target, r->opened_protocol, more[0], n_more > 1 ? ", " : "",
+                    n_more > 1 ? more[1] : "", TD_PROTOCOL_DEVICES);
+        st = TD_EUNSUPPORTED;
+    }
     r->opening = false;
     if (st != TD_OK) {
         snprintf(err, errlen, "%s", r->base.err);
@@ -931,8 +974,15 @@ td_status td__remote_open(const char *target, const char *device, const td_optio
         remote_teardown(r);
         return st;
     }
-    snprintf(r->base.device, sizeof r->base.device, "%s",
+    snprintf(r->base.device, sizeof r->base.device, "%.31s",
              r->opened_device[0] != '\0' ? r->opened_device : device);
+    memcpy(r->base.devices[0], r->base.device, sizeof r->base.devices[0]);
+    r->base.n_devices = 1;
+    for (uint32_t i = 1; i < r->n_opened_devices; i++) {
+        memcpy(r->base.devices[i], r->opened_devices[i], sizeof r->base.devices[i]);
+        r->base.n_devices = i + 1;
+    }
+    snprintf(r->base.server, sizeof r->base.server, "%s", target);
     r->base.blob_fingerprints = r->opened_protocol >= TD_PROTOCOL_FINGERPRINTS;
     r->base.err[0] = '\0';
     *out = &r->base;

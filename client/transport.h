@@ -63,11 +63,24 @@ typedef struct td__transport_vt {
      * `fp` (fire-and-forget). NULL when the executor has no blob store. */
     td_status (*blob_has_fingerprint)(td__transport *t, const uint8_t *fp, bool *present);
     td_status (*blob_candidate)(td__transport *t, uint64_t id, const uint8_t *fp);
+    /* Copy tensor `id` to device `device` of the session (an index into
+     * td__transport.devices) as the new tensor `out`, inside the executor; fire-and-forget
+     * like submit (failures are deferred). NULL when the executor cannot (remote servers
+     * before protocol 4). */
+    td_status (*to_device)(td__transport *t, uint64_t id, uint64_t out, uint32_t device);
 } td__transport_vt;
+
+/* Devices one session may span (proto/wire_limits.h TD_SESSION_MAX_DEVICES). */
+#define TD_TRANSPORT_MAX_DEVICES 4
 
 struct td__transport {
     const td__transport_vt *vt;
     char device[32];     /* device actually opened */
+    /* Every device of the session: devices[0] is `device`, then the further devices the
+     * uri named, in order (ToDevice's numbering). */
+    char devices[TD_TRANSPORT_MAX_DEVICES][32];
+    uint32_t n_devices;
+    char server[256];    /* the server the session is on ("" for local) */
     size_t blob_min_bytes; /* uploads at least this large go through the blob offer */
     bool blob_fingerprints; /* the executor takes fingerprints (protocol >= 2) */
     char err[1024];      /* message of the last failure */
@@ -84,8 +97,27 @@ td_status td__offer_write(td__transport *t, uint64_t id, const void *src, size_t
 /* Record a deferred failure if none is pending (shared by both transports). */
 void td__transport_defer(td__transport *t, td_status st, const char *msg);
 
-/* Open an in-process engine session on device `device` ("cpu"). */
+/* Split a device list "cpu:0,cpu:1" (the uri's DEVICE part) into its first device and the
+ * further ones: first (cap 64) and more[TD_TRANSPORT_MAX_DEVICES - 1] (cap 32 each).
+ * Returns the number of further devices, or -1 with a message in err (too many, an empty
+ * or too long entry). */
+int td__device_list_split(const char *list, char first[64],
+                          char more[TD_TRANSPORT_MAX_DEVICES - 1][32], char *err,
+                          size_t errlen);
+
+/* Open an in-process engine session on device `device` ("cpu"; a list "cpu:0,cpu:1" spans
+ * several devices; "auto" and a GPU kind take the device of that kind with the most free
+ * memory). */
 td_status td__local_open(const char *device, td__transport **out, char *err, size_t errlen);
+
+/* Whether a remote target names a pool: a comma-separated server list, or "dns:..." */
+bool td__pool_is_pool(const char *target);
+/* Open a session on one server of pool `pool` ("h1:7070,h2:7070" or "dns:///NAME:PORT";
+ * client/pool.c has the policy: round robin, skipping members that are down, draining or
+ * refuse); the transport's `server` names the member. Errors as td__remote_open, the
+ * message naming the pool. */
+td_status td__pool_open(const char *pool, const char *device, const td_options *opts,
+                        td__transport **out, char *err, size_t errlen);
 
 /* Open a remote session. `target` is a gRPC target ("127.0.0.1:7070", "unix:/path"),
  * `device` may be "" (server default). */

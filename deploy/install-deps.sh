@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install the Debian 12 packages that building, testing and the quickstart need
 # (libmicrohttpd-dev: tensord's --metrics listener; python3-grpcio, python3-grpc-tools and
-# python3-protobuf: the e2e-ops test's plain gRPC health client; systemd: systemd-analyze for
+# python3-protobuf: the e2e-ops test's plain gRPC health client; python3-yaml: the
+# deploy-kubernetes test; systemd: systemd-analyze for
 # the deploy-unit test; glslc, libvulkan-dev: the Vulkan backend module, mesa-vulkan-drivers:
 # lavapipe, the software Vulkan device its conformance tests run on; vulkan-tools:
 # vulkaninfo, to see what a host offers).
@@ -12,7 +13,7 @@ PKGS=(meson ninja-build pkg-config gcc libc6-dev
       libopenblas-dev libsystemd-dev zlib1g-dev libxxhash-dev libjansson-dev libcriterion-dev
       libmicrohttpd-dev libonnx-dev libonnx-testdata
       dataset-fashion-mnist python3-numpy openssl procps
-      python3-grpcio python3-grpc-tools python3-protobuf systemd
+      python3-grpcio python3-grpc-tools python3-protobuf python3-yaml systemd
       glslc libvulkan-dev mesa-vulkan-drivers vulkan-tools ${TD_EXTRA_PKGS:-})
 missing=()
 for p in "${PKGS[@]}"; do

@@ -36,7 +36,7 @@
 static td__device g_devices[TD_MAX_DEVICES];
 static int g_ndevices;
 static td_status g_init_status = TD_OK;
-static char g_init_err[256];
+static char g_init_err[512];
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 static const td__backend *g_backends[TD_MAX_BACKENDS];
@@ -219,6 +219,56 @@ static void load_modules(void)
     if (!in_tree && TD_BACKEND_DIR[0] != '\0') scan_dir(TD_BACKEND_DIR);
 }
 
+/* TENSORD_DEVICES, split at commas (see td__devices_init): entries and whether each
+ * matched a device. */
+#define TD_MAX_FILTER 32
+static char g_filter_buf[512];
+static const char *g_filter[TD_MAX_FILTER];
+static bool g_filter_hit[TD_MAX_FILTER];
+static int g_nfilter;
+static char g_hidden[256]; /* names of the devices the filter hid, for its error message */
+
+static td_status filter_parse(void)
+{
+    const char *env = getenv("TENSORD_DEVICES");
+    if (env == NULL || env[0] == '\0') return TD_OK;
+    if (strlen(env) >= sizeof g_filter_buf) {
+        snprintf(g_init_err, sizeof g_init_err, "device list '%.64s...' is longer than %zu "
+                 "characters", env, sizeof g_filter_buf - 1);
+        return TD_EINVAL;
+    }
+    snprintf(g_filter_buf, sizeof g_filter_buf, "%s", env);
+    char *save = NULL;
+    for (char *e = strtok_r(g_filter_buf, ", ", &save); e != NULL;
+         e = strtok_r(NULL, ", ", &save)) {
+        if (g_nfilter == TD_MAX_FILTER) {
+            snprintf(g_init_err, sizeof g_init_err, "device list '%.200s' has more than %d "
+                     "entries", env, TD_MAX_FILTER);
+            return TD_EINVAL;
+        }
+        g_filter[g_nfilter++] = e;
+    }
+    if (g_nfilter == 0) {
+        snprintf(g_init_err, sizeof g_init_err, "device list '%.200s' names no device", env);
+        return TD_EINVAL;
+    }
+    return TD_OK;
+}
+
+/* Whether the filter keeps device `d` (no filter: every device); marks the entries hit. */
+static bool filter_keeps(const td__device *d)
+{
+    if (g_nfilter == 0) return true;
+    bool keep = false;
+    for (int f = 0; f < g_nfilter; f++)
+        if (td__device_list_match(d, g_filter[f])) keep = g_filter_hit[f] = true;
+    if (!keep) {
+        size_t len = strlen(g_hidden);
+        snprintf(g_hidden + len, sizeof g_hidden - len, "%s%s", len ? ", " : "", d->name);
+    }
+    return keep;
+}
+
 static void open_backend(const td__backend *be)
 {
     int n = 0;
@@ -239,6 +289,11 @@ static void open_backend(const td__backend *be)
         } else {
             snprintf(d->name, sizeof d->name, "%s:%d", be->kind, i);
         }
+        if (!filter_keeps(d)) {
+            td__log(TD_LOG_DEBUG, "device %s: hidden (not in TENSORD_DEVICES / --devices)",
+                    d->name);
+            continue;
+        }
         char err[256] = "";
         if (be->device_open(d, i, err, sizeof err) != TD_OK) {
             td__log(TD_LOG_WARN, "device %s: cannot open: %s", d->name, err);
@@ -250,9 +305,25 @@ static void open_backend(const td__backend *be)
 
 static void init_once(void)
 {
+    if ((g_init_status = filter_parse()) != TD_OK) return;
     add_compiled_in();
     load_modules();
     for (int b = 0; b < g_nbackends; b++) open_backend(g_backends[b]);
+    for (int f = 0; f < g_nfilter; f++) {
+        if (g_filter_hit[f]) continue;
+        char have[320] = "";
+        size_t len = 0;
+        for (int i = 0; i < g_ndevices && len < sizeof have; i++)
+            len += (size_t)snprintf(have + len, sizeof have - len, "%s%s", len ? ", " : "",
+                                    g_devices[i].name);
+        if (g_hidden[0] != '\0' && len < sizeof have)
+            snprintf(have + len, sizeof have - len, "%s%s", len ? ", " : "", g_hidden);
+        snprintf(g_init_err, sizeof g_init_err,
+                 "device list entry '%.40s' names no device of this host (it has: %.180s)",
+                 g_filter[f], have[0] ? have : "none");
+        g_init_status = TD_EINVAL;
+        return;
+    }
     if (g_ndevices == 0) {
         g_init_status = TD_EDEVICE;
         snprintf(g_init_err, sizeof g_init_err, "no usable device (was the CPU backend built?)");
@@ -272,15 +343,60 @@ int td__device_count(void) { return g_ndevices; }
 
 td__device *td__device_at(int i) { return i >= 0 && i < g_ndevices ? &g_devices[i] : NULL; }
 
+/* Whether `name` names `d`: its name, "<kind>:<index>", or "cpu" for cpu:0. */
+static bool names_device(const td__device *d, const char *name)
+{
+    char alias[40];
+    snprintf(alias, sizeof alias, "%s:%d", d->backend->kind, d->index);
+    if (strcmp(name, d->name) == 0 || strcmp(name, alias) == 0) return true;
+    return d->index == 0 && strcmp(d->backend->kind, "cpu") == 0 && strcmp(name, "cpu") == 0;
+}
+
+bool td__device_is_accelerator(const td__device *d)
+{
+    if (d == NULL || strcmp(d->backend->kind, "cpu") == 0) return false;
+    /* Mesa's software Vulkan (lavapipe) names its device "llvmpipe (...)" */
+    return !(strcmp(d->backend->kind, "vulkan") == 0 && strstr(d->description, "llvmpipe"));
+}
+
+td__device *td__device_default(void)
+{
+    for (int i = 0; i < g_ndevices; i++)
+        if (td__device_is_accelerator(&g_devices[i])) return &g_devices[i];
+    return g_ndevices > 0 ? &g_devices[0] : NULL;
+}
+
 td__device *td__device_find(const char *name)
 {
     if (g_ndevices == 0) return NULL;
-    if (name == NULL || name[0] == '\0') return &g_devices[0];
-    for (int i = 0; i < g_ndevices; i++) {
-        td__device *d = &g_devices[i];
-        char alias[40];
-        snprintf(alias, sizeof alias, "%s:%d", d->backend->kind, d->index);
-        if (strcmp(name, d->name) == 0 || strcmp(name, alias) == 0) return d;
-    }
+    if (name == NULL || name[0] == '\0') return td__device_default();
+    for (int i = 0; i < g_ndevices; i++)
+        if (names_device(&g_devices[i], name)) return &g_devices[i];
     return NULL;
+}
+
+bool td__device_list_match(const td__device *d, const char *entry)
+{
+    if (d == NULL || entry == NULL) return false;
+    if (strcmp(entry, d->backend->kind) == 0) return true;
+    return strcmp(entry, "cpu") != 0 && names_device(d, entry);
+}
+
+bool td__device_is_placement(const char *name)
+{
+    if (name == NULL) return false;
+    return strcmp(name, "auto") == 0 || strcmp(name, "cuda") == 0 || strcmp(name, "hip") == 0 ||
+           strcmp(name, "vulkan") == 0;
+}
+
+bool td__device_place_candidate(const td__device *d, const char *request)
+{
+    if (d == NULL || request == NULL) return false;
+    if (strcmp(request, "auto") == 0) {
+        if (td__device_is_accelerator(d)) return true;
+        for (int i = 0; i < g_ndevices; i++)
+            if (td__device_is_accelerator(&g_devices[i])) return false;
+        return strcmp(d->backend->kind, "cpu") == 0; /* not a software Vulkan device */
+    }
+    return strcmp(request, d->backend->kind) == 0;
 }

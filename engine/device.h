@@ -21,6 +21,14 @@
  * A module that fails to load (e.g. libcudart missing) gives one info log line; a backend
  * with no devices (no driver) gives "backend <kind>: no devices (<the runtime's reason>)" at
  * info level.
+ *
+ * Which devices: the CPU backend has one device, "cpu", or N of them ("cpu:0" .. "cpu:N-1",
+ * each with its own threads and byte count) when TENSORD_CPU_DEVICES=N (tensord
+ * --cpu-devices). TENSORD_DEVICES=LIST (tensord --devices), a comma-separated list of
+ * entries as td__device_list_match takes them, opens only the devices it names; an entry
+ * that names no device of the host fails td__devices_init with TD_EINVAL ("device list entry
+ * 'cuda:3' names no device of this host (it has: ...)"). Devices keep their names whatever
+ * the filter hides.
  * Thread-safety: td__devices_init is idempotent and thread-safe; lookups after it are
  * read-only. */
 #ifndef TD_ENGINE_DEVICE_H
@@ -44,6 +52,25 @@ td_status td__backend_module_open(const char *path, const td__backend **out, voi
 bool td__backend_loaded(const char *kind);
 int td__device_count(void);
 td__device *td__device_at(int i);
-/* Find by name ("cpu", "cpu:0", "cuda:1"); NULL if absent. NULL or "" gives device 0. */
+/* Find by name ("cpu", "cpu:0", "cuda:1"; "cpu" is cpu:0 whatever the CPU device count);
+ * NULL if absent. NULL or "" gives td__device_default(). */
 td__device *td__device_find(const char *name);
+/* The default device: the first accelerator (td__device_is_accelerator) in registry order
+ * (cuda, then hip, then vulkan devices, each in index order), else the first device (the
+ * CPU). NULL before init or without devices. */
+td__device *td__device_default(void);
+/* Whether `d` is an accelerator: any device not of the CPU backend, except a software
+ * Vulkan implementation (Mesa's lavapipe, whose device is named "llvmpipe"). */
+bool td__device_is_accelerator(const td__device *d);
+/* Whether a device-list entry (TENSORD_DEVICES, a tenant's devices= in the tokens file)
+ * names `d`: a kind alone ("cpu", "cuda") names every device of that kind, anything else
+ * names a device as td__device_find takes it ("cpu:1", "cuda:0"). */
+bool td__device_list_match(const td__device *d, const char *entry);
+/* Whether a session's device string asks the server to place it: "auto" (the accelerators
+ * when there is one, else the CPU devices: a software Vulkan device is taken only when
+ * named), or a GPU kind without an index: "cuda", "hip", "vulkan" (any device of that
+ * kind). "cpu" is not a placement: it names cpu:0. */
+bool td__device_is_placement(const char *name);
+/* Whether `d` is a candidate for placement request `request` (td__device_is_placement). */
+bool td__device_place_candidate(const td__device *d, const char *request);
 #endif

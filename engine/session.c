@@ -34,8 +34,15 @@ typedef struct td__split {
 } td__split;
 
 struct td__session {
+    /* The device (and its stream) the op being executed runs on: devs[0] outside ops.
+     * Everything below the op level (supports_op, lowering, splitting, exec) uses these. */
     td__device *dev;
     void *stream;
+    /* Every device of the session (td__session_add_device), devs[0] the one it was created
+     * on, and each one's stream. */
+    td__device *devs[TD_SESSION_DEVICES_MAX];
+    void *streams[TD_SESSION_DEVICES_MAX];
+    uint32_t ndevs;
     td__idmap tensors; /* id -> td__tensor* */
     td__session_limits limits;
     uint64_t bytes;
@@ -51,6 +58,7 @@ struct td__session {
         td__tensor *t;
         td__quota *q;
         td__split sp;
+        uint32_t dev; /* index in devs[] of the device it runs on */
     } pend;
 };
 
@@ -75,8 +83,61 @@ td_status td__session_create(td__device *dev, const td__session_limits *limits,
             return st;
         }
     }
+    s->devs[0] = dev;
+    s->streams[0] = s->stream;
+    s->ndevs = 1;
     *out = s;
     return TD_OK;
+}
+
+td_status td__session_add_device(td__session *s, td__device *dev, uint32_t *index, char *err,
+                                 size_t errlen)
+{
+    for (uint32_t i = 0; i < s->ndevs; i++) {
+        if (s->devs[i] == dev) {
+            snprintf(err, errlen, "device %s is already device %u of the session", dev->name, i);
+            return TD_EINVAL;
+        }
+    }
+    if (s->ndevs == TD_SESSION_DEVICES_MAX) {
+        snprintf(err, errlen, "a session spans at most %d devices; %s would be one more",
+                 TD_SESSION_DEVICES_MAX, dev->name);
+        return TD_EINVAL;
+    }
+    void *stream = NULL;
+    if (dev->backend->stream_create != NULL) {
+        td_status st = dev->backend->stream_create(dev, &stream);
+        if (st != TD_OK) {
+            snprintf(err, errlen, "cannot create a stream on device %s", dev->name);
+            return st;
+        }
+    }
+    s->devs[s->ndevs] = dev;
+    s->streams[s->ndevs] = stream;
+    *index = s->ndevs++;
+    return TD_OK;
+}
+
+uint32_t td__session_device_count(const td__session *s) { return s->ndevs; }
+
+td__device *td__session_device(const td__session *s, uint32_t index)
+{
+    return index < s->ndevs ? s->devs[index] : NULL;
+}
+
+/* Make device `i` of the session current (the one the next op runs on). */
+static void use_device(td__session *s, uint32_t i)
+{
+    s->dev = s->devs[i];
+    s->stream = s->streams[i];
+}
+
+/* The index of `dev` in the session's devices, or UINT32_MAX. */
+static uint32_t device_index(const td__session *s, const td__device *dev)
+{
+    for (uint32_t i = 0; i < s->ndevs; i++)
+        if (s->devs[i] == dev) return i;
+    return UINT32_MAX;
 }
 
 /* Host memory one tensor record costs the server besides its buffer: the record, its table
@@ -362,13 +423,15 @@ void td__session_destroy(td__session *s)
     size_t pos = 0;
     uint64_t id;
     void *v;
-    if (s->stream != NULL && s->dev->backend->stream_sync != NULL)
-        s->dev->backend->stream_sync(s->dev, s->stream);
+    for (uint32_t i = 0; i < s->ndevs; i++)
+        if (s->streams[i] != NULL && s->devs[i]->backend->stream_sync != NULL)
+            s->devs[i]->backend->stream_sync(s->devs[i], s->streams[i]);
     pending_drop(s);
     while (td__idmap_next(&s->tensors, &pos, &id, &v)) tensor_free(s, v);
     td__idmap_fini(&s->tensors);
-    if (s->stream != NULL && s->dev->backend->stream_destroy != NULL)
-        s->dev->backend->stream_destroy(s->dev, s->stream);
+    for (uint32_t i = 0; i < s->ndevs; i++)
+        if (s->streams[i] != NULL && s->devs[i]->backend->stream_destroy != NULL)
+            s->devs[i]->backend->stream_destroy(s->devs[i], s->streams[i]);
     td__free(s);
 }
 
@@ -510,6 +573,26 @@ static td_status exec_one(td__session *s, const exec_at *at, const td__op *op, b
                    (unsigned long long)op->output);
         return TD_EINVAL;
     }
+    if (at->parent == NULL && s->ndevs > 1) {
+        /* The op runs where its inputs are; they must all be on one device (no silent
+         * copies: the client moves tensors with ToDevice). */
+        uint32_t d = op->n_inputs > 0 ? device_index(s, in[0]->buf->dev) : 0;
+        for (uint32_t k = 1; k < op->n_inputs; k++) {
+            if (in[k]->buf->dev != in[0]->buf->dev) {
+                op_message(msg, msglen, at, op,
+                           "input 0 is on device %s and input %u on device %s; an op's inputs "
+                           "must be on one device (move one with td_to_device)",
+                           in[0]->buf->dev->name, k, in[k]->buf->dev->name);
+                return TD_EINVAL;
+            }
+        }
+        if (d == UINT32_MAX) {
+            op_message(msg, msglen, at, op, "input 0 is on device %s, not one of the session's",
+                       in[0]->buf->dev->name);
+            return TD_EINTERNAL;
+        }
+        use_device(s, d);
+    }
     td__desc od;
     char why[512];
     td_status st = td__op_infer(op, in_desc, &od, why, sizeof why);
@@ -602,7 +685,8 @@ static td_status exec_one(td__session *s, const exec_at *at, const td__op *op, b
                 if (s->defer_ok && at->parent == NULL) {
                     /* td__session_exec_slice runs the pieces and finishes the tensor. */
                     s->pend = (struct pending){.active = true, .index = at->index, .op = *op,
-                                               .t = t, .q = q, .sp = sp};
+                                               .t = t, .q = q, .sp = sp,
+                                               .dev = device_index(s, s->dev)};
                     return TD_OK;
                 }
                 bool done;
@@ -661,6 +745,7 @@ static td_status pending_step(td__session *s, uint64_t deadline, bool *done, cha
 {
     char why[512];
     exec_at at = {.index = s->pend.index, .parent = NULL, .step = 0};
+    use_device(s, s->pend.dev);
     td_status st = split_run(s, &s->pend.sp, deadline, done, why, sizeof why);
     if (st != TD_OK) {
         op_message(msg, msglen, &at, &s->pend.op, "%s", why[0] ? why : td_status_message(st));
@@ -724,6 +809,7 @@ size_t td__session_exec_slice(td__session *s, const td__op *ops, size_t first, s
         i++;
         if (budget_ns != UINT64_MAX && i < n && now_ns() - start >= budget_ns) break;
     }
+    use_device(s, 0);
     return i;
 }
 
@@ -812,7 +898,7 @@ static td_status unshare(td__session *s, uint64_t id, td__tensor *t, bool whole,
         return TD_EQUOTA;
     }
     td__buffer *nb;
-    td_status st = td__buffer_create(s->dev, nbytes, &nb);
+    td_status st = td__buffer_create(old->dev, nbytes, &nb);
     if (st != TD_OK) {
         if (q != NULL && nbytes > 0) td__quota_bytes_uncharge(q, nbytes);
         snprintf(err, errlen, "cannot copy tensor %llu before writing it (%s)",
@@ -822,7 +908,7 @@ static td_status unshare(td__session *s, uint64_t id, td__tensor *t, bool whole,
     nb->quota = nbytes > 0 ? q : NULL;
     nb->quota_bytes = nb->quota != NULL ? nbytes : 0;
     if (!whole) {
-        st = device_copy(s->dev, nb->data, old->data, nbytes);
+        st = device_copy(old->dev, nb->data, old->data, nbytes);
         if (st != TD_OK) {
             td__buffer_unref(nb);
             snprintf(err, errlen, "cannot copy tensor %llu before writing it (%s)",
@@ -846,7 +932,8 @@ td_status td__session_write(td__session *s, uint64_t id, uint64_t offset, const 
     if (st != TD_OK || nbytes == 0) return st;
     st = unshare(s, id, t, offset == 0 && nbytes == t->buf->nbytes, err, errlen);
     if (st != TD_OK) return st;
-    st = s->dev->backend->buffer_write(s->dev, t->buf->data, (size_t)offset, src, nbytes);
+    td__device *dev = t->buf->dev;
+    st = dev->backend->buffer_write(dev, t->buf->data, (size_t)offset, src, nbytes);
     if (st != TD_OK) snprintf(err, errlen, "device write to tensor %llu failed",
                               (unsigned long long)id);
     return st;
@@ -858,7 +945,8 @@ td_status td__session_read(td__session *s, uint64_t id, uint64_t offset, void *d
     td__tensor *t;
     td_status st = find_range(s, id, offset, nbytes, &t, err, errlen);
     if (st != TD_OK || nbytes == 0) return st;
-    st = s->dev->backend->buffer_read(s->dev, t->buf->data, (size_t)offset, dst, nbytes);
+    td__device *dev = t->buf->dev;
+    st = dev->backend->buffer_read(dev, t->buf->data, (size_t)offset, dst, nbytes);
     if (st != TD_OK) snprintf(err, errlen, "device read of tensor %llu failed",
                               (unsigned long long)id);
     return st;
@@ -872,7 +960,7 @@ td_status td__session_lookup(td__session *s, uint64_t id, td__desc *desc, td__bu
     if (st != TD_OK) return st;
     *desc = t->desc;
     *buf = NULL;
-    if (s->dev->backend->host_memory) {
+    if (t->buf->dev->backend->host_memory) {
         td__buffer_ref(t->buf);
         *buf = t->buf;
     }
@@ -897,9 +985,157 @@ void td__session_poison(td__session *s, uint64_t id, td_status status, const cha
 
 td_status td__session_sync(td__session *s, char *err, size_t errlen)
 {
-    if (s->stream == NULL || s->dev->backend->stream_sync == NULL) return TD_OK;
-    td_status st = s->dev->backend->stream_sync(s->dev, s->stream);
-    if (st != TD_OK) snprintf(err, errlen, "device %s failed while synchronising", s->dev->name);
+    for (uint32_t i = 0; i < s->ndevs; i++) {
+        td__device *d = s->devs[i];
+        if (s->streams[i] == NULL || d->backend->stream_sync == NULL) continue;
+        td_status st = d->backend->stream_sync(d, s->streams[i]);
+        if (st != TD_OK) {
+            snprintf(err, errlen, "device %s failed while synchronising", d->name);
+            return st;
+        }
+    }
+    return TD_OK;
+}
+
+/* Copy nbytes from src on device `from` to dst on device `to` (different devices):
+ * memcpy between host-memory devices, one backend transfer when one side is host memory,
+ * the backend's buffer_copy_peer between two devices of one backend (peer to peer), else
+ * through a bounce buffer in host memory, TD_TO_DEVICE_BOUNCE bytes at a time. */
+#define TD_TO_DEVICE_BOUNCE ((size_t)4 << 20)
+static td_status cross_copy(td__device *from, const void *src, td__device *to, void *dst,
+                            size_t nbytes)
+{
+    const td__backend *fb = from->backend, *tb = to->backend;
+    if (nbytes == 0) return TD_OK;
+    if (fb->host_memory && tb->host_memory) {
+        memcpy(dst, src, nbytes);
+        return TD_OK;
+    }
+    if (fb->host_memory) return tb->buffer_write(to, dst, 0, src, nbytes);
+    if (tb->host_memory) return fb->buffer_read(from, src, 0, dst, nbytes);
+    if (fb == tb && tb->buffer_copy_peer != NULL) {
+        td_status st = tb->buffer_copy_peer(to, dst, from, src, nbytes);
+        if (st != TD_EUNSUPPORTED) return st;
+    }
+    size_t chunk = nbytes < TD_TO_DEVICE_BOUNCE ? nbytes : TD_TO_DEVICE_BOUNCE;
+    void *tmp = td__malloc(chunk);
+    if (tmp == NULL) return TD_ENOMEM;
+    td_status st = TD_OK;
+    for (size_t off = 0; off < nbytes && st == TD_OK; off += chunk) {
+        size_t n = nbytes - off < chunk ? nbytes - off : chunk;
+        st = fb->buffer_read(from, src, off, tmp, n);
+        if (st == TD_OK) st = tb->buffer_write(to, (char *)dst + off, 0, tmp, n);
+    }
+    td__free(tmp);
+    return st;
+}
+
+td_status td__session_to_device(td__session *s, uint64_t src_id, uint64_t out_id,
+                                uint32_t device, char *err, size_t errlen)
+{
+    if (out_id == 0 || out_id > TD_SESSION_ID_MAX) {
+        snprintf(err, errlen, "to_device: output id %llu is outside 1..%llu",
+                 (unsigned long long)out_id, (unsigned long long)TD_SESSION_ID_MAX);
+        return TD_EINVAL;
+    }
+    if (td__idmap_get(&s->tensors, out_id) != NULL) {
+        snprintf(err, errlen, "to_device: output id %llu is already in use",
+                 (unsigned long long)out_id);
+        return TD_EINVAL;
+    }
+    if (device >= s->ndevs) {
+        snprintf(err, errlen, "to_device: device index %u, but the session has %u device%s",
+                 device, s->ndevs, s->ndevs == 1 ? "" : "s");
+        poison(s, out_id, TD_EINVAL, err);
+        return TD_EINVAL;
+    }
+    td__tensor *src = td__idmap_get(&s->tensors, src_id);
+    if (src == NULL) {
+        snprintf(err, errlen, "to_device: unknown tensor id %llu (never created, or released)",
+                 (unsigned long long)src_id);
+        poison(s, out_id, TD_ENOTFOUND, err);
+        return TD_ENOTFOUND;
+    }
+    if (src->poison != TD_OK) { /* like an op: the output is poisoned, nothing is reported */
+        poison(s, out_id, TD_EPOISONED, src->poison_msg ? src->poison_msg : "poisoned input");
+        snprintf(err, errlen, "%s", src->poison_msg ? src->poison_msg : "poisoned input");
+        return TD_EPOISONED;
+    }
+    td__device *to = s->devs[device], *from = src->buf->dev;
+    const size_t nbytes = src->buf->nbytes;
+    char why[384];
+    td_status st = TD_OK;
+    uint64_t total;
+    if (s->limits.max_tensors != 0 && s->tensors.len >= s->limits.max_tensors) {
+        snprintf(err, errlen, "to_device: session tensor quota of %llu reached",
+                 (unsigned long long)s->limits.max_tensors);
+        st = TD_EQUOTA;
+    } else if (s->limits.max_bytes != 0 &&
+               (!td__add_u64(s->bytes + s->record_bytes, nbytes, &total) ||
+                total > s->limits.max_bytes)) {
+        snprintf(err, errlen,
+                 "to_device: allocating %zu bytes would exceed the session memory quota "
+                 "(%llu of %llu bytes in use)",
+                 nbytes, (unsigned long long)(s->bytes + s->record_bytes),
+                 (unsigned long long)s->limits.max_bytes);
+        st = TD_EQUOTA;
+    }
+    td__quota *q = s->limits.quota;
+    if (st == TD_OK && q != NULL &&
+        (st = td__quota_tensor_charge(q, nbytes, nbytes, why, sizeof why)) != TD_OK)
+        snprintf(err, errlen, "to_device: %s", why);
+    if (st != TD_OK) {
+        poison(s, out_id, st, err);
+        return st;
+    }
+    if ((st = record_charge(s, TD_TENSOR_RECORD_BYTES, why, sizeof why)) != TD_OK) {
+        if (q != NULL) td__quota_tensor_uncharge(q, nbytes);
+        snprintf(err, errlen, "to_device: %s", why);
+        poison(s, out_id, st, err);
+        return st;
+    }
+    td__tensor *t = td__calloc(1, sizeof *t);
+    td__buffer *nb = NULL;
+    if (t == NULL || (st = td__buffer_create(to, nbytes, &nb)) != TD_OK) {
+        st = t == NULL ? TD_ENOMEM : st;
+        snprintf(err, errlen, "to_device: cannot allocate %zu bytes on %s", nbytes, to->name);
+        goto fail;
+    }
+    nb->quota = q;
+    nb->quota_bytes = q != NULL ? nbytes : 0;
+    t->record_bytes = TD_TENSOR_RECORD_BYTES;
+    t->desc = src->desc;
+    t->buf = nb;
+    uint32_t fi = device_index(s, from);
+    if (fi != UINT32_MAX && s->streams[fi] != NULL && from->backend->stream_sync != NULL)
+        st = from->backend->stream_sync(from, s->streams[fi]);
+    if (st == TD_OK)
+        st = from == to ? device_copy(to, nb->data, src->buf->data, nbytes)
+                        : cross_copy(from, src->buf->data, to, nb->data, nbytes);
+    if (st != TD_OK) {
+        snprintf(err, errlen, "to_device: copying tensor %llu (%zu bytes) from %s to %s failed "
+                 "(%s)", (unsigned long long)src_id, nbytes, from->name, to->name,
+                 td_status_message(st));
+        goto fail;
+    }
+    if (!td__idmap_put(&s->tensors, out_id, t)) {
+        st = TD_ENOMEM;
+        snprintf(err, errlen, "to_device: out of host memory for the tensor table");
+        goto fail;
+    }
+    nb->tensor_refs = 1;
+    s->bytes += nbytes;
+    return TD_OK;
+fail:
+    record_uncharge(s, TD_TENSOR_RECORD_BYTES);
+    if (nb != NULL) {
+        td__buffer_unref(nb); /* gives the tenant's bytes back */
+        if (q != NULL) td__quota_tensor_uncharge(q, 0);
+    } else if (q != NULL) {
+        td__quota_tensor_uncharge(q, nbytes);
+    }
+    td__free(t);
+    poison(s, out_id, st, err);
     return st;
 }
 
@@ -915,6 +1151,6 @@ td_status td__session_write_ptr(td__session *s, uint64_t id, uint64_t offset, si
     if (st != TD_OK || nbytes == 0) return st;
     st = unshare(s, id, t, offset == 0 && nbytes == t->buf->nbytes, err, errlen);
     if (st != TD_OK) return st;
-    if (s->dev->backend->host_memory) *dst = (char *)t->buf->data + offset;
+    if (t->buf->dev->backend->host_memory) *dst = (char *)t->buf->data + offset;
     return TD_OK;
 }

@@ -40,6 +40,33 @@ typedef struct td__session_limits {
 
 td_status td__session_create(td__device *dev, const td__session_limits *limits,
                              td__session **out);
+
+/* Devices one session may span (the wire's TD_SESSION_MAX_DEVICES, proto/wire_limits.h). */
+#define TD_SESSION_DEVICES_MAX 4
+/* Let the session use `dev` too, as device *index (1, 2, ...; the device it was created on
+ * is 0), with a stream of its own there. Ops run on the device holding their inputs (ops
+ * without inputs on device 0); an op whose inputs are on different devices fails with
+ * TD_EINVAL "op 3 (add): input 0 is on device cpu:0 and input 1 on device cpu:1; ...".
+ * All of a session's ops are driven by the thread that drives the session. Returns TD_OK,
+ * TD_EINVAL (already one of the session's, or TD_SESSION_DEVICES_MAX reached), or the
+ * stream's failure, with a message in err. */
+td_status td__session_add_device(td__session *s, td__device *dev, uint32_t *index, char *err,
+                                 size_t errlen);
+uint32_t td__session_device_count(const td__session *s);
+/* Device `index` of the session, or NULL past the last. */
+td__device *td__session_device(const td__session *s, uint32_t index);
+/* Copy tensor `src` to the session's device `device` as the new tensor `out` (same dtype and
+ * shape, its own buffer), device to device without the client: memcpy between host-memory
+ * devices, one transfer when one side has host memory, the backend's buffer_copy_peer
+ * between two GPUs of one backend (peer to peer where the hardware allows), else through a
+ * host bounce buffer (4 MiB at a time); the source device's stream is synchronised first. Charged like an
+ * op's output (session and tenant bytes, tensor counts). A poisoned `src` poisons `out`
+ * (TD_EPOISONED, nothing to report); any other failure poisons `out` with the message too.
+ * Returns TD_OK, TD_EINVAL (out id outside 1..TD_SESSION_ID_MAX or in use, device index
+ * past the session's), TD_ENOTFOUND (src), TD_EPOISONED, TD_EQUOTA, TD_ENOMEM, or the
+ * device's copy failure; messages start with "to_device: ". */
+td_status td__session_to_device(td__session *s, uint64_t src, uint64_t out, uint32_t device,
+                                char *err, size_t errlen);
 /* Frees every tensor of the session. NULL is a no-op. */
 void td__session_destroy(td__session *s);
 

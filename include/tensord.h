@@ -141,12 +141,27 @@ typedef struct td_options {
  *   "tensords://HOST:PORT[/DEVICE]"  the same over TLS (see td_options.tls_*)
  *   "unix:PATH[/DEVICE]"             remote server over a unix socket; the last path
  *                                    component is taken as DEVICE when it looks like one
- *                                    ("cpu", "cpu:0", "cuda:1", ...)
- * DEVICE defaults to the server's first device. `opts` may be NULL (all defaults) and is
+ *                                    ("cpu", "cpu:0", "cuda:1", "auto", "cpu:0,cpu:1")
+ *   "tensord://H1:PORT,H2:PORT[/DEVICE]"  a pool: the session opens on one of the servers
+ *                                    (round robin per process, starting at the next one
+ *                                    each call; a server that is down, draining, full or
+ *                                    refuses is skipped with a warning on stderr and the
+ *                                    next tried, each once) and stays there; at most 64
+ *   "dns:///NAME:PORT[/DEVICE]"      a pool of every address NAME resolves to (resolved by
+ *                                    the system resolver at each call)
+ * DEVICE: a device name ("cpu" is "cpu:0"); "auto", "cuda", "hip", "vulkan" to let the
+ * server place the session (least load, then most free memory); or several names,
+ * comma-separated, for a session that spans devices (td_to_device). Without DEVICE the
+ * server's default device: its first accelerator, else the CPU. td_device_name() and
+ * td_context_server() say where the session landed. `opts` may be NULL (all defaults) and is
  * copied. On success *out owns a new context (close with td_close).
- * Returns: TD_OK; TD_EINVAL (malformed uri, unknown device); TD_EUNAVAILABLE (cannot
- * reach the server within connect_timeout_ms); TD_EPROTO (no common protocol version);
- * TD_ENOMEM. On failure *out is untouched; td_connect_error() has the message.
+ * Returns: TD_OK; TD_EINVAL (malformed uri, unknown device, a name that does not
+ * resolve); TD_EUNAVAILABLE (cannot reach the server within connect_timeout_ms; for a
+ * pool: no server opened the session, the message gives the last one's reason);
+ * TD_EUNAUTHENTICATED (bad token, or a tenant not allowed that device); TD_EQUOTA (session
+ * limits); TD_EPROTO (no common protocol version); TD_EUNSUPPORTED (several devices asked
+ * of a server older than protocol 4); TD_ENOMEM. On failure *out is untouched;
+ * td_connect_error() has the message.
  * Thread-safety: any thread. */
 td_status td_connect_sized(const char *uri, const td_options *opts, size_t opts_size,
                            td_context **out);
@@ -189,8 +204,49 @@ const char *td_last_error(const td_context *ctx);
  * td_last_error. */
 td_status td_last_status(const td_context *ctx);
 
-/* Device name the context runs on, e.g. "cpu". Owned by the context. */
+/* Device name the context runs on, e.g. "cpu", "cpu:2", "cuda:1": the device the server
+ * opened the session on, which for "auto", "cuda", "hip", "vulkan" or no device at all is
+ * the server's choice (DEVICE in td_connect). For a session that spans several devices,
+ * the first one (where ops without inputs run). Owned by the context; "" for NULL.
+ * Thread-safety: any thread (fixed after td_connect). */
 const char *td_device_name(const td_context *ctx);
+/* The server the context's session runs on: "HOST:PORT" or "unix:PATH" as td_connect
+ * reached it (for a pool, tensord://h1:7070,h2:7070/..., the member it chose); "" for a
+ * local context or NULL. Owned by the context. Thread-safety: any thread. */
+const char *td_context_server(const td_context *ctx);
+/* Devices of the session: td_context_device_count (1 unless td_connect's DEVICE listed
+ * several, "cpu:0,cpu:1"; 0 for NULL) and the i-th name (0 is td_device_name; NULL when i is
+ * out of range). Owned by the context. Thread-safety: any thread. */
+int td_context_device_count(const td_context *ctx);
+const char *td_context_device_at(const td_context *ctx, int i);
+
+/* ---- tensors on several devices of one server ----
+ * A session can span up to 4 devices of one server (or of this process for local:):
+ * name them all in td_connect's DEVICE, comma-separated, the first being where the
+ * session starts ("tensord://gpu-host:7070/cuda:0,cuda:1", "local:cpu:0,cpu:1" with
+ * TENSORD_CPU_DEVICES=2, "tensord://h:7070/auto,cpu:1"; only the first may be a placement
+ * word). Tensors made without inputs (td_from_host, td_full, ...) start on the first
+ * device; an op runs on the device that holds its inputs, and its result stays there;
+ * td_graph_run takes inputs on the first device only.
+ * An op whose inputs are on different devices is refused at once (NULL, TD_EINVAL, the
+ * message names both devices); nothing is ever copied between devices implicitly. */
+
+/* Copy `t` to `device` (a name among the session's devices; "cpu" also means "cpu:0") as
+ * a new tensor of the same dtype and shape. The copy runs inside the server (or this
+ * process for local:), device to device, never through the client: a memcpy between CPU
+ * devices, one host<->device transfer when one side is the CPU, the GPU runtime's peer
+ * copy between two GPUs (peer to peer where the pair allows). Lazy like an op: it returns
+ * at once and a failure (quota, out of memory) surfaces at the next read or fence; a `t`
+ * that depends on a failed op makes the result depend on it too. Caller owns the result
+ * (td_release). The bytes are the same bits as `t`'s.
+ * Returns NULL with td_last_error set when t is NULL, device is NULL or not one of the
+ * session's devices (the message lists them), t is a graph placeholder or a graph is being
+ * captured, the session is closed (TD_ECLOSED), or the server predates protocol 4
+ * (TD_EUNSUPPORTED). Thread-safety: one thread per context. */
+td_tensor *td_to_device(td_tensor *t, const char *device);
+/* Name of the device holding `t` (one of the session's devices); "" for NULL. Owned by the
+ * context. Thread-safety: the context's rule. */
+const char *td_tensor_device(const td_tensor *t);
 
 /* Client statistics (monotonic since td_connect). */
 typedef struct td_stats {

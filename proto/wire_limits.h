@@ -9,13 +9,18 @@
 #define TD_PROTO_WIRE_LIMITS_H
 
 #define TD_PROTOCOL_MIN 1
-#define TD_PROTOCOL_MAX 3
+#define TD_PROTOCOL_MAX 4
 /* The first protocol with HasBlobs.fingerprint and StoreBlob.fingerprint (tensord.proto);
  * a client offers fingerprints only to a session opened at this version or later. */
 #define TD_PROTOCOL_FINGERPRINTS 2
 /* The first protocol with GraphRelease (tensord.proto); a client releases graphs only on a
  * session opened at this version or later. */
 #define TD_PROTOCOL_GRAPH_RELEASE 3
+/* The first protocol with sessions that span devices (OpenSession.devices,
+ * SessionOpened.devices, ToDevice). */
+#define TD_PROTOCOL_DEVICES 4
+/* Devices one session may span: OpenSession.devices holds at most this many minus one. */
+#define TD_SESSION_MAX_DEVICES 4
 #define TD_CHUNK_BYTES (1u << 20)
 #define TD_MAX_MESSAGE_BYTES (8u << 20) /* set on both channel ends */
 /* HTTP/2 per-stream receive window, fixed (BDP probing off) on both channel ends. gRPC's

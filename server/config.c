@@ -6,6 +6,7 @@
  * unlimited.
  */
 #include "server/config.h"
+#include "auth/tokens.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -232,6 +233,24 @@ int td__config_set(td__config *c, const char *key, const char *value, char *err,
         snprintf(err, errlen, "device_threads: '%s' is not an integer in 0..256", value);
         return -1;
     }
+    if (strcmp(key, "cpu_devices") == 0) {
+        if (parse_u64(value, &c->cpu_devices) == 0 && c->cpu_devices <= TD_MAX_CPU_DEVICES)
+            return 0;
+        snprintf(err, errlen, "cpu_devices: '%s' is not an integer in 0..%d", value,
+                 TD_MAX_CPU_DEVICES);
+        return -1;
+    }
+    if (strcmp(key, "devices") == 0) {
+        if (td__token_devices_ok(value) && strlen(value) < sizeof c->devices) {
+            snprintf(c->devices, sizeof c->devices, "%s", value);
+            return 0;
+        }
+        snprintf(err, errlen,
+                 "devices: '%s' is not a comma-separated list of device names or kinds "
+                 "(cpu, cpu:1, cuda, cuda:0; at most 16 entries, 127 characters)",
+                 value);
+        return -1;
+    }
     if (strcmp(key, "drain_timeout_s") == 0) {
         if (parse_u64(value, &c->drain_timeout_s) == 0 &&
             c->drain_timeout_s <= TD_MAX_DRAIN_TIMEOUT_S)
@@ -267,7 +286,7 @@ int td__config_set(td__config *c, const char *key, const char *value, char *err,
     snprintf(err, errlen,
              "unknown key '%s' (known: listen, log_level, log_format, metrics, max_sessions, "
              "max_session_bytes, "
-             "max_tenant_bytes, device_threads, insecure, tls_cert, tls_key, tls_client_ca, "
+             "max_tenant_bytes, device_threads, cpu_devices, devices, insecure, tls_cert, tls_key, tls_client_ca, "
              "tokens_file, blob_cache_bytes, cache_dir, graph_cache, graph_cache_bytes, "
              "drain_timeout_s, max_connections, idle_timeout_s, max_streams, stream_window, transport_bytes)",
              key);

@@ -14,6 +14,7 @@
 
 #define TD_DEFAULT_LISTEN "127.0.0.1:7070"
 #define TD_DEFAULT_MAX_SESSIONS 256
+#define TD_MAX_CPU_DEVICES 8 /* backends/cpu/cpu_backend.c's TD_CPU_MAX_DEVICES */
 #define TD_DEFAULT_BLOB_CACHE_BYTES ((uint64_t)1 << 30)
 /* Memory limits when none is configured, in percent of the host's physical RAM (the CPU
  * device's memory; GPU devices also stop at their own memory). */
@@ -40,6 +41,8 @@ typedef struct td__config {
     char cache_dir[512];        /* blob store directory; "" = memory only */
     uint64_t graph_cache;       /* graphs kept across sessions (default 256) */
     uint64_t device_threads;    /* CPU device threads, 0 = one per core */
+    uint64_t cpu_devices;       /* CPU devices (cpu:0..cpu:N-1), 0 or 1 = one ("cpu") */
+    char devices[512];          /* devices to expose, "" = all (engine/device.h's list) */
     uint64_t drain_timeout_s;   /* SIGTERM: seconds open sessions get (default 20) */
     bool insecure;              /* allow non-loopback addresses without TLS */
     char tls_cert[512];         /* PEM certificate chain; "" = no TLS */
@@ -62,7 +65,7 @@ uint64_t td__config_ram_share(unsigned percent);
 
 /* Set one key ("listen", "log_level", "max_sessions", "max_session_bytes",
  * "max_tenant_bytes", "graph_cache_bytes", "insecure",
- * "device_threads", "tls_cert", "tls_key", "tls_client_ca", "tokens_file") from its text
+ * "device_threads", "cpu_devices", "devices", "tls_cert", "tls_key", "tls_client_ca", "tokens_file") from its text
  * form. Returns 0, or -1 with a message in err. */
 int td__config_set(td__config *c, const char *key, const char *value, char *err, size_t errlen);
 

@@ -43,12 +43,36 @@ static void run_open(td__srv_session *ss, td__job *j)
                             dev->name, td_status_message(st));
         return;
     }
+    const char *names[TD_SESSION_MAX_DEVICES] = {dev->name};
+    char more[160] = "";
+    size_t ml = 0;
+    for (size_t i = 0; i < j->rq.n_extra; i++) {
+        uint32_t index;
+        char err[256];
+        td__device *x = j->rq.extra[i];
+        st = td__session_add_device(es, x, &index, err, sizeof err);
+        if (st != TD_OK) {
+            td__session_destroy(es);
+            td__ss_unreserve(ss);
+            td__log(TD_LOG_WARN, "session %llu: cannot open: %s", (unsigned long long)ss->c.id,
+                    err);
+            td__srv_call_finish(&ss->c, td__grpc_code(st), "cannot open a session on %s: %s",
+                                dev->name, err);
+            return;
+        }
+        names[index] = x->name;
+        if (ml < sizeof more)
+            ml += (size_t)snprintf(more + ml, sizeof more - ml, "%s%s", ml ? ", " : " and ",
+                                   x->name);
+    }
     ss->es = es;
-    td__log(TD_LOG_INFO, "session %llu opened on %s by '%s' at %s, tenant '%s' (protocol %u)",
-            (unsigned long long)ss->c.id, dev->name, ss->client, ss->peer, ss->tenant,
+    td__log(TD_LOG_INFO, "session %llu opened on %s%s by '%s' at %s, tenant '%s' (protocol %u)",
+            (unsigned long long)ss->c.id, dev->name, more, ss->client, ss->peer, ss->tenant,
             j->rq.protocol);
     td__reply r = {.kind = TD_REPLY_OPENED, .seq = j->rq.seq, .protocol = j->rq.protocol,
-                   .device = dev->name, .session_id = ss->c.id};
+                   .device = dev->name, .session_id = ss->c.id,
+                   .devices = j->rq.n_extra > 0 ? names : NULL,
+                   .n_devices = j->rq.n_extra > 0 ? 1 + j->rq.n_extra : 0};
     td__ss_reply_or_end(ss, &r);
 }
 
@@ -279,6 +303,16 @@ static void run_graph_release(td__srv_session *ss, td__job *j)
     td__ss_failure(ss, j->rq.seq, 0, TD_ENOTFOUND, err);
 }
 
+/* ToDevice: copy a tensor to another device of the session (engine/session.h). A poisoned
+ * source poisons the output silently, like an op reading it. */
+static void run_to_device(td__srv_session *ss, td__job *j)
+{
+    char err[512];
+    td_status st = td__session_to_device(ss->es, j->rq.tensor, j->rq.output, j->rq.device, err,
+                                         sizeof err);
+    if (st != TD_OK && st != TD_EPOISONED) td__ss_failure(ss, j->rq.seq, 0, st, err);
+}
+
 static void run_failure(td__srv_session *ss, td__job *j)
 {
     const td__request *rq = &j->rq;
@@ -304,5 +338,9 @@ void td__handle(td__srv_session *ss, td__job *j)
     case TD_REQ_GRAPH_DEFINE: td__handle_graph_define(ss, j); return;
     case TD_REQ_GRAPH_RUN: run_graph_run(ss, j); return;
     case TD_REQ_GRAPH_RELEASE: run_graph_release(ss, j); return;
+    case TD_REQ_TO_DEVICE: run_to_device(ss, j); return;
     }
 }
+
+_Static_assert(TD_SESSION_DEVICES_MAX == TD_SESSION_MAX_DEVICES,
+               "engine/session.h and proto/wire_limits.h disagree on devices per session");

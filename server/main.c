@@ -139,6 +139,19 @@ static void usage(FILE *f)
         (unsigned long long)td__config_ram_share(TD_DEFAULT_TENANT_RAM_PERCENT),
         TD_DEFAULT_DRAIN_TIMEOUT_S);
     fputs("\n"
+        "devices:\n"
+        "  --cpu-devices N           expose N CPU devices cpu:0..cpu:N-1, 1..8, each with\n"
+        "                            its own threads and memory count (default 1: \"cpu\")\n"
+        "  --devices LIST            expose only these devices: comma-separated names or\n"
+        "                            kinds (cpu:1,cuda:0 or cuda: every CUDA device);\n"
+        "                            default: all. A session that names no device goes to\n"
+        "                            the first accelerator (else cpu; \"cpu\" is cpu:0);\n"
+        "                            \"auto\", \"cuda\", \"hip\", \"vulkan\" are placed on the\n"
+        "                            least-loaded device (sessions + queued requests),\n"
+        "                            then the one with most free memory; logged, and the\n"
+        "                            client is told the device. A tenant's devices= in\n"
+        "                            the tokens file restricts it further.\n", f);
+    fputs("\n"
         "addresses (ADDR):\n"
         "  HOST:PORT                 IPv4 address or host name, e.g. 127.0.0.1:7070\n"
         "  [IPV6]:PORT               IPv6 address in brackets, e.g. [::1]:7070\n"
@@ -184,6 +197,8 @@ static void usage(FILE *f)
         "  graph_cache = N           as --graph-cache\n"
         "  graph_cache_bytes = BYTES as --graph-cache-bytes\n"
         "  device_threads = N        as --device-threads\n"
+        "  cpu_devices = N           as --cpu-devices\n"
+        "  devices = LIST            as --devices\n"
         "  insecure = true|false     as --insecure\n"
         "  drain_timeout_s = S       as --drain-timeout\n"
         "  tls_cert = FILE           as --tls-cert (also tls_key, tls_client_ca)\n"
@@ -229,6 +244,8 @@ enum {
     OPT_LISTEN = 256,
     OPT_CONFIG,
     OPT_DEVICE_THREADS,
+    OPT_CPU_DEVICES,
+    OPT_DEVICES,
     OPT_LOG_LEVEL,
     OPT_LOG_FORMAT,
     OPT_METRICS,
@@ -259,6 +276,8 @@ static const struct option k_options[] = {
     {"listen", required_argument, NULL, OPT_LISTEN},
     {"config", required_argument, NULL, OPT_CONFIG},
     {"device-threads", required_argument, NULL, OPT_DEVICE_THREADS},
+    {"cpu-devices", required_argument, NULL, OPT_CPU_DEVICES},
+    {"devices", required_argument, NULL, OPT_DEVICES},
     {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
     {"log-format", required_argument, NULL, OPT_LOG_FORMAT},
     {"metrics", required_argument, NULL, OPT_METRICS},
@@ -409,6 +428,8 @@ static int load_settings(int argc, char **argv, const char *config_path, td__con
         switch (opt) {
         case OPT_LISTEN: key = "listen"; break;
         case OPT_DEVICE_THREADS: key = "device_threads"; break;
+        case OPT_CPU_DEVICES: key = "cpu_devices"; break;
+        case OPT_DEVICES: key = "devices"; break;
         case OPT_LOG_LEVEL: key = "log_level"; break;
         case OPT_LOG_FORMAT: key = "log_format"; break;
         case OPT_METRICS: key = "metrics"; break;
@@ -522,7 +543,8 @@ static const struct {
 #define FIXED(k) {#k, offsetof(td__config, k), sizeof(((td__config *)0)->k)}
     FIXED(listen),           FIXED(metrics),        FIXED(blob_cache_bytes),
     FIXED(cache_dir),        FIXED(graph_cache),    FIXED(graph_cache_bytes),
-    FIXED(device_threads),   FIXED(insecure),       FIXED(tokens_file),
+    FIXED(device_threads),   FIXED(cpu_devices),    FIXED(devices),
+    FIXED(insecure),       FIXED(tokens_file),
     FIXED(max_connections),  FIXED(idle_timeout_s), FIXED(max_streams),
     FIXED(stream_window),    FIXED(transport_bytes),
 #undef FIXED
@@ -795,6 +817,13 @@ int main(int argc, char **argv)
          * OpenBLAS reads it when the library loads) */
         setenv("TENSORD_CPU_THREADS", n, 1);
     }
+    /* read by the device registry (engine/device.h) when it opens the devices */
+    if (cfg.cpu_devices > 0) {
+        char n[24];
+        snprintf(n, sizeof n, "%llu", (unsigned long long)cfg.cpu_devices);
+        setenv("TENSORD_CPU_DEVICES", n, 1);
+    }
+    if (cfg.devices[0] != '\0') setenv("TENSORD_DEVICES", cfg.devices, 1);
 
     if (td__devices_init(err, sizeof err) != TD_OK) {
         td__log(TD_LOG_ERROR, "cannot open devices: %s", err);
@@ -806,6 +835,8 @@ int main(int argc, char **argv)
         td__device *d = td__device_at(i);
         td__log(TD_LOG_INFO, "device %s: %s", d->name, d->description);
     }
+    td__log(TD_LOG_INFO, "default device (sessions that name none): %s",
+            td__device_default()->name);
 
     td__loop_handlers h = {.on_stop = on_stop, .on_reload = on_reload};
     if (td__loop_open(&h) != TD_OK) {

@@ -104,6 +104,13 @@ int td__metrics_device_slot(const td__device *dev)
     return -1;
 }
 
+long td__metrics_device_queue(int slot)
+{
+    if (slot < 0 || slot >= TD_METRICS_MAX_DEVICES) return 0;
+    long q = atomic_load_explicit(&g_dev[slot].queue, memory_order_relaxed);
+    return q < 0 ? 0 : q;
+}
+
 void td__metrics_bytes_received(size_t nbytes) { bump(&my_shard()->bytes_received, nbytes); }
 void td__metrics_bytes_sent(size_t nbytes) { bump(&my_shard()->bytes_sent, nbytes); }
 

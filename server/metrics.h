@@ -36,6 +36,9 @@ struct td__device;
 /* The slot of a device in the per-device counters: its position among td__device_at(),
  * or -1 when past TD_METRICS_MAX_DEVICES (then not counted). */
 int td__metrics_device_slot(const struct td__device *dev);
+/* Requests received for the device of `slot` and not yet finished (the
+ * tensord_device_queue_depth gauge); 0 for a slot out of range. Any thread. */
+long td__metrics_device_queue(int slot);
 
 /* Message bytes received from / sent to clients on every call (gRPC message lengths). */
 void td__metrics_bytes_received(size_t nbytes);

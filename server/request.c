@@ -130,8 +130,22 @@ static bool decode_open(td__request *rq, td_status dst, const Tensord__V1__Clien
                       "protocol versions %u..%u not supported; this server speaks %u..%u",
                       o->protocol_min, o->protocol_max, (unsigned)TD_PROTOCOL_MIN,
                       (unsigned)TD_PROTOCOL_MAX);
-    td__device *dev = td__device_find(o->device);
-    if (dev == NULL) {
+    const char *want = o->device != NULL ? o->device : "";
+    td__device *dev = NULL;
+    if (td__device_is_placement(want)) {
+        bool any = false;
+        for (int i = 0; i < td__device_count() && !any; i++)
+            any = td__device_place_candidate(td__device_at(i), want);
+        if (!any) {
+            char list[256] = "";
+            size_t len = 0;
+            for (int i = 0; i < td__device_count() && len < sizeof list; i++)
+                len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", i ? ", " : "",
+                                        td__device_at(i)->name);
+            return reject(rq, GRPC_STATUS_INVALID_ARGUMENT,
+                          "no %s device on this server for '%s'; it has: %s", want, want, list);
+        }
+    } else if ((dev = td__device_find(want)) == NULL) {
         char name[65], list[256] = "";
         td__request_printable(o->device, name, sizeof name);
         size_t len = 0;
@@ -141,8 +155,30 @@ static bool decode_open(td__request *rq, td_status dst, const Tensord__V1__Clien
         return reject(rq, GRPC_STATUS_INVALID_ARGUMENT,
                       "unknown device '%s'; this server has: %s", name, list);
     }
+    if (o->n_devices > TD_SESSION_MAX_DEVICES - 1)
+        return reject(rq, GRPC_STATUS_INVALID_ARGUMENT,
+                      "open names %zu more devices; a session spans at most %d devices",
+                      o->n_devices, TD_SESSION_MAX_DEVICES);
+    for (size_t i = 0; i < o->n_devices; i++) {
+        char name[65];
+        td__request_printable(o->devices[i], name, sizeof name);
+        const char *e = o->devices[i] != NULL ? o->devices[i] : "";
+        td__device *x = td__device_is_placement(e) || e[0] == '\0' ? NULL : td__device_find(e);
+        if (x == NULL)
+            return reject(rq, GRPC_STATUS_INVALID_ARGUMENT,
+                          "open: devices[%zu] '%s' is not a device of this server (name "
+                          "devices beyond the first exactly, e.g. cpu:1 or cuda:0)",
+                          i, name);
+        bool dup = x == dev;
+        for (size_t k = 0; k < rq->n_extra; k++) dup = dup || rq->extra[k] == x;
+        if (dup)
+            return reject(rq, GRPC_STATUS_INVALID_ARGUMENT,
+                          "open: device %s is named twice", x->name);
+        rq->extra[rq->n_extra++] = x;
+    }
     rq->kind = TD_REQ_OPEN;
     rq->dev = dev;
+    snprintf(rq->device_req, sizeof rq->device_req, "%s", want);
     rq->protocol = o->protocol_max < TD_PROTOCOL_MAX ? o->protocol_max : TD_PROTOCOL_MAX;
     td__request_printable(o->client_name, rq->client, sizeof rq->client);
     return true;
@@ -350,6 +386,32 @@ static bool decode_body(td__request *rq, grpc_byte_buffer **bb, td__req_decoder 
     case TENSORD__V1__CLIENT_MESSAGE__BODY_FENCE:
         rq->kind = TD_REQ_FENCE;
         return true;
+    case TENSORD__V1__CLIENT_MESSAGE__BODY_TO_DEVICE: {
+        const Tensord__V1__ToDevice *td = cm->to_device;
+        if (td->device >= TD_SESSION_MAX_DEVICES || td->tensor == 0 || td->output == 0 ||
+            td->output > TD_SESSION_ID_MAX) {
+            rq->poison_ids = td->output != 0 && td->output <= TD_SESSION_ID_MAX
+                                 ? td__malloc(sizeof *rq->poison_ids)
+                                 : NULL;
+            if (rq->poison_ids != NULL) {
+                rq->poison_ids[0] = td->output;
+                rq->n_poison = 1;
+            }
+            return td__request_fail(rq, TD_EPROTO,
+                                    "to-device seq %llu: tensor %llu, output %llu, device %u; "
+                                    "want tensor and output in 1..%llu and device below %d",
+                                    (unsigned long long)cm->seq,
+                                    (unsigned long long)td->tensor,
+                                    (unsigned long long)td->output, td->device,
+                                    (unsigned long long)TD_SESSION_ID_MAX,
+                                    TD_SESSION_MAX_DEVICES);
+        }
+        rq->kind = TD_REQ_TO_DEVICE;
+        rq->tensor = td->tensor;
+        rq->output = td->output;
+        rq->device = td->device;
+        return true;
+    }
     case TENSORD__V1__CLIENT_MESSAGE__BODY_GRAPH_DEFINE:
     case TENSORD__V1__CLIENT_MESSAGE__BODY_GRAPH_RUN:
     case TENSORD__V1__CLIENT_MESSAGE__BODY_GRAPH_RELEASE:
@@ -444,6 +506,8 @@ td_status td__reply_encode(const td__reply *r, grpc_byte_buffer **out)
         o.device = (char *)(uintptr_t)r->device; /* only read while packing */
         o.session_id = r->session_id;
         o.limits = &lim;
+        o.n_devices = r->n_devices;
+        o.devices = (char **)(uintptr_t)r->devices; /* only read while packing */
         m.body_case = TENSORD__V1__SERVER_MESSAGE__BODY_OPENED;
         m.opened = &o;
         break;

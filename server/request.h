@@ -23,6 +23,7 @@
 #include "engine/device.h"
 #include "engine/graph.h"
 #include "engine/op.h"
+#include "wire_limits.h"
 #include "tensord.h"
 
 #include <grpc/status.h>
@@ -46,6 +47,7 @@ typedef enum td__req_kind {
     TD_REQ_GRAPH_DEFINE,
     TD_REQ_GRAPH_RUN,
     TD_REQ_GRAPH_RELEASE,
+    TD_REQ_TO_DEVICE,
 } td__req_kind;
 
 /* Where a write's payload is (in gRPC's slices or in a decode scratch); request.c's. */
@@ -67,8 +69,13 @@ typedef struct td__request {
 
     /* TD_REQ_OPEN */
     uint32_t protocol;  /* the version chosen */
-    td__device *dev;
+    td__device *dev;    /* the device named; NULL for a placement request ("auto", "cuda") */
+    char device_req[32]; /* the device string sent ("" = none): a name or a placement */
     char client[65];    /* sanitized client name */
+    /* OpenSession.devices: the further devices named (distinct known devices, no
+     * placement words); checked against the tenant's list and the placed device later */
+    td__device *extra[TD_SESSION_MAX_DEVICES - 1];
+    size_t n_extra;
 
     /* TD_REQ_BATCH: converted ops (owned); op_errs[i] (owned, NULL unless op i could not
      * be converted: it then has opcode TD_REQ_BAD_OPCODE). */
@@ -76,8 +83,10 @@ typedef struct td__request {
     size_t n_ops;
     char **op_errs;
 
-    /* TD_REQ_WRITE, _WRITE_FROM_BLOB, _STORE_BLOB, _READ, _GRAPH_* */
+    /* TD_REQ_WRITE, _WRITE_FROM_BLOB, _STORE_BLOB, _READ, _GRAPH_*, _TO_DEVICE */
     uint64_t tensor;
+    uint64_t output;      /* TD_REQ_TO_DEVICE: the new tensor's id */
+    uint32_t device;      /* TD_REQ_TO_DEVICE: index in the session's devices */
     uint64_t offset;
     uint64_t nbytes;      /* TD_REQ_READ; TD_REQ_WRITE: the payload's length */
     td__req_payload *payload; /* TD_REQ_WRITE (owned) */
@@ -161,6 +170,8 @@ typedef struct td__reply {
     uint32_t protocol;
     const char *device;
     uint64_t session_id;
+    const char *const *devices; /* every device of the session when it spans several */
+    size_t n_devices;
     /* TD_REPLY_FAILURE */
     uint32_t op_index;
     td_status status;

@@ -23,7 +23,10 @@
 
 #include "common/alloc.h"
 #include "common/log.h"
+#include "auth/tenant.h"
+#include "auth/tokens.h"
 #include "engine/tensor.h"
+#include "server/metrics.h"
 #include "wire.h"
 #include "wire_health.h"
 
@@ -104,6 +107,7 @@ struct td__service {
     bool tls_on, tls_client_ca;
 
     grpc_resource_quota *rq; /* bounds the memory of every connection's buffers */
+    pthread_mutex_t place_mu; /* one placement at a time (td__service_place) */
     pthread_mutex_t live_mu; /* guards live */
     struct td__live_session *live;
 
@@ -578,6 +582,7 @@ static void service_free(td__service *s)
     td__health_destroy(s->health);
     pthread_mutex_destroy(&s->tls_mu);
     pthread_mutex_destroy(&s->live_mu);
+    pthread_mutex_destroy(&s->place_mu);
     pthread_mutex_destroy(&s->mu);
     td__free(s);
     grpc_shutdown();
@@ -606,6 +611,7 @@ td_status td__service_start(const td__service_opts *opts, td__service **out, int
     s->shutdown_tag.fn = shutdown_done;
     pthread_mutex_init(&s->mu, NULL);
     pthread_mutex_init(&s->live_mu, NULL);
+    pthread_mutex_init(&s->place_mu, NULL);
     pthread_mutex_init(&s->tls_mu, NULL);
     atomic_init(&s->max_sessions, opts->max_sessions);
     atomic_init(&s->max_session_bytes, opts->max_session_bytes);
@@ -889,6 +895,103 @@ void td__service_live_set_device(struct td__live_session *l, uint64_t session_id
     atomic_store(&l->sid, session_id);
     atomic_store(&l->device, device);
     atomic_store(&l->slot, slot);
+}
+
+/* Whether tenant list `allow` ("" = everything) lets a session use `d`. */
+static bool allowed(const char *allow, const td__device *d)
+{
+    if (allow[0] == '\0') return true;
+    char buf[TD_TOKEN_DEVICES_MAX];
+    snprintf(buf, sizeof buf, "%s", allow);
+    char *save = NULL;
+    for (char *e = strtok_r(buf, ",", &save); e != NULL; e = strtok_r(NULL, ",", &save))
+        if (td__device_list_match(d, e)) return true;
+    return false;
+}
+
+td_status td__service_place(td__service *s, const td__quota *quota, const char *request,
+                            td__device *named, struct td__live_session *live,
+                            td__device **out, char *msg, size_t msglen)
+{
+    char allow[TD_TOKEN_DEVICES_MAX];
+    const char *tenant = quota != NULL ? quota->name : TD_DEFAULT_TENANT;
+    bool pinned = td__tenants_devices(s->opts.tenants, quota, allow, sizeof allow);
+    if (named != NULL && (request[0] != '\0' || allowed(allow, named))) {
+        if (!allowed(allow, named)) {
+            snprintf(msg, msglen, "tenant '%s' may not use device %s (its devices: %s)",
+                     tenant, named->name, allow);
+            return TD_EUNAUTHENTICATED;
+        }
+        *out = named;
+        snprintf(msg, msglen, "%s", request[0] != '\0' ? "named by the client"
+                                                       : "the server's default device");
+        if (live != NULL) atomic_store(&live->slot, td__metrics_device_slot(named));
+        return TD_OK;
+    }
+    /* Placement: "auto", a kind, or "" for a pinned tenant whose list lacks the default. */
+    const char *want = request[0] != '\0' ? request : "auto";
+    int nsess[SVC_MAX_DEVICES] = {0};
+    pthread_mutex_lock(&s->place_mu);
+    pthread_mutex_lock(&s->live_mu);
+    for (struct td__live_session *l = s->live; l != NULL; l = l->next) {
+        int slot = atomic_load(&l->slot);
+        if (slot >= 0 && slot < SVC_MAX_DEVICES) nsess[slot]++;
+    }
+    pthread_mutex_unlock(&s->live_mu);
+    td__device *best = NULL;
+    long best_load = 0;
+    uint64_t best_free = 0;
+    size_t len = 0;
+    len += (size_t)snprintf(msg, msglen, "'%s' placed by load (sessions + queued requests) "
+                            "then free memory:", want);
+    /* "auto": the accelerators the tenant may use when there is one, else the CPU devices
+     * it may use, else whatever it may use (a software Vulkan device) */
+    bool automatic = strcmp(want, "auto") == 0, any_accel = false, any_cpu = false;
+    for (int i = 0; automatic && i < s->ndev; i++) {
+        if (!allowed(allow, s->devs[i])) continue;
+        if (td__device_is_accelerator(s->devs[i])) any_accel = true;
+        if (strcmp(s->devs[i]->backend->kind, "cpu") == 0) any_cpu = true;
+    }
+    for (int i = 0; i < s->ndev; i++) {
+        td__device *d = (td__device *)s->devs[i];
+        int slot = td__metrics_device_slot(d);
+        bool is_cpu = strcmp(d->backend->kind, "cpu") == 0;
+        bool candidate = !automatic  ? td__device_place_candidate(d, want)
+                         : any_accel ? td__device_is_accelerator(d)
+                                     : is_cpu || !any_cpu;
+        if (!candidate || !allowed(allow, d) || slot < 0) continue;
+        uint64_t total = 0, free_bytes = 0;
+        if (d->backend->memory_info == NULL ||
+            d->backend->memory_info(d, &total, &free_bytes) != TD_OK)
+            total = free_bytes = 0;
+        long load = (long)nsess[slot] + td__metrics_device_queue(slot);
+        if (len < msglen)
+            len += (size_t)snprintf(msg + len, msglen - len, " %s load %ld free %llu MiB;",
+                                    d->name, load, (unsigned long long)(free_bytes >> 20));
+        if (best == NULL || load < best_load || (load == best_load && free_bytes > best_free)) {
+            best = d;
+            best_load = load;
+            best_free = free_bytes;
+        }
+    }
+    if (best != NULL && live != NULL) atomic_store(&live->slot, td__metrics_device_slot(best));
+    pthread_mutex_unlock(&s->place_mu);
+    if (best == NULL) {
+        char have[256] = "";
+        size_t hl = 0;
+        for (int i = 0; i < s->ndev && hl < sizeof have; i++)
+            hl += (size_t)snprintf(have + hl, sizeof have - hl, "%s%s", hl ? ", " : "",
+                                   s->devs[i]->name);
+        if (pinned)
+            snprintf(msg, msglen, "no device for '%s' that tenant '%s' may use (its devices: "
+                     "%s; this server has: %s)", want, tenant, allow, have);
+        else
+            snprintf(msg, msglen, "no device for '%s' on this server (it has: %s)", want, have);
+        return pinned ? TD_EUNAUTHENTICATED : TD_ENOTFOUND;
+    }
+    if (len > 0 && len < msglen && msg[len - 1] == ';') msg[len - 1] = '\0';
+    *out = best;
+    return TD_OK;
 }
 
 void td__service_live_progress(struct td__live_session *l, uint64_t ops, uint64_t bytes)

@@ -170,6 +170,23 @@ void td__service_live_opened(struct td__live_session *live);
  * metrics slot `slot` (server/metrics.h); NULL is a no-op. */
 void td__service_live_set_device(struct td__live_session *live, uint64_t session_id, int slot,
                                  const char *device);
+/* Choose the device of a session being opened. `request` is the device string the client
+ * sent ("" when none), `named` the device it names (td__device_find: NULL for a placement
+ * request, the default device for ""). Tenant `quota`'s devices= list (auth/tokens.h)
+ * restricts the choice: a named device outside it is TD_EUNAUTHENTICATED ("tenant 'T' may not use
+ * device cpu:1 (its devices: cpu:0)"); "" outside it is placed like "auto" among the
+ * allowed devices. A placement request takes, among the devices the tenant may use that
+ * fit it ("cuda": the CUDA devices; "auto": the accelerators when the tenant may use one,
+ * else its CPU devices, else every device it may use), the device with the
+ * least load (open sessions on it + requests queued or running for it, the
+ * tensord_device_queue_depth gauge), then the most free memory (backend memory_info), then
+ * the first in registry order. The choice is counted for `live` at once, under a lock, so
+ * concurrent opens spread. On TD_OK *out is the device and msg says how it was chosen (for
+ * the log line); else TD_EUNAUTHENTICATED / TD_ENOTFOUND (no candidate) with the message for the
+ * client. Thread-safety: any thread. */
+td_status td__service_place(td__service *s, const td__quota *quota, const char *request,
+                            td__device *named, struct td__live_session *live,
+                            td__device **out, char *msg, size_t msglen);
 /* The session's ops executed and device bytes held so far (after each job; NULL is a
  * no-op). For the admin listing. */
 void td__service_live_progress(struct td__live_session *live, uint64_t ops, uint64_t bytes);

@@ -383,6 +383,43 @@ static bool handle_open(td__srv_session *ss, td__job *j)
         job_free(j);
         return false;
     }
+    td__device *dev = NULL;
+    td_status pst = td__service_place(ss->svc, ss->quota, j->rq.device_req, j->rq.dev, ss->live,
+                                      &dev, msg, sizeof msg);
+    if (pst != TD_OK) {
+        td__quota_session_uncharge(ss->quota);
+        td__service_session_unreserve(ss->svc);
+        reject(ss, pst == TD_EUNAUTHENTICATED ? GRPC_STATUS_PERMISSION_DENIED
+                                              : GRPC_STATUS_INVALID_ARGUMENT,
+               msg);
+        job_free(j);
+        return false;
+    }
+    for (size_t i = 0; i < j->rq.n_extra && pst == TD_OK; i++) {
+        td__device *x = j->rq.extra[i], *ok = NULL;
+        char why2[512];
+        if (x == dev) {
+            snprintf(msg, sizeof msg, "open: device %s is named twice (it is the session's "
+                     "first device)", x->name);
+            pst = TD_EINVAL;
+        } else if ((pst = td__service_place(ss->svc, ss->quota, x->name, x, NULL, &ok, why2,
+                                            sizeof why2)) != TD_OK) {
+            snprintf(msg, sizeof msg, "%s", why2);
+        }
+    }
+    if (pst != TD_OK) {
+        td__quota_session_uncharge(ss->quota);
+        td__service_session_unreserve(ss->svc);
+        reject(ss, pst == TD_EUNAUTHENTICATED ? GRPC_STATUS_PERMISSION_DENIED
+                                              : GRPC_STATUS_INVALID_ARGUMENT,
+               msg);
+        job_free(j);
+        return false;
+    }
+    if (j->rq.dev == NULL || j->rq.device_req[0] == '\0') /* the server chose: say how */
+        td__log(TD_LOG_INFO, "session %llu: device %s for request '%s' from tenant '%s': %s",
+                (unsigned long long)id, dev->name, j->rq.device_req, ss->tenant, msg);
+    j->rq.dev = dev;
     td__worker *w = td__service_worker(ss->svc, j->rq.dev);
     if (w == NULL || td__worker_queue_create(w, &ss->wq) != TD_OK) {
         job_free(j);

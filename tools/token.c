@@ -32,7 +32,7 @@ static const char usage_token[] =
     "usage: tensorctl token new --tenant NAME --tokens-file FILE [--label TEXT] [--admin]\n"
     "                           [--max-bytes N] [--max-sessions N] [--max-tensors N]\n"
     "                           [--max-tensor-bytes N] [--max-queued-batches N]\n"
-    "                           [--update-quotas] [--mode OCTAL]\n"
+    "                           [--devices LIST] [--update-quotas] [--mode OCTAL]\n"
     "       tensorctl token list --tokens-file FILE [--json]\n"
     "       tensorctl token revoke --tokens-file FILE (--label TEXT | --hash PREFIX |\n"
     "                              --tenant NAME)\n"
@@ -43,7 +43,8 @@ static const char usage_token[] =
     "a quota that differs from the one in force is refused unless --update-quotas is\n"
     "given. --admin gives the tenant the admin role (tensorctl sessions). Byte quotas take\n"
     "K, M, G, T suffixes; 0 means no limit. A new FILE is created with mode 0600 (--mode:\n"
-    "e.g. 0640 for a group tensord runs in).\n"
+    "e.g. 0640 for a group tensord runs in). --devices LIST pins the tenant to those\n"
+    "devices (names or kinds: cpu:1,cuda; the last line of a tenant that sets it wins).\n"
     "list: every entry: kind, hash prefix or certificate name, tenant, role, label,\n"
     "created, quotas (--json: an array of objects).\n"
     "revoke: remove the entries with that label, whose hash starts with PREFIX (at least\n"
@@ -81,7 +82,7 @@ static void tenant_limits(const td__token_entry *v, size_t n, const char *tenant
 
 static int cmd_new(int argc, char **argv)
 {
-    const char *tenant = NULL, *file = NULL, *label = NULL;
+    const char *tenant = NULL, *file = NULL, *label = NULL, *devices = NULL;
     bool admin = false, update = false;
     mode_t mode = 0600;
     char quotas[512] = "";
@@ -119,6 +120,15 @@ static int cmd_new(int argc, char **argv)
                 return 2;
             }
             label = v;
+        } else if (strcmp(a, "--devices") == 0) {
+            if (!td__token_devices_ok(v)) {
+                fprintf(stderr, "tensorctl: token new: --devices '%s' must be a comma-separated "
+                                "list of 1..%d device names or kinds (cpu, cpu:1, cuda, "
+                                "cuda:0)\n",
+                        v, TD_TOKEN_DEVICES_MAX_ENTRIES);
+                return 2;
+            }
+            devices = v;
         } else if (strcmp(a, "--mode") == 0) {
             char *end;
             long m = strtol(v, &end, 8);
@@ -198,9 +208,10 @@ static int cmd_new(int argc, char **argv)
     gmtime_r(&now, &tm);
     strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", &tm);
     char line[1024];
-    int n = snprintf(line, sizeof line, "sha256:%s %s%s%s%s%s created=%s\n", hex, tenant,
+    int n = snprintf(line, sizeof line, "sha256:%s %s%s%s%s%s%s%s created=%s\n", hex, tenant,
                      quotas, admin ? " role=admin" : "", label ? " label=" : "",
-                     label ? label : "", created);
+                     label ? label : "", devices ? " devices=" : "", devices ? devices : "",
+                     created);
     int fd = open(file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, mode);
     if (fd < 0) {
         fprintf(stderr, "tensorctl: token new: %s: %s\n", file, strerror(errno));
@@ -292,11 +303,14 @@ static int cmd_list(int argc, char **argv)
             json_str(e->label);
             printf(", \"created\": ");
             json_str(e->created);
+            printf(", \"devices\": ");
+            json_str(e->devices);
             printf(", \"quotas\": {%s}}", q);
         } else {
-            printf("%-28s %-16s %-6s %-20s %-21s %s\n", id, e->tenant, e->admin ? "admin" : "-",
-                   e->label[0] ? e->label : "-", e->created[0] ? e->created : "-",
-                   q[0] ? q : "-");
+            printf("%-28s %-16s %-6s %-20s %-21s %s%s%s\n", id, e->tenant,
+                   e->admin ? "admin" : "-", e->label[0] ? e->label : "-",
+                   e->created[0] ? e->created : "-", q[0] ? q : "-",
+                   e->devices[0] ? " devices=" : "", e->devices);
         }
     }
     if (json) printf("]\n");

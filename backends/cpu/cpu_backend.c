@@ -1,5 +1,12 @@
-/* cpu_backend.c — the CPU backend's vtable: one device ("cpu") whose buffers are plain,
- * 64-byte aligned host memory, and an exec() that dispatches each op to its kernel family.
+/* cpu_backend.c — the CPU backend's vtable: CPU devices whose buffers are plain, 64-byte
+ * aligned host memory, and an exec() that dispatches each op to its kernel family.
+ *
+ * One device ("cpu") by default; TENSORD_CPU_DEVICES=N (tensord --cpu-devices N) makes N of
+ * them (cpu:0 .. cpu:N-1), each with its own thread pool and its own count of the bytes
+ * its buffers hold. Why: placement, device allow-lists and device-to-device copies are then
+ * testable on machines without a GPU. Their memory_info splits the host's memory evenly:
+ * total = physical memory / N, free = min(total - bytes held, available memory / N), so a
+ * device that holds more reports less free memory, as a GPU would.
  *
  * The CPU backend is the reference every other backend is compared with, so its kernels
  * favour exactly stated semantics and bit-for-bit determinism (fixed partitioning over a
@@ -11,15 +18,39 @@
 #include "common/alloc.h"
 #include "common/checked.h"
 #include "common/errbuf.h"
+#include "common/log.h"
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+/* At most this many CPU devices (the registry holds 16 devices of all kinds). */
+#define TD_CPU_MAX_DEVICES 8
+
 typedef struct td__cpu_device {
     td__cpu_pool *pool;
+    atomic_ullong bytes; /* held by this device's live buffers */
 } td__cpu_device;
+
+/* The CPU device count, read once from the environment by cpu_device_count (the registry
+ * asks it once, before opening any device); 1 until then. */
+static atomic_int g_ndev = 1;
+
+/* TENSORD_CPU_DEVICES when it is an integer in 1..TD_CPU_MAX_DEVICES, else 1 (with one
+ * warning). */
+static int cpu_devices_env(void)
+{
+    const char *env = getenv("TENSORD_CPU_DEVICES");
+    if (env == NULL || *env == '\0') return 1;
+    char *end = NULL;
+    long v = strtol(env, &end, 10);
+    if (end != env && *end == '\0' && v >= 1 && v <= TD_CPU_MAX_DEVICES) return (int)v;
+    td__log(TD_LOG_WARN, "cpu: ignoring TENSORD_CPU_DEVICES=\"%s\" (want 1..%d)", env,
+            TD_CPU_MAX_DEVICES);
+    return 1;
+}
 
 td_status td__cpu_fail(const td__cpu_exec *x, td_status s, const char *fmt, ...)
 {
@@ -46,13 +77,15 @@ void td__cpu_run(const td__cpu_exec *x, int64_t n, int64_t cost, td__cpu_task_fn
 
 static td_status cpu_device_count(int *out)
 {
-    *out = 1;
+    int n = cpu_devices_env();
+    atomic_store(&g_ndev, n);
+    *out = n;
     return TD_OK;
 }
 
 static td_status cpu_device_open(td__device *dev, int index, char *err, size_t errlen)
 {
-    if (index != 0) {
+    if (index < 0 || index >= atomic_load(&g_ndev)) {
         if (err != NULL && errlen > 0) snprintf(err, errlen, "cpu: no device %d", index);
         return TD_EINVAL;
     }
@@ -67,6 +100,7 @@ static td_status cpu_device_open(td__device *dev, int index, char *err, size_t e
         if (err != NULL && errlen > 0) snprintf(err, errlen, "cpu: cannot start thread pool");
         return s;
     }
+    atomic_init(&cd->bytes, 0);
     dev->impl = cd;
     snprintf(dev->description, sizeof dev->description, "CPU, %d threads, OpenBLAS",
              td__cpu_pool_threads(cd->pool));
@@ -84,13 +118,21 @@ static void cpu_device_close(td__device *dev)
 
 static td_status cpu_memory_info(td__device *dev, uint64_t *total, uint64_t *free_bytes)
 {
-    (void)dev;
+    const td__cpu_device *cd = dev->impl;
+    const uint64_t ndev = (uint64_t)atomic_load(&g_ndev);
     long page = sysconf(_SC_PAGESIZE);
     long phys = sysconf(_SC_PHYS_PAGES);
     long avail = sysconf(_SC_AVPHYS_PAGES);
     uint64_t t = 0, f = 0;
     if (page > 0 && phys > 0 && !td__mul_u64((uint64_t)page, (uint64_t)phys, &t)) t = 0;
     if (page > 0 && avail > 0 && !td__mul_u64((uint64_t)page, (uint64_t)avail, &f)) f = 0;
+    if (ndev > 1) {
+        t /= ndev;
+        f /= ndev;
+        uint64_t held = cd != NULL ? atomic_load(&cd->bytes) : 0;
+        uint64_t left = held < t ? t - held : 0;
+        if (left < f) f = left;
+    }
     *total = t;
     *free_bytes = f;
     return TD_OK;
@@ -98,7 +140,6 @@ static td_status cpu_memory_info(td__device *dev, uint64_t *total, uint64_t *fre
 
 static td_status cpu_buffer_alloc(td__device *dev, size_t nbytes, void **out)
 {
-    (void)dev;
     if (nbytes == 0 || nbytes > TD_MAX_TENSOR_BYTES) return TD_ENOMEM;
     void *p = NULL;
     if (nbytes >= TD_CPU_POOL_MIN_BYTES) {
@@ -107,13 +148,16 @@ static td_status cpu_buffer_alloc(td__device *dev, size_t nbytes, void **out)
     } else if (posix_memalign(&p, 64, nbytes) != 0) {
         return TD_ENOMEM;
     }
+    td__cpu_device *cd = dev != NULL ? dev->impl : NULL;
+    if (cd != NULL) atomic_fetch_add(&cd->bytes, (unsigned long long)nbytes);
     *out = p;
     return TD_OK;
 }
 
 static void cpu_buffer_free(td__device *dev, void *data, size_t nbytes)
 {
-    (void)dev;
+    td__cpu_device *cd = dev != NULL ? dev->impl : NULL;
+    if (cd != NULL) atomic_fetch_sub(&cd->bytes, (unsigned long long)nbytes);
     if (nbytes >= TD_CPU_POOL_MIN_BYTES)
         td__cpu_pool_free(data, nbytes);
     else

@@ -502,6 +502,24 @@ static td_status gpu_buffer_read(td__device *dev, const void *src, size_t offset
     return e == gpuSuccess ? TD_OK : TD_EDEVICE;
 }
 
+/* Device to device between two GPUs of this backend (sessions that span devices,
+ * engine/session.h td__session_to_device). The runtime's peer copy uses NVLink/PCIe peer
+ * access when the pair allows it and stages through host memory otherwise; on the legacy
+ * stream it is ordered after the work the sessions' (blocking) streams queued on both
+ * devices, and it is waited for, so the source may be released at once. */
+static td_status gpu_buffer_copy_peer(td__device *dev, void *dst, td__device *from,
+                                      const void *src, size_t nbytes)
+{
+    const td__gpu_device *cd = dev->impl, *fd = from->impl;
+    if (nbytes == 0) return TD_OK;
+    gpuError_t e = gpuSetDevice(cd->ordinal);
+    if (e == gpuSuccess)
+        e = gpuMemcpyPeerAsync(dst, cd->ordinal, src, fd->ordinal, nbytes, gpuStreamLegacy);
+    if (e == gpuSuccess) e = gpuStreamSynchronize(gpuStreamLegacy);
+    if (e != gpuSuccess) gpuGetLastError();
+    return e == gpuSuccess ? TD_OK : TD_EDEVICE;
+}
+
 /* ---- streams ---- */
 
 static void stream_free(td__gpu_device *cd, td__gpu_stream *st)
@@ -692,6 +710,7 @@ static const td__backend gpu_backend = {
     .supports_op = gpu_supports_op,
     .exec = gpu_exec,
     .set_host_alloc = gpu_set_host_alloc,
+    .buffer_copy_peer = gpu_buffer_copy_peer,
     .no_device_reason = gpu_no_device_reason,
 };
 

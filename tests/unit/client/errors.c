@@ -535,6 +535,10 @@ static void walk_creation(void)
     BAD("td_from_host", ctx, "dim -1", td_from_host(ctx, TD_F32, 2, (int64_t[]){-1, 3}, data));
     BAD("td_from_host", ctx, "dtype 99", td_from_host(ctx, (td_dtype)99, 2, d23, data));
 
+    BAD("td_to_device", NULL, "t NULL", td_to_device(NULL, "cpu"));
+    BAD("td_to_device", ctx, "device NULL", td_to_device(f2x3, NULL));
+    BAD("td_to_device", ctx, "not a device of the session", td_to_device(f2x3, "cuda:9"));
+
     BAD("td_full", NULL, "ctx NULL", td_full(NULL, TD_F32, 2, d23, 1.0));
     BAD("td_full", ctx, "rank -1", td_full(ctx, TD_F32, -1, d23, 1.0));
     BAD("td_full", ctx, "dims NULL", td_full(ctx, TD_F32, 2, NULL, 1.0));
