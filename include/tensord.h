@@ -970,8 +970,13 @@ td_tensor *td_log_softmax(td_tensor *x, int axis);
  * sub mul div pow maximum minimum where cast, sum mean max min logsumexp var std norm_l1
  * cumsum, matmul, reshape permute slice concat expand copy, softmax log_softmax, flip roll
  * repeat tril triu masked_fill gather index_select scatter_add index_add, layer_norm
- * rms_norm group_norm (through their backward ops) dropout (the same mask), pad (constant
- * mode), slice_step with steps of 1 (td_split's), and every op recorded by a client-side
+ * rms_norm group_norm (through their backward ops) dropout (the same mask), batch_norm
+ * (every input: with td_batch_norm_stats' statistics the gradient also flows through them,
+ * which is training's gradient; with fixed running statistics only dx = dy w / sqrt(var +
+ * eps)), conv and conv_transpose (1-3 spatial dims, any groups, stride, dilation, padding,
+ * output padding: td_conv_input_grad, td_conv_weight_grad, td_conv, and the sum of dy for
+ * the bias), max_pool (recomputes the maxima's positions, then td_max_pool_backward),
+ * avg_pool, adaptive_avg_pool (their backward ops), pad (constant mode), slice_step with steps of 1 (td_split's), and every op recorded by a client-side
  * composition of these (td_stack, td_split, td_chunk, td_tile, td_einsum). Ties of
  * max/min/maximum/minimum share the gradient equally; relu and abs have gradient 0 at 0
  * (PyTorch's choices). td_backward fails with TD_EUNSUPPORTED naming the first op on the
