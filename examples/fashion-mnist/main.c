@@ -24,7 +24,6 @@
 #include "idx.h"
 #include "mlp.h"
 #include "rng.h"
-#include "safetensors.h"
 #include "tensord.h"
 
 #include <errno.h>
@@ -479,22 +478,24 @@ static int save_model(run *r, int n_epochs, double final_loss, double accuracy)
 static int load_model(run *r, int *epochs, double *final_loss)
 {
     char err[512];
-    safetensors_file f;
-    if (safetensors_read(r->opt.load_path, &f, err, sizeof err) != 0) {
-        fprintf(stderr, PROG ": %s\n", err);
+    td_safetensors *f;
+    if (td_safetensors_open(r->opt.load_path, &f) != TD_OK) {
+        const char *e = td_last_error(NULL);
+        const char *skip = "td_safetensors_open: ";
+        fprintf(stderr, PROG ": %s\n", strncmp(e, skip, strlen(skip)) == 0 ? e + strlen(skip) : e);
         return 1;
     }
-    int rc = fm_mlp_load(&r->model, &f, r->opt.load_path, err, sizeof err);
+    int rc = fm_mlp_load(&r->model, f, r->opt.load_path, err, sizeof err);
     if (rc != 0) {
         fprintf(stderr, PROG ": %s\n", err);
     } else {
-        const char *e = safetensors_metadata(&f, "epochs");
-        const char *l = safetensors_metadata(&f, "final_loss");
+        const char *e = td_safetensors_metadata(f, "epochs");
+        const char *l = td_safetensors_metadata(f, "final_loss");
         *epochs = e != NULL ? atoi(e) : 0;
         *final_loss = l != NULL ? strtod(l, NULL) : NAN;
         printf("loaded weights from %s\n", r->opt.load_path);
     }
-    safetensors_file_fini(&f);
+    td_safetensors_close(f);
     return rc;
 }
 

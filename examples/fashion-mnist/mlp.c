@@ -282,82 +282,30 @@ td_tensor *fm_mlp_predict(fm_mlp *m, td_tensor *x)
     return pred;
 }
 
-static void format_shape(char *buf, size_t len, int rank, const int64_t *dims)
-{
-    size_t used = 0;
-    used += (size_t)snprintf(buf, len, "[");
-    for (int d = 0; d < rank && used < len; d++)
-        used +=
-            (size_t)snprintf(buf + used, len - used, "%s%lld", d ? ", " : "", (long long)dims[d]);
-    if (used < len) snprintf(buf + used, len - used, "]");
-}
-
 int fm_mlp_save(fm_mlp *m, const char *path, size_t n_meta, const char *const *keys,
                 const char *const *values, char *err, size_t errlen)
 {
-    int rc = -1;
-    float *host[FM_MLP_PARAMS] = {NULL};
-    int64_t dims[FM_MLP_PARAMS][2];
-    safetensors_f32 out[FM_MLP_PARAMS];
-    for (int i = 0; i < FM_MLP_PARAMS; i++) {
-        int rank;
-        param_dims(m, i, &rank, dims[i]);
-        size_t nbytes = td_nbytes(m->param[i]);
-        host[i] = malloc(nbytes ? nbytes : 1);
-        if (host[i] == NULL) {
-            snprintf(err, errlen, "%s: out of memory", path);
-            goto done;
-        }
-        td_status st = td_read(m->param[i], host[i], nbytes);
-        if (st != TD_OK) {
-            snprintf(err, errlen, "%s: reading %s back failed: %s", path, fm_mlp_param_names[i],
-                     td_last_error(m->ctx));
-            goto done;
-        }
-        out[i] = (safetensors_f32){
-            .name = fm_mlp_param_names[i], .rank = rank, .shape = dims[i], .data = host[i]};
+    if (td_safetensors_save(path, FM_MLP_PARAMS, fm_mlp_param_names, m->param, (int)n_meta, keys,
+                            values) != TD_OK) {
+        snprintf(err, errlen, "%s", td_last_error(NULL));
+        return -1;
     }
-    rc = safetensors_write_f32(path, FM_MLP_PARAMS, out, n_meta, keys, values, err, errlen);
-done:
-    for (int i = 0; i < FM_MLP_PARAMS; i++)
-        free(host[i]);
-    return rc;
+    return 0;
 }
 
-int fm_mlp_load(fm_mlp *m, const safetensors_file *file, const char *path, char *err, size_t errlen)
+int fm_mlp_load(fm_mlp *m, const td_safetensors *file, const char *path, char *err, size_t errlen)
 {
+    (void)path; /* the library's messages name the file */
     td_tensor *fresh[FM_MLP_PARAMS] = {NULL};
     td_tensor *zeros[FM_MLP_PARAMS] = {NULL};
     for (int i = 0; i < FM_MLP_PARAMS; i++) {
-        const char *name = fm_mlp_param_names[i];
         int rank;
         int64_t dims[2];
         param_dims(m, i, &rank, dims);
-        char want[64], have[64];
-        format_shape(want, sizeof want, rank, dims);
-        const safetensors_tensor *t = safetensors_find(file, name);
-        if (t == NULL) {
-            snprintf(err, errlen,
-                     "%s: %s: missing from the file (the model needs w1, b1, w2, "
-                     "b2)",
-                     path, name);
-            goto fail;
-        }
-        if (strcmp(t->dtype, "F32") != 0) {
-            snprintf(err, errlen, "%s: %s: dtype %s in file, model needs F32", path, name,
-                     t->dtype);
-            goto fail;
-        }
-        format_shape(have, sizeof have, t->rank, t->shape);
-        if (t->rank != rank || memcmp(t->shape, dims, (size_t)rank * sizeof dims[0]) != 0) {
-            snprintf(err, errlen, "%s: %s: shape %s in file, model needs %s", path, name, have,
-                     want);
-            goto fail;
-        }
-        fresh[i] = td_from_host(m->ctx, TD_F32, rank, dims, t->data);
-        zeros[i] = td_full(m->ctx, TD_F32, rank, dims, 0.0);
-        if (fresh[i] == NULL || zeros[i] == NULL) {
-            snprintf(err, errlen, "%s: uploading %s failed: %s", path, name, td_last_error(m->ctx));
+        if (td_safetensors_get(file, m->ctx, fm_mlp_param_names[i], TD_F32, rank, dims,
+                               &fresh[i]) != TD_OK ||
+            (zeros[i] = td_full(m->ctx, TD_F32, rank, dims, 0.0)) == NULL) {
+            snprintf(err, errlen, "%s", td_last_error(m->ctx));
             goto fail;
         }
     }

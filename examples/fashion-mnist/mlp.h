@@ -12,7 +12,6 @@
 #ifndef FM_MLP_H
 #define FM_MLP_H
 
-#include "safetensors.h"
 #include "tensord.h"
 
 #define FM_MLP_PARAMS 4
@@ -75,7 +74,7 @@ int fm_mlp_save(fm_mlp *m, const char *path, size_t n_meta, const char *const *k
  * zero the momentum buffers. Each of w1 b1 w2 b2 must be present as F32 with the model's
  * shape; extra tensors are ignored. Returns 0, or -1 with a message such as
  * "PATH: w1: shape [784, 128] in file, model needs [784, 256]"; then nothing changed. */
-int fm_mlp_load(fm_mlp *m, const safetensors_file *file, const char *path, char *err,
+int fm_mlp_load(fm_mlp *m, const td_safetensors *file, const char *path, char *err,
                 size_t errlen);
 
 #endif
