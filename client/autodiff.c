@@ -326,6 +326,9 @@ static td_tensor *reduce_to(rule_ctx *r, td_tensor *g, const td__desc *want)
     if (have->rank == want->rank &&
         memcmp(have->dims, want->dims, sizeof(int64_t) * want->rank) == 0)
         return g;
+    /* the same element count: a reshape's gradient (RESHAPE to another rank), no broadcast */
+    if (td__desc_nelem(have) == td__desc_nelem(want) || have->rank < want->rank)
+        return T(r, td_reshape(g, (int)want->rank, want->dims));
     int axes[TD_MAX_RANK], na = 0;
     const uint32_t lead = have->rank - want->rank;
     for (uint32_t d = 0; d < have->rank; d++)

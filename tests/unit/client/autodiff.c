@@ -661,3 +661,17 @@ Test(autodiff, batch_norm_2d_no_affine)
 {
     gradcheck("batch_norm_2d", b_bn_nobias, 1, (input[]){IN(2, ANY, 5, 3)});
 }
+
+/* a reshape to a lower rank straight into a full reduction (the gradient arrives with the
+ * reshape's output rank, 2, for an input of rank 4) */
+static td_tensor *b_reshape_down(td_tensor **in)
+{
+    td_tensor *f = td_reshape(in[0], 2, (int64_t[]){2, 6});
+    td_tensor *y = td_sum(f, 1, (int[]){1}, false);
+    td_release(f);
+    return y;
+}
+Test(autodiff, reshape_to_lower_rank)
+{
+    gradcheck("reshape_down", b_reshape_down, 1, (input[]){IN(4, ANY, 2, 1, 3, 2)});
+}
