@@ -320,7 +320,11 @@ td_status td_optim_step(td_optim *o, td_tensor **params)
             fresh[i] = td_sub(pp, K(&l, td_mul(K(&l, td_div(nslot[0], denom)), s.step_size)));
         }
         if (fresh[i] == NULL) break;
-        if (o->p[i + 1 < o->n ? i + 1 : i].dt != have_dt) tmp_release(&sl);
+        tmp_release(&l); /* this parameter's intermediates: its ops are recorded */
+        if (o->p[i + 1 < o->n ? i + 1 : i].dt != have_dt) {
+            tmp_release(&sl);
+            have_dt = (td_dtype)-1;
+        }
     }
     bool ok = t != NULL && !l.failed && !sl.failed;
     for (int i = 0; ok && i < o->n; i++)

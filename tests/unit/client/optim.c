@@ -285,3 +285,44 @@ Test(optim, graph_step_and_resume_match_eager_bits)
     cr_expect(memcmp(&e, &g, sizeof e) == 0, "the captured step's run differs from eager");
     cr_expect(memcmp(&e, &r, sizeof e) == 0, "the resumed run differs from the uninterrupted");
 }
+
+/* Many parameters of mixed dtypes, one without a gradient between them: Adam's first step
+ * moves each element by lr g / (|g| + eps) (m = (1 - beta1) g and v = (1 - beta2) g^2 after
+ * the bias corrections), i.e. by lr against the gradient's sign. */
+Test(optim, many_parameters_of_mixed_dtypes)
+{
+    enum { N = 24 };
+    td_tensor *p[N], *c[N];
+    for (int i = 0; i < N; i++) {
+        const td_dtype dt = i % 3 == 1 ? TD_F64 : TD_F32;
+        p[i] = td_full(ctx, dt, 1, (int64_t[]){2}, 1.0);
+        c[i] = td_full(ctx, dt, 1, (int64_t[]){2}, i % 2 ? 0.5 : -2.0);
+        cr_assert_eq(td_requires_grad(p[i], true), TD_OK);
+    }
+    td_optim_config cfg = td_optim_config_default(TD_OPTIM_ADAM, 0.01);
+    td_optim *o;
+    cr_assert_eq(td_optim_create(ctx, &cfg, N, p, NULL, &o), TD_OK, "%s", td_last_error(ctx));
+    td_tensor *loss = NULL;
+    for (int i = 0; i < N; i++) {
+        if (i == 7) continue; /* no gradient: left alone */
+        td_tensor *t = td_sum(td_mul(p[i], c[i]), 0, NULL, false);
+        if (td_tensor_dtype(t) != TD_F64) t = td_cast(t, TD_F64);
+        loss = loss == NULL ? t : td_add(loss, t);
+    }
+    cr_assert_eq(td_backward(loss), TD_OK, "%s", td_last_error(ctx));
+    cr_assert_eq(td_optim_step(o, p), TD_OK, "%s", td_last_error(ctx));
+    for (int i = 0; i < N; i++) {
+        double v[2];
+        td_tensor *d = td_cast(p[i], TD_F64);
+        cr_assert_eq(td_read(d, v, sizeof v), TD_OK, "%s", td_last_error(ctx));
+        const double want = i == 7 ? 1.0 : 1.0 - 0.01 * (i % 2 ? 1 : -1);
+        cr_expect(fabs(v[0] - want) < 1e-6 && fabs(v[1] - want) < 1e-6,
+                  "parameter %d: %.9g, want %.9g", i, v[0], want);
+        td_release(d);
+    }
+    td_optim_destroy(o);
+    for (int i = 0; i < N; i++) {
+        td_release(p[i]);
+        td_release(c[i]);
+    }
+}
