@@ -552,7 +552,7 @@ static int parse_args(int argc, char **argv, options *o)
         INT_OPT('t', context, 2, 4096, "--context")
         INT_OPT('m', dim, 1, 8192, "--dim")
         INT_OPT('H', heads, 1, 256, "--heads")
-        INT_OPT('L', layers, 1, MAX_LAYERS, "--layers")
+        INT_OPT('L', layers, 1, 16, "--layers") /* MAX_LAYERS */
         INT_OPT('e', eval_every, 1, 10000000, "--eval-every")
         INT_OPT('n', sample_chars, 0, 100000, "--sample")
 #undef INT_OPT
