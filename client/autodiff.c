@@ -296,7 +296,7 @@ typedef struct rule_ctx {
     const ad_node *n;
     td_tensor *g;                       /* the output's gradient */
     td_tensor *out[TD_OP_MAX_INPUTS];   /* the inputs' gradients (NULL: none) */
-    td_tensor *tmp[48];                 /* intermediates, released after the rule */
+    td_tensor *tmp[128];                /* intermediates, released after the rule */
     int ntmp;
     bool failed;
 } rule_ctx;
@@ -449,7 +449,7 @@ static bool has_rule(uint32_t opcode)
     case TD_OP_LAYER_NORM: case TD_OP_RMS_NORM: case TD_OP_GROUP_NORM: case TD_OP_DROPOUT:
     case TD_OP_BATCH_NORM:
     case TD_OP_CONV: case TD_OP_CONV_TRANSPOSE: case TD_OP_MAX_POOL: case TD_OP_AVG_POOL:
-    case TD_OP_ADAPTIVE_AVG_POOL:
+    case TD_OP_ADAPTIVE_AVG_POOL: case TD_OP_INTERPOLATE:
         return true;
     default:
         return false;
@@ -548,6 +548,52 @@ static td_tensor *trim_negative_pad(rule_ctx *r, td_tensor *g, td_conv_params *p
     return any ? T(r, td_slice(g, starts, stops)) : g;
 }
 
+
+/* The gradient of td_interpolate, one spatial dim at a time (the op is separable): the
+ * source positions of dim d come from the op itself, run on arange(L) as a [1, 1, L] input
+ * (in f32, f64 for f64, so the positions are exact integers or the op's own interpolated
+ * coordinates), so no formula is restated here. Nearest: g is index_add-ed at those
+ * positions. Linear: s = the interpolated coordinate, i0 = floor(s), f = s - i0; g (1 - f)
+ * goes to i0 and g f to min(i0 + 1, L - 1) (the op's weights up to the rounding of s). */
+static td_tensor *interpolate_grad(rule_ctx *r, td_tensor *g)
+{
+    const td__op *op = &r->n->op;
+    const td__desc *x = td__tensor_desc(X(r, 0));
+    const int nsp = (int)x->rank - 2;
+    const enum td_interp_mode mode = (enum td_interp_mode)op->iattrs[0];
+    const bool align = op->iattrs[1] != 0;
+    const td_dtype gd = td_tensor_dtype(g), cd = gd == TD_F64 ? TD_F64 : TD_F32;
+    td_tensor *cur = g;
+    for (int d = 0; d < nsp && cur != NULL; d++) {
+        const int axis = 2 + d;
+        const int64_t L = x->dims[axis], O = op->iattrs[2 + d];
+        if (L == O) continue; /* the identity in both modes */
+        td_tensor *a = T(r, td_arange(r->ctx, cd, L, 0, 1));
+        td_tensor *a3 = T(r, td_reshape(a, 3, (int64_t[]){1, 1, L}));
+        td_tensor *s3 = T(r, td_interpolate(a3, &O, mode, align));
+        td_tensor *s = T(r, td_reshape(s3, 1, &O));
+        int64_t zd[TD_MAX_RANK], bd[TD_MAX_RANK];
+        memcpy(zd, td_dims(cur), sizeof(int64_t) * x->rank);
+        zd[axis] = L;
+        for (uint32_t k = 0; k < x->rank; k++) bd[k] = 1;
+        bd[axis] = O;
+        td_tensor *z = T(r, td_full(r->ctx, gd, (int)x->rank, zd, 0));
+        if (mode == TD_INTERP_NEAREST) {
+            cur = T(r, td_index_add(z, axis, T(r, td_cast(s, TD_I64)), cur));
+            continue;
+        }
+        td_tensor *i0f = T(r, td_floor(s));
+        td_tensor *f = SUB(s, i0f);
+        td_tensor *i0 = T(r, td_cast(i0f, TD_I64));
+        td_tensor *i1 = T(r, td_cast(T(r, td_clamp(ADDS(i0f, 1.0), 0, (double)(L - 1))), TD_I64));
+        td_tensor *fb = T(r, td_reshape(gd == cd ? f : T(r, td_cast(f, gd)), (int)x->rank, bd));
+        td_tensor *w0 = ADDS(MULS(fb, -1.0), 1.0);
+        td_tensor *z1 = T(r, td_index_add(z, axis, i0, MUL(cur, w0)));
+        cur = T(r, td_index_add(z1, axis, i1, MUL(cur, fb)));
+    }
+    return cur;
+}
+
 static void rule_window(rule_ctx *r)
 {
     const td__op *op = &r->n->op;
@@ -588,6 +634,7 @@ static void rule_window(rule_ctx *r)
         break;
     }
     case TD_OP_ADAPTIVE_AVG_POOL: give(r, 0, T(r, td_adaptive_avg_pool_backward(g, xs))); break;
+    case TD_OP_INTERPOLATE: give(r, 0, interpolate_grad(r, g)); break;
     default: r->failed = true; break;
     }
 }
@@ -867,7 +914,7 @@ static void rule(rule_ctx *r)
         break;
     }
     case TD_OP_CONV: case TD_OP_CONV_TRANSPOSE: case TD_OP_MAX_POOL: case TD_OP_AVG_POOL:
-    case TD_OP_ADAPTIVE_AVG_POOL:
+    case TD_OP_ADAPTIVE_AVG_POOL: case TD_OP_INTERPOLATE:
         rule_window(r);
         break;
     case TD_OP_BATCH_NORM: rule_batch_norm(r); break;

@@ -976,7 +976,8 @@ td_tensor *td_log_softmax(td_tensor *x, int axis);
  * eps)), conv and conv_transpose (1-3 spatial dims, any groups, stride, dilation, padding,
  * output padding: td_conv_input_grad, td_conv_weight_grad, td_conv, and the sum of dy for
  * the bias), max_pool (recomputes the maxima's positions, then td_max_pool_backward),
- * avg_pool, adaptive_avg_pool (their backward ops), pad (constant mode), slice_step with steps of 1 (td_split's), and every op recorded by a client-side
+ * avg_pool, adaptive_avg_pool (their backward ops), interpolate (nearest and linear: the
+ * source positions from the op run on arange(L), then td_index_add), pad (constant mode), slice_step with steps of 1 (td_split's), and every op recorded by a client-side
  * composition of these (td_stack, td_split, td_chunk, td_tile, td_einsum). Ties of
  * max/min/maximum/minimum share the gradient equally; relu and abs have gradient 0 at 0
  * (PyTorch's choices). td_backward fails with TD_EUNSUPPORTED naming the first op on the

@@ -675,3 +675,38 @@ Test(autodiff, reshape_to_lower_rank)
 {
     gradcheck("reshape_down", b_reshape_down, 1, (input[]){IN(4, ANY, 2, 1, 3, 2)});
 }
+
+/* interpolate: nearest and linear, up- and downsampling, both align_corners (the output is
+ * linear in x, so the finite differences are exact up to rounding) */
+static td_tensor *b_interp_nearest2d(td_tensor **in)
+{
+    return td_interpolate(in[0], (int64_t[]){5, 3}, TD_INTERP_NEAREST, false);
+}
+static td_tensor *b_interp_linear2d(td_tensor **in)
+{
+    return td_interpolate(in[0], (int64_t[]){7, 2}, TD_INTERP_LINEAR, false);
+}
+static td_tensor *b_interp_linear1d_align(td_tensor **in)
+{
+    return td_interpolate(in[0], (int64_t[]){9}, TD_INTERP_LINEAR, true);
+}
+static td_tensor *b_interp_trilinear(td_tensor **in)
+{
+    return td_interpolate(in[0], (int64_t[]){3, 2, 5}, TD_INTERP_LINEAR, false);
+}
+Test(autodiff, interpolate_nearest2d)
+{
+    gradcheck("interp_nearest", b_interp_nearest2d, 1, (input[]){IN(4, ANY, 2, 2, 3, 4)});
+}
+Test(autodiff, interpolate_bilinear)
+{
+    gradcheck("interp_bilinear", b_interp_linear2d, 1, (input[]){IN(4, ANY, 1, 2, 3, 4)});
+}
+Test(autodiff, interpolate_linear_align_corners)
+{
+    gradcheck("interp_linear_align", b_interp_linear1d_align, 1, (input[]){IN(3, ANY, 2, 2, 4)});
+}
+Test(autodiff, interpolate_trilinear)
+{
+    gradcheck("interp_trilinear", b_interp_trilinear, 1, (input[]){IN(5, ANY, 1, 1, 2, 3, 3)});
+}
