@@ -23,7 +23,8 @@
 #define NAME_MAX_BYTES 200
 #define ST_LR 0
 #define ST_STEP 1
-#define ST_FIRST 2
+#define ST_SCALE 2 /* with loss scaling */
+#define ST_TRACK 3
 
 typedef struct pdesc {
     td_dtype dt;
@@ -35,6 +36,8 @@ struct td_optim {
     td_context *ctx;
     td_optim_config cfg;
     int n, slots; /* parameters; state tensors per parameter */
+    int first;    /* index of the first per-parameter state tensor */
+    bool scaling; /* dynamic loss scaling */
     pdesc *p;
     char **names;       /* n */
     int n_state;
@@ -70,7 +73,8 @@ static char *dup_str(const char *s)
 td_optim_config td_optim_config_default(td_optim_kind kind, double lr)
 {
     return (td_optim_config){.kind = kind, .lr = lr, .beta1 = 0.9, .beta2 = 0.999,
-                             .eps = 1e-8, .weight_decay = kind == TD_OPTIM_ADAMW ? 0.01 : 0.0};
+                             .eps = 1e-8, .weight_decay = kind == TD_OPTIM_ADAMW ? 0.01 : 0.0,
+                             .loss_scale = 0, .growth_interval = 2000};
 }
 
 static td_status check_config(td_context *ctx, const td_optim_config *c)
@@ -83,6 +87,12 @@ static td_status check_config(td_context *ctx, const td_optim_config *c)
     if (!(c->weight_decay >= 0) || !isfinite(c->weight_decay))
         return fail(ctx, TD_EINVAL, "%s: weight_decay %g must be finite and >= 0", api,
                     c->weight_decay);
+    if (!(c->loss_scale >= 0) || !isfinite(c->loss_scale) || c->loss_scale > 0x1p100)
+        return fail(ctx, TD_EINVAL, "%s: loss_scale %g must be 0 (off) or in (0, 2^100]", api,
+                    c->loss_scale);
+    if (c->loss_scale > 0 && c->growth_interval < 1)
+        return fail(ctx, TD_EINVAL, "%s: growth_interval %lld must be >= 1", api,
+                    (long long)c->growth_interval);
     if (c->kind == TD_OPTIM_SGD) {
         if (!(c->momentum >= 0) || !isfinite(c->momentum))
             return fail(ctx, TD_EINVAL, "%s: momentum %g must be finite and >= 0", api,
@@ -136,7 +146,9 @@ td_status td_optim_create(td_context *ctx, const td_optim_config *cfg, int n,
     o->n = n;
     o->lr = cfg->lr;
     o->slots = cfg->kind == TD_OPTIM_SGD ? (cfg->momentum > 0 ? 1 : 0) : 2;
-    o->n_state = ST_FIRST + n * o->slots;
+    o->scaling = cfg->loss_scale > 0;
+    o->first = o->scaling ? ST_TRACK + 1 : ST_STEP + 1;
+    o->n_state = o->first + n * o->slots;
     o->p = td__calloc((size_t)n, sizeof *o->p);
     o->names = td__calloc((size_t)n, sizeof *o->names);
     o->state = td__calloc((size_t)o->n_state, sizeof *o->state);
@@ -181,9 +193,15 @@ td_status td_optim_create(td_context *ctx, const td_optim_config *cfg, int n,
     o->state_names[ST_STEP] = dup_str("step");
     o->state[ST_LR] = td_full(ctx, TD_F64, 0, NULL, cfg->lr);
     o->state[ST_STEP] = td_full(ctx, TD_F64, 0, NULL, 0.0);
+    if (o->scaling) {
+        o->state_names[ST_SCALE] = dup_str("loss_scale");
+        o->state_names[ST_TRACK] = dup_str("growth_tracker");
+        o->state[ST_SCALE] = td_full(ctx, TD_F32, 0, NULL, cfg->loss_scale);
+        o->state[ST_TRACK] = td_full(ctx, TD_F64, 0, NULL, 0.0);
+    }
     for (int i = 0; i < n; i++)
         for (int k = 0; k < o->slots; k++) {
-            const int j = ST_FIRST + i * o->slots + k;
+            const int j = o->first + i * o->slots + k;
             char buf[NAME_MAX_BYTES + 32];
             snprintf(buf, sizeof buf, "%s.%s", o->names[i], slot_name(o, k));
             o->state_names[j] = dup_str(buf);
@@ -260,6 +278,54 @@ static void make_scalars(td_optim *o, tmp_list *l, td_tensor *t, td_dtype dt, sc
     }
 }
 
+/* Dynamic loss scaling (PyTorch's torch.cuda.amp.GradScaler): when some gradient was not
+ * finite, keep every parameter and state tensor (the step is skipped, its count too) and
+ * halve the scale; else count the step, and double the scale after growth_interval
+ * finite steps in a row. Every choice is a td_where on the device: no read. */
+static bool scale_update(td_optim *o, tmp_list *gl, td_tensor *finite, td_tensor **fresh,
+                         td_tensor *const *params, td_tensor **nstate)
+{
+    td_context *ctx = o->ctx;
+    for (int i = 0; i < o->n; i++) {
+        if (fresh[i] == NULL) continue;
+        td_tensor *w = td_where(finite, fresh[i], params[i]);
+        td_release(fresh[i]);
+        fresh[i] = w;
+        if (w == NULL) return false;
+    }
+    for (int j = ST_STEP; j < o->n_state; j++) {
+        if (nstate[j] == NULL || j == ST_SCALE || j == ST_TRACK) continue;
+        td_tensor *w = td_where(finite, nstate[j], o->state[j]);
+        td_release(nstate[j]);
+        nstate[j] = w;
+        if (w == NULL) return false;
+    }
+    td_tensor *scale = o->state[ST_SCALE], *track = o->state[ST_TRACK];
+    td_tensor *t1 = K(gl, td_add_scalar(track, 1.0));
+    td_tensor *grow = K(gl, td_ge(t1, K(gl, td_full(ctx, TD_F64, 0, NULL,
+                                                     (double)o->cfg.growth_interval))));
+    td_tensor *kept = K(gl, td_where(grow, K(gl, td_mul_scalar(scale, 2.0)), scale));
+    nstate[ST_SCALE] = td_where(finite, kept, K(gl, td_mul_scalar(scale, 0.5)));
+    nstate[ST_TRACK] = td_where_scalar_b(finite, K(gl, td_where_scalar_a(grow, 0.0, t1)), 0.0);
+    return !gl->failed && nstate[ST_SCALE] != NULL && nstate[ST_TRACK] != NULL;
+}
+
+td_status td_optim_scale_loss(td_optim *o, td_tensor *loss, td_tensor **scaled)
+{
+    if (o == NULL || loss == NULL || scaled == NULL)
+        return fail(o != NULL ? o->ctx : NULL, TD_EINVAL, "td_optim_scale_loss: NULL argument");
+    if (!o->scaling)
+        return fail(o->ctx, TD_EINVAL, "td_optim_scale_loss: the optimizer was created with "
+                    "loss_scale 0 (no loss scaling)");
+    td_tensor *sc = o->state[ST_SCALE];
+    td_tensor *c = td_tensor_dtype(loss) == TD_F32 ? NULL : td_cast(sc, td_tensor_dtype(loss));
+    td_tensor *r = td_mul(loss, c != NULL ? c : sc);
+    td_release(c);
+    if (r == NULL) return td_last_status(o->ctx);
+    *scaled = r;
+    return TD_OK;
+}
+
 td_status td_optim_step(td_optim *o, td_tensor **params)
 {
     static const char api[] = "td_optim_step";
@@ -286,6 +352,9 @@ td_status td_optim_step(td_optim *o, td_tensor **params)
     td_dtype have_dt = (td_dtype)-1;
     scalars s = {0};
     tmp_list sl = {.n = 0}; /* the scalars of the current dtype */
+    tmp_list gl = {.n = 0}; /* loss scaling: 1 / scale and whether every gradient is finite */
+    td_tensor *inv = o->scaling ? K(&gl, td_reciprocal(o->state[ST_SCALE])) : NULL;
+    td_tensor *finite = NULL;
     for (int i = 0; i < o->n && t != NULL && !l.failed && !sl.failed; i++) {
         td_tensor *p = params[i];
         td_tensor *g = td_is_requires_grad(p) ? td_grad(p) : NULL;
@@ -294,8 +363,13 @@ td_status td_optim_step(td_optim *o, td_tensor **params)
             make_scalars(o, &sl, t, o->p[i].dt, &s);
             have_dt = o->p[i].dt;
         }
-        td_tensor **slot = &o->state[ST_FIRST + i * o->slots];
-        td_tensor **nslot = &nstate[ST_FIRST + i * o->slots];
+        td_tensor **slot = &o->state[o->first + i * o->slots];
+        td_tensor **nslot = &nstate[o->first + i * o->slots];
+        if (o->scaling) { /* unscale, and note whether it is finite */
+            g = K(&l, td_mul(g, o->p[i].dt == TD_F32 ? inv : K(&l, td_cast(inv, o->p[i].dt))));
+            td_tensor *fin = K(&gl, td_all(K(&l, td_isfinite(g)), 0, NULL, false));
+            finite = finite == NULL ? fin : K(&gl, td_logical_and(finite, fin));
+        }
         if (c->kind != TD_OPTIM_ADAMW && c->weight_decay != 0)
             g = K(&l, td_add(g, K(&l, td_mul_scalar(p, c->weight_decay))));
         if (c->kind == TD_OPTIM_SGD) {
@@ -326,10 +400,12 @@ td_status td_optim_step(td_optim *o, td_tensor **params)
             have_dt = (td_dtype)-1;
         }
     }
-    bool ok = t != NULL && !l.failed && !sl.failed;
+    bool ok = t != NULL && !l.failed && !sl.failed && !gl.failed;
     for (int i = 0; ok && i < o->n; i++)
         if (fresh[i] == NULL && td_is_requires_grad(params[i]) && td_grad(params[i]) != NULL)
             ok = false;
+    if (ok && finite != NULL && !scale_update(o, &gl, finite, fresh, params, nstate)) ok = false;
+    tmp_release(&gl);
     tmp_release(&sl);
     tmp_release(&l);
     td_no_grad_end(ctx);

@@ -1067,10 +1067,20 @@ typedef struct td_optim_config {
     double weight_decay; /* >= 0; SGD and Adam: L2 added to g; AdamW: decoupled */
     double beta1, beta2; /* Adam, AdamW: in [0, 1) */
     double eps;          /* Adam, AdamW: >= 0 */
+    /* Dynamic loss scaling for f16 compute (PyTorch's GradScaler): 0 off; else the initial
+     * scale S (in (0, 2^100], e.g. 65536). Multiply the loss by S with td_optim_scale_loss
+     * before td_backward; td_optim_step then divides the gradients by S, and when any of
+     * them is inf or NaN skips the update (parameters, state and step count unchanged) and
+     * halves S, else doubles S after growth_interval finite steps in a row. All of it is
+     * ops on the device (no read), so a captured step scales too. With S a power of two and
+     * no overflow the result is bit-identical to an unscaled step. */
+    double loss_scale;
+    int64_t growth_interval; /* >= 1 when loss_scale > 0 (default 2000) */
 } td_optim_config;
 
 /* PyTorch's defaults for `kind` with learning rate lr: momentum 0, no nesterov, beta1 0.9,
- * beta2 0.999, eps 1e-8, weight_decay 0 (SGD, Adam) or 0.01 (AdamW). */
+ * beta2 0.999, eps 1e-8, weight_decay 0 (SGD, Adam) or 0.01 (AdamW); no loss scaling,
+ * growth_interval 2000. */
 td_optim_config td_optim_config_default(td_optim_kind kind, double lr);
 
 typedef struct td_optim td_optim;
@@ -1090,11 +1100,15 @@ td_status td_optim_create(td_context *ctx, const td_optim_config *cfg, int n,
  * (NULL, a parameter of another dtype or shape than at creation); TD_ENOMEM; errors of
  * recording the ops. On failure params[] and the state are unchanged. */
 td_status td_optim_step(td_optim *o, td_tensor **params);
+/* *scaled = loss * S (a new handle, taped: call td_backward on it), S the current loss
+ * scale (cast to loss's dtype). TD_EINVAL when o was created without loss scaling. */
+td_status td_optim_scale_loss(td_optim *o, td_tensor *loss, td_tensor **scaled);
 /* Set the learning rate (> 0, finite; TD_EINVAL otherwise) for the following steps: a new
  * "lr" state tensor. td_optim_lr returns the value last set (or loaded). */
 td_status td_optim_set_lr(td_optim *o, double lr);
 double td_optim_lr(const td_optim *o);
-/* The number of state tensors: "lr" and "step" (f64, rank 0), then per parameter NAME:
+/* The number of state tensors: "lr" and "step" (f64, rank 0), with loss scaling
+ * "loss_scale" (f32, rank 0) and "growth_tracker" (f64, rank 0), then per parameter NAME:
  * SGD with momentum "NAME.momentum_buffer"; Adam/AdamW "NAME.exp_avg", "NAME.exp_avg_sq"
  * (the parameter's dtype and shape; PyTorch's state_dict names). */
 int td_optim_n_state(const td_optim *o);

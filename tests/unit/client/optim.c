@@ -326,3 +326,107 @@ Test(optim, many_parameters_of_mixed_dtypes)
         td_release(c[i]);
     }
 }
+
+/* ---- dynamic loss scaling ---- */
+
+/* Three Adam steps on L = sum(c p p) in f32, plain or with the loss scaled by 1024 and
+ * growth_interval 2; returns the parameters' bits and, scaled, the final scale. */
+static void scaled_run(bool scaled, float *out, float *scale_out)
+{
+    const float p0[4] = {0.5f, -1.25f, 2.0f, 0.75f}, c0[4] = {1.5f, 0.25f, -0.5f, 2.0f};
+    td_tensor *p = td_from_host(ctx, TD_F32, 1, (int64_t[]){4}, p0);
+    td_tensor *c = td_from_host(ctx, TD_F32, 1, (int64_t[]){4}, c0);
+    cr_assert_eq(td_requires_grad(p, true), TD_OK);
+    td_optim_config cfg = td_optim_config_default(TD_OPTIM_ADAM, 0.1);
+    if (scaled) {
+        cfg.loss_scale = 1024;
+        cfg.growth_interval = 2;
+    }
+    td_optim *o;
+    cr_assert_eq(td_optim_create(ctx, &cfg, 1, &p, NULL, &o), TD_OK, "%s", td_last_error(ctx));
+    for (int k = 0; k < 3; k++) {
+        td_tensor *l = td_sum(td_mul(c, td_mul(p, p)), 0, NULL, false), *ls = l;
+        if (scaled) cr_assert_eq(td_optim_scale_loss(o, l, &ls), TD_OK, "%s", td_last_error(ctx));
+        cr_assert_eq(td_backward(ls), TD_OK, "%s", td_last_error(ctx));
+        cr_assert_eq(td_optim_step(o, &p), TD_OK, "%s", td_last_error(ctx));
+    }
+    cr_assert_eq(td_read(p, out, 16), TD_OK, "%s", td_last_error(ctx));
+    if (scaled) {
+        const char *n;
+        td_tensor *s;
+        cr_assert_eq(td_optim_state(o, 2, &n, &s), TD_OK);
+        cr_expect_str_eq(n, "loss_scale");
+        cr_assert_eq(td_read(s, scale_out, 4), TD_OK);
+    }
+    td_optim_destroy(o);
+    td_release(p);
+    td_release(c);
+}
+
+Test(optim, loss_scaling_by_a_power_of_two_changes_no_bit)
+{
+    float a[4], b[4], scale = 0;
+    scaled_run(false, a, NULL);
+    scaled_run(true, b, &scale);
+    cr_expect(memcmp(a, b, sizeof a) == 0, "scaled %.9g %.9g, plain %.9g %.9g", b[0], b[1], a[0],
+              a[1]);
+    cr_expect_eq(scale, 2048.0f, "1024 doubled once after 2 finite steps, got %g", scale);
+}
+
+/* f32 master weights, f16 compute: a gradient that overflows f16 skips the step and halves
+ * the scale; a gradient below f16's smallest subnormal survives only when scaled. */
+Test(optim, loss_scaling_with_f16_compute)
+{
+    td_tensor *w = td_full(ctx, TD_F32, 1, (int64_t[]){2}, 1.0);
+    cr_assert_eq(td_requires_grad(w, true), TD_OK);
+    td_optim_config cfg = td_optim_config_default(TD_OPTIM_SGD, 1e6);
+    cfg.loss_scale = 65536;
+    td_optim *o;
+    cr_assert_eq(td_optim_create(ctx, &cfg, 1, &w, NULL, &o), TD_OK, "%s", td_last_error(ctx));
+    /* L = sum(w16 * 4): dL/dw16 = 4, scaled 262144: inf in f16 -> skipped */
+    td_tensor *w16 = td_cast(w, TD_F16);
+    td_tensor *l = td_sum(td_mul_scalar(w16, 4.0), 0, NULL, false), *ls;
+    cr_assert_eq(td_optim_scale_loss(o, l, &ls), TD_OK, "%s", td_last_error(ctx));
+    cr_expect_eq(td_tensor_dtype(ls), TD_F16);
+    cr_assert_eq(td_backward(ls), TD_OK, "%s", td_last_error(ctx));
+    cr_assert_eq(td_optim_step(o, &w), TD_OK, "%s", td_last_error(ctx));
+    float v[2], scale, stepc;
+    double step;
+    cr_assert_eq(td_read(w, v, sizeof v), TD_OK, "%s", td_last_error(ctx));
+    cr_expect(v[0] == 1.0f && v[1] == 1.0f, "an overflowing step is skipped: %g", v[0]);
+    td_tensor *t;
+    cr_assert_eq(td_optim_state(o, 2, NULL, &t), TD_OK);
+    cr_assert_eq(td_read(t, &scale, 4), TD_OK);
+    cr_expect_eq(scale, 32768.0f);
+    cr_assert_eq(td_optim_state(o, 1, NULL, &t), TD_OK);
+    cr_assert_eq(td_read(t, &step, 8), TD_OK);
+    cr_expect_eq(step, 0.0, "a skipped step is not counted");
+    (void)stepc;
+    /* L = sum((w16 * 2^-14) * 2^-14) (both constants exact in f16): the gradient 2^-28 is
+     * below f16's smallest subnormal (2^-24), so unscaled it is 0; scaled by 2^15 it is
+     * 2^-13, exact in f16, and unscaled in f32 */
+    w16 = td_cast(w, TD_F16);
+    l = td_sum(td_mul_scalar(td_mul_scalar(w16, 0x1p-14), 0x1p-14), 0, NULL, false);
+    cr_assert_eq(td_optim_scale_loss(o, l, &ls), TD_OK);
+    cr_assert_eq(td_backward(ls), TD_OK, "%s", td_last_error(ctx));
+    cr_assert_eq(td_optim_step(o, &w), TD_OK, "%s", td_last_error(ctx));
+    cr_assert_eq(td_read(w, v, sizeof v), TD_OK);
+    const float want = 1.0f - 1e6f * 0x1p-28f;
+    cr_expect(v[0] == want && v[1] == want, "w = %.9g, want %.9g", v[0], want);
+    td_optim_config plain = td_optim_config_default(TD_OPTIM_SGD, 1e6);
+    td_optim *p;
+    td_tensor *u = td_full(ctx, TD_F32, 1, (int64_t[]){2}, 1.0);
+    cr_assert_eq(td_requires_grad(u, true), TD_OK);
+    cr_assert_eq(td_optim_create(ctx, &plain, 1, &u, NULL, &p), TD_OK);
+    cr_expect_eq(td_optim_scale_loss(p, l, &ls), TD_EINVAL);
+    td_tensor *u16 = td_cast(u, TD_F16);
+    l = td_sum(td_mul_scalar(td_mul_scalar(u16, 0x1p-14), 0x1p-14), 0, NULL, false);
+    cr_assert_eq(td_backward(l), TD_OK, "%s", td_last_error(ctx));
+    cr_assert_eq(td_optim_step(p, &u), TD_OK, "%s", td_last_error(ctx));
+    cr_assert_eq(td_read(u, v, sizeof v), TD_OK);
+    cr_expect(v[0] == 1.0f, "without scaling the f16 gradient underflows to 0: %.9g", v[0]);
+    td_optim_destroy(o);
+    td_optim_destroy(p);
+    td_release(w);
+    td_release(u);
+}
