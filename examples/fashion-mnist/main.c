@@ -10,7 +10,7 @@
  * momentum 0.9 and a learning rate of 0.1 decayed to 0 over the run by a cosine
  * (I. Loshchilov, F. Hutter, "SGDR: Stochastic Gradient Descent with Warm Restarts", ICLR
  * 2017, eq. 5 without restarts); 2 epochs reach about 0.86 test accuracy.
- * --model cnn (cnn.h): two conv + batch norm + max pool blocks (16 and 32 channels), dropout
+ * --model cnn (cnn.h): two conv + batch norm + max pool blocks (32 and 64 channels), dropout
  * 0.25 and a linear layer, trained with Adam at a peak learning rate of 0.002, the same
  * cosine decay and batch 128; gradients come from td_backward for both models.
  *
@@ -564,7 +564,7 @@ int main(int argc, char **argv)
         fprintf(stderr, PROG ": cannot connect to %s: %s\n", o->device, td_connect_error());
         goto done;
     }
-    if (o->cnn ? fm_cnn_init(&r.cnn, r.ctx, 16, 32, 0.25, o->lr, o->seed) != TD_OK
+    if (o->cnn ? fm_cnn_init(&r.cnn, r.ctx, 32, 64, 0.25, o->lr, o->seed) != TD_OK
                : fm_mlp_init(&r.model, r.ctx, FM_IMAGE_PIXELS, o->hidden, FM_CLASSES, o->seed) !=
                      TD_OK) {
         fail_td(&r, "creating the model");
@@ -586,10 +586,10 @@ int main(int argc, char **argv)
                td_device_name(r.ctx), o->device);
     else if (o->cnn)
         printf(PROG ": %" PRId64 " training / %" PRId64 " test images on %s (%s); model cnn "
-                    "conv16-conv32-fc%d (batch norm, dropout 0.25), batch %" PRId64
+                    "conv%" PRId64 "-conv%" PRId64 "-fc%d (batch norm, dropout 0.25), batch %" PRId64
                     ", adam lr %g (%s), seed %" PRIu64 "\n",
-               r.train.n, r.test.n, td_device_name(r.ctx), o->device, FM_CLASSES, o->batch, o->lr,
-               o->cosine ? "cosine" : "constant", o->seed);
+               r.train.n, r.test.n, td_device_name(r.ctx), o->device, r.cnn.c1, r.cnn.c2,
+               FM_CLASSES, o->batch, o->lr, o->cosine ? "cosine" : "constant", o->seed);
     else
         printf(PROG ": %" PRId64 " training / %" PRId64 " test images on %s (%s); model "
                     "%d-%" PRId64 "-%d, batch %" PRId64 ", lr %g (%s), momentum %g, seed %" PRIu64

@@ -22,7 +22,7 @@ remote=$(tail -n 1 "$TMP/remote.out")
 [[ ${remote%%  seconds:*} == "${local_%%  seconds:*}" ]] ||
     fail "remote and local differ: '$remote' vs '$local_'"
 cmp -s "$TMP/local.st" "$TMP/remote.st" || fail "remote cnn weights differ from local"
-grep -q 'model cnn conv16-conv32-fc10' "$TMP/local.out" || fail "no cnn header line"
+grep -q 'model cnn conv32-conv64-fc10' "$TMP/local.out" || fail "no cnn header line"
 
 losses=$(sed -n 's/^epoch 1\/1  step [0-9]*\/[0-9]*  loss \([0-9.]*\) .*/\1/p' "$TMP/local.out")
 first=$(head -n 1 <<<"$losses")
