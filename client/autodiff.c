@@ -268,6 +268,13 @@ td_tensor *td_grad(td_tensor *t)
     return NULL;
 }
 
+td_tensor *td__ad_grad_peek(const td_tensor *t)
+{
+    td__autodiff *ad = t != NULL ? *td__ctx_autodiff(td__tensor_ctx(t)) : NULL;
+    ad_leaf *l = ad != NULL ? td__idmap_get(&ad->leaves, td__tensor_id(t)) : NULL;
+    return l != NULL ? l->grad : NULL;
+}
+
 void td_zero_grad(td_tensor *t)
 {
     if (t == NULL) return;

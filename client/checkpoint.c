@@ -54,14 +54,10 @@ static td_status fail(td_context *ctx, td_status st, const char *fmt, ...)
     return st;
 }
 
-/* An error of client/safetensors.c: TD_EIO when it could not open or read, else TD_EINVAL. */
-static td_status st_status(const char *err)
+/* The status of a failure return of client/safetensors.c. */
+static td_status st_status(int rc)
 {
-    return strstr(err, "cannot open") != NULL || strstr(err, "cannot create") != NULL ||
-                   strstr(err, "read failed") != NULL || strstr(err, "write failed") != NULL ||
-                   strstr(err, "cannot rename") != NULL || strstr(err, "not a regular file") != NULL
-               ? TD_EIO
-               : strstr(err, "out of memory") != NULL ? TD_ENOMEM : TD_EINVAL;
+    return rc == TD__ST_EIO ? TD_EIO : rc == TD__ST_ENOMEM ? TD_ENOMEM : TD_EINVAL;
 }
 
 td_status td_safetensors_save(const char *path, int n, const char *const *names,
@@ -105,8 +101,8 @@ td_status td_safetensors_save(const char *path, int n, const char *const *names,
                               .rank = td_rank(t), .shape = td_dims(t), .data = host[i]};
     }
     char err[512];
-    if (td__st_write(path, (size_t)n, e, (size_t)n_meta, keys, values, err, sizeof err) != 0)
-        st = fail(ctx, st_status(err), "td_safetensors_save: %s", err);
+    const int rc = td__st_write(path, (size_t)n, e, (size_t)n_meta, keys, values, err, sizeof err);
+    if (rc != 0) st = fail(ctx, st_status(rc), "td_safetensors_save: %s", err);
 done:
     for (int i = 0; host != NULL && i < n; i++) td__free(host[i]);
     td__free(host);
@@ -126,10 +122,11 @@ td_status td_safetensors_open(const char *path, td_safetensors **out)
     }
     memcpy(p, path, strlen(path) + 1);
     char err[512];
-    if (td__st_read(path, &f->file, err, sizeof err) != 0) {
+    const int rc = td__st_read(path, &f->file, err, sizeof err);
+    if (rc != 0) {
         td__free(p);
         td__free(f);
-        return fail(NULL, st_status(err), "td_safetensors_open: %s", err);
+        return fail(NULL, st_status(rc), "td_safetensors_open: %s", err);
     }
     f->path = p;
     *out = f;

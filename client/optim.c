@@ -357,7 +357,7 @@ td_status td_optim_step(td_optim *o, td_tensor **params)
     td_tensor *finite = NULL;
     for (int i = 0; i < o->n && t != NULL && !l.failed && !sl.failed; i++) {
         td_tensor *p = params[i];
-        td_tensor *g = td_is_requires_grad(p) ? td_grad(p) : NULL;
+        td_tensor *g = td__ad_grad_peek(p);
         if (g == NULL) continue; /* no gradient: left alone, as PyTorch skips p.grad None */
         if (o->p[i].dt != have_dt) {
             make_scalars(o, &sl, t, o->p[i].dt, &s);
@@ -402,7 +402,7 @@ td_status td_optim_step(td_optim *o, td_tensor **params)
     }
     bool ok = t != NULL && !l.failed && !sl.failed && !gl.failed;
     for (int i = 0; ok && i < o->n; i++)
-        if (fresh[i] == NULL && td_is_requires_grad(params[i]) && td_grad(params[i]) != NULL)
+        if (fresh[i] == NULL && td__ad_grad_peek(params[i]) != NULL)
             ok = false;
     if (ok && finite != NULL && !scale_update(o, &gl, finite, fresh, params, nstate)) ok = false;
     tmp_release(&gl);

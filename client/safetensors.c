@@ -106,12 +106,13 @@ static int build_header(const char *path, size_t n, const td__st_entry *tensors,
     json_t *root = json_object();
     if (root == NULL) {
         set_err(err, errlen, path, "out of memory building the header");
-        return -1;
+        return TD__ST_ENOMEM;
     }
     if (n_meta > 0) {
         json_t *meta = json_object();
         if (meta == NULL || json_object_set_new(root, "__metadata__", meta) != 0) {
             set_err(err, errlen, path, "out of memory building the header");
+            rc = TD__ST_ENOMEM;
             goto done;
         }
         for (size_t i = 0; i < n_meta; i++) {
@@ -153,6 +154,7 @@ static int build_header(const char *path, size_t n, const td__st_entry *tensors,
             json_decref(entry);
             json_decref(offs);
             set_err(err, errlen, path, "out of memory building the header");
+            rc = TD__ST_ENOMEM;
             goto done;
         }
         for (int d = 0; d < t->rank; d++)
@@ -177,6 +179,7 @@ static int build_header(const char *path, size_t n, const td__st_entry *tensors,
     *out_json = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
     if (*out_json == NULL) {
         set_err(err, errlen, path, "out of memory serialising the header");
+        rc = TD__ST_ENOMEM;
         goto done;
     }
     rc = 0;
@@ -194,19 +197,22 @@ int td__st_write(const char *path, size_t n, const td__st_entry *tensors, size_t
     FILE *f = NULL;
     int rc = -1;
 
-    if (build_header(path, n, tensors, n_meta, keys, values, &json, err, errlen) != 0) return -1;
+    const int hr = build_header(path, n, tensors, n_meta, keys, values, &json, err, errlen);
+    if (hr != 0) return hr;
     size_t len = strlen(json);
     size_t padded = (len + 7) / 8 * 8; /* data then starts 8-byte aligned */
     size_t tmplen = strlen(path) + sizeof ".tmp";
     tmp = malloc(tmplen);
     if (tmp == NULL) {
         set_err(err, errlen, path, "out of memory");
+        rc = TD__ST_ENOMEM;
         goto done;
     }
     snprintf(tmp, tmplen, "%s.tmp", path);
     f = fopen(tmp, "wb");
     if (f == NULL) {
         set_err(err, errlen, path, "cannot create %s: %s", tmp, strerror(errno));
+        rc = TD__ST_EIO;
         goto done;
     }
     unsigned char lenbuf[8];
@@ -222,16 +228,19 @@ int td__st_write(const char *path, size_t n, const td__st_entry *tensors, size_t
     }
     if (!ok || fflush(f) != 0) {
         set_err(err, errlen, path, "write failed: %s", strerror(errno));
+        rc = TD__ST_EIO;
         goto done;
     }
     int close_rc = fclose(f);
     f = NULL;
     if (close_rc != 0) {
         set_err(err, errlen, path, "write failed: %s", strerror(errno));
+        rc = TD__ST_EIO;
         goto done;
     }
     if (rename(tmp, path) != 0) {
         set_err(err, errlen, path, "cannot rename %s into place: %s", tmp, strerror(errno));
+        rc = TD__ST_EIO;
         goto done;
     }
     rc = 0;
@@ -433,11 +442,13 @@ int td__st_read(const char *path, td__st_file *out, char *err, size_t errlen)
     f = fopen(path, "rb");
     if (f == NULL) {
         set_err(err, errlen, path, "cannot open: %s", strerror(errno));
+        rc = TD__ST_EIO;
         goto done;
     }
     struct stat st;
     if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
         set_err(err, errlen, path, "not a regular file");
+        rc = TD__ST_EIO;
         goto done;
     }
     uint64_t file_size = (uint64_t)st.st_size;
@@ -450,6 +461,7 @@ int td__st_read(const char *path, td__st_file *out, char *err, size_t errlen)
     unsigned char lenbuf[8];
     if (fread(lenbuf, 1, 8, f) != 8) {
         set_err(err, errlen, path, "cannot read the header length");
+        rc = TD__ST_EIO;
         goto done;
     }
     uint64_t hlen = 0;
@@ -471,11 +483,13 @@ int td__st_read(const char *path, td__st_file *out, char *err, size_t errlen)
     data = malloc(data_len ? (size_t)data_len : 1);
     if (header == NULL || data == NULL) {
         set_err(err, errlen, path, "out of memory");
+        rc = TD__ST_ENOMEM;
         goto done;
     }
     if (fread(header, 1, (size_t)hlen, f) != hlen ||
         fread(data, 1, (size_t)data_len, f) != data_len) {
         set_err(err, errlen, path, "read failed (file changed while reading?)");
+        rc = TD__ST_EIO;
         goto done;
     }
     header[hlen] = '\0';
@@ -496,6 +510,7 @@ int td__st_read(const char *path, td__st_file *out, char *err, size_t errlen)
     spans = calloc(n_entries ? n_entries : 1, sizeof *spans);
     if (res.tensors == NULL || spans == NULL) {
         set_err(err, errlen, path, "out of memory");
+        rc = TD__ST_ENOMEM;
         goto done;
     }
     const char *key;
@@ -519,6 +534,7 @@ int td__st_read(const char *path, td__st_file *out, char *err, size_t errlen)
         t->data = malloc(t->nbytes ? t->nbytes : 1);
         if (t->data == NULL) {
             set_err(err, errlen, path, "out of memory");
+            rc = TD__ST_ENOMEM;
             goto done;
         }
         memcpy(t->data, data + spans[j].begin, t->nbytes);

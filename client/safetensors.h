@@ -29,6 +29,10 @@
 #include <stdint.h>
 
 #define TD__ST_MAX_RANK 8
+/* Failure returns: -1 the data is invalid (a rejection above), TD__ST_EIO the file could
+ * not be opened, read, written or renamed, TD__ST_ENOMEM out of memory. */
+#define TD__ST_EIO (-2)
+#define TD__ST_ENOMEM (-3)
 /* Largest accepted JSON header (same ceiling as the reference implementation). */
 #define TD__ST_MAX_HEADER (100u * 1024u * 1024u)
 
@@ -65,7 +69,8 @@ typedef struct td__st_file {
 /* Write `n` tensors and `n_meta` metadata pairs (keys[i] -> values[i]; both may be NULL
  * when n_meta is 0) to `path`. The file is written beside `path` under a temporary name
  * and renamed into place, so a failed write never leaves a partial file at `path`.
- * Returns 0, or -1 with a message ("PATH: ...") in err (errlen bytes, NUL-terminated). */
+ * Returns 0, or a negative failure (above) with a message ("PATH: ...") in err (errlen
+ * bytes, NUL-terminated). */
 int td__st_write(const char *path, size_t n, const td__st_entry *tensors, size_t n_meta,
                           const char *const *keys, const char *const *values, char *err,
                           size_t errlen);

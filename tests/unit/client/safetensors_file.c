@@ -56,16 +56,22 @@ static void write_file(const char *path, const char *json, uint64_t claim, size_
     free(buf);
 }
 
-/* Reading `path` must fail with a message containing the path and `needle`. */
-static void expect_reject(const char *path, const char *needle)
+/* Reading `path` must fail (with `want`: -1 invalid data, TD__ST_EIO) with a message
+ * containing the path and `needle`. */
+static void expect_reject_rc(const char *path, const char *needle, int want)
 {
     td__st_file f;
     char err[512] = "";
-    cr_assert_eq(td__st_read(path, &f, err, sizeof err), -1, "accepted %s", path);
+    cr_assert_eq(td__st_read(path, &f, err, sizeof err), want, "accepted %s", path);
     cr_expect_not_null(strstr(err, path), "message '%s' lacks the path", err);
     cr_expect_not_null(strstr(err, needle), "message '%s' lacks '%s'", err, needle);
     cr_expect_eq(f.n_tensors, 0);
     cr_expect_null(f.tensors);
+}
+
+static void expect_reject(const char *path, const char *needle)
+{
+    expect_reject_rc(path, needle, -1);
 }
 
 Test(safetensors, round_trip_is_bit_exact)
@@ -146,7 +152,7 @@ Test(safetensors, rejects_missing_file)
 {
     char path[128];
     path_of(path, sizeof path, "absent.safetensors");
-    expect_reject(path, "No such file");
+    expect_reject_rc(path, "No such file", TD__ST_EIO);
 }
 
 Test(safetensors, rejects_file_shorter_than_length_field)
