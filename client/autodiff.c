@@ -268,6 +268,13 @@ td_tensor *td_grad(td_tensor *t)
     return NULL;
 }
 
+td_tensor *td__ad_grad_peek(const td_tensor *t)
+{
+    td__autodiff *ad = t != NULL ? *td__ctx_autodiff(td__tensor_ctx(t)) : NULL;
+    ad_leaf *l = ad != NULL ? td__idmap_get(&ad->leaves, td__tensor_id(t)) : NULL;
+    return l != NULL ? l->grad : NULL;
+}
+
 void td_zero_grad(td_tensor *t)
 {
     if (t == NULL) return;
@@ -296,7 +303,7 @@ typedef struct rule_ctx {
     const ad_node *n;
     td_tensor *g;                       /* the output's gradient */
     td_tensor *out[TD_OP_MAX_INPUTS];   /* the inputs' gradients (NULL: none) */
-    td_tensor *tmp[48];                 /* intermediates, released after the rule */
+    td_tensor *tmp[128];                /* intermediates, released after the rule */
     int ntmp;
     bool failed;
 } rule_ctx;
@@ -326,6 +333,9 @@ static td_tensor *reduce_to(rule_ctx *r, td_tensor *g, const td__desc *want)
     if (have->rank == want->rank &&
         memcmp(have->dims, want->dims, sizeof(int64_t) * want->rank) == 0)
         return g;
+    /* the same element count: a reshape's gradient (RESHAPE to another rank), no broadcast */
+    if (td__desc_nelem(have) == td__desc_nelem(want) || have->rank < want->rank)
+        return T(r, td_reshape(g, (int)want->rank, want->dims));
     int axes[TD_MAX_RANK], na = 0;
     const uint32_t lead = have->rank - want->rank;
     for (uint32_t d = 0; d < have->rank; d++)
@@ -444,6 +454,9 @@ static bool has_rule(uint32_t opcode)
     case TD_OP_MASKED_FILL: case TD_OP_GATHER: case TD_OP_INDEX_SELECT:
     case TD_OP_SCATTER_ADD: case TD_OP_INDEX_ADD:
     case TD_OP_LAYER_NORM: case TD_OP_RMS_NORM: case TD_OP_GROUP_NORM: case TD_OP_DROPOUT:
+    case TD_OP_BATCH_NORM:
+    case TD_OP_CONV: case TD_OP_CONV_TRANSPOSE: case TD_OP_MAX_POOL: case TD_OP_AVG_POOL:
+    case TD_OP_ADAPTIVE_AVG_POOL: case TD_OP_INTERPOLATE:
         return true;
     default:
         return false;
@@ -464,6 +477,201 @@ static void rule_extreme_reduce(rule_ctx *r)
     td_tensor *count = na > 0 ? T(r, td_sum(mf, na, axes, true)) : mf;
     td_tensor *share = DIV(unreduce(r, r->g), count);
     give(r, 0, masked(r, mask, share));
+}
+
+
+/* ---- the window ops (conv, pooling): attributes back into the public parameter structs ---- */
+
+static int window_nsp(const rule_ctx *r) { return (int)td__tensor_desc(X(r, 0))->rank - 2; }
+
+/* CONV / CONV_TRANSPOSE iattrs {groups, stride[s], dilation[s], pad_lo[s], pad_hi[s]} (pad_hi
+ * as recorded: a transposed convolution's already less its output padding). */
+static td_conv_params conv_params_of(const td__op *op, int nsp)
+{
+    td_conv_params p = {.groups = op->iattrs[0]};
+    for (int i = 0; i < nsp; i++) {
+        p.stride[i] = op->iattrs[1 + i];
+        p.dilation[i] = op->iattrs[1 + nsp + i];
+        p.pad_lo[i] = op->iattrs[1 + 2 * nsp + i];
+        p.pad_hi[i] = op->iattrs[1 + 3 * nsp + i];
+    }
+    return p;
+}
+
+/* MAX_POOL {ceil, kernel[s], stride[s], dilation[s], padding[s]}; AVG_POOL {ceil,
+ * count_include_pad, kernel[s], stride[s], padding[s]}. */
+static td_pool_params pool_params_of(const td__op *op, int nsp)
+{
+    td_pool_params p = {.ceil_mode = op->iattrs[0] != 0};
+    const bool avg = op->opcode == TD_OP_AVG_POOL;
+    const int ns = avg ? 2 : 1;
+    if (avg) p.exclude_pad = op->iattrs[1] == 0;
+    for (int i = 0; i < nsp; i++) {
+        p.kernel[i] = op->iattrs[ns + i];
+        p.stride[i] = op->iattrs[ns + nsp + i];
+        if (avg) {
+            p.padding[i] = op->iattrs[ns + 2 * nsp + i];
+        } else {
+            p.dilation[i] = op->iattrs[ns + 2 * nsp + i];
+            p.padding[i] = op->iattrs[ns + 3 * nsp + i];
+        }
+    }
+    return p;
+}
+
+/* The sum of g over every axis but 1 (a per-channel bias's gradient), shape [C]. */
+static td_tensor *sum_but_channels(rule_ctx *r, td_tensor *g)
+{
+    int axes[TD_MAX_RANK], na = 0;
+    for (int d = 0; d < td_rank(g); d++)
+        if (d != 1) axes[na++] = d;
+    return T(r, td_sum(g, na, axes, false));
+}
+
+/* A [C] tensor as [1, C, 1, ...] of rank `rank`, to broadcast over [N, C, ...]. */
+static td_tensor *per_channel(rule_ctx *r, td_tensor *v, int rank)
+{
+    int64_t dims[TD_MAX_RANK];
+    for (int d = 0; d < rank; d++) dims[d] = 1;
+    dims[1] = td_dims(v)[0];
+    return T(r, td_reshape(v, rank, dims));
+}
+
+/* The transposed convolution y = conv_transpose(x, w) is the adjoint of conv(., w) with the
+ * same attributes; its recorded pad_hi may be negative (output padding beyond pad_hi): the
+ * adjoint convolution then reads g only up to O + pad_hi, so g is sliced there and the
+ * padding set to 0 (the rows beyond are never read by any window). */
+static td_tensor *trim_negative_pad(rule_ctx *r, td_tensor *g, td_conv_params *p, int nsp)
+{
+    int64_t starts[TD_MAX_RANK] = {0}, stops[TD_MAX_RANK];
+    bool any = false;
+    memcpy(stops, td_dims(g), sizeof(int64_t) * (size_t)td_rank(g));
+    for (int i = 0; i < nsp; i++) {
+        if (p->pad_hi[i] >= 0) continue;
+        stops[2 + i] += p->pad_hi[i];
+        p->pad_hi[i] = 0;
+        any = true;
+    }
+    return any ? T(r, td_slice(g, starts, stops)) : g;
+}
+
+
+/* The gradient of td_interpolate, one spatial dim at a time (the op is separable): the
+ * source positions of dim d come from the op itself, run on arange(L) as a [1, 1, L] input
+ * (in f32, f64 for f64, so the positions are exact integers or the op's own interpolated
+ * coordinates), so no formula is restated here. Nearest: g is index_add-ed at those
+ * positions. Linear: s = the interpolated coordinate, i0 = floor(s), f = s - i0; g (1 - f)
+ * goes to i0 and g f to min(i0 + 1, L - 1) (the op's weights up to the rounding of s). */
+static td_tensor *interpolate_grad(rule_ctx *r, td_tensor *g)
+{
+    const td__op *op = &r->n->op;
+    const td__desc *x = td__tensor_desc(X(r, 0));
+    const int nsp = (int)x->rank - 2;
+    const enum td_interp_mode mode = (enum td_interp_mode)op->iattrs[0];
+    const bool align = op->iattrs[1] != 0;
+    const td_dtype gd = td_tensor_dtype(g), cd = gd == TD_F64 ? TD_F64 : TD_F32;
+    td_tensor *cur = g;
+    for (int d = 0; d < nsp && cur != NULL; d++) {
+        const int axis = 2 + d;
+        const int64_t L = x->dims[axis], O = op->iattrs[2 + d];
+        if (L == O) continue; /* the identity in both modes */
+        td_tensor *a = T(r, td_arange(r->ctx, cd, L, 0, 1));
+        td_tensor *a3 = T(r, td_reshape(a, 3, (int64_t[]){1, 1, L}));
+        td_tensor *s3 = T(r, td_interpolate(a3, &O, mode, align));
+        td_tensor *s = T(r, td_reshape(s3, 1, &O));
+        int64_t zd[TD_MAX_RANK], bd[TD_MAX_RANK];
+        memcpy(zd, td_dims(cur), sizeof(int64_t) * x->rank);
+        zd[axis] = L;
+        for (uint32_t k = 0; k < x->rank; k++) bd[k] = 1;
+        bd[axis] = O;
+        td_tensor *z = T(r, td_full(r->ctx, gd, (int)x->rank, zd, 0));
+        if (mode == TD_INTERP_NEAREST) {
+            cur = T(r, td_index_add(z, axis, T(r, td_cast(s, TD_I64)), cur));
+            continue;
+        }
+        td_tensor *i0f = T(r, td_floor(s));
+        td_tensor *f = SUB(s, i0f);
+        td_tensor *i0 = T(r, td_cast(i0f, TD_I64));
+        td_tensor *i1 = T(r, td_cast(T(r, td_clamp(ADDS(i0f, 1.0), 0, (double)(L - 1))), TD_I64));
+        td_tensor *fb = T(r, td_reshape(gd == cd ? f : T(r, td_cast(f, gd)), (int)x->rank, bd));
+        td_tensor *w0 = ADDS(MULS(fb, -1.0), 1.0);
+        td_tensor *z1 = T(r, td_index_add(z, axis, i0, MUL(cur, w0)));
+        cur = T(r, td_index_add(z1, axis, i1, MUL(cur, fb)));
+    }
+    return cur;
+}
+
+static void rule_window(rule_ctx *r)
+{
+    const td__op *op = &r->n->op;
+    td_tensor *g = r->g;
+    const int nsp = window_nsp(r);
+    const int64_t *xs = td__tensor_desc(X(r, 0))->dims + 2; /* x's spatial sizes */
+    switch (op->opcode) {
+    case TD_OP_CONV: { /* dx: the adjoint (a transposed conv); dw: the weight gradient op */
+        td_conv_params p = conv_params_of(op, nsp);
+        if (r->n->needs[0]) give(r, 0, T(r, td_conv_input_grad(g, X(r, 1), xs, &p)));
+        if (r->n->needs[1])
+            give(r, 1, T(r, td_conv_weight_grad(X(r, 0), g, td__tensor_desc(X(r, 1))->dims + 2,
+                                                &p)));
+        if (op->n_inputs > 2 && r->n->needs[2]) give(r, 2, sum_but_channels(r, g));
+        break;
+    }
+    case TD_OP_CONV_TRANSPOSE: { /* dx = conv(g, w); dw = weight grad with the roles swapped */
+        td_conv_params p = conv_params_of(op, nsp);
+        td_tensor *gt = trim_negative_pad(r, g, &p, nsp);
+        if (r->n->needs[0]) give(r, 0, T(r, td_conv(gt, X(r, 1), NULL, &p)));
+        if (r->n->needs[1])
+            give(r, 1, T(r, td_conv_weight_grad(gt, X(r, 0), td__tensor_desc(X(r, 1))->dims + 2,
+                                                &p)));
+        if (op->n_inputs > 2 && r->n->needs[2]) give(r, 2, sum_but_channels(r, g));
+        break;
+    }
+    case TD_OP_MAX_POOL: { /* the maxima's positions again (MAX_POOL_INDICES), then scatter */
+        td_pool_params p = pool_params_of(op, nsp);
+        td_tensor *ix = NULL;
+        td_tensor *v = T(r, td_max_pool(X(r, 0), &p, &ix));
+        T(r, ix);
+        if (v != NULL && ix != NULL) give(r, 0, T(r, td_max_pool_backward(g, ix, xs, &p)));
+        break;
+    }
+    case TD_OP_AVG_POOL: {
+        td_pool_params p = pool_params_of(op, nsp);
+        give(r, 0, T(r, td_avg_pool_backward(g, xs, &p)));
+        break;
+    }
+    case TD_OP_ADAPTIVE_AVG_POOL: give(r, 0, T(r, td_adaptive_avg_pool_backward(g, xs))); break;
+    case TD_OP_INTERPOLATE: give(r, 0, interpolate_grad(r, g)); break;
+    default: r->failed = true; break;
+    }
+}
+
+/* Batch norm y = (x - mean) r w + b, r = 1 / sqrt(var + eps), per channel c = axis 1, with
+ * the gradient of every input (mean and var included): with training statistics (mean and
+ * var computed from x by td_batch_norm_stats, i.e. MEAN and VAR ops on the tape) their
+ * rules carry dmean and dvar on into x, which sums to Ioffe & Szegedy's dx
+ * (r (g w - mean(g w) - xhat mean(g w xhat))); with fixed running statistics (not taped)
+ * only dx = g w r remains.
+ *   dx = g w r   dmean = -w r sum(g)   dvar = -1/2 w r^3 sum(g (x - mean))
+ *   dw = sum(g (x - mean) r)   db = sum(g)   (sums over every axis but 1) */
+static void rule_batch_norm(rule_ctx *r)
+{
+    const td__op *op = &r->n->op;
+    td_tensor *g = r->g, *x = X(r, 0);
+    const int rank = td_rank(x);
+    td_tensor *mean = per_channel(r, X(r, 1), rank);
+    td_tensor *rr = T(r, td_rsqrt(ADDS(X(r, 2), op->fattrs[0]))); /* [C] */
+    td_tensor *wr = op->n_inputs > 3 ? MUL(X(r, 3), rr) : rr;     /* w r, [C] */
+    td_tensor *dev = mean != NULL ? SUB(x, mean) : NULL;
+    if (r->n->needs[0]) give(r, 0, MUL(g, per_channel(r, wr, rank)));
+    td_tensor *sg = (r->n->needs[1] || (op->n_inputs > 4 && r->n->needs[4]))
+                        ? sum_but_channels(r, g) : NULL;
+    if (r->n->needs[1]) give(r, 1, MULS(MUL(sg, wr), -1.0));
+    td_tensor *sgd = (r->n->needs[2] || (op->n_inputs > 3 && r->n->needs[3]))
+                         ? sum_but_channels(r, MUL(g, dev)) : NULL;
+    if (r->n->needs[2]) give(r, 2, MULS(MUL(sgd, MUL(wr, MUL(rr, rr))), -0.5));
+    if (op->n_inputs > 3 && r->n->needs[3]) give(r, 3, MUL(sgd, rr));
+    if (op->n_inputs > 4 && r->n->needs[4]) give(r, 4, sg);
 }
 
 static void rule(rule_ctx *r)
@@ -712,6 +920,11 @@ static void rule(rule_ctx *r)
         if (want_b) give(r, 2, T(r, db));
         break;
     }
+    case TD_OP_CONV: case TD_OP_CONV_TRANSPOSE: case TD_OP_MAX_POOL: case TD_OP_AVG_POOL:
+    case TD_OP_ADAPTIVE_AVG_POOL: case TD_OP_INTERPOLATE:
+        rule_window(r);
+        break;
+    case TD_OP_BATCH_NORM: rule_batch_norm(r); break;
     case TD_OP_DROPOUT: /* the same mask (seed and shape) and scale applied to g */
         give(r, 0, T(r, td_dropout(g, op->fattrs[0], op->seed)));
         break;

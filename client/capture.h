@@ -41,6 +41,8 @@ td_context *td__tensor_ctx(const td_tensor *t);
 void td__ad_recorded(td__autodiff *ad, const td__op *op, td_tensor *const *in, td_tensor *out);
 void td__ad_forget(td__autodiff *ad, uint64_t id);
 void td__ad_free(td__autodiff *ad);
+/* t's accumulated gradient (borrowed, as td_grad's) or NULL, without touching the error. */
+td_tensor *td__ad_grad_peek(const td_tensor *t);
 struct td__graph;
 /* Tell the executor one prepare of g is no longer needed (vt->graph_release), under the
  * flusher lock and after the pending ops and releases, so it cannot interleave with the

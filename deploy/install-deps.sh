@@ -4,7 +4,8 @@
 # python3-protobuf: the e2e-ops test's plain gRPC health client; python3-yaml: the
 # deploy-kubernetes test; systemd: systemd-analyze for
 # the deploy-unit test; glslc, libvulkan-dev: the Vulkan backend module, mesa-vulkan-drivers:
-# lavapipe, the software Vulkan device its conformance tests run on; vulkan-tools:
+# lavapipe, the software Vulkan device its conformance tests run on; fortunes: the text the
+# fortune-lm example trains on; vulkan-tools:
 # vulkaninfo, to see what a host offers).
 # Skips apt entirely when everything is already installed. Run as root.
 set -euo pipefail
@@ -12,7 +13,7 @@ PKGS=(meson ninja-build pkg-config gcc libc6-dev
       libgrpc-dev protobuf-c-compiler libprotobuf-c-dev libuv1-dev libssl-dev
       libopenblas-dev libsystemd-dev zlib1g-dev libxxhash-dev libjansson-dev libcriterion-dev
       libmicrohttpd-dev libonnx-dev libonnx-testdata
-      dataset-fashion-mnist python3-numpy openssl procps
+      dataset-fashion-mnist fortunes python3-numpy openssl procps
       python3-grpcio python3-grpc-tools python3-protobuf python3-yaml systemd
       glslc libvulkan-dev mesa-vulkan-drivers vulkan-tools ${TD_EXTRA_PKGS:-})
 missing=()

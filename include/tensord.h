@@ -1026,8 +1026,14 @@ td_tensor *td_log_softmax(td_tensor *x, int axis);
  * sub mul div pow maximum minimum where cast, sum mean max min logsumexp var std norm_l1
  * cumsum, matmul, reshape permute slice concat expand copy, softmax log_softmax, flip roll
  * repeat tril triu masked_fill gather index_select scatter_add index_add, layer_norm
- * rms_norm group_norm (through their backward ops) dropout (the same mask), pad (constant
- * mode), slice_step with steps of 1 (td_split's), and every op recorded by a client-side
+ * rms_norm group_norm (through their backward ops) dropout (the same mask), batch_norm
+ * (every input: with td_batch_norm_stats' statistics the gradient also flows through them,
+ * which is training's gradient; with fixed running statistics only dx = dy w / sqrt(var +
+ * eps)), conv and conv_transpose (1-3 spatial dims, any groups, stride, dilation, padding,
+ * output padding: td_conv_input_grad, td_conv_weight_grad, td_conv, and the sum of dy for
+ * the bias), max_pool (recomputes the maxima's positions, then td_max_pool_backward),
+ * avg_pool, adaptive_avg_pool (their backward ops), interpolate (nearest and linear: the
+ * source positions from the op run on arange(L), then td_index_add), pad (constant mode), slice_step with steps of 1 (td_split's), and every op recorded by a client-side
  * composition of these (td_stack, td_split, td_chunk, td_tile, td_einsum). Ties of
  * max/min/maximum/minimum share the gradient equally; relu and abs have gradient 0 at 0
  * (PyTorch's choices). td_backward fails with TD_EUNSUPPORTED naming the first op on the
@@ -1075,6 +1081,175 @@ td_tensor *td_detach(td_tensor *t);
 /* Forget the tape (the aliases it keeps are released) without computing gradients; the
  * leaves stay marked and keep their gradients. */
 void td_tape_clear(td_context *ctx);
+
+/* ---- optimizers: parameter updates as ops on the context's device ----
+ *
+ * An optimizer updates parameters from their gradients (td_grad) with ordinary ops,
+ * recorded under a td_no_grad scope: they run where the parameters live, batched with the
+ * rest of the step (no round trip per tensor: a step reads nothing back), and inside
+ * td_graph_begin .. td_graph_end they are captured like any op. Its state (momentum
+ * buffers, Adam's moments, the step count and the learning rate) are tensors on the same
+ * device, listed by td_optim_state and saved with td_optim_save.
+ *
+ * Tensors are functional: td_optim_step replaces each params[i] with a new handle holding
+ * the updated values (the old one is released, its gradient with it; the new one is marked
+ * with td_requires_grad when the old one was), and the state tensors likewise.
+ *
+ * Update rules (PyTorch 1.13's torch.optim, single-tensor form; g = td_grad(p), lr the
+ * current learning rate, t the step count after increment; parameters whose gradient is
+ * absent are left alone, as PyTorch skips p.grad None):
+ *   SGD:   g += weight_decay p; with momentum > 0: b = momentum b + g (b starts at 0, so
+ *          b = g at t = 1), g = g + momentum b (nesterov) or g = b; p -= lr g.
+ *   Adam:  g += weight_decay p; m += (g - m)(1 - beta1); v = beta2 v + (1 - beta2) g g;
+ *          p -= lr / (1 - beta1^t) m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+ *          (Kingma & Ba, "Adam", ICLR 2015, with PyTorch's placement of eps).
+ *   AdamW: as Adam without the weight_decay term in g, and p *= 1 - lr weight_decay first
+ *          (Loshchilov & Hutter, "Decoupled weight decay regularization", ICLR 2019).
+ * The scalars lr, t and the bias corrections are f64 tensors of rank 0 (so a captured step
+ * replays with the step count and learning rate it is given), cast to each parameter's
+ * dtype where they meet it; the elementwise arithmetic is in the parameter's dtype.
+ * Thread-safety (every td_optim_* function): the context's rule (one thread at a time). */
+typedef enum td_optim_kind {
+    TD_OPTIM_SGD = 0,
+    TD_OPTIM_ADAM = 1,
+    TD_OPTIM_ADAMW = 2,
+} td_optim_kind;
+
+typedef struct td_optim_config {
+    td_optim_kind kind;
+    double lr;           /* > 0, finite */
+    double momentum;     /* SGD: >= 0 (0: plain SGD) */
+    bool nesterov;       /* SGD: needs momentum > 0 */
+    double weight_decay; /* >= 0; SGD and Adam: L2 added to g; AdamW: decoupled */
+    double beta1, beta2; /* Adam, AdamW: in [0, 1) */
+    double eps;          /* Adam, AdamW: >= 0 */
+    /* Dynamic loss scaling for f16 compute (PyTorch's GradScaler): 0 off; else the initial
+     * scale S (in (0, 2^100], e.g. 65536). Multiply the loss by S with td_optim_scale_loss
+     * before td_backward; td_optim_step then divides the gradients by S, and when any of
+     * them is inf or NaN skips the update (parameters, state and step count unchanged) and
+     * halves S, else doubles S after growth_interval finite steps in a row. All of it is
+     * ops on the device (no read), so a captured step scales too. With S a power of two and
+     * no overflow the result is bit-identical to an unscaled step. */
+    double loss_scale;
+    int64_t growth_interval; /* >= 1 when loss_scale > 0 (default 2000) */
+} td_optim_config;
+
+/* PyTorch's defaults for `kind` with learning rate lr: momentum 0, no nesterov, beta1 0.9,
+ * beta2 0.999, eps 1e-8, weight_decay 0 (SGD, Adam) or 0.01 (AdamW); no loss scaling,
+ * growth_interval 2000. */
+td_optim_config td_optim_config_default(td_optim_kind kind, double lr);
+
+typedef struct td_optim td_optim;
+
+/* An optimizer for the n parameters params[0..n) (float tensors of ctx, borrowed: only
+ * their dtypes and shapes are kept) called names[i] (unique, 1..200 bytes, no '.'; names
+ * NULL: "0", "1", ...; the names of td_optim_save's file). Its state starts as PyTorch's:
+ * zeros, step 0. On TD_OK *out owns it (td_optim_destroy, before td_close). Errors
+ * (td_last_error(ctx) names the value): TD_EINVAL (NULL, n < 1, a non-float or other
+ * context's parameter, a bad config value: "td_optim_create: beta1 1 is outside [0, 1)",
+ * bad or duplicate names); TD_ENOMEM; errors of the state's creation ops. */
+td_status td_optim_create(td_context *ctx, const td_optim_config *cfg, int n,
+                          td_tensor *const *params, const char *const *names, td_optim **out);
+/* One update of params[0..n) (the n of td_optim_create, same dtypes and shapes) from their
+ * gradients; replaces each params[i] and the state tensors as described above. Lazy (reads
+ * nothing); an error of an op surfaces at the next read or fence. Returns TD_OK; TD_EINVAL
+ * (NULL, a parameter of another dtype or shape than at creation); TD_ENOMEM; errors of
+ * recording the ops. On failure params[] and the state are unchanged. */
+td_status td_optim_step(td_optim *o, td_tensor **params);
+/* *scaled = loss * S (a new handle, taped: call td_backward on it), S the current loss
+ * scale (cast to loss's dtype). TD_EINVAL when o was created without loss scaling. */
+td_status td_optim_scale_loss(td_optim *o, td_tensor *loss, td_tensor **scaled);
+/* Set the learning rate (> 0, finite; TD_EINVAL otherwise) for the following steps: a new
+ * "lr" state tensor. td_optim_lr returns the value last set (or loaded). */
+td_status td_optim_set_lr(td_optim *o, double lr);
+double td_optim_lr(const td_optim *o);
+/* The number of state tensors: "lr" and "step" (f64, rank 0), with loss scaling
+ * "loss_scale" (f32, rank 0) and "growth_tracker" (f64, rank 0), then per parameter NAME:
+ * SGD with momentum "NAME.momentum_buffer"; Adam/AdamW "NAME.exp_avg", "NAME.exp_avg_sq"
+ * (the parameter's dtype and shape; PyTorch's state_dict names). */
+int td_optim_n_state(const td_optim *o);
+/* State tensor i (0 <= i < td_optim_n_state): *t a borrowed handle (valid until the next
+ * step, set or load), *name (may be NULL) borrowed from o. TD_EINVAL for a bad i. */
+td_status td_optim_state(const td_optim *o, int i, const char **name, td_tensor **t);
+/* Replace state tensor i with t (same dtype and shape; borrowed: o keeps an alias). For a
+ * captured step: bind graph placeholders before the step, then the run's outputs after.
+ * TD_EINVAL for a bad i, dtype or shape (named). */
+td_status td_optim_set_state(td_optim *o, int i, td_tensor *t);
+/* Write params[0..n) under their names, every state tensor under its name, and the
+ * n_meta metadata pairs (keys[i] -> values[i]; the keys "tensord.optim" and
+ * "tensord.optim.lr" are o's own) to the safetensors file `path`, as
+ * td_safetensors_save does (one read per tensor, then the file). */
+td_status td_optim_save(const td_optim *o, td_tensor *const *params, const char *path,
+                        int n_meta, const char *const *keys, const char *const *values);
+/* Read `path` (written by td_optim_save for an optimizer of the same kind, names, dtypes
+ * and shapes) and replace params[0..n) and the whole state with its tensors (new handles
+ * on o's context, marked with td_requires_grad as the old ones were): a run resumed from it
+ * continues bit for bit as if uninterrupted. Errors (TD_EINVAL, TD_ENOTFOUND, TD_EIO; the
+ * message names the file and the tensor) leave params and state unchanged. */
+td_status td_optim_load(td_optim *o, td_tensor **params, const char *path);
+/* Free o and its state tensors. NULL is a no-op. */
+void td_optim_destroy(td_optim *o);
+
+/* Learning-rate schedules as pure host functions of the step (0-based, the number of
+ * steps taken so far): feed the result to td_optim_set_lr before each step. */
+typedef enum td_lr_kind {
+    TD_LR_CONSTANT = 0, /* base */
+    TD_LR_STEP = 1,     /* base gamma^floor(step / step_size) (torch StepLR) */
+    TD_LR_COSINE = 2,   /* min + (base - min)(1 + cos(pi s / total)) / 2, s = min(step,
+                         * total) (torch CosineAnnealingLR's closed form, eta_min = min) */
+} td_lr_kind;
+typedef struct td_lr_schedule {
+    td_lr_kind kind;
+    double base;          /* the learning rate after warmup */
+    int64_t warmup_steps; /* >= 0: steps 0 .. warmup-1 use base (step + 1) / warmup first */
+    int64_t step_size;    /* TD_LR_STEP: >= 1 */
+    double gamma;         /* TD_LR_STEP */
+    int64_t total_steps;  /* TD_LR_COSINE: >= 1, counted after warmup */
+    double min;           /* TD_LR_COSINE */
+} td_lr_schedule;
+/* The learning rate at `step` (steps after warmup count from 0 for the schedule proper).
+ * NaN for a bad schedule (negative step, step_size or total_steps < 1). Thread-safety:
+ * pure, any thread. */
+double td_lr_at(const td_lr_schedule *s, int64_t step);
+
+/* ---- safetensors files: tensors and metadata on disk ----
+ * The format of https://github.com/huggingface/safetensors ("Format" in its README): an
+ * 8-byte little-endian header length N, N bytes of JSON {"NAME": {"dtype": "F32", "shape":
+ * [..], "data_offsets": [BEGIN, END]}, "__metadata__": {string: string}}, then the data,
+ * little-endian and row-major. Dtypes: F32 F64 F16 BF16 I8 I16 I32 I64 U8 BOOL (tensord's).
+ * The reader is strict, as for any untrusted file: it rejects, naming the file and the
+ * problem, a file shorter than 8 bytes, a header length beyond the file or above 100 MiB,
+ * invalid JSON or duplicate keys, entries without dtype/shape/data_offsets, an unknown
+ * dtype, rank above 8, negative or non-integer dims, offsets out of range, overlapping or
+ * leaving holes, or not equal to the dtype's size times the element count; every size goes
+ * through overflow-checked arithmetic. Errors: td_last_error(NULL), and the context's for
+ * the calls that take one. Thread-safety: any thread for distinct files and handles; the
+ * tensors' context's rule for the calls that read or make tensors. */
+typedef struct td_safetensors td_safetensors;
+
+/* Write tensors[0..n) (read back to the host: one td_read each) named names[i] (unique,
+ * not "__metadata__") and n_meta metadata pairs to `path`, through a temporary file
+ * renamed into place (a failed save leaves no partial file). Returns TD_OK; TD_EINVAL
+ * (NULL, n < 0, a bad or duplicate name); TD_EIO (named); errors of td_read. */
+td_status td_safetensors_save(const char *path, int n, const char *const *names,
+                              td_tensor *const *tensors, int n_meta, const char *const *keys,
+                              const char *const *values);
+/* Read and validate the whole file; on TD_OK *out owns it (td_safetensors_close). Errors:
+ * TD_EIO (cannot open or read), TD_EINVAL (any rejection above), TD_ENOMEM. */
+td_status td_safetensors_open(const char *path, td_safetensors **out);
+void td_safetensors_close(td_safetensors *f); /* NULL is a no-op */
+/* The tensors in header order: their number, and the name of tensor i (borrowed; NULL for a
+ * bad i). */
+int td_safetensors_count(const td_safetensors *f);
+const char *td_safetensors_name(const td_safetensors *f, int i);
+/* The metadata value for key (borrowed), or NULL. */
+const char *td_safetensors_metadata(const td_safetensors *f, const char *key);
+/* Upload tensor `name` to ctx as a new tensor (*out, the caller's). It must have dtype dt
+ * and, when rank >= 0, shape dims[0..rank): the errors name the file, the tensor and
+ * both sides ("m.safetensors: w1: shape [784, 32] in file, model needs [784, 256]",
+ * TD_EINVAL; a missing tensor TD_ENOTFOUND; a dtype tensord lacks TD_EUNSUPPORTED). */
+td_status td_safetensors_get(const td_safetensors *f, td_context *ctx, const char *name,
+                             td_dtype dt, int rank, const int64_t *dims, td_tensor **out);
 
 /* ---- neural-network ops: normalisation, dropout, attention, losses ----
  * All take float tensors (f32, f64, f16, bf16); every tensor argument of one call has one

@@ -1,6 +1,8 @@
 /* mlp.c — forward, backward and update of the example's MLP, as tensord ops (see mlp.h).
  *
- * Gradients, for a batch of B rows (p = softmax(logits), Y = one-hot labels):
+ * Training takes its gradients from td_backward (libtensord's autodiff). The hand-written
+ * backward pass below is kept as the test oracle (fm_mlp_gradients; tests/examples/
+ * mlp_grads.c checks that both agree within rounding). Gradients, for a batch of B rows (p = softmax(logits), Y = one-hot labels):
  *   dlogits = (p - Y) / B                       [B, out]
  *   dw2 = relu_out^T @ dlogits,  db2 = sum_rows dlogits
  *   dh  = (dlogits @ w2^T) * [pre_activation > 0]
@@ -8,7 +10,7 @@
  * p is exp(log_softmax) so the forward's work is reused; Y compares the labels [B, 1]
  * against arange(out) [out], which broadcasts to [B, out].
  *
- * Each step records ~50 ops. A small "scope" collects every intermediate handle so a step
+ * Each step records ~60 ops. A small "scope" collects every intermediate handle so a step
  * releases all of them at its end; the executor frees their memory once the ops that use
  * them have run, which keeps memory flat however long training goes.
  */
@@ -118,43 +120,102 @@ void fm_mlp_fini(fm_mlp *m)
     memset(m, 0, sizeof *m);
 }
 
-/* Record one step on parameters `param` and momentum buffers `velocity`; the learning rate
- * is `lr_t` (a rank-0 TD_F32 tensor) or, when NULL, the constant `lr` (td_mul_scalar
- * records the very same mul op on a rank-0 constant, so both give the same bits).
- * On TD_OK new_p, new_v and *loss own new handles. */
+/* The forward pass to the batch's mean cross-entropy; *pre_out and *hidden_out (may be
+ * NULL) receive the pre-activation and the hidden layer for the hand-written backward. */
+static td_tensor *forward_loss(td_tensor *x, td_tensor *labels, td_tensor *const *param,
+                               scope *s, td_tensor **pre_out, td_tensor **hidden_out,
+                               td_tensor **logp_out)
+{
+    td_tensor *pre = keep(s, td_add(keep(s, td_matmul(x, param[0])), param[1]));
+    td_tensor *hidden = keep(s, td_relu(pre));
+    td_tensor *logits = keep(s, td_add(keep(s, td_matmul(hidden, param[2])), param[3]));
+    td_tensor *logp = keep(s, td_log_softmax(logits, 1));
+    td_tensor *picked = keep(s, td_gather(logp, labels, 1));
+    if (pre_out != NULL) *pre_out = pre;
+    if (hidden_out != NULL) *hidden_out = hidden;
+    if (logp_out != NULL) *logp_out = logp;
+    return td_neg(keep(s, td_mean(picked, 0, NULL, false)));
+}
+
+/* The hand-written backward pass (the formulas at the top of this file): grad[i] new
+ * handles, the test oracle of the autodiff gradients. */
+static void hand_grads(fm_mlp *m, td_tensor *x, td_tensor *labels, td_tensor *const *param,
+                       td_tensor *pre, td_tensor *hidden, td_tensor *logp, scope *s,
+                       td_tensor **grad)
+{
+    const int rows[1] = {0};
+    double batch = (double)td_dims(x)[0];
+    td_tensor *onehot = keep(s, td_cast(keep(s, td_eq(labels, m->classes)), TD_F32));
+    td_tensor *diff = keep(s, td_sub(keep(s, td_exp(logp)), onehot));
+    td_tensor *dlogits = keep(s, td_mul_scalar(diff, 1.0 / batch));
+    grad[2] = td_matmul(keep(s, td_transpose(hidden)), dlogits);
+    grad[3] = td_sum(dlogits, 1, rows, false);
+    td_tensor *dhidden = keep(s, td_matmul(dlogits, keep(s, td_transpose(param[2]))));
+    td_tensor *active = keep(s, td_gt(pre, m->zero));
+    td_tensor *dpre = keep(s, td_where(active, dhidden, m->zero));
+    grad[0] = td_matmul(keep(s, td_transpose(x)), dpre);
+    grad[1] = td_sum(dpre, 1, rows, false);
+}
+
+/* The loss and the gradients of `param` by td_backward (grad[i]: new handles, copies that
+ * outlive the tape); the parameters are marked for the pass and unmarked after. */
+static td_tensor *autodiff_grads(td_tensor *x, td_tensor *labels, td_tensor *const *param,
+                                 scope *s, td_tensor **grad)
+{
+    td_context *ctx = td_tensor_context(x);
+    for (int i = 0; i < FM_MLP_PARAMS; i++) td_requires_grad(param[i], true);
+    td_tensor *loss = forward_loss(x, labels, param, s, NULL, NULL, NULL);
+    bool ok = loss != NULL && td_backward(loss) == TD_OK;
+    td_no_grad_begin(ctx);
+    for (int i = 0; i < FM_MLP_PARAMS; i++) {
+        td_tensor *g = ok ? td_grad(param[i]) : NULL;
+        grad[i] = g != NULL ? td_detach(g) : NULL;
+        td_requires_grad(param[i], false);
+    }
+    td_no_grad_end(ctx);
+    td_tape_clear(ctx);
+    return loss;
+}
+
+td_status fm_mlp_gradients(fm_mlp *m, td_tensor *x, td_tensor *labels, bool hand,
+                           td_tensor **grad, td_tensor **loss)
+{
+    scope s = {.n = 0};
+    td_tensor *l;
+    if (hand) {
+        td_tensor *pre, *hidden, *logp;
+        l = forward_loss(x, labels, m->param, &s, &pre, &hidden, &logp);
+        hand_grads(m, x, labels, m->param, pre, hidden, logp, &s, grad);
+    } else {
+        l = autodiff_grads(x, labels, m->param, &s, grad);
+    }
+    scope_release(&s);
+    bool ok = l != NULL;
+    for (int i = 0; i < FM_MLP_PARAMS; i++) ok = ok && grad[i] != NULL;
+    if (!ok) {
+        td_release(l);
+        for (int i = 0; i < FM_MLP_PARAMS; i++) td_release(grad[i]);
+        return TD_EINVAL;
+    }
+    *loss = l;
+    return TD_OK;
+}
+
+/* Record one step on parameters `param` and momentum buffers `velocity`, the gradients by
+ * td_backward; the learning rate is `lr_t` (a rank-0 TD_F32 tensor) or, when NULL, the
+ * constant `lr` (td_mul_scalar records the very same mul op on a rank-0 constant, so both
+ * give the same bits). On TD_OK new_p, new_v and *loss own new handles. */
 static td_status record_step(fm_mlp *m, td_tensor *x, td_tensor *labels,
                              td_tensor *const *param, td_tensor *const *velocity,
                              td_tensor *lr_t, double lr, double momentum,
                              td_tensor **new_p, td_tensor **new_v, td_tensor **loss)
 {
     scope s = {.n = 0};
-    const int rows[1] = {0};
-    td_tensor *const w1 = param[0], *const b1 = param[1];
-    td_tensor *const w2 = param[2], *const b2 = param[3];
-    double batch = (double)td_dims(x)[0];
-
-    /* forward */
-    td_tensor *pre = keep(&s, td_add(keep(&s, td_matmul(x, w1)), b1));
-    td_tensor *hidden = keep(&s, td_relu(pre));
-    td_tensor *logits = keep(&s, td_add(keep(&s, td_matmul(hidden, w2)), b2));
-    td_tensor *logp = keep(&s, td_log_softmax(logits, 1));
-    td_tensor *picked = keep(&s, td_gather(logp, labels, 1));
-    td_tensor *batch_loss = td_neg(keep(&s, td_mean(picked, 0, NULL, false)));
-
-    /* backward */
-    td_tensor *onehot = keep(&s, td_cast(keep(&s, td_eq(labels, m->classes)), TD_F32));
-    td_tensor *diff = keep(&s, td_sub(keep(&s, td_exp(logp)), onehot));
-    td_tensor *dlogits = keep(&s, td_mul_scalar(diff, 1.0 / batch));
     td_tensor *grad[FM_MLP_PARAMS];
-    grad[2] = keep(&s, td_matmul(keep(&s, td_transpose(hidden)), dlogits));
-    grad[3] = keep(&s, td_sum(dlogits, 1, rows, false));
-    td_tensor *dhidden = keep(&s, td_matmul(dlogits, keep(&s, td_transpose(w2))));
-    td_tensor *active = keep(&s, td_gt(pre, m->zero));
-    td_tensor *dpre = keep(&s, td_where(active, dhidden, m->zero));
-    grad[0] = keep(&s, td_matmul(keep(&s, td_transpose(x)), dpre));
-    grad[1] = keep(&s, td_sum(dpre, 1, rows, false));
+    td_tensor *batch_loss = autodiff_grads(x, labels, param, &s, grad);
+    for (int i = 0; i < FM_MLP_PARAMS; i++) keep(&s, grad[i]);
 
-    /* update */
+    /* update: SGD with momentum (heavy ball) */
     bool ok = batch_loss != NULL;
     for (int i = 0; i < FM_MLP_PARAMS; i++) {
         new_v[i] = td_add(keep(&s, td_mul_scalar(velocity[i], momentum)), grad[i]);
@@ -163,6 +224,7 @@ static td_status record_step(fm_mlp *m, td_tensor *x, td_tensor *labels,
         ok = ok && new_v[i] != NULL && new_p[i] != NULL;
     }
     scope_release(&s);
+    (void)m;
     if (!ok) {
         td_release(batch_loss);
         for (int i = 0; i < FM_MLP_PARAMS; i++) {
@@ -282,82 +344,30 @@ td_tensor *fm_mlp_predict(fm_mlp *m, td_tensor *x)
     return pred;
 }
 
-static void format_shape(char *buf, size_t len, int rank, const int64_t *dims)
-{
-    size_t used = 0;
-    used += (size_t)snprintf(buf, len, "[");
-    for (int d = 0; d < rank && used < len; d++)
-        used +=
-            (size_t)snprintf(buf + used, len - used, "%s%lld", d ? ", " : "", (long long)dims[d]);
-    if (used < len) snprintf(buf + used, len - used, "]");
-}
-
 int fm_mlp_save(fm_mlp *m, const char *path, size_t n_meta, const char *const *keys,
                 const char *const *values, char *err, size_t errlen)
 {
-    int rc = -1;
-    float *host[FM_MLP_PARAMS] = {NULL};
-    int64_t dims[FM_MLP_PARAMS][2];
-    safetensors_f32 out[FM_MLP_PARAMS];
-    for (int i = 0; i < FM_MLP_PARAMS; i++) {
-        int rank;
-        param_dims(m, i, &rank, dims[i]);
-        size_t nbytes = td_nbytes(m->param[i]);
-        host[i] = malloc(nbytes ? nbytes : 1);
-        if (host[i] == NULL) {
-            snprintf(err, errlen, "%s: out of memory", path);
-            goto done;
-        }
-        td_status st = td_read(m->param[i], host[i], nbytes);
-        if (st != TD_OK) {
-            snprintf(err, errlen, "%s: reading %s back failed: %s", path, fm_mlp_param_names[i],
-                     td_last_error(m->ctx));
-            goto done;
-        }
-        out[i] = (safetensors_f32){
-            .name = fm_mlp_param_names[i], .rank = rank, .shape = dims[i], .data = host[i]};
+    if (td_safetensors_save(path, FM_MLP_PARAMS, fm_mlp_param_names, m->param, (int)n_meta, keys,
+                            values) != TD_OK) {
+        snprintf(err, errlen, "%s", td_last_error(NULL));
+        return -1;
     }
-    rc = safetensors_write_f32(path, FM_MLP_PARAMS, out, n_meta, keys, values, err, errlen);
-done:
-    for (int i = 0; i < FM_MLP_PARAMS; i++)
-        free(host[i]);
-    return rc;
+    return 0;
 }
 
-int fm_mlp_load(fm_mlp *m, const safetensors_file *file, const char *path, char *err, size_t errlen)
+int fm_mlp_load(fm_mlp *m, const td_safetensors *file, const char *path, char *err, size_t errlen)
 {
+    (void)path; /* the library's messages name the file */
     td_tensor *fresh[FM_MLP_PARAMS] = {NULL};
     td_tensor *zeros[FM_MLP_PARAMS] = {NULL};
     for (int i = 0; i < FM_MLP_PARAMS; i++) {
-        const char *name = fm_mlp_param_names[i];
         int rank;
         int64_t dims[2];
         param_dims(m, i, &rank, dims);
-        char want[64], have[64];
-        format_shape(want, sizeof want, rank, dims);
-        const safetensors_tensor *t = safetensors_find(file, name);
-        if (t == NULL) {
-            snprintf(err, errlen,
-                     "%s: %s: missing from the file (the model needs w1, b1, w2, "
-                     "b2)",
-                     path, name);
-            goto fail;
-        }
-        if (strcmp(t->dtype, "F32") != 0) {
-            snprintf(err, errlen, "%s: %s: dtype %s in file, model needs F32", path, name,
-                     t->dtype);
-            goto fail;
-        }
-        format_shape(have, sizeof have, t->rank, t->shape);
-        if (t->rank != rank || memcmp(t->shape, dims, (size_t)rank * sizeof dims[0]) != 0) {
-            snprintf(err, errlen, "%s: %s: shape %s in file, model needs %s", path, name, have,
-                     want);
-            goto fail;
-        }
-        fresh[i] = td_from_host(m->ctx, TD_F32, rank, dims, t->data);
-        zeros[i] = td_full(m->ctx, TD_F32, rank, dims, 0.0);
-        if (fresh[i] == NULL || zeros[i] == NULL) {
-            snprintf(err, errlen, "%s: uploading %s failed: %s", path, name, td_last_error(m->ctx));
+        if (td_safetensors_get(file, m->ctx, fm_mlp_param_names[i], TD_F32, rank, dims,
+                               &fresh[i]) != TD_OK ||
+            (zeros[i] = td_full(m->ctx, TD_F32, rank, dims, 0.0)) == NULL) {
+            snprintf(err, errlen, "%s", td_last_error(m->ctx));
             goto fail;
         }
     }

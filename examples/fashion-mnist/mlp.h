@@ -3,7 +3,7 @@
  *   logits = relu(x @ w1 + b1) @ w2 + b2        x [B, in], labels [B, 1] TD_I64
  *   loss   = mean over the batch of -log_softmax(logits)[label]
  *
- * The forward pass, the hand-written backward pass and the SGD-with-momentum update are
+ * The forward pass, its gradients (td_backward) and the SGD-with-momentum update are
  * all recorded as lazy library ops on one context; nothing but the loss (and predictions)
  * is read back. Parameters live on the executor and never cross the wire during training.
  *
@@ -12,7 +12,6 @@
 #ifndef FM_MLP_H
 #define FM_MLP_H
 
-#include "safetensors.h"
 #include "tensord.h"
 
 #define FM_MLP_PARAMS 4
@@ -62,6 +61,13 @@ td_status fm_mlp_train_step(fm_mlp *m, td_tensor *x, td_tensor *labels, double l
 td_status fm_mlp_train_step_graph(fm_mlp *m, td_tensor *x, td_tensor *labels, double lr,
                                   double momentum, td_tensor **loss);
 
+/* The batch's mean cross-entropy (*loss) and the gradients of w1 b1 w2 b2 (grad[0..4), new
+ * handles the caller releases) at the current parameters, by td_backward (hand false) or
+ * by the hand-written backward pass (hand true: the formulas in mlp.c; the test oracle).
+ * Returns TD_OK or TD_EINVAL (td_last_error names the op); nothing is returned then. */
+td_status fm_mlp_gradients(fm_mlp *m, td_tensor *x, td_tensor *labels, bool hand,
+                           td_tensor **grad, td_tensor **loss);
+
 /* Predicted class of each row of x [B, in]: a new TD_I64 [B] tensor owned by the caller,
  * or NULL when an op failed to record (td_last_error). */
 td_tensor *fm_mlp_predict(fm_mlp *m, td_tensor *x);
@@ -75,7 +81,7 @@ int fm_mlp_save(fm_mlp *m, const char *path, size_t n_meta, const char *const *k
  * zero the momentum buffers. Each of w1 b1 w2 b2 must be present as F32 with the model's
  * shape; extra tensors are ignored. Returns 0, or -1 with a message such as
  * "PATH: w1: shape [784, 128] in file, model needs [784, 256]"; then nothing changed. */
-int fm_mlp_load(fm_mlp *m, const safetensors_file *file, const char *path, char *err,
+int fm_mlp_load(fm_mlp *m, const td_safetensors *file, const char *path, char *err,
                 size_t errlen);
 
 #endif

@@ -2,14 +2,19 @@
  * two-layer MLP with log-softmax cross-entropy, td_backward, an SGD update under
  * td_no_grad) gives bit-identical losses, gradients and updated weights on local:cpu and
  * on a remote session on the server's cpu device, eagerly and replayed from a captured
- * graph (td_graph_begin .. td_graph_end around the whole step, backward included).
+ * graph (td_graph_begin .. td_graph_end around the whole step, backward included); and a
+ * conv + batch norm + max pool classifier trained 6 steps with td_optim (Adam) gives the
+ * same bits locally and remotely, eagerly, from a captured step and resumed from a
+ * td_optim_save checkpoint (tests/e2e/optim_run.h).
  */
 #include "suite_fixture.h"
+#include "optim_run.h"
 #include "tensord.h"
 
 #include <criterion/criterion.h>
 #include <math.h>
 #include <string.h>
+#include <unistd.h>
 
 #define B 8
 #define IN 12
@@ -119,4 +124,28 @@ Test(autodiff, remote_equals_local_eager_and_graph, .init = start_tcp, .fini = s
     cr_expect(memcmp(&a, &b, sizeof a) == 0, "remote eager differs from local eager");
     cr_expect(memcmp(&a, &c, sizeof a) == 0, "a captured step differs from the eager one");
     cr_expect(memcmp(&a, &d, sizeof a) == 0, "a remote captured step differs");
+}
+
+Test(autodiff, optimizer_training_remote_equals_local, .init = start_tcp, .fini = stop,
+     .timeout = 120)
+{
+    char uri[600], path[] = "/tmp/td-e2e-optim-XXXXXX";
+    td_test_server_uri(&srv, "cpu", uri, sizeof uri);
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    or_result a, b, c, d;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    memset(&c, 0, sizeof c);
+    memset(&d, 0, sizeof d);
+    or_train("local:cpu", OR_EAGER, NULL, &a);
+    or_train(uri, OR_EAGER, NULL, &b);
+    or_train(uri, OR_GRAPH, NULL, &c);
+    or_train(uri, OR_RESUME, path, &d);
+    unlink(path);
+    cr_expect(a.loss[OR_STEPS - 1] < a.loss[0], "loss %g -> %g", a.loss[0], a.loss[OR_STEPS - 1]);
+    cr_expect(memcmp(&a, &b, sizeof a) == 0, "remote eager training differs from local");
+    cr_expect(memcmp(&a, &c, sizeof a) == 0, "remote training from a captured step differs");
+    cr_expect(memcmp(&a, &d, sizeof a) == 0, "remote training resumed from a checkpoint differs");
 }

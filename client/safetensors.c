@@ -1,4 +1,5 @@
-/* safetensors.c — strict reader and simple f32 writer for the safetensors format.
+/* safetensors.c — strict reader and writer for the safetensors format (libtensord's
+ * td_safetensors_* functions are built on it; moved here from the Fashion-MNIST example).
  *
  * The reader loads the whole file (model files here are small), parses the header with
  * jansson, checks every entry against the data region, then copies each tensor into its
@@ -6,7 +7,7 @@
  * alignment. Every size from the file goes through overflow-checked arithmetic before use.
  * Format reference: safetensors.h.
  */
-#include "safetensors.h"
+#include "client/safetensors.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -26,7 +27,7 @@ static const struct {
     {"U32", 4},  {"F32", 4}, {"F64", 8}, {"I64", 8},     {"U64", 8},
 };
 
-size_t safetensors_dtype_size(const char *dtype)
+size_t td__st_dtype_size(const char *dtype)
 {
     for (size_t i = 0; i < sizeof dtype_table / sizeof dtype_table[0]; i++)
         if (strcmp(dtype_table[i].name, dtype) == 0) return dtype_table[i].size;
@@ -77,24 +78,27 @@ static bool checked_nelem(int rank, const int64_t *shape, int64_t *out)
 
 /* ---- writer ---- */
 
-static int write_le_f32(FILE *f, const float *data, size_t nelem)
+static int write_le(FILE *f, const void *data, size_t nelem, size_t esize)
 {
     if (nelem == 0) return 0;
-    if (host_is_little_endian()) return fwrite(data, sizeof(float), nelem, f) == nelem ? 0 : -1;
-    float chunk[1024];
+    if (host_is_little_endian() || esize < 2)
+        return fwrite(data, esize, nelem, f) == nelem ? 0 : -1;
+    unsigned char chunk[8192];
+    const unsigned char *p = data;
+    const size_t per = sizeof chunk / esize;
     while (nelem > 0) {
-        size_t k = nelem < 1024 ? nelem : 1024;
-        memcpy(chunk, data, k * sizeof(float));
-        swap_elements(chunk, k * sizeof(float), sizeof(float));
-        if (fwrite(chunk, sizeof(float), k, f) != k) return -1;
-        data += k;
+        size_t k = nelem < per ? nelem : per;
+        memcpy(chunk, p, k * esize);
+        swap_elements(chunk, k * esize, esize);
+        if (fwrite(chunk, esize, k, f) != k) return -1;
+        p += k * esize;
         nelem -= k;
     }
     return 0;
 }
 
 /* Build the JSON header; on success *out_json is a malloc'd string (free with free()). */
-static int build_header(const char *path, size_t n, const safetensors_f32 *tensors, size_t n_meta,
+static int build_header(const char *path, size_t n, const td__st_entry *tensors, size_t n_meta,
                         const char *const *keys, const char *const *values, char **out_json,
                         char *err, size_t errlen)
 {
@@ -102,12 +106,13 @@ static int build_header(const char *path, size_t n, const safetensors_f32 *tenso
     json_t *root = json_object();
     if (root == NULL) {
         set_err(err, errlen, path, "out of memory building the header");
-        return -1;
+        return TD__ST_ENOMEM;
     }
     if (n_meta > 0) {
         json_t *meta = json_object();
         if (meta == NULL || json_object_set_new(root, "__metadata__", meta) != 0) {
             set_err(err, errlen, path, "out of memory building the header");
+            rc = TD__ST_ENOMEM;
             goto done;
         }
         for (size_t i = 0; i < n_meta; i++) {
@@ -121,7 +126,7 @@ static int build_header(const char *path, size_t n, const safetensors_f32 *tenso
     }
     uint64_t offset = 0;
     for (size_t i = 0; i < n; i++) {
-        const safetensors_f32 *t = &tensors[i];
+        const td__st_entry *t = &tensors[i];
         int64_t nelem;
         if (t->name == NULL || t->name[0] == '\0' || strcmp(t->name, "__metadata__") == 0) {
             set_err(err, errlen, path, "tensor %zu has an invalid name", i);
@@ -131,8 +136,13 @@ static int build_header(const char *path, size_t n, const safetensors_f32 *tenso
             set_err(err, errlen, path, "tensor name \"%s\" appears twice", t->name);
             goto done;
         }
-        if (t->rank < 0 || t->rank > SAFETENSORS_MAX_RANK ||
-            !checked_nelem(t->rank, t->shape, &nelem) || nelem > INT64_MAX / 4) {
+        const size_t esize = t->dtype != NULL ? td__st_dtype_size(t->dtype) : 0;
+        if (esize == 0) {
+            set_err(err, errlen, path, "tensor \"%s\" has an unknown dtype", t->name);
+            goto done;
+        }
+        if (t->rank < 0 || t->rank > TD__ST_MAX_RANK ||
+            !checked_nelem(t->rank, t->shape, &nelem) || nelem > INT64_MAX / 8) {
             set_err(err, errlen, path, "tensor \"%s\" has an invalid shape", t->name);
             goto done;
         }
@@ -144,14 +154,20 @@ static int build_header(const char *path, size_t n, const safetensors_f32 *tenso
             json_decref(entry);
             json_decref(offs);
             set_err(err, errlen, path, "out of memory building the header");
+            rc = TD__ST_ENOMEM;
             goto done;
         }
         for (int d = 0; d < t->rank; d++)
             json_array_append_new(shape, json_integer((json_int_t)t->shape[d]));
-        uint64_t end = offset + (uint64_t)nelem * 4u;
+        uint64_t end;
+        if (__builtin_add_overflow(offset, (uint64_t)nelem * esize, &end)) {
+            set_err(err, errlen, path, "tensor \"%s\": the file would exceed 2^64 bytes",
+                    t->name);
+            goto done;
+        }
         json_array_append_new(offs, json_integer((json_int_t)offset));
         json_array_append_new(offs, json_integer((json_int_t)end));
-        json_object_set_new(entry, "dtype", json_string("F32"));
+        json_object_set_new(entry, "dtype", json_string(t->dtype));
         json_object_set_new(entry, "shape", shape);
         json_object_set_new(entry, "data_offsets", offs);
         if (json_object_set_new(root, t->name, entry) != 0) {
@@ -163,6 +179,7 @@ static int build_header(const char *path, size_t n, const safetensors_f32 *tenso
     *out_json = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
     if (*out_json == NULL) {
         set_err(err, errlen, path, "out of memory serialising the header");
+        rc = TD__ST_ENOMEM;
         goto done;
     }
     rc = 0;
@@ -171,7 +188,7 @@ done:
     return rc;
 }
 
-int safetensors_write_f32(const char *path, size_t n, const safetensors_f32 *tensors, size_t n_meta,
+int td__st_write(const char *path, size_t n, const td__st_entry *tensors, size_t n_meta,
                           const char *const *keys, const char *const *values, char *err,
                           size_t errlen)
 {
@@ -180,19 +197,22 @@ int safetensors_write_f32(const char *path, size_t n, const safetensors_f32 *ten
     FILE *f = NULL;
     int rc = -1;
 
-    if (build_header(path, n, tensors, n_meta, keys, values, &json, err, errlen) != 0) return -1;
+    const int hr = build_header(path, n, tensors, n_meta, keys, values, &json, err, errlen);
+    if (hr != 0) return hr;
     size_t len = strlen(json);
     size_t padded = (len + 7) / 8 * 8; /* data then starts 8-byte aligned */
     size_t tmplen = strlen(path) + sizeof ".tmp";
     tmp = malloc(tmplen);
     if (tmp == NULL) {
         set_err(err, errlen, path, "out of memory");
+        rc = TD__ST_ENOMEM;
         goto done;
     }
     snprintf(tmp, tmplen, "%s.tmp", path);
     f = fopen(tmp, "wb");
     if (f == NULL) {
         set_err(err, errlen, path, "cannot create %s: %s", tmp, strerror(errno));
+        rc = TD__ST_EIO;
         goto done;
     }
     unsigned char lenbuf[8];
@@ -204,20 +224,23 @@ int safetensors_write_f32(const char *path, size_t n, const safetensors_f32 *ten
     for (size_t i = 0; ok && i < n; i++) {
         int64_t nelem = 0;
         checked_nelem(tensors[i].rank, tensors[i].shape, &nelem);
-        ok = write_le_f32(f, tensors[i].data, (size_t)nelem) == 0;
+        ok = write_le(f, tensors[i].data, (size_t)nelem, td__st_dtype_size(tensors[i].dtype)) == 0;
     }
     if (!ok || fflush(f) != 0) {
         set_err(err, errlen, path, "write failed: %s", strerror(errno));
+        rc = TD__ST_EIO;
         goto done;
     }
     int close_rc = fclose(f);
     f = NULL;
     if (close_rc != 0) {
         set_err(err, errlen, path, "write failed: %s", strerror(errno));
+        rc = TD__ST_EIO;
         goto done;
     }
     if (rename(tmp, path) != 0) {
         set_err(err, errlen, path, "cannot rename %s into place: %s", tmp, strerror(errno));
+        rc = TD__ST_EIO;
         goto done;
     }
     rc = 0;
@@ -253,7 +276,7 @@ static bool json_to_u64(const json_t *v, uint64_t *out)
 
 /* Parse one tensor entry `val` named `name` into *t (data not yet attached). */
 static int parse_entry(const char *path, const char *name, json_t *val, uint64_t data_len,
-                       safetensors_tensor *t, span *sp, char *err, size_t errlen)
+                       td__st_tensor *t, span *sp, char *err, size_t errlen)
 {
     if (!json_is_object(val)) {
         set_err(err, errlen, path, "header entry \"%s\" is not an object", name);
@@ -270,15 +293,15 @@ static int parse_entry(const char *path, const char *name, json_t *val, uint64_t
         return -1;
     }
     const char *dt = json_string_value(dtype);
-    size_t esize = safetensors_dtype_size(dt);
+    size_t esize = td__st_dtype_size(dt);
     if (esize == 0 || strlen(dt) >= sizeof t->dtype) {
         set_err(err, errlen, path, "tensor \"%s\": unknown dtype \"%s\"", name, dt);
         return -1;
     }
     size_t rank = json_array_size(shape);
-    if (rank > SAFETENSORS_MAX_RANK) {
+    if (rank > TD__ST_MAX_RANK) {
         set_err(err, errlen, path, "tensor \"%s\": rank %zu exceeds the limit of %d", name, rank,
-                SAFETENSORS_MAX_RANK);
+                TD__ST_MAX_RANK);
         return -1;
     }
     for (size_t d = 0; d < rank; d++) {
@@ -339,7 +362,7 @@ static int parse_entry(const char *path, const char *name, json_t *val, uint64_t
     return 0;
 }
 
-static int parse_metadata(const char *path, json_t *meta, safetensors_file *out, char *err,
+static int parse_metadata(const char *path, json_t *meta, td__st_file *out, char *err,
                           size_t errlen)
 {
     if (!json_is_object(meta)) {
@@ -374,7 +397,7 @@ static int parse_metadata(const char *path, json_t *meta, safetensors_file *out,
 }
 
 /* Check that the spans tile [0, data_len) exactly. */
-static int check_coverage(const char *path, const safetensors_file *out, span *spans,
+static int check_coverage(const char *path, const td__st_file *out, span *spans,
                           uint64_t data_len, char *err, size_t errlen)
 {
     qsort(spans, out->n_tensors, sizeof *spans, span_cmp);
@@ -405,7 +428,7 @@ static int check_coverage(const char *path, const safetensors_file *out, span *s
     return 0;
 }
 
-int safetensors_read(const char *path, safetensors_file *out, char *err, size_t errlen)
+int td__st_read(const char *path, td__st_file *out, char *err, size_t errlen)
 {
     int rc = -1;
     FILE *f = NULL;
@@ -413,17 +436,19 @@ int safetensors_read(const char *path, safetensors_file *out, char *err, size_t 
     unsigned char *data = NULL;
     json_t *root = NULL;
     span *spans = NULL;
-    safetensors_file res = {0};
+    td__st_file res = {0};
 
     memset(out, 0, sizeof *out);
     f = fopen(path, "rb");
     if (f == NULL) {
         set_err(err, errlen, path, "cannot open: %s", strerror(errno));
+        rc = TD__ST_EIO;
         goto done;
     }
     struct stat st;
     if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
         set_err(err, errlen, path, "not a regular file");
+        rc = TD__ST_EIO;
         goto done;
     }
     uint64_t file_size = (uint64_t)st.st_size;
@@ -436,6 +461,7 @@ int safetensors_read(const char *path, safetensors_file *out, char *err, size_t 
     unsigned char lenbuf[8];
     if (fread(lenbuf, 1, 8, f) != 8) {
         set_err(err, errlen, path, "cannot read the header length");
+        rc = TD__ST_EIO;
         goto done;
     }
     uint64_t hlen = 0;
@@ -447,9 +473,9 @@ int safetensors_read(const char *path, safetensors_file *out, char *err, size_t 
                 (unsigned long long)hlen, (unsigned long long)(file_size - 8));
         goto done;
     }
-    if (hlen > SAFETENSORS_MAX_HEADER) {
+    if (hlen > TD__ST_MAX_HEADER) {
         set_err(err, errlen, path, "header length %llu exceeds the limit of %u bytes",
-                (unsigned long long)hlen, SAFETENSORS_MAX_HEADER);
+                (unsigned long long)hlen, TD__ST_MAX_HEADER);
         goto done;
     }
     uint64_t data_len = file_size - 8 - hlen;
@@ -457,11 +483,13 @@ int safetensors_read(const char *path, safetensors_file *out, char *err, size_t 
     data = malloc(data_len ? (size_t)data_len : 1);
     if (header == NULL || data == NULL) {
         set_err(err, errlen, path, "out of memory");
+        rc = TD__ST_ENOMEM;
         goto done;
     }
     if (fread(header, 1, (size_t)hlen, f) != hlen ||
         fread(data, 1, (size_t)data_len, f) != data_len) {
         set_err(err, errlen, path, "read failed (file changed while reading?)");
+        rc = TD__ST_EIO;
         goto done;
     }
     header[hlen] = '\0';
@@ -482,6 +510,7 @@ int safetensors_read(const char *path, safetensors_file *out, char *err, size_t 
     spans = calloc(n_entries ? n_entries : 1, sizeof *spans);
     if (res.tensors == NULL || spans == NULL) {
         set_err(err, errlen, path, "out of memory");
+        rc = TD__ST_ENOMEM;
         goto done;
     }
     const char *key;
@@ -501,10 +530,11 @@ int safetensors_read(const char *path, safetensors_file *out, char *err, size_t 
     if (check_coverage(path, &res, spans, data_len, err, errlen) != 0) goto done;
     bool swap = !host_is_little_endian();
     for (size_t j = 0; j < res.n_tensors; j++) {
-        safetensors_tensor *t = &res.tensors[spans[j].index];
+        td__st_tensor *t = &res.tensors[spans[j].index];
         t->data = malloc(t->nbytes ? t->nbytes : 1);
         if (t->data == NULL) {
             set_err(err, errlen, path, "out of memory");
+            rc = TD__ST_ENOMEM;
             goto done;
         }
         memcpy(t->data, data + spans[j].begin, t->nbytes);
@@ -514,7 +544,7 @@ int safetensors_read(const char *path, safetensors_file *out, char *err, size_t 
     memset(&res, 0, sizeof res);
     rc = 0;
 done:
-    safetensors_file_fini(&res);
+    td__st_file_fini(&res);
     json_decref(root);
     free(spans);
     free(data);
@@ -523,7 +553,7 @@ done:
     return rc;
 }
 
-void safetensors_file_fini(safetensors_file *f)
+void td__st_file_fini(td__st_file *f)
 {
     if (f == NULL) return;
     for (size_t i = 0; i < f->n_tensors; i++) {
@@ -540,14 +570,14 @@ void safetensors_file_fini(safetensors_file *f)
     memset(f, 0, sizeof *f);
 }
 
-const safetensors_tensor *safetensors_find(const safetensors_file *f, const char *name)
+const td__st_tensor *td__st_find(const td__st_file *f, const char *name)
 {
     for (size_t i = 0; i < f->n_tensors; i++)
         if (strcmp(f->tensors[i].name, name) == 0) return &f->tensors[i];
     return NULL;
 }
 
-const char *safetensors_metadata(const safetensors_file *f, const char *key)
+const char *td__st_metadata(const td__st_file *f, const char *key)
 {
     for (size_t i = 0; i < f->n_metadata; i++)
         if (strcmp(f->metadata_keys[i], key) == 0) return f->metadata_values[i];

@@ -1,6 +1,7 @@
-/* safetensors.h — read and write the safetensors tensor file format.
+/* safetensors.h — read and write the safetensors tensor file format (internal to
+ * libtensord; the public API is td_safetensors_* in tensord.h).
  *
- * Why this module: the trainer saves and loads its weights in a format other tools read
+ * Why this module: programs save and load weights and optimizer state in a format other tools read
  * (Hugging Face safetensors), and the reader is a parser of untrusted files, so it is kept
  * small, self-contained (jansson + libc only) and strict.
  *
@@ -14,75 +15,81 @@
  *                 exactly (no overlaps, no holes).
  *
  * The reader rejects, with a message naming the file and the problem: a file shorter than
- * 8 bytes, a header length beyond the file or above SAFETENSORS_MAX_HEADER, invalid JSON
+ * 8 bytes, a header length beyond the file or above TD__ST_MAX_HEADER, invalid JSON
  * (and duplicate keys), entries that are not objects or lack dtype/shape/data_offsets, an
- * unknown dtype, a rank above SAFETENSORS_MAX_RANK, negative or non-integer dims, offsets
+ * unknown dtype, a rank above TD__ST_MAX_RANK, negative or non-integer dims, offsets
  * out of range, overlapping, leaving holes, or not matching dtype size * element count.
  *
  * Thread-safety: every function is safe to call from any thread on distinct arguments.
  */
-#ifndef FM_SAFETENSORS_H
-#define FM_SAFETENSORS_H
+#ifndef TD_CLIENT_SAFETENSORS_H
+#define TD_CLIENT_SAFETENSORS_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#define SAFETENSORS_MAX_RANK 8
+#define TD__ST_MAX_RANK 8
+/* Failure returns: -1 the data is invalid (a rejection above), TD__ST_EIO the file could
+ * not be opened, read, written or renamed, TD__ST_ENOMEM out of memory. */
+#define TD__ST_EIO (-2)
+#define TD__ST_ENOMEM (-3)
 /* Largest accepted JSON header (same ceiling as the reference implementation). */
-#define SAFETENSORS_MAX_HEADER (100u * 1024u * 1024u)
+#define TD__ST_MAX_HEADER (100u * 1024u * 1024u)
 
-/* One f32 tensor to write. All pointers are borrowed for the call. */
-typedef struct safetensors_f32 {
+/* One tensor to write. All pointers are borrowed for the call. */
+typedef struct td__st_entry {
     const char *name;     /* not "__metadata__"; unique within one file */
-    int rank;             /* 0..SAFETENSORS_MAX_RANK */
+    int rank;             /* 0..TD__ST_MAX_RANK */
     const int64_t *shape; /* rank dims, each >= 0 */
-    const float *data;    /* product(shape) floats in host byte order */
-} safetensors_f32;
+    const char *dtype;    /* a safetensors dtype name: "F32", "BF16", "I64", ... */
+    const void *data;     /* product(shape) elements of dtype in host byte order */
+} td__st_entry;
 
 /* One tensor read from a file. */
-typedef struct safetensors_tensor {
-    char *name;       /* owned by the enclosing safetensors_file */
+typedef struct td__st_tensor {
+    char *name;       /* owned by the enclosing td__st_file */
     char dtype[8];    /* as in the file: "F32", "I64", "BF16", ... */
     size_t elem_size; /* bytes per element of dtype */
     int rank;
-    int64_t shape[SAFETENSORS_MAX_RANK];
+    int64_t shape[TD__ST_MAX_RANK];
     int64_t nelem;
     void *data; /* nbytes bytes, converted to host byte order; owned by the file */
     size_t nbytes;
-} safetensors_tensor;
+} td__st_tensor;
 
 /* The contents of one file, in header order. */
-typedef struct safetensors_file {
+typedef struct td__st_file {
     size_t n_tensors;
-    safetensors_tensor *tensors;
+    td__st_tensor *tensors;
     size_t n_metadata;
     char **metadata_keys; /* n_metadata strings each */
     char **metadata_values;
-} safetensors_file;
+} td__st_file;
 
-/* Write `n` f32 tensors and `n_meta` metadata pairs (keys[i] -> values[i]; both may be NULL
+/* Write `n` tensors and `n_meta` metadata pairs (keys[i] -> values[i]; both may be NULL
  * when n_meta is 0) to `path`. The file is written beside `path` under a temporary name
  * and renamed into place, so a failed write never leaves a partial file at `path`.
- * Returns 0, or -1 with a message ("PATH: ...") in err (errlen bytes, NUL-terminated). */
-int safetensors_write_f32(const char *path, size_t n, const safetensors_f32 *tensors, size_t n_meta,
+ * Returns 0, or a negative failure (above) with a message ("PATH: ...") in err (errlen
+ * bytes, NUL-terminated). */
+int td__st_write(const char *path, size_t n, const td__st_entry *tensors, size_t n_meta,
                           const char *const *keys, const char *const *values, char *err,
                           size_t errlen);
 
 /* Read and validate the whole file at `path` into *out (caller's storage; release with
- * safetensors_file_fini). Returns 0, or -1 with a message in err; on failure *out is
+ * td__st_file_fini). Returns 0, or -1 with a message in err; on failure *out is
  * left zeroed and owns nothing. */
-int safetensors_read(const char *path, safetensors_file *out, char *err, size_t errlen);
+int td__st_read(const char *path, td__st_file *out, char *err, size_t errlen);
 
-/* Free everything a successful safetensors_read put in *f and zero it. NULL is a no-op. */
-void safetensors_file_fini(safetensors_file *f);
+/* Free everything a successful td__st_read put in *f and zero it. NULL is a no-op. */
+void td__st_file_fini(td__st_file *f);
 
 /* The tensor called `name`, or NULL. The result is borrowed from `f`. */
-const safetensors_tensor *safetensors_find(const safetensors_file *f, const char *name);
+const td__st_tensor *td__st_find(const td__st_file *f, const char *name);
 
 /* The metadata value for `key`, or NULL. Borrowed from `f`. */
-const char *safetensors_metadata(const safetensors_file *f, const char *key);
+const char *td__st_metadata(const td__st_file *f, const char *key);
 
 /* Element size of a safetensors dtype name ("F32" -> 4), or 0 if the name is unknown. */
-size_t safetensors_dtype_size(const char *dtype);
+size_t td__st_dtype_size(const char *dtype);
 
 #endif

@@ -1,7 +1,7 @@
-/* safetensors_test.c — the example's safetensors module: bit-exact round trip, and every
- * rejection the reader promises (examples/fashion-mnist/safetensors.h), each with a
+/* safetensors_test.c — libtensord's safetensors module (client/safetensors.c): bit-exact round trip, and every
+ * rejection the reader promises (client/safetensors.h), each with a
  * message that names the file and the problem. */
-#include "safetensors.h"
+#include "client/safetensors.h"
 
 #include <criterion/criterion.h>
 #include <math.h>
@@ -56,16 +56,22 @@ static void write_file(const char *path, const char *json, uint64_t claim, size_
     free(buf);
 }
 
-/* Reading `path` must fail with a message containing the path and `needle`. */
-static void expect_reject(const char *path, const char *needle)
+/* Reading `path` must fail (with `want`: -1 invalid data, TD__ST_EIO) with a message
+ * containing the path and `needle`. */
+static void expect_reject_rc(const char *path, const char *needle, int want)
 {
-    safetensors_file f;
+    td__st_file f;
     char err[512] = "";
-    cr_assert_eq(safetensors_read(path, &f, err, sizeof err), -1, "accepted %s", path);
+    cr_assert_eq(td__st_read(path, &f, err, sizeof err), want, "accepted %s", path);
     cr_expect_not_null(strstr(err, path), "message '%s' lacks the path", err);
     cr_expect_not_null(strstr(err, needle), "message '%s' lacks '%s'", err, needle);
     cr_expect_eq(f.n_tensors, 0);
     cr_expect_null(f.tensors);
+}
+
+static void expect_reject(const char *path, const char *needle)
+{
+    expect_reject_rc(path, needle, -1);
 }
 
 Test(safetensors, round_trip_is_bit_exact)
@@ -76,20 +82,20 @@ Test(safetensors, round_trip_is_bit_exact)
     const uint32_t odd[6] = {0x7fc00001u, 0x00000001u, 0x80000000u, 0x7f800000u,
                              0x3f800000u, 0xdeadbeefu}; /* NaN payload, denormal, -0, inf */
     memcpy(a, odd, sizeof a);
-    safetensors_f32 in[3] = {
-        {.name = "matrix", .rank = 2, .shape = (int64_t[]){2, 3}, .data = a},
-        {.name = "scalar", .rank = 0, .shape = NULL, .data = b},
-        {.name = "empty", .rank = 2, .shape = (int64_t[]){0, 5}, .data = NULL},
+    td__st_entry in[3] = {
+        {.dtype = "F32", .name = "matrix", .rank = 2, .shape = (int64_t[]){2, 3}, .data = a},
+        {.dtype = "F32", .name = "scalar", .rank = 0, .shape = NULL, .data = b},
+        {.dtype = "F32", .name = "empty", .rank = 2, .shape = (int64_t[]){0, 5}, .data = NULL},
     };
     const char *keys[] = {"epochs", "note"}, *values[] = {"2", "caf\xc3\xa9"};
     char err[512] = "";
-    cr_assert_eq(safetensors_write_f32(path, 3, in, 2, keys, values, err, sizeof err), 0, "%s",
+    cr_assert_eq(td__st_write(path, 3, in, 2, keys, values, err, sizeof err), 0, "%s",
                  err);
 
-    safetensors_file f;
-    cr_assert_eq(safetensors_read(path, &f, err, sizeof err), 0, "%s", err);
+    td__st_file f;
+    cr_assert_eq(td__st_read(path, &f, err, sizeof err), 0, "%s", err);
     cr_assert_eq(f.n_tensors, 3);
-    const safetensors_tensor *m = safetensors_find(&f, "matrix");
+    const td__st_tensor *m = td__st_find(&f, "matrix");
     cr_assert_not_null(m);
     cr_expect_str_eq(m->dtype, "F32");
     cr_expect_eq(m->rank, 2);
@@ -97,20 +103,20 @@ Test(safetensors, round_trip_is_bit_exact)
     cr_expect_eq(m->shape[1], 3);
     cr_assert_eq(m->nbytes, sizeof a);
     cr_expect_eq(memcmp(m->data, odd, sizeof a), 0);
-    const safetensors_tensor *s = safetensors_find(&f, "scalar");
+    const td__st_tensor *s = td__st_find(&f, "scalar");
     cr_assert_not_null(s);
     cr_expect_eq(s->rank, 0);
     cr_expect_eq(s->nelem, 1);
     cr_expect_eq(memcmp(s->data, b, 4), 0);
-    const safetensors_tensor *e = safetensors_find(&f, "empty");
+    const td__st_tensor *e = td__st_find(&f, "empty");
     cr_assert_not_null(e);
     cr_expect_eq(e->nbytes, 0);
     cr_expect_eq(e->shape[1], 5);
-    cr_expect_null(safetensors_find(&f, "missing"));
-    cr_expect_str_eq(safetensors_metadata(&f, "epochs"), "2");
-    cr_expect_str_eq(safetensors_metadata(&f, "note"), "caf\xc3\xa9");
-    cr_expect_null(safetensors_metadata(&f, "nope"));
-    safetensors_file_fini(&f);
+    cr_expect_null(td__st_find(&f, "missing"));
+    cr_expect_str_eq(td__st_metadata(&f, "epochs"), "2");
+    cr_expect_str_eq(td__st_metadata(&f, "note"), "caf\xc3\xa9");
+    cr_expect_null(td__st_metadata(&f, "nope"));
+    td__st_file_fini(&f);
     cr_expect_eq(f.n_tensors, 0);
 
     /* Header length is a multiple of 8, so the data starts aligned. */
@@ -133,20 +139,20 @@ Test(safetensors, reads_other_dtypes_and_padding)
                "\"data_offsets\":[0,16]},\"h\":{\"dtype\":\"BF16\",\"shape\":[1],"
                "\"data_offsets\":[16,18]}}     ",
                0, 18);
-    safetensors_file f;
+    td__st_file f;
     char err[512] = "";
-    cr_assert_eq(safetensors_read(path, &f, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(td__st_read(path, &f, err, sizeof err), 0, "%s", err);
     cr_expect_eq(f.n_tensors, 2);
-    cr_expect_eq(safetensors_find(&f, "ids")->elem_size, 8);
-    cr_expect_eq(safetensors_find(&f, "h")->nbytes, 2);
-    safetensors_file_fini(&f);
+    cr_expect_eq(td__st_find(&f, "ids")->elem_size, 8);
+    cr_expect_eq(td__st_find(&f, "h")->nbytes, 2);
+    td__st_file_fini(&f);
 }
 
 Test(safetensors, rejects_missing_file)
 {
     char path[128];
     path_of(path, sizeof path, "absent.safetensors");
-    expect_reject(path, "No such file");
+    expect_reject_rc(path, "No such file", TD__ST_EIO);
 }
 
 Test(safetensors, rejects_file_shorter_than_length_field)
@@ -242,21 +248,21 @@ Test(safetensors, writer_rejects_bad_names)
     char path[128], err[512] = "";
     path_of(path, sizeof path, "w.safetensors");
     float x = 1.0f;
-    safetensors_f32 dup[2] = {{.name = "a", .rank = 1, .shape = (int64_t[]){1}, .data = &x},
-                              {.name = "a", .rank = 1, .shape = (int64_t[]){1}, .data = &x}};
-    cr_expect_eq(safetensors_write_f32(path, 2, dup, 0, NULL, NULL, err, sizeof err), -1);
+    td__st_entry dup[2] = {{.dtype = "F32", .name = "a", .rank = 1, .shape = (int64_t[]){1}, .data = &x},
+                              {.dtype = "F32", .name = "a", .rank = 1, .shape = (int64_t[]){1}, .data = &x}};
+    cr_expect_eq(td__st_write(path, 2, dup, 0, NULL, NULL, err, sizeof err), -1);
     cr_expect_not_null(strstr(err, "appears twice"), "%s", err);
-    safetensors_f32 meta = {.name = "__metadata__", .rank = 1, .shape = (int64_t[]){1}, .data = &x};
-    cr_expect_eq(safetensors_write_f32(path, 1, &meta, 0, NULL, NULL, err, sizeof err), -1);
+    td__st_entry meta = {.dtype = "F32", .name = "__metadata__", .rank = 1, .shape = (int64_t[]){1}, .data = &x};
+    cr_expect_eq(td__st_write(path, 1, &meta, 0, NULL, NULL, err, sizeof err), -1);
     cr_expect_neq(access(path, F_OK), 0);
 }
 
 Test(safetensors, dtype_sizes)
 {
-    cr_expect_eq(safetensors_dtype_size("F32"), 4);
-    cr_expect_eq(safetensors_dtype_size("BF16"), 2);
-    cr_expect_eq(safetensors_dtype_size("I64"), 8);
-    cr_expect_eq(safetensors_dtype_size("BOOL"), 1);
-    cr_expect_eq(safetensors_dtype_size("f32"), 0);
-    cr_expect_eq(safetensors_dtype_size(""), 0);
+    cr_expect_eq(td__st_dtype_size("F32"), 4);
+    cr_expect_eq(td__st_dtype_size("BF16"), 2);
+    cr_expect_eq(td__st_dtype_size("I64"), 8);
+    cr_expect_eq(td__st_dtype_size("BOOL"), 1);
+    cr_expect_eq(td__st_dtype_size("f32"), 0);
+    cr_expect_eq(td__st_dtype_size(""), 0);
 }

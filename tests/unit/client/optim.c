@@ -1,0 +1,432 @@
+/* optim.c — td_optim_* (issue 15 item 3): every optimizer against PyTorch 1.13's torch.optim
+ * in float64 (optim_reference.h, from gen_optim_reference.py: 4 steps, the learning rate
+ * halved before step 3, a parameter without gradient left alone), the learning-rate
+ * schedules against their closed forms worked by hand, config and checkpoint errors, the
+ * public safetensors API, and on local:cpu a small CNN trained with Adam whose captured
+ * training step and whose run resumed from a checkpoint give the eager run's bits
+ * (tests/e2e/optim_run.h; tests/e2e/autodiff.c does the same through a real tensord).
+ * Tolerance against PyTorch: |a - b| <= 1e-12 (1 + |b|): both compute in float64 with the
+ * same formulas, and differ only by the order of a few roundings per step.
+ */
+#include "../../e2e/optim_run.h"
+#include "optim_reference.h"
+#include "tensord.h"
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static td_context *ctx;
+static char dir[64];
+
+static void setup(void)
+{
+    cr_assert_eq(td_connect("local:cpu", NULL, &ctx), TD_OK, "%s", td_connect_error());
+    snprintf(dir, sizeof dir, "/tmp/td-optim-XXXXXX");
+    cr_assert_not_null(mkdtemp(dir));
+}
+static void teardown(void)
+{
+    td_close(ctx);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    cr_expect_eq(system(cmd), 0);
+}
+TestSuite(optim, .init = setup, .fini = teardown);
+
+static void against_torch(const char *name, td_optim_config cfg, const double *ref)
+{
+    td_tensor *p[3] = {
+        td_from_host(ctx, TD_F64, 2, (int64_t[]){2, 3}, ref_p0),
+        td_from_host(ctx, TD_F64, 1, (int64_t[]){4}, ref_p1),
+        td_from_host(ctx, TD_F64, 1, (int64_t[]){3}, ref_p2),
+    };
+    td_tensor *c0 = td_from_host(ctx, TD_F64, 2, (int64_t[]){2, 3}, ref_c0);
+    td_tensor *c1 = td_from_host(ctx, TD_F64, 1, (int64_t[]){4}, ref_c1);
+    for (int i = 0; i < 3; i++) cr_assert_eq(td_requires_grad(p[i], true), TD_OK);
+    td_optim *o;
+    cr_assert_eq(td_optim_create(ctx, &cfg, 3, p, (const char *[]){"p0", "p1", "p2"}, &o), TD_OK,
+                 "%s", td_last_error(ctx));
+    for (int step = 0; step < 4; step++) {
+        if (step == 2) cr_assert_eq(td_optim_set_lr(o, cfg.lr * 0.5), TD_OK);
+        td_tensor *a = td_mul(c0, td_mul(p[0], p[0]));
+        td_tensor *b = td_mul(c1, p[1]);
+        td_tensor *l = td_add(td_sum(a, 0, NULL, false), td_sum(b, 0, NULL, false));
+        cr_assert_eq(td_backward(l), TD_OK, "%s", td_last_error(ctx));
+        cr_assert_eq(td_optim_step(o, p), TD_OK, "%s", td_last_error(ctx));
+        double got[13];
+        cr_assert_eq(td_read(p[0], got, 48), TD_OK, "%s", td_last_error(ctx));
+        cr_assert_eq(td_read(p[1], got + 6, 32), TD_OK);
+        cr_assert_eq(td_read(p[2], got + 10, 24), TD_OK);
+        for (int i = 0; i < 13; i++) {
+            const double want = ref[step * 13 + i];
+            cr_expect(fabs(got[i] - want) <= 1e-12 * (1 + fabs(want)),
+                      "%s step %d element %d: td_optim %.17g, torch %.17g", name, step + 1, i,
+                      got[i], want);
+        }
+    }
+    cr_expect(td_is_requires_grad(p[0]), "the updated parameters stay marked");
+    td_optim_destroy(o);
+    for (int i = 0; i < 3; i++) td_release(p[i]);
+}
+
+Test(optim, sgd) { against_torch("sgd", td_optim_config_default(TD_OPTIM_SGD, 0.1), ref_sgd); }
+Test(optim, sgd_momentum_weight_decay)
+{
+    td_optim_config c = td_optim_config_default(TD_OPTIM_SGD, 0.05);
+    c.momentum = 0.9;
+    c.weight_decay = 0.01;
+    against_torch("sgd_momentum_wd", c, ref_sgd_momentum_wd);
+}
+Test(optim, sgd_nesterov)
+{
+    td_optim_config c = td_optim_config_default(TD_OPTIM_SGD, 0.05);
+    c.momentum = 0.8;
+    c.nesterov = true;
+    c.weight_decay = 0.05;
+    against_torch("sgd_nesterov", c, ref_sgd_nesterov);
+}
+Test(optim, adam)
+{
+    td_optim_config c = td_optim_config_default(TD_OPTIM_ADAM, 0.01);
+    c.weight_decay = 0.1;
+    against_torch("adam", c, ref_adam);
+}
+Test(optim, adamw)
+{
+    td_optim_config c = td_optim_config_default(TD_OPTIM_ADAMW, 0.02);
+    c.beta1 = 0.8;
+    c.beta2 = 0.95;
+    c.eps = 1e-6;
+    c.weight_decay = 0.1;
+    against_torch("adamw", c, ref_adamw);
+}
+
+Test(optim, state_names_and_defaults)
+{
+    td_optim_config d = td_optim_config_default(TD_OPTIM_ADAMW, 1e-3);
+    cr_expect(d.beta1 == 0.9 && d.beta2 == 0.999 && d.eps == 1e-8 && d.weight_decay == 0.01);
+    td_tensor *w = td_full(ctx, TD_F32, 2, (int64_t[]){2, 2}, 1.0);
+    td_optim *o;
+    cr_assert_eq(td_optim_create(ctx, &d, 1, &w, NULL, &o), TD_OK, "%s", td_last_error(ctx));
+    cr_assert_eq(td_optim_n_state(o), 4);
+    const char *want[] = {"lr", "step", "0.exp_avg", "0.exp_avg_sq"};
+    for (int i = 0; i < 4; i++) {
+        const char *n;
+        td_tensor *t;
+        cr_assert_eq(td_optim_state(o, i, &n, &t), TD_OK);
+        cr_expect_str_eq(n, want[i]);
+        cr_expect_eq(td_tensor_dtype(t), i < 2 ? TD_F64 : TD_F32);
+    }
+    td_tensor *t;
+    cr_expect_eq(td_optim_state(o, 4, NULL, &t), TD_EINVAL);
+    td_tensor *bad = td_full(ctx, TD_F32, 1, (int64_t[]){4}, 0.0);
+    cr_expect_eq(td_optim_set_state(o, 2, bad), TD_EINVAL);
+    cr_expect(strstr(td_last_error(ctx), "0.exp_avg") != NULL, "%s", td_last_error(ctx));
+    cr_expect_eq(td_optim_set_lr(o, -1), TD_EINVAL);
+    cr_expect_eq(td_optim_lr(o), 1e-3);
+    /* a step with no gradient anywhere changes nothing but the step count */
+    td_tensor *before = w;
+    cr_assert_eq(td_optim_step(o, &w), TD_OK, "%s", td_last_error(ctx));
+    cr_expect_eq(w, before);
+    td_release(bad);
+    td_optim_destroy(o);
+    td_release(w);
+}
+
+Test(optim, bad_configs_name_the_value)
+{
+    td_tensor *w = td_full(ctx, TD_F32, 1, (int64_t[]){3}, 1.0);
+    td_tensor *i = td_full(ctx, TD_I32, 1, (int64_t[]){3}, 1.0);
+    td_optim *o = NULL;
+    td_optim_config c = td_optim_config_default(TD_OPTIM_ADAM, 0.1);
+    c.beta1 = 1;
+    cr_expect_eq(td_optim_create(ctx, &c, 1, &w, NULL, &o), TD_EINVAL);
+    cr_expect_str_eq(td_last_error(ctx), "td_optim_create: beta1 1 is outside [0, 1)");
+    c = td_optim_config_default(TD_OPTIM_SGD, 0.1);
+    c.nesterov = true;
+    cr_expect_eq(td_optim_create(ctx, &c, 1, &w, NULL, &o), TD_EINVAL);
+    cr_expect(strstr(td_last_error(ctx), "nesterov needs momentum") != NULL);
+    c = td_optim_config_default(TD_OPTIM_SGD, 0);
+    cr_expect_eq(td_optim_create(ctx, &c, 1, &w, NULL, &o), TD_EINVAL);
+    cr_expect(strstr(td_last_error(ctx), "lr 0") != NULL, "%s", td_last_error(ctx));
+    c = td_optim_config_default(TD_OPTIM_SGD, 0.1);
+    cr_expect_eq(td_optim_create(ctx, &c, 1, &i, NULL, &o), TD_EINVAL);
+    cr_expect(strstr(td_last_error(ctx), "not a float tensor") != NULL);
+    cr_expect_eq(td_optim_create(ctx, &c, 2, (td_tensor *[]){w, w},
+                                 (const char *[]){"a", "a"}, &o), TD_EINVAL);
+    cr_expect(strstr(td_last_error(ctx), "both named \"a\"") != NULL);
+    cr_expect_eq(td_optim_create(ctx, &c, 1, &w, (const char *[]){"a.b"}, &o), TD_EINVAL);
+    cr_expect_null(o);
+    /* a step given a parameter of another shape */
+    cr_assert_eq(td_optim_create(ctx, &c, 1, &w, NULL, &o), TD_OK);
+    td_tensor *w2 = td_full(ctx, TD_F32, 1, (int64_t[]){4}, 1.0);
+    cr_expect_eq(td_optim_step(o, &w2), TD_EINVAL);
+    td_optim_destroy(o);
+    td_release(w);
+    td_release(w2);
+    td_release(i);
+}
+
+Test(optim, lr_schedules)
+{
+    td_lr_schedule s = {.kind = TD_LR_STEP, .base = 0.1, .step_size = 2, .gamma = 0.5};
+    const double st[] = {0.1, 0.1, 0.05, 0.05, 0.025};
+    for (int k = 0; k < 5; k++) cr_expect_float_eq(td_lr_at(&s, k), st[k], 1e-15, "step %d", k);
+    td_lr_schedule w = {.kind = TD_LR_COSINE, .base = 1.0, .warmup_steps = 4, .total_steps = 4,
+                        .min = 0.0};
+    /* warmup 0.25 0.5 0.75 1; then (1 + cos(pi k / 4)) / 2 for k = 0..4, then 0 */
+    const double cw[] = {0.25, 0.5, 0.75, 1.0, 1.0, 0.85355339059327373, 0.5,
+                         0.14644660940672624, 0.0, 0.0};
+    for (int k = 0; k < 10; k++) cr_expect_float_eq(td_lr_at(&w, k), cw[k], 1e-15, "step %d", k);
+    td_lr_schedule c = {.kind = TD_LR_CONSTANT, .base = 3e-4};
+    cr_expect_eq(td_lr_at(&c, 1000), 3e-4);
+    cr_expect(isnan(td_lr_at(&c, -1)));
+    td_lr_schedule bad = {.kind = TD_LR_STEP, .base = 0.1};
+    cr_expect(isnan(td_lr_at(&bad, 0)), "step_size 0 is refused");
+}
+
+Test(optim, safetensors_round_trip_any_dtype)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/t.safetensors", dir);
+    const uint16_t bf[3] = {0x3f80, 0xc000, 0x7fc0};
+    const int64_t iv[2] = {-5, (int64_t)1 << 40};
+    const double dv = 2.5;
+    td_tensor *a = td_from_host(ctx, TD_BF16, 1, (int64_t[]){3}, bf);
+    td_tensor *b = td_from_host(ctx, TD_I64, 2, (int64_t[]){1, 2}, iv);
+    td_tensor *d = td_from_host(ctx, TD_F64, 0, NULL, &dv);
+    cr_assert_eq(td_safetensors_save(path, 3, (const char *[]){"a", "b", "d"},
+                                     (td_tensor *[]){a, b, d}, 1, (const char *[]){"k"},
+                                     (const char *[]){"v"}),
+                 TD_OK, "%s", td_last_error(NULL));
+    td_safetensors *f;
+    cr_assert_eq(td_safetensors_open(path, &f), TD_OK, "%s", td_last_error(NULL));
+    cr_expect_eq(td_safetensors_count(f), 3);
+    cr_expect_str_eq(td_safetensors_name(f, 1), "b");
+    cr_expect_null(td_safetensors_name(f, 3));
+    cr_expect_str_eq(td_safetensors_metadata(f, "k"), "v");
+    td_tensor *t;
+    cr_assert_eq(td_safetensors_get(f, ctx, "a", TD_BF16, 1, (int64_t[]){3}, &t), TD_OK);
+    uint16_t bf2[3];
+    cr_assert_eq(td_read(t, bf2, sizeof bf2), TD_OK);
+    cr_expect(memcmp(bf, bf2, sizeof bf) == 0);
+    td_release(t);
+    cr_assert_eq(td_safetensors_get(f, ctx, "b", TD_I64, -1, NULL, &t), TD_OK);
+    int64_t iv2[2];
+    cr_assert_eq(td_read(t, iv2, sizeof iv2), TD_OK);
+    cr_expect(iv2[0] == -5 && iv2[1] == ((int64_t)1 << 40));
+    td_release(t);
+    cr_expect_eq(td_safetensors_get(f, ctx, "zz", TD_F32, -1, NULL, &t), TD_ENOTFOUND);
+    cr_expect(strstr(td_last_error(ctx), "zz: missing from the file") != NULL);
+    cr_expect_eq(td_safetensors_get(f, ctx, "d", TD_F32, -1, NULL, &t), TD_EINVAL);
+    cr_expect(strstr(td_last_error(ctx), "d: dtype F64 in file, model needs F32") != NULL,
+              "%s", td_last_error(ctx));
+    cr_expect_eq(td_safetensors_get(f, ctx, "b", TD_I64, 1, (int64_t[]){2}, &t), TD_EINVAL);
+    cr_expect(strstr(td_last_error(ctx), "b: shape [1, 2] in file, model needs [2]") != NULL,
+              "%s", td_last_error(ctx));
+    td_safetensors_close(f);
+    cr_expect_eq(td_safetensors_open("/nonexistent/x.safetensors", &f), TD_EIO);
+    cr_expect(strstr(td_last_error(NULL), "/nonexistent/x.safetensors: cannot open") != NULL,
+              "%s", td_last_error(NULL));
+    cr_expect_eq(td_safetensors_save(path, 2, (const char *[]){"a", "a"}, (td_tensor *[]){a, b},
+                                     0, NULL, NULL),
+                 TD_EINVAL);
+    cr_expect(strstr(td_last_error(NULL), "appears twice") != NULL, "%s", td_last_error(NULL));
+    td_release(a);
+    td_release(b);
+    td_release(d);
+}
+
+Test(optim, checkpoint_of_another_optimizer_is_refused)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/sgd.safetensors", dir);
+    td_tensor *w = td_full(ctx, TD_F32, 1, (int64_t[]){3}, 1.0);
+    td_optim_config c = td_optim_config_default(TD_OPTIM_SGD, 0.1);
+    td_optim *o, *a;
+    cr_assert_eq(td_optim_create(ctx, &c, 1, &w, (const char *[]){"w"}, &o), TD_OK);
+    cr_assert_eq(td_optim_save(o, &w, path, 0, NULL, NULL), TD_OK, "%s", td_last_error(ctx));
+    td_optim_config ac = td_optim_config_default(TD_OPTIM_ADAM, 0.1);
+    cr_assert_eq(td_optim_create(ctx, &ac, 1, &w, (const char *[]){"w"}, &a), TD_OK);
+    td_tensor *before = w;
+    cr_expect_eq(td_optim_load(a, &w, path), TD_EINVAL);
+    cr_expect(strstr(td_last_error(ctx), "saved by optimizer \"sgd\", this one is \"adam\""),
+              "%s", td_last_error(ctx));
+    cr_expect_eq(w, before, "a failed load leaves the parameters");
+    td_tensor *w4 = td_full(ctx, TD_F32, 1, (int64_t[]){4}, 1.0);
+    td_optim *o4;
+    cr_assert_eq(td_optim_create(ctx, &c, 1, &w4, (const char *[]){"w"}, &o4), TD_OK);
+    cr_expect_eq(td_optim_load(o4, &w4, path), TD_EINVAL);
+    cr_expect(strstr(td_last_error(ctx), "w: shape [3] in file, model needs [4]"), "%s",
+              td_last_error(ctx));
+    td_optim_destroy(o);
+    td_optim_destroy(a);
+    td_optim_destroy(o4);
+    td_release(w);
+    td_release(w4);
+}
+
+Test(optim, graph_step_and_resume_match_eager_bits)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/resume.safetensors", dir);
+    or_result e, g, r;
+    memset(&e, 0, sizeof e);
+    memset(&g, 0, sizeof g);
+    memset(&r, 0, sizeof r);
+    or_train("local:cpu", OR_EAGER, NULL, &e);
+    or_train("local:cpu", OR_GRAPH, NULL, &g);
+    or_train("local:cpu", OR_RESUME, path, &r);
+    cr_expect(e.loss[OR_STEPS - 1] < e.loss[0], "training lowers the loss: %g -> %g", e.loss[0],
+              e.loss[OR_STEPS - 1]);
+    cr_expect(memcmp(&e, &g, sizeof e) == 0, "the captured step's run differs from eager");
+    cr_expect(memcmp(&e, &r, sizeof e) == 0, "the resumed run differs from the uninterrupted");
+}
+
+/* Many parameters of mixed dtypes, one without a gradient between them: Adam's first step
+ * moves each element by lr g / (|g| + eps) (m = (1 - beta1) g and v = (1 - beta2) g^2 after
+ * the bias corrections), i.e. by lr against the gradient's sign. */
+Test(optim, many_parameters_of_mixed_dtypes)
+{
+    enum { N = 24 };
+    td_tensor *p[N], *c[N];
+    for (int i = 0; i < N; i++) {
+        const td_dtype dt = i % 3 == 1 ? TD_F64 : TD_F32;
+        p[i] = td_full(ctx, dt, 1, (int64_t[]){2}, 1.0);
+        c[i] = td_full(ctx, dt, 1, (int64_t[]){2}, i % 2 ? 0.5 : -2.0);
+        cr_assert_eq(td_requires_grad(p[i], true), TD_OK);
+    }
+    td_optim_config cfg = td_optim_config_default(TD_OPTIM_ADAM, 0.01);
+    td_optim *o;
+    cr_assert_eq(td_optim_create(ctx, &cfg, N, p, NULL, &o), TD_OK, "%s", td_last_error(ctx));
+    td_tensor *loss = NULL;
+    for (int i = 0; i < N; i++) {
+        if (i == 7) continue; /* no gradient: left alone */
+        td_tensor *t = td_sum(td_mul(p[i], c[i]), 0, NULL, false);
+        if (td_tensor_dtype(t) != TD_F64) t = td_cast(t, TD_F64);
+        loss = loss == NULL ? t : td_add(loss, t);
+    }
+    cr_assert_eq(td_backward(loss), TD_OK, "%s", td_last_error(ctx));
+    cr_assert_eq(td_optim_step(o, p), TD_OK, "%s", td_last_error(ctx));
+    for (int i = 0; i < N; i++) {
+        double v[2];
+        td_tensor *d = td_cast(p[i], TD_F64);
+        cr_assert_eq(td_read(d, v, sizeof v), TD_OK, "%s", td_last_error(ctx));
+        const double want = i == 7 ? 1.0 : 1.0 - 0.01 * (i % 2 ? 1 : -1);
+        cr_expect(fabs(v[0] - want) < 1e-6 && fabs(v[1] - want) < 1e-6,
+                  "parameter %d: %.9g, want %.9g", i, v[0], want);
+        td_release(d);
+    }
+    td_optim_destroy(o);
+    for (int i = 0; i < N; i++) {
+        td_release(p[i]);
+        td_release(c[i]);
+    }
+}
+
+/* ---- dynamic loss scaling ---- */
+
+/* Three Adam steps on L = sum(c p p) in f32, plain or with the loss scaled by 1024 and
+ * growth_interval 2; returns the parameters' bits and, scaled, the final scale. */
+static void scaled_run(bool scaled, float *out, float *scale_out)
+{
+    const float p0[4] = {0.5f, -1.25f, 2.0f, 0.75f}, c0[4] = {1.5f, 0.25f, -0.5f, 2.0f};
+    td_tensor *p = td_from_host(ctx, TD_F32, 1, (int64_t[]){4}, p0);
+    td_tensor *c = td_from_host(ctx, TD_F32, 1, (int64_t[]){4}, c0);
+    cr_assert_eq(td_requires_grad(p, true), TD_OK);
+    td_optim_config cfg = td_optim_config_default(TD_OPTIM_ADAM, 0.1);
+    if (scaled) {
+        cfg.loss_scale = 1024;
+        cfg.growth_interval = 2;
+    }
+    td_optim *o;
+    cr_assert_eq(td_optim_create(ctx, &cfg, 1, &p, NULL, &o), TD_OK, "%s", td_last_error(ctx));
+    for (int k = 0; k < 3; k++) {
+        td_tensor *l = td_sum(td_mul(c, td_mul(p, p)), 0, NULL, false), *ls = l;
+        if (scaled) cr_assert_eq(td_optim_scale_loss(o, l, &ls), TD_OK, "%s", td_last_error(ctx));
+        cr_assert_eq(td_backward(ls), TD_OK, "%s", td_last_error(ctx));
+        cr_assert_eq(td_optim_step(o, &p), TD_OK, "%s", td_last_error(ctx));
+    }
+    cr_assert_eq(td_read(p, out, 16), TD_OK, "%s", td_last_error(ctx));
+    if (scaled) {
+        const char *n;
+        td_tensor *s;
+        cr_assert_eq(td_optim_state(o, 2, &n, &s), TD_OK);
+        cr_expect_str_eq(n, "loss_scale");
+        cr_assert_eq(td_read(s, scale_out, 4), TD_OK);
+    }
+    td_optim_destroy(o);
+    td_release(p);
+    td_release(c);
+}
+
+Test(optim, loss_scaling_by_a_power_of_two_changes_no_bit)
+{
+    float a[4], b[4], scale = 0;
+    scaled_run(false, a, NULL);
+    scaled_run(true, b, &scale);
+    cr_expect(memcmp(a, b, sizeof a) == 0, "scaled %.9g %.9g, plain %.9g %.9g", b[0], b[1], a[0],
+              a[1]);
+    cr_expect_eq(scale, 2048.0f, "1024 doubled once after 2 finite steps, got %g", scale);
+}
+
+/* f32 master weights, f16 compute: a gradient that overflows f16 skips the step and halves
+ * the scale; a gradient below f16's smallest subnormal survives only when scaled. */
+Test(optim, loss_scaling_with_f16_compute)
+{
+    td_tensor *w = td_full(ctx, TD_F32, 1, (int64_t[]){2}, 1.0);
+    cr_assert_eq(td_requires_grad(w, true), TD_OK);
+    td_optim_config cfg = td_optim_config_default(TD_OPTIM_SGD, 1e6);
+    cfg.loss_scale = 65536;
+    td_optim *o;
+    cr_assert_eq(td_optim_create(ctx, &cfg, 1, &w, NULL, &o), TD_OK, "%s", td_last_error(ctx));
+    /* L = sum(w16 * 4): dL/dw16 = 4, scaled 262144: inf in f16 -> skipped */
+    td_tensor *w16 = td_cast(w, TD_F16);
+    td_tensor *l = td_sum(td_mul_scalar(w16, 4.0), 0, NULL, false), *ls;
+    cr_assert_eq(td_optim_scale_loss(o, l, &ls), TD_OK, "%s", td_last_error(ctx));
+    cr_expect_eq(td_tensor_dtype(ls), TD_F16);
+    cr_assert_eq(td_backward(ls), TD_OK, "%s", td_last_error(ctx));
+    cr_assert_eq(td_optim_step(o, &w), TD_OK, "%s", td_last_error(ctx));
+    float v[2], scale, stepc;
+    double step;
+    cr_assert_eq(td_read(w, v, sizeof v), TD_OK, "%s", td_last_error(ctx));
+    cr_expect(v[0] == 1.0f && v[1] == 1.0f, "an overflowing step is skipped: %g", v[0]);
+    td_tensor *t;
+    cr_assert_eq(td_optim_state(o, 2, NULL, &t), TD_OK);
+    cr_assert_eq(td_read(t, &scale, 4), TD_OK);
+    cr_expect_eq(scale, 32768.0f);
+    cr_assert_eq(td_optim_state(o, 1, NULL, &t), TD_OK);
+    cr_assert_eq(td_read(t, &step, 8), TD_OK);
+    cr_expect_eq(step, 0.0, "a skipped step is not counted");
+    (void)stepc;
+    /* L = sum((w16 * 2^-14) * 2^-14) (both constants exact in f16): the gradient 2^-28 is
+     * below f16's smallest subnormal (2^-24), so unscaled it is 0; scaled by 2^15 it is
+     * 2^-13, exact in f16, and unscaled in f32 */
+    w16 = td_cast(w, TD_F16);
+    l = td_sum(td_mul_scalar(td_mul_scalar(w16, 0x1p-14), 0x1p-14), 0, NULL, false);
+    cr_assert_eq(td_optim_scale_loss(o, l, &ls), TD_OK);
+    cr_assert_eq(td_backward(ls), TD_OK, "%s", td_last_error(ctx));
+    cr_assert_eq(td_optim_step(o, &w), TD_OK, "%s", td_last_error(ctx));
+    cr_assert_eq(td_read(w, v, sizeof v), TD_OK);
+    const float want = 1.0f - 1e6f * 0x1p-28f;
+    cr_expect(v[0] == want && v[1] == want, "w = %.9g, want %.9g", v[0], want);
+    td_optim_config plain = td_optim_config_default(TD_OPTIM_SGD, 1e6);
+    td_optim *p;
+    td_tensor *u = td_full(ctx, TD_F32, 1, (int64_t[]){2}, 1.0);
+    cr_assert_eq(td_requires_grad(u, true), TD_OK);
+    cr_assert_eq(td_optim_create(ctx, &plain, 1, &u, NULL, &p), TD_OK);
+    cr_expect_eq(td_optim_scale_loss(p, l, &ls), TD_EINVAL);
+    td_tensor *u16 = td_cast(u, TD_F16);
+    l = td_sum(td_mul_scalar(td_mul_scalar(u16, 0x1p-14), 0x1p-14), 0, NULL, false);
+    cr_assert_eq(td_backward(l), TD_OK, "%s", td_last_error(ctx));
+    cr_assert_eq(td_optim_step(p, &u), TD_OK, "%s", td_last_error(ctx));
+    cr_assert_eq(td_read(u, v, sizeof v), TD_OK);
+    cr_expect(v[0] == 1.0f, "without scaling the f16 gradient underflows to 0: %.9g", v[0]);
+    td_optim_destroy(o);
+    td_optim_destroy(p);
+    td_release(w);
+    td_release(u);
+}
