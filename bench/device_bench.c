@@ -7,7 +7,10 @@
  *   pool   td_connect + td_close to the server directly, next to a two-member pool whose
  *          first member is dead (what skipping a dead server costs).
  * Prints one line per measure: name, median ms over --reps, and MB/s for moves. Never
- * asserts on speed. Usage: device-bench ADDR [--mib N] [--reps N] */
+ * asserts on speed; the moved bytes are read back once and compared with the source (exit 1
+ * on a difference). --from/--to name the two devices (default cpu:0 and cpu:1; on a GPU
+ * host e.g. --from cpu --to cuda:0, or cuda:0 and cuda:1 for the peer copy).
+ * Usage: device-bench ADDR [--mib N] [--reps N] [--from DEV] [--to DEV] */
 #include "tensord.h"
 
 #include <arpa/inet.h>
@@ -61,14 +64,25 @@ static int dead_port(void)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: device-bench ADDR [--mib N] [--reps N]\n");
+        fprintf(stderr, "usage: device-bench ADDR [--mib N] [--reps N] [--from DEV] [--to DEV]\n");
         return 2;
     }
     const char *addr = argv[1];
     int mib = 64, reps = 9;
-    for (int i = 2; i + 1 < argc; i += 2) {
+    const char *from = "cpu:0", *to = "cpu:1";
+    for (int i = 2; i < argc; i += 2) {
+        if (i + 1 >= argc) {
+            fprintf(stderr, "device-bench: %s needs a value\n", argv[i]);
+            return 2;
+        }
         if (strcmp(argv[i], "--mib") == 0) mib = atoi(argv[i + 1]);
-        if (strcmp(argv[i], "--reps") == 0) reps = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--reps") == 0) reps = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--from") == 0) from = argv[i + 1];
+        else if (strcmp(argv[i], "--to") == 0) to = argv[i + 1];
+        else {
+            fprintf(stderr, "device-bench: unknown option %s\n", argv[i]);
+            return 2;
+        }
     }
     if (mib < 1 || reps < 1 || reps > 1000) return 2;
     const int64_t n = (int64_t)mib << 18; /* f32 elements */
@@ -80,11 +94,18 @@ int main(int argc, char **argv)
 
     char uri[600];
     td_context *span, *c0, *c1;
-    snprintf(uri, sizeof uri, "tensord://%s/cpu:0,cpu:1", addr);
+    /* where the server puts a session that names no device, and one that says auto */
+    for (int i = 0; i < 2; i++) {
+        snprintf(uri, sizeof uri, i == 0 ? "tensord://%s" : "tensord://%s/auto", addr);
+        if (td_connect(uri, NULL, &span) != TD_OK) die(uri, NULL);
+        printf("%s: session on %s\n", i == 0 ? "no device named" : "auto", td_device_name(span));
+        td_close(span);
+    }
+    snprintf(uri, sizeof uri, "tensord://%s/%s,%s", addr, from, to);
     if (td_connect(uri, NULL, &span) != TD_OK) die(uri, NULL);
-    snprintf(uri, sizeof uri, "tensord://%s/cpu:0", addr);
+    snprintf(uri, sizeof uri, "tensord://%s/%s", addr, from);
     if (td_connect(uri, NULL, &c0) != TD_OK) die(uri, NULL);
-    snprintf(uri, sizeof uri, "tensord://%s/cpu:1", addr);
+    snprintf(uri, sizeof uri, "tensord://%s/%s", addr, to);
     /* the alternative at its fastest: no blob offer (no SHA-256 of every upload) */
     td_options fast = {.blob_min_bytes = SIZE_MAX};
     if (td_connect(uri, &fast, &c1) != TD_OK) die(uri, NULL);
@@ -93,9 +114,21 @@ int main(int argc, char **argv)
     if (src == NULL || src0 == NULL || td_fence(span) != TD_OK || td_fence(c0) != TD_OK)
         die("upload", span);
 
+    { /* the bytes arrive unchanged */
+        td_tensor *y = td_to_device(src, to);
+        float *back = malloc(nbytes);
+        if (y == NULL || back == NULL || td_read(y, back, nbytes) != TD_OK) die("td_to_device", span);
+        if (memcmp(back, host, nbytes) != 0) {
+            fprintf(stderr, "device-bench: bytes moved %s -> %s differ from the source\n", from, to);
+            return 1;
+        }
+        printf("move_%s_to_%s: %d MiB bit-exact\n", from, to, mib);
+        free(back);
+        td_release(y);
+    }
     for (int r = 0; r < reps; r++) { /* inside the server */
         double t0 = now_ms();
-        td_tensor *y = td_to_device(src, "cpu:1");
+        td_tensor *y = td_to_device(src, to);
         if (y == NULL || td_fence(span) != TD_OK) die("td_to_device", span);
         t[r] = now_ms() - t0;
         td_release(y);
@@ -122,8 +155,8 @@ int main(int argc, char **argv)
 
     /* direct and pool connects interleaved, so that both see the same machine load */
     char direct[600], pooled[600];
-    snprintf(direct, sizeof direct, "tensord://%s/cpu:0", addr);
-    snprintf(pooled, sizeof pooled, "tensord://127.0.0.1:%d,%s/cpu:0", dead_port(), addr);
+    snprintf(direct, sizeof direct, "tensord://%s/%s", addr, from);
+    snprintf(pooled, sizeof pooled, "tensord://127.0.0.1:%d,%s/%s", dead_port(), addr, from);
     setenv("TENSORD_LOG_LEVEL", "error", 1); /* the skip warnings, once per connect */
     double *tp = calloc((size_t)reps, sizeof *tp);
     for (int r = 0; r < reps; r++) {

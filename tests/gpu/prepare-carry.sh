@@ -20,6 +20,7 @@
 #                          module), lib/cuda/ (fallback libcudart)
 #     fashion-mnist/       the four Fashion-MNIST .gz files
 #     onnx-node.tar.xz     the ONNX node tests of libonnx-testdata (tests/gpu/extras-on-gpu-host.sh)
+#     fortunes.tar.xz      fortunes/: Debian's fortune files, fortune-lm's text (train-on-gpu-host.sh)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -42,7 +43,8 @@ mkdir -p "$STAGE/bin" "$STAGE/lib/tensord" "$STAGE/lib/cuda" "$STAGE/lib/hip-gem
 bins=(server/tensord tools/tensorctl examples/fashion-mnist/fashion-mnist
       tests/unit/backends/conformance tests/unit/client/test-client-api
       tests/e2e/test-e2e-compute tests/e2e/test-e2e-info tests/unit/engine/test-engine-lowering
-      bench/tensord-bench tests/onnx/td-onnx-runner bench/conv-bench bench/nn-bench bench/attn-bench)
+      bench/tensord-bench tests/onnx/td-onnx-runner bench/conv-bench bench/nn-bench bench/attn-bench
+      bench/device-bench examples/fortune-lm/fortune-lm)
 for b in "${bins[@]}"; do
     [ -x "$BUILD/$b" ] || { echo "prepare-carry: $BUILD/$b was not built" >&2; exit 1; }
     cp "$BUILD/$b" "$STAGE/bin/"
@@ -72,12 +74,16 @@ cudart=$(ldd "$STAGE/lib/tensord/tensord-backend-cuda.so" | awk '/libcudart/ {pr
 
 echo "== pack"
 mkdir -p carry
-rm -rf carry/tensord-gpu.tar.xz carry/fashion-mnist carry/gpu-bench carry/onnx-node.tar.xz
+rm -rf carry/tensord-gpu.tar.xz carry/fashion-mnist carry/gpu-bench carry/onnx-node.tar.xz carry/fortunes.tar.xz
 tar -C "$STAGE" -cf - . | xz -6 -T0 >carry/tensord-gpu.tar.xz
 cp "$BUILD/bench/gpu-bench" carry/gpu-bench # for tests/gpu/bench-on-gpu-host.sh
 mkdir -p carry/fashion-mnist
 cp "$DATA"/{train-images-idx3-ubyte,train-labels-idx1-ubyte,t10k-images-idx3-ubyte,t10k-labels-idx1-ubyte}.gz carry/fashion-mnist/
 tar -C "${ONNX_TESTDATA:-/usr/share/libonnx-testdata/data}" -cf - node | xz -6 -T0 >carry/onnx-node.tar.xz
+# the text fortune-lm trains on (Debian's fortunes; tests/gpu/train-on-gpu-host.sh)
+# (regular files only, not the .dat indexes: what fortune-lm reads), packed: text packs 3x
+(cd /usr/share/games && find fortunes -maxdepth 1 -type f ! -name '*.dat' -print0 |
+    tar --null -T - -cf - | xz -6 -T0 >"$ROOT/carry/fortunes.tar.xz")
 echo "carried libraries: $(ls "$STAGE/lib" | grep -c '\.so') (+ libtensord, the module, libcudart fallback)"
 du -sh carry/tensord-gpu.tar.xz carry/fashion-mnist; du -sh carry
 total=$(du -sb carry | awk '{print $1}')
