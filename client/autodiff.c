@@ -885,10 +885,29 @@ static void rule(rule_ctx *r)
     case TD_OP_TRIL: give(r, 0, T(r, td_tril(g, op->iattrs[0]))); break;
     case TD_OP_TRIU: give(r, 0, T(r, td_triu(g, op->iattrs[0]))); break;
     case TD_OP_MASKED_FILL: give(r, 0, T(r, td_masked_fill(g, X(r, 1), 0.0))); break;
-    case TD_OP_GATHER: { /* scatter_add of g into zeros of x's shape */
+    case TD_OP_GATHER: {
         const td__desc *x = td__tensor_desc(X(r, 0));
+        const td__desc *ix = td__tensor_desc(X(r, 1));
+        const int axis = (int)op->iattrs[0];
+        /* One index per line (a loss picking each row's label, take_along_dim with size 1):
+         * dx = where(arange(x.dims[axis]) == index, g, 0), the index and g broadcast along
+         * the axis. Elementwise ops only, so it runs on every backend (a backend without
+         * SCATTER_ADD too), costs numel(x) like the zeros below, and each element is g's or
+         * 0 exactly. Otherwise scatter_add of g into zeros of x's shape. */
+        bool one = ix->dims[axis] == 1;
+        for (uint32_t d = 0; d < x->rank && one; d++)
+            if ((int)d != axis && ix->dims[d] != x->dims[d]) one = false;
+        if (one) {
+            int64_t adims[TD_MAX_RANK];
+            for (uint32_t d = 0; d < x->rank; d++) adims[d] = (int)d == axis ? x->dims[d] : 1;
+            td_tensor *a = T(r, td_arange(r->ctx, ix->dtype, x->dims[axis], 0, 1));
+            td_tensor *ar = a != NULL ? T(r, td_reshape(a, (int)x->rank, adims)) : NULL;
+            td_tensor *m = ar != NULL ? T(r, td_eq(ar, X(r, 1))) : NULL;
+            give(r, 0, m != NULL ? T(r, td_where_scalar_b(m, g, 0)) : NULL);
+            break;
+        }
         td_tensor *z = T(r, td_full(r->ctx, td_tensor_dtype(g), (int)x->rank, x->dims, 0));
-        give(r, 0, T(r, td_scatter_add(z, (int)op->iattrs[0], X(r, 1), g)));
+        give(r, 0, T(r, td_scatter_add(z, axis, X(r, 1), g)));
         break;
     }
     case TD_OP_INDEX_SELECT: {

@@ -440,6 +440,17 @@ static td_tensor *b_gather(td_tensor **in) /* duplicate indices: gradients add *
     static const int64_t v[6] = {2, 0, 2, 1, 1, 1};
     return td_gather(in[0], idx(v, 2, (int64_t[]){2, 3}), 1);
 }
+/* one index per line (a loss picking labels): the rule's where(arange == index, g, 0) form */
+static td_tensor *b_gather_one(td_tensor **in)
+{
+    static const int64_t v[3] = {2, 0, 1};
+    return td_gather(in[0], idx(v, 2, (int64_t[]){3, 1}), 1);
+}
+static td_tensor *b_gather_one_axis0(td_tensor **in)
+{
+    static const int64_t v[4] = {1, 0, 2, 1};
+    return td_gather(in[0], idx(v, 2, (int64_t[]){1, 4}), 0);
+}
 static td_tensor *b_index_select(td_tensor **in)
 {
     static const int64_t v[4] = {2, 0, 2, 2};
@@ -468,6 +479,11 @@ Test(autodiff, repeat) { gradcheck("repeat", b_repeat, 1, (input[]){IN(2, ANY, 2
 Test(autodiff, tril_triu) { gradcheck("tril_triu", b_tril, 1, (input[]){IN(3, ANY, 2, 3, 4)}); }
 Test(autodiff, masked_fill) { gradcheck("masked_fill", b_masked, 1, (input[]){IN(2, ANY, 2, 3)}); }
 Test(autodiff, gather) { gradcheck("gather", b_gather, 1, (input[]){IN(2, ANY, 2, 3)}); }
+Test(autodiff, gather_one_index_per_line)
+{
+    gradcheck("gather one", b_gather_one, 1, (input[]){IN(2, ANY, 3, 4)});
+    gradcheck("gather one axis 0", b_gather_one_axis0, 1, (input[]){IN(2, ANY, 3, 4)});
+}
 Test(autodiff, index_select)
 {
     gradcheck("index_select", b_index_select, 1, (input[]){IN(2, ANY, 3, 2)});
