@@ -252,6 +252,16 @@ typedef struct scalars {
     td_tensor *step_size; /* Adam: lr / (1 - beta1^t) */
     td_tensor *bc2_sqrt;  /* Adam: sqrt(1 - beta2^t) */
     td_tensor *decay;     /* AdamW: 1 - lr weight_decay */
+    /* The configuration's constants as rank-0 tensors of the dtype, made once per step and
+     * dtype rather than once per parameter and use (td_mul_scalar makes one each call: on a
+     * GPU each is an allocation and a kernel, a fifth of an Adam step's ops). The same values
+     * in the same dtype as td_mul_scalar / td_add_scalar would make, so the same bits. */
+    td_tensor *wd;        /* weight_decay (SGD, Adam) */
+    td_tensor *momentum;  /* SGD */
+    td_tensor *one_m_b1;  /* Adam: 1 - beta1 */
+    td_tensor *b2;        /* Adam: beta2 */
+    td_tensor *one_m_b2;  /* Adam: 1 - beta2 */
+    td_tensor *eps;       /* Adam */
 } scalars;
 
 static void make_scalars(td_optim *o, tmp_list *l, td_tensor *t, td_dtype dt, scalars *s)
@@ -260,10 +270,17 @@ static void make_scalars(td_optim *o, tmp_list *l, td_tensor *t, td_dtype dt, sc
     td_tensor *lr = o->state[ST_LR];
     const td_optim_config *c = &o->cfg;
     memset(s, 0, sizeof *s);
+    if (c->kind != TD_OPTIM_ADAMW && c->weight_decay != 0)
+        s->wd = K(l, td_full(ctx, dt, 0, NULL, c->weight_decay));
     if (c->kind == TD_OPTIM_SGD) {
         s->lr = dt == TD_F64 ? lr : K(l, td_cast(lr, dt));
+        if (c->momentum > 0) s->momentum = K(l, td_full(ctx, dt, 0, NULL, c->momentum));
         return;
     }
+    s->one_m_b1 = K(l, td_full(ctx, dt, 0, NULL, 1.0 - c->beta1));
+    s->b2 = K(l, td_full(ctx, dt, 0, NULL, c->beta2));
+    s->one_m_b2 = K(l, td_full(ctx, dt, 0, NULL, 1.0 - c->beta2));
+    s->eps = K(l, td_full(ctx, dt, 0, NULL, c->eps));
     td_tensor *b1 = K(l, td_full(ctx, TD_F64, 0, NULL, c->beta1));
     td_tensor *b2 = K(l, td_full(ctx, TD_F64, 0, NULL, c->beta2));
     td_tensor *bc1 = K(l, td_add_scalar(K(l, td_neg(K(l, td_pow(b1, t)))), 1.0));
@@ -371,12 +388,12 @@ td_status td_optim_step(td_optim *o, td_tensor **params)
             finite = finite == NULL ? fin : K(&gl, td_logical_and(finite, fin));
         }
         if (c->kind != TD_OPTIM_ADAMW && c->weight_decay != 0)
-            g = K(&l, td_add(g, K(&l, td_mul_scalar(p, c->weight_decay))));
+            g = K(&l, td_add(g, K(&l, td_mul(p, s.wd))));
         if (c->kind == TD_OPTIM_SGD) {
             if (o->slots == 1) {
-                nslot[0] = td_add(K(&l, td_mul_scalar(slot[0], c->momentum)), g);
+                nslot[0] = td_add(K(&l, td_mul(slot[0], s.momentum)), g);
                 if (nslot[0] == NULL) break;
-                g = c->nesterov ? K(&l, td_add(g, K(&l, td_mul_scalar(nslot[0], c->momentum))))
+                g = c->nesterov ? K(&l, td_add(g, K(&l, td_mul(nslot[0], s.momentum))))
                                 : nslot[0];
             }
             fresh[i] = g != NULL ? td_sub(p, K(&l, td_mul(g, s.lr))) : NULL;
@@ -384,13 +401,12 @@ td_status td_optim_step(td_optim *o, td_tensor **params)
             td_tensor *pp = p;
             if (c->kind == TD_OPTIM_ADAMW) pp = K(&l, td_mul(p, s.decay));
             /* m + (g - m)(1 - beta1): torch's lerp_ with weight < 0.5 */
-            nslot[0] = td_add(slot[0], K(&l, td_mul_scalar(K(&l, td_sub(g, slot[0])),
-                                                           1.0 - c->beta1)));
-            nslot[1] = td_add(K(&l, td_mul_scalar(slot[1], c->beta2)),
-                              K(&l, td_mul_scalar(K(&l, td_mul(g, g)), 1.0 - c->beta2)));
+            nslot[0] = td_add(slot[0], K(&l, td_mul(K(&l, td_sub(g, slot[0])), s.one_m_b1)));
+            nslot[1] = td_add(K(&l, td_mul(slot[1], s.b2)),
+                              K(&l, td_mul(K(&l, td_mul(g, g)), s.one_m_b2)));
             if (nslot[0] == NULL || nslot[1] == NULL) break;
-            td_tensor *denom = K(&l, td_add_scalar(K(&l, td_div(K(&l, td_sqrt(nslot[1])),
-                                                                s.bc2_sqrt)), c->eps));
+            td_tensor *denom = K(&l, td_add(K(&l, td_div(K(&l, td_sqrt(nslot[1])), s.bc2_sqrt)),
+                                            s.eps));
             fresh[i] = td_sub(pp, K(&l, td_mul(K(&l, td_div(nslot[0], denom)), s.step_size)));
         }
         if (fresh[i] == NULL) break;
