@@ -53,6 +53,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* In gpu_create.cu: whether this module's kernels can run on the current device. */
 gpuError_t td__gpu_probe(void);
@@ -640,8 +641,8 @@ static td_status exec_matmul(const td__gpu_exec *x, const td__op *op, const td__
     return td__gpu_matmul_int(x, &batch, nbatch, m, n, k, in, out);
 }
 
-static td_status gpu_exec(td__device *dev, void *stream, const td__op *op, const td__view *in,
-                           const td__view *out, char *err, size_t errlen)
+static td_status gpu_exec_op(td__device *dev, void *stream, const td__op *op,
+                             const td__view *in, const td__view *out, char *err, size_t errlen)
 {
     td__gpu_exec x;
     x.dev = dev;
@@ -693,6 +694,152 @@ static td_status gpu_exec(td__device *dev, void *stream, const td__op *op, const
     return td__gpu_fail(&x, TD_EINTERNAL, TD_GPU_KIND ": unknown opcode %u", op->opcode);
 }
 
+/* ---- TENSORD_GPU_PROFILE=1: where a GPU run's time goes, per op (a development aid) ----
+ * Each op is bracketed by two timing events on its stream and waited for, so the GPU time
+ * of every op is exact but nothing overlaps any more (the run gets slower; the host column
+ * shows what launching cost before the wait). At the module's unload or the process's
+ * exit, one table on stderr: per opcode the count, total and mean GPU time and mean host
+ * time inside the backend, sorted by total GPU time, and the host-to-device and
+ * device-to-host copies' count, bytes and wall time. Off (one branch per op) otherwise. */
+typedef struct prof_row {
+    uint64_t n;
+    double gpu_ms, host_ms;
+} prof_row;
+static pthread_mutex_t g_prof_mu = PTHREAD_MUTEX_INITIALIZER;
+static int g_prof = -1; /* -1 unread, 0 off, 1 on */
+static prof_row g_prof_op[TD_OPCODE_LIMIT];
+static prof_row g_prof_copy[2]; /* writes (host to device), reads; gpu_ms holds bytes/1e6 */
+static double g_prof_start_ms;
+
+static double prof_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int prof_cmp(const void *a, const void *b)
+{
+    const double x = g_prof_op[*(const int *)a].gpu_ms, y = g_prof_op[*(const int *)b].gpu_ms;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+static void prof_report(void)
+{
+    pthread_mutex_lock(&g_prof_mu);
+    int idx[TD_OPCODE_LIMIT], k = 0;
+    double total = 0, host = 0;
+    uint64_t n = 0;
+    for (int i = 0; i < TD_OPCODE_LIMIT; i++)
+        if (g_prof_op[i].n > 0) {
+            idx[k++] = i;
+            total += g_prof_op[i].gpu_ms;
+            host += g_prof_op[i].host_ms;
+            n += g_prof_op[i].n;
+        }
+    qsort(idx, (size_t)k, sizeof idx[0], prof_cmp);
+    fprintf(stderr, "tensord " TD_GPU_KIND " profile: %llu ops, %.1f ms GPU, %.1f ms host in the "
+            "backend, %.1f ms since the first op\n", (unsigned long long)n, total, host,
+            prof_now_ms() - g_prof_start_ms);
+    fprintf(stderr, "  %-26s %9s %11s %7s %10s %10s\n", "op", "count", "GPU ms", "GPU %",
+            "GPU us/op", "host us/op");
+    for (int j = 0; j < k; j++) {
+        const prof_row *r = &g_prof_op[idx[j]];
+        fprintf(stderr, "  %-26s %9llu %11.2f %6.1f%% %10.1f %10.1f\n",
+                td__op_name((uint32_t)idx[j]), (unsigned long long)r->n, r->gpu_ms,
+                total > 0 ? 100 * r->gpu_ms / total : 0, 1e3 * r->gpu_ms / (double)r->n,
+                1e3 * r->host_ms / (double)r->n);
+    }
+    for (int c = 0; c < 2; c++)
+        if (g_prof_copy[c].n > 0)
+            fprintf(stderr, "  %-26s %9llu %9.1f MB %10.1f ms wall\n",
+                    c == 0 ? "buffer_write (to device)" : "buffer_read (to host)",
+                    (unsigned long long)g_prof_copy[c].n, g_prof_copy[c].gpu_ms,
+                    g_prof_copy[c].host_ms);
+    pthread_mutex_unlock(&g_prof_mu);
+}
+
+static bool prof_on(void)
+{
+    if (__atomic_load_n(&g_prof, __ATOMIC_ACQUIRE) >= 0) return g_prof == 1;
+    pthread_mutex_lock(&g_prof_mu);
+    if (g_prof < 0) {
+        const char *e = getenv("TENSORD_GPU_PROFILE");
+        const int on = e != NULL && e[0] != '\0' && strcmp(e, "0") != 0;
+        if (on) {
+            g_prof_start_ms = prof_now_ms();
+            atexit(prof_report); /* in a module: at its dlclose, or at exit */
+        }
+        __atomic_store_n(&g_prof, on, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&g_prof_mu);
+    return g_prof == 1;
+}
+
+static void prof_copy(int c, size_t nbytes, double t0)
+{
+    const double dt = prof_now_ms() - t0;
+    pthread_mutex_lock(&g_prof_mu);
+    g_prof_copy[c].n++;
+    g_prof_copy[c].gpu_ms += (double)nbytes / 1e6;
+    g_prof_copy[c].host_ms += dt;
+    pthread_mutex_unlock(&g_prof_mu);
+}
+
+static td_status gpu_buffer_write_prof(td__device *dev, void *dst, size_t offset,
+                                       const void *src, size_t nbytes)
+{
+    if (!prof_on()) return gpu_buffer_write(dev, dst, offset, src, nbytes);
+    const double t0 = prof_now_ms();
+    td_status st = gpu_buffer_write(dev, dst, offset, src, nbytes);
+    prof_copy(0, nbytes, t0);
+    return st;
+}
+
+static td_status gpu_buffer_read_prof(td__device *dev, const void *src, size_t offset,
+                                      void *dst, size_t nbytes)
+{
+    if (!prof_on()) return gpu_buffer_read(dev, src, offset, dst, nbytes);
+    const double t0 = prof_now_ms();
+    td_status st = gpu_buffer_read(dev, src, offset, dst, nbytes);
+    prof_copy(1, nbytes, t0);
+    return st;
+}
+
+static td_status gpu_exec(td__device *dev, void *stream, const td__op *op, const td__view *in,
+                          const td__view *out, char *err, size_t errlen)
+{
+    if (!prof_on() || stream == NULL || op->opcode >= TD_OPCODE_LIMIT)
+        return gpu_exec_op(dev, stream, op, in, out, err, errlen);
+    td__gpu_device *cd = dev->impl;
+    gpuStream_t s = ((td__gpu_stream *)stream)->s;
+    gpuEvent_t a = NULL, b = NULL;
+    if (gpuSetDevice(cd->ordinal) != gpuSuccess ||
+        gpuEventCreateWithFlags(&a, gpuEventDefault) != gpuSuccess ||
+        gpuEventCreateWithFlags(&b, gpuEventDefault) != gpuSuccess) {
+        gpuGetLastError();
+        if (a != NULL) gpuEventDestroy(a);
+        return gpu_exec_op(dev, stream, op, in, out, err, errlen);
+    }
+    const double t0 = prof_now_ms();
+    gpuEventRecord(a, s);
+    td_status st = gpu_exec_op(dev, stream, op, in, out, err, errlen);
+    gpuEventRecord(b, s);
+    const double t1 = prof_now_ms();
+    float ms = 0;
+    if (gpuEventSynchronize(b) != gpuSuccess || gpuEventElapsedTime(&ms, a, b) != gpuSuccess)
+        gpuGetLastError();
+    gpuEventDestroy(a);
+    gpuEventDestroy(b);
+    pthread_mutex_lock(&g_prof_mu);
+    prof_row *r = &g_prof_op[op->opcode];
+    r->n++;
+    r->gpu_ms += ms;
+    r->host_ms += t1 - t0;
+    pthread_mutex_unlock(&g_prof_mu);
+    return st;
+}
+
 static const td__backend gpu_backend = {
     .kind = TD_GPU_KIND,
     .host_memory = false,
@@ -702,8 +849,8 @@ static const td__backend gpu_backend = {
     .memory_info = gpu_memory_info,
     .buffer_alloc = gpu_buffer_alloc,
     .buffer_free = gpu_buffer_free,
-    .buffer_write = gpu_buffer_write,
-    .buffer_read = gpu_buffer_read,
+    .buffer_write = gpu_buffer_write_prof,
+    .buffer_read = gpu_buffer_read_prof,
     .stream_create = gpu_stream_create,
     .stream_destroy = gpu_stream_destroy,
     .stream_sync = gpu_stream_sync,

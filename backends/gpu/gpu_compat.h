@@ -74,6 +74,8 @@
 #define gpuEventRecord hipEventRecord
 #define gpuEventSynchronize hipEventSynchronize
 #define gpuEventDestroy hipEventDestroy
+#define gpuEventDefault hipEventDefault
+#define gpuEventElapsedTime hipEventElapsedTime
 #else
 #include <cuda_runtime_api.h>
 #define TD_GPU_KIND "cuda"
@@ -129,6 +131,8 @@
 #define gpuEventRecord cudaEventRecord
 #define gpuEventSynchronize cudaEventSynchronize
 #define gpuEventDestroy cudaEventDestroy
+#define gpuEventDefault cudaEventDefault
+#define gpuEventElapsedTime cudaEventElapsedTime
 #endif
 
 #endif
