@@ -31,6 +31,7 @@
 #include "tensord.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
@@ -63,6 +64,7 @@ typedef struct options {
     bool graph;
     bool cnn;
     bool lr_set;
+    bool momentum_set, hidden_set; /* mlp-only flags given */
 } options;
 
 static void usage(FILE *f)
@@ -212,6 +214,7 @@ static int parse_args(int argc, char **argv, options *o)
         case O_HIDDEN:
             if (!parse_i64(optarg, 1, 65536, &o->hidden))
                 return usage_error("--hidden needs an integer in 1..65536, not '%s'", optarg);
+            o->hidden_set = true;
             break;
         case O_LR:
             if (!parse_double(optarg, &o->lr) || o->lr <= 0)
@@ -221,6 +224,7 @@ static int parse_args(int argc, char **argv, options *o)
         case O_MOMENTUM:
             if (!parse_double(optarg, &o->momentum) || o->momentum < 0 || o->momentum >= 1)
                 return usage_error("--momentum needs a number in [0, 1), not '%s'", optarg);
+            o->momentum_set = true;
             break;
         case O_SCHEDULE:
             if (strcmp(optarg, "cosine") == 0)
@@ -283,6 +287,11 @@ static int parse_args(int argc, char **argv, options *o)
     if (o->eval_only && o->load_path == NULL)
         return usage_error("%s needs --load FILE", "--eval-only");
     if (o->cnn && o->graph) return usage_error("%s is for --model mlp only", "--graph");
+    if (o->cnn && o->momentum_set)
+        return usage_error("%s is for --model mlp only (the cnn trains with Adam)", "--momentum");
+    if (o->cnn && o->hidden_set) return usage_error("%s is for --model mlp only", "--hidden");
+    if (o->save_path != NULL && o->save_path[0] == '\0')
+        return usage_error("%s needs a file name", "--save");
     if (o->cnn && !o->lr_set) o->lr = 0.002;
     return 0;
 }
@@ -530,6 +539,22 @@ static int load_model(run *r, int *epochs, double *final_loss)
     return rc;
 }
 
+/* Whether --save's file can be written, checked before the data loads and training starts
+ * (a CNN run takes minutes; finding a missing directory at the end loses it). Creates the
+ * file if it is missing and removes it again; an existing file is opened, not truncated. */
+static int check_save_path(const char *path)
+{
+    const bool existed = access(path, F_OK) == 0;
+    int fd = open(path, O_WRONLY | O_CREAT, 0644);
+    if (fd < 0) {
+        fprintf(stderr, PROG ": --save %s: cannot write there: %s\n", path, strerror(errno));
+        return -1;
+    }
+    close(fd);
+    if (!existed) unlink(path);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     run r = {.tty = isatty(STDOUT_FILENO) == 1};
@@ -538,6 +563,7 @@ int main(int argc, char **argv)
     const options *o = &r.opt;
     char err[1024];
     rc = 1;
+    if (o->save_path != NULL && check_save_path(o->save_path) != 0) return 1;
 
     if (!o->eval_only &&
         fm_dataset_load(&r.train, o->data_dir, "train-images-idx3-ubyte.gz",

@@ -37,6 +37,11 @@ acc2=$(sed -n 's/^test accuracy: \([0-9.]*\) .*/\1/p' <<<"$(tail -n 1 "$TMP/eval
 [[ $acc == "$acc2" ]] || fail "loaded cnn weights give accuracy $acc2, trained $acc"
 
 expect_error 2 "--graph is for --model mlp only" -- "$TRAINER" --model cnn --graph
+expect_error 2 "--momentum is for --model mlp only" -- "$TRAINER" --model cnn --momentum 0.5
+expect_error 2 "--hidden is for --model mlp only" -- "$TRAINER" --model cnn --hidden 64
+# --save's directory is checked before the data loads and the training starts
+expect_error 1 "--save $TMP/no-such-dir/w.st: cannot write there: No such file or directory" -- \
+    "$TRAINER" --model cnn --save "$TMP/no-such-dir/w.st" --data "$TMP/no-data-either"
 expect_error 2 "--model is mlp or cnn, not 'rnn'" -- "$TRAINER" --model rnn
 expect_error 1 "local.st: w1: missing from the file" -- \
     "$TRAINER" --data "$DATA" --limit-test 10 --load "$TMP/local.st" --eval-only
