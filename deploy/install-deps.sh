@@ -21,6 +21,7 @@ for p in "${PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
+    echo "install-deps: all ${#PKGS[@]} packages are installed" >&2
     exit 0
 fi
 if [ "$(id -u)" -ne 0 ]; then
