@@ -145,3 +145,17 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags)
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) { (void)s; e->recorded = 1; return cudaSuccess; }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) { (void)e; return cudaSuccess; }
 cudaError_t cudaEventDestroy(cudaEvent_t e) { free(e); return cudaSuccess; }
+/* Kernels run at launch here: no time passes between two events. */
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
+{
+    (void)a, (void)b;
+    *ms = 0;
+    return cudaSuccess;
+}
+cudaError_t cudaMemcpyPeerAsync(void *dst, int dst_dev, const void *src, int src_dev, size_t n,
+                                cudaStream_t s)
+{
+    (void)dst_dev, (void)src_dev, (void)s;
+    memmove(dst, src, n);
+    return cudaSuccess;
+}

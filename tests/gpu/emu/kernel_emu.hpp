@@ -1,9 +1,10 @@
 /* kernel_emu.hpp — CUDA C++ kernel syntax on the CPU, for tests/gpu/emu/run.sh. Force-
  * included into the backend's .cu files after preprocess.py has rewritten each
- * `kernel<<<grid, block, shmem, stream>>>(args)` into td_emu_launch("kernel", lambda, ...).
+ * `kernel<<<grid, block, shmem, stream>>>(args)` into td_emu_launch_s(sync, "kernel", lambda, ...).
  *
  * A launch runs every block in turn. Kernels without __syncthreads run their threads as
- * plain calls; kernels that synchronise (named in td_emu_syncs) run each block's threads as
+ * plain calls; kernels that synchronise (preprocess.py finds them; td_emu_syncs names those it
+ * cannot see, whose barrier is in a header) run each block's threads as
  * ucontext fibers that switch at every barrier, so shared memory (`static` here, one copy
  * per kernel instantiation) behaves as a block's shared memory does. */
 #ifndef TD_EMU_KERNEL_HPP
@@ -27,6 +28,13 @@
 #define __shared__ static
 #define __CUDACC__ 1
 
+/* Arithmetic intrinsics that forbid contraction into FMA on the GPU: plain IEEE operations
+ * here (the default x86-64 target has no FMA to contract into). */
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline double __dmul_rn(double a, double b) { return a * b; }
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline double __dadd_rn(double a, double b) { return a + b; }
+
 struct dim3 {
     unsigned x, y, z;
     dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {}
@@ -47,11 +55,12 @@ struct td_emu_fibers {
     const std::function<void()> *body = nullptr;
 };
 inline td_emu_fibers td_emu_fb;
+inline const char *td_emu_kernel = "";
 
 inline void __syncthreads()
 {
     if (td_emu_fb.cur < 0) {
-        fprintf(stderr, "emu: __syncthreads in a kernel not run as fibers\n");
+        fprintf(stderr, "emu: __syncthreads in kernel %s, not run as fibers\n", td_emu_kernel);
         abort();
     }
     int me = td_emu_fb.cur;
@@ -81,8 +90,8 @@ inline bool td_emu_syncs(const char *name)
 }
 
 template <typename S = int>
-inline void td_emu_launch(const char *name, const std::function<void()> &body, dim3 grid,
-                          dim3 block, size_t shmem = 0, S stream = 0)
+inline void td_emu_launch_s(bool sync, const char *name, const std::function<void()> &body,
+                            dim3 grid, dim3 block, size_t shmem = 0, S stream = 0)
 {
     (void)shmem;
     (void)stream;
@@ -94,7 +103,8 @@ inline void td_emu_launch(const char *name, const std::function<void()> &body, d
     }
     gridDim = grid;
     blockDim = block;
-    const bool fibers = td_emu_syncs(name);
+    const bool fibers = sync || td_emu_syncs(name);
+    td_emu_kernel = name;
     const size_t nt = (size_t)block.x * block.y * block.z;
     if (fibers) {
         td_emu_fb.ctx.resize(nt);

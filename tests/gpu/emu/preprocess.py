@@ -1,7 +1,47 @@
 #!/usr/bin/env python3
 """preprocess.py SRC DST — rewrite CUDA launches `K<<<cfg>>>(args);` in SRC into
-`td_emu_launch("K", [&]{ K(args); }, cfg);` for the CPU emulation (kernel_emu.hpp)."""
+`td_emu_launch_s(SYNC, "K", [&]{ K(args); }, cfg);` for the CPU emulation (kernel_emu.hpp).
+SYNC is true when K's body, or the body of a function it names, calls __syncthreads (its
+threads then run as fibers)."""
+import re
 import sys
+
+
+def bodies(src):
+    """{function name: body text} for every function definition with a brace body."""
+    out = {}
+    src = re.sub(r'/\*.*?\*/', ' ', src, flags=re.S)
+    src = re.sub(r'//[^\n]*', ' ', src)
+    src = re.sub(r'__launch_bounds__\s*\([^)]*\)', '', src)
+    for m in re.finditer(r'([A-Za-z_][A-Za-z0-9_]*)\s*\([^;{}]*\)\s*(?:const\s*)?\{', src):
+        name = m.group(1)
+        if name in ('if', 'for', 'while', 'switch', 'return', 'sizeof'):
+            continue
+        b0 = m.end() - 1
+        depth, i = 0, b0
+        while i < len(src):
+            if src[i] == '{':
+                depth += 1
+            elif src[i] == '}':
+                depth -= 1
+                if depth == 0:
+                    break
+            i += 1
+        out[name] = out.get(name, '') + src[b0:i + 1]
+    return out
+
+
+def syncing(src):
+    """Names of functions whose body calls __syncthreads, directly or through functions of
+    this file (to a fixed point)."""
+    b = bodies(src)
+    sync = {n for n, t in b.items() if '__syncthreads' in t}
+    while True:
+        more = {n for n, t in b.items() if n not in sync and
+                any(re.search(r'\b%s\b' % re.escape(f), t) for f in sync)}
+        if not more:
+            return sync
+        sync |= more
 
 def kernel_start(s, i):
     """Index where the kernel expression ending just before s[i] begins."""
@@ -34,6 +74,7 @@ def matching(s, i, open_c, close_c):
 
 def main():
     src = open(sys.argv[1]).read()
+    sync = syncing(src)
     out = []
     pos = 0
     while True:
@@ -50,7 +91,9 @@ def main():
         args = src[a0 + 1:a1]
         out.append(src[pos:k0])
         name = ' '.join(kernel.split())
-        out.append('td_emu_launch("%s", [&] { %s(%s); }, %s)' % (name, kernel, args, cfg))
+        base = name.split('<')[0].split('::')[-1].strip()
+        out.append('td_emu_launch_s(%s, "%s", [&] { %s(%s); }, %s)' %
+                   ('true' if base in sync else 'false', name, kernel, args, cfg))
         pos = a1 + 1
     open(sys.argv[2], 'w').write(''.join(out))
 

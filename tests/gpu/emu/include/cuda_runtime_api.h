@@ -42,8 +42,12 @@ struct cudaMemPoolProps {
     size_t maxSize;
     unsigned char reserved[64];
 };
+typedef struct cudaUUID_t {
+    char bytes[16];
+} cudaUUID_t;
 struct cudaDeviceProp {
     char name[256];
+    cudaUUID_t uuid;
     size_t totalGlobalMem;
     int major, minor;
     int multiProcessorCount;
@@ -79,7 +83,11 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s);
 cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *a, const void *fn);
 /* events: work runs at once here, so an event is always complete */
 typedef struct td_emu_event *cudaEvent_t;
+#define cudaEventDefault 0x00
 #define cudaEventDisableTiming 0x02
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b);
+cudaError_t cudaMemcpyPeerAsync(void *dst, int dst_dev, const void *src, int src_dev, size_t n,
+                                cudaStream_t s);
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags);
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s);
 cudaError_t cudaEventSynchronize(cudaEvent_t e);
