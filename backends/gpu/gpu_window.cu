@@ -19,9 +19,13 @@
  * patch matrix, plus a row of ones when there is a bias, whose weight column is the bias:
  * the GEMM then sums products and bias in one accumulator and rounds once (f16/bf16 on
  * tensor cores with f32 accumulation, like MATMUL). The direct CONV kernel ran ResNet-50's
- * layers at 0.01-0.06x cuDNN on the H200 (BENCHMARKS.md). The other CONV-family ops are
- * plain direct kernels, not implicit GEMM: correct and deterministic, but far from cuDNN's
- * speed on large layers (README's GPU limits).
+ * layers at 0.01-0.06x cuDNN on the H200 (BENCHMARKS.md). In f32 and f64 the two
+ * gradient ops take GEMMs too (they were 58 % of a CNN training step's GPU time, BENCHMARKS.md):
+ * CONV_WEIGHT_GRAD as a transposed im2col and one GEMM per image and group whose partial
+ * products are summed over the images in order (wgrad_gemm), CONV_TRANSPOSE as a GEMM of the
+ * transposed weights with the input and a gathering col2im that sums the kernel offsets in
+ * order (convt_gemm). f16/bf16 keep the direct kernels below for those two (their GEMM
+ * intermediates would be rounded to 16 bits, outside TD_ACC_CONV); pooling is direct.
  */
 #include "backends/gpu/gpu_ops.cuh"
 #include "engine/window.h"
@@ -567,6 +571,239 @@ td_status conv_gemm(const td__gpu_exec *x, const td__op *op, const td__view *in,
     return s;
 }
 
+/* One batched GEMM over the `nb0` x `nb1` batch (strides in elements of a and b along the
+ * two batch dims): out[i, j] = a[i, j] [m, k] times b[i, j] [k, n], row-major, written
+ * contiguously in batch order. */
+template <typename T>
+td_status gemm_batched(const td__gpu_exec *x, uint32_t dtype, int64_t nb0, int64_t nb1,
+                       const int64_t (&sa)[2], const int64_t (&sb)[2], int64_t m, int64_t n,
+                       int64_t k, const T *a, const T *b, T *out)
+{
+    td__desc bd;
+    memset(&bd, 0, sizeof bd);
+    bd.dtype = dtype;
+    bd.rank = 2;
+    bd.dims[0] = nb0;
+    bd.dims[1] = nb1;
+    int64_t strides[2][TD_MAX_RANK] = {{sa[0], sa[1]}, {sb[0], sb[1]}};
+    td__gpu_iter it;
+    td__gpu_iter_init(&it, &bd, 2, strides);
+    td__view gv[2], ov;
+    memset(gv, 0, sizeof gv);
+    memset(&ov, 0, sizeof ov);
+    gv[0].desc.dtype = gv[1].desc.dtype = ov.desc.dtype = dtype;
+    gv[0].data = (void *)a;
+    gv[1].data = (void *)b;
+    ov.data = out;
+    return td__gpu_matmul_float(x, &it, nb0 * nb1, m, n, k, gv, &ov, false);
+}
+
+/* ---- CONV_WEIGHT_GRAD as transposed im2col + GEMM ----
+ * dW [co, C/G k] per group g and image n: dY[n, g] [co/G, P] times colT[n, g] [P, C/G k] (the
+ * patch matrix transposed, so that the GEMM needs no transposed operand), one partial
+ * product per image, then summed over the images in order (n = 0, 1, ...) in the
+ * accumulator type and rounded once. Chunked like conv_gemm. */
+
+/* colT[((j G + g) P + p) Kin + c kk + t] for images n0 + j: one thread per (image, group,
+ * channel, position) writing its kk offsets (contiguous). */
+template <typename T>
+__global__ void k_im2col_t(const T *x, T *colt, td__window win, int64_t n0, int64_t nimg)
+{
+    const int64_t g = win.groups, cg = win.c / g;
+    const int64_t P = win.out[0] * win.out[1] * win.out[2];
+    const int64_t L = win.in[0] * win.in[1] * win.in[2];
+    const int64_t kk = win.k[0] * win.k[1] * win.k[2];
+    const int64_t kin = cg * kk, ohw = win.out[1] * win.out[2];
+    GRID_LOOP(e, nimg * g * cg * P)
+    {
+        const int64_t c = e % cg, p = (e / cg) % P, jg = e / (cg * P);
+        const int64_t gi = jg % g, j = jg / g;
+        const int64_t od = p / ohw, rem = p - od * ohw;
+        const int64_t oh = rem / win.out[2], ow = rem - oh * win.out[2];
+        const T *xc = x + ((n0 + j) * win.c + gi * cg + c) * L;
+        T *o = colt + (jg * P + p) * kin + c * kk;
+        const T zero = wt<T>::out(0.0f);
+        for (int64_t kd = 0; kd < win.k[0]; kd++) {
+            const int64_t id = od * win.stride[0] - win.pad_lo[0] + kd * win.dil[0];
+            const bool dok = id >= 0 && id < win.in[0];
+            for (int64_t kh = 0; kh < win.k[1]; kh++) {
+                const int64_t ih = oh * win.stride[1] - win.pad_lo[1] + kh * win.dil[1];
+                const bool hok = dok && ih >= 0 && ih < win.in[1];
+                const int64_t row = (id * win.in[1] + ih) * win.in[2];
+                for (int64_t kw = 0; kw < win.k[2]; kw++) {
+                    const int64_t iw = ow * win.stride[2] - win.pad_lo[2] + kw * win.dil[2];
+                    *o++ = hok && iw >= 0 && iw < win.in[2] ? xc[row + iw] : zero;
+                }
+            }
+        }
+    }
+}
+
+/* acc[e] (+)= sum over j < nimg of part[j ne + e], in order; with `last`, dw[e] = acc[e]
+ * rounded to T. */
+template <typename T>
+__global__ void k_sum_images(const T *part, typename wt<T>::A *acc, T *dw, int64_t nimg,
+                             int64_t ne, bool first, bool last)
+{
+    typedef typename wt<T>::A A;
+    GRID_LOOP(e, ne)
+    {
+        A a = first ? (A)0 : acc[e];
+        for (int64_t j = 0; j < nimg; j++) a += wt<T>::in(part[j * ne + e]);
+        if (last)
+            dw[e] = wt<T>::out(a);
+        else
+            acc[e] = a;
+    }
+}
+
+template <typename T>
+td_status wgrad_gemm(const td__gpu_exec *x, const td__view *in, const td__view *out,
+                     const td__window &w)
+{
+    typedef typename wt<T>::A A;
+    /* the per-image partial products are rounded to T: only f32 and f64 keep within
+     * TD_ACC_CONV that way (f16/bf16 would need f32 partials; they take the direct kernel) */
+    if (sizeof(T) < 4) return TD_EUNSUPPORTED;
+    const int64_t G = w.groups, cg = w.c / G, cog = w.co / G;
+    const int64_t kk = w.k[0] * w.k[1] * w.k[2];
+    const int64_t P = w.out[0] * w.out[1] * w.out[2];
+    const int64_t kin = cg * kk, ne = w.co * kin;
+    int64_t per_img, part_img;
+    if (kin > INT32_MAX || P > INT32_MAX || cog > INT32_MAX ||
+        __builtin_mul_overflow(G * kin, P, &per_img) ||
+        __builtin_mul_overflow(per_img, (int64_t)sizeof(T), &per_img) ||
+        __builtin_mul_overflow(ne, (int64_t)sizeof(T), &part_img) ||
+        per_img + part_img > CONV_COL_MAX)
+        return TD_EUNSUPPORTED;
+    int64_t chunk = conv_col_cap() / (per_img + part_img);
+    if (chunk < 1) chunk = 1;
+    if (chunk > w.n) chunk = w.n;
+    const size_t acc_bytes = ((size_t)ne * sizeof(A) + 255) / 256 * 256;
+    const size_t col_bytes = ((size_t)(chunk * per_img) + 255) / 256 * 256;
+    void *mem = NULL;
+    td_status s = td__gpu_temp_alloc(x, acc_bytes + col_bytes + (size_t)(chunk * part_img), &mem);
+    if (s != TD_OK) return s;
+    A *acc = (A *)mem;
+    T *colt = (T *)((char *)mem + acc_bytes);
+    T *part = (T *)((char *)mem + acc_bytes + col_bytes);
+    const gpuStream_t st = x->st->s;
+    const T *dy = (const T *)in[1].data;
+    for (int64_t n0 = 0; n0 < w.n && s == TD_OK; n0 += chunk) {
+        const int64_t nimg = w.n - n0 < chunk ? w.n - n0 : chunk;
+        k_im2col_t<T><<<td__gpu_blocks(nimg * G * cg * P, WIN_THREADS), WIN_THREADS, 0, st>>>(
+            (const T *)in[0].data, colt, w, n0, nimg);
+        s = td__gpu_launched(x, "transposed im2col kernel");
+        if (s != TD_OK) break;
+        /* batch (image j, group g): dY[n0 + j, g] [cog, P] times colT[j, g] [P, kin] */
+        const int64_t sa[2] = {w.co * P, cog * P}, sb[2] = {G * P * kin, P * kin};
+        s = gemm_batched<T>(x, out->desc.dtype, nimg, G, sa, sb, cog, kin, P,
+                            dy + n0 * w.co * P, colt, part);
+        if (s != TD_OK) break;
+        k_sum_images<T><<<td__gpu_blocks(ne, WIN_THREADS), WIN_THREADS, 0, st>>>(
+            part, acc, (T *)out->data, nimg, ne, n0 == 0, n0 + nimg >= w.n);
+        s = td__gpu_launched(x, "weight-gradient sum kernel");
+    }
+    td__gpu_temp_free(x, mem);
+    return s;
+}
+
+/* ---- CONV_TRANSPOSE as GEMM + a gathering col2im ----
+ * Per image n and group g: cols [cog k, L] = W_g^T [cog k, C/G] times x[n, g] [C/G, L] (W_g^T
+ * made once by k_convt_weights), then y[n, o, q] = sum over kernel offsets t (in order) of
+ * cols[g][(o % cog) k + t][j(q, t)] where input position j reaches output q through t, +
+ * bias, rounded once from the accumulator. */
+
+/* wt_[(g (cog k) + r) cg + c] = w[(g cg + c) (cog k) + r] */
+template <typename T>
+__global__ void k_convt_weights(const T *w, T *wtr, int64_t G, int64_t cg, int64_t rk)
+{
+    GRID_LOOP(e, G * rk * cg)
+    {
+        const int64_t c = e % cg, r = (e / cg) % rk, gi = e / (cg * rk);
+        wtr[e] = w[(gi * cg + c) * rk + r];
+    }
+}
+
+template <typename T>
+__global__ void k_col2im(const T *cols, const T *b, T *y, td__window win, int64_t n0,
+                         int64_t nimg)
+{
+    typedef typename wt<T>::A A;
+    const int64_t cog = win.co / win.groups;
+    const int64_t P = win.out[0] * win.out[1] * win.out[2];
+    const int64_t L = win.in[0] * win.in[1] * win.in[2];
+    const int64_t kk = win.k[0] * win.k[1] * win.k[2];
+    GRID_LOOP(e, nimg * win.co * P)
+    {
+        const int64_t q = e % P, o = (e / P) % win.co, j = e / (P * win.co);
+        const int64_t qd = q / (win.out[1] * win.out[2]), qh = (q / win.out[2]) % win.out[1];
+        const int64_t qw = q % win.out[2];
+        const int64_t gi = o / cog, ol = o % cog;
+        const T *cb = cols + ((j * win.groups + gi) * cog + ol) * kk * L;
+        A acc = (A)0;
+        for (int64_t kd = 0; kd < win.k[0]; kd++) {
+            const int64_t jd = convt_src(qd, kd, win.stride[0], win.dil[0], win.pad_lo[0], win.in[0]);
+            for (int64_t kh = 0; kh < win.k[1]; kh++) {
+                const int64_t jh = convt_src(qh, kh, win.stride[1], win.dil[1], win.pad_lo[1], win.in[1]);
+                for (int64_t kw = 0; kw < win.k[2]; kw++) {
+                    const int64_t jw = convt_src(qw, kw, win.stride[2], win.dil[2], win.pad_lo[2], win.in[2]);
+                    if (jd < 0 || jh < 0 || jw < 0) continue;
+                    const int64_t t = (kd * win.k[1] + kh) * win.k[2] + kw;
+                    acc += wt<T>::in(cb[t * L + (jd * win.in[1] + jh) * win.in[2] + jw]);
+                }
+            }
+        }
+        if (b != NULL) acc += wt<T>::in(b[o]);
+        y[(n0 * win.co) * P + e] = wt<T>::out(acc);
+    }
+}
+
+template <typename T>
+td_status convt_gemm(const td__gpu_exec *x, const td__op *op, const td__view *in,
+                     const td__view *out, const td__window &w)
+{
+    /* cols are rounded to T before the kernel offsets are summed: f32 and f64 only (as in
+     * wgrad_gemm) */
+    if (sizeof(T) < 4) return TD_EUNSUPPORTED;
+    const int64_t G = w.groups, cg = w.c / G, cog = w.co / G;
+    const int64_t kk = w.k[0] * w.k[1] * w.k[2];
+    const int64_t L = w.in[0] * w.in[1] * w.in[2];
+    const int64_t rk = cog * kk;
+    int64_t per_img;
+    if (rk > INT32_MAX || L > INT32_MAX || cg > INT32_MAX ||
+        __builtin_mul_overflow(G * rk, L, &per_img) ||
+        __builtin_mul_overflow(per_img, (int64_t)sizeof(T), &per_img) || per_img > CONV_COL_MAX)
+        return TD_EUNSUPPORTED;
+    int64_t chunk = conv_col_cap() / per_img;
+    if (chunk < 1) chunk = 1;
+    if (chunk > w.n) chunk = w.n;
+    const size_t wt_bytes = ((size_t)(G * rk * cg) * sizeof(T) + 255) / 256 * 256;
+    void *mem = NULL;
+    td_status s = td__gpu_temp_alloc(x, wt_bytes + (size_t)(chunk * per_img), &mem);
+    if (s != TD_OK) return s;
+    T *wtr = (T *)mem, *cols = (T *)((char *)mem + wt_bytes);
+    const gpuStream_t st = x->st->s;
+    k_convt_weights<T><<<td__gpu_blocks(G * rk * cg, WIN_THREADS), WIN_THREADS, 0, st>>>(
+        (const T *)in[1].data, wtr, G, cg, rk);
+    s = td__gpu_launched(x, "transposed conv weights kernel");
+    const int64_t P = w.out[0] * w.out[1] * w.out[2];
+    for (int64_t n0 = 0; n0 < w.n && s == TD_OK; n0 += chunk) {
+        const int64_t nimg = w.n - n0 < chunk ? w.n - n0 : chunk;
+        /* batch (image j, group g): W_g^T [rk, cg] times x[n0 + j, g] [cg, L] */
+        const int64_t sa[2] = {0, rk * cg}, sb[2] = {w.c * L, cg * L};
+        s = gemm_batched<T>(x, out->desc.dtype, nimg, G, sa, sb, rk, L, cg, wtr,
+                            (const T *)in[0].data + n0 * w.c * L, cols);
+        if (s != TD_OK) break;
+        k_col2im<T><<<td__gpu_blocks(nimg * w.co * P, WIN_THREADS), WIN_THREADS, 0, st>>>(
+            cols, op->n_inputs == 3 ? (const T *)in[2].data : NULL, (T *)out->data, w, n0,
+            nimg);
+        s = td__gpu_launched(x, "col2im kernel");
+    }
+    td__gpu_temp_free(x, mem);
+    return s;
+}
+
 template <typename T>
 td_status run(const td__gpu_exec *x, const td__op *op, const td__view *in, const td__view *out,
               const td__window &w)
@@ -584,15 +821,21 @@ td_status run(const td__gpu_exec *x, const td__op *op, const td__view *in, const
                                                  (T *)out->data, w);
         break;
     }
-    case TD_OP_CONV_TRANSPOSE:
+    case TD_OP_CONV_TRANSPOSE: {
+        const td_status gs = convt_gemm<T>(x, op, in, out, w);
+        if (gs != TD_EUNSUPPORTED) return gs;
         k_convt<T><<<blocks, WIN_THREADS, 0, s>>>(x0, (const T *)in[1].data,
                                                   op->n_inputs == 3 ? (const T *)in[2].data : NULL,
                                                   (T *)out->data, w);
         break;
-    case TD_OP_CONV_WEIGHT_GRAD:
+    }
+    case TD_OP_CONV_WEIGHT_GRAD: {
+        const td_status gs = wgrad_gemm<T>(x, in, out, w);
+        if (gs != TD_EUNSUPPORTED) return gs;
         k_wgrad<T><<<td__gpu_blocks(n_out, 1), WIN_THREADS, 0, s>>>(x0, (const T *)in[1].data,
                                                                    (T *)out->data, w);
         break;
+    }
     case TD_OP_MAX_POOL:
     case TD_OP_MAX_POOL_INDICES:
         k_maxpool<T><<<blocks, WIN_THREADS, 0, s>>>(x0, out->data,
