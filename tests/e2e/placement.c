@@ -220,7 +220,7 @@ static void token_new(const char *tenant, const char *flags, char *out, size_t c
     out[strcspn(out, "\n")] = '\0';
 }
 
-static char pinned[80], free_tenant[80];
+static char pinned[80], free_tenant[80], pair[80];
 
 static void start_pinned(void)
 {
@@ -229,6 +229,7 @@ static void start_pinned(void)
     snprintf(tokens, sizeof tokens, "%s/tokens", dir);
     token_new("pinned", "--devices cpu:1", pinned, sizeof pinned);
     token_new("roaming", "", free_tenant, sizeof free_tenant);
+    token_new("pair", "--devices cpu:2,cpu:1", pair, sizeof pair);
     const char *args[] = {"--cpu-devices", "3", "--devices", "cpu", "--tokens-file", tokens,
                           NULL};
     start_with(args);
@@ -402,6 +403,36 @@ Test(placement, pinned_tenant_cannot_span_another_device, .init = start_pinned,
     expect_refused("cpu:1,cpu:2", &o, TD_EUNAUTHENTICATED, "may not use device cpu:2");
 }
 
+/* The first entry's placement leaves out the devices named after it: "auto,cpu:1" used to
+ * fail with "device cpu:1 is named twice" whenever auto chose cpu:1 (here the only idle
+ * device), and a tenant pinned to cpu:2,cpu:1 could never open "auto,cpu:1". */
+Test(placement, auto_first_avoids_the_further_devices, .init = start_pinned,
+     .fini = stop_pinned, .timeout = 60)
+{
+    td_options o;
+    memset(&o, 0, sizeof o);
+    o.token = free_tenant;
+    td_context *busy0 = open_on("cpu:0", &o), *busy2 = open_on("cpu:2", &o);
+    for (int round = 0; round < 3; round++) {
+        td_context *c = open_on("auto,cpu:1", &o);
+        cr_expect_str_neq(td_device_name(c), "cpu:1");
+        cr_expect_str_eq(td_context_device_at(c, 1), "cpu:1");
+        td_close(c);
+    }
+    td_close(busy0);
+    td_close(busy2);
+    o.token = pair;
+    td_context *c = open_on("auto,cpu:1", &o);
+    cr_expect_str_eq(td_device_name(c), "cpu:2");
+    td_close(c);
+    c = open_on("auto,cpu:2", &o);
+    cr_expect_str_eq(td_device_name(c), "cpu:1");
+    td_close(c);
+    o.token = pinned; /* its one device is taken by the second entry: nothing is left */
+    expect_refused("auto,cpu:1", &o, TD_EUNAUTHENTICATED,
+                   "no device for 'auto' other than the session's further devices cpu:1");
+}
+
 Test(placement, local_session_spans_cpu_devices, .timeout = 60)
 {
     setenv("TENSORD_CPU_DEVICES", "2", 1); /* read once per process, at the first connect */
@@ -414,4 +445,12 @@ Test(placement, local_session_spans_cpu_devices, .timeout = 60)
     cr_assert_eq(td_connect("local:auto", NULL, &ctx), TD_OK, "%s", td_connect_error());
     cr_expect_eq(strncmp(td_device_name(ctx), "cpu:", 4), 0, "%s", td_device_name(ctx));
     td_close(ctx);
+    /* auto leaves out the devices named after it (both have the same free memory) */
+    for (int k = 0; k < 2; k++) {
+        char uri[32];
+        snprintf(uri, sizeof uri, "local:auto,cpu:%d", k);
+        cr_assert_eq(td_connect(uri, NULL, &ctx), TD_OK, "%s: %s", uri, td_connect_error());
+        cr_expect_str_eq(td_device_name(ctx), k == 0 ? "cpu:1" : "cpu:0");
+        td_close(ctx);
+    }
 }
