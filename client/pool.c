@@ -5,8 +5,10 @@
  * per process), opens the session there and keeps it there for the session's life (a
  * session's tensors live on one server). A member that is down, draining (it answers
  * UNAVAILABLE "server is shutting down"), full (RESOURCE_EXHAUSTED: its session limit or
- * the tenant's quota there) or that refuses the device is skipped with one warning line
- * naming it and why, and the next member is tried, each once. Why not least-loaded from
+ * the tenant's quota there) or that refuses the device (INVALID_ARGUMENT: it has no such
+ * device; PERMISSION_DENIED: the tenant may not use it there) is skipped with one warning
+ * line naming it and why, and the next member is tried, each once. A bad token
+ * (UNAUTHENTICATED) is not skipped: every member would refuse it. Why not least-loaded from
  * GetInfo: its counts are the caller's tenant's only (a tenant sees nothing of another's
  * use), so they do not measure a server's load, and asking every member first costs a
  * round trip each (and a connect timeout for a silent one) on every td_connect. The blob
@@ -114,11 +116,14 @@ static int split(const char *list, char (*members)[POOL_MEMBER_MAX], char *err, 
     return n;
 }
 
-/* Whether another member may answer differently. */
-static bool try_next(td_status st)
+/* Whether another member may answer differently: a bad token (UNAUTHENTICATED) is refused
+ * by all, a tenant refused the device it asked for (PERMISSION_DENIED: the member's
+ * devices, or its copy of the tokens file, differ) may be granted it by another. */
+static bool try_next(td_status st, bool device_denied)
 {
     return st == TD_EUNAVAILABLE || st == TD_EQUOTA || st == TD_ETIMEOUT || st == TD_EINVAL ||
-           st == TD_EPROTO || st == TD_EUNSUPPORTED;
+           st == TD_EPROTO || st == TD_EUNSUPPORTED ||
+           (st == TD_EUNAUTHENTICATED && device_denied);
 }
 
 bool td__pool_is_pool(const char *target)
@@ -158,11 +163,12 @@ td_status td__pool_open(const char *pool, const char *device, const td_options *
     }
     unsigned start = atomic_fetch_add(&g_next, 1u) % (unsigned)n;
     td_status st = TD_EUNAVAILABLE;
+    bool denied = false;
     char last[1024] = "";
     for (int k = 0; k < n; k++) {
         const char *m = members[(start + (unsigned)k) % (unsigned)n];
         char why[1024] = "";
-        st = td__remote_open(m, device, opts, out, why, sizeof why);
+        st = td__remote_open_member(m, device, opts, out, &denied, why, sizeof why);
         if (st == TD_OK) {
             td__log(TD_LOG_INFO, "pool %s: session on %s (server %d of %d tried)", pool, m,
                     k + 1, n);
@@ -170,11 +176,11 @@ td_status td__pool_open(const char *pool, const char *device, const td_options *
             return TD_OK;
         }
         snprintf(last, sizeof last, "%s", why[0] ? why : td_status_message(st));
-        if (!try_next(st)) break;
+        if (!try_next(st, denied)) break;
         td__log(TD_LOG_WARN, "pool %s: skipping server %s (%s): %s%s", pool, m,
                 td_status_name(st), last, k + 1 < n ? "; trying the next" : "");
     }
-    if (try_next(st))
+    if (try_next(st, denied))
         snprintf(err, errlen, "no server of pool '%s' opened the session (%d tried); the last "
                  "said: %s", pool, n, last);
     else

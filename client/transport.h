@@ -123,4 +123,11 @@ td_status td__pool_open(const char *pool, const char *device, const td_options *
  * `device` may be "" (server default). */
 td_status td__remote_open(const char *target, const char *device, const td_options *opts,
                           td__transport **out, char *err, size_t errlen);
+/* td__remote_open for a pool member: on failure *device_denied (may be NULL) says whether
+ * the server refused the tenant the device it asked for (PERMISSION_DENIED: "tenant 'T' may
+ * not use device cpu:1"), which another member may grant, as opposed to a bad token
+ * (UNAUTHENTICATED), which every member refuses. Both are TD_EUNAUTHENTICATED. */
+td_status td__remote_open_member(const char *target, const char *device,
+                                 const td_options *opts, td__transport **out,
+                                 bool *device_denied, char *err, size_t errlen);
 #endif
