@@ -197,6 +197,43 @@ static bool looks_like_device(const char *s)
     return true;
 }
 
+/* Check the port of each comma-separated HOST:PORT entry of `list` (len bytes; IPv6 hosts
+ * in brackets): decimal, 1..65535. Returns TD_OK, or TD_EINVAL naming the entry. */
+static td_status check_ports(const char *uri, const char *list, size_t len)
+{
+    int entry = 0;
+    for (const char *p = list, *end = list + len; p < end;) {
+        const char *comma = memchr(p, ',', (size_t)(end - p));
+        const char *e = comma != NULL ? comma : end;
+        entry++;
+        const char *colon = NULL, *host_end = p;
+        if (*p == '[') /* [IPv6]:PORT: the port's colon follows the bracket */
+            while (host_end < e && *host_end != ']') host_end++;
+        for (const char *q = host_end; q < e; q++)
+            if (*q == ':') colon = q;
+        if (colon != NULL) { /* a missing port is the caller's error to report */
+            unsigned long port = 0;
+            bool digits = colon + 1 < e && e - colon <= 6;
+            for (const char *q = colon + 1; digits && q < e; q++) {
+                digits = *q >= '0' && *q <= '9';
+                port = port * 10 + (unsigned long)(*q - '0');
+            }
+            if (!digits || port < 1 || port > 65535) {
+                int el = (int)(e - p), pl = (int)(e - colon - 1);
+                if (comma != NULL || p != list)
+                    td__set_connect_error("malformed uri '%s': entry %d (%.*s) has port '%.*s', "
+                                          "want 1..65535", uri, entry, el, p, pl, colon + 1);
+                else
+                    td__set_connect_error("malformed uri '%s': port '%.*s' of %.*s is not "
+                                          "1..65535", uri, pl, colon + 1, el, p);
+                return TD_EINVAL;
+            }
+        }
+        p = e + 1;
+    }
+    return TD_OK;
+}
+
 int td__device_list_split(const char *list, char first[64],
                           char more[TD_TRANSPORT_MAX_DEVICES - 1][32], char *err,
                           size_t errlen)
@@ -255,6 +292,7 @@ static td_status parse_uri(const char *uri, bool *local, char *target, size_t tl
                                   uri);
             return TD_EINVAL;
         }
+        if (check_ports(uri, host, hl) != TD_OK) return TD_EINVAL;
         memcpy(target, host, hl);
         target[hl] = '\0';
         if (slash != NULL) snprintf(device, dlen, "%s", slash + 1);
@@ -273,6 +311,7 @@ static td_status parse_uri(const char *uri, bool *local, char *target, size_t tl
                                   uri);
             return TD_EINVAL;
         }
+        if (check_ports(uri, name, nl) != TD_OK) return TD_EINVAL;
         memcpy(target, uri, pl);
         target[pl] = '\0';
         if (slash != NULL) snprintf(device, dlen, "%s", slash + 1);

@@ -224,6 +224,34 @@ Test(api, bad_uris)
     cr_assert_null(c2);
 }
 
+/* Ports outside 1..65535 are refused before connecting, naming the entry (108921 used to
+ * reach port 43385, 4294967296 port 0). */
+Test(api, uri_ports_are_range_checked)
+{
+    static const struct {
+        const char *uri, *says;
+    } bad[] = {
+        {"tensord://127.0.0.1:108921/cpu", "port '108921' of 127.0.0.1:108921 is not 1..65535"},
+        {"tensords://127.0.0.1:65536/cpu", "port '65536'"},
+        {"tensord://127.0.0.1:0/cpu", "port '0'"},
+        {"tensord://127.0.0.1:-1/cpu", "port '-1'"},
+        {"tensord://127.0.0.1:/cpu", "port ''"},
+        {"tensord://[::1]:99999/cpu", "port '99999' of [::1]:99999"},
+        {"tensord://127.0.0.1:7070,127.0.0.1:70000/cpu",
+         "entry 2 (127.0.0.1:70000) has port '70000', want 1..65535"},
+        {"dns:///localhost:108921/cpu", "port '108921' of localhost:108921"},
+        {"dns:///localhost:4294967296", "port '4294967296'"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        td_context *c = NULL;
+        td_status st = td_connect(bad[i].uri, NULL, &c);
+        cr_expect_eq(st, TD_EINVAL, "%s: %s", bad[i].uri, td_status_name(st));
+        cr_expect_null(c);
+        cr_expect(strstr(td_connect_error(), bad[i].says) != NULL, "%s: '%s' lacks '%s'",
+                  bad[i].uri, td_connect_error(), bad[i].says);
+    }
+}
+
 /* The id of a one-matmul f32 graph recorded on a local:cpu context opened by `open`: it
  * differs exactly when the context stamps TF32 permission on its matmuls. */
 typedef td_status (*connect_fn)(const char *, const td_options *, td_context **);
