@@ -183,18 +183,16 @@ static bool looks_like_one_device(const char *s)
     return false;
 }
 
-/* One device or a comma-separated list of them ("cpu:0,cpu:1"). */
+/* The last component of a unix: uri is a device list when its first entry looks like a
+ * device ("cpu:0,cpu:1", and "cpu:0,bogus", whose bad entry the server then names); a
+ * socket named "a,b.sock" is part of the path. */
 static bool looks_like_device(const char *s)
 {
     char buf[64];
     if (strlen(s) >= sizeof buf || s[0] == '\0') return false;
     snprintf(buf, sizeof buf, "%s", s);
-    for (char *e = buf, *comma; e != NULL; e = comma ? comma + 1 : NULL) {
-        comma = strchr(e, ',');
-        if (comma != NULL) *comma = '\0';
-        if (!looks_like_one_device(e)) return false;
-    }
-    return true;
+    buf[strcspn(buf, ",")] = '\0';
+    return looks_like_one_device(buf);
 }
 
 /* Check the port of each comma-separated HOST:PORT entry of `list` (len bytes; IPv6 hosts
@@ -326,6 +324,12 @@ static td_status parse_uri(const char *uri, bool *local, char *target, size_t tl
         }
         if (strlen(target) <= 5) {
             td__set_connect_error("malformed uri '%s': expected unix:PATH[/DEVICE]", uri);
+            return TD_EINVAL;
+        }
+        if (strchr(target, ',') != NULL) { /* never a pool; but gRPC cannot reach it */
+            td__set_connect_error("unix socket path '%s' contains ',', which gRPC's unix: "
+                                  "targets take as a separator between addresses; use a path "
+                                  "(or a symlink to the socket) without one", target + 5);
             return TD_EINVAL;
         }
         return TD_OK;

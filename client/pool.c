@@ -128,6 +128,7 @@ static bool try_next(td_status st, bool device_denied)
 
 bool td__pool_is_pool(const char *target)
 {
+    if (strncmp(target, "unix:", 5) == 0) return false; /* a path may hold commas */
     return strncmp(target, "dns:", 4) == 0 || strchr(target, ',') != NULL;
 }
 

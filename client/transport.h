@@ -110,7 +110,8 @@ int td__device_list_split(const char *list, char first[64],
  * memory). */
 td_status td__local_open(const char *device, td__transport **out, char *err, size_t errlen);
 
-/* Whether a remote target names a pool: a comma-separated server list, or "dns:..." */
+/* Whether a remote target names a pool: a comma-separated server list, or "dns:..."; a
+ * "unix:PATH" target never is (a path may contain commas). */
 bool td__pool_is_pool(const char *target);
 /* Open a session on one server of pool `pool` ("h1:7070,h2:7070" or "dns:///NAME:PORT";
  * client/pool.c has the policy: round robin, skipping members that are down, draining or

@@ -433,6 +433,33 @@ Test(placement, auto_first_avoids_the_further_devices, .init = start_pinned,
                    "no device for 'auto' other than the session's further devices cpu:1");
 }
 
+/* unix: uris are never pools: a device list after a path names its bad entry the way the
+ * user wrote it (it used to say "server list ... entry 2 is not HOST:PORT"). */
+static void start_three_unix(void)
+{
+    const char *args[] = {"--cpu-devices", "3", "--devices", "cpu", NULL};
+    start_server(true, args);
+}
+
+Test(placement, unix_device_list_is_not_a_pool, .init = start_three_unix, .fini = stop,
+     .timeout = 60)
+{
+    char uri[700];
+    snprintf(uri, sizeof uri, "%s/cpu:1,cpu:2", srv.addr);
+    td_context *c = NULL;
+    cr_assert_eq(td_connect(uri, NULL, &c), TD_OK, "%s: %s", uri, td_connect_error());
+    cr_expect_str_eq(td_device_name(c), "cpu:1");
+    cr_expect_str_eq(td_context_device_at(c, 1), "cpu:2");
+    td_close(c);
+    snprintf(uri, sizeof uri, "%s/cpu:0,bogus", srv.addr);
+    c = NULL;
+    td_status st = td_connect(uri, NULL, &c);
+    cr_expect_eq(st, TD_EINVAL, "%s: %s: %s", uri, td_status_name(st), td_connect_error());
+    cr_expect(strstr(td_connect_error(), "'bogus' is not a device") != NULL, "%s",
+              td_connect_error());
+    cr_expect(strstr(td_connect_error(), "server list") == NULL, "%s", td_connect_error());
+}
+
 Test(placement, local_session_spans_cpu_devices, .timeout = 60)
 {
     setenv("TENSORD_CPU_DEVICES", "2", 1); /* read once per process, at the first connect */

@@ -252,6 +252,29 @@ Test(api, uri_ports_are_range_checked)
     }
 }
 
+/* A unix: uri is never a pool: a device list after the path is a device list, and a comma
+ * in the path is refused with the reason (gRPC splits unix: targets at commas) instead of
+ * "server list ... entry 2 is not HOST:PORT". */
+Test(api, unix_uri_with_a_comma_is_not_a_pool)
+{
+    td_options o = {.connect_timeout_ms = 500};
+    td_context *c = NULL;
+    td_status st = td_connect("unix:/nonexistent/x.sock/cpu:0,bogus", &o, &c);
+    cr_expect_eq(st, TD_EUNAVAILABLE, "%s: %s", td_status_name(st), td_connect_error());
+    cr_expect(strstr(td_connect_error(), "unix:/nonexistent/x.sock") != NULL &&
+                  strstr(td_connect_error(), "server list") == NULL,
+              "%s", td_connect_error());
+    const char *uris[] = {"unix:/nonexistent/a,b.sock/cpu", "unix:/nonexistent/a,b.sock"};
+    for (size_t i = 0; i < sizeof uris / sizeof uris[0]; i++) {
+        st = td_connect(uris[i], &o, &c);
+        cr_expect_eq(st, TD_EINVAL, "%s: %s: %s", uris[i], td_status_name(st),
+                     td_connect_error());
+        cr_expect(strstr(td_connect_error(), "'/nonexistent/a,b.sock' contains ','") != NULL,
+                  "%s: %s", uris[i], td_connect_error());
+    }
+    cr_expect_null(c);
+}
+
 /* The id of a one-matmul f32 graph recorded on a local:cpu context opened by `open`: it
  * differs exactly when the context stamps TF32 permission on its matmuls. */
 typedef td_status (*connect_fn)(const char *, const td_options *, td_context **);
