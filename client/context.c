@@ -477,6 +477,16 @@ const char *td_tensor_device(const td_tensor *t)
     return t != NULL ? t->ctx->tp->devices[t->dev] : "";
 }
 
+/* `s` for a message: at most its first 64 bytes, then "…" when longer. */
+static void echo_name(const char *s, char out[72])
+{
+    size_t n = strlen(s);
+    if (n <= 64)
+        memcpy(out, s, n + 1);
+    else
+        snprintf(out, 72, "%.64s\xe2\x80\xa6", s); /* U+2026 in UTF-8 */
+}
+
 /* The index of device `name` in the session's devices ("cpu" also finds "cpu:0"), or -1. */
 static int session_device(const td_context *ctx, const char *name)
 {
@@ -509,14 +519,29 @@ td_tensor *td_to_device(td_tensor *t, const char *device)
     }
     int k = session_device(ctx, device);
     if (k < 0) {
-        char have[160] = "";
-        size_t hl = 0;
-        for (uint32_t i = 0; i < ctx->tp->n_devices && hl < sizeof have; i++)
+        char have[160] = "", uri[200] = "", name[72];
+        size_t hl = 0, ul = 0;
+        for (uint32_t i = 0; i < ctx->tp->n_devices && hl < sizeof have; i++) {
             hl += (size_t)snprintf(have + hl, sizeof have - hl, "%s%s", i ? ", " : "",
                                    ctx->tp->devices[i]);
-        set_err(ctx, "td_to_device: device '%s' is not one of this session's (%s); name every "
-                "device the session uses in td_connect's uri, e.g. tensord://HOST:PORT/%s,%s",
-                device, have, ctx->tp->devices[0], device);
+            if (ul < sizeof uri)
+                ul += (size_t)snprintf(uri + ul, sizeof uri - ul, "%s%s", i ? "," : "",
+                                       ctx->tp->devices[i]);
+        }
+        echo_name(device, name);
+        /* a hint only where it is a valid uri: one exact device name, room for it */
+        bool exact = strcmp(device, "cpu") == 0 ||
+                     (strchr(device, ':') != NULL && looks_like_one_device(device));
+        if (exact && ctx->tp->n_devices < TD_TRANSPORT_MAX_DEVICES)
+            set_err(ctx, "td_to_device: device '%s' is not one of this session's (%s); name "
+                    "every device the session uses in td_connect's uri, e.g. "
+                    "tensord://HOST:PORT/%s,%s", name, have, uri, name);
+        else if (exact)
+            set_err(ctx, "td_to_device: device '%s' is not one of this session's (%s); a "
+                    "session spans at most %d devices", name, have, TD_TRANSPORT_MAX_DEVICES);
+        else
+            set_err(ctx, "td_to_device: device '%s' is not one of this session's (%s); name "
+                    "one device exactly, e.g. %s", name, have, ctx->tp->devices[0]);
         return NULL;
     }
     if (ctx->tp->vt->to_device == NULL) {

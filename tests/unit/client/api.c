@@ -4,6 +4,7 @@
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 static td_context *ctx;
@@ -222,6 +223,31 @@ Test(api, bad_uris)
     cr_assert_eq(td_connect("local:cuda:7", NULL, &c2), TD_EINVAL);
     cr_assert(strstr(td_connect_error(), "unknown device 'cuda:7'"), "%s", td_connect_error());
     cr_assert_null(c2);
+}
+
+/* td_to_device's hint is a valid uri or absent, and a long name is cut in the message. */
+Test(api, to_device_hints_are_valid_uris)
+{
+    td_tensor *x = td_full(ctx, TD_F32, 1, (int64_t[]){2}, 1.0);
+    const char *d0 = td_device_name(ctx);
+    char want[128], bad[128];
+    cr_expect_null(td_to_device(x, "cuda:7"));
+    snprintf(want, sizeof want, "e.g. tensord://HOST:PORT/%s,cuda:7", d0);
+    cr_expect(strstr(td_last_error(ctx), want) != NULL, "%s", td_last_error(ctx));
+    cr_expect_null(td_to_device(x, "cpu:0,cpu:1"));
+    snprintf(bad, sizeof bad, "/%s,cpu:0,cpu:1", d0);
+    cr_expect(strstr(td_last_error(ctx), bad) == NULL, "%s", td_last_error(ctx));
+    cr_expect(strstr(td_last_error(ctx), "name one device exactly") != NULL, "%s",
+              td_last_error(ctx));
+    cr_expect_null(td_to_device(x, "auto"));
+    snprintf(bad, sizeof bad, "/%s,auto", d0);
+    cr_expect(strstr(td_last_error(ctx), bad) == NULL, "%s", td_last_error(ctx));
+    static char huge[5001];
+    memset(huge, 'x', 5000);
+    cr_expect_null(td_to_device(x, huge));
+    cr_expect_lt(strlen(td_last_error(ctx)), 400, "%s", td_last_error(ctx));
+    cr_expect(strstr(td_last_error(ctx), "xxxx\xe2\x80\xa6'") != NULL, "%s", td_last_error(ctx));
+    td_release(x);
 }
 
 /* Ports outside 1..65535 are refused before connecting, naming the entry (108921 used to
