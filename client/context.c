@@ -258,8 +258,8 @@ int td__device_list_split(const char *list, char first[64],
             return -1;
         }
         if (el == 0 || el >= 32) {
-            snprintf(err, errlen, "device list '%s': entry %d is %s", list, n + 1,
-                     el == 0 ? "empty" : "too long");
+            snprintf(err, errlen, "device list '%s': entry %d is %s", list, n + 2,
+                     el == 0 ? "empty" : "too long"); /* the first is entry 1 */
             return -1;
         }
         memcpy(more[n], e, el);

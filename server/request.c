@@ -166,9 +166,10 @@ static bool decode_open(td__request *rq, td_status dst, const Tensord__V1__Clien
         td__device *x = td__device_is_placement(e) || e[0] == '\0' ? NULL : td__device_find(e);
         if (x == NULL)
             return reject(rq, GRPC_STATUS_INVALID_ARGUMENT,
-                          "open: devices[%zu] '%s' is not a device of this server (name "
-                          "devices beyond the first exactly, e.g. cpu:1 or cuda:0)",
-                          i, name);
+                          "open: '%s' is not a device of this server (entry %zu of the "
+                          "device list, devices[%zu]; name devices beyond the first exactly, "
+                          "e.g. cpu:1 or cuda:0)",
+                          name, i + 2, i);
         bool dup = x == dev;
         for (size_t k = 0; k < rq->n_extra; k++) dup = dup || rq->extra[k] == x;
         if (dup)

@@ -455,9 +455,16 @@ Test(placement, unix_device_list_is_not_a_pool, .init = start_three_unix, .fini 
     c = NULL;
     td_status st = td_connect(uri, NULL, &c);
     cr_expect_eq(st, TD_EINVAL, "%s: %s: %s", uri, td_status_name(st), td_connect_error());
-    cr_expect(strstr(td_connect_error(), "'bogus' is not a device") != NULL, "%s",
-              td_connect_error());
+    cr_expect(strstr(td_connect_error(), "'bogus' is not a device of this server (entry 2 ") !=
+                  NULL,
+              "%s", td_connect_error());
     cr_expect(strstr(td_connect_error(), "server list") == NULL, "%s", td_connect_error());
+    /* entries are numbered as the user wrote them: 'auto' is entry 2, not devices[0] */
+    snprintf(uri, sizeof uri, "%s/cpu:1,cpu:2,auto", srv.addr);
+    st = td_connect(uri, NULL, &c);
+    cr_expect_eq(st, TD_EINVAL, "%s: %s: %s", uri, td_status_name(st), td_connect_error());
+    cr_expect(strstr(td_connect_error(), "'auto' is not a device of this server (entry 3 of "
+                     "the device list, devices[1];") != NULL, "%s", td_connect_error());
 }
 
 Test(placement, local_session_spans_cpu_devices, .timeout = 60)

@@ -223,6 +223,9 @@ Test(api, bad_uris)
     cr_assert_eq(td_connect("local:cuda:7", NULL, &c2), TD_EINVAL);
     cr_assert(strstr(td_connect_error(), "unknown device 'cuda:7'"), "%s", td_connect_error());
     cr_assert_null(c2);
+    /* device list entries are numbered as written: the first device is entry 1 */
+    cr_assert_eq(td_connect("local:cpu:0,,cpu:1", NULL, &c2), TD_EINVAL);
+    cr_assert(strstr(td_connect_error(), "entry 2 is empty"), "%s", td_connect_error());
 }
 
 /* td_to_device's hint is a valid uri or absent, and a long name is cut in the message. */
