@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static char dir[256];
@@ -273,6 +274,53 @@ Test(placement, pinned_tenant_cannot_open_another_device, .init = start_pinned,
     c = open_on("cpu:0", &o);
     cr_expect_str_eq(td_device_name(c), "cpu:0");
     td_close(c);
+}
+
+/* devices= entries no device can match ("bogus", "auto", a repeated one) are refused by
+ * token new and by the server loading the file (--check-config included); a well-formed
+ * name this host lacks (cpu:9) is accepted: the file may serve other hosts. */
+static int run_status(const char *cmd)
+{
+    int rc = system(cmd);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+Test(placement, token_devices_must_be_device_names, .timeout = 60)
+{
+    snprintf(dir, sizeof dir, "/tmp/td-tokdev-XXXXXX");
+    cr_assert(mkdtemp(dir) != NULL);
+    snprintf(tokens, sizeof tokens, "%s/tokens", dir);
+    char cmd[1400], conf[300];
+    static const char *const bad[] = {"bogus", "auto", "CPU", "cpu:1,cpu:1", "cuda,cuda",
+                                      "cpu:01", "cpu:", "cpu,,cpu:1"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(cmd, sizeof cmd, "'%s' token new --tenant t --tokens-file '%s' --devices '%s' "
+                 ">/dev/null 2>&1", getenv("TENSORCTL_BIN"), tokens, bad[i]);
+        cr_expect_eq(run_status(cmd), 2, "token new --devices '%s' was accepted", bad[i]);
+    }
+    char tok[80];
+    token_new("elsewhere", "--devices cpu:9,cuda:0,hip,vulkan:1", tok, sizeof tok);
+    snprintf(conf, sizeof conf, "%s/tensord.conf", dir);
+    FILE *f = fopen(conf, "w");
+    cr_assert(f != NULL);
+    fprintf(f, "tokens_file = %s\n", tokens);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "'%s' --check-config '%s' >/dev/null 2>&1", td_test_tensord_bin(),
+             conf);
+    cr_expect_eq(run_status(cmd), 0, "--check-config refused well-formed devices=");
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        f = fopen(tokens, "a");
+        cr_assert(f != NULL);
+        fprintf(f, "sha256:%064d bad devices=%s\n", 0, bad[i]);
+        fclose(f);
+        snprintf(cmd, sizeof cmd, "'%s' --check-config '%s' 2>&1 | grep -q 'distinct device "
+                 "names or kinds'", td_test_tensord_bin(), conf);
+        cr_expect_eq(run_status(cmd), 0, "--check-config accepted devices=%s", bad[i]);
+        snprintf(cmd, sizeof cmd, "sed -i '$d' '%s'", tokens);
+        cr_assert_eq(run_status(cmd), 0);
+    }
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_expect_eq(system(cmd), 0);
 }
 
 /* ---- tensors between devices of one server (issue 19, item 2) ---- */
