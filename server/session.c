@@ -433,6 +433,7 @@ static bool handle_open(td__srv_session *ss, td__job *j)
     ss->reserved = true;
     ss->quota_session = true;
     ss->dev = j->rq.dev;
+    ss->protocol = j->rq.protocol;
     ss->slot = td__metrics_device_slot(ss->dev);
     td__service_live_set_device(ss->live, id, ss->slot, ss->dev->name);
     ss->state = TD_SS_OPEN;
