@@ -17,8 +17,9 @@
  * DNS: the name is resolved with the system resolver (getaddrinfo: A and AAAA records,
  * /etc/hosts) at every td_connect, so a Kubernetes headless Service's pods are picked up
  * as they come and go; each address becomes a member ("ipv4:10.0.0.5:7070",
- * "ipv6:[fd00::5]:7070", gRPC's target forms). Failures that name the caller (a bad token,
- * a malformed uri) stop at once: every member would give the same answer. */
+ * "ipv6:[fd00::5]:7070", gRPC's target forms), shown and reported by td_context_server
+ * without the prefix ("10.0.0.5:7070", "[fd00::5]:7070"). Failures that name the caller
+ * (a bad token, a malformed uri) stop at once: every member would give the same answer. */
 #include "client/transport.h"
 #include "common/alloc.h"
 #include "common/log.h"
@@ -170,15 +171,19 @@ td_status td__pool_open(const char *pool, const char *device, const td_options *
         const char *m = members[(start + (unsigned)k) % (unsigned)n];
         char why[1024] = "";
         st = td__remote_open_member(m, device, opts, out, &denied, why, sizeof why);
+        /* HOST:PORT as README promises, not gRPC's "ipv4:"/"ipv6:" target prefix */
+        const char *shown = strncmp(m, "ipv4:", 5) == 0 || strncmp(m, "ipv6:", 5) == 0 ? m + 5
+                                                                                       : m;
         if (st == TD_OK) {
-            td__log(TD_LOG_INFO, "pool %s: session on %s (server %d of %d tried)", pool, m,
+            snprintf((*out)->server, sizeof (*out)->server, "%s", shown);
+            td__log(TD_LOG_INFO, "pool %s: session on %s (server %d of %d tried)", pool, shown,
                     k + 1, n);
             td__free(members);
             return TD_OK;
         }
         snprintf(last, sizeof last, "%s", why[0] ? why : td_status_message(st));
         if (!try_next(st, denied)) break;
-        td__log(TD_LOG_WARN, "pool %s: skipping server %s (%s): %s%s", pool, m,
+        td__log(TD_LOG_WARN, "pool %s: skipping server %s (%s): %s%s", pool, shown,
                 td_status_name(st), last, k + 1 < n ? "; trying the next" : "");
     }
     if (try_next(st, denied))

@@ -276,10 +276,20 @@ Test(pool, dns_name_resolves_to_the_server, .timeout = 60)
         td_status st = connect_capturing(uri, &ctx, log, sizeof log);
         cr_assert_eq(st, TD_OK, "%s: %s", uri, td_connect_error());
         char want[64];
-        snprintf(want, sizeof want, "ipv4:127.0.0.1:%d", one.port);
+        snprintf(want, sizeof want, "127.0.0.1:%d", one.port); /* HOST:PORT, no "ipv4:" */
         cr_expect_str_eq(td_context_server(ctx), want);
         expect_works(ctx);
         td_close(ctx);
     }
     cr_expect_eq(td_test_server_stop(&one), 0);
+    /* nobody listens now: the hint is a --listen address tensord takes */
+    td_context *ctx = NULL;
+    char log[8192], want[96];
+    snprintf(uri, sizeof uri, "dns:///127.0.0.1:%d/cpu", one.port);
+    td_status st = connect_capturing(uri, &ctx, log, sizeof log);
+    cr_expect_eq(st, TD_EUNAVAILABLE, "%s: %s", uri, td_connect_error());
+    snprintf(want, sizeof want, "(tensord --listen 127.0.0.1:%d)", one.port);
+    cr_expect(strstr(td_connect_error(), want) != NULL, "%s", td_connect_error());
+    cr_expect(strstr(td_connect_error(), "ipv4:") == NULL, "%s", td_connect_error());
+    cr_expect(strstr(log, "ipv4:") == NULL, "log: %s", log);
 }
