@@ -234,9 +234,10 @@ int td__config_set(td__config *c, const char *key, const char *value, char *err,
         return -1;
     }
     if (strcmp(key, "cpu_devices") == 0) {
-        if (parse_u64(value, &c->cpu_devices) == 0 && c->cpu_devices <= TD_MAX_CPU_DEVICES)
+        if (parse_u64(value, &c->cpu_devices) == 0 && c->cpu_devices >= 1 &&
+            c->cpu_devices <= TD_MAX_CPU_DEVICES)
             return 0;
-        snprintf(err, errlen, "cpu_devices: '%s' is not an integer in 0..%d", value,
+        snprintf(err, errlen, "cpu_devices: '%s' is not an integer in 1..%d", value,
                  TD_MAX_CPU_DEVICES);
         return -1;
     }

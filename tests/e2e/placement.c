@@ -207,6 +207,21 @@ Test(placement, devices_flag_naming_no_device_stops_the_server, .timeout = 60)
     cr_expect(strstr(all, "cpu:1") != NULL, "the message lists the host's devices: %s", all);
 }
 
+Test(placement, cpu_devices_zero_is_refused, .timeout = 60)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "'%s' --listen 127.0.0.1:0 --cpu-devices 0 2>&1 </dev/null",
+             td_test_tensord_bin());
+    FILE *p = popen(cmd, "r");
+    cr_assert(p != NULL);
+    char all[8192] = "";
+    size_t len = 0;
+    for (size_t n; (n = fread(all + len, 1, sizeof all - 1 - len, p)) > 0;) len += n;
+    all[len] = '\0';
+    cr_expect_neq(pclose(p), 0, "tensord started with --cpu-devices 0");
+    cr_expect(strstr(all, "is not an integer in 1..8") != NULL, "output: %s", all);
+}
+
 /* ---- a tenant pinned to one device ---- */
 
 static void token_new(const char *tenant, const char *flags, char *out, size_t cap)
