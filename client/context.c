@@ -380,18 +380,30 @@ td_status td_connect_sized(const char *uri, const td_options *opts, size_t opts_
     if (o.blob_min_bytes == 0) o.blob_min_bytes = TD_BLOB_MIN_BYTES_DEFAULT;
     if (o.client_name == NULL) o.client_name = "libtensord";
     bool local;
-    char target[512], device[64], plain_uri[512];
-    if (strncmp(uri, "tensords://", 11) == 0) { /* TLS: same syntax as tensord:// */
-        o.tls = 1;
-        snprintf(plain_uri, sizeof plain_uri, "tensord://%s", uri + 11);
-        uri = plain_uri;
-    }
-    td_status s = parse_uri(uri, &local, target, sizeof target, device, sizeof device);
-    if (s != TD_OK) return s;
-    td_context *ctx = td__calloc(1, sizeof *ctx);
-    if (ctx == NULL) {
+    /* the target (a pool lists up to 64 servers) and the tensords:// uri rewritten as
+     * tensord://, both no longer than the uri: sized to it */
+    char device[64];
+    size_t ul = strlen(uri);
+    char *mem = td__malloc(2 * ul + 16);
+    if (mem == NULL) {
         td__set_connect_error("td_connect: out of memory");
         return TD_ENOMEM;
+    }
+    char *plain_uri = mem, *target = mem + ul + 11;
+    if (strncmp(uri, "tensords://", 11) == 0) { /* TLS: same syntax as tensord:// */
+        o.tls = 1;
+        snprintf(plain_uri, ul + 11, "tensord://%s", uri + 11);
+        uri = plain_uri;
+    }
+    td_status s = parse_uri(uri, &local, target, ul + 5, device, sizeof device);
+    td_context *ctx = s == TD_OK ? td__calloc(1, sizeof *ctx) : NULL;
+    if (s == TD_OK && ctx == NULL) {
+        td__set_connect_error("td_connect: out of memory");
+        s = TD_ENOMEM;
+    }
+    if (s != TD_OK) {
+        td__free(mem);
+        return s;
     }
     ctx->opts = o;
     ctx->opts.client_name = NULL; /* not kept: borrowed */
@@ -407,6 +419,7 @@ td_status td_connect_sized(const char *uri, const td_options *opts, size_t opts_
                 ? td__pool_open(target, device, &o, &ctx->tp, err, sizeof err)
                 : td__remote_open(target, device, &o, &ctx->tp, err, sizeof err);
     }
+    td__free(mem);
     if (s != TD_OK) {
         td__set_connect_error("%s", err[0] ? err : td_status_message(s));
         td__idmap_fini(&ctx->handles);

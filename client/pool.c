@@ -100,9 +100,9 @@ static int split(const char *list, char (*members)[POOL_MEMBER_MAX], char *err, 
             snprintf(err, errlen, "server list '%s': entry %d is not HOST:PORT", list, n + 1);
             return -1;
         }
-        if (n == POOL_MAX_MEMBERS) {
-            snprintf(err, errlen, "server list '%s' has more than %d servers", list,
-                     POOL_MAX_MEMBERS);
+        if (n == POOL_MAX_MEMBERS) { /* the list is long: not echoed */
+            snprintf(err, errlen, "server list has more than %d servers (%zu bytes)",
+                     POOL_MAX_MEMBERS, strlen(list));
             return -1;
         }
         memcpy(members[n], p, len);

@@ -241,6 +241,35 @@ Test(pool, member_refusing_a_pinned_device_is_skipped, .timeout = 90)
     cr_expect_eq(system(cmd), 0);
 }
 
+/* A pool uri is as long as its servers need: 40 members (the uri target buffer was 512
+ * bytes, so ~31 members failed with a bare "malformed uri"), and 65 get the member limit. */
+Test(pool, long_server_lists_are_parsed, .timeout = 60)
+{
+    td_test_server one;
+    char err[600];
+    cr_assert(td_test_server_start(&one, false, NULL, err, sizeof err), "%s", err);
+    static char uri[65 * 32 + 64];
+    for (int members = 40; members <= 65; members += 25) {
+        size_t len = (size_t)snprintf(uri, sizeof uri, "tensord://");
+        for (int i = 0; i < members; i++)
+            len += (size_t)snprintf(uri + len, sizeof uri - len, "%s%s", i ? "," : "", one.addr);
+        snprintf(uri + len, sizeof uri - len, "/cpu");
+        td_context *ctx = NULL;
+        td_status st = td_connect(uri, NULL, &ctx);
+        if (members == 40) {
+            cr_assert_eq(st, TD_OK, "%zu-byte uri: %s", strlen(uri), td_connect_error());
+            cr_expect_str_eq(td_context_server(ctx), one.addr);
+            expect_works(ctx);
+            td_close(ctx);
+        } else {
+            cr_expect_eq(st, TD_EINVAL, "%s", td_status_name(st));
+            cr_expect(strstr(td_connect_error(), "has more than 64 servers") != NULL, "%s",
+                      td_connect_error());
+        }
+    }
+    cr_expect_eq(td_test_server_stop(&one), 0);
+}
+
 Test(pool, malformed_lists_are_refused, .timeout = 30)
 {
     static const struct {
