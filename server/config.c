@@ -247,8 +247,9 @@ int td__config_set(td__config *c, const char *key, const char *value, char *err,
             return 0;
         }
         snprintf(err, errlen,
-                 "devices: '%s' is not a comma-separated list of device names or kinds "
-                 "(cpu, cpu:1, cuda, cuda:0; at most 16 entries, 127 characters)",
+                 "devices: '%.200s' is not a comma-separated list of distinct device names "
+                 "or kinds (cpu, cpu:1, cuda, cuda:0, hip, vulkan; at most 16 entries, 127 "
+                 "characters)",
                  value);
         return -1;
     }

@@ -207,19 +207,32 @@ Test(placement, devices_flag_naming_no_device_stops_the_server, .timeout = 60)
     cr_expect(strstr(all, "cpu:1") != NULL, "the message lists the host's devices: %s", all);
 }
 
-Test(placement, cpu_devices_zero_is_refused, .timeout = 60)
+/* tensord with `flags` must refuse to start, saying `needle`. */
+static void expect_start_refused(const char *flags, const char *needle)
 {
     char cmd[1024];
-    snprintf(cmd, sizeof cmd, "'%s' --listen 127.0.0.1:0 --cpu-devices 0 2>&1 </dev/null",
-             td_test_tensord_bin());
+    snprintf(cmd, sizeof cmd, "'%s' --listen 127.0.0.1:0 %s 2>&1 </dev/null",
+             td_test_tensord_bin(), flags);
     FILE *p = popen(cmd, "r");
     cr_assert(p != NULL);
     char all[8192] = "";
     size_t len = 0;
     for (size_t n; (n = fread(all + len, 1, sizeof all - 1 - len, p)) > 0;) len += n;
     all[len] = '\0';
-    cr_expect_neq(pclose(p), 0, "tensord started with --cpu-devices 0");
-    cr_expect(strstr(all, "is not an integer in 1..8") != NULL, "output: %s", all);
+    cr_expect_neq(pclose(p), 0, "tensord started with %s", flags);
+    cr_expect(strstr(all, needle) != NULL, "%s: output: %s", flags, all);
+}
+
+Test(placement, cpu_devices_zero_is_refused, .timeout = 60)
+{
+    expect_start_refused("--cpu-devices 0", "is not an integer in 1..8");
+}
+
+/* --devices takes the entries devices= does (auth/tokens.h): no repeats, no 'auto' */
+Test(placement, devices_flag_takes_distinct_device_names, .timeout = 60)
+{
+    expect_start_refused("--cpu-devices 2 --devices cpu:1,cpu:1", "list of distinct device");
+    expect_start_refused("--cpu-devices 2 --devices auto", "list of distinct device");
 }
 
 /* ---- a tenant pinned to one device ---- */
