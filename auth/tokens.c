@@ -212,8 +212,9 @@ int td__token_line_parse(char *line, td__token_entry *e, char *err, size_t errle
         } else if (strncmp(kv, "devices=", 8) == 0) {
             if (!td__token_devices_ok(kv + 8)) {
                 snprintf(err, errlen,
-                         "devices: '%.80s' must be a comma-separated list of 1..%d device "
-                         "names or kinds (cpu, cpu:1, cuda, cuda:0), %d characters at most",
+                         "devices: '%.80s' must be a comma-separated list of 1..%d distinct "
+                         "device names or kinds (cpu, cpu:1, cuda, cuda:0, hip, vulkan), %d "
+                         "characters at most",
                          kv + 8, TD_TOKEN_DEVICES_MAX_ENTRIES, TD_TOKEN_DEVICES_MAX - 1);
                 return -1;
             }
@@ -227,21 +228,35 @@ int td__token_line_parse(char *line, td__token_entry *e, char *err, size_t errle
 
 bool td__token_devices_ok(const char *list)
 {
+    /* the device kinds a tensord can have (engine/device.h; "auto" is a placement request,
+     * not a device, and matches none) */
+    static const char *const kinds[] = {"cpu", "cuda", "hip", "vulkan"};
     size_t len = strlen(list);
     if (len == 0 || len >= TD_TOKEN_DEVICES_MAX) return false;
     int entries = 0;
     const char *p = list;
     while (*p != '\0') {
-        /* one entry: KIND or KIND:INDEX, KIND lowercase letters, INDEX decimal digits */
+        /* one entry: KIND or KIND:INDEX, KIND one of kinds[], INDEX decimal digits without
+         * a leading zero; each entry once */
+        const char *start = p;
         size_t kind = 0, idx = 0;
         while (p[kind] >= 'a' && p[kind] <= 'z') kind++;
-        if (kind == 0 || kind > 16) return false;
+        bool known = false;
+        for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+            known = known || (strlen(kinds[k]) == kind && strncmp(p, kinds[k], kind) == 0);
+        if (!known) return false;
         p += kind;
         if (*p == ':') {
             p++;
             while (p[idx] >= '0' && p[idx] <= '9') idx++;
-            if (idx == 0 || idx > 3) return false;
+            if (idx == 0 || idx > 3 || (idx > 1 && p[0] == '0')) return false;
             p += idx;
+        }
+        size_t el = (size_t)(p - start);
+        for (const char *q = list; q < start;) { /* an earlier equal entry */
+            size_t ql = strcspn(q, ",");
+            if (ql == el && strncmp(q, start, el) == 0) return false;
+            q += ql + 1;
         }
         if (++entries > TD_TOKEN_DEVICES_MAX_ENTRIES) return false;
         if (*p == ',') {

@@ -16,13 +16,18 @@
  *   label=TEXT  what the entry is for, 1..64 characters of [A-Za-z0-9._:@/+-] (tensorctl
  *             token new --label; shown by token list, named by token revoke)
  *   created=TIME when `tensorctl token new` made it, YYYY-MM-DDTHH:MM:SSZ (UTC)
- *   devices=LIST the devices the tenant's sessions may use: comma-separated entries, each
- *             a device name ("cpu:1", "cuda:0") or a kind alone ("cpu", "cuda": every
- *             device of that kind), at most TD_TOKEN_DEVICES_MAX_ENTRIES; absent: every
- *             device the server exposes. Like quotas it belongs to the tenant (the last
- *             line of the tenant that sets it wins). A session asking for another device
- *             is refused with PERMISSION_DENIED naming the device and the list; "auto",
- *             "cuda" and "" place it among the allowed devices only.
+ *   devices=LIST the devices the tenant's sessions may use: comma-separated distinct
+ *             entries, each a device name ("cpu:1", "cuda:0") or a kind alone ("cpu",
+ *             "cuda": every device of that kind), the kind one of cpu, cuda, hip, vulkan
+ *             ("auto" is no device), at most TD_TOKEN_DEVICES_MAX_ENTRIES; absent: every
+ *             device the server exposes. Anything else is an error of the file. A
+ *             well-formed name that this host lacks ("cuda:3" on a CPU host) is not: one
+ *             tokens file is shared by the servers of a pool, whose devices differ; tensord
+ *             logs a warning for it at start and at each reload (--check-config, which
+ *             opens no device, checks the syntax only). Like quotas it belongs to the
+ *             tenant (the last line of the tenant that sets it wins). A session asking for
+ *             another device is refused with PERMISSION_DENIED naming the device and the
+ *             list; "auto", "cuda" and "" place it among the allowed devices only.
  *
  * Quotas belong to the tenant, not to the line: all of a tenant's tokens and certificates
  * share one quota, and when several lines of a tenant set the same quota the last one

@@ -111,6 +111,11 @@ td_status td__cli_channel_open(td__cli_call *c, const char *target, const td__cl
     c->ch = ch;
     if (timeout_ms < 0) return TD_OK;
 
+    /* A target as the user would write it: gRPC's "ipv4:10.0.0.5:7070" and
+     * "ipv6:[fd00::5]:7070" (client/pool.c's resolved members) lose their prefix. */
+    const char *shown = strncmp(target, "ipv4:", 5) == 0 || strncmp(target, "ipv6:", 5) == 0
+                            ? target + 5
+                            : target;
     /* Wait until READY. A connection attempt that fails (nothing listening, no such socket,
      * unknown host) fails at once, as gRPC's own fail-fast calls do; a peer that accepts
      * nothing at all is bounded by timeout_ms. */
@@ -122,7 +127,7 @@ td_status td__cli_channel_open(td__cli_call *c, const char *target, const td__cl
             snprintf(err, errlen,
                      "cannot reach tensord at %s: connection failed; is the server running? "
                      "(tensord --listen %s)",
-                     target, target);
+                     shown, shown);
             st = TD_EUNAVAILABLE;
             if (sec != NULL) td__client_sec_explain(sec, target, err, errlen);
             break;
@@ -136,7 +141,7 @@ td_status td__cli_channel_open(td__cli_call *c, const char *target, const td__cl
             snprintf(err, errlen,
                      "cannot reach tensord at %s within %d ms: is the server running? "
                      "(tensord --listen %s)",
-                     target, timeout_ms, target);
+                     shown, timeout_ms, shown);
             st = TD_EUNAVAILABLE;
             break;
         }

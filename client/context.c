@@ -183,18 +183,53 @@ static bool looks_like_one_device(const char *s)
     return false;
 }
 
-/* One device or a comma-separated list of them ("cpu:0,cpu:1"). */
+/* The last component of a unix: uri is a device list when its first entry looks like a
+ * device ("cpu:0,cpu:1", and "cpu:0,bogus", whose bad entry the server then names); a
+ * socket named "a,b.sock" is part of the path. */
 static bool looks_like_device(const char *s)
 {
     char buf[64];
     if (strlen(s) >= sizeof buf || s[0] == '\0') return false;
     snprintf(buf, sizeof buf, "%s", s);
-    for (char *e = buf, *comma; e != NULL; e = comma ? comma + 1 : NULL) {
-        comma = strchr(e, ',');
-        if (comma != NULL) *comma = '\0';
-        if (!looks_like_one_device(e)) return false;
+    buf[strcspn(buf, ",")] = '\0';
+    return looks_like_one_device(buf);
+}
+
+/* Check the port of each comma-separated HOST:PORT entry of `list` (len bytes; IPv6 hosts
+ * in brackets): decimal, 1..65535. Returns TD_OK, or TD_EINVAL naming the entry. */
+static td_status check_ports(const char *uri, const char *list, size_t len)
+{
+    int entry = 0;
+    for (const char *p = list, *end = list + len; p < end;) {
+        const char *comma = memchr(p, ',', (size_t)(end - p));
+        const char *e = comma != NULL ? comma : end;
+        entry++;
+        const char *colon = NULL, *host_end = p;
+        if (*p == '[') /* [IPv6]:PORT: the port's colon follows the bracket */
+            while (host_end < e && *host_end != ']') host_end++;
+        for (const char *q = host_end; q < e; q++)
+            if (*q == ':') colon = q;
+        if (colon != NULL) { /* a missing port is the caller's error to report */
+            unsigned long port = 0;
+            bool digits = colon + 1 < e && e - colon <= 6;
+            for (const char *q = colon + 1; digits && q < e; q++) {
+                digits = *q >= '0' && *q <= '9';
+                port = port * 10 + (unsigned long)(*q - '0');
+            }
+            if (!digits || port < 1 || port > 65535) {
+                int el = (int)(e - p), pl = (int)(e - colon - 1);
+                if (comma != NULL || p != list)
+                    td__set_connect_error("malformed uri '%s': entry %d (%.*s) has port '%.*s', "
+                                          "want 1..65535", uri, entry, el, p, pl, colon + 1);
+                else
+                    td__set_connect_error("malformed uri '%s': port '%.*s' of %.*s is not "
+                                          "1..65535", uri, pl, colon + 1, el, p);
+                return TD_EINVAL;
+            }
+        }
+        p = e + 1;
     }
-    return true;
+    return TD_OK;
 }
 
 int td__device_list_split(const char *list, char first[64],
@@ -223,8 +258,8 @@ int td__device_list_split(const char *list, char first[64],
             return -1;
         }
         if (el == 0 || el >= 32) {
-            snprintf(err, errlen, "device list '%s': entry %d is %s", list, n + 1,
-                     el == 0 ? "empty" : "too long");
+            snprintf(err, errlen, "device list '%s': entry %d is %s", list, n + 2,
+                     el == 0 ? "empty" : "too long"); /* the first is entry 1 */
             return -1;
         }
         memcpy(more[n], e, el);
@@ -255,6 +290,7 @@ static td_status parse_uri(const char *uri, bool *local, char *target, size_t tl
                                   uri);
             return TD_EINVAL;
         }
+        if (check_ports(uri, host, hl) != TD_OK) return TD_EINVAL;
         memcpy(target, host, hl);
         target[hl] = '\0';
         if (slash != NULL) snprintf(device, dlen, "%s", slash + 1);
@@ -273,6 +309,7 @@ static td_status parse_uri(const char *uri, bool *local, char *target, size_t tl
                                   uri);
             return TD_EINVAL;
         }
+        if (check_ports(uri, name, nl) != TD_OK) return TD_EINVAL;
         memcpy(target, uri, pl);
         target[pl] = '\0';
         if (slash != NULL) snprintf(device, dlen, "%s", slash + 1);
@@ -287,6 +324,12 @@ static td_status parse_uri(const char *uri, bool *local, char *target, size_t tl
         }
         if (strlen(target) <= 5) {
             td__set_connect_error("malformed uri '%s': expected unix:PATH[/DEVICE]", uri);
+            return TD_EINVAL;
+        }
+        if (strchr(target, ',') != NULL) { /* never a pool; but gRPC cannot reach it */
+            td__set_connect_error("unix socket path '%s' contains ',', which gRPC's unix: "
+                                  "targets take as a separator between addresses; use a path "
+                                  "(or a symlink to the socket) without one", target + 5);
             return TD_EINVAL;
         }
         return TD_OK;
@@ -337,18 +380,30 @@ td_status td_connect_sized(const char *uri, const td_options *opts, size_t opts_
     if (o.blob_min_bytes == 0) o.blob_min_bytes = TD_BLOB_MIN_BYTES_DEFAULT;
     if (o.client_name == NULL) o.client_name = "libtensord";
     bool local;
-    char target[512], device[64], plain_uri[512];
-    if (strncmp(uri, "tensords://", 11) == 0) { /* TLS: same syntax as tensord:// */
-        o.tls = 1;
-        snprintf(plain_uri, sizeof plain_uri, "tensord://%s", uri + 11);
-        uri = plain_uri;
-    }
-    td_status s = parse_uri(uri, &local, target, sizeof target, device, sizeof device);
-    if (s != TD_OK) return s;
-    td_context *ctx = td__calloc(1, sizeof *ctx);
-    if (ctx == NULL) {
+    /* the target (a pool lists up to 64 servers) and the tensords:// uri rewritten as
+     * tensord://, both no longer than the uri: sized to it */
+    char device[64];
+    size_t ul = strlen(uri);
+    char *mem = td__malloc(2 * ul + 16);
+    if (mem == NULL) {
         td__set_connect_error("td_connect: out of memory");
         return TD_ENOMEM;
+    }
+    char *plain_uri = mem, *target = mem + ul + 11;
+    if (strncmp(uri, "tensords://", 11) == 0) { /* TLS: same syntax as tensord:// */
+        o.tls = 1;
+        snprintf(plain_uri, ul + 11, "tensord://%s", uri + 11);
+        uri = plain_uri;
+    }
+    td_status s = parse_uri(uri, &local, target, ul + 5, device, sizeof device);
+    td_context *ctx = s == TD_OK ? td__calloc(1, sizeof *ctx) : NULL;
+    if (s == TD_OK && ctx == NULL) {
+        td__set_connect_error("td_connect: out of memory");
+        s = TD_ENOMEM;
+    }
+    if (s != TD_OK) {
+        td__free(mem);
+        return s;
     }
     ctx->opts = o;
     ctx->opts.client_name = NULL; /* not kept: borrowed */
@@ -364,6 +419,7 @@ td_status td_connect_sized(const char *uri, const td_options *opts, size_t opts_
                 ? td__pool_open(target, device, &o, &ctx->tp, err, sizeof err)
                 : td__remote_open(target, device, &o, &ctx->tp, err, sizeof err);
     }
+    td__free(mem);
     if (s != TD_OK) {
         td__set_connect_error("%s", err[0] ? err : td_status_message(s));
         td__idmap_fini(&ctx->handles);
@@ -434,6 +490,16 @@ const char *td_tensor_device(const td_tensor *t)
     return t != NULL ? t->ctx->tp->devices[t->dev] : "";
 }
 
+/* `s` for a message: at most its first 64 bytes, then "…" when longer. */
+static void echo_name(const char *s, char out[72])
+{
+    size_t n = strlen(s);
+    if (n <= 64)
+        memcpy(out, s, n + 1);
+    else
+        snprintf(out, 72, "%.64s\xe2\x80\xa6", s); /* U+2026 in UTF-8 */
+}
+
 /* The index of device `name` in the session's devices ("cpu" also finds "cpu:0"), or -1. */
 static int session_device(const td_context *ctx, const char *name)
 {
@@ -466,14 +532,29 @@ td_tensor *td_to_device(td_tensor *t, const char *device)
     }
     int k = session_device(ctx, device);
     if (k < 0) {
-        char have[160] = "";
-        size_t hl = 0;
-        for (uint32_t i = 0; i < ctx->tp->n_devices && hl < sizeof have; i++)
+        char have[160] = "", uri[200] = "", name[72];
+        size_t hl = 0, ul = 0;
+        for (uint32_t i = 0; i < ctx->tp->n_devices && hl < sizeof have; i++) {
             hl += (size_t)snprintf(have + hl, sizeof have - hl, "%s%s", i ? ", " : "",
                                    ctx->tp->devices[i]);
-        set_err(ctx, "td_to_device: device '%s' is not one of this session's (%s); name every "
-                "device the session uses in td_connect's uri, e.g. tensord://HOST:PORT/%s,%s",
-                device, have, ctx->tp->devices[0], device);
+            if (ul < sizeof uri)
+                ul += (size_t)snprintf(uri + ul, sizeof uri - ul, "%s%s", i ? "," : "",
+                                       ctx->tp->devices[i]);
+        }
+        echo_name(device, name);
+        /* a hint only where it is a valid uri: one exact device name, room for it */
+        bool exact = strcmp(device, "cpu") == 0 ||
+                     (strchr(device, ':') != NULL && looks_like_one_device(device));
+        if (exact && ctx->tp->n_devices < TD_TRANSPORT_MAX_DEVICES)
+            set_err(ctx, "td_to_device: device '%s' is not one of this session's (%s); name "
+                    "every device the session uses in td_connect's uri, e.g. "
+                    "tensord://HOST:PORT/%s,%s", name, have, uri, name);
+        else if (exact)
+            set_err(ctx, "td_to_device: device '%s' is not one of this session's (%s); a "
+                    "session spans at most %d devices", name, have, TD_TRANSPORT_MAX_DEVICES);
+        else
+            set_err(ctx, "td_to_device: device '%s' is not one of this session's (%s); name "
+                    "one device exactly, e.g. %s", name, have, ctx->tp->devices[0]);
         return NULL;
     }
     if (ctx->tp->vt->to_device == NULL) {

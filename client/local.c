@@ -104,14 +104,17 @@ static td_status local_to_device(td__transport *t, uint64_t id, uint64_t out, ui
 }
 
 /* "auto" or a GPU kind in-process: the candidate with the most free memory (no other
- * sessions to weigh), the first on a tie; NULL when none. */
-static td__device *place_local(const char *want)
+ * sessions to weigh), the first on a tie, leaving out the session's `n_extra` further
+ * devices; NULL when none. */
+static td__device *place_local(const char *want, td__device *const *extra, int n_extra)
 {
     td__device *best = NULL;
     uint64_t best_free = 0;
     for (int i = 0; i < td__device_count(); i++) {
         td__device *d = td__device_at(i);
-        if (!td__device_place_candidate(d, want)) continue;
+        bool taken = false;
+        for (int k = 0; k < n_extra; k++) taken = taken || extra[k] == d;
+        if (taken || !td__device_place_candidate(d, want)) continue;
         uint64_t total = 0, free_bytes = 0;
         if (d->backend->memory_info == NULL ||
             d->backend->memory_info(d, &total, &free_bytes) != TD_OK)
@@ -152,15 +155,18 @@ td_status td__local_open(const char *device, td__transport **out, char *err, siz
     int n_more = td__device_list_split(device, first, more, err, errlen);
     if (n_more < 0) return TD_EINVAL;
     device = first;
-    td__device *dev = td__device_is_placement(device) ? place_local(device)
-                                                      : td__device_find(device);
     td__device *extra[TD_TRANSPORT_MAX_DEVICES - 1];
-    for (int i = 0; i < n_more && dev != NULL; i++) {
+    td__device *dev = NULL;
+    bool extras_ok = true;
+    for (int i = 0; i < n_more && extras_ok; i++) {
         if ((extra[i] = td__device_find(more[i])) == NULL) {
             device = more[i];
-            dev = NULL;
+            extras_ok = false;
         }
     }
+    if (extras_ok)
+        dev = td__device_is_placement(device) ? place_local(device, extra, n_more)
+                                              : td__device_find(device);
     if (dev == NULL) {
         char names[256] = "";
         size_t o = 0;

@@ -5,8 +5,10 @@
  * per process), opens the session there and keeps it there for the session's life (a
  * session's tensors live on one server). A member that is down, draining (it answers
  * UNAVAILABLE "server is shutting down"), full (RESOURCE_EXHAUSTED: its session limit or
- * the tenant's quota there) or that refuses the device is skipped with one warning line
- * naming it and why, and the next member is tried, each once. Why not least-loaded from
+ * the tenant's quota there) or that refuses the device (INVALID_ARGUMENT: it has no such
+ * device; PERMISSION_DENIED: the tenant may not use it there) is skipped with one warning
+ * line naming it and why, and the next member is tried, each once. A bad token
+ * (UNAUTHENTICATED) is not skipped: every member would refuse it. Why not least-loaded from
  * GetInfo: its counts are the caller's tenant's only (a tenant sees nothing of another's
  * use), so they do not measure a server's load, and asking every member first costs a
  * round trip each (and a connect timeout for a silent one) on every td_connect. The blob
@@ -15,8 +17,9 @@
  * DNS: the name is resolved with the system resolver (getaddrinfo: A and AAAA records,
  * /etc/hosts) at every td_connect, so a Kubernetes headless Service's pods are picked up
  * as they come and go; each address becomes a member ("ipv4:10.0.0.5:7070",
- * "ipv6:[fd00::5]:7070", gRPC's target forms). Failures that name the caller (a bad token,
- * a malformed uri) stop at once: every member would give the same answer. */
+ * "ipv6:[fd00::5]:7070", gRPC's target forms), shown and reported by td_context_server
+ * without the prefix ("10.0.0.5:7070", "[fd00::5]:7070"). Failures that name the caller
+ * (a bad token, a malformed uri) stop at once: every member would give the same answer. */
 #include "client/transport.h"
 #include "common/alloc.h"
 #include "common/log.h"
@@ -97,9 +100,9 @@ static int split(const char *list, char (*members)[POOL_MEMBER_MAX], char *err, 
             snprintf(err, errlen, "server list '%s': entry %d is not HOST:PORT", list, n + 1);
             return -1;
         }
-        if (n == POOL_MAX_MEMBERS) {
-            snprintf(err, errlen, "server list '%s' has more than %d servers", list,
-                     POOL_MAX_MEMBERS);
+        if (n == POOL_MAX_MEMBERS) { /* the list is long: not echoed */
+            snprintf(err, errlen, "server list has more than %d servers (%zu bytes)",
+                     POOL_MAX_MEMBERS, strlen(list));
             return -1;
         }
         memcpy(members[n], p, len);
@@ -114,15 +117,19 @@ static int split(const char *list, char (*members)[POOL_MEMBER_MAX], char *err, 
     return n;
 }
 
-/* Whether another member may answer differently. */
-static bool try_next(td_status st)
+/* Whether another member may answer differently: a bad token (UNAUTHENTICATED) is refused
+ * by all, a tenant refused the device it asked for (PERMISSION_DENIED: the member's
+ * devices, or its copy of the tokens file, differ) may be granted it by another. */
+static bool try_next(td_status st, bool device_denied)
 {
     return st == TD_EUNAVAILABLE || st == TD_EQUOTA || st == TD_ETIMEOUT || st == TD_EINVAL ||
-           st == TD_EPROTO || st == TD_EUNSUPPORTED;
+           st == TD_EPROTO || st == TD_EUNSUPPORTED ||
+           (st == TD_EUNAUTHENTICATED && device_denied);
 }
 
 bool td__pool_is_pool(const char *target)
 {
+    if (strncmp(target, "unix:", 5) == 0) return false; /* a path may hold commas */
     return strncmp(target, "dns:", 4) == 0 || strchr(target, ',') != NULL;
 }
 
@@ -158,23 +165,28 @@ td_status td__pool_open(const char *pool, const char *device, const td_options *
     }
     unsigned start = atomic_fetch_add(&g_next, 1u) % (unsigned)n;
     td_status st = TD_EUNAVAILABLE;
+    bool denied = false;
     char last[1024] = "";
     for (int k = 0; k < n; k++) {
         const char *m = members[(start + (unsigned)k) % (unsigned)n];
         char why[1024] = "";
-        st = td__remote_open(m, device, opts, out, why, sizeof why);
+        st = td__remote_open_member(m, device, opts, out, &denied, why, sizeof why);
+        /* HOST:PORT as README promises, not gRPC's "ipv4:"/"ipv6:" target prefix */
+        const char *shown = strncmp(m, "ipv4:", 5) == 0 || strncmp(m, "ipv6:", 5) == 0 ? m + 5
+                                                                                       : m;
         if (st == TD_OK) {
-            td__log(TD_LOG_INFO, "pool %s: session on %s (server %d of %d tried)", pool, m,
+            snprintf((*out)->server, sizeof (*out)->server, "%s", shown);
+            td__log(TD_LOG_INFO, "pool %s: session on %s (server %d of %d tried)", pool, shown,
                     k + 1, n);
             td__free(members);
             return TD_OK;
         }
         snprintf(last, sizeof last, "%s", why[0] ? why : td_status_message(st));
-        if (!try_next(st)) break;
-        td__log(TD_LOG_WARN, "pool %s: skipping server %s (%s): %s%s", pool, m,
+        if (!try_next(st, denied)) break;
+        td__log(TD_LOG_WARN, "pool %s: skipping server %s (%s): %s%s", pool, shown,
                 td_status_name(st), last, k + 1 < n ? "; trying the next" : "");
     }
-    if (try_next(st))
+    if (try_next(st, denied))
         snprintf(err, errlen, "no server of pool '%s' opened the session (%d tried); the last "
                  "said: %s", pool, n, last);
     else

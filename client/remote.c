@@ -79,6 +79,7 @@ typedef struct remote {
     td_status violation; /* the server broke the protocol (found while dispatching) */
     char violation_msg[512];
     bool opening;
+    bool device_denied; /* the open was refused with PERMISSION_DENIED: the tenant's devices */
     bool broken;
 
     td__wire_scratch scratch;
@@ -361,6 +362,7 @@ static td_status session_lost(remote *r)
     }
     if (r->opening) {
         td_status st = status_to_td_opening(r->c.status);
+        r->device_denied = r->c.status_done && r->c.status == GRPC_STATUS_PERMISSION_DENIED;
         if (r->c.status_done && r->c.status != GRPC_STATUS_UNAVAILABLE &&
             r->c.status != GRPC_STATUS_OK && dlen > 0) {
             /* The server refused the session: its message says why. */
@@ -892,6 +894,14 @@ static const td__transport_vt remote_vt = {
 td_status td__remote_open(const char *target, const char *device, const td_options *opts,
                           td__transport **out, char *err, size_t errlen)
 {
+    return td__remote_open_member(target, device, opts, out, NULL, err, errlen);
+}
+
+td_status td__remote_open_member(const char *target, const char *device,
+                                 const td_options *opts, td__transport **out,
+                                 bool *device_denied, char *err, size_t errlen)
+{
+    if (device_denied != NULL) *device_denied = false;
     if (target == NULL || target[0] == '\0' || strlen(target) >= sizeof(((remote *)0)->target)) {
         snprintf(err, errlen, "invalid server address '%s'", target != NULL ? target : "");
         return TD_EINVAL;
@@ -970,6 +980,7 @@ td_status td__remote_open(const char *target, const char *device, const td_optio
     r->opening = false;
     if (st != TD_OK) {
         snprintf(err, errlen, "%s", r->base.err);
+        if (device_denied != NULL) *device_denied = r->device_denied;
         if (!r->broken) finish_call(r, 0, true);
         remote_teardown(r);
         return st;

@@ -110,7 +110,8 @@ int td__device_list_split(const char *list, char first[64],
  * memory). */
 td_status td__local_open(const char *device, td__transport **out, char *err, size_t errlen);
 
-/* Whether a remote target names a pool: a comma-separated server list, or "dns:..." */
+/* Whether a remote target names a pool: a comma-separated server list, or "dns:..."; a
+ * "unix:PATH" target never is (a path may contain commas). */
 bool td__pool_is_pool(const char *target);
 /* Open a session on one server of pool `pool` ("h1:7070,h2:7070" or "dns:///NAME:PORT";
  * client/pool.c has the policy: round robin, skipping members that are down, draining or
@@ -123,4 +124,11 @@ td_status td__pool_open(const char *pool, const char *device, const td_options *
  * `device` may be "" (server default). */
 td_status td__remote_open(const char *target, const char *device, const td_options *opts,
                           td__transport **out, char *err, size_t errlen);
+/* td__remote_open for a pool member: on failure *device_denied (may be NULL) says whether
+ * the server refused the tenant the device it asked for (PERMISSION_DENIED: "tenant 'T' may
+ * not use device cpu:1"), which another member may grant, as opposed to a bad token
+ * (UNAUTHENTICATED), which every member refuses. Both are TD_EUNAUTHENTICATED. */
+td_status td__remote_open_member(const char *target, const char *device,
+                                 const td_options *opts, td__transport **out,
+                                 bool *device_denied, char *err, size_t errlen);
 #endif

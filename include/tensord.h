@@ -140,8 +140,10 @@ typedef struct td_options {
  *   "tensord://HOST:PORT[/DEVICE]"   remote server over TCP (IPv6 hosts in brackets)
  *   "tensords://HOST:PORT[/DEVICE]"  the same over TLS (see td_options.tls_*)
  *   "unix:PATH[/DEVICE]"             remote server over a unix socket; the last path
- *                                    component is taken as DEVICE when it looks like one
- *                                    ("cpu", "cpu:0", "cuda:1", "auto", "cpu:0,cpu:1")
+ *                                    component is taken as DEVICE when its first entry
+ *                                    looks like a device ("cpu", "cpu:0", "cuda:1", "auto",
+ *                                    "cpu:0,cpu:1"); never a pool; a PATH containing ','
+ *                                    is TD_EINVAL (gRPC splits unix: targets at commas)
  *   "tensord://H1:PORT,H2:PORT[/DEVICE]"  a pool: the session opens on one of the servers
  *                                    (round robin per process, starting at the next one
  *                                    each call; a server that is down, draining, full or

@@ -249,6 +249,71 @@ static td_status wire_flatten(grpc_byte_buffer *bb, td__wire_scratch *scratch, s
     return st;
 }
 
+/* The first string field of desc (or of a message field inside it, up to 8 deep) whose
+ * bytes hold a NUL, or NULL. protobuf-c hands strings over NUL-terminated, so one with an
+ * embedded NUL would silently mean its prefix ("cpu:2\0x" would open cpu:2). Malformed
+ * bytes are left to protobuf_c_message_unpack to refuse. */
+static const ProtobufCFieldDescriptor *wire_nul_string(const uint8_t *p, size_t len,
+                                                       const ProtobufCMessageDescriptor *desc,
+                                                       int depth, size_t *at)
+{
+    size_t pos = 0;
+    while (pos < len) {
+        uint64_t key, v;
+        if (!varint_get(p, len, &pos, &key)) return NULL;
+        switch (key & 7) {
+        case 0:
+            if (!varint_get(p, len, &pos, &v)) return NULL;
+            break;
+        case 1:
+        case 5: {
+            size_t w = (key & 7) == 1 ? 8 : 4;
+            if (len - pos < w) return NULL;
+            pos += w;
+            break;
+        }
+        case 2: {
+            if (!varint_get(p, len, &pos, &v) || v > len - pos) return NULL;
+            const ProtobufCFieldDescriptor *f =
+                key >> 3 <= 0x1FFFFFFFu
+                    ? protobuf_c_message_descriptor_get_field(desc, (unsigned)(key >> 3))
+                    : NULL;
+            if (f != NULL && f->type == PROTOBUF_C_TYPE_STRING &&
+                memchr(p + pos, 0, (size_t)v) != NULL) {
+                *at = pos + (size_t)((const uint8_t *)memchr(p + pos, 0, (size_t)v) - (p + pos));
+                return f;
+            }
+            if (f != NULL && f->type == PROTOBUF_C_TYPE_MESSAGE && depth < 8) {
+                const ProtobufCFieldDescriptor *in =
+                    wire_nul_string(p + pos, (size_t)v, f->descriptor, depth + 1, at);
+                if (in != NULL) {
+                    *at += pos;
+                    return in;
+                }
+            }
+            pos += (size_t)v;
+            break;
+        }
+        default:
+            return NULL;
+        }
+    }
+    return NULL;
+}
+
+td_status td__wire_check_strings(grpc_byte_buffer *bb, const ProtobufCMessageDescriptor *desc,
+                                 td__wire_scratch *scratch, char *err, size_t errlen)
+{
+    size_t len = 0, at = 0;
+    td_status st = wire_flatten(bb, scratch, &len, err, errlen);
+    if (st != TD_OK || len == 0) return st;
+    const ProtobufCFieldDescriptor *f = wire_nul_string(scratch->data, len, desc, 0, &at);
+    if (f == NULL) return TD_OK;
+    td__errf(err, errlen, "string field '%s' holds a NUL byte (message offset %zu); strings "
+             "must not contain NUL", f->name, at);
+    return TD_EPROTO;
+}
+
 td_status td__wire_decode(grpc_byte_buffer *bb, const ProtobufCMessageDescriptor *desc,
                           td__wire_scratch *scratch, ProtobufCMessage **out,
                           const uint8_t **payload, size_t *payload_len, char *err,

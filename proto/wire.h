@@ -57,6 +57,13 @@ td_status td__wire_decode(grpc_byte_buffer *bb, const ProtobufCMessageDescriptor
                           const uint8_t **payload, size_t *payload_len, char *err,
                           size_t errlen);
 
+/* Whether every string field of `bb` as `desc`, nested messages included, is free of NUL
+ * bytes (protobuf-c would cut such a string at its first NUL). Flattens into scratch.
+ * Returns TD_OK, TD_EPROTO naming the field in err, or TD_ENOMEM. For messages read once
+ * per stream (an open): it walks the whole message again. */
+td_status td__wire_check_strings(grpc_byte_buffer *bb, const ProtobufCMessageDescriptor *desc,
+                                 td__wire_scratch *scratch, char *err, size_t errlen);
+
 /* Convert between td__op and the wire Op (op.h layout). from_wire rejects more inputs or
  * iattrs than td__op holds (TD_EPROTO) — no other validation: td__op_infer does that. */
 struct td__op;

@@ -234,9 +234,10 @@ int td__config_set(td__config *c, const char *key, const char *value, char *err,
         return -1;
     }
     if (strcmp(key, "cpu_devices") == 0) {
-        if (parse_u64(value, &c->cpu_devices) == 0 && c->cpu_devices <= TD_MAX_CPU_DEVICES)
+        if (parse_u64(value, &c->cpu_devices) == 0 && c->cpu_devices >= 1 &&
+            c->cpu_devices <= TD_MAX_CPU_DEVICES)
             return 0;
-        snprintf(err, errlen, "cpu_devices: '%s' is not an integer in 0..%d", value,
+        snprintf(err, errlen, "cpu_devices: '%s' is not an integer in 1..%d", value,
                  TD_MAX_CPU_DEVICES);
         return -1;
     }
@@ -246,8 +247,9 @@ int td__config_set(td__config *c, const char *key, const char *value, char *err,
             return 0;
         }
         snprintf(err, errlen,
-                 "devices: '%s' is not a comma-separated list of device names or kinds "
-                 "(cpu, cpu:1, cuda, cuda:0; at most 16 entries, 127 characters)",
+                 "devices: '%.200s' is not a comma-separated list of distinct device names "
+                 "or kinds (cpu, cpu:1, cuda, cuda:0, hip, vulkan; at most 16 entries, 127 "
+                 "characters)",
                  value);
         return -1;
     }

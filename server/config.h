@@ -41,7 +41,7 @@ typedef struct td__config {
     char cache_dir[512];        /* blob store directory; "" = memory only */
     uint64_t graph_cache;       /* graphs kept across sessions (default 256) */
     uint64_t device_threads;    /* CPU device threads, 0 = one per core */
-    uint64_t cpu_devices;       /* CPU devices (cpu:0..cpu:N-1), 0 or 1 = one ("cpu") */
+    uint64_t cpu_devices;       /* CPU devices (cpu:0..cpu:N-1), 1..8; 0 = not set (one) */
     char devices[512];          /* devices to expose, "" = all (engine/device.h's list) */
     uint64_t drain_timeout_s;   /* SIGTERM: seconds open sessions get (default 20) */
     bool insecure;              /* allow non-loopback addresses without TLS */

@@ -308,6 +308,14 @@ static void run_graph_release(td__srv_session *ss, td__job *j)
 static void run_to_device(td__srv_session *ss, td__job *j)
 {
     char err[512];
+    if (ss->protocol < TD_PROTOCOL_DEVICES) { /* its open could name no further device */
+        snprintf(err, sizeof err, "to-device seq %llu: the session opened at protocol %u; "
+                 "to-device needs protocol %d", (unsigned long long)j->rq.seq, ss->protocol,
+                 TD_PROTOCOL_DEVICES);
+        td__session_poison(ss->es, j->rq.output, TD_EPROTO, err);
+        td__ss_failure(ss, j->rq.seq, 0, TD_EPROTO, err);
+        return;
+    }
     td_status st = td__session_to_device(ss->es, j->rq.tensor, j->rq.output, j->rq.device, err,
                                          sizeof err);
     if (st != TD_OK && st != TD_EPOISONED) td__ss_failure(ss, j->rq.seq, 0, st, err);

@@ -143,9 +143,10 @@ static void usage(FILE *f)
         "  --cpu-devices N           expose N CPU devices cpu:0..cpu:N-1, 1..8, each with\n"
         "                            its own threads and memory count (default 1: \"cpu\")\n"
         "  --devices LIST            expose only these devices: comma-separated names or\n"
-        "                            kinds (cpu:1,cuda:0 or cuda: every CUDA device);\n"
-        "                            default: all. A session that names no device goes to\n"
-        "                            the first accelerator (else cpu; \"cpu\" is cpu:0);\n"
+        "                            kinds (cpu:1,cuda:0; cuda or cpu: every CUDA or CPU\n"
+        "                            device); default: all. A session that names no device\n"
+        "                            goes to the first accelerator (else cpu; a session\n"
+        "                            naming \"cpu\" gets cpu:0);\n"
         "                            \"auto\", \"cuda\", \"hip\", \"vulkan\" are placed on the\n"
         "                            least-loaded device (sessions + queued requests),\n"
         "                            then the one with most free memory; logged, and the\n"
@@ -502,6 +503,36 @@ static int check_settings(const td__config *cfg, td__listen_addr *addr, bool *tl
     return 0;
 }
 
+/* A warning for each devices= entry of the tokens file at `path` that names no device of
+ * this server: well-formed (td__token_devices_ok) but for another host of a pool sharing
+ * the file, or a typo; the tenant's sessions get nothing from it here. */
+static void warn_absent_token_devices(const char *path)
+{
+    td__token_entry *e = NULL;
+    size_t n = 0;
+    char why[960];
+    if (path[0] == '\0' || td__tokens_load(path, &e, &n, why, sizeof why) != TD_OK) return;
+    for (size_t i = 0; i < n; i++) {
+        char list[TD_TOKEN_DEVICES_MAX], *save = NULL;
+        snprintf(list, sizeof list, "%s", e[i].devices);
+        for (char *x = strtok_r(list, ",", &save); x != NULL; x = strtok_r(NULL, ",", &save)) {
+            bool hit = false;
+            char have[256] = "";
+            size_t hl = 0;
+            for (int d = 0; d < td__device_count(); d++) {
+                hit = hit || td__device_list_match(td__device_at(d), x);
+                if (hl < sizeof have)
+                    hl += (size_t)snprintf(have + hl, sizeof have - hl, "%s%s", d ? ", " : "",
+                                           td__device_at(d)->name);
+            }
+            if (!hit)
+                td__log(TD_LOG_WARN, "tokens file %s: tenant '%s': devices= entry '%s' names "
+                        "no device of this server (it has: %s)", path, e[i].tenant, x, have);
+        }
+    }
+    td__free(e);
+}
+
 /* tensord --check-config FILE: everything start-up reads, without opening anything. */
 static int check_config(int argc, char **argv, const char *path)
 {
@@ -614,6 +645,7 @@ static void on_reload(void *arg)
         size_t ended = td__service_revoke_stale(app.svc, app.tenants);
         td__log(TD_LOG_INFO, "SIGHUP: tokens file reloaded (%zu entries); %zu open sessions "
                              "of removed identities ended", n, ended);
+        warn_absent_token_devices(app.cfg.tokens_file);
     }
 }
 
@@ -837,6 +869,7 @@ int main(int argc, char **argv)
     }
     td__log(TD_LOG_INFO, "default device (sessions that name none): %s",
             td__device_default()->name);
+    warn_absent_token_devices(cfg.tokens_file);
 
     td__loop_handlers h = {.on_stop = on_stop, .on_reload = on_reload};
     if (td__loop_open(&h) != TD_OK) {

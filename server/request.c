@@ -155,6 +155,11 @@ static bool decode_open(td__request *rq, td_status dst, const Tensord__V1__Clien
         return reject(rq, GRPC_STATUS_INVALID_ARGUMENT,
                       "unknown device '%s'; this server has: %s", name, list);
     }
+    if (o->n_devices > 0 && o->protocol_max < TD_PROTOCOL_DEVICES)
+        return reject(rq, GRPC_STATUS_INVALID_ARGUMENT,
+                      "open names %zu more devices but offers protocols %u..%u; sessions that "
+                      "span devices need protocol %d",
+                      o->n_devices, o->protocol_min, o->protocol_max, TD_PROTOCOL_DEVICES);
     if (o->n_devices > TD_SESSION_MAX_DEVICES - 1)
         return reject(rq, GRPC_STATUS_INVALID_ARGUMENT,
                       "open names %zu more devices; a session spans at most %d devices",
@@ -166,9 +171,10 @@ static bool decode_open(td__request *rq, td_status dst, const Tensord__V1__Clien
         td__device *x = td__device_is_placement(e) || e[0] == '\0' ? NULL : td__device_find(e);
         if (x == NULL)
             return reject(rq, GRPC_STATUS_INVALID_ARGUMENT,
-                          "open: devices[%zu] '%s' is not a device of this server (name "
-                          "devices beyond the first exactly, e.g. cpu:1 or cuda:0)",
-                          i, name);
+                          "open: '%s' is not a device of this server (entry %zu of the "
+                          "device list, devices[%zu]; name devices beyond the first exactly, "
+                          "e.g. cpu:1 or cuda:0)",
+                          name, i + 2, i);
         bool dup = x == dev;
         for (size_t k = 0; k < rq->n_extra; k++) dup = dup || rq->extra[k] == x;
         if (dup)
@@ -388,8 +394,8 @@ static bool decode_body(td__request *rq, grpc_byte_buffer **bb, td__req_decoder 
         return true;
     case TENSORD__V1__CLIENT_MESSAGE__BODY_TO_DEVICE: {
         const Tensord__V1__ToDevice *td = cm->to_device;
-        if (td->device >= TD_SESSION_MAX_DEVICES || td->tensor == 0 || td->output == 0 ||
-            td->output > TD_SESSION_ID_MAX) {
+        if (td->device >= TD_SESSION_MAX_DEVICES || td->tensor == 0 ||
+            td->tensor > TD_SESSION_ID_MAX || td->output == 0 || td->output > TD_SESSION_ID_MAX) {
             rq->poison_ids = td->output != 0 && td->output <= TD_SESSION_ID_MAX
                                  ? td__malloc(sizeof *rq->poison_ids)
                                  : NULL;
@@ -441,7 +447,11 @@ void td__request_decode(td__req_decoder *d, grpc_byte_buffer *bb, bool first,
                                         &d->scratch, &m, &span, err, sizeof err);
     const Tensord__V1__ClientMessage *cm = (const Tensord__V1__ClientMessage *)m;
     if (first) {
-        decode_open(rq, st, cm, &span, err);
+        if (st == TD_OK && td__wire_check_strings(bb, &tensord__v1__client_message__descriptor,
+                                                  &d->scratch, err, sizeof err) != TD_OK)
+            reject(rq, GRPC_STATUS_INVALID_ARGUMENT, "open: %s", err);
+        else
+            decode_open(rq, st, cm, &span, err);
         if (st == TD_OK) {
             rq->decoded = true;
             rq->seq = cm->seq;

@@ -909,9 +909,17 @@ static bool allowed(const char *allow, const td__device *d)
     return false;
 }
 
+static bool excluded(const td__device *d, td__device *const *exclude, size_t n_exclude)
+{
+    for (size_t i = 0; i < n_exclude; i++)
+        if (exclude[i] == d) return true;
+    return false;
+}
+
 td_status td__service_place(td__service *s, const td__quota *quota, const char *request,
-                            td__device *named, struct td__live_session *live,
-                            td__device **out, char *msg, size_t msglen)
+                            td__device *named, td__device *const *exclude, size_t n_exclude,
+                            struct td__live_session *live, td__device **out, char *msg,
+                            size_t msglen)
 {
     char allow[TD_TOKEN_DEVICES_MAX];
     const char *tenant = quota != NULL ? quota->name : TD_DEFAULT_TENANT;
@@ -948,7 +956,7 @@ td_status td__service_place(td__service *s, const td__quota *quota, const char *
      * it may use, else whatever it may use (a software Vulkan device) */
     bool automatic = strcmp(want, "auto") == 0, any_accel = false, any_cpu = false;
     for (int i = 0; automatic && i < s->ndev; i++) {
-        if (!allowed(allow, s->devs[i])) continue;
+        if (!allowed(allow, s->devs[i]) || excluded(s->devs[i], exclude, n_exclude)) continue;
         if (td__device_is_accelerator(s->devs[i])) any_accel = true;
         if (strcmp(s->devs[i]->backend->kind, "cpu") == 0) any_cpu = true;
     }
@@ -959,7 +967,8 @@ td_status td__service_place(td__service *s, const td__quota *quota, const char *
         bool candidate = !automatic  ? td__device_place_candidate(d, want)
                          : any_accel ? td__device_is_accelerator(d)
                                      : is_cpu || !any_cpu;
-        if (!candidate || !allowed(allow, d) || slot < 0) continue;
+        if (!candidate || !allowed(allow, d) || slot < 0 || excluded(d, exclude, n_exclude))
+            continue;
         uint64_t total = 0, free_bytes = 0;
         if (d->backend->memory_info == NULL ||
             d->backend->memory_info(d, &total, &free_bytes) != TD_OK)
@@ -982,11 +991,18 @@ td_status td__service_place(td__service *s, const td__quota *quota, const char *
         for (int i = 0; i < s->ndev && hl < sizeof have; i++)
             hl += (size_t)snprintf(have + hl, sizeof have - hl, "%s%s", hl ? ", " : "",
                                    s->devs[i]->name);
+        char others[160] = "";
+        size_t ol = 0;
+        for (size_t i = 0; i < n_exclude && ol < sizeof others; i++)
+            ol += (size_t)snprintf(others + ol, sizeof others - ol, "%s%s",
+                                   i ? ", " : " other than the session's further devices ",
+                                   exclude[i]->name);
         if (pinned)
-            snprintf(msg, msglen, "no device for '%s' that tenant '%s' may use (its devices: "
-                     "%s; this server has: %s)", want, tenant, allow, have);
+            snprintf(msg, msglen, "no device for '%s'%s that tenant '%s' may use (its devices: "
+                     "%s; this server has: %s)", want, others, tenant, allow, have);
         else
-            snprintf(msg, msglen, "no device for '%s' on this server (it has: %s)", want, have);
+            snprintf(msg, msglen, "no device for '%s'%s on this server (it has: %s)", want,
+                     others, have);
         return pinned ? TD_EUNAUTHENTICATED : TD_ENOTFOUND;
     }
     if (len > 0 && len < msglen && msg[len - 1] == ';') msg[len - 1] = '\0';

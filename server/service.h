@@ -180,13 +180,16 @@ void td__service_live_set_device(struct td__live_session *live, uint64_t session
  * else its CPU devices, else every device it may use), the device with the
  * least load (open sessions on it + requests queued or running for it, the
  * tensord_device_queue_depth gauge), then the most free memory (backend memory_info), then
- * the first in registry order. The choice is counted for `live` at once, under a lock, so
+ * the first in registry order. The `n_exclude` devices of `exclude` (the further devices the
+ * session names: "auto,cpu:1" must not place its first device on cpu:1) are no candidates.
+ * The choice is counted for `live` at once, under a lock, so
  * concurrent opens spread. On TD_OK *out is the device and msg says how it was chosen (for
  * the log line); else TD_EUNAUTHENTICATED / TD_ENOTFOUND (no candidate) with the message for the
  * client. Thread-safety: any thread. */
 td_status td__service_place(td__service *s, const td__quota *quota, const char *request,
-                            td__device *named, struct td__live_session *live,
-                            td__device **out, char *msg, size_t msglen);
+                            td__device *named, td__device *const *exclude, size_t n_exclude,
+                            struct td__live_session *live, td__device **out, char *msg,
+                            size_t msglen);
 /* The session's ops executed and device bytes held so far (after each job; NULL is a
  * no-op). For the admin listing. */
 void td__service_live_progress(struct td__live_session *live, uint64_t ops, uint64_t bytes);

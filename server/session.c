@@ -384,8 +384,9 @@ static bool handle_open(td__srv_session *ss, td__job *j)
         return false;
     }
     td__device *dev = NULL;
-    td_status pst = td__service_place(ss->svc, ss->quota, j->rq.device_req, j->rq.dev, ss->live,
-                                      &dev, msg, sizeof msg);
+    td_status pst = td__service_place(ss->svc, ss->quota, j->rq.device_req, j->rq.dev,
+                                      j->rq.extra, j->rq.n_extra, ss->live, &dev, msg,
+                                      sizeof msg);
     if (pst != TD_OK) {
         td__quota_session_uncharge(ss->quota);
         td__service_session_unreserve(ss->svc);
@@ -402,8 +403,8 @@ static bool handle_open(td__srv_session *ss, td__job *j)
             snprintf(msg, sizeof msg, "open: device %s is named twice (it is the session's "
                      "first device)", x->name);
             pst = TD_EINVAL;
-        } else if ((pst = td__service_place(ss->svc, ss->quota, x->name, x, NULL, &ok, why2,
-                                            sizeof why2)) != TD_OK) {
+        } else if ((pst = td__service_place(ss->svc, ss->quota, x->name, x, NULL, 0, NULL,
+                                            &ok, why2, sizeof why2)) != TD_OK) {
             snprintf(msg, sizeof msg, "%s", why2);
         }
     }
@@ -432,6 +433,7 @@ static bool handle_open(td__srv_session *ss, td__job *j)
     ss->reserved = true;
     ss->quota_session = true;
     ss->dev = j->rq.dev;
+    ss->protocol = j->rq.protocol;
     ss->slot = td__metrics_device_slot(ss->dev);
     td__service_live_set_device(ss->live, id, ss->slot, ss->dev->name);
     ss->state = TD_SS_OPEN;

@@ -123,8 +123,8 @@ static int cmd_new(int argc, char **argv)
         } else if (strcmp(a, "--devices") == 0) {
             if (!td__token_devices_ok(v)) {
                 fprintf(stderr, "tensorctl: token new: --devices '%s' must be a comma-separated "
-                                "list of 1..%d device names or kinds (cpu, cpu:1, cuda, "
-                                "cuda:0)\n",
+                                "list of 1..%d distinct device names or kinds (cpu, cpu:1, "
+                                "cuda, cuda:0, hip, vulkan)\n",
                         v, TD_TOKEN_DEVICES_MAX_ENTRIES);
                 return 2;
             }

@@ -5,8 +5,11 @@
  * them (cpu:0 .. cpu:N-1), each with its own thread pool and its own count of the bytes
  * its buffers hold. Why: placement, device allow-lists and device-to-device copies are then
  * testable on machines without a GPU. Their memory_info splits the host's memory evenly:
- * total = physical memory / N, free = min(total - bytes held, available memory / N), so a
- * device that holds more reports less free memory, as a GPU would.
+ * total = physical memory / N, and free = min(total - held, (available + held by all CPU
+ * devices) / N - held), `held` being the device's own bytes: the memory the CPU devices
+ * could use, shared evenly, less what this one uses, so a device that holds more reports
+ * less free memory, as a GPU would (free = min(total - held, available / N) reported the
+ * same figure for every device whenever available / N was the smaller).
  *
  * The CPU backend is the reference every other backend is compared with, so its kernels
  * favour exactly stated semantics and bit-for-bit determinism (fixed partitioning over a
@@ -37,6 +40,7 @@ typedef struct td__cpu_device {
 /* The CPU device count, read once from the environment by cpu_device_count (the registry
  * asks it once, before opening any device); 1 until then. */
 static atomic_int g_ndev = 1;
+static atomic_ullong g_held_all; /* bytes held by every CPU device's live buffers */
 
 /* TENSORD_CPU_DEVICES when it is an integer in 1..TD_CPU_MAX_DEVICES, else 1 (with one
  * warning). */
@@ -128,8 +132,11 @@ static td_status cpu_memory_info(td__device *dev, uint64_t *total, uint64_t *fre
     if (page > 0 && avail > 0 && !td__mul_u64((uint64_t)page, (uint64_t)avail, &f)) f = 0;
     if (ndev > 1) {
         t /= ndev;
-        f /= ndev;
         uint64_t held = cd != NULL ? atomic_load(&cd->bytes) : 0;
+        uint64_t all = atomic_load(&g_held_all), share = 0;
+        if (!td__add_u64(f, all, &share)) share = UINT64_MAX;
+        share /= ndev;
+        f = held < share ? share - held : 0;
         uint64_t left = held < t ? t - held : 0;
         if (left < f) f = left;
     }
@@ -150,6 +157,7 @@ static td_status cpu_buffer_alloc(td__device *dev, size_t nbytes, void **out)
     }
     td__cpu_device *cd = dev != NULL ? dev->impl : NULL;
     if (cd != NULL) atomic_fetch_add(&cd->bytes, (unsigned long long)nbytes);
+    atomic_fetch_add(&g_held_all, (unsigned long long)nbytes);
     *out = p;
     return TD_OK;
 }
@@ -158,6 +166,7 @@ static void cpu_buffer_free(td__device *dev, void *data, size_t nbytes)
 {
     td__cpu_device *cd = dev != NULL ? dev->impl : NULL;
     if (cd != NULL) atomic_fetch_sub(&cd->bytes, (unsigned long long)nbytes);
+    atomic_fetch_sub(&g_held_all, (unsigned long long)nbytes);
     if (nbytes >= TD_CPU_POOL_MIN_BYTES)
         td__cpu_pool_free(data, nbytes);
     else

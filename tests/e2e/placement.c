@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static char dir[256];
@@ -206,6 +207,34 @@ Test(placement, devices_flag_naming_no_device_stops_the_server, .timeout = 60)
     cr_expect(strstr(all, "cpu:1") != NULL, "the message lists the host's devices: %s", all);
 }
 
+/* tensord with `flags` must refuse to start, saying `needle`. */
+static void expect_start_refused(const char *flags, const char *needle)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "'%s' --listen 127.0.0.1:0 %s 2>&1 </dev/null",
+             td_test_tensord_bin(), flags);
+    FILE *p = popen(cmd, "r");
+    cr_assert(p != NULL);
+    char all[8192] = "";
+    size_t len = 0;
+    for (size_t n; (n = fread(all + len, 1, sizeof all - 1 - len, p)) > 0;) len += n;
+    all[len] = '\0';
+    cr_expect_neq(pclose(p), 0, "tensord started with %s", flags);
+    cr_expect(strstr(all, needle) != NULL, "%s: output: %s", flags, all);
+}
+
+Test(placement, cpu_devices_zero_is_refused, .timeout = 60)
+{
+    expect_start_refused("--cpu-devices 0", "is not an integer in 1..8");
+}
+
+/* --devices takes the entries devices= does (auth/tokens.h): no repeats, no 'auto' */
+Test(placement, devices_flag_takes_distinct_device_names, .timeout = 60)
+{
+    expect_start_refused("--cpu-devices 2 --devices cpu:1,cpu:1", "list of distinct device");
+    expect_start_refused("--cpu-devices 2 --devices auto", "list of distinct device");
+}
+
 /* ---- a tenant pinned to one device ---- */
 
 static void token_new(const char *tenant, const char *flags, char *out, size_t cap)
@@ -220,7 +249,7 @@ static void token_new(const char *tenant, const char *flags, char *out, size_t c
     out[strcspn(out, "\n")] = '\0';
 }
 
-static char pinned[80], free_tenant[80];
+static char pinned[80], free_tenant[80], pair[80];
 
 static void start_pinned(void)
 {
@@ -229,6 +258,7 @@ static void start_pinned(void)
     snprintf(tokens, sizeof tokens, "%s/tokens", dir);
     token_new("pinned", "--devices cpu:1", pinned, sizeof pinned);
     token_new("roaming", "", free_tenant, sizeof free_tenant);
+    token_new("pair", "--devices cpu:2,cpu:1", pair, sizeof pair);
     const char *args[] = {"--cpu-devices", "3", "--devices", "cpu", "--tokens-file", tokens,
                           NULL};
     start_with(args);
@@ -272,6 +302,53 @@ Test(placement, pinned_tenant_cannot_open_another_device, .init = start_pinned,
     c = open_on("cpu:0", &o);
     cr_expect_str_eq(td_device_name(c), "cpu:0");
     td_close(c);
+}
+
+/* devices= entries no device can match ("bogus", "auto", a repeated one) are refused by
+ * token new and by the server loading the file (--check-config included); a well-formed
+ * name this host lacks (cpu:9) is accepted: the file may serve other hosts. */
+static int run_status(const char *cmd)
+{
+    int rc = system(cmd);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+Test(placement, token_devices_must_be_device_names, .timeout = 60)
+{
+    snprintf(dir, sizeof dir, "/tmp/td-tokdev-XXXXXX");
+    cr_assert(mkdtemp(dir) != NULL);
+    snprintf(tokens, sizeof tokens, "%s/tokens", dir);
+    char cmd[1400], conf[300];
+    static const char *const bad[] = {"bogus", "auto", "CPU", "cpu:1,cpu:1", "cuda,cuda",
+                                      "cpu:01", "cpu:", "cpu,,cpu:1"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(cmd, sizeof cmd, "'%s' token new --tenant t --tokens-file '%s' --devices '%s' "
+                 ">/dev/null 2>&1", getenv("TENSORCTL_BIN"), tokens, bad[i]);
+        cr_expect_eq(run_status(cmd), 2, "token new --devices '%s' was accepted", bad[i]);
+    }
+    char tok[80];
+    token_new("elsewhere", "--devices cpu:9,cuda:0,hip,vulkan:1", tok, sizeof tok);
+    snprintf(conf, sizeof conf, "%s/tensord.conf", dir);
+    FILE *f = fopen(conf, "w");
+    cr_assert(f != NULL);
+    fprintf(f, "tokens_file = %s\n", tokens);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "'%s' --check-config '%s' >/dev/null 2>&1", td_test_tensord_bin(),
+             conf);
+    cr_expect_eq(run_status(cmd), 0, "--check-config refused well-formed devices=");
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        f = fopen(tokens, "a");
+        cr_assert(f != NULL);
+        fprintf(f, "sha256:%064d bad devices=%s\n", 0, bad[i]);
+        fclose(f);
+        snprintf(cmd, sizeof cmd, "'%s' --check-config '%s' 2>&1 | grep -q 'distinct device "
+                 "names or kinds'", td_test_tensord_bin(), conf);
+        cr_expect_eq(run_status(cmd), 0, "--check-config accepted devices=%s", bad[i]);
+        snprintf(cmd, sizeof cmd, "sed -i '$d' '%s'", tokens);
+        cr_assert_eq(run_status(cmd), 0);
+    }
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_expect_eq(system(cmd), 0);
 }
 
 /* ---- tensors between devices of one server (issue 19, item 2) ---- */
@@ -402,6 +479,70 @@ Test(placement, pinned_tenant_cannot_span_another_device, .init = start_pinned,
     expect_refused("cpu:1,cpu:2", &o, TD_EUNAUTHENTICATED, "may not use device cpu:2");
 }
 
+/* The first entry's placement leaves out the devices named after it: "auto,cpu:1" used to
+ * fail with "device cpu:1 is named twice" whenever auto chose cpu:1 (here the only idle
+ * device), and a tenant pinned to cpu:2,cpu:1 could never open "auto,cpu:1". */
+Test(placement, auto_first_avoids_the_further_devices, .init = start_pinned,
+     .fini = stop_pinned, .timeout = 60)
+{
+    td_options o;
+    memset(&o, 0, sizeof o);
+    o.token = free_tenant;
+    td_context *busy0 = open_on("cpu:0", &o), *busy2 = open_on("cpu:2", &o);
+    for (int round = 0; round < 3; round++) {
+        td_context *c = open_on("auto,cpu:1", &o);
+        cr_expect_str_neq(td_device_name(c), "cpu:1");
+        cr_expect_str_eq(td_context_device_at(c, 1), "cpu:1");
+        td_close(c);
+    }
+    td_close(busy0);
+    td_close(busy2);
+    o.token = pair;
+    td_context *c = open_on("auto,cpu:1", &o);
+    cr_expect_str_eq(td_device_name(c), "cpu:2");
+    td_close(c);
+    c = open_on("auto,cpu:2", &o);
+    cr_expect_str_eq(td_device_name(c), "cpu:1");
+    td_close(c);
+    o.token = pinned; /* its one device is taken by the second entry: nothing is left */
+    expect_refused("auto,cpu:1", &o, TD_EUNAUTHENTICATED,
+                   "no device for 'auto' other than the session's further devices cpu:1");
+}
+
+/* unix: uris are never pools: a device list after a path names its bad entry the way the
+ * user wrote it (it used to say "server list ... entry 2 is not HOST:PORT"). */
+static void start_three_unix(void)
+{
+    const char *args[] = {"--cpu-devices", "3", "--devices", "cpu", NULL};
+    start_server(true, args);
+}
+
+Test(placement, unix_device_list_is_not_a_pool, .init = start_three_unix, .fini = stop,
+     .timeout = 60)
+{
+    char uri[700];
+    snprintf(uri, sizeof uri, "%s/cpu:1,cpu:2", srv.addr);
+    td_context *c = NULL;
+    cr_assert_eq(td_connect(uri, NULL, &c), TD_OK, "%s: %s", uri, td_connect_error());
+    cr_expect_str_eq(td_device_name(c), "cpu:1");
+    cr_expect_str_eq(td_context_device_at(c, 1), "cpu:2");
+    td_close(c);
+    snprintf(uri, sizeof uri, "%s/cpu:0,bogus", srv.addr);
+    c = NULL;
+    td_status st = td_connect(uri, NULL, &c);
+    cr_expect_eq(st, TD_EINVAL, "%s: %s: %s", uri, td_status_name(st), td_connect_error());
+    cr_expect(strstr(td_connect_error(), "'bogus' is not a device of this server (entry 2 ") !=
+                  NULL,
+              "%s", td_connect_error());
+    cr_expect(strstr(td_connect_error(), "server list") == NULL, "%s", td_connect_error());
+    /* entries are numbered as the user wrote them: 'auto' is entry 2, not devices[0] */
+    snprintf(uri, sizeof uri, "%s/cpu:1,cpu:2,auto", srv.addr);
+    st = td_connect(uri, NULL, &c);
+    cr_expect_eq(st, TD_EINVAL, "%s: %s: %s", uri, td_status_name(st), td_connect_error());
+    cr_expect(strstr(td_connect_error(), "'auto' is not a device of this server (entry 3 of "
+                     "the device list, devices[1];") != NULL, "%s", td_connect_error());
+}
+
 Test(placement, local_session_spans_cpu_devices, .timeout = 60)
 {
     setenv("TENSORD_CPU_DEVICES", "2", 1); /* read once per process, at the first connect */
@@ -414,4 +555,12 @@ Test(placement, local_session_spans_cpu_devices, .timeout = 60)
     cr_assert_eq(td_connect("local:auto", NULL, &ctx), TD_OK, "%s", td_connect_error());
     cr_expect_eq(strncmp(td_device_name(ctx), "cpu:", 4), 0, "%s", td_device_name(ctx));
     td_close(ctx);
+    /* auto leaves out the devices named after it (both have the same free memory) */
+    for (int k = 0; k < 2; k++) {
+        char uri[32];
+        snprintf(uri, sizeof uri, "local:auto,cpu:%d", k);
+        cr_assert_eq(td_connect(uri, NULL, &ctx), TD_OK, "%s: %s", uri, td_connect_error());
+        cr_expect_str_eq(td_device_name(ctx), k == 0 ? "cpu:1" : "cpu:0");
+        td_close(ctx);
+    }
 }

@@ -194,6 +194,82 @@ Test(pool, no_live_server_fails_naming_the_pool, .timeout = 60)
     cr_expect(strstr(log, "skipping server 127.0.0.1:") != NULL, "log: %s", log);
 }
 
+/* A member that refuses the tenant the device (PERMISSION_DENIED: its devices= list names
+ * cpu:3, which a 2-device server lacks) is skipped like one without the device; a bad token
+ * (UNAUTHENTICATED) still stops at the first member. */
+Test(pool, member_refusing_a_pinned_device_is_skipped, .timeout = 90)
+{
+    char dir[] = "/tmp/td-pool-pin-XXXXXX", tokens[64], cmd[512], tok[80];
+    cr_assert(mkdtemp(dir) != NULL);
+    snprintf(tokens, sizeof tokens, "%s/tokens", dir);
+    snprintf(cmd, sizeof cmd, "'%s' token new --tenant pinned --devices cpu:3 --tokens-file '%s'",
+             getenv("TENSORCTL_BIN"), tokens);
+    FILE *p = popen(cmd, "r");
+    cr_assert(p != NULL);
+    cr_assert(fgets(tok, sizeof tok, p) != NULL, "no token from '%s'", cmd);
+    cr_assert_eq(pclose(p), 0);
+    tok[strcspn(tok, "\n")] = '\0';
+    const char *two[] = {"--cpu-devices", "2", "--tokens-file", tokens, NULL};
+    const char *four[] = {"--cpu-devices", "4", "--tokens-file", tokens, NULL};
+    char err[600];
+    cr_assert(td_test_server_start(&pool[0], false, two, err, sizeof err), "%s", err);
+    cr_assert(td_test_server_start(&pool[1], false, four, err, sizeof err), "%s", err);
+    char uri[1200];
+    snprintf(uri, sizeof uri, "tensord://%s,%s/auto", pool[0].addr, pool[1].addr);
+    td_options o;
+    memset(&o, 0, sizeof o);
+    o.token = tok;
+    for (int i = 0; i < 3; i++) { /* round robin: at least one starts at the 2-device one */
+        td_context *ctx = NULL;
+        td_status st = td_connect(uri, &o, &ctx);
+        cr_assert_eq(st, TD_OK, "try %d: %s: %s", i, td_status_name(st), td_connect_error());
+        cr_expect_str_eq(td_context_server(ctx), pool[1].addr);
+        cr_expect_str_eq(td_device_name(ctx), "cpu:3");
+        td_close(ctx);
+    }
+    o.token = "td_not-a-token";
+    for (int i = 0; i < 2; i++) {
+        td_context *ctx = NULL;
+        td_status st = td_connect(uri, &o, &ctx);
+        cr_expect_eq(st, TD_EUNAUTHENTICATED, "%s: %s", td_status_name(st), td_connect_error());
+        cr_expect(strstr(td_connect_error(), "no server of pool") == NULL,
+                  "a bad token was tried on every member: %s", td_connect_error());
+    }
+    cr_expect_eq(td_test_server_stop(&pool[0]), 0);
+    cr_expect_eq(td_test_server_stop(&pool[1]), 0);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_expect_eq(system(cmd), 0);
+}
+
+/* A pool uri is as long as its servers need: 40 members (the uri target buffer was 512
+ * bytes, so ~31 members failed with a bare "malformed uri"), and 65 get the member limit. */
+Test(pool, long_server_lists_are_parsed, .timeout = 60)
+{
+    td_test_server one;
+    char err[600];
+    cr_assert(td_test_server_start(&one, false, NULL, err, sizeof err), "%s", err);
+    static char uri[65 * 32 + 64];
+    for (int members = 40; members <= 65; members += 25) {
+        size_t len = (size_t)snprintf(uri, sizeof uri, "tensord://");
+        for (int i = 0; i < members; i++)
+            len += (size_t)snprintf(uri + len, sizeof uri - len, "%s%s", i ? "," : "", one.addr);
+        snprintf(uri + len, sizeof uri - len, "/cpu");
+        td_context *ctx = NULL;
+        td_status st = td_connect(uri, NULL, &ctx);
+        if (members == 40) {
+            cr_assert_eq(st, TD_OK, "%zu-byte uri: %s", strlen(uri), td_connect_error());
+            cr_expect_str_eq(td_context_server(ctx), one.addr);
+            expect_works(ctx);
+            td_close(ctx);
+        } else {
+            cr_expect_eq(st, TD_EINVAL, "%s", td_status_name(st));
+            cr_expect(strstr(td_connect_error(), "has more than 64 servers") != NULL, "%s",
+                      td_connect_error());
+        }
+    }
+    cr_expect_eq(td_test_server_stop(&one), 0);
+}
+
 Test(pool, malformed_lists_are_refused, .timeout = 30)
 {
     static const struct {
@@ -229,10 +305,20 @@ Test(pool, dns_name_resolves_to_the_server, .timeout = 60)
         td_status st = connect_capturing(uri, &ctx, log, sizeof log);
         cr_assert_eq(st, TD_OK, "%s: %s", uri, td_connect_error());
         char want[64];
-        snprintf(want, sizeof want, "ipv4:127.0.0.1:%d", one.port);
+        snprintf(want, sizeof want, "127.0.0.1:%d", one.port); /* HOST:PORT, no "ipv4:" */
         cr_expect_str_eq(td_context_server(ctx), want);
         expect_works(ctx);
         td_close(ctx);
     }
     cr_expect_eq(td_test_server_stop(&one), 0);
+    /* nobody listens now: the hint is a --listen address tensord takes */
+    td_context *ctx = NULL;
+    char log[8192], want[96];
+    snprintf(uri, sizeof uri, "dns:///127.0.0.1:%d/cpu", one.port);
+    td_status st = connect_capturing(uri, &ctx, log, sizeof log);
+    cr_expect_eq(st, TD_EUNAVAILABLE, "%s: %s", uri, td_connect_error());
+    snprintf(want, sizeof want, "(tensord --listen 127.0.0.1:%d)", one.port);
+    cr_expect(strstr(td_connect_error(), want) != NULL, "%s", td_connect_error());
+    cr_expect(strstr(td_connect_error(), "ipv4:") == NULL, "%s", td_connect_error());
+    cr_expect(strstr(log, "ipv4:") == NULL, "log: %s", log);
 }

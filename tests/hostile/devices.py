@@ -10,6 +10,10 @@ python3-grpc-tools, against a tensord with --cpu-devices 3.
 - Backward compatibility: an open offering protocols 1..3 without devices is answered at
   protocol 3 with no device list (an older client sees nothing new).
 - Open with five more devices, or an unknown one: the call ends INVALID_ARGUMENT naming it.
+- Refused too (INVALID_ARGUMENT): a device string with an embedded NUL ("cpu:2\\0x" used to
+  open cpu:2), and a devices list in an open offering protocols below 4 (it used to be
+  answered at protocol 3 with a device list); ToDevice in a protocol-3 session is a
+  Failure, and a tensor id of 2^64-1 gets the same range message as 0.
 
 Bounded: loopback, one server, every call with a deadline. Skipped (77) without
 python3-grpcio / python3-grpc-tools. usage: devices.py TENSORD SOURCE_ROOT
@@ -148,6 +152,20 @@ def run(pb, addr):
     expect_failure(s, seq, TD_EPROTO, "output 0", "output id 0")
     seq = s.send(to_device=pb.ToDevice(tensor=1, output=4, device=9))
     expect_failure(s, seq, TD_EPROTO, "device below 4", "device index past the wire limit")
+    for tensor in (0, (1 << 64) - 1):
+        seq = s.send(to_device=pb.ToDevice(tensor=tensor, output=5, device=1))
+        expect_failure(s, seq, TD_EPROTO, "want tensor and output in 1..",
+                       f"tensor id {tensor} out of range")
+    s.close()
+
+    # a protocol-3 session cannot move tensors: it has one device
+    s = Session(ch, pb)
+    s.send(open=pb.OpenSession(protocol_min=1, protocol_max=3, device="cpu:0"))
+    m = s.recv()
+    check(m.WhichOneof("body") == "opened" and m.opened.protocol == 3, "protocol-3 open")
+    s.send(batch=pb.OpBatch(ops=[pb.Op(opcode=OP_EMPTY, dtype=F32, output=1, iattrs=[8])]))
+    seq = s.send(to_device=pb.ToDevice(tensor=1, output=2, device=0))
+    expect_failure(s, seq, TD_EPROTO, "to-device needs protocol 4", "ToDevice at protocol 3")
     s.close()
 
     # an older client: protocols 1..3, no devices: nothing new in the answer
@@ -160,10 +178,14 @@ def run(pb, addr):
     s.close()
 
     # refused opens end the call with INVALID_ARGUMENT naming the problem
-    for devs, needle in ((["cpu:1", "cpu:2", "cpu:1", "cpu:2", "cpu:1"], "at most 4 devices"),
-                         (["cuda:3"], "'cuda:3' is not a device of this server")):
+    for dev, devs, pmax, needle in (
+            ("cpu:0", ["cpu:1", "cpu:2", "cpu:1", "cpu:2", "cpu:1"], 4, "at most 4 devices"),
+            ("cpu:0", ["cuda:3"], 4, "'cuda:3' is not a device of this server"),
+            ("cpu:2\0x", [], 4, "string field 'device' holds a NUL byte"),
+            ("cpu:0", ["cpu:1\0junk"], 4, "string field 'devices' holds a NUL byte"),
+            ("cpu:0", ["cpu:1"], 3, "sessions that span devices need protocol 4")):
         s = Session(ch, pb)
-        s.send(open=pb.OpenSession(protocol_min=1, protocol_max=4, device="cpu:0",
+        s.send(open=pb.OpenSession(protocol_min=1, protocol_max=pmax, device=dev,
                                    devices=devs))
         try:
             m = s.recv()

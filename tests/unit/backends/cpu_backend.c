@@ -57,6 +57,38 @@ Test(cpu_backend, memory_info)
     tu_close(dev);
 }
 
+/* With several CPU devices each reports its own free memory: bytes one holds lower its
+ * figure, not the others' (all used to report available memory / N alike). */
+Test(cpu_backend, memory_info_counts_each_devices_bytes)
+{
+    setenv("TENSORD_CPU_DEVICES", "2", 1);
+    int n = 0;
+    cr_assert_eq(td__cpu_backend.device_count(&n), TD_OK);
+    cr_assert_eq(n, 2);
+    td__device d[2] = {{.backend = &td__cpu_backend}, {.backend = &td__cpu_backend}};
+    char err[128] = "";
+    for (int i = 0; i < 2; i++) {
+        snprintf(d[i].name, sizeof d[i].name, "cpu:%d", i);
+        cr_assert_eq(td__cpu_backend.device_open(&d[i], i, err, sizeof err), TD_OK, "%s", err);
+    }
+    uint64_t total[2], free_bytes[2];
+    const size_t held = (size_t)256 << 20;
+    cr_assert_eq(td__cpu_backend.memory_info(&d[1], &total[1], &free_bytes[1]), TD_OK);
+    if (total[1] < 4 * (uint64_t)held) cr_skip_test("host too small: %llu bytes per device",
+                                                    (unsigned long long)total[1]);
+    void *p = NULL;
+    cr_assert_eq(td__cpu_backend.buffer_alloc(&d[1], held, &p), TD_OK);
+    memset(p, 1, held); /* touched: the host's available memory drops too */
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(td__cpu_backend.memory_info(&d[i], &total[i], &free_bytes[i]), TD_OK);
+    cr_expect_eq(total[0], total[1]);
+    cr_expect_gt(free_bytes[0], free_bytes[1] + held / 2, "cpu:0 free %llu, cpu:1 free %llu",
+                 (unsigned long long)free_bytes[0], (unsigned long long)free_bytes[1]);
+    td__cpu_backend.buffer_free(&d[1], p, held);
+    for (int i = 0; i < 2; i++) td__cpu_backend.device_close(&d[i]);
+    unsetenv("TENSORD_CPU_DEVICES");
+}
+
 Test(cpu_backend, buffers)
 {
     td__device *dev = tu_open(1);

@@ -4,6 +4,7 @@
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 static td_context *ctx;
@@ -222,6 +223,85 @@ Test(api, bad_uris)
     cr_assert_eq(td_connect("local:cuda:7", NULL, &c2), TD_EINVAL);
     cr_assert(strstr(td_connect_error(), "unknown device 'cuda:7'"), "%s", td_connect_error());
     cr_assert_null(c2);
+    /* device list entries are numbered as written: the first device is entry 1 */
+    cr_assert_eq(td_connect("local:cpu:0,,cpu:1", NULL, &c2), TD_EINVAL);
+    cr_assert(strstr(td_connect_error(), "entry 2 is empty"), "%s", td_connect_error());
+}
+
+/* td_to_device's hint is a valid uri or absent, and a long name is cut in the message. */
+Test(api, to_device_hints_are_valid_uris)
+{
+    td_tensor *x = td_full(ctx, TD_F32, 1, (int64_t[]){2}, 1.0);
+    const char *d0 = td_device_name(ctx);
+    char want[128], bad[128];
+    cr_expect_null(td_to_device(x, "cuda:7"));
+    snprintf(want, sizeof want, "e.g. tensord://HOST:PORT/%s,cuda:7", d0);
+    cr_expect(strstr(td_last_error(ctx), want) != NULL, "%s", td_last_error(ctx));
+    cr_expect_null(td_to_device(x, "cpu:0,cpu:1"));
+    snprintf(bad, sizeof bad, "/%s,cpu:0,cpu:1", d0);
+    cr_expect(strstr(td_last_error(ctx), bad) == NULL, "%s", td_last_error(ctx));
+    cr_expect(strstr(td_last_error(ctx), "name one device exactly") != NULL, "%s",
+              td_last_error(ctx));
+    cr_expect_null(td_to_device(x, "auto"));
+    snprintf(bad, sizeof bad, "/%s,auto", d0);
+    cr_expect(strstr(td_last_error(ctx), bad) == NULL, "%s", td_last_error(ctx));
+    static char huge[5001];
+    memset(huge, 'x', 5000);
+    cr_expect_null(td_to_device(x, huge));
+    cr_expect_lt(strlen(td_last_error(ctx)), 400, "%s", td_last_error(ctx));
+    cr_expect(strstr(td_last_error(ctx), "xxxx\xe2\x80\xa6'") != NULL, "%s", td_last_error(ctx));
+    td_release(x);
+}
+
+/* Ports outside 1..65535 are refused before connecting, naming the entry (108921 used to
+ * reach port 43385, 4294967296 port 0). */
+Test(api, uri_ports_are_range_checked)
+{
+    static const struct {
+        const char *uri, *says;
+    } bad[] = {
+        {"tensord://127.0.0.1:108921/cpu", "port '108921' of 127.0.0.1:108921 is not 1..65535"},
+        {"tensords://127.0.0.1:65536/cpu", "port '65536'"},
+        {"tensord://127.0.0.1:0/cpu", "port '0'"},
+        {"tensord://127.0.0.1:-1/cpu", "port '-1'"},
+        {"tensord://127.0.0.1:/cpu", "port ''"},
+        {"tensord://[::1]:99999/cpu", "port '99999' of [::1]:99999"},
+        {"tensord://127.0.0.1:7070,127.0.0.1:70000/cpu",
+         "entry 2 (127.0.0.1:70000) has port '70000', want 1..65535"},
+        {"dns:///localhost:108921/cpu", "port '108921' of localhost:108921"},
+        {"dns:///localhost:4294967296", "port '4294967296'"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        td_context *c = NULL;
+        td_status st = td_connect(bad[i].uri, NULL, &c);
+        cr_expect_eq(st, TD_EINVAL, "%s: %s", bad[i].uri, td_status_name(st));
+        cr_expect_null(c);
+        cr_expect(strstr(td_connect_error(), bad[i].says) != NULL, "%s: '%s' lacks '%s'",
+                  bad[i].uri, td_connect_error(), bad[i].says);
+    }
+}
+
+/* A unix: uri is never a pool: a device list after the path is a device list, and a comma
+ * in the path is refused with the reason (gRPC splits unix: targets at commas) instead of
+ * "server list ... entry 2 is not HOST:PORT". */
+Test(api, unix_uri_with_a_comma_is_not_a_pool)
+{
+    td_options o = {.connect_timeout_ms = 500};
+    td_context *c = NULL;
+    td_status st = td_connect("unix:/nonexistent/x.sock/cpu:0,bogus", &o, &c);
+    cr_expect_eq(st, TD_EUNAVAILABLE, "%s: %s", td_status_name(st), td_connect_error());
+    cr_expect(strstr(td_connect_error(), "unix:/nonexistent/x.sock") != NULL &&
+                  strstr(td_connect_error(), "server list") == NULL,
+              "%s", td_connect_error());
+    const char *uris[] = {"unix:/nonexistent/a,b.sock/cpu", "unix:/nonexistent/a,b.sock"};
+    for (size_t i = 0; i < sizeof uris / sizeof uris[0]; i++) {
+        st = td_connect(uris[i], &o, &c);
+        cr_expect_eq(st, TD_EINVAL, "%s: %s: %s", uris[i], td_status_name(st),
+                     td_connect_error());
+        cr_expect(strstr(td_connect_error(), "'/nonexistent/a,b.sock' contains ','") != NULL,
+                  "%s: %s", uris[i], td_connect_error());
+    }
+    cr_expect_null(c);
 }
 
 /* The id of a one-matmul f32 graph recorded on a local:cpu context opened by `open`: it
