@@ -16,6 +16,7 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,6 +111,44 @@ static td_status check_config(td_context *ctx, const td_optim_config *c)
     return TD_OK;
 }
 
+/* Which two entries of params[0..n) are the same handle: false when none is, else *a < *b
+ * are the indexes of the first such pair in sorted order. Sorting a copy keeps the check
+ * O(n log n) for the up to 2^20 parameters an optimizer takes. Sets *oom on allocation
+ * failure. */
+typedef struct pslot {
+    const td_tensor *t;
+    int i;
+} pslot;
+
+static int pslot_cmp(const void *x, const void *y)
+{
+    const pslot *a = x, *b = y;
+    if (a->t != b->t) return (uintptr_t)a->t < (uintptr_t)b->t ? -1 : 1;
+    return a->i < b->i ? -1 : a->i > b->i;
+}
+
+static bool find_twice(int n, td_tensor *const *params, int *a, int *b, bool *oom)
+{
+    *oom = false;
+    if (n < 2) return false;
+    pslot *s = td__malloc((size_t)n * sizeof *s);
+    if (s == NULL) {
+        *oom = true;
+        return false;
+    }
+    for (int i = 0; i < n; i++) s[i] = (pslot){params[i], i};
+    qsort(s, (size_t)n, sizeof *s, pslot_cmp);
+    bool found = false;
+    for (int i = 1; i < n; i++)
+        if (s[i].t != NULL && s[i].t == s[i - 1].t && (!found || s[i - 1].i < *a)) {
+            *a = s[i - 1].i;
+            *b = s[i].i;
+            found = true;
+        }
+    td__free(s);
+    return found;
+}
+
 void td_optim_destroy(td_optim *o)
 {
     if (o == NULL) return;
@@ -139,6 +178,12 @@ td_status td_optim_create(td_context *ctx, const td_optim_config *cfg, int n,
         return fail(ctx, TD_EINVAL, "%s: NULL argument or n %d outside 1..2^20", api, n);
     td_status st = check_config(ctx, cfg);
     if (st != TD_OK) return st;
+    int a, b;
+    bool oom;
+    if (find_twice(n, params, &a, &b, &oom))
+        return fail(ctx, TD_EINVAL, "%s: parameters %d and %d are the same tensor; give each "
+                    "parameter once", api, a, b);
+    if (oom) return fail(ctx, TD_ENOMEM, "%s: out of memory", api);
     td_optim *o = td__calloc(1, sizeof *o);
     if (o == NULL) return fail(ctx, TD_ENOMEM, "%s: out of memory", api);
     o->ctx = ctx;
@@ -358,6 +403,13 @@ td_status td_optim_step(td_optim *o, td_tensor **params)
                         "it had at td_optim_create", api, i, o->names[i],
                         p == NULL ? "NULL" : "different");
     }
+    int a, b;
+    bool oom;
+    if (find_twice(o->n, params, &a, &b, &oom))
+        return fail(ctx, TD_EINVAL, "%s: params[%d] and params[%d] are the same tensor (%s "
+                    "and %s); each step replaces every parameter, so each must be given once",
+                    api, a, b, o->names[a], o->names[b]);
+    if (oom) return fail(ctx, TD_ENOMEM, "%s: out of memory", api);
     td_tensor **fresh = td__calloc((size_t)(o->n + o->n_state), sizeof *fresh);
     if (fresh == NULL) return fail(ctx, TD_ENOMEM, "%s: out of memory", api);
     td_tensor **nstate = fresh + o->n;
@@ -550,6 +602,13 @@ td_status td_optim_load(td_optim *o, td_tensor **params, const char *path)
 {
     if (o == NULL || params == NULL || path == NULL)
         return fail(o != NULL ? o->ctx : NULL, TD_EINVAL, "td_optim_load: NULL argument");
+    int a, b;
+    bool oom;
+    if (find_twice(o->n, params, &a, &b, &oom))
+        return fail(o->ctx, TD_EINVAL, "td_optim_load: params[%d] and params[%d] are the same "
+                    "tensor (%s and %s); each must be given once", a, b, o->names[a],
+                    o->names[b]);
+    if (oom) return fail(o->ctx, TD_ENOMEM, "td_optim_load: out of memory");
     td_safetensors *f;
     td_status st = td_safetensors_open(path, &f);
     if (st != TD_OK) {

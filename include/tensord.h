@@ -1147,14 +1147,16 @@ typedef struct td_optim td_optim;
  * zeros, step 0. On TD_OK *out owns it (td_optim_destroy, before td_close). Errors
  * (td_last_error(ctx) names the value): TD_EINVAL (NULL, n < 1, a non-float or other
  * context's parameter, a bad config value: "td_optim_create: beta1 1 is outside [0, 1)",
- * bad or duplicate names); TD_ENOMEM; errors of the state's creation ops. */
+ * bad or duplicate names, one tensor given twice: both indexes named); TD_ENOMEM; errors of
+ * the state's creation ops. */
 td_status td_optim_create(td_context *ctx, const td_optim_config *cfg, int n,
                           td_tensor *const *params, const char *const *names, td_optim **out);
 /* One update of params[0..n) (the n of td_optim_create, same dtypes and shapes) from their
  * gradients; replaces each params[i] and the state tensors as described above. Lazy (reads
  * nothing); an error of an op surfaces at the next read or fence. Returns TD_OK; TD_EINVAL
- * (NULL, a parameter of another dtype or shape than at creation); TD_ENOMEM; errors of
- * recording the ops. On failure params[] and the state are unchanged. */
+ * (NULL, a parameter of another dtype or shape than at creation, one handle given twice in
+ * params); TD_ENOMEM; errors of recording the ops. On failure params[] and the state are
+ * unchanged. */
 td_status td_optim_step(td_optim *o, td_tensor **params);
 /* *scaled = loss * S (a new handle, taped: call td_backward on it), S the current loss
  * scale (cast to loss's dtype). TD_EINVAL when o was created without loss scaling. */

@@ -155,9 +155,11 @@ Test(optim, bad_configs_name_the_value)
     c = td_optim_config_default(TD_OPTIM_SGD, 0.1);
     cr_expect_eq(td_optim_create(ctx, &c, 1, &i, NULL, &o), TD_EINVAL);
     cr_expect(strstr(td_last_error(ctx), "not a float tensor") != NULL);
-    cr_expect_eq(td_optim_create(ctx, &c, 2, (td_tensor *[]){w, w},
+    td_tensor *w3 = td_full(ctx, TD_F32, 1, (int64_t[]){3}, 1.0);
+    cr_expect_eq(td_optim_create(ctx, &c, 2, (td_tensor *[]){w, w3},
                                  (const char *[]){"a", "a"}, &o), TD_EINVAL);
     cr_expect(strstr(td_last_error(ctx), "both named \"a\"") != NULL);
+    td_release(w3);
     cr_expect_eq(td_optim_create(ctx, &c, 1, &w, (const char *[]){"a.b"}, &o), TD_EINVAL);
     cr_expect_null(o);
     /* a step given a parameter of another shape */
@@ -168,6 +170,54 @@ Test(optim, bad_configs_name_the_value)
     td_release(w);
     td_release(w2);
     td_release(i);
+}
+
+/* One tensor given twice: a step would release it after updating the first entry and then
+ * read the released handle for the second (it crashed). Create and step refuse it. */
+Test(optim, a_parameter_given_twice_is_refused)
+{
+    td_tensor *a = td_full(ctx, TD_F32, 1, (int64_t[]){3}, 2.0);
+    td_tensor *b = td_full(ctx, TD_F32, 1, (int64_t[]){3}, 1.0);
+    cr_assert_eq(td_requires_grad(a, true), TD_OK);
+    cr_assert_eq(td_requires_grad(b, true), TD_OK);
+    td_optim_config c = td_optim_config_default(TD_OPTIM_ADAM, 0.1);
+    td_optim *o = NULL;
+    cr_expect_eq(td_optim_create(ctx, &c, 3, (td_tensor *[]){b, a, a}, NULL, &o), TD_EINVAL);
+    cr_expect(strstr(td_last_error(ctx), "parameters 1 and 2 are the same tensor") != NULL,
+              "%s", td_last_error(ctx));
+    cr_expect_null(o);
+    td_tensor *ps[2] = {a, b};
+    cr_assert_eq(td_optim_create(ctx, &c, 2, ps, NULL, &o), TD_OK, "%s", td_last_error(ctx));
+    td_tensor *l = td_add(td_sum(td_mul(a, a), 0, NULL, false), td_sum(b, 0, NULL, false));
+    cr_assert_eq(td_backward(l), TD_OK, "%s", td_last_error(ctx));
+    td_release(l);
+    td_tensor *twice[2] = {a, a};
+    cr_expect_eq(td_optim_step(o, twice), TD_EINVAL);
+    cr_expect(strstr(td_last_error(ctx), "params[0] and params[1] are the same tensor") != NULL,
+              "%s", td_last_error(ctx));
+    cr_expect(twice[0] == a && twice[1] == a, "a refused step replaces nothing");
+    float v[3];
+    cr_assert_eq(td_read(a, v, sizeof v), TD_OK, "%s", td_last_error(ctx));
+    cr_expect(v[0] == 2.0f && v[1] == 2.0f && v[2] == 2.0f, "a is unchanged: %g", v[0]);
+    const char *name;
+    td_tensor *step;
+    double sv = -1;
+    cr_assert_eq(td_optim_state(o, 1, &name, &step), TD_OK);
+    cr_assert_str_eq(name, "step");
+    cr_assert_eq(td_read(step, &sv, sizeof sv), TD_OK);
+    cr_expect_eq(sv, 0.0, "the step count is unchanged");
+    char path[128];
+    snprintf(path, sizeof path, "%s/twice.safetensors", dir);
+    cr_assert_eq(td_optim_save(o, ps, path, 0, NULL, NULL), TD_OK, "%s", td_last_error(ctx));
+    cr_expect_eq(td_optim_load(o, twice, path), TD_EINVAL);
+    cr_expect(twice[0] == a && twice[1] == a, "a refused load replaces nothing");
+    /* the proper step still runs: Adam's first step moves each element by lr (g != 0) */
+    cr_assert_eq(td_optim_step(o, ps), TD_OK, "%s", td_last_error(ctx));
+    cr_assert_eq(td_read(ps[0], v, sizeof v), TD_OK, "%s", td_last_error(ctx));
+    cr_expect_float_eq(v[0], 1.9f, 1e-6f, "%g", v[0]);
+    td_optim_destroy(o);
+    td_release(ps[0]);
+    td_release(ps[1]);
 }
 
 Test(optim, lr_schedules)
