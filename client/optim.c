@@ -562,6 +562,11 @@ td_status td_optim_save(const td_optim *o, td_tensor *const *params, const char 
     if (o == NULL || params == NULL || path == NULL || n_meta < 0 ||
         (n_meta > 0 && (keys == NULL || values == NULL)))
         return fail(o != NULL ? o->ctx : NULL, TD_EINVAL, "td_optim_save: NULL argument");
+    for (int i = 0; i < n_meta; i++)
+        if (keys[i] != NULL &&
+            (strcmp(keys[i], "tensord.optim") == 0 || strcmp(keys[i], "tensord.optim.lr") == 0))
+            return fail(o->ctx, TD_EINVAL, "td_optim_save: metadata key %d \"%s\" is reserved "
+                        "for the optimizer's own entry", i, keys[i]);
     const int n = o->n + o->n_state, nm = n_meta + 2;
     const char **names = td__calloc((size_t)n, sizeof *names);
     td_tensor **ts = td__calloc((size_t)n, sizeof *ts);

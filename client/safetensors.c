@@ -116,6 +116,10 @@ static int build_header(const char *path, size_t n, const td__st_entry *tensors,
             goto done;
         }
         for (size_t i = 0; i < n_meta; i++) {
+            if (keys[i] != NULL && json_object_get(meta, keys[i]) != NULL) {
+                set_err(err, errlen, path, "metadata key \"%s\" appears twice", keys[i]);
+                goto done;
+            }
             if (keys[i] == NULL || values[i] == NULL ||
                 json_object_set_new(meta, keys[i], json_string(values[i])) != 0) {
                 set_err(err, errlen, path, "metadata entry %zu is not a valid UTF-8 string pair",

@@ -1179,8 +1179,9 @@ td_status td_optim_state(const td_optim *o, int i, const char **name, td_tensor 
 td_status td_optim_set_state(td_optim *o, int i, td_tensor *t);
 /* Write params[0..n) under their names, every state tensor under its name, and the
  * n_meta metadata pairs (keys[i] -> values[i]; the keys "tensord.optim" and
- * "tensord.optim.lr" are o's own) to the safetensors file `path`, as
- * td_safetensors_save does (one read per tensor, then the file). */
+ * "tensord.optim.lr" are o's own: TD_EINVAL, naming the key, when keys has one) to the
+ * safetensors file `path`, as td_safetensors_save does (one read per tensor, then the
+ * file; a key given twice is TD_EINVAL). */
 td_status td_optim_save(const td_optim *o, td_tensor *const *params, const char *path,
                         int n_meta, const char *const *keys, const char *const *values);
 /* Read `path` (written by td_optim_save for an optimizer of the same kind, names, dtypes
@@ -1232,7 +1233,8 @@ typedef struct td_safetensors td_safetensors;
 /* Write tensors[0..n) (read back to the host: one td_read each) named names[i] (unique,
  * not "__metadata__") and n_meta metadata pairs to `path`, through a temporary file
  * renamed into place (a failed save leaves no partial file). Returns TD_OK; TD_EINVAL
- * (NULL, n < 0, a bad or duplicate name); TD_EIO (named); errors of td_read. */
+ * (NULL, n < 0, a bad or duplicate name, a metadata key given twice: named); TD_EIO
+ * (named); errors of td_read. */
 td_status td_safetensors_save(const char *path, int n, const char *const *names,
                               td_tensor *const *tensors, int n_meta, const char *const *keys,
                               const char *const *values);

@@ -319,6 +319,48 @@ Test(optim, checkpoint_of_another_optimizer_is_refused)
     td_release(w4);
 }
 
+/* The optimizer's own metadata keys cannot be overridden (a file saved with
+ * tensord.optim = "evil" could not be loaded), and no key may be given twice (the last
+ * was kept silently). Nothing is written. */
+Test(optim, save_refuses_reserved_and_duplicate_metadata_keys)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/meta.safetensors", dir);
+    td_tensor *w = td_full(ctx, TD_F32, 1, (int64_t[]){3}, 1.0);
+    td_optim_config c = td_optim_config_default(TD_OPTIM_SGD, 0.1);
+    td_optim *o;
+    cr_assert_eq(td_optim_create(ctx, &c, 1, &w, (const char *[]){"w"}, &o), TD_OK);
+    cr_expect_eq(td_optim_save(o, &w, path, 2, (const char *[]){"epoch", "tensord.optim"},
+                               (const char *[]){"3", "evil"}),
+                 TD_EINVAL);
+    cr_expect(strstr(td_last_error(ctx), "metadata key 1 \"tensord.optim\" is reserved") != NULL,
+              "%s", td_last_error(ctx));
+    cr_expect_eq(td_optim_save(o, &w, path, 1, (const char *[]){"tensord.optim.lr"},
+                               (const char *[]){"5"}),
+                 TD_EINVAL);
+    cr_expect(strstr(td_last_error(ctx), "\"tensord.optim.lr\" is reserved") != NULL, "%s",
+              td_last_error(ctx));
+    cr_expect_eq(td_optim_save(o, &w, path, 2, (const char *[]){"epoch", "epoch"},
+                               (const char *[]){"3", "4"}),
+                 TD_EINVAL);
+    cr_expect(strstr(td_last_error(ctx), "metadata key \"epoch\" appears twice") != NULL, "%s",
+              td_last_error(ctx));
+    cr_expect_neq(access(path, F_OK), 0, "a refused save writes no file");
+    cr_expect_eq(td_safetensors_save(path, 1, (const char *[]){"w"}, &w, 2,
+                                     (const char *[]){"k", "k"}, (const char *[]){"1", "2"}),
+                 TD_EINVAL);
+    cr_expect(strstr(td_last_error(NULL), "metadata key \"k\" appears twice") != NULL, "%s",
+              td_last_error(NULL));
+    cr_expect_neq(access(path, F_OK), 0, "a refused save writes no file");
+    /* other keys are the caller's, and the file loads */
+    cr_assert_eq(td_optim_save(o, &w, path, 1, (const char *[]){"tensord.optimizer"},
+                               (const char *[]){"x"}),
+                 TD_OK, "%s", td_last_error(ctx));
+    cr_expect_eq(td_optim_load(o, &w, path), TD_OK, "%s", td_last_error(ctx));
+    td_optim_destroy(o);
+    td_release(w);
+}
+
 Test(optim, graph_step_and_resume_match_eager_bits)
 {
     char path[128];

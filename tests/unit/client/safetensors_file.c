@@ -257,6 +257,21 @@ Test(safetensors, writer_rejects_bad_names)
     cr_expect_neq(access(path, F_OK), 0);
 }
 
+/* Duplicate metadata keys: JSON objects keep one value per key, so the writer kept the
+ * last silently; it refuses them, naming the key, and writes nothing. */
+Test(safetensors, writer_rejects_duplicate_metadata_keys)
+{
+    char path[128], err[512] = "";
+    path_of(path, sizeof path, "m.safetensors");
+    float x = 1.0f;
+    td__st_entry e = {.dtype = "F32", .name = "x", .rank = 1, .shape = (int64_t[]){1}, .data = &x};
+    const char *keys[3] = {"a", "k", "k"}, *values[3] = {"0", "1", "2"};
+    cr_expect_eq(td__st_write(path, 1, &e, 3, keys, values, err, sizeof err), -1);
+    cr_expect_not_null(strstr(err, "metadata key \"k\" appears twice"), "%s", err);
+    cr_expect_neq(access(path, F_OK), 0);
+    cr_expect_eq(td__st_write(path, 1, &e, 2, keys, values, err, sizeof err), 0, "%s", err);
+}
+
 Test(safetensors, dtype_sizes)
 {
     cr_expect_eq(td__st_dtype_size("F32"), 4);
