@@ -603,6 +603,72 @@ done:
     return st;
 }
 
+static int str_cmp(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Every tensor of the file is one of o's (a checkpoint with more is of another model: its
+ * extras would be dropped silently). The file's names are unique and each of o's was found,
+ * so a count above o's means extras; only then are they looked for, to name one. */
+static td_status check_extras(const td_optim *o, const td_safetensors *f, const char *path)
+{
+    const int n = o->n + o->n_state, have = td_safetensors_count(f);
+    if (have <= n) return TD_OK;
+    const char **names = td__malloc((size_t)n * sizeof *names);
+    if (names == NULL) return fail(o->ctx, TD_ENOMEM, "td_optim_load: out of memory");
+    for (int i = 0; i < n; i++) names[i] = i < o->n ? o->names[i] : o->state_names[i - o->n];
+    qsort(names, (size_t)n, sizeof *names, str_cmp);
+    const char *extra = NULL;
+    for (int i = 0; i < have && extra == NULL; i++) {
+        const char *nm = td_safetensors_name(f, i);
+        if (bsearch(&nm, names, (size_t)n, sizeof *names, str_cmp) == NULL) extra = nm;
+    }
+    td__free(names);
+    return fail(o->ctx, TD_EINVAL, "td_optim_load: %s: tensor \"%s\" is not one of this "
+                "optimizer's %d parameters and state tensors (the file holds %d tensors)", path,
+                extra != NULL ? extra : "?", n, have);
+}
+
+/* The value of rank-0 tensor t as a double (one read); false with the error set. */
+static bool read_scalar(td_tensor *t, double *v)
+{
+    if (td_tensor_dtype(t) == TD_F64) return td_read(t, v, sizeof *v) == TD_OK;
+    float x;
+    if (td_read(t, &x, sizeof x) != TD_OK) return false;
+    *v = x;
+    return true;
+}
+
+/* The loaded scalar state must be what a run can have produced: the lr tensor the
+ * metadata's learning rate (td_optim_lr reports the metadata, the steps use the tensor),
+ * the step count and growth tracker whole numbers >= 0 (a NaN or negative step makes the
+ * bias corrections NaN and every parameter with them), the loss scale finite and > 0. */
+static td_status check_scalars(const td_optim *o, td_tensor *const *state, double lr,
+                               const char *path)
+{
+    static const char api[] = "td_optim_load";
+    double v;
+    if (!read_scalar(state[ST_LR], &v)) return td_last_status(o->ctx);
+    if (v != lr)
+        return fail(o->ctx, TD_EINVAL, "%s: %s: tensor lr %.17g differs from the metadata's "
+                    "tensord.optim.lr %.17g", api, path, v, lr);
+    const int ints[2] = {ST_STEP, ST_TRACK};
+    for (int k = 0; k < (o->scaling ? 2 : 1); k++) {
+        if (!read_scalar(state[ints[k]], &v)) return td_last_status(o->ctx);
+        if (!(v >= 0) || v > 0x1p53 || floor(v) != v)
+            return fail(o->ctx, TD_EINVAL, "%s: %s: tensor %s %g is not a count (a whole "
+                        "number in 0..2^53)", api, path, o->state_names[ints[k]], v);
+    }
+    if (o->scaling) {
+        if (!read_scalar(state[ST_SCALE], &v)) return td_last_status(o->ctx);
+        if (!(v > 0) || !isfinite(v))
+            return fail(o->ctx, TD_EINVAL, "%s: %s: tensor loss_scale %g must be finite and > 0",
+                        api, path, v);
+    }
+    return TD_OK;
+}
+
 td_status td_optim_load(td_optim *o, td_tensor **params, const char *path)
 {
     if (o == NULL || params == NULL || path == NULL)
@@ -655,7 +721,9 @@ td_status td_optim_load(td_optim *o, td_tensor **params, const char *path)
             st = fail(o->ctx, TD_EINVAL, "td_optim_load: %s: metadata tensord.optim.lr \"%s\" "
                       "is not a learning rate", path, l != NULL ? l : "(missing)");
     }
+    if (st == TD_OK) st = check_extras(o, f, path);
     td_safetensors_close(f);
+    if (st == TD_OK) st = check_scalars(o, fresh + o->n, lr, path);
     if (st != TD_OK) {
         for (int i = 0; i < n; i++) td_release(fresh[i]);
         td__free(fresh);
@@ -680,7 +748,8 @@ td_status td_optim_load(td_optim *o, td_tensor **params, const char *path)
 
 double td_lr_at(const td_lr_schedule *s, int64_t step)
 {
-    if (s == NULL || step < 0 || s->warmup_steps < 0 || !isfinite(s->base)) return NAN;
+    if (s == NULL || step < 0 || s->warmup_steps < 0 || !(s->base > 0) || !isfinite(s->base))
+        return NAN;
     if (step < s->warmup_steps)
         return s->base * (double)(step + 1) / (double)s->warmup_steps;
     const int64_t k = step - s->warmup_steps;

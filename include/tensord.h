@@ -1187,8 +1187,11 @@ td_status td_optim_save(const td_optim *o, td_tensor *const *params, const char 
 /* Read `path` (written by td_optim_save for an optimizer of the same kind, names, dtypes
  * and shapes) and replace params[0..n) and the whole state with its tensors (new handles
  * on o's context, marked with td_requires_grad as the old ones were): a run resumed from it
- * continues bit for bit as if uninterrupted. Errors (TD_EINVAL, TD_ENOTFOUND, TD_EIO; the
- * message names the file and the tensor) leave params and state unchanged. */
+ * continues bit for bit as if uninterrupted. The file must hold exactly o's tensors, and its
+ * scalars what a run can produce: an "lr" tensor equal to the metadata tensord.optim.lr,
+ * "step" (and "growth_tracker") a whole number >= 0, "loss_scale" finite and > 0 (read back
+ * to check them). Errors (TD_EINVAL, TD_ENOTFOUND, TD_EIO; the message names the file and
+ * the tensor) leave params and state unchanged. */
 td_status td_optim_load(td_optim *o, td_tensor **params, const char *path);
 /* Free o and its state tensors. NULL is a no-op. */
 void td_optim_destroy(td_optim *o);
@@ -1203,7 +1206,7 @@ typedef enum td_lr_kind {
 } td_lr_kind;
 typedef struct td_lr_schedule {
     td_lr_kind kind;
-    double base;          /* the learning rate after warmup */
+    double base;          /* the learning rate after warmup: finite, > 0 */
     int64_t warmup_steps; /* >= 0: steps 0 .. warmup-1 use base (step + 1) / warmup first */
     int64_t step_size;    /* TD_LR_STEP: >= 1 */
     double gamma;         /* TD_LR_STEP */
@@ -1211,7 +1214,8 @@ typedef struct td_lr_schedule {
     double min;           /* TD_LR_COSINE */
 } td_lr_schedule;
 /* The learning rate at `step` (steps after warmup count from 0 for the schedule proper).
- * NaN for a bad schedule (negative step, step_size or total_steps < 1). Thread-safety:
+ * NaN for a bad schedule: negative step or warmup_steps, base not finite and > 0 (what
+ * td_optim_set_lr takes), step_size or total_steps < 1, an unknown kind. Thread-safety:
  * pure, any thread. */
 double td_lr_at(const td_lr_schedule *s, int64_t step);
 

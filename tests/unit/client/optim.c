@@ -236,6 +236,14 @@ Test(optim, lr_schedules)
     cr_expect(isnan(td_lr_at(&c, -1)));
     td_lr_schedule bad = {.kind = TD_LR_STEP, .base = 0.1};
     cr_expect(isnan(td_lr_at(&bad, 0)), "step_size 0 is refused");
+    /* a learning rate is finite and > 0 (td_optim_set_lr): another base is a bad schedule */
+    const double bases[] = {-1.0, 0.0, NAN, INFINITY};
+    for (int k = 0; k < 4; k++) {
+        td_lr_schedule b = {.kind = TD_LR_CONSTANT, .base = bases[k]};
+        cr_expect(isnan(td_lr_at(&b, 1)), "base %g gives %g", bases[k], td_lr_at(&b, 1));
+        b.warmup_steps = 4;
+        cr_expect(isnan(td_lr_at(&b, 1)), "base %g in warmup", bases[k]);
+    }
 }
 
 Test(optim, safetensors_round_trip_any_dtype)
@@ -357,6 +365,71 @@ Test(optim, save_refuses_reserved_and_duplicate_metadata_keys)
                                (const char *[]){"x"}),
                  TD_OK, "%s", td_last_error(ctx));
     cr_expect_eq(td_optim_load(o, &w, path), TD_OK, "%s", td_last_error(ctx));
+    td_optim_destroy(o);
+    td_release(w);
+}
+
+/* An Adam checkpoint for one parameter "w" (f32 [3], all 1) written by hand with
+ * td_safetensors_save: scalars lr and step as given, moments 0, metadata lr "0.01"; with
+ * `extra` a further tensor of that name. */
+static void write_adam_ckpt(const char *path, double lr, double step, const char *extra)
+{
+    td_tensor *w = td_full(ctx, TD_F32, 1, (int64_t[]){3}, 1.0);
+    td_tensor *z = td_full(ctx, TD_F32, 1, (int64_t[]){3}, 0.0);
+    td_tensor *l = td_full(ctx, TD_F64, 0, NULL, lr);
+    td_tensor *t = td_full(ctx, TD_F64, 0, NULL, step);
+    const char *names[6] = {"w", "lr", "step", "w.exp_avg", "w.exp_avg_sq", extra};
+    cr_assert_eq(td_safetensors_save(path, extra != NULL ? 6 : 5, names,
+                                     (td_tensor *[]){w, l, t, z, z, w}, 2,
+                                     (const char *[]){"tensord.optim", "tensord.optim.lr"},
+                                     (const char *[]){"adam", "0.01"}),
+                 TD_OK, "%s", td_last_error(NULL));
+    td_release(w);
+    td_release(z);
+    td_release(l);
+    td_release(t);
+}
+
+/* td_optim_load checks the scalar state it resumes from: an lr tensor that is not the
+ * metadata's learning rate (td_optim_lr said 0.01 while the steps used 5), a step count that
+ * is NaN, negative or fractional (the bias corrections, and with them the parameters, become
+ * NaN or wrong), and tensors the optimizer does not have (they were dropped silently). A
+ * refused load changes nothing. */
+Test(optim, load_refuses_inconsistent_scalars_and_extra_tensors)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/adam.safetensors", dir);
+    td_tensor *w = td_full(ctx, TD_F32, 1, (int64_t[]){3}, 2.0);
+    td_optim_config c = td_optim_config_default(TD_OPTIM_ADAM, 0.5);
+    td_optim *o;
+    cr_assert_eq(td_optim_create(ctx, &c, 1, &w, (const char *[]){"w"}, &o), TD_OK);
+    const struct {
+        double lr, step;
+        const char *extra, *want;
+    } bad[] = {
+        {5.0, 3, NULL, "tensor lr 5 differs from the metadata's tensord.optim.lr 0.01"},
+        {0.01, NAN, NULL, "tensor step nan is not a count"},
+        {0.01, -7, NULL, "tensor step -7 is not a count"},
+        {0.01, 2.5, NULL, "tensor step 2.5 is not a count"},
+        {0.01, INFINITY, NULL, "tensor step inf is not a count"},
+        {0.01, 3, "b", "tensor \"b\" is not one of this optimizer's 5"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        write_adam_ckpt(path, bad[k].lr, bad[k].step, bad[k].extra);
+        td_tensor *before = w;
+        cr_expect_eq(td_optim_load(o, &w, path), TD_EINVAL, "case %zu loaded", k);
+        cr_expect(strstr(td_last_error(ctx), bad[k].want) != NULL, "case %zu: %s", k,
+                  td_last_error(ctx));
+        cr_expect_eq(w, before, "case %zu: a refused load keeps the parameters", k);
+        cr_expect_eq(td_optim_lr(o), 0.5, "case %zu: and the learning rate", k);
+    }
+    /* the consistent file loads: step 3, lr 0.01, w 1 */
+    write_adam_ckpt(path, 0.01, 3, NULL);
+    cr_assert_eq(td_optim_load(o, &w, path), TD_OK, "%s", td_last_error(ctx));
+    cr_expect_eq(td_optim_lr(o), 0.01);
+    float v[3];
+    cr_assert_eq(td_read(w, v, sizeof v), TD_OK);
+    cr_expect(v[0] == 1.0f && v[2] == 1.0f);
     td_optim_destroy(o);
     td_release(w);
 }
