@@ -184,7 +184,10 @@ void td__ad_forget(td__autodiff *ad, uint64_t id)
 
 td_status td_requires_grad(td_tensor *t, bool on)
 {
-    if (t == NULL) return TD_EINVAL;
+    if (t == NULL) {
+        td__ctx_set_error(NULL, TD_EINVAL, "td_requires_grad: t is NULL");
+        return TD_EINVAL;
+    }
     td_context *ctx = td__tensor_ctx(t);
     const td__desc *d = td__tensor_desc(t);
     if (on && !is_float(d->dtype)) {
@@ -1028,8 +1031,15 @@ static void release_all(td__idmap *m)
 
 td_status td_backward_grad(td_tensor *out, td_tensor *grad)
 {
-    if (out == NULL || grad == NULL) return TD_EINVAL;
+    if (out == NULL) {
+        td__ctx_set_error(NULL, TD_EINVAL, "td_backward_grad: out is NULL");
+        return TD_EINVAL;
+    }
     td_context *ctx = td__tensor_ctx(out);
+    if (grad == NULL) {
+        td__ctx_set_error(ctx, TD_EINVAL, "td_backward_grad: grad is NULL");
+        return TD_EINVAL;
+    }
     char msg[640];
     td__autodiff *ad = *td__ctx_autodiff(ctx);
     const uint64_t out_id = td__tensor_id(out);
@@ -1147,7 +1157,10 @@ td_status td_backward_grad(td_tensor *out, td_tensor *grad)
 
 td_status td_backward(td_tensor *loss)
 {
-    if (loss == NULL) return TD_EINVAL;
+    if (loss == NULL) {
+        td__ctx_set_error(NULL, TD_EINVAL, "td_backward: loss is NULL");
+        return TD_EINVAL;
+    }
     td_context *ctx = td__tensor_ctx(loss);
     const td__desc *d = td__tensor_desc(loss);
     if (td__desc_nelem(d) != 1) {

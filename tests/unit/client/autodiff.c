@@ -349,6 +349,29 @@ Test(autodiff, backward_needs_one_element_and_a_path)
     cr_expect(strstr(td_last_error(ctx), "one element") != NULL, "%s", td_last_error(ctx));
 }
 
+/* A NULL argument records its own message: before, the status was TD_EINVAL but
+ * td_last_error still showed the previous failure's message. */
+Test(autodiff, null_arguments_record_their_message)
+{
+    td_tensor *i = td_full(ctx, TD_I32, 1, (int64_t[]){2}, 1);
+    cr_assert_eq(td_requires_grad(i, true), TD_EINVAL); /* an older message to replace */
+    cr_expect_eq(td_requires_grad(NULL, true), TD_EINVAL);
+    cr_expect_str_eq(td_last_error(NULL), "td_requires_grad: t is NULL");
+    cr_expect_str_eq(td_last_error(ctx), "td_requires_grad: t is NULL");
+    cr_expect_eq(td_backward(NULL), TD_EINVAL);
+    cr_expect_str_eq(td_last_error(NULL), "td_backward: loss is NULL");
+    cr_expect_str_eq(td_last_error(ctx), "td_backward: loss is NULL");
+    cr_expect_eq(td_backward_grad(NULL, i), TD_EINVAL);
+    cr_expect_str_eq(td_last_error(NULL), "td_backward_grad: out is NULL");
+    td_tensor *x = vec(1, 2);
+    cr_assert_eq(td_requires_grad(x, true), TD_OK);
+    td_tensor *y = td_exp(x);
+    cr_expect_eq(td_backward_grad(y, NULL), TD_EINVAL);
+    cr_expect_eq(td_last_status(ctx), TD_EINVAL);
+    cr_expect_str_eq(td_last_error(ctx), "td_backward_grad: grad is NULL");
+    cr_expect_str_eq(td_last_error(NULL), "td_backward_grad: grad is NULL");
+}
+
 Test(autodiff, no_grad_scope_and_detach)
 {
     td_tensor *x = vec(3, 4);
