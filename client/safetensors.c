@@ -525,6 +525,10 @@ int td__st_read(const char *path, td__st_file *out, char *err, size_t errlen)
             if (parse_metadata(path, val, &res, err, errlen) != 0) goto done;
             continue;
         }
+        if (key[0] == '\0') { /* the writer refuses it too: no name to find it by */
+            set_err(err, errlen, path, "header entry \"\" has an empty tensor name");
+            goto done;
+        }
         size_t i = res.n_tensors;
         if (parse_entry(path, key, val, data_len, &res.tensors[i], &spans[i], err, errlen) != 0)
             goto done;

@@ -1226,7 +1226,8 @@ double td_lr_at(const td_lr_schedule *s, int64_t step);
  * little-endian and row-major. Dtypes: F32 F64 F16 BF16 I8 I16 I32 I64 U8 BOOL (tensord's).
  * The reader is strict, as for any untrusted file: it rejects, naming the file and the
  * problem, a file shorter than 8 bytes, a header length beyond the file or above 100 MiB,
- * invalid JSON or duplicate keys, entries without dtype/shape/data_offsets, an unknown
+ * invalid JSON or duplicate keys, an empty tensor name (the writer refuses one too),
+ * entries without dtype/shape/data_offsets, an unknown
  * dtype, rank above 8, negative or non-integer dims, offsets out of range, overlapping or
  * leaving holes, or not equal to the dtype's size times the element count; every size goes
  * through overflow-checked arithmetic. Errors: td_last_error(NULL), and the context's for

@@ -215,6 +215,21 @@ Test(safetensors, rejects_bad_entries)
     expect_reject(path, "value of \"k\" is not a string");
 }
 
+/* td__st_write refuses an empty tensor name; the reader refuses it as well (it accepted
+ * one, making a file that this library could read but not have written). */
+Test(safetensors, rejects_empty_tensor_name)
+{
+    char path[128];
+    path_of(path, sizeof path, "empty.safetensors");
+    write_file(path, "{\"\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 0, 1);
+    expect_reject(path, "header entry \"\" has an empty tensor name");
+    write_file(path,
+               "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
+               "\"\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[1,1]}}",
+               0, 1);
+    expect_reject(path, "empty tensor name");
+}
+
 Test(safetensors, rejects_bad_offsets)
 {
     char path[128];
