@@ -323,9 +323,17 @@ static td_tensor *T(rule_ctx *r, td_tensor *t)
 static td_tensor *X(const rule_ctx *r, int i) { return r->n->saved_in[i]; }
 static td_tensor *Y(const rule_ctx *r) { return r->n->saved_out; }
 
+/* t, made by an op without inputs (td_full, td_arange: on the session's first device), on
+ * the device of `like` when that is another one (a copy, kept as an intermediate too). */
+static td_tensor *near(rule_ctx *r, td_tensor *t, const td_tensor *like)
+{
+    if (t == NULL || td__ctx_tensor_device(t) == td__ctx_tensor_device(like)) return t;
+    return T(r, td_to_device(t, td_tensor_device(like)));
+}
+
 static td_tensor *scalar(rule_ctx *r, td_tensor *like, double v)
 {
-    return T(r, td_full(r->ctx, td_tensor_dtype(like), 0, NULL, v));
+    return near(r, T(r, td_full(r->ctx, td_tensor_dtype(like), 0, NULL, v)), like);
 }
 
 /* g (of the output's shape) reduced to the shape of input i: broadcast dims summed. */
@@ -408,12 +416,14 @@ static td_tensor *surround(rule_ctx *r, td_tensor *g, const int64_t *starts)
         memcpy(dims, td_dims(cur), sizeof(int64_t) * x->rank);
         if (start > 0) {
             dims[d] = start;
-            parts[np++] = T(r, td_full(r->ctx, td_tensor_dtype(g), (int)x->rank, dims, 0));
+            parts[np++] =
+                near(r, T(r, td_full(r->ctx, td_tensor_dtype(g), (int)x->rank, dims, 0)), g);
         }
         parts[np++] = cur;
         if (start + len < x->dims[d]) {
             dims[d] = x->dims[d] - start - len;
-            parts[np++] = T(r, td_full(r->ctx, td_tensor_dtype(g), (int)x->rank, dims, 0));
+            parts[np++] =
+                near(r, T(r, td_full(r->ctx, td_tensor_dtype(g), (int)x->rank, dims, 0)), g);
         }
         cur = np > 1 ? T(r, td_concat(np, parts, (int)d)) : cur;
     }
@@ -578,7 +588,7 @@ static td_tensor *interpolate_grad(rule_ctx *r, td_tensor *g)
         const int axis = 2 + d;
         const int64_t L = x->dims[axis], O = op->iattrs[2 + d];
         if (L == O) continue; /* the identity in both modes */
-        td_tensor *a = T(r, td_arange(r->ctx, cd, L, 0, 1));
+        td_tensor *a = near(r, T(r, td_arange(r->ctx, cd, L, 0, 1)), g);
         td_tensor *a3 = T(r, td_reshape(a, 3, (int64_t[]){1, 1, L}));
         td_tensor *s3 = T(r, td_interpolate(a3, &O, mode, align));
         td_tensor *s = T(r, td_reshape(s3, 1, &O));
@@ -587,7 +597,7 @@ static td_tensor *interpolate_grad(rule_ctx *r, td_tensor *g)
         zd[axis] = L;
         for (uint32_t k = 0; k < x->rank; k++) bd[k] = 1;
         bd[axis] = O;
-        td_tensor *z = T(r, td_full(r->ctx, gd, (int)x->rank, zd, 0));
+        td_tensor *z = near(r, T(r, td_full(r->ctx, gd, (int)x->rank, zd, 0)), g);
         if (mode == TD_INTERP_NEAREST) {
             cur = T(r, td_index_add(z, axis, T(r, td_cast(s, TD_I64)), cur));
             continue;
@@ -903,19 +913,22 @@ static void rule(rule_ctx *r)
         if (one) {
             int64_t adims[TD_MAX_RANK];
             for (uint32_t d = 0; d < x->rank; d++) adims[d] = (int)d == axis ? x->dims[d] : 1;
-            td_tensor *a = T(r, td_arange(r->ctx, ix->dtype, x->dims[axis], 0, 1));
+            td_tensor *a =
+                near(r, T(r, td_arange(r->ctx, ix->dtype, x->dims[axis], 0, 1)), X(r, 1));
             td_tensor *ar = a != NULL ? T(r, td_reshape(a, (int)x->rank, adims)) : NULL;
             td_tensor *m = ar != NULL ? T(r, td_eq(ar, X(r, 1))) : NULL;
             give(r, 0, m != NULL ? T(r, td_where_scalar_b(m, g, 0)) : NULL);
             break;
         }
-        td_tensor *z = T(r, td_full(r->ctx, td_tensor_dtype(g), (int)x->rank, x->dims, 0));
+        td_tensor *z =
+            near(r, T(r, td_full(r->ctx, td_tensor_dtype(g), (int)x->rank, x->dims, 0)), g);
         give(r, 0, T(r, td_scatter_add(z, axis, X(r, 1), g)));
         break;
     }
     case TD_OP_INDEX_SELECT: {
         const td__desc *x = td__tensor_desc(X(r, 0));
-        td_tensor *z = T(r, td_full(r->ctx, td_tensor_dtype(g), (int)x->rank, x->dims, 0));
+        td_tensor *z =
+            near(r, T(r, td_full(r->ctx, td_tensor_dtype(g), (int)x->rank, x->dims, 0)), g);
         give(r, 0, T(r, td_index_add(z, (int)op->iattrs[0], X(r, 1), g)));
         break;
     }
@@ -1067,6 +1080,12 @@ td_status td_backward_grad(td_tensor *out, td_tensor *grad)
         td__ctx_set_error(ctx, TD_EINVAL, msg);
         return TD_EINVAL;
     }
+    if (td__ctx_tensor_device(grad) != td__ctx_tensor_device(out)) {
+        snprintf(msg, sizeof msg, "td_backward: the gradient is on device %s, the tensor on %s "
+                 "(move it with td_to_device)", td_tensor_device(grad), td_tensor_device(out));
+        td__ctx_set_error(ctx, TD_EINVAL, msg);
+        return TD_EINVAL;
+    }
     /* Which nodes the gradient reaches: one pass from the end, before anything is recorded,
      * so an op without a rule fails the call at once, naming it. */
     td__idmap reach;
@@ -1174,6 +1193,12 @@ td_status td_backward(td_tensor *loss)
     td__autodiff *ad = *td__ctx_autodiff(ctx);
     if (ad != NULL) ad->internal = true;
     td_tensor *one = td_full(ctx, td_tensor_dtype(loss), (int)d->rank, d->dims, 1.0);
+    if (one != NULL && td__ctx_tensor_device(one) != td__ctx_tensor_device(loss)) {
+        /* td_full makes it on the session's first device: the seed goes where the loss is */
+        td_tensor *moved = td_to_device(one, td_tensor_device(loss));
+        td_release(one);
+        one = moved;
+    }
     if (ad != NULL) ad->internal = false;
     if (one == NULL) return td_last_status(ctx);
     td_status st = td_backward_grad(loss, one);

@@ -1117,11 +1117,18 @@ td_tensor *td_clamp_tensor(td_tensor *x, td_tensor *lo, td_tensor *hi)
     return ternary("td_clamp_tensor", TD_OP_CLAMP_TENSOR, x, lo, hi, names);
 }
 
-/* A rank-0 FULL recorded under `api`'s name. */
-static td_tensor *scalar_full(td_context *ctx, const char *api, uint32_t dt, double v)
+/* A rank-0 FULL of value v, recorded under `api`'s name, for an op on `like`: an op without
+ * inputs runs on the session's first device, so on a session spanning devices it is moved
+ * to like's (a scalar's copy; never needed on one device, nor while capturing, where every
+ * input is on the first). */
+static td_tensor *scalar_full(const td_tensor *like, const char *api, uint32_t dt, double v)
 {
     td__op op = {.opcode = TD_OP_FULL, .dtype = dt, .fattrs = {v}};
-    return record(ctx, api, &op, NULL);
+    td_tensor *s = record(like->ctx, api, &op, NULL);
+    if (s == NULL || s->dev == like->dev) return s;
+    td_tensor *m = td_to_device(s, like->ctx->tp->devices[like->dev]);
+    td_release(s);
+    return m;
 }
 
 /* WHERE with one or two scalar operands, recorded as rank-0 FULLs (the tensor operand's
@@ -1140,8 +1147,8 @@ static td_tensor *where_scalar(const char *api, td_tensor *cond, td_tensor *a, d
     }
     uint32_t sdt = have_dt ? (uint32_t)dt : other->desc.dtype;
     td_tensor *sa = a, *sb = b;
-    if (a == NULL && (sa = scalar_full(ctx, api, sdt, av)) == NULL) return NULL;
-    if (b == NULL && (sb = scalar_full(ctx, api, sdt, bv)) == NULL) {
+    if (a == NULL && (sa = scalar_full(cond, api, sdt, av)) == NULL) return NULL;
+    if (b == NULL && (sb = scalar_full(cond, api, sdt, bv)) == NULL) {
         if (a == NULL) td_release(sa);
         return NULL;
     }
@@ -1178,7 +1185,8 @@ td_tensor *td_cast(td_tensor *x, td_dtype dt)
 static td_tensor *scalar_op(const char *api, uint32_t opcode, td_tensor *x, double v)
 {
     if (x == NULL) return null_input(NULL, api, "x");
-    td_tensor *s = td_full(x->ctx, (td_dtype)x->desc.dtype, 0, NULL, v);
+    td_tensor *s = scalar_full(x, api, x->desc.dtype, v);
+    if (s == NULL) return NULL;
     td_tensor *r = binary(api, opcode, x, s);
     td_release(s);
     return r;

@@ -164,6 +164,17 @@ void td_optim_destroy(td_optim *o)
     td__free(o);
 }
 
+/* td_full on the device of `like` (td_full makes it on the session's first device). */
+static td_tensor *full_on(const td_tensor *like, td_dtype dt, int rank, const int64_t *dims,
+                          double v)
+{
+    td_tensor *t = td_full(td__tensor_ctx(like), dt, rank, dims, v);
+    if (t == NULL || td__ctx_tensor_device(t) == td__ctx_tensor_device(like)) return t;
+    td_tensor *m = td_to_device(t, td_tensor_device(like));
+    td_release(t);
+    return m;
+}
+
 static const char *slot_name(const td_optim *o, int k)
 {
     if (o->cfg.kind == TD_OPTIM_SGD) return "momentum_buffer";
@@ -250,7 +261,7 @@ td_status td_optim_create(td_context *ctx, const td_optim_config *cfg, int n,
             char buf[NAME_MAX_BYTES + 32];
             snprintf(buf, sizeof buf, "%s.%s", o->names[i], slot_name(o, k));
             o->state_names[j] = dup_str(buf);
-            o->state[j] = td_full(ctx, o->p[i].dt, o->p[i].rank, o->p[i].dims, 0.0);
+            o->state[j] = full_on(params[i], o->p[i].dt, o->p[i].rank, o->p[i].dims, 0.0);
         }
     for (int j = 0; j < o->n_state; j++)
         if (o->state[j] == NULL || o->state_names[j] == NULL) {
@@ -291,6 +302,16 @@ static void tmp_release(tmp_list *l)
     l->n = 0;
 }
 
+/* x where `like` is: x itself when they share a device, else a copy kept in l (NULL marks
+ * failure). A session may span devices: each parameter's update runs on its device, and
+ * the shared scalars (lr, step, loss scale) live on the first. */
+static td_tensor *on_dev(tmp_list *l, td_tensor *x, const td_tensor *like)
+{
+    if (x == NULL) return K(l, NULL);
+    if (td__ctx_tensor_device(x) == td__ctx_tensor_device(like)) return x;
+    return K(l, td_to_device(x, td_tensor_device(like)));
+}
+
 /* The per-step scalars, in f64 and cast to one parameter dtype. */
 typedef struct scalars {
     td_tensor *lr;        /* SGD: lr */
@@ -309,25 +330,27 @@ typedef struct scalars {
     td_tensor *eps;       /* Adam */
 } scalars;
 
-static void make_scalars(td_optim *o, tmp_list *l, td_tensor *t, td_dtype dt, scalars *s)
+static void make_scalars(td_optim *o, tmp_list *l, td_tensor *t, const td_tensor *p,
+                         scalars *s)
 {
-    td_context *ctx = o->ctx;
-    td_tensor *lr = o->state[ST_LR];
+    const td_dtype dt = td_tensor_dtype(p);
+    td_tensor *lr = on_dev(l, o->state[ST_LR], p);
+    t = on_dev(l, t, p);
     const td_optim_config *c = &o->cfg;
     memset(s, 0, sizeof *s);
     if (c->kind != TD_OPTIM_ADAMW && c->weight_decay != 0)
-        s->wd = K(l, td_full(ctx, dt, 0, NULL, c->weight_decay));
+        s->wd = K(l, full_on(p, dt, 0, NULL, c->weight_decay));
     if (c->kind == TD_OPTIM_SGD) {
         s->lr = dt == TD_F64 ? lr : K(l, td_cast(lr, dt));
-        if (c->momentum > 0) s->momentum = K(l, td_full(ctx, dt, 0, NULL, c->momentum));
+        if (c->momentum > 0) s->momentum = K(l, full_on(p, dt, 0, NULL, c->momentum));
         return;
     }
-    s->one_m_b1 = K(l, td_full(ctx, dt, 0, NULL, 1.0 - c->beta1));
-    s->b2 = K(l, td_full(ctx, dt, 0, NULL, c->beta2));
-    s->one_m_b2 = K(l, td_full(ctx, dt, 0, NULL, 1.0 - c->beta2));
-    s->eps = K(l, td_full(ctx, dt, 0, NULL, c->eps));
-    td_tensor *b1 = K(l, td_full(ctx, TD_F64, 0, NULL, c->beta1));
-    td_tensor *b2 = K(l, td_full(ctx, TD_F64, 0, NULL, c->beta2));
+    s->one_m_b1 = K(l, full_on(p, dt, 0, NULL, 1.0 - c->beta1));
+    s->b2 = K(l, full_on(p, dt, 0, NULL, c->beta2));
+    s->one_m_b2 = K(l, full_on(p, dt, 0, NULL, 1.0 - c->beta2));
+    s->eps = K(l, full_on(p, dt, 0, NULL, c->eps));
+    td_tensor *b1 = K(l, full_on(p, TD_F64, 0, NULL, c->beta1));
+    td_tensor *b2 = K(l, full_on(p, TD_F64, 0, NULL, c->beta2));
     td_tensor *bc1 = K(l, td_add_scalar(K(l, td_neg(K(l, td_pow(b1, t)))), 1.0));
     td_tensor *bc2 = K(l, td_add_scalar(K(l, td_neg(K(l, td_pow(b2, t)))), 1.0));
     td_tensor *ss = K(l, td_div(lr, bc1));
@@ -348,16 +371,21 @@ static bool scale_update(td_optim *o, tmp_list *gl, td_tensor *finite, td_tensor
                          td_tensor *const *params, td_tensor **nstate)
 {
     td_context *ctx = o->ctx;
+    td_tensor *at[256] = {NULL}; /* finite on each device (td__ctx_tensor_device) */
     for (int i = 0; i < o->n; i++) {
         if (fresh[i] == NULL) continue;
-        td_tensor *w = td_where(finite, fresh[i], params[i]);
+        const uint32_t d = td__ctx_tensor_device(fresh[i]) & 255;
+        if (at[d] == NULL && (at[d] = on_dev(gl, finite, fresh[i])) == NULL) return false;
+        td_tensor *w = td_where(at[d], fresh[i], params[i]);
         td_release(fresh[i]);
         fresh[i] = w;
         if (w == NULL) return false;
     }
     for (int j = ST_STEP; j < o->n_state; j++) {
         if (nstate[j] == NULL || j == ST_SCALE || j == ST_TRACK) continue;
-        td_tensor *w = td_where(finite, nstate[j], o->state[j]);
+        const uint32_t d = td__ctx_tensor_device(nstate[j]) & 255;
+        if (at[d] == NULL && (at[d] = on_dev(gl, finite, nstate[j])) == NULL) return false;
+        td_tensor *w = td_where(at[d], nstate[j], o->state[j]);
         td_release(nstate[j]);
         nstate[j] = w;
         if (w == NULL) return false;
@@ -379,10 +407,12 @@ td_status td_optim_scale_loss(td_optim *o, td_tensor *loss, td_tensor **scaled)
     if (!o->scaling)
         return fail(o->ctx, TD_EINVAL, "td_optim_scale_loss: the optimizer was created with "
                     "loss_scale 0 (no loss scaling)");
-    td_tensor *sc = o->state[ST_SCALE];
-    td_tensor *c = td_tensor_dtype(loss) == TD_F32 ? NULL : td_cast(sc, td_tensor_dtype(loss));
-    td_tensor *r = td_mul(loss, c != NULL ? c : sc);
-    td_release(c);
+    tmp_list l = {.n = 0};
+    td_tensor *sc = on_dev(&l, o->state[ST_SCALE], loss);
+    if (sc != NULL && td_tensor_dtype(loss) != TD_F32)
+        sc = K(&l, td_cast(sc, td_tensor_dtype(loss)));
+    td_tensor *r = sc != NULL ? td_mul(loss, sc) : NULL;
+    tmp_release(&l);
     if (r == NULL) return td_last_status(o->ctx);
     *scaled = r;
     return TD_OK;
@@ -419,8 +449,9 @@ td_status td_optim_step(td_optim *o, td_tensor **params)
     td_tensor *t = td_add_scalar(o->state[ST_STEP], 1.0);
     nstate[ST_STEP] = t;
     td_dtype have_dt = (td_dtype)-1;
+    uint32_t have_dev = UINT32_MAX;
     scalars s = {0};
-    tmp_list sl = {.n = 0}; /* the scalars of the current dtype */
+    tmp_list sl = {.n = 0}; /* the scalars of the current dtype and device */
     tmp_list gl = {.n = 0}; /* loss scaling: 1 / scale and whether every gradient is finite */
     td_tensor *inv = o->scaling ? K(&gl, td_reciprocal(o->state[ST_SCALE])) : NULL;
     td_tensor *finite = NULL;
@@ -428,16 +459,23 @@ td_status td_optim_step(td_optim *o, td_tensor **params)
         td_tensor *p = params[i];
         td_tensor *g = td__ad_grad_peek(p);
         if (g == NULL) continue; /* no gradient: left alone, as PyTorch skips p.grad None */
-        if (o->p[i].dt != have_dt) {
-            make_scalars(o, &sl, t, o->p[i].dt, &s);
+        if (o->p[i].dt != have_dt || td__ctx_tensor_device(p) != have_dev) {
+            tmp_release(&sl);
+            make_scalars(o, &sl, t, p, &s);
             have_dt = o->p[i].dt;
+            have_dev = td__ctx_tensor_device(p);
         }
         td_tensor **slot = &o->state[o->first + i * o->slots];
         td_tensor **nslot = &nstate[o->first + i * o->slots];
-        if (o->scaling) { /* unscale, and note whether it is finite */
-            g = K(&l, td_mul(g, o->p[i].dt == TD_F32 ? inv : K(&l, td_cast(inv, o->p[i].dt))));
-            td_tensor *fin = K(&gl, td_all(K(&l, td_isfinite(g)), 0, NULL, false));
-            finite = finite == NULL ? fin : K(&gl, td_logical_and(finite, fin));
+        if (o->scaling) { /* unscale, and note whether it is finite (on the first device) */
+            td_tensor *iv = on_dev(&l, inv, p);
+            g = K(&l, td_mul(g, o->p[i].dt == TD_F32 ? iv : K(&l, td_cast(iv, o->p[i].dt))));
+            td_tensor *fin = on_dev(&l, K(&l, td_all(K(&l, td_isfinite(g)), 0, NULL, false)),
+                                    inv);
+            td_tensor *both = finite == NULL ? td_detach(fin) : td_logical_and(finite, fin);
+            td_release(finite); /* its op is recorded: only the latest handle is kept */
+            finite = both;
+            if (finite == NULL) break;
         }
         if (c->kind != TD_OPTIM_ADAMW && c->weight_decay != 0)
             g = K(&l, td_add(g, K(&l, td_mul(p, s.wd))));
@@ -463,16 +501,13 @@ td_status td_optim_step(td_optim *o, td_tensor **params)
         }
         if (fresh[i] == NULL) break;
         tmp_release(&l); /* this parameter's intermediates: its ops are recorded */
-        if (o->p[i + 1 < o->n ? i + 1 : i].dt != have_dt) {
-            tmp_release(&sl);
-            have_dt = (td_dtype)-1;
-        }
     }
     bool ok = t != NULL && !l.failed && !sl.failed && !gl.failed;
     for (int i = 0; ok && i < o->n; i++)
         if (fresh[i] == NULL && td__ad_grad_peek(params[i]) != NULL)
             ok = false;
     if (ok && finite != NULL && !scale_update(o, &gl, finite, fresh, params, nstate)) ok = false;
+    td_release(finite);
     tmp_release(&gl);
     tmp_release(&sl);
     tmp_release(&l);
@@ -526,12 +561,13 @@ td_status td_optim_state(const td_optim *o, int i, const char **name, td_tensor 
     return TD_OK;
 }
 
-/* Whether t has the dtype and shape of state tensor i. */
+/* Whether t has the dtype, shape and device of state tensor i. */
 static bool state_fits(const td_optim *o, int i, const td_tensor *t)
 {
     const td_tensor *s = o->state[i];
     return td_tensor_dtype(t) == td_tensor_dtype(s) && td_rank(t) == td_rank(s) &&
-           memcmp(td_dims(t), td_dims(s), sizeof(int64_t) * (size_t)td_rank(s)) == 0;
+           memcmp(td_dims(t), td_dims(s), sizeof(int64_t) * (size_t)td_rank(s)) == 0 &&
+           td__ctx_tensor_device(t) == td__ctx_tensor_device(s);
 }
 
 td_status td_optim_set_state(td_optim *o, int i, td_tensor *t)
@@ -540,8 +576,9 @@ td_status td_optim_set_state(td_optim *o, int i, td_tensor *t)
         return fail(o != NULL ? o->ctx : NULL, TD_EINVAL, "td_optim_set_state: index %d is "
                     "outside 0..%d or an argument is NULL", i, o != NULL ? o->n_state - 1 : -1);
     if (!state_fits(o, i, t))
-        return fail(o->ctx, TD_EINVAL, "td_optim_set_state: %s needs dtype %s and the shape it "
-                    "has", o->state_names[i], td_dtype_name(td_tensor_dtype(o->state[i])));
+        return fail(o->ctx, TD_EINVAL, "td_optim_set_state: %s needs dtype %s, the shape it "
+                    "has and device %s", o->state_names[i],
+                    td_dtype_name(td_tensor_dtype(o->state[i])), td_tensor_device(o->state[i]));
     td_tensor *a = td_detach(t);
     if (a == NULL) return td_last_status(o->ctx);
     td_release(o->state[i]);
@@ -710,6 +747,15 @@ td_status td_optim_load(td_optim *o, td_tensor **params, const char *path)
             td_tensor *s = o->state[i - o->n];
             st = td_safetensors_get(f, o->ctx, name, td_tensor_dtype(s), td_rank(s), td_dims(s),
                                     &fresh[i]);
+        }
+        /* back on the device of the tensor it replaces (the file's land on the first) */
+        const td_tensor *where = is_p ? params[i] : o->state[i - o->n];
+        if (st == TD_OK && where != NULL &&
+            td__ctx_tensor_device(where) != td__ctx_tensor_device(fresh[i])) {
+            td_tensor *m = td_to_device(fresh[i], td_tensor_device(where));
+            td_release(fresh[i]);
+            fresh[i] = m;
+            if (m == NULL) st = td_last_status(o->ctx);
         }
     }
     double lr = NAN;

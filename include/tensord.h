@@ -1061,8 +1061,9 @@ bool td_is_requires_grad(const td_tensor *t);
  * TD_ENOMEM; transport errors. The gradients are lazy tensors like any: read them, or use
  * them in further ops. */
 td_status td_backward(td_tensor *loss);
-/* As td_backward for an `out` of any shape, with d out / d out = `grad` (same dtype and
- * shape as out; borrowed). TD_EINVAL when they differ. */
+/* As td_backward for an `out` of any shape, with d out / d out = `grad` (same dtype, shape
+ * and device as out; borrowed). TD_EINVAL when they differ. Gradients are computed on the
+ * devices their tensors are on; td_backward's seed of ones is made on the loss's. */
 td_status td_backward_grad(td_tensor *out, td_tensor *grad);
 /* The gradient accumulated for leaf t, or NULL with TD_ENOTFOUND (t is no leaf, or no
  * td_backward reached it since td_zero_grad; td_last_error says which) or TD_EINVAL (NULL
@@ -1088,8 +1089,10 @@ void td_tape_clear(td_context *ctx);
  * recorded under a td_no_grad scope: they run where the parameters live, batched with the
  * rest of the step (no round trip per tensor: a step reads nothing back), and inside
  * td_graph_begin .. td_graph_end they are captured like any op. Its state (momentum
- * buffers, Adam's moments, the step count and the learning rate) are tensors on the same
- * device, listed by td_optim_state and saved with td_optim_save.
+ * buffers, Adam's moments, the step count and the learning rate) are tensors listed by
+ * td_optim_state and saved with td_optim_save: each parameter's on that parameter's device,
+ * the shared scalars (lr, step, loss scale) on the session's first device, copied to each
+ * other device the parameters are on at each step (tensors on several devices, above).
  *
  * Tensors are functional: td_optim_step replaces each params[i] with a new handle holding
  * the updated values (the old one is released, its gradient with it; the new one is marked
@@ -1173,9 +1176,9 @@ int td_optim_n_state(const td_optim *o);
 /* State tensor i (0 <= i < td_optim_n_state): *t a borrowed handle (valid until the next
  * step, set or load), *name (may be NULL) borrowed from o. TD_EINVAL for a bad i. */
 td_status td_optim_state(const td_optim *o, int i, const char **name, td_tensor **t);
-/* Replace state tensor i with t (same dtype and shape; borrowed: o keeps an alias). For a
- * captured step: bind graph placeholders before the step, then the run's outputs after.
- * TD_EINVAL for a bad i, dtype or shape (named). */
+/* Replace state tensor i with t (same dtype, shape and device; borrowed: o keeps an alias).
+ * For a captured step: bind graph placeholders before the step, then the run's outputs
+ * after. TD_EINVAL for a bad i, dtype, shape or device (named). */
 td_status td_optim_set_state(td_optim *o, int i, td_tensor *t);
 /* Write params[0..n) under their names, every state tensor under its name, and the
  * n_meta metadata pairs (keys[i] -> values[i]; the keys "tensord.optim" and
@@ -1186,7 +1189,8 @@ td_status td_optim_save(const td_optim *o, td_tensor *const *params, const char 
                         int n_meta, const char *const *keys, const char *const *values);
 /* Read `path` (written by td_optim_save for an optimizer of the same kind, names, dtypes
  * and shapes) and replace params[0..n) and the whole state with its tensors (new handles
- * on o's context, marked with td_requires_grad as the old ones were): a run resumed from it
+ * on o's context, each on the device of the tensor it replaces, marked with
+ * td_requires_grad as the old ones were): a run resumed from it
  * continues bit for bit as if uninterrupted. The file must hold exactly o's tensors, and its
  * scalars what a run can produce: an "lr" tensor equal to the metadata tensord.optim.lr,
  * "step" (and "growth_tracker") a whole number >= 0, "loss_scale" finite and > 0 (read back

@@ -36,28 +36,62 @@ static void teardown(void)
 }
 TestSuite(optim, .init = setup, .fini = teardown);
 
-static void against_torch(const char *name, td_optim_config cfg, const double *ref)
+/* On context cx, each parameter pi on device devs[i] (NULL: where td_from_host puts it), the
+ * constant of its loss term beside it. The two loss terms are differentiated one after the
+ * other (gradients accumulate: the same as their sum) so that nothing crosses devices. With
+ * `resume`, the optimizer is saved after step 2 and a new one loaded from the file takes
+ * steps 3 and 4. With cfg.loss_scale, each term is scaled by td_optim_scale_loss. */
+static void against_torch_on(td_context *cx, const char *name, td_optim_config cfg,
+                             const double *ref, const char *const *devs, bool resume)
 {
     td_tensor *p[3] = {
-        td_from_host(ctx, TD_F64, 2, (int64_t[]){2, 3}, ref_p0),
-        td_from_host(ctx, TD_F64, 1, (int64_t[]){4}, ref_p1),
-        td_from_host(ctx, TD_F64, 1, (int64_t[]){3}, ref_p2),
+        td_from_host(cx, TD_F64, 2, (int64_t[]){2, 3}, ref_p0),
+        td_from_host(cx, TD_F64, 1, (int64_t[]){4}, ref_p1),
+        td_from_host(cx, TD_F64, 1, (int64_t[]){3}, ref_p2),
     };
-    td_tensor *c0 = td_from_host(ctx, TD_F64, 2, (int64_t[]){2, 3}, ref_c0);
-    td_tensor *c1 = td_from_host(ctx, TD_F64, 1, (int64_t[]){4}, ref_c1);
+    td_tensor *c0 = td_from_host(cx, TD_F64, 2, (int64_t[]){2, 3}, ref_c0);
+    td_tensor *c1 = td_from_host(cx, TD_F64, 1, (int64_t[]){4}, ref_c1);
+    for (int i = 0; devs != NULL && i < 3; i++) {
+        td_tensor *m = td_to_device(p[i], devs[i]);
+        cr_assert_not_null(m, "%s", td_last_error(cx));
+        td_release(p[i]);
+        p[i] = m;
+    }
+    if (devs != NULL) {
+        td_tensor *m0 = td_to_device(c0, devs[0]), *m1 = td_to_device(c1, devs[1]);
+        td_release(c0);
+        td_release(c1);
+        c0 = m0;
+        c1 = m1;
+    }
     for (int i = 0; i < 3; i++) cr_assert_eq(td_requires_grad(p[i], true), TD_OK);
     td_optim *o;
-    cr_assert_eq(td_optim_create(ctx, &cfg, 3, p, (const char *[]){"p0", "p1", "p2"}, &o), TD_OK,
-                 "%s", td_last_error(ctx));
+    const char *names[3] = {"p0", "p1", "p2"};
+    cr_assert_eq(td_optim_create(cx, &cfg, 3, p, names, &o), TD_OK, "%s", td_last_error(cx));
     for (int step = 0; step < 4; step++) {
+        if (step == 2 && resume) {
+            char path[128];
+            snprintf(path, sizeof path, "%s/resume.safetensors", dir);
+            cr_assert_eq(td_optim_save(o, p, path, 0, NULL, NULL), TD_OK, "%s",
+                         td_last_error(cx));
+            td_optim_destroy(o);
+            cr_assert_eq(td_optim_create(cx, &cfg, 3, p, names, &o), TD_OK);
+            cr_assert_eq(td_optim_load(o, p, path), TD_OK, "%s", td_last_error(cx));
+        }
         if (step == 2) cr_assert_eq(td_optim_set_lr(o, cfg.lr * 0.5), TD_OK);
-        td_tensor *a = td_mul(c0, td_mul(p[0], p[0]));
-        td_tensor *b = td_mul(c1, p[1]);
-        td_tensor *l = td_add(td_sum(a, 0, NULL, false), td_sum(b, 0, NULL, false));
-        cr_assert_eq(td_backward(l), TD_OK, "%s", td_last_error(ctx));
-        cr_assert_eq(td_optim_step(o, p), TD_OK, "%s", td_last_error(ctx));
+        for (int k = 0; k < 2; k++) { /* each td_backward frees the tape: one term each */
+            td_tensor *term = k == 0 ? td_sum(td_mul(c0, td_mul(p[0], p[0])), 0, NULL, false)
+                                     : td_sum(td_mul(c1, p[1]), 0, NULL, false);
+            td_tensor *l = term;
+            if (cfg.loss_scale > 0)
+                cr_assert_eq(td_optim_scale_loss(o, term, &l), TD_OK, "%s", td_last_error(cx));
+            cr_assert_eq(td_backward(l), TD_OK, "%s", td_last_error(cx));
+            if (l != term) td_release(l);
+            td_release(term);
+        }
+        cr_assert_eq(td_optim_step(o, p), TD_OK, "%s", td_last_error(cx));
         double got[13];
-        cr_assert_eq(td_read(p[0], got, 48), TD_OK, "%s", td_last_error(ctx));
+        cr_assert_eq(td_read(p[0], got, 48), TD_OK, "%s", td_last_error(cx));
         cr_assert_eq(td_read(p[1], got + 6, 32), TD_OK);
         cr_assert_eq(td_read(p[2], got + 10, 24), TD_OK);
         for (int i = 0; i < 13; i++) {
@@ -68,8 +102,31 @@ static void against_torch(const char *name, td_optim_config cfg, const double *r
         }
     }
     cr_expect(td_is_requires_grad(p[0]), "the updated parameters stay marked");
+    if (devs != NULL) { /* p0's first slot is state 2 or 4: on cpu:1, refuses cpu:0 */
+        const int j = cfg.loss_scale > 0 ? 4 : 2;
+        td_tensor *s0 = td_full(cx, TD_F64, 2, (int64_t[]){2, 3}, 0.0);
+        cr_expect_eq(td_optim_set_state(o, j, s0), TD_EINVAL);
+        cr_expect(strstr(td_last_error(cx), "device cpu:1") != NULL, "%s", td_last_error(cx));
+        td_release(s0);
+    }
+    for (int i = 0; devs != NULL && i < 3; i++)
+        cr_expect_str_eq(td_tensor_device(p[i]), devs[i], "%s: p%d moved", name, i);
+    for (int j = 0; devs != NULL && j < td_optim_n_state(o); j++) {
+        const char *sn;
+        td_tensor *st;
+        cr_assert_eq(td_optim_state(o, j, &sn, &st), TD_OK);
+        const char *want = strchr(sn, '.') == NULL ? td_device_name(cx) : devs[sn[1] - '0'];
+        cr_expect_str_eq(td_tensor_device(st), want, "%s: state %s", name, sn);
+    }
     td_optim_destroy(o);
     for (int i = 0; i < 3; i++) td_release(p[i]);
+    td_release(c0);
+    td_release(c1);
+}
+
+static void against_torch(const char *name, td_optim_config cfg, const double *ref)
+{
+    against_torch_on(ctx, name, cfg, ref, NULL, false);
 }
 
 Test(optim, sgd) { against_torch("sgd", td_optim_config_default(TD_OPTIM_SGD, 0.1), ref_sgd); }
@@ -102,6 +159,54 @@ Test(optim, adamw)
     c.eps = 1e-6;
     c.weight_decay = 0.1;
     against_torch("adamw", c, ref_adamw);
+}
+
+/* A context spanning two CPU devices (TENSORD_CPU_DEVICES=2 before the first connect; each
+ * test runs in its own process): p0 and p2 on cpu:1, p1 on cpu:0. Each parameter's state
+ * lives on its device and the shared scalars on the first; the steps give PyTorch's values
+ * (the same references as the one-device tests), a checkpoint resumes on the same devices,
+ * and a loss-scaled step (scale 1024, a power of two: no bit changes) too. Before, the
+ * state was made on cpu:0 and the first step failed with mixed devices. */
+static td_context *two;
+static void setup_two(void)
+{
+    setenv("TENSORD_CPU_DEVICES", "2", 1);
+    setenv("TENSORD_DEVICES", "cpu", 1);
+    setup();
+    cr_assert_eq(td_connect("local:cpu:0,cpu:1", NULL, &two), TD_OK, "%s", td_connect_error());
+}
+static void teardown_two(void)
+{
+    td_close(two);
+    teardown();
+}
+TestSuite(optim_devices, .init = setup_two, .fini = teardown_two);
+
+static const char *const two_devs[3] = {"cpu:1", "cpu:0", "cpu:1"};
+
+Test(optim_devices, sgd_momentum)
+{
+    td_optim_config c = td_optim_config_default(TD_OPTIM_SGD, 0.05);
+    c.momentum = 0.9;
+    c.weight_decay = 0.01;
+    against_torch_on(two, "sgd_momentum_wd", c, ref_sgd_momentum_wd, two_devs, true);
+}
+Test(optim_devices, adam)
+{
+    td_optim_config c = td_optim_config_default(TD_OPTIM_ADAM, 0.01);
+    c.weight_decay = 0.1;
+    against_torch_on(two, "adam", c, ref_adam, two_devs, true);
+}
+Test(optim_devices, adamw_loss_scaled)
+{
+    td_optim_config c = td_optim_config_default(TD_OPTIM_ADAMW, 0.02);
+    c.beta1 = 0.8;
+    c.beta2 = 0.95;
+    c.eps = 1e-6;
+    c.weight_decay = 0.1;
+    c.loss_scale = 1024;
+    c.growth_interval = 3;
+    against_torch_on(two, "adamw", c, ref_adamw, two_devs, true);
 }
 
 Test(optim, state_names_and_defaults)
@@ -536,6 +641,46 @@ Test(optim, loss_scaling_by_a_power_of_two_changes_no_bit)
     cr_expect(memcmp(a, b, sizeof a) == 0, "scaled %.9g %.9g, plain %.9g %.9g", b[0], b[1], a[0],
               a[1]);
     cr_expect_eq(scale, 2048.0f, "1024 doubled once after 2 finite steps, got %g", scale);
+}
+
+/* Loss scaling over many parameters: the finiteness flags took two slots per parameter of
+ * a 64-entry list, so a step over 33 or more failed. SGD lr 0.5 on d/dp sum(p) = 1 from 1:
+ * every element 0.5 (the scale 1024 is a power of two: unscaling is exact). */
+Test(optim, loss_scaling_over_many_parameters)
+{
+    enum { NP = 40 };
+    td_tensor *p[NP];
+    td_tensor *l = NULL;
+    for (int i = 0; i < NP; i++) {
+        p[i] = td_full(ctx, TD_F32, 1, (int64_t[]){2}, 1.0);
+        cr_assert_eq(td_requires_grad(p[i], true), TD_OK);
+    }
+    td_optim_config c = td_optim_config_default(TD_OPTIM_SGD, 0.5);
+    c.loss_scale = 1024;
+    td_optim *o;
+    cr_assert_eq(td_optim_create(ctx, &c, NP, p, NULL, &o), TD_OK, "%s", td_last_error(ctx));
+    for (int i = 0; i < NP; i++) {
+        td_tensor *t = td_sum(p[i], 0, NULL, false);
+        td_tensor *nl = l == NULL ? t : td_add(l, t);
+        if (l != NULL) {
+            td_release(l);
+            td_release(t);
+        }
+        l = nl;
+    }
+    td_tensor *scaled;
+    cr_assert_eq(td_optim_scale_loss(o, l, &scaled), TD_OK, "%s", td_last_error(ctx));
+    cr_assert_eq(td_backward(scaled), TD_OK, "%s", td_last_error(ctx));
+    cr_assert_eq(td_optim_step(o, p), TD_OK, "%s", td_last_error(ctx));
+    for (int i = 0; i < NP; i++) {
+        float v[2];
+        cr_assert_eq(td_read(p[i], v, sizeof v), TD_OK, "%s", td_last_error(ctx));
+        cr_expect(v[0] == 0.5f && v[1] == 0.5f, "p%d: %g %g", i, v[0], v[1]);
+    }
+    td_optim_destroy(o);
+    td_release(l);
+    td_release(scaled);
+    for (int i = 0; i < NP; i++) td_release(p[i]);
 }
 
 /* f32 master weights, f16 compute: a gradient that overflows f16 skips the step and halves
