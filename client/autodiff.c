@@ -63,6 +63,15 @@ struct td__autodiff {
 
 #define REQ_MARK ((void *)1)
 
+/* td_to_device is no op of the table (the transport copies the tensor between devices), so
+ * its tape nodes carry an opcode beyond every row's; its rule moves the gradient back. */
+#define AD_TO_DEVICE UINT32_MAX
+
+static const char *node_op_name(uint32_t opcode)
+{
+    return opcode == AD_TO_DEVICE ? "to_device" : td__op_name(opcode);
+}
+
 static bool is_float(uint32_t dt)
 {
     return dt == TD_F32 || dt == TD_F64 || dt == TD_F16 || dt == TD_BF16;
@@ -165,7 +174,14 @@ oom_node:
 oom:
     ad->broken = TD_ENOMEM;
     snprintf(ad->why, sizeof ad->why, "out of memory recording op %s on the tape",
-             td__op_name(op->opcode));
+             node_op_name(op->opcode));
+}
+
+void td__ad_moved(td__autodiff *ad, td_tensor *in, td_tensor *out)
+{
+    td__op op = {.opcode = AD_TO_DEVICE, .n_inputs = 1, .inputs = {td__tensor_id(in)},
+                 .output = td__tensor_id(out)};
+    td__ad_recorded(ad, &op, &in, out);
 }
 
 void td__ad_forget(td__autodiff *ad, uint64_t id)
@@ -692,6 +708,7 @@ static void rule(rule_ctx *r)
     const td__op *op = &r->n->op;
     td_tensor *g = r->g;
     switch (op->opcode) {
+    case AD_TO_DEVICE: give(r, 0, T(r, td_to_device(g, td_tensor_device(X(r, 0))))); break;
     case TD_OP_NEG: give(r, 0, T(r, td_neg(g))); break;
     case TD_OP_ABS: give(r, 0, MUL(g, T(r, td_sign(X(r, 0))))); break;
     case TD_OP_EXP: give(r, 0, MUL(g, Y(r))); break;
@@ -1005,6 +1022,7 @@ static void rule(rule_ctx *r)
 /* Whether node n has a rule for the way it was recorded. */
 static bool node_has_rule(const ad_node *n)
 {
+    if (n->op.opcode == AD_TO_DEVICE) return true;
     if (!has_rule(n->op.opcode)) return false;
     if (n->op.opcode == TD_OP_GELU && n->op.n_iattrs > 0 && n->op.iattrs[0] != 0) return false;
     if (n->op.opcode == TD_OP_PAD) return n->op.iattrs[0] == 0; /* constant mode only */
@@ -1098,7 +1116,7 @@ td_status td_backward_grad(td_tensor *out, td_tensor *grad)
             snprintf(msg, sizeof msg, "td_backward: op %s (tensor %llu) has no gradient rule; "
                      "compute that part under td_no_grad_begin, or on detached inputs "
                      "(td_detach)",
-                     td__op_name(n->op.opcode), (unsigned long long)n->op.output);
+                     node_op_name(n->op.opcode), (unsigned long long)n->op.output);
             st = TD_EUNSUPPORTED;
             break;
         }
@@ -1130,7 +1148,7 @@ td_status td_backward_grad(td_tensor *out, td_tensor *grad)
         td_release(g);
         if (r.failed) {
             snprintf(msg, sizeof msg, "td_backward: the gradient of op %s (tensor %llu) "
-                     "failed: %s", td__op_name(n->op.opcode), (unsigned long long)n->op.output,
+                     "failed: %s", node_op_name(n->op.opcode), (unsigned long long)n->op.output,
                      td_last_error(ctx));
             st = td_last_status(ctx) != TD_OK ? td_last_status(ctx) : TD_EINTERNAL;
         }

@@ -497,6 +497,7 @@ td_tensor *td_to_device(td_tensor *t, const char *device)
     ctx->ops_recorded++;
     ctx->op_failed = false;
     ctx->seq = next_seq();
+    if (ctx->ad != NULL) td__ad_moved(ctx->ad, t, out);
     return out;
 }
 

@@ -238,7 +238,8 @@ const char *td_context_device_at(const td_context *ctx, int i);
  * copy between two GPUs (peer to peer where the pair allows). Lazy like an op: it returns
  * at once and a failure (quota, out of memory) surfaces at the next read or fence; a `t`
  * that depends on a failed op makes the result depend on it too. Caller owns the result
- * (td_release). The bytes are the same bits as `t`'s.
+ * (td_release). The bytes are the same bits as `t`'s. Differentiable: when t requires a
+ * gradient the copy is taped, and td_backward moves its gradient back to t's device.
  * Returns NULL with td_last_error set when t is NULL, device is NULL or not one of the
  * session's devices (the message lists them), t is a graph placeholder or a graph is being
  * captured, the session is closed (TD_ECLOSED), or the server predates protocol 4
@@ -1032,7 +1033,8 @@ td_tensor *td_log_softmax(td_tensor *x, int axis);
  * eps)), conv and conv_transpose (1-3 spatial dims, any groups, stride, dilation, padding,
  * output padding: td_conv_input_grad, td_conv_weight_grad, td_conv, and the sum of dy for
  * the bias), max_pool (recomputes the maxima's positions, then td_max_pool_backward),
- * avg_pool, adaptive_avg_pool (their backward ops), interpolate (nearest and linear: the
+ * avg_pool, adaptive_avg_pool (their backward ops), td_to_device (the gradient moved
+ * back), interpolate (nearest and linear: the
  * source positions from the op run on arange(L), then td_index_add), pad (constant mode), slice_step with steps of 1 (td_split's), and every op recorded by a client-side
  * composition of these (td_stack, td_split, td_chunk, td_tile, td_einsum). Ties of
  * max/min/maximum/minimum share the gradient equally; relu and abs have gradient 0 at 0

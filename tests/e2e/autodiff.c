@@ -204,5 +204,15 @@ Test(autodiff, parameters_on_the_second_device, .init = start_two_cpus, .fini = 
     cr_assert_eq(td_read(w, again, sizeof again), TD_OK, "%s", td_last_error(c));
     cr_expect(memcmp(got, again, sizeof got) == 0, "the loaded w is the saved one");
     td_optim_destroy(o);
+    /* through td_to_device: v on cpu:0, its copy on cpu:1; d/dv sum(m m) = 2v, on cpu:0 */
+    td_tensor *v = td_from_host(c, TD_F64, 1, (int64_t[]){3}, w0);
+    cr_assert_eq(td_requires_grad(v, true), TD_OK);
+    td_tensor *m = td_to_device(v, "cpu:1");
+    cr_assert_eq(td_backward(td_sum(td_mul(m, m), 0, NULL, false)), TD_OK, "%s",
+                 td_last_error(c));
+    cr_assert_not_null(td_grad(v), "%s", td_last_error(c));
+    cr_expect_str_eq(td_tensor_device(td_grad(v)), "cpu:0");
+    cr_assert_eq(td_read(td_grad(v), g, sizeof g), TD_OK, "%s", td_last_error(c));
+    for (int i = 0; i < 3; i++) cr_expect_eq(g[i], 2 * w0[i]);
     td_close(c);
 }

@@ -828,3 +828,48 @@ Test(autodiff_devices, backward_grad_on_another_device_is_refused)
     cr_assert_eq(td_read(td_grad(w), got, sizeof got), TD_OK, "%s", td_last_error(two));
     for (int i = 0; i < 6; i++) cr_expect_eq(got[i], 2 * w6[i]);
 }
+
+/* td_to_device is differentiable: the gradient goes back with td_to_device to the source
+ * device. L = to_device(sum(exp(m) c), cpu:0) + sum(w w), m = to_device(w, cpu:1), c on
+ * cpu:1; by hand dL/dw = exp(w) c + 2w. The same L on one device (no moves) must give the
+ * same bits: the moves copy bits, and the CPU devices run the same kernels. Before, the
+ * moved tensor was not on the tape ("does not depend on a tensor that requires a
+ * gradient"). */
+Test(autodiff_devices, gradient_through_to_device)
+{
+    static const double c6[6] = {1.0, 2.0, -0.5, 0.25, 3.0, -1.5};
+    double moved[6], plain[6];
+    for (int pass = 0; pass < 2; pass++) {
+        td_tensor *w = w_on("cpu:0");
+        td_tensor *c = td_from_host(two, TD_F64, 2, (int64_t[]){2, 3}, c6);
+        td_tensor *m = w, *cm = c;
+        if (pass == 0) {
+            m = td_to_device(w, "cpu:1");
+            cm = td_to_device(c, "cpu:1");
+            cr_assert_not_null(m, "%s", td_last_error(two));
+            cr_expect(td_is_requires_grad(m), "a moved tensor that requires grad is taped");
+            cr_expect(!td_is_requires_grad(cm), "a moved constant is not");
+        }
+        td_tensor *a = td_sum(td_mul(td_exp(m), cm), 0, NULL, false);
+        if (pass == 0) {
+            cr_expect_str_eq(td_tensor_device(a), "cpu:1");
+            a = td_to_device(a, "cpu:0");
+        }
+        td_tensor *l = td_add(a, td_sum(td_mul(w, w), 0, NULL, false));
+        cr_assert_not_null(l, "%s", td_last_error(two));
+        cr_assert_eq(td_backward(l), TD_OK, "%s", td_last_error(two));
+        td_tensor *g = td_grad(w);
+        cr_assert_not_null(g, "%s", td_last_error(two));
+        cr_expect_str_eq(td_tensor_device(g), "cpu:0", "the gradient is where w is");
+        cr_assert_eq(td_read(g, pass == 0 ? moved : plain, sizeof moved), TD_OK, "%s",
+                     td_last_error(two));
+        td_release(w);
+    }
+    cr_expect(memcmp(moved, plain, sizeof moved) == 0, "through the moves %.17g, on one "
+              "device %.17g", moved[0], plain[0]);
+    for (int i = 0; i < 6; i++) {
+        const double want = exp(w6[i]) * c6[i] + 2 * w6[i];
+        cr_expect(fabs(moved[i] - want) <= 1e-15 * (1 + fabs(want)), "element %d: %.17g, "
+                  "want %.17g", i, moved[i], want);
+    }
+}
