@@ -1118,18 +1118,23 @@ td_tensor *td_clamp_tensor(td_tensor *x, td_tensor *lo, td_tensor *hi)
     return ternary("td_clamp_tensor", TD_OP_CLAMP_TENSOR, x, lo, hi, names);
 }
 
-/* A rank-0 FULL of value v, recorded under `api`'s name, for an op on `like`: an op without
- * inputs runs on the session's first device, so on a session spanning devices it is moved
- * to like's (a scalar's copy; never needed on one device, nor while capturing, where every
- * input is on the first). */
+/* t, the result of an op without inputs (FULL, ARANGE: those run on the session's first
+ * device), for a composite's op on `like`: t itself when like is on the first device too,
+ * else t's copy on like's device (t released). Never a copy on a session of one device,
+ * nor while capturing, where every input is on the first. NULL stays NULL. */
+static td_tensor *beside(td_tensor *t, const td_tensor *like)
+{
+    if (t == NULL || t->dev == like->dev) return t;
+    td_tensor *m = td_to_device(t, like->ctx->tp->devices[like->dev]);
+    td_release(t);
+    return m;
+}
+
+/* A rank-0 FULL of value v, recorded under `api`'s name, for an op on `like` (beside). */
 static td_tensor *scalar_full(const td_tensor *like, const char *api, uint32_t dt, double v)
 {
     td__op op = {.opcode = TD_OP_FULL, .dtype = dt, .fattrs = {v}};
-    td_tensor *s = record(like->ctx, api, &op, NULL);
-    if (s == NULL || s->dev == like->dev) return s;
-    td_tensor *m = td_to_device(s, like->ctx->tp->devices[like->dev]);
-    td_release(s);
-    return m;
+    return beside(record(like->ctx, api, &op, NULL), like);
 }
 
 /* WHERE with one or two scalar operands, recorded as rank-0 FULLs (the tensor operand's
@@ -2729,8 +2734,9 @@ td_tensor *td_layer_norm(td_tensor *x, int naxes, td_tensor *weight, td_tensor *
     if (!norm_first_axis(api, x, naxes, &op.iattrs[0])) return NULL;
     if (weight == NULL && bias != NULL) {
         /* the op takes bias only after weight: a weight of ones */
-        td_tensor *ones = td_full(x->ctx, (td_dtype)bias->desc.dtype, (int)bias->desc.rank,
-                                  bias->desc.dims, 1.0);
+        td_tensor *ones = beside(td_full(x->ctx, (td_dtype)bias->desc.dtype,
+                                         (int)bias->desc.rank, bias->desc.dims, 1.0),
+                                 x);
         if (ones == NULL) return NULL;
         in[1] = ones;
         td_tensor *r = nn_op(api, &op, 3, in);
@@ -2754,7 +2760,8 @@ td_tensor *td_rms_norm(td_tensor *x, int naxes, td_tensor *weight, double eps)
 /* A [C] tensor of ones for a bias given without a weight (the ops take bias after weight). */
 static td_tensor *ones_like_param(td_tensor *p)
 {
-    return td_full(p->ctx, (td_dtype)p->desc.dtype, (int)p->desc.rank, p->desc.dims, 1.0);
+    const td__desc *d = &p->desc;
+    return beside(td_full(p->ctx, (td_dtype)d->dtype, (int)d->rank, d->dims, 1.0), p);
 }
 
 td_tensor *td_group_norm(td_tensor *x, int64_t groups, td_tensor *weight, td_tensor *bias,
@@ -3049,7 +3056,8 @@ td_tensor *td_scaled_dot_product_attention(td_tensor *q, td_tensor *k, td_tensor
     td_release(s0);
     if (s != NULL && causal) {
         const int64_t l = q->desc.dims[q->desc.rank - 2];
-        td_tensor *ri = td_arange(ctx, TD_I64, l, 0, 1), *ci = td_arange(ctx, TD_I64, sl, 0, 1);
+        td_tensor *ri = beside(td_arange(ctx, TD_I64, l, 0, 1), q);
+        td_tensor *ci = beside(td_arange(ctx, TD_I64, sl, 0, 1), q);
         td_tensor *rr = ri != NULL ? td_reshape(ri, 2, (int64_t[]){l, 1}) : NULL;
         td_tensor *cr = ci != NULL ? td_reshape(ci, 2, (int64_t[]){1, sl}) : NULL;
         td_tensor *keep = rr != NULL && cr != NULL ? td_le(cr, rr) : NULL;
@@ -3116,7 +3124,8 @@ static td_tensor *nll_common(const char *api, td_tensor *logp, td_tensor *target
     }
     td_tensor *lp = take_log_softmax ? td_log_softmax(logp, 1) : logp;
     if (lp == NULL) return NULL;
-    td_tensor *ig = td_full(ctx, (td_dtype)tdsc->dtype, 0, NULL, (double)ignore_index);
+    td_tensor *ig = beside(td_full(ctx, (td_dtype)tdsc->dtype, 0, NULL, (double)ignore_index),
+                           target);
     td_tensor *valid = ig != NULL ? td_ne(target, ig) : NULL;
     td_release(ig);
     td_tensor *tsafe = valid != NULL ? td_where_scalar_b(valid, target, 0) : NULL;
