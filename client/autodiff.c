@@ -63,6 +63,15 @@ struct td__autodiff {
 
 #define REQ_MARK ((void *)1)
 
+/* td_to_device is no op of the table (the transport copies the tensor between devices), so
+ * its tape nodes carry an opcode beyond every row's; its rule moves the gradient back. */
+#define AD_TO_DEVICE UINT32_MAX
+
+static const char *node_op_name(uint32_t opcode)
+{
+    return opcode == AD_TO_DEVICE ? "to_device" : td__op_name(opcode);
+}
+
 static bool is_float(uint32_t dt)
 {
     return dt == TD_F32 || dt == TD_F64 || dt == TD_F16 || dt == TD_BF16;
@@ -165,7 +174,14 @@ oom_node:
 oom:
     ad->broken = TD_ENOMEM;
     snprintf(ad->why, sizeof ad->why, "out of memory recording op %s on the tape",
-             td__op_name(op->opcode));
+             node_op_name(op->opcode));
+}
+
+void td__ad_moved(td__autodiff *ad, td_tensor *in, td_tensor *out)
+{
+    td__op op = {.opcode = AD_TO_DEVICE, .n_inputs = 1, .inputs = {td__tensor_id(in)},
+                 .output = td__tensor_id(out)};
+    td__ad_recorded(ad, &op, &in, out);
 }
 
 void td__ad_forget(td__autodiff *ad, uint64_t id)
@@ -184,7 +200,10 @@ void td__ad_forget(td__autodiff *ad, uint64_t id)
 
 td_status td_requires_grad(td_tensor *t, bool on)
 {
-    if (t == NULL) return TD_EINVAL;
+    if (t == NULL) {
+        td__ctx_set_error(NULL, TD_EINVAL, "td_requires_grad: t is NULL");
+        return TD_EINVAL;
+    }
     td_context *ctx = td__tensor_ctx(t);
     const td__desc *d = td__tensor_desc(t);
     if (on && !is_float(d->dtype)) {
@@ -320,9 +339,17 @@ static td_tensor *T(rule_ctx *r, td_tensor *t)
 static td_tensor *X(const rule_ctx *r, int i) { return r->n->saved_in[i]; }
 static td_tensor *Y(const rule_ctx *r) { return r->n->saved_out; }
 
+/* t, made by an op without inputs (td_full, td_arange: on the session's first device), on
+ * the device of `like` when that is another one (a copy, kept as an intermediate too). */
+static td_tensor *near(rule_ctx *r, td_tensor *t, const td_tensor *like)
+{
+    if (t == NULL || td__ctx_tensor_device(t) == td__ctx_tensor_device(like)) return t;
+    return T(r, td_to_device(t, td_tensor_device(like)));
+}
+
 static td_tensor *scalar(rule_ctx *r, td_tensor *like, double v)
 {
-    return T(r, td_full(r->ctx, td_tensor_dtype(like), 0, NULL, v));
+    return near(r, T(r, td_full(r->ctx, td_tensor_dtype(like), 0, NULL, v)), like);
 }
 
 /* g (of the output's shape) reduced to the shape of input i: broadcast dims summed. */
@@ -405,12 +432,14 @@ static td_tensor *surround(rule_ctx *r, td_tensor *g, const int64_t *starts)
         memcpy(dims, td_dims(cur), sizeof(int64_t) * x->rank);
         if (start > 0) {
             dims[d] = start;
-            parts[np++] = T(r, td_full(r->ctx, td_tensor_dtype(g), (int)x->rank, dims, 0));
+            parts[np++] =
+                near(r, T(r, td_full(r->ctx, td_tensor_dtype(g), (int)x->rank, dims, 0)), g);
         }
         parts[np++] = cur;
         if (start + len < x->dims[d]) {
             dims[d] = x->dims[d] - start - len;
-            parts[np++] = T(r, td_full(r->ctx, td_tensor_dtype(g), (int)x->rank, dims, 0));
+            parts[np++] =
+                near(r, T(r, td_full(r->ctx, td_tensor_dtype(g), (int)x->rank, dims, 0)), g);
         }
         cur = np > 1 ? T(r, td_concat(np, parts, (int)d)) : cur;
     }
@@ -575,7 +604,7 @@ static td_tensor *interpolate_grad(rule_ctx *r, td_tensor *g)
         const int axis = 2 + d;
         const int64_t L = x->dims[axis], O = op->iattrs[2 + d];
         if (L == O) continue; /* the identity in both modes */
-        td_tensor *a = T(r, td_arange(r->ctx, cd, L, 0, 1));
+        td_tensor *a = near(r, T(r, td_arange(r->ctx, cd, L, 0, 1)), g);
         td_tensor *a3 = T(r, td_reshape(a, 3, (int64_t[]){1, 1, L}));
         td_tensor *s3 = T(r, td_interpolate(a3, &O, mode, align));
         td_tensor *s = T(r, td_reshape(s3, 1, &O));
@@ -584,7 +613,7 @@ static td_tensor *interpolate_grad(rule_ctx *r, td_tensor *g)
         zd[axis] = L;
         for (uint32_t k = 0; k < x->rank; k++) bd[k] = 1;
         bd[axis] = O;
-        td_tensor *z = T(r, td_full(r->ctx, gd, (int)x->rank, zd, 0));
+        td_tensor *z = near(r, T(r, td_full(r->ctx, gd, (int)x->rank, zd, 0)), g);
         if (mode == TD_INTERP_NEAREST) {
             cur = T(r, td_index_add(z, axis, T(r, td_cast(s, TD_I64)), cur));
             continue;
@@ -679,6 +708,7 @@ static void rule(rule_ctx *r)
     const td__op *op = &r->n->op;
     td_tensor *g = r->g;
     switch (op->opcode) {
+    case AD_TO_DEVICE: give(r, 0, T(r, td_to_device(g, td_tensor_device(X(r, 0))))); break;
     case TD_OP_NEG: give(r, 0, T(r, td_neg(g))); break;
     case TD_OP_ABS: give(r, 0, MUL(g, T(r, td_sign(X(r, 0))))); break;
     case TD_OP_EXP: give(r, 0, MUL(g, Y(r))); break;
@@ -900,19 +930,22 @@ static void rule(rule_ctx *r)
         if (one) {
             int64_t adims[TD_MAX_RANK];
             for (uint32_t d = 0; d < x->rank; d++) adims[d] = (int)d == axis ? x->dims[d] : 1;
-            td_tensor *a = T(r, td_arange(r->ctx, ix->dtype, x->dims[axis], 0, 1));
+            td_tensor *a =
+                near(r, T(r, td_arange(r->ctx, ix->dtype, x->dims[axis], 0, 1)), X(r, 1));
             td_tensor *ar = a != NULL ? T(r, td_reshape(a, (int)x->rank, adims)) : NULL;
             td_tensor *m = ar != NULL ? T(r, td_eq(ar, X(r, 1))) : NULL;
             give(r, 0, m != NULL ? T(r, td_where_scalar_b(m, g, 0)) : NULL);
             break;
         }
-        td_tensor *z = T(r, td_full(r->ctx, td_tensor_dtype(g), (int)x->rank, x->dims, 0));
+        td_tensor *z =
+            near(r, T(r, td_full(r->ctx, td_tensor_dtype(g), (int)x->rank, x->dims, 0)), g);
         give(r, 0, T(r, td_scatter_add(z, axis, X(r, 1), g)));
         break;
     }
     case TD_OP_INDEX_SELECT: {
         const td__desc *x = td__tensor_desc(X(r, 0));
-        td_tensor *z = T(r, td_full(r->ctx, td_tensor_dtype(g), (int)x->rank, x->dims, 0));
+        td_tensor *z =
+            near(r, T(r, td_full(r->ctx, td_tensor_dtype(g), (int)x->rank, x->dims, 0)), g);
         give(r, 0, T(r, td_index_add(z, (int)op->iattrs[0], X(r, 1), g)));
         break;
     }
@@ -989,6 +1022,7 @@ static void rule(rule_ctx *r)
 /* Whether node n has a rule for the way it was recorded. */
 static bool node_has_rule(const ad_node *n)
 {
+    if (n->op.opcode == AD_TO_DEVICE) return true;
     if (!has_rule(n->op.opcode)) return false;
     if (n->op.opcode == TD_OP_GELU && n->op.n_iattrs > 0 && n->op.iattrs[0] != 0) return false;
     if (n->op.opcode == TD_OP_PAD) return n->op.iattrs[0] == 0; /* constant mode only */
@@ -1028,8 +1062,15 @@ static void release_all(td__idmap *m)
 
 td_status td_backward_grad(td_tensor *out, td_tensor *grad)
 {
-    if (out == NULL || grad == NULL) return TD_EINVAL;
+    if (out == NULL) {
+        td__ctx_set_error(NULL, TD_EINVAL, "td_backward_grad: out is NULL");
+        return TD_EINVAL;
+    }
     td_context *ctx = td__tensor_ctx(out);
+    if (grad == NULL) {
+        td__ctx_set_error(ctx, TD_EINVAL, "td_backward_grad: grad is NULL");
+        return TD_EINVAL;
+    }
     char msg[640];
     td__autodiff *ad = *td__ctx_autodiff(ctx);
     const uint64_t out_id = td__tensor_id(out);
@@ -1057,6 +1098,12 @@ td_status td_backward_grad(td_tensor *out, td_tensor *grad)
         td__ctx_set_error(ctx, TD_EINVAL, msg);
         return TD_EINVAL;
     }
+    if (td__ctx_tensor_device(grad) != td__ctx_tensor_device(out)) {
+        snprintf(msg, sizeof msg, "td_backward: the gradient is on device %s, the tensor on %s "
+                 "(move it with td_to_device)", td_tensor_device(grad), td_tensor_device(out));
+        td__ctx_set_error(ctx, TD_EINVAL, msg);
+        return TD_EINVAL;
+    }
     /* Which nodes the gradient reaches: one pass from the end, before anything is recorded,
      * so an op without a rule fails the call at once, naming it. */
     td__idmap reach;
@@ -1069,7 +1116,7 @@ td_status td_backward_grad(td_tensor *out, td_tensor *grad)
             snprintf(msg, sizeof msg, "td_backward: op %s (tensor %llu) has no gradient rule; "
                      "compute that part under td_no_grad_begin, or on detached inputs "
                      "(td_detach)",
-                     td__op_name(n->op.opcode), (unsigned long long)n->op.output);
+                     node_op_name(n->op.opcode), (unsigned long long)n->op.output);
             st = TD_EUNSUPPORTED;
             break;
         }
@@ -1101,7 +1148,7 @@ td_status td_backward_grad(td_tensor *out, td_tensor *grad)
         td_release(g);
         if (r.failed) {
             snprintf(msg, sizeof msg, "td_backward: the gradient of op %s (tensor %llu) "
-                     "failed: %s", td__op_name(n->op.opcode), (unsigned long long)n->op.output,
+                     "failed: %s", node_op_name(n->op.opcode), (unsigned long long)n->op.output,
                      td_last_error(ctx));
             st = td_last_status(ctx) != TD_OK ? td_last_status(ctx) : TD_EINTERNAL;
         }
@@ -1147,7 +1194,10 @@ td_status td_backward_grad(td_tensor *out, td_tensor *grad)
 
 td_status td_backward(td_tensor *loss)
 {
-    if (loss == NULL) return TD_EINVAL;
+    if (loss == NULL) {
+        td__ctx_set_error(NULL, TD_EINVAL, "td_backward: loss is NULL");
+        return TD_EINVAL;
+    }
     td_context *ctx = td__tensor_ctx(loss);
     const td__desc *d = td__tensor_desc(loss);
     if (td__desc_nelem(d) != 1) {
@@ -1161,6 +1211,12 @@ td_status td_backward(td_tensor *loss)
     td__autodiff *ad = *td__ctx_autodiff(ctx);
     if (ad != NULL) ad->internal = true;
     td_tensor *one = td_full(ctx, td_tensor_dtype(loss), (int)d->rank, d->dims, 1.0);
+    if (one != NULL && td__ctx_tensor_device(one) != td__ctx_tensor_device(loss)) {
+        /* td_full makes it on the session's first device: the seed goes where the loss is */
+        td_tensor *moved = td_to_device(one, td_tensor_device(loss));
+        td_release(one);
+        one = moved;
+    }
     if (ad != NULL) ad->internal = false;
     if (one == NULL) return td_last_status(ctx);
     td_status st = td_backward_grad(loss, one);

@@ -40,6 +40,8 @@ td_context *td__tensor_ctx(const td_tensor *t);
  * the context is closing (every handle is freed by td_close itself). */
 void td__ad_recorded(td__autodiff *ad, const td__op *op, td_tensor *const *in, td_tensor *out);
 void td__ad_forget(td__autodiff *ad, uint64_t id);
+/* td_to_device copied `in` to `out`: taped like an op when `in` requires a gradient. */
+void td__ad_moved(td__autodiff *ad, td_tensor *in, td_tensor *out);
 void td__ad_free(td__autodiff *ad);
 /* t's accumulated gradient (borrowed, as td_grad's) or NULL, without touching the error. */
 td_tensor *td__ad_grad_peek(const td_tensor *t);

@@ -578,6 +578,7 @@ td_tensor *td_to_device(td_tensor *t, const char *device)
     ctx->ops_recorded++;
     ctx->op_failed = false;
     ctx->seq = next_seq();
+    if (ctx->ad != NULL) td__ad_moved(ctx->ad, t, out);
     return out;
 }
 
@@ -1198,11 +1199,23 @@ td_tensor *td_clamp_tensor(td_tensor *x, td_tensor *lo, td_tensor *hi)
     return ternary("td_clamp_tensor", TD_OP_CLAMP_TENSOR, x, lo, hi, names);
 }
 
-/* A rank-0 FULL recorded under `api`'s name. */
-static td_tensor *scalar_full(td_context *ctx, const char *api, uint32_t dt, double v)
+/* t, the result of an op without inputs (FULL, ARANGE: those run on the session's first
+ * device), for a composite's op on `like`: t itself when like is on the first device too,
+ * else t's copy on like's device (t released). Never a copy on a session of one device,
+ * nor while capturing, where every input is on the first. NULL stays NULL. */
+static td_tensor *beside(td_tensor *t, const td_tensor *like)
+{
+    if (t == NULL || t->dev == like->dev) return t;
+    td_tensor *m = td_to_device(t, like->ctx->tp->devices[like->dev]);
+    td_release(t);
+    return m;
+}
+
+/* A rank-0 FULL of value v, recorded under `api`'s name, for an op on `like` (beside). */
+static td_tensor *scalar_full(const td_tensor *like, const char *api, uint32_t dt, double v)
 {
     td__op op = {.opcode = TD_OP_FULL, .dtype = dt, .fattrs = {v}};
-    return record(ctx, api, &op, NULL);
+    return beside(record(like->ctx, api, &op, NULL), like);
 }
 
 /* WHERE with one or two scalar operands, recorded as rank-0 FULLs (the tensor operand's
@@ -1221,8 +1234,8 @@ static td_tensor *where_scalar(const char *api, td_tensor *cond, td_tensor *a, d
     }
     uint32_t sdt = have_dt ? (uint32_t)dt : other->desc.dtype;
     td_tensor *sa = a, *sb = b;
-    if (a == NULL && (sa = scalar_full(ctx, api, sdt, av)) == NULL) return NULL;
-    if (b == NULL && (sb = scalar_full(ctx, api, sdt, bv)) == NULL) {
+    if (a == NULL && (sa = scalar_full(cond, api, sdt, av)) == NULL) return NULL;
+    if (b == NULL && (sb = scalar_full(cond, api, sdt, bv)) == NULL) {
         if (a == NULL) td_release(sa);
         return NULL;
     }
@@ -1259,7 +1272,8 @@ td_tensor *td_cast(td_tensor *x, td_dtype dt)
 static td_tensor *scalar_op(const char *api, uint32_t opcode, td_tensor *x, double v)
 {
     if (x == NULL) return null_input(NULL, api, "x");
-    td_tensor *s = td_full(x->ctx, (td_dtype)x->desc.dtype, 0, NULL, v);
+    td_tensor *s = scalar_full(x, api, x->desc.dtype, v);
+    if (s == NULL) return NULL;
     td_tensor *r = binary(api, opcode, x, s);
     td_release(s);
     return r;
@@ -2801,8 +2815,9 @@ td_tensor *td_layer_norm(td_tensor *x, int naxes, td_tensor *weight, td_tensor *
     if (!norm_first_axis(api, x, naxes, &op.iattrs[0])) return NULL;
     if (weight == NULL && bias != NULL) {
         /* the op takes bias only after weight: a weight of ones */
-        td_tensor *ones = td_full(x->ctx, (td_dtype)bias->desc.dtype, (int)bias->desc.rank,
-                                  bias->desc.dims, 1.0);
+        td_tensor *ones = beside(td_full(x->ctx, (td_dtype)bias->desc.dtype,
+                                         (int)bias->desc.rank, bias->desc.dims, 1.0),
+                                 x);
         if (ones == NULL) return NULL;
         in[1] = ones;
         td_tensor *r = nn_op(api, &op, 3, in);
@@ -2826,7 +2841,8 @@ td_tensor *td_rms_norm(td_tensor *x, int naxes, td_tensor *weight, double eps)
 /* A [C] tensor of ones for a bias given without a weight (the ops take bias after weight). */
 static td_tensor *ones_like_param(td_tensor *p)
 {
-    return td_full(p->ctx, (td_dtype)p->desc.dtype, (int)p->desc.rank, p->desc.dims, 1.0);
+    const td__desc *d = &p->desc;
+    return beside(td_full(p->ctx, (td_dtype)d->dtype, (int)d->rank, d->dims, 1.0), p);
 }
 
 td_tensor *td_group_norm(td_tensor *x, int64_t groups, td_tensor *weight, td_tensor *bias,
@@ -3121,7 +3137,8 @@ td_tensor *td_scaled_dot_product_attention(td_tensor *q, td_tensor *k, td_tensor
     td_release(s0);
     if (s != NULL && causal) {
         const int64_t l = q->desc.dims[q->desc.rank - 2];
-        td_tensor *ri = td_arange(ctx, TD_I64, l, 0, 1), *ci = td_arange(ctx, TD_I64, sl, 0, 1);
+        td_tensor *ri = beside(td_arange(ctx, TD_I64, l, 0, 1), q);
+        td_tensor *ci = beside(td_arange(ctx, TD_I64, sl, 0, 1), q);
         td_tensor *rr = ri != NULL ? td_reshape(ri, 2, (int64_t[]){l, 1}) : NULL;
         td_tensor *cr = ci != NULL ? td_reshape(ci, 2, (int64_t[]){1, sl}) : NULL;
         td_tensor *keep = rr != NULL && cr != NULL ? td_le(cr, rr) : NULL;
@@ -3188,7 +3205,8 @@ static td_tensor *nll_common(const char *api, td_tensor *logp, td_tensor *target
     }
     td_tensor *lp = take_log_softmax ? td_log_softmax(logp, 1) : logp;
     if (lp == NULL) return NULL;
-    td_tensor *ig = td_full(ctx, (td_dtype)tdsc->dtype, 0, NULL, (double)ignore_index);
+    td_tensor *ig = beside(td_full(ctx, (td_dtype)tdsc->dtype, 0, NULL, (double)ignore_index),
+                           target);
     td_tensor *valid = ig != NULL ? td_ne(target, ig) : NULL;
     td_release(ig);
     td_tensor *tsafe = valid != NULL ? td_where_scalar_b(valid, target, 0) : NULL;

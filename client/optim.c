@@ -16,6 +16,7 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,6 +111,44 @@ static td_status check_config(td_context *ctx, const td_optim_config *c)
     return TD_OK;
 }
 
+/* Which two entries of params[0..n) are the same handle: false when none is, else *a < *b
+ * are the indexes of the first such pair in sorted order. Sorting a copy keeps the check
+ * O(n log n) for the up to 2^20 parameters an optimizer takes. Sets *oom on allocation
+ * failure. */
+typedef struct pslot {
+    const td_tensor *t;
+    int i;
+} pslot;
+
+static int pslot_cmp(const void *x, const void *y)
+{
+    const pslot *a = x, *b = y;
+    if (a->t != b->t) return (uintptr_t)a->t < (uintptr_t)b->t ? -1 : 1;
+    return a->i < b->i ? -1 : a->i > b->i;
+}
+
+static bool find_twice(int n, td_tensor *const *params, int *a, int *b, bool *oom)
+{
+    *oom = false;
+    if (n < 2) return false;
+    pslot *s = td__malloc((size_t)n * sizeof *s);
+    if (s == NULL) {
+        *oom = true;
+        return false;
+    }
+    for (int i = 0; i < n; i++) s[i] = (pslot){params[i], i};
+    qsort(s, (size_t)n, sizeof *s, pslot_cmp);
+    bool found = false;
+    for (int i = 1; i < n; i++)
+        if (s[i].t != NULL && s[i].t == s[i - 1].t && (!found || s[i - 1].i < *a)) {
+            *a = s[i - 1].i;
+            *b = s[i].i;
+            found = true;
+        }
+    td__free(s);
+    return found;
+}
+
 void td_optim_destroy(td_optim *o)
 {
     if (o == NULL) return;
@@ -123,6 +162,17 @@ void td_optim_destroy(td_optim *o)
     td__free(o->names);
     td__free(o->p);
     td__free(o);
+}
+
+/* td_full on the device of `like` (td_full makes it on the session's first device). */
+static td_tensor *full_on(const td_tensor *like, td_dtype dt, int rank, const int64_t *dims,
+                          double v)
+{
+    td_tensor *t = td_full(td__tensor_ctx(like), dt, rank, dims, v);
+    if (t == NULL || td__ctx_tensor_device(t) == td__ctx_tensor_device(like)) return t;
+    td_tensor *m = td_to_device(t, td_tensor_device(like));
+    td_release(t);
+    return m;
 }
 
 static const char *slot_name(const td_optim *o, int k)
@@ -139,6 +189,12 @@ td_status td_optim_create(td_context *ctx, const td_optim_config *cfg, int n,
         return fail(ctx, TD_EINVAL, "%s: NULL argument or n %d outside 1..2^20", api, n);
     td_status st = check_config(ctx, cfg);
     if (st != TD_OK) return st;
+    int a, b;
+    bool oom;
+    if (find_twice(n, params, &a, &b, &oom))
+        return fail(ctx, TD_EINVAL, "%s: parameters %d and %d are the same tensor; give each "
+                    "parameter once", api, a, b);
+    if (oom) return fail(ctx, TD_ENOMEM, "%s: out of memory", api);
     td_optim *o = td__calloc(1, sizeof *o);
     if (o == NULL) return fail(ctx, TD_ENOMEM, "%s: out of memory", api);
     o->ctx = ctx;
@@ -205,7 +261,7 @@ td_status td_optim_create(td_context *ctx, const td_optim_config *cfg, int n,
             char buf[NAME_MAX_BYTES + 32];
             snprintf(buf, sizeof buf, "%s.%s", o->names[i], slot_name(o, k));
             o->state_names[j] = dup_str(buf);
-            o->state[j] = td_full(ctx, o->p[i].dt, o->p[i].rank, o->p[i].dims, 0.0);
+            o->state[j] = full_on(params[i], o->p[i].dt, o->p[i].rank, o->p[i].dims, 0.0);
         }
     for (int j = 0; j < o->n_state; j++)
         if (o->state[j] == NULL || o->state_names[j] == NULL) {
@@ -246,6 +302,16 @@ static void tmp_release(tmp_list *l)
     l->n = 0;
 }
 
+/* x where `like` is: x itself when they share a device, else a copy kept in l (NULL marks
+ * failure). A session may span devices: each parameter's update runs on its device, and
+ * the shared scalars (lr, step, loss scale) live on the first. */
+static td_tensor *on_dev(tmp_list *l, td_tensor *x, const td_tensor *like)
+{
+    if (x == NULL) return K(l, NULL);
+    if (td__ctx_tensor_device(x) == td__ctx_tensor_device(like)) return x;
+    return K(l, td_to_device(x, td_tensor_device(like)));
+}
+
 /* The per-step scalars, in f64 and cast to one parameter dtype. */
 typedef struct scalars {
     td_tensor *lr;        /* SGD: lr */
@@ -264,25 +330,27 @@ typedef struct scalars {
     td_tensor *eps;       /* Adam */
 } scalars;
 
-static void make_scalars(td_optim *o, tmp_list *l, td_tensor *t, td_dtype dt, scalars *s)
+static void make_scalars(td_optim *o, tmp_list *l, td_tensor *t, const td_tensor *p,
+                         scalars *s)
 {
-    td_context *ctx = o->ctx;
-    td_tensor *lr = o->state[ST_LR];
+    const td_dtype dt = td_tensor_dtype(p);
+    td_tensor *lr = on_dev(l, o->state[ST_LR], p);
+    t = on_dev(l, t, p);
     const td_optim_config *c = &o->cfg;
     memset(s, 0, sizeof *s);
     if (c->kind != TD_OPTIM_ADAMW && c->weight_decay != 0)
-        s->wd = K(l, td_full(ctx, dt, 0, NULL, c->weight_decay));
+        s->wd = K(l, full_on(p, dt, 0, NULL, c->weight_decay));
     if (c->kind == TD_OPTIM_SGD) {
         s->lr = dt == TD_F64 ? lr : K(l, td_cast(lr, dt));
-        if (c->momentum > 0) s->momentum = K(l, td_full(ctx, dt, 0, NULL, c->momentum));
+        if (c->momentum > 0) s->momentum = K(l, full_on(p, dt, 0, NULL, c->momentum));
         return;
     }
-    s->one_m_b1 = K(l, td_full(ctx, dt, 0, NULL, 1.0 - c->beta1));
-    s->b2 = K(l, td_full(ctx, dt, 0, NULL, c->beta2));
-    s->one_m_b2 = K(l, td_full(ctx, dt, 0, NULL, 1.0 - c->beta2));
-    s->eps = K(l, td_full(ctx, dt, 0, NULL, c->eps));
-    td_tensor *b1 = K(l, td_full(ctx, TD_F64, 0, NULL, c->beta1));
-    td_tensor *b2 = K(l, td_full(ctx, TD_F64, 0, NULL, c->beta2));
+    s->one_m_b1 = K(l, full_on(p, dt, 0, NULL, 1.0 - c->beta1));
+    s->b2 = K(l, full_on(p, dt, 0, NULL, c->beta2));
+    s->one_m_b2 = K(l, full_on(p, dt, 0, NULL, 1.0 - c->beta2));
+    s->eps = K(l, full_on(p, dt, 0, NULL, c->eps));
+    td_tensor *b1 = K(l, full_on(p, TD_F64, 0, NULL, c->beta1));
+    td_tensor *b2 = K(l, full_on(p, TD_F64, 0, NULL, c->beta2));
     td_tensor *bc1 = K(l, td_add_scalar(K(l, td_neg(K(l, td_pow(b1, t)))), 1.0));
     td_tensor *bc2 = K(l, td_add_scalar(K(l, td_neg(K(l, td_pow(b2, t)))), 1.0));
     td_tensor *ss = K(l, td_div(lr, bc1));
@@ -303,16 +371,21 @@ static bool scale_update(td_optim *o, tmp_list *gl, td_tensor *finite, td_tensor
                          td_tensor *const *params, td_tensor **nstate)
 {
     td_context *ctx = o->ctx;
+    td_tensor *at[256] = {NULL}; /* finite on each device (td__ctx_tensor_device) */
     for (int i = 0; i < o->n; i++) {
         if (fresh[i] == NULL) continue;
-        td_tensor *w = td_where(finite, fresh[i], params[i]);
+        const uint32_t d = td__ctx_tensor_device(fresh[i]) & 255;
+        if (at[d] == NULL && (at[d] = on_dev(gl, finite, fresh[i])) == NULL) return false;
+        td_tensor *w = td_where(at[d], fresh[i], params[i]);
         td_release(fresh[i]);
         fresh[i] = w;
         if (w == NULL) return false;
     }
     for (int j = ST_STEP; j < o->n_state; j++) {
         if (nstate[j] == NULL || j == ST_SCALE || j == ST_TRACK) continue;
-        td_tensor *w = td_where(finite, nstate[j], o->state[j]);
+        const uint32_t d = td__ctx_tensor_device(nstate[j]) & 255;
+        if (at[d] == NULL && (at[d] = on_dev(gl, finite, nstate[j])) == NULL) return false;
+        td_tensor *w = td_where(at[d], nstate[j], o->state[j]);
         td_release(nstate[j]);
         nstate[j] = w;
         if (w == NULL) return false;
@@ -334,10 +407,12 @@ td_status td_optim_scale_loss(td_optim *o, td_tensor *loss, td_tensor **scaled)
     if (!o->scaling)
         return fail(o->ctx, TD_EINVAL, "td_optim_scale_loss: the optimizer was created with "
                     "loss_scale 0 (no loss scaling)");
-    td_tensor *sc = o->state[ST_SCALE];
-    td_tensor *c = td_tensor_dtype(loss) == TD_F32 ? NULL : td_cast(sc, td_tensor_dtype(loss));
-    td_tensor *r = td_mul(loss, c != NULL ? c : sc);
-    td_release(c);
+    tmp_list l = {.n = 0};
+    td_tensor *sc = on_dev(&l, o->state[ST_SCALE], loss);
+    if (sc != NULL && td_tensor_dtype(loss) != TD_F32)
+        sc = K(&l, td_cast(sc, td_tensor_dtype(loss)));
+    td_tensor *r = sc != NULL ? td_mul(loss, sc) : NULL;
+    tmp_release(&l);
     if (r == NULL) return td_last_status(o->ctx);
     *scaled = r;
     return TD_OK;
@@ -358,6 +433,13 @@ td_status td_optim_step(td_optim *o, td_tensor **params)
                         "it had at td_optim_create", api, i, o->names[i],
                         p == NULL ? "NULL" : "different");
     }
+    int a, b;
+    bool oom;
+    if (find_twice(o->n, params, &a, &b, &oom))
+        return fail(ctx, TD_EINVAL, "%s: params[%d] and params[%d] are the same tensor (%s "
+                    "and %s); each step replaces every parameter, so each must be given once",
+                    api, a, b, o->names[a], o->names[b]);
+    if (oom) return fail(ctx, TD_ENOMEM, "%s: out of memory", api);
     td_tensor **fresh = td__calloc((size_t)(o->n + o->n_state), sizeof *fresh);
     if (fresh == NULL) return fail(ctx, TD_ENOMEM, "%s: out of memory", api);
     td_tensor **nstate = fresh + o->n;
@@ -367,8 +449,9 @@ td_status td_optim_step(td_optim *o, td_tensor **params)
     td_tensor *t = td_add_scalar(o->state[ST_STEP], 1.0);
     nstate[ST_STEP] = t;
     td_dtype have_dt = (td_dtype)-1;
+    uint32_t have_dev = UINT32_MAX;
     scalars s = {0};
-    tmp_list sl = {.n = 0}; /* the scalars of the current dtype */
+    tmp_list sl = {.n = 0}; /* the scalars of the current dtype and device */
     tmp_list gl = {.n = 0}; /* loss scaling: 1 / scale and whether every gradient is finite */
     td_tensor *inv = o->scaling ? K(&gl, td_reciprocal(o->state[ST_SCALE])) : NULL;
     td_tensor *finite = NULL;
@@ -376,16 +459,23 @@ td_status td_optim_step(td_optim *o, td_tensor **params)
         td_tensor *p = params[i];
         td_tensor *g = td__ad_grad_peek(p);
         if (g == NULL) continue; /* no gradient: left alone, as PyTorch skips p.grad None */
-        if (o->p[i].dt != have_dt) {
-            make_scalars(o, &sl, t, o->p[i].dt, &s);
+        if (o->p[i].dt != have_dt || td__ctx_tensor_device(p) != have_dev) {
+            tmp_release(&sl);
+            make_scalars(o, &sl, t, p, &s);
             have_dt = o->p[i].dt;
+            have_dev = td__ctx_tensor_device(p);
         }
         td_tensor **slot = &o->state[o->first + i * o->slots];
         td_tensor **nslot = &nstate[o->first + i * o->slots];
-        if (o->scaling) { /* unscale, and note whether it is finite */
-            g = K(&l, td_mul(g, o->p[i].dt == TD_F32 ? inv : K(&l, td_cast(inv, o->p[i].dt))));
-            td_tensor *fin = K(&gl, td_all(K(&l, td_isfinite(g)), 0, NULL, false));
-            finite = finite == NULL ? fin : K(&gl, td_logical_and(finite, fin));
+        if (o->scaling) { /* unscale, and note whether it is finite (on the first device) */
+            td_tensor *iv = on_dev(&l, inv, p);
+            g = K(&l, td_mul(g, o->p[i].dt == TD_F32 ? iv : K(&l, td_cast(iv, o->p[i].dt))));
+            td_tensor *fin = on_dev(&l, K(&l, td_all(K(&l, td_isfinite(g)), 0, NULL, false)),
+                                    inv);
+            td_tensor *both = finite == NULL ? td_detach(fin) : td_logical_and(finite, fin);
+            td_release(finite); /* its op is recorded: only the latest handle is kept */
+            finite = both;
+            if (finite == NULL) break;
         }
         if (c->kind != TD_OPTIM_ADAMW && c->weight_decay != 0)
             g = K(&l, td_add(g, K(&l, td_mul(p, s.wd))));
@@ -411,16 +501,13 @@ td_status td_optim_step(td_optim *o, td_tensor **params)
         }
         if (fresh[i] == NULL) break;
         tmp_release(&l); /* this parameter's intermediates: its ops are recorded */
-        if (o->p[i + 1 < o->n ? i + 1 : i].dt != have_dt) {
-            tmp_release(&sl);
-            have_dt = (td_dtype)-1;
-        }
     }
     bool ok = t != NULL && !l.failed && !sl.failed && !gl.failed;
     for (int i = 0; ok && i < o->n; i++)
         if (fresh[i] == NULL && td__ad_grad_peek(params[i]) != NULL)
             ok = false;
     if (ok && finite != NULL && !scale_update(o, &gl, finite, fresh, params, nstate)) ok = false;
+    td_release(finite);
     tmp_release(&gl);
     tmp_release(&sl);
     tmp_release(&l);
@@ -474,12 +561,13 @@ td_status td_optim_state(const td_optim *o, int i, const char **name, td_tensor 
     return TD_OK;
 }
 
-/* Whether t has the dtype and shape of state tensor i. */
+/* Whether t has the dtype, shape and device of state tensor i. */
 static bool state_fits(const td_optim *o, int i, const td_tensor *t)
 {
     const td_tensor *s = o->state[i];
     return td_tensor_dtype(t) == td_tensor_dtype(s) && td_rank(t) == td_rank(s) &&
-           memcmp(td_dims(t), td_dims(s), sizeof(int64_t) * (size_t)td_rank(s)) == 0;
+           memcmp(td_dims(t), td_dims(s), sizeof(int64_t) * (size_t)td_rank(s)) == 0 &&
+           td__ctx_tensor_device(t) == td__ctx_tensor_device(s);
 }
 
 td_status td_optim_set_state(td_optim *o, int i, td_tensor *t)
@@ -488,8 +576,9 @@ td_status td_optim_set_state(td_optim *o, int i, td_tensor *t)
         return fail(o != NULL ? o->ctx : NULL, TD_EINVAL, "td_optim_set_state: index %d is "
                     "outside 0..%d or an argument is NULL", i, o != NULL ? o->n_state - 1 : -1);
     if (!state_fits(o, i, t))
-        return fail(o->ctx, TD_EINVAL, "td_optim_set_state: %s needs dtype %s and the shape it "
-                    "has", o->state_names[i], td_dtype_name(td_tensor_dtype(o->state[i])));
+        return fail(o->ctx, TD_EINVAL, "td_optim_set_state: %s needs dtype %s, the shape it "
+                    "has and device %s", o->state_names[i],
+                    td_dtype_name(td_tensor_dtype(o->state[i])), td_tensor_device(o->state[i]));
     td_tensor *a = td_detach(t);
     if (a == NULL) return td_last_status(o->ctx);
     td_release(o->state[i]);
@@ -510,6 +599,11 @@ td_status td_optim_save(const td_optim *o, td_tensor *const *params, const char 
     if (o == NULL || params == NULL || path == NULL || n_meta < 0 ||
         (n_meta > 0 && (keys == NULL || values == NULL)))
         return fail(o != NULL ? o->ctx : NULL, TD_EINVAL, "td_optim_save: NULL argument");
+    for (int i = 0; i < n_meta; i++)
+        if (keys[i] != NULL &&
+            (strcmp(keys[i], "tensord.optim") == 0 || strcmp(keys[i], "tensord.optim.lr") == 0))
+            return fail(o->ctx, TD_EINVAL, "td_optim_save: metadata key %d \"%s\" is reserved "
+                        "for the optimizer's own entry", i, keys[i]);
     const int n = o->n + o->n_state, nm = n_meta + 2;
     const char **names = td__calloc((size_t)n, sizeof *names);
     td_tensor **ts = td__calloc((size_t)n, sizeof *ts);
@@ -546,10 +640,83 @@ done:
     return st;
 }
 
+static int str_cmp(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Every tensor of the file is one of o's (a checkpoint with more is of another model: its
+ * extras would be dropped silently). The file's names are unique and each of o's was found,
+ * so a count above o's means extras; only then are they looked for, to name one. */
+static td_status check_extras(const td_optim *o, const td_safetensors *f, const char *path)
+{
+    const int n = o->n + o->n_state, have = td_safetensors_count(f);
+    if (have <= n) return TD_OK;
+    const char **names = td__malloc((size_t)n * sizeof *names);
+    if (names == NULL) return fail(o->ctx, TD_ENOMEM, "td_optim_load: out of memory");
+    for (int i = 0; i < n; i++) names[i] = i < o->n ? o->names[i] : o->state_names[i - o->n];
+    qsort(names, (size_t)n, sizeof *names, str_cmp);
+    const char *extra = NULL;
+    for (int i = 0; i < have && extra == NULL; i++) {
+        const char *nm = td_safetensors_name(f, i);
+        if (bsearch(&nm, names, (size_t)n, sizeof *names, str_cmp) == NULL) extra = nm;
+    }
+    td__free(names);
+    return fail(o->ctx, TD_EINVAL, "td_optim_load: %s: tensor \"%s\" is not one of this "
+                "optimizer's %d parameters and state tensors (the file holds %d tensors)", path,
+                extra != NULL ? extra : "?", n, have);
+}
+
+/* The value of rank-0 tensor t as a double (one read); false with the error set. */
+static bool read_scalar(td_tensor *t, double *v)
+{
+    if (td_tensor_dtype(t) == TD_F64) return td_read(t, v, sizeof *v) == TD_OK;
+    float x;
+    if (td_read(t, &x, sizeof x) != TD_OK) return false;
+    *v = x;
+    return true;
+}
+
+/* The loaded scalar state must be what a run can have produced: the lr tensor the
+ * metadata's learning rate (td_optim_lr reports the metadata, the steps use the tensor),
+ * the step count and growth tracker whole numbers >= 0 (a NaN or negative step makes the
+ * bias corrections NaN and every parameter with them), the loss scale finite and > 0. */
+static td_status check_scalars(const td_optim *o, td_tensor *const *state, double lr,
+                               const char *path)
+{
+    static const char api[] = "td_optim_load";
+    double v;
+    if (!read_scalar(state[ST_LR], &v)) return td_last_status(o->ctx);
+    if (v != lr)
+        return fail(o->ctx, TD_EINVAL, "%s: %s: tensor lr %.17g differs from the metadata's "
+                    "tensord.optim.lr %.17g", api, path, v, lr);
+    const int ints[2] = {ST_STEP, ST_TRACK};
+    for (int k = 0; k < (o->scaling ? 2 : 1); k++) {
+        if (!read_scalar(state[ints[k]], &v)) return td_last_status(o->ctx);
+        if (!(v >= 0) || v > 0x1p53 || floor(v) != v)
+            return fail(o->ctx, TD_EINVAL, "%s: %s: tensor %s %g is not a count (a whole "
+                        "number in 0..2^53)", api, path, o->state_names[ints[k]], v);
+    }
+    if (o->scaling) {
+        if (!read_scalar(state[ST_SCALE], &v)) return td_last_status(o->ctx);
+        if (!(v > 0) || !isfinite(v))
+            return fail(o->ctx, TD_EINVAL, "%s: %s: tensor loss_scale %g must be finite and > 0",
+                        api, path, v);
+    }
+    return TD_OK;
+}
+
 td_status td_optim_load(td_optim *o, td_tensor **params, const char *path)
 {
     if (o == NULL || params == NULL || path == NULL)
         return fail(o != NULL ? o->ctx : NULL, TD_EINVAL, "td_optim_load: NULL argument");
+    int a, b;
+    bool oom;
+    if (find_twice(o->n, params, &a, &b, &oom))
+        return fail(o->ctx, TD_EINVAL, "td_optim_load: params[%d] and params[%d] are the same "
+                    "tensor (%s and %s); each must be given once", a, b, o->names[a],
+                    o->names[b]);
+    if (oom) return fail(o->ctx, TD_ENOMEM, "td_optim_load: out of memory");
     td_safetensors *f;
     td_status st = td_safetensors_open(path, &f);
     if (st != TD_OK) {
@@ -581,6 +748,15 @@ td_status td_optim_load(td_optim *o, td_tensor **params, const char *path)
             st = td_safetensors_get(f, o->ctx, name, td_tensor_dtype(s), td_rank(s), td_dims(s),
                                     &fresh[i]);
         }
+        /* back on the device of the tensor it replaces (the file's land on the first) */
+        const td_tensor *where = is_p ? params[i] : o->state[i - o->n];
+        if (st == TD_OK && where != NULL &&
+            td__ctx_tensor_device(where) != td__ctx_tensor_device(fresh[i])) {
+            td_tensor *m = td_to_device(fresh[i], td_tensor_device(where));
+            td_release(fresh[i]);
+            fresh[i] = m;
+            if (m == NULL) st = td_last_status(o->ctx);
+        }
     }
     double lr = NAN;
     if (st == TD_OK) {
@@ -591,7 +767,9 @@ td_status td_optim_load(td_optim *o, td_tensor **params, const char *path)
             st = fail(o->ctx, TD_EINVAL, "td_optim_load: %s: metadata tensord.optim.lr \"%s\" "
                       "is not a learning rate", path, l != NULL ? l : "(missing)");
     }
+    if (st == TD_OK) st = check_extras(o, f, path);
     td_safetensors_close(f);
+    if (st == TD_OK) st = check_scalars(o, fresh + o->n, lr, path);
     if (st != TD_OK) {
         for (int i = 0; i < n; i++) td_release(fresh[i]);
         td__free(fresh);
@@ -616,7 +794,8 @@ td_status td_optim_load(td_optim *o, td_tensor **params, const char *path)
 
 double td_lr_at(const td_lr_schedule *s, int64_t step)
 {
-    if (s == NULL || step < 0 || s->warmup_steps < 0 || !isfinite(s->base)) return NAN;
+    if (s == NULL || step < 0 || s->warmup_steps < 0 || !(s->base > 0) || !isfinite(s->base))
+        return NAN;
     if (step < s->warmup_steps)
         return s->base * (double)(step + 1) / (double)s->warmup_steps;
     const int64_t k = step - s->warmup_steps;

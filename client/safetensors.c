@@ -116,6 +116,10 @@ static int build_header(const char *path, size_t n, const td__st_entry *tensors,
             goto done;
         }
         for (size_t i = 0; i < n_meta; i++) {
+            if (keys[i] != NULL && json_object_get(meta, keys[i]) != NULL) {
+                set_err(err, errlen, path, "metadata key \"%s\" appears twice", keys[i]);
+                goto done;
+            }
             if (keys[i] == NULL || values[i] == NULL ||
                 json_object_set_new(meta, keys[i], json_string(values[i])) != 0) {
                 set_err(err, errlen, path, "metadata entry %zu is not a valid UTF-8 string pair",
@@ -520,6 +524,10 @@ int td__st_read(const char *path, td__st_file *out, char *err, size_t errlen)
         if (strcmp(key, "__metadata__") == 0) {
             if (parse_metadata(path, val, &res, err, errlen) != 0) goto done;
             continue;
+        }
+        if (key[0] == '\0') { /* the writer refuses it too: no name to find it by */
+            set_err(err, errlen, path, "header entry \"\" has an empty tensor name");
+            goto done;
         }
         size_t i = res.n_tensors;
         if (parse_entry(path, key, val, data_len, &res.tensors[i], &spans[i], err, errlen) != 0)

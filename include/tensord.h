@@ -240,7 +240,8 @@ const char *td_context_device_at(const td_context *ctx, int i);
  * copy between two GPUs (peer to peer where the pair allows). Lazy like an op: it returns
  * at once and a failure (quota, out of memory) surfaces at the next read or fence; a `t`
  * that depends on a failed op makes the result depend on it too. Caller owns the result
- * (td_release). The bytes are the same bits as `t`'s.
+ * (td_release). The bytes are the same bits as `t`'s. Differentiable: when t requires a
+ * gradient the copy is taped, and td_backward moves its gradient back to t's device.
  * Returns NULL with td_last_error set when t is NULL, device is NULL or not one of the
  * session's devices (the message lists them), t is a graph placeholder or a graph is being
  * captured, the session is closed (TD_ECLOSED), or the server predates protocol 4
@@ -1034,7 +1035,8 @@ td_tensor *td_log_softmax(td_tensor *x, int axis);
  * eps)), conv and conv_transpose (1-3 spatial dims, any groups, stride, dilation, padding,
  * output padding: td_conv_input_grad, td_conv_weight_grad, td_conv, and the sum of dy for
  * the bias), max_pool (recomputes the maxima's positions, then td_max_pool_backward),
- * avg_pool, adaptive_avg_pool (their backward ops), interpolate (nearest and linear: the
+ * avg_pool, adaptive_avg_pool (their backward ops), td_to_device (the gradient moved
+ * back), interpolate (nearest and linear: the
  * source positions from the op run on arange(L), then td_index_add), pad (constant mode), slice_step with steps of 1 (td_split's), and every op recorded by a client-side
  * composition of these (td_stack, td_split, td_chunk, td_tile, td_einsum). Ties of
  * max/min/maximum/minimum share the gradient equally; relu and abs have gradient 0 at 0
@@ -1063,8 +1065,9 @@ bool td_is_requires_grad(const td_tensor *t);
  * TD_ENOMEM; transport errors. The gradients are lazy tensors like any: read them, or use
  * them in further ops. */
 td_status td_backward(td_tensor *loss);
-/* As td_backward for an `out` of any shape, with d out / d out = `grad` (same dtype and
- * shape as out; borrowed). TD_EINVAL when they differ. */
+/* As td_backward for an `out` of any shape, with d out / d out = `grad` (same dtype, shape
+ * and device as out; borrowed). TD_EINVAL when they differ. Gradients are computed on the
+ * devices their tensors are on; td_backward's seed of ones is made on the loss's. */
 td_status td_backward_grad(td_tensor *out, td_tensor *grad);
 /* The gradient accumulated for leaf t, or NULL with TD_ENOTFOUND (t is no leaf, or no
  * td_backward reached it since td_zero_grad; td_last_error says which) or TD_EINVAL (NULL
@@ -1090,8 +1093,10 @@ void td_tape_clear(td_context *ctx);
  * recorded under a td_no_grad scope: they run where the parameters live, batched with the
  * rest of the step (no round trip per tensor: a step reads nothing back), and inside
  * td_graph_begin .. td_graph_end they are captured like any op. Its state (momentum
- * buffers, Adam's moments, the step count and the learning rate) are tensors on the same
- * device, listed by td_optim_state and saved with td_optim_save.
+ * buffers, Adam's moments, the step count and the learning rate) are tensors listed by
+ * td_optim_state and saved with td_optim_save: each parameter's on that parameter's device,
+ * the shared scalars (lr, step, loss scale) on the session's first device, copied to each
+ * other device the parameters are on at each step (tensors on several devices, above).
  *
  * Tensors are functional: td_optim_step replaces each params[i] with a new handle holding
  * the updated values (the old one is released, its gradient with it; the new one is marked
@@ -1149,14 +1154,16 @@ typedef struct td_optim td_optim;
  * zeros, step 0. On TD_OK *out owns it (td_optim_destroy, before td_close). Errors
  * (td_last_error(ctx) names the value): TD_EINVAL (NULL, n < 1, a non-float or other
  * context's parameter, a bad config value: "td_optim_create: beta1 1 is outside [0, 1)",
- * bad or duplicate names); TD_ENOMEM; errors of the state's creation ops. */
+ * bad or duplicate names, one tensor given twice: both indexes named); TD_ENOMEM; errors of
+ * the state's creation ops. */
 td_status td_optim_create(td_context *ctx, const td_optim_config *cfg, int n,
                           td_tensor *const *params, const char *const *names, td_optim **out);
 /* One update of params[0..n) (the n of td_optim_create, same dtypes and shapes) from their
  * gradients; replaces each params[i] and the state tensors as described above. Lazy (reads
  * nothing); an error of an op surfaces at the next read or fence. Returns TD_OK; TD_EINVAL
- * (NULL, a parameter of another dtype or shape than at creation); TD_ENOMEM; errors of
- * recording the ops. On failure params[] and the state are unchanged. */
+ * (NULL, a parameter of another dtype or shape than at creation, one handle given twice in
+ * params); TD_ENOMEM; errors of recording the ops. On failure params[] and the state are
+ * unchanged. */
 td_status td_optim_step(td_optim *o, td_tensor **params);
 /* *scaled = loss * S (a new handle, taped: call td_backward on it), S the current loss
  * scale (cast to loss's dtype). TD_EINVAL when o was created without loss scaling. */
@@ -1173,21 +1180,26 @@ int td_optim_n_state(const td_optim *o);
 /* State tensor i (0 <= i < td_optim_n_state): *t a borrowed handle (valid until the next
  * step, set or load), *name (may be NULL) borrowed from o. TD_EINVAL for a bad i. */
 td_status td_optim_state(const td_optim *o, int i, const char **name, td_tensor **t);
-/* Replace state tensor i with t (same dtype and shape; borrowed: o keeps an alias). For a
- * captured step: bind graph placeholders before the step, then the run's outputs after.
- * TD_EINVAL for a bad i, dtype or shape (named). */
+/* Replace state tensor i with t (same dtype, shape and device; borrowed: o keeps an alias).
+ * For a captured step: bind graph placeholders before the step, then the run's outputs
+ * after. TD_EINVAL for a bad i, dtype, shape or device (named). */
 td_status td_optim_set_state(td_optim *o, int i, td_tensor *t);
 /* Write params[0..n) under their names, every state tensor under its name, and the
  * n_meta metadata pairs (keys[i] -> values[i]; the keys "tensord.optim" and
- * "tensord.optim.lr" are o's own) to the safetensors file `path`, as
- * td_safetensors_save does (one read per tensor, then the file). */
+ * "tensord.optim.lr" are o's own: TD_EINVAL, naming the key, when keys has one) to the
+ * safetensors file `path`, as td_safetensors_save does (one read per tensor, then the
+ * file; a key given twice is TD_EINVAL). */
 td_status td_optim_save(const td_optim *o, td_tensor *const *params, const char *path,
                         int n_meta, const char *const *keys, const char *const *values);
 /* Read `path` (written by td_optim_save for an optimizer of the same kind, names, dtypes
  * and shapes) and replace params[0..n) and the whole state with its tensors (new handles
- * on o's context, marked with td_requires_grad as the old ones were): a run resumed from it
- * continues bit for bit as if uninterrupted. Errors (TD_EINVAL, TD_ENOTFOUND, TD_EIO; the
- * message names the file and the tensor) leave params and state unchanged. */
+ * on o's context, each on the device of the tensor it replaces, marked with
+ * td_requires_grad as the old ones were): a run resumed from it
+ * continues bit for bit as if uninterrupted. The file must hold exactly o's tensors, and its
+ * scalars what a run can produce: an "lr" tensor equal to the metadata tensord.optim.lr,
+ * "step" (and "growth_tracker") a whole number >= 0, "loss_scale" finite and > 0 (read back
+ * to check them). Errors (TD_EINVAL, TD_ENOTFOUND, TD_EIO; the message names the file and
+ * the tensor) leave params and state unchanged. */
 td_status td_optim_load(td_optim *o, td_tensor **params, const char *path);
 /* Free o and its state tensors. NULL is a no-op. */
 void td_optim_destroy(td_optim *o);
@@ -1202,7 +1214,7 @@ typedef enum td_lr_kind {
 } td_lr_kind;
 typedef struct td_lr_schedule {
     td_lr_kind kind;
-    double base;          /* the learning rate after warmup */
+    double base;          /* the learning rate after warmup: finite, > 0 */
     int64_t warmup_steps; /* >= 0: steps 0 .. warmup-1 use base (step + 1) / warmup first */
     int64_t step_size;    /* TD_LR_STEP: >= 1 */
     double gamma;         /* TD_LR_STEP */
@@ -1210,7 +1222,8 @@ typedef struct td_lr_schedule {
     double min;           /* TD_LR_COSINE */
 } td_lr_schedule;
 /* The learning rate at `step` (steps after warmup count from 0 for the schedule proper).
- * NaN for a bad schedule (negative step, step_size or total_steps < 1). Thread-safety:
+ * NaN for a bad schedule: negative step or warmup_steps, base not finite and > 0 (what
+ * td_optim_set_lr takes), step_size or total_steps < 1, an unknown kind. Thread-safety:
  * pure, any thread. */
 double td_lr_at(const td_lr_schedule *s, int64_t step);
 
@@ -1221,7 +1234,8 @@ double td_lr_at(const td_lr_schedule *s, int64_t step);
  * little-endian and row-major. Dtypes: F32 F64 F16 BF16 I8 I16 I32 I64 U8 BOOL (tensord's).
  * The reader is strict, as for any untrusted file: it rejects, naming the file and the
  * problem, a file shorter than 8 bytes, a header length beyond the file or above 100 MiB,
- * invalid JSON or duplicate keys, entries without dtype/shape/data_offsets, an unknown
+ * invalid JSON or duplicate keys, an empty tensor name (the writer refuses one too),
+ * entries without dtype/shape/data_offsets, an unknown
  * dtype, rank above 8, negative or non-integer dims, offsets out of range, overlapping or
  * leaving holes, or not equal to the dtype's size times the element count; every size goes
  * through overflow-checked arithmetic. Errors: td_last_error(NULL), and the context's for
@@ -1232,7 +1246,8 @@ typedef struct td_safetensors td_safetensors;
 /* Write tensors[0..n) (read back to the host: one td_read each) named names[i] (unique,
  * not "__metadata__") and n_meta metadata pairs to `path`, through a temporary file
  * renamed into place (a failed save leaves no partial file). Returns TD_OK; TD_EINVAL
- * (NULL, n < 0, a bad or duplicate name); TD_EIO (named); errors of td_read. */
+ * (NULL, n < 0, a bad or duplicate name, a metadata key given twice: named); TD_EIO
+ * (named); errors of td_read. */
 td_status td_safetensors_save(const char *path, int n, const char *const *names,
                               td_tensor *const *tensors, int n_meta, const char *const *keys,
                               const char *const *values);

@@ -149,3 +149,70 @@ Test(autodiff, optimizer_training_remote_equals_local, .init = start_tcp, .fini 
     cr_expect(memcmp(&a, &c, sizeof a) == 0, "remote training from a captured step differs");
     cr_expect(memcmp(&a, &d, sizeof a) == 0, "remote training resumed from a checkpoint differs");
 }
+
+static void start_two_cpus(void)
+{
+    start_with((const char *[]){"--cpu-devices", "2", "--devices", "cpu", NULL});
+}
+
+/* A session spanning cpu:0 and cpu:1 of a real tensord, the parameter on cpu:1: td_backward
+ * seeds the gradient on the loss's device, Adam's state sits beside the parameter, and a
+ * checkpoint loads back onto cpu:1 (before, backward failed with mixed devices). By hand:
+ * d/dw sum(w w) = 2w; Adam's first step is w - lr m^ / (sqrt(v^) + eps) with m^ = g and
+ * sqrt(v^) = |g|, so w - lr g / (|g| + eps). */
+Test(autodiff, parameters_on_the_second_device, .init = start_two_cpus, .fini = stop,
+     .timeout = 60)
+{
+    char uri[600], path[] = "/tmp/td-e2e-dev-XXXXXX";
+    td_test_server_uri(&srv, "cpu:0,cpu:1", uri, sizeof uri);
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    td_context *c;
+    cr_assert_eq(td_connect(uri, NULL, &c), TD_OK, "%s", td_connect_error());
+    const double w0[3] = {2.0, -1.0, 0.5};
+    td_tensor *h = td_from_host(c, TD_F64, 1, (int64_t[]){3}, w0);
+    td_tensor *w = td_to_device(h, "cpu:1");
+    td_release(h);
+    cr_assert_eq(td_requires_grad(w, true), TD_OK, "%s", td_last_error(c));
+    td_optim_config cfg = td_optim_config_default(TD_OPTIM_ADAM, 0.1);
+    td_optim *o;
+    cr_assert_eq(td_optim_create(c, &cfg, 1, &w, (const char *[]){"w"}, &o), TD_OK, "%s",
+                 td_last_error(c));
+    cr_assert_eq(td_backward(td_sum(td_mul(w, w), 0, NULL, false)), TD_OK, "%s",
+                 td_last_error(c));
+    double g[3], got[3];
+    cr_assert_eq(td_read(td_grad(w), g, sizeof g), TD_OK, "%s", td_last_error(c));
+    for (int i = 0; i < 3; i++) cr_expect_eq(g[i], 2 * w0[i]);
+    cr_assert_eq(td_optim_step(o, &w), TD_OK, "%s", td_last_error(c));
+    cr_assert_eq(td_read(w, got, sizeof got), TD_OK, "%s", td_last_error(c));
+    for (int i = 0; i < 3; i++) {
+        const double gi = 2 * w0[i], want = w0[i] - 0.1 * gi / (fabs(gi) + 1e-8);
+        cr_expect(fabs(got[i] - want) <= 1e-15, "w[%d] %.17g, want %.17g", i, got[i], want);
+    }
+    cr_expect_str_eq(td_tensor_device(w), "cpu:1");
+    cr_assert_eq(td_optim_save(o, &w, path, 0, NULL, NULL), TD_OK, "%s", td_last_error(c));
+    cr_assert_eq(td_optim_load(o, &w, path), TD_OK, "%s", td_last_error(c));
+    unlink(path);
+    cr_expect_str_eq(td_tensor_device(w), "cpu:1", "a load puts w back on its device");
+    const char *name;
+    td_tensor *s;
+    cr_assert_eq(td_optim_state(o, 2, &name, &s), TD_OK);
+    cr_expect_str_eq(name, "w.exp_avg");
+    cr_expect_str_eq(td_tensor_device(s), "cpu:1");
+    double again[3];
+    cr_assert_eq(td_read(w, again, sizeof again), TD_OK, "%s", td_last_error(c));
+    cr_expect(memcmp(got, again, sizeof got) == 0, "the loaded w is the saved one");
+    td_optim_destroy(o);
+    /* through td_to_device: v on cpu:0, its copy on cpu:1; d/dv sum(m m) = 2v, on cpu:0 */
+    td_tensor *v = td_from_host(c, TD_F64, 1, (int64_t[]){3}, w0);
+    cr_assert_eq(td_requires_grad(v, true), TD_OK);
+    td_tensor *m = td_to_device(v, "cpu:1");
+    cr_assert_eq(td_backward(td_sum(td_mul(m, m), 0, NULL, false)), TD_OK, "%s",
+                 td_last_error(c));
+    cr_assert_not_null(td_grad(v), "%s", td_last_error(c));
+    cr_expect_str_eq(td_tensor_device(td_grad(v)), "cpu:0");
+    cr_assert_eq(td_read(td_grad(v), g, sizeof g), TD_OK, "%s", td_last_error(c));
+    for (int i = 0; i < 3; i++) cr_expect_eq(g[i], 2 * w0[i]);
+    td_close(c);
+}

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static td_context *ctx;
@@ -361,4 +362,73 @@ Test(api, options_size_guards_appended_fields)
     cr_assert_null(c);
     cr_assert(strstr(td_connect_error(), "link a libtensord as new as the tensord.h"), "%s",
               td_connect_error());
+}
+
+/* ---- a session spanning two CPU devices (TENSORD_CPU_DEVICES=2 before the first connect;
+ * criterion runs each test in its own process) ---- */
+
+static td_context *two;
+static void setup_two(void)
+{
+    setenv("TENSORD_CPU_DEVICES", "2", 1);
+    setenv("TENSORD_DEVICES", "cpu", 1);
+    cr_assert_eq(td_connect("local:cpu:0,cpu:1", NULL, &two), TD_OK, "%s", td_connect_error());
+}
+static void teardown_two(void) { td_close(two); }
+TestSuite(api_devices, .init = setup_two, .fini = teardown_two);
+
+/* f64 values on `dev`. */
+static td_tensor *on(const char *dev, int rank, const int64_t *dims, const double *v)
+{
+    td_tensor *h = td_from_host(two, TD_F64, rank, dims, v);
+    td_tensor *m = td_to_device(h, dev);
+    td_release(h);
+    cr_assert_not_null(m, "%s", td_last_error(two));
+    return m;
+}
+
+/* Composites that make a constant of their own (td_add_scalar's and td_where_scalar_b's
+ * scalar, layer/group norm's weight of ones for a bias alone, causal attention's aranges,
+ * cross entropy's ignore_index) made it on the session's first device, so on cpu:1 they
+ * failed with mixed devices; each now runs beside its input and gives cpu:0's bits. By
+ * hand: where(x > b, x, -1) + 0.5 with b = [0.5, -1] along the last axis is [-0.5, -0.5,
+ * 2.5, 0.75, 3.5, 0, 2, 1.5]; cross entropy of equal logits over 2 classes with one of two
+ * targets ignored is log 2. */
+Test(api_devices, composites_run_on_the_second_device)
+{
+    static const double xv[8] = {0.5, -1, 2, 0.25, 3, -0.5, 1.5, 1};
+    static const double want0[8] = {-0.5, -0.5, 2.5, 0.75, 3.5, 0, 2, 1.5};
+    const int64_t x4[4] = {1, 2, 2, 2}, c2[1] = {2}, sq[3] = {1, 2, 4};
+    double got[2][4][8];
+    for (int k = 0; k < 2; k++) {
+        const char *dev = k == 0 ? "cpu:1" : "cpu:0";
+        td_tensor *x = on(dev, 4, x4, xv), *b = on(dev, 1, c2, xv + 2);
+        td_tensor *q = on(dev, 3, sq, xv);
+        td_tensor *r[4] = {
+            td_add_scalar(td_where_scalar_b(td_gt(x, on(dev, 1, c2, (double[]){0.5, -1})), x,
+                                            -1.0),
+                          0.5),
+            td_layer_norm(x, 1, NULL, b, 1e-5),
+            td_group_norm(x, 1, NULL, b, 1e-5),
+            td_scaled_dot_product_attention(q, q, q, NULL, true, 0),
+        };
+        for (int i = 0; i < 4; i++) {
+            cr_assert_not_null(r[i], "%s: result %d: %s", dev, i, td_last_error(two));
+            cr_expect_str_eq(td_tensor_device(r[i]), dev, "result %d", i);
+            cr_assert_eq(td_read(r[i], got[k][i], sizeof got[k][i]), TD_OK, "%s",
+                         td_last_error(two));
+        }
+        td_tensor *t = td_to_device(td_from_host(two, TD_I64, 1, (int64_t[]){2},
+                                                 (int64_t[]){1, -100}), dev);
+        td_tensor *ce = td_cross_entropy(on(dev, 2, (int64_t[]){2, 2}, (double[]){0, 0, 0, 0}),
+                                         t, TD_REDUCTION_MEAN, -100, 0.0);
+        cr_assert_not_null(ce, "%s: %s", dev, td_last_error(two));
+        double v;
+        cr_assert_eq(td_read(ce, &v, sizeof v), TD_OK, "%s", td_last_error(two));
+        cr_expect(fabs(v - log(2.0)) <= 1e-15, "%s: cross entropy %.17g", dev, v);
+    }
+    for (int j = 0; j < 8; j++) cr_expect_eq(got[0][0][j], want0[j], "element %d", j);
+    for (int i = 0; i < 4; i++)
+        cr_expect(memcmp(got[0][i], got[1][i], sizeof got[0][i]) == 0, "result %d: cpu:1 "
+                  "%.17g, cpu:0 %.17g", i, got[0][i][0], got[1][i][0]);
 }

@@ -16,6 +16,7 @@
 #include "tensord.h"
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -347,6 +348,29 @@ Test(autodiff, backward_needs_one_element_and_a_path)
     cr_assert_eq(td_requires_grad(x, true), TD_OK);
     cr_assert_eq(td_backward(td_exp(x)), TD_EINVAL);
     cr_expect(strstr(td_last_error(ctx), "one element") != NULL, "%s", td_last_error(ctx));
+}
+
+/* A NULL argument records its own message: before, the status was TD_EINVAL but
+ * td_last_error still showed the previous failure's message. */
+Test(autodiff, null_arguments_record_their_message)
+{
+    td_tensor *i = td_full(ctx, TD_I32, 1, (int64_t[]){2}, 1);
+    cr_assert_eq(td_requires_grad(i, true), TD_EINVAL); /* an older message to replace */
+    cr_expect_eq(td_requires_grad(NULL, true), TD_EINVAL);
+    cr_expect_str_eq(td_last_error(NULL), "td_requires_grad: t is NULL");
+    cr_expect_str_eq(td_last_error(ctx), "td_requires_grad: t is NULL");
+    cr_expect_eq(td_backward(NULL), TD_EINVAL);
+    cr_expect_str_eq(td_last_error(NULL), "td_backward: loss is NULL");
+    cr_expect_str_eq(td_last_error(ctx), "td_backward: loss is NULL");
+    cr_expect_eq(td_backward_grad(NULL, i), TD_EINVAL);
+    cr_expect_str_eq(td_last_error(NULL), "td_backward_grad: out is NULL");
+    td_tensor *x = vec(1, 2);
+    cr_assert_eq(td_requires_grad(x, true), TD_OK);
+    td_tensor *y = td_exp(x);
+    cr_expect_eq(td_backward_grad(y, NULL), TD_EINVAL);
+    cr_expect_eq(td_last_status(ctx), TD_EINVAL);
+    cr_expect_str_eq(td_last_error(ctx), "td_backward_grad: grad is NULL");
+    cr_expect_str_eq(td_last_error(NULL), "td_backward_grad: grad is NULL");
 }
 
 Test(autodiff, no_grad_scope_and_detach)
@@ -725,4 +749,127 @@ Test(autodiff, interpolate_linear_align_corners)
 Test(autodiff, interpolate_trilinear)
 {
     gradcheck("interp_trilinear", b_interp_trilinear, 1, (input[]){IN(5, ANY, 1, 1, 2, 3, 3)});
+}
+
+/* ---- a session spanning two CPU devices (TENSORD_CPU_DEVICES=2 before the first connect;
+ * criterion runs each test in its own process) ---- */
+
+static td_context *two;
+static void setup_two(void)
+{
+    setenv("TENSORD_CPU_DEVICES", "2", 1);
+    setenv("TENSORD_DEVICES", "cpu", 1);
+    cr_assert_eq(td_connect("local:cpu:0,cpu:1", NULL, &two), TD_OK, "%s", td_connect_error());
+}
+static void teardown_two(void) { td_close(two); }
+TestSuite(autodiff_devices, .init = setup_two, .fini = teardown_two);
+
+static const double w6[6] = {0.5, -1.25, 2.0, -0.75, 1.5, 3.0};
+
+/* w (f64 [2, 3], w6) on `dev`, marked. */
+static td_tensor *w_on(const char *dev)
+{
+    td_tensor *w = td_from_host(two, TD_F64, 2, (int64_t[]){2, 3}, w6);
+    td_tensor *m = td_to_device(w, dev);
+    cr_assert_not_null(m, "%s", td_last_error(two));
+    td_release(w);
+    cr_assert_eq(td_requires_grad(m, true), TD_OK, "%s", td_last_error(two));
+    return m;
+}
+
+/* td_backward on a loss held by the second device: the seed of ones was made on the first
+ * (every such backward failed with mixed devices), and so were the constants of several
+ * rules (relu's 0, sqrt's 2 through td_mul_scalar, slice's zero padding). Expected
+ * gradients by hand: d/dw sum(w w) = 2w; d/dw [sum(sqrt(w w + 1)) + sum(relu(w))
+ * + 3 sum(w[:, 1:3])] = w / sqrt(w w + 1) + (w > 0) + 3 [column >= 1]. */
+Test(autodiff_devices, backward_on_the_second_device)
+{
+    td_tensor *w = w_on("cpu:1");
+    td_tensor *loss = td_sum(td_mul(w, w), 0, NULL, false);
+    cr_assert_str_eq(td_tensor_device(loss), "cpu:1");
+    cr_assert_eq(td_backward(loss), TD_OK, "%s", td_last_error(two));
+    td_tensor *g = td_grad(w);
+    cr_assert_not_null(g, "%s", td_last_error(two));
+    cr_expect_str_eq(td_tensor_device(g), "cpu:1");
+    double got[6];
+    cr_assert_eq(td_read(g, got, sizeof got), TD_OK, "%s", td_last_error(two));
+    for (int i = 0; i < 6; i++) cr_expect_eq(got[i], 2 * w6[i], "element %d: %g", i, got[i]);
+    td_zero_grad(w);
+
+    td_tensor *a = td_sum(td_sqrt(td_add_scalar(td_mul(w, w), 1.0)), 0, NULL, false);
+    td_tensor *b = td_sum(td_relu(w), 0, NULL, false);
+    td_tensor *c = td_mul_scalar(td_sum(td_slice(w, (int64_t[]){0, 1}, (int64_t[]){2, 3}), 0,
+                                        NULL, false), 3.0);
+    cr_assert_not_null(c, "%s", td_last_error(two));
+    td_tensor *l2 = td_add(td_add(a, b), c);
+    cr_assert_not_null(l2, "%s", td_last_error(two));
+    cr_assert_eq(td_backward(l2), TD_OK, "%s", td_last_error(two));
+    cr_assert_eq(td_read(td_grad(w), got, sizeof got), TD_OK, "%s", td_last_error(two));
+    for (int i = 0; i < 6; i++) {
+        const double x = w6[i];
+        const double want = x / sqrt(x * x + 1) + (x > 0) + (i % 3 >= 1 ? 3 : 0);
+        cr_expect(fabs(got[i] - want) <= 1e-15 * (1 + fabs(want)), "element %d: %.17g, want "
+                  "%.17g", i, got[i], want);
+    }
+}
+
+/* A gradient given on another device than the tensor is refused by name, before any op. */
+Test(autodiff_devices, backward_grad_on_another_device_is_refused)
+{
+    td_tensor *w = w_on("cpu:1");
+    td_tensor *y = td_mul(w, w);
+    td_tensor *g0 = td_full(two, TD_F64, 2, (int64_t[]){2, 3}, 1.0);
+    cr_expect_eq(td_backward_grad(y, g0), TD_EINVAL);
+    cr_expect(strstr(td_last_error(two), "the gradient is on device cpu:0, the tensor on "
+                                         "cpu:1") != NULL, "%s", td_last_error(two));
+    td_tensor *g1 = td_to_device(g0, "cpu:1");
+    cr_assert_eq(td_backward_grad(y, g1), TD_OK, "%s", td_last_error(two));
+    double got[6];
+    cr_assert_eq(td_read(td_grad(w), got, sizeof got), TD_OK, "%s", td_last_error(two));
+    for (int i = 0; i < 6; i++) cr_expect_eq(got[i], 2 * w6[i]);
+}
+
+/* td_to_device is differentiable: the gradient goes back with td_to_device to the source
+ * device. L = to_device(sum(exp(m) c), cpu:0) + sum(w w), m = to_device(w, cpu:1), c on
+ * cpu:1; by hand dL/dw = exp(w) c + 2w. The same L on one device (no moves) must give the
+ * same bits: the moves copy bits, and the CPU devices run the same kernels. Before, the
+ * moved tensor was not on the tape ("does not depend on a tensor that requires a
+ * gradient"). */
+Test(autodiff_devices, gradient_through_to_device)
+{
+    static const double c6[6] = {1.0, 2.0, -0.5, 0.25, 3.0, -1.5};
+    double moved[6], plain[6];
+    for (int pass = 0; pass < 2; pass++) {
+        td_tensor *w = w_on("cpu:0");
+        td_tensor *c = td_from_host(two, TD_F64, 2, (int64_t[]){2, 3}, c6);
+        td_tensor *m = w, *cm = c;
+        if (pass == 0) {
+            m = td_to_device(w, "cpu:1");
+            cm = td_to_device(c, "cpu:1");
+            cr_assert_not_null(m, "%s", td_last_error(two));
+            cr_expect(td_is_requires_grad(m), "a moved tensor that requires grad is taped");
+            cr_expect(!td_is_requires_grad(cm), "a moved constant is not");
+        }
+        td_tensor *a = td_sum(td_mul(td_exp(m), cm), 0, NULL, false);
+        if (pass == 0) {
+            cr_expect_str_eq(td_tensor_device(a), "cpu:1");
+            a = td_to_device(a, "cpu:0");
+        }
+        td_tensor *l = td_add(a, td_sum(td_mul(w, w), 0, NULL, false));
+        cr_assert_not_null(l, "%s", td_last_error(two));
+        cr_assert_eq(td_backward(l), TD_OK, "%s", td_last_error(two));
+        td_tensor *g = td_grad(w);
+        cr_assert_not_null(g, "%s", td_last_error(two));
+        cr_expect_str_eq(td_tensor_device(g), "cpu:0", "the gradient is where w is");
+        cr_assert_eq(td_read(g, pass == 0 ? moved : plain, sizeof moved), TD_OK, "%s",
+                     td_last_error(two));
+        td_release(w);
+    }
+    cr_expect(memcmp(moved, plain, sizeof moved) == 0, "through the moves %.17g, on one "
+              "device %.17g", moved[0], plain[0]);
+    for (int i = 0; i < 6; i++) {
+        const double want = exp(w6[i]) * c6[i] + 2 * w6[i];
+        cr_expect(fabs(moved[i] - want) <= 1e-15 * (1 + fabs(want)), "element %d: %.17g, "
+                  "want %.17g", i, moved[i], want);
+    }
 }

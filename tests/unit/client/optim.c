@@ -36,28 +36,62 @@ static void teardown(void)
 }
 TestSuite(optim, .init = setup, .fini = teardown);
 
-static void against_torch(const char *name, td_optim_config cfg, const double *ref)
+/* On context cx, each parameter pi on device devs[i] (NULL: where td_from_host puts it), the
+ * constant of its loss term beside it. The two loss terms are differentiated one after the
+ * other (gradients accumulate: the same as their sum) so that nothing crosses devices. With
+ * `resume`, the optimizer is saved after step 2 and a new one loaded from the file takes
+ * steps 3 and 4. With cfg.loss_scale, each term is scaled by td_optim_scale_loss. */
+static void against_torch_on(td_context *cx, const char *name, td_optim_config cfg,
+                             const double *ref, const char *const *devs, bool resume)
 {
     td_tensor *p[3] = {
-        td_from_host(ctx, TD_F64, 2, (int64_t[]){2, 3}, ref_p0),
-        td_from_host(ctx, TD_F64, 1, (int64_t[]){4}, ref_p1),
-        td_from_host(ctx, TD_F64, 1, (int64_t[]){3}, ref_p2),
+        td_from_host(cx, TD_F64, 2, (int64_t[]){2, 3}, ref_p0),
+        td_from_host(cx, TD_F64, 1, (int64_t[]){4}, ref_p1),
+        td_from_host(cx, TD_F64, 1, (int64_t[]){3}, ref_p2),
     };
-    td_tensor *c0 = td_from_host(ctx, TD_F64, 2, (int64_t[]){2, 3}, ref_c0);
-    td_tensor *c1 = td_from_host(ctx, TD_F64, 1, (int64_t[]){4}, ref_c1);
+    td_tensor *c0 = td_from_host(cx, TD_F64, 2, (int64_t[]){2, 3}, ref_c0);
+    td_tensor *c1 = td_from_host(cx, TD_F64, 1, (int64_t[]){4}, ref_c1);
+    for (int i = 0; devs != NULL && i < 3; i++) {
+        td_tensor *m = td_to_device(p[i], devs[i]);
+        cr_assert_not_null(m, "%s", td_last_error(cx));
+        td_release(p[i]);
+        p[i] = m;
+    }
+    if (devs != NULL) {
+        td_tensor *m0 = td_to_device(c0, devs[0]), *m1 = td_to_device(c1, devs[1]);
+        td_release(c0);
+        td_release(c1);
+        c0 = m0;
+        c1 = m1;
+    }
     for (int i = 0; i < 3; i++) cr_assert_eq(td_requires_grad(p[i], true), TD_OK);
     td_optim *o;
-    cr_assert_eq(td_optim_create(ctx, &cfg, 3, p, (const char *[]){"p0", "p1", "p2"}, &o), TD_OK,
-                 "%s", td_last_error(ctx));
+    const char *names[3] = {"p0", "p1", "p2"};
+    cr_assert_eq(td_optim_create(cx, &cfg, 3, p, names, &o), TD_OK, "%s", td_last_error(cx));
     for (int step = 0; step < 4; step++) {
+        if (step == 2 && resume) {
+            char path[128];
+            snprintf(path, sizeof path, "%s/resume.safetensors", dir);
+            cr_assert_eq(td_optim_save(o, p, path, 0, NULL, NULL), TD_OK, "%s",
+                         td_last_error(cx));
+            td_optim_destroy(o);
+            cr_assert_eq(td_optim_create(cx, &cfg, 3, p, names, &o), TD_OK);
+            cr_assert_eq(td_optim_load(o, p, path), TD_OK, "%s", td_last_error(cx));
+        }
         if (step == 2) cr_assert_eq(td_optim_set_lr(o, cfg.lr * 0.5), TD_OK);
-        td_tensor *a = td_mul(c0, td_mul(p[0], p[0]));
-        td_tensor *b = td_mul(c1, p[1]);
-        td_tensor *l = td_add(td_sum(a, 0, NULL, false), td_sum(b, 0, NULL, false));
-        cr_assert_eq(td_backward(l), TD_OK, "%s", td_last_error(ctx));
-        cr_assert_eq(td_optim_step(o, p), TD_OK, "%s", td_last_error(ctx));
+        for (int k = 0; k < 2; k++) { /* each td_backward frees the tape: one term each */
+            td_tensor *term = k == 0 ? td_sum(td_mul(c0, td_mul(p[0], p[0])), 0, NULL, false)
+                                     : td_sum(td_mul(c1, p[1]), 0, NULL, false);
+            td_tensor *l = term;
+            if (cfg.loss_scale > 0)
+                cr_assert_eq(td_optim_scale_loss(o, term, &l), TD_OK, "%s", td_last_error(cx));
+            cr_assert_eq(td_backward(l), TD_OK, "%s", td_last_error(cx));
+            if (l != term) td_release(l);
+            td_release(term);
+        }
+        cr_assert_eq(td_optim_step(o, p), TD_OK, "%s", td_last_error(cx));
         double got[13];
-        cr_assert_eq(td_read(p[0], got, 48), TD_OK, "%s", td_last_error(ctx));
+        cr_assert_eq(td_read(p[0], got, 48), TD_OK, "%s", td_last_error(cx));
         cr_assert_eq(td_read(p[1], got + 6, 32), TD_OK);
         cr_assert_eq(td_read(p[2], got + 10, 24), TD_OK);
         for (int i = 0; i < 13; i++) {
@@ -68,8 +102,31 @@ static void against_torch(const char *name, td_optim_config cfg, const double *r
         }
     }
     cr_expect(td_is_requires_grad(p[0]), "the updated parameters stay marked");
+    if (devs != NULL) { /* p0's first slot is state 2 or 4: on cpu:1, refuses cpu:0 */
+        const int j = cfg.loss_scale > 0 ? 4 : 2;
+        td_tensor *s0 = td_full(cx, TD_F64, 2, (int64_t[]){2, 3}, 0.0);
+        cr_expect_eq(td_optim_set_state(o, j, s0), TD_EINVAL);
+        cr_expect(strstr(td_last_error(cx), "device cpu:1") != NULL, "%s", td_last_error(cx));
+        td_release(s0);
+    }
+    for (int i = 0; devs != NULL && i < 3; i++)
+        cr_expect_str_eq(td_tensor_device(p[i]), devs[i], "%s: p%d moved", name, i);
+    for (int j = 0; devs != NULL && j < td_optim_n_state(o); j++) {
+        const char *sn;
+        td_tensor *st;
+        cr_assert_eq(td_optim_state(o, j, &sn, &st), TD_OK);
+        const char *want = strchr(sn, '.') == NULL ? td_device_name(cx) : devs[sn[1] - '0'];
+        cr_expect_str_eq(td_tensor_device(st), want, "%s: state %s", name, sn);
+    }
     td_optim_destroy(o);
     for (int i = 0; i < 3; i++) td_release(p[i]);
+    td_release(c0);
+    td_release(c1);
+}
+
+static void against_torch(const char *name, td_optim_config cfg, const double *ref)
+{
+    against_torch_on(ctx, name, cfg, ref, NULL, false);
 }
 
 Test(optim, sgd) { against_torch("sgd", td_optim_config_default(TD_OPTIM_SGD, 0.1), ref_sgd); }
@@ -102,6 +159,54 @@ Test(optim, adamw)
     c.eps = 1e-6;
     c.weight_decay = 0.1;
     against_torch("adamw", c, ref_adamw);
+}
+
+/* A context spanning two CPU devices (TENSORD_CPU_DEVICES=2 before the first connect; each
+ * test runs in its own process): p0 and p2 on cpu:1, p1 on cpu:0. Each parameter's state
+ * lives on its device and the shared scalars on the first; the steps give PyTorch's values
+ * (the same references as the one-device tests), a checkpoint resumes on the same devices,
+ * and a loss-scaled step (scale 1024, a power of two: no bit changes) too. Before, the
+ * state was made on cpu:0 and the first step failed with mixed devices. */
+static td_context *two;
+static void setup_two(void)
+{
+    setenv("TENSORD_CPU_DEVICES", "2", 1);
+    setenv("TENSORD_DEVICES", "cpu", 1);
+    setup();
+    cr_assert_eq(td_connect("local:cpu:0,cpu:1", NULL, &two), TD_OK, "%s", td_connect_error());
+}
+static void teardown_two(void)
+{
+    td_close(two);
+    teardown();
+}
+TestSuite(optim_devices, .init = setup_two, .fini = teardown_two);
+
+static const char *const two_devs[3] = {"cpu:1", "cpu:0", "cpu:1"};
+
+Test(optim_devices, sgd_momentum)
+{
+    td_optim_config c = td_optim_config_default(TD_OPTIM_SGD, 0.05);
+    c.momentum = 0.9;
+    c.weight_decay = 0.01;
+    against_torch_on(two, "sgd_momentum_wd", c, ref_sgd_momentum_wd, two_devs, true);
+}
+Test(optim_devices, adam)
+{
+    td_optim_config c = td_optim_config_default(TD_OPTIM_ADAM, 0.01);
+    c.weight_decay = 0.1;
+    against_torch_on(two, "adam", c, ref_adam, two_devs, true);
+}
+Test(optim_devices, adamw_loss_scaled)
+{
+    td_optim_config c = td_optim_config_default(TD_OPTIM_ADAMW, 0.02);
+    c.beta1 = 0.8;
+    c.beta2 = 0.95;
+    c.eps = 1e-6;
+    c.weight_decay = 0.1;
+    c.loss_scale = 1024;
+    c.growth_interval = 3;
+    against_torch_on(two, "adamw", c, ref_adamw, two_devs, true);
 }
 
 Test(optim, state_names_and_defaults)
@@ -155,9 +260,11 @@ Test(optim, bad_configs_name_the_value)
     c = td_optim_config_default(TD_OPTIM_SGD, 0.1);
     cr_expect_eq(td_optim_create(ctx, &c, 1, &i, NULL, &o), TD_EINVAL);
     cr_expect(strstr(td_last_error(ctx), "not a float tensor") != NULL);
-    cr_expect_eq(td_optim_create(ctx, &c, 2, (td_tensor *[]){w, w},
+    td_tensor *w3 = td_full(ctx, TD_F32, 1, (int64_t[]){3}, 1.0);
+    cr_expect_eq(td_optim_create(ctx, &c, 2, (td_tensor *[]){w, w3},
                                  (const char *[]){"a", "a"}, &o), TD_EINVAL);
     cr_expect(strstr(td_last_error(ctx), "both named \"a\"") != NULL);
+    td_release(w3);
     cr_expect_eq(td_optim_create(ctx, &c, 1, &w, (const char *[]){"a.b"}, &o), TD_EINVAL);
     cr_expect_null(o);
     /* a step given a parameter of another shape */
@@ -168,6 +275,54 @@ Test(optim, bad_configs_name_the_value)
     td_release(w);
     td_release(w2);
     td_release(i);
+}
+
+/* One tensor given twice: a step would release it after updating the first entry and then
+ * read the released handle for the second (it crashed). Create and step refuse it. */
+Test(optim, a_parameter_given_twice_is_refused)
+{
+    td_tensor *a = td_full(ctx, TD_F32, 1, (int64_t[]){3}, 2.0);
+    td_tensor *b = td_full(ctx, TD_F32, 1, (int64_t[]){3}, 1.0);
+    cr_assert_eq(td_requires_grad(a, true), TD_OK);
+    cr_assert_eq(td_requires_grad(b, true), TD_OK);
+    td_optim_config c = td_optim_config_default(TD_OPTIM_ADAM, 0.1);
+    td_optim *o = NULL;
+    cr_expect_eq(td_optim_create(ctx, &c, 3, (td_tensor *[]){b, a, a}, NULL, &o), TD_EINVAL);
+    cr_expect(strstr(td_last_error(ctx), "parameters 1 and 2 are the same tensor") != NULL,
+              "%s", td_last_error(ctx));
+    cr_expect_null(o);
+    td_tensor *ps[2] = {a, b};
+    cr_assert_eq(td_optim_create(ctx, &c, 2, ps, NULL, &o), TD_OK, "%s", td_last_error(ctx));
+    td_tensor *l = td_add(td_sum(td_mul(a, a), 0, NULL, false), td_sum(b, 0, NULL, false));
+    cr_assert_eq(td_backward(l), TD_OK, "%s", td_last_error(ctx));
+    td_release(l);
+    td_tensor *twice[2] = {a, a};
+    cr_expect_eq(td_optim_step(o, twice), TD_EINVAL);
+    cr_expect(strstr(td_last_error(ctx), "params[0] and params[1] are the same tensor") != NULL,
+              "%s", td_last_error(ctx));
+    cr_expect(twice[0] == a && twice[1] == a, "a refused step replaces nothing");
+    float v[3];
+    cr_assert_eq(td_read(a, v, sizeof v), TD_OK, "%s", td_last_error(ctx));
+    cr_expect(v[0] == 2.0f && v[1] == 2.0f && v[2] == 2.0f, "a is unchanged: %g", v[0]);
+    const char *name;
+    td_tensor *step;
+    double sv = -1;
+    cr_assert_eq(td_optim_state(o, 1, &name, &step), TD_OK);
+    cr_assert_str_eq(name, "step");
+    cr_assert_eq(td_read(step, &sv, sizeof sv), TD_OK);
+    cr_expect_eq(sv, 0.0, "the step count is unchanged");
+    char path[128];
+    snprintf(path, sizeof path, "%s/twice.safetensors", dir);
+    cr_assert_eq(td_optim_save(o, ps, path, 0, NULL, NULL), TD_OK, "%s", td_last_error(ctx));
+    cr_expect_eq(td_optim_load(o, twice, path), TD_EINVAL);
+    cr_expect(twice[0] == a && twice[1] == a, "a refused load replaces nothing");
+    /* the proper step still runs: Adam's first step moves each element by lr (g != 0) */
+    cr_assert_eq(td_optim_step(o, ps), TD_OK, "%s", td_last_error(ctx));
+    cr_assert_eq(td_read(ps[0], v, sizeof v), TD_OK, "%s", td_last_error(ctx));
+    cr_expect_float_eq(v[0], 1.9f, 1e-6f, "%g", v[0]);
+    td_optim_destroy(o);
+    td_release(ps[0]);
+    td_release(ps[1]);
 }
 
 Test(optim, lr_schedules)
@@ -186,6 +341,14 @@ Test(optim, lr_schedules)
     cr_expect(isnan(td_lr_at(&c, -1)));
     td_lr_schedule bad = {.kind = TD_LR_STEP, .base = 0.1};
     cr_expect(isnan(td_lr_at(&bad, 0)), "step_size 0 is refused");
+    /* a learning rate is finite and > 0 (td_optim_set_lr): another base is a bad schedule */
+    const double bases[] = {-1.0, 0.0, NAN, INFINITY};
+    for (int k = 0; k < 4; k++) {
+        td_lr_schedule b = {.kind = TD_LR_CONSTANT, .base = bases[k]};
+        cr_expect(isnan(td_lr_at(&b, 1)), "base %g gives %g", bases[k], td_lr_at(&b, 1));
+        b.warmup_steps = 4;
+        cr_expect(isnan(td_lr_at(&b, 1)), "base %g in warmup", bases[k]);
+    }
 }
 
 Test(optim, safetensors_round_trip_any_dtype)
@@ -267,6 +430,113 @@ Test(optim, checkpoint_of_another_optimizer_is_refused)
     td_optim_destroy(o4);
     td_release(w);
     td_release(w4);
+}
+
+/* The optimizer's own metadata keys cannot be overridden (a file saved with
+ * tensord.optim = "evil" could not be loaded), and no key may be given twice (the last
+ * was kept silently). Nothing is written. */
+Test(optim, save_refuses_reserved_and_duplicate_metadata_keys)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/meta.safetensors", dir);
+    td_tensor *w = td_full(ctx, TD_F32, 1, (int64_t[]){3}, 1.0);
+    td_optim_config c = td_optim_config_default(TD_OPTIM_SGD, 0.1);
+    td_optim *o;
+    cr_assert_eq(td_optim_create(ctx, &c, 1, &w, (const char *[]){"w"}, &o), TD_OK);
+    cr_expect_eq(td_optim_save(o, &w, path, 2, (const char *[]){"epoch", "tensord.optim"},
+                               (const char *[]){"3", "evil"}),
+                 TD_EINVAL);
+    cr_expect(strstr(td_last_error(ctx), "metadata key 1 \"tensord.optim\" is reserved") != NULL,
+              "%s", td_last_error(ctx));
+    cr_expect_eq(td_optim_save(o, &w, path, 1, (const char *[]){"tensord.optim.lr"},
+                               (const char *[]){"5"}),
+                 TD_EINVAL);
+    cr_expect(strstr(td_last_error(ctx), "\"tensord.optim.lr\" is reserved") != NULL, "%s",
+              td_last_error(ctx));
+    cr_expect_eq(td_optim_save(o, &w, path, 2, (const char *[]){"epoch", "epoch"},
+                               (const char *[]){"3", "4"}),
+                 TD_EINVAL);
+    cr_expect(strstr(td_last_error(ctx), "metadata key \"epoch\" appears twice") != NULL, "%s",
+              td_last_error(ctx));
+    cr_expect_neq(access(path, F_OK), 0, "a refused save writes no file");
+    cr_expect_eq(td_safetensors_save(path, 1, (const char *[]){"w"}, &w, 2,
+                                     (const char *[]){"k", "k"}, (const char *[]){"1", "2"}),
+                 TD_EINVAL);
+    cr_expect(strstr(td_last_error(NULL), "metadata key \"k\" appears twice") != NULL, "%s",
+              td_last_error(NULL));
+    cr_expect_neq(access(path, F_OK), 0, "a refused save writes no file");
+    /* other keys are the caller's, and the file loads */
+    cr_assert_eq(td_optim_save(o, &w, path, 1, (const char *[]){"tensord.optimizer"},
+                               (const char *[]){"x"}),
+                 TD_OK, "%s", td_last_error(ctx));
+    cr_expect_eq(td_optim_load(o, &w, path), TD_OK, "%s", td_last_error(ctx));
+    td_optim_destroy(o);
+    td_release(w);
+}
+
+/* An Adam checkpoint for one parameter "w" (f32 [3], all 1) written by hand with
+ * td_safetensors_save: scalars lr and step as given, moments 0, metadata lr "0.01"; with
+ * `extra` a further tensor of that name. */
+static void write_adam_ckpt(const char *path, double lr, double step, const char *extra)
+{
+    td_tensor *w = td_full(ctx, TD_F32, 1, (int64_t[]){3}, 1.0);
+    td_tensor *z = td_full(ctx, TD_F32, 1, (int64_t[]){3}, 0.0);
+    td_tensor *l = td_full(ctx, TD_F64, 0, NULL, lr);
+    td_tensor *t = td_full(ctx, TD_F64, 0, NULL, step);
+    const char *names[6] = {"w", "lr", "step", "w.exp_avg", "w.exp_avg_sq", extra};
+    cr_assert_eq(td_safetensors_save(path, extra != NULL ? 6 : 5, names,
+                                     (td_tensor *[]){w, l, t, z, z, w}, 2,
+                                     (const char *[]){"tensord.optim", "tensord.optim.lr"},
+                                     (const char *[]){"adam", "0.01"}),
+                 TD_OK, "%s", td_last_error(NULL));
+    td_release(w);
+    td_release(z);
+    td_release(l);
+    td_release(t);
+}
+
+/* td_optim_load checks the scalar state it resumes from: an lr tensor that is not the
+ * metadata's learning rate (td_optim_lr said 0.01 while the steps used 5), a step count that
+ * is NaN, negative or fractional (the bias corrections, and with them the parameters, become
+ * NaN or wrong), and tensors the optimizer does not have (they were dropped silently). A
+ * refused load changes nothing. */
+Test(optim, load_refuses_inconsistent_scalars_and_extra_tensors)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/adam.safetensors", dir);
+    td_tensor *w = td_full(ctx, TD_F32, 1, (int64_t[]){3}, 2.0);
+    td_optim_config c = td_optim_config_default(TD_OPTIM_ADAM, 0.5);
+    td_optim *o;
+    cr_assert_eq(td_optim_create(ctx, &c, 1, &w, (const char *[]){"w"}, &o), TD_OK);
+    const struct {
+        double lr, step;
+        const char *extra, *want;
+    } bad[] = {
+        {5.0, 3, NULL, "tensor lr 5 differs from the metadata's tensord.optim.lr 0.01"},
+        {0.01, NAN, NULL, "tensor step nan is not a count"},
+        {0.01, -7, NULL, "tensor step -7 is not a count"},
+        {0.01, 2.5, NULL, "tensor step 2.5 is not a count"},
+        {0.01, INFINITY, NULL, "tensor step inf is not a count"},
+        {0.01, 3, "b", "tensor \"b\" is not one of this optimizer's 5"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        write_adam_ckpt(path, bad[k].lr, bad[k].step, bad[k].extra);
+        td_tensor *before = w;
+        cr_expect_eq(td_optim_load(o, &w, path), TD_EINVAL, "case %zu loaded", k);
+        cr_expect(strstr(td_last_error(ctx), bad[k].want) != NULL, "case %zu: %s", k,
+                  td_last_error(ctx));
+        cr_expect_eq(w, before, "case %zu: a refused load keeps the parameters", k);
+        cr_expect_eq(td_optim_lr(o), 0.5, "case %zu: and the learning rate", k);
+    }
+    /* the consistent file loads: step 3, lr 0.01, w 1 */
+    write_adam_ckpt(path, 0.01, 3, NULL);
+    cr_assert_eq(td_optim_load(o, &w, path), TD_OK, "%s", td_last_error(ctx));
+    cr_expect_eq(td_optim_lr(o), 0.01);
+    float v[3];
+    cr_assert_eq(td_read(w, v, sizeof v), TD_OK);
+    cr_expect(v[0] == 1.0f && v[2] == 1.0f);
+    td_optim_destroy(o);
+    td_release(w);
 }
 
 Test(optim, graph_step_and_resume_match_eager_bits)
@@ -371,6 +641,46 @@ Test(optim, loss_scaling_by_a_power_of_two_changes_no_bit)
     cr_expect(memcmp(a, b, sizeof a) == 0, "scaled %.9g %.9g, plain %.9g %.9g", b[0], b[1], a[0],
               a[1]);
     cr_expect_eq(scale, 2048.0f, "1024 doubled once after 2 finite steps, got %g", scale);
+}
+
+/* Loss scaling over many parameters: the finiteness flags took two slots per parameter of
+ * a 64-entry list, so a step over 33 or more failed. SGD lr 0.5 on d/dp sum(p) = 1 from 1:
+ * every element 0.5 (the scale 1024 is a power of two: unscaling is exact). */
+Test(optim, loss_scaling_over_many_parameters)
+{
+    enum { NP = 40 };
+    td_tensor *p[NP];
+    td_tensor *l = NULL;
+    for (int i = 0; i < NP; i++) {
+        p[i] = td_full(ctx, TD_F32, 1, (int64_t[]){2}, 1.0);
+        cr_assert_eq(td_requires_grad(p[i], true), TD_OK);
+    }
+    td_optim_config c = td_optim_config_default(TD_OPTIM_SGD, 0.5);
+    c.loss_scale = 1024;
+    td_optim *o;
+    cr_assert_eq(td_optim_create(ctx, &c, NP, p, NULL, &o), TD_OK, "%s", td_last_error(ctx));
+    for (int i = 0; i < NP; i++) {
+        td_tensor *t = td_sum(p[i], 0, NULL, false);
+        td_tensor *nl = l == NULL ? t : td_add(l, t);
+        if (l != NULL) {
+            td_release(l);
+            td_release(t);
+        }
+        l = nl;
+    }
+    td_tensor *scaled;
+    cr_assert_eq(td_optim_scale_loss(o, l, &scaled), TD_OK, "%s", td_last_error(ctx));
+    cr_assert_eq(td_backward(scaled), TD_OK, "%s", td_last_error(ctx));
+    cr_assert_eq(td_optim_step(o, p), TD_OK, "%s", td_last_error(ctx));
+    for (int i = 0; i < NP; i++) {
+        float v[2];
+        cr_assert_eq(td_read(p[i], v, sizeof v), TD_OK, "%s", td_last_error(ctx));
+        cr_expect(v[0] == 0.5f && v[1] == 0.5f, "p%d: %g %g", i, v[0], v[1]);
+    }
+    td_optim_destroy(o);
+    td_release(l);
+    td_release(scaled);
+    for (int i = 0; i < NP; i++) td_release(p[i]);
 }
 
 /* f32 master weights, f16 compute: a gradient that overflows f16 skips the step and halves

@@ -215,6 +215,21 @@ Test(safetensors, rejects_bad_entries)
     expect_reject(path, "value of \"k\" is not a string");
 }
 
+/* td__st_write refuses an empty tensor name; the reader refuses it as well (it accepted
+ * one, making a file that this library could read but not have written). */
+Test(safetensors, rejects_empty_tensor_name)
+{
+    char path[128];
+    path_of(path, sizeof path, "empty.safetensors");
+    write_file(path, "{\"\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 0, 1);
+    expect_reject(path, "header entry \"\" has an empty tensor name");
+    write_file(path,
+               "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
+               "\"\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[1,1]}}",
+               0, 1);
+    expect_reject(path, "empty tensor name");
+}
+
 Test(safetensors, rejects_bad_offsets)
 {
     char path[128];
@@ -255,6 +270,21 @@ Test(safetensors, writer_rejects_bad_names)
     td__st_entry meta = {.dtype = "F32", .name = "__metadata__", .rank = 1, .shape = (int64_t[]){1}, .data = &x};
     cr_expect_eq(td__st_write(path, 1, &meta, 0, NULL, NULL, err, sizeof err), -1);
     cr_expect_neq(access(path, F_OK), 0);
+}
+
+/* Duplicate metadata keys: JSON objects keep one value per key, so the writer kept the
+ * last silently; it refuses them, naming the key, and writes nothing. */
+Test(safetensors, writer_rejects_duplicate_metadata_keys)
+{
+    char path[128], err[512] = "";
+    path_of(path, sizeof path, "m.safetensors");
+    float x = 1.0f;
+    td__st_entry e = {.dtype = "F32", .name = "x", .rank = 1, .shape = (int64_t[]){1}, .data = &x};
+    const char *keys[3] = {"a", "k", "k"}, *values[3] = {"0", "1", "2"};
+    cr_expect_eq(td__st_write(path, 1, &e, 3, keys, values, err, sizeof err), -1);
+    cr_expect_not_null(strstr(err, "metadata key \"k\" appears twice"), "%s", err);
+    cr_expect_neq(access(path, F_OK), 0);
+    cr_expect_eq(td__st_write(path, 1, &e, 2, keys, values, err, sizeof err), 0, "%s", err);
 }
 
 Test(safetensors, dtype_sizes)
