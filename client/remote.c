@@ -46,6 +46,12 @@
 /* Split op batches so one message stays well under TD_MAX_MESSAGE_BYTES. */
 #define REMOTE_BATCH_BYTES (4u << 20)
 #define REMOTE_RELEASE_IDS 65536
+/* The shared-memory region is cut into this many slots (fewer when slots would be smaller
+ * than REMOTE_SHM_SLOT_MIN): with n slots in flight a transfer costs about (n + 1) / n
+ * copies' time on two cores instead of two copies one after the other, while each slot
+ * stays large enough that a message per slot costs little next to its copy. */
+#define REMOTE_SHM_SLOTS 8
+#define REMOTE_SHM_SLOT_MIN ((size_t)1 << 20)
 
 enum remote_req { REQ_NONE = 0, REQ_OPEN, REQ_READ, REQ_FENCE, REQ_GRAPH, REQ_BLOBS };
 
@@ -81,9 +87,9 @@ typedef struct remote {
     uint64_t opened_session_id;
 
     /* Shared memory (tensord.proto "shared memory"): the offer SessionOpened made, then
-     * the mapped region, used as two halves so that the client fills (or empties) one
-     * while the server drains (or fills) the other. A half is busy from the ShmWrite or
-     * ShmRead that names it until its ShmDone or Failure arrives. */
+     * the mapped region, used as a ring of shm_nslots slots so that the client fills (or
+     * empties) one while the server drains (or fills) the others. A slot is busy from the
+     * ShmWrite or ShmRead that names it until its ShmDone or Failure arrives. */
     struct {
         bool offered;
         char path[108];
@@ -92,15 +98,16 @@ typedef struct remote {
     } shm_offer;
     td__shm_map shm;
     size_t shm_min_bytes;
-    size_t shm_half_bytes;
+    size_t shm_slot_bytes;
+    int shm_nslots;
     struct {
         bool busy;
         bool read;
         uint64_t seq;
         td_status st; /* a read's failure */
-    } half[2];
-    int next_half;
-    int wait_half; /* the half wait_until(half_free) waits for */
+    } slot[REMOTE_SHM_SLOTS];
+    int next_slot;
+    int wait_slot; /* the slot wait_until(slot_free) waits for */
     char shm_err[1024]; /* a failed ShmRead's message */
 
     td_status violation; /* the server broke the protocol (found while dispatching) */
@@ -257,13 +264,13 @@ static void dispatch(remote *r, const Tensord__V1__ServerMessage *m, const uint8
         td_status st = status_from_wire(f->status);
         const char *msg = f->message != NULL && f->message[0] != '\0' ? f->message
                                                                       : td_status_message(st);
-        for (int h = 0; h < 2; h++) {
-            if (!r->half[h].busy || r->half[h].seq != m->seq) continue;
-            /* The server is done with the half. A write's failure is deferred like a
+        for (int h = 0; h < r->shm_nslots; h++) {
+            if (!r->slot[h].busy || r->slot[h].seq != m->seq) continue;
+            /* The server is done with the slot. A write's failure is deferred like a
              * WriteChunk's; a read's is returned by the read. */
-            r->half[h].busy = false;
-            if (r->half[h].read) {
-                r->half[h].st = st;
+            r->slot[h].busy = false;
+            if (r->slot[h].read) {
+                r->slot[h].st = st;
                 snprintf(r->shm_err, sizeof r->shm_err, "%s", msg);
             } else {
                 td__transport_defer(&r->base, st, msg);
@@ -304,10 +311,10 @@ static void dispatch(remote *r, const Tensord__V1__ServerMessage *m, const uint8
         r->req.st = TD_OK;
         return;
     case TENSORD__V1__SERVER_MESSAGE__BODY_SHM_DONE:
-        for (int h = 0; h < 2; h++) {
-            if (r->half[h].busy && r->half[h].seq == m->seq) {
-                r->half[h].busy = false;
-                r->half[h].st = TD_OK;
+        for (int h = 0; h < r->shm_nslots; h++) {
+            if (r->slot[h].busy && r->slot[h].seq == m->seq) {
+                r->slot[h].busy = false;
+                r->slot[h].st = TD_OK;
                 return;
             }
         }
@@ -691,101 +698,106 @@ static td_status remote_blob_candidate(td__transport *t, uint64_t id,
 
 /* ---- shared memory (tensord.proto "shared memory") ---- */
 
-static bool half_free(const remote *r) { return !r->half[r->wait_half].busy; }
+static bool slot_free(const remote *r) { return !r->slot[r->wait_slot].busy; }
 
-/* Wait until the server is done with half h (its ShmDone or Failure has arrived). */
-static td_status shm_wait_half(remote *r, int h)
+/* Wait until the server is done with slot h (its ShmDone or Failure has arrived). */
+static td_status shm_wait_slot(remote *r, int h)
 {
-    if (!r->half[h].busy) return TD_OK;
-    r->wait_half = h;
-    return wait_until(r, half_free, 0);
+    if (!r->slot[h].busy) return TD_OK;
+    r->wait_slot = h;
+    return wait_until(r, slot_free, 0);
 }
 
-/* Upload through the region, one half at a time: copy a piece into a free half, send a
- * ShmWrite naming it, go on with the other half while the server copies this one into the
- * tensor. Returns once every piece is sent (like a chunked write: failures are deferred);
- * `src` is not needed after that. */
+static uint8_t *slot_data(const remote *r, int h)
+{
+    return r->shm.data + (size_t)h * r->shm_slot_bytes;
+}
+
+/* Upload through the region's ring: copy a piece into the next free slot, send a ShmWrite
+ * naming it, go on with the next slot while the server copies this one into the tensor.
+ * Returns once every piece is sent (like a chunked write: failures are deferred); `src` is
+ * not needed after that. */
 static td_status shm_write(remote *r, uint64_t id, uint64_t offset, const uint8_t *src,
                            size_t nbytes)
 {
     td_status st = poll_ready(r);
     for (size_t done = 0; st == TD_OK && done < nbytes;) {
-        int h = r->next_half;
-        size_t len = nbytes - done < r->shm_half_bytes ? nbytes - done : r->shm_half_bytes;
-        if ((st = shm_wait_half(r, h)) != TD_OK) break;
-        memcpy(r->shm.data + (size_t)h * r->shm_half_bytes, src + done, len);
+        int h = r->next_slot;
+        size_t len = nbytes - done < r->shm_slot_bytes ? nbytes - done : r->shm_slot_bytes;
+        if ((st = shm_wait_slot(r, h)) != TD_OK) break;
+        memcpy(slot_data(r, h), src + done, len);
         Tensord__V1__ShmWrite sw = TENSORD__V1__SHM_WRITE__INIT;
         sw.tensor = id;
         sw.offset = offset + done;
         sw.nbytes = len;
-        sw.region_offset = (uint64_t)h * r->shm_half_bytes;
+        sw.region_offset = (uint64_t)h * r->shm_slot_bytes;
         Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
         cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_SHM_WRITE;
         cm.shm_write = &sw;
         uint64_t seq = r->next_seq;
         if ((st = send_msg(r, &cm, NULL)) != TD_OK) break;
-        r->half[h].busy = true;
-        r->half[h].read = false;
-        r->half[h].seq = seq;
-        r->next_half = h ^ 1;
+        r->slot[h].busy = true;
+        r->slot[h].read = false;
+        r->slot[h].seq = seq;
+        r->next_slot = (h + 1) % r->shm_nslots;
         r->base.stats.bytes_sent += len;
         done += len;
     }
     return st;
 }
 
-/* Download through the region: keep up to two ShmReads in flight (one per half) and copy
- * each finished half out while the server fills the other. */
+/* Download through the ring: keep up to shm_nslots ShmReads in flight and copy each
+ * finished slot out (in order) while the server fills the next ones. */
 static td_status shm_read(remote *r, uint64_t id, uint64_t offset, uint8_t *dst, size_t nbytes)
 {
     struct {
         int h;
         size_t off, len;
-    } q[2];
-    int qhead = 0, qn = 0;
+    } q[REMOTE_SHM_SLOTS];
+    int qhead = 0, qn = 0, n = r->shm_nslots;
     size_t issued = 0;
     td_status st = poll_ready(r), fail = TD_OK;
     while (st == TD_OK) {
-        while (fail == TD_OK && qn < 2 && issued < nbytes) {
-            int h = r->next_half;
-            size_t len = nbytes - issued < r->shm_half_bytes ? nbytes - issued
-                                                             : r->shm_half_bytes;
-            if ((st = shm_wait_half(r, h)) != TD_OK) break;
+        while (fail == TD_OK && qn < n && issued < nbytes) {
+            int h = r->next_slot;
+            size_t len = nbytes - issued < r->shm_slot_bytes ? nbytes - issued
+                                                             : r->shm_slot_bytes;
+            if ((st = shm_wait_slot(r, h)) != TD_OK) break;
             Tensord__V1__ShmRead sr = TENSORD__V1__SHM_READ__INIT;
             sr.tensor = id;
             sr.offset = offset + issued;
             sr.nbytes = len;
-            sr.region_offset = (uint64_t)h * r->shm_half_bytes;
+            sr.region_offset = (uint64_t)h * r->shm_slot_bytes;
             Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
             cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_SHM_READ;
             cm.shm_read = &sr;
             uint64_t seq = r->next_seq;
             if ((st = send_msg(r, &cm, NULL)) != TD_OK) break;
-            r->half[h].busy = true;
-            r->half[h].read = true;
-            r->half[h].seq = seq;
-            r->half[h].st = TD_OK;
-            q[(qhead + qn) % 2].h = h;
-            q[(qhead + qn) % 2].off = issued;
-            q[(qhead + qn) % 2].len = len;
+            r->slot[h].busy = true;
+            r->slot[h].read = true;
+            r->slot[h].seq = seq;
+            r->slot[h].st = TD_OK;
+            int qi = (qhead + qn) % n;
+            q[qi].h = h;
+            q[qi].off = issued;
+            q[qi].len = len;
             qn++;
-            r->next_half = h ^ 1;
+            r->next_slot = (h + 1) % n;
             issued += len;
         }
         if (st != TD_OK || qn == 0) break;
         int h = q[qhead].h;
-        if ((st = shm_wait_half(r, h)) != TD_OK) break;
-        if (r->half[h].st != TD_OK) {
+        if ((st = shm_wait_slot(r, h)) != TD_OK) break;
+        if (r->slot[h].st != TD_OK) {
             if (fail == TD_OK) {
-                fail = r->half[h].st;
+                fail = r->slot[h].st;
                 snprintf(r->base.err, sizeof r->base.err, "%s", r->shm_err);
             }
         } else if (fail == TD_OK) {
-            memcpy(dst + q[qhead].off, r->shm.data + (size_t)h * r->shm_half_bytes,
-                   q[qhead].len);
+            memcpy(dst + q[qhead].off, slot_data(r, h), q[qhead].len);
             r->base.stats.bytes_received += q[qhead].len;
         }
-        qhead = (qhead + 1) % 2;
+        qhead = (qhead + 1) % n;
         qn--;
     }
     r->base.stats.round_trips++;
@@ -1072,8 +1084,10 @@ static void shm_attach(remote *r, int timeout_ms)
                                         r->shm_offer.secret, r->shm_offer.bytes, timeout_ms,
                                         &r->shm, why, sizeof why);
         if (st == TD_OK) {
-            /* Halves of whole pages, so that each copy starts page-aligned. */
-            r->shm_half_bytes = (size_t)(r->shm.size / 2) & ~(size_t)4095;
+            /* Slots of whole pages, so that each copy starts page-aligned. */
+            size_t n = (size_t)(r->shm.size / REMOTE_SHM_SLOT_MIN);
+            r->shm_nslots = n < 2 ? 2 : n > REMOTE_SHM_SLOTS ? REMOTE_SHM_SLOTS : (int)n;
+            r->shm_slot_bytes = (size_t)(r->shm.size / (uint64_t)r->shm_nslots) & ~(size_t)4095;
             r->base.transport = "shm";
         }
     }
