@@ -14,7 +14,8 @@
  *    and a silent connection; ShmWrite/ShmRead with out-of-range region offsets or lengths
  *    (overflowing ones too) or tensor ranges fail with a clear message and the session
  *    stays usable; a session without a region gets TD_EPROTO; the region fd cannot be
- *    shrunk or grown; one session cannot get another's region.
+ *    shrunk or grown; one session cannot get another's region; a process of another user
+ *    can neither connect to the side socket nor open the server's memfd through /proc.
  */
 #include "raw_session.h"
 #include "server_fixture.h"
@@ -468,6 +469,48 @@ Test(shm, side_socket_refusals)
     cr_assert_neq(raw_send_fence(&b), 0u);
     raw_close(&a);
     raw_close(&b);
+}
+
+/* Another user's process: it cannot connect to the side socket (it has the main socket's
+ * mode, here without write permission for others) and cannot open the server's memfd
+ * through /proc (no name anywhere else). Needs root to switch to `nobody`. */
+Test(shm, other_user_cannot_reach_the_region)
+{
+    if (geteuid() != 0) cr_skip_test("needs root to run a process as another user");
+    raw_session a;
+    memset(&a, 0, sizeof a);
+    open_shm_raw(&a);
+    /* the server still holds the region's fd (not handed out yet): find it */
+    char dir[64], link[128], target[256], memfd_path[160] = "";
+    snprintf(dir, sizeof dir, "/proc/%d/fd", (int)srv.pid);
+    for (int fd = 0; fd < 4096 && memfd_path[0] == '\0'; fd++) {
+        snprintf(link, sizeof link, "%s/%d", dir, fd);
+        ssize_t n = readlink(link, target, sizeof target - 1);
+        if (n <= 0) continue;
+        target[n] = '\0';
+        if (strstr(target, "memfd:tensord-shm") != NULL)
+            snprintf(memfd_path, sizeof memfd_path, "%s", link);
+    }
+    cr_assert(memfd_path[0] != '\0', "no tensord-shm memfd among the server's fds");
+    pid_t child = fork();
+    cr_assert_geq(child, 0);
+    if (child == 0) {
+        if (setgid(65534) != 0 || setuid(65534) != 0) _exit(10);
+        int fd = open(memfd_path, O_RDWR);
+        if (fd >= 0) _exit(1); /* opened another user's region */
+        int s = socket(AF_UNIX, SOCK_STREAM, 0);
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        snprintf(sa.sun_path, sizeof sa.sun_path, "%.100s", a.shm_path);
+        if (connect(s, (struct sockaddr *)&sa, sizeof sa) == 0) _exit(2);
+        _exit(errno == EACCES ? 0 : 3);
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+              "as nobody: exit %d (1: opened the memfd, 2: connected to the side socket, 3: "
+              "connect failed but not with EACCES, 10: setuid failed)",
+              WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    raw_close(&a);
 }
 
 Test(shm, no_region_without_asking)
