@@ -909,7 +909,8 @@ int main(int argc, char **argv)
     }
     if (cfg.metrics[0] != '\0') {
         td__listen_addr maddr;
-        td__metrics_sources src = {.svc = app.svc, .tenants = app.tenants, .blobs = blobs};
+        td__metrics_sources src = {.svc = app.svc, .tenants = app.tenants, .blobs = blobs,
+                                   .shm = shm};
         int mport = 0;
         if (td__metrics_parse(cfg.metrics, &maddr, err, sizeof err) != 0 ||
             td__metrics_open(maddr.host, maddr.port, &src, &mport, err, sizeof err) != TD_OK) {

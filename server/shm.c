@@ -61,6 +61,7 @@ struct td__shm {
     pthread_mutex_t mu;
     td__shm_region *regions;
     atomic_ullong refusals;
+    uint64_t n_regions, handed; /* under mu */
     shm_conn conns[SHM_MAX_PENDING];
     size_t n_conns;
 };
@@ -156,6 +157,7 @@ static void serve(td__shm *s, shm_conn *c)
     }
     reply(c->fd, TD_OK, r->size, r->fd, "ok");
     r->handed = true;
+    s->handed++;
     close(r->fd); /* the client holds its own now; the mapping keeps the pages */
     r->fd = -1;
     pthread_mutex_unlock(&s->mu);
@@ -301,9 +303,14 @@ void td__shm_stop(td__shm *s)
 
 const char *td__shm_path(const td__shm *s) { return s->path; }
 uint64_t td__shm_bytes(const td__shm *s) { return s->region_bytes; }
-uint64_t td__shm_refusals(const td__shm *s)
+void td__shm_stats_get(td__shm *s, td__shm_stats *out)
 {
-    return atomic_load(&((td__shm *)(uintptr_t)s)->refusals);
+    pthread_mutex_lock(&s->mu);
+    out->regions = s->n_regions;
+    out->bytes = s->n_regions * s->region_bytes;
+    out->handed = s->handed;
+    pthread_mutex_unlock(&s->mu);
+    out->refusals = atomic_load(&s->refusals);
 }
 
 td_status td__shm_region_create(td__shm *s, uint64_t session_id, td__quota *quota,
@@ -351,6 +358,7 @@ td_status td__shm_region_create(td__shm *s, uint64_t session_id, td__quota *quot
     pthread_mutex_lock(&s->mu);
     r->next = s->regions;
     s->regions = r;
+    s->n_regions++;
     pthread_mutex_unlock(&s->mu);
     *out = r;
     return TD_OK;
@@ -369,7 +377,10 @@ void td__shm_region_destroy(td__shm_region *r)
     pthread_mutex_lock(&s->mu);
     td__shm_region **pp = &s->regions;
     while (*pp != NULL && *pp != r) pp = &(*pp)->next;
-    if (*pp == r) *pp = r->next;
+    if (*pp == r) {
+        *pp = r->next;
+        s->n_regions--;
+    }
     if (r->fd >= 0) close(r->fd);
     pthread_mutex_unlock(&s->mu);
     munmap(r->data, r->size);

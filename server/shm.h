@@ -41,8 +41,15 @@ void td__shm_stop(td__shm *s);
 /* The side socket's path, the size of each region. */
 const char *td__shm_path(const td__shm *s);
 uint64_t td__shm_bytes(const td__shm *s);
-/* Side-socket requests refused so far (wrong secret, unknown session, repeat, garbage). */
-uint64_t td__shm_refusals(const td__shm *s);
+/* For the metrics. Any thread. */
+typedef struct td__shm_stats {
+    uint64_t regions;   /* live regions (sessions that have one) */
+    uint64_t bytes;     /* their bytes */
+    uint64_t handed;    /* fds handed out so far */
+    uint64_t refusals;  /* side-socket requests refused so far (wrong secret, unknown
+                         * session, repeat, garbage, timeout) */
+} td__shm_stats;
+void td__shm_stats_get(td__shm *s, td__shm_stats *out);
 
 /* Create session `session_id`'s region (charged to `quota`, borrowed; outlives the region)
  * and its secret (TD_SHM_SECRET_BYTES, written to `secret`). Returns TD_OK, TD_EQUOTA,
