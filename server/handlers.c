@@ -35,8 +35,38 @@ static void run_open(td__srv_session *ss, td__job *j)
                               .quota = ss->quota};
     td__session *es;
     td__device *dev = j->rq.dev;
-    td_status st = td__session_create(dev, &lim, &es);
+    /* Shared memory, when asked for and offered on this listener: the region counts against
+     * the session's byte limit (the engine session gets what is left) and the tenant's
+     * max_bytes, like tensor bytes. Without it (a limit below the region, quota, memory)
+     * the session opens anyway and the client uses the stream: the answer lacks the offer
+     * and the log says why. */
+    uint8_t secret[TD_SHM_SECRET_BYTES];
+    td__shm *shm = td__service_shm(ss->svc);
+    const char *shm_note = "";
+    td_status st;
+    if (j->rq.shm && shm != NULL) {
+        char err[256];
+        if (lim.max_bytes != 0 && lim.max_bytes <= td__shm_bytes(shm)) {
+            snprintf(err, sizeof err, "the session's byte limit (%llu) is not above the "
+                     "region's %llu bytes", (unsigned long long)lim.max_bytes,
+                     (unsigned long long)td__shm_bytes(shm));
+            st = TD_EQUOTA;
+        } else {
+            st = td__shm_region_create(shm, ss->c.id, ss->quota, &ss->shm, secret, err,
+                                       sizeof err);
+        }
+        if (st != TD_OK) {
+            td__log(TD_LOG_INFO, "session %llu: no shared-memory region: %s",
+                    (unsigned long long)ss->c.id, err);
+        } else {
+            shm_note = ", shared memory";
+            if (lim.max_bytes != 0) lim.max_bytes -= td__shm_region_size(ss->shm);
+        }
+    }
+    st = td__session_create(dev, &lim, &es);
     if (st != TD_OK) {
+        td__shm_region_destroy(ss->shm);
+        ss->shm = NULL;
         td__ss_unreserve(ss);
         td__log(TD_LOG_WARN, "session %llu: cannot open on %s: %s",
                 (unsigned long long)ss->c.id, dev->name, td_status_message(st));
@@ -54,6 +84,8 @@ static void run_open(td__srv_session *ss, td__job *j)
         st = td__session_add_device(es, x, &index, err, sizeof err);
         if (st != TD_OK) {
             td__session_destroy(es);
+            td__shm_region_destroy(ss->shm);
+            ss->shm = NULL;
             td__ss_unreserve(ss);
             td__log(TD_LOG_WARN, "session %llu: cannot open: %s", (unsigned long long)ss->c.id,
                     err);
@@ -67,21 +99,6 @@ static void run_open(td__srv_session *ss, td__job *j)
                                    x->name);
     }
     ss->es = es;
-    /* Shared memory: asked for, and offered on this listener. Without it (quota, memory)
-     * the session opens anyway and the client uses the stream: the answer lacks the offer
-     * and the log says why. */
-    uint8_t secret[TD_SHM_SECRET_BYTES];
-    td__shm *shm = td__service_shm(ss->svc);
-    const char *shm_note = "";
-    if (j->rq.shm && shm != NULL) {
-        char err[256];
-        st = td__shm_region_create(shm, ss->c.id, ss->quota, &ss->shm, secret, err, sizeof err);
-        if (st != TD_OK)
-            td__log(TD_LOG_INFO, "session %llu: no shared-memory region: %s",
-                    (unsigned long long)ss->c.id, err);
-        else
-            shm_note = ", shared memory";
-    }
     td__log(TD_LOG_INFO,
             "session %llu opened on %s%s by '%s' at %s, tenant '%s' (protocol %u%s)",
             (unsigned long long)ss->c.id, dev->name, more, ss->client, ss->peer, ss->tenant,

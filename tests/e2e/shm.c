@@ -8,6 +8,8 @@
  *    dtype's byte pattern give the same bytes through shm as through the stream;
  *  - errors through shm are the stream's (a tensor over the session's quota: its upload's
  *    failure is deferred, its read fails naming the quota; the context goes on);
+ *  - the region counts against the tenant's max_bytes and the session's byte limit: when
+ *    either is not above the region the session opens without one (on the stream);
  *  - a client killed (SIGKILL) while uploading leaves the server serving, with the
  *    tenant's bytes and the server's shared memory back to what they were;
  *  - the side socket refuses a wrong secret, an unknown session, a second request, garbage
@@ -578,11 +580,27 @@ Test(shm_off, quota_too_small_falls_back)
     stop();
 }
 
+/* The region counts against the session's byte limit too: a limit not above the region
+ * means no region (and the stream), not a refused session. */
+Test(shm_off, session_limit_below_region_falls_back)
+{
+    const char *const args[] = {"--max-session-bytes", "4M", "--shm-bytes", "4M", NULL};
+    start_server(true, args);
+    td_context *ctx = connect_with(NULL);
+    cr_expect_str_eq(td_context_transport(ctx), "grpc");
+    uint8_t src[300000];
+    fill(src, sizeof src, 14);
+    round_trip(ctx, src, sizeof src, "session limit fallback");
+    td_close(ctx);
+    stop();
+}
+
 /* A tensor over the session's byte quota: the server refuses it, the shm upload's failure
  * is deferred, the shm read fails with the quota's message, and the context goes on. */
 Test(shm_off, errors_as_on_the_stream)
 {
-    const char *const args[] = {"--max-session-bytes", "1M", "--shm-bytes", "4M", NULL};
+    /* the region's 4 MiB count against the session's 5 MiB: 1 MiB is left for tensors */
+    const char *const args[] = {"--max-session-bytes", "5M", "--shm-bytes", "4M", NULL};
     start_server(true, args);
     td_context *ctx = connect_with(NULL);
     cr_assert_str_eq(td_context_transport(ctx), "shm");
