@@ -1,13 +1,15 @@
 /* shm.c — fetch and map a session's shared-memory region (shm.h).
  *
  * The handshake is one request and one reply on a fresh connection to the side socket
- * (tensord.proto, "shared memory"); the fd arrives as SCM_RIGHTS data with the reply. The
- * fd is closed as soon as it is mapped: the mapping keeps the region, and nothing else in
- * this process can reach it.
+ * (tensord.proto, "shared memory"); the fd arrives as SCM_RIGHTS data with the reply. It
+ * is mapped only when it has the offered size and is sealed against shrinking and growing
+ * (so no one can truncate it under this process's copies), then closed: the mapping keeps
+ * the region, and nothing else in this process can reach it.
  */
 #include "client/shm.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
@@ -127,6 +129,14 @@ td_status td__shm_map_open(const char *path, uint64_t session_id,
         (uint64_t)sb.st_size != size) {
         snprintf(err, errlen, "%s sent no region of the %llu bytes offered", path,
                  (unsigned long long)size);
+        st = TD_EPROTO;
+        goto out;
+    }
+    /* Only a region that cannot shrink under this mapping: a server (or whoever answers on
+     * that path) that could truncate it would make our copies fault. */
+    int seals = fcntl(region_fd, F_GET_SEALS);
+    if (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW)) {
+        snprintf(err, errlen, "%s sent a region that is not sealed against resizing", path);
         st = TD_EPROTO;
         goto out;
     }

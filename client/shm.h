@@ -21,8 +21,9 @@ typedef struct td__shm_map {
 } td__shm_map;
 
 /* Connect to side socket `path`, prove session `session_id` with `secret`, receive the
- * region's fd and map it (size `size`, as SessionOpened said; the server's reply must
- * agree). Waits at most timeout_ms. Returns TD_OK, or TD_EUNAVAILABLE / TD_EPROTO /
+ * region's fd and map it (size `size`, as SessionOpened said; the server's reply and the
+ * fd's size must agree, and the fd must be sealed against shrinking and growing, so that
+ * no one can truncate it under our copies). Waits at most timeout_ms. Returns TD_OK, or TD_EUNAVAILABLE / TD_EPROTO /
  * TD_EUNAUTHENTICATED / TD_ENOMEM / TD_ETIMEOUT with err saying why (the caller then uses
  * the stream). */
 td_status td__shm_map_open(const char *path, uint64_t session_id,
