@@ -142,7 +142,7 @@ typedef struct td_options {
      * uses. If the server offers none (TCP, an older server, --no-shm, its tenant's quota)
      * or the handover fails, the context uses the stream without an error (a debug line
      * with TENSORD_LOG_LEVEL=debug says why). */
-    size_t shm_min_bytes; /* default 262144 (256 KiB); SIZE_MAX: keep it for nothing */
+    size_t shm_min_bytes; /* default 65536 (64 KiB); SIZE_MAX: keep it for nothing */
     int no_shm;           /* nonzero: never ask for shared memory */
 } td_options;
 

@@ -3,7 +3,7 @@
  *
  *  - negotiation: a unix: context uses "shm", one with td_options.no_shm, one on TCP and
  *    one on a --no-shm server use "grpc";
- *  - identical bytes: uploads and downloads of 0, 1, odd sizes, around the 256 KiB
+ *  - identical bytes: uploads and downloads of 0, 1, odd sizes, around the 64 KiB
  *    threshold, a half region, exactly the region, larger than the region, and every
  *    dtype's byte pattern give the same bytes through shm as through the stream;
  *  - errors through shm are the stream's (a tensor over the session's quota: its upload's
@@ -137,7 +137,7 @@ Test(shm, identical_bytes_both_paths)
     td_options o = {.no_shm = 1};
     td_context *grpc = connect_with(&o);
     cr_assert_str_eq(td_context_transport(shm), "shm");
-    const size_t t = (size_t)256 << 10, half = REGION / 2;
+    const size_t t = (size_t)64 << 10, half = REGION / 2;
     const size_t sizes[] = {0,        1,         7,          t - 1,      t,
                             t + 1,    half - 1,  half,       half + 1,   REGION - 1,
                             REGION,   REGION + 1, 3 * REGION + 4099, (size_t)17 << 20};
