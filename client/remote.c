@@ -1163,7 +1163,10 @@ td_status td__remote_open(const char *target, const char *device, const td_optio
     os.devices = more_p;
     os.client_name = (char *)(uintptr_t)client_name;
     /* Shared memory only makes sense on the server's own host: a unix socket says so. */
-    os.shm = strncmp(target, "unix:", 5) == 0 && !(opts != NULL && opts->no_shm);
+    const char *env_no_shm = getenv("TENSORD_NO_SHM");
+    bool no_shm = (opts != NULL && opts->no_shm) ||
+                  (env_no_shm != NULL && env_no_shm[0] != '\0' && strcmp(env_no_shm, "0") != 0);
+    os.shm = strncmp(target, "unix:", 5) == 0 && !no_shm;
     Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
     cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_OPEN;
     cm.open = &os;

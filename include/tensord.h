@@ -143,7 +143,9 @@ typedef struct td_options {
      * or the handover fails, the context uses the stream without an error (a debug line
      * with TENSORD_LOG_LEVEL=debug says why). */
     size_t shm_min_bytes; /* default 65536 (64 KiB); SIZE_MAX: keep it for nothing */
-    int no_shm;           /* nonzero: never ask for shared memory */
+    int no_shm;           /* nonzero: never ask for shared memory (so does a non-empty
+                           * $TENSORD_NO_SHM other than "0", for programs built without
+                           * the option) */
 } td_options;
 
 /* Open a context on a device.

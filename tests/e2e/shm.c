@@ -75,6 +75,15 @@ Test(shm, negotiation)
     td_context *b = connect_with(&o);
     cr_expect_str_eq(td_context_transport(b), "grpc");
     cr_expect_null(td_context_transport(NULL));
+    setenv("TENSORD_NO_SHM", "1", 1);
+    td_context *c = connect_with(NULL);
+    cr_expect_str_eq(td_context_transport(c), "grpc", "TENSORD_NO_SHM=1");
+    td_close(c);
+    setenv("TENSORD_NO_SHM", "0", 1);
+    c = connect_with(NULL);
+    cr_expect_str_eq(td_context_transport(c), "shm", "TENSORD_NO_SHM=0");
+    td_close(c);
+    unsetenv("TENSORD_NO_SHM");
     td_close(a);
     td_close(b);
     td_context *l = NULL;
