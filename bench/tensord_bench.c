@@ -5,7 +5,9 @@
  * is what BENCHMARKS.md tracks against the targets of issue 4.
  *   P1  synchronous round trip (td_read of 1 element; GetInfo ping) vs a raw socket ping
  *   P2  100,000 tiny ops + one read: remote vs local:cpu
- *   P3  upload / download GB/s vs a raw TCP loopback stream (and memcpy, for scale)
+ *   P3  upload / download GB/s vs a raw TCP loopback stream (and memcpy, for scale);
+ *       same host: unix socket with shared memory and without, vs memcpy of the same size
+ *       (medians of alternated runs)
  *   P4  bytes on the wire for a second upload of the same weights, vs their size
  *   P5  Fashion-MNIST epoch: local --graph, remote (TCP and unix socket), each eager and
  *       --graph, vs local; median of 3 runs each (runs the example binary)
@@ -26,7 +28,9 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -540,6 +544,165 @@ static void bench_p3(const server *tcp)
         free(dst);
     }
     td_close(ctx);
+}
+
+/* The floor of any design that copies once on each side: a producer thread copies the
+ * bytes into an 8-slot ring of 64 MiB while a consumer thread copies them out, in process,
+ * with spinning (yielding) flags instead of messages. Seconds for nb bytes. */
+#define RING_SLOTS 8
+typedef struct ring_copy {
+    uint8_t *ring, *dst;
+    size_t nb, slot;
+    atomic_int full[RING_SLOTS];
+} ring_copy;
+
+static void *ring_consumer(void *arg)
+{
+    ring_copy *rc = arg;
+    int h = 0;
+    for (size_t off = 0; off < rc->nb; h = (h + 1) % RING_SLOTS) {
+        while (!atomic_load_explicit(&rc->full[h], memory_order_acquire)) sched_yield();
+        size_t len = rc->nb - off < rc->slot ? rc->nb - off : rc->slot;
+        memcpy(rc->dst + off, rc->ring + (size_t)h * rc->slot, len);
+        atomic_store_explicit(&rc->full[h], 0, memory_order_release);
+        off += len;
+    }
+    return NULL;
+}
+
+static double ring_copy_s(ring_copy *rc, const uint8_t *src)
+{
+    pthread_t th;
+    for (int i = 0; i < RING_SLOTS; i++) atomic_store(&rc->full[i], 0);
+    double t0 = now_s();
+    if (pthread_create(&th, NULL, ring_consumer, rc) != 0) return NAN;
+    int h = 0;
+    for (size_t off = 0; off < rc->nb; h = (h + 1) % RING_SLOTS) {
+        while (atomic_load_explicit(&rc->full[h], memory_order_acquire)) sched_yield();
+        size_t len = rc->nb - off < rc->slot ? rc->nb - off : rc->slot;
+        memcpy(rc->ring + (size_t)h * rc->slot, src + off, len);
+        atomic_store_explicit(&rc->full[h], 1, memory_order_release);
+        off += len;
+    }
+    pthread_join(th, NULL);
+    return now_s() - t0;
+}
+
+/* Same-host P3 (issue 17): the unix socket with shared memory (td_context_transport
+ * "shm") and without (td_options.no_shm: the gRPC stream), next to a memcpy of the same
+ * bytes into a warm buffer. Runs alternate shm, grpc, memcpy so that machine noise hits all
+ * three alike; rows are medians. Blob offers are off on both contexts (fresh data). */
+#define P3_MAX_REPS 9
+static void bench_p3_same_host(const server *unx)
+{
+    size_t sizes_full[] = {64u << 20, 1u << 30};
+    size_t sizes_quick[] = {4u << 20};
+    size_t *sizes = g_quick ? sizes_quick : sizes_full;
+    int nsizes = g_quick ? 1 : 2;
+    char uri[700];
+    uri_of(unx, uri, sizeof uri);
+    td_options o;
+    memset(&o, 0, sizeof o);
+    o.blob_min_bytes = SIZE_MAX;
+    td_context *shm = NULL, *grpc = NULL;
+    if (td_connect(uri, &o, &shm) != TD_OK) {
+        fprintf(stderr, "tensord-bench: td_connect(%s): %s\n", uri, td_connect_error());
+        return;
+    }
+    o.no_shm = 1;
+    if (td_connect(uri, &o, &grpc) != TD_OK) {
+        fprintf(stderr, "tensord-bench: td_connect(%s): %s\n", uri, td_connect_error());
+        td_close(shm);
+        return;
+    }
+    const char *path = td_context_transport(shm);
+    if (strcmp(path, "shm") != 0)
+        fprintf(stderr, "tensord-bench: P3 same host: the unix context uses '%s', not shm\n",
+                path);
+    for (int k = 0; k < nsizes; k++) {
+        size_t nb = sizes[k];
+        uint8_t *src = malloc(nb), *dst = malloc(nb);
+        if (src == NULL || dst == NULL) {
+            free(src);
+            free(dst);
+            continue;
+        }
+        for (size_t i = 0; i < nb; i++) src[i] = (uint8_t)(i * 131);
+        memset(dst, 0, nb);
+        int reps = nb >= (1u << 30) ? 5 : P3_MAX_REPS;
+        if (g_quick) reps = 1;
+        int64_t dims[1] = {(int64_t)(nb / 4)};
+        td_tensor *ts = td_full(shm, TD_F32, 1, dims, 0.0);
+        td_tensor *tg = td_full(grpc, TD_F32, 1, dims, 0.0);
+        td_fence(shm);
+        td_fence(grpc);
+        double up_s[P3_MAX_REPS], up_g[P3_MAX_REPS], dn_s[P3_MAX_REPS], dn_g[P3_MAX_REPS],
+            mc[P3_MAX_REPS], rg[P3_MAX_REPS];
+        ring_copy *rc = calloc(1, sizeof *rc);
+        uint8_t *ring = malloc((size_t)64 << 20);
+        if (rc != NULL && ring != NULL) {
+            memset(ring, 0, (size_t)64 << 20);
+            rc->ring = ring;
+            rc->dst = dst;
+            rc->nb = nb;
+            rc->slot = ((size_t)64 << 20) / RING_SLOTS;
+        }
+        bool same = true;
+        /* one warm-up of each path: the region's and the tensors' first page faults */
+        upload_s(shm, ts, src, nb, 0);
+        upload_s(grpc, tg, src, nb, 0);
+        for (int r = 0; r < reps; r++) {
+            /* upload_s changes src[0] before each upload: ts keeps its own first byte */
+            up_s[r] = (double)nb / upload_s(shm, ts, src, nb, r) / 1e9;
+            uint8_t first_s = src[0];
+            up_g[r] = (double)nb / upload_s(grpc, tg, src, nb, r) / 1e9;
+            double t0 = now_s();
+            memcpy(dst, src, nb);
+            mc[r] = (double)nb / (now_s() - t0) / 1e9;
+            rg[r] = rc != NULL && ring != NULL ? (double)nb / ring_copy_s(rc, src) / 1e9 : NAN;
+            memset(dst, 0, 64);
+            t0 = now_s();
+            td_status st = td_read(ts, dst, nb);
+            dn_s[r] = (double)nb / (now_s() - t0) / 1e9;
+            if (st != TD_OK) fprintf(stderr, "P3 shm download: %s\n", td_last_error(shm));
+            same = same && dst[0] == first_s && memcmp(src + 1, dst + 1, nb - 1) == 0;
+            memset(dst, 0, 64);
+            t0 = now_s();
+            st = td_read(tg, dst, nb);
+            dn_g[r] = (double)nb / (now_s() - t0) / 1e9;
+            if (st != TD_OK) fprintf(stderr, "P3 grpc download: %s\n", td_last_error(grpc));
+            same = same && memcmp(src, dst, nb) == 0;
+        }
+        if (!same) fprintf(stderr, "P3 same host: round trip differs\n");
+        td_release(ts);
+        td_release(tg);
+        double m_mc = median(mc, reps), m_ug = median(up_g, reps),
+               m_dg = median(dn_g, reps);
+        char m[96], size[32], note[160];
+        if (nb >= (1u << 30))
+            snprintf(size, sizeof size, "%zu GiB", nb >> 30);
+        else
+            snprintf(size, sizeof size, "%zu MiB", nb >> 20);
+        snprintf(note, sizeof note, "unix gRPC stream %.2f GB/s; medians of %d alternated runs",
+                 m_ug, reps);
+        snprintf(m, sizeof m, "upload %s same host (td_write + fence, unix, %s)", size, path);
+        add_row("P3", m, median(up_s, reps), "GB/s", "memcpy, same size", m_mc, ">= 0.8",
+                note);
+        snprintf(note, sizeof note, "unix gRPC stream %.2f GB/s; medians of %d alternated runs",
+                 m_dg, reps);
+        snprintf(m, sizeof m, "download %s same host (td_read, unix, %s)", size, path);
+        add_row("P3", m, median(dn_s, reps), "GB/s", "memcpy, same size", m_mc, ">= 0.8",
+                note);
+        snprintf(m, sizeof m, "%s through an 8-slot ring, two threads (floor of 2 copies)", size);
+        add_row("P3", m, median(rg, reps), "GB/s", "memcpy, same size", m_mc, "",
+                "no tensord: the best any design copying once on each side can do here");
+        free(rc);
+        free(ring);
+        free(src);
+        free(dst);
+    }
+    td_close(shm);
+    td_close(grpc);
 }
 
 /* ---- P4 ---- */
@@ -1128,6 +1291,7 @@ int main(int argc, char **argv)
     if (want("P1")) bench_p1(&tcp, &unx);
     if (want("P2")) bench_p2(&tcp);
     if (want("P3")) bench_p3(&tcp);
+    if (want("P3")) bench_p3_same_host(&unx);
     if (want("P4")) bench_p4(&tcp);
     if (want("P5")) bench_p5(&tcp, &unx);
     if (want("P6")) bench_p6();

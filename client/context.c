@@ -479,6 +479,12 @@ const char *td_context_server(const td_context *ctx) { return ctx ? ctx->tp->ser
 
 int td_context_device_count(const td_context *ctx) { return ctx ? (int)ctx->tp->n_devices : 0; }
 
+const char *td_context_transport(const td_context *ctx)
+{
+    if (ctx == NULL) return NULL;
+    return ctx->tp->transport != NULL ? ctx->tp->transport : "local";
+}
+
 const char *td_context_device_at(const td_context *ctx, int i)
 {
     if (ctx == NULL || i < 0 || (uint32_t)i >= ctx->tp->n_devices) return NULL;

@@ -24,8 +24,10 @@
  */
 #include "client/call.h"
 #include "client/security.h"
+#include "client/shm.h"
 #include "client/transport.h"
 #include "common/alloc.h"
+#include "common/log.h"
 #include "common/sha256.h"
 #include "proto/wire.h"
 #include "proto/wire_graph.h"
@@ -34,6 +36,7 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define REMOTE_CONNECT_TIMEOUT_MS 5000
@@ -43,6 +46,12 @@
 /* Split op batches so one message stays well under TD_MAX_MESSAGE_BYTES. */
 #define REMOTE_BATCH_BYTES (4u << 20)
 #define REMOTE_RELEASE_IDS 65536
+/* The shared-memory region is cut into this many slots (fewer when slots would be smaller
+ * than REMOTE_SHM_SLOT_MIN): with n slots in flight a transfer costs about (n + 1) / n
+ * copies' time on two cores instead of two copies one after the other, while each slot
+ * stays large enough that a message per slot costs little next to its copy. */
+#define REMOTE_SHM_SLOTS 8
+#define REMOTE_SHM_SLOT_MIN ((size_t)1 << 20)
 
 enum remote_req { REQ_NONE = 0, REQ_OPEN, REQ_READ, REQ_FENCE, REQ_GRAPH, REQ_BLOBS };
 
@@ -75,6 +84,31 @@ typedef struct remote {
     uint32_t opened_protocol;
     char opened_devices[TD_TRANSPORT_MAX_DEVICES][32]; /* SessionOpened.devices */
     uint32_t n_opened_devices;
+    uint64_t opened_session_id;
+
+    /* Shared memory (tensord.proto "shared memory"): the offer SessionOpened made, then
+     * the mapped region, used as a ring of shm_nslots slots so that the client fills (or
+     * empties) one while the server drains (or fills) the others. A slot is busy from the
+     * ShmWrite or ShmRead that names it until its ShmDone or Failure arrives. */
+    struct {
+        bool offered;
+        char path[108];
+        uint8_t secret[TD_SHM_SECRET_BYTES];
+        uint64_t bytes;
+    } shm_offer;
+    td__shm_map shm;
+    size_t shm_min_bytes;
+    size_t shm_slot_bytes;
+    int shm_nslots;
+    struct {
+        bool busy;
+        bool read;
+        uint64_t seq;
+        td_status st; /* a read's failure */
+    } slot[REMOTE_SHM_SLOTS];
+    int next_slot;
+    int wait_slot; /* the slot wait_until(slot_free) waits for */
+    char shm_err[1024]; /* a failed ShmRead's message */
 
     td_status violation; /* the server broke the protocol (found while dispatching) */
     char violation_msg[512];
@@ -210,6 +244,19 @@ static void dispatch(remote *r, const Tensord__V1__ServerMessage *m, const uint8
         for (size_t i = 0; i < m->opened->n_devices; i++)
             snprintf(r->opened_devices[i], sizeof r->opened_devices[i], "%s",
                      m->opened->devices[i] != NULL ? m->opened->devices[i] : "");
+        r->opened_session_id = m->opened->session_id;
+        if (m->opened->shm != NULL) {
+            const Tensord__V1__ShmOffer *o = m->opened->shm;
+            /* Checked here; a bad offer is ignored (the stream still works). */
+            if (o->socket_path != NULL && strlen(o->socket_path) < sizeof r->shm_offer.path &&
+                o->secret.len == TD_SHM_SECRET_BYTES && o->region_bytes >= 2 * 4096 &&
+                o->region_bytes <= SIZE_MAX) {
+                r->shm_offer.offered = true;
+                snprintf(r->shm_offer.path, sizeof r->shm_offer.path, "%s", o->socket_path);
+                memcpy(r->shm_offer.secret, o->secret.data, TD_SHM_SECRET_BYTES);
+                r->shm_offer.bytes = o->region_bytes;
+            }
+        }
         r->req.done = true;
         r->req.st = TD_OK;
         return;
@@ -218,6 +265,19 @@ static void dispatch(remote *r, const Tensord__V1__ServerMessage *m, const uint8
         td_status st = status_from_wire(f->status);
         const char *msg = f->message != NULL && f->message[0] != '\0' ? f->message
                                                                       : td_status_message(st);
+        for (int h = 0; h < r->shm_nslots; h++) {
+            if (!r->slot[h].busy || r->slot[h].seq != m->seq) continue;
+            /* The server is done with the slot. A write's failure is deferred like a
+             * WriteChunk's; a read's is returned by the read. */
+            r->slot[h].busy = false;
+            if (r->slot[h].read) {
+                r->slot[h].st = st;
+                snprintf(r->shm_err, sizeof r->shm_err, "%s", msg);
+            } else {
+                td__transport_defer(&r->base, st, msg);
+            }
+            return;
+        }
         if (r->req.kind != REQ_NONE && m->seq == r->req.seq) {
             snprintf(r->base.err, sizeof r->base.err, "%s", msg);
             r->req.st = st;
@@ -250,6 +310,17 @@ static void dispatch(remote *r, const Tensord__V1__ServerMessage *m, const uint8
         r->blob_present = m->blob_status->present[0];
         r->req.done = true;
         r->req.st = TD_OK;
+        return;
+    case TENSORD__V1__SERVER_MESSAGE__BODY_SHM_DONE:
+        for (int h = 0; h < r->shm_nslots; h++) {
+            if (r->slot[h].busy && r->slot[h].seq == m->seq) {
+                r->slot[h].busy = false;
+                r->slot[h].st = TD_OK;
+                return;
+            }
+        }
+        protocol_violation(r, "shm-done for request %llu, none pending",
+                           (unsigned long long)m->seq);
         return;
     case TENSORD__V1__SERVER_MESSAGE__BODY_FENCE:
         if (r->req.kind != REQ_FENCE || m->seq != r->req.seq) {
@@ -627,6 +698,114 @@ static td_status remote_blob_candidate(td__transport *t, uint64_t id,
     return blob_send((remote *)t, id, fp, TD_FINGERPRINT_BYTES, false);
 }
 
+/* ---- shared memory (tensord.proto "shared memory") ---- */
+
+static bool slot_free(const remote *r) { return !r->slot[r->wait_slot].busy; }
+
+/* Wait until the server is done with slot h (its ShmDone or Failure has arrived). */
+static td_status shm_wait_slot(remote *r, int h)
+{
+    if (!r->slot[h].busy) return TD_OK;
+    r->wait_slot = h;
+    return wait_until(r, slot_free, 0);
+}
+
+static uint8_t *slot_data(const remote *r, int h)
+{
+    return r->shm.data + (size_t)h * r->shm_slot_bytes;
+}
+
+/* Upload through the region's ring: copy a piece into the next free slot, send a ShmWrite
+ * naming it, go on with the next slot while the server copies this one into the tensor.
+ * Returns once every piece is sent (like a chunked write: failures are deferred); `src` is
+ * not needed after that. */
+static td_status shm_write(remote *r, uint64_t id, uint64_t offset, const uint8_t *src,
+                           size_t nbytes)
+{
+    td_status st = poll_ready(r);
+    for (size_t done = 0; st == TD_OK && done < nbytes;) {
+        int h = r->next_slot;
+        size_t len = nbytes - done < r->shm_slot_bytes ? nbytes - done : r->shm_slot_bytes;
+        if ((st = shm_wait_slot(r, h)) != TD_OK) break;
+        memcpy(slot_data(r, h), src + done, len);
+        Tensord__V1__ShmWrite sw = TENSORD__V1__SHM_WRITE__INIT;
+        sw.tensor = id;
+        sw.offset = offset + done;
+        sw.nbytes = len;
+        sw.region_offset = (uint64_t)h * r->shm_slot_bytes;
+        Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
+        cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_SHM_WRITE;
+        cm.shm_write = &sw;
+        uint64_t seq = r->next_seq;
+        if ((st = send_msg(r, &cm, NULL)) != TD_OK) break;
+        r->slot[h].busy = true;
+        r->slot[h].read = false;
+        r->slot[h].seq = seq;
+        r->next_slot = (h + 1) % r->shm_nslots;
+        r->base.stats.bytes_sent += len;
+        done += len;
+    }
+    return st;
+}
+
+/* Download through the ring: keep up to shm_nslots ShmReads in flight and copy each
+ * finished slot out (in order) while the server fills the next ones. */
+static td_status shm_read(remote *r, uint64_t id, uint64_t offset, uint8_t *dst, size_t nbytes)
+{
+    struct {
+        int h;
+        size_t off, len;
+    } q[REMOTE_SHM_SLOTS];
+    int qhead = 0, qn = 0, n = r->shm_nslots;
+    size_t issued = 0;
+    td_status st = poll_ready(r), fail = TD_OK;
+    while (st == TD_OK) {
+        while (fail == TD_OK && qn < n && issued < nbytes) {
+            int h = r->next_slot;
+            size_t len = nbytes - issued < r->shm_slot_bytes ? nbytes - issued
+                                                             : r->shm_slot_bytes;
+            if ((st = shm_wait_slot(r, h)) != TD_OK) break;
+            Tensord__V1__ShmRead sr = TENSORD__V1__SHM_READ__INIT;
+            sr.tensor = id;
+            sr.offset = offset + issued;
+            sr.nbytes = len;
+            sr.region_offset = (uint64_t)h * r->shm_slot_bytes;
+            Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
+            cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_SHM_READ;
+            cm.shm_read = &sr;
+            uint64_t seq = r->next_seq;
+            if ((st = send_msg(r, &cm, NULL)) != TD_OK) break;
+            r->slot[h].busy = true;
+            r->slot[h].read = true;
+            r->slot[h].seq = seq;
+            r->slot[h].st = TD_OK;
+            int qi = (qhead + qn) % n;
+            q[qi].h = h;
+            q[qi].off = issued;
+            q[qi].len = len;
+            qn++;
+            r->next_slot = (h + 1) % n;
+            issued += len;
+        }
+        if (st != TD_OK || qn == 0) break;
+        int h = q[qhead].h;
+        if ((st = shm_wait_slot(r, h)) != TD_OK) break;
+        if (r->slot[h].st != TD_OK) {
+            if (fail == TD_OK) {
+                fail = r->slot[h].st;
+                snprintf(r->base.err, sizeof r->base.err, "%s", r->shm_err);
+            }
+        } else if (fail == TD_OK) {
+            memcpy(dst + q[qhead].off, slot_data(r, h), q[qhead].len);
+            r->base.stats.bytes_received += q[qhead].len;
+        }
+        qhead = (qhead + 1) % n;
+        qn--;
+    }
+    r->base.stats.round_trips++;
+    return st != TD_OK ? st : fail;
+}
+
 static td_status remote_write(td__transport *t, uint64_t id, uint64_t offset, const void *src,
                               size_t nbytes)
 {
@@ -638,6 +817,7 @@ static td_status remote_write(td__transport *t, uint64_t id, uint64_t offset, co
                     (unsigned long long)id, (unsigned long long)offset, nbytes);
         return TD_ERANGE;
     }
+    if (r->shm.data != NULL && nbytes >= r->shm_min_bytes) return shm_write(r, id, offset, src, nbytes);
     const uint8_t *p = src;
     for (size_t done = 0; done < nbytes && st == TD_OK;) {
         size_t len = nbytes - done < TD_CHUNK_BYTES ? nbytes - done : TD_CHUNK_BYTES;
@@ -680,6 +860,8 @@ static td_status remote_read(td__transport *t, uint64_t id, uint64_t offset, voi
                     (unsigned long long)id, (unsigned long long)offset, nbytes);
         return TD_ERANGE;
     }
+    if (r->shm.data != NULL && nbytes > 0 && nbytes >= r->shm_min_bytes)
+        return shm_read(r, id, offset, dst, nbytes);
     Tensord__V1__ReadRequest rr = TENSORD__V1__READ_REQUEST__INIT;
     rr.tensor = id;
     rr.offset = offset;
@@ -737,6 +919,7 @@ static void remote_teardown(remote *r)
     td__cli_call_fini(&r->c);
     td__client_sec_fini(&r->sec);
     td__wire_scratch_fini(&r->scratch);
+    td__shm_map_close(&r->shm); /* the server's mapping and the kernel's count keep it safe */
     /* A payload slice gRPC still holds would call back into r: wait for it, and if gRPC
      * never lets go (it always does once the call is gone), leak r rather than free it. */
     bool released = slices_released(r);
@@ -891,6 +1074,36 @@ static const td__transport_vt remote_vt = {
     .to_device = remote_to_device,
 };
 
+/* Take the region SessionOpened offered. Any failure leaves the session on the stream,
+ * with one debug line (TENSORD_LOG_LEVEL=debug) saying why. */
+static void shm_attach(remote *r, int timeout_ms)
+{
+    char why[512] = "";
+    if (!r->shm_offer.offered) {
+        snprintf(why, sizeof why, "the server offers none on this socket");
+    } else {
+        td_status st = td__shm_map_open(r->shm_offer.path, r->opened_session_id,
+                                        r->shm_offer.secret, r->shm_offer.bytes, timeout_ms,
+                                        &r->shm, why, sizeof why);
+        if (st == TD_OK) {
+            /* Slots of whole pages, so that each copy starts page-aligned. */
+            size_t n = (size_t)(r->shm.size / REMOTE_SHM_SLOT_MIN);
+            r->shm_nslots = n < 2 ? 2 : n > REMOTE_SHM_SLOTS ? REMOTE_SHM_SLOTS : (int)n;
+            r->shm_slot_bytes = (size_t)(r->shm.size / (uint64_t)r->shm_nslots) & ~(size_t)4095;
+            r->base.transport = "shm";
+        }
+    }
+    memset(r->shm_offer.secret, 0, sizeof r->shm_offer.secret);
+    if (r->shm.data != NULL) return;
+    const char *lvl = getenv("TENSORD_LOG_LEVEL");
+    if (lvl != NULL && strcmp(lvl, "debug") == 0) {
+        td__log_set_level(TD_LOG_DEBUG);
+        td__log_set_prefix("libtensord");
+        td__log(TD_LOG_DEBUG, "session on %s: no shared memory (%s); using the stream",
+                r->target, why);
+    }
+}
+
 td_status td__remote_open(const char *target, const char *device, const td_options *opts,
                           td__transport **out, char *err, size_t errlen)
 {
@@ -959,6 +1172,11 @@ td_status td__remote_open_member(const char *target, const char *device,
     os.n_devices = (size_t)n_more;
     os.devices = more_p;
     os.client_name = (char *)(uintptr_t)client_name;
+    /* Shared memory only makes sense on the server's own host: a unix socket says so. */
+    const char *env_no_shm = getenv("TENSORD_NO_SHM");
+    bool no_shm = (opts != NULL && opts->no_shm) ||
+                  (env_no_shm != NULL && env_no_shm[0] != '\0' && strcmp(env_no_shm, "0") != 0);
+    os.shm = strncmp(target, "unix:", 5) == 0 && !no_shm;
     Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
     cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_OPEN;
     cm.open = &os;
@@ -995,6 +1213,10 @@ td_status td__remote_open_member(const char *target, const char *device,
     }
     snprintf(r->base.server, sizeof r->base.server, "%s", target);
     r->base.blob_fingerprints = r->opened_protocol >= TD_PROTOCOL_FINGERPRINTS;
+    r->base.transport = "grpc";
+    r->shm_min_bytes = opts != NULL && opts->shm_min_bytes > 0 ? opts->shm_min_bytes
+                                                               : TD_SHM_MIN_BYTES_DEFAULT;
+    if (os.shm) shm_attach(r, connect_ms);
     r->base.err[0] = '\0';
     *out = &r->base;
     return TD_OK;

@@ -133,6 +133,19 @@ typedef struct td_options {
      * flags. A permission, not a requirement: see td_matmul_ex for what it means, what it
      * costs in accuracy, and which devices use it. */
     int matmul_allow_tf32;
+    /* Same-host shared memory (append-only from here; 0 means the default).
+     * A "unix:" context asks the server for a shared-memory region (a memfd the server
+     * hands over the unix socket's side socket to this session only; README "Same-host
+     * clients"); when it gets one, td_from_host/td_write/td_read of at least shm_min_bytes
+     * move their bytes through it (one memcpy on each side) instead of the gRPC stream.
+     * The bytes are the same either way; td_context_transport() says which path a context
+     * uses. If the server offers none (TCP, an older server, --no-shm, its tenant's quota)
+     * or the handover fails, the context uses the stream without an error (a debug line
+     * with TENSORD_LOG_LEVEL=debug says why). */
+    size_t shm_min_bytes; /* default 65536 (64 KiB); SIZE_MAX: keep it for nothing */
+    int no_shm;           /* nonzero: never ask for shared memory (so does a non-empty
+                           * $TENSORD_NO_SHM other than "0", for programs built without
+                           * the option) */
 } td_options;
 
 /* Open a context on a device.
@@ -220,6 +233,11 @@ const char *td_context_server(const td_context *ctx);
  * several, "cpu:0,cpu:1"; 0 for NULL) and the i-th name (0 is td_device_name; NULL when i is
  * out of range). Owned by the context. Thread-safety: any thread. */
 int td_context_device_count(const td_context *ctx);
+/* How the context's bulk data travels: "local" (in-process engine), "grpc" (the session's
+ * gRPC stream), or "shm" (a shared-memory region with the server, for transfers of at least
+ * td_options.shm_min_bytes; smaller ones and every op still go over the stream); NULL for a
+ * NULL ctx. Fixed at td_connect. Static string. Thread-safety: any thread. */
+const char *td_context_transport(const td_context *ctx);
 const char *td_context_device_at(const td_context *ctx, int i);
 
 /* ---- tensors on several devices of one server ----

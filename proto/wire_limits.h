@@ -9,7 +9,7 @@
 #define TD_PROTO_WIRE_LIMITS_H
 
 #define TD_PROTOCOL_MIN 1
-#define TD_PROTOCOL_MAX 4
+#define TD_PROTOCOL_MAX 5
 /* The first protocol with HasBlobs.fingerprint and StoreBlob.fingerprint (tensord.proto);
  * a client offers fingerprints only to a session opened at this version or later. */
 #define TD_PROTOCOL_FINGERPRINTS 2
@@ -19,6 +19,20 @@
 /* The first protocol with sessions that span devices (OpenSession.devices,
  * SessionOpened.devices, ToDevice). */
 #define TD_PROTOCOL_DEVICES 4
+/* The first protocol with the shared-memory data path (OpenSession.shm, SessionOpened.shm,
+ * ShmWrite, ShmRead, ShmDone; tensord.proto "shared memory"). */
+#define TD_PROTOCOL_SHM 5
+/* The side socket's handshake (tensord.proto "shared memory"): request and reply headers,
+ * the secret's length, the longest reply message. */
+#define TD_SHM_MAGIC "TDSHM001"
+#define TD_SHM_SECRET_BYTES 16
+#define TD_SHM_REQUEST_BYTES 32
+#define TD_SHM_REPLY_BYTES 24
+#define TD_SHM_MESSAGE_MAX 256
+/* Region size when the server is given none (--shm-bytes), and the bounds it accepts. */
+#define TD_SHM_DEFAULT_BYTES ((unsigned long long)64 << 20)
+#define TD_SHM_MIN_BYTES ((unsigned long long)1 << 20)
+#define TD_SHM_MAX_BYTES ((unsigned long long)4 << 30)
 /* Devices one session may span: OpenSession.devices holds at most this many minus one. */
 #define TD_SESSION_MAX_DEVICES 4
 #define TD_CHUNK_BYTES (1u << 20)

@@ -7,6 +7,7 @@
  */
 #include "server/config.h"
 #include "auth/tokens.h"
+#include "wire_limits.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -40,6 +41,8 @@ void td__config_defaults(td__config *c)
     c->max_tenant_bytes = td__config_ram_share(TD_DEFAULT_TENANT_RAM_PERCENT);
     c->graph_cache_bytes = TD_DEFAULT_GRAPH_CACHE_BYTES;
     c->drain_timeout_s = TD_DEFAULT_DRAIN_TIMEOUT_S;
+    c->shm = true;
+    c->shm_bytes = TD_SHM_DEFAULT_BYTES;
 }
 
 static int parse_u64(const char *text, uint64_t *out)
@@ -261,6 +264,20 @@ int td__config_set(td__config *c, const char *key, const char *value, char *err,
                  value, TD_MAX_DRAIN_TIMEOUT_S);
         return -1;
     }
+    if (strcmp(key, "shm") == 0) {
+        if (parse_bool(value, &c->shm) == 0) return 0;
+        snprintf(err, errlen, "shm: '%s' is not true or false", value);
+        return -1;
+    }
+    if (strcmp(key, "shm_bytes") == 0) {
+        if (td__parse_bytes(value, &c->shm_bytes) == 0 && c->shm_bytes >= TD_SHM_MIN_BYTES &&
+            c->shm_bytes <= TD_SHM_MAX_BYTES && c->shm_bytes % 8192 == 0)
+            return 0;
+        snprintf(err, errlen,
+                 "shm_bytes: '%s' is not a byte count from 1M to 4G, a multiple of 8K (e.g. 64M)",
+                 value);
+        return -1;
+    }
     if (strcmp(key, "insecure") == 0) {
         if (parse_bool(value, &c->insecure) == 0) return 0;
         snprintf(err, errlen, "insecure: '%s' is not true or false", value);
@@ -290,7 +307,8 @@ int td__config_set(td__config *c, const char *key, const char *value, char *err,
              "max_session_bytes, "
              "max_tenant_bytes, device_threads, cpu_devices, devices, insecure, tls_cert, tls_key, tls_client_ca, "
              "tokens_file, blob_cache_bytes, cache_dir, graph_cache, graph_cache_bytes, "
-             "drain_timeout_s, max_connections, idle_timeout_s, max_streams, stream_window, transport_bytes)",
+             "drain_timeout_s, max_connections, idle_timeout_s, max_streams, stream_window, transport_bytes, "
+             "shm, shm_bytes)",
              key);
     return -1;
 }

@@ -45,6 +45,8 @@ typedef struct td__config {
     char devices[512];          /* devices to expose, "" = all (engine/device.h's list) */
     uint64_t drain_timeout_s;   /* SIGTERM: seconds open sessions get (default 20) */
     bool insecure;              /* allow non-loopback addresses without TLS */
+    bool shm;                   /* offer shared memory to unix-socket sessions (default on) */
+    uint64_t shm_bytes;         /* size of each session's region (TD_SHM_DEFAULT_BYTES) */
     char tls_cert[512];         /* PEM certificate chain; "" = no TLS */
     char tls_key[512];          /* its PEM private key */
     char tls_client_ca[512];    /* PEM CA bundle; set: client certificates required */

@@ -22,6 +22,7 @@
 #include "engine/tensor.h"
 #include "server/candidates.h"
 #include "server/metrics.h"
+#include "server/shm.h"
 #include "engine/optable.h"
 #include "wire_limits.h"
 
@@ -34,8 +35,38 @@ static void run_open(td__srv_session *ss, td__job *j)
                               .quota = ss->quota};
     td__session *es;
     td__device *dev = j->rq.dev;
-    td_status st = td__session_create(dev, &lim, &es);
+    /* Shared memory, when asked for and offered on this listener: the region counts against
+     * the session's byte limit (the engine session gets what is left) and the tenant's
+     * max_bytes, like tensor bytes. Without it (a limit below the region, quota, memory)
+     * the session opens anyway and the client uses the stream: the answer lacks the offer
+     * and the log says why. */
+    uint8_t secret[TD_SHM_SECRET_BYTES];
+    td__shm *shm = td__service_shm(ss->svc);
+    const char *shm_note = "";
+    td_status st;
+    if (j->rq.shm && shm != NULL) {
+        char err[256];
+        if (lim.max_bytes != 0 && lim.max_bytes <= td__shm_bytes(shm)) {
+            snprintf(err, sizeof err, "the session's byte limit (%llu) is not above the "
+                     "region's %llu bytes", (unsigned long long)lim.max_bytes,
+                     (unsigned long long)td__shm_bytes(shm));
+            st = TD_EQUOTA;
+        } else {
+            st = td__shm_region_create(shm, ss->c.id, ss->quota, &ss->shm, secret, err,
+                                       sizeof err);
+        }
+        if (st != TD_OK) {
+            td__log(TD_LOG_INFO, "session %llu: no shared-memory region: %s",
+                    (unsigned long long)ss->c.id, err);
+        } else {
+            shm_note = ", shared memory";
+            if (lim.max_bytes != 0) lim.max_bytes -= td__shm_region_size(ss->shm);
+        }
+    }
+    st = td__session_create(dev, &lim, &es);
     if (st != TD_OK) {
+        td__shm_region_destroy(ss->shm);
+        ss->shm = NULL;
         td__ss_unreserve(ss);
         td__log(TD_LOG_WARN, "session %llu: cannot open on %s: %s",
                 (unsigned long long)ss->c.id, dev->name, td_status_message(st));
@@ -53,6 +84,8 @@ static void run_open(td__srv_session *ss, td__job *j)
         st = td__session_add_device(es, x, &index, err, sizeof err);
         if (st != TD_OK) {
             td__session_destroy(es);
+            td__shm_region_destroy(ss->shm);
+            ss->shm = NULL;
             td__ss_unreserve(ss);
             td__log(TD_LOG_WARN, "session %llu: cannot open: %s", (unsigned long long)ss->c.id,
                     err);
@@ -66,14 +99,21 @@ static void run_open(td__srv_session *ss, td__job *j)
                                    x->name);
     }
     ss->es = es;
-    td__log(TD_LOG_INFO, "session %llu opened on %s%s by '%s' at %s, tenant '%s' (protocol %u)",
+    td__log(TD_LOG_INFO,
+            "session %llu opened on %s%s by '%s' at %s, tenant '%s' (protocol %u%s)",
             (unsigned long long)ss->c.id, dev->name, more, ss->client, ss->peer, ss->tenant,
-            j->rq.protocol);
+            j->rq.protocol, shm_note);
     td__reply r = {.kind = TD_REPLY_OPENED, .seq = j->rq.seq, .protocol = j->rq.protocol,
                    .device = dev->name, .session_id = ss->c.id,
                    .devices = j->rq.n_extra > 0 ? names : NULL,
                    .n_devices = j->rq.n_extra > 0 ? 1 + j->rq.n_extra : 0};
+    if (ss->shm != NULL) {
+        r.shm_path = td__shm_path(shm);
+        r.shm_secret = secret;
+        r.shm_bytes = td__shm_region_size(ss->shm);
+    }
     td__ss_reply_or_end(ss, &r);
+    memset(secret, 0, sizeof secret);
 }
 
 /* Failure replies one batch or graph run may produce: a client that never reads could
@@ -178,6 +218,93 @@ static void run_write(td__srv_session *ss, td__job *j)
                      st == TD_ENOMEM ? "out of host memory" : "unreadable payload");
     }
     if (st != TD_OK) td__ss_failure(ss, rq->seq, 0, st, err);
+}
+
+/* The region range of a ShmWrite/ShmRead, checked like any wire input: the session must
+ * have a region and [region_offset, +nbytes) must lie inside it. */
+static td_status shm_check(td__srv_session *ss, const td__request *rq, char *err, size_t errlen)
+{
+    const char *what = rq->kind == TD_REQ_SHM_WRITE ? "shm write" : "shm read";
+    if (ss->shm == NULL) {
+        snprintf(err, errlen, "%s seq %llu: this session has no shared-memory region (ask for "
+                 "one in the open, on a unix socket)", what, (unsigned long long)rq->seq);
+        return TD_EPROTO;
+    }
+    char w[64];
+    snprintf(w, sizeof w, "%s seq %llu", what, (unsigned long long)rq->seq);
+    return td__shm_region_check(ss->shm, rq->region_offset, rq->nbytes, w, err, errlen);
+}
+
+/* ShmWrite: region -> tensor, one copy (straight into a host buffer, else the backend's
+ * write from the region). The tensor's range is checked by the engine as for WriteChunk. */
+static void run_shm_write(td__srv_session *ss, td__job *j)
+{
+    const td__request *rq = &j->rq;
+    char err[512];
+    td_status st = shm_check(ss, rq, err, sizeof err);
+    if (st == TD_OK && rq->nbytes > SIZE_MAX) st = TD_ERANGE;
+    if (st == TD_OK) {
+        size_t n = (size_t)rq->nbytes;
+        const uint8_t *src = td__shm_region_data(ss->shm) + rq->region_offset;
+        td__desc desc;
+        td__buffer *buf = NULL;
+        if (td__session_lookup(ss->es, rq->tensor, &desc, &buf, err, sizeof err) == TD_OK &&
+            buf != NULL && atomic_load(&buf->refs) > 2)
+            td__candidates_forget(buf);
+        td__buffer_unref(buf);
+        void *dst = NULL;
+        st = td__session_write_ptr(ss->es, rq->tensor, rq->offset, n, &dst, err, sizeof err);
+        if (st == TD_OK && n > 0) {
+            if (dst != NULL)
+                memcpy(dst, src, n);
+            else
+                st = td__session_write(ss->es, rq->tensor, rq->offset, src, n, err, sizeof err);
+        }
+    }
+    if (st != TD_OK) {
+        td__ss_failure(ss, rq->seq, 0, st, err);
+        return;
+    }
+    td__reply r = {.kind = TD_REPLY_SHM_DONE, .seq = rq->seq};
+    td__ss_reply_or_end(ss, &r);
+}
+
+/* ShmRead: tensor -> region, after the session's queued work (as a read). */
+static void run_shm_read(td__srv_session *ss, td__job *j)
+{
+    const td__request *rq = &j->rq;
+    char err[512];
+    td__desc desc;
+    td__buffer *buf = NULL;
+    td_status st = shm_check(ss, rq, err, sizeof err);
+    if (st == TD_OK) st = td__session_lookup(ss->es, rq->tensor, &desc, &buf, err, sizeof err);
+    if (st == TD_OK) {
+        uint64_t total = td__desc_nbytes(&desc);
+        if (buf != NULL && buf->nbytes < total) total = buf->nbytes;
+        if (rq->offset > total || rq->nbytes > total - rq->offset) {
+            snprintf(err, sizeof err,
+                     "shm read of tensor %llu: range [%llu, +%llu) is outside its %llu bytes",
+                     (unsigned long long)rq->tensor, (unsigned long long)rq->offset,
+                     (unsigned long long)rq->nbytes, (unsigned long long)total);
+            st = TD_ERANGE;
+        }
+    }
+    if (st == TD_OK && buf != NULL) st = td__session_sync(ss->es, err, sizeof err);
+    if (st == TD_OK && rq->nbytes > 0) {
+        uint8_t *dst = td__shm_region_data(ss->shm) + rq->region_offset;
+        if (buf != NULL)
+            memcpy(dst, (const uint8_t *)buf->data + rq->offset, (size_t)rq->nbytes);
+        else
+            st = td__session_read(ss->es, rq->tensor, rq->offset, dst, (size_t)rq->nbytes, err,
+                                  sizeof err);
+    }
+    td__buffer_unref(buf);
+    if (st != TD_OK) {
+        td__ss_failure(ss, rq->seq, 0, st, err);
+        return;
+    }
+    td__reply r = {.kind = TD_REPLY_SHM_DONE, .seq = rq->seq};
+    td__ss_reply_or_end(ss, &r);
 }
 
 static void release_buffer(void *arg) { td__buffer_unref(arg); }
@@ -347,6 +474,8 @@ void td__handle(td__srv_session *ss, td__job *j)
     case TD_REQ_GRAPH_RUN: run_graph_run(ss, j); return;
     case TD_REQ_GRAPH_RELEASE: run_graph_release(ss, j); return;
     case TD_REQ_TO_DEVICE: run_to_device(ss, j); return;
+    case TD_REQ_SHM_WRITE: run_shm_write(ss, j); return;
+    case TD_REQ_SHM_READ: run_shm_read(ss, j); return;
     }
 }
 

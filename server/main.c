@@ -35,6 +35,7 @@
 #include "server/blobstore.h"
 #include "server/candidates.h"
 #include "server/service.h"
+#include "server/shm.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -126,6 +127,7 @@ static void usage(FILE *f)
         "                            on every call; FILE maps token hashes to tenants and\n"
         "                            their quotas (see below; 'tensorctl token new' adds one)\n"
         "  --insecure                allow a non-loopback address without TLS\n"
+
         "  --drain-timeout S         on SIGTERM, give open sessions up to S seconds to\n"
         "                            finish, then end them (default %d; 0 = at once)\n"
         "  --check-config FILE       read FILE (and the other flags) as at start, check\n"
@@ -138,6 +140,11 @@ static void usage(FILE *f)
         TD_DEFAULT_TENANT_RAM_PERCENT,
         (unsigned long long)td__config_ram_share(TD_DEFAULT_TENANT_RAM_PERCENT),
         TD_DEFAULT_DRAIN_TIMEOUT_S);
+    fputs("  --no-shm                  do not offer shared memory to unix-socket clients\n"
+        "                            (default: offered; README \"Same-host clients\")\n"
+        "  --shm-bytes BYTES         size of each such session's shared-memory region,\n"
+        "                            1M..4G (default 64M), charged to its tenant's max_bytes\n",
+        f);
     fputs("\n"
         "devices:\n"
         "  --cpu-devices N           expose N CPU devices cpu:0..cpu:N-1, 1..8, each with\n"
@@ -201,6 +208,8 @@ static void usage(FILE *f)
         "  cpu_devices = N           as --cpu-devices\n"
         "  devices = LIST            as --devices\n"
         "  insecure = true|false     as --insecure\n"
+        "  shm = true|false          false: as --no-shm\n"
+        "  shm_bytes = BYTES         as --shm-bytes\n"
         "  drain_timeout_s = S       as --drain-timeout\n"
         "  tls_cert = FILE           as --tls-cert (also tls_key, tls_client_ca)\n"
         "  tokens_file = FILE        as --tokens-file\n"
@@ -268,6 +277,8 @@ enum {
     OPT_STREAM_WINDOW,
     OPT_TRANSPORT_BYTES,
     OPT_DRAIN_TIMEOUT,
+    OPT_NO_SHM,
+    OPT_SHM_BYTES,
     OPT_CHECK_CONFIG,
     OPT_HELP,
     OPT_VERSION,
@@ -290,6 +301,8 @@ static const struct option k_options[] = {
     {"cache-dir", required_argument, NULL, OPT_CACHE_DIR},
     {"graph-cache", required_argument, NULL, OPT_GRAPH_CACHE},
     {"insecure", no_argument, NULL, OPT_INSECURE},
+    {"no-shm", no_argument, NULL, OPT_NO_SHM},
+    {"shm-bytes", required_argument, NULL, OPT_SHM_BYTES},
     {"tls-cert", required_argument, NULL, OPT_TLS_CERT},
     {"tls-key", required_argument, NULL, OPT_TLS_KEY},
     {"tls-client-ca", required_argument, NULL, OPT_TLS_CLIENT_CA},
@@ -442,6 +455,8 @@ static int load_settings(int argc, char **argv, const char *config_path, td__con
         case OPT_CACHE_DIR: key = "cache_dir"; break;
         case OPT_GRAPH_CACHE: key = "graph_cache"; break;
         case OPT_INSECURE: key = "insecure"; value = "true"; break;
+        case OPT_NO_SHM: key = "shm"; value = "false"; break;
+        case OPT_SHM_BYTES: key = "shm_bytes"; break;
         case OPT_TLS_CERT: key = "tls_cert"; break;
         case OPT_TLS_KEY: key = "tls_key"; break;
         case OPT_TLS_CLIENT_CA: key = "tls_client_ca"; break;
@@ -575,7 +590,8 @@ static const struct {
     FIXED(listen),           FIXED(metrics),        FIXED(blob_cache_bytes),
     FIXED(cache_dir),        FIXED(graph_cache),    FIXED(graph_cache_bytes),
     FIXED(device_threads),   FIXED(cpu_devices),    FIXED(devices),
-    FIXED(insecure),       FIXED(tokens_file),
+    FIXED(insecure),       FIXED(tokens_file),     FIXED(shm),
+    FIXED(shm_bytes),
     FIXED(max_connections),  FIXED(idle_timeout_s), FIXED(max_streams),
     FIXED(stream_window),    FIXED(transport_bytes),
 #undef FIXED
@@ -892,6 +908,10 @@ int main(int argc, char **argv)
         td__tls_files_fini(&tls_files);
         return 1;
     }
+    td__shm *shm = NULL;
+    if (addr.is_unix && cfg.shm &&
+        td__shm_start(addr.host, cfg.shm_bytes, &shm, err, sizeof err) != TD_OK)
+        td__log(TD_LOG_WARN, "shared memory off: %s (unix-socket clients use the stream)", err);
     uint64_t nofile = 0;
     uint64_t max_conn = td__conn_limit_init(cfg.max_connections, &nofile);
     td__service_opts so = {
@@ -902,6 +922,7 @@ int main(int argc, char **argv)
                 .stream_window = cfg.stream_window,
                 .transport_bytes = cfg.transport_bytes},
         .blobs = blobs,
+        .shm = shm,
         .max_sessions = cfg.max_sessions,
         .max_session_bytes = cfg.max_session_bytes,
         .tenants = app.tenants,
@@ -913,6 +934,7 @@ int main(int argc, char **argv)
         td__log(TD_LOG_ERROR, "%s", err);
         td__loop_close();
         td__loop_run();
+        td__shm_stop(shm);
         td__blobstore_destroy(blobs);
         td__tenants_destroy(app.tenants);
         td__tls_files_fini(&tls_files);
@@ -920,7 +942,8 @@ int main(int argc, char **argv)
     }
     if (cfg.metrics[0] != '\0') {
         td__listen_addr maddr;
-        td__metrics_sources src = {.svc = app.svc, .tenants = app.tenants, .blobs = blobs};
+        td__metrics_sources src = {.svc = app.svc, .tenants = app.tenants, .blobs = blobs,
+                                   .shm = shm};
         int mport = 0;
         if (td__metrics_parse(cfg.metrics, &maddr, err, sizeof err) != 0 ||
             td__metrics_open(maddr.host, maddr.port, &src, &mport, err, sizeof err) != TD_OK) {
@@ -928,6 +951,7 @@ int main(int argc, char **argv)
             td__service_shutdown(app.svc);
             td__service_cancel_all(app.svc);
             td__loop_run(); /* until the service has drained (on_drained closes the loop) */
+            td__shm_stop(shm);
             td__blobstore_destroy(blobs);
             td__tenants_destroy(app.tenants);
             td__tls_files_fini(&tls_files);
@@ -940,6 +964,15 @@ int main(int argc, char **argv)
                                  "tenant names, memory use and op counts (no TLS, no tokens)",
                     mshown);
         td__log(TD_LOG_INFO, "metrics on http://%s/metrics (also /healthz, /readyz)", mshown);
+    }
+    if (shm != NULL) {
+        /* The side socket gets the main socket's mode: whoever may talk to one may talk to
+         * the other (the secret, not the mode, guards the regions). */
+        struct stat sb;
+        if (stat(addr.host, &sb) == 0) (void)chmod(td__shm_path(shm), sb.st_mode & 07777);
+        td__log(TD_LOG_INFO, "shared memory for unix-socket sessions: %llu-byte regions, side "
+                             "socket %s", (unsigned long long)td__shm_bytes(shm),
+                td__shm_path(shm));
     }
     char shown[320];
     td__listen_format(&addr, port, shown, sizeof shown);
@@ -980,6 +1013,7 @@ int main(int argc, char **argv)
                              "not timed out");
 
     td__loop_run();
+    td__shm_stop(shm); /* after the service: every session and its region is gone */
     if (cfg.cache_dir[0] != '\0') td__candidates_flush(blobs);
     td__candidates_clear();
     td__blobstore_destroy(blobs); /* after the service: no session uses it any more */

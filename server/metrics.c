@@ -18,6 +18,7 @@
 #include "engine/device.h"
 #include "engine/optable.h"
 #include "server/blobstore.h"
+#include "server/shm.h"
 #include "server/candidates.h"
 #include "server/graphcache.h"
 #include "server/service.h"
@@ -494,6 +495,22 @@ for (int k = 1; k < N_STATUS; k++) {
     emit(&o, "tensord_graph_cache_graphs %llu\n", (unsigned long long)gs.graphs);
     family(&o, "tensord_graph_cache_bytes", "gauge", "Bytes of the graphs in the cache.");
     emit(&o, "tensord_graph_cache_bytes %llu\n", (unsigned long long)gs.bytes);
+
+    /* Shared memory of same-host sessions (server/shm.h); zeros when not offered. */
+    td__shm_stats ss = {0};
+    if (src->shm != NULL) td__shm_stats_get(src->shm, &ss);
+    family(&o, "tensord_shm_regions", "gauge",
+           "Sessions holding a shared-memory region (unix socket, README \"Same-host clients\").");
+    emit(&o, "tensord_shm_regions %llu\n", (unsigned long long)ss.regions);
+    family(&o, "tensord_shm_bytes", "gauge", "Bytes of those regions (charged to their tenants).");
+    emit(&o, "tensord_shm_bytes %llu\n", (unsigned long long)ss.bytes);
+    family(&o, "tensord_shm_handouts_total", "counter",
+           "Region fds handed to their sessions' clients over the side socket.");
+    emit(&o, "tensord_shm_handouts_total %llu\n", (unsigned long long)ss.handed);
+    family(&o, "tensord_shm_refusals_total", "counter",
+           "Side-socket requests refused: wrong secret, unknown session, repeat, garbage, "
+           "timeout.");
+    emit(&o, "tensord_shm_refusals_total %llu\n", (unsigned long long)ss.refusals);
 
     if (o.oom) {
         td__free(o.buf);

@@ -62,6 +62,7 @@ typedef struct td__metrics_sources {
     struct td__service *svc;
     struct td__tenants *tenants;
     struct td__blobstore *blobs; /* may be NULL */
+    struct td__shm *shm;         /* may be NULL (not a unix listener, or --no-shm) */
 } td__metrics_sources;
 
 /* Write the whole exposition into a new NUL-terminated buffer (*out, td__free it) of

@@ -186,6 +186,7 @@ static bool decode_open(td__request *rq, td_status dst, const Tensord__V1__Clien
     rq->dev = dev;
     snprintf(rq->device_req, sizeof rq->device_req, "%s", want);
     rq->protocol = o->protocol_max < TD_PROTOCOL_MAX ? o->protocol_max : TD_PROTOCOL_MAX;
+    rq->shm = o->shm && rq->protocol >= TD_PROTOCOL_SHM;
     td__request_printable(o->client_name, rq->client, sizeof rq->client);
     return true;
 }
@@ -383,6 +384,20 @@ static bool decode_body(td__request *rq, grpc_byte_buffer **bb, td__req_decoder 
         rq->offset = cm->read->offset;
         rq->nbytes = cm->read->nbytes;
         return true;
+    case TENSORD__V1__CLIENT_MESSAGE__BODY_SHM_WRITE:
+        rq->kind = TD_REQ_SHM_WRITE;
+        rq->tensor = cm->shm_write->tensor;
+        rq->offset = cm->shm_write->offset;
+        rq->nbytes = cm->shm_write->nbytes;
+        rq->region_offset = cm->shm_write->region_offset;
+        return true;
+    case TENSORD__V1__CLIENT_MESSAGE__BODY_SHM_READ:
+        rq->kind = TD_REQ_SHM_READ;
+        rq->tensor = cm->shm_read->tensor;
+        rq->offset = cm->shm_read->offset;
+        rq->nbytes = cm->shm_read->nbytes;
+        rq->region_offset = cm->shm_read->region_offset;
+        return true;
     case TENSORD__V1__CLIENT_MESSAGE__BODY_RELEASE:
         rq->kind = TD_REQ_RELEASE;
         rq->ids = cm->release->tensors;
@@ -502,6 +517,8 @@ td_status td__reply_encode(const td__reply *r, grpc_byte_buffer **out)
     Tensord__V1__FenceDone fd = TENSORD__V1__FENCE_DONE__INIT;
     Tensord__V1__BlobStatus bst = TENSORD__V1__BLOB_STATUS__INIT;
     Tensord__V1__GraphReady gr = TENSORD__V1__GRAPH_READY__INIT;
+    Tensord__V1__ShmOffer so = TENSORD__V1__SHM_OFFER__INIT;
+    Tensord__V1__ShmDone sd = TENSORD__V1__SHM_DONE__INIT;
     protobuf_c_boolean *present = NULL;
     td__wire_payload pl = {0};
     m.seq = r->seq;
@@ -518,6 +535,13 @@ td_status td__reply_encode(const td__reply *r, grpc_byte_buffer **out)
         o.limits = &lim;
         o.n_devices = r->n_devices;
         o.devices = (char **)(uintptr_t)r->devices; /* only read while packing */
+        if (r->shm_path != NULL) {
+            so.socket_path = (char *)(uintptr_t)r->shm_path;
+            so.secret.len = TD_SHM_SECRET_BYTES;
+            so.secret.data = (uint8_t *)(uintptr_t)r->shm_secret;
+            so.region_bytes = r->shm_bytes;
+            o.shm = &so;
+        }
         m.body_case = TENSORD__V1__SERVER_MESSAGE__BODY_OPENED;
         m.opened = &o;
         break;
@@ -556,6 +580,10 @@ td_status td__reply_encode(const td__reply *r, grpc_byte_buffer **out)
         gr.known = r->known;
         m.body_case = TENSORD__V1__SERVER_MESSAGE__BODY_GRAPH_READY;
         m.graph_ready = &gr;
+        break;
+    case TD_REPLY_SHM_DONE:
+        m.body_case = TENSORD__V1__SERVER_MESSAGE__BODY_SHM_DONE;
+        m.shm_done = &sd;
         break;
     }
     td_status st = td__wire_encode(&m.base, r->kind == TD_REPLY_READ && r->nbytes > 0 ? &pl : NULL,

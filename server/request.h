@@ -48,6 +48,8 @@ typedef enum td__req_kind {
     TD_REQ_GRAPH_RUN,
     TD_REQ_GRAPH_RELEASE,
     TD_REQ_TO_DEVICE,
+    TD_REQ_SHM_WRITE,
+    TD_REQ_SHM_READ,
 } td__req_kind;
 
 /* Where a write's payload is (in gRPC's slices or in a decode scratch); request.c's. */
@@ -76,6 +78,7 @@ typedef struct td__request {
      * placement words); checked against the tenant's list and the placed device later */
     td__device *extra[TD_SESSION_MAX_DEVICES - 1];
     size_t n_extra;
+    bool shm;           /* OpenSession.shm at protocol >= TD_PROTOCOL_SHM */
 
     /* TD_REQ_BATCH: converted ops (owned); op_errs[i] (owned, NULL unless op i could not
      * be converted: it then has opcode TD_REQ_BAD_OPCODE). */
@@ -88,7 +91,9 @@ typedef struct td__request {
     uint64_t output;      /* TD_REQ_TO_DEVICE: the new tensor's id */
     uint32_t device;      /* TD_REQ_TO_DEVICE: index in the session's devices */
     uint64_t offset;
-    uint64_t nbytes;      /* TD_REQ_READ; TD_REQ_WRITE: the payload's length */
+    uint64_t nbytes;      /* TD_REQ_READ, _SHM_*; TD_REQ_WRITE: the payload's length */
+    uint64_t region_offset; /* TD_REQ_SHM_*: where in the session's region (unchecked
+                             * here: the region's size is the session's) */
     td__req_payload *payload; /* TD_REQ_WRITE (owned) */
     const uint8_t *hash;  /* TD_SHA256_BYTES (blobs) or TD_GRAPH_HASH_BYTES (graphs) */
 
@@ -161,6 +166,7 @@ typedef enum td__reply_kind {
     TD_REPLY_FENCE,
     TD_REPLY_BLOB_STATUS,
     TD_REPLY_GRAPH_READY,
+    TD_REPLY_SHM_DONE,
 } td__reply_kind;
 
 typedef struct td__reply {
@@ -172,6 +178,9 @@ typedef struct td__reply {
     uint64_t session_id;
     const char *const *devices; /* every device of the session when it spans several */
     size_t n_devices;
+    const char *shm_path;  /* the side socket, when the session has a region (else NULL) */
+    const uint8_t *shm_secret; /* TD_SHM_SECRET_BYTES */
+    uint64_t shm_bytes;
     /* TD_REPLY_FAILURE */
     uint32_t op_index;
     td_status status;

@@ -27,6 +27,7 @@
 #include "common/alloc.h"
 #include "common/log.h"
 #include "server/metrics.h"
+#include "server/shm.h"
 
 #include <grpc/support/alloc.h>
 #include <pthread.h>
@@ -160,6 +161,8 @@ static void queue_closed(void *arg)
         td__session_destroy(ss->es);
         ss->es = NULL;
     }
+    td__shm_region_destroy(ss->shm); /* unmapped; freed once the client's mapping goes too */
+    ss->shm = NULL;
     td__ss_unreserve(ss);
     td__srv_call_finish(&ss->c, ss->end_code, "%s", ss->end_msg);
     td__srv_call_unref(&ss->c);

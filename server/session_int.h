@@ -71,6 +71,7 @@ typedef struct td__srv_session {
     td__graph_set graphs; /* graphs this session defined or looked up (server/graphcache.h) */
     td__blob **pins;      /* blobs HasBlobs reported present, until WriteFromBlob uses them */
     size_t n_pins;
+    struct td__shm_region *shm; /* the session's shared-memory region, or NULL (shm.h) */
 } td__srv_session;
 
 /* One request on its way through the worker queue. */

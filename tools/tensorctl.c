@@ -64,8 +64,10 @@ static const char usage_main[] =
 static const char usage_info[] =
     "usage: tensorctl info [-h] [-t MS] [--json] ADDR\n"
     "\n"
-    "Show the server's protocol range, version, devices (memory in GiB), limits, and the\n"
-    "sessions, tensors and bytes in use.\n"
+    "Show the server's protocol range, version, devices (memory in GiB), limits, the\n"
+    "sessions, tensors and bytes in use, and the transport a session's bulk data would\n"
+    "take: \"shm\" (shared memory, unix: addresses of a server offering it; tensorctl\n"
+    "opens a session to find out) or \"grpc\" (the stream).\n"
     "\n"
     "options:\n"
     "  -t, --timeout MS    give up after MS milliseconds (default 5000)\n"
@@ -223,6 +225,25 @@ static int cmd_info(int argc, char **argv)
         fprintf(stderr, "tensorctl: info: %s (%s)\n", td_connect_error(), td_status_name(st));
         return EXIT_RUNTIME;
     }
+    /* Which path a session's bulk data would take: on a unix socket, open one (as a client
+     * would, shared memory asked for) and ask it; elsewhere it is the stream. */
+    const char *transport = "grpc";
+    char why[300] = "";
+    if (strncmp(addr, "unix:", 5) == 0) {
+        td_context *ctx = NULL;
+        if (td_connect(addr, &o, &ctx) == TD_OK) {
+            transport = td_context_transport(ctx);
+            if (strcmp(transport, "shm") != 0)
+                snprintf(why, sizeof why, "the server offers no shared memory here (--no-shm, "
+                                          "an older server, or the tenant's max_bytes)");
+            td_close(ctx);
+        } else {
+            transport = "unknown";
+            snprintf(why, sizeof why, "cannot open a session: %s", td_connect_error());
+        }
+    } else {
+        snprintf(why, sizeof why, "shared memory needs a unix: address");
+    }
     if (json) {
         printf("{\"server\": ");
         json_str(addr);
@@ -243,9 +264,11 @@ static int cmd_info(int argc, char **argv)
         }
         printf("], \"limits\": {\"max_message_bytes\": %" PRIu64 ", \"chunk_bytes\": %" PRIu64
                ", \"max_tensor_bytes\": %" PRIu64 "}, \"sessions\": %" PRIu64
-               ", \"tensors\": %" PRIu64 ", \"bytes_in_use\": %" PRIu64 "}\n",
+               ", \"tensors\": %" PRIu64 ", \"bytes_in_use\": %" PRIu64 ", \"transport\": ",
                info.max_message_bytes, info.chunk_bytes, info.max_tensor_bytes, info.sessions,
                info.tensors, info.bytes_in_use);
+        json_str(transport);
+        printf("}\n");
         return 0;
     }
     printf("server:    %s\n", addr);
@@ -268,6 +291,7 @@ static int cmd_info(int argc, char **argv)
            info.max_message_bytes, info.chunk_bytes, info.max_tensor_bytes);
     printf("in use:    %" PRIu64 " sessions, %" PRIu64 " tensors, %" PRIu64 " bytes\n",
            info.sessions, info.tensors, info.bytes_in_use);
+    printf("transport: %s%s%s%s\n", transport, why[0] ? " (" : "", why, why[0] ? ")" : "");
     return 0;
 }
 

@@ -31,6 +31,7 @@ void raw_msg_fini(raw_msg *m)
 
 const char *raw_authorization;
 int raw_recv_window;
+bool raw_want_shm;
 
 bool raw_start(raw_session *s, const char *target)
 {
@@ -101,6 +102,7 @@ bool raw_open(raw_session *s, const char *target, uint32_t pmin, uint32_t pmax,
     os.protocol_max = pmax;
     os.device = (char *)(uintptr_t)(device ? device : "");
     os.client_name = (char *)"e2e-raw";
+    os.shm = raw_want_shm;
     Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
     cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_OPEN;
     cm.open = &os;
@@ -161,6 +163,12 @@ int raw_recv(raw_session *s, raw_msg *m, int timeout_ms)
         m->last = sm->read->last;
     } else if (sm->body_case == TENSORD__V1__SERVER_MESSAGE__BODY_OPENED) {
         snprintf(s->device, sizeof s->device, "%s", sm->opened->device);
+        s->session_id = sm->opened->session_id;
+        if (sm->opened->shm != NULL && sm->opened->shm->secret.len == sizeof s->shm_secret) {
+            snprintf(s->shm_path, sizeof s->shm_path, "%s", sm->opened->shm->socket_path);
+            memcpy(s->shm_secret, sm->opened->shm->secret.data, sizeof s->shm_secret);
+            s->shm_bytes = sm->opened->shm->region_bytes;
+        }
     } else if (sm->body_case == TENSORD__V1__SERVER_MESSAGE__BODY_GRAPH_READY) {
         m->known = sm->graph_ready->known;
     } else if (sm->body_case == TENSORD__V1__SERVER_MESSAGE__BODY_BLOB_STATUS) {

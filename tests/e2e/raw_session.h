@@ -26,6 +26,11 @@ typedef struct raw_session {
     grpc_status_code status; /* the final status, once the call has one */
     td__wire_scratch scratch;
     char device[64];
+    /* SessionOpened's session id and shared-memory offer (shm_bytes 0: none) */
+    uint64_t session_id;
+    char shm_path[128];
+    uint8_t shm_secret[16];
+    uint64_t shm_bytes;
 } raw_session;
 
 /* One received server message, copied out. */
@@ -52,6 +57,9 @@ extern const char *raw_authorization;
 /* When > 0, new sessions' channels take at most this many bytes of replies ahead of what
  * the test receives (HTTP/2 stream window, no BDP growth): a client that does not read. */
 extern int raw_recv_window;
+
+/* When true, raw_open asks for a shared-memory region (OpenSession.shm). */
+extern bool raw_want_shm;
 
 /* Start a Session call (no message sent yet). false if the channel cannot be created. */
 bool raw_start(raw_session *s, const char *target);

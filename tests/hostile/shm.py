@@ -1,0 +1,220 @@
+#!/usr/bin/python3
+"""hostile-shm-py: the shared-memory data path (protocol 5, tensord.proto "shared memory"),
+spoken by a client that is not libtensord: Debian's python3-grpcio with tensord.proto
+compiled at test time, the side socket and SCM_RIGHTS through Python's socket module,
+against a tensord on a unix socket with --shm-bytes 2M.
+
+- A protocol-5 open with shm gets an offer (side socket next to the main one, 16-byte
+  secret, the region size); a protocol-4 open with shm, or one without it, gets none.
+- The side socket hands the sealed region out once for the right id and secret; a wrong
+  secret, a second request and garbage get a status and a message and no fd; the fd cannot
+  be shrunk or grown.
+- Bytes written into the region and named by ShmWrite land in the tensor (read back over
+  the stream); ShmRead puts the tensor's bytes into the region; each is answered by
+  ShmDone with its seq.
+- ShmWrite/ShmRead with a region range past the end, an overflowing offset or an
+  overlong length get a Failure (TD_ERANGE) naming the range; the session goes on.
+
+Bounded: one server, every call with a deadline. Skipped (77) without python3-grpcio /
+python3-grpc-tools. usage: shm.py TENSORD SOURCE_ROOT
+"""
+import fcntl
+import mmap
+import os
+import queue
+import re
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+
+try:
+    import grpc
+    from grpc_tools import protoc
+except ImportError as e:  # meson treats 77 as "skipped"
+    print(f"skipping: {e} (install python3-grpcio python3-grpc-tools)")
+    sys.exit(77)
+
+TENSORD, SRC = sys.argv[1:3]
+TENSORD = os.environ.get("TD_TEST_TENSORD") or TENSORD
+TD_EINVAL, TD_EPROTO, TD_EUNAUTHENTICATED, TD_ERANGE = 1, 7, 14, 16
+OP_EMPTY, F32 = 0, 0
+REGION = 2 << 20
+failures = []
+
+
+def check(cond, what):
+    print(("ok: " if cond else "FAIL: ") + what)
+    if not cond:
+        failures.append(what)
+
+
+def stubs(tmp):
+    proto_dir = os.path.join(SRC, "proto", "tensord", "v1")
+    rc = protoc.main(["protoc", f"-I{proto_dir}", f"--python_out={tmp}",
+                      os.path.join(proto_dir, "tensord.proto")])
+    if rc != 0:
+        sys.exit(f"protoc failed on tensord.proto ({rc})")
+    sys.path.insert(0, tmp)
+    import tensord_pb2
+    return tensord_pb2
+
+
+class Session:
+    """A Session stream: send() queues a ClientMessage (seq numbered), recv() takes one reply."""
+
+    def __init__(self, channel, pb):
+        self.pb, self.q, self.seq = pb, queue.Queue(), 0
+        call = channel.stream_stream("/tensord.v1.Tensord/Session",
+                                     request_serializer=lambda m: m.SerializeToString(),
+                                     response_deserializer=pb.ServerMessage.FromString)
+        self.replies = call(iter(self.q.get, None), timeout=30)
+
+    def send(self, **body):
+        self.seq += 1
+        self.q.put(self.pb.ClientMessage(seq=self.seq, **body))
+        return self.seq
+
+    def recv(self):
+        return next(self.replies)
+
+    def reply_to(self, seq):
+        while True:
+            m = self.recv()
+            if m.seq == seq:
+                return m
+
+    def close(self):
+        self.q.put(None)
+
+
+def side(path, request):
+    """One side-socket exchange: (status, message, region bytes, fd or None)."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(5)
+    s.connect(path)
+    s.sendall(request)
+    data, fds, _, _ = socket.recv_fds(s, 1024, 1)
+    s.close()
+    if len(data) < 24 or data[:8] != b"TDSHM001":
+        return None, data, 0, None
+    status, mlen, size = struct.unpack("<IIQ", data[8:24])
+    return status, data[24:24 + mlen].decode(), size, (fds[0] if fds else None)
+
+
+def main():
+    with tempfile.TemporaryDirectory() as tmp:
+        pb = stubs(tmp)
+        err = open(os.path.join(tmp, "stderr"), "w+")
+        sock = os.path.join(tmp, "td.sock")
+        proc = subprocess.Popen([TENSORD, "--listen", f"unix:{sock}", "--shm-bytes", "2M"],
+                                stdout=subprocess.PIPE, stderr=err, text=True)
+        try:
+            line = proc.stdout.readline()
+            m = re.match(r"listening on (\S+)", line)
+            if not m:
+                sys.exit(f"tensord did not start: {line!r}")
+            run(pb, m.group(1), sock)
+        finally:
+            proc.terminate()
+            rc = proc.wait(timeout=30)
+            check(rc == 0, f"tensord exited 0 after SIGTERM ({rc})")
+    if failures:
+        print(f"{len(failures)} failed")
+        sys.exit(1)
+
+
+def run(pb, addr, sock):
+    ch = grpc.insecure_channel(addr)
+    grpc.channel_ready_future(ch).result(timeout=10)
+
+    # no offer without asking, nor at protocol 4
+    for pmax, ask in ((5, False), (4, True)):
+        s = Session(ch, pb)
+        s.send(open=pb.OpenSession(protocol_min=1, protocol_max=pmax, device="cpu", shm=ask))
+        m = s.recv()
+        check(m.WhichOneof("body") == "opened" and not m.opened.HasField("shm"),
+              f"protocol {pmax}, shm={ask}: no offer")
+        s.close()
+
+    s = Session(ch, pb)
+    s.send(open=pb.OpenSession(protocol_min=1, protocol_max=5, device="cpu", shm=True,
+                               client_name="hostile-shm-py"))
+    m = s.recv()
+    o = m.opened.shm
+    check(m.opened.protocol == 5 and m.opened.HasField("shm") and
+          o.socket_path == sock + ".shm" and len(o.secret) == 16 and o.region_bytes == REGION,
+          f"protocol-5 open with shm gets an offer ({o.socket_path}, {len(o.secret)}-byte "
+          f"secret, {o.region_bytes} bytes)")
+    sid = m.opened.session_id
+
+    # the side socket: refusals first, then the fd, once
+    bad = bytes([o.secret[0] ^ 1]) + o.secret[1:]
+    st, msg, _, fd = side(o.socket_path, b"TDSHM001" + struct.pack("<Q", sid) + bad)
+    check(st == TD_EUNAUTHENTICATED and fd is None and "with that secret" in msg,
+          f"wrong secret refused ({st}, {msg!r})")
+    st, msg, _, fd = side(o.socket_path, os.urandom(32))
+    check(st == TD_EPROTO and fd is None and "bad magic" in msg, f"garbage refused ({st}, {msg!r})")
+    good = b"TDSHM001" + struct.pack("<Q", sid) + o.secret
+    st, msg, size, fd = side(o.socket_path, good)
+    check(st == 0 and fd is not None and size == REGION, f"the right secret gets the fd ({st}, {msg!r})")
+    st2, msg2, _, fd2 = side(o.socket_path, good)
+    check(st2 == TD_EINVAL and fd2 is None and "handed out already" in msg2,
+          f"a second request is refused ({st2}, {msg2!r})")
+    if fd is None:
+        return
+    seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
+    check(seals & (fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW) == (fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW),
+          f"the region is sealed against resizing (seals {seals:#x})")
+    try:
+        os.ftruncate(fd, 4096)
+        check(False, "shrinking the region fails")
+    except OSError:
+        check(True, "shrinking the region fails")
+    region = mmap.mmap(fd, REGION)
+    os.close(fd)
+
+    # ShmWrite: region -> tensor; read back over the stream
+    data = struct.pack("<8f", 1.5, -0.0, float("inf"), 3.25, -7.0, 1e-40, 2.0, 9.5)
+    s.send(batch=pb.OpBatch(ops=[pb.Op(opcode=OP_EMPTY, dtype=F32, output=1, iattrs=[8])]))
+    region[4096:4096 + 32] = data
+    seq = s.send(shm_write=pb.ShmWrite(tensor=1, offset=0, nbytes=32, region_offset=4096))
+    m = s.reply_to(seq)
+    check(m.WhichOneof("body") == "shm_done", f"ShmWrite answered by ShmDone ({m.WhichOneof('body')})")
+    region[4096:4096 + 32] = b"\xff" * 32  # the server copied; later scribbles change nothing
+    rseq = s.send(read=pb.ReadRequest(tensor=1, offset=0, nbytes=32))
+    got = b""
+    while True:
+        m = s.reply_to(rseq)
+        got += m.payload
+        if m.WhichOneof("body") != "read" or m.read.last:
+            break
+    check(got == data, "the tensor holds the region's bytes")
+
+    # ShmRead: tensor -> region
+    seq = s.send(shm_read=pb.ShmRead(tensor=1, offset=8, nbytes=16, region_offset=REGION - 16))
+    m = s.reply_to(seq)
+    check(m.WhichOneof("body") == "shm_done" and region[REGION - 16:] == data[8:24],
+          "ShmRead puts the tensor's bytes at the end of the region")
+
+    # out-of-range region ranges: Failure TD_ERANGE, session goes on
+    for what, kw in (("past the end", dict(nbytes=32, region_offset=REGION - 8)),
+                     ("offset overflowing", dict(nbytes=32, region_offset=2**64 - 16)),
+                     ("longer than the region", dict(nbytes=REGION + 1, region_offset=0))):
+        for kind in ("shm_write", "shm_read"):
+            msg_t = pb.ShmWrite if kind == "shm_write" else pb.ShmRead
+            seq = s.send(**{kind: msg_t(tensor=1, offset=0, **kw)})
+            m = s.reply_to(seq)
+            check(m.WhichOneof("body") == "failure" and m.failure.status == TD_ERANGE and
+                  "outside the session's" in m.failure.message,
+                  f"{kind} {what}: TD_ERANGE ({m.failure.message if m.HasField('failure') else m})")
+    fseq = s.send(fence=pb.Fence())
+    m = s.reply_to(fseq)
+    check(m.WhichOneof("body") == "fence", "the session goes on after the refusals")
+    region.close()
+    s.close()
+    ch.close()
+
+
+main()
