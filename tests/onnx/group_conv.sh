@@ -16,6 +16,7 @@ cleanup() {
     rm -rf "$TMP"
 }
 trap cleanup EXIT
+: >"$TMP/log" # exists before the background server opens it: the loop below reads it at once
 "${TD_TEST_TENSORD:-$TENSORD_BIN}" --listen 127.0.0.1:0 >"$TMP/log" 2>&1 &
 pid=$!
 addr=
