@@ -452,6 +452,38 @@ static int64_t conv_col_cap(void)
     return cap;
 }
 
+/* Images a chunk holds when one image needs per_img bytes of scratch: what the cap allows,
+ * at least one, at most the batch n. */
+static int64_t conv_chunk(int64_t per_img, int64_t n)
+{
+    const int64_t chunk = conv_col_cap() / per_img;
+    return chunk < 1 ? 1 : chunk > n ? n : chunk;
+}
+
+/* The kk input values that output position (od, oh, ow) sees through the kernel offsets
+ * (kd, kh, kw) in order, zero outside the input, from channel plane xc to o, o + step, ...
+ * (step P: im2col's rows; 1: the transposed layout's contiguous run). */
+template <typename T>
+TD_DEV void write_patch(const T *xc, T *o, int64_t step, int64_t od, int64_t oh, int64_t ow,
+                        const td__window &win)
+{
+    const T zero = wt<T>::out(0.0f);
+    for (int64_t kd = 0; kd < win.k[0]; kd++) {
+        const int64_t id = od * win.stride[0] - win.pad_lo[0] + kd * win.dil[0];
+        const bool dok = id >= 0 && id < win.in[0];
+        for (int64_t kh = 0; kh < win.k[1]; kh++) {
+            const int64_t ih = oh * win.stride[1] - win.pad_lo[1] + kh * win.dil[1];
+            const bool hok = dok && ih >= 0 && ih < win.in[1];
+            const int64_t row = (id * win.in[1] + ih) * win.in[2];
+            for (int64_t kw = 0; kw < win.k[2]; kw++) {
+                const int64_t iw = ow * win.stride[2] - win.pad_lo[2] + kw * win.dil[2];
+                *o = hok && iw >= 0 && iw < win.in[2] ? xc[row + iw] : zero;
+                o += step;
+            }
+        }
+    }
+}
+
 /* col[((j G + g) Kg + r) P + p] for images n0 + j (j < nimg) of x: row r < C/G kk is channel
  * r / kk of group g at kernel offset r % kk (zero outside the input), row C/G kk (bias only)
  * is one. One thread per (image, group, channel, output position): the position's
@@ -481,23 +513,8 @@ __global__ void k_im2col(const T *x, T *col, td__window win, int64_t n0, int64_t
         const int64_t gi = jg % g, j = jg / g;
         const int64_t od = p / ohw, rem = p - od * ohw;
         const int64_t oh = rem / win.out[2], ow = rem - oh * win.out[2];
-        const T *xc = x + ((n0 + j) * win.c + gi * cg + c) * L;
-        T *o = out + c * kk * P;
-        const T zero = wt<T>::out(0.0f);
-        for (int64_t kd = 0; kd < win.k[0]; kd++) {
-            const int64_t id = od * win.stride[0] - win.pad_lo[0] + kd * win.dil[0];
-            const bool dok = id >= 0 && id < win.in[0];
-            for (int64_t kh = 0; kh < win.k[1]; kh++) {
-                const int64_t ih = oh * win.stride[1] - win.pad_lo[1] + kh * win.dil[1];
-                const bool hok = dok && ih >= 0 && ih < win.in[1];
-                const int64_t row = (id * win.in[1] + ih) * win.in[2];
-                for (int64_t kw = 0; kw < win.k[2]; kw++) {
-                    const int64_t iw = ow * win.stride[2] - win.pad_lo[2] + kw * win.dil[2];
-                    *o = hok && iw >= 0 && iw < win.in[2] ? xc[row + iw] : zero;
-                    o += P;
-                }
-            }
-        }
+        write_patch(x + ((n0 + j) * win.c + gi * cg + c) * L, out + c * kk * P, P, od, oh, ow,
+                    win);
     }
 }
 
@@ -510,65 +527,6 @@ __global__ void k_conv_weights(const T *w, const T *b, T *wa, int64_t co, int64_
         const int64_t o = e / kg, r = e % kg;
         wa[e] = r < kin ? w[o * kin + r] : b[o];
     }
-}
-
-/* CONV through im2col + GEMM; TD_EUNSUPPORTED (nothing enqueued, no message) when the
- * shape does not fit it, and the caller runs the direct kernel. */
-template <typename T>
-td_status conv_gemm(const td__gpu_exec *x, const td__op *op, const td__view *in,
-                    const td__view *out, const td__window &w)
-{
-    const int64_t G = w.groups, cg = w.c / G, cog = w.co / G;
-    const int64_t kk = w.k[0] * w.k[1] * w.k[2];
-    const int64_t P = w.out[0] * w.out[1] * w.out[2];
-    const bool bias = op->n_inputs == 3;
-    const int64_t kin = cg * kk, kg = kin + (bias ? 1 : 0);
-    int64_t per_img;
-    if (kg > INT32_MAX || P > INT32_MAX || cog > INT32_MAX ||
-        __builtin_mul_overflow(G * kg, P, &per_img) ||
-        __builtin_mul_overflow(per_img, (int64_t)sizeof(T), &per_img) || per_img > CONV_COL_MAX)
-        return TD_EUNSUPPORTED;
-    int64_t chunk = conv_col_cap() / per_img;
-    if (chunk < 1) chunk = 1;
-    if (chunk > w.n) chunk = w.n;
-    const size_t col_bytes = (size_t)(chunk * per_img);
-    const size_t wa_bytes = ((size_t)(w.co * kg) * sizeof(T) + 255) / 256 * 256;
-    void *mem = NULL;
-    td_status s = td__gpu_temp_alloc(x, wa_bytes + col_bytes, &mem);
-    if (s != TD_OK) return s;
-    T *wa = (T *)mem, *col = (T *)((char *)mem + wa_bytes);
-    const gpuStream_t st = x->st->s;
-    k_conv_weights<T><<<td__gpu_blocks(w.co * kg, WIN_THREADS), WIN_THREADS, 0, st>>>(
-        (const T *)in[1].data, bias ? (const T *)in[2].data : NULL, wa, w.co, kin, kg);
-    s = td__gpu_launched(x, "conv weights kernel");
-    for (int64_t n0 = 0; n0 < w.n && s == TD_OK; n0 += chunk) {
-        const int64_t nimg = w.n - n0 < chunk ? w.n - n0 : chunk;
-        k_im2col<T><<<td__gpu_blocks(nimg * G * (cg + (bias ? 1 : 0)) * P, WIN_THREADS),
-                      WIN_THREADS, 0, st>>>(
-            (const T *)in[0].data, col, w, n0, nimg, kg, bias);
-        s = td__gpu_launched(x, "im2col kernel");
-        if (s != TD_OK) break;
-        /* batch (image j, group g): [cog, kg] weights of g times [kg, P] columns -> out */
-        td__desc bd;
-        memset(&bd, 0, sizeof bd);
-        bd.dtype = out->desc.dtype;
-        bd.rank = 2;
-        bd.dims[0] = nimg;
-        bd.dims[1] = G;
-        int64_t strides[2][TD_MAX_RANK] = {{0, cog * kg}, {G * kg * P, kg * P}};
-        td__gpu_iter it;
-        td__gpu_iter_init(&it, &bd, 2, strides);
-        td__view gv[2], ov;
-        memset(gv, 0, sizeof gv);
-        memset(&ov, 0, sizeof ov);
-        gv[0].desc.dtype = gv[1].desc.dtype = ov.desc.dtype = out->desc.dtype;
-        gv[0].data = wa;
-        gv[1].data = col;
-        ov.data = (char *)out->data + (size_t)(n0 * w.co * P) * sizeof(T);
-        s = td__gpu_matmul_float(x, &it, nimg * G, cog, P, kg, gv, &ov, false);
-    }
-    td__gpu_temp_free(x, mem);
-    return s;
 }
 
 /* One batched GEMM over the `nb0` x `nb1` batch (strides in elements of a and b along the
@@ -598,6 +556,49 @@ td_status gemm_batched(const td__gpu_exec *x, uint32_t dtype, int64_t nb0, int64
     return td__gpu_matmul_float(x, &it, nb0 * nb1, m, n, k, gv, &ov, false);
 }
 
+/* CONV through im2col + GEMM; TD_EUNSUPPORTED (nothing enqueued, no message) when the
+ * shape does not fit it, and the caller runs the direct kernel. */
+template <typename T>
+td_status conv_gemm(const td__gpu_exec *x, const td__op *op, const td__view *in,
+                    const td__view *out, const td__window &w)
+{
+    const int64_t G = w.groups, cg = w.c / G, cog = w.co / G;
+    const int64_t kk = w.k[0] * w.k[1] * w.k[2];
+    const int64_t P = w.out[0] * w.out[1] * w.out[2];
+    const bool bias = op->n_inputs == 3;
+    const int64_t kin = cg * kk, kg = kin + (bias ? 1 : 0);
+    int64_t per_img;
+    if (kg > INT32_MAX || P > INT32_MAX || cog > INT32_MAX ||
+        __builtin_mul_overflow(G * kg, P, &per_img) ||
+        __builtin_mul_overflow(per_img, (int64_t)sizeof(T), &per_img) || per_img > CONV_COL_MAX)
+        return TD_EUNSUPPORTED;
+    const int64_t chunk = conv_chunk(per_img, w.n);
+    const size_t col_bytes = (size_t)(chunk * per_img);
+    const size_t wa_bytes = ((size_t)(w.co * kg) * sizeof(T) + 255) / 256 * 256;
+    void *mem = NULL;
+    td_status s = td__gpu_temp_alloc(x, wa_bytes + col_bytes, &mem);
+    if (s != TD_OK) return s;
+    T *wa = (T *)mem, *col = (T *)((char *)mem + wa_bytes);
+    const gpuStream_t st = x->st->s;
+    k_conv_weights<T><<<td__gpu_blocks(w.co * kg, WIN_THREADS), WIN_THREADS, 0, st>>>(
+        (const T *)in[1].data, bias ? (const T *)in[2].data : NULL, wa, w.co, kin, kg);
+    s = td__gpu_launched(x, "conv weights kernel");
+    for (int64_t n0 = 0; n0 < w.n && s == TD_OK; n0 += chunk) {
+        const int64_t nimg = w.n - n0 < chunk ? w.n - n0 : chunk;
+        k_im2col<T><<<td__gpu_blocks(nimg * G * (cg + (bias ? 1 : 0)) * P, WIN_THREADS),
+                      WIN_THREADS, 0, st>>>(
+            (const T *)in[0].data, col, w, n0, nimg, kg, bias);
+        s = td__gpu_launched(x, "im2col kernel");
+        if (s != TD_OK) break;
+        /* batch (image j, group g): [cog, kg] weights of g times [kg, P] columns -> out */
+        const int64_t sa[2] = {0, cog * kg}, sb[2] = {G * kg * P, kg * P};
+        s = gemm_batched<T>(x, out->desc.dtype, nimg, G, sa, sb, cog, P, kg, wa, col,
+                            (T *)out->data + n0 * w.co * P);
+    }
+    td__gpu_temp_free(x, mem);
+    return s;
+}
+
 /* ---- CONV_WEIGHT_GRAD as transposed im2col + GEMM ----
  * dW [co, C/G k] per group g and image n: dY[n, g] [co/G, P] times colT[n, g] [P, C/G k] (the
  * patch matrix transposed, so that the GEMM needs no transposed operand), one partial
@@ -620,22 +621,8 @@ __global__ void k_im2col_t(const T *x, T *colt, td__window win, int64_t n0, int6
         const int64_t gi = jg % g, j = jg / g;
         const int64_t od = p / ohw, rem = p - od * ohw;
         const int64_t oh = rem / win.out[2], ow = rem - oh * win.out[2];
-        const T *xc = x + ((n0 + j) * win.c + gi * cg + c) * L;
-        T *o = colt + (jg * P + p) * kin + c * kk;
-        const T zero = wt<T>::out(0.0f);
-        for (int64_t kd = 0; kd < win.k[0]; kd++) {
-            const int64_t id = od * win.stride[0] - win.pad_lo[0] + kd * win.dil[0];
-            const bool dok = id >= 0 && id < win.in[0];
-            for (int64_t kh = 0; kh < win.k[1]; kh++) {
-                const int64_t ih = oh * win.stride[1] - win.pad_lo[1] + kh * win.dil[1];
-                const bool hok = dok && ih >= 0 && ih < win.in[1];
-                const int64_t row = (id * win.in[1] + ih) * win.in[2];
-                for (int64_t kw = 0; kw < win.k[2]; kw++) {
-                    const int64_t iw = ow * win.stride[2] - win.pad_lo[2] + kw * win.dil[2];
-                    *o++ = hok && iw >= 0 && iw < win.in[2] ? xc[row + iw] : zero;
-                }
-            }
-        }
+        write_patch(x + ((n0 + j) * win.c + gi * cg + c) * L, colt + (jg * P + p) * kin + c * kk,
+                    1, od, oh, ow, win);
     }
 }
 
@@ -676,9 +663,7 @@ td_status wgrad_gemm(const td__gpu_exec *x, const td__view *in, const td__view *
         __builtin_mul_overflow(ne, (int64_t)sizeof(T), &part_img) ||
         per_img + part_img > CONV_COL_MAX)
         return TD_EUNSUPPORTED;
-    int64_t chunk = conv_col_cap() / (per_img + part_img);
-    if (chunk < 1) chunk = 1;
-    if (chunk > w.n) chunk = w.n;
+    const int64_t chunk = conv_chunk(per_img + part_img, w.n);
     const size_t acc_bytes = ((size_t)ne * sizeof(A) + 255) / 256 * 256;
     const size_t col_bytes = ((size_t)(chunk * per_img) + 255) / 256 * 256;
     void *mem = NULL;
@@ -775,9 +760,7 @@ td_status convt_gemm(const td__gpu_exec *x, const td__op *op, const td__view *in
         __builtin_mul_overflow(G * rk, L, &per_img) ||
         __builtin_mul_overflow(per_img, (int64_t)sizeof(T), &per_img) || per_img > CONV_COL_MAX)
         return TD_EUNSUPPORTED;
-    int64_t chunk = conv_col_cap() / per_img;
-    if (chunk < 1) chunk = 1;
-    if (chunk > w.n) chunk = w.n;
+    const int64_t chunk = conv_chunk(per_img, w.n);
     const size_t wt_bytes = ((size_t)(G * rk * cg) * sizeof(T) + 255) / 256 * 256;
     void *mem = NULL;
     td_status s = td__gpu_temp_alloc(x, wt_bytes + (size_t)(chunk * per_img), &mem);
