@@ -26,6 +26,21 @@ torch.backends.cuda.matmul.allow_tf32 = False  # tensord's f32 matmul is full f3
 print("# pytorch %s, %s, q k v [%d, %d, %d, %d], median of %d x %d"
       % (torch.__version__, dev, B, H, L, D, rounds, reps))
 sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
+
+
+def sdpa_math(q, k, v, is_causal):
+    """PyTorch < 2.0 (Debian's 1.13) has no F.scaled_dot_product_attention: the math
+    composite that 2.x itself runs on the CPU for these shapes without a fused kernel."""
+    s = (q @ k.transpose(-2, -1)) * (q.shape[-1] ** -0.5)
+    if is_causal:
+        n, m = s.shape[-2], s.shape[-1]
+        s = s.masked_fill(torch.ones(n, m, dtype=torch.bool, device=s.device).triu(1), float("-inf"))
+    return torch.softmax(s, dim=-1) @ v
+
+
+sdpa = getattr(F, "scaled_dot_product_attention", sdpa_math)
+if sdpa is sdpa_math:
+    print("# no F.scaled_dot_product_attention in this PyTorch: the math composite")
 for name, dt in ((dts, {"f32": torch.float32, "f64": torch.float64}[dts]), ("bf16", torch.bfloat16)):
     g = torch.Generator(device=dev).manual_seed(1)
     q, k, v = (torch.randn(B, H, L, D, generator=g, device=dev, dtype=dt) for _ in range(3))
@@ -34,7 +49,7 @@ for name, dt in ((dts, {"f32": torch.float32, "f64": torch.float64}[dts]), ("bf1
         for r in range(-1, rounds):
             t0 = time.perf_counter()
             for _ in range(reps):
-                y = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                y = sdpa(q, k, v, is_causal=causal)
                 sync()
                 del y
             if r >= 0:

@@ -35,14 +35,39 @@
  * element (not its K sum), so keep it fixed like cpu_matmul.c's tiles. */
 #define TILE_ELEMS ((int64_t)1 << 19)
 
+/* A CONV whose whole output plane is narrower than MIN_COLS positions puts several images
+ * side by side in one GEMM (a narrow GEMM runs below the core's peak, and one image per
+ * GEMM made ResNet's 7 x 7 stage a 49-column product): about MIN_COLS columns, rounded down
+ * to a power of two of images (so power-of-two batches split evenly over the threads), with
+ * at most MAX_BLOCK_ELEMS im2col elements. The count depends on the shapes alone. */
+#define MIN_COLS ((int64_t)256)
+#define MAX_BLOCK_ELEMS ((int64_t)1 << 21)
+
 typedef struct conv_ctx {
     td__window w;
     const void *x, *wt, *bias; /* wt: the weight, or CONV_WEIGHT_GRAD's dy */
     void *y;
     int64_t tile, ntiles;
-    bool direct; /* CONV with an identity im2col */
+    int64_t imgs; /* CONV: images per GEMM (1, or > 1 with tile == the whole plane) */
+    bool direct;  /* CONV with an identity im2col, one image per GEMM */
     atomic_bool failed;
 } conv_ctx;
+
+static int64_t floor_div(int64_t a, int64_t b) { return a / b - (a % b != 0 && a < 0); }
+
+/* The columns [jlo, jhi) of a run of im2col columns j in [0, run) whose input position
+ * (ow + j) s + b lies in [0, in): an interval, since the position grows with j (s >= 1). */
+static void conv_span(int64_t ow, int64_t run, int64_t s, int64_t b, int64_t in, int64_t *jlo,
+                      int64_t *jhi)
+{
+    int64_t lo = -floor_div(b, s) - ow; /* first j with (ow + j) s + b >= 0: ceil(-b / s) - ow */
+    int64_t hi = floor_div(in - 1 - b, s) + 1 - ow; /* one past the last j with pos <= in - 1 */
+    if (lo < 0) lo = 0;
+    if (hi > run) hi = run;
+    if (hi < lo) hi = lo;
+    *jlo = lo;
+    *jhi = hi;
+}
 
 #define T float
 #define GEMM cblas_sgemm
@@ -136,12 +161,21 @@ td_status td__cpu_exec_conv(const td__cpu_exec *x, const td__op *op, const td__v
     int64_t units, cost;
     switch (op->opcode) {
     case TD_OP_CONV:
-        cx.direct = kk == 1 && L == P && w->stride[0] * w->stride[1] * w->stride[2] == 1 &&
-                    w->pad_lo[0] + w->pad_lo[1] + w->pad_lo[2] == 0;
         cx.tile = tile_of(kg, P);
         cx.ntiles = P > 0 ? (P + cx.tile - 1) / cx.tile : 0;
-        units = sat3(w->n, g, cx.ntiles);
-        cost = sat3(cog, cx.tile, kg > 0 ? kg : 1);
+        cx.imgs = 1;
+        if (cx.tile == P && P > 0 && P < MIN_COLS && w->n > 1) {
+            int64_t m = (MIN_COLS + P - 1) / P, cap = MAX_BLOCK_ELEMS / (kg * P > 0 ? kg * P : 1);
+            m = m < cap ? m : cap;
+            m = m < w->n ? m : w->n;
+            cx.imgs = 1;
+            while (cx.imgs * 2 <= m) cx.imgs *= 2;
+        }
+        cx.direct = cx.imgs == 1 && kk == 1 && L == P &&
+                    w->stride[0] * w->stride[1] * w->stride[2] == 1 &&
+                    w->pad_lo[0] + w->pad_lo[1] + w->pad_lo[2] == 0;
+        units = sat3((w->n + cx.imgs - 1) / cx.imgs, g, cx.ntiles);
+        cost = sat3(cog, cx.tile * cx.imgs, kg > 0 ? kg : 1);
         fn = dbl ? conv_units_f64 : conv_units_f32;
         break;
     case TD_OP_CONV_TRANSPOSE:
