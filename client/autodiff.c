@@ -477,7 +477,7 @@ static bool has_rule(uint32_t opcode)
     case TD_OP_MATMUL:
     case TD_OP_RESHAPE: case TD_OP_PERMUTE: case TD_OP_SLICE: case TD_OP_CONCAT:
     case TD_OP_EXPAND: case TD_OP_COPY:
-    case TD_OP_SOFTMAX: case TD_OP_LOG_SOFTMAX:
+    case TD_OP_SOFTMAX: case TD_OP_LOG_SOFTMAX: case TD_OP_SCALED_DOT_PRODUCT_ATTENTION:
     case TD_OP_SLICE_STEP: case TD_OP_PAD:
     case TD_OP_FLIP: case TD_OP_ROLL: case TD_OP_REPEAT: case TD_OP_TRIL: case TD_OP_TRIU:
     case TD_OP_MASKED_FILL: case TD_OP_GATHER: case TD_OP_INDEX_SELECT:
@@ -628,6 +628,43 @@ static td_tensor *interpolate_grad(rule_ctx *r, td_tensor *g)
         cur = T(r, td_index_add(z1, axis, i1, MUL(cur, fb)));
     }
     return cur;
+}
+
+/* SCALED_DOT_PRODUCT_ATTENTION: the weights p = softmax(s) are recomputed from q, k and the
+ * mask as the op's lowering computes them (s = q k^T scale, -inf where causal or a bool mask
+ * hides a key, + a float mask); then with g = dy: dv = p^T g, dp = g v^T,
+ * ds = p (dp - sum(dp p, last)), dmask = ds (a float mask), dq = ds k scale,
+ * dk = ds^T q scale. Batch dims that broadcast are summed back by give(). */
+static void rule_attention(rule_ctx *r)
+{
+    const td__op *op = &r->n->op;
+    td_tensor *q = X(r, 0), *k = X(r, 1), *v = X(r, 2), *g = r->g;
+    td_tensor *mask = op->n_inputs > 3 ? X(r, 3) : NULL;
+    const double scale = op->fattrs[0];
+    td_tensor *s = MULS(T(r, td_matmul(q, swap_last2(r, k))), scale);
+    if (op->iattrs[0] != 0) {
+        const int64_t l = td__tensor_desc(q)->dims[td_rank(q) - 2];
+        const int64_t sl = td__tensor_desc(k)->dims[td_rank(k) - 2];
+        td_tensor *rows = near(r, T(r, td_arange(r->ctx, TD_I64, l, 0, 1)), q);
+        td_tensor *cols = near(r, T(r, td_arange(r->ctx, TD_I64, sl, 0, 1)), q);
+        td_tensor *keep = T(r, td_le(T(r, td_reshape(cols, 2, (int64_t[]){1, sl})),
+                                     T(r, td_reshape(rows, 2, (int64_t[]){l, 1}))));
+        s = T(r, td_where_scalar_b(keep, s, -INFINITY));
+    }
+    if (mask != NULL)
+        s = td_tensor_dtype(mask) == TD_BOOL ? T(r, td_where_scalar_b(mask, s, -INFINITY))
+                                             : ADD(s, mask);
+    td_tensor *p = T(r, td_softmax(s, -1));
+    if (r->n->needs[2]) give(r, 2, T(r, td_matmul(swap_last2(r, p), g)));
+    const bool fmask = mask != NULL && td_tensor_dtype(mask) != TD_BOOL && r->n->needs[3];
+    if (!r->n->needs[0] && !r->n->needs[1] && !fmask) return;
+    td_tensor *dp = T(r, td_matmul(g, swap_last2(r, v)));
+    int last = -1;
+    td_tensor *ds = MUL(p, SUB(dp, T(r, td_sum(MUL(dp, p), 1, &last, true))));
+    if (fmask) give(r, 3, ds);
+    td_tensor *dss = MULS(ds, scale);
+    if (r->n->needs[0]) give(r, 0, T(r, td_matmul(dss, k)));
+    if (r->n->needs[1]) give(r, 1, T(r, td_matmul(swap_last2(r, dss), q)));
 }
 
 static void rule_window(rule_ctx *r)
@@ -1010,6 +1047,9 @@ static void rule(rule_ctx *r)
         give(r, 0, MUL(Y(r), SUB(g, T(r, td_sum(gy, 1, &axis, true)))));
         break;
     }
+    case TD_OP_SCALED_DOT_PRODUCT_ATTENTION:
+        rule_attention(r);
+        break;
     case TD_OP_LOG_SOFTMAX: { /* g - e^y sum(g) */
         int axis = (int)op->iattrs[0];
         give(r, 0, SUB(g, MUL(T(r, td_exp(Y(r))), T(r, td_sum(g, 1, &axis, true)))));

@@ -3106,68 +3106,15 @@ td_tensor *td_scaled_dot_product_attention(td_tensor *q, td_tensor *k, td_tensor
         return null_input(any_ctx(3, (td_tensor *[]){q, k, v}), api,
                           q == NULL ? "q" : k == NULL ? "k" : "v");
     if (!same_ctx(api, q, 4, (td_tensor *[]){q, k, v, mask})) return NULL;
-    td_context *ctx = q->ctx;
-    const uint32_t dt = q->desc.dtype;
-    if (!td__dtype_is_float(dt) || k->desc.dtype != dt || v->desc.dtype != dt) {
-        set_err(ctx, "%s: q, k, v need one float dtype, got %s, %s, %s", api, td_dtype_name(dt),
-                td_dtype_name(k->desc.dtype), td_dtype_name(v->desc.dtype));
-        return NULL;
-    }
-    if (q->desc.rank < 2 || k->desc.rank < 2 || v->desc.rank < 2) {
-        set_err(ctx, "%s: q, k, v need rank >= 2, got %u, %u, %u", api, q->desc.rank,
-                k->desc.rank, v->desc.rank);
-        return NULL;
-    }
-    const int64_t e = q->desc.dims[q->desc.rank - 1];
-    const int64_t ke = k->desc.dims[k->desc.rank - 1];
-    const int64_t sl = k->desc.dims[k->desc.rank - 2], vs = v->desc.dims[v->desc.rank - 2];
-    if (ke != e || vs != sl) {
-        set_err(ctx, "%s: q's last dim %lld must equal k's (%lld), and v's sequence dim %lld "
-                "k's (%lld)", api, (long long)e, (long long)ke, (long long)vs, (long long)sl);
-        return NULL;
-    }
     if (!isfinite(scale)) {
-        set_err(ctx, "%s: scale %g must be finite (0: 1/sqrt(E))", api, scale);
+        set_err(q->ctx, "%s: scale %g must be finite (0: 1/sqrt(E))", api, scale);
         return NULL;
     }
-    if (mask != NULL && mask->desc.dtype != TD_BOOL && mask->desc.dtype != dt) {
-        set_err(ctx, "%s: mask must be bool or %s, got %s", api, td_dtype_name(dt),
-                td_dtype_name(mask->desc.dtype));
-        return NULL;
-    }
+    const int64_t e = q->desc.rank >= 1 ? q->desc.dims[q->desc.rank - 1] : 0;
     if (scale == 0.0) scale = e > 0 ? 1.0 / sqrt((double)e) : 1.0;
-    td_tensor *kt = td_transpose(k);
-    td_tensor *s0 = kt != NULL ? td_matmul(q, kt) : NULL;
-    td_release(kt);
-    td_tensor *s = s0 != NULL ? td_mul_scalar(s0, scale) : NULL;
-    td_release(s0);
-    if (s != NULL && causal) {
-        const int64_t l = q->desc.dims[q->desc.rank - 2];
-        td_tensor *ri = beside(td_arange(ctx, TD_I64, l, 0, 1), q);
-        td_tensor *ci = beside(td_arange(ctx, TD_I64, sl, 0, 1), q);
-        td_tensor *rr = ri != NULL ? td_reshape(ri, 2, (int64_t[]){l, 1}) : NULL;
-        td_tensor *cr = ci != NULL ? td_reshape(ci, 2, (int64_t[]){1, sl}) : NULL;
-        td_tensor *keep = rr != NULL && cr != NULL ? td_le(cr, rr) : NULL;
-        td_tensor *sm = keep != NULL ? td_where_scalar_b(keep, s, -INFINITY) : NULL;
-        td_release(ri);
-        td_release(ci);
-        td_release(rr);
-        td_release(cr);
-        td_release(keep);
-        td_release(s);
-        s = sm;
-    }
-    if (s != NULL && mask != NULL) {
-        td_tensor *sm = mask->desc.dtype == TD_BOOL ? td_where_scalar_b(mask, s, -INFINITY)
-                                                    : td_add(s, mask);
-        td_release(s);
-        s = sm;
-    }
-    td_tensor *p = s != NULL ? td_softmax(s, -1) : NULL;
-    td_release(s);
-    td_tensor *y = p != NULL ? td_matmul(p, v) : NULL;
-    td_release(p);
-    return y;
+    td__op op = {.opcode = TD_OP_SCALED_DOT_PRODUCT_ATTENTION, .n_inputs = mask ? 4 : 3,
+                 .n_iattrs = 1, .iattrs = {causal ? 1 : 0}, .fattrs = {scale}};
+    return record(q->ctx, api, &op, (td_tensor *[]){q, k, v, mask});
 }
 
 /* NLL of log-probabilities (any float dtype) with the optional label-smoothing term. */

@@ -376,6 +376,9 @@ static td_status check_fattrs(const td__op *op, char *err, size_t errlen)
     case TD_OP_DROPOUT:
         if (!(a >= 0 && a <= 1)) return td__einval(err, errlen, "p %g is not in [0, 1]", a);
         break;
+    case TD_OP_SCALED_DOT_PRODUCT_ATTENTION:
+        if (!isfinite(a)) return td__einval(err, errlen, "scale %g must be finite", a);
+        break;
     case TD_OP_CLAMP:
         if (isnan(a) || isnan(b))
             return td__einval(err, errlen, "bounds [%g, %g] must not be NaN", a, b);
@@ -732,6 +735,60 @@ static td_status shape_norm(const td__op *op, const td__desc *const *in, td__des
     return TD_OK;
 }
 
+/* SCALED_DOT_PRODUCT_ATTENTION: q [..., L, E], k [..., S, E], v [..., S, Ev], mask (bool or
+ * q's dtype) broadcasting to [..., L, S]; out [..., L, Ev] with the batch dims of all four
+ * broadcast (as the composite's matmuls and mask add would). */
+static td_status shape_attention(const td__op *op, const td__desc *const *in, td__desc *out,
+                                 char *err, size_t errlen)
+{
+    static const char *const names[] = {"q", "k", "v", "mask"};
+    const td__desc *q = in[0], *k = in[1], *v = in[2];
+    char sa[160], sb[160];
+    for (uint32_t i = 0; i < op->n_inputs; i++)
+        if (in[i]->rank < 2)
+            return td__einval(err, errlen, "%s %s needs rank >= 2", names[i],
+                              shape_str(in[i], sa, sizeof sa));
+    for (uint32_t i = 1; i < 3; i++)
+        if (in[i]->dtype != q->dtype)
+            return td__einval(err, errlen, "%s is %s, q is %s: q, k, v need one dtype", names[i],
+                              td__dtype_str(in[i]->dtype), td__dtype_str(q->dtype));
+    if (op->n_inputs > 3 && in[3]->dtype != TD_BOOL && in[3]->dtype != q->dtype)
+        return td__einval(err, errlen, "mask is %s: it must be bool or q's dtype %s",
+                          td__dtype_str(in[3]->dtype), td__dtype_str(q->dtype));
+    const int64_t L = q->dims[q->rank - 2], E = q->dims[q->rank - 1];
+    const int64_t S = k->dims[k->rank - 2];
+    if (k->dims[k->rank - 1] != E)
+        return td__einval(err, errlen, "q %s and k %s differ in their last dim",
+                          shape_str(q, sa, sizeof sa), shape_str(k, sb, sizeof sb));
+    if (S == 0)
+        return td__einval(err, errlen, "k %s has no positions: the softmax over them is empty",
+                          shape_str(k, sa, sizeof sa));
+    if (v->dims[v->rank - 2] != S)
+        return td__einval(err, errlen, "v %s must have k's %lld positions (k %s)",
+                          shape_str(v, sa, sizeof sa), (long long)S, shape_str(k, sb, sizeof sb));
+    td__desc o = {.dtype = q->dtype, .rank = 0};
+    for (uint32_t i = 0; i < op->n_inputs; i++) {
+        td__desc b = *in[i], r;
+        b.rank -= 2;
+        if (!td__broadcast_shapes(&o, &b, &r))
+            return td__einval(err, errlen, "the batch dims of %s %s do not broadcast with %s",
+                              names[i], shape_str(in[i], sa, sizeof sa),
+                              shape_str(&o, sb, sizeof sb));
+        o = r;
+    }
+    if (op->n_inputs > 3) {
+        const td__desc *m = in[3];
+        const int64_t ml = m->dims[m->rank - 2], ms = m->dims[m->rank - 1];
+        if ((ml != 1 && ml != L) || (ms != 1 && ms != S))
+            return td__einval(err, errlen, "mask %s does not broadcast to the [%lld, %lld] "
+                              "scores", shape_str(m, sa, sizeof sa), (long long)L, (long long)S);
+    }
+    o.dims[o.rank++] = L;
+    o.dims[o.rank++] = v->dims[v->rank - 1];
+    *out = o;
+    return TD_OK;
+}
+
 /* The row's shape rule: out's dims (out->dtype is set by the caller). */
 static td_status apply_shape_rule(const td__op_row *r, const td__op *op,
                                   const td__desc *const *in, uint32_t odt, td__desc *out,
@@ -897,6 +954,8 @@ static td_status apply_shape_rule(const td__op_row *r, const td__op *op,
     }
     case TD_SHAPE_NORM:
         return shape_norm(op, in, out, err, errlen);
+    case TD_SHAPE_ATTENTION:
+        return shape_attention(op, in, out, err, errlen);
     case TD_SHAPE_WINDOW:
         return td__window_shape(op, in, out, err, errlen);
     default:

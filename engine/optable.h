@@ -139,7 +139,9 @@ enum td__shape_rule {
     TD_SHAPE_GATHER_ND,    /* index.shape[:-1] + x.shape[k:], k = index.shape[-1] */
     TD_SHAPE_NORM,         /* the shape of x (input 0); the other inputs' shapes checked per
                             * op (engine/op.c, shape_norm) */
-    TD_SHAPE_WINDOW        /* convolution, pooling, interpolation: engine/window.h */
+    TD_SHAPE_WINDOW,       /* convolution, pooling, interpolation: engine/window.h */
+    TD_SHAPE_ATTENTION     /* q [..., L, E], k [..., S, E], v [..., S, Ev] (mask broadcast
+                            * to [..., L, S]) -> [..., L, Ev], batch dims of all broadcast */
 };
 
 /* Row flags. */
@@ -168,7 +170,9 @@ enum td__accuracy {
     TD_ACC_CUMSUM,    /* 1 ulp + 4 n u_acc (cumsum |x|), u_acc 2^-24 f16/bf16, else 2^-53 */
     TD_ACC_CUMPROD,   /* 1 ulp + 4 n u_acc |y| */
     TD_ACC_NORM,      /* 8 ulp + 64 n 2^-53 (1 + max |y|), n the group size (double sums) */
-    TD_ACC_CONV       /* 2 K u (|x| conv |w|) + 1 ulp, K the products per output */
+    TD_ACC_CONV,      /* 2 K u (|x| conv |w|) + 1 ulp, K the products per output */
+    TD_ACC_ATTENTION  /* 16 ulp + (4 E |scale| max|q| max|k| + 4 S + 8) u max|v| (the score
+                       * error moves each weight by its relative size; the weights sum to 1) */
 };
 
 /* Lowerings of composite ops (td__lowerings below). */
@@ -184,6 +188,8 @@ enum td__lowering_id {
     TD_LOWER_NORM_L1,
     TD_LOWER_NORM_INF,
     TD_LOWER_NORM_NEG_INF,
+    TD_LOWER_ATTENTION, /* a program built per op by engine/lower.c (its steps depend on the
+                         * ranks, the mask and causal): n_steps 0 below */
 };
 
 typedef struct td__op_row {
@@ -247,6 +253,9 @@ typedef struct td__op_row {
     {TD_ATTRS_FIXED, 2,                                                                    \
      {{"axis", TD_ATTR_INT, 0, 0, NULL},                                                   \
       {"descending", TD_ATTR_ENUM, 0, 1, "0 (ascending) or 1 (descending)"}}}
+#define TD__ATTRS_ATTENTION                                                                \
+    {TD_ATTRS_FIXED, 1,                                                                    \
+     {{"causal", TD_ATTR_ENUM, 0, 1, "0 or 1 (keep key j <= query i only)"}, TD__ASPEC0}}
 #define TD__ATTRS_GROUPS {TD_ATTRS_FIXED, 1, {{"groups", TD_ATTR_NONNEG, 0, 0, NULL}, TD__ASPEC0}}
 #define TD__ATTRS_TOPK                                                                     \
     {TD_ATTRS_FIXED, 3,                                                                    \
@@ -629,6 +638,12 @@ typedef struct td__op_row {
     X(DROPOUT, 298, "dropout", NN, 1, 1, "x", NONE, "p (in [0, 1]); seed", NONE, FLOAT, NONE, \
       NONE, SAME, SAME, 0, NONE, EXACT,                                                     \
       "x * (u_i >= p ? 1/(1-p) : 0), u_i the Philox f32 uniform of element i (engine/philox.h)") \
+    X(SCALED_DOT_PRODUCT_ATTENTION, 299, "scaled_dot_product_attention", NN, 3, 4,            \
+      "q, k, v, mask", ATTENTION, "scale (finite)", NONE, FLOAT, ANY, NONE, SAME, ATTENTION,  \
+      0, ATTENTION, ATTENTION,                                                              \
+      "softmax(q k^T scale + mask (bool: false -> -inf; causal: key j > query i -> -inf), "  \
+      "last axis) v; lowered to permute, matmul, mul, (arange, le, where), softmax's steps, " \
+      "matmul; native on the CPU (blocks of keys with a running max, f32/f64)")             \
     X(CONV, 260, "conv", CONV, 2, 3, "x, weight, bias", CONV, "", NONE, FLOAT, FLOAT, ALL,  \
       SAME, WINDOW, 0, NONE, CONV,                                                         \
       "N-d convolution (cross-correlation) [N, C, *L] x [Cout, C/groups, *k] (+ bias) -> [N, Cout, *O]") \
@@ -849,6 +864,7 @@ static const td__lowering td__lowerings[] = {
     {2,
      {{TD_OP_ABS, 1, {TD_LIN(0), 0, 0}, TD_LATTR_NONE},
       {TD_OP_MIN, 1, {TD_LSTEP(0), 0, 0}, TD_LATTR_SAME}}},
+    {0, {{0, 0, {0, 0, 0}, TD_LATTR_NONE}}}, /* ATTENTION: engine/lower.c */
 };
 
 /* The lowering of a row, or NULL when it has none. */

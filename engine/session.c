@@ -6,6 +6,7 @@
  * session useful, and a later read of an affected tensor still reports the root cause.
  */
 #include "engine/session.h"
+#include "engine/lower.h"
 #include "common/alloc.h"
 #include "common/checked.h"
 #include "common/idmap.h"
@@ -495,41 +496,52 @@ static void op_message(char *buf, size_t len, const exec_at *at, const td__op *o
 static td_status exec_one(td__session *s, const exec_at *at, const td__op *op, bool engine_ids,
                           char *msg, size_t msglen, bool *poisoned);
 
-/* Run composite `op` (validated; its output desc `od`) as its lowering's primitive steps.
+/* Run composite `op` (validated; in_desc its inputs' descs) as its lowering's primitive
+ * steps: the table's fixed list (optable.h), or the list engine/lower.c builds for this op.
  * Temporaries get ids from TD_LOWER_TEMP_BASE (engine/session.h), are charged like any
  * tensor while they live, and are released whether the steps succeed or not; the last step
  * writes op->output. Returns the first failing step's status with its message. */
 static td_status exec_lowered(td__session *s, size_t index, const td__op *op,
-                              const td__lowering *lw, char *msg, size_t msglen)
+                              const td__lowering *lw, const td__desc *const *in_desc,
+                              char *msg, size_t msglen)
 {
-    uint64_t ids[TD_LOWER_MAX_STEPS];
-    uint32_t made = 0;
+    td__lower_prog prog;
     td_status st = TD_OK;
-    for (uint32_t j = 0; j < lw->n_steps && st == TD_OK; j++) {
-        const td__lower_step *ls = &lw->steps[j];
-        td__op step = {.opcode = ls->opcode, .n_inputs = ls->n_inputs};
-        for (uint32_t k = 0; k < ls->n_inputs; k++) {
-            uint8_t src = ls->in[k];
-            step.inputs[k] = src >= TD_LSTEP(0) ? ids[src - TD_LSTEP(0)] : op->inputs[src];
+    if (lw->n_steps == 0) {
+        char why[256];
+        if ((st = td__lower_build(op, in_desc, &prog, why, sizeof why)) != TD_OK) {
+            snprintf(msg, msglen, "op %zu (%s): %s", index, td__op_name(op->opcode), why);
+            return st;
         }
-        if (ls->attrs == TD_LATTR_AXIS_KEEP) {
-            step.n_iattrs = 2;
-            step.iattrs[0] = (int64_t)1 << op->iattrs[0];
-            step.iattrs[1] = 1;
-        } else if (ls->attrs == TD_LATTR_SAME) {
-            step.n_iattrs = op->n_iattrs;
-            memcpy(step.iattrs, op->iattrs, sizeof step.iattrs);
+    } else {
+        prog.n = lw->n_steps;
+        for (uint32_t j = 0; j < lw->n_steps; j++) {
+            const td__lower_step *ls = &lw->steps[j];
+            td__op *step = &prog.steps[j];
+            *step = (td__op){.opcode = ls->opcode, .n_inputs = ls->n_inputs};
+            for (uint32_t k = 0; k < ls->n_inputs; k++) {
+                uint8_t src = ls->in[k];
+                step->inputs[k] = src >= TD_LSTEP(0) ? TD_LOWER_TEMP_BASE + (src - TD_LSTEP(0))
+                                                     : op->inputs[src];
+            }
+            if (ls->attrs == TD_LATTR_AXIS_KEEP) {
+                step->n_iattrs = 2;
+                step->iattrs[0] = (int64_t)1 << op->iattrs[0];
+                step->iattrs[1] = 1;
+            } else if (ls->attrs == TD_LATTR_SAME) {
+                step->n_iattrs = op->n_iattrs;
+                memcpy(step->iattrs, op->iattrs, sizeof step->iattrs);
+            }
+            step->output = j + 1 == lw->n_steps ? op->output : TD_LOWER_TEMP_BASE + j;
         }
-        bool last = j + 1 == lw->n_steps;
-        ids[j] = last ? op->output : TD_LOWER_TEMP_BASE + j;
-        step.output = ids[j];
+    }
+    for (uint32_t j = 0; j < prog.n && st == TD_OK; j++) {
         exec_at at = {.index = index, .parent = op, .step = j};
         bool poisoned;
-        st = exec_one(s, &at, &step, true, msg, msglen, &poisoned);
-        if (st == TD_OK && !last) made = j + 1;
+        st = exec_one(s, &at, &prog.steps[j], true, msg, msglen, &poisoned);
     }
-    for (uint32_t j = 0; j < made; j++) {
-        td__tensor *t = td__idmap_del(&s->tensors, ids[j]);
+    for (uint32_t j = 0; j + 1 < prog.n; j++) {
+        td__tensor *t = td__idmap_del(&s->tensors, TD_LOWER_TEMP_BASE + j);
         if (t != NULL) tensor_free(s, t);
     }
     return st;
@@ -605,7 +617,7 @@ static td_status exec_one(td__session *s, const exec_at *at, const td__op *op, b
     bool native = be->supports_op != NULL ? be->supports_op(s->dev, op, in_desc, &od)
                                           : td__op_default_supports(op->opcode);
     if (lw != NULL && at->parent == NULL && (!native || s->force_lowering))
-        return exec_lowered(s, at->index, op, lw, msg, msglen);
+        return exec_lowered(s, at->index, op, lw, in_desc, msg, msglen);
     if (!native) {
         op_message(msg, msglen, at, op, "not supported on device %s for dtype %s", s->dev->name,
                    td__dtype_str(op->n_inputs > 0 ? in_desc[0]->dtype : od.dtype));

@@ -74,7 +74,7 @@ void td__session_destroy(td__session *s);
  * (the graph executor's temporaries, engine/graph.h), so no client op, write or graph
  * binding can name or collide with them. The same limit is stated in tensord.proto. */
 #define TD_SESSION_ID_MAX ((UINT64_C(1) << 62) - 1)
-/* The lowering's temporaries (one per step of a composite, TD_LOWER_MAX_STEPS at most):
+/* The lowering's temporaries (one per step of a composite, TD_LOWER_PROG_MAX at most: engine/lower.h):
  * from 2^63 up, disjoint from the graph executor's range (TD_GRAPH_TEMP_BASE, 2^62, plus at
  * most TD_GRAPH_MAX_OPS). They live only while their composite runs. */
 #define TD_LOWER_TEMP_BASE (UINT64_C(1) << 63)

@@ -1389,11 +1389,17 @@ td_tensor *td_dropout(td_tensor *x, double p, uint64_t seed);
  * [..., L, S]: a bool mask keeps the positions that are true (the others get -inf), a
  * float mask (q's dtype) is added. causal keeps j <= i only (the lower-left triangle of
  * the L x S scores, top-left aligned as torch.tril). A row with every position masked
- * gives NaN (as PyTorch). A composite recorded as the ops TRANSPOSE(k), MATMUL, MUL,
- * (ARANGE, LE, WHERE for causal), WHERE or ADD for the mask, SOFTMAX, MATMUL: it runs on
- * every device and its gradient follows from those ops'. q, k, v f32/f64 (td_softmax's
- * dtypes). Errors: as the ops it records (shapes that do not match name the op), a NULL
- * q, k or v, a non-finite scale, a mask of another dtype than bool or q's. */
+ * gives NaN (as PyTorch), as does a row with a NaN score. k needs at least one position.
+ * One op (SCALED_DOT_PRODUCT_ATTENTION, docs/ops.md). The CPU runs it natively for f32 and
+ * f64 without the [L, S] score matrix (blocks of 256 keys with a running maximum; memory
+ * O(64 (256 + Ev)) per thread); every other device, and the CPU for other dtypes, runs its
+ * lowering: permute(k), matmul, mul, (arange, le, where for causal), where or add for the
+ * mask, softmax's steps, matmul, with the [..., L, S] scores as temporaries. The two agree
+ * within the op table's ATTENTION bound; each is deterministic. Its gradient (td_backward)
+ * recomputes the weights from q, k and the mask. q, k, v one float dtype.
+ * Errors (TD_EINVAL, naming the op): a NULL q, k or v, a non-finite scale, rank < 2, q and
+ * k's last dims or k and v's positions differing, S = 0, batch dims or a mask that do not
+ * broadcast, a mask of another dtype than bool or q's, non-float q. */
 td_tensor *td_scaled_dot_product_attention(td_tensor *q, td_tensor *k, td_tensor *v,
                                            td_tensor *mask, bool causal, double scale);
 

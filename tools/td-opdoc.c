@@ -46,7 +46,8 @@ static const char *shape_str(unsigned s)
                                         "same as x (scatter rules)", "same as x (index_add rules)",
                                         "index.shape[:-1] + x.shape[k:]",
                                         "same as x (parameters checked)",
-                                        "window (engine/window.h)"};
+                                        "window (engine/window.h)",
+                                        "[batch..., L, Ev] (attention)"};
     return s < sizeof names / sizeof names[0] ? names[s] : "?";
 }
 
@@ -57,7 +58,7 @@ static const char *acc_str(unsigned a)
                                         "softmax bound", "log_softmax bound", "16 ulp",
                                         "stat bound", "cumsum bound", "cumprod bound",
                                         "norm bound",
-                                        "conv bound"};
+                                        "conv bound", "attention bound"};
     return a < sizeof names / sizeof names[0] ? names[a] : "?";
 }
 
@@ -151,6 +152,8 @@ static char *render(size_t *len_out)
         dtypes_str(r, dt, sizeof dt);
         const td__lowering *l = td__op_lowering(r);
         size_t o = 0;
+        if (l != NULL && l->n_steps == 0)
+            snprintf(lw, sizeof lw, "built per op (engine/lower.c)");
         for (unsigned j = 0; l != NULL && j < l->n_steps && o < sizeof lw; j++)
             o += (size_t)snprintf(lw + o, sizeof lw - o, "%s%s", j ? ", " : "",
                                   td__op_name(l->steps[j].opcode));

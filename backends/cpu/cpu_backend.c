@@ -201,7 +201,8 @@ static bool matmul_fits_blas(const td__desc *const *in, const td__desc *out)
 
 /* Whether this device runs the (validated) op natively: the op table's default (every
  * primitive, no composite), narrowed to the dtypes the kernel tables cover and the sizes
- * BLAS takes, plus the native SOFTMAX/LOG_SOFTMAX kernels (f32, f64). EMPTY and RESHAPE
+ * BLAS takes, plus the native SOFTMAX/LOG_SOFTMAX and SCALED_DOT_PRODUCT_ATTENTION kernels
+ * (f32, f64). EMPTY and RESHAPE
  * answer true: the engine runs those two itself (buffer_alloc, aliasing). */
 static bool cpu_supports_op(td__device *dev, const td__op *op, const td__desc *const *in,
                             const td__desc *out)
@@ -218,6 +219,10 @@ static bool cpu_supports_op(td__device *dev, const td__op *op, const td__desc *c
         return matmul_fits_blas(in, out) || !td__dtype_is_float(in[0]->dtype);
     case TD_OPCLASS_SOFTMAX:
         return in[0]->dtype == TD_F32 || in[0]->dtype == TD_F64;
+    case TD_OPCLASS_NN:
+        if (op->opcode == TD_OP_SCALED_DOT_PRODUCT_ATTENTION)
+            return td__cpu_attention_supports(in, out);
+        return td__op_default_supports(op->opcode);
     default:
         return td__op_default_supports(op->opcode);
     }
@@ -257,6 +262,8 @@ static td_status cpu_exec(td__device *dev, void *stream, const td__op *op, const
     case TD_OPCLASS_SOFTMAX:
         return td__cpu_exec_softmax(&x, op, in, out);
     case TD_OPCLASS_NN:
+        if (op->opcode == TD_OP_SCALED_DOT_PRODUCT_ATTENTION)
+            return td__cpu_exec_attention(&x, op, in, out);
         return td__cpu_exec_nn(&x, op, in, out);
     case TD_OPCLASS_CONV:
         return td__cpu_exec_conv(&x, op, in, out);

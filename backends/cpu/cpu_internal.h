@@ -35,6 +35,15 @@ td_status td__cpu_fail(const td__cpu_exec *x, td_status s, const char *fmt, ...)
  * `cost`, the elements touched per unit), else inline. */
 void td__cpu_run(const td__cpu_exec *x, int64_t n, int64_t cost, td__cpu_task_fn fn, void *ctx);
 
+/* SCALED_DOT_PRODUCT_ATTENTION (cpu_attention.c): whether the native kernel takes it (f32,
+ * f64, dims BLAS takes), and the kernel. */
+bool td__cpu_attention_supports(const td__desc *const *in, const td__desc *out);
+/* Tests: use the "generic", "avx2" or "avx512" copies of the f32 row passes (NULL: the
+ * machine's best again); false when this CPU lacks the ISA. */
+bool td__cpu_attention_force_isa(const char *name);
+td_status td__cpu_exec_attention(const td__cpu_exec *x, const td__op *op, const td__view *in,
+                                 const td__view *out);
+
 /* The indexed movement ops (cpu_scatter.c): ONE_HOT MASKED_FILL SCATTER SCATTER_ADD
  * INDEX_ADD GATHER_ND. */
 td_status td__cpu_exec_indexed(const td__cpu_exec *x, const td__op *op, const td__view *in,

@@ -234,6 +234,23 @@ def masked_row_case():
 
 masked_row_case()
 
+
+def block_cases():
+    # shapes that cross the CPU kernel's blocks (64 queries, 256 keys), from their own
+    # generator so the cases above keep their values
+    global RNG
+    saved, RNG = RNG, np.random.default_rng(20261205)
+    attn_case("attention blocks causal [2, 70, 8] x [2, 300, 8]", (2, 70, 8), (2, 300, 8),
+              (2, 300, 4), causal=True)
+    attn_case("attention blocks causal L > S, float mask [1, 90]", (1, 150, 8), (1, 90, 8),
+              (1, 90, 3), "float", (1, 90), causal=True, scale=0.2)
+    attn_case("attention blocks bool mask [2, 1, 1, 260] broadcast", (1, 2, 65, 4),
+              (2, 1, 260, 4), (260, 2), "bool", (2, 1, 1, 260))
+    RNG = saved
+
+
+block_cases()
+
 LOSS = []
 
 

@@ -284,6 +284,34 @@ Test(autodiff, log_softmax)
     gradcheck("log_softmax", b_log_softmax, 1, (input[]){IN(2, ANY, 3, 2)});
 }
 
+/* attention: one op (native on the CPU); its rule recomputes the weights */
+static td_tensor *b_attn(td_tensor **in)
+{
+    return td_scaled_dot_product_attention(in[0], in[1], in[2], NULL, false, 0);
+}
+static td_tensor *b_attn_causal_fmask(td_tensor **in)
+{
+    return td_scaled_dot_product_attention(in[0], in[1], in[2], in[3], true, 0.7);
+}
+static td_tensor *b_attn_bmask(td_tensor **in)
+{
+    static const uint8_t bits[4] = {1, 0, 1, 1}; /* key 1 hidden from every query */
+    td_tensor *keep = td_from_host(ctx, TD_BOOL, 2, (int64_t[]){1, 4}, bits);
+    td_tensor *y = td_scaled_dot_product_attention(in[0], in[1], in[2], keep, false, 0.5);
+    td_release(keep);
+    return y;
+}
+Test(autodiff, scaled_dot_product_attention)
+{
+    gradcheck("attention, batch broadcast", b_attn, 3,
+              (input[]){IN(3, ANY, 2, 3, 4), IN(2, ANY, 5, 4), IN(2, ANY, 5, 3)});
+    gradcheck("attention causal, float mask", b_attn_causal_fmask, 4,
+              (input[]){IN(3, ANY, 2, 4, 3), IN(3, ANY, 2, 6, 3), IN(3, ANY, 2, 6, 2),
+                        IN(2, ANY, 4, 6)});
+    gradcheck("attention, bool mask", b_attn_bmask, 3,
+              (input[]){IN(2, ANY, 3, 3), IN(2, ANY, 4, 3), IN(2, ANY, 4, 2)});
+}
+
 /* ---- a small network: the same tensor used twice, several ops ---- */
 static td_tensor *b_mlp(td_tensor **in)
 {

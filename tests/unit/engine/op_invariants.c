@@ -670,6 +670,10 @@ Test(op_invariants, extra_attribute_refused_for_every_op)
                 op.n_inputs = 2;
             } else if (oc == TD_OP_DROPOUT) {
                 op.n_inputs = 1;
+            } else if (oc == TD_OP_SCALED_DOT_PRODUCT_ATTENTION) { /* q = k = v = x, causal */
+                op.n_inputs = 3;
+                op.n_iattrs = 1;
+                op.iattrs[0] = 1;
             } else {
                 op.n_inputs = oc == TD_OP_LAYER_NORM_BACKWARD || oc == TD_OP_RMS_NORM_BACKWARD ||
                                       oc == TD_OP_GROUP_NORM_BACKWARD

@@ -2,7 +2,10 @@
  * unique, names unique, arities sane, every lowering a program of primitive ops whose
  * operands exist and whose result has the composite's desc, every table element function a
  * float unary row). The wire values of the opcodes are written out here on purpose. */
+#include "engine/lower.h"
 #include "engine/op.h"
+#include "engine/session.h"
+#include <stdio.h>
 #include <criterion/criterion.h>
 #include <string.h>
 
@@ -61,6 +64,7 @@ Test(optable, lowerings_are_primitive_programs)
         }
         composites++;
         cr_assert_not(td__op_default_supports(r->opcode), "%s is lowered by default", r->name);
+        if (l->n_steps == 0) continue; /* built per op: built_lowerings_are_primitive_programs */
         cr_assert(l->n_steps >= 1 && l->n_steps <= TD_LOWER_MAX_STEPS, "%s", r->name);
         /* run the shape rules along the program for every input x = f32 [3, 4, 5], axis 1
          * (for the composites with an axis attribute) */
@@ -119,4 +123,63 @@ Test(optable, element_functions_are_float_unary_rows)
     } while (0);
     TD_UNARY_FLOAT_KERNELS(CHECK_KERNEL)
 #undef CHECK_KERNEL
+}
+
+/* Run td__op_infer along a built program (engine/lower.c): every step a primitive, every
+ * operand a composite input or an earlier step, the result the composite's shape. */
+static void check_built(const char *what, const td__op *op, const td__desc *const *in)
+{
+    td__desc want;
+    char err[512];
+    cr_assert_eq(td__op_infer(op, in, &want, err, sizeof err), TD_OK, "%s: %s", what, err);
+    td__lower_prog p;
+    cr_assert_eq(td__lower_build(op, in, &p, err, sizeof err), TD_OK, "%s: %s", what, err);
+    cr_assert(p.n >= 1 && p.n <= TD_LOWER_PROG_MAX, "%s", what);
+    static td__desc d[TD_LOWER_PROG_MAX];
+    for (uint32_t j = 0; j < p.n; j++) {
+        const td__op *st = &p.steps[j];
+        cr_assert_null(td__op_lowering(td__op_row_of(st->opcode)), "%s step %u (%s) is a "
+                       "composite", what, j, td__op_name(st->opcode));
+        const td__desc *sin[TD_OP_MAX_INPUTS];
+        for (uint32_t k = 0; k < st->n_inputs; k++) {
+            const uint64_t id = st->inputs[k];
+            if (id >= TD_LOWER_TEMP_BASE) {
+                cr_assert_lt(id - TD_LOWER_TEMP_BASE, j, "%s step %u operand %u", what, j, k);
+                sin[k] = &d[id - TD_LOWER_TEMP_BASE];
+            } else {
+                uint32_t at = 0;
+                while (at < op->n_inputs && op->inputs[at] != id) at++;
+                cr_assert_lt(at, op->n_inputs, "%s step %u operand %u: id %llu", what, j, k,
+                             (unsigned long long)id);
+                sin[k] = in[at];
+            }
+        }
+        cr_assert_eq(td__op_infer(st, sin, &d[j], err, sizeof err), TD_OK, "%s step %u (%s): %s",
+                     what, j, td__op_name(st->opcode), err);
+        const uint64_t out = j + 1 == p.n ? op->output : TD_LOWER_TEMP_BASE + j;
+        cr_assert_eq(st->output, out, "%s step %u output", what, j);
+    }
+    cr_assert(td__desc_equal(&d[p.n - 1], &want), "%s: the lowering's result differs", what);
+}
+
+Test(optable, built_lowerings_are_primitive_programs)
+{
+    /* q [2, 1, 3, 4], k [3, 5, 4] (batch broadcast), v [5, 6]; masks bool [3, 5], float
+     * [2, 3, 1, 5] (a batch dim q and k do not have), causal on and off */
+    static const td__desc q = {.dtype = TD_F32, .rank = 4, .dims = {2, 1, 3, 4}};
+    static const td__desc k = {.dtype = TD_F32, .rank = 3, .dims = {3, 5, 4}};
+    static const td__desc v = {.dtype = TD_F32, .rank = 2, .dims = {5, 6}};
+    static const td__desc mb = {.dtype = TD_BOOL, .rank = 2, .dims = {3, 5}};
+    static const td__desc mf = {.dtype = TD_F32, .rank = 4, .dims = {2, 3, 1, 5}};
+    for (int causal = 0; causal < 2; causal++) {
+        for (int m = 0; m < 3; m++) {
+            td__op op = {.opcode = TD_OP_SCALED_DOT_PRODUCT_ATTENTION, .n_inputs = m ? 4 : 3,
+                         .inputs = {1, 2, 3, 4}, .output = 9, .n_iattrs = 1,
+                         .iattrs = {causal}, .fattrs = {0.5}};
+            const td__desc *in[4] = {&q, &k, &v, m == 1 ? &mb : &mf};
+            char what[64];
+            snprintf(what, sizeof what, "attention causal %d mask %d", causal, m);
+            check_built(what, &op, in);
+        }
+    }
 }
