@@ -108,9 +108,25 @@ static inline __attribute__((always_inline)) float weight_of(float x)
     return x >= -87.0f ? w : (x != x ? x : 0.0f);
 }
 
-/* Scores of one row: row[c] * scale (+ mf[c]; mb[c] == 0 -> -inf; c >= lim -> -inf), in
- * place; returns their maximum and sets *nan when one is NaN. mb/mf NULL: no mask (a mask
- * that broadcasts along the row is applied by the caller). */
+/* Score c of a row: row[c] * scale (+ mf[c]; mb[c] == 0 -> -inf; c >= lim -> -inf), stored
+ * in place and folded into lane l's maximum and NaN flag. */
+static inline __attribute__((always_inline)) void score_at(float *row, int64_t c, int64_t lim,
+                                                           float scale, const uint8_t *mb,
+                                                           const float *mf, float *pm,
+                                                           int32_t *pn, int l)
+{
+    float v = row[c] * scale;
+    if (mf != NULL) v = v + mf[c];
+    if (mb != NULL) v = mb[c] != 0 ? v : -INFINITY;
+    v = c < lim ? v : -INFINITY;
+    row[c] = v;
+    pm[l] = v > pm[l] ? v : pm[l];
+    pn[l] |= v != v;
+}
+
+/* Scores of one row (score_at for c in [0, n)); returns their maximum and sets *nan when one
+ * is NaN. mb/mf NULL: no mask (a mask that broadcasts along the row is applied by the
+ * caller). */
 static inline __attribute__((always_inline)) float scores_body(float *row, int64_t n,
                                                                int64_t lim, float scale,
                                                                const uint8_t *mb,
@@ -124,26 +140,8 @@ static inline __attribute__((always_inline)) float scores_body(float *row, int64
     }
     int64_t c0 = 0;
     for (; c0 + LANES <= n; c0 += LANES)
-        for (int l = 0; l < LANES; l++) {
-            const int64_t c = c0 + l;
-            float v = row[c] * scale;
-            if (mf != NULL) v = v + mf[c];
-            if (mb != NULL) v = mb[c] != 0 ? v : -INFINITY;
-            v = c < lim ? v : -INFINITY;
-            row[c] = v;
-            pm[l] = v > pm[l] ? v : pm[l];
-            pn[l] |= v != v;
-        }
-    for (int64_t c = c0; c < n; c++) {
-        const int l = (int)(c - c0);
-        float v = row[c] * scale;
-        if (mf != NULL) v = v + mf[c];
-        if (mb != NULL) v = mb[c] != 0 ? v : -INFINITY;
-        v = c < lim ? v : -INFINITY;
-        row[c] = v;
-        pm[l] = v > pm[l] ? v : pm[l];
-        pn[l] |= v != v;
-    }
+        for (int l = 0; l < LANES; l++) score_at(row, c0 + l, lim, scale, mb, mf, pm, pn, l);
+    for (int64_t c = c0; c < n; c++) score_at(row, c, lim, scale, mb, mf, pm, pn, (int)(c - c0));
     float m = -INFINITY;
     for (int l = 0; l < LANES; l++) {
         m = pm[l] > m ? pm[l] : m;
@@ -201,40 +199,21 @@ ATTN_ROWS(avx512, __attribute__((target("avx512f,avx512bw,avx512vl,prefer-vector
 #endif
 #endif
 
-static _Atomic(const attn_isa *) forced_attn_isa;
+static td__cpu_isa_choice attn_choice;
 
 static const attn_isa *attn_rows(void)
 {
-    const attn_isa *k = atomic_load_explicit(&forced_attn_isa, memory_order_relaxed);
-    if (k != NULL) return k;
+    static const attn_isa *const copies[TD_CPU_ISA_COUNT] = {
+        &attn_isa_generic,
 #if defined(__x86_64__)
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
-        return &attn_isa_avx512;
-    if (__builtin_cpu_supports("avx2")) return &attn_isa_avx2;
+        &attn_isa_avx2, &attn_isa_avx512,
 #endif
-    return &attn_isa_generic;
+    };
+    const attn_isa *k = copies[td__cpu_isa_pick(&attn_choice)];
+    return k != NULL ? k : &attn_isa_generic;
 }
 
-bool td__cpu_attention_force_isa(const char *name)
-{
-    if (name == NULL) {
-        atomic_store(&forced_attn_isa, NULL);
-        return true;
-    }
-    const attn_isa *k = NULL;
-    if (strcmp(name, "generic") == 0) k = &attn_isa_generic;
-#if defined(__x86_64__)
-    __builtin_cpu_init();
-    if (strcmp(name, "avx2") == 0 && __builtin_cpu_supports("avx2")) k = &attn_isa_avx2;
-    if (strcmp(name, "avx512") == 0 && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl"))
-        k = &attn_isa_avx512;
-#endif
-    if (k == NULL) return false;
-    atomic_store(&forced_attn_isa, k);
-    return true;
-}
+bool td__cpu_attention_force_isa(const char *name) { return td__cpu_isa_force(&attn_choice, name); }
 
 /* f64 rows: the plain loops (libm's exp; no vector copies). */
 static double scores_f64(double *row, int64_t n, int64_t lim, double scale, const uint8_t *mb,

@@ -90,40 +90,21 @@ HALF_CVT_LOOPS(avx512,
 #endif
 #endif
 
-static _Atomic(const half_isa *) forced_half_isa;
+static td__cpu_isa_choice half_choice;
 
 static const half_isa *half_kernels(void)
 {
-    const half_isa *k = atomic_load_explicit(&forced_half_isa, memory_order_relaxed);
-    if (k != NULL) return k;
+    static const half_isa *const copies[TD_CPU_ISA_COUNT] = {
+        &half_isa_generic,
 #if defined(__x86_64__)
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
-        return &half_isa_avx512;
-    if (__builtin_cpu_supports("avx2")) return &half_isa_avx2;
+        &half_isa_avx2, &half_isa_avx512,
 #endif
-    return &half_isa_generic;
+    };
+    const half_isa *k = copies[td__cpu_isa_pick(&half_choice)];
+    return k != NULL ? k : &half_isa_generic;
 }
 
-bool td__cpu_half_force_isa(const char *name)
-{
-    if (name == NULL) {
-        atomic_store(&forced_half_isa, NULL);
-        return true;
-    }
-    const half_isa *k = NULL;
-    if (strcmp(name, "generic") == 0) k = &half_isa_generic;
-#if defined(__x86_64__)
-    __builtin_cpu_init();
-    if (strcmp(name, "avx2") == 0 && __builtin_cpu_supports("avx2")) k = &half_isa_avx2;
-    if (strcmp(name, "avx512") == 0 && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl"))
-        k = &half_isa_avx512;
-#endif
-    if (k == NULL) return false;
-    atomic_store(&forced_half_isa, k);
-    return true;
-}
+bool td__cpu_half_force_isa(const char *name) { return td__cpu_isa_force(&half_choice, name); }
 
 const char *td__cpu_half_isa(void) { return half_kernels()->name; }
 

@@ -13,6 +13,7 @@
 #include "backends/backend.h"
 #include "backends/cpu/cpu_pool.h"
 #include "engine/convert.h"
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -20,6 +21,19 @@
 #define TD_CPU_PARALLEL_MIN 32768
 /* Smallest chunk (elements) a parallel kernel hands one thread. */
 #define TD_CPU_GRAIN 16384
+
+/* Instruction-set copies of a kernel family (cpu_isa.c). AVX-512 means F, BW and VL. */
+enum td__cpu_isa { TD_CPU_ISA_GENERIC = 0, TD_CPU_ISA_AVX2, TD_CPU_ISA_AVX512, TD_CPU_ISA_COUNT };
+/* A family's choice: zero-initialised (static storage) it follows the CPU. */
+typedef struct td__cpu_isa_choice {
+    _Atomic int forced; /* 0: the best this CPU runs; else the forced ISA + 1 */
+} td__cpu_isa_choice;
+/* The ISA (enum td__cpu_isa) whose copy to run now. Thread-safety: any thread. */
+int td__cpu_isa_pick(td__cpu_isa_choice *c);
+/* Tests: force "generic", "avx2" or "avx512" (NULL: follow the CPU again); false for another
+ * name or an ISA this CPU lacks. */
+bool td__cpu_isa_force(td__cpu_isa_choice *c, const char *name);
+const char *td__cpu_isa_name(int isa);
 
 typedef struct td__cpu_exec {
     td__cpu_pool *pool;

@@ -75,41 +75,21 @@ typedef td__reduce_plan red_plan;
 
 /* ---- instruction-set choice ---- */
 
-static _Atomic(const rk_isa *) forced_isa;
-
-static const rk_isa *best_isa(void)
-{
-#if defined(__x86_64__)
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) return &rk_isa_avx512;
-    if (__builtin_cpu_supports("avx2")) return &rk_isa_avx2;
-#endif
-    return &rk_isa_generic;
-}
+static td__cpu_isa_choice reduce_choice;
 
 static const rk_isa *current_isa(void)
 {
-    const rk_isa *k = atomic_load(&forced_isa);
-    return k != NULL ? k : best_isa();
+    static const rk_isa *const copies[TD_CPU_ISA_COUNT] = {
+        &rk_isa_generic,
+#if defined(__x86_64__)
+        &rk_isa_avx2, &rk_isa_avx512,
+#endif
+    };
+    const rk_isa *k = copies[td__cpu_isa_pick(&reduce_choice)];
+    return k != NULL ? k : &rk_isa_generic;
 }
 
-bool td__cpu_reduce_force_isa(const char *name)
-{
-    if (name == NULL) {
-        atomic_store(&forced_isa, NULL);
-        return true;
-    }
-    const rk_isa *k = NULL;
-    if (strcmp(name, "generic") == 0) k = &rk_isa_generic;
-#if defined(__x86_64__)
-    __builtin_cpu_init();
-    if (strcmp(name, "avx2") == 0 && __builtin_cpu_supports("avx2")) k = &rk_isa_avx2;
-    if (strcmp(name, "avx512") == 0 && __builtin_cpu_supports("avx512f")) k = &rk_isa_avx512;
-#endif
-    if (k == NULL) return false;
-    atomic_store(&forced_isa, k);
-    return true;
-}
+bool td__cpu_reduce_force_isa(const char *name) { return td__cpu_isa_force(&reduce_choice, name); }
 
 const char *td__cpu_reduce_isa(void) { return current_isa()->name; }
 
