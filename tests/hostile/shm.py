@@ -217,4 +217,5 @@ def run(pb, addr, sock):
     ch.close()
 
 
-main()
+if __name__ == "__main__":
+    main()
