@@ -237,7 +237,9 @@ static void *ring_main(void *arg)
     pthread_setname_np(pthread_self(), "td-ring");
     _Atomic uint32_t *req = word(r, TD_RING_OFF_REQ_COUNT);
     _Atomic uint32_t *srv_waiting = word(r, TD_RING_OFF_SERVER_WAITING);
-    uint32_t seen = atomic_load(req);
+    /* Not a load of REQ_COUNT: the client may post its first request before this thread
+     * runs. td__ring_start zeroed the header, so anything above 0 is a request. */
+    uint32_t seen = 0;
     for (;;) {
         uint32_t v = td__doorbell_wait(req, srv_waiting, seen, TD_RING_SPIN_NS, RING_SLEEP_NS,
                                        stopped, r);
