@@ -22,16 +22,13 @@ python3-grpc-tools. usage: ring.py TENSORD SOURCE_ROOT
 import ctypes
 import mmap
 import os
-import re
 import struct
-import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import shm  # noqa: E402  (its helpers: check, Session, side, stubs; exits 77 without grpc)
-from shm import check, failures, Session, side, stubs  # noqa: E402
+import shm  # noqa: E402  (its helpers and main; exits 77 without grpc)
+from shm import check, Session, side  # noqa: E402
 
 import grpc  # noqa: E402
 
@@ -127,7 +124,7 @@ def expect_end(s, ring, want, what):
           f"{what}: session ended ({got}, {code}, {details!r})")
 
 
-def run(pb, addr):
+def run(pb, addr, sock):
     ch = grpc.insecure_channel(addr)
     grpc.channel_ready_future(ch).result(timeout=10)
 
@@ -207,30 +204,5 @@ def run(pb, addr):
     ch.close()
 
 
-def main():
-    with tempfile.TemporaryDirectory() as tmp:
-        pb = stubs(tmp)
-        err = open(os.path.join(tmp, "stderr"), "w+")
-        sock = os.path.join(tmp, "td.sock")
-        proc = subprocess.Popen([shm.TENSORD, "--listen", f"unix:{sock}", "--shm-bytes", "2M"],
-                                stdout=subprocess.PIPE, stderr=err, text=True)
-        try:
-            line = proc.stdout.readline()
-            m = re.match(r"listening on (\S+)", line)
-            if not m:
-                sys.exit(f"tensord did not start: {line!r}")
-            run(pb, m.group(1))
-        finally:
-            proc.terminate()
-            rc = proc.wait(timeout=30)
-            check(rc == 0, f"tensord exited 0 after SIGTERM ({rc})")
-            if failures:
-                err.seek(0)
-                print(err.read()[-4000:])
-    if failures:
-        print(f"{len(failures)} failed")
-        sys.exit(1)
-
-
 if __name__ == "__main__":
-    main()
+    shm.main(run)
