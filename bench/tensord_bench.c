@@ -256,6 +256,23 @@ static int full_io(int fd, void *buf, size_t n, bool wr)
     return 0;
 }
 
+/* full_io on a socket that is never waited for: non-blocking calls retried at once, so
+ * both ends of a ping busy-poll (issue 17's floor for a same-host round trip: a blocking
+ * ping swings between 3 and 60 us on these VMs with the cores' idle states). */
+static int spin_io(int fd, void *buf, size_t n, bool wr)
+{
+    size_t done = 0;
+    while (done < n) {
+        ssize_t r = wr ? send(fd, (char *)buf + done, n - done, MSG_DONTWAIT | MSG_NOSIGNAL)
+                       : recv(fd, (char *)buf + done, n - done, MSG_DONTWAIT);
+        if (r > 0)
+            done += (size_t)r;
+        else if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+            return -1;
+    }
+    return 0;
+}
+
 static void *peer_main(void *arg)
 {
     peer *p = arg;
@@ -267,6 +284,10 @@ static void *peer_main(void *arg)
         char b[8];
         for (int i = 0; i < p->n; i++)
             if (full_io(fd, b, 8, false) || full_io(fd, b, 8, true)) break;
+    } else if (p->mode == 2) {
+        char b[8];
+        for (int i = 0; i < p->n; i++)
+            if (spin_io(fd, b, 8, false) || spin_io(fd, b, 8, true)) break;
     } else {
         full_io(fd, p->dst, p->nbytes, false);
         char ack = 1;
@@ -314,6 +335,31 @@ static void raw_done(peer *p, pthread_t th, int cfd, const char *path)
     pthread_join(th, NULL);
     close(p->listen_fd);
     if (path[0]) unlink(path);
+}
+
+/* Round trips of an 8-byte ping in microseconds into v[0..n) (both ends spinning when
+ * `spin`); false when the sockets cannot be set up. */
+static bool raw_ping_into(bool use_unix, bool spin, int n, double *v)
+{
+    peer p = {.mode = spin ? 2 : 0, .n = n};
+    pthread_t th;
+    char path[108];
+    int cfd = raw_connect(&p, use_unix, &th, path, sizeof path);
+    if (cfd < 0) return false;
+    char b[8] = "ping1234";
+    for (int i = 0; i < n; i++) {
+        double t0 = now_s();
+        if (spin) {
+            spin_io(cfd, b, 8, true);
+            spin_io(cfd, b, 8, false);
+        } else {
+            full_io(cfd, b, 8, true);
+            full_io(cfd, b, 8, false);
+        }
+        v[i] = (now_s() - t0) * 1e6;
+    }
+    raw_done(&p, th, cfd, path);
+    return true;
 }
 
 /* Median round trip of an 8-byte ping, microseconds. */
@@ -373,8 +419,10 @@ static void bench_p1(const server *tcp, const server *unx)
         double *lat = malloc((size_t)n * sizeof *lat);
         for (int i = 0; i < n; i++) {
             double t0 = now_s();
-            td_read(t, &v, sizeof v);
+            td_status st = td_read(t, &v, sizeof v);
             lat[i] = (now_s() - t0) * 1e6;
+            if (st != TD_OK && i == 0)
+                fprintf(stderr, "tensord-bench: P1: td_read: %s\n", td_last_error(ctx));
         }
         double td_us = median(lat, n);
         td_release(t);
@@ -396,6 +444,72 @@ static void bench_p1(const server *tcp, const server *unx)
         add_row("P1", m, ping_us, "us", is_unix ? "raw unix ping 8 B" : "raw tcp ping 8 B", raw,
                 "", "foundation row: GetInfo is a unary call on a fresh stream");
     }
+}
+
+/* Issue 17's P1: a one-element td_read over the request ring, over the unix socket's
+ * gRPC stream and over TCP, each next to a raw ping whose ends both busy-poll, in rounds
+ * that alternate the paths (the VM's load drifts; alternating spreads it over all). */
+static void bench_p1_spin(const server *tcp, const server *unx)
+{
+    int rounds = g_quick ? 2 : 10, per = g_quick ? 25 : 500;
+    enum { RING, UNIX_GRPC, TCP_GRPC, RAW_UNIX, RAW_TCP, NPATH };
+    static const char *const names[NPATH] = {
+        "td_read of 1 f32, median (unix, request ring)",
+        "td_read of 1 f32, median (unix, gRPC stream)",
+        "td_read of 1 f32, median (tcp, gRPC stream)",
+        "raw unix ping 8 B, both ends spinning",
+        "raw tcp ping 8 B, both ends spinning",
+    };
+    char uri[3][700];
+    uri_of(unx, uri[RING], sizeof uri[RING]);
+    uri_of(unx, uri[UNIX_GRPC], sizeof uri[UNIX_GRPC]);
+    uri_of(tcp, uri[TCP_GRPC], sizeof uri[TCP_GRPC]);
+    td_options o[3] = {{0}, {.no_shm = 1}, {0}};
+    td_context *ctx[3] = {NULL, NULL, NULL};
+    td_tensor *t[3] = {NULL, NULL, NULL};
+    double *v[NPATH];
+    for (int k = 0; k < NPATH; k++) v[k] = malloc((size_t)rounds * per * sizeof *v[k]);
+    bool ok = true;
+    for (int k = 0; k < 3 && ok; k++) {
+        ok = td_connect(uri[k], &o[k], &ctx[k]) == TD_OK;
+        if (!ok) {
+            fprintf(stderr, "tensord-bench: td_connect(%s): %s\n", uri[k], td_connect_error());
+            break;
+        }
+        t[k] = td_full(ctx[k], TD_F32, 1, (int64_t[]){1}, 1.0);
+        float f;
+        ok = td_read(t[k], &f, sizeof f) == TD_OK;
+    }
+    if (ok && strcmp(td_context_transport(ctx[RING]), "shm+ring") != 0)
+        fprintf(stderr, "tensord-bench: P1: the unix context has no request ring (%s)\n",
+                td_context_transport(ctx[RING]));
+    for (int r = 0; r < rounds && ok; r++) {
+        for (int k = 0; k < 3; k++)
+            for (int i = 0; i < per; i++) {
+                float f;
+                double t0 = now_s();
+                td_read(t[k], &f, sizeof f);
+                v[k][r * per + i] = (now_s() - t0) * 1e6;
+            }
+        ok = raw_ping_into(true, true, per, v[RAW_UNIX] + r * per) &&
+             raw_ping_into(false, true, per, v[RAW_TCP] + r * per);
+    }
+    if (ok) {
+        double m[NPATH];
+        for (int k = 0; k < NPATH; k++) m[k] = median(v[k], rounds * per);
+        const char *tr = td_context_transport(ctx[RING]);
+        char note[160];
+        snprintf(note, sizeof note, "transport %s; %d alternated rounds of %d", tr, rounds, per);
+        add_row("P1", names[RING], m[RING], "us", names[RAW_UNIX], m[RAW_UNIX], "<= 3", note);
+        add_row("P1", names[UNIX_GRPC], m[UNIX_GRPC], "us", names[RAW_UNIX], m[RAW_UNIX], "",
+                "td_options.no_shm");
+        add_row("P1", names[TCP_GRPC], m[TCP_GRPC], "us", names[RAW_TCP], m[RAW_TCP], "", "");
+    }
+    for (int k = 0; k < 3; k++) {
+        td_release(t[k]);
+        td_close(ctx[k]);
+    }
+    for (int k = 0; k < NPATH; k++) free(v[k]);
 }
 
 /* ---- P2 ---- */
@@ -1289,6 +1403,7 @@ int main(int argc, char **argv)
         return 1;
     }
     if (want("P1")) bench_p1(&tcp, &unx);
+    if (want("P1")) bench_p1_spin(&tcp, &unx);
     if (want("P2")) bench_p2(&tcp);
     if (want("P3")) bench_p3(&tcp);
     if (want("P3")) bench_p3_same_host(&unx);

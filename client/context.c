@@ -634,6 +634,17 @@ static td_status flush(td_context *ctx)
     return s;
 }
 
+/* flush() before a read or fence: the transport may send the batch with it. */
+static td_status flush_for_sync(td_context *ctx)
+{
+    td__flusher_lock(ctx->flusher);
+    ctx->tp->sync_next = true;
+    td_status s = flush_locked(ctx, true);
+    ctx->tp->sync_next = false;
+    td__flusher_unlock(ctx->flusher);
+    return s;
+}
+
 /* The flusher thread: a batch waited batch_flush_us. */
 static void flush_due(void *arg) { flush_locked(arg, false); }
 
@@ -899,7 +910,7 @@ td_status td_read(td_tensor *t, void *dst, size_t nbytes)
                 (unsigned long long)t->id, td_nbytes(t), nbytes, dst ? "" : " (dst is NULL)");
         return TD_EINVAL;
     }
-    td_status s = flush(ctx);
+    td_status s = flush_for_sync(ctx);
     if (s != TD_OK) return s;
     s = ctx->tp->vt->read(ctx->tp, t->id, 0, dst, nbytes);
     if (s != TD_OK) set_err_status(ctx, s, "td_read: %s", ctx->tp->err);
@@ -947,7 +958,7 @@ td_status td_fence(td_context *ctx)
         set_err(ctx, "td_fence: not allowed while capturing a graph (td_graph_begin)");
         return TD_EINVAL;
     }
-    td_status s = flush(ctx);
+    td_status s = flush_for_sync(ctx);
     if (s != TD_OK) return s;
     s = ctx->tp->vt->fence(ctx->tp);
     if (s != TD_OK) set_err_status(ctx, s, "td_fence: %s", ctx->tp->err);

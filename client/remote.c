@@ -23,6 +23,7 @@
  * transport; this file only carries HasBlobs, WriteFromBlob and StoreBlob.
  */
 #include "client/call.h"
+#include "client/ring.h"
 #include "client/security.h"
 #include "client/shm.h"
 #include "client/transport.h"
@@ -95,7 +96,18 @@ typedef struct remote {
         char path[108];
         uint8_t secret[TD_SHM_SECRET_BYTES];
         uint64_t bytes;
+        uint64_t ring_offset, ring_bytes;
     } shm_offer;
+    /* The request ring (tensord.proto "request ring"), when the region has one: a read
+     * or fence goes there together with the batch and releases flushed just before it
+     * (held here, already numbered, while base.sync_next says a read or fence follows).
+     * Anything sent on the stream sends the held messages first, in order. */
+    td__ring_cli ring;
+    uint8_t *ring_held; /* TD_RING_REQ_BYTES of frames */
+    size_t ring_held_len;
+    int ring_held_n;
+    uint8_t *ring_rep; /* the reply, copied out of the region (TD_RING_REP_BYTES) */
+    gpr_timespec ring_deadline;
     td__shm_map shm;
     size_t shm_min_bytes;
     size_t shm_slot_bytes;
@@ -255,6 +267,8 @@ static void dispatch(remote *r, const Tensord__V1__ServerMessage *m, const uint8
                 snprintf(r->shm_offer.path, sizeof r->shm_offer.path, "%s", o->socket_path);
                 memcpy(r->shm_offer.secret, o->secret.data, TD_SHM_SECRET_BYTES);
                 r->shm_offer.bytes = o->region_bytes;
+                r->shm_offer.ring_offset = o->ring_offset;
+                r->shm_offer.ring_bytes = o->ring_bytes;
             }
         }
         r->req.done = true;
@@ -338,29 +352,33 @@ static void dispatch(remote *r, const Tensord__V1__ServerMessage *m, const uint8
     }
 }
 
+/* Decode and dispatch one received message (from the stream or the ring); bb is kept. */
+static void receive(remote *r, grpc_byte_buffer *bb)
+{
+    ProtobufCMessage *msg = NULL;
+    char err[256];
+    td_status st = td__wire_decode_head(bb, &tensord__v1__server_message__descriptor,
+                                        &r->scratch, &msg, &r->rx_span, err, sizeof err);
+    if (st == TD_OK) {
+        r->rx_bb = bb;
+        dispatch(r, (const Tensord__V1__ServerMessage *)msg, r->rx_span.flat,
+                 r->rx_span.present ? r->rx_span.len : 0);
+        r->rx_bb = NULL;
+        protobuf_c_message_free_unpacked(msg, NULL);
+    } else if (st == TD_ENOMEM) {
+        protocol_violation(r, "out of memory decoding a message");
+        r->violation = TD_ENOMEM;
+    } else {
+        protocol_violation(r, "%s", err);
+    }
+}
+
 /* A receive completed: dispatch its message and keep one receive armed. */
 static void on_recv(remote *r)
 {
     grpc_byte_buffer *bb = td__cli_call_take(&r->c);
     if (bb == NULL) return; /* the end of the stream (c.stream_ended) */
-    if (!r->ending && r->violation == TD_OK) {
-        ProtobufCMessage *msg = NULL;
-        char err[256];
-        td_status st = td__wire_decode_head(bb, &tensord__v1__server_message__descriptor,
-                                            &r->scratch, &msg, &r->rx_span, err, sizeof err);
-        if (st == TD_OK) {
-            r->rx_bb = bb;
-            dispatch(r, (const Tensord__V1__ServerMessage *)msg, r->rx_span.flat,
-                     r->rx_span.present ? r->rx_span.len : 0);
-            r->rx_bb = NULL;
-            protobuf_c_message_free_unpacked(msg, NULL);
-        } else if (st == TD_ENOMEM) {
-            protocol_violation(r, "out of memory decoding a message");
-            r->violation = TD_ENOMEM;
-        } else {
-            protocol_violation(r, "%s", err);
-        }
-    }
+    if (!r->ending && r->violation == TD_OK) receive(r, bb);
     grpc_byte_buffer_destroy(bb);
     if (!r->ending && r->violation == TD_OK) td__cli_call_recv(&r->c);
 }
@@ -523,10 +541,13 @@ static td_status check_open(remote *r)
 /* Start sending `msg` (and payload) with the next seq, after the previous send is taken.
  * With a payload, its release callback has run or will run whatever this returns. The
  * first message of the call carries the bearer token in its initial metadata. */
+static td_status ring_flush_held(remote *r);
+
 static td_status send_msg(remote *r, Tensord__V1__ClientMessage *msg,
                           const td__wire_payload *payload)
 {
-    td_status st = send_idle(r) ? TD_OK : wait_until(r, send_idle, 0);
+    td_status st = r->ring_held_n > 0 ? ring_flush_held(r) : TD_OK;
+    if (st == TD_OK && !send_idle(r)) st = wait_until(r, send_idle, 0);
     if (st == TD_OK && stream_broken(r)) st = session_lost(r);
     if (st != TD_OK) {
         if (payload != NULL && payload->release != NULL) payload->release(payload->release_arg);
@@ -567,6 +588,142 @@ static td_status round_trip(remote *r, Tensord__V1__ClientMessage *msg, enum rem
     return st;
 }
 
+/* ---- the request ring (tensord.proto "request ring") ---- */
+
+static void put_u32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t get_u32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* Send the held messages on the stream, in order (each already carries its seq). */
+static td_status ring_flush_held(remote *r)
+{
+    int n = r->ring_held_n;
+    size_t pos = 0;
+    td_status st = TD_OK;
+    r->ring_held_n = 0;
+    for (int i = 0; i < n && st == TD_OK; i++) {
+        uint32_t len = get_u32(r->ring_held + pos);
+        pos += 4;
+        if (!send_idle(r)) st = wait_until(r, send_idle, 0);
+        if (st == TD_OK && stream_broken(r)) st = session_lost(r);
+        if (st != TD_OK) break;
+        grpc_slice sl = grpc_slice_from_copied_buffer((const char *)r->ring_held + pos, len);
+        grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&sl, 1);
+        grpc_slice_unref(sl);
+        if (!td__cli_call_send(&r->c, bb, r->sec.md, r->sec.n_md, 0)) st = session_lost(r);
+        pos += len;
+    }
+    r->ring_held_len = 0;
+    return st;
+}
+
+/* Whether `msg` can join the held messages (`last`: it is the read or fence that sends
+ * them; otherwise room stays for one). */
+static bool ring_fits(const remote *r, size_t packed, bool last)
+{
+    size_t reserve = last ? 0 : 64;
+    return r->ring.base != NULL && r->ring_held_n < TD_RING_MAX_MESSAGES - (last ? 0 : 1) &&
+           packed + 4 + reserve <= TD_RING_REQ_BYTES - r->ring_held_len;
+}
+
+/* Number msg with the next seq and hold it (ring_fits said yes). */
+static void ring_hold(remote *r, Tensord__V1__ClientMessage *msg, size_t packed)
+{
+    msg->seq = r->next_seq++;
+    size_t got = tensord__v1__client_message__pack(msg, r->ring_held + r->ring_held_len + 4);
+    put_u32(r->ring_held + r->ring_held_len, (uint32_t)got);
+    r->ring_held_len += 4 + got;
+    r->ring_held_n++;
+}
+
+/* Hold a fire-and-forget message when a read or fence follows (base.sync_next) and it
+ * fits; true when held. */
+static bool ring_try_hold(remote *r, Tensord__V1__ClientMessage *msg)
+{
+    if (!r->base.sync_next || r->ring.base == NULL) return false;
+    msg->seq = r->next_seq; /* the packed size depends on the seq */
+    size_t packed = tensord__v1__client_message__get_packed_size(msg);
+    if (!ring_fits(r, packed, false)) return false;
+    ring_hold(r, msg, packed);
+    return true;
+}
+
+/* td__ring_cli_call's keep_waiting: take in what the stream brought (a Failure of an
+ * earlier batch, the call's end) and give up at the call's deadline. */
+static bool ring_keep_waiting(void *arg)
+{
+    remote *r = arg;
+    while (pump(r, gpr_inf_past(GPR_CLOCK_MONOTONIC))) {
+    }
+    return r->violation == TD_OK && !stream_broken(r) &&
+           gpr_time_cmp(gpr_now(GPR_CLOCK_MONOTONIC), r->ring_deadline) < 0;
+}
+
+/* Send the held messages and msg (a read or fence, whose answer dispatch() records in
+ * r->req as round_trip's would) on the ring and dispatch every reply. */
+static td_status ring_round_trip(remote *r, Tensord__V1__ClientMessage *msg,
+                                 enum remote_req kind)
+{
+    msg->seq = r->next_seq;
+    size_t packed = tensord__v1__client_message__get_packed_size(msg);
+    td_status st = TD_OK;
+    if (!ring_fits(r, packed, true)) st = ring_flush_held(r);
+    /* Whatever is on its way on the stream must be gRPC's before we wait on the ring. */
+    if (st == TD_OK && !send_idle(r)) st = wait_until(r, send_idle, 0);
+    if (st != TD_OK) return st;
+    uint64_t seq = r->next_seq;
+    ring_hold(r, msg, packed);
+    memcpy(td__ring_cli_request(&r->ring), r->ring_held, r->ring_held_len);
+    uint32_t len = (uint32_t)r->ring_held_len;
+    r->ring_held_len = 0;
+    r->ring_held_n = 0;
+    r->req.kind = kind;
+    r->req.seq = seq;
+    r->ring_deadline = td__cli_after_ms(r->call_timeout_ms);
+    size_t rep_len = 0;
+    st = td__ring_cli_call(&r->ring, len, r->ring_rep, &rep_len, ring_keep_waiting, r);
+    r->base.stats.round_trips++;
+    if (st == TD_ETIMEOUT && r->violation == TD_OK && !stream_broken(r)) {
+        st = session_timeout(r);
+    } else if (st == TD_EPROTO) {
+        protocol_violation(r, "the request ring's reply count or length is out of range");
+        st = session_violation(r);
+    } else if (st != TD_OK) {
+        /* The server closed the ring (its session is ending): the stream says why. */
+        st = wait_until(r, req_done, 0);
+        if (st == TD_OK) st = r->req.st;
+    } else {
+        for (size_t pos = 0; pos < rep_len && r->violation == TD_OK;) {
+            uint32_t l = rep_len - pos >= 4 ? get_u32(r->ring_rep + pos) : UINT32_MAX;
+            if (l > rep_len - pos - 4) {
+                protocol_violation(r, "a frame of the request ring's reply runs past it");
+                break;
+            }
+            grpc_byte_buffer *bb = td__wire_bb_over(r->ring_rep + pos + 4, l);
+            if (bb == NULL) {
+                protocol_violation(r, "out of memory decoding a message");
+                r->violation = TD_ENOMEM;
+                break;
+            }
+            receive(r, bb);
+            grpc_byte_buffer_destroy(bb);
+            pos += 4 + (size_t)l;
+        }
+        if (r->violation == TD_OK && !r->req.done)
+            protocol_violation(r, "the request ring's reply lacks the answer to seq %llu",
+                               (unsigned long long)seq);
+        st = r->violation != TD_OK ? session_violation(r) : r->req.st;
+    }
+    memset(&r->req, 0, sizeof r->req);
+    return st;
+}
+
 /* ---- the transport vtable ---- */
 
 static td_status remote_submit(td__transport *t, const td__op *ops, size_t n)
@@ -602,7 +759,7 @@ static td_status remote_submit(td__transport *t, const td__op *ops, size_t n)
         Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
         cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_BATCH;
         cm.batch = &batch;
-        st = send_msg(r, &cm, NULL);
+        st = ring_try_hold(r, &cm) ? TD_OK : send_msg(r, &cm, NULL);
         if (st == TD_OK) r->base.stats.batches_sent++;
         first += count;
     }
@@ -873,6 +1030,8 @@ static td_status remote_read(td__transport *t, uint64_t id, uint64_t offset, voi
     r->req.offset = offset;
     r->req.dst = dst;
     r->req.nbytes = nbytes;
+    if (r->ring.base != NULL && nbytes <= TD_RING_READ_MAX)
+        return ring_round_trip(r, &cm, REQ_READ);
     return round_trip(r, &cm, REQ_READ);
 }
 
@@ -888,7 +1047,7 @@ static td_status remote_release(td__transport *t, const uint64_t *ids, size_t n)
         Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
         cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_RELEASE;
         cm.release = &rel;
-        st = send_msg(r, &cm, NULL);
+        st = ring_try_hold(r, &cm) ? TD_OK : send_msg(r, &cm, NULL);
     }
     return st;
 }
@@ -902,7 +1061,8 @@ static td_status remote_fence(td__transport *t)
     Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
     cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_FENCE;
     cm.fence = &f;
-    if ((st = round_trip(r, &cm, REQ_FENCE)) != TD_OK) return st;
+    st = r->ring.base != NULL ? ring_round_trip(r, &cm, REQ_FENCE) : round_trip(r, &cm, REQ_FENCE);
+    if (st != TD_OK) return st;
     st = r->base.deferred;
     if (st != TD_OK) {
         snprintf(r->base.err, sizeof r->base.err, "%s", r->base.deferred_msg);
@@ -920,6 +1080,9 @@ static void remote_teardown(remote *r)
     td__client_sec_fini(&r->sec);
     td__wire_scratch_fini(&r->scratch);
     td__shm_map_close(&r->shm); /* the server's mapping and the kernel's count keep it safe */
+    r->ring.base = NULL;
+    td__free(r->ring_held);
+    td__free(r->ring_rep);
     /* A payload slice gRPC still holds would call back into r: wait for it, and if gRPC
      * never lets go (it always does once the call is gone), leak r rather than free it. */
     bool released = slices_released(r);
@@ -1076,7 +1239,7 @@ static const td__transport_vt remote_vt = {
 
 /* Take the region SessionOpened offered. Any failure leaves the session on the stream,
  * with one debug line (TENSORD_LOG_LEVEL=debug) saying why. */
-static void shm_attach(remote *r, int timeout_ms)
+static void shm_attach(remote *r, int timeout_ms, bool want_ring)
 {
     char why[512] = "";
     if (!r->shm_offer.offered) {
@@ -1085,12 +1248,28 @@ static void shm_attach(remote *r, int timeout_ms)
         td_status st = td__shm_map_open(r->shm_offer.path, r->opened_session_id,
                                         r->shm_offer.secret, r->shm_offer.bytes, timeout_ms,
                                         &r->shm, why, sizeof why);
+        uint64_t usable = r->shm.size;
+        if (st == TD_OK && r->shm_offer.ring_bytes != 0 && want_ring) {
+            /* The ring is the region's last TD_RING_BYTES; the slots stay in front of it. */
+            char rwhy[256];
+            r->ring_held = td__malloc(TD_RING_REQ_BYTES);
+            r->ring_rep = td__malloc(TD_RING_REP_BYTES);
+            if (r->ring_held == NULL || r->ring_rep == NULL) {
+                snprintf(rwhy, sizeof rwhy, "out of memory");
+            } else if (td__ring_cli_init(&r->ring, r->shm.data, r->shm.size,
+                                         r->shm_offer.ring_offset, r->shm_offer.ring_bytes,
+                                         rwhy, sizeof rwhy) == TD_OK) {
+                usable = r->shm_offer.ring_offset;
+            }
+            if (r->ring.base == NULL)
+                td__log(TD_LOG_DEBUG, "session on %s: no request ring (%s)", r->target, rwhy);
+        }
         if (st == TD_OK) {
             /* Slots of whole pages, so that each copy starts page-aligned. */
-            size_t n = (size_t)(r->shm.size / REMOTE_SHM_SLOT_MIN);
+            size_t n = (size_t)(usable / REMOTE_SHM_SLOT_MIN);
             r->shm_nslots = n < 2 ? 2 : n > REMOTE_SHM_SLOTS ? REMOTE_SHM_SLOTS : (int)n;
-            r->shm_slot_bytes = (size_t)(r->shm.size / (uint64_t)r->shm_nslots) & ~(size_t)4095;
-            r->base.transport = "shm";
+            r->shm_slot_bytes = (size_t)(usable / (uint64_t)r->shm_nslots) & ~(size_t)4095;
+            r->base.transport = r->ring.base != NULL ? "shm+ring" : "shm";
         }
     }
     memset(r->shm_offer.secret, 0, sizeof r->shm_offer.secret);
@@ -1177,6 +1356,10 @@ td_status td__remote_open_member(const char *target, const char *device,
     bool no_shm = (opts != NULL && opts->no_shm) ||
                   (env_no_shm != NULL && env_no_shm[0] != '\0' && strcmp(env_no_shm, "0") != 0);
     os.shm = strncmp(target, "unix:", 5) == 0 && !no_shm;
+    const char *env_no_ring = getenv("TENSORD_NO_RING");
+    bool no_ring = (opts != NULL && opts->no_ring) ||
+                   (env_no_ring != NULL && env_no_ring[0] != '\0' && strcmp(env_no_ring, "0") != 0);
+    os.ring = os.shm && !no_ring;
     Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
     cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_OPEN;
     cm.open = &os;
@@ -1216,7 +1399,7 @@ td_status td__remote_open_member(const char *target, const char *device,
     r->base.transport = "grpc";
     r->shm_min_bytes = opts != NULL && opts->shm_min_bytes > 0 ? opts->shm_min_bytes
                                                                : TD_SHM_MIN_BYTES_DEFAULT;
-    if (os.shm) shm_attach(r, connect_ms);
+    if (os.shm) shm_attach(r, connect_ms, os.ring);
     r->base.err[0] = '\0';
     *out = &r->base;
     return TD_OK;

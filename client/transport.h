@@ -85,7 +85,10 @@ struct td__transport {
     char devices[TD_TRANSPORT_MAX_DEVICES][32];
     uint32_t n_devices;
     char server[256];    /* the server the session is on ("" for local) */
-    const char *transport; /* td_context_transport: "grpc", "shm"; NULL: "local" */
+    const char *transport; /* td_context_transport: "grpc", "shm", "shm+ring"; NULL: "local" */
+    /* Set by the context while it flushes for a read or fence that follows at once: the
+     * transport may hold the batch and releases to send them with it (the request ring). */
+    bool sync_next;
     size_t blob_min_bytes; /* uploads at least this large go through the blob offer */
     bool blob_fingerprints; /* the executor takes fingerprints (protocol >= 2) */
     char err[1024];      /* message of the last failure */

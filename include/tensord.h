@@ -146,6 +146,13 @@ typedef struct td_options {
     int no_shm;           /* nonzero: never ask for shared memory (so does a non-empty
                            * $TENSORD_NO_SHM other than "0", for programs built without
                            * the option) */
+    /* Same-host request ring (append-only from here; 0 means the default). With shared
+     * memory, a "unix:" context also asks for the request ring: td_fence, td_read of at
+     * most 32 KiB, and the small batch and releases recorded just before them, go through
+     * the region with a futex doorbell instead of the gRPC stream (README "Same-host
+     * clients"); td_context_transport() then says "shm+ring". */
+    int no_ring;          /* nonzero: never ask for the ring (so does a non-empty
+                           * $TENSORD_NO_RING other than "0") */
 } td_options;
 
 /* Open a context on a device.
@@ -234,9 +241,11 @@ const char *td_context_server(const td_context *ctx);
  * out of range). Owned by the context. Thread-safety: any thread. */
 int td_context_device_count(const td_context *ctx);
 /* How the context's bulk data travels: "local" (in-process engine), "grpc" (the session's
- * gRPC stream), or "shm" (a shared-memory region with the server, for transfers of at least
- * td_options.shm_min_bytes; smaller ones and every op still go over the stream); NULL for a
- * NULL ctx. Fixed at td_connect. Static string. Thread-safety: any thread. */
+ * gRPC stream), "shm" (a shared-memory region with the server, for transfers of at least
+ * td_options.shm_min_bytes; smaller ones and every op still go over the stream) or
+ * "shm+ring" (the region, and its request ring for fences, reads of at most 32 KiB and the
+ * small batches before them; td_options.no_ring); NULL for a NULL ctx. Fixed at
+ * td_connect. Static string. Thread-safety: any thread. */
 const char *td_context_transport(const td_context *ctx);
 const char *td_context_device_at(const td_context *ctx, int i);
 

@@ -566,3 +566,36 @@ td_status td__wire_span_copy(grpc_byte_buffer *bb, const td__wire_span *span, vo
     grpc_byte_buffer_reader_destroy(&rd);
     return left == 0 ? TD_OK : TD_EPROTO;
 }
+
+/* ---- flat bytes (the request ring, tensord.proto "request ring") ---- */
+
+grpc_byte_buffer *td__wire_bb_over(const uint8_t *data, size_t len)
+{
+    grpc_slice s = grpc_slice_from_static_buffer(data, len);
+    grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&s, 1);
+    grpc_slice_unref(s);
+    return bb;
+}
+
+td_status td__wire_bb_copy_out(grpc_byte_buffer *bb, uint8_t *dst, size_t cap, size_t *len)
+{
+    size_t total = grpc_byte_buffer_length(bb);
+    if (total > cap) return TD_ERANGE;
+    grpc_byte_buffer_reader rd;
+    if (!grpc_byte_buffer_reader_init(&rd, bb)) return TD_EPROTO;
+    size_t n = 0;
+    grpc_slice s;
+    td_status st = TD_OK;
+    while (grpc_byte_buffer_reader_next(&rd, &s)) {
+        size_t sl = GRPC_SLICE_LENGTH(s);
+        if (sl > cap - n)
+            st = TD_ERANGE;
+        else if (sl > 0)
+            memcpy(dst + n, GRPC_SLICE_START_PTR(s), sl);
+        if (st == TD_OK) n += sl;
+        grpc_slice_unref(s);
+    }
+    grpc_byte_buffer_reader_destroy(&rd);
+    if (st == TD_OK) *len = n;
+    return st;
+}

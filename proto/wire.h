@@ -87,6 +87,15 @@ typedef struct td__wire_span {
 td_status td__wire_decode_head(grpc_byte_buffer *bb, const ProtobufCMessageDescriptor *desc,
                                td__wire_scratch *scratch, ProtobufCMessage **out,
                                td__wire_span *span, char *err, size_t errlen);
+/* The request ring carries the same encoded messages as the stream, in flat memory; these
+ * let the one decoder and the one encoder of each side serve it.
+ * td__wire_bb_over: a byte buffer over `data` without copying it (data must outlive the
+ * buffer and stay unchanged: pass a private copy, never shared memory). NULL when out of
+ * memory. td__wire_bb_copy_out: copy bb's bytes (a payload slice included) to dst;
+ * TD_OK with *len, or TD_ERANGE when they exceed cap (dst then holds a prefix). */
+grpc_byte_buffer *td__wire_bb_over(const uint8_t *data, size_t len);
+td_status td__wire_bb_copy_out(grpc_byte_buffer *bb, uint8_t *dst, size_t cap, size_t *len);
+
 /* Copy the whole payload (span->len bytes) to dst. Returns TD_OK, or TD_EPROTO when the
  * buffer cannot be read (it was already read once, so only on memory corruption). */
 td_status td__wire_span_copy(grpc_byte_buffer *bb, const td__wire_span *span, void *dst);

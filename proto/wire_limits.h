@@ -9,7 +9,7 @@
 #define TD_PROTO_WIRE_LIMITS_H
 
 #define TD_PROTOCOL_MIN 1
-#define TD_PROTOCOL_MAX 5
+#define TD_PROTOCOL_MAX 6
 /* The first protocol with HasBlobs.fingerprint and StoreBlob.fingerprint (tensord.proto);
  * a client offers fingerprints only to a session opened at this version or later. */
 #define TD_PROTOCOL_FINGERPRINTS 2
@@ -22,6 +22,9 @@
 /* The first protocol with the shared-memory data path (OpenSession.shm, SessionOpened.shm,
  * ShmWrite, ShmRead, ShmDone; tensord.proto "shared memory"). */
 #define TD_PROTOCOL_SHM 5
+/* The first protocol with the request ring (OpenSession.ring, ShmOffer.ring_offset and
+ * ring_bytes; tensord.proto "request ring"). */
+#define TD_PROTOCOL_RING 6
 /* The side socket's handshake (tensord.proto "shared memory"): request and reply headers,
  * the secret's length, the longest reply message. */
 #define TD_SHM_MAGIC "TDSHM001"
@@ -33,6 +36,36 @@
 #define TD_SHM_DEFAULT_BYTES ((unsigned long long)64 << 20)
 #define TD_SHM_MIN_BYTES ((unsigned long long)1 << 20)
 #define TD_SHM_MAX_BYTES ((unsigned long long)4 << 30)
+/* The request ring (tensord.proto "request ring"): the last TD_RING_BYTES of a session's
+ * region when the open asked for it. Offsets are from the ring's start; every header word
+ * is a little-endian u32 on its own, read and written atomically:
+ *   REQ_COUNT  the client adds 1 after writing a request (the server's futex word)
+ *   REQ_LEN    the request's length in bytes (read once by the server, then checked)
+ *   CLIENT_WAITING  the client sets 1 before it sleeps on REP_COUNT (else it spins)
+ *   REP_COUNT  the server sets it to the REQ_COUNT it answered (the client's futex word)
+ *   REP_LEN    the reply's length
+ *   SERVER_WAITING  the server sets 1 before it sleeps on REQ_COUNT
+ *   CLOSED     the server sets 1 when it stops serving the ring (the session is ending)
+ * A request is up to TD_RING_MAX_MESSAGES frames, each a u32 length and that many bytes of
+ * an encoded ClientMessage (as on the stream); the reply is frames of ServerMessages. */
+#define TD_RING_BYTES ((unsigned long long)128 << 10)
+#define TD_RING_MAGIC 0x31474e52u /* "RNG1", at offset 0 of a fresh ring */
+#define TD_RING_OFF_MAGIC 0
+#define TD_RING_OFF_REQ_COUNT 64
+#define TD_RING_OFF_REQ_LEN 68
+#define TD_RING_OFF_CLIENT_WAITING 72
+#define TD_RING_OFF_REP_COUNT 128
+#define TD_RING_OFF_REP_LEN 132
+#define TD_RING_OFF_SERVER_WAITING 136
+#define TD_RING_OFF_CLOSED 140
+#define TD_RING_REQ_OFFSET 4096
+#define TD_RING_REQ_BYTES (28u << 10)
+#define TD_RING_REP_OFFSET (32u << 10)
+#define TD_RING_REP_BYTES (96u << 10)
+#define TD_RING_MAX_MESSAGES 4
+/* The most bytes a ReadRequest on the ring may ask for (its reply must fit the reply area
+ * next to the Failures of up to three batches before it). */
+#define TD_RING_READ_MAX (32u << 10)
 /* Devices one session may span: OpenSession.devices holds at most this many minus one. */
 #define TD_SESSION_MAX_DEVICES 4
 #define TD_CHUNK_BYTES (1u << 20)

@@ -22,6 +22,7 @@
 #include "engine/tensor.h"
 #include "server/candidates.h"
 #include "server/metrics.h"
+#include "server/ring.h"
 #include "server/shm.h"
 #include "engine/optable.h"
 #include "wire_limits.h"
@@ -99,6 +100,24 @@ static void run_open(td__srv_session *ss, td__job *j)
                                    x->name);
     }
     ss->es = es;
+    /* The request ring, when asked for: the region's last TD_RING_BYTES (ring.h). Without
+     * it (no memory, no thread) the session goes on with the region and the stream. */
+    uint64_t ring_offset = 0, ring_bytes = 0;
+    if (j->rq.ring && ss->shm != NULL && td__shm_region_size(ss->shm) > TD_RING_BYTES) {
+        char err[256];
+        td__ring *ring = NULL;
+        ring_offset = td__shm_region_size(ss->shm) - TD_RING_BYTES;
+        if (td__ring_start(ss, td__shm_region_data(ss->shm) + ring_offset, &ring, err,
+                           sizeof err) == TD_OK) {
+            atomic_store(&ss->ring, ring);
+            ring_bytes = TD_RING_BYTES;
+            shm_note = ", shared memory and request ring";
+        } else {
+            ring_offset = 0;
+            td__log(TD_LOG_INFO, "session %llu: no request ring: %s",
+                    (unsigned long long)ss->c.id, err);
+        }
+    }
     td__log(TD_LOG_INFO,
             "session %llu opened on %s%s by '%s' at %s, tenant '%s' (protocol %u%s)",
             (unsigned long long)ss->c.id, dev->name, more, ss->client, ss->peer, ss->tenant,
@@ -111,6 +130,8 @@ static void run_open(td__srv_session *ss, td__job *j)
         r.shm_path = td__shm_path(shm);
         r.shm_secret = secret;
         r.shm_bytes = td__shm_region_size(ss->shm);
+        r.ring_offset = ring_offset;
+        r.ring_bytes = ring_bytes;
     }
     td__ss_reply_or_end(ss, &r);
     memset(secret, 0, sizeof secret);

@@ -187,6 +187,7 @@ static bool decode_open(td__request *rq, td_status dst, const Tensord__V1__Clien
     snprintf(rq->device_req, sizeof rq->device_req, "%s", want);
     rq->protocol = o->protocol_max < TD_PROTOCOL_MAX ? o->protocol_max : TD_PROTOCOL_MAX;
     rq->shm = o->shm && rq->protocol >= TD_PROTOCOL_SHM;
+    rq->ring = rq->shm && o->ring && rq->protocol >= TD_PROTOCOL_RING;
     td__request_printable(o->client_name, rq->client, sizeof rq->client);
     return true;
 }
@@ -489,6 +490,18 @@ void td__request_decode(td__req_decoder *d, grpc_byte_buffer *bb, bool first,
     if (bb != NULL) grpc_byte_buffer_destroy(bb);
 }
 
+void td__request_decode_flat(td__req_decoder *d, const uint8_t *data, size_t len,
+                             td__request *rq)
+{
+    grpc_byte_buffer *bb = td__wire_bb_over(data, len);
+    if (bb == NULL) {
+        memset(rq, 0, sizeof *rq);
+        td__request_fail(rq, TD_ENOMEM, "out of memory for a ring message");
+        return;
+    }
+    td__request_decode(d, bb, false, rq);
+}
+
 td_status td__request_payload_copy(const td__request *rq, void *dst)
 {
     return td__wire_span_copy(rq->payload->bb, &rq->payload->span, dst);
@@ -540,6 +553,8 @@ td_status td__reply_encode(const td__reply *r, grpc_byte_buffer **out)
             so.secret.len = TD_SHM_SECRET_BYTES;
             so.secret.data = (uint8_t *)(uintptr_t)r->shm_secret;
             so.region_bytes = r->shm_bytes;
+            so.ring_offset = r->ring_offset;
+            so.ring_bytes = r->ring_bytes;
             o.shm = &so;
         }
         m.body_case = TENSORD__V1__SERVER_MESSAGE__BODY_OPENED;
@@ -589,5 +604,15 @@ td_status td__reply_encode(const td__reply *r, grpc_byte_buffer **out)
     td_status st = td__wire_encode(&m.base, r->kind == TD_REPLY_READ && r->nbytes > 0 ? &pl : NULL,
                                    out);
     td__free(present);
+    return st;
+}
+
+td_status td__reply_encode_flat(const td__reply *r, uint8_t *dst, size_t cap, size_t *len)
+{
+    grpc_byte_buffer *bb;
+    td_status st = td__reply_encode(r, &bb);
+    if (st != TD_OK) return st;
+    st = td__wire_bb_copy_out(bb, dst, cap, len);
+    grpc_byte_buffer_destroy(bb); /* lets go of a read's payload reference */
     return st;
 }

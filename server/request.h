@@ -79,6 +79,7 @@ typedef struct td__request {
     td__device *extra[TD_SESSION_MAX_DEVICES - 1];
     size_t n_extra;
     bool shm;           /* OpenSession.shm at protocol >= TD_PROTOCOL_SHM */
+    bool ring;          /* OpenSession.ring with shm at protocol >= TD_PROTOCOL_RING */
 
     /* TD_REQ_BATCH: converted ops (owned); op_errs[i] (owned, NULL unless op i could not
      * be converted: it then has opcode TD_REQ_BAD_OPCODE). */
@@ -135,6 +136,11 @@ void td__req_decoder_destroy(td__req_decoder *d); /* NULL is a no-op */
  * open; anything else is TD_REQ_BAD with reject_code set. */
 void td__request_decode(td__req_decoder *d, struct grpc_byte_buffer *bb, bool first,
                         td__request *rq);
+/* The same for one message of the request ring (tensord.proto "request ring"): `data`
+ * must be the server's private copy (it is read in place, never shared memory) and must
+ * live until rq is finished. Never an open. */
+void td__request_decode_flat(td__req_decoder *d, const uint8_t *data, size_t len,
+                             td__request *rq);
 /* Free what rq owns; it is then empty. */
 void td__request_fini(td__request *rq);
 /* Turn rq into TD_REQ_BAD answering `st` with the formatted text (what it held is freed,
@@ -181,6 +187,7 @@ typedef struct td__reply {
     const char *shm_path;  /* the side socket, when the session has a region (else NULL) */
     const uint8_t *shm_secret; /* TD_SHM_SECRET_BYTES */
     uint64_t shm_bytes;
+    uint64_t ring_offset, ring_bytes; /* the request ring in the region (0, 0: none) */
     /* TD_REPLY_FAILURE */
     uint32_t op_index;
     td_status status;
@@ -203,4 +210,7 @@ typedef struct td__reply {
 
 /* Encode r. Returns TD_OK with a new byte buffer in *out, or TD_ENOMEM. */
 td_status td__reply_encode(const td__reply *r, struct grpc_byte_buffer **out);
+/* Encode r into dst (the same bytes, a read's payload inline): TD_OK with *len, TD_ENOMEM,
+ * or TD_ERANGE when it needs more than cap bytes. A read's release runs before it returns. */
+td_status td__reply_encode_flat(const td__reply *r, uint8_t *dst, size_t cap, size_t *len);
 #endif

@@ -27,6 +27,7 @@
 #include "common/alloc.h"
 #include "common/log.h"
 #include "server/metrics.h"
+#include "server/ring.h"
 #include "server/shm.h"
 
 #include <grpc/support/alloc.h>
@@ -51,6 +52,8 @@ static void stream_ended(td__srv_session *ss);
 
 td_status td__ss_reply(td__srv_session *ss, const td__reply *r)
 {
+    td_status rst;
+    if (td__ring_reply(ss, r, &rst)) return rst; /* answering a ring request */
     grpc_byte_buffer *bb;
     td_status st = td__reply_encode(r, &bb);
     return st == TD_OK ? td__srv_call_send(&ss->c, bb) : st;
@@ -144,6 +147,7 @@ static void ss_free(td__srv_call *c)
                 (unsigned long long)td__srv_call_tx_bytes(&ss->c),
                 (unsigned long long)ss->freed_tensors, (unsigned long long)ss->freed_bytes);
     td__req_decoder_destroy(ss->decoder);
+    pthread_mutex_destroy(&ss->exec_mu);
     td__graph_set_fini(&ss->graphs);
     td__ss_pins_fini(ss);
     td__srv_call_fini(&ss->c);
@@ -155,6 +159,9 @@ static void ss_free(td__srv_call *c)
 static void queue_closed(void *arg)
 {
     td__srv_session *ss = arg;
+    /* First the ring: its thread may be running a request on the engine session. */
+    td__ring *ring = atomic_exchange(&ss->ring, NULL);
+    td__ring_stop(ring);
     if (ss->es) {
         ss->freed_tensors = td__session_tensor_count(ss->es);
         ss->freed_bytes = td__session_bytes(ss->es);
@@ -277,11 +284,21 @@ static void job_main(void *arg)
 {
     td__job *j = arg;
     td__srv_session *ss = j->ss;
+    /* A session with a ring shares its engine session with the ring's thread (ring.h):
+     * never wait for it here (other sessions use this worker), try again after their turns. */
+    bool locked = atomic_load(&ss->ring) != NULL;
+    if (locked && pthread_mutex_trylock(&ss->exec_mu) != 0) {
+        if (td__worker_continue(j->wq, job_main, j) == TD_OK) return;
+        pthread_mutex_lock(&ss->exec_mu); /* no memory to requeue: wait this once */
+    }
     j->continued = false;
     if (!td__srv_call_dead(&ss->c) && (j->always || ss->es != NULL)) td__handle(ss, j);
     /* Out of its slice: run the rest after the other sessions' turns. A session that ended
      * meanwhile drops the rest (the dead check above), and so does a failed requeue. */
-    if (j->continued && td__worker_continue(j->wq, job_main, j) == TD_OK) return;
+    if (j->continued && td__worker_continue(j->wq, job_main, j) == TD_OK) {
+        if (locked) pthread_mutex_unlock(&ss->exec_mu);
+        return;
+    }
     if (j->graph != NULL && !j->continued) { /* a graph run that finished */
         for (uint32_t i = 0; i < j->graph->n_ops; i++)
             td__metrics_op(j->slot, j->graph->ops[i].opcode, UINT64_MAX);
@@ -293,7 +310,13 @@ static void job_main(void *arg)
                           td__metrics_now_ns() - j->received_ns);
     td__metrics_queue_add(j->slot, -1);
     size_t cost = j->rq.cost;
-    job_free(j);
+    uint64_t seq = j->rq.decoded ? j->rq.seq : 0;
+    job_free(j); /* may touch the engine session (a graph run's state) */
+    if (locked) pthread_mutex_unlock(&ss->exec_mu);
+    if (seq > atomic_load(&ss->done_seq)) {
+        atomic_store(&ss->done_seq, seq);
+        td__ring_progress(atomic_load(&ss->ring));
+    }
     td__srv_call_unhold(&ss->c, cost);
     td__service_work_add(ss->svc, -1);
     td__srv_call_unref(&ss->c);
@@ -339,7 +362,7 @@ static bool seq_violation(td__srv_session *ss, td__job *j)
     snprintf(ss->end_msg, sizeof ss->end_msg,
              "message seq %llu out of order: expected seq %llu (each message carries the "
              "previous seq + 1); session ended",
-             (unsigned long long)j->rq.seq, (unsigned long long)ss->next_seq);
+             (unsigned long long)j->rq.seq, (unsigned long long)atomic_load(&ss->next_seq));
     td__log(TD_LOG_INFO, "session %llu: %s", (unsigned long long)ss->c.id, ss->end_msg);
     td__request_fail(&j->rq, TD_EPROTO, "%s", ss->end_msg);
     if (!submit(ss, j)) return false; /* already ended */
@@ -442,7 +465,7 @@ static bool handle_open(td__srv_session *ss, td__job *j)
     ss->state = TD_SS_OPEN;
     snprintf(ss->client, sizeof ss->client, "%s", j->rq.client);
     j->always = true;
-    ss->next_seq = j->rq.seq + 1;
+    atomic_store(&ss->next_seq, j->rq.seq + 1);
     return submit(ss, j);
 }
 
@@ -452,10 +475,9 @@ static bool handle_open(td__srv_session *ss, td__job *j)
 static bool prepare_batch(td__srv_session *ss, td__job *j)
 {
     td__request *rq = &j->rq;
-    if (rq->n_ops == 0) {
-        job_free(j);
-        return true;
-    }
+    /* An empty batch still runs (as nothing), so that every accepted seq reaches done_seq
+     * in order: a ring request waits for that (ring.h). */
+    if (rq->n_ops == 0) return submit(ss, j);
     char qerr[256];
     if (td__quota_batch_charge(ss->quota, qerr, sizeof qerr) == TD_OK) {
         j->batch_charged = true;
@@ -515,8 +537,10 @@ static bool on_message(td__srv_call *c, grpc_byte_buffer *bb)
     td__request_decode(ss->decoder, bb, ss->state == TD_SS_AWAIT_OPEN, &j->rq);
     if (ss->state == TD_SS_AWAIT_OPEN) return handle_open(ss, j);
     if (!j->rq.decoded) return submit(ss, j);
-    if (j->rq.seq != ss->next_seq) return seq_violation(ss, j);
-    ss->next_seq++;
+    uint64_t want = j->rq.seq;
+    if (!atomic_compare_exchange_strong(&ss->next_seq, &want, want + 1))
+        return seq_violation(ss, j);
+    td__ring_progress(atomic_load(&ss->ring));
     if (j->rq.kind == TD_REQ_BATCH) return prepare_batch(ss, j);
     return submit(ss, j);
 }
@@ -543,6 +567,7 @@ void td__srv_session_start(td__service *svc, grpc_call *call, td__quota *quota,
     td__srv_call_init(&ss->c, svc, call, &session_call_ops);
     ss->svc = svc;
     ss->decoder = dec;
+    pthread_mutex_init(&ss->exec_mu, NULL);
     ss->quota = quota;
     ss->tenant = quota->name;
     ss->state = TD_SS_AWAIT_OPEN;

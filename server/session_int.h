@@ -25,6 +25,7 @@
 #include "server/request.h"
 #include "server/session.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -51,7 +52,10 @@ typedef struct td__srv_session {
     /* Receive side (one completion-queue thread at a time). */
     td__req_decoder *decoder;
     enum td__ss_state state;
-    uint64_t next_seq; /* the seq the next client message must carry (open's seq + 1, ...) */
+    /* The seq the next client message must carry (open's seq + 1, ...). Claimed with a
+     * compare-and-swap by the receive side and by the request ring (server/ring.h), which
+     * takes seqs from the same sequence. */
+    _Atomic uint64_t next_seq;
     /* Set by the receive side before it ends the stream for a protocol violation; the
      * status sent once the worker queue has drained (so queued replies go first). */
     grpc_status_code end_code;
@@ -72,6 +76,14 @@ typedef struct td__srv_session {
     td__blob **pins;      /* blobs HasBlobs reported present, until WriteFromBlob uses them */
     size_t n_pins;
     struct td__shm_region *shm; /* the session's shared-memory region, or NULL (shm.h) */
+
+    /* The request ring (server/ring.h): set by the open (worker) and cleared by the end
+     * (worker), read by the receive side while the session is open. */
+    struct td__ring *_Atomic ring;
+    /* The last seq whose request has run (stream job or ring request); any thread. */
+    _Atomic uint64_t done_seq;
+    /* Held while a job or a ring request touches the engine session (ring.h). */
+    pthread_mutex_t exec_mu;
 } td__srv_session;
 
 /* One request on its way through the worker queue. */

@@ -233,9 +233,12 @@ static int cmd_info(int argc, char **argv)
         td_context *ctx = NULL;
         if (td_connect(addr, &o, &ctx) == TD_OK) {
             transport = td_context_transport(ctx);
-            if (strcmp(transport, "shm") != 0)
+            if (strcmp(transport, "grpc") == 0)
                 snprintf(why, sizeof why, "the server offers no shared memory here (--no-shm, "
                                           "an older server, or the tenant's max_bytes)");
+            else if (strcmp(transport, "shm") == 0)
+                snprintf(why, sizeof why, "no request ring (a protocol-5 server, or "
+                                          "TENSORD_NO_RING)");
             td_close(ctx);
         } else {
             transport = "unknown";

@@ -1,7 +1,7 @@
 /* e2e/shm.c — the shared-memory data path of unix-socket clients (tensord.proto "shared
  * memory", README "Same-host clients"), against a real tensord on a unix socket:
  *
- *  - negotiation: a unix: context uses "shm", one with td_options.no_shm, one on TCP and
+ *  - negotiation: a unix: context uses "shm+ring" (the region and its request ring), one with td_options.no_shm, one on TCP and
  *    one on a --no-shm server use "grpc";
  *  - identical bytes: uploads and downloads of 0, 1, odd sizes, around the 64 KiB
  *    threshold, a half region, exactly the region, larger than the region, and every
@@ -70,7 +70,7 @@ TestSuite(shm, .init = start_shm, .fini = stop, .timeout = 120);
 Test(shm, negotiation)
 {
     td_context *a = connect_with(NULL);
-    cr_expect_str_eq(td_context_transport(a), "shm");
+    cr_expect_str_eq(td_context_transport(a), "shm+ring");
     td_options o = {.no_shm = 1};
     td_context *b = connect_with(&o);
     cr_expect_str_eq(td_context_transport(b), "grpc");
@@ -81,7 +81,7 @@ Test(shm, negotiation)
     td_close(c);
     setenv("TENSORD_NO_SHM", "0", 1);
     c = connect_with(NULL);
-    cr_expect_str_eq(td_context_transport(c), "shm", "TENSORD_NO_SHM=0");
+    cr_expect_str_eq(td_context_transport(c), "shm+ring", "TENSORD_NO_SHM=0");
     td_close(c);
     unsetenv("TENSORD_NO_SHM");
     td_close(a);
@@ -111,9 +111,9 @@ static const char *tensorctl_info(const char *args, const char *addr)
 Test(shm, tensorctl_info_names_the_transport)
 {
     const char *out = tensorctl_info("", srv.addr);
-    cr_expect(strstr(out, "transport: shm\n") != NULL, "%s", out);
+    cr_expect(strstr(out, "transport: shm+ring\n") != NULL, "%s", out);
     out = tensorctl_info("--json", srv.addr);
-    cr_expect(strstr(out, "\"transport\": \"shm\"") != NULL, "%s", out);
+    cr_expect(strstr(out, "\"transport\": \"shm+ring\"") != NULL, "%s", out);
 }
 
 /* Upload `n` bytes as u8[n] on ctx, read them back; compare with src. */
@@ -145,7 +145,7 @@ Test(shm, identical_bytes_both_paths)
     td_context *shm = connect_with(NULL);
     td_options o = {.no_shm = 1};
     td_context *grpc = connect_with(&o);
-    cr_assert_str_eq(td_context_transport(shm), "shm");
+    cr_assert_str_eq(td_context_transport(shm), "shm+ring");
     const size_t t = (size_t)64 << 10, half = REGION / 2;
     const size_t sizes[] = {0,        1,         7,          t - 1,      t,
                             t + 1,    half - 1,  half,       half + 1,   REGION - 1,
@@ -233,7 +233,7 @@ Test(shm, killed_client_frees_everything)
         td_test_server_uri(&srv, "cpu", uri, sizeof uri);
         td_context *ctx = NULL;
         if (td_connect(uri, NULL, &ctx) != TD_OK) _exit(2);
-        if (strcmp(td_context_transport(ctx), "shm") != 0) _exit(3);
+        if (strcmp(td_context_transport(ctx), "shm+ring") != 0) _exit(3);
         size_t n = (size_t)16 << 20;
         uint8_t *p = malloc(n);
         memset(p, 7, n);
@@ -274,7 +274,7 @@ Test(shm, killed_client_frees_everything)
     cr_expect_leq(shmem1, shmem0 + 256, "the region's pages are gone from the server");
     /* still serving, through shm */
     td_context *ctx = connect_with(NULL);
-    cr_expect_str_eq(td_context_transport(ctx), "shm");
+    cr_expect_str_eq(td_context_transport(ctx), "shm+ring");
     uint8_t src[300000], back[300000];
     fill(src, sizeof src, 5);
     round_trip(ctx, src, sizeof src, "after the kill");
@@ -612,7 +612,7 @@ Test(shm_off, errors_as_on_the_stream)
     const char *const args[] = {"--max-session-bytes", "5M", "--shm-bytes", "4M", NULL};
     start_server(true, args);
     td_context *ctx = connect_with(NULL);
-    cr_assert_str_eq(td_context_transport(ctx), "shm");
+    cr_assert_str_eq(td_context_transport(ctx), "shm+ring");
     size_t n = (size_t)2 << 20;
     uint8_t *src = malloc(n), *back = malloc(n);
     fill(src, n, 13);

@@ -103,7 +103,10 @@ def side(path, request):
     return status, data[24:24 + mlen].decode(), size, (fds[0] if fds else None)
 
 
-def main():
+def main(run_fn=None):
+    """Start tensord on a unix socket with --shm-bytes 2M, call run_fn(pb, addr, sock)
+    (this file's run by default; tests/hostile/ring.py passes its own), stop it."""
+    run_fn = run_fn or run
     with tempfile.TemporaryDirectory() as tmp:
         pb = stubs(tmp)
         err = open(os.path.join(tmp, "stderr"), "w+")
@@ -115,7 +118,7 @@ def main():
             m = re.match(r"listening on (\S+)", line)
             if not m:
                 sys.exit(f"tensord did not start: {line!r}")
-            run(pb, m.group(1), sock)
+            run_fn(pb, m.group(1), sock)
         finally:
             proc.terminate()
             rc = proc.wait(timeout=30)
@@ -217,4 +220,5 @@ def run(pb, addr, sock):
     ch.close()
 
 
-main()
+if __name__ == "__main__":
+    main()
