@@ -11,7 +11,8 @@
  * bytes read and written once (add: 3 n e; cast: n (e_in + e_out); memcpy: 2 n), GFLOP/s is
  * 2 M N K per matmul.
  *
- * Usage: cpu-bench [--reps N] [--rounds N] [--quick] [--only elementwise|matmul]
+ * Usage: cpu-bench [--reps N] [--rounds N] [--quick] [--only elementwise|matmul|scan]
+ * (scan: issue 13's stable sort of 2^24 f32 and cumsum over 1 GiB of f32, only when asked)
  * Output: "NAME  MS ms  RATE UNIT" per row, NAME shared with cpu_torch.py; other lines '#'. */
 #include "tensord.h"
 #include <cblas.h>
@@ -129,6 +130,36 @@ static const char *dtname(td_dtype dt)
 }
 
 static size_t dtsize(td_dtype dt) { return dt == TD_F32 ? 4 : 2; }
+
+static td_tensor *op_sort(td_tensor *a, td_tensor *unused)
+{
+    (void)unused;
+    return td_sort(a, 0, false);
+}
+
+static td_tensor *op_cumsum(td_tensor *a, td_tensor *unused)
+{
+    (void)unused;
+    return td_cumsum(a, 0);
+}
+
+/* Issue 13's scan and sort rows on the CPU: stable sort of 2^24 f32 (Melem/s) and cumsum over
+ * 1 GiB of f32 (GB/s: read and written once). Quick: 2^16 elements each. */
+static void bench_scan(td_context *ctx, bool quick)
+{
+    const int64_t ns = quick ? (1 << 16) : (1 << 24), nc = quick ? (1 << 16) : (1 << 28);
+    char name[64];
+    body b = {.fn = run_td2, .ctx = ctx, .op2 = op_sort};
+    b.a = rand_t(ctx, TD_F32, 1, &ns, 11);
+    snprintf(name, sizeof name, "sort_f32_%lld", (long long)ns);
+    if (b.a != NULL) report(name, time_body(&b), (double)ns, 1e6, "Melem/s", ctx);
+    td_release(b.a);
+    b.op2 = op_cumsum;
+    b.a = rand_t(ctx, TD_F32, 1, &nc, 12);
+    snprintf(name, sizeof name, "cumsum_f32_%lld", (long long)nc);
+    if (b.a != NULL) report(name, time_body(&b), 8.0 * (double)nc, 1e9, "GB/s", ctx);
+    td_release(b.a);
+}
 
 static void bench_elementwise(td_context *ctx, int64_t nbytes)
 {
@@ -304,6 +335,11 @@ int main(int argc, char **argv)
     const char *only = "";
     for (int i = 1; i + 1 < argc; i++)
         if (strcmp(argv[i], "--only") == 0) only = argv[i + 1];
+    if (strcmp(only, "scan") == 0) {
+        bench_scan(ctx, quick);
+        td_close(ctx);
+        return 0;
+    }
     if (strcmp(only, "matmul") != 0) bench_elementwise(ctx, quick ? (1 << 20) : (64 << 20));
     const int sizes[] = {512, 1024, 2048};
     for (size_t i = 0; i < (quick || strcmp(only, "elementwise") == 0 ? (quick ? 1u : 0u) : 3u); i++) {

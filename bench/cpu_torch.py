@@ -5,7 +5,7 @@ ROUNDS timed loops of REPS ops; each result dropped at once). PyTorch runs on ev
 GFLOP/s is 2 M N K per matmul.
 
 Usage: /usr/bin/python3 bench/cpu_torch.py [--quick] [--reps N] [--rounds N]
-       [--only elementwise|matmul]"""
+       [--only elementwise|matmul|scan]"""
 import os
 import sys
 import time
@@ -82,9 +82,22 @@ def matmul(size):
             print("# matmul_%s_%d failed: %s" % (name, size, e))
 
 
+def scan():
+    ns, nc = (1 << 16, 1 << 16) if quick else (1 << 24, 1 << 28)
+    a = torch.rand(ns) * 2 - 1
+    report("sort_f32_%d" % ns, timed(lambda: torch.sort(a, stable=True), reps), ns, 1e6,
+           "Melem/s")
+    del a
+    c = torch.rand(nc) * 2 - 1
+    report("cumsum_f32_%d" % nc, timed(lambda: torch.cumsum(c, 0), reps), 8.0 * nc, 1e9, "GB/s")
+
+
 print("# cpu_torch.py: torch %s, %d threads, reps %d, rounds %d"
       % (torch.__version__, torch.get_num_threads(), reps, rounds))
 only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else ""
+if only == "scan":
+    scan()
+    sys.exit(0)
 if only != "matmul":
     elementwise((1 << 20) if quick else (64 << 20))
 if only != "elementwise":

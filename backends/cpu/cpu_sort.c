@@ -12,8 +12,9 @@
  *
  * Why a key: a uint64 whose unsigned order is the value order turns every dtype into one
  * comparison, which the GPU kernels (backends/gpu/gpu_sort.cu) share from td__sort_key.
- * The CPU sorts each line with a bottom-up merge sort of (key, index) pairs; lines are
- * independent, so the thread count never changes a result.
+ * The CPU sorts each line of (key, index) pairs with a bottom-up merge sort, or from 4096
+ * elements an LSD radix sort over the key bits that differ (the same order: a stable sort
+ * has one result); lines are independent, so the thread count never changes a result.
  */
 #include "backends/cpu/cpu_internal.h"
 #include "common/alloc.h"
@@ -55,6 +56,45 @@ static kv *merge_sort(kv *a, kv *tmp, int64_t n)
     return a;
 }
 
+/* Lines at least this long are radix-sorted (below it clearing the digit counts of every
+ * pass costs more than the merge passes it saves). */
+#define RADIX_MIN 4096
+#define RADIX_BITS 11
+
+/* Stable least-significant-digit radix sort of a[0..n) by key, RADIX_BITS at a time over the
+ * span of bits in which the keys differ, using tmp[0..n). Returns the sorted array (a or tmp).
+ * A stable sort's order is unique, so the result is merge_sort's: the choice between the two
+ * never changes a bit of any output. */
+static kv *radix_sort(kv *a, kv *tmp, int64_t n)
+{
+    uint64_t diff = 0;
+    for (int64_t i = 1; i < n; i++) diff |= a[i].key ^ a[0].key;
+    if (diff == 0) return a;
+    const int lo = __builtin_ctzll(diff), hi = 63 - __builtin_clzll(diff);
+    static const uint64_t mask = (1u << RADIX_BITS) - 1;
+    int64_t count[1 << RADIX_BITS];
+    for (int shift = lo; shift <= hi; shift += RADIX_BITS) {
+        memset(count, 0, sizeof count);
+        for (int64_t i = 0; i < n; i++) count[(a[i].key >> shift) & mask]++;
+        int64_t at = 0;
+        for (int d = 0; d < (1 << RADIX_BITS); d++) {
+            const int64_t c = count[d];
+            count[d] = at;
+            at += c;
+        }
+        for (int64_t i = 0; i < n; i++) tmp[count[(a[i].key >> shift) & mask]++] = a[i];
+        kv *s = a;
+        a = tmp;
+        tmp = s;
+    }
+    return a;
+}
+
+static kv *stable_sort(kv *a, kv *tmp, int64_t n)
+{
+    return n >= RADIX_MIN ? radix_sort(a, tmp, n) : merge_sort(a, tmp, n);
+}
+
 static void sort_chunk(void *ctx, int64_t lo, int64_t hi)
 {
     sort_task *t = ctx;
@@ -71,7 +111,7 @@ static void sort_chunk(void *ctx, int64_t lo, int64_t hi)
             buf[i].key = t->desc ? ~key : key;
             buf[i].at = i;
         }
-        const kv *s = merge_sort(buf, buf + t->n, t->n);
+        const kv *s = stable_sort(buf, buf + t->n, t->n);
         for (int64_t i = 0; i < t->k; i++) {
             const int64_t yi = ybase + i * t->inner;
             if (t->values)
@@ -117,7 +157,7 @@ td_status td__cpu_exec_sort(const td__cpu_exec *x, const td__op *op, const td__v
 }
 
 /* RANDPERM (engine/philox.h): pairs (64-bit Philox draw of i, i), drawn in parallel and
- * merge-sorted by key; ties keep index order, so the sort has one result. */
+ * sorted stably by key; ties keep index order, so the sort has one result. */
 typedef struct perm_task {
     uint64_t seed;
     kv *pairs;
@@ -152,7 +192,7 @@ td_status td__cpu_exec_randperm(const td__cpu_exec *x, const td__op *op, const t
                             (long long)n, nb);
     perm_task t = {.seed = op->seed, .pairs = buf};
     td__cpu_run(x, n, 8, perm_keys, &t);
-    const kv *s = merge_sort(buf, buf + n, n);
+    const kv *s = stable_sort(buf, buf + n, n);
     int64_t *y = out->data;
     for (int64_t i = 0; i < n; i++) y[i] = s[i].at;
     td__free(buf);

@@ -262,7 +262,7 @@ def main():
         vals = randint(seed, 37, lo, hi)
         emit_list(f"ref_randint_{name}", "int64_t", vals,
                   lambda v: "INT64_MIN" if v == -2**63 else f"{v}LL")
-    for n in (0, 1, 2, 5, 33):
+    for n in (0, 1, 2, 5, 33, 5000):  # 5000: the CPU sorts lines from 4096 by radix
         emit_list(f"ref_randperm_{n}", "int64_t", randperm(seed, n) or [-1], lambda v: f"{v}LL")
     # trunc_normal: f64 and f32, several bound sets
     sets = [(0.0, 1.0, -2.0, 2.0), (1.0, 0.02, 0.99, 1.5), (0.0, 1.0, 3.0, 4.0),

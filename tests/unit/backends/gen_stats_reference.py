@@ -135,6 +135,7 @@ def add(op, x, integer=False, axes=None, keep=False, f=0.0, axis=0, desc=False, 
 
 
 def build():
+    global RNG
     x345 = grid((3, 4, 5))
     sp345 = with_specials(grid((3, 4, 5)), 7)
     empty = grid((2, 0, 3))
@@ -222,6 +223,18 @@ def build():
             add(op, np.round(grid((3000,))), axis=0, desc=largest, k=50)
             add(op, ints((4, 9)), integer=True, axis=1, desc=largest, k=4)
             add(op, grid(()), axis=0, desc=largest, k=1)
+    # lines of 4096 and more (the CPU's radix sort), with many ties and specials, along the
+    # last axis and along a strided one; their own generator keeps the values above
+    saved, RNG = RNG, np.random.default_rng(20261205)
+    long_ties = np.round(grid((4200,)) * 4) / 4
+    long_sp = with_specials(np.round(grid((2, 4100))), 7)
+    long_ints = ints((4100, 2), lo=-120, hi=121)  # exact in bf16 and i8
+    for d in (False, True):
+        add("SORT", long_ties, axis=0, desc=d)
+        add("ARGSORT", long_sp, axis=1, desc=d)
+    add("ARGSORT", long_ints, integer=True, axis=0, desc=False)
+    add("TOPK_INDICES", long_sp, axis=1, desc=True, k=20)
+    RNG = saved
 
 
 def main():
@@ -253,9 +266,13 @@ def main():
            "    const int64_t *want_i;  /* index results */",
            "} ref_case;", ""]
     rows = []
+    first_of = {}  # an input's bytes -> the first case that emitted them (inputs are shared)
     for i, c in enumerate(CASES):
         x, y = c["x"], c["y"]
-        out.append(arr(f"REF_X{i}", x.reshape(-1), "double"))
+        key = (x.shape, x.tobytes())
+        xi = first_of.setdefault(key, i)
+        if xi == i:
+            out.append(arr(f"REF_X{i}", x.reshape(-1), "double"))
         idx = c["op"] in INDEX_OUT
         out.append(arr(f"REF_Y{i}", y.reshape(-1), "int64_t" if idx else "double"))
         dims = list(x.shape) + [0] * (4 - x.ndim)
@@ -267,7 +284,7 @@ def main():
             "    {REF_%s, %d, %d, {%s}, %d, {%s}, %d, %s, %d, %d, %d, %d, {%s}, %d, REF_X%d, %s, %s},"
             % (c["op"], int(c["integer"]), x.ndim, ", ".join(map(str, dims)), naxes,
                ", ".join(map(str, ax)), int(c["keep"]), cval(c["f"]), c["axis"], int(c["desc"]),
-               c["k"], y.ndim, ", ".join(map(str, odims)), y.size, i,
+               c["k"], y.ndim, ", ".join(map(str, odims)), y.size, xi,
                "NULL" if idx else f"REF_Y{i}", f"REF_Y{i}" if idx else "NULL"))
     out.append("")
     out.append("static const ref_case REF_CASES[] = {")

@@ -110,7 +110,8 @@ Test(random_ops, randperm_matches_reference)
     const struct {
         int64_t n;
         const int64_t *want;
-    } c[] = {{1, ref_randperm_1}, {2, ref_randperm_2}, {5, ref_randperm_5}, {33, ref_randperm_33}};
+    } c[] = {{1, ref_randperm_1}, {2, ref_randperm_2}, {5, ref_randperm_5}, {33, ref_randperm_33},
+                 {5000, ref_randperm_5000}};
     for (size_t k = 0; k < sizeof c / sizeof c[0]; k++) {
         td__op op = tu_op(TD_OP_RANDPERM, 1, DIMS(c[k].n));
         op.seed = REF_SEED;
