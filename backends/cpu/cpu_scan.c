@@ -46,6 +46,32 @@ typedef struct scan_task {
         }                                                                                  \
     } while (0)
 
+/* One contiguous line (inner 1): the same fold with one accumulator in a register. */
+#define SCAN_LINE(T, ACC, LOADV, STOREV)                                                   \
+    do {                                                                                   \
+        const T *xs = (const T *)t->x + base;                                              \
+        T *ys = (T *)t->y + base;                                                          \
+        ACC acc = t->prod ? (ACC)1 : (ACC)0;                                               \
+        if (t->prod)                                                                       \
+            for (int64_t k = 0; k < t->n; k++) {                                           \
+                acc = acc * (ACC)LOADV(xs[k]);                                             \
+                ys[k] = STOREV(acc);                                                       \
+            }                                                                              \
+        else                                                                               \
+            for (int64_t k = 0; k < t->n; k++) {                                           \
+                acc = acc + (ACC)LOADV(xs[k]);                                             \
+                ys[k] = STOREV(acc);                                                       \
+            }                                                                              \
+    } while (0)
+
+#define SCAN_ANY(T, ACC, LOADV, STOREV)                                                    \
+    do {                                                                                   \
+        if (t->inner == 1)                                                                 \
+            SCAN_LINE(T, ACC, LOADV, STOREV);                                              \
+        else                                                                               \
+            SCAN_LOOP(T, ACC, LOADV, STOREV);                                              \
+    } while (0)
+
 #define ID(v) (v)
 #define WRAP64(v) ((uint64_t)(int64_t)(v))
 #define F16IN(v) td__f16_to_f32(v)
@@ -67,15 +93,15 @@ static void scan_chunk(void *ctx, int64_t lo, int64_t hi)
         const int64_t c = t->inner - j0 < TILE ? t->inner - j0 : TILE;
         const int64_t base = o * t->n * t->inner + j0;
         switch (t->dt) {
-        case TD_F32: SCAN_LOOP(float, double, ID, TOF32); break;
-        case TD_F64: SCAN_LOOP(double, double, ID, ID); break;
-        case TD_F16: SCAN_LOOP(uint16_t, float, F16IN, F16OUT); break;
-        case TD_BF16: SCAN_LOOP(uint16_t, float, BF16IN, BF16OUT); break;
-        case TD_I32: SCAN_LOOP(int32_t, uint64_t, WRAP64, TOI32); break;
-        case TD_I64: SCAN_LOOP(int64_t, uint64_t, WRAP64, TOI64); break;
-        case TD_U8: SCAN_LOOP(uint8_t, uint64_t, ID, TOU8); break;
-        case TD_I8: SCAN_LOOP(int8_t, uint64_t, WRAP64, TOI8); break;
-        case TD_I16: SCAN_LOOP(int16_t, uint64_t, WRAP64, TOI16); break;
+        case TD_F32: SCAN_ANY(float, double, ID, TOF32); break;
+        case TD_F64: SCAN_ANY(double, double, ID, ID); break;
+        case TD_F16: SCAN_ANY(uint16_t, float, F16IN, F16OUT); break;
+        case TD_BF16: SCAN_ANY(uint16_t, float, BF16IN, BF16OUT); break;
+        case TD_I32: SCAN_ANY(int32_t, uint64_t, WRAP64, TOI32); break;
+        case TD_I64: SCAN_ANY(int64_t, uint64_t, WRAP64, TOI64); break;
+        case TD_U8: SCAN_ANY(uint8_t, uint64_t, ID, TOU8); break;
+        case TD_I8: SCAN_ANY(int8_t, uint64_t, WRAP64, TOI8); break;
+        case TD_I16: SCAN_ANY(int16_t, uint64_t, WRAP64, TOI16); break;
         }
     }
 }
