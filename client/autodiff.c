@@ -641,20 +641,7 @@ static void rule_attention(rule_ctx *r)
     td_tensor *q = X(r, 0), *k = X(r, 1), *v = X(r, 2), *g = r->g;
     td_tensor *mask = op->n_inputs > 3 ? X(r, 3) : NULL;
     const double scale = op->fattrs[0];
-    td_tensor *s = MULS(T(r, td_matmul(q, swap_last2(r, k))), scale);
-    if (op->iattrs[0] != 0) {
-        const int64_t l = td__tensor_desc(q)->dims[td_rank(q) - 2];
-        const int64_t sl = td__tensor_desc(k)->dims[td_rank(k) - 2];
-        td_tensor *rows = near(r, T(r, td_arange(r->ctx, TD_I64, l, 0, 1)), q);
-        td_tensor *cols = near(r, T(r, td_arange(r->ctx, TD_I64, sl, 0, 1)), q);
-        td_tensor *keep = T(r, td_le(T(r, td_reshape(cols, 2, (int64_t[]){1, sl})),
-                                     T(r, td_reshape(rows, 2, (int64_t[]){l, 1}))));
-        s = T(r, td_where_scalar_b(keep, s, -INFINITY));
-    }
-    if (mask != NULL)
-        s = td_tensor_dtype(mask) == TD_BOOL ? T(r, td_where_scalar_b(mask, s, -INFINITY))
-                                             : ADD(s, mask);
-    td_tensor *p = T(r, td_softmax(s, -1));
+    td_tensor *p = T(r, td__attention_weights(q, k, mask, op->iattrs[0] != 0, scale));
     if (r->n->needs[2]) give(r, 2, T(r, td_matmul(swap_last2(r, p), g)));
     const bool fmask = mask != NULL && td_tensor_dtype(mask) != TD_BOOL && r->n->needs[3];
     if (!r->n->needs[0] && !r->n->needs[1] && !fmask) return;

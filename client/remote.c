@@ -1347,6 +1347,20 @@ td_status td__remote_open_member(const char *target, const char *device,
     Tensord__V1__OpenSession os = TENSORD__V1__OPEN_SESSION__INIT;
     os.protocol_min = TD_PROTOCOL_MIN;
     os.protocol_max = TD_PROTOCOL_MAX;
+    /* TENSORD_PROTOCOL_MAX=N (README, "Configuration"): offer at most protocol N, so a
+     * client behaves as against an older server (a pool being upgraded; tests) */
+    const char *env_pmax = getenv("TENSORD_PROTOCOL_MAX");
+    if (env_pmax != NULL && env_pmax[0] != '\0') {
+        char *end = NULL;
+        long v = strtol(env_pmax, &end, 10);
+        if (*end != '\0' || v < TD_PROTOCOL_MIN || v > TD_PROTOCOL_MAX) {
+            snprintf(err, errlen, "TENSORD_PROTOCOL_MAX=%.32s: expected a protocol %d..%d",
+                     env_pmax, TD_PROTOCOL_MIN, TD_PROTOCOL_MAX);
+            remote_teardown(r);
+            return TD_EINVAL;
+        }
+        os.protocol_max = (uint32_t)v;
+    }
     os.device = (char *)(uintptr_t)device; /* only read while packing */
     os.n_devices = (size_t)n_more;
     os.devices = more_p;
@@ -1396,6 +1410,7 @@ td_status td__remote_open_member(const char *target, const char *device,
     }
     snprintf(r->base.server, sizeof r->base.server, "%s", target);
     r->base.blob_fingerprints = r->opened_protocol >= TD_PROTOCOL_FINGERPRINTS;
+    r->base.no_attention_op = r->opened_protocol < TD_PROTOCOL_ATTENTION;
     r->base.transport = "grpc";
     r->shm_min_bytes = opts != NULL && opts->shm_min_bytes > 0 ? opts->shm_min_bytes
                                                                : TD_SHM_MIN_BYTES_DEFAULT;

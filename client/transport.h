@@ -91,6 +91,7 @@ struct td__transport {
     bool sync_next;
     size_t blob_min_bytes; /* uploads at least this large go through the blob offer */
     bool blob_fingerprints; /* the executor takes fingerprints (protocol >= 2) */
+    bool no_attention_op;   /* the executor predates opcode 299 (protocol < 6) */
     char err[1024];      /* message of the last failure */
     td_stats stats;      /* batches_sent, bytes_*, round_trips maintained by the transport */
     td_status deferred;  /* first executor failure since the last fence */

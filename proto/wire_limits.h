@@ -25,6 +25,9 @@
 /* The first protocol with the request ring (OpenSession.ring, ShmOffer.ring_offset and
  * ring_bytes; tensord.proto "request ring"). */
 #define TD_PROTOCOL_RING 6
+/* The first protocol whose servers know SCALED_DOT_PRODUCT_ATTENTION (opcode 299); a client
+ * records the composite (matmul, mask, softmax, matmul) on older sessions. */
+#define TD_PROTOCOL_ATTENTION 6
 /* The side socket's handshake (tensord.proto "shared memory"): request and reply headers,
  * the secret's length, the longest reply message. */
 #define TD_SHM_MAGIC "TDSHM001"
