@@ -82,14 +82,32 @@ static bool requires(const td__autodiff *ad, uint64_t id)
     return td__idmap_get(&ad->req, id) != NULL || td__idmap_get(&ad->leaves, id) != NULL;
 }
 
+/* Enter / leave a stretch of the library's own ops and releases, which the tape must not
+ * record: internal_begin returns the previous state for internal_end (stretches nest). */
+static bool internal_begin(td__autodiff *ad)
+{
+    bool was = ad->internal;
+    ad->internal = true;
+    return was;
+}
+
+static void internal_end(td__autodiff *ad, bool was) { ad->internal = was; }
+
+/* td_release(t) without taping. */
+static void release_internal(td__autodiff *ad, td_tensor *t)
+{
+    bool was = internal_begin(ad);
+    td_release(t);
+    internal_end(ad, was);
+}
+
 /* An alias of t (same buffer, new handle), made without taping. */
 static td_tensor *alias(td__autodiff *ad, td_tensor *t)
 {
     const td__desc *d = td__tensor_desc(t);
-    bool was = ad->internal;
-    ad->internal = true;
+    bool was = internal_begin(ad);
     td_tensor *a = td_reshape(t, (int)d->rank, d->dims);
-    ad->internal = was;
+    internal_end(ad, was);
     return a;
 }
 
@@ -102,10 +120,9 @@ static void node_free(ad_node *n)
 
 static void tape_clear(td__autodiff *ad)
 {
-    bool was = ad->internal;
-    ad->internal = true;
+    bool was = internal_begin(ad);
     for (size_t i = 0; i < ad->n; i++) node_free(&ad->nodes[i]);
-    ad->internal = was;
+    internal_end(ad, was);
     ad->n = 0;
     td__idmap_fini(&ad->req);
     td__idmap_init(&ad->req);
@@ -188,10 +205,7 @@ void td__ad_forget(td__autodiff *ad, uint64_t id)
 {
     ad_leaf *l = td__idmap_del(&ad->leaves, id);
     if (l != NULL) {
-        bool was = ad->internal;
-        ad->internal = true;
-        td_release(l->grad);
-        ad->internal = was;
+        release_internal(ad, l->grad);
         td__free(l);
     }
 }
@@ -300,10 +314,7 @@ void td_zero_grad(td_tensor *t)
     td__autodiff *ad = *td__ctx_autodiff(td__tensor_ctx(t));
     ad_leaf *l = ad != NULL ? td__idmap_get(&ad->leaves, td__tensor_id(t)) : NULL;
     if (l == NULL) return;
-    bool was = ad->internal;
-    ad->internal = true;
-    td_release(l->grad);
-    ad->internal = was;
+    release_internal(ad, l->grad);
     l->grad = NULL;
 }
 
@@ -1156,7 +1167,7 @@ td_status td_backward_grad(td_tensor *out, td_tensor *grad)
         td__ctx_set_error(ctx, st, msg);
         return st;
     }
-    ad->internal = true;
+    const bool was_internal = internal_begin(ad);
     td__idmap grads;
     td__idmap_init(&grads);
     td_tensor *seed = td_reshape(grad, (int)gd->rank, gd->dims);
@@ -1213,7 +1224,7 @@ td_status td_backward_grad(td_tensor *out, td_tensor *grad)
         l->grad = sum;
     }
     release_all(&grads);
-    ad->internal = false;
+    internal_end(ad, was_internal);
     tape_clear(ad);
     if (st != TD_OK) td__ctx_set_error(ctx, st, msg);
     return st;
@@ -1236,7 +1247,7 @@ td_status td_backward(td_tensor *loss)
         return TD_EINVAL;
     }
     td__autodiff *ad = *td__ctx_autodiff(ctx);
-    if (ad != NULL) ad->internal = true;
+    const bool was = ad != NULL && internal_begin(ad);
     td_tensor *one = td_full(ctx, td_tensor_dtype(loss), (int)d->rank, d->dims, 1.0);
     if (one != NULL && td__ctx_tensor_device(one) != td__ctx_tensor_device(loss)) {
         /* td_full makes it on the session's first device: the seed goes where the loss is */
@@ -1244,11 +1255,10 @@ td_status td_backward(td_tensor *loss)
         td_release(one);
         one = moved;
     }
-    if (ad != NULL) ad->internal = false;
+    if (ad != NULL) internal_end(ad, was);
     if (one == NULL) return td_last_status(ctx);
     td_status st = td_backward_grad(loss, one);
-    if (ad != NULL) ad->internal = true;
-    td_release(one);
-    if (ad != NULL) ad->internal = false;
+    if (ad != NULL) release_internal(ad, one);
+    else td_release(one);
     return st;
 }
