@@ -26,55 +26,20 @@
  * to rounding (~1e-13 here).
  */
 #include "conv_reference.h"
+#include "api_fixture.h"
 #include "tensord.h"
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-static td_context *ctx;
-
-static void setup(void)
-{
-    cr_assert_eq(td_connect("local:cpu", NULL, &ctx), TD_OK, "%s", td_connect_error());
-}
-static void teardown(void) { td_close(ctx); }
-
-TestSuite(cpu_conv, .init = setup, .fini = teardown);
-
-static int64_t nelem(int rank, const int64_t *d)
-{
-    int64_t n = 1;
-    for (int i = 0; i < rank; i++) n *= d[i];
-    return n;
-}
-
-static td_tensor *make(td_dtype dt, int rank, const int64_t *dims, const double *v)
-{
-    td_tensor *f = td_from_host(ctx, TD_F64, rank, dims, v);
-    cr_assert_not_null(f, "%s", td_last_error(ctx));
-    td_tensor *t = td_cast(f, dt);
-    cr_assert_not_null(t, "%s", td_last_error(ctx));
-    td_release(f);
-    return t;
-}
+TestSuite(cpu_conv, .init = api_setup, .fini = api_teardown);
 
 static td_tensor *zeros(td_dtype dt, int rank, const int64_t *dims)
 {
     td_tensor *t = td_full(ctx, dt, rank, dims, 0.0);
     cr_assert_not_null(t, "%s", td_last_error(ctx));
     return t;
-}
-
-static double *read_f64(td_tensor *t, int64_t n)
-{
-    td_tensor *f = td_cast(t, TD_F64);
-    cr_assert_not_null(f, "%s", td_last_error(ctx));
-    double *out = malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
-    cr_assert_not_null(out);
-    cr_assert_eq(td_read(f, out, (size_t)n * sizeof(double)), TD_OK, "%s", td_last_error(ctx));
-    td_release(f);
-    return out;
 }
 
 static td_conv_params conv_params(const conv_ref *c)

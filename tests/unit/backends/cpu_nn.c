@@ -22,21 +22,14 @@
  *    the kept fraction within 5 standard deviations of 1 - p.
  */
 #include "nn_reference.h"
+#include "api_fixture.h"
 #include "tensord.h"
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-static td_context *ctx;
-
-static void setup(void)
-{
-    cr_assert_eq(td_connect("local:cpu", NULL, &ctx), TD_OK, "%s", td_connect_error());
-}
-static void teardown(void) { td_close(ctx); }
-
-TestSuite(cpu_nn, .init = setup, .fini = teardown);
+TestSuite(cpu_nn, .init = api_setup, .fini = api_teardown);
 
 static const td_dtype float_dts[] = {TD_F64, TD_F32, TD_F16, TD_BF16};
 
@@ -48,35 +41,6 @@ static double unit_of(td_dtype dt)
     case TD_F16: return 0x1p-10;
     default: return 0x1p-7;
     }
-}
-
-static int64_t nelem(int rank, const int64_t *d)
-{
-    int64_t n = 1;
-    for (int i = 0; i < rank; i++) n *= d[i];
-    return n;
-}
-
-static td_tensor *make(td_dtype dt, int rank, const int64_t *dims, const double *v)
-{
-    td_tensor *f = td_from_host(ctx, TD_F64, rank, dims, v);
-    cr_assert_not_null(f, "%s", td_last_error(ctx));
-    td_tensor *t = td_cast(f, dt);
-    cr_assert_not_null(t, "%s", td_last_error(ctx));
-    td_release(f);
-    return t;
-}
-
-static double *read_f64(td_tensor *t, int64_t n)
-{
-    cr_assert_not_null(t, "%s", td_last_error(ctx));
-    td_tensor *f = td_cast(t, TD_F64);
-    cr_assert_not_null(f, "%s", td_last_error(ctx));
-    double *out = malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
-    cr_assert_not_null(out);
-    cr_assert_eq(td_read(f, out, (size_t)n * sizeof(double)), TD_OK, "%s", td_last_error(ctx));
-    td_release(f);
-    return out;
 }
 
 /* |got - want| <= u |want| + extra u M for every element; NaN matches NaN, inf the same inf. */

@@ -15,56 +15,19 @@
  *    600 factors: 600 * 2^-24 < 2^-13); NaN must match NaN and inf the same inf.
  */
 #include "stats_reference.h"
+#include "api_fixture.h"
 #include "tensord.h"
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-static td_context *ctx;
-
-static void setup(void)
-{
-    cr_assert_eq(td_connect("local:cpu", NULL, &ctx), TD_OK, "%s", td_connect_error());
-}
-static void teardown(void) { td_close(ctx); }
-
-TestSuite(cpu_stats, .init = setup, .fini = teardown);
+TestSuite(cpu_stats, .init = api_setup, .fini = api_teardown);
 
 static const char *const op_names[] = {"var",     "std",    "logsumexp", "norm",
                                        "any",     "all",    "argmax",    "argmin",
                                        "cumsum",  "cumprod", "sort",     "argsort",
                                        "topk_values", "topk_indices"};
-
-static int64_t nelem(int rank, const int64_t *d)
-{
-    int64_t n = 1;
-    for (int i = 0; i < rank; i++) n *= d[i];
-    return n;
-}
-
-/* A tensor of dtype dt holding v (converted by the CAST rules). */
-static td_tensor *make(td_dtype dt, int rank, const int64_t *dims, const double *v)
-{
-    td_tensor *f = td_from_host(ctx, TD_F64, rank, dims, v);
-    cr_assert_not_null(f, "%s", td_last_error(ctx));
-    td_tensor *t = td_cast(f, dt);
-    cr_assert_not_null(t, "%s", td_last_error(ctx));
-    td_release(f);
-    return t;
-}
-
-/* t's elements as doubles (through a CAST to f64, exact for every dtype here). */
-static double *read_f64(td_tensor *t, int64_t n)
-{
-    td_tensor *f = td_cast(t, TD_F64);
-    cr_assert_not_null(f, "%s", td_last_error(ctx));
-    double *out = malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
-    cr_assert_not_null(out);
-    cr_assert_eq(td_read(f, out, (size_t)n * sizeof(double)), TD_OK, "%s", td_last_error(ctx));
-    td_release(f);
-    return out;
-}
 
 static td_tensor *run(const ref_case *c, td_tensor *x)
 {

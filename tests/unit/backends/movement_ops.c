@@ -14,39 +14,14 @@
  * every product and sum is exact in all three, so the matmul/sum order does not matter).
  */
 #include "movement_reference.h"
+#include "api_fixture.h"
 #include "tensord.h"
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-static td_context *ctx;
-
-static void setup(void)
-{
-    cr_assert_eq(td_connect("local:cpu", NULL, &ctx), TD_OK, "%s", td_connect_error());
-}
-static void teardown(void) { td_close(ctx); }
-
-TestSuite(movement_ops, .init = setup, .fini = teardown);
-
-static int64_t nelem(int rank, const int64_t *d)
-{
-    int64_t n = 1;
-    for (int i = 0; i < rank; i++) n *= d[i];
-    return n;
-}
-
-/* A tensor of dtype dt holding v (converted by the CAST rules: exact for these values). */
-static td_tensor *make(td_dtype dt, int rank, const int64_t *dims, const double *v)
-{
-    td_tensor *f = td_from_host(ctx, TD_F64, rank, dims, v);
-    cr_assert_not_null(f, "%s", td_last_error(ctx));
-    td_tensor *t = td_cast(f, dt);
-    cr_assert_not_null(t, "%s", td_last_error(ctx));
-    td_release(f);
-    return t;
-}
+TestSuite(movement_ops, .init = api_setup, .fini = api_teardown);
 
 static td_tensor *make_index(td_dtype it, int rank, const int64_t *dims, const int64_t *v)
 {
@@ -56,23 +31,6 @@ static td_tensor *make_index(td_dtype it, int rank, const int64_t *dims, const i
     td_tensor *c = td_cast(t, it);
     td_release(t);
     return c;
-}
-
-/* t's elements as doubles (through a CAST to f64, exact here); NULL and *st on failure. */
-static double *read_f64(td_tensor *t, td_status *st)
-{
-    int64_t n = td_nelem(t);
-    td_tensor *f = td_cast(t, TD_F64);
-    cr_assert_not_null(f, "%s", td_last_error(ctx));
-    double *out = malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
-    cr_assert_not_null(out);
-    *st = td_read(f, out, (size_t)n * sizeof(double));
-    td_release(f);
-    if (*st != TD_OK) {
-        free(out);
-        return NULL;
-    }
-    return out;
 }
 
 static void check_values(const mv_case *c, const char *dn, const double *got, int64_t n)
@@ -108,7 +66,7 @@ static void run_pieces(const mv_case *c, td_dtype dt, td_tensor *x)
         int ax = c->axis < 0 ? c->axis + c->rank : c->axis;
         cr_assert_eq(td_dims(pieces[i])[ax], want_len, "%s: piece %d has %lld along the axis",
                      c->name, i, (long long)td_dims(pieces[i])[ax]);
-        double *v = read_f64(pieces[i], &s);
+        double *v = read_f64_status(pieces[i], td_nelem(pieces[i]), &s);
         cr_assert_eq(s, TD_OK, "%s: %s", c->name, td_last_error(ctx));
         int64_t m = td_nelem(pieces[i]);
         cr_assert_leq(at + m, c->nwant, "%s: too many elements", c->name);
@@ -159,7 +117,7 @@ static void run_case(const mv_case *c, td_dtype dt, td_dtype it)
         cr_assert(memcmp(td_dims(y), c->odims, sizeof(int64_t) * (size_t)c->orank) == 0,
                   "%s: shape differs", c->name);
         td_status s;
-        double *v = read_f64(y, &s);
+        double *v = read_f64_status(y, td_nelem(y), &s);
         cr_assert_eq(s, TD_OK, "%s: %s", c->name, td_last_error(ctx));
         check_values(c, dn, v, td_nelem(y));
         free(v);
@@ -198,7 +156,7 @@ static void run_case(const mv_case *c, td_dtype dt, td_dtype it)
         td_release(y);
         return;
     }
-    double *v = read_f64(y, &s);
+    double *v = read_f64_status(y, td_nelem(y), &s);
     cr_assert_eq(s, TD_OK, "%s [%s]: %s", c->name, dn, td_last_error(ctx));
     cr_assert_eq(td_rank(y), c->orank, "%s [%s]: rank %d, want %d", c->name, dn, td_rank(y),
                  c->orank);
@@ -250,7 +208,7 @@ Test(movement_ops, einsum_against_numpy)
             for (int j = 0; j < c->orank; j++)
                 cr_assert_eq(td_dims(y)[j], c->odims[j], "einsum \"%s\": dim %d", c->eq, j);
             td_status s;
-            double *v = read_f64(y, &s);
+            double *v = read_f64_status(y, td_nelem(y), &s);
             cr_assert_eq(s, TD_OK, "einsum \"%s\": %s", c->eq, td_last_error(ctx));
             for (int64_t j = 0; j < c->nwant; j++)
                 cr_assert(v[j] == c->want[j], "einsum \"%s\" [%s]: element %lld is %g, want %g",
