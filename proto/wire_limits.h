@@ -66,8 +66,9 @@
 #define TD_RING_REP_OFFSET (32u << 10)
 #define TD_RING_REP_BYTES (96u << 10)
 #define TD_RING_MAX_MESSAGES 4
-/* The most bytes a ReadRequest on the ring may ask for (its reply must fit the reply area
- * next to the Failures of up to three batches before it). */
+/* The most bytes the ReadRequests of one ring request may ask for together (their replies
+ * must fit the reply area next to the Failures of the batches before them); a read past it
+ * gets a Failure and the session goes on. */
 #define TD_RING_READ_MAX (32u << 10)
 /* Devices one session may span: OpenSession.devices holds at most this many minus one. */
 #define TD_SESSION_MAX_DEVICES 4

@@ -178,6 +178,7 @@ static bool serve(td__ring *r)
     }
     r->rep_len = 0;
     r->rep_overflow = false;
+    uint64_t read_budget = TD_RING_READ_MAX; /* the reads of one request, together */
     for (size_t i = 0; i < n; i++) {
         td__job j;
         memset(&j, 0, sizeof j);
@@ -198,12 +199,15 @@ static bool serve(td__ring *r)
         } else if (j.rq.seq == 0) {
             ok = ring_fail(r, "message %zu has seq 0", i);
         }
-        if (ok && j.rq.kind == TD_REQ_READ && j.rq.nbytes > TD_RING_READ_MAX)
+        if (ok && j.rq.kind == TD_REQ_READ && j.rq.nbytes > read_budget)
             td__request_fail(&j.rq, TD_EPROTO,
-                             "read seq %llu of %llu bytes on the request ring; it carries at "
-                             "most %u (read more on the stream or through the region)",
+                             "read seq %llu of %llu bytes on the request ring; one request's "
+                             "reads carry at most %u bytes together, %llu were left (read more "
+                             "on the stream or through the region)",
                              (unsigned long long)j.rq.seq, (unsigned long long)j.rq.nbytes,
-                             (unsigned)TD_RING_READ_MAX);
+                             (unsigned)TD_RING_READ_MAX, (unsigned long long)read_budget);
+        else if (ok && j.rq.kind == TD_REQ_READ)
+            read_budget -= j.rq.nbytes;
         int c = ok ? catch_up(r, j.rq.seq) : 0;
         uint64_t want = j.rq.seq;
         if (ok && c < 0)

@@ -233,12 +233,19 @@ static int cmd_info(int argc, char **argv)
         td_context *ctx = NULL;
         if (td_connect(addr, &o, &ctx) == TD_OK) {
             transport = td_context_transport(ctx);
-            if (strcmp(transport, "grpc") == 0)
+            const char *no_shm = getenv("TENSORD_NO_SHM"), *no_ring = getenv("TENSORD_NO_RING");
+            const bool env_no_shm = no_shm != NULL && no_shm[0] != '\0' && strcmp(no_shm, "0");
+            const bool env_no_ring = no_ring != NULL && no_ring[0] != '\0' && strcmp(no_ring, "0");
+            if (strcmp(transport, "grpc") == 0 && env_no_shm)
+                snprintf(why, sizeof why, "TENSORD_NO_SHM is set in this environment");
+            else if (strcmp(transport, "grpc") == 0)
                 snprintf(why, sizeof why, "the server offers no shared memory here (--no-shm, "
                                           "an older server, or the tenant's max_bytes)");
+            else if (strcmp(transport, "shm") == 0 && env_no_ring)
+                snprintf(why, sizeof why, "TENSORD_NO_RING is set in this environment");
             else if (strcmp(transport, "shm") == 0)
                 snprintf(why, sizeof why, "no request ring (a protocol-5 server, or "
-                                          "TENSORD_NO_RING)");
+                                          "TENSORD_PROTOCOL_MAX below 6)");
             td_close(ctx);
         } else {
             transport = "unknown";

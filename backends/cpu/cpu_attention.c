@@ -275,7 +275,10 @@ bool td__cpu_attention_supports(const td__desc *const *in, const td__desc *out)
     if (dt != TD_F32 && dt != TD_F64) return false;
     const td__desc *q = in[0], *v = in[2];
     const int64_t e = q->dims[q->rank - 1], ev = v->dims[v->rank - 1];
-    return e <= INT32_MAX && ev <= INT32_MAX && out->dims[out->rank - 2] >= 0;
+    int64_t n = 1;
+    for (uint32_t i = 0; i < out->rank; i++) n *= out->dims[i];
+    /* an empty result needs no GEMM, whatever the dims (the kernel returns at once) */
+    return n == 0 || (e <= INT32_MAX && ev <= INT32_MAX);
 }
 
 td_status td__cpu_exec_attention(const td__cpu_exec *x, const td__op *op, const td__view *in,

@@ -168,6 +168,24 @@ def run(pb, addr, sock):
     fe = pb.ClientMessage(seq=s.seq, fence=pb.Fence())
     got = ring.wait(ring.post(frame(fe)))
     check(got == "reply", "the session goes on after that Failure")
+    # three reads of 32 KiB in one request: the first fits, the others pass the request's
+    # 32 KiB of reads and get Failures; the session goes on
+    s.send(batch=pb.OpBatch(ops=[pb.Op(opcode=OP_EMPTY, dtype=F32, output=2, iattrs=[16384])]))
+    frames = []
+    for _ in range(3):
+        s.seq += 1
+        frames.append(frame(pb.ClientMessage(seq=s.seq, read=pb.ReadRequest(
+            tensor=2, offset=0, nbytes=32768))))
+    got = ring.wait(ring.post(b"".join(frames)))
+    reps = ring.replies(pb) if got == "reply" else []
+    kinds = [r.WhichOneof("body") for r in reps]
+    check(got == "reply" and kinds[:1] == ["read"] and kinds.count("failure") == 2 and
+          all("together" in r.failure.message for r in reps if r.WhichOneof("body") == "failure"),
+          f"three 32 KiB reads in one request: one read, two Failures ({got}, {kinds})")
+    s.seq += 1
+    fe = pb.ClientMessage(seq=s.seq, fence=pb.Fence())
+    got = ring.wait(ring.post(frame(fe)))
+    check(got == "reply", "the session goes on after the reads past the request's budget")
     seq = s.send(fence=pb.Fence())  # and on the stream, in the same sequence
     check(s.reply_to(seq).WhichOneof("body") == "fence", "the stream takes the next seq")
     s.close()

@@ -301,6 +301,55 @@ static td_tensor *b_attn_bmask(td_tensor **in)
     td_release(keep);
     return y;
 }
+/* A query that a bool mask hides from every key: its output is NaN (0 / 0, as PyTorch), yet
+ * its dq is 0 and it adds nothing to dk (PyTorch's masked_fill passes no gradient to hidden
+ * scores), so dk equals dk of the same attention without that query; dv is NaN (p^T g
+ * meets the NaN weights), as in PyTorch. */
+static void attn_grads(const double *qv, int l, const uint8_t *mv, double *dq, double *dk,
+                       double *dv)
+{
+    static const double kv[5 * 4] = {0.5, -1, 0.25, 2, 1, 0.75, -0.5, -1.5, -2, 0.125, 1.5,
+                                     0.5, 0.25, -0.75, 1, -1, 1.25, 0.5, -0.25, 0.75};
+    static const double vv[5 * 2] = {1, -2, 0.5, 0.25, -1, 3, 2, -0.5, 0.75, 1.5};
+    td_tensor *q = td_from_host(ctx, TD_F64, 2, (int64_t[]){l, 4}, qv);
+    td_tensor *k = td_from_host(ctx, TD_F64, 2, (int64_t[]){5, 4}, kv);
+    td_tensor *v = td_from_host(ctx, TD_F64, 2, (int64_t[]){5, 2}, vv);
+    td_tensor *m = td_from_host(ctx, TD_BOOL, 2, (int64_t[]){l, 5}, mv);
+    cr_assert(q && k && v && m, "%s", td_last_error(ctx));
+    td_requires_grad(q, true);
+    td_requires_grad(k, true);
+    td_requires_grad(v, true);
+    td_tensor *y = td_scaled_dot_product_attention(q, k, v, m, false, 0.5);
+    td_tensor *ones = td_full(ctx, TD_F64, 2, (int64_t[]){l, 2}, 1.0);
+    cr_assert(y && ones, "%s", td_last_error(ctx));
+    cr_assert_eq(td_backward_grad(y, ones), TD_OK, "%s", td_last_error(ctx));
+    cr_assert_eq(td_read(td_grad(q), dq, sizeof(double) * (size_t)l * 4), TD_OK);
+    cr_assert_eq(td_read(td_grad(k), dk, sizeof(double) * 20), TD_OK);
+    cr_assert_eq(td_read(td_grad(v), dv, sizeof(double) * 10), TD_OK);
+    td_tensor *all[] = {q, k, v, m, y, ones};
+    for (size_t i = 0; i < 6; i++) td_release(all[i]);
+}
+
+Test(autodiff, attention_query_that_sees_no_key)
+{
+    static const double q3[3 * 4] = {1, 0.5, -1, 2, -0.5, 1, 1, 0.25, 0.75, -1.25, 0.5, 1};
+    static const uint8_t m3[3 * 5] = {1, 0, 1, 1, 0, 0, 0, 0, 0, 0, 1, 1, 0, 1, 1};
+    static const double q2[2 * 4] = {1, 0.5, -1, 2, 0.75, -1.25, 0.5, 1};
+    static const uint8_t m2[2 * 5] = {1, 0, 1, 1, 0, 1, 1, 0, 1, 1};
+    double dq3[12], dk3[20], dv3[10], dq2[8], dk2[20], dv2[10];
+    attn_grads(q3, 3, m3, dq3, dk3, dv3);
+    attn_grads(q2, 2, m2, dq2, dk2, dv2);
+    for (int i = 0; i < 4; i++) {
+        cr_assert_eq(dq3[4 + i], 0.0, "dq of the hidden query [%d]: %g", i, dq3[4 + i]);
+        cr_assert_eq(dq3[i], dq2[i], "dq row 0 [%d]", i);
+        cr_assert_eq(dq3[8 + i], dq2[4 + i], "dq row 2 [%d]", i);
+    }
+    for (int i = 0; i < 20; i++)
+        cr_assert(fabs(dk3[i] - dk2[i]) <= 1e-14 * (1 + fabs(dk2[i])), "dk [%d]: %.17g vs %.17g",
+                  i, dk3[i], dk2[i]);
+    for (int i = 0; i < 10; i++) cr_assert(isnan(dv3[i]), "dv [%d] = %g, want NaN", i, dv3[i]);
+}
+
 Test(autodiff, scaled_dot_product_attention)
 {
     gradcheck("attention, batch broadcast", b_attn, 3,
