@@ -434,3 +434,19 @@ Test(cpu_nn, loss_target_out_of_range_fails_at_execution)
     td_release(t);
     td_release(y);
 }
+
+/* An empty attention result runs, whatever E is (the breaker's q [0, 1, 2^40] got "not
+ * supported" from the lowering's matmul, which BLAS's int dims refuse). */
+Test(cpu_nn, attention_with_an_empty_result)
+{
+    const int64_t big = (int64_t)1 << 40;
+    td_tensor *q = td_full(ctx, TD_F32, 3, (int64_t[]){0, 1, big}, 0.0);
+    td_tensor *k = td_full(ctx, TD_F32, 3, (int64_t[]){0, 3, big}, 0.0);
+    td_tensor *v = td_full(ctx, TD_F32, 3, (int64_t[]){0, 3, 4}, 0.0);
+    td_tensor *y = td_scaled_dot_product_attention(q, k, v, NULL, true, 0);
+    cr_assert_not_null(y, "%s", td_last_error(ctx));
+    cr_assert_eq(td_fence(ctx), TD_OK, "%s", td_last_error(ctx));
+    cr_assert_eq(td_nelem(y), 0);
+    td_tensor *all[] = {q, k, v, y};
+    for (size_t i = 0; i < 4; i++) td_release(all[i]);
+}
