@@ -237,8 +237,8 @@ static int cmd_info(int argc, char **argv)
                 snprintf(why, sizeof why, "the server offers no shared memory here (--no-shm, "
                                           "an older server, or the tenant's max_bytes)");
             else if (strcmp(transport, "shm") == 0)
-                snprintf(why, sizeof why, "no request ring (a protocol-5 server, or "
-                                          "TENSORD_NO_RING)");
+                snprintf(why, sizeof why, "no request ring (--no-ring, a protocol-5 "
+                                          "server, or TENSORD_NO_RING)");
             td_close(ctx);
         } else {
             transport = "unknown";
