@@ -195,9 +195,30 @@ static bool looks_like_device(const char *s)
     return looks_like_one_device(buf);
 }
 
+/* How much of a uri (or a path taken from one) a connect error echoes: a uri may be any
+ * length, and the message must still say what is wrong with it after the echo. */
+#define URI_ECHO_BYTES 200
+typedef struct uri_echo {
+    char text[URI_ECHO_BYTES + 48];
+} uri_echo;
+
+/* s itself when it has at most URI_ECHO_BYTES bytes, else its first URI_ECHO_BYTES bytes,
+ * an ellipsis (as echo_name's) and its length. */
+static uri_echo echo_uri(const char *s)
+{
+    uri_echo e;
+    size_t n = strlen(s);
+    if (n <= URI_ECHO_BYTES)
+        snprintf(e.text, sizeof e.text, "%s", s);
+    else
+        snprintf(e.text, sizeof e.text, "%.*s\xe2\x80\xa6 (%zu bytes)", URI_ECHO_BYTES, s, n);
+    return e;
+}
+
 /* Check the port of each comma-separated HOST:PORT entry of `list` (len bytes; IPv6 hosts
- * in brackets): decimal, 1..65535. Returns TD_OK, or TD_EINVAL naming the entry. */
-static td_status check_ports(const char *uri, const char *list, size_t len)
+ * in brackets): decimal, 1..65535. Returns TD_OK, or TD_EINVAL naming the entry (and
+ * `shown`, the uri as errors echo it). */
+static td_status check_ports(const char *shown, const char *list, size_t len)
 {
     int entry = 0;
     for (const char *p = list, *end = list + len; p < end;) {
@@ -218,12 +239,14 @@ static td_status check_ports(const char *uri, const char *list, size_t len)
             }
             if (!digits || port < 1 || port > 65535) {
                 int el = (int)(e - p), pl = (int)(e - colon - 1);
+                if (el > 64) el = 64; /* an entry of a long uri: its start names it */
+                if (pl > 16) pl = 16;
                 if (comma != NULL || p != list)
                     td__set_connect_error("malformed uri '%s': entry %d (%.*s) has port '%.*s', "
-                                          "want 1..65535", uri, entry, el, p, pl, colon + 1);
+                                          "want 1..65535", shown, entry, el, p, pl, colon + 1);
                 else
                     td__set_connect_error("malformed uri '%s': port '%.*s' of %.*s is not "
-                                          "1..65535", uri, pl, colon + 1, el, p);
+                                          "1..65535", shown, pl, colon + 1, el, p);
                 return TD_EINVAL;
             }
         }
@@ -276,6 +299,7 @@ static td_status parse_uri(const char *uri, bool *local, char *target, size_t tl
     device[0] = '\0';
     target[0] = '\0';
     *local = false;
+    uri_echo shown = echo_uri(uri);
     if (strncmp(uri, "local:", 6) == 0) {
         *local = true;
         snprintf(device, dlen, "%s", uri + 6);
@@ -287,10 +311,10 @@ static td_status parse_uri(const char *uri, bool *local, char *target, size_t tl
         size_t hl = slash ? (size_t)(slash - host) : strlen(host);
         if (hl == 0 || hl >= tlen || memchr(host, ':', hl) == NULL) {
             td__set_connect_error("malformed uri '%s': expected tensord://HOST:PORT[/DEVICE]",
-                                  uri);
+                                  shown.text);
             return TD_EINVAL;
         }
-        if (check_ports(uri, host, hl) != TD_OK) return TD_EINVAL;
+        if (check_ports(shown.text, host, hl) != TD_OK) return TD_EINVAL;
         memcpy(target, host, hl);
         target[hl] = '\0';
         if (slash != NULL) snprintf(device, dlen, "%s", slash + 1);
@@ -306,10 +330,10 @@ static td_status parse_uri(const char *uri, bool *local, char *target, size_t tl
         size_t pl = name == NULL ? 0 : (size_t)(name - uri) + nl;
         if (name == NULL || nl == 0 || pl >= tlen || memchr(name, ':', nl) == NULL) {
             td__set_connect_error("malformed uri '%s': expected dns:///NAME:PORT[/DEVICE]",
-                                  uri);
+                                  shown.text);
             return TD_EINVAL;
         }
-        if (check_ports(uri, name, nl) != TD_OK) return TD_EINVAL;
+        if (check_ports(shown.text, name, nl) != TD_OK) return TD_EINVAL;
         memcpy(target, uri, pl);
         target[pl] = '\0';
         if (slash != NULL) snprintf(device, dlen, "%s", slash + 1);
@@ -323,20 +347,22 @@ static td_status parse_uri(const char *uri, bool *local, char *target, size_t tl
             *last = '\0';
         }
         if (strlen(target) <= 5) {
-            td__set_connect_error("malformed uri '%s': expected unix:PATH[/DEVICE]", uri);
+            td__set_connect_error("malformed uri '%s': expected unix:PATH[/DEVICE]",
+                                  shown.text);
             return TD_EINVAL;
         }
         if (strchr(target, ',') != NULL) { /* never a pool; but gRPC cannot reach it */
             td__set_connect_error("unix socket path '%s' contains ',', which gRPC's unix: "
                                   "targets take as a separator between addresses; use a path "
-                                  "(or a symlink to the socket) without one", target + 5);
+                                  "(or a symlink to the socket) without one",
+                                  echo_uri(target + 5).text);
             return TD_EINVAL;
         }
         return TD_OK;
     }
     td__set_connect_error("unsupported uri '%s': use local:cpu, tensord://HOST:PORT/DEVICE, "
                           "tensord://HOST:PORT,HOST:PORT/DEVICE, tensords://HOST:PORT/DEVICE, "
-                          "dns:///NAME:PORT/DEVICE or unix:PATH/DEVICE", uri);
+                          "dns:///NAME:PORT/DEVICE or unix:PATH/DEVICE", shown.text);
     return TD_EINVAL;
 }
 

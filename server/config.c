@@ -43,6 +43,7 @@ void td__config_defaults(td__config *c)
     c->drain_timeout_s = TD_DEFAULT_DRAIN_TIMEOUT_S;
     c->shm = true;
     c->shm_bytes = TD_SHM_DEFAULT_BYTES;
+    c->ring = true;
 }
 
 static int parse_u64(const char *text, uint64_t *out)
@@ -269,6 +270,11 @@ int td__config_set(td__config *c, const char *key, const char *value, char *err,
         snprintf(err, errlen, "shm: '%s' is not true or false", value);
         return -1;
     }
+    if (strcmp(key, "ring") == 0) {
+        if (parse_bool(value, &c->ring) == 0) return 0;
+        snprintf(err, errlen, "ring: '%s' is not true or false", value);
+        return -1;
+    }
     if (strcmp(key, "shm_bytes") == 0) {
         if (td__parse_bytes(value, &c->shm_bytes) == 0 && c->shm_bytes >= TD_SHM_MIN_BYTES &&
             c->shm_bytes <= TD_SHM_MAX_BYTES && c->shm_bytes % 8192 == 0)
@@ -308,7 +314,7 @@ int td__config_set(td__config *c, const char *key, const char *value, char *err,
              "max_tenant_bytes, device_threads, cpu_devices, devices, insecure, tls_cert, tls_key, tls_client_ca, "
              "tokens_file, blob_cache_bytes, cache_dir, graph_cache, graph_cache_bytes, "
              "drain_timeout_s, max_connections, idle_timeout_s, max_streams, stream_window, transport_bytes, "
-             "shm, shm_bytes)",
+             "shm, shm_bytes, ring)",
              key);
     return -1;
 }

@@ -100,10 +100,12 @@ static void run_open(td__srv_session *ss, td__job *j)
                                    x->name);
     }
     ss->es = es;
-    /* The request ring, when asked for: the region's last TD_RING_BYTES (ring.h). Without
+    /* The request ring, when asked for and not off (--no-ring): the region's last
+     * TD_RING_BYTES (ring.h). Without
      * it (no memory, no thread) the session goes on with the region and the stream. */
     uint64_t ring_offset = 0, ring_bytes = 0;
-    if (j->rq.ring && ss->shm != NULL && td__shm_region_size(ss->shm) > TD_RING_BYTES) {
+    if (j->rq.ring && ss->shm != NULL && td__service_ring(ss->svc) &&
+        td__shm_region_size(ss->shm) > TD_RING_BYTES) {
         char err[256];
         td__ring *ring = NULL;
         ring_offset = td__shm_region_size(ss->shm) - TD_RING_BYTES;

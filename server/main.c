@@ -143,7 +143,9 @@ static void usage(FILE *f)
     fputs("  --no-shm                  do not offer shared memory to unix-socket clients\n"
         "                            (default: offered; README \"Same-host clients\")\n"
         "  --shm-bytes BYTES         size of each such session's shared-memory region,\n"
-        "                            1M..4G (default 64M), charged to its tenant's max_bytes\n",
+        "                            1M..4G (default 64M), charged to its tenant's max_bytes\n"
+        "  --no-ring                 give those regions no request ring (small reads and\n"
+        "                            fences then travel on the stream; --no-shm implies it)\n",
         f);
     fputs("\n"
         "devices:\n"
@@ -210,6 +212,7 @@ static void usage(FILE *f)
         "  insecure = true|false     as --insecure\n"
         "  shm = true|false          false: as --no-shm\n"
         "  shm_bytes = BYTES         as --shm-bytes\n"
+        "  ring = true|false         false: as --no-ring\n"
         "  drain_timeout_s = S       as --drain-timeout\n"
         "  tls_cert = FILE           as --tls-cert (also tls_key, tls_client_ca)\n"
         "  tokens_file = FILE        as --tokens-file\n"
@@ -279,6 +282,7 @@ enum {
     OPT_DRAIN_TIMEOUT,
     OPT_NO_SHM,
     OPT_SHM_BYTES,
+    OPT_NO_RING,
     OPT_CHECK_CONFIG,
     OPT_HELP,
     OPT_VERSION,
@@ -303,6 +307,7 @@ static const struct option k_options[] = {
     {"insecure", no_argument, NULL, OPT_INSECURE},
     {"no-shm", no_argument, NULL, OPT_NO_SHM},
     {"shm-bytes", required_argument, NULL, OPT_SHM_BYTES},
+    {"no-ring", no_argument, NULL, OPT_NO_RING},
     {"tls-cert", required_argument, NULL, OPT_TLS_CERT},
     {"tls-key", required_argument, NULL, OPT_TLS_KEY},
     {"tls-client-ca", required_argument, NULL, OPT_TLS_CLIENT_CA},
@@ -457,6 +462,7 @@ static int load_settings(int argc, char **argv, const char *config_path, td__con
         case OPT_INSECURE: key = "insecure"; value = "true"; break;
         case OPT_NO_SHM: key = "shm"; value = "false"; break;
         case OPT_SHM_BYTES: key = "shm_bytes"; break;
+        case OPT_NO_RING: key = "ring"; value = "false"; break;
         case OPT_TLS_CERT: key = "tls_cert"; break;
         case OPT_TLS_KEY: key = "tls_key"; break;
         case OPT_TLS_CLIENT_CA: key = "tls_client_ca"; break;
@@ -591,7 +597,7 @@ static const struct {
     FIXED(cache_dir),        FIXED(graph_cache),    FIXED(graph_cache_bytes),
     FIXED(device_threads),   FIXED(cpu_devices),    FIXED(devices),
     FIXED(insecure),       FIXED(tokens_file),     FIXED(shm),
-    FIXED(shm_bytes),
+    FIXED(shm_bytes),        FIXED(ring),
     FIXED(max_connections),  FIXED(idle_timeout_s), FIXED(max_streams),
     FIXED(stream_window),    FIXED(transport_bytes),
 #undef FIXED
@@ -923,6 +929,7 @@ int main(int argc, char **argv)
                 .transport_bytes = cfg.transport_bytes},
         .blobs = blobs,
         .shm = shm,
+        .no_ring = !cfg.ring,
         .max_sessions = cfg.max_sessions,
         .max_session_bytes = cfg.max_session_bytes,
         .tenants = app.tenants,
@@ -970,9 +977,9 @@ int main(int argc, char **argv)
          * the other (the secret, not the mode, guards the regions). */
         struct stat sb;
         if (stat(addr.host, &sb) == 0) (void)chmod(td__shm_path(shm), sb.st_mode & 07777);
-        td__log(TD_LOG_INFO, "shared memory for unix-socket sessions: %llu-byte regions, side "
-                             "socket %s", (unsigned long long)td__shm_bytes(shm),
-                td__shm_path(shm));
+        td__log(TD_LOG_INFO, "shared memory for unix-socket sessions: %llu-byte regions%s, "
+                             "side socket %s", (unsigned long long)td__shm_bytes(shm),
+                cfg.ring ? "" : " without request rings (--no-ring)", td__shm_path(shm));
     }
     char shown[320];
     td__listen_format(&addr, port, shown, sizeof shown);

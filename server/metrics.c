@@ -18,6 +18,7 @@
 #include "engine/device.h"
 #include "engine/optable.h"
 #include "server/blobstore.h"
+#include "server/ring.h"
 #include "server/shm.h"
 #include "server/candidates.h"
 #include "server/graphcache.h"
@@ -511,6 +512,16 @@ for (int k = 1; k < N_STATUS; k++) {
            "Side-socket requests refused: wrong secret, unknown session, repeat, garbage, "
            "timeout.");
     emit(&o, "tensord_shm_refusals_total %llu\n", (unsigned long long)ss.refusals);
+    /* Request rings of those sessions (server/ring.h); zeros when none was ever open. */
+    uint64_t rings = 0, ring_requests = 0;
+    td__ring_stats(&rings, &ring_requests);
+    family(&o, "tensord_shm_rings", "gauge",
+           "Sessions serving a request ring (README \"Same-host clients\", item 5).");
+    emit(&o, "tensord_shm_rings %llu\n", (unsigned long long)rings);
+    family(&o, "tensord_shm_ring_requests_total", "counter",
+           "Requests served through request rings (a fence or small read with the batch "
+           "and releases sent with it).");
+    emit(&o, "tensord_shm_ring_requests_total %llu\n", (unsigned long long)ring_requests);
 
     if (o.oom) {
         td__free(o.buf);

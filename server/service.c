@@ -192,6 +192,7 @@ void td__service_session_unreserve(td__service *s)
 uint64_t td__service_max_session_bytes(td__service *s) { return atomic_load(&s->max_session_bytes); }
 struct td__blobstore *td__service_blobs(const td__service *s) { return s->opts.blobs; }
 struct td__shm *td__service_shm(const td__service *s) { return s->opts.shm; }
+bool td__service_ring(const td__service *s) { return !s->opts.no_ring; }
 uint64_t td__service_max_sessions(td__service *s) { return atomic_load(&s->max_sessions); }
 
 void td__service_set_limits(td__service *s, uint64_t max_sessions, uint64_t max_session_bytes)

@@ -68,6 +68,7 @@ typedef struct td__service_opts {
     struct td__blobstore *blobs; /* content-addressed blob store (borrowed), or NULL */
     struct td__shm *shm;         /* shared-memory regions for unix-socket sessions (server/
                                   * shm.h; borrowed, outlives the service), or NULL: off */
+    bool no_ring;                /* true: regions without the request ring (--no-ring) */
     td__tenants *tenants;        /* who may call (borrowed; outlives the service) */
     const td__tls_files *tls;    /* NULL: plaintext; else TLS (mTLS with a client CA) */
     /* Called once, on any thread, when shutdown has finished: no call is left. */
@@ -155,6 +156,8 @@ uint64_t td__service_max_session_bytes(td__service *s);
 struct td__blobstore *td__service_blobs(const td__service *s);
 /* The shared-memory side of a unix-socket listener (NULL: none, or --no-shm). */
 struct td__shm *td__service_shm(const td__service *s);
+/* Whether sessions with a region may also get a request ring (false: --no-ring). */
+bool td__service_ring(const td__service *s);
 uint64_t td__service_max_sessions(td__service *s);
 bool td__service_shutting_down(td__service *s);
 /* Closures submitted to workers and not yet finished (for td__service_idle). */

@@ -244,8 +244,8 @@ static int cmd_info(int argc, char **argv)
             else if (strcmp(transport, "shm") == 0 && env_no_ring)
                 snprintf(why, sizeof why, "TENSORD_NO_RING is set in this environment");
             else if (strcmp(transport, "shm") == 0)
-                snprintf(why, sizeof why, "no request ring (a protocol-5 server, or "
-                                          "TENSORD_PROTOCOL_MAX below 6)");
+                snprintf(why, sizeof why, "no request ring (--no-ring, a protocol-5 server, "
+                                          "or TENSORD_PROTOCOL_MAX below 6)");
             td_close(ctx);
         } else {
             transport = "unknown";

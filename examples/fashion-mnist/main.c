@@ -512,8 +512,32 @@ static int save_model(run *r, int n_epochs, double final_loss, double accuracy)
     return 0;
 }
 
+/* Warn on stderr about each f32 tensor of f (read from path) holding NaN or infinite
+ * values: the file loads, but an evaluation with such weights prints an accuracy that
+ * means nothing, and nothing else would say why. Tensors of other dtypes are not the
+ * model's weights and are skipped. */
+static void warn_nonfinite(run *r, const td_safetensors *f, const char *path)
+{
+    for (int i = 0; i < td_safetensors_count(f); i++) {
+        const char *name = td_safetensors_name(f, i);
+        td_tensor *t = NULL;
+        if (td_safetensors_get(f, r->ctx, name, TD_F32, -1, NULL, &t) != TD_OK) continue;
+        size_t n = td_nbytes(t) / sizeof(float);
+        float *v = malloc(n > 0 ? n * sizeof *v : 1);
+        unsigned long long bad = 0;
+        if (v != NULL && td_read(t, v, n * sizeof *v) == TD_OK)
+            for (size_t k = 0; k < n; k++) bad += !isfinite(v[k]);
+        free(v);
+        td_release(t);
+        if (bad > 0)
+            fprintf(stderr, PROG ": warning: %s: %s holds %llu NaN or infinite value%s of %zu; "
+                            "results computed with these weights are meaningless\n",
+                    path, name, bad, bad == 1 ? "" : "s", n);
+    }
+}
+
 /* Load --load FILE into the model; with --eval-only also take the epochs and final loss
- * recorded in its metadata (0 and NaN when absent). */
+ * recorded in its metadata (0 and NaN when absent). Warns about non-finite weights. */
 static int load_model(run *r, int *epochs, double *final_loss)
 {
     char err[512];
@@ -534,6 +558,7 @@ static int load_model(run *r, int *epochs, double *final_loss)
         *epochs = e != NULL ? atoi(e) : 0;
         *final_loss = l != NULL ? strtod(l, NULL) : NAN;
         printf("loaded weights from %s\n", r->opt.load_path);
+        warn_nonfinite(r, f, r->opt.load_path);
     }
     td_safetensors_close(f);
     return rc;

@@ -27,17 +27,6 @@
 
 #define CHUNK ((size_t)1 << 20) /* TD_CHUNK_BYTES */
 
-static td_context *connect_opts(const td_options *o)
-{
-    char uri[600];
-    td_test_server_uri(&srv, "cpu", uri, sizeof uri);
-    td_context *ctx = NULL;
-    td_status st = td_connect(uri, o, &ctx);
-    cr_assert_eq(st, TD_OK, "td_connect(%s): %s: %s", uri, td_status_name(st),
-                 td_connect_error());
-    return ctx;
-}
-
 /* Deterministic bytes that differ per seed (xorshift64). */
 static void fill(uint8_t *p, size_t n, uint64_t seed)
 {
@@ -63,7 +52,7 @@ static uint64_t sent(td_context *ctx)
 
 static uint64_t run_chain(const td_options *o, int n_ops, float *result)
 {
-    td_context *ctx = connect_opts(o);
+    td_context *ctx = connect_with(o);
     td_tensor **h = calloc((size_t)n_ops, sizeof *h);
     h[0] = td_full(ctx, TD_F32, 1, (int64_t[]){4}, 1.5);
     for (int i = 1; i < n_ops; i++) h[i] = td_neg(h[i - 1]);
@@ -107,7 +96,7 @@ Test(batching, byte_threshold, .init = start_tcp, .fini = stop, .timeout = 60)
 Test(batching, time_bound_flushes_a_lone_op, .init = start_tcp, .fini = stop, .timeout = 60)
 {
     td_options o = {.batch_flush_us = 2000};
-    td_context *ctx = connect_opts(&o);
+    td_context *ctx = connect_with(&o);
     td_server_info info;
     cr_assert_eq(td_server_info_get(srv.addr, 5000, &info), TD_OK);
     uint64_t before = info.tensors;
@@ -134,7 +123,7 @@ Test(batching, time_bound_flushes_a_lone_op, .init = start_tcp, .fini = stop, .t
 Test(batching, no_time_bound_keeps_the_op, .init = start_tcp, .fini = stop, .timeout = 60)
 {
     td_options o = {.batch_flush_us = -1};
-    td_context *ctx = connect_opts(&o);
+    td_context *ctx = connect_with(&o);
     td_tensor *t = td_full(ctx, TD_F32, 1, (int64_t[]){1000}, 2.0);
     usleep(100000);
     td_stats st;
@@ -176,7 +165,7 @@ Test(transfer, chunk_edge_sizes, .init = start_tcp, .fini = stop, .timeout = 120
     const size_t sizes[] = {0, 1, CHUNK - 1, CHUNK, CHUNK + 1, 3 * CHUNK + 7};
     for (int blob = 0; blob < 2; blob++) {
         td_options o = {.blob_min_bytes = blob ? 0 : SIZE_MAX};
-        td_context *ctx = connect_opts(&o);
+        td_context *ctx = connect_with(&o);
         for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
             round_trip(ctx, sizes[i], 17 + i + 100 * (uint64_t)blob);
         td_close(ctx);
@@ -186,7 +175,7 @@ Test(transfer, chunk_edge_sizes, .init = start_tcp, .fini = stop, .timeout = 120
 static void timed_round_trip(size_t n, const char *label)
 {
     td_options o = {.blob_min_bytes = SIZE_MAX}; /* the raw data path, no hashing */
-    td_context *ctx = connect_opts(&o);
+    td_context *ctx = connect_with(&o);
     uint8_t *src = malloc(n), *dst = malloc(n);
     cr_assert(src && dst, "cannot allocate 2 x %zu bytes", n);
     fill(src, n, n);
@@ -244,14 +233,14 @@ Test(blobs, second_upload_sends_nothing_and_sessions_share, .init = start_tcp, .
     size_t n = 4 * CHUNK + 3;
     uint8_t *w = malloc(n);
     fill(w, n, 4242);
-    td_context *a = connect_opts(NULL);
+    td_context *a = connect_with(NULL);
     uint64_t b1, b2, b3;
     td_tensor *t1 = upload(a, w, n, &b1);
     td_tensor *t2 = upload(a, w, n, &b2);
     cr_expect_eq(b1, n, "first upload sent %llu bytes", (unsigned long long)b1);
     cr_expect_eq(b2, 0, "second upload sent %llu bytes", (unsigned long long)b2);
     check_contents(a, t2, w, n);
-    td_context *b = connect_opts(NULL); /* another session shares the blob */
+    td_context *b = connect_with(NULL); /* another session shares the blob */
     td_tensor *t3 = upload(b, w, n, &b3);
     cr_expect_eq(b3, 0, "upload from a second session sent %llu bytes", (unsigned long long)b3);
     check_contents(b, t3, w, n);
@@ -288,7 +277,7 @@ Test(blobs, fresh_upload_kept_as_candidate_repeat_is_free, .init = start_tcp, .f
     uint8_t *w = malloc(n);
     fill(w, n, 31337);
     uint64_t b;
-    td_context *ctx = connect_opts(NULL);
+    td_context *ctx = connect_with(NULL);
     td_release(upload(ctx, w, n, &b));
     cr_expect_eq(b, n, "first upload sent %llu bytes", (unsigned long long)b);
     td_close(ctx);
@@ -296,7 +285,7 @@ Test(blobs, fresh_upload_kept_as_candidate_repeat_is_free, .init = start_tcp, .f
     cr_expect_geq(server_bytes_in_use(), n, "candidate not held: %llu bytes in use",
                   (unsigned long long)server_bytes_in_use());
     for (int k = 0; k < 2; k++) {
-        ctx = connect_opts(NULL);
+        ctx = connect_with(NULL);
         td_tensor *t = upload(ctx, w, n, &b);
         cr_expect_lt(b, n / 100, "upload %d sent %llu of %zu bytes", k + 2,
                      (unsigned long long)b, n);
@@ -317,7 +306,7 @@ Test(blobs, many_tensor_model_repeat_is_free, .init = start_tcp, .fini = stop, .
     for (int i = 0; i < K; i++) fill(w + (size_t)i * n, n, 7000 + (uint64_t)i);
     uint64_t b, total = 0;
     for (int run = 0; run < 2; run++) {
-        td_context *ctx = connect_opts(NULL);
+        td_context *ctx = connect_with(NULL);
         td_tensor *t[K];
         total = 0;
         for (int i = 0; i < K; i++) {
@@ -349,7 +338,7 @@ Test(blobs, fingerprint_collision_sends_the_bytes, .init = start_tcp, .fini = st
      * none of them for this size (the second piece starts at 8200). */
     y[300] ^= 0x5a;
     uint64_t b;
-    td_context *ctx = connect_opts(NULL);
+    td_context *ctx = connect_with(NULL);
     td_tensor *tx = upload(ctx, x, n, &b);
     cr_expect_eq(b, n);
     td_tensor *ty = upload(ctx, y, n, &b);
@@ -381,7 +370,7 @@ Test(blobs, rewritten_tensor_drops_its_candidate, .init = start_tcp, .fini = sto
     fill(x, n, 1);
     fill(y, n, 2);
     uint64_t b;
-    td_context *ctx = connect_opts(NULL);
+    td_context *ctx = connect_with(NULL);
     td_tensor *t = upload(ctx, x, n, &b);
     cr_assert_eq(td_write(t, y, n), TD_OK, "%s", td_last_error(ctx));
     check_contents(ctx, t, y, n);
@@ -400,7 +389,7 @@ Test(blobs, lru_eviction_under_the_byte_cap, .fini = stop, .timeout = 60)
     start_with((const char *const[]){"--blob-cache-bytes", "3M", NULL});
     uint8_t *d[4];
     uint64_t b;
-    td_context *ctx = connect_opts(NULL);
+    td_context *ctx = connect_with(NULL);
     for (int i = 0; i < 4; i++) { /* A, B, C, D: D evicts A */
         d[i] = malloc(CHUNK);
         fill(d[i], CHUNK, 900 + (uint64_t)i);
@@ -411,7 +400,7 @@ Test(blobs, lru_eviction_under_the_byte_cap, .fini = stop, .timeout = 60)
         cr_expect_eq(b, 0);
     }
     td_close(ctx);
-    ctx = connect_opts(NULL);
+    ctx = connect_with(NULL);
     td_tensor *ta = upload(ctx, d[0], CHUNK, &b);
     cr_expect_eq(b, CHUNK, "A should have been evicted; sent %llu", (unsigned long long)b);
     td_tensor *td = upload(ctx, d[3], CHUNK, &b);
@@ -458,7 +447,7 @@ Test(blobs, corrupted_cache_file_is_refetched, .fini = stop, .timeout = 120)
     uint64_t b;
 
     start_with(args);
-    td_context *ctx = connect_opts(NULL);
+    td_context *ctx = connect_with(NULL);
     td_release(upload(ctx, w, n, &b));
     cr_expect_eq(b, n);
     td_close(ctx);
@@ -466,7 +455,7 @@ Test(blobs, corrupted_cache_file_is_refetched, .fini = stop, .timeout = 120)
 
     /* Restarted with the same directory: served from disk, nothing sent. */
     start_with(args);
-    ctx = connect_opts(NULL);
+    ctx = connect_with(NULL);
     td_tensor *t = upload(ctx, w, n, &b);
     cr_expect_eq(b, 0, "after a restart: sent %llu bytes", (unsigned long long)b);
     check_contents(ctx, t, w, n);
@@ -480,7 +469,7 @@ Test(blobs, corrupted_cache_file_is_refetched, .fini = stop, .timeout = 120)
 
     /* Corrupted: detected, dropped, bytes sent again, the right contents served. */
     start_with(args);
-    ctx = connect_opts(NULL);
+    ctx = connect_with(NULL);
     t = upload(ctx, w, n, &b);
     cr_expect_eq(b, n, "corrupted cache file: sent %llu bytes", (unsigned long long)b);
     check_contents(ctx, t, w, n);
@@ -490,7 +479,7 @@ Test(blobs, corrupted_cache_file_is_refetched, .fini = stop, .timeout = 120)
 
     /* The re-fetched blob was written back correctly. */
     start_with(args);
-    ctx = connect_opts(NULL);
+    ctx = connect_with(NULL);
     t = upload(ctx, w, n, &b);
     cr_expect_eq(b, 0, "after re-fetch and restart: sent %llu bytes", (unsigned long long)b);
     check_contents(ctx, t, w, n);

@@ -18,6 +18,11 @@ not libtensord (issue 16, items 1-3).
   of framing more); the session shows in tensord_sessions by tenant and device while open;
   /healthz and /readyz are 200 while serving; while a SIGTERM'd server drains queued work
   (200 queued matmuls) /readyz is 503, tensord_serving 0 and /healthz still 200.
+  On a unix socket, tensord_shm_rings is 1 while a ring session is open and 0 after it,
+  and tensord_shm_ring_requests_total grows by exactly one per small read it sends (README
+  "Same-host clients" item 5); a --no-ring server gives the client "shm" and counts none.
+- Flags: --help names --no-ring and the ring key; --check-config accepts ring = false and
+  --no-ring, and names the key when its value is not a boolean.
 - Logs: every stderr line is "RFC3339-UTC-ms tensord: LEVEL: message" (text), or one JSON
   object with time/level/prog/msg (--log-format json); with $JOURNAL_STREAM naming stderr's
   device and inode, lines start with "<N>" (text lines then carry no time). The session
@@ -79,7 +84,7 @@ def load_health_stubs(tmp):
 class Server:
     """A tensord child with its stderr in a file (so the log lines can be checked)."""
 
-    def __init__(self, tmp, name, args, env_extra=None, journal=False):
+    def __init__(self, tmp, name, args, env_extra=None, journal=False, listen="127.0.0.1:0"):
         self.err_path = os.path.join(tmp, f"{name}.stderr")
         self.err = open(self.err_path, "w+b")
         env = dict(os.environ)
@@ -89,10 +94,10 @@ class Server:
             env["JOURNAL_STREAM"] = f"{st.st_dev}:{st.st_ino}"
         env.update(env_extra or {})
         self.proc = subprocess.Popen(
-            [TENSORD, "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0"] + args,
+            [TENSORD, "--listen", listen, "--metrics", "127.0.0.1:0"] + args,
             stdout=subprocess.PIPE, stderr=self.err, env=env)
         line = self.proc.stdout.readline().decode()  # "listening on ADDR" (tensord exits if not)
-        m = re.match(r"listening on (127\.0\.0\.1:\d+)$", line.strip())
+        m = re.match(r"listening on (127\.0\.0\.1:\d+|unix:\S+)$", line.strip())
         if not m:
             self.stop()
             sys.exit(f"{name}: no 'listening on' line: {line!r}\n{self.log()}")
@@ -711,6 +716,61 @@ def test_sighup_new_certificate(tmp, pb, pbg):
     check(rc == 0, f"tensord exited 0 ({rc})")
 
 
+def test_ring_metrics(tmp):
+    """tensord_shm_rings counts the sessions serving a request ring, and
+    tensord_shm_ring_requests_total grows by one for each synchronous read sent on one
+    (README "Same-host clients", item 5: a read and the batch held for it are one request)."""
+    rounds = 25
+    srv = Server(tmp, "ring", ["--shm-bytes", "2M"], listen=f"unix:{tmp}/ring.sock")
+    try:
+        before = scrape(srv)
+        check(value(before, "tensord_shm_rings") == 0, "tensord_shm_rings is 0 before any session")
+        wl = subprocess.Popen([WORKLOAD, f"{srv.addr}/cpu", str(rounds), "ring"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        ready = wl.stdout.readline().strip()
+        check(ready == "ready SESSION-OPEN", f"the ring workload ran ({ready!r})")
+        during = scrape(srv)
+        check(value(during, "tensord_shm_rings") == 1,
+              f"tensord_shm_rings is 1 while the session is open ({value(during, 'tensord_shm_rings')})")
+        got = value(during, "tensord_shm_ring_requests_total") - value(before, "tensord_shm_ring_requests_total")
+        check(got == rounds, f"tensord_shm_ring_requests_total grew by {rounds} reads ({got})")
+        check(value(during, "tensord_shm_regions") == 1, "tensord_shm_regions is 1 meanwhile")
+        wl.stdin.write("close\n")
+        wl.stdin.flush()
+        done = wl.stdout.readline().strip()
+        check(done == "done" and wl.wait(timeout=30) == 0, f"the ring workload closed ({done!r})")
+        after = None
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            after = scrape(srv)
+            if value(after, "tensord_shm_rings") == 0:
+                break
+            time.sleep(0.05)
+        check(value(after, "tensord_shm_rings") == 0, "tensord_shm_rings is back to 0 after td_close")
+    finally:
+        rc = srv.stop()
+    check(rc == 0, f"tensord exited 0 ({rc})")
+    srv = Server(tmp, "noring", ["--shm-bytes", "2M", "--no-ring"], listen=f"unix:{tmp}/noring.sock")
+    try:
+        wl = subprocess.run([WORKLOAD, f"{srv.addr}/cpu", "3", "ring"], input="close\n",
+                            capture_output=True, text=True, timeout=60)
+        check(wl.returncode == 1 and "transport shm, not shm+ring" in wl.stderr,
+              f"a --no-ring server gives no ring ({wl.returncode} {wl.stderr.strip()!r})")
+        m = scrape(srv)
+        check(value(m, "tensord_shm_rings") == 0 and value(m, "tensord_shm_ring_requests_total") == 0,
+              "a --no-ring server reports no rings and no ring requests")
+        check("without request rings (--no-ring)" in srv.log(), "its start-up log says the rings are off")
+    finally:
+        rc = srv.stop()
+    check(rc == 0, f"tensord exited 0 ({rc})")
+
+
+def test_help(tmp):
+    r = subprocess.run([TENSORD, "--help"], capture_output=True, text=True, timeout=30)
+    for want in ("--no-shm", "--no-ring", "ring = true|false"):
+        check(r.returncode == 0 and want in r.stdout, f"tensord --help names {want!r}")
+
+
 def test_check_config(tmp):
     def run(text, *extra):
         path = os.path.join(tmp, "check.conf")
@@ -722,6 +782,8 @@ def test_check_config(tmp):
 
     rc, out, path = run("listen = 127.0.0.1:0\nmax_sessions = 8\ndrain_timeout_s = 5\n")
     check(rc == 0 and out.strip() == f"{path}: ok", f"--check-config of a good file: 0, 'FILE: ok' ({rc} {out!r})")
+    rc, out, path = run("listen = unix:/tmp/td-check.sock\nshm = true\nring = false\n", "--no-ring")
+    check(rc == 0 and out.strip() == f"{path}: ok", f"--check-config knows ring = false and --no-ring ({rc} {out!r})")
     rc, out, _ = run(open(os.path.join(SRC, "deploy", "tensord.conf.example")).read())
     check(rc == 0, f"--check-config passes deploy/tensord.conf.example ({rc} {out!r})")
     bad_tokens = os.path.join(tmp, "bad-tokens")
@@ -738,6 +800,7 @@ def test_check_config(tmp):
         (f"tokens_file = {bad_tokens}\n", "bad-tokens:1: sha256: needs 64 hex digits"),
         (f"tls_cert = {tmp}/none.pem\ntls_key = {tmp}/none.key\n", "none.pem"),
         ("drain_timeout_s = 9999\n", "drain_timeout_s: '9999' is not an integer in 0..3600"),
+        ("ring = maybe\n", "ring: 'maybe' is not true or false"),
     ]
     for text, want in cases:
         rc, out, _ = run(text)
@@ -907,6 +970,8 @@ def main():
         test_drain_ends_live_session(tmp)
         test_sighup_tokens_and_config(tmp)
         test_sighup_new_certificate(tmp, pb, pbg)
+        test_ring_metrics(tmp)
+        test_help(tmp)
         test_check_config(tmp)
         test_admin(tmp)
     if failures:

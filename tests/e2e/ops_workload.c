@@ -4,10 +4,15 @@
  * usage: test-ops-workload URI N NBYTES
  *        test-ops-workload URI N busy
  *        test-ops-workload URI N train
+ *        test-ops-workload URI N ring
  * The third form is a client mid-training: it prints "ready SESSION-OPEN", then runs one
  * step (N adds on a small tensor, read back) every 20 ms until a line arrives on stdin
  * (prints "done STEPS", exit 0) or a step fails (prints "error STATUS_NAME: MESSAGE" with
  * td_last_error, exit 3). $OPS_WORKLOAD_CA, when set, is the CA file for a tensords:// URI.
+ * The fourth form needs a unix: URI whose session gets the request ring (it exits 1
+ * otherwise): N rounds of one add on a one-element tensor read back at once (each round one
+ * ring request: the read and the batch held for it), then "ready SESSION-OPEN" and a line
+ * on stdin before closing, as the first form.
  * The second form queues N matmuls of 1024x1024 (about 2 GFLOP each) without waiting for
  * them, prints "ready SESSION-OPEN" and waits for a line on stdin, then exits without
  * reading (work for the server to drain while the caller looks at it).
@@ -72,6 +77,42 @@ static int train(const char *uri, long n_ops)
     }
 }
 
+static int ring(const char *uri, long n_rounds)
+{
+    td_context *ctx;
+    if (td_connect(uri, NULL, &ctx) != TD_OK) {
+        fprintf(stderr, "ops-workload: connect: %s\n", td_connect_error());
+        return 1;
+    }
+    if (strcmp(td_context_transport(ctx), "shm+ring") != 0) {
+        fprintf(stderr, "ops-workload: transport %s, not shm+ring\n", td_context_transport(ctx));
+        return 1;
+    }
+    int64_t one = 1;
+    td_tensor *x = td_full(ctx, TD_F32, 1, &one, 0.0);
+    td_tensor *inc = td_full(ctx, TD_F32, 1, &one, 1.0);
+    for (long i = 0; i < n_rounds; i++) {
+        td_tensor *y = td_add(x, inc);
+        td_release(x);
+        x = y;
+        float v = -1;
+        if (td_read(x, &v, sizeof v) != TD_OK) return fail(ctx, "ring round");
+        if (v != (float)(i + 1)) {
+            fprintf(stderr, "ops-workload: round %ld read %g\n", i, v);
+            return 1;
+        }
+    }
+    printf("ready SESSION-OPEN\n");
+    fflush(stdout);
+    char l[16];
+    if (fgets(l, sizeof l, stdin) == NULL) { /* the caller went away */
+    }
+    td_close(ctx);
+    printf("done\n");
+    fflush(stdout);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 4) {
@@ -101,6 +142,7 @@ int main(int argc, char **argv)
         }
         return 0;
     }
+    if (strcmp(argv[3], "ring") == 0) return ring(argv[1], n_ops);
     long nbytes = atol(argv[3]);
     if (n_ops < 1 || nbytes < 4 || nbytes % 4 != 0) {
         fprintf(stderr, "ops-workload: N >= 1, NBYTES a positive multiple of 4\n");

@@ -25,17 +25,6 @@ static void start_three(void)
     start_with(args);
 }
 
-static td_context *open_on(const char *device, const td_options *o)
-{
-    char uri[700];
-    td_test_server_uri(&srv, device, uri, sizeof uri);
-    td_context *ctx = NULL;
-    td_status st = td_connect(uri, o, &ctx);
-    cr_assert_eq(st, TD_OK, "td_connect(%s): %s: %s", uri, td_status_name(st),
-                 td_connect_error());
-    return ctx;
-}
-
 static void expect_refused(const char *device, const td_options *o, td_status want,
                            const char *needle)
 {
@@ -73,10 +62,10 @@ Test(placement, default_and_plain_cpu_are_cpu0, .init = start_three, .fini = sto
     cr_assert_eq(td_connect(uri, NULL, &ctx), TD_OK, "%s", td_connect_error());
     cr_expect_str_eq(td_device_name(ctx), "cpu:0");
     td_close(ctx);
-    ctx = open_on("cpu", NULL);
+    ctx = connect_device("cpu", NULL);
     cr_expect_str_eq(td_device_name(ctx), "cpu:0");
     td_close(ctx);
-    ctx = open_on("cpu:2", NULL);
+    ctx = connect_device("cpu:2", NULL);
     cr_expect_str_eq(td_device_name(ctx), "cpu:2");
     td_close(ctx);
     /* no accelerator here: a kind without index has no candidate */
@@ -99,7 +88,7 @@ Test(placement, auto_goes_to_the_least_loaded_device, .init = start_three, .fini
     td_context *ctx[3];
     bool seen[3] = {false, false, false};
     for (int i = 0; i < 3; i++) {
-        ctx[i] = open_on("auto", NULL);
+        ctx[i] = connect_device("auto", NULL);
         int k = cpu_index(td_device_name(ctx[i]));
         cr_assert_geq(k, 0, "auto placed session %d on '%s'", i, td_device_name(ctx[i]));
         cr_expect_not(seen[k], "auto put two of three sessions on %s", td_device_name(ctx[i]));
@@ -120,11 +109,11 @@ Test(placement, auto_goes_to_the_least_loaded_device, .init = start_three, .fini
     td_server_info info;
     cr_assert(td_test_wait_usage(srv.addr, 2, 0, 10000, &info) || info.sessions == 2,
               "server still counts %llu sessions", (unsigned long long)info.sessions);
-    ctx[1] = open_on("auto", NULL);
+    ctx[1] = connect_device("auto", NULL);
     cr_expect_str_eq(td_device_name(ctx[1]), freed);
     /* a fourth goes to some device (all equally loaded) and a fifth avoids that one */
-    td_context *d4 = open_on("auto", NULL);
-    td_context *d5 = open_on("auto", NULL);
+    td_context *d4 = connect_device("auto", NULL);
+    td_context *d5 = connect_device("auto", NULL);
     cr_expect_str_neq(td_device_name(d4), td_device_name(d5));
     td_close(d4);
     td_close(d5);
@@ -180,8 +169,8 @@ Test(placement, devices_flag_hides_the_others, .init = start_filtered, .fini = s
     cr_expect_str_eq(info.devices[0].name, "cpu:0");
     cr_expect_str_eq(info.devices[1].name, "cpu:2");
     expect_refused("cpu:1", NULL, TD_EINVAL, "unknown device 'cpu:1'");
-    td_context *a = open_on("auto", NULL);
-    td_context *b = open_on("auto", NULL);
+    td_context *a = connect_device("auto", NULL);
+    td_context *b = connect_device("auto", NULL);
     cr_expect_str_neq(td_device_name(a), "cpu:1");
     cr_expect_str_neq(td_device_name(b), "cpu:1");
     cr_expect_str_neq(td_device_name(a), td_device_name(b));
@@ -281,12 +270,12 @@ Test(placement, pinned_tenant_cannot_open_another_device, .init = start_pinned,
     expect_refused("cpu:0", &o, TD_EUNAUTHENTICATED, "tenant 'pinned' may not use device cpu:0");
     expect_refused("cpu", &o, TD_EUNAUTHENTICATED, "its devices: cpu:1");
     expect_refused("cpu:2", &o, TD_EUNAUTHENTICATED, "may not use device cpu:2");
-    td_context *c = open_on("cpu:1", &o);
+    td_context *c = connect_device("cpu:1", &o);
     cr_expect_str_eq(td_device_name(c), "cpu:1");
     td_close(c);
     /* auto and no device place it on its one device, however loaded */
-    td_context *a = open_on("auto", &o);
-    td_context *b = open_on("auto", &o);
+    td_context *a = connect_device("auto", &o);
+    td_context *b = connect_device("auto", &o);
     cr_expect_str_eq(td_device_name(a), "cpu:1");
     cr_expect_str_eq(td_device_name(b), "cpu:1");
     char uri[700];
@@ -299,7 +288,7 @@ Test(placement, pinned_tenant_cannot_open_another_device, .init = start_pinned,
     td_close(d);
     /* another tenant is not restricted */
     o.token = free_tenant;
-    c = open_on("cpu:0", &o);
+    c = connect_device("cpu:0", &o);
     cr_expect_str_eq(td_device_name(c), "cpu:0");
     td_close(c);
 }
@@ -449,12 +438,12 @@ static void check_moves(td_context *ctx, const char *first, const char *second,
 Test(placement, session_spanning_two_devices_moves_bit_exactly, .init = start_three,
      .fini = stop, .timeout = 60)
 {
-    td_context *ctx = open_on("cpu:0,cpu:1", NULL);
+    td_context *ctx = connect_device("cpu:0,cpu:1", NULL);
     cr_expect_str_eq(td_device_name(ctx), "cpu:0");
     check_moves(ctx, "cpu:0", "cpu:1", "cpu:2");
     td_close(ctx);
     /* the other way round, on other devices */
-    ctx = open_on("cpu:2,cpu:0", NULL);
+    ctx = connect_device("cpu:2,cpu:0", NULL);
     check_moves(ctx, "cpu:2", "cpu:0", "cpu:1");
     td_close(ctx);
     /* every tensor's memory is back; what stays is the graph the server caches for the
@@ -488,9 +477,9 @@ Test(placement, auto_first_avoids_the_further_devices, .init = start_pinned,
     td_options o;
     memset(&o, 0, sizeof o);
     o.token = free_tenant;
-    td_context *busy0 = open_on("cpu:0", &o), *busy2 = open_on("cpu:2", &o);
+    td_context *busy0 = connect_device("cpu:0", &o), *busy2 = connect_device("cpu:2", &o);
     for (int round = 0; round < 3; round++) {
-        td_context *c = open_on("auto,cpu:1", &o);
+        td_context *c = connect_device("auto,cpu:1", &o);
         cr_expect_str_neq(td_device_name(c), "cpu:1");
         cr_expect_str_eq(td_context_device_at(c, 1), "cpu:1");
         td_close(c);
@@ -498,10 +487,10 @@ Test(placement, auto_first_avoids_the_further_devices, .init = start_pinned,
     td_close(busy0);
     td_close(busy2);
     o.token = pair;
-    td_context *c = open_on("auto,cpu:1", &o);
+    td_context *c = connect_device("auto,cpu:1", &o);
     cr_expect_str_eq(td_device_name(c), "cpu:2");
     td_close(c);
-    c = open_on("auto,cpu:2", &o);
+    c = connect_device("auto,cpu:2", &o);
     cr_expect_str_eq(td_device_name(c), "cpu:1");
     td_close(c);
     o.token = pinned; /* its one device is taken by the second entry: nothing is left */

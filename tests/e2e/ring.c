@@ -12,7 +12,9 @@
  *  - a client killed (SIGKILL) while it keeps the ring busy leaves the server serving, with
  *    no session and no bytes held;
  *  - fairness: while one ring session loops small op + read round trips, a stream session
- *    on the same device still gets its fences answered promptly.
+ *    on the same device still gets its fences answered promptly;
+ *  - a --no-ring server gives its unix clients the region without the ring ("shm", and
+ *    tensorctl info says why), with the same bytes and errors as the stream.
  * The hostile side (garbage in the ring) is tests/hostile/ring.py.
  */
 #include "server_fixture.h"
@@ -22,49 +24,28 @@
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <stdarg.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 static const char *const k_args[] = {"--shm-bytes", "2M", "--max-session-bytes", "12M", NULL};
 
 static void start_ring(void) { start_server(true, k_args); }
 
-static td_context *connect_with(const td_options *o)
-{
-    char uri[600];
-    td_test_server_uri(&srv, "cpu", uri, sizeof uri);
-    td_context *ctx = NULL;
-    td_status st = td_connect(uri, o, &ctx);
-    cr_assert_eq(st, TD_OK, "td_connect(%s): %s: %s", uri, td_status_name(st),
-                 td_connect_error());
-    return ctx;
-}
-
 TestSuite(ring, .init = start_ring, .fini = stop, .timeout = 60);
 
 Test(ring, negotiation)
 {
-    td_context *a = connect_with(NULL);
-    cr_expect_str_eq(td_context_transport(a), "shm+ring");
+    expect_transport(NULL, "shm+ring", "default options");
     td_options o = {.no_ring = 1};
-    td_context *b = connect_with(&o);
-    cr_expect_str_eq(td_context_transport(b), "shm");
+    expect_transport(&o, "shm", "no_ring");
     td_options g = {.no_shm = 1};
-    td_context *c = connect_with(&g);
-    cr_expect_str_eq(td_context_transport(c), "grpc");
+    expect_transport(&g, "grpc", "no_shm");
     setenv("TENSORD_NO_RING", "1", 1);
-    td_context *d = connect_with(NULL);
-    cr_expect_str_eq(td_context_transport(d), "shm", "TENSORD_NO_RING=1");
+    expect_transport(NULL, "shm", "TENSORD_NO_RING=1");
     unsetenv("TENSORD_NO_RING");
-    td_close(a);
-    td_close(b);
-    td_close(c);
-    td_close(d);
 }
 
 /* What one run of the workload produced: every read's bytes and every status and
@@ -170,30 +151,38 @@ static void unlimit(char *text)
     }
 }
 
-Test(ring, identical_bytes_and_errors_on_every_path)
+/* Run the workload on one context per options set n (at most 3), each of which must get
+ * transport want[k], and expect every transcript to equal the first. */
+static void expect_same_on_every_path(const td_options *opts, const char *const *want, int n)
 {
     static transcript tr[3];
-    td_options opts[3] = {{0}, {.no_ring = 1}, {.no_shm = 1}};
-    const char *want[3] = {"shm+ring", "shm", "grpc"};
-    for (int k = 0; k < 3; k++) {
+    cr_assert_leq(n, 3);
+    for (int k = 0; k < n; k++) {
         memset(&tr[k], 0, sizeof tr[k]);
         td_context *ctx = connect_with(&opts[k]);
         cr_assert_str_eq(td_context_transport(ctx), want[k]);
         workload(ctx, &tr[k]);
         td_close(ctx);
     }
-    cr_log_info("transcript over the ring:\n%s", tr[0].text);
+    cr_log_info("transcript over %s:\n%s", want[0], tr[0].text);
     cr_expect(strstr(tr[0].text, "EQUOTA") != NULL, "the big op failed: %s", tr[0].text);
     /* Without a region the session's byte limit is not reduced by it: the quota message
      * names a different limit. */
-    for (int k = 0; k < 3; k++) unlimit(tr[k].text);
-    for (int k = 1; k < 3; k++) {
+    for (int k = 0; k < n; k++) unlimit(tr[k].text);
+    for (int k = 1; k < n; k++) {
         cr_expect_str_eq(tr[0].text, tr[k].text, "%s vs %s:\n%s\n----\n%s", want[0], want[k],
                          tr[0].text, tr[k].text);
         cr_expect_eq(tr[0].nbytes, tr[k].nbytes);
         cr_expect(memcmp(tr[0].bytes, tr[k].bytes, tr[0].nbytes) == 0, "bytes differ: %s vs %s",
                   want[0], want[k]);
     }
+}
+
+Test(ring, identical_bytes_and_errors_on_every_path)
+{
+    td_options opts[3] = {{0}, {.no_ring = 1}, {.no_shm = 1}};
+    const char *const want[3] = {"shm+ring", "shm", "grpc"};
+    expect_same_on_every_path(opts, want, 3);
 }
 
 Test(ring, reads_on_the_ring_wait_for_the_stream)
@@ -220,51 +209,29 @@ Test(ring, reads_on_the_ring_wait_for_the_stream)
     td_close(ctx);
 }
 
+/* The killed child: keeps the ring busy (a 256x256 matmul and a one-element read per
+ * request). */
+static void ring_forever(const char *uri)
+{
+    td_context *ctx = NULL;
+    if (td_connect(uri, NULL, &ctx) != TD_OK) _exit(2);
+    if (strcmp(td_context_transport(ctx), "shm+ring") != 0) _exit(3);
+    int64_t d[2] = {256, 256};
+    td_tensor *a = td_rand_normal(ctx, TD_F32, 2, d, 1, 0.0, 1.0);
+    for (;;) {
+        td_tensor *m = td_matmul(a, a);
+        td_tensor *s = td_sum(m, 2, (int[]){0, 1}, false);
+        float v;
+        td_read(s, &v, sizeof v);
+        td_release(s);
+        td_release(m);
+    }
+}
+
 Test(ring, killed_client_leaves_nothing)
 {
-    /* Fork before this process touches gRPC. The child keeps the ring busy (a 256x256
-     * matmul and a one-element read per request) until it is killed. */
-    pid_t child = fork();
-    cr_assert_geq(child, 0);
-    if (child == 0) {
-        char uri[600];
-        td_test_server_uri(&srv, "cpu", uri, sizeof uri);
-        td_context *ctx = NULL;
-        if (td_connect(uri, NULL, &ctx) != TD_OK) _exit(2);
-        if (strcmp(td_context_transport(ctx), "shm+ring") != 0) _exit(3);
-        int64_t d[2] = {256, 256};
-        td_tensor *a = td_rand_normal(ctx, TD_F32, 2, d, 1, 0.0, 1.0);
-        for (;;) {
-            td_tensor *m = td_matmul(a, a);
-            td_tensor *s = td_sum(m, 2, (int[]){0, 1}, false);
-            float v;
-            td_read(s, &v, sizeof v);
-            td_release(s);
-            td_release(m);
-        }
-    }
-    struct td_server_info info;
-    bool up = false;
-    for (int i = 0; i < 500 && !up; i++) {
-        up = td_server_info_get(srv.addr, 2000, &info) == TD_OK && info.sessions == 1 &&
-             info.bytes_in_use > ((size_t)2 << 20);
-        if (!up) usleep(10000);
-    }
-    int status = 0;
-    if (!up) {
-        kill(child, SIGKILL);
-        waitpid(child, &status, 0);
-        cr_assert_fail("child session never came up (child status %d; %llu sessions, %llu "
-                       "bytes)", status, (unsigned long long)info.sessions,
-                       (unsigned long long)info.bytes_in_use);
-    }
-    usleep(200000);
-    kill(child, SIGKILL);
-    waitpid(child, &status, 0);
-    cr_assert(WIFSIGNALED(status), "the child ended by itself (status %d)", status);
-    cr_assert(td_test_wait_usage(srv.addr, 0, 0, 15000, &info),
-              "usage after the kill: %llu sessions, %llu bytes",
-              (unsigned long long)info.sessions, (unsigned long long)info.bytes_in_use);
+    /* the child's session holds its region (2 MiB) and a tensor; killed 200 ms into it */
+    kill_client_mid_work(ring_forever, ((size_t)2 << 20) + 1, 200, NULL, NULL);
     td_context *ctx = connect_with(NULL);
     cr_expect_str_eq(td_context_transport(ctx), "shm+ring");
     cr_expect_eq(td_fence(ctx), TD_OK, "%s", td_last_error(ctx));
@@ -328,4 +295,18 @@ Test(ring, busy_ring_session_does_not_starve_the_stream)
     cr_expect_lt(busy, 50.0, "fence median %.3f ms next to a busy ring session", busy);
     td_close(ring);
     td_close(stream);
+}
+
+/* ---- where the ring is not offered ---- */
+
+Test(ring_off, no_ring_server_keeps_the_region, .fini = stop, .timeout = 60)
+{
+    const char *const args[] = {"--shm-bytes", "2M", "--max-session-bytes", "12M", "--no-ring",
+                                NULL};
+    start_server(true, args);
+    td_options opts[2] = {{0}, {.no_shm = 1}};
+    const char *const want[2] = {"shm", "grpc"};
+    expect_same_on_every_path(opts, want, 2);
+    const char *out = tensorctl_info("", srv.addr);
+    cr_expect(strstr(out, "transport: shm (no request ring (--no-ring") != NULL, "%s", out);
 }

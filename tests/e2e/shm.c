@@ -43,17 +43,6 @@ static const char *const k_region_args[] = {"--shm-bytes", "4M", NULL};
 
 static void start_shm(void) { start_server(true, k_region_args); }
 
-static td_context *connect_with(const td_options *o)
-{
-    char uri[600];
-    td_test_server_uri(&srv, "cpu", uri, sizeof uri);
-    td_context *ctx = NULL;
-    td_status st = td_connect(uri, o, &ctx);
-    cr_assert_eq(st, TD_OK, "td_connect(%s): %s: %s", uri, td_status_name(st),
-                 td_connect_error());
-    return ctx;
-}
-
 static void fill(uint8_t *p, size_t n, uint64_t seed)
 {
     uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
@@ -69,43 +58,19 @@ TestSuite(shm, .init = start_shm, .fini = stop, .timeout = 120);
 
 Test(shm, negotiation)
 {
-    td_context *a = connect_with(NULL);
-    cr_expect_str_eq(td_context_transport(a), "shm+ring");
+    expect_transport(NULL, "shm+ring", "default options");
     td_options o = {.no_shm = 1};
-    td_context *b = connect_with(&o);
-    cr_expect_str_eq(td_context_transport(b), "grpc");
+    expect_transport(&o, "grpc", "no_shm");
     cr_expect_null(td_context_transport(NULL));
     setenv("TENSORD_NO_SHM", "1", 1);
-    td_context *c = connect_with(NULL);
-    cr_expect_str_eq(td_context_transport(c), "grpc", "TENSORD_NO_SHM=1");
-    td_close(c);
+    expect_transport(NULL, "grpc", "TENSORD_NO_SHM=1");
     setenv("TENSORD_NO_SHM", "0", 1);
-    c = connect_with(NULL);
-    cr_expect_str_eq(td_context_transport(c), "shm+ring", "TENSORD_NO_SHM=0");
-    td_close(c);
+    expect_transport(NULL, "shm+ring", "TENSORD_NO_SHM=0");
     unsetenv("TENSORD_NO_SHM");
-    td_close(a);
-    td_close(b);
     td_context *l = NULL;
     cr_assert_eq(td_connect("local:cpu", NULL, &l), TD_OK);
     cr_expect_str_eq(td_context_transport(l), "local");
     td_close(l);
-}
-
-/* Run `tensorctl info ARGS ADDR` and return its stdout (static buffer). */
-static const char *tensorctl_info(const char *args, const char *addr)
-{
-    static char out[8192];
-    char cmd[1200];
-    const char *bin = getenv("TENSORCTL_BIN");
-    cr_assert(bin != NULL, "TENSORCTL_BIN is not set");
-    snprintf(cmd, sizeof cmd, "%s info %s %s", bin, args, addr);
-    FILE *p = popen(cmd, "r");
-    cr_assert_not_null(p);
-    size_t n = fread(out, 1, sizeof out - 1, p);
-    out[n] = '\0';
-    cr_expect_eq(pclose(p), 0, "%s: %s", cmd, out);
-    return out;
 }
 
 Test(shm, tensorctl_info_names_the_transport)
@@ -222,51 +187,32 @@ static long rss_kb(pid_t pid, const char *field)
     return v;
 }
 
+/* The killed child: uploads 16 MiB again and again through the region. */
+static void upload_forever(const char *uri)
+{
+    td_context *ctx = NULL;
+    if (td_connect(uri, NULL, &ctx) != TD_OK) _exit(2);
+    if (strcmp(td_context_transport(ctx), "shm+ring") != 0) _exit(3);
+    size_t n = (size_t)16 << 20;
+    uint8_t *p = malloc(n);
+    if (p == NULL) _exit(4);
+    memset(p, 7, n);
+    int64_t dims[1] = {(int64_t)n};
+    td_tensor *t = td_from_host(ctx, TD_U8, 1, dims, p);
+    for (;;) {
+        td_write(t, p, n);
+        td_read(t, p, n);
+    }
+}
+
+static void measure_shmem(void *arg) { *(long *)arg = rss_kb(srv.pid, "RssShmem"); }
+
 Test(shm, killed_client_frees_everything)
 {
-    /* Fork before this process touches gRPC. The child uploads 16 MiB again and again
-     * through the region until it is killed. */
-    pid_t child = fork();
-    cr_assert_geq(child, 0);
-    if (child == 0) {
-        char uri[600];
-        td_test_server_uri(&srv, "cpu", uri, sizeof uri);
-        td_context *ctx = NULL;
-        if (td_connect(uri, NULL, &ctx) != TD_OK) _exit(2);
-        if (strcmp(td_context_transport(ctx), "shm+ring") != 0) _exit(3);
-        size_t n = (size_t)16 << 20;
-        uint8_t *p = malloc(n);
-        memset(p, 7, n);
-        int64_t dims[1] = {(int64_t)n};
-        td_tensor *t = td_from_host(ctx, TD_U8, 1, dims, p);
-        for (;;) {
-            td_write(t, p, n);
-            td_read(t, p, n);
-        }
-    }
-    long shmem0 = rss_kb(srv.pid, "RssShmem");
-    struct td_server_info info;
-    /* the child's session is open and holds its tensor and its region */
-    bool up = false;
-    for (int i = 0; i < 500 && !up; i++) {
-        up = td_server_info_get(srv.addr, 2000, &info) == TD_OK && info.sessions == 1 &&
-             info.bytes_in_use >= REGION + ((size_t)16 << 20);
-        if (!up) usleep(20000);
-    }
-    int status = 0;
-    if (!up) {
-        kill(child, SIGKILL);
-        waitpid(child, &status, 0);
-        cr_assert_fail("child session never came up (child status %d)", status);
-    }
-    usleep(300000); /* mid-transfer */
-    long shmem_busy = rss_kb(srv.pid, "RssShmem");
-    kill(child, SIGKILL);
-    waitpid(child, &status, 0);
-    cr_assert(WIFSIGNALED(status), "the child ended by itself (status %d)", status);
-    cr_assert(td_test_wait_usage(srv.addr, 0, 0, 15000, &info),
-              "usage after the kill: %llu sessions, %llu bytes",
-              (unsigned long long)info.sessions, (unsigned long long)info.bytes_in_use);
+    long shmem0 = rss_kb(srv.pid, "RssShmem"), shmem_busy = -1;
+    /* the child's session holds its tensor and its region; killed 300 ms mid-transfer */
+    kill_client_mid_work(upload_forever, REGION + ((size_t)16 << 20), 300, measure_shmem,
+                         &shmem_busy);
     long shmem1 = rss_kb(srv.pid, "RssShmem");
     cr_log_info("server RssShmem: %ld kB before, %ld kB during, %ld kB after", shmem0,
                 shmem_busy, shmem1);

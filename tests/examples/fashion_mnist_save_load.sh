@@ -82,4 +82,21 @@ expect_error 1 "$TMP/dt.safetensors" 'unknown dtype "F33"' -- \
 make_file "$TMP/sz.safetensors" '{"w1":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}' 8
 expect_error 1 "$TMP/sz.safetensors" "hold 8 bytes, but dtype F32 and its shape need 12" -- \
     "${EVAL[@]}" --hidden 32 --load "$TMP/sz.safetensors"
+# Weights holding NaN or inf load (exit 0), with a warning per tensor naming the file, the
+# tensor and the count; a clean file gives none.
+"${EVAL[@]}" --hidden 32 --load "$TMP/m.safetensors" >/dev/null 2>"$TMP/clean.err" ||
+    fail "--eval-only of the saved model failed: $(cat "$TMP/clean.err")"
+! grep -q warning "$TMP/clean.err" || fail "a clean file warns: $(cat "$TMP/clean.err")"
+grep -qF '"w1":{"dtype":"F32","shape":[784,32],"data_offsets":[0,100352]}' <<<"$header" ||
+    fail "w1 is not the first tensor: $header"
+grep -qF '"b2":{"dtype":"F32","shape":[10],"data_offsets":[101760,101800]}' <<<"$header" ||
+    fail "b2 is not the last tensor: $header"
+cp "$TMP/m.safetensors" "$TMP/nan.safetensors"
+printf '\x00\x00\xc0\x7f' | dd of="$TMP/nan.safetensors" bs=1 seek=$((8 + hlen)) conv=notrunc status=none
+printf '\x00\x00\x80\x7f' | dd of="$TMP/nan.safetensors" bs=1 seek=$((size - 4)) conv=notrunc status=none
+expect_error 0 "warning: $TMP/nan.safetensors: w1 holds 1 NaN or infinite value of 25088" \
+    "warning: $TMP/nan.safetensors: b2 holds 1 NaN or infinite value of 10" -- \
+    "${EVAL[@]}" --hidden 32 --load "$TMP/nan.safetensors"
+! grep -qE ': (b1|w2) holds' "$TMP/err" || fail "a finite tensor was warned about: $(cat "$TMP/err")"
+
 echo "ok: all save/load cases"

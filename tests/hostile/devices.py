@@ -16,67 +16,18 @@ python3-grpc-tools, against a tensord with --cpu-devices 3.
   Failure, and a tensor id of 2^64-1 gets the same range message as 0.
 
 Bounded: loopback, one server, every call with a deadline. Skipped (77) without
-python3-grpcio / python3-grpc-tools. usage: devices.py TENSORD SOURCE_ROOT
+python3-grpcio / python3-grpc-tools (tests/hostile/wireclient.py, shared with shm.py and
+ring.py). usage: devices.py TENSORD SOURCE_ROOT
 """
 import os
-import queue
-import re
-import struct
-import subprocess
 import sys
-import tempfile
 
-try:
-    import grpc
-    from grpc_tools import protoc
-except ImportError as e:  # meson treats 77 as "skipped"
-    print(f"skipping: {e} (install python3-grpcio python3-grpc-tools)")
-    sys.exit(77)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from wireclient import SAMPLE, Session, channel, check, empty_f32, serve  # noqa: E402
 
-TENSORD, SRC = sys.argv[1:3]
-TENSORD = os.environ.get("TD_TEST_TENSORD") or TENSORD
+import grpc  # noqa: E402
+
 TD_EINVAL, TD_EPROTO = 1, 7
-OP_EMPTY, F32 = 0, 0
-failures = []
-
-
-def check(cond, what):
-    print(("ok: " if cond else "FAIL: ") + what)
-    if not cond:
-        failures.append(what)
-
-
-def stubs(tmp):
-    proto_dir = os.path.join(SRC, "proto", "tensord", "v1")
-    rc = protoc.main(["protoc", f"-I{proto_dir}", f"--python_out={tmp}",
-                      os.path.join(proto_dir, "tensord.proto")])
-    if rc != 0:
-        sys.exit(f"protoc failed on tensord.proto ({rc})")
-    sys.path.insert(0, tmp)
-    import tensord_pb2
-    return tensord_pb2
-
-
-class Session:
-    """A Session stream: send() queues a ClientMessage (seq numbered), recv() takes one reply."""
-
-    def __init__(self, channel, pb):
-        self.pb, self.q, self.seq = pb, queue.Queue(), 0
-        call = channel.stream_stream("/tensord.v1.Tensord/Session",
-                                     request_serializer=lambda m: m.SerializeToString(),
-                                     response_deserializer=pb.ServerMessage.FromString)
-        self.replies = call(iter(self.q.get, None), timeout=30)
-
-    def send(self, **body):
-        self.seq += 1
-        self.q.put(self.pb.ClientMessage(seq=self.seq, **body))
-        return self.seq
-
-    def recv(self):
-        return next(self.replies)
-
-    def close(self):
-        self.q.put(None)
 
 
 def expect_failure(s, seq, status, needle, what):
@@ -94,31 +45,8 @@ def expect_failure(s, seq, status, needle, what):
           f"({got.failure.status if got else None}: {got.failure.message if got else None!r})")
 
 
-def main():
-    with tempfile.TemporaryDirectory() as tmp:
-        pb = stubs(tmp)
-        err = open(os.path.join(tmp, "stderr"), "w+")
-        proc = subprocess.Popen([TENSORD, "--listen", "127.0.0.1:0", "--cpu-devices", "3",
-                                 "--devices", "cpu"], stdout=subprocess.PIPE, stderr=err,
-                                text=True)
-        try:
-            line = proc.stdout.readline()
-            m = re.match(r"listening on (\S+)", line)
-            if not m:
-                sys.exit(f"tensord did not start: {line!r}")
-            run(pb, m.group(1))
-        finally:
-            proc.terminate()
-            rc = proc.wait(timeout=30)
-            check(rc == 0, f"tensord exited 0 after SIGTERM ({rc})")
-    if failures:
-        print(f"{len(failures)} failed")
-        sys.exit(1)
-
-
-def run(pb, addr):
-    ch = grpc.insecure_channel(addr)
-    grpc.channel_ready_future(ch).result(timeout=10)
+def run(pb, addr, sock):
+    ch = channel(addr)
 
     # a session on cpu:0 and cpu:1; a tensor moved between them keeps its bytes
     s = Session(ch, pb)
@@ -128,22 +56,12 @@ def run(pb, addr):
     check(m.WhichOneof("body") == "opened" and m.opened.protocol == 4 and
           list(m.opened.devices) == ["cpu:0", "cpu:1"] and m.opened.device == "cpu:0",
           f"protocol-4 open lists the session's devices ({m})")
-    data = struct.pack("<8f", 1.5, -0.0, float("inf"), 3.25, -7.0, 1e-40, 2.0, 9.5)
-    s.send(batch=pb.OpBatch(ops=[pb.Op(opcode=OP_EMPTY, dtype=F32, output=1, iattrs=[8])]))
-    s.send(write=pb.WriteChunk(tensor=1, offset=0), payload=data)
+    s.send(batch=empty_f32(pb, 1, 8))
+    s.send(write=pb.WriteChunk(tensor=1, offset=0), payload=SAMPLE)
     s.send(to_device=pb.ToDevice(tensor=1, output=2, device=1))
-    rseq = s.send(read=pb.ReadRequest(tensor=2, offset=0, nbytes=32))
-    got = b""
-    while True:
-        m = s.recv()
-        if m.WhichOneof("body") == "failure":
-            check(False, f"no failure while moving: {m.failure.message}")
-            break
-        if m.WhichOneof("body") == "read" and m.seq == rseq:
-            got += m.payload
-            if m.read.last:
-                break
-    check(got == data, "the moved tensor reads back with the written bytes")
+    got, failure = s.read(s.send(read=pb.ReadRequest(tensor=2, offset=0, nbytes=32)))
+    check(failure is None, f"no failure while moving ({failure.message if failure else ''})")
+    check(got == SAMPLE, "the moved tensor reads back with the written bytes")
 
     seq = s.send(to_device=pb.ToDevice(tensor=1, output=3, device=2))
     expect_failure(s, seq, TD_EINVAL, "device index 2, but the session has 2 devices",
@@ -163,7 +81,7 @@ def run(pb, addr):
     s.send(open=pb.OpenSession(protocol_min=1, protocol_max=3, device="cpu:0"))
     m = s.recv()
     check(m.WhichOneof("body") == "opened" and m.opened.protocol == 3, "protocol-3 open")
-    s.send(batch=pb.OpBatch(ops=[pb.Op(opcode=OP_EMPTY, dtype=F32, output=1, iattrs=[8])]))
+    s.send(batch=empty_f32(pb, 1, 8))
     seq = s.send(to_device=pb.ToDevice(tensor=1, output=2, device=0))
     expect_failure(s, seq, TD_EPROTO, "to-device needs protocol 4", "ToDevice at protocol 3")
     s.close()
@@ -198,4 +116,4 @@ def run(pb, addr):
     ch.close()
 
 
-main()
+serve(["--cpu-devices", "3", "--devices", "cpu"], run)

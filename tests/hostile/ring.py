@@ -27,17 +27,16 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import shm  # noqa: E402  (its helpers and main; exits 77 without grpc)
-from shm import check, Session, side  # noqa: E402
+import shm  # noqa: E402  (its side() and main; exits 77 without grpc)
+from shm import REGION, side  # noqa: E402
+from wireclient import SAMPLE, Session, channel, check, empty_f32  # noqa: E402
 
 import grpc  # noqa: E402
 
 TD_EPROTO = 7
-REGION = 2 << 20
 RING = 128 << 10
 OFF_REQ_COUNT, OFF_REQ_LEN, OFF_REP_COUNT, OFF_REP_LEN, OFF_CLOSED = 64, 68, 128, 132, 140
 REQ_OFFSET, REP_OFFSET = 4096, 32 << 10
-OP_EMPTY, F32 = 0, 0
 libc = ctypes.CDLL(None, use_errno=True)
 SYS_FUTEX, FUTEX_WAKE = 202, 1
 
@@ -125,8 +124,7 @@ def expect_end(s, ring, want, what):
 
 
 def run(pb, addr, sock):
-    ch = grpc.insecure_channel(addr)
-    grpc.channel_ready_future(ch).result(timeout=10)
+    ch = channel(addr)
 
     s, m, region = open_session(ch, pb, pmax=5)
     o = m.opened.shm
@@ -142,8 +140,8 @@ def run(pb, addr, sock):
     ring = Ring(region, o.ring_offset)
     check(ring.u32(0) == 0x31474E52, "the ring carries its magic")
 
-    data = struct.pack("<8f", 1.5, -0.0, float("inf"), 3.25, -7.0, 1e-40, 2.0, 9.5)
-    s.send(batch=pb.OpBatch(ops=[pb.Op(opcode=OP_EMPTY, dtype=F32, output=1, iattrs=[8])]))
+    data = SAMPLE
+    s.send(batch=empty_f32(pb, 1, 8))
     s.send(write=pb.WriteChunk(tensor=1, offset=0), payload=data)
     s.seq += 1
     rd = pb.ClientMessage(seq=s.seq, read=pb.ReadRequest(tensor=1, offset=0, nbytes=32))
@@ -170,7 +168,7 @@ def run(pb, addr, sock):
     check(got == "reply", "the session goes on after that Failure")
     # three reads of 32 KiB in one request: the first fits, the others pass the request's
     # 32 KiB of reads and get Failures; the session goes on
-    s.send(batch=pb.OpBatch(ops=[pb.Op(opcode=OP_EMPTY, dtype=F32, output=2, iattrs=[16384])]))
+    s.send(batch=empty_f32(pb, 2, 16384))
     frames = []
     for _ in range(3):
         s.seq += 1

@@ -16,77 +16,20 @@ against a tensord on a unix socket with --shm-bytes 2M.
   overlong length get a Failure (TD_ERANGE) naming the range; the session goes on.
 
 Bounded: one server, every call with a deadline. Skipped (77) without python3-grpcio /
-python3-grpc-tools. usage: shm.py TENSORD SOURCE_ROOT
+python3-grpc-tools (tests/hostile/wireclient.py). usage: shm.py TENSORD SOURCE_ROOT
 """
 import fcntl
 import mmap
 import os
-import queue
-import re
 import socket
 import struct
-import subprocess
 import sys
-import tempfile
 
-try:
-    import grpc
-    from grpc_tools import protoc
-except ImportError as e:  # meson treats 77 as "skipped"
-    print(f"skipping: {e} (install python3-grpcio python3-grpc-tools)")
-    sys.exit(77)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from wireclient import SAMPLE, Session, channel, check, empty_f32, serve  # noqa: E402
 
-TENSORD, SRC = sys.argv[1:3]
-TENSORD = os.environ.get("TD_TEST_TENSORD") or TENSORD
 TD_EINVAL, TD_EPROTO, TD_EUNAUTHENTICATED, TD_ERANGE = 1, 7, 14, 16
-OP_EMPTY, F32 = 0, 0
 REGION = 2 << 20
-failures = []
-
-
-def check(cond, what):
-    print(("ok: " if cond else "FAIL: ") + what)
-    if not cond:
-        failures.append(what)
-
-
-def stubs(tmp):
-    proto_dir = os.path.join(SRC, "proto", "tensord", "v1")
-    rc = protoc.main(["protoc", f"-I{proto_dir}", f"--python_out={tmp}",
-                      os.path.join(proto_dir, "tensord.proto")])
-    if rc != 0:
-        sys.exit(f"protoc failed on tensord.proto ({rc})")
-    sys.path.insert(0, tmp)
-    import tensord_pb2
-    return tensord_pb2
-
-
-class Session:
-    """A Session stream: send() queues a ClientMessage (seq numbered), recv() takes one reply."""
-
-    def __init__(self, channel, pb):
-        self.pb, self.q, self.seq = pb, queue.Queue(), 0
-        call = channel.stream_stream("/tensord.v1.Tensord/Session",
-                                     request_serializer=lambda m: m.SerializeToString(),
-                                     response_deserializer=pb.ServerMessage.FromString)
-        self.replies = call(iter(self.q.get, None), timeout=30)
-
-    def send(self, **body):
-        self.seq += 1
-        self.q.put(self.pb.ClientMessage(seq=self.seq, **body))
-        return self.seq
-
-    def recv(self):
-        return next(self.replies)
-
-    def reply_to(self, seq):
-        while True:
-            m = self.recv()
-            if m.seq == seq:
-                return m
-
-    def close(self):
-        self.q.put(None)
 
 
 def side(path, request):
@@ -106,31 +49,11 @@ def side(path, request):
 def main(run_fn=None):
     """Start tensord on a unix socket with --shm-bytes 2M, call run_fn(pb, addr, sock)
     (this file's run by default; tests/hostile/ring.py passes its own), stop it."""
-    run_fn = run_fn or run
-    with tempfile.TemporaryDirectory() as tmp:
-        pb = stubs(tmp)
-        err = open(os.path.join(tmp, "stderr"), "w+")
-        sock = os.path.join(tmp, "td.sock")
-        proc = subprocess.Popen([TENSORD, "--listen", f"unix:{sock}", "--shm-bytes", "2M"],
-                                stdout=subprocess.PIPE, stderr=err, text=True)
-        try:
-            line = proc.stdout.readline()
-            m = re.match(r"listening on (\S+)", line)
-            if not m:
-                sys.exit(f"tensord did not start: {line!r}")
-            run_fn(pb, m.group(1), sock)
-        finally:
-            proc.terminate()
-            rc = proc.wait(timeout=30)
-            check(rc == 0, f"tensord exited 0 after SIGTERM ({rc})")
-    if failures:
-        print(f"{len(failures)} failed")
-        sys.exit(1)
+    serve(["--shm-bytes", "2M"], run_fn or run, unix=True)
 
 
 def run(pb, addr, sock):
-    ch = grpc.insecure_channel(addr)
-    grpc.channel_ready_future(ch).result(timeout=10)
+    ch = channel(addr)
 
     # no offer without asking, nor at protocol 4
     for pmax, ask in ((5, False), (4, True)):
@@ -179,20 +102,14 @@ def run(pb, addr, sock):
     os.close(fd)
 
     # ShmWrite: region -> tensor; read back over the stream
-    data = struct.pack("<8f", 1.5, -0.0, float("inf"), 3.25, -7.0, 1e-40, 2.0, 9.5)
-    s.send(batch=pb.OpBatch(ops=[pb.Op(opcode=OP_EMPTY, dtype=F32, output=1, iattrs=[8])]))
+    data = SAMPLE
+    s.send(batch=empty_f32(pb, 1, 8))
     region[4096:4096 + 32] = data
     seq = s.send(shm_write=pb.ShmWrite(tensor=1, offset=0, nbytes=32, region_offset=4096))
     m = s.reply_to(seq)
     check(m.WhichOneof("body") == "shm_done", f"ShmWrite answered by ShmDone ({m.WhichOneof('body')})")
     region[4096:4096 + 32] = b"\xff" * 32  # the server copied; later scribbles change nothing
-    rseq = s.send(read=pb.ReadRequest(tensor=1, offset=0, nbytes=32))
-    got = b""
-    while True:
-        m = s.reply_to(rseq)
-        got += m.payload
-        if m.WhichOneof("body") != "read" or m.read.last:
-            break
+    got, _ = s.read(s.send(read=pb.ReadRequest(tensor=1, offset=0, nbytes=32)))
     check(got == data, "the tensor holds the region's bytes")
 
     # ShmRead: tensor -> region

@@ -229,6 +229,49 @@ Test(api, bad_uris)
     cr_assert(strstr(td_connect_error(), "entry 2 is empty"), "%s", td_connect_error());
 }
 
+/* A uri of thousands of bytes: the error echoes its first 200 bytes, an ellipsis and its
+ * length, and still says what is wrong after the echo. */
+Test(api, long_uris_are_echoed_in_part)
+{
+    enum { LONG = 5000 };
+    static char uri[LONG + 64], want[300];
+    struct {
+        const char *head, *tail, *problem;
+    } cases[] = {
+        {"http://", "", "use local:cpu, tensord://HOST:PORT/DEVICE"},
+        {"tensord://", "/cpu", "expected tensord://HOST:PORT[/DEVICE]"},
+        {"dns:///", "/cpu", "expected dns:///NAME:PORT[/DEVICE]"},
+        {"tensord://a:1,", ":99999/cpu", "has port '99999', want 1..65535"},
+        {"unix:/tmp/", ",x/cpu", "contains ',', which gRPC's unix: targets take"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        size_t hl = strlen(cases[c].head);
+        memcpy(uri, cases[c].head, hl);
+        memset(uri + hl, 'h', LONG);
+        strcpy(uri + hl + LONG, cases[c].tail);
+        td_context *c2 = NULL;
+        cr_assert_eq(td_connect(uri, NULL, &c2), TD_EINVAL, "%s...", cases[c].head);
+        cr_assert_null(c2);
+        const char *msg = td_connect_error();
+        cr_expect(strstr(msg, cases[c].problem) != NULL, "%s...: %s", cases[c].head, msg);
+        cr_expect_lt(strlen(msg), 700, "%s...: %zu bytes: %.300s", cases[c].head, strlen(msg),
+                     msg);
+        /* 200 bytes of the uri (of the path after "unix:"), then U+2026 and the length */
+        const char *from = strncmp(uri, "unix:", 5) == 0 ? uri + 5 : uri;
+        snprintf(want, sizeof want, "%.200s\xe2\x80\xa6 (%zu bytes)", from, strlen(from));
+        if (strncmp(uri, "unix:", 5) == 0) /* the path up to the device part */
+            snprintf(want, sizeof want, "%.200s\xe2\x80\xa6 (%zu bytes)", from,
+                     strlen(from) - strlen("/cpu"));
+        cr_expect(strstr(msg, want) != NULL, "%s...: want '%.40s...' in %.300s", cases[c].head,
+                  want, msg);
+    }
+    /* a short one is echoed whole */
+    td_context *c2 = NULL;
+    cr_assert_eq(td_connect("tensord://nocolon/cpu", NULL, &c2), TD_EINVAL);
+    cr_expect(strstr(td_connect_error(), "'tensord://nocolon/cpu'") != NULL, "%s",
+              td_connect_error());
+}
+
 /* td_to_device's hint is a valid uri or absent, and a long name is cut in the message. */
 Test(api, to_device_hints_are_valid_uris)
 {
