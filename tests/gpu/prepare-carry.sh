@@ -16,8 +16,9 @@
 # carry/ afterwards:
 #     tensord-gpu.tar.xz   bin/{tensord,tensorctl,fashion-mnist,conformance,test-*,
 #                          tensord-bench (tests/gpu/p5-on-gpu-host.sh)},
-#                          lib/ (libtensord.so.0 + Debian libs), lib/tensord/ (the CUDA
-#                          module), lib/cuda/ (fallback libcudart)
+#                          lib/ (libtensord.so.0 + Debian libs, libvulkan.so.1 with the
+#                          Vulkan module), lib/tensord/ (the CUDA module, and the Vulkan one
+#                          when glslc is here), lib/cuda/ (fallback libcudart)
 #     fashion-mnist/       the four Fashion-MNIST .gz files
 #     onnx-node.tar.xz     the ONNX node tests of libonnx-testdata (tests/gpu/extras-on-gpu-host.sh)
 #     fortunes.tar.xz      fortunes/: Debian's fortune files, fortune-lm's text (train-on-gpu-host.sh)
@@ -27,11 +28,15 @@ ROOT=$PWD
 BUILD=${BUILD:-build-gpu}
 DATA=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 
-echo "== configure $BUILD (release, -Dcuda=enabled)"
+# The Vulkan module goes along when this machine can build it (glslc and the loader's
+# headers): tests/gpu/vulkan-on-gpu-host.sh runs it on the H200's NVIDIA Vulkan driver.
+VULKAN=disabled
+command -v glslc >/dev/null && [ -f /usr/include/vulkan/vulkan.h ] && VULKAN=enabled
+echo "== configure $BUILD (release, -Dcuda=enabled, -Dvulkan=$VULKAN)"
 if [ -f "$BUILD/build.ninja" ]; then
-    meson configure "$BUILD" -Dcuda=enabled --buildtype=release >/dev/null
+    meson configure "$BUILD" -Dcuda=enabled -Dvulkan=$VULKAN --buildtype=release >/dev/null
 else
-    meson setup "$BUILD" -Dcuda=enabled --buildtype=release >/dev/null
+    meson setup "$BUILD" -Dcuda=enabled -Dvulkan=$VULKAN --buildtype=release >/dev/null
 fi
 echo "== build"
 ninja -C "$BUILD" ${NINJA_JOBS:+-j "$NINJA_JOBS"}
@@ -53,12 +58,15 @@ cp -L "$BUILD/client/libtensord.so.0" "$STAGE/lib/"
 cp "$BUILD/backends/cuda/tensord-backend-cuda.so" "$STAGE/lib/tensord/"
 # the CUDA module with the HIP backend's own GEMM in place of cuBLAS (backends/hip/nvcc-check)
 cp "$BUILD/backends/hip/nvcc-check/tensord-backend-cuda.so" "$STAGE/lib/hip-gemm/"
-strip --strip-unneeded "$STAGE"/bin/* "$STAGE/lib/libtensord.so.0" \
-    "$STAGE/lib/tensord/tensord-backend-cuda.so" "$STAGE/lib/hip-gemm/tensord-backend-cuda.so"
+[ "$VULKAN" = enabled ] && cp "$BUILD/backends/vulkan/tensord-backend-vulkan.so" "$STAGE/lib/tensord/"
+strip --strip-unneeded "$STAGE"/bin/* "$STAGE/lib/libtensord.so.0" "$STAGE"/lib/tensord/*.so \
+    "$STAGE/lib/hip-gemm/tensord-backend-cuda.so"
 
 # Every library ldd resolves, minus what the GPU host provides.
 host_provided='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|libresolv\.so|libutil\.so|libanl\.so|libstdc\+\+\.so|libgcc_s\.so|libssl\.so|libcrypto\.so|libz\.so|libcuda\.so|libcudart\.so|libcublas|libtensord\.so)'
-for f in "$STAGE"/bin/* "$STAGE/lib/libtensord.so.0" "$STAGE/lib/tensord/tensord-backend-cuda.so"; do
+# (the Vulkan module's libvulkan.so.1, Debian's loader, travels this way: the GPU host has
+# NVIDIA's Vulkan driver but no loader)
+for f in "$STAGE"/bin/* "$STAGE/lib/libtensord.so.0" "$STAGE"/lib/tensord/*.so; do
     LD_LIBRARY_PATH="$STAGE/lib" ldd "$f" | awk '/=> \// {print $1, $3}'
     if LD_LIBRARY_PATH="$STAGE/lib" ldd "$f" | grep -q "not found"; then
         echo "prepare-carry: unresolved libraries for $f:" >&2
