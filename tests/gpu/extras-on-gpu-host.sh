@@ -20,11 +20,6 @@ failures=0
 result() { if [ "$2" -eq 0 ]; then note "PASS $1"; else note "FAIL $1 (exit $2)"; failures=$((failures + 1)); fi; }
 start=$(date +%s)
 BUDGET=${BUDGET:-150}
-limit() {
-    local left=$((BUDGET - ($(date +%s) - start)))
-    [ "$left" -lt 5 ] && left=5
-    echo $(($1 < left ? $1 : left))
-}
 . tests/gpu/gpu-host-lib.sh
 X=${TMPDIR:-/tmp}/tensord-gpu
 [ -x "$X/bin/tensord" ] || unpack_carry "$X" || { note "FAIL unpack carry"; exit 1; }

@@ -60,3 +60,11 @@ stop_tensord() {
     SERVER_STATUS=$?
     SERVER_PID=""
 }
+
+# limit SECONDS: SECONDS, or what is left of the script's BUDGET since its `start` (both set
+# by the script before it calls this) if that is less, and never below 5.
+limit() {
+    local left=$((BUDGET - ($(date +%s) - start)))
+    [ "$left" -lt 5 ] && left=5
+    echo $(($1 < left ? $1 : left))
+}

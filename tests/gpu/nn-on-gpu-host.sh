@@ -14,11 +14,6 @@ SUM=$OUT/summary.txt
 LOG=$OUT/smoke.log
 start=$(date +%s)
 BUDGET=${BUDGET:-150}
-limit() {
-    local left=$((BUDGET - ($(date +%s) - start)))
-    [ "$left" -lt 5 ] && left=5
-    echo $(($1 < left ? $1 : left))
-}
 HOST_LD=${LD_LIBRARY_PATH:-}
 . tests/gpu/gpu-host-lib.sh
 X=${TMPDIR:-/tmp}/tensord-gpu

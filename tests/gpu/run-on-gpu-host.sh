@@ -38,11 +38,6 @@ start=$(date +%s)
 # Seconds a step may take: its own limit, capped so the whole run ends by BUDGET seconds
 # (the device tool stops a command at 600 s).
 BUDGET=${BUDGET:-560}
-limit() {
-    local left=$((BUDGET - ($(date +%s) - start)))
-    [ "$left" -lt 5 ] && left=5
-    echo $(($1 < left ? $1 : left))
-}
 
 # ---- unpack and environment ----
 . tests/gpu/gpu-host-lib.sh

@@ -34,11 +34,6 @@ note() { echo "$*" | tee -a "$SUM"; }
 start=$(date +%s)
 BUDGET=${BUDGET:-240}
 MIN_STEP=${MIN_STEP:-15}
-limit() {
-    local left=$((BUDGET - ($(date +%s) - start)))
-    [ "$left" -lt 5 ] && left=5
-    echo $(($1 < left ? $1 : left))
-}
 HOST_LD=${LD_LIBRARY_PATH:-}
 PYTHON=${PYTHON:-python3}
 . tests/gpu/gpu-host-lib.sh

@@ -20,11 +20,6 @@ SUM=$OUT/summary.txt
 LOG=$OUT/vulkan.log
 start=$(date +%s)
 BUDGET=${BUDGET:-300}
-limit() {
-    local left=$((BUDGET - ($(date +%s) - start)))
-    [ "$left" -lt 5 ] && left=5
-    echo $(($1 < left ? $1 : left))
-}
 . tests/gpu/gpu-host-lib.sh
 X=${TMPDIR:-/tmp}/tensord-gpu
 [ -x "$X/bin/tensord" ] || unpack_carry "$X" || { echo "FAIL unpack carry" | tee -a "$SUM"; exit 1; }
