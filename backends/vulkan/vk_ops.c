@@ -5,15 +5,20 @@
  *   create    FULL (every dtype: the host converts the value by the cast rules and the shader
  *             writes its bits), ARANGE (f32 f64 i32 i64 u8 bool), RAND_UNIFORM and
  *             RAND_NORMAL (f32 f64; Philox as engine/philox.h);
- *   unary     f32: NEG ABS EXP LOG SQRT RSQRT TANH SIGMOID RELU SILU LEAKY_RELU ELU LOG1P
- *             EXPM1 LOG2 LOG10 FLOOR CEIL ROUND TRUNC RECIPROCAL NAN_TO_NUM SIGN;
- *             i32 and u8: NEG ABS RELU SIGN BITWISE_NOT;
- *   binary    f32: ADD SUB MUL DIV MAXIMUM MINIMUM; i32 and u8: those and BITWISE_AND/OR/XOR;
- *   compare   EQ NE LT LE GT GE LOGICAL_AND/OR/XOR in f32 i32 i64 u8 bool;
+ *   unary     f32: every unary primitive of the table (the trigonometric, hyperbolic and
+ *             inverse functions, ERF, GELU (both modes), SOFTPLUS included: evaluated in
+ *             double by shaders/dmath.glsl and rounded once); f64: the IEEE-exact ones (NEG
+ *             ABS RELU SIGN CLAMP SQRT RSQRT LEAKY_RELU FLOOR CEIL ROUND TRUNC RECIPROCAL
+ *             NAN_TO_NUM); i32, i64, u8: NEG ABS RELU SIGN CLAMP BITWISE_NOT; bool: BITWISE_NOT;
+ *   binary    f32: ADD SUB MUL DIV POW MAXIMUM MINIMUM ATAN2 HYPOT COPYSIGN FMOD REMAINDER
+ *             FLOOR_DIVIDE; f64: those but POW ATAN2 HYPOT; i32, i64, u8: ADD SUB MUL DIV POW
+ *             MAXIMUM MINIMUM FMOD REMAINDER FLOOR_DIVIDE BITWISE_AND/OR/XOR SHIFT_LEFT/RIGHT;
+ *             bool: BITWISE_AND/OR/XOR;
+ *   compare   EQ NE LT LE GT GE LOGICAL_AND/OR/XOR in f32 f64 i32 i64 u8 bool;
  *   where     every dtype (the values are moved as bits); cast between f32 f64 i32 i64 u8 bool;
- *   reduce    SUM PROD MAX MIN ARGMAX ARGMIN ANY ALL in f32 i32 u8 (bool: MAX MIN ARG* ANY
- *             ALL), MEAN in f32;
- *   matmul    f32 i32 u8 (batched, broadcast batch dims);
+ *   reduce    SUM PROD MAX MIN ARGMAX ARGMIN ANY ALL in f32 f64 i32 i64 u8 (bool: MAX MIN
+ *             ARG* ANY ALL), MEAN in f32 f64;
+ *   matmul    f32 f64 i32 i64 u8 (batched, broadcast batch dims);
  *   movement  PERMUTE SLICE CONCAT EXPAND COPY GATHER INDEX_SELECT in every dtype (the later
  *             movement ops, SLICE_STEP ROLL PAD REPEAT SCATTER INDEX_ADD TRIU ..., are refused).
  * Every family lists its opcodes, so an op added to the table later is refused until it has
@@ -47,10 +52,13 @@ static const char *dn(uint32_t dt)
     }
 }
 
-/* The arithmetic kinds with shaders: f32, i32, u8 (bool where the op allows it). */
+/* The arithmetic kinds with shaders: f32, f64, i32, i64, u8 (bool where the op allows it).
+ * f64 and i64 need shaderFloat64 and shaderInt64, which vk_device.c requires of every device
+ * it lists (a device without them is not offered at all, with its reason at info level). */
 static bool kind_ok(uint32_t dt, bool with_bool)
 {
-    return dt == TD_F32 || dt == TD_I32 || dt == TD_U8 || (with_bool && dt == TD_BOOL);
+    return dt == TD_F32 || dt == TD_F64 || dt == TD_I32 || dt == TD_I64 || dt == TD_U8 ||
+           (with_bool && dt == TD_BOOL);
 }
 
 static bool opcode_in(uint32_t op, const uint32_t *list, size_t n)
@@ -63,30 +71,44 @@ static bool opcode_in(uint32_t op, const uint32_t *list, size_t n)
     opcode_in((op), (const uint32_t[]){__VA_ARGS__},                                       \
               sizeof((const uint32_t[]){__VA_ARGS__}) / sizeof(uint32_t))
 
+/* f64 runs the IEEE-exact ops only. dmath.glsl's exp and log are a few double ulps off
+ * (up to 8 measured on lavapipe, over the 4-ulp bound), GLSL leaves frexp undefined for
+ * subnormal doubles, and the trigonometric reduction assumes 24-bit significands: those
+ * are accurate for f32 arguments, not for f64 ones, so f64 refuses them. */
 static bool unary_ok(uint32_t op, uint32_t dt)
 {
-    if (dt == TD_F32)
-        return IN_LIST(op, TD_OP_NEG, TD_OP_ABS, TD_OP_EXP, TD_OP_LOG, TD_OP_SQRT, TD_OP_RSQRT,
-                       TD_OP_TANH, TD_OP_SIGMOID, TD_OP_RELU, TD_OP_SILU, TD_OP_LEAKY_RELU,
-                       TD_OP_ELU, TD_OP_LOG1P, TD_OP_EXPM1, TD_OP_LOG2, TD_OP_LOG10, TD_OP_FLOOR,
-                       TD_OP_CEIL, TD_OP_ROUND, TD_OP_TRUNC, TD_OP_RECIPROCAL, TD_OP_NAN_TO_NUM,
-                       TD_OP_SIGN);
-    if (dt == TD_I32 || dt == TD_U8)
-        return IN_LIST(op, TD_OP_NEG, TD_OP_ABS, TD_OP_RELU, TD_OP_SIGN, TD_OP_BITWISE_NOT);
-    return false;
+    if (IN_LIST(op, TD_OP_NEG, TD_OP_ABS, TD_OP_RELU, TD_OP_SIGN, TD_OP_CLAMP))
+        return kind_ok(dt, false);
+    if (op == TD_OP_BITWISE_NOT) return dt == TD_I32 || dt == TD_I64 || dt == TD_U8 || dt == TD_BOOL;
+    if (dt != TD_F32 && dt != TD_F64) return false;
+    if (IN_LIST(op, TD_OP_SQRT, TD_OP_RSQRT, TD_OP_LEAKY_RELU, TD_OP_FLOOR, TD_OP_CEIL,
+                TD_OP_ROUND, TD_OP_TRUNC, TD_OP_RECIPROCAL, TD_OP_NAN_TO_NUM))
+        return true;
+    return dt == TD_F32 &&
+           IN_LIST(op, TD_OP_EXP, TD_OP_LOG, TD_OP_TANH, TD_OP_SIGMOID, TD_OP_SILU, TD_OP_ELU,
+                   TD_OP_LOG1P, TD_OP_EXPM1, TD_OP_LOG2, TD_OP_LOG10, TD_OP_SIN, TD_OP_COS,
+                   TD_OP_TAN, TD_OP_ASIN, TD_OP_ACOS, TD_OP_ATAN, TD_OP_SINH, TD_OP_COSH,
+                   TD_OP_ASINH, TD_OP_ACOSH, TD_OP_ATANH, TD_OP_ERF, TD_OP_GELU, TD_OP_SOFTPLUS);
 }
 
 static bool binary_ok(uint32_t op, uint32_t dt)
 {
+    if (dt == TD_BOOL) /* bool's bitwise ops are the logical ones (the compare shader) */
+        return IN_LIST(op, TD_OP_BITWISE_AND, TD_OP_BITWISE_OR, TD_OP_BITWISE_XOR);
     if (!kind_ok(dt, false)) return false;
-    if (IN_LIST(op, TD_OP_ADD, TD_OP_SUB, TD_OP_MUL, TD_OP_DIV, TD_OP_MAXIMUM, TD_OP_MINIMUM))
+    if (IN_LIST(op, TD_OP_ADD, TD_OP_SUB, TD_OP_MUL, TD_OP_DIV, TD_OP_MAXIMUM, TD_OP_MINIMUM,
+                TD_OP_FMOD, TD_OP_REMAINDER, TD_OP_FLOOR_DIVIDE))
         return true;
-    return dt != TD_F32 && IN_LIST(op, TD_OP_BITWISE_AND, TD_OP_BITWISE_OR, TD_OP_BITWISE_XOR);
+    if (dt == TD_F32 || dt == TD_F64)
+        return op == TD_OP_COPYSIGN ||
+               (dt == TD_F32 && IN_LIST(op, TD_OP_POW, TD_OP_ATAN2, TD_OP_HYPOT));
+    return IN_LIST(op, TD_OP_POW, TD_OP_BITWISE_AND, TD_OP_BITWISE_OR, TD_OP_BITWISE_XOR,
+                   TD_OP_SHIFT_LEFT, TD_OP_SHIFT_RIGHT);
 }
 
 static bool reduce_ok(uint32_t op, uint32_t dt)
 {
-    if (op == TD_OP_MEAN) return dt == TD_F32;
+    if (op == TD_OP_MEAN) return dt == TD_F32 || dt == TD_F64;
     if (IN_LIST(op, TD_OP_SUM, TD_OP_PROD)) return kind_ok(dt, false);
     return IN_LIST(op, TD_OP_MAX, TD_OP_MIN, TD_OP_ARGMAX, TD_OP_ARGMIN, TD_OP_ANY, TD_OP_ALL) &&
            kind_ok(dt, true);
@@ -123,7 +145,7 @@ bool td__vk_supports_op(td__device *dev, const td__op *op, const td__desc *const
     case TD_OPCLASS_BINARY:
         return binary_ok(op->opcode, dt);
     case TD_OPCLASS_COMPARE:
-        return (kind_ok(dt, true) || dt == TD_I64) &&
+        return kind_ok(dt, true) &&
                IN_LIST(op->opcode, TD_OP_EQ, TD_OP_NE, TD_OP_LT, TD_OP_LE, TD_OP_GT, TD_OP_GE,
                        TD_OP_LOGICAL_AND, TD_OP_LOGICAL_OR, TD_OP_LOGICAL_XOR);
     case TD_OPCLASS_WHERE:
@@ -142,89 +164,6 @@ bool td__vk_supports_op(td__device *dev, const td__op *op, const td__desc *const
         return false;
     }
 }
-
-/* ---- the strided walk (ew.comp) ---- */
-
-static uint32_t groups_for(uint64_t n, uint32_t per)
-{
-    uint64_t g = (n + per - 1) / per;
-    return g == 0 ? 1 : g > 65535 ? 65535 : (uint32_t)g;
-}
-
-static void put_double(uint32_t *p, int k, double v)
-{
-    uint64_t u;
-    memcpy(&u, &v, sizeof u);
-    p[VK_P_F + 2 * k] = (uint32_t)u;
-    p[VK_P_F + 2 * k + 1] = (uint32_t)(u >> 32);
-}
-
-/* Walk `shape` (rank <= 8; dims as given, not necessarily an op's output) with nstr stride
- * sets in elements (0 the output, then a, b, c), collapsed first; args[0] the output. */
-static td_status walk(vk_device *vd, const char *shader, uint32_t opcode, const td__desc *shape,
-                      int nstr, int64_t (*str)[TD_MAX_RANK], const vk_arg *args, int nargs,
-                      const td__op *op, uint32_t extra, char *err, size_t errlen)
-{
-    int64_t n = td__vk_nelem(shape);
-    if (n <= 0) return TD_OK;
-    int64_t dims[TD_MAX_RANK], cs[4][TD_MAX_RANK];
-    int rank = td__collapse_dims(shape, nstr, (const int64_t(*)[TD_MAX_RANK])str, dims, cs);
-    uint32_t p[VK_PARAM_WORDS];
-    memset(p, 0, sizeof p);
-    p[VK_P_N] = (uint32_t)n;
-    p[VK_P_RANK] = (uint32_t)rank;
-    for (int d = 0; d < rank; d++) {
-        p[VK_P_DIMS + d] = (uint32_t)dims[d];
-        for (int k = 0; k < nstr; k++) p[VK_P_STR_O + 8 * k + d] = (uint32_t)cs[k][d];
-    }
-    for (int k = 0; op != NULL && k < TD_OP_MAX_FATTRS; k++) put_double(p, k, op->fattrs[k]);
-    p[VK_P_I] = extra;
-    return td__vk_dispatch(vd, shader, opcode, p, args, nargs, groups_for((uint64_t)n, 256), 1, 1,
-                           err, errlen);
-}
-
-static vk_arg arg_of(const td__view *v)
-{
-    return (vk_arg){v->data, td__vk_nbytes(&v->desc), td__dtype_size(v->desc.dtype)};
-}
-
-static const char *kind_sfx(uint32_t dt)
-{
-    return dt == TD_F32 ? "f32" : dt == TD_I32 ? "i32" : dt == TD_I64 ? "i64" : "u8";
-}
-
-static td_status exec_elementwise(vk_device *vd, const td__op *op, const td__view *in,
-                                  const td__view *out, char *err, size_t errlen)
-{
-    const td__desc *o = &out->desc;
-    int64_t st[4][TD_MAX_RANK];
-    td__desc_strides(o, st[0]);
-    const int n_in = (int)op->n_inputs;
-    for (int k = 0; k < n_in; k++) td__desc_bcast_strides(&in[k].desc, o, st[k + 1]);
-    vk_arg args[4] = {arg_of(out)};
-    for (int k = 0; k < n_in; k++) args[k + 1] = arg_of(&in[k]);
-    char name[32];
-    switch (td__op_class(op->opcode)) {
-    case TD_OPCLASS_UNARY:
-        snprintf(name, sizeof name, "u_%s", kind_sfx(in[0].desc.dtype));
-        break;
-    case TD_OPCLASS_BINARY:
-        snprintf(name, sizeof name, "b_%s", kind_sfx(in[0].desc.dtype));
-        break;
-    case TD_OPCLASS_COMPARE:
-        snprintf(name, sizeof name, "c_%s", kind_sfx(in[0].desc.dtype));
-        break;
-    case TD_OPCLASS_WHERE:
-        snprintf(name, sizeof name, "w_%zu", td__dtype_size(o->dtype));
-        break;
-    default:
-        snprintf(name, sizeof name, "x_%s_%s", dn(in[0].desc.dtype), dn(o->dtype));
-        break;
-    }
-    return walk(vd, name, op->opcode, o, n_in + 1, st, args, n_in + 1, op, 0, err, errlen);
-}
-
-/* ---- create ---- */
 
 /* FULL's value as the dtype's bits, by the cast rules (backends/cpu/cpu_internal.h). */
 static uint64_t full_bits(uint32_t dt, double v)
@@ -264,6 +203,107 @@ static uint64_t full_bits(uint32_t dt, double v)
     }
     return 0;
 }
+
+/* ---- the strided walk (ew.comp) ---- */
+
+static uint32_t groups_for(uint64_t n, uint32_t per)
+{
+    uint64_t g = (n + per - 1) / per;
+    return g == 0 ? 1 : g > 65535 ? 65535 : (uint32_t)g;
+}
+
+static void put_double(uint32_t *p, int k, double v)
+{
+    uint64_t u;
+    memcpy(&u, &v, sizeof u);
+    p[VK_P_F + 2 * k] = (uint32_t)u;
+    p[VK_P_F + 2 * k + 1] = (uint32_t)(u >> 32);
+}
+
+/* Walk `shape` (rank <= 8; dims as given, not necessarily an op's output) with nstr stride
+ * sets in elements (0 the output, then a, b, c), collapsed first; args[0] the output;
+ * extra (NULL: zeros) the shader's own words from VK_P_I on. */
+static td_status walk(vk_device *vd, const char *shader, uint32_t opcode, const td__desc *shape,
+                      int nstr, int64_t (*str)[TD_MAX_RANK], const vk_arg *args, int nargs,
+                      const td__op *op, const uint32_t *extra, char *err, size_t errlen)
+{
+    int64_t n = td__vk_nelem(shape);
+    if (n <= 0) return TD_OK;
+    int64_t dims[TD_MAX_RANK], cs[4][TD_MAX_RANK];
+    int rank = td__collapse_dims(shape, nstr, (const int64_t(*)[TD_MAX_RANK])str, dims, cs);
+    uint32_t p[VK_PARAM_WORDS];
+    memset(p, 0, sizeof p);
+    p[VK_P_N] = (uint32_t)n;
+    p[VK_P_RANK] = (uint32_t)rank;
+    for (int d = 0; d < rank; d++) {
+        p[VK_P_DIMS + d] = (uint32_t)dims[d];
+        for (int k = 0; k < nstr; k++) p[VK_P_STR_O + 8 * k + d] = (uint32_t)cs[k][d];
+    }
+    for (int k = 0; op != NULL && k < TD_OP_MAX_FATTRS; k++) put_double(p, k, op->fattrs[k]);
+    if (extra != NULL) memcpy(p + VK_P_I, extra, (VK_PARAM_WORDS - VK_P_I) * sizeof *p);
+    return td__vk_dispatch(vd, shader, opcode, p, args, nargs, groups_for((uint64_t)n, 256), 1, 1,
+                           err, errlen);
+}
+
+static vk_arg arg_of(const td__view *v)
+{
+    return (vk_arg){v->data, td__vk_nbytes(&v->desc), td__dtype_size(v->desc.dtype)};
+}
+
+static const char *kind_sfx(uint32_t dt)
+{
+    return dt == TD_BOOL ? "u8" : dn(dt);
+}
+
+static td_status exec_elementwise(vk_device *vd, const td__op *op, const td__view *in,
+                                  const td__view *out, char *err, size_t errlen)
+{
+    const td__desc *o = &out->desc;
+    int64_t st[4][TD_MAX_RANK];
+    td__desc_strides(o, st[0]);
+    const int n_in = (int)op->n_inputs;
+    for (int k = 0; k < n_in; k++) td__desc_bcast_strides(&in[k].desc, o, st[k + 1]);
+    vk_arg args[4] = {arg_of(out)};
+    for (int k = 0; k < n_in; k++) args[k + 1] = arg_of(&in[k]);
+    char name[32];
+    uint32_t opcode = op->opcode;
+    const uint32_t dt = in[0].desc.dtype;
+    uint32_t p[VK_PARAM_WORDS - VK_P_I] = {0};
+    switch (td__op_class(opcode)) {
+    case TD_OPCLASS_UNARY:
+        snprintf(name, sizeof name, "u_%s", dt == TD_BOOL ? "bool" : kind_sfx(dt));
+        p[0] = op->n_iattrs > 0 ? (uint32_t)op->iattrs[0] : 0; /* GELU's mode */
+        if (opcode == TD_OP_CLAMP && dt != TD_F32 && dt != TD_F64)
+            for (int k = 0; k < 2; k++) { /* integer bounds by the cast rules, as the CPU */
+                uint64_t b = full_bits(dt, op->fattrs[k]);
+                p[1 + 2 * k] = (uint32_t)b;
+                p[2 + 2 * k] = (uint32_t)(b >> 32);
+            }
+        break;
+    case TD_OPCLASS_BINARY:
+        if (dt == TD_BOOL) { /* bool AND/OR/XOR are LOGICAL_AND/OR/XOR of the bytes */
+            snprintf(name, sizeof name, "c_u8");
+            opcode = opcode == TD_OP_BITWISE_AND  ? TD_OP_LOGICAL_AND
+                     : opcode == TD_OP_BITWISE_OR ? TD_OP_LOGICAL_OR
+                                                  : TD_OP_LOGICAL_XOR;
+        } else {
+            snprintf(name, sizeof name, "b_%s", kind_sfx(dt));
+        }
+        break;
+    case TD_OPCLASS_COMPARE:
+        snprintf(name, sizeof name, "c_%s", kind_sfx(dt));
+        break;
+    case TD_OPCLASS_WHERE:
+        snprintf(name, sizeof name, "w_%zu", td__dtype_size(o->dtype));
+        break;
+    default:
+        snprintf(name, sizeof name, "x_%s_%s", dn(dt), dn(o->dtype));
+        break;
+    }
+    return walk(vd, name, opcode, o, n_in + 1, st, args, n_in + 1, op, p, err, errlen);
+}
+
+/* ---- create ---- */
 
 static td_status exec_create(vk_device *vd, const td__op *op, const td__view *out, char *err,
                              size_t errlen)
@@ -320,7 +360,7 @@ static td_status exec_reduce(vk_device *vd, const td__op *op, const td__view *in
     const uint32_t dt = in[0].desc.dtype;
     const char *sfx = op->opcode == TD_OP_ARGMAX || op->opcode == TD_OP_ARGMIN ? "_i64"
                       : (op->opcode == TD_OP_ANY || op->opcode == TD_OP_ALL) &&
-                              (dt == TD_F32 || dt == TD_I32)
+                              dt != TD_U8 && dt != TD_BOOL
                           ? "_b"
                           : "";
     char name[32];
@@ -374,7 +414,7 @@ static td_status copy_walk(vk_device *vd, const td__desc *shape, int64_t (*st)[T
     char name[16];
     snprintf(name, sizeof name, "m_%zu", o.esize);
     vk_arg args[2] = {o, a};
-    return walk(vd, name, 0, shape, 2, st, args, 2, NULL, 0, err, errlen);
+    return walk(vd, name, 0, shape, 2, st, args, 2, NULL, NULL, err, errlen);
 }
 
 /* View v from element `first` on (the binding starts there). */
@@ -489,7 +529,8 @@ static td_status exec_movement(vk_device *vd, const td__op *op, const td__view *
         snprintf(name, sizeof name, "g_%zu_%s", td__dtype_size(o->dtype),
                  ix->dtype == TD_I64 ? "i64" : "i32");
         vk_arg args[3] = {arg_of(out), arg_of(&in[0]), arg_of(&in[1])};
-        return walk(vd, name, 0, o, 3, st, args, 3, NULL, (uint32_t)xs[axis], err, errlen);
+        const uint32_t axis_stride[VK_PARAM_WORDS - VK_P_I] = {(uint32_t)xs[axis]};
+        return walk(vd, name, 0, o, 3, st, args, 3, NULL, axis_stride, err, errlen);
     }
     }
     return td__vk_fail(err, errlen, TD_EINTERNAL, "vulkan: movement op %s not handled",

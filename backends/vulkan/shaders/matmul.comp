@@ -2,10 +2,10 @@
 // matmul.comp — batched C[M, N] = A[M, K] B[K, N] as 16 x 16 output tiles, one workgroup
 // (16 x 16 invocations) per tile and batch entry: each step stages a 16 x 16 tile of A and
 // of B in shared memory and every invocation adds 16 products in k order, so each output is
-// one sum in ascending k (f32 products and sums in f32, within the dot-product bound the
+// one sum in ascending k (f32 and f64 products and sums in their own type, within the dot-product bound the
 // conformance suite states; integer ones wrap). Batch entries (grid z, grid-stride past the
 // dispatch limit) find their A and B matrices through the broadcast batch strides of
-// td__matmul_batch_strides. Variants: TA (storage), KF/KI/KU.
+// td__matmul_batch_strides. Variants: TA (storage), KF/KD/KI/KL/KU.
 #define NO_LOCAL_SIZE
 #include "common.glsl"
 
@@ -27,6 +27,12 @@ layout(std430, binding = 3) readonly buffer B { TA b[]; };
 #if defined(KF)
 #define ACC float
 #define LD(v) float(v)
+#elif defined(KD)
+#define ACC double
+#define LD(v) double(v)
+#elif defined(KL)
+#define ACC uint64_t
+#define LD(v) uint64_t(v)
 #else
 #define ACC uint
 #define LD(v) uint(v)
