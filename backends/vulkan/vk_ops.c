@@ -15,7 +15,12 @@
  *             MAXIMUM MINIMUM FMOD REMAINDER FLOOR_DIVIDE BITWISE_AND/OR/XOR SHIFT_LEFT/RIGHT;
  *             bool: BITWISE_AND/OR/XOR;
  *   compare   EQ NE LT LE GT GE LOGICAL_AND/OR/XOR in f32 f64 i32 i64 u8 bool;
- *   where     every dtype (the values are moved as bits); cast between f32 f64 i32 i64 u8 bool;
+ *   f16 bf16  every unary, binary, compare, reduce and matmul op of f32, widened to f32 and
+ *             rounded once to nearest even (shaders/half.glsl: 16-bit storage, no f16
+ *             arithmetic, so shaderFloat16 is not needed); SUM/MEAN/PROD round their double
+ *             accumulator once (f32 round-to-odd, then the half), as the CPU;
+ *   where     every dtype (the values are moved as bits); cast between f32 f64 f16 bf16 i32
+ *             i64 u8 bool (one rounding into a half: f64 and i64 go through round-to-odd);
  *   reduce    SUM PROD MAX MIN ARGMAX ARGMIN ANY ALL in f32 f64 i32 i64 u8 (bool: MAX MIN
  *             ARG* ANY ALL), MEAN in f32 f64;
  *   matmul    f32 f64 i32 i64 u8 (batched, broadcast batch dims);
@@ -24,7 +29,7 @@
  * Every family lists its opcodes, so an op added to the table later is refused until it has
  * a kernel here. Everything else is refused here, so the engine lowers composites into these (SOFTMAX,
  * LOG_SOFTMAX, NORM_L1, CLAMP_TENSOR, ISNAN, ...) or answers TD_EUNSUPPORTED naming the op,
- * the device and the dtype. f16/bf16/i8/i16 arithmetic is not built yet (FULL, WHERE and the
+ * the device and the dtype. i8/i16 arithmetic is not built yet (FULL, WHERE and the
  * movement ops do run on them: they only move bits).
  *
  * Limits: every tensor of an op must fit one storage-buffer binding (maxStorageBufferRange,
@@ -48,6 +53,8 @@ static const char *dn(uint32_t dt)
     case TD_I64: return "i64";
     case TD_U8: return "u8";
     case TD_BOOL: return "bool";
+    case TD_F16: return "f16";
+    case TD_BF16: return "bf16";
     default: return NULL;
     }
 }
@@ -59,6 +66,14 @@ static bool kind_ok(uint32_t dt, bool with_bool)
 {
     return dt == TD_F32 || dt == TD_F64 || dt == TD_I32 || dt == TD_I64 || dt == TD_U8 ||
            (with_bool && dt == TD_BOOL);
+}
+
+/* f16 and bf16 run every op their f32 kernel runs: widened to f32, rounded once
+ * (shaders/half.glsl). Only 16-bit storage access is needed (required of every listed
+ * device), not shaderFloat16: no arithmetic happens in 16 bits. */
+static uint32_t as_f32_if_half(uint32_t dt)
+{
+    return dt == TD_F16 || dt == TD_BF16 ? TD_F32 : dt;
 }
 
 static bool opcode_in(uint32_t op, const uint32_t *list, size_t n)
@@ -77,6 +92,7 @@ static bool opcode_in(uint32_t op, const uint32_t *list, size_t n)
  * are accurate for f32 arguments, not for f64 ones, so f64 refuses them. */
 static bool unary_ok(uint32_t op, uint32_t dt)
 {
+    dt = as_f32_if_half(dt);
     if (IN_LIST(op, TD_OP_NEG, TD_OP_ABS, TD_OP_RELU, TD_OP_SIGN, TD_OP_CLAMP))
         return kind_ok(dt, false);
     if (op == TD_OP_BITWISE_NOT) return dt == TD_I32 || dt == TD_I64 || dt == TD_U8 || dt == TD_BOOL;
@@ -93,6 +109,7 @@ static bool unary_ok(uint32_t op, uint32_t dt)
 
 static bool binary_ok(uint32_t op, uint32_t dt)
 {
+    dt = as_f32_if_half(dt);
     if (dt == TD_BOOL) /* bool's bitwise ops are the logical ones (the compare shader) */
         return IN_LIST(op, TD_OP_BITWISE_AND, TD_OP_BITWISE_OR, TD_OP_BITWISE_XOR);
     if (!kind_ok(dt, false)) return false;
@@ -108,6 +125,7 @@ static bool binary_ok(uint32_t op, uint32_t dt)
 
 static bool reduce_ok(uint32_t op, uint32_t dt)
 {
+    dt = as_f32_if_half(dt);
     if (op == TD_OP_MEAN) return dt == TD_F32 || dt == TD_F64;
     if (IN_LIST(op, TD_OP_SUM, TD_OP_PROD)) return kind_ok(dt, false);
     return IN_LIST(op, TD_OP_MAX, TD_OP_MIN, TD_OP_ARGMAX, TD_OP_ARGMIN, TD_OP_ANY, TD_OP_ALL) &&
@@ -137,7 +155,7 @@ bool td__vk_supports_op(td__device *dev, const td__op *op, const td__desc *const
     switch (td__op_class(op->opcode)) {
     case TD_OPCLASS_CREATE:
         if (op->opcode == TD_OP_FULL || op->opcode == TD_OP_EMPTY) return dt < TD_DTYPE_COUNT;
-        if (op->opcode == TD_OP_ARANGE) return dn(dt) != NULL;
+        if (op->opcode == TD_OP_ARANGE) return dn(dt) != NULL && as_f32_if_half(dt) == dt;
         return IN_LIST(op->opcode, TD_OP_RAND_UNIFORM, TD_OP_RAND_NORMAL) &&
                (dt == TD_F32 || dt == TD_F64);
     case TD_OPCLASS_UNARY:
@@ -145,7 +163,7 @@ bool td__vk_supports_op(td__device *dev, const td__op *op, const td__desc *const
     case TD_OPCLASS_BINARY:
         return binary_ok(op->opcode, dt);
     case TD_OPCLASS_COMPARE:
-        return kind_ok(dt, true) &&
+        return kind_ok(as_f32_if_half(dt), true) &&
                IN_LIST(op->opcode, TD_OP_EQ, TD_OP_NE, TD_OP_LT, TD_OP_LE, TD_OP_GT, TD_OP_GE,
                        TD_OP_LOGICAL_AND, TD_OP_LOGICAL_OR, TD_OP_LOGICAL_XOR);
     case TD_OPCLASS_WHERE:
@@ -155,7 +173,7 @@ bool td__vk_supports_op(td__device *dev, const td__op *op, const td__desc *const
     case TD_OPCLASS_REDUCE:
         return reduce_ok(op->opcode, dt);
     case TD_OPCLASS_MATMUL:
-        return op->opcode == TD_OP_MATMUL && kind_ok(dt, false) && out->dims[out->rank - 2] <= (int64_t)65535 * 16 &&
+        return op->opcode == TD_OP_MATMUL && kind_ok(as_f32_if_half(dt), false) && out->dims[out->rank - 2] <= (int64_t)65535 * 16 &&
                out->dims[out->rank - 1] <= (int64_t)65535 * 16;
     case TD_OPCLASS_MOVEMENT: /* RESHAPE never arrives (the engine aliases) */
         return IN_LIST(op->opcode, TD_OP_RESHAPE, TD_OP_PERMUTE, TD_OP_SLICE, TD_OP_CONCAT,
@@ -273,7 +291,7 @@ static td_status exec_elementwise(vk_device *vd, const td__op *op, const td__vie
     case TD_OPCLASS_UNARY:
         snprintf(name, sizeof name, "u_%s", dt == TD_BOOL ? "bool" : kind_sfx(dt));
         p[0] = op->n_iattrs > 0 ? (uint32_t)op->iattrs[0] : 0; /* GELU's mode */
-        if (opcode == TD_OP_CLAMP && dt != TD_F32 && dt != TD_F64)
+        if (opcode == TD_OP_CLAMP && as_f32_if_half(dt) != TD_F32 && dt != TD_F64)
             for (int k = 0; k < 2; k++) { /* integer bounds by the cast rules, as the CPU */
                 uint64_t b = full_bits(dt, op->fattrs[k]);
                 p[1 + 2 * k] = (uint32_t)b;

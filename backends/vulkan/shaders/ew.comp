@@ -24,6 +24,7 @@
 // `precise` keeps every f32 expression free of contraction into fused multiply-adds.
 #include "common.glsl"
 #include "dmath.glsl"
+#include "half.glsl"
 
 layout(std430, binding = 1) buffer O { TO o[]; };
 layout(std430, binding = 2) readonly buffer A { TA a[]; };
@@ -59,7 +60,7 @@ FT fdiv(FT x, FT y) { return FT(double(x) / double(y)); }
 
 #if FAM == 1
 #if defined(KFLOAT)
-TO unary(FT x)
+FT unary(FT x)
 {
     precise FT r;
     FT p0 = FT(pf(0)), p1 = FT(pf(1)), p2 = FT(pf(2));
@@ -210,7 +211,7 @@ FT pyrem(FT a, FT b)
     precise FT s = mod + b;
     return (b < FT(0)) != (mod < FT(0)) ? s : mod;
 }
-TO binary(FT x, FT y)
+FT binary(FT x, FT y)
 {
     precise FT r;
     switch (OP) {
@@ -372,9 +373,22 @@ TO compare(CT x, CT y)
 #if FAM == 5
 // CAST by the CPU's rules (backends/cpu/cpu_internal.h): float -> integer NaN 0, truncate,
 // saturate; integer -> integer wraps; -> bool x != 0; bool -> 0 or 1. CV names the rule.
-TO convert(TA x)
+TO convert(TA raw)
 {
-#if defined(CV_F2I)
+#if defined(HA16) || defined(HABF)
+    float x = LDA(raw);
+#else
+    TA x = raw;
+#endif
+#if defined(HO16) || defined(HOBF)
+#if defined(CV_B2)
+    return STF(uint(x) != 0u ? 1.0 : 0.0);
+#elif defined(CV_I64H)
+    return STF(h_odd_f32(h_i64_odd(int64_t(x))));
+#else
+    return STD(double(x));
+#endif
+#elif defined(CV_F2I)
     double v = double(x);
     if (v != v) return TO(0);
     if (v <= -2147483648.0LF) return TO(-2147483647 - 1);
@@ -392,7 +406,7 @@ TO convert(TA x)
     if (v >= 9223372036854775808.0LF) return TO(9223372036854775807l);
     return TO(int64_t(v));
 #elif defined(CV_2B)
-    return TO(x != TA(0) ? 1u : 0u);
+    return TO(double(x) != 0.0LF ? 1u : 0u);
 #elif defined(CV_B2)
     return TO(uint(x) != 0u ? 1 : 0);
 #elif defined(CV_WRAP8)
@@ -422,7 +436,7 @@ void main()
         }
 #if FAM == 1
 #if defined(KFLOAT)
-        o[oo] = unary(FT(a[oa]));
+        o[oo] = STF(unary(FT(LDA(a[oa]))));
 #elif defined(KI) || defined(KL)
         o[oo] = unary(IT(a[oa]));
 #else
@@ -430,14 +444,14 @@ void main()
 #endif
 #elif FAM == 2
 #if defined(KFLOAT)
-        o[oo] = binary(FT(a[oa]), FT(b[ob]));
+        o[oo] = STF(binary(FT(LDA(a[oa])), FT(LDA(b[ob]))));
 #elif defined(KI) || defined(KL)
         o[oo] = binary(IT(a[oa]), IT(b[ob]));
 #else
         o[oo] = binary(uint(a[oa]), uint(b[ob]));
 #endif
 #elif FAM == 3
-        o[oo] = compare(CT(a[oa]), CT(b[ob]));
+        o[oo] = compare(CT(LDA(a[oa])), CT(LDA(b[ob])));
 #elif FAM == 4
         o[oo] = uint(a[oa]) != 0u ? b[ob] : c[oc];
 #elif FAM == 5

@@ -11,6 +11,7 @@
 // ones wrap. Bool MAX/MIN/ARG* compare the raw bytes, as the CPU does (a true byte need not
 // be 1). Variant defines: TA/TO storage types, KF/KD/KI/KL/KU/KB the input kind.
 #include "common.glsl"
+#include "half.glsl"
 
 layout(std430, binding = 1) buffer O { TO o[]; };
 layout(std430, binding = 2) readonly buffer A { TA a[]; };
@@ -28,7 +29,7 @@ layout(std430, binding = 2) readonly buffer A { TA a[]; };
 #if defined(KF) || defined(KD)
 #define KFLOAT
 #define ACC double
-#define LD(v) double(v)
+#define LD(v) double(LDA(v))
 #elif defined(KI)
 #define ACC int
 #define LD(v) int(v)
@@ -137,7 +138,7 @@ void main()
 #if defined(KU) || defined(KB)
             else o[oo] = TO(r & 255u);
 #else
-            else o[oo] = TO(r);
+            else o[oo] = STD(r); // a half output rounds the double once
 #endif
         }
         barrier();
