@@ -41,6 +41,8 @@ enum {
     VK_P_F = 46,
     VK_P_SEED = 52,
     VK_P_I = 54,
+    VK_P_SKEW_A = 127, /* ew.comp: element offset added to input a's start (a walk with
+                        * negative strides binds a from the lowest element it reads) */
 };
 
 typedef struct vk_range {

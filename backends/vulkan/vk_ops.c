@@ -24,8 +24,11 @@
  *   reduce    SUM PROD MAX MIN ARGMAX ARGMIN ANY ALL in f32 f64 i32 i64 u8 (bool: MAX MIN
  *             ARG* ANY ALL), MEAN in f32 f64;
  *   matmul    f32 f64 i32 i64 u8 (batched, broadcast batch dims);
- *   movement  PERMUTE SLICE CONCAT EXPAND COPY GATHER INDEX_SELECT in every dtype (the later
- *             movement ops, SLICE_STEP ROLL PAD REPEAT SCATTER INDEX_ADD TRIU ..., are refused).
+ *   movement  every movement primitive in every dtype: PERMUTE SLICE CONCAT EXPAND COPY
+ *             SLICE_STEP FLIP (strided walks), GATHER INDEX_SELECT, and ROLL PAD REPEAT TRIL
+ *             TRIU MASKED_FILL ONE_HOT GATHER_ND SCATTER (shaders/index.comp, one invocation
+ *             per output element); SCATTER_ADD and INDEX_ADD in f32 f64 f16 bf16 i32 i64 u8
+ *             (each destination adds its contributions in the CPU's order, rounded per add).
  * Every family lists its opcodes, so an op added to the table later is refused until it has
  * a kernel here. Everything else is refused here, so the engine lowers composites into these (SOFTMAX,
  * LOG_SOFTMAX, NORM_L1, CLAMP_TENSOR, ISNAN, ...) or answers TD_EUNSUPPORTED naming the op,
@@ -34,12 +37,14 @@
  *
  * Limits: every tensor of an op must fit one storage-buffer binding (maxStorageBufferRange,
  * 128 MiB on lavapipe) and hold fewer than 2^32 elements (the shaders index in 32 bits);
- * larger ones are refused. GATHER/INDEX_SELECT read their index tensor back to check it
- * against [0, dim) before the dispatch, with the CPU's message, which costs a submission.
+ * larger ones are refused. The ops that index by tensor data (GATHER INDEX_SELECT ONE_HOT
+ * GATHER_ND SCATTER SCATTER_ADD INDEX_ADD) read their index tensor back to check it against
+ * [0, dim) before the dispatch, with the CPU's message, which costs a submission.
  */
 #include "backends/vulkan/vk_internal.h"
 #include "engine/collapse.h"
 #include "engine/convert.h"
+#include "engine/remap.h"
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -176,8 +181,13 @@ bool td__vk_supports_op(td__device *dev, const td__op *op, const td__desc *const
         return op->opcode == TD_OP_MATMUL && kind_ok(as_f32_if_half(dt), false) && out->dims[out->rank - 2] <= (int64_t)65535 * 16 &&
                out->dims[out->rank - 1] <= (int64_t)65535 * 16;
     case TD_OPCLASS_MOVEMENT: /* RESHAPE never arrives (the engine aliases) */
+        if (IN_LIST(op->opcode, TD_OP_SCATTER_ADD, TD_OP_INDEX_ADD)) /* adds: arithmetic */
+            return kind_ok(as_f32_if_half(dt), false);
         return IN_LIST(op->opcode, TD_OP_RESHAPE, TD_OP_PERMUTE, TD_OP_SLICE, TD_OP_CONCAT,
-                       TD_OP_EXPAND, TD_OP_COPY, TD_OP_GATHER, TD_OP_INDEX_SELECT);
+                       TD_OP_EXPAND, TD_OP_COPY, TD_OP_GATHER, TD_OP_INDEX_SELECT,
+                       TD_OP_SLICE_STEP, TD_OP_FLIP, TD_OP_ROLL, TD_OP_PAD, TD_OP_REPEAT,
+                       TD_OP_TRIL, TD_OP_TRIU, TD_OP_ONE_HOT, TD_OP_MASKED_FILL, TD_OP_SCATTER,
+                       TD_OP_GATHER_ND);
     default:
         return false;
     }
@@ -426,13 +436,23 @@ static td_status exec_matmul(vk_device *vd, const td__op *op, const td__view *in
 
 /* ---- movement ---- */
 
-static td_status copy_walk(vk_device *vd, const td__desc *shape, int64_t (*st)[TD_MAX_RANK],
-                           vk_arg o, vk_arg a, char *err, size_t errlen)
+/* skew_a: input a's first element sits that many elements after a's binding start */
+static td_status copy_walk_skew(vk_device *vd, const td__desc *shape,
+                                int64_t (*st)[TD_MAX_RANK], vk_arg o, vk_arg a, uint32_t skew_a,
+                                char *err, size_t errlen)
 {
     char name[16];
     snprintf(name, sizeof name, "m_%zu", o.esize);
     vk_arg args[2] = {o, a};
-    return walk(vd, name, 0, shape, 2, st, args, 2, NULL, NULL, err, errlen);
+    uint32_t extra[VK_PARAM_WORDS - VK_P_I] = {0};
+    extra[VK_P_SKEW_A - VK_P_I] = skew_a;
+    return walk(vd, name, 0, shape, 2, st, args, 2, NULL, extra, err, errlen);
+}
+
+static td_status copy_walk(vk_device *vd, const td__desc *shape, int64_t (*st)[TD_MAX_RANK],
+                           vk_arg o, vk_arg a, char *err, size_t errlen)
+{
+    return copy_walk_skew(vd, shape, st, o, a, 0, err, errlen);
 }
 
 /* View v from element `first` on (the binding starts there). */
@@ -472,6 +492,145 @@ static td_status check_indices(vk_device *vd, const char *opname, const td__view
     return s;
 }
 
+/* GATHER_ND's check, with the CPU's message (it names the dim). */
+static td_status check_gather_nd(vk_device *vd, const td__view *idx, const td__desc *x, char *err,
+                                 size_t errlen)
+{
+    const int64_t n = td__vk_nelem(&idx->desc), k = idx->desc.dims[idx->desc.rank - 1];
+    const size_t nb = td__vk_nbytes(&idx->desc);
+    if (n <= 0 || k == 0) return TD_OK;
+    void *h = td__vk_calloc(nb, 1);
+    if (h == NULL) return td__vk_fail(err, errlen, TD_ENOMEM, "gather_nd: out of host memory");
+    td_status s = td__vk_read_locked(vd, idx->data, h, nb);
+    if (s != TD_OK) {
+        td__vk_free(h);
+        return td__vk_fail(err, errlen, s, "vulkan:%d: gather_nd: cannot read the index tensor",
+                           vd->index);
+    }
+    const bool is64 = idx->desc.dtype == TD_I64;
+    for (int64_t i = 0; i < n && s == TD_OK; i++) {
+        int64_t v = is64 ? ((const int64_t *)h)[i] : ((const int32_t *)h)[i];
+        int64_t c = i % k;
+        if (v < 0 || v >= x->dims[c])
+            s = td__vk_fail(err, errlen, TD_ERANGE,
+                            "gather_nd: index %" PRId64 " out of range [0, %" PRId64
+                            ") for dim %" PRId64 " at position %" PRId64,
+                            v, x->dims[c], c, i);
+    }
+    td__vk_free(h);
+    return s;
+}
+
+/* ROLL PAD REPEAT TRIL TRIU MASKED_FILL ONE_HOT GATHER_ND SCATTER SCATTER_ADD INDEX_ADD:
+ * one invocation per output element (shaders/index.comp); the indexed ones check their
+ * indices on the host first, as GATHER does. */
+static td_status exec_indexed(vk_device *vd, const td__op *op, const td__view *in,
+                              const td__view *out, char *err, size_t errlen)
+{
+    const td__desc *x = &in[0].desc, *o = &out->desc;
+    const uint32_t opc = op->opcode;
+    const int64_t n = td__vk_nelem(o);
+    const char *ix = op->n_inputs > 1 && in[1].desc.dtype == TD_I64 ? "i64" : "i32";
+    const size_t es = td__dtype_size(o->dtype);
+    uint32_t p[VK_PARAM_WORDS];
+    memset(p, 0, sizeof p);
+    uint32_t *q = p + VK_P_I;
+    int64_t xs[TD_MAX_RANK] = {0}, bs[TD_MAX_RANK] = {0}, cs[TD_MAX_RANK] = {0};
+    td__desc_strides(x, xs);
+    vk_arg args[4] = {arg_of(out), arg_of(&in[0])};
+    int nargs = 2;
+    char name[24];
+    td_status s = TD_OK;
+    switch (opc) {
+    case TD_OP_ROLL:
+    case TD_OP_PAD:
+    case TD_OP_REPEAT: {
+        td__remap m;
+        if (!td__remap_init(&m, op, x))
+            return td__vk_fail(err, errlen, TD_EINTERNAL, "vulkan: remap of %s", td__op_name(opc));
+        for (int d = 0; d < m.rank; d++) {
+            q[4 * d] = (uint32_t)m.kind[d];
+            q[4 * d + 1] = (uint32_t)m.n[d];
+            q[4 * d + 2] = (uint32_t)m.a[d];
+            q[4 * d + 3] = (uint32_t)m.b[d];
+        }
+        uint64_t fill = opc == TD_OP_PAD ? full_bits(o->dtype, op->fattrs[0]) : 0;
+        q[32] = (uint32_t)fill;
+        q[33] = (uint32_t)(fill >> 32);
+        snprintf(name, sizeof name, "rm_%zu", es);
+        break;
+    }
+    case TD_OP_TRIL:
+    case TD_OP_TRIU: {
+        const int64_t rows = o->dims[o->rank - 2], cols = o->dims[o->rank - 1];
+        int64_t k = op->iattrs[0];
+        k = k < -rows - 1 ? -rows - 1 : k > cols + 1 ? cols + 1 : k;
+        q[0] = (uint32_t)(int32_t)k;
+        snprintf(name, sizeof name, "rm_%zu", es);
+        break;
+    }
+    case TD_OP_MASKED_FILL: {
+        td__desc_bcast_strides(&in[1].desc, o, bs);
+        uint64_t v = full_bits(o->dtype, op->fattrs[0]);
+        q[0] = (uint32_t)v;
+        q[1] = (uint32_t)(v >> 32);
+        args[nargs++] = arg_of(&in[1]);
+        snprintf(name, sizeof name, "mf_%zu", es);
+        break;
+    }
+    case TD_OP_ONE_HOT: {
+        s = check_indices(vd, "one_hot", &in[0], op->iattrs[0], err, errlen);
+        uint64_t one = full_bits(o->dtype, 1.0);
+        q[0] = (uint32_t)one;
+        q[1] = (uint32_t)(one >> 32);
+        q[2] = (uint32_t)op->iattrs[0];
+        snprintf(name, sizeof name, "oh_%zu_%s", es, x->dtype == TD_I64 ? "i64" : "i32");
+        break;
+    }
+    case TD_OP_GATHER_ND: {
+        s = check_gather_nd(vd, &in[1], x, err, errlen);
+        const int64_t k = in[1].desc.dims[in[1].desc.rank - 1];
+        int64_t inner = 1;
+        for (uint32_t d = (uint32_t)k; d < x->rank; d++) inner *= x->dims[d];
+        q[0] = (uint32_t)k;
+        q[1] = (uint32_t)inner;
+        args[nargs++] = arg_of(&in[1]);
+        snprintf(name, sizeof name, "gn_%zu_%s", es, ix);
+        if (inner == 0) return s;
+        break;
+    }
+    default: { /* SCATTER SCATTER_ADD INDEX_ADD */
+        const int64_t axis = op->iattrs[0];
+        const td__desc *id = &in[1].desc;
+        s = check_indices(vd, td__op_name(opc), &in[1], x->dims[axis], err, errlen);
+        td__desc_strides(id, bs);
+        td__desc_strides(&in[2].desc, cs);
+        q[0] = (uint32_t)axis;
+        q[1] = (uint32_t)(opc == TD_OP_INDEX_ADD ? td__vk_nelem(id) : id->dims[axis]);
+        for (uint32_t d = 0; opc != TD_OP_INDEX_ADD && d < id->rank; d++)
+            q[2 + d] = (uint32_t)id->dims[d];
+        args[nargs++] = arg_of(&in[1]);
+        args[nargs++] = arg_of(&in[2]);
+        if (opc == TD_OP_SCATTER)
+            snprintf(name, sizeof name, "sc_w%zu_%s", es, ix);
+        else
+            snprintf(name, sizeof name, "sa_%s_%s", kind_sfx(o->dtype), ix);
+        break;
+    }
+    }
+    if (s != TD_OK || n <= 0) return s;
+    p[VK_P_N] = (uint32_t)n;
+    p[VK_P_RANK] = opc == TD_OP_ONE_HOT || opc == TD_OP_GATHER_ND ? 0 : o->rank;
+    for (uint32_t d = 0; d < TD_MAX_RANK; d++) {
+        p[VK_P_DIMS + d] = d < o->rank ? (uint32_t)o->dims[d] : 1;
+        p[VK_P_STR_A + d] = (uint32_t)xs[d];
+        p[VK_P_STR_B + d] = (uint32_t)bs[d];
+        p[VK_P_STR_C + d] = (uint32_t)cs[d];
+    }
+    return td__vk_dispatch(vd, name, opc, p, args, nargs, groups_for((uint64_t)n, 256), 1, 1,
+                           err, errlen);
+}
+
 static td_status exec_movement(vk_device *vd, const td__op *op, const td__view *in,
                                const td__view *out, char *err, size_t errlen)
 {
@@ -496,6 +655,37 @@ static td_status exec_movement(vk_device *vd, const td__op *op, const td__view *
         if (td__vk_nelem(o) == 0) return TD_OK;
         return copy_walk(vd, o, st, arg_of(out), arg_from(&in[0], first), err, errlen);
     }
+    case TD_OP_SLICE_STEP:
+    case TD_OP_FLIP: { /* a strided copy: the step (negative: backwards) in each stride */
+        int64_t first = 0;
+        for (uint32_t d = 0; d < x->rank; d++) {
+            const bool flip = op->opcode == TD_OP_FLIP && ((op->iattrs[0] >> d) & 1);
+            const int64_t start = op->opcode == TD_OP_FLIP ? (flip ? x->dims[d] - 1 : 0)
+                                                           : op->iattrs[d];
+            const int64_t stp = op->opcode == TD_OP_FLIP ? (flip ? -1 : 1)
+                                                         : op->iattrs[2 * x->rank + d];
+            st[1][d] = xs[d] * stp;
+            first += start * xs[d];
+        }
+        if (td__vk_nelem(o) == 0) return TD_OK;
+        int64_t lo = first; /* the lowest element read: the binding starts there */
+        for (uint32_t d = 0; d < o->rank; d++)
+            if (st[1][d] < 0) lo += (o->dims[d] - 1) * st[1][d];
+        return copy_walk_skew(vd, o, st, arg_of(out), arg_from(&in[0], lo),
+                              (uint32_t)(first - lo), err, errlen);
+    }
+    case TD_OP_ROLL:
+    case TD_OP_PAD:
+    case TD_OP_REPEAT:
+    case TD_OP_TRIL:
+    case TD_OP_TRIU:
+    case TD_OP_ONE_HOT:
+    case TD_OP_MASKED_FILL:
+    case TD_OP_SCATTER:
+    case TD_OP_SCATTER_ADD:
+    case TD_OP_INDEX_ADD:
+    case TD_OP_GATHER_ND:
+        return exec_indexed(vd, op, in, out, err, errlen);
     case TD_OP_CONCAT: {
         const int64_t axis = op->iattrs[0];
         int64_t at = 0;

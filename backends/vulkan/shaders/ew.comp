@@ -425,7 +425,7 @@ void main()
 {
     const uint n = P[P_N], rank = P[P_RANK], step = gstride();
     for (uint i = gl_GlobalInvocationID.x; i < n;) {
-        uint q = i, oo = P[P_BASE], oa = P[P_BASE + 1], ob = P[P_BASE + 2], oc = P[P_BASE + 3];
+        uint q = i, oo = P[P_BASE], oa = P[P_BASE + 1] + P[P_SKEW_A], ob = P[P_BASE + 2], oc = P[P_BASE + 3];
         for (int d = int(rank) - 1; d >= 0; d--) {
             uint dim = P[P_DIMS + d], nq = q / dim, r = q - nq * dim;
             q = nq;
