@@ -761,15 +761,21 @@ static td_status alloc_locked(vk_device *vd, size_t nbytes, void **out)
     return TD_OK;
 }
 
-static td_status vk_buffer_alloc(td__device *dev, size_t nbytes, void **out)
+td_status td__vk_alloc_locked(vk_device *vd, size_t nbytes, void **out)
 {
-    vk_device *vd = dev->impl;
-    pthread_mutex_lock(&vd->mu);
     td_status s = vd->lost ? TD_EDEVICE : alloc_locked(vd, nbytes, out);
     if (s == TD_ENOMEM && vd->nzombie > 0 && nbytes <= vd->max_alloc) {
         char err[128];
         if (td__vk_flush(vd, err, sizeof err) == TD_OK) s = alloc_locked(vd, nbytes, out);
     }
+    return s;
+}
+
+static td_status vk_buffer_alloc(td__device *dev, size_t nbytes, void **out)
+{
+    vk_device *vd = dev->impl;
+    pthread_mutex_lock(&vd->mu);
+    td_status s = td__vk_alloc_locked(vd, nbytes, out);
     pthread_mutex_unlock(&vd->mu);
     return s;
 }
@@ -778,6 +784,12 @@ static void vk_buffer_free(td__device *dev, void *data, size_t nbytes)
 {
     vk_device *vd = dev->impl;
     pthread_mutex_lock(&vd->mu);
+    td__vk_release_locked(vd, data, nbytes);
+    pthread_mutex_unlock(&vd->mu);
+}
+
+void td__vk_release_locked(vk_device *vd, void *data, size_t nbytes)
+{
     if (!vd->recording) {
         release_now(vd, (uint64_t)(uintptr_t)data, nbytes);
     } else {
@@ -800,7 +812,6 @@ static void vk_buffer_free(td__device *dev, void *data, size_t nbytes)
                 release_now(vd, (uint64_t)(uintptr_t)data, nbytes);
         }
     }
-    pthread_mutex_unlock(&vd->mu);
 }
 
 /* One copy between the staging buffer and a tensor, submitted and waited for. */

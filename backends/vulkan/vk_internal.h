@@ -152,6 +152,11 @@ td_status td__vk_dispatch(vk_device *vd, const char *name, uint32_t op, uint32_t
 td_status td__vk_flush(vk_device *vd, char *err, size_t errlen);
 /* Read nbytes at device pointer src into dst (locked; flushes first). */
 td_status td__vk_read_locked(vk_device *vd, const void *src, void *dst, size_t nbytes);
+/* Device memory for an op's scratch (locked; the caller holds mu): a device pointer of
+ * nbytes, TD_ENOMEM or TD_EDEVICE. Release it with td__vk_release_locked, which defers the
+ * free past the recorded work that may still use it. */
+td_status td__vk_alloc_locked(vk_device *vd, size_t nbytes, void **out);
+void td__vk_release_locked(vk_device *vd, void *data, size_t nbytes);
 /* Whether a shader variant of this name is built into the module. */
 bool td__vk_has_shader(const char *name);
 

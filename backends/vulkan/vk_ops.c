@@ -23,6 +23,9 @@
  *             i64 u8 bool (one rounding into a half: f64 and i64 go through round-to-odd);
  *   reduce    SUM PROD MAX MIN ARGMAX ARGMIN ANY ALL in f32 f64 i32 i64 u8 (bool: MAX MIN
  *             ARG* ANY ALL), MEAN in f32 f64;
+ *   stats     VAR STD LOGSUMEXP NORM in f32 f16 bf16 f64 (f64 NORM: p in 0, 1, 2, +-inf),
+ *             in double by backends/cpu/cpu_stats.c's formulas (shaders/stats.comp);
+ *   scan      CUMSUM CUMPROD in f32 f64 f16 bf16 i32 i64 u8 (shaders/scan.comp);
  *   matmul    f32 f64 i32 i64 u8 (batched, broadcast batch dims);
  *   movement  every movement primitive in every dtype: PERMUTE SLICE CONCAT EXPAND COPY
  *             SLICE_STEP FLIP (strided walks), GATHER INDEX_SELECT, and ROLL PAD REPEAT TRIL
@@ -37,7 +40,10 @@
  *
  * Limits: every tensor of an op must fit one storage-buffer binding (maxStorageBufferRange,
  * 128 MiB on lavapipe) and hold fewer than 2^32 elements (the shaders index in 32 bits);
- * larger ones are refused. The ops that index by tensor data (GATHER INDEX_SELECT ONE_HOT
+ * larger ones are refused. lavapipe ends an invocation's loops after 65535 iterations in
+ * all: scans split long lines into blocks for it; a reduction of more than 256 * 65535
+ * elements into one output or a matmul with K above 65535 is not split yet and would come
+ * out wrong there (no GPU driver has that cap). The ops that index by tensor data (GATHER INDEX_SELECT ONE_HOT
  * GATHER_ND SCATTER SCATTER_ADD INDEX_ADD) read their index tensor back to check it against
  * [0, dim) before the dispatch, with the CPU's message, which costs a submission.
  */
@@ -128,6 +134,17 @@ static bool binary_ok(uint32_t op, uint32_t dt)
                    TD_OP_SHIFT_LEFT, TD_OP_SHIFT_RIGHT);
 }
 
+/* VAR STD LOGSUMEXP NORM (stats.comp) fold in double. Its pow is exp(p log x), accurate to
+ * f32 only (and GLSL's frexp is undefined for subnormal doubles), so f64 NORM runs the p
+ * that need no pow: 0, 1, 2, +-inf. */
+static bool stat_ok(uint32_t op, uint32_t dt, double p)
+{
+    if (dt == TD_F32 || dt == TD_F16 || dt == TD_BF16) return true;
+    if (dt != TD_F64) return false;
+    return op != TD_OP_NORM || p == 0.0 || p == 1.0 || p == 2.0 || p == 1.0 / 0.0 ||
+           p == -1.0 / 0.0;
+}
+
 static bool reduce_ok(uint32_t op, uint32_t dt)
 {
     dt = as_f32_if_half(dt);
@@ -176,7 +193,12 @@ bool td__vk_supports_op(td__device *dev, const td__op *op, const td__desc *const
     case TD_OPCLASS_CAST:
         return op->opcode == TD_OP_CAST && dn(dt) != NULL && dn(out->dtype) != NULL;
     case TD_OPCLASS_REDUCE:
+        if (IN_LIST(op->opcode, TD_OP_VAR, TD_OP_STD, TD_OP_LOGSUMEXP, TD_OP_NORM))
+            return stat_ok(op->opcode, dt, op->fattrs[0]);
         return reduce_ok(op->opcode, dt);
+    case TD_OPCLASS_SCAN:
+        return IN_LIST(op->opcode, TD_OP_CUMSUM, TD_OP_CUMPROD) &&
+               kind_ok(as_f32_if_half(dt), false);
     case TD_OPCLASS_MATMUL:
         return op->opcode == TD_OP_MATMUL && kind_ok(as_f32_if_half(dt), false) && out->dims[out->rank - 2] <= (int64_t)65535 * 16 &&
                out->dims[out->rank - 1] <= (int64_t)65535 * 16;
@@ -386,16 +408,69 @@ static td_status exec_reduce(vk_device *vd, const td__op *op, const td__view *in
     r[35] = (uint32_t)pl.nr;
     r[36] = (uint32_t)pl.rcount;
     const uint32_t dt = in[0].desc.dtype;
+    vk_arg args[2] = {arg_of(out), arg_of(&in[0])};
+    char name[32];
+    if (IN_LIST(op->opcode, TD_OP_VAR, TD_OP_STD, TD_OP_LOGSUMEXP, TD_OP_NORM)) {
+        for (int k = 0; k < TD_OP_MAX_FATTRS; k++) put_double(p, k, op->fattrs[k]);
+        snprintf(name, sizeof name, "st_%s", dn(dt));
+        return td__vk_dispatch(vd, name, op->opcode, p, args, 2,
+                               groups_for((uint64_t)pl.nout, 1), 1, 1, err, errlen);
+    }
     const char *sfx = op->opcode == TD_OP_ARGMAX || op->opcode == TD_OP_ARGMIN ? "_i64"
                       : (op->opcode == TD_OP_ANY || op->opcode == TD_OP_ALL) &&
                               dt != TD_U8 && dt != TD_BOOL
                           ? "_b"
                           : "";
-    char name[32];
     snprintf(name, sizeof name, "r_%s%s", dt == TD_BOOL ? "bool" : kind_sfx(dt), sfx);
-    vk_arg args[2] = {arg_of(out), arg_of(&in[0])};
     return td__vk_dispatch(vd, name, op->opcode, p, args, 2, groups_for((uint64_t)pl.nout, 1), 1,
                            1, err, errlen);
+}
+
+/* ---- scans (scan.comp) ---- */
+
+static td_status exec_scan(vk_device *vd, const td__op *op, const td__view *in,
+                           const td__view *out, char *err, size_t errlen)
+{
+    const td__desc *x = &in[0].desc;
+    const int64_t axis = x->rank > 0 ? op->iattrs[0] : 0;
+    int64_t outer = 1, n = 1, inner = 1;
+    for (uint32_t d = 0; d < x->rank; d++) {
+        if ((int64_t)d < axis) outer *= x->dims[d];
+        else if ((int64_t)d == axis) n = x->dims[d];
+        else inner *= x->dims[d];
+    }
+    if (outer * n * inner == 0) return TD_OK;
+    uint32_t p[VK_PARAM_WORDS];
+    memset(p, 0, sizeof p);
+    p[VK_P_I] = (uint32_t)outer;
+    p[VK_P_I + 1] = (uint32_t)n;
+    p[VK_P_I + 2] = (uint32_t)inner;
+    char name[16];
+    snprintf(name, sizeof name, "cs_%s", kind_sfx(x->dtype));
+    vk_arg args[3] = {arg_of(out), arg_of(&in[0])};
+    const int64_t lines = outer * inner, bsz = 16384;
+    if (n <= bsz) /* mode 0: each line whole, in the CPU's order */
+        return td__vk_dispatch(vd, name, op->opcode, p, args, 2, groups_for((uint64_t)lines, 256),
+                               1, 1, err, errlen);
+    /* long lines in blocks (scan.comp says why): fold, prefix, finish */
+    const int64_t nb = (n + bsz - 1) / bsz;
+    const size_t sbytes = (size_t)(lines * nb) * 8;
+    void *scratch = NULL;
+    td_status s = td__vk_alloc_locked(vd, sbytes, &scratch);
+    if (s != TD_OK)
+        return td__vk_fail(err, errlen, s, "%s: cannot allocate %zu bytes of scratch on vulkan:%d",
+                           td__op_name(op->opcode), sbytes, vd->index);
+    args[2] = (vk_arg){scratch, sbytes, 8};
+    p[VK_P_I + 4] = (uint32_t)bsz;
+    p[VK_P_I + 5] = (uint32_t)nb;
+    for (uint32_t mode = 1; mode <= 3 && s == TD_OK; mode++) {
+        p[VK_P_I + 3] = mode;
+        const uint64_t units = (uint64_t)(mode == 2 ? lines : lines * nb);
+        s = td__vk_dispatch(vd, name, op->opcode, p, args, 3, groups_for(units, 256), 1, 1, err,
+                            errlen);
+    }
+    td__vk_release_locked(vd, scratch, sbytes);
+    return s;
 }
 
 /* ---- matmul (matmul.comp) ---- */
@@ -761,6 +836,8 @@ td_status td__vk_exec(vk_device *vd, const td__op *op, const td__view *in, const
         return exec_reduce(vd, op, in, out, err, errlen);
     case TD_OPCLASS_MATMUL:
         return exec_matmul(vd, op, in, out, err, errlen);
+    case TD_OPCLASS_SCAN:
+        return exec_scan(vd, op, in, out, err, errlen);
     case TD_OPCLASS_MOVEMENT:
         return exec_movement(vd, op, in, out, err, errlen);
     default:
