@@ -3,8 +3,11 @@
  *
  * Coverage, all held to the CPU by tests/unit/backends/conformance.c on lavapipe:
  *   create    FULL (every dtype: the host converts the value by the cast rules and the shader
- *             writes its bits), ARANGE (f32 f64 i32 i64 u8 bool), RAND_UNIFORM and
- *             RAND_NORMAL (f32 f64; Philox as engine/philox.h);
+ *             writes its bits), ARANGE and BERNOULLI_SCALAR (f32 f64 f16 bf16 i32 i64 u8
+ *             bool), RAND_UNIFORM and RAND_NORMAL (f32 f64 f16 bf16), BERNOULLI (f32 f64 f16
+ *             bf16), RANDINT (i32 i64 u8): Philox as engine/philox.h (shaders/philox.glsl),
+ *             the CPU's bits (RAND_NORMAL within its bound: log and sincos differ);
+ *   dropout   f32 f64 f16 bf16, the CPU's Philox mask and one IEEE multiply (bit-identical);
  *   unary     f32: every unary primitive of the table (the trigonometric, hyperbolic and
  *             inverse functions, ERF, GELU (both modes), SOFTPLUS included: evaluated in
  *             double by shaders/dmath.glsl and rounded once); f64: the IEEE-exact ones (NEG
@@ -177,9 +180,13 @@ bool td__vk_supports_op(td__device *dev, const td__op *op, const td__desc *const
     switch (td__op_class(op->opcode)) {
     case TD_OPCLASS_CREATE:
         if (op->opcode == TD_OP_FULL || op->opcode == TD_OP_EMPTY) return dt < TD_DTYPE_COUNT;
-        if (op->opcode == TD_OP_ARANGE) return dn(dt) != NULL && as_f32_if_half(dt) == dt;
+        if (op->opcode == TD_OP_ARANGE || op->opcode == TD_OP_BERNOULLI_SCALAR)
+            return dn(dt) != NULL;
+        if (op->opcode == TD_OP_BERNOULLI) return as_f32_if_half(dt) == TD_F32 || dt == TD_F64;
+        if (op->opcode == TD_OP_RANDINT)
+            return out->dtype == TD_I32 || out->dtype == TD_I64 || out->dtype == TD_U8;
         return IN_LIST(op->opcode, TD_OP_RAND_UNIFORM, TD_OP_RAND_NORMAL) &&
-               (dt == TD_F32 || dt == TD_F64);
+               (as_f32_if_half(dt) == TD_F32 || dt == TD_F64);
     case TD_OPCLASS_UNARY:
         return unary_ok(op->opcode, dt);
     case TD_OPCLASS_BINARY:
@@ -202,6 +209,8 @@ bool td__vk_supports_op(td__device *dev, const td__op *op, const td__desc *const
     case TD_OPCLASS_MATMUL:
         return op->opcode == TD_OP_MATMUL && kind_ok(as_f32_if_half(dt), false) && out->dims[out->rank - 2] <= (int64_t)65535 * 16 &&
                out->dims[out->rank - 1] <= (int64_t)65535 * 16;
+    case TD_OPCLASS_NN:
+        return op->opcode == TD_OP_DROPOUT && (as_f32_if_half(dt) == TD_F32 || dt == TD_F64);
     case TD_OPCLASS_MOVEMENT: /* RESHAPE never arrives (the engine aliases) */
         if (IN_LIST(op->opcode, TD_OP_SCATTER_ADD, TD_OP_INDEX_ADD)) /* adds: arithmetic */
             return kind_ok(as_f32_if_half(dt), false);
@@ -290,6 +299,10 @@ static td_status walk(vk_device *vd, const char *shader, uint32_t opcode, const 
         for (int k = 0; k < nstr; k++) p[VK_P_STR_O + 8 * k + d] = (uint32_t)cs[k][d];
     }
     for (int k = 0; op != NULL && k < TD_OP_MAX_FATTRS; k++) put_double(p, k, op->fattrs[k]);
+    if (op != NULL) {
+        p[VK_P_SEED] = (uint32_t)op->seed;
+        p[VK_P_SEED + 1] = (uint32_t)(op->seed >> 32);
+    }
     if (extra != NULL) memcpy(p + VK_P_I, extra, (VK_PARAM_WORDS - VK_P_I) * sizeof *p);
     return td__vk_dispatch(vd, shader, opcode, p, args, nargs, groups_for((uint64_t)n, 256), 1, 1,
                            err, errlen);
@@ -353,10 +366,30 @@ static td_status exec_elementwise(vk_device *vd, const td__op *op, const td__vie
     return walk(vd, name, opcode, o, n_in + 1, st, args, n_in + 1, op, p, err, errlen);
 }
 
+/* DROPOUT (ew.comp FAM 7): the walk over the contiguous output, element i its index;
+ * fattrs[1] carries 1/(1-p) (rounded to the dtype's compute type by the shader, as the CPU
+ * rounds it). */
+static td_status exec_dropout(vk_device *vd, const td__op *op, const td__view *in,
+                              const td__view *out, char *err, size_t errlen)
+{
+    const td__desc *o = &out->desc;
+    if ((uint64_t)td__vk_nelem(o) > (uint64_t)UINT32_MAX / 4 * 4)
+        return td__vk_fail(err, errlen, TD_EUNSUPPORTED, "dropout: too many elements");
+    td__op d = *op;
+    d.fattrs[1] = 1.0 / (1.0 - op->fattrs[0]);
+    int64_t st[2][TD_MAX_RANK];
+    td__desc_strides(o, st[0]);
+    td__desc_strides(o, st[1]);
+    vk_arg args[2] = {arg_of(out), arg_of(&in[0])};
+    char name[16];
+    snprintf(name, sizeof name, "dr_%s", dn(o->dtype));
+    return walk(vd, name, op->opcode, o, 2, st, args, 2, &d, NULL, err, errlen);
+}
+
 /* ---- create ---- */
 
-static td_status exec_create(vk_device *vd, const td__op *op, const td__view *out, char *err,
-                             size_t errlen)
+static td_status exec_create(vk_device *vd, const td__op *op, const td__view *in,
+                             const td__view *out, char *err, size_t errlen)
 {
     const td__desc *o = &out->desc;
     int64_t n = td__vk_nelem(o);
@@ -376,8 +409,20 @@ static td_status exec_create(vk_device *vd, const td__op *op, const td__view *ou
         p[VK_P_I + 2] = (uint32_t)(bits >> 32);
         snprintf(name, sizeof name, "cr_w%zu", 8 * td__dtype_size(o->dtype));
         opcode = TD_OP_FULL;
+    } else if (opcode == TD_OP_BERNOULLI) { /* a walk over p (ew.comp FAM 8) */
+        int64_t st[2][TD_MAX_RANK];
+        td__desc_strides(o, st[0]);
+        td__desc_strides(o, st[1]);
+        vk_arg args[2] = {arg_of(out), arg_of(&in[0])};
+        snprintf(name, sizeof name, "be_%s", dn(o->dtype));
+        return walk(vd, name, opcode, o, 2, st, args, 2, op, NULL, err, errlen);
     } else {
         snprintf(name, sizeof name, "cr_%s", dn(o->dtype));
+        if (opcode == TD_OP_RANDINT) /* low, high (engine/op.c checked low < high) */
+            for (int k = 0; k < 2; k++) {
+                p[VK_P_I + 1 + 2 * k] = (uint32_t)(uint64_t)op->iattrs[k];
+                p[VK_P_I + 2 + 2 * k] = (uint32_t)((uint64_t)op->iattrs[k] >> 32);
+            }
     }
     vk_arg a = arg_of(out);
     return td__vk_dispatch(vd, name, opcode, p, &a, 1, groups_for((uint64_t)n, 256), 1, 1, err,
@@ -825,7 +870,7 @@ td_status td__vk_exec(vk_device *vd, const td__op *op, const td__view *in, const
 {
     switch (td__op_class(op->opcode)) {
     case TD_OPCLASS_CREATE:
-        return exec_create(vd, op, out, err, errlen);
+        return exec_create(vd, op, in, out, err, errlen);
     case TD_OPCLASS_UNARY:
     case TD_OPCLASS_BINARY:
     case TD_OPCLASS_COMPARE:
@@ -838,6 +883,8 @@ td_status td__vk_exec(vk_device *vd, const td__op *op, const td__view *in, const
         return exec_matmul(vd, op, in, out, err, errlen);
     case TD_OPCLASS_SCAN:
         return exec_scan(vd, op, in, out, err, errlen);
+    case TD_OPCLASS_NN:
+        return exec_dropout(vd, op, in, out, err, errlen);
     case TD_OPCLASS_MOVEMENT:
         return exec_movement(vd, op, in, out, err, errlen);
     default:

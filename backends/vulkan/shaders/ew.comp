@@ -8,7 +8,8 @@
 // GATHER and INDEX_SELECT (FAM 6) walk the output too: input a's strides cover the dims
 // that are not the indexed axis, b's the index tensor, and the index value times the axis
 // stride (P_I) is added to a's offset.
-// Variants (meson.build): FAM (1 unary, 2 binary, 3 compare, 4 where, 5 cast, 6 gather), TA/TB the
+// Variants (meson.build): FAM (1 unary, 2 binary, 3 compare, 4 where, 5 cast, 6 gather,
+// 7 dropout, 8 bernoulli), TA/TB the
 // input element types, TO the output's, and the compute kind of input a: KF (f32), KD (f64),
 // KI (i32), KL (i64), KU (u8), KB (bool). The opcode (engine/optable.h) is the
 // specialization constant OP, so a pipeline per (variant, op) is created once and each keeps
@@ -25,6 +26,7 @@
 #include "common.glsl"
 #include "dmath.glsl"
 #include "half.glsl"
+#include "philox.glsl"
 
 layout(std430, binding = 1) buffer O { TO o[]; };
 layout(std430, binding = 2) readonly buffer A { TA a[]; };
@@ -459,6 +461,19 @@ void main()
 #elif FAM == 6
         // GATHER / INDEX_SELECT: the host checked every index against [0, dim) first
         o[oo] = a[oa + uint(b[ob]) * P[P_I]];
+#elif FAM == 7
+        // DROPOUT (contiguous, i the element): keep x when the 24-bit uniform of word i % 4 of
+        // Philox block i / 4 is >= p, times 1/(1-p) rounded to FT (pf(1), from the host) —
+        // backends/cpu/cpu_nn.c's mapping, one IEEE multiply: the CPU's bits
+        uvec4 w = philox(P[P_SEED], P[P_SEED + 1], i / 4u, 0u);
+        bool keep = double(w[i % 4u] >> 8) * 5.9604644775390625e-08LF >= pf(0);
+        precise FT r = FT(LDA(a[oa])) * (keep ? FT(pf(1)) : FT(0));
+        o[oo] = STF(r);
+#elif FAM == 8
+        // BERNOULLI: 1 where word i % 4 of block i / 4, times 2^-32, is below p_i, else 0
+        uvec4 w = philox(P[P_SEED], P[P_SEED + 1], i / 4u, 0u);
+        bool one = double(w[i % 4u]) * 2.3283064365386963e-10LF < double(LDA(a[oa]));
+        o[oo] = STF(FT(one ? 1.0 : 0.0));
 #endif
         if (n - i <= step) break;
         i += step;
