@@ -54,6 +54,7 @@
 #include "engine/collapse.h"
 #include "engine/convert.h"
 #include "engine/remap.h"
+#include "engine/window.h"
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -211,6 +212,9 @@ bool td__vk_supports_op(td__device *dev, const td__op *op, const td__desc *const
                out->dims[out->rank - 1] <= (int64_t)65535 * 16;
     case TD_OPCLASS_NN:
         return op->opcode == TD_OP_DROPOUT && (as_f32_if_half(dt) == TD_F32 || dt == TD_F64);
+    case TD_OPCLASS_POOL:
+    case TD_OPCLASS_CONV: /* window.comp: every op of both families, in the float dtypes */
+        return as_f32_if_half(dt) == TD_F32 || dt == TD_F64;
     case TD_OPCLASS_MOVEMENT: /* RESHAPE never arrives (the engine aliases) */
         if (IN_LIST(op->opcode, TD_OP_SCATTER_ADD, TD_OP_INDEX_ADD)) /* adds: arithmetic */
             return kind_ok(as_f32_if_half(dt), false);
@@ -384,6 +388,60 @@ static td_status exec_dropout(vk_device *vd, const td__op *op, const td__view *i
     char name[16];
     snprintf(name, sizeof name, "dr_%s", dn(o->dtype));
     return walk(vd, name, op->opcode, o, 2, st, args, 2, &d, NULL, err, errlen);
+}
+
+/* ---- the window ops (window.comp) ---- */
+
+static td_status exec_window(vk_device *vd, const td__op *op, const td__view *in,
+                             const td__view *out, char *err, size_t errlen)
+{
+    const td__desc *o = &out->desc;
+    const int64_t n = td__vk_nelem(o);
+    if (n <= 0) return TD_OK;
+    td__window w;
+    td__window_decode(op, &in[0].desc, op->n_inputs > 1 ? &in[1].desc : NULL, o, &w);
+    uint32_t p[VK_PARAM_WORDS];
+    memset(p, 0, sizeof p);
+    uint32_t *q = p + VK_P_I;
+    p[VK_P_N] = (uint32_t)n;
+    for (int d = 0; d < TD_WIN_SP; d++) {
+        q[d] = (uint32_t)w.in[d];
+        q[3 + d] = (uint32_t)w.out[d];
+        q[6 + d] = (uint32_t)w.k[d];
+        q[9 + d] = (uint32_t)w.stride[d];
+        q[12 + d] = (uint32_t)w.dil[d];
+        q[15 + d] = (uint32_t)w.pad_lo[d];
+        q[18 + d] = (uint32_t)w.pad_hi[d];
+    }
+    q[21] = (uint32_t)w.count_include_pad;
+    q[22] = (uint32_t)w.mode;
+    q[23] = (uint32_t)w.align_corners;
+    q[24] = (uint32_t)(TD_WIN_SP - w.nsp);
+    q[25] = (uint32_t)(w.n * w.c);
+    q[26] = (uint32_t)w.n;
+    q[27] = (uint32_t)w.c;
+    q[28] = (uint32_t)w.co;
+    q[29] = (uint32_t)w.groups;
+    q[30] = op->n_inputs > 2;
+    const uint32_t opc = op->opcode;
+    const char *k = dn(in[0].desc.dtype);
+    char name[24];
+    vk_arg args[4] = {arg_of(out), arg_of(&in[0])};
+    int nargs = 2;
+    if (td__op_class(opc) == TD_OPCLASS_CONV) {
+        snprintf(name, sizeof name, "cv_%s", k);
+        args[nargs++] = arg_of(&in[1]);
+        args[nargs++] = op->n_inputs > 2 ? arg_of(&in[2]) : arg_of(&in[1]);
+    } else if (opc == TD_OP_MAX_POOL_INDICES) {
+        snprintf(name, sizeof name, "wi_%s", k);
+    } else if (opc == TD_OP_MAX_POOL_BACKWARD) {
+        snprintf(name, sizeof name, "wb_%s_%s", k, in[1].desc.dtype == TD_I64 ? "i64" : "i32");
+        args[nargs++] = arg_of(&in[1]);
+    } else {
+        snprintf(name, sizeof name, "wp_%s", k);
+    }
+    return td__vk_dispatch(vd, name, opc, p, args, nargs, groups_for((uint64_t)n, 256), 1, 1,
+                           err, errlen);
 }
 
 /* ---- create ---- */
@@ -885,6 +943,9 @@ td_status td__vk_exec(vk_device *vd, const td__op *op, const td__view *in, const
         return exec_scan(vd, op, in, out, err, errlen);
     case TD_OPCLASS_NN:
         return exec_dropout(vd, op, in, out, err, errlen);
+    case TD_OPCLASS_POOL:
+    case TD_OPCLASS_CONV:
+        return exec_window(vd, op, in, out, err, errlen);
     case TD_OPCLASS_MOVEMENT:
         return exec_movement(vd, op, in, out, err, errlen);
     default:
