@@ -126,6 +126,7 @@ static bool usable(VkPhysicalDevice p)
     vkGetPhysicalDeviceProperties(p, &pr);
     if (pr.apiVersion < VK_API_VERSION_1_2 || compute_family(p) < 0) return false;
     if (pr.limits.minStorageBufferOffsetAlignment > VK_ALIGN) return false;
+    if (pr.limits.maxPerStageDescriptorStorageBuffers < VK_MAX_BINDINGS) return false;
     if (!has_extension(p, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME)) return false;
     VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
     VkPhysicalDeviceVulkan11Features f11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,

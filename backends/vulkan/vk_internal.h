@@ -23,7 +23,7 @@
 
 #define VK_PTR_SHIFT 40
 #define VK_ALIGN 256u              /* every sub-allocation starts on this many bytes */
-#define VK_MAX_BINDINGS 5          /* params + output + three inputs */
+#define VK_MAX_BINDINGS 7          /* params + output + five inputs (BATCH_NORM's) */
 #define VK_PARAM_WORDS 128         /* uint32 words of one dispatch's parameter block */
 #define VK_PARAM_RING (4u << 20)   /* bytes of parameter blocks per submission */
 #define VK_PIPE_SLOTS 1024         /* pipeline table (open addressing) */
@@ -37,10 +37,10 @@ enum {
     VK_P_STR_A = 18,
     VK_P_STR_B = 26,
     VK_P_STR_C = 34,
-    VK_P_BASE = 42,
-    VK_P_F = 46,
-    VK_P_SEED = 52,
-    VK_P_I = 54,
+    VK_P_BASE = 42, /* one element offset per argument: output + five inputs */
+    VK_P_F = 48,    /* TD_OP_MAX_FATTRS doubles */
+    VK_P_SEED = 56,
+    VK_P_I = 58,    /* the shader's own words from here */
     VK_P_SKEW_A = 127, /* ew.comp: element offset added to input a's start (a walk with
                         * negative strides binds a from the lowest element it reads) */
 };

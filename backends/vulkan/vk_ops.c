@@ -7,14 +7,19 @@
  *             bool), RAND_UNIFORM and RAND_NORMAL (f32 f64 f16 bf16), BERNOULLI (f32 f64 f16
  *             bf16), RANDINT (i32 i64 u8): Philox as engine/philox.h (shaders/philox.glsl),
  *             the CPU's bits (RAND_NORMAL within its bound: log and sincos differ);
- *   dropout   f32 f64 f16 bf16, the CPU's Philox mask and one IEEE multiply (bit-identical);
+ *   nn        DROPOUT (the CPU's Philox mask and one IEEE multiply: bit-identical), LAYER_NORM
+ *             RMS_NORM GROUP_NORM BATCH_NORM and their backward ops (shaders/nn.comp, in
+ *             double, as backends/cpu/cpu_nn.c) in f32 f64 f16 bf16;
+ *   window    the POOL family (pools, their gradients, INTERPOLATE: the CPU's loops per
+ *             element) and CONV CONV_TRANSPOSE CONV_WEIGHT_GRAD (shaders/window.comp) in f32
+ *             f64 f16 bf16;
  *   unary     f32: every unary primitive of the table (the trigonometric, hyperbolic and
  *             inverse functions, ERF, GELU (both modes), SOFTPLUS included: evaluated in
- *             double by shaders/dmath.glsl and rounded once); f64: the IEEE-exact ones (NEG
- *             ABS RELU SIGN CLAMP SQRT RSQRT LEAKY_RELU FLOOR CEIL ROUND TRUNC RECIPROCAL
- *             NAN_TO_NUM); i32, i64, u8: NEG ABS RELU SIGN CLAMP BITWISE_NOT; bool: BITWISE_NOT;
+ *             double by shaders/dmath.glsl and rounded once); f64: all but SIN COS TAN ASIN
+ *             ACOS ATAN ERF GELU (their reduction is f32-accurate only); i32, i64, u8: NEG
+ *             ABS RELU SIGN CLAMP BITWISE_NOT; bool: BITWISE_NOT;
  *   binary    f32: ADD SUB MUL DIV POW MAXIMUM MINIMUM ATAN2 HYPOT COPYSIGN FMOD REMAINDER
- *             FLOOR_DIVIDE; f64: those but POW ATAN2 HYPOT; i32, i64, u8: ADD SUB MUL DIV POW
+ *             FLOOR_DIVIDE; f64: those but ATAN2 HYPOT; i32, i64, u8: ADD SUB MUL DIV POW
  *             MAXIMUM MINIMUM FMOD REMAINDER FLOOR_DIVIDE BITWISE_AND/OR/XOR SHIFT_LEFT/RIGHT;
  *             bool: BITWISE_AND/OR/XOR;
  *   compare   EQ NE LT LE GT GE LOGICAL_AND/OR/XOR in f32 f64 i32 i64 u8 bool;
@@ -101,10 +106,10 @@ static bool opcode_in(uint32_t op, const uint32_t *list, size_t n)
     opcode_in((op), (const uint32_t[]){__VA_ARGS__},                                       \
               sizeof((const uint32_t[]){__VA_ARGS__}) / sizeof(uint32_t))
 
-/* f64 runs the IEEE-exact ops only. dmath.glsl's exp and log are a few double ulps off
- * (up to 8 measured on lavapipe, over the 4-ulp bound), GLSL leaves frexp undefined for
- * subnormal doubles, and the trigonometric reduction assumes 24-bit significands: those
- * are accurate for f32 arguments, not for f64 ones, so f64 refuses them. */
+/* f64 runs every unary op but the trigonometric ones, ERF and GELU: dmath.glsl's exp, log
+ * and log1p are evaluated without reassociation (`precise`) and are within a few double
+ * ulps, pow goes through double-double, while the trigonometric reduction and erf are
+ * accurate for f32 arguments only. */
 static bool unary_ok(uint32_t op, uint32_t dt)
 {
     dt = as_f32_if_half(dt);
@@ -113,13 +118,13 @@ static bool unary_ok(uint32_t op, uint32_t dt)
     if (op == TD_OP_BITWISE_NOT) return dt == TD_I32 || dt == TD_I64 || dt == TD_U8 || dt == TD_BOOL;
     if (dt != TD_F32 && dt != TD_F64) return false;
     if (IN_LIST(op, TD_OP_SQRT, TD_OP_RSQRT, TD_OP_LEAKY_RELU, TD_OP_FLOOR, TD_OP_CEIL,
-                TD_OP_ROUND, TD_OP_TRUNC, TD_OP_RECIPROCAL, TD_OP_NAN_TO_NUM))
+                TD_OP_ROUND, TD_OP_TRUNC, TD_OP_RECIPROCAL, TD_OP_NAN_TO_NUM, TD_OP_EXP,
+                TD_OP_LOG, TD_OP_TANH, TD_OP_SIGMOID, TD_OP_SILU, TD_OP_ELU, TD_OP_LOG1P,
+                TD_OP_EXPM1, TD_OP_LOG2, TD_OP_LOG10, TD_OP_SINH, TD_OP_COSH, TD_OP_ASINH,
+                TD_OP_ACOSH, TD_OP_ATANH, TD_OP_SOFTPLUS))
         return true;
-    return dt == TD_F32 &&
-           IN_LIST(op, TD_OP_EXP, TD_OP_LOG, TD_OP_TANH, TD_OP_SIGMOID, TD_OP_SILU, TD_OP_ELU,
-                   TD_OP_LOG1P, TD_OP_EXPM1, TD_OP_LOG2, TD_OP_LOG10, TD_OP_SIN, TD_OP_COS,
-                   TD_OP_TAN, TD_OP_ASIN, TD_OP_ACOS, TD_OP_ATAN, TD_OP_SINH, TD_OP_COSH,
-                   TD_OP_ASINH, TD_OP_ACOSH, TD_OP_ATANH, TD_OP_ERF, TD_OP_GELU, TD_OP_SOFTPLUS);
+    return dt == TD_F32 && IN_LIST(op, TD_OP_SIN, TD_OP_COS, TD_OP_TAN, TD_OP_ASIN,
+                                   TD_OP_ACOS, TD_OP_ATAN, TD_OP_ERF, TD_OP_GELU);
 }
 
 static bool binary_ok(uint32_t op, uint32_t dt)
@@ -133,7 +138,7 @@ static bool binary_ok(uint32_t op, uint32_t dt)
         return true;
     if (dt == TD_F32 || dt == TD_F64)
         return op == TD_OP_COPYSIGN ||
-               (dt == TD_F32 && IN_LIST(op, TD_OP_POW, TD_OP_ATAN2, TD_OP_HYPOT));
+               IN_LIST(op, TD_OP_POW) || (dt == TD_F32 && IN_LIST(op, TD_OP_ATAN2, TD_OP_HYPOT));
     return IN_LIST(op, TD_OP_POW, TD_OP_BITWISE_AND, TD_OP_BITWISE_OR, TD_OP_BITWISE_XOR,
                    TD_OP_SHIFT_LEFT, TD_OP_SHIFT_RIGHT);
 }
@@ -210,8 +215,8 @@ bool td__vk_supports_op(td__device *dev, const td__op *op, const td__desc *const
     case TD_OPCLASS_MATMUL:
         return op->opcode == TD_OP_MATMUL && kind_ok(as_f32_if_half(dt), false) && out->dims[out->rank - 2] <= (int64_t)65535 * 16 &&
                out->dims[out->rank - 1] <= (int64_t)65535 * 16;
-    case TD_OPCLASS_NN:
-        return op->opcode == TD_OP_DROPOUT && (as_f32_if_half(dt) == TD_F32 || dt == TD_F64);
+    case TD_OPCLASS_NN: /* the normalisations (nn.comp) and DROPOUT (ew.comp) */
+        return as_f32_if_half(dt) == TD_F32 || dt == TD_F64;
     case TD_OPCLASS_POOL:
     case TD_OPCLASS_CONV: /* window.comp: every op of both families, in the float dtypes */
         return as_f32_if_half(dt) == TD_F32 || dt == TD_F64;
@@ -390,6 +395,83 @@ static td_status exec_dropout(vk_device *vd, const td__op *op, const td__view *i
     return walk(vd, name, op->opcode, o, 2, st, args, 2, &d, NULL, err, errlen);
 }
 
+/* ---- the normalisations (nn.comp): cpu_nn.c's groups ---- */
+
+static td_status exec_norm(vk_device *vd, const td__op *op, const td__view *in,
+                           const td__view *out, char *err, size_t errlen)
+{
+    const uint32_t opc = op->opcode;
+    const bool bwd = opc == TD_OP_LAYER_NORM_BACKWARD || opc == TD_OP_RMS_NORM_BACKWARD ||
+                     opc == TD_OP_GROUP_NORM_BACKWARD || opc == TD_OP_BATCH_NORM_BACKWARD;
+    const uint32_t xi = bwd ? 1 : 0;
+    const td__desc *d = &in[xi].desc;
+    const int64_t total = td__vk_nelem(&out->desc);
+    if (total == 0) return TD_OK;
+    int64_t kind, nseg = 1, seglen = 1, segstride = 0, gstride = 0, gdiv = 1, gstep = 0;
+    int64_t welem = 0, pdiv = 1, pmul = 0, pseg = 0, ngroups, nc = 1;
+    int64_t s = 1;
+    for (uint32_t i = 2; i < d->rank; i++) s *= d->dims[i];
+    bool hasw = op->n_inputs > xi + 1, hasb = !bwd && op->n_inputs > 2;
+    switch (opc) {
+    case TD_OP_BATCH_NORM:
+        kind = 4;
+        nc = d->dims[1];
+        seglen = s;
+        gstride = s;
+        ngroups = total / s;
+        hasw = op->n_inputs > 3;
+        hasb = op->n_inputs > 4;
+        break;
+    case TD_OP_LAYER_NORM: case TD_OP_RMS_NORM:
+    case TD_OP_LAYER_NORM_BACKWARD: case TD_OP_RMS_NORM_BACKWARD: {
+        int64_t n = 1;
+        for (uint32_t i = (uint32_t)op->iattrs[0]; i < d->rank; i++) n *= d->dims[i];
+        kind = opc == TD_OP_LAYER_NORM ? 0 : opc == TD_OP_RMS_NORM ? 1
+             : opc == TD_OP_LAYER_NORM_BACKWARD ? 2 : 3;
+        seglen = segstride = gstride = n;
+        welem = 1;
+        ngroups = total / n;
+        break;
+    }
+    case TD_OP_GROUP_NORM: case TD_OP_GROUP_NORM_BACKWARD: {
+        const int64_t c = d->dims[1], g = op->iattrs[0];
+        kind = bwd ? 2 : 0;
+        nseg = c / g;
+        seglen = segstride = s;
+        gstride = nseg * s;
+        pdiv = g;
+        pmul = c / g;
+        pseg = 1;
+        ngroups = total / gstride;
+        break;
+    }
+    default: /* BATCH_NORM_BACKWARD: channel k is N segments of S at stride C S */
+        kind = 2;
+        nseg = d->dims[0];
+        seglen = s;
+        segstride = d->dims[1] * s;
+        gdiv = d->dims[1];
+        gstep = s;
+        pdiv = d->dims[1];
+        pmul = 1;
+        ngroups = d->dims[1];
+        break;
+    }
+    if (ngroups == 0 || nseg * seglen == 0) return TD_OK;
+    uint32_t p[VK_PARAM_WORDS];
+    memset(p, 0, sizeof p);
+    const int64_t w[15] = {kind, nseg, seglen, segstride, gstride, gdiv, gstep, welem,
+                           pdiv, pmul, pseg, ngroups, hasw, hasb, nc};
+    for (int k = 0; k < 15; k++) p[VK_P_I + k] = (uint32_t)w[k];
+    put_double(p, 0, op->fattrs[0]);
+    vk_arg args[6] = {arg_of(out)};
+    for (uint32_t k = 0; k < op->n_inputs && k < 5; k++) args[k + 1] = arg_of(&in[k]);
+    char name[16];
+    snprintf(name, sizeof name, "nn_%s", dn(d->dtype));
+    return td__vk_dispatch(vd, name, opc, p, args, (int)op->n_inputs + 1,
+                           groups_for((uint64_t)ngroups, 1), 1, 1, err, errlen);
+}
+
 /* ---- the window ops (window.comp) ---- */
 
 static td_status exec_window(vk_device *vd, const td__op *op, const td__view *in,
@@ -428,6 +510,12 @@ static td_status exec_window(vk_device *vd, const td__op *op, const td__view *in
     char name[24];
     vk_arg args[4] = {arg_of(out), arg_of(&in[0])};
     int nargs = 2;
+    if (opc == TD_OP_CONV_WEIGHT_GRAD) { /* one workgroup per weight element */
+        snprintf(name, sizeof name, "cw_%s", k);
+        args[nargs++] = arg_of(&in[1]);
+        return td__vk_dispatch(vd, name, opc, p, args, nargs, groups_for((uint64_t)n, 1), 1, 1,
+                               err, errlen);
+    }
     if (td__op_class(opc) == TD_OPCLASS_CONV) {
         snprintf(name, sizeof name, "cv_%s", k);
         args[nargs++] = arg_of(&in[1]);
@@ -942,7 +1030,8 @@ td_status td__vk_exec(vk_device *vd, const td__op *op, const td__view *in, const
     case TD_OPCLASS_SCAN:
         return exec_scan(vd, op, in, out, err, errlen);
     case TD_OPCLASS_NN:
-        return exec_dropout(vd, op, in, out, err, errlen);
+        if (op->opcode == TD_OP_DROPOUT) return exec_dropout(vd, op, in, out, err, errlen);
+        return exec_norm(vd, op, in, out, err, errlen);
     case TD_OPCLASS_POOL:
     case TD_OPCLASS_CONV:
         return exec_window(vd, op, in, out, err, errlen);

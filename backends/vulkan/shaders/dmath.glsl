@@ -14,7 +14,7 @@ const double D_INV_LN2 = 1.44269504088896338700e+00LF;
 
 double d_exp_poly(double r)
 {
-    double p = 1.0LF / 6227020800.0LF;
+    precise double p = 1.0LF / 6227020800.0LF;
     p = p * r + 1.0LF / 479001600.0LF;
     p = p * r + 1.0LF / 39916800.0LF;
     p = p * r + 1.0LF / 3628800.0LF;
@@ -36,8 +36,8 @@ double d_exp(double x)
     if (x > 709.782712893384LF) return 1.0LF / 0.0LF;
     if (x < -745.2LF) return 0.0LF;
     double k = floor(x * D_INV_LN2 + 0.5LF);
-    double r = (x - k * D_LN2_HI) - k * D_LN2_LO;
-    double e = 1.0LF + d_exp_poly(r);
+    precise double r = (x - k * D_LN2_HI) - k * D_LN2_LO;
+    precise double e = 1.0LF + d_exp_poly(r);
     int ki = int(k);
     int k1 = ki / 2;
     return ldexp(ldexp(e, k1), ki - k1);
@@ -55,14 +55,19 @@ double d_log(double x)
     if (x != x || x < 0.0LF) return 0.0LF / 0.0LF;
     if (x == 0.0LF) return -1.0LF / 0.0LF;
     if (x > 1.7976931348623157e308LF) return x;
-    int e;
+    int e, sub = 0;
+    if (x < 2.2250738585072014e-308LF) { // subnormal: GLSL's frexp is undefined there
+        x *= 18014398509481984.0LF;      // 2^54, exact
+        sub = 54;
+    }
     double m = frexp(x, e); // x = m 2^e, m in [0.5, 1)
+    e -= sub;
     if (m < 0.70710678118654752440LF) {
         m *= 2.0LF;
         e -= 1;
     }
-    double s = (m - 1.0LF) / (m + 1.0LF), s2 = s * s;
-    double p = 1.0LF / 23.0LF;
+    precise double s = (m - 1.0LF) / (m + 1.0LF), s2 = s * s;
+    precise double p = 1.0LF / 23.0LF;
     p = p * s2 + 1.0LF / 21.0LF;
     p = p * s2 + 1.0LF / 19.0LF;
     p = p * s2 + 1.0LF / 17.0LF;
@@ -74,8 +79,9 @@ double d_log(double x)
     p = p * s2 + 1.0LF / 5.0LF;
     p = p * s2 + 1.0LF / 3.0LF;
     p = p * s2 + 1.0LF;
-    double lm = 2.0LF * s * p;
-    return double(e) * D_LN2_HI + (double(e) * D_LN2_LO + lm);
+    precise double lm = 2.0LF * s * p;
+    precise double res = double(e) * D_LN2_HI + (double(e) * D_LN2_LO + lm);
+    return res;
 }
 
 double d_log1p(double x)
@@ -84,8 +90,9 @@ double d_log1p(double x)
         double x2 = x * x;
         return x - x2 * (0.5LF - x * (1.0LF / 3.0LF - x * (0.25LF - x * 0.2LF)));
     }
-    // u = 1 + x rounds; log(u) x / (u - 1) corrects for that rounding (u - 1 is exact)
-    double u = 1.0LF + x, um = u - 1.0LF;
+    // u = 1 + x rounds; log(u) x / (u - 1) corrects for that rounding (u - 1 is exact;
+    // `precise` keeps the compiler from folding (1 + x) - 1 into x)
+    precise double u = 1.0LF + x, um = u - 1.0LF;
     return um == x ? d_log(u) : d_log(u) * (x / um);
 }
 
@@ -133,8 +140,9 @@ void d_sincos(double t, out double s, out double c)
 // ---- the f32 functions of issue 13, evaluated in double (arguments: f32 values) ----
 // Each is within a few double ulps of the exact value for every f32 argument, so rounding
 // to f32 (or f16/bf16) gives the correctly rounded result or its neighbour, inside the
-// conformance bounds (4-16 ulp of the dtype). They are not f64-accurate everywhere (the
-// argument reduction assumes a 24-bit significand), so the f64 dtype does not use them.
+// conformance bounds (4-16 ulp of the dtype). The trigonometric ones, erf and atan2 are not
+// f64-accurate everywhere (the argument reduction assumes a 24-bit significand), so the f64
+// dtype does not use them; the hyperbolic ones and their inverses are (vk_ops.c says which).
 
 const double D_PI_HI = 3.141592653589793LF;
 const double D_PI_LO = 1.2246467991473532e-16LF;
@@ -289,6 +297,9 @@ double d_sinh(double x)
     if (t < 1.0LF) {
         double em = d_expm1(t);
         s = 0.5LF * (em + em / (em + 1.0LF));
+    } else if (t > 709.0LF) { // e^t overflows before e^t / 2 does: (e^(t/2) / 2) e^(t/2)
+        double h = d_exp(0.5LF * t);
+        s = (0.5LF * h) * h;
     } else {
         double e = d_exp(t);
         s = 0.5LF * (e - 1.0LF / e);
@@ -298,6 +309,10 @@ double d_sinh(double x)
 
 double d_cosh(double x)
 {
+    if (abs(x) > 709.0LF) {
+        double h = d_exp(0.5LF * abs(x));
+        return (0.5LF * h) * h;
+    }
     double e = d_exp(abs(x));
     return 0.5LF * (e + 1.0LF / e);
 }
@@ -321,7 +336,9 @@ double d_atanh(double x)
 {
     if (x != x || abs(x) > 1.0LF) return 0.0LF / 0.0LF;
     if (x == 0.0LF) return x;
-    return 0.5LF * d_log1p(2.0LF * x / (1.0LF - x));
+    double t = abs(x); // odd: on |x| the argument of log1p stays positive (no cancellation)
+    double r = 0.5LF * d_log1p(2.0LF * t / (1.0LF - t));
+    return x < 0.0LF ? -r : r;
 }
 
 // erf by its Maclaurin series for |x| < 2 (50 terms; the largest, near n = 4, costs 3 bits);
@@ -360,8 +377,77 @@ double d_erfc(double z)
     return z > 27.3LF ? 0.0LF : d_erfc_cf(z);
 }
 
-// pow with C99 Annex F's special cases; otherwise e^(b log|a|) in double, with the sign of
-// an odd integer power of a negative base (a non-integer power of one is NaN).
+// ---- double-double helpers for pow: a value as hi + lo, |lo| <= ulp(hi) / 2 ----
+// Dekker's exact product of two doubles (Veltkamp split by 2^27 + 1), no FMA needed.
+dvec2 d_two_prod(double a, double b)
+{
+    precise double p = a * b;
+    precise double ca = 134217729.0LF * a, ah = ca - (ca - a), al = a - ah;
+    precise double cb = 134217729.0LF * b, bh = cb - (cb - b), bl = b - bh;
+    precise double err = ((ah * bh - p) + ah * bl + al * bh) + al * bl;
+    return dvec2(p, err);
+}
+
+dvec2 d_two_sum(double a, double b)
+{
+    precise double s = a + b, bb = s - a, err = (a - (s - bb)) + (b - bb);
+    return dvec2(s, err);
+}
+
+// log x for finite x > 0 as hi + lo, relative error near 2^-100 (e ln2 + 2 atanh s with
+// s = (m - 1)/(m + 1) carried to double-double: s = sh + sl, the series tail in double).
+dvec2 d_log_dd(double x)
+{
+    int e, sub = 0;
+    if (x < 2.2250738585072014e-308LF) {
+        x *= 18014398509481984.0LF;
+        sub = 54;
+    }
+    double m = frexp(x, e);
+    e -= sub;
+    if (m < 0.70710678118654752440LF) {
+        m *= 2.0LF;
+        e -= 1;
+    }
+    precise double num = m - 1.0LF, den = m + 1.0LF, sh = num / den;
+    dvec2 q = d_two_prod(sh, den);
+    precise double sl = ((num - q.x) - q.y) / den;
+    precise double s2 = sh * sh, p = 1.0LF / 25.0LF;
+    for (int k = 11; k >= 1; k--) p = p * s2 + 1.0LF / double(2 * k + 1);
+    precise double tail = 2.0LF * sh * s2 * p; // 2 (s^3/3 + s^5/5 + ...)
+    double de = double(e);
+    dvec2 h = d_two_sum(de * D_LN2_HI, 2.0LF * sh);
+    precise double lo = h.y + (2.0LF * sl + (tail + de * D_LN2_LO));
+    return d_two_sum(h.x, lo);
+}
+
+// b (hi + lo) as hi + lo
+dvec2 d_mul_dd(double b, dvec2 v)
+{
+    dvec2 p = d_two_prod(b, v.x);
+    precise double lo = p.y + b * v.y;
+    return d_two_sum(p.x, lo);
+}
+
+// e^(hi + lo): d_exp's reduction on hi, lo added to the reduced argument
+double d_exp_dd(dvec2 v)
+{
+    double x = v.x;
+    if (x != x) return x;
+    if (x > 709.782712893384LF) return 1.0LF / 0.0LF;
+    if (x < -745.2LF) return 0.0LF;
+    double k = floor(x * D_INV_LN2 + 0.5LF);
+    precise double r = ((x - k * D_LN2_HI) - k * D_LN2_LO) + v.y;
+    precise double e = 1.0LF + d_exp_poly(r);
+    int ki = int(k);
+    int k1 = ki / 2;
+    return ldexp(ldexp(e, k1), ki - k1);
+}
+
+// pow with C99 Annex F's special cases; otherwise e^(b log|a|) with log and the product in
+// double-double (so b log|a| is accurate to far below an ulp of the result even when it is
+// near +-745), with the sign of an odd integer power of a negative base (a non-integer power
+// of a negative base is NaN).
 double d_pow(double a, double b)
 {
     if (b == 0.0LF || a == 1.0LF) return 1.0LF;
@@ -381,7 +467,7 @@ double d_pow(double a, double b)
         return aneg && bodd ? -m : m;
     }
     if (a < 0.0LF && !bint) return 0.0LF / 0.0LF;
-    double r = d_exp(b * d_log(abs(a)));
+    double r = d_exp_dd(d_mul_dd(b, d_log_dd(abs(a))));
     return a < 0.0LF && bodd ? -r : r;
 }
 

@@ -223,8 +223,8 @@ FT binary(FT x, FT y)
     case 33: r = fdiv(x, y); break;
     case 35: r = (x > y || x != x) ? x : y; break; // MAXIMUM (as the CPU: ties give y)
     case 36: r = (x < y || x != x) ? x : y; break; // MINIMUM
-#if defined(KF)
     case 34: r = FT(d_pow(double(x), double(y))); break;     // POW
+#if defined(KF)
     case 140: r = FT(d_atan2(double(x), double(y))); break;  // ATAN2
     case 141: {                                              // HYPOT (inf beats NaN, as C)
         double a = double(x), b = double(y);

@@ -7,14 +7,15 @@
 // their own, inside the conformance suite's conv bound. No atomics: each output is written
 // by one invocation. The [D, H, W] normalisation (3 spatial slots) is window.h's.
 // Variants: WOP 1 pools/interpolate (TO = TA), 2 MAX_POOL_INDICES (TO int64_t), 3
-// MAX_POOL_BACKWARD (TB the index type), 4 the conv family (TB = TA: weight or dy, bias in
-// binding 4); KF/KD, HA16/HABF + HO16/HOBF for the halves.
+// MAX_POOL_BACKWARD (TB the index type), 4 CONV and CONV_TRANSPOSE (TB = TA: the weight,
+// bias in binding 4), 5 CONV_WEIGHT_GRAD (TB = TA: dy; one workgroup per weight element);
+// KF/KD, HA16/HABF + HO16/HOBF for the halves.
 #include "common.glsl"
 #include "half.glsl"
 
 layout(std430, binding = 1) buffer O { TO o[]; };
 layout(std430, binding = 2) readonly buffer A { TA a[]; };
-#if WOP == 3 || WOP == 4
+#if WOP >= 3
 layout(std430, binding = 3) readonly buffer B { TB b[]; };
 #endif
 #if WOP == 4
@@ -56,9 +57,55 @@ void avg_window(int d, int j, out int s, out int e, out int ext)
 }
 #endif
 
+#if WOP == 5
+shared T s_acc[256];
+#endif
+
 void main()
 {
     const uint n = P[P_N], step = gstride();
+#if WOP == 5
+    // CONV_WEIGHT_GRAD: dw [CO, C/groups, *k] = sum over n, j of dy[n, o, j] x[n, c, j s + k d
+    // - pad]; one workgroup per weight element, invocation t folds its contiguous chunk of
+    // the N x positions products in order, the partials meet in a fixed tree of adjacent
+    // pairs (reduce.comp's scheme): deterministic, and no invocation walks the whole batch
+    const int NB = W(26), CI = W(27), CO = W(28), G = W(29);
+    const int IP = WIN(0) * WIN(1) * WIN(2), OPL = WOUT(0) * WOUT(1) * WOUT(2);
+    const int KP = WK(0) * WK(1) * WK(2), cg = CI / G, cog = CO / G, total = NB * OPL;
+    const uint t = gl_LocalInvocationID.x;
+    const int chunk = (total + 255) / 256, lo = min(int(t) * chunk, total);
+    const int hi = min(lo + chunk, total);
+    for (uint i = gl_WorkGroupID.x; i < n; i += gl_NumWorkGroups.x) {
+        const int oc = int(i) / (cg * KP), cl = (int(i) / KP) % cg, kk = int(i) % KP;
+        const int kd = kk / (WK(1) * WK(2)), kh = (kk / WK(2)) % WK(1), kw = kk % WK(2);
+        const int ci = (oc / cog) * cg + cl;
+        precise T acc = T(0);
+        for (int q = lo; q < hi; q++) {
+            const int nn = q / OPL, j = q - nn * OPL;
+            const int p0 = j / (WOUT(1) * WOUT(2)), p1 = (j / WOUT(2)) % WOUT(1), p2 = j % WOUT(2);
+            int t0 = p0 * WS(0) + kd * WDIL(0) - WPL(0);
+            int t1 = p1 * WS(1) + kh * WDIL(1) - WPL(1);
+            int t2 = p2 * WS(2) + kw * WDIL(2) - WPL(2);
+            if (t0 < 0 || t0 >= WIN(0) || t1 < 0 || t1 >= WIN(1) || t2 < 0 || t2 >= WIN(2))
+                continue;
+            T xv = xin(uint((nn * CI + ci) * IP + (t0 * WIN(1) + t1) * WIN(2) + t2));
+            T dv = T(LDA(b[P[P_BASE + 2] + uint((nn * CO + oc) * OPL + j)]));
+            precise T pr = dv * xv;
+            acc = acc + pr;
+        }
+        s_acc[t] = acc;
+        barrier();
+        for (uint s = 1u; s < 256u; s *= 2u) {
+            if ((t & (2u * s - 1u)) == 0u) {
+                precise T v = s_acc[t] + s_acc[t + s];
+                s_acc[t] = v;
+            }
+            barrier();
+        }
+        if (t == 0u) o[P[P_BASE] + i] = STF(s_acc[0]);
+        barrier();
+    }
+#else
     for (uint i = gl_GlobalInvocationID.x; i < n;) {
 #if WOP == 1 || WOP == 2 || WOP == 3
         const bool bwd = OP == 265u || OP == 267u || OP == 269u;
@@ -248,7 +295,7 @@ void main()
             const int IP = WIN(0) * WIN(1) * WIN(2), OPL = WOUT(0) * WOUT(1) * WOUT(2);
             const int KP = WK(0) * WK(1) * WK(2);
             precise T acc = T(0);
-            if (OP == 260u || OP == 261u) {
+            {
                 // output [N, CO, OPL]
                 const int nn = int(i) / (CO * OPL), oc = (int(i) / OPL) % CO, j = int(i) % OPL;
                 const int p0 = j / (WOUT(1) * WOUT(2)), p1 = (j / WOUT(2)) % WOUT(1), p2 = j % WOUT(2);
@@ -288,26 +335,6 @@ void main()
                             }
                 }
                 if (W(30) != 0) acc = acc + T(LDA(c[P[P_BASE + 3] + uint(oc)]));
-            } else { // CONV_WEIGHT_GRAD: dw [CO, cg, k] = sum over n, j of dy[n, o, j] x[...]
-                const int cg = CI / G, cog = CO / G;
-                const int oc = int(i) / (cg * KP), cl = (int(i) / KP) % cg, kk = int(i) % KP;
-                const int kd = kk / (WK(1) * WK(2)), kh = (kk / WK(2)) % WK(1), kw = kk % WK(2);
-                const int ci = (oc / cog) * cg + cl;
-                for (int nn = 0; nn < NB; nn++)
-                    for (int j = 0; j < OPL; j++) {
-                        const int p0 = j / (WOUT(1) * WOUT(2)), p1 = (j / WOUT(2)) % WOUT(1);
-                        const int p2 = j % WOUT(2);
-                        int t0 = p0 * WS(0) + kd * WDIL(0) - WPL(0);
-                        int t1 = p1 * WS(1) + kh * WDIL(1) - WPL(1);
-                        int t2 = p2 * WS(2) + kw * WDIL(2) - WPL(2);
-                        if (t0 < 0 || t0 >= WIN(0) || t1 < 0 || t1 >= WIN(1) || t2 < 0 ||
-                            t2 >= WIN(2))
-                            continue;
-                        T xv = xin(uint((nn * CI + ci) * IP + (t0 * WIN(1) + t1) * WIN(2) + t2));
-                        T dv = T(LDA(b[P[P_BASE + 2] + uint((nn * CO + oc) * OPL + j)]));
-                        precise T pr = dv * xv;
-                        acc = acc + pr;
-                    }
             }
             o[P[P_BASE] + i] = STF(acc);
         }
@@ -315,4 +342,5 @@ void main()
         if (n - i <= step) break;
         i += step;
     }
+#endif
 }
