@@ -26,7 +26,7 @@
 #define VK_MAX_BINDINGS 7          /* params + output + five inputs (BATCH_NORM's) */
 #define VK_PARAM_WORDS 128         /* uint32 words of one dispatch's parameter block */
 #define VK_PARAM_RING (4u << 20)   /* bytes of parameter blocks per submission */
-#define VK_PIPE_SLOTS 1024         /* pipeline table (open addressing) */
+#define VK_PIPE_SLOTS 4096         /* pipeline table (open addressing) */
 
 /* Parameter words (shaders/common.glsl). */
 enum {
@@ -111,6 +111,9 @@ typedef struct vk_device {
     VkPipelineLayout layout;
     VkShaderModule *modules; /* by shader index, created on first use */
     vk_pipe pipes[VK_PIPE_SLOTS];
+    VkPipelineCache pcache; /* vk_pcache.c; VK_NULL_HANDLE: none */
+    bool pcache_dirty;      /* pipelines were created since it was loaded or saved */
+    double pcache_saved_s;  /* CLOCK_MONOTONIC seconds of the last save */
     PFN_vkCmdPushDescriptorSetKHR push_descriptor;
     int index;
 } vk_device;
@@ -159,6 +162,19 @@ td_status td__vk_alloc_locked(vk_device *vd, size_t nbytes, void **out);
 void td__vk_release_locked(vk_device *vd, void *data, size_t nbytes);
 /* Whether a shader variant of this name is built into the module. */
 bool td__vk_has_shader(const char *name);
+
+/* One log line through the engine's logger (backend.h set_log; level 0 debug .. 3 error). */
+void td__vk_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- vk_pcache.c ---- */
+/* Create vd->pcache from the device's cache file (or empty); never fails the device. */
+void td__vk_pcache_open(vk_device *vd);
+/* Save the cache file now if pipelines were made since the last save. */
+void td__vk_pcache_save(vk_device *vd);
+/* After a completed submission: save if pipelines were made and the last save is old. */
+void td__vk_pcache_flushed(vk_device *vd);
+/* Save as td__vk_pcache_save, and destroy the cache. */
+void td__vk_pcache_close(vk_device *vd);
 
 /* ---- vk_ops.c ---- */
 bool td__vk_supports_op(td__device *dev, const td__op *op, const td__desc *const *in,
