@@ -5,8 +5,10 @@
  *   create    FULL (every dtype: the host converts the value by the cast rules and the shader
  *             writes its bits), ARANGE and BERNOULLI_SCALAR (f32 f64 f16 bf16 i32 i64 u8
  *             bool), RAND_UNIFORM and RAND_NORMAL (f32 f64 f16 bf16), BERNOULLI (f32 f64 f16
- *             bf16), RANDINT (i32 i64 u8): Philox as engine/philox.h (shaders/philox.glsl),
+ *             bf16), RANDINT (i32 i64 u8), TRUNC_NORMAL (f32 f64 f16 bf16; engine/normcdf.h
+ *             as shaders/normcdf.glsl): Philox as engine/philox.h (shaders/philox.glsl),
  *             the CPU's bits (RAND_NORMAL within its bound: log and sincos differ);
+ *             RANDPERM (a sort) is refused;
  *   nn        DROPOUT (the CPU's Philox mask and one IEEE multiply: bit-identical), LAYER_NORM
  *             RMS_NORM GROUP_NORM BATCH_NORM and their backward ops (shaders/nn.comp, in
  *             double, as backends/cpu/cpu_nn.c) in f32 f64 f16 bf16;
@@ -58,6 +60,7 @@
 #include "backends/vulkan/vk_internal.h"
 #include "engine/collapse.h"
 #include "engine/convert.h"
+#include "engine/philox.h"
 #include "engine/remap.h"
 #include "engine/window.h"
 #include <inttypes.h>
@@ -191,6 +194,7 @@ bool td__vk_supports_op(td__device *dev, const td__op *op, const td__desc *const
         if (op->opcode == TD_OP_BERNOULLI) return as_f32_if_half(dt) == TD_F32 || dt == TD_F64;
         if (op->opcode == TD_OP_RANDINT)
             return out->dtype == TD_I32 || out->dtype == TD_I64 || out->dtype == TD_U8;
+        if (op->opcode == TD_OP_TRUNC_NORMAL) return as_f32_if_half(dt) == TD_F32 || dt == TD_F64;
         return IN_LIST(op->opcode, TD_OP_RAND_UNIFORM, TD_OP_RAND_NORMAL) &&
                (as_f32_if_half(dt) == TD_F32 || dt == TD_F64);
     case TD_OPCLASS_UNARY:
@@ -564,6 +568,18 @@ static td_status exec_create(vk_device *vd, const td__op *op, const td__view *in
         return walk(vd, name, opcode, o, 2, st, args, 2, op, NULL, err, errlen);
     } else {
         snprintf(name, sizeof name, "cr_%s", dn(o->dtype));
+        if (opcode == TD_OP_TRUNC_NORMAL) { /* the per-op constants, as the CPU's */
+            const td__truncnorm tn =
+                td__truncnorm_init(op->fattrs[0], op->fattrs[1], op->fattrs[2], op->fattrs[3]);
+            const double v[8] = {tn.mean, tn.stddev, tn.a, tn.b, tn.lo, tn.hi, tn.pl, tn.dp};
+            for (int k = 0; k < 8; k++) {
+                uint64_t u;
+                memcpy(&u, &v[k], sizeof u);
+                p[VK_P_I + 2 + 2 * k] = (uint32_t)u;
+                p[VK_P_I + 3 + 2 * k] = (uint32_t)(u >> 32);
+            }
+            p[VK_P_I + 18] = (uint32_t)tn.flip;
+        }
         if (opcode == TD_OP_RANDINT) /* low, high (engine/op.c checked low < high) */
             for (int k = 0; k < 2; k++) {
                 p[VK_P_I + 1 + 2 * k] = (uint32_t)(uint64_t)op->iattrs[k];

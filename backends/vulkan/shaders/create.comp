@@ -9,6 +9,7 @@
 #include "dmath.glsl"
 #include "philox.glsl"
 #include "half.glsl"
+#include "normcdf.glsl"
 
 layout(std430, binding = 1) buffer O { TO o[]; };
 
@@ -56,6 +57,27 @@ void main()
             uvec4 w = philox(P[P_SEED], P[P_SEED + 1], uint(e / 4ul), uint(e >> 34));
             store(base + i, double(w[uint(e % 4ul)]) * 2.3283064365386963e-10LF < pf(0) ? 1.0LF : 0.0LF);
         }
+#if defined(DT_F32) || defined(DT_F64) || defined(DT_F16) || defined(DT_BF16)
+        else if (OP == 9u) { // TRUNC_NORMAL: td__truncnorm_value of the 64-bit draw, block i / 2
+            uint64_t e = uint64_t(first) + uint64_t(i);
+            uvec4 w = philox(P[P_SEED], P[P_SEED + 1], uint(e / 2ul), uint(e >> 33));
+            uint j = uint(e % 2ul) * 2u;
+            uint64_t x = packUint2x32(uvec2(w[j], w[j + 1u]));
+            // host words from P_I + 2: mean stddev a b lo hi pl dp (doubles), flip
+            double tn[8];
+            for (int k = 0; k < 8; k++)
+                tn[k] = packDouble2x32(uvec2(P[P_I + 2 + 2 * k], P[P_I + 3 + 2 * k]));
+            precise double u = tn[6] + tn[7] * (double(x >> 11) * 1.1102230246251565404236316680908203125e-16LF);
+            double z = nd_quantile(u);
+            if (z < tn[4]) z = tn[4];
+            if (z > tn[5]) z = tn[5];
+            if (P[P_I + 18] != 0u) z = -z;
+            precise double v = tn[0] + tn[1] * z;
+            if (v < tn[2]) v = tn[2];
+            if (v > tn[3]) v = tn[3];
+            store(base + i, v);
+        }
+#endif
 #if defined(DT_I32) || defined(DT_I64) || defined(DT_U8)
         else if (OP == 7u) { // RANDINT: low + the high 64 bits of x (high - low), block i / 2
             uint64_t e = uint64_t(first) + uint64_t(i);
