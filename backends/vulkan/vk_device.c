@@ -627,6 +627,7 @@ static td_status vk_device_open(td__device *dev, int index, char *err, size_t er
                                       .pNext = &m3};
     vkGetPhysicalDeviceProperties2(vd->phys, &pr);
     vd->max_range = pr.properties.limits.maxStorageBufferRange;
+    vd->cpu_impl = pr.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
     vd->max_alloc = m3.maxMemoryAllocationSize;
     vd->block_size = VK_BLOCK_BYTES < vd->max_alloc ? VK_BLOCK_BYTES : vd->max_alloc / VK_ALIGN * VK_ALIGN;
     float prio = 1.0f;

@@ -8,7 +8,7 @@
  *             bf16), RANDINT (i32 i64 u8), TRUNC_NORMAL (f32 f64 f16 bf16; engine/normcdf.h
  *             as shaders/normcdf.glsl): Philox as engine/philox.h (shaders/philox.glsl),
  *             the CPU's bits (RAND_NORMAL within its bound: log and sincos differ);
- *             RANDPERM (a sort) is refused;
+ *             RANDPERM (i64, a rank sort of the Philox draws, as the sorts below);
  *   nn        DROPOUT (the CPU's Philox mask and one IEEE multiply: bit-identical), LAYER_NORM
  *             RMS_NORM GROUP_NORM BATCH_NORM and their backward ops (shaders/nn.comp, in
  *             double, as backends/cpu/cpu_nn.c) in f32 f64 f16 bf16;
@@ -36,6 +36,10 @@
  *   stats     VAR STD LOGSUMEXP NORM in f32 f16 bf16 f64 (f64 NORM: p in 0, 1, 2, +-inf),
  *             in double by backends/cpu/cpu_stats.c's formulas (shaders/stats.comp);
  *   scan      CUMSUM CUMPROD in f32 f64 f16 bf16 i32 i64 u8 (shaders/scan.comp);
+ *   sort      SORT ARGSORT TOPK_VALUES TOPK_INDICES in f32 f64 f16 bf16 i32 i64 u8 bool, by
+ *             rank (shaders/sort.comp: engine/sortkey.h's keys, stable): lines of at most
+ *             16384 elements (4096 on a CPU implementation such as lavapipe), longer ones
+ *             refused;
  *   matmul    f32 f64 i32 i64 u8 (batched, broadcast batch dims);
  *   movement  every movement primitive in every dtype: PERMUTE SLICE CONCAT EXPAND COPY
  *             SLICE_STEP FLIP (strided walks), GATHER INDEX_SELECT, and ROLL PAD REPEAT TRIL
@@ -178,6 +182,19 @@ static bool fits(const vk_device *vd, const td__desc *d)
     return n >= 0 && n < ((int64_t)1 << 32) && nb <= vd->max_range - VK_ALIGN;
 }
 
+/* The sorts rank each element against its whole line (sort.comp), O(n^2) per line: the line
+ * length is capped at 16384 on a GPU (one invocation's loop, n compares, stays short) and at
+ * 4096 on a CPU implementation such as lavapipe, which runs those compares on the host's
+ * cores (and stops any invocation's loops after 65535 iterations); longer lines are
+ * refused. */
+#define VK_SORT_MAX 16384
+#define VK_SORT_MAX_CPU 4096
+
+static int64_t sort_len(const td__op *op, const td__desc *x)
+{
+    return x->rank == 0 ? 1 : x->dims[op->iattrs[0]];
+}
+
 bool td__vk_supports_op(td__device *dev, const td__op *op, const td__desc *const *in,
                         const td__desc *out)
 {
@@ -195,6 +212,8 @@ bool td__vk_supports_op(td__device *dev, const td__op *op, const td__desc *const
         if (op->opcode == TD_OP_RANDINT)
             return out->dtype == TD_I32 || out->dtype == TD_I64 || out->dtype == TD_U8;
         if (op->opcode == TD_OP_TRUNC_NORMAL) return as_f32_if_half(dt) == TD_F32 || dt == TD_F64;
+        if (op->opcode == TD_OP_RANDPERM)
+            return op->iattrs[0] <= (vd->cpu_impl ? VK_SORT_MAX_CPU : VK_SORT_MAX);
         return IN_LIST(op->opcode, TD_OP_RAND_UNIFORM, TD_OP_RAND_NORMAL) &&
                (as_f32_if_half(dt) == TD_F32 || dt == TD_F64);
     case TD_OPCLASS_UNARY:
@@ -221,6 +240,9 @@ bool td__vk_supports_op(td__device *dev, const td__op *op, const td__desc *const
                out->dims[out->rank - 1] <= (int64_t)65535 * 16;
     case TD_OPCLASS_NN: /* the normalisations (nn.comp) and DROPOUT (ew.comp) */
         return as_f32_if_half(dt) == TD_F32 || dt == TD_F64;
+    case TD_OPCLASS_SORT: /* rank sorts: O(axis length) per element */
+        return dn(dt) != NULL &&
+               sort_len(op, in[0]) <= (vd->cpu_impl ? VK_SORT_MAX_CPU : VK_SORT_MAX);
     case TD_OPCLASS_POOL:
     case TD_OPCLASS_CONV: /* window.comp: every op of both families, in the float dtypes */
         return as_f32_if_half(dt) == TD_F32 || dt == TD_F64;
@@ -538,6 +560,9 @@ static td_status exec_window(vk_device *vd, const td__op *op, const td__view *in
 
 /* ---- create ---- */
 
+static td_status exec_sort(vk_device *vd, const td__op *op, const td__view *in,
+                           const td__view *out, char *err, size_t errlen);
+
 static td_status exec_create(vk_device *vd, const td__op *op, const td__view *in,
                              const td__view *out, char *err, size_t errlen)
 {
@@ -559,6 +584,8 @@ static td_status exec_create(vk_device *vd, const td__op *op, const td__view *in
         p[VK_P_I + 2] = (uint32_t)(bits >> 32);
         snprintf(name, sizeof name, "cr_w%zu", 8 * td__dtype_size(o->dtype));
         opcode = TD_OP_FULL;
+    } else if (opcode == TD_OP_RANDPERM) { /* a rank sort of Philox draws (sort.comp) */
+        return exec_sort(vd, op, in, out, err, errlen);
     } else if (opcode == TD_OP_BERNOULLI) { /* a walk over p (ew.comp FAM 8) */
         int64_t st[2][TD_MAX_RANK];
         td__desc_strides(o, st[0]);
@@ -631,6 +658,49 @@ static td_status exec_reduce(vk_device *vd, const td__op *op, const td__view *in
     snprintf(name, sizeof name, "r_%s%s", dt == TD_BOOL ? "bool" : kind_sfx(dt), sfx);
     return td__vk_dispatch(vd, name, op->opcode, p, args, 2, groups_for((uint64_t)pl.nout, 1), 1,
                            1, err, errlen);
+}
+
+/* ---- sorts (sort.comp) ---- */
+
+static td_status exec_sort(vk_device *vd, const td__op *op, const td__view *in,
+                           const td__view *out, char *err, size_t errlen)
+{
+    const uint32_t opc = op->opcode;
+    uint32_t p[VK_PARAM_WORDS];
+    memset(p, 0, sizeof p);
+    p[VK_P_SEED] = (uint32_t)op->seed;
+    p[VK_P_SEED + 1] = (uint32_t)(op->seed >> 32);
+    char name[16];
+    vk_arg args[2] = {arg_of(out)};
+    int64_t outer = 1, n = 1, inner = 1, k;
+    bool desc = false;
+    if (opc == TD_OP_RANDPERM) {
+        n = k = op->iattrs[0];
+        snprintf(name, sizeof name, "rp");
+    } else {
+        const td__desc *x = &in[0].desc;
+        const bool topk = opc == TD_OP_TOPK_VALUES || opc == TD_OP_TOPK_INDICES;
+        const int64_t ax = x->rank > 0 ? op->iattrs[0] : 0;
+        for (uint32_t i = 0; i < x->rank; i++) {
+            if ((int64_t)i < ax) outer *= x->dims[i];
+            else if ((int64_t)i == ax) n = x->dims[i];
+            else inner *= x->dims[i];
+        }
+        k = topk ? op->iattrs[1] : n;
+        desc = topk ? op->iattrs[2] != 0 : op->iattrs[1] != 0;
+        const bool values = opc == TD_OP_SORT || opc == TD_OP_TOPK_VALUES;
+        snprintf(name, sizeof name, "%s_%s", values ? "so" : "si", dn(x->dtype));
+        args[1] = arg_of(&in[0]);
+    }
+    const int64_t total = outer * n * inner;
+    if (total == 0 || k == 0) return TD_OK;
+    p[VK_P_N] = (uint32_t)total;
+    p[VK_P_I] = (uint32_t)n;
+    p[VK_P_I + 1] = (uint32_t)inner;
+    p[VK_P_I + 2] = (uint32_t)k;
+    p[VK_P_I + 3] = desc;
+    return td__vk_dispatch(vd, name, opc, p, args, opc == TD_OP_RANDPERM ? 1 : 2,
+                           groups_for((uint64_t)total, 256), 1, 1, err, errlen);
 }
 
 /* ---- scans (scan.comp) ---- */
@@ -1045,6 +1115,8 @@ td_status td__vk_exec(vk_device *vd, const td__op *op, const td__view *in, const
         return exec_matmul(vd, op, in, out, err, errlen);
     case TD_OPCLASS_SCAN:
         return exec_scan(vd, op, in, out, err, errlen);
+    case TD_OPCLASS_SORT:
+        return exec_sort(vd, op, in, out, err, errlen);
     case TD_OPCLASS_NN:
         if (op->opcode == TD_OP_DROPOUT) return exec_dropout(vd, op, in, out, err, errlen);
         return exec_norm(vd, op, in, out, err, errlen);

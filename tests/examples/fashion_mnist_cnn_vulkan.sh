@@ -12,13 +12,7 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 ARGS=(--data "$DATA" --model cnn --epochs 1 --limit-train 16 --limit-test 16 --batch 8 --seed 3)
-rc=0
-"$TRAINER" --device local:vulkan:0 "${ARGS[@]}" >"$TMP/vk.out" 2>"$TMP/vk.err" || rc=$?
-if [[ $rc -ne 0 ]] && grep -qF "unknown device 'vulkan:0'" "$TMP/vk.err"; then
-    echo "skipped: no vulkan:0 on this host"
-    exit 77
-fi
-[[ $rc -eq 0 ]] || fail "local:vulkan:0 cnn run failed: $(cat "$TMP/vk.err")"
+vulkan_run "$TMP/vk.out" "${ARGS[@]}"
 "$TRAINER" --device local:cpu "${ARGS[@]}" >"$TMP/cpu.out" || fail "local:cpu cnn run failed"
 
 summary_re='^test accuracy: (0\.[0-9]{4})  final loss: ([0-9]+\.[0-9]{6})  epochs: 1  seconds: [0-9]+\.[0-9]$'

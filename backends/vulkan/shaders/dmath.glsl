@@ -210,33 +210,15 @@ double d_rem_pio2(double x, out int q)
     return r;
 }
 
-double d_sin(double x)
+// sin (which 0), cos (1) or tan (2): NaN for +-inf and NaN; sin and tan keep +-0
+double d_trig(double x, int which)
 {
     if (isinf(x) || x != x) return 0.0LF / 0.0LF;
-    if (x == 0.0LF) return x;
+    if (x == 0.0LF && which != 1) return x;
     int q;
     double r = d_rem_pio2(x, q), s, c;
     d_sincos_q(r, q, s, c);
-    return s;
-}
-
-double d_cos(double x)
-{
-    if (isinf(x) || x != x) return 0.0LF / 0.0LF;
-    int q;
-    double r = d_rem_pio2(x, q), s, c;
-    d_sincos_q(r, q, s, c);
-    return c;
-}
-
-double d_tan(double x)
-{
-    if (isinf(x) || x != x) return 0.0LF / 0.0LF;
-    if (x == 0.0LF) return x;
-    int q;
-    double r = d_rem_pio2(x, q), s, c;
-    d_sincos_q(r, q, s, c);
-    return s / c;
+    return which == 0 ? s : which == 1 ? c : s / c;
 }
 
 // atan: |x| > 1 by pi/2 - atan(1/x); then two halvings atan t = 2 atan(t / (1 + sqrt(1 +

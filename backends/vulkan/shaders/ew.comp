@@ -85,9 +85,9 @@ FT unary(FT x)
     case 18: r = x < FT(0) ? FT(0) : x; break;                   // RELU
     case 19: r = FT(d / (1.0LF + d_exp(-d))); break;             // SILU
 #if defined(KF)
-    case 100: r = FT(d_sin(d)); break;                           // SIN
-    case 101: r = FT(d_cos(d)); break;                           // COS
-    case 102: r = FT(d_tan(d)); break;                           // TAN
+    case 100: r = FT(d_trig(d, 0)); break;                           // SIN
+    case 101: r = FT(d_trig(d, 1)); break;                           // COS
+    case 102: r = FT(d_trig(d, 2)); break;                           // TAN
     case 103: r = FT(d_asin(d)); break;                          // ASIN
     case 104: r = FT(d_acos(d)); break;                          // ACOS
     case 105: r = FT(d_atan(d)); break;                          // ATAN
