@@ -55,9 +55,10 @@
  * Limits: every tensor of an op must fit one storage-buffer binding (maxStorageBufferRange,
  * 128 MiB on lavapipe) and hold fewer than 2^32 elements (the shaders index in 32 bits);
  * larger ones are refused. lavapipe ends an invocation's loops after 65535 iterations in
- * all: scans split long lines into blocks for it; a reduction of more than 256 * 65535
- * elements into one output or a matmul with K above 65535 is not split yet and would come
- * out wrong there (no GPU driver has that cap). The ops that index by tensor data (GATHER INDEX_SELECT ONE_HOT
+ * all: scans split long lines into blocks for it; reductions folding more than about 15M
+ * elements into one output (5M for VAR STD LOGSUMEXP NORM, 3.8M per normalised group) and
+ * matmuls with K above 60000 are refused on a CPU implementation (loops_ok; no GPU driver
+ * has that cap). The ops that index by tensor data (GATHER INDEX_SELECT ONE_HOT
  * GATHER_ND SCATTER SCATTER_ADD INDEX_ADD) read their index tensor back to check it against
  * [0, dim) before the dispatch, with the CPU's message, which costs a submission.
  */
@@ -195,6 +196,43 @@ static int64_t sort_len(const td__op *op, const td__desc *x)
     return x->rank == 0 ? 1 : x->dims[op->iattrs[0]];
 }
 
+/* lavapipe (gallivm) ends an invocation's loops after 65535 iterations in all: on a CPU
+ * implementation an op whose invocations would loop longer is refused rather than left to
+ * come out wrong (a reduction folds ceil(n / 256) elements per invocation and pass, a
+ * matmul K, a normalisation up to four passes over its group). GPUs have no such cap. */
+static bool loops_ok(const vk_device *vd, int64_t iterations)
+{
+    return !vd->cpu_impl || iterations <= 60000;
+}
+
+/* Elements one normalisation group holds (exec_norm's nseg * seglen; BATCH_NORM: a row). */
+static int64_t norm_group(const td__op *op, const td__desc *const *in)
+{
+    const uint32_t opc = op->opcode;
+    const td__desc *x = in[opc >= TD_OP_LAYER_NORM_BACKWARD && opc != TD_OP_DROPOUT ? 1 : 0];
+    int64_t s = 1, n = 1;
+    for (uint32_t i = 2; i < x->rank; i++) s *= x->dims[i];
+    switch (opc) {
+    case TD_OP_LAYER_NORM: case TD_OP_RMS_NORM:
+    case TD_OP_LAYER_NORM_BACKWARD: case TD_OP_RMS_NORM_BACKWARD:
+        for (uint32_t i = (uint32_t)op->iattrs[0]; i < x->rank; i++) n *= x->dims[i];
+        return n;
+    case TD_OP_GROUP_NORM: case TD_OP_GROUP_NORM_BACKWARD:
+        return x->dims[1] / op->iattrs[0] * s;
+    case TD_OP_BATCH_NORM_BACKWARD:
+        return x->dims[0] * s;
+    default:
+        return s;
+    }
+}
+
+/* Elements folded into each output of a reduction (n_in / n_out). */
+static int64_t per_output(const td__desc *x, const td__desc *o)
+{
+    const int64_t no = td__vk_nelem(o), ni = td__vk_nelem(x);
+    return no > 0 ? ni / no : ni;
+}
+
 bool td__vk_supports_op(td__device *dev, const td__op *op, const td__desc *const *in,
                         const td__desc *out)
 {
@@ -230,15 +268,20 @@ bool td__vk_supports_op(td__device *dev, const td__op *op, const td__desc *const
         return op->opcode == TD_OP_CAST && dn(dt) != NULL && dn(out->dtype) != NULL;
     case TD_OPCLASS_REDUCE:
         if (IN_LIST(op->opcode, TD_OP_VAR, TD_OP_STD, TD_OP_LOGSUMEXP, TD_OP_NORM))
-            return stat_ok(op->opcode, dt, op->fattrs[0]);
-        return reduce_ok(op->opcode, dt);
+            return stat_ok(op->opcode, dt, op->fattrs[0]) &&
+                   loops_ok(vd, 2 * ((per_output(in[0], out) + 255) / 256));
+        return reduce_ok(op->opcode, dt) && loops_ok(vd, (per_output(in[0], out) + 255) / 256);
     case TD_OPCLASS_SCAN:
         return IN_LIST(op->opcode, TD_OP_CUMSUM, TD_OP_CUMPROD) &&
                kind_ok(as_f32_if_half(dt), false);
     case TD_OPCLASS_MATMUL:
-        return op->opcode == TD_OP_MATMUL && kind_ok(as_f32_if_half(dt), false) && out->dims[out->rank - 2] <= (int64_t)65535 * 16 &&
-               out->dims[out->rank - 1] <= (int64_t)65535 * 16;
+        return op->opcode == TD_OP_MATMUL && kind_ok(as_f32_if_half(dt), false) &&
+               out->dims[out->rank - 2] <= (int64_t)65535 * 16 &&
+               out->dims[out->rank - 1] <= (int64_t)65535 * 16 &&
+               loops_ok(vd, in[0]->dims[in[0]->rank - 1]);
     case TD_OPCLASS_NN: /* the normalisations (nn.comp) and DROPOUT (ew.comp) */
+        if (op->opcode != TD_OP_DROPOUT && !loops_ok(vd, 4 * ((norm_group(op, in) + 255) / 256)))
+            return false;
         return as_f32_if_half(dt) == TD_F32 || dt == TD_F64;
     case TD_OPCLASS_SORT: /* rank sorts: O(axis length) per element */
         return dn(dt) != NULL &&
