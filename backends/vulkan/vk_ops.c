@@ -703,6 +703,18 @@ static td_status exec_reduce(vk_device *vd, const td__op *op, const td__view *in
                            1, err, errlen);
 }
 
+/* x as [outer, n, inner] around `axis` (rank 0: one element). */
+static void axis_split(const td__desc *x, int64_t axis, int64_t *outer, int64_t *n,
+                       int64_t *inner)
+{
+    *outer = *n = *inner = 1;
+    for (uint32_t d = 0; d < x->rank; d++) {
+        if ((int64_t)d < axis) *outer *= x->dims[d];
+        else if ((int64_t)d == axis) *n = x->dims[d];
+        else *inner *= x->dims[d];
+    }
+}
+
 /* ---- sorts (sort.comp) ---- */
 
 static td_status exec_sort(vk_device *vd, const td__op *op, const td__view *in,
@@ -723,12 +735,7 @@ static td_status exec_sort(vk_device *vd, const td__op *op, const td__view *in,
     } else {
         const td__desc *x = &in[0].desc;
         const bool topk = opc == TD_OP_TOPK_VALUES || opc == TD_OP_TOPK_INDICES;
-        const int64_t ax = x->rank > 0 ? op->iattrs[0] : 0;
-        for (uint32_t i = 0; i < x->rank; i++) {
-            if ((int64_t)i < ax) outer *= x->dims[i];
-            else if ((int64_t)i == ax) n = x->dims[i];
-            else inner *= x->dims[i];
-        }
+        axis_split(x, op->iattrs[0], &outer, &n, &inner);
         k = topk ? op->iattrs[1] : n;
         desc = topk ? op->iattrs[2] != 0 : op->iattrs[1] != 0;
         const bool values = opc == TD_OP_SORT || opc == TD_OP_TOPK_VALUES;
@@ -752,13 +759,8 @@ static td_status exec_scan(vk_device *vd, const td__op *op, const td__view *in,
                            const td__view *out, char *err, size_t errlen)
 {
     const td__desc *x = &in[0].desc;
-    const int64_t axis = x->rank > 0 ? op->iattrs[0] : 0;
-    int64_t outer = 1, n = 1, inner = 1;
-    for (uint32_t d = 0; d < x->rank; d++) {
-        if ((int64_t)d < axis) outer *= x->dims[d];
-        else if ((int64_t)d == axis) n = x->dims[d];
-        else inner *= x->dims[d];
-    }
+    int64_t outer, n, inner;
+    axis_split(x, op->iattrs[0], &outer, &n, &inner);
     if (outer * n * inner == 0) return TD_OK;
     uint32_t p[VK_PARAM_WORDS];
     memset(p, 0, sizeof p);
