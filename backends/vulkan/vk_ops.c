@@ -3,10 +3,10 @@
  *
  * Coverage, all held to the CPU by tests/unit/backends/conformance.c on lavapipe:
  *   create    FULL (every dtype: the host converts the value by the cast rules and the shader
- *             writes its bits), ARANGE and BERNOULLI_SCALAR (f32 f64 f16 bf16 i32 i64 u8
- *             bool), RAND_UNIFORM and RAND_NORMAL (f32 f64 f16 bf16), BERNOULLI (f32 f64 f16
- *             bf16), RANDINT (i32 i64 u8), TRUNC_NORMAL (f32 f64 f16 bf16; engine/normcdf.h
- *             as shaders/normcdf.glsl): Philox as engine/philox.h (shaders/philox.glsl),
+ *             writes its bits), ARANGE and BERNOULLI_SCALAR (every dtype), RAND_UNIFORM
+ *             RAND_NORMAL BERNOULLI TRUNC_NORMAL (f32 f64 f16 bf16; TRUNC_NORMAL through
+ *             engine/normcdf.h as shaders/normcdf.glsl), RANDINT (i32 i64 u8 i8 i16):
+ *             Philox as engine/philox.h (shaders/philox.glsl),
  *             the CPU's bits (RAND_NORMAL within its bound: log and sincos differ);
  *             RANDPERM (i64, a rank sort of the Philox draws, as the sorts below);
  *   nn        DROPOUT (the CPU's Philox mask and one IEEE multiply: bit-identical), LAYER_NORM
@@ -18,39 +18,40 @@
  *   unary     f32: every unary primitive of the table (the trigonometric, hyperbolic and
  *             inverse functions, ERF, GELU (both modes), SOFTPLUS included: evaluated in
  *             double by shaders/dmath.glsl and rounded once); f64: all but SIN COS TAN ASIN
- *             ACOS ATAN ERF GELU (their reduction is f32-accurate only); i32, i64, u8: NEG
- *             ABS RELU SIGN CLAMP BITWISE_NOT; bool: BITWISE_NOT;
+ *             ACOS ATAN ERF GELU (their reduction is f32-accurate only); i32, i64, u8, i8,
+ *             i16: NEG ABS RELU SIGN CLAMP BITWISE_NOT; bool: BITWISE_NOT;
  *   binary    f32: ADD SUB MUL DIV POW MAXIMUM MINIMUM ATAN2 HYPOT COPYSIGN FMOD REMAINDER
- *             FLOOR_DIVIDE; f64: those but ATAN2 HYPOT; i32, i64, u8: ADD SUB MUL DIV POW
+ *             FLOOR_DIVIDE; f64: those but ATAN2 HYPOT; i32 i64 u8 i8 i16: ADD SUB MUL DIV POW
  *             MAXIMUM MINIMUM FMOD REMAINDER FLOOR_DIVIDE BITWISE_AND/OR/XOR SHIFT_LEFT/RIGHT;
  *             bool: BITWISE_AND/OR/XOR;
- *   compare   EQ NE LT LE GT GE LOGICAL_AND/OR/XOR in f32 f64 i32 i64 u8 bool;
+ *   compare   EQ NE LT LE GT GE LOGICAL_AND/OR/XOR in every dtype;
  *   f16 bf16  every unary, binary, compare, reduce and matmul op of f32, widened to f32 and
  *             rounded once to nearest even (shaders/half.glsl: 16-bit storage, no f16
  *             arithmetic, so shaderFloat16 is not needed); SUM/MEAN/PROD round their double
  *             accumulator once (f32 round-to-odd, then the half), as the CPU;
- *   where     every dtype (the values are moved as bits); cast between f32 f64 f16 bf16 i32
- *             i64 u8 bool (one rounding into a half: f64 and i64 go through round-to-odd);
- *   reduce    SUM PROD MAX MIN ARGMAX ARGMIN ANY ALL in f32 f64 i32 i64 u8 (bool: MAX MIN
- *             ARG* ANY ALL), MEAN in f32 f64;
+ *   where     every dtype (the values are moved as bits); CAST between every pair of dtypes
+ *             (one rounding into a half: f64 and i64 go through round-to-odd);
+ *   reduce    SUM PROD MAX MIN ARGMAX ARGMIN ANY ALL in f32 f64 i32 i64 u8 i8 i16 (bool:
+ *             MAX MIN ARG* ANY ALL), MEAN in f32 f64;
  *   stats     VAR STD LOGSUMEXP NORM in f32 f16 bf16 f64 (f64 NORM: p in 0, 1, 2, +-inf),
  *             in double by backends/cpu/cpu_stats.c's formulas (shaders/stats.comp);
- *   scan      CUMSUM CUMPROD in f32 f64 f16 bf16 i32 i64 u8 (shaders/scan.comp);
- *   sort      SORT ARGSORT TOPK_VALUES TOPK_INDICES in f32 f64 f16 bf16 i32 i64 u8 bool, by
- *             rank (shaders/sort.comp: engine/sortkey.h's keys, stable): lines of at most
+ *   scan      CUMSUM CUMPROD in f32 f64 f16 bf16 i32 i64 u8 i8 i16 (shaders/scan.comp);
+ *   sort      SORT ARGSORT TOPK_VALUES TOPK_INDICES in every dtype, by rank
+ *             (shaders/sort.comp: engine/sortkey.h's keys, stable): lines of at most
  *             16384 elements (4096 on a CPU implementation such as lavapipe), longer ones
  *             refused;
- *   matmul    f32 f64 i32 i64 u8 (batched, broadcast batch dims);
+ *   matmul    f32 f64 f16 bf16 i32 i64 u8 i8 i16 (batched, broadcast batch dims);
  *   movement  every movement primitive in every dtype: PERMUTE SLICE CONCAT EXPAND COPY
  *             SLICE_STEP FLIP (strided walks), GATHER INDEX_SELECT, and ROLL PAD REPEAT TRIL
  *             TRIU MASKED_FILL ONE_HOT GATHER_ND SCATTER (shaders/index.comp, one invocation
- *             per output element); SCATTER_ADD and INDEX_ADD in f32 f64 f16 bf16 i32 i64 u8
+ *             per output element); SCATTER_ADD and INDEX_ADD in every numeric dtype
  *             (each destination adds its contributions in the CPU's order, rounded per add).
  * Every family lists its opcodes, so an op added to the table later is refused until it has
- * a kernel here. Everything else is refused here, so the engine lowers composites into these (SOFTMAX,
- * LOG_SOFTMAX, NORM_L1, CLAMP_TENSOR, ISNAN, ...) or answers TD_EUNSUPPORTED naming the op,
- * the device and the dtype. i8/i16 arithmetic is not built yet (FULL, WHERE and the
- * movement ops do run on them: they only move bits).
+ * a kernel here. Everything else is refused here, so the engine lowers composites into these
+ * (SOFTMAX, LOG_SOFTMAX, NORM_L1, CLAMP_TENSOR, ISNAN, ...) or answers TD_EUNSUPPORTED naming
+ * the op, the device and the dtype: what is left are SIN COS TAN ASIN ACOS ATAN ERF GELU ATAN2 HYPOT
+ * in f64, NORM f64 with p outside 0, 1, 2, +-inf, long sorts and the lavapipe loop limits
+ * below. i8 and i16 compute as i32 (NBITS their width for the shifts) and wrap on store.
  *
  * Limits: every tensor of an op must fit one storage-buffer binding (maxStorageBufferRange,
  * 128 MiB on lavapipe) and hold fewer than 2^32 elements (the shaders index in 32 bits);
@@ -83,6 +84,8 @@ static const char *dn(uint32_t dt)
     case TD_BOOL: return "bool";
     case TD_F16: return "f16";
     case TD_BF16: return "bf16";
+    case TD_I8: return "i8";
+    case TD_I16: return "i16";
     default: return NULL;
     }
 }
@@ -93,7 +96,7 @@ static const char *dn(uint32_t dt)
 static bool kind_ok(uint32_t dt, bool with_bool)
 {
     return dt == TD_F32 || dt == TD_F64 || dt == TD_I32 || dt == TD_I64 || dt == TD_U8 ||
-           (with_bool && dt == TD_BOOL);
+           dt == TD_I8 || dt == TD_I16 || (with_bool && dt == TD_BOOL);
 }
 
 /* f16 and bf16 run every op their f32 kernel runs: widened to f32, rounded once
@@ -123,7 +126,8 @@ static bool unary_ok(uint32_t op, uint32_t dt)
     dt = as_f32_if_half(dt);
     if (IN_LIST(op, TD_OP_NEG, TD_OP_ABS, TD_OP_RELU, TD_OP_SIGN, TD_OP_CLAMP))
         return kind_ok(dt, false);
-    if (op == TD_OP_BITWISE_NOT) return dt == TD_I32 || dt == TD_I64 || dt == TD_U8 || dt == TD_BOOL;
+    if (op == TD_OP_BITWISE_NOT)
+        return dt == TD_BOOL || (kind_ok(dt, false) && dt != TD_F32 && dt != TD_F64);
     if (dt != TD_F32 && dt != TD_F64) return false;
     if (IN_LIST(op, TD_OP_SQRT, TD_OP_RSQRT, TD_OP_LEAKY_RELU, TD_OP_FLOOR, TD_OP_CEIL,
                 TD_OP_ROUND, TD_OP_TRUNC, TD_OP_RECIPROCAL, TD_OP_NAN_TO_NUM, TD_OP_EXP,
@@ -248,7 +252,8 @@ bool td__vk_supports_op(td__device *dev, const td__op *op, const td__desc *const
             return dn(dt) != NULL;
         if (op->opcode == TD_OP_BERNOULLI) return as_f32_if_half(dt) == TD_F32 || dt == TD_F64;
         if (op->opcode == TD_OP_RANDINT)
-            return out->dtype == TD_I32 || out->dtype == TD_I64 || out->dtype == TD_U8;
+            return out->dtype == TD_I32 || out->dtype == TD_I64 || out->dtype == TD_U8 ||
+                   out->dtype == TD_I8 || out->dtype == TD_I16;
         if (op->opcode == TD_OP_TRUNC_NORMAL) return as_f32_if_half(dt) == TD_F32 || dt == TD_F64;
         if (op->opcode == TD_OP_RANDPERM)
             return op->iattrs[0] <= (vd->cpu_impl ? VK_SORT_MAX_CPU : VK_SORT_MAX);
@@ -417,6 +422,8 @@ static td_status exec_elementwise(vk_device *vd, const td__op *op, const td__vie
         if (opcode == TD_OP_CLAMP && as_f32_if_half(dt) != TD_F32 && dt != TD_F64)
             for (int k = 0; k < 2; k++) { /* integer bounds by the cast rules, as the CPU */
                 uint64_t b = full_bits(dt, op->fattrs[k]);
+                if (dt == TD_I8) b = (uint64_t)(int64_t)(int8_t)b; /* the shader's int */
+                if (dt == TD_I16) b = (uint64_t)(int64_t)(int16_t)b;
                 p[1 + 2 * k] = (uint32_t)b;
                 p[2 + 2 * k] = (uint32_t)(b >> 32);
             }

@@ -1,7 +1,8 @@
 #version 450
 // create.comp — FULL (a bit pattern the host converted by the cast rules), ARANGE and the
 // Philox RAND_UNIFORM / RAND_NORMAL of engine/philox.h, for one output type per variant:
-// DT_F32, DT_F64, DT_I32, DT_I64, DT_U8, DT_BOOL, DT_F16, DT_BF16 (TO its storage type); FULL also runs on
+// DT_F32, DT_F64, DT_I32, DT_I64, DT_U8, DT_BOOL, DT_F16, DT_BF16, DT_I8, DT_I16 (TO its
+// storage type); FULL also runs on
 // the raw variants W8/W16/W32/W64 for every other dtype. The mapping from (seed, i) to a
 // value is philox.h's, in IEEE double without contraction (`precise`), so uniform values are
 // the CPU's bit for bit; normal values go through dmath.glsl's log, sqrt and sincos.
@@ -30,6 +31,10 @@ void store(uint i, double v)
     o[i] = uint8_t(v != v || v <= 0.0LF ? 0u : v >= 255.0LF ? 255u : uint(v));
 #elif defined(DT_BOOL)
     o[i] = uint8_t(v != 0.0LF ? 1u : 0u);
+#elif defined(DT_I8)
+    o[i] = int8_t(v != v ? 0 : v <= -128.0LF ? -128 : v >= 127.0LF ? 127 : int(v));
+#elif defined(DT_I16)
+    o[i] = int16_t(v != v ? 0 : v <= -32768.0LF ? -32768 : v >= 32767.0LF ? 32767 : int(v));
 #elif defined(DT_F16)
     o[i] = TO(h_to_f16(h_odd_f32(v)));   // once from the double, as the CPU
 #elif defined(DT_BF16)
@@ -78,7 +83,7 @@ void main()
             store(base + i, v);
         }
 #endif
-#if defined(DT_I32) || defined(DT_I64) || defined(DT_U8)
+#if defined(DT_I32) || defined(DT_I64) || defined(DT_U8) || defined(DT_I8) || defined(DT_I16)
         else if (OP == 7u) { // RANDINT: low + the high 64 bits of x (high - low), block i / 2
             uint64_t e = uint64_t(first) + uint64_t(i);
             uvec4 w = philox(P[P_SEED], P[P_SEED + 1], uint(e / 2ul), uint(e >> 33));

@@ -11,7 +11,7 @@
 // Variants (meson.build): FAM (1 unary, 2 binary, 3 compare, 4 where, 5 cast, 6 gather,
 // 7 dropout, 8 bernoulli), TA/TB the
 // input element types, TO the output's, and the compute kind of input a: KF (f32), KD (f64),
-// KI (i32), KL (i64), KU (u8), KB (bool). The opcode (engine/optable.h) is the
+// KI (i32; i8 and i16 too, with NBITS), KL (i64), KU (u8), KB (bool). The opcode (engine/optable.h) is the
 // specialization constant OP, so a pipeline per (variant, op) is created once and each keeps
 // only its own case.
 //
@@ -245,7 +245,11 @@ FT binary(FT x, FT y)
 #define IT int
 #define UT uint
 #define IMIN (-2147483647 - 1)
+#if defined(NBITS) // i8 / i16 computed in i32 and wrapped to the width on store
+#define IBITS NBITS
+#else
 #define IBITS 32
+#endif
 #else
 #define IT int64_t
 #define UT uint64_t
@@ -401,6 +405,17 @@ TO convert(TA raw)
     if (v != v || v <= 0.0LF) return TO(0u);
     if (v >= 255.0LF) return TO(255u);
     return TO(uint(v));
+#elif defined(CV_F2I8) || defined(CV_F2I16)
+    double v = double(x);
+#if defined(CV_F2I8)
+    const double lo = -128.0LF, hi = 127.0LF;
+#else
+    const double lo = -32768.0LF, hi = 32767.0LF;
+#endif
+    if (v != v) return TO(0);
+    if (v <= lo) return TO(int(lo));
+    if (v >= hi) return TO(int(hi));
+    return TO(int(v));
 #elif defined(CV_F2I64)
     double v = double(x);
     if (v != v) return TO(0l);

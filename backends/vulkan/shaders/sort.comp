@@ -44,6 +44,10 @@ uint64_t key(uint at)
     return key_of_double(double(h_from_bf16(uint(w))));
 #elif defined(KI32)
     return uint64_t(int64_t(int(w))) ^ 0x8000000000000000ul;
+#elif defined(KI8)
+    return uint64_t(int64_t(int8_t(w))) ^ 0x8000000000000000ul;
+#elif defined(KI16)
+    return uint64_t(int64_t(int16_t(w))) ^ 0x8000000000000000ul;
 #elif defined(KI64)
     return uint64_t(w) ^ 0x8000000000000000ul;
 #elif defined(KBOOL)
