@@ -43,8 +43,8 @@ typedef struct td__device td__device;
  * the unversioned table (modules without td_backend_abi); version 3 added the dtypes f16,
  * bf16, i8 and i16 (TD_DTYPE_COUNT 10); version 4 appended buffer_copy_peer (sessions
  * that span devices, issue 19); version 5 added td__device.uuid and the optional
- * no_device_reason entry. */
-#define TD_BACKEND_ABI_VERSION 5u
+ * no_device_reason entry; version 6 appended the optional set_log entry. */
+#define TD_BACKEND_ABI_VERSION 6u
 
 /* A contiguous tensor as a backend sees it: desc plus the device address of element 0. */
 typedef struct td__view {
@@ -103,6 +103,12 @@ typedef struct td__backend {
      * NUL-terminated string of at most len bytes; "" when there is nothing to say. The engine
      * puts it in its "backend <kind>: no devices" line. */
     void (*no_device_reason)(char *buf, size_t len);
+    /* Optional (ABI 6, loadable modules): called once after set_host_alloc with the
+     * engine's one-line logger (level: 0 debug, 1 info, 2 warning, 3 error, as
+     * common/log.h; msg without a newline). The module logs through it, so its lines take
+     * the process's prefix, format and level threshold (it may not call td__log, an engine
+     * symbol). Thread-safety: `log` may be called from any thread. */
+    void (*set_log)(void (*log)(int level, const char *msg));
 } td__backend;
 
 struct td__device {

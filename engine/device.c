@@ -103,6 +103,14 @@ td_status td__backend_module_open(const char *path, const td__backend **out, voi
     return TD_OK;
 }
 
+/* A loadable module's log lines (backend.h, set_log): through td__log, level clamped. */
+static void module_log(int level, const char *msg)
+{
+    td__log(level <= 0 ? TD_LOG_DEBUG : level == 1 ? TD_LOG_INFO : level == 2 ? TD_LOG_WARN
+                                                                              : TD_LOG_ERROR,
+            "%s", msg);
+}
+
 /* dlopen one module file and register its backend (first module of a kind wins). */
 static void load_module(const char *path)
 {
@@ -125,6 +133,7 @@ static void load_module(const char *path)
     /* the module's host memory goes through this process's allocation hooks */
     static const td__alloc_hooks engine_alloc = {td__malloc, td__calloc, td__realloc, td__free};
     if (be->set_host_alloc != NULL) be->set_host_alloc(&engine_alloc);
+    if (be->set_log != NULL) be->set_log(module_log);
     g_backends[g_nbackends++] = be;
     td__log(TD_LOG_DEBUG, "backend %s: loaded from %s (ABI %u)", be->kind, path,
             TD_BACKEND_ABI_VERSION);

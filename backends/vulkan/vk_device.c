@@ -34,7 +34,11 @@
  * may still use it is parked (zombie list) and returned to its block after the next
  * submission completes. Descriptors are pushed (vkCmdPushDescriptorSetKHR): no pools to
  * allocate or reset. Pipelines are created once per (shader variant, opcode) — the opcode is
- * a specialization constant — and kept in a table for the life of the device.
+ * a specialization constant — and kept in a table for the life of the device, through a
+ * pipeline cache saved on disk between runs (vk_pcache.c). Completion is a fence per
+ * submission, waited for at once: one recording command buffer is in flight at a time, so a
+ * timeline semaphore would add nothing until submissions overlap (several command buffers
+ * in flight per device), which this design does not do yet.
  *
  * Errors: every Vulkan failure becomes a status: VK_ERROR_OUT_OF_*_MEMORY TD_ENOMEM, anything
  * else TD_EDEVICE; VK_ERROR_DEVICE_LOST marks the device lost and every later call fails
@@ -70,6 +74,23 @@ void td__vk_free(void *p)
     if (p != NULL) g_host.free_fn(p);
 }
 static void *vk_realloc(void *p, size_t n) { return g_host.realloc_fn(p, n); }
+
+/* ---- log lines: through the engine's logger, handed over at load (backend.h) ---- */
+
+static void (*g_log)(int level, const char *msg);
+
+static void vk_set_log(void (*log)(int level, const char *msg)) { g_log = log; }
+
+void td__vk_log(int level, const char *fmt, ...)
+{
+    if (g_log == NULL) return;
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    g_log(level, line);
+}
 
 td_status td__vk_fail(char *err, size_t errlen, td_status s, const char *fmt, ...)
 {
@@ -126,6 +147,7 @@ static bool usable(VkPhysicalDevice p)
     vkGetPhysicalDeviceProperties(p, &pr);
     if (pr.apiVersion < VK_API_VERSION_1_2 || compute_family(p) < 0) return false;
     if (pr.limits.minStorageBufferOffsetAlignment > VK_ALIGN) return false;
+    if (pr.limits.maxPerStageDescriptorStorageBuffers < VK_MAX_BINDINGS) return false;
     if (!has_extension(p, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME)) return false;
     VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
     VkPhysicalDeviceVulkan11Features f11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
@@ -401,6 +423,7 @@ td_status td__vk_flush(vk_device *vd, char *err, size_t errlen)
         return td__vk_fail(err, errlen, status_of(vd, r),
                            "vulkan:%d: queue submission failed (VkResult %d)", vd->index, r);
     release_zombies(vd);
+    td__vk_pcache_flushed(vd);
     return TD_OK;
 }
 
@@ -431,7 +454,8 @@ static VkPipeline pipeline_for(vk_device *vd, uint32_t shader, uint32_t op, VkRe
             .layout = vd->layout};
         VkPipeline pipe = VK_NULL_HANDLE;
         if (r == VK_SUCCESS)
-            r = vkCreateComputePipelines(vd->dev, VK_NULL_HANDLE, 1, &ci, NULL, &pipe);
+            r = vkCreateComputePipelines(vd->dev, vd->pcache, 1, &ci, NULL, &pipe);
+        if (r == VK_SUCCESS) vd->pcache_dirty = true;
         *res = r;
         if (r != VK_SUCCESS) return VK_NULL_HANDLE;
         p->shader = shader;
@@ -524,6 +548,7 @@ static void device_destroy(vk_device *vd)
 {
     if (vd->dev != VK_NULL_HANDLE) {
         vkDeviceWaitIdle(vd->dev);
+        td__vk_pcache_close(vd);
         for (uint32_t i = 0; i < VK_PIPE_SLOTS; i++)
             if (vd->pipes[i].shader != UINT32_MAX && vd->pipes[i].pipe != VK_NULL_HANDLE)
                 vkDestroyPipeline(vd->dev, vd->pipes[i].pipe, NULL);
@@ -602,6 +627,7 @@ static td_status vk_device_open(td__device *dev, int index, char *err, size_t er
                                       .pNext = &m3};
     vkGetPhysicalDeviceProperties2(vd->phys, &pr);
     vd->max_range = pr.properties.limits.maxStorageBufferRange;
+    vd->cpu_impl = pr.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
     vd->max_alloc = m3.maxMemoryAllocationSize;
     vd->block_size = VK_BLOCK_BYTES < vd->max_alloc ? VK_BLOCK_BYTES : vd->max_alloc / VK_ALIGN * VK_ALIGN;
     float prio = 1.0f;
@@ -701,6 +727,7 @@ static td_status vk_device_open(td__device *dev, int index, char *err, size_t er
         device_destroy(vd);
         return s;
     }
+    td__vk_pcache_open(vd);
     VkPhysicalDeviceProperties *p = &pr.properties;
     snprintf(dev->description, sizeof dev->description, "%.48s, Vulkan %u.%u, driver %u.%u.%u%s",
              p->deviceName, VK_API_VERSION_MAJOR(p->apiVersion), VK_API_VERSION_MINOR(p->apiVersion),
@@ -761,15 +788,21 @@ static td_status alloc_locked(vk_device *vd, size_t nbytes, void **out)
     return TD_OK;
 }
 
-static td_status vk_buffer_alloc(td__device *dev, size_t nbytes, void **out)
+td_status td__vk_alloc_locked(vk_device *vd, size_t nbytes, void **out)
 {
-    vk_device *vd = dev->impl;
-    pthread_mutex_lock(&vd->mu);
     td_status s = vd->lost ? TD_EDEVICE : alloc_locked(vd, nbytes, out);
     if (s == TD_ENOMEM && vd->nzombie > 0 && nbytes <= vd->max_alloc) {
         char err[128];
         if (td__vk_flush(vd, err, sizeof err) == TD_OK) s = alloc_locked(vd, nbytes, out);
     }
+    return s;
+}
+
+static td_status vk_buffer_alloc(td__device *dev, size_t nbytes, void **out)
+{
+    vk_device *vd = dev->impl;
+    pthread_mutex_lock(&vd->mu);
+    td_status s = td__vk_alloc_locked(vd, nbytes, out);
     pthread_mutex_unlock(&vd->mu);
     return s;
 }
@@ -778,6 +811,12 @@ static void vk_buffer_free(td__device *dev, void *data, size_t nbytes)
 {
     vk_device *vd = dev->impl;
     pthread_mutex_lock(&vd->mu);
+    td__vk_release_locked(vd, data, nbytes);
+    pthread_mutex_unlock(&vd->mu);
+}
+
+void td__vk_release_locked(vk_device *vd, void *data, size_t nbytes)
+{
     if (!vd->recording) {
         release_now(vd, (uint64_t)(uintptr_t)data, nbytes);
     } else {
@@ -800,7 +839,6 @@ static void vk_buffer_free(td__device *dev, void *data, size_t nbytes)
                 release_now(vd, (uint64_t)(uintptr_t)data, nbytes);
         }
     }
-    pthread_mutex_unlock(&vd->mu);
 }
 
 /* One copy between the staging buffer and a tensor, submitted and waited for. */
@@ -943,6 +981,7 @@ static const td__backend vk_backend = {
     .supports_op = td__vk_supports_op,
     .exec = vk_exec_entry,
     .set_host_alloc = vk_set_host_alloc,
+    .set_log = vk_set_log,
 };
 
 TD_BACKEND_MODULE(vk_backend)

@@ -23,10 +23,10 @@
 
 #define VK_PTR_SHIFT 40
 #define VK_ALIGN 256u              /* every sub-allocation starts on this many bytes */
-#define VK_MAX_BINDINGS 5          /* params + output + three inputs */
+#define VK_MAX_BINDINGS 7          /* params + output + five inputs (BATCH_NORM's) */
 #define VK_PARAM_WORDS 128         /* uint32 words of one dispatch's parameter block */
 #define VK_PARAM_RING (4u << 20)   /* bytes of parameter blocks per submission */
-#define VK_PIPE_SLOTS 1024         /* pipeline table (open addressing) */
+#define VK_PIPE_SLOTS 4096         /* pipeline table (open addressing) */
 
 /* Parameter words (shaders/common.glsl). */
 enum {
@@ -37,10 +37,12 @@ enum {
     VK_P_STR_A = 18,
     VK_P_STR_B = 26,
     VK_P_STR_C = 34,
-    VK_P_BASE = 42,
-    VK_P_F = 46,
-    VK_P_SEED = 52,
-    VK_P_I = 54,
+    VK_P_BASE = 42, /* one element offset per argument: output + five inputs */
+    VK_P_F = 48,    /* TD_OP_MAX_FATTRS doubles */
+    VK_P_SEED = 56,
+    VK_P_I = 58,    /* the shader's own words from here */
+    VK_P_SKEW_A = 127, /* ew.comp: element offset added to input a's start (a walk with
+                        * negative strides binds a from the lowest element it reads) */
 };
 
 typedef struct vk_range {
@@ -76,6 +78,7 @@ typedef struct vk_device {
     uint64_t block_size;    /* sub-allocated block size */
     uint64_t heap_size;
     bool f64, i64, i8, s8, s16, f16;
+    bool cpu_impl;          /* VK_PHYSICAL_DEVICE_TYPE_CPU (lavapipe) */
     /* memory */
     uint32_t mem_type;      /* for tensors */
     bool mapped;            /* tensor memory is host-visible and coherent: memcpy transfers */
@@ -109,6 +112,9 @@ typedef struct vk_device {
     VkPipelineLayout layout;
     VkShaderModule *modules; /* by shader index, created on first use */
     vk_pipe pipes[VK_PIPE_SLOTS];
+    VkPipelineCache pcache; /* vk_pcache.c; VK_NULL_HANDLE: none */
+    bool pcache_dirty;      /* pipelines were created since it was loaded or saved */
+    double pcache_saved_s;  /* CLOCK_MONOTONIC seconds of the last save */
     PFN_vkCmdPushDescriptorSetKHR push_descriptor;
     int index;
 } vk_device;
@@ -150,8 +156,26 @@ td_status td__vk_dispatch(vk_device *vd, const char *name, uint32_t op, uint32_t
 td_status td__vk_flush(vk_device *vd, char *err, size_t errlen);
 /* Read nbytes at device pointer src into dst (locked; flushes first). */
 td_status td__vk_read_locked(vk_device *vd, const void *src, void *dst, size_t nbytes);
+/* Device memory for an op's scratch (locked; the caller holds mu): a device pointer of
+ * nbytes, TD_ENOMEM or TD_EDEVICE. Release it with td__vk_release_locked, which defers the
+ * free past the recorded work that may still use it. */
+td_status td__vk_alloc_locked(vk_device *vd, size_t nbytes, void **out);
+void td__vk_release_locked(vk_device *vd, void *data, size_t nbytes);
 /* Whether a shader variant of this name is built into the module. */
 bool td__vk_has_shader(const char *name);
+
+/* One log line through the engine's logger (backend.h set_log; level 0 debug .. 3 error). */
+void td__vk_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- vk_pcache.c ---- */
+/* Create vd->pcache from the device's cache file (or empty); never fails the device. */
+void td__vk_pcache_open(vk_device *vd);
+/* Save the cache file now if pipelines were made since the last save. */
+void td__vk_pcache_save(vk_device *vd);
+/* After a completed submission: save if pipelines were made and the last save is old. */
+void td__vk_pcache_flushed(vk_device *vd);
+/* Save as td__vk_pcache_save, and destroy the cache. */
+void td__vk_pcache_close(vk_device *vd);
 
 /* ---- vk_ops.c ---- */
 bool td__vk_supports_op(td__device *dev, const td__op *op, const td__desc *const *in,

@@ -3,33 +3,72 @@
  *
  * Coverage, all held to the CPU by tests/unit/backends/conformance.c on lavapipe:
  *   create    FULL (every dtype: the host converts the value by the cast rules and the shader
- *             writes its bits), ARANGE (f32 f64 i32 i64 u8 bool), RAND_UNIFORM and
- *             RAND_NORMAL (f32 f64; Philox as engine/philox.h);
- *   unary     f32: NEG ABS EXP LOG SQRT RSQRT TANH SIGMOID RELU SILU LEAKY_RELU ELU LOG1P
- *             EXPM1 LOG2 LOG10 FLOOR CEIL ROUND TRUNC RECIPROCAL NAN_TO_NUM SIGN;
- *             i32 and u8: NEG ABS RELU SIGN BITWISE_NOT;
- *   binary    f32: ADD SUB MUL DIV MAXIMUM MINIMUM; i32 and u8: those and BITWISE_AND/OR/XOR;
- *   compare   EQ NE LT LE GT GE LOGICAL_AND/OR/XOR in f32 i32 i64 u8 bool;
- *   where     every dtype (the values are moved as bits); cast between f32 f64 i32 i64 u8 bool;
- *   reduce    SUM PROD MAX MIN ARGMAX ARGMIN ANY ALL in f32 i32 u8 (bool: MAX MIN ARG* ANY
- *             ALL), MEAN in f32;
- *   matmul    f32 i32 u8 (batched, broadcast batch dims);
- *   movement  PERMUTE SLICE CONCAT EXPAND COPY GATHER INDEX_SELECT in every dtype (the later
- *             movement ops, SLICE_STEP ROLL PAD REPEAT SCATTER INDEX_ADD TRIU ..., are refused).
+ *             writes its bits), ARANGE and BERNOULLI_SCALAR (every dtype), RAND_UNIFORM
+ *             RAND_NORMAL BERNOULLI TRUNC_NORMAL (f32 f64 f16 bf16; TRUNC_NORMAL through
+ *             engine/normcdf.h as shaders/normcdf.glsl), RANDINT (i32 i64 u8 i8 i16):
+ *             Philox as engine/philox.h (shaders/philox.glsl),
+ *             the CPU's bits (RAND_NORMAL within its bound: log and sincos differ);
+ *             RANDPERM (i64, a rank sort of the Philox draws, as the sorts below);
+ *   nn        DROPOUT (the CPU's Philox mask and one IEEE multiply: bit-identical), LAYER_NORM
+ *             RMS_NORM GROUP_NORM BATCH_NORM and their backward ops (shaders/nn.comp, in
+ *             double, as backends/cpu/cpu_nn.c) in f32 f64 f16 bf16;
+ *   window    the POOL family (pools, their gradients, INTERPOLATE: the CPU's loops per
+ *             element) and CONV CONV_TRANSPOSE CONV_WEIGHT_GRAD (shaders/window.comp) in f32
+ *             f64 f16 bf16;
+ *   unary     f32: every unary primitive of the table (the trigonometric, hyperbolic and
+ *             inverse functions, ERF, GELU (both modes), SOFTPLUS included: evaluated in
+ *             double by shaders/dmath.glsl and rounded once); f64: all but SIN COS TAN ASIN
+ *             ACOS ATAN ERF GELU (their reduction is f32-accurate only); i32, i64, u8, i8,
+ *             i16: NEG ABS RELU SIGN CLAMP BITWISE_NOT; bool: BITWISE_NOT;
+ *   binary    f32: ADD SUB MUL DIV POW MAXIMUM MINIMUM ATAN2 HYPOT COPYSIGN FMOD REMAINDER
+ *             FLOOR_DIVIDE; f64: those but ATAN2 HYPOT; i32 i64 u8 i8 i16: ADD SUB MUL DIV POW
+ *             MAXIMUM MINIMUM FMOD REMAINDER FLOOR_DIVIDE BITWISE_AND/OR/XOR SHIFT_LEFT/RIGHT;
+ *             bool: BITWISE_AND/OR/XOR;
+ *   compare   EQ NE LT LE GT GE LOGICAL_AND/OR/XOR in every dtype;
+ *   f16 bf16  every unary, binary, compare, reduce and matmul op of f32, widened to f32 and
+ *             rounded once to nearest even (shaders/half.glsl: 16-bit storage, no f16
+ *             arithmetic, so shaderFloat16 is not needed); SUM/MEAN/PROD round their double
+ *             accumulator once (f32 round-to-odd, then the half), as the CPU;
+ *   where     every dtype (the values are moved as bits); CAST between every pair of dtypes
+ *             (one rounding into a half: f64 and i64 go through round-to-odd);
+ *   reduce    SUM PROD MAX MIN ARGMAX ARGMIN ANY ALL in f32 f64 i32 i64 u8 i8 i16 (bool:
+ *             MAX MIN ARG* ANY ALL), MEAN in f32 f64;
+ *   stats     VAR STD LOGSUMEXP NORM in f32 f16 bf16 f64 (f64 NORM: p in 0, 1, 2, +-inf),
+ *             in double by backends/cpu/cpu_stats.c's formulas (shaders/stats.comp);
+ *   scan      CUMSUM CUMPROD in f32 f64 f16 bf16 i32 i64 u8 i8 i16 (shaders/scan.comp);
+ *   sort      SORT ARGSORT TOPK_VALUES TOPK_INDICES in every dtype, by rank
+ *             (shaders/sort.comp: engine/sortkey.h's keys, stable): lines of at most
+ *             16384 elements (4096 on a CPU implementation such as lavapipe), longer ones
+ *             refused;
+ *   matmul    f32 f64 f16 bf16 i32 i64 u8 i8 i16 (batched, broadcast batch dims);
+ *   movement  every movement primitive in every dtype: PERMUTE SLICE CONCAT EXPAND COPY
+ *             SLICE_STEP FLIP (strided walks), GATHER INDEX_SELECT, and ROLL PAD REPEAT TRIL
+ *             TRIU MASKED_FILL ONE_HOT GATHER_ND SCATTER (shaders/index.comp, one invocation
+ *             per output element); SCATTER_ADD and INDEX_ADD in every numeric dtype
+ *             (each destination adds its contributions in the CPU's order, rounded per add).
  * Every family lists its opcodes, so an op added to the table later is refused until it has
- * a kernel here. Everything else is refused here, so the engine lowers composites into these (SOFTMAX,
- * LOG_SOFTMAX, NORM_L1, CLAMP_TENSOR, ISNAN, ...) or answers TD_EUNSUPPORTED naming the op,
- * the device and the dtype. f16/bf16/i8/i16 arithmetic is not built yet (FULL, WHERE and the
- * movement ops do run on them: they only move bits).
+ * a kernel here. Everything else is refused here, so the engine lowers composites into these
+ * (SOFTMAX, LOG_SOFTMAX, NORM_L1, CLAMP_TENSOR, ISNAN, ...) or answers TD_EUNSUPPORTED naming
+ * the op, the device and the dtype: what is left are SIN COS TAN ASIN ACOS ATAN ERF GELU ATAN2 HYPOT
+ * in f64, NORM f64 with p outside 0, 1, 2, +-inf, long sorts and the lavapipe loop limits
+ * below. i8 and i16 compute as i32 (NBITS their width for the shifts) and wrap on store.
  *
  * Limits: every tensor of an op must fit one storage-buffer binding (maxStorageBufferRange,
  * 128 MiB on lavapipe) and hold fewer than 2^32 elements (the shaders index in 32 bits);
- * larger ones are refused. GATHER/INDEX_SELECT read their index tensor back to check it
- * against [0, dim) before the dispatch, with the CPU's message, which costs a submission.
+ * larger ones are refused. lavapipe ends an invocation's loops after 65535 iterations in
+ * all: scans split long lines into blocks for it; reductions folding more than about 15M
+ * elements into one output (5M for VAR STD LOGSUMEXP NORM, 3.8M per normalised group) and
+ * matmuls with K above 60000 are refused on a CPU implementation (loops_ok; no GPU driver
+ * has that cap). The ops that index by tensor data (GATHER INDEX_SELECT ONE_HOT
+ * GATHER_ND SCATTER SCATTER_ADD INDEX_ADD) read their index tensor back to check it against
+ * [0, dim) before the dispatch, with the CPU's message, which costs a submission.
  */
 #include "backends/vulkan/vk_internal.h"
 #include "engine/collapse.h"
 #include "engine/convert.h"
+#include "engine/philox.h"
+#include "engine/remap.h"
+#include "engine/window.h"
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -43,14 +82,29 @@ static const char *dn(uint32_t dt)
     case TD_I64: return "i64";
     case TD_U8: return "u8";
     case TD_BOOL: return "bool";
+    case TD_F16: return "f16";
+    case TD_BF16: return "bf16";
+    case TD_I8: return "i8";
+    case TD_I16: return "i16";
     default: return NULL;
     }
 }
 
-/* The arithmetic kinds with shaders: f32, i32, u8 (bool where the op allows it). */
+/* The arithmetic kinds with shaders: f32, f64, i32, i64, u8 (bool where the op allows it).
+ * f64 and i64 need shaderFloat64 and shaderInt64, which vk_device.c requires of every device
+ * it lists (a device without them is not offered at all, with its reason at info level). */
 static bool kind_ok(uint32_t dt, bool with_bool)
 {
-    return dt == TD_F32 || dt == TD_I32 || dt == TD_U8 || (with_bool && dt == TD_BOOL);
+    return dt == TD_F32 || dt == TD_F64 || dt == TD_I32 || dt == TD_I64 || dt == TD_U8 ||
+           dt == TD_I8 || dt == TD_I16 || (with_bool && dt == TD_BOOL);
+}
+
+/* f16 and bf16 run every op their f32 kernel runs: widened to f32, rounded once
+ * (shaders/half.glsl). Only 16-bit storage access is needed (required of every listed
+ * device), not shaderFloat16: no arithmetic happens in 16 bits. */
+static uint32_t as_f32_if_half(uint32_t dt)
+{
+    return dt == TD_F16 || dt == TD_BF16 ? TD_F32 : dt;
 }
 
 static bool opcode_in(uint32_t op, const uint32_t *list, size_t n)
@@ -63,30 +117,59 @@ static bool opcode_in(uint32_t op, const uint32_t *list, size_t n)
     opcode_in((op), (const uint32_t[]){__VA_ARGS__},                                       \
               sizeof((const uint32_t[]){__VA_ARGS__}) / sizeof(uint32_t))
 
+/* f64 runs every unary op but the trigonometric ones, ERF and GELU: dmath.glsl's exp, log
+ * and log1p are evaluated without reassociation (`precise`) and are within a few double
+ * ulps, pow goes through double-double, while the trigonometric reduction and erf are
+ * accurate for f32 arguments only. */
 static bool unary_ok(uint32_t op, uint32_t dt)
 {
-    if (dt == TD_F32)
-        return IN_LIST(op, TD_OP_NEG, TD_OP_ABS, TD_OP_EXP, TD_OP_LOG, TD_OP_SQRT, TD_OP_RSQRT,
-                       TD_OP_TANH, TD_OP_SIGMOID, TD_OP_RELU, TD_OP_SILU, TD_OP_LEAKY_RELU,
-                       TD_OP_ELU, TD_OP_LOG1P, TD_OP_EXPM1, TD_OP_LOG2, TD_OP_LOG10, TD_OP_FLOOR,
-                       TD_OP_CEIL, TD_OP_ROUND, TD_OP_TRUNC, TD_OP_RECIPROCAL, TD_OP_NAN_TO_NUM,
-                       TD_OP_SIGN);
-    if (dt == TD_I32 || dt == TD_U8)
-        return IN_LIST(op, TD_OP_NEG, TD_OP_ABS, TD_OP_RELU, TD_OP_SIGN, TD_OP_BITWISE_NOT);
-    return false;
+    dt = as_f32_if_half(dt);
+    if (IN_LIST(op, TD_OP_NEG, TD_OP_ABS, TD_OP_RELU, TD_OP_SIGN, TD_OP_CLAMP))
+        return kind_ok(dt, false);
+    if (op == TD_OP_BITWISE_NOT)
+        return dt == TD_BOOL || (kind_ok(dt, false) && dt != TD_F32 && dt != TD_F64);
+    if (dt != TD_F32 && dt != TD_F64) return false;
+    if (IN_LIST(op, TD_OP_SQRT, TD_OP_RSQRT, TD_OP_LEAKY_RELU, TD_OP_FLOOR, TD_OP_CEIL,
+                TD_OP_ROUND, TD_OP_TRUNC, TD_OP_RECIPROCAL, TD_OP_NAN_TO_NUM, TD_OP_EXP,
+                TD_OP_LOG, TD_OP_TANH, TD_OP_SIGMOID, TD_OP_SILU, TD_OP_ELU, TD_OP_LOG1P,
+                TD_OP_EXPM1, TD_OP_LOG2, TD_OP_LOG10, TD_OP_SINH, TD_OP_COSH, TD_OP_ASINH,
+                TD_OP_ACOSH, TD_OP_ATANH, TD_OP_SOFTPLUS))
+        return true;
+    return dt == TD_F32 && IN_LIST(op, TD_OP_SIN, TD_OP_COS, TD_OP_TAN, TD_OP_ASIN,
+                                   TD_OP_ACOS, TD_OP_ATAN, TD_OP_ERF, TD_OP_GELU);
 }
 
 static bool binary_ok(uint32_t op, uint32_t dt)
 {
+    dt = as_f32_if_half(dt);
+    if (dt == TD_BOOL) /* bool's bitwise ops are the logical ones (the compare shader) */
+        return IN_LIST(op, TD_OP_BITWISE_AND, TD_OP_BITWISE_OR, TD_OP_BITWISE_XOR);
     if (!kind_ok(dt, false)) return false;
-    if (IN_LIST(op, TD_OP_ADD, TD_OP_SUB, TD_OP_MUL, TD_OP_DIV, TD_OP_MAXIMUM, TD_OP_MINIMUM))
+    if (IN_LIST(op, TD_OP_ADD, TD_OP_SUB, TD_OP_MUL, TD_OP_DIV, TD_OP_MAXIMUM, TD_OP_MINIMUM,
+                TD_OP_FMOD, TD_OP_REMAINDER, TD_OP_FLOOR_DIVIDE))
         return true;
-    return dt != TD_F32 && IN_LIST(op, TD_OP_BITWISE_AND, TD_OP_BITWISE_OR, TD_OP_BITWISE_XOR);
+    if (dt == TD_F32 || dt == TD_F64)
+        return op == TD_OP_COPYSIGN ||
+               IN_LIST(op, TD_OP_POW) || (dt == TD_F32 && IN_LIST(op, TD_OP_ATAN2, TD_OP_HYPOT));
+    return IN_LIST(op, TD_OP_POW, TD_OP_BITWISE_AND, TD_OP_BITWISE_OR, TD_OP_BITWISE_XOR,
+                   TD_OP_SHIFT_LEFT, TD_OP_SHIFT_RIGHT);
+}
+
+/* VAR STD LOGSUMEXP NORM (stats.comp) fold in double. Its pow is exp(p log x), accurate to
+ * f32 only (and GLSL's frexp is undefined for subnormal doubles), so f64 NORM runs the p
+ * that need no pow: 0, 1, 2, +-inf. */
+static bool stat_ok(uint32_t op, uint32_t dt, double p)
+{
+    if (dt == TD_F32 || dt == TD_F16 || dt == TD_BF16) return true;
+    if (dt != TD_F64) return false;
+    return op != TD_OP_NORM || p == 0.0 || p == 1.0 || p == 2.0 || p == 1.0 / 0.0 ||
+           p == -1.0 / 0.0;
 }
 
 static bool reduce_ok(uint32_t op, uint32_t dt)
 {
-    if (op == TD_OP_MEAN) return dt == TD_F32;
+    dt = as_f32_if_half(dt);
+    if (op == TD_OP_MEAN) return dt == TD_F32 || dt == TD_F64;
     if (IN_LIST(op, TD_OP_SUM, TD_OP_PROD)) return kind_ok(dt, false);
     return IN_LIST(op, TD_OP_MAX, TD_OP_MIN, TD_OP_ARGMAX, TD_OP_ARGMIN, TD_OP_ANY, TD_OP_ALL) &&
            kind_ok(dt, true);
@@ -104,6 +187,56 @@ static bool fits(const vk_device *vd, const td__desc *d)
     return n >= 0 && n < ((int64_t)1 << 32) && nb <= vd->max_range - VK_ALIGN;
 }
 
+/* The sorts rank each element against its whole line (sort.comp), O(n^2) per line: the line
+ * length is capped at 16384 on a GPU (one invocation's loop, n compares, stays short) and at
+ * 4096 on a CPU implementation such as lavapipe, which runs those compares on the host's
+ * cores (and stops any invocation's loops after 65535 iterations); longer lines are
+ * refused. */
+#define VK_SORT_MAX 16384
+#define VK_SORT_MAX_CPU 4096
+
+static int64_t sort_len(const td__op *op, const td__desc *x)
+{
+    return x->rank == 0 ? 1 : x->dims[op->iattrs[0]];
+}
+
+/* lavapipe (gallivm) ends an invocation's loops after 65535 iterations in all: on a CPU
+ * implementation an op whose invocations would loop longer is refused rather than left to
+ * come out wrong (a reduction folds ceil(n / 256) elements per invocation and pass, a
+ * matmul K, a normalisation up to four passes over its group). GPUs have no such cap. */
+static bool loops_ok(const vk_device *vd, int64_t iterations)
+{
+    return !vd->cpu_impl || iterations <= 60000;
+}
+
+/* Elements one normalisation group holds (exec_norm's nseg * seglen; BATCH_NORM: a row). */
+static int64_t norm_group(const td__op *op, const td__desc *const *in)
+{
+    const uint32_t opc = op->opcode;
+    const td__desc *x = in[opc >= TD_OP_LAYER_NORM_BACKWARD && opc != TD_OP_DROPOUT ? 1 : 0];
+    int64_t s = 1, n = 1;
+    for (uint32_t i = 2; i < x->rank; i++) s *= x->dims[i];
+    switch (opc) {
+    case TD_OP_LAYER_NORM: case TD_OP_RMS_NORM:
+    case TD_OP_LAYER_NORM_BACKWARD: case TD_OP_RMS_NORM_BACKWARD:
+        for (uint32_t i = (uint32_t)op->iattrs[0]; i < x->rank; i++) n *= x->dims[i];
+        return n;
+    case TD_OP_GROUP_NORM: case TD_OP_GROUP_NORM_BACKWARD:
+        return x->dims[1] / op->iattrs[0] * s;
+    case TD_OP_BATCH_NORM_BACKWARD:
+        return x->dims[0] * s;
+    default:
+        return s;
+    }
+}
+
+/* Elements folded into each output of a reduction (n_in / n_out). */
+static int64_t per_output(const td__desc *x, const td__desc *o)
+{
+    const int64_t no = td__vk_nelem(o), ni = td__vk_nelem(x);
+    return no > 0 ? ni / no : ni;
+}
+
 bool td__vk_supports_op(td__device *dev, const td__op *op, const td__desc *const *in,
                         const td__desc *out)
 {
@@ -115,15 +248,23 @@ bool td__vk_supports_op(td__device *dev, const td__op *op, const td__desc *const
     switch (td__op_class(op->opcode)) {
     case TD_OPCLASS_CREATE:
         if (op->opcode == TD_OP_FULL || op->opcode == TD_OP_EMPTY) return dt < TD_DTYPE_COUNT;
-        if (op->opcode == TD_OP_ARANGE) return dn(dt) != NULL;
+        if (op->opcode == TD_OP_ARANGE || op->opcode == TD_OP_BERNOULLI_SCALAR)
+            return dn(dt) != NULL;
+        if (op->opcode == TD_OP_BERNOULLI) return as_f32_if_half(dt) == TD_F32 || dt == TD_F64;
+        if (op->opcode == TD_OP_RANDINT)
+            return out->dtype == TD_I32 || out->dtype == TD_I64 || out->dtype == TD_U8 ||
+                   out->dtype == TD_I8 || out->dtype == TD_I16;
+        if (op->opcode == TD_OP_TRUNC_NORMAL) return as_f32_if_half(dt) == TD_F32 || dt == TD_F64;
+        if (op->opcode == TD_OP_RANDPERM)
+            return op->iattrs[0] <= (vd->cpu_impl ? VK_SORT_MAX_CPU : VK_SORT_MAX);
         return IN_LIST(op->opcode, TD_OP_RAND_UNIFORM, TD_OP_RAND_NORMAL) &&
-               (dt == TD_F32 || dt == TD_F64);
+               (as_f32_if_half(dt) == TD_F32 || dt == TD_F64);
     case TD_OPCLASS_UNARY:
         return unary_ok(op->opcode, dt);
     case TD_OPCLASS_BINARY:
         return binary_ok(op->opcode, dt);
     case TD_OPCLASS_COMPARE:
-        return (kind_ok(dt, true) || dt == TD_I64) &&
+        return kind_ok(as_f32_if_half(dt), true) &&
                IN_LIST(op->opcode, TD_OP_EQ, TD_OP_NE, TD_OP_LT, TD_OP_LE, TD_OP_GT, TD_OP_GE,
                        TD_OP_LOGICAL_AND, TD_OP_LOGICAL_OR, TD_OP_LOGICAL_XOR);
     case TD_OPCLASS_WHERE:
@@ -131,100 +272,42 @@ bool td__vk_supports_op(td__device *dev, const td__op *op, const td__desc *const
     case TD_OPCLASS_CAST:
         return op->opcode == TD_OP_CAST && dn(dt) != NULL && dn(out->dtype) != NULL;
     case TD_OPCLASS_REDUCE:
-        return reduce_ok(op->opcode, dt);
+        if (IN_LIST(op->opcode, TD_OP_VAR, TD_OP_STD, TD_OP_LOGSUMEXP, TD_OP_NORM))
+            return stat_ok(op->opcode, dt, op->fattrs[0]) &&
+                   loops_ok(vd, 2 * ((per_output(in[0], out) + 255) / 256));
+        return reduce_ok(op->opcode, dt) && loops_ok(vd, (per_output(in[0], out) + 255) / 256);
+    case TD_OPCLASS_SCAN:
+        return IN_LIST(op->opcode, TD_OP_CUMSUM, TD_OP_CUMPROD) &&
+               kind_ok(as_f32_if_half(dt), false);
     case TD_OPCLASS_MATMUL:
-        return op->opcode == TD_OP_MATMUL && kind_ok(dt, false) && out->dims[out->rank - 2] <= (int64_t)65535 * 16 &&
-               out->dims[out->rank - 1] <= (int64_t)65535 * 16;
+        return op->opcode == TD_OP_MATMUL && kind_ok(as_f32_if_half(dt), false) &&
+               out->dims[out->rank - 2] <= (int64_t)65535 * 16 &&
+               out->dims[out->rank - 1] <= (int64_t)65535 * 16 &&
+               loops_ok(vd, in[0]->dims[in[0]->rank - 1]);
+    case TD_OPCLASS_NN: /* the normalisations (nn.comp) and DROPOUT (ew.comp); the family's
+                         * composites (SCALED_DOT_PRODUCT_ATTENTION) come lowered */
+        if (!td__op_default_supports(op->opcode)) return false;
+        if (op->opcode != TD_OP_DROPOUT && !loops_ok(vd, 4 * ((norm_group(op, in) + 255) / 256)))
+            return false;
+        return as_f32_if_half(dt) == TD_F32 || dt == TD_F64;
+    case TD_OPCLASS_SORT: /* rank sorts: O(axis length) per element */
+        return dn(dt) != NULL &&
+               sort_len(op, in[0]) <= (vd->cpu_impl ? VK_SORT_MAX_CPU : VK_SORT_MAX);
+    case TD_OPCLASS_POOL:
+    case TD_OPCLASS_CONV: /* window.comp: every op of both families, in the float dtypes */
+        return as_f32_if_half(dt) == TD_F32 || dt == TD_F64;
     case TD_OPCLASS_MOVEMENT: /* RESHAPE never arrives (the engine aliases) */
+        if (IN_LIST(op->opcode, TD_OP_SCATTER_ADD, TD_OP_INDEX_ADD)) /* adds: arithmetic */
+            return kind_ok(as_f32_if_half(dt), false);
         return IN_LIST(op->opcode, TD_OP_RESHAPE, TD_OP_PERMUTE, TD_OP_SLICE, TD_OP_CONCAT,
-                       TD_OP_EXPAND, TD_OP_COPY, TD_OP_GATHER, TD_OP_INDEX_SELECT);
+                       TD_OP_EXPAND, TD_OP_COPY, TD_OP_GATHER, TD_OP_INDEX_SELECT,
+                       TD_OP_SLICE_STEP, TD_OP_FLIP, TD_OP_ROLL, TD_OP_PAD, TD_OP_REPEAT,
+                       TD_OP_TRIL, TD_OP_TRIU, TD_OP_ONE_HOT, TD_OP_MASKED_FILL, TD_OP_SCATTER,
+                       TD_OP_GATHER_ND);
     default:
         return false;
     }
 }
-
-/* ---- the strided walk (ew.comp) ---- */
-
-static uint32_t groups_for(uint64_t n, uint32_t per)
-{
-    uint64_t g = (n + per - 1) / per;
-    return g == 0 ? 1 : g > 65535 ? 65535 : (uint32_t)g;
-}
-
-static void put_double(uint32_t *p, int k, double v)
-{
-    uint64_t u;
-    memcpy(&u, &v, sizeof u);
-    p[VK_P_F + 2 * k] = (uint32_t)u;
-    p[VK_P_F + 2 * k + 1] = (uint32_t)(u >> 32);
-}
-
-/* Walk `shape` (rank <= 8; dims as given, not necessarily an op's output) with nstr stride
- * sets in elements (0 the output, then a, b, c), collapsed first; args[0] the output. */
-static td_status walk(vk_device *vd, const char *shader, uint32_t opcode, const td__desc *shape,
-                      int nstr, int64_t (*str)[TD_MAX_RANK], const vk_arg *args, int nargs,
-                      const td__op *op, uint32_t extra, char *err, size_t errlen)
-{
-    int64_t n = td__vk_nelem(shape);
-    if (n <= 0) return TD_OK;
-    int64_t dims[TD_MAX_RANK], cs[4][TD_MAX_RANK];
-    int rank = td__collapse_dims(shape, nstr, (const int64_t(*)[TD_MAX_RANK])str, dims, cs);
-    uint32_t p[VK_PARAM_WORDS];
-    memset(p, 0, sizeof p);
-    p[VK_P_N] = (uint32_t)n;
-    p[VK_P_RANK] = (uint32_t)rank;
-    for (int d = 0; d < rank; d++) {
-        p[VK_P_DIMS + d] = (uint32_t)dims[d];
-        for (int k = 0; k < nstr; k++) p[VK_P_STR_O + 8 * k + d] = (uint32_t)cs[k][d];
-    }
-    for (int k = 0; op != NULL && k < TD_OP_MAX_FATTRS; k++) put_double(p, k, op->fattrs[k]);
-    p[VK_P_I] = extra;
-    return td__vk_dispatch(vd, shader, opcode, p, args, nargs, groups_for((uint64_t)n, 256), 1, 1,
-                           err, errlen);
-}
-
-static vk_arg arg_of(const td__view *v)
-{
-    return (vk_arg){v->data, td__vk_nbytes(&v->desc), td__dtype_size(v->desc.dtype)};
-}
-
-static const char *kind_sfx(uint32_t dt)
-{
-    return dt == TD_F32 ? "f32" : dt == TD_I32 ? "i32" : dt == TD_I64 ? "i64" : "u8";
-}
-
-static td_status exec_elementwise(vk_device *vd, const td__op *op, const td__view *in,
-                                  const td__view *out, char *err, size_t errlen)
-{
-    const td__desc *o = &out->desc;
-    int64_t st[4][TD_MAX_RANK];
-    td__desc_strides(o, st[0]);
-    const int n_in = (int)op->n_inputs;
-    for (int k = 0; k < n_in; k++) td__desc_bcast_strides(&in[k].desc, o, st[k + 1]);
-    vk_arg args[4] = {arg_of(out)};
-    for (int k = 0; k < n_in; k++) args[k + 1] = arg_of(&in[k]);
-    char name[32];
-    switch (td__op_class(op->opcode)) {
-    case TD_OPCLASS_UNARY:
-        snprintf(name, sizeof name, "u_%s", kind_sfx(in[0].desc.dtype));
-        break;
-    case TD_OPCLASS_BINARY:
-        snprintf(name, sizeof name, "b_%s", kind_sfx(in[0].desc.dtype));
-        break;
-    case TD_OPCLASS_COMPARE:
-        snprintf(name, sizeof name, "c_%s", kind_sfx(in[0].desc.dtype));
-        break;
-    case TD_OPCLASS_WHERE:
-        snprintf(name, sizeof name, "w_%zu", td__dtype_size(o->dtype));
-        break;
-    default:
-        snprintf(name, sizeof name, "x_%s_%s", dn(in[0].desc.dtype), dn(o->dtype));
-        break;
-    }
-    return walk(vd, name, op->opcode, o, n_in + 1, st, args, n_in + 1, op, 0, err, errlen);
-}
-
-/* ---- create ---- */
 
 /* FULL's value as the dtype's bits, by the cast rules (backends/cpu/cpu_internal.h). */
 static uint64_t full_bits(uint32_t dt, double v)
@@ -265,8 +348,275 @@ static uint64_t full_bits(uint32_t dt, double v)
     return 0;
 }
 
-static td_status exec_create(vk_device *vd, const td__op *op, const td__view *out, char *err,
-                             size_t errlen)
+/* ---- the strided walk (ew.comp) ---- */
+
+static uint32_t groups_for(uint64_t n, uint32_t per)
+{
+    uint64_t g = (n + per - 1) / per;
+    return g == 0 ? 1 : g > 65535 ? 65535 : (uint32_t)g;
+}
+
+static void put_double(uint32_t *p, int k, double v)
+{
+    uint64_t u;
+    memcpy(&u, &v, sizeof u);
+    p[VK_P_F + 2 * k] = (uint32_t)u;
+    p[VK_P_F + 2 * k + 1] = (uint32_t)(u >> 32);
+}
+
+/* Walk `shape` (rank <= 8; dims as given, not necessarily an op's output) with nstr stride
+ * sets in elements (0 the output, then a, b, c), collapsed first; args[0] the output;
+ * extra (NULL: zeros) the shader's own words from VK_P_I on. */
+static td_status walk(vk_device *vd, const char *shader, uint32_t opcode, const td__desc *shape,
+                      int nstr, int64_t (*str)[TD_MAX_RANK], const vk_arg *args, int nargs,
+                      const td__op *op, const uint32_t *extra, char *err, size_t errlen)
+{
+    int64_t n = td__vk_nelem(shape);
+    if (n <= 0) return TD_OK;
+    int64_t dims[TD_MAX_RANK], cs[4][TD_MAX_RANK];
+    int rank = td__collapse_dims(shape, nstr, (const int64_t(*)[TD_MAX_RANK])str, dims, cs);
+    uint32_t p[VK_PARAM_WORDS];
+    memset(p, 0, sizeof p);
+    p[VK_P_N] = (uint32_t)n;
+    p[VK_P_RANK] = (uint32_t)rank;
+    for (int d = 0; d < rank; d++) {
+        p[VK_P_DIMS + d] = (uint32_t)dims[d];
+        for (int k = 0; k < nstr; k++) p[VK_P_STR_O + 8 * k + d] = (uint32_t)cs[k][d];
+    }
+    for (int k = 0; op != NULL && k < TD_OP_MAX_FATTRS; k++) put_double(p, k, op->fattrs[k]);
+    if (op != NULL) {
+        p[VK_P_SEED] = (uint32_t)op->seed;
+        p[VK_P_SEED + 1] = (uint32_t)(op->seed >> 32);
+    }
+    if (extra != NULL) memcpy(p + VK_P_I, extra, (VK_PARAM_WORDS - VK_P_I) * sizeof *p);
+    return td__vk_dispatch(vd, shader, opcode, p, args, nargs, groups_for((uint64_t)n, 256), 1, 1,
+                           err, errlen);
+}
+
+static vk_arg arg_of(const td__view *v)
+{
+    return (vk_arg){v->data, td__vk_nbytes(&v->desc), td__dtype_size(v->desc.dtype)};
+}
+
+static const char *kind_sfx(uint32_t dt)
+{
+    return dt == TD_BOOL ? "u8" : dn(dt);
+}
+
+static td_status exec_elementwise(vk_device *vd, const td__op *op, const td__view *in,
+                                  const td__view *out, char *err, size_t errlen)
+{
+    const td__desc *o = &out->desc;
+    int64_t st[4][TD_MAX_RANK];
+    td__desc_strides(o, st[0]);
+    const int n_in = (int)op->n_inputs;
+    for (int k = 0; k < n_in; k++) td__desc_bcast_strides(&in[k].desc, o, st[k + 1]);
+    vk_arg args[4] = {arg_of(out)};
+    for (int k = 0; k < n_in; k++) args[k + 1] = arg_of(&in[k]);
+    char name[32];
+    uint32_t opcode = op->opcode;
+    const uint32_t dt = in[0].desc.dtype;
+    uint32_t p[VK_PARAM_WORDS - VK_P_I] = {0};
+    switch (td__op_class(opcode)) {
+    case TD_OPCLASS_UNARY:
+        snprintf(name, sizeof name, "u_%s", dt == TD_BOOL ? "bool" : kind_sfx(dt));
+        p[0] = op->n_iattrs > 0 ? (uint32_t)op->iattrs[0] : 0; /* GELU's mode */
+        if (opcode == TD_OP_CLAMP && as_f32_if_half(dt) != TD_F32 && dt != TD_F64)
+            for (int k = 0; k < 2; k++) { /* integer bounds by the cast rules, as the CPU */
+                uint64_t b = full_bits(dt, op->fattrs[k]);
+                if (dt == TD_I8) b = (uint64_t)(int64_t)(int8_t)b; /* the shader's int */
+                if (dt == TD_I16) b = (uint64_t)(int64_t)(int16_t)b;
+                p[1 + 2 * k] = (uint32_t)b;
+                p[2 + 2 * k] = (uint32_t)(b >> 32);
+            }
+        break;
+    case TD_OPCLASS_BINARY:
+        if (dt == TD_BOOL) { /* bool AND/OR/XOR are LOGICAL_AND/OR/XOR of the bytes */
+            snprintf(name, sizeof name, "c_u8");
+            opcode = opcode == TD_OP_BITWISE_AND  ? TD_OP_LOGICAL_AND
+                     : opcode == TD_OP_BITWISE_OR ? TD_OP_LOGICAL_OR
+                                                  : TD_OP_LOGICAL_XOR;
+        } else {
+            snprintf(name, sizeof name, "b_%s", kind_sfx(dt));
+        }
+        break;
+    case TD_OPCLASS_COMPARE:
+        snprintf(name, sizeof name, "c_%s", kind_sfx(dt));
+        break;
+    case TD_OPCLASS_WHERE:
+        snprintf(name, sizeof name, "w_%zu", td__dtype_size(o->dtype));
+        break;
+    default:
+        snprintf(name, sizeof name, "x_%s_%s", dn(dt), dn(o->dtype));
+        break;
+    }
+    return walk(vd, name, opcode, o, n_in + 1, st, args, n_in + 1, op, p, err, errlen);
+}
+
+/* DROPOUT (ew.comp FAM 7): the walk over the contiguous output, element i its index;
+ * fattrs[1] carries 1/(1-p) (rounded to the dtype's compute type by the shader, as the CPU
+ * rounds it). */
+static td_status exec_dropout(vk_device *vd, const td__op *op, const td__view *in,
+                              const td__view *out, char *err, size_t errlen)
+{
+    const td__desc *o = &out->desc;
+    if ((uint64_t)td__vk_nelem(o) > (uint64_t)UINT32_MAX / 4 * 4)
+        return td__vk_fail(err, errlen, TD_EUNSUPPORTED, "dropout: too many elements");
+    td__op d = *op;
+    d.fattrs[1] = 1.0 / (1.0 - op->fattrs[0]);
+    int64_t st[2][TD_MAX_RANK];
+    td__desc_strides(o, st[0]);
+    td__desc_strides(o, st[1]);
+    vk_arg args[2] = {arg_of(out), arg_of(&in[0])};
+    char name[16];
+    snprintf(name, sizeof name, "dr_%s", dn(o->dtype));
+    return walk(vd, name, op->opcode, o, 2, st, args, 2, &d, NULL, err, errlen);
+}
+
+/* ---- the normalisations (nn.comp): cpu_nn.c's groups ---- */
+
+static td_status exec_norm(vk_device *vd, const td__op *op, const td__view *in,
+                           const td__view *out, char *err, size_t errlen)
+{
+    const uint32_t opc = op->opcode;
+    const bool bwd = opc == TD_OP_LAYER_NORM_BACKWARD || opc == TD_OP_RMS_NORM_BACKWARD ||
+                     opc == TD_OP_GROUP_NORM_BACKWARD || opc == TD_OP_BATCH_NORM_BACKWARD;
+    const uint32_t xi = bwd ? 1 : 0;
+    const td__desc *d = &in[xi].desc;
+    const int64_t total = td__vk_nelem(&out->desc);
+    if (total == 0) return TD_OK;
+    int64_t kind, nseg = 1, seglen = 1, segstride = 0, gstride = 0, gdiv = 1, gstep = 0;
+    int64_t welem = 0, pdiv = 1, pmul = 0, pseg = 0, ngroups, nc = 1;
+    int64_t s = 1;
+    for (uint32_t i = 2; i < d->rank; i++) s *= d->dims[i];
+    bool hasw = op->n_inputs > xi + 1, hasb = !bwd && op->n_inputs > 2;
+    switch (opc) {
+    case TD_OP_BATCH_NORM:
+        kind = 4;
+        nc = d->dims[1];
+        seglen = s;
+        gstride = s;
+        ngroups = total / s;
+        hasw = op->n_inputs > 3;
+        hasb = op->n_inputs > 4;
+        break;
+    case TD_OP_LAYER_NORM: case TD_OP_RMS_NORM:
+    case TD_OP_LAYER_NORM_BACKWARD: case TD_OP_RMS_NORM_BACKWARD: {
+        int64_t n = 1;
+        for (uint32_t i = (uint32_t)op->iattrs[0]; i < d->rank; i++) n *= d->dims[i];
+        kind = opc == TD_OP_LAYER_NORM ? 0 : opc == TD_OP_RMS_NORM ? 1
+             : opc == TD_OP_LAYER_NORM_BACKWARD ? 2 : 3;
+        seglen = segstride = gstride = n;
+        welem = 1;
+        ngroups = total / n;
+        break;
+    }
+    case TD_OP_GROUP_NORM: case TD_OP_GROUP_NORM_BACKWARD: {
+        const int64_t c = d->dims[1], g = op->iattrs[0];
+        kind = bwd ? 2 : 0;
+        nseg = c / g;
+        seglen = segstride = s;
+        gstride = nseg * s;
+        pdiv = g;
+        pmul = c / g;
+        pseg = 1;
+        ngroups = total / gstride;
+        break;
+    }
+    default: /* BATCH_NORM_BACKWARD: channel k is N segments of S at stride C S */
+        kind = 2;
+        nseg = d->dims[0];
+        seglen = s;
+        segstride = d->dims[1] * s;
+        gdiv = d->dims[1];
+        gstep = s;
+        pdiv = d->dims[1];
+        pmul = 1;
+        ngroups = d->dims[1];
+        break;
+    }
+    if (ngroups == 0 || nseg * seglen == 0) return TD_OK;
+    uint32_t p[VK_PARAM_WORDS];
+    memset(p, 0, sizeof p);
+    const int64_t w[15] = {kind, nseg, seglen, segstride, gstride, gdiv, gstep, welem,
+                           pdiv, pmul, pseg, ngroups, hasw, hasb, nc};
+    for (int k = 0; k < 15; k++) p[VK_P_I + k] = (uint32_t)w[k];
+    put_double(p, 0, op->fattrs[0]);
+    vk_arg args[6] = {arg_of(out)};
+    for (uint32_t k = 0; k < op->n_inputs && k < 5; k++) args[k + 1] = arg_of(&in[k]);
+    char name[16];
+    snprintf(name, sizeof name, "nn_%s", dn(d->dtype));
+    return td__vk_dispatch(vd, name, opc, p, args, (int)op->n_inputs + 1,
+                           groups_for((uint64_t)ngroups, 1), 1, 1, err, errlen);
+}
+
+/* ---- the window ops (window.comp) ---- */
+
+static td_status exec_window(vk_device *vd, const td__op *op, const td__view *in,
+                             const td__view *out, char *err, size_t errlen)
+{
+    const td__desc *o = &out->desc;
+    const int64_t n = td__vk_nelem(o);
+    if (n <= 0) return TD_OK;
+    td__window w;
+    td__window_decode(op, &in[0].desc, op->n_inputs > 1 ? &in[1].desc : NULL, o, &w);
+    uint32_t p[VK_PARAM_WORDS];
+    memset(p, 0, sizeof p);
+    uint32_t *q = p + VK_P_I;
+    p[VK_P_N] = (uint32_t)n;
+    for (int d = 0; d < TD_WIN_SP; d++) {
+        q[d] = (uint32_t)w.in[d];
+        q[3 + d] = (uint32_t)w.out[d];
+        q[6 + d] = (uint32_t)w.k[d];
+        q[9 + d] = (uint32_t)w.stride[d];
+        q[12 + d] = (uint32_t)w.dil[d];
+        q[15 + d] = (uint32_t)w.pad_lo[d];
+        q[18 + d] = (uint32_t)w.pad_hi[d];
+    }
+    q[21] = (uint32_t)w.count_include_pad;
+    q[22] = (uint32_t)w.mode;
+    q[23] = (uint32_t)w.align_corners;
+    q[24] = (uint32_t)(TD_WIN_SP - w.nsp);
+    q[25] = (uint32_t)(w.n * w.c);
+    q[26] = (uint32_t)w.n;
+    q[27] = (uint32_t)w.c;
+    q[28] = (uint32_t)w.co;
+    q[29] = (uint32_t)w.groups;
+    q[30] = op->n_inputs > 2;
+    const uint32_t opc = op->opcode;
+    const char *k = dn(in[0].desc.dtype);
+    char name[24];
+    vk_arg args[4] = {arg_of(out), arg_of(&in[0])};
+    int nargs = 2;
+    if (opc == TD_OP_CONV_WEIGHT_GRAD) { /* one workgroup per weight element */
+        snprintf(name, sizeof name, "cw_%s", k);
+        args[nargs++] = arg_of(&in[1]);
+        return td__vk_dispatch(vd, name, opc, p, args, nargs, groups_for((uint64_t)n, 1), 1, 1,
+                               err, errlen);
+    }
+    if (td__op_class(opc) == TD_OPCLASS_CONV) {
+        snprintf(name, sizeof name, "cv_%s", k);
+        args[nargs++] = arg_of(&in[1]);
+        args[nargs++] = op->n_inputs > 2 ? arg_of(&in[2]) : arg_of(&in[1]);
+    } else if (opc == TD_OP_MAX_POOL_INDICES) {
+        snprintf(name, sizeof name, "wi_%s", k);
+    } else if (opc == TD_OP_MAX_POOL_BACKWARD) {
+        snprintf(name, sizeof name, "wb_%s_%s", k, in[1].desc.dtype == TD_I64 ? "i64" : "i32");
+        args[nargs++] = arg_of(&in[1]);
+    } else {
+        snprintf(name, sizeof name, "wp_%s", k);
+    }
+    return td__vk_dispatch(vd, name, opc, p, args, nargs, groups_for((uint64_t)n, 256), 1, 1,
+                           err, errlen);
+}
+
+/* ---- create ---- */
+
+static td_status exec_sort(vk_device *vd, const td__op *op, const td__view *in,
+                           const td__view *out, char *err, size_t errlen);
+
+static td_status exec_create(vk_device *vd, const td__op *op, const td__view *in,
+                             const td__view *out, char *err, size_t errlen)
 {
     const td__desc *o = &out->desc;
     int64_t n = td__vk_nelem(o);
@@ -286,8 +636,34 @@ static td_status exec_create(vk_device *vd, const td__op *op, const td__view *ou
         p[VK_P_I + 2] = (uint32_t)(bits >> 32);
         snprintf(name, sizeof name, "cr_w%zu", 8 * td__dtype_size(o->dtype));
         opcode = TD_OP_FULL;
+    } else if (opcode == TD_OP_RANDPERM) { /* a rank sort of Philox draws (sort.comp) */
+        return exec_sort(vd, op, in, out, err, errlen);
+    } else if (opcode == TD_OP_BERNOULLI) { /* a walk over p (ew.comp FAM 8) */
+        int64_t st[2][TD_MAX_RANK];
+        td__desc_strides(o, st[0]);
+        td__desc_strides(o, st[1]);
+        vk_arg args[2] = {arg_of(out), arg_of(&in[0])};
+        snprintf(name, sizeof name, "be_%s", dn(o->dtype));
+        return walk(vd, name, opcode, o, 2, st, args, 2, op, NULL, err, errlen);
     } else {
         snprintf(name, sizeof name, "cr_%s", dn(o->dtype));
+        if (opcode == TD_OP_TRUNC_NORMAL) { /* the per-op constants, as the CPU's */
+            const td__truncnorm tn =
+                td__truncnorm_init(op->fattrs[0], op->fattrs[1], op->fattrs[2], op->fattrs[3]);
+            const double v[8] = {tn.mean, tn.stddev, tn.a, tn.b, tn.lo, tn.hi, tn.pl, tn.dp};
+            for (int k = 0; k < 8; k++) {
+                uint64_t u;
+                memcpy(&u, &v[k], sizeof u);
+                p[VK_P_I + 2 + 2 * k] = (uint32_t)u;
+                p[VK_P_I + 3 + 2 * k] = (uint32_t)(u >> 32);
+            }
+            p[VK_P_I + 18] = (uint32_t)tn.flip;
+        }
+        if (opcode == TD_OP_RANDINT) /* low, high (engine/op.c checked low < high) */
+            for (int k = 0; k < 2; k++) {
+                p[VK_P_I + 1 + 2 * k] = (uint32_t)(uint64_t)op->iattrs[k];
+                p[VK_P_I + 2 + 2 * k] = (uint32_t)((uint64_t)op->iattrs[k] >> 32);
+            }
     }
     vk_arg a = arg_of(out);
     return td__vk_dispatch(vd, name, opcode, p, &a, 1, groups_for((uint64_t)n, 256), 1, 1, err,
@@ -318,16 +694,114 @@ static td_status exec_reduce(vk_device *vd, const td__op *op, const td__view *in
     r[35] = (uint32_t)pl.nr;
     r[36] = (uint32_t)pl.rcount;
     const uint32_t dt = in[0].desc.dtype;
+    vk_arg args[2] = {arg_of(out), arg_of(&in[0])};
+    char name[32];
+    if (IN_LIST(op->opcode, TD_OP_VAR, TD_OP_STD, TD_OP_LOGSUMEXP, TD_OP_NORM)) {
+        for (int k = 0; k < TD_OP_MAX_FATTRS; k++) put_double(p, k, op->fattrs[k]);
+        snprintf(name, sizeof name, "st_%s", dn(dt));
+        return td__vk_dispatch(vd, name, op->opcode, p, args, 2,
+                               groups_for((uint64_t)pl.nout, 1), 1, 1, err, errlen);
+    }
     const char *sfx = op->opcode == TD_OP_ARGMAX || op->opcode == TD_OP_ARGMIN ? "_i64"
                       : (op->opcode == TD_OP_ANY || op->opcode == TD_OP_ALL) &&
-                              (dt == TD_F32 || dt == TD_I32)
+                              dt != TD_U8 && dt != TD_BOOL
                           ? "_b"
                           : "";
-    char name[32];
     snprintf(name, sizeof name, "r_%s%s", dt == TD_BOOL ? "bool" : kind_sfx(dt), sfx);
-    vk_arg args[2] = {arg_of(out), arg_of(&in[0])};
     return td__vk_dispatch(vd, name, op->opcode, p, args, 2, groups_for((uint64_t)pl.nout, 1), 1,
                            1, err, errlen);
+}
+
+/* x as [outer, n, inner] around `axis` (rank 0: one element). */
+static void axis_split(const td__desc *x, int64_t axis, int64_t *outer, int64_t *n,
+                       int64_t *inner)
+{
+    *outer = *n = *inner = 1;
+    for (uint32_t d = 0; d < x->rank; d++) {
+        if ((int64_t)d < axis) *outer *= x->dims[d];
+        else if ((int64_t)d == axis) *n = x->dims[d];
+        else *inner *= x->dims[d];
+    }
+}
+
+/* ---- sorts (sort.comp) ---- */
+
+static td_status exec_sort(vk_device *vd, const td__op *op, const td__view *in,
+                           const td__view *out, char *err, size_t errlen)
+{
+    const uint32_t opc = op->opcode;
+    uint32_t p[VK_PARAM_WORDS];
+    memset(p, 0, sizeof p);
+    p[VK_P_SEED] = (uint32_t)op->seed;
+    p[VK_P_SEED + 1] = (uint32_t)(op->seed >> 32);
+    char name[16];
+    vk_arg args[2] = {arg_of(out)};
+    int64_t outer = 1, n = 1, inner = 1, k;
+    bool desc = false;
+    if (opc == TD_OP_RANDPERM) {
+        n = k = op->iattrs[0];
+        snprintf(name, sizeof name, "rp");
+    } else {
+        const td__desc *x = &in[0].desc;
+        const bool topk = opc == TD_OP_TOPK_VALUES || opc == TD_OP_TOPK_INDICES;
+        axis_split(x, op->iattrs[0], &outer, &n, &inner);
+        k = topk ? op->iattrs[1] : n;
+        desc = topk ? op->iattrs[2] != 0 : op->iattrs[1] != 0;
+        const bool values = opc == TD_OP_SORT || opc == TD_OP_TOPK_VALUES;
+        snprintf(name, sizeof name, "%s_%s", values ? "so" : "si", dn(x->dtype));
+        args[1] = arg_of(&in[0]);
+    }
+    const int64_t total = outer * n * inner;
+    if (total == 0 || k == 0) return TD_OK;
+    p[VK_P_N] = (uint32_t)total;
+    p[VK_P_I] = (uint32_t)n;
+    p[VK_P_I + 1] = (uint32_t)inner;
+    p[VK_P_I + 2] = (uint32_t)k;
+    p[VK_P_I + 3] = desc;
+    return td__vk_dispatch(vd, name, opc, p, args, opc == TD_OP_RANDPERM ? 1 : 2,
+                           groups_for((uint64_t)total, 256), 1, 1, err, errlen);
+}
+
+/* ---- scans (scan.comp) ---- */
+
+static td_status exec_scan(vk_device *vd, const td__op *op, const td__view *in,
+                           const td__view *out, char *err, size_t errlen)
+{
+    const td__desc *x = &in[0].desc;
+    int64_t outer, n, inner;
+    axis_split(x, op->iattrs[0], &outer, &n, &inner);
+    if (outer * n * inner == 0) return TD_OK;
+    uint32_t p[VK_PARAM_WORDS];
+    memset(p, 0, sizeof p);
+    p[VK_P_I] = (uint32_t)outer;
+    p[VK_P_I + 1] = (uint32_t)n;
+    p[VK_P_I + 2] = (uint32_t)inner;
+    char name[16];
+    snprintf(name, sizeof name, "cs_%s", kind_sfx(x->dtype));
+    vk_arg args[3] = {arg_of(out), arg_of(&in[0])};
+    const int64_t lines = outer * inner, bsz = 16384;
+    if (n <= bsz) /* mode 0: each line whole, in the CPU's order */
+        return td__vk_dispatch(vd, name, op->opcode, p, args, 2, groups_for((uint64_t)lines, 256),
+                               1, 1, err, errlen);
+    /* long lines in blocks (scan.comp says why): fold, prefix, finish */
+    const int64_t nb = (n + bsz - 1) / bsz;
+    const size_t sbytes = (size_t)(lines * nb) * 8;
+    void *scratch = NULL;
+    td_status s = td__vk_alloc_locked(vd, sbytes, &scratch);
+    if (s != TD_OK)
+        return td__vk_fail(err, errlen, s, "%s: cannot allocate %zu bytes of scratch on vulkan:%d",
+                           td__op_name(op->opcode), sbytes, vd->index);
+    args[2] = (vk_arg){scratch, sbytes, 8};
+    p[VK_P_I + 4] = (uint32_t)bsz;
+    p[VK_P_I + 5] = (uint32_t)nb;
+    for (uint32_t mode = 1; mode <= 3 && s == TD_OK; mode++) {
+        p[VK_P_I + 3] = mode;
+        const uint64_t units = (uint64_t)(mode == 2 ? lines : lines * nb);
+        s = td__vk_dispatch(vd, name, op->opcode, p, args, 3, groups_for(units, 256), 1, 1, err,
+                            errlen);
+    }
+    td__vk_release_locked(vd, scratch, sbytes);
+    return s;
 }
 
 /* ---- matmul (matmul.comp) ---- */
@@ -368,13 +842,23 @@ static td_status exec_matmul(vk_device *vd, const td__op *op, const td__view *in
 
 /* ---- movement ---- */
 
-static td_status copy_walk(vk_device *vd, const td__desc *shape, int64_t (*st)[TD_MAX_RANK],
-                           vk_arg o, vk_arg a, char *err, size_t errlen)
+/* skew_a: input a's first element sits that many elements after a's binding start */
+static td_status copy_walk_skew(vk_device *vd, const td__desc *shape,
+                                int64_t (*st)[TD_MAX_RANK], vk_arg o, vk_arg a, uint32_t skew_a,
+                                char *err, size_t errlen)
 {
     char name[16];
     snprintf(name, sizeof name, "m_%zu", o.esize);
     vk_arg args[2] = {o, a};
-    return walk(vd, name, 0, shape, 2, st, args, 2, NULL, 0, err, errlen);
+    uint32_t extra[VK_PARAM_WORDS - VK_P_I] = {0};
+    extra[VK_P_SKEW_A - VK_P_I] = skew_a;
+    return walk(vd, name, 0, shape, 2, st, args, 2, NULL, extra, err, errlen);
+}
+
+static td_status copy_walk(vk_device *vd, const td__desc *shape, int64_t (*st)[TD_MAX_RANK],
+                           vk_arg o, vk_arg a, char *err, size_t errlen)
+{
+    return copy_walk_skew(vd, shape, st, o, a, 0, err, errlen);
 }
 
 /* View v from element `first` on (the binding starts there). */
@@ -414,6 +898,145 @@ static td_status check_indices(vk_device *vd, const char *opname, const td__view
     return s;
 }
 
+/* GATHER_ND's check, with the CPU's message (it names the dim). */
+static td_status check_gather_nd(vk_device *vd, const td__view *idx, const td__desc *x, char *err,
+                                 size_t errlen)
+{
+    const int64_t n = td__vk_nelem(&idx->desc), k = idx->desc.dims[idx->desc.rank - 1];
+    const size_t nb = td__vk_nbytes(&idx->desc);
+    if (n <= 0 || k == 0) return TD_OK;
+    void *h = td__vk_calloc(nb, 1);
+    if (h == NULL) return td__vk_fail(err, errlen, TD_ENOMEM, "gather_nd: out of host memory");
+    td_status s = td__vk_read_locked(vd, idx->data, h, nb);
+    if (s != TD_OK) {
+        td__vk_free(h);
+        return td__vk_fail(err, errlen, s, "vulkan:%d: gather_nd: cannot read the index tensor",
+                           vd->index);
+    }
+    const bool is64 = idx->desc.dtype == TD_I64;
+    for (int64_t i = 0; i < n && s == TD_OK; i++) {
+        int64_t v = is64 ? ((const int64_t *)h)[i] : ((const int32_t *)h)[i];
+        int64_t c = i % k;
+        if (v < 0 || v >= x->dims[c])
+            s = td__vk_fail(err, errlen, TD_ERANGE,
+                            "gather_nd: index %" PRId64 " out of range [0, %" PRId64
+                            ") for dim %" PRId64 " at position %" PRId64,
+                            v, x->dims[c], c, i);
+    }
+    td__vk_free(h);
+    return s;
+}
+
+/* ROLL PAD REPEAT TRIL TRIU MASKED_FILL ONE_HOT GATHER_ND SCATTER SCATTER_ADD INDEX_ADD:
+ * one invocation per output element (shaders/index.comp); the indexed ones check their
+ * indices on the host first, as GATHER does. */
+static td_status exec_indexed(vk_device *vd, const td__op *op, const td__view *in,
+                              const td__view *out, char *err, size_t errlen)
+{
+    const td__desc *x = &in[0].desc, *o = &out->desc;
+    const uint32_t opc = op->opcode;
+    const int64_t n = td__vk_nelem(o);
+    const char *ix = op->n_inputs > 1 && in[1].desc.dtype == TD_I64 ? "i64" : "i32";
+    const size_t es = td__dtype_size(o->dtype);
+    uint32_t p[VK_PARAM_WORDS];
+    memset(p, 0, sizeof p);
+    uint32_t *q = p + VK_P_I;
+    int64_t xs[TD_MAX_RANK] = {0}, bs[TD_MAX_RANK] = {0}, cs[TD_MAX_RANK] = {0};
+    td__desc_strides(x, xs);
+    vk_arg args[4] = {arg_of(out), arg_of(&in[0])};
+    int nargs = 2;
+    char name[24];
+    td_status s = TD_OK;
+    switch (opc) {
+    case TD_OP_ROLL:
+    case TD_OP_PAD:
+    case TD_OP_REPEAT: {
+        td__remap m;
+        if (!td__remap_init(&m, op, x))
+            return td__vk_fail(err, errlen, TD_EINTERNAL, "vulkan: remap of %s", td__op_name(opc));
+        for (int d = 0; d < m.rank; d++) {
+            q[4 * d] = (uint32_t)m.kind[d];
+            q[4 * d + 1] = (uint32_t)m.n[d];
+            q[4 * d + 2] = (uint32_t)m.a[d];
+            q[4 * d + 3] = (uint32_t)m.b[d];
+        }
+        uint64_t fill = opc == TD_OP_PAD ? full_bits(o->dtype, op->fattrs[0]) : 0;
+        q[32] = (uint32_t)fill;
+        q[33] = (uint32_t)(fill >> 32);
+        snprintf(name, sizeof name, "rm_%zu", es);
+        break;
+    }
+    case TD_OP_TRIL:
+    case TD_OP_TRIU: {
+        const int64_t rows = o->dims[o->rank - 2], cols = o->dims[o->rank - 1];
+        int64_t k = op->iattrs[0];
+        k = k < -rows - 1 ? -rows - 1 : k > cols + 1 ? cols + 1 : k;
+        q[0] = (uint32_t)(int32_t)k;
+        snprintf(name, sizeof name, "rm_%zu", es);
+        break;
+    }
+    case TD_OP_MASKED_FILL: {
+        td__desc_bcast_strides(&in[1].desc, o, bs);
+        uint64_t v = full_bits(o->dtype, op->fattrs[0]);
+        q[0] = (uint32_t)v;
+        q[1] = (uint32_t)(v >> 32);
+        args[nargs++] = arg_of(&in[1]);
+        snprintf(name, sizeof name, "mf_%zu", es);
+        break;
+    }
+    case TD_OP_ONE_HOT: {
+        s = check_indices(vd, "one_hot", &in[0], op->iattrs[0], err, errlen);
+        uint64_t one = full_bits(o->dtype, 1.0);
+        q[0] = (uint32_t)one;
+        q[1] = (uint32_t)(one >> 32);
+        q[2] = (uint32_t)op->iattrs[0];
+        snprintf(name, sizeof name, "oh_%zu_%s", es, x->dtype == TD_I64 ? "i64" : "i32");
+        break;
+    }
+    case TD_OP_GATHER_ND: {
+        s = check_gather_nd(vd, &in[1], x, err, errlen);
+        const int64_t k = in[1].desc.dims[in[1].desc.rank - 1];
+        int64_t inner = 1;
+        for (uint32_t d = (uint32_t)k; d < x->rank; d++) inner *= x->dims[d];
+        q[0] = (uint32_t)k;
+        q[1] = (uint32_t)inner;
+        args[nargs++] = arg_of(&in[1]);
+        snprintf(name, sizeof name, "gn_%zu_%s", es, ix);
+        if (inner == 0) return s;
+        break;
+    }
+    default: { /* SCATTER SCATTER_ADD INDEX_ADD */
+        const int64_t axis = op->iattrs[0];
+        const td__desc *id = &in[1].desc;
+        s = check_indices(vd, td__op_name(opc), &in[1], x->dims[axis], err, errlen);
+        td__desc_strides(id, bs);
+        td__desc_strides(&in[2].desc, cs);
+        q[0] = (uint32_t)axis;
+        q[1] = (uint32_t)(opc == TD_OP_INDEX_ADD ? td__vk_nelem(id) : id->dims[axis]);
+        for (uint32_t d = 0; opc != TD_OP_INDEX_ADD && d < id->rank; d++)
+            q[2 + d] = (uint32_t)id->dims[d];
+        args[nargs++] = arg_of(&in[1]);
+        args[nargs++] = arg_of(&in[2]);
+        if (opc == TD_OP_SCATTER)
+            snprintf(name, sizeof name, "sc_w%zu_%s", es, ix);
+        else
+            snprintf(name, sizeof name, "sa_%s_%s", kind_sfx(o->dtype), ix);
+        break;
+    }
+    }
+    if (s != TD_OK || n <= 0) return s;
+    p[VK_P_N] = (uint32_t)n;
+    p[VK_P_RANK] = opc == TD_OP_ONE_HOT || opc == TD_OP_GATHER_ND ? 0 : o->rank;
+    for (uint32_t d = 0; d < TD_MAX_RANK; d++) {
+        p[VK_P_DIMS + d] = d < o->rank ? (uint32_t)o->dims[d] : 1;
+        p[VK_P_STR_A + d] = (uint32_t)xs[d];
+        p[VK_P_STR_B + d] = (uint32_t)bs[d];
+        p[VK_P_STR_C + d] = (uint32_t)cs[d];
+    }
+    return td__vk_dispatch(vd, name, opc, p, args, nargs, groups_for((uint64_t)n, 256), 1, 1,
+                           err, errlen);
+}
+
 static td_status exec_movement(vk_device *vd, const td__op *op, const td__view *in,
                                const td__view *out, char *err, size_t errlen)
 {
@@ -438,6 +1061,37 @@ static td_status exec_movement(vk_device *vd, const td__op *op, const td__view *
         if (td__vk_nelem(o) == 0) return TD_OK;
         return copy_walk(vd, o, st, arg_of(out), arg_from(&in[0], first), err, errlen);
     }
+    case TD_OP_SLICE_STEP:
+    case TD_OP_FLIP: { /* a strided copy: the step (negative: backwards) in each stride */
+        int64_t first = 0;
+        for (uint32_t d = 0; d < x->rank; d++) {
+            const bool flip = op->opcode == TD_OP_FLIP && ((op->iattrs[0] >> d) & 1);
+            const int64_t start = op->opcode == TD_OP_FLIP ? (flip ? x->dims[d] - 1 : 0)
+                                                           : op->iattrs[d];
+            const int64_t stp = op->opcode == TD_OP_FLIP ? (flip ? -1 : 1)
+                                                         : op->iattrs[2 * x->rank + d];
+            st[1][d] = xs[d] * stp;
+            first += start * xs[d];
+        }
+        if (td__vk_nelem(o) == 0) return TD_OK;
+        int64_t lo = first; /* the lowest element read: the binding starts there */
+        for (uint32_t d = 0; d < o->rank; d++)
+            if (st[1][d] < 0) lo += (o->dims[d] - 1) * st[1][d];
+        return copy_walk_skew(vd, o, st, arg_of(out), arg_from(&in[0], lo),
+                              (uint32_t)(first - lo), err, errlen);
+    }
+    case TD_OP_ROLL:
+    case TD_OP_PAD:
+    case TD_OP_REPEAT:
+    case TD_OP_TRIL:
+    case TD_OP_TRIU:
+    case TD_OP_ONE_HOT:
+    case TD_OP_MASKED_FILL:
+    case TD_OP_SCATTER:
+    case TD_OP_SCATTER_ADD:
+    case TD_OP_INDEX_ADD:
+    case TD_OP_GATHER_ND:
+        return exec_indexed(vd, op, in, out, err, errlen);
     case TD_OP_CONCAT: {
         const int64_t axis = op->iattrs[0];
         int64_t at = 0;
@@ -489,7 +1143,8 @@ static td_status exec_movement(vk_device *vd, const td__op *op, const td__view *
         snprintf(name, sizeof name, "g_%zu_%s", td__dtype_size(o->dtype),
                  ix->dtype == TD_I64 ? "i64" : "i32");
         vk_arg args[3] = {arg_of(out), arg_of(&in[0]), arg_of(&in[1])};
-        return walk(vd, name, 0, o, 3, st, args, 3, NULL, (uint32_t)xs[axis], err, errlen);
+        const uint32_t axis_stride[VK_PARAM_WORDS - VK_P_I] = {(uint32_t)xs[axis]};
+        return walk(vd, name, 0, o, 3, st, args, 3, NULL, axis_stride, err, errlen);
     }
     }
     return td__vk_fail(err, errlen, TD_EINTERNAL, "vulkan: movement op %s not handled",
@@ -501,7 +1156,7 @@ td_status td__vk_exec(vk_device *vd, const td__op *op, const td__view *in, const
 {
     switch (td__op_class(op->opcode)) {
     case TD_OPCLASS_CREATE:
-        return exec_create(vd, op, out, err, errlen);
+        return exec_create(vd, op, in, out, err, errlen);
     case TD_OPCLASS_UNARY:
     case TD_OPCLASS_BINARY:
     case TD_OPCLASS_COMPARE:
@@ -512,6 +1167,16 @@ td_status td__vk_exec(vk_device *vd, const td__op *op, const td__view *in, const
         return exec_reduce(vd, op, in, out, err, errlen);
     case TD_OPCLASS_MATMUL:
         return exec_matmul(vd, op, in, out, err, errlen);
+    case TD_OPCLASS_SCAN:
+        return exec_scan(vd, op, in, out, err, errlen);
+    case TD_OPCLASS_SORT:
+        return exec_sort(vd, op, in, out, err, errlen);
+    case TD_OPCLASS_NN:
+        if (op->opcode == TD_OP_DROPOUT) return exec_dropout(vd, op, in, out, err, errlen);
+        return exec_norm(vd, op, in, out, err, errlen);
+    case TD_OPCLASS_POOL:
+    case TD_OPCLASS_CONV:
+        return exec_window(vd, op, in, out, err, errlen);
     case TD_OPCLASS_MOVEMENT:
         return exec_movement(vd, op, in, out, err, errlen);
     default:

@@ -8,13 +8,7 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 ARGS=(--data "$DATA" --epochs 1 --limit-train 256 --limit-test 256 --seed 7)
-rc=0
-"$TRAINER" --device local:vulkan:0 "${ARGS[@]}" >"$TMP/vk.out" 2>"$TMP/vk.err" || rc=$?
-if [[ $rc -ne 0 ]] && grep -qF "unknown device 'vulkan:0'" "$TMP/vk.err"; then
-    echo "skipped: no vulkan:0 on this host"
-    exit 77
-fi
-[[ $rc -eq 0 ]] || fail "local:vulkan:0 run failed: $(cat "$TMP/vk.err")"
+vulkan_run "$TMP/vk.out" "${ARGS[@]}"
 "$TRAINER" --device local:cpu "${ARGS[@]}" >"$TMP/cpu.out" || fail "local:cpu run failed"
 start_server
 "$TRAINER" --device "tensord://$SERVER_ADDR/vulkan:0" "${ARGS[@]}" >"$TMP/remote.out" ||

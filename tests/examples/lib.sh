@@ -1,5 +1,6 @@
 # lib.sh — helpers shared by the fashion-mnist shell tests (sourced, not run).
-# Provides: $TRAINER, $DATA, $TMP (removed on exit), fail, expect_error, start_server.
+# Provides: $TRAINER, $DATA, $TMP (removed on exit), fail, expect_error, start_server,
+# vulkan_run.
 
 TRAINER=${1:?usage: $0 PATH-TO-fashion-mnist}
 DATA=${FASHION_MNIST_DATA:-/usr/share/datasets/fashion-mnist}
@@ -71,4 +72,17 @@ start_server() {
     done
     cat "$log" >&2
     fail "tensord did not print 'listening on ADDR' within 10 s"
+}
+
+# vulkan_run OUT ARGS...: the trainer on local:vulkan:0 with ARGS, stdout into OUT and stderr
+# into OUT.err; exits 77 (skipped) on a host without vulkan:0, fails on any other error.
+vulkan_run() {
+    local out=$1 rc=0
+    shift
+    "$TRAINER" --device local:vulkan:0 "$@" >"$out" 2>"$out.err" || rc=$?
+    if [[ $rc -ne 0 ]] && grep -qF "unknown device 'vulkan:0'" "$out.err"; then
+        echo "skipped: no vulkan:0 on this host"
+        exit 77
+    fi
+    [[ $rc -eq 0 ]] || fail "local:vulkan:0 run failed: $(cat "$out.err")"
 }

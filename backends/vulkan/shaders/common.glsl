@@ -23,9 +23,10 @@ layout(std430, binding = 0) readonly buffer Params { uint P[]; };
 #define P_STR_B 26
 #define P_STR_C 34
 #define P_BASE 42
-#define P_F 46
-#define P_SEED 52
-#define P_I 54
+#define P_F 48
+#define P_SEED 56
+#define P_I 58
+#define P_SKEW_A 127
 
 double pf(int k) { return packDouble2x32(uvec2(P[P_F + 2 * k], P[P_F + 2 * k + 1])); }
 

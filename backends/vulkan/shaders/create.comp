@@ -1,31 +1,18 @@
 #version 450
 // create.comp — FULL (a bit pattern the host converted by the cast rules), ARANGE and the
 // Philox RAND_UNIFORM / RAND_NORMAL of engine/philox.h, for one output type per variant:
-// DT_F32, DT_F64, DT_I32, DT_I64, DT_U8, DT_BOOL (TO its storage type); FULL also runs on
+// DT_F32, DT_F64, DT_I32, DT_I64, DT_U8, DT_BOOL, DT_F16, DT_BF16, DT_I8, DT_I16 (TO its
+// storage type); FULL also runs on
 // the raw variants W8/W16/W32/W64 for every other dtype. The mapping from (seed, i) to a
 // value is philox.h's, in IEEE double without contraction (`precise`), so uniform values are
 // the CPU's bit for bit; normal values go through dmath.glsl's log, sqrt and sincos.
 #include "common.glsl"
 #include "dmath.glsl"
+#include "philox.glsl"
+#include "half.glsl"
+#include "normcdf.glsl"
 
 layout(std430, binding = 1) buffer O { TO o[]; };
-
-uvec4 philox(uint seed_lo, uint seed_hi, uint b_lo, uint b_hi)
-{
-    uvec4 c = uvec4(b_lo, b_hi, 0u, 0u);
-    uint k0 = seed_lo, k1 = seed_hi;
-    for (int r = 0; r < 10; r++) {
-        if (r > 0) {
-            k0 += 0x9E3779B9u;
-            k1 += 0xBB67AE85u;
-        }
-        uint hi0, lo0, hi1, lo1;
-        umulExtended(0xD2511F53u, c.x, hi0, lo0);
-        umulExtended(0xCD9E8D57u, c.z, hi1, lo1);
-        c = uvec4(hi1 ^ c.y ^ k0, lo1, hi0 ^ c.w ^ k1, lo0);
-    }
-    return c;
-}
 
 #if !defined(RAW)
 void store(uint i, double v)
@@ -44,6 +31,14 @@ void store(uint i, double v)
     o[i] = uint8_t(v != v || v <= 0.0LF ? 0u : v >= 255.0LF ? 255u : uint(v));
 #elif defined(DT_BOOL)
     o[i] = uint8_t(v != 0.0LF ? 1u : 0u);
+#elif defined(DT_I8)
+    o[i] = int8_t(v != v ? 0 : v <= -128.0LF ? -128 : v >= 127.0LF ? 127 : int(v));
+#elif defined(DT_I16)
+    o[i] = int16_t(v != v ? 0 : v <= -32768.0LF ? -32768 : v >= 32767.0LF ? 32767 : int(v));
+#elif defined(DT_F16)
+    o[i] = TO(h_to_f16(h_odd_f32(v)));   // once from the double, as the CPU
+#elif defined(DT_BF16)
+    o[i] = TO(h_to_bf16(h_odd_f32(v)));
 #endif
 }
 #endif
@@ -62,6 +57,50 @@ void main()
 #endif
         }
 #if !defined(RAW)
+        else if (OP == 6u) { // BERNOULLI_SCALAR: one 32-bit word per element, block i / 4
+            uint64_t e = uint64_t(first) + uint64_t(i);
+            uvec4 w = philox(P[P_SEED], P[P_SEED + 1], uint(e / 4ul), uint(e >> 34));
+            store(base + i, double(w[uint(e % 4ul)]) * 2.3283064365386963e-10LF < pf(0) ? 1.0LF : 0.0LF);
+        }
+#if defined(DT_F32) || defined(DT_F64) || defined(DT_F16) || defined(DT_BF16)
+        else if (OP == 9u) { // TRUNC_NORMAL: td__truncnorm_value of the 64-bit draw, block i / 2
+            uint64_t e = uint64_t(first) + uint64_t(i);
+            uvec4 w = philox(P[P_SEED], P[P_SEED + 1], uint(e / 2ul), uint(e >> 33));
+            uint j = uint(e % 2ul) * 2u;
+            uint64_t x = packUint2x32(uvec2(w[j], w[j + 1u]));
+            // host words from P_I + 2: mean stddev a b lo hi pl dp (doubles), flip
+            double tn[8];
+            for (int k = 0; k < 8; k++)
+                tn[k] = packDouble2x32(uvec2(P[P_I + 2 + 2 * k], P[P_I + 3 + 2 * k]));
+            precise double u = tn[6] + tn[7] * (double(x >> 11) * 1.1102230246251565404236316680908203125e-16LF);
+            double z = nd_quantile(u);
+            if (z < tn[4]) z = tn[4];
+            if (z > tn[5]) z = tn[5];
+            if (P[P_I + 18] != 0u) z = -z;
+            precise double v = tn[0] + tn[1] * z;
+            if (v < tn[2]) v = tn[2];
+            if (v > tn[3]) v = tn[3];
+            store(base + i, v);
+        }
+#endif
+#if defined(DT_I32) || defined(DT_I64) || defined(DT_U8) || defined(DT_I8) || defined(DT_I16)
+        else if (OP == 7u) { // RANDINT: low + the high 64 bits of x (high - low), block i / 2
+            uint64_t e = uint64_t(first) + uint64_t(i);
+            uvec4 w = philox(P[P_SEED], P[P_SEED + 1], uint(e / 2ul), uint(e >> 33));
+            uint j = uint(e % 2ul) * 2u;
+            uint64_t lo = packUint2x32(uvec2(P[P_I + 1], P[P_I + 2]));
+            uint64_t r = packUint2x32(uvec2(P[P_I + 3], P[P_I + 4])) - lo;
+            uint xl = w[j], xh = w[j + 1u], rl = uint(r), rh = uint(r >> 32);
+            uint h0, l0, h1, l1, h2, l2, h3, l3;
+            umulExtended(xl, rl, h0, l0);
+            umulExtended(xl, rh, h1, l1);
+            umulExtended(xh, rl, h2, l2);
+            umulExtended(xh, rh, h3, l3);
+            uint64_t mid = uint64_t(h0) + uint64_t(l1) + uint64_t(l2);
+            uint64_t hi = packUint2x32(uvec2(l3, h3)) + uint64_t(h1) + uint64_t(h2) + (mid >> 32);
+            o[base + i] = TO(lo + hi); // wraps to the dtype, as the CPU's cast
+        }
+#endif
         else if (OP == 2u) { // ARANGE
             precise double v = pf(0) + double(first + i) * pf(1);
             store(base + i, v);

@@ -2,12 +2,14 @@
 // matmul.comp — batched C[M, N] = A[M, K] B[K, N] as 16 x 16 output tiles, one workgroup
 // (16 x 16 invocations) per tile and batch entry: each step stages a 16 x 16 tile of A and
 // of B in shared memory and every invocation adds 16 products in k order, so each output is
-// one sum in ascending k (f32 products and sums in f32, within the dot-product bound the
+// one sum in ascending k (f32 and f64 products and sums in their own type, within the dot-product bound the
 // conformance suite states; integer ones wrap). Batch entries (grid z, grid-stride past the
 // dispatch limit) find their A and B matrices through the broadcast batch strides of
-// td__matmul_batch_strides. Variants: TA (storage), KF/KI/KU.
+// td__matmul_batch_strides. Variants: TA (storage), KF/KD/KI/KL/KU; f16/bf16 (HA16/HABF) widen
+// to f32, as the CPU's widened sgemm, and round each output once.
 #define NO_LOCAL_SIZE
 #include "common.glsl"
+#include "half.glsl"
 
 layout(local_size_x = 16, local_size_y = 16) in;
 
@@ -26,7 +28,13 @@ layout(std430, binding = 3) readonly buffer B { TA b[]; };
 
 #if defined(KF)
 #define ACC float
-#define LD(v) float(v)
+#define LD(v) float(LDA(v))
+#elif defined(KD)
+#define ACC double
+#define LD(v) double(v)
+#elif defined(KL)
+#define ACC uint64_t
+#define LD(v) uint64_t(v)
 #else
 #define ACC uint
 #define LD(v) uint(v)
@@ -65,6 +73,10 @@ void main()
         if (row < m && col < n) {
 #if defined(KU)
             o[P[P_BASE] + bi * m * n + row * n + col] = TA(acc & 255u);
+#elif defined(HA16)
+            o[P[P_BASE] + bi * m * n + row * n + col] = TA(h_to_f16(acc));
+#elif defined(HABF)
+            o[P[P_BASE] + bi * m * n + row * n + col] = TA(h_to_bf16(acc));
 #else
             o[P[P_BASE] + bi * m * n + row * n + col] = TA(acc);
 #endif

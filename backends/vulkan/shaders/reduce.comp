@@ -9,8 +9,9 @@
 // the first of equal extremes, ARGMAX/ARGMIN the first index of the extreme (the first NaN).
 // Float sums and products accumulate in double and round once (as the CPU does); integer
 // ones wrap. Bool MAX/MIN/ARG* compare the raw bytes, as the CPU does (a true byte need not
-// be 1). Variant defines: TA/TO storage types, KF/KI/KU/KB the input kind.
+// be 1). Variant defines: TA/TO storage types, KF/KD/KI/KL/KU/KB the input kind.
 #include "common.glsl"
+#include "half.glsl"
 
 layout(std430, binding = 1) buffer O { TO o[]; };
 layout(std430, binding = 2) readonly buffer A { TA a[]; };
@@ -25,12 +26,16 @@ layout(std430, binding = 2) readonly buffer A { TA a[]; };
 #define R_NR 35
 #define R_RCOUNT 36
 
-#if defined(KF)
+#if defined(KF) || defined(KD)
+#define KFLOAT
 #define ACC double
-#define LD(v) double(v)
+#define LD(v) double(LDA(v))
 #elif defined(KI)
 #define ACC int
 #define LD(v) int(v)
+#elif defined(KL)
+#define ACC int64_t
+#define LD(v) int64_t(v)
 #else
 #define ACC uint
 #define LD(v) uint(v)
@@ -42,7 +47,7 @@ shared uint s_has[256];
 
 bool isnan_acc(ACC v)
 {
-#if defined(KF)
+#if defined(KFLOAT)
     return v != v;
 #else
     return false;
@@ -118,11 +123,11 @@ void main()
             uint oo = P[P_BASE] + ob;
             if (s_has[0] == 0u) { // empty: SUM 0, PROD 1, MEAN NaN, ANY false, ALL true
                 r = (OP == 65u || OP == 188u) ? ACC(1) : ACC(0);
-#if defined(KF)
+#if defined(KFLOAT)
                 if (OP == 61u) r = r / r; // 0/0 in double: NaN
 #endif
             }
-#if defined(KF)
+#if defined(KFLOAT)
             if (OP == 61u && s_has[0] != 0u) r = r / double(rcount);
 #endif
 #if defined(KB)
@@ -133,7 +138,7 @@ void main()
 #if defined(KU) || defined(KB)
             else o[oo] = TO(r & 255u);
 #else
-            else o[oo] = TO(r);
+            else o[oo] = STD(r); // a half output rounds the double once
 #endif
         }
         barrier();
