@@ -219,7 +219,7 @@ static td_status perturb_output(td__session *s, const td__view *out, char *why, 
     if (td__desc_nbytes(&out->desc) == 0) return TD_OK;
     const td__backend *be = s->dev->backend;
     const size_t at = td_dtype_size((td_dtype)out->desc.dtype) - 1; /* little-endian top byte */
-    unsigned char b;
+    unsigned char b = 0;
     td_status st = be->stream_sync != NULL ? be->stream_sync(s->dev, s->stream) : TD_OK;
     if (st == TD_OK) st = be->buffer_read(s->dev, out->data, at, &b, 1);
     b ^= 0x40u;
