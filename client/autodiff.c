@@ -641,27 +641,6 @@ static td_tensor *interpolate_grad(rule_ctx *r, td_tensor *g)
     return cur;
 }
 
-/* The keys hidden from each query by the causal rule and a bool mask (true: hidden), as
- * a bool tensor broadcasting against the scores; NULL when nothing is hidden that way. */
-static td_tensor *attention_hidden(rule_ctx *r, td_tensor *q, td_tensor *k, td_tensor *mask,
-                                   bool causal)
-{
-    td_tensor *hid = NULL;
-    if (causal) {
-        const int64_t l = td__tensor_desc(q)->dims[td_rank(q) - 2];
-        const int64_t sl = td__tensor_desc(k)->dims[td_rank(k) - 2];
-        td_tensor *rows = near(r, T(r, td_arange(r->ctx, TD_I64, l, 0, 1)), q);
-        td_tensor *cols = near(r, T(r, td_arange(r->ctx, TD_I64, sl, 0, 1)), q);
-        hid = T(r, td_gt(T(r, td_reshape(cols, 2, (int64_t[]){1, sl})),
-                         T(r, td_reshape(rows, 2, (int64_t[]){l, 1}))));
-    }
-    if (mask != NULL && td_tensor_dtype(mask) == TD_BOOL) {
-        td_tensor *off = T(r, td_logical_not(mask));
-        hid = hid != NULL ? T(r, td_logical_or(hid, off)) : off;
-    }
-    return hid;
-}
-
 /* SCALED_DOT_PRODUCT_ATTENTION: the weights p = softmax(s) are recomputed from q, k and the
  * mask as the op's lowering computes them (s = q k^T scale, -inf where causal or a bool mask
  * hides a key, + a float mask); then with g = dy: dv = p^T g, dp = g v^T,
@@ -675,16 +654,17 @@ static void rule_attention(rule_ctx *r)
     td_tensor *q = X(r, 0), *k = X(r, 1), *v = X(r, 2), *g = r->g;
     td_tensor *mask = op->n_inputs > 3 ? X(r, 3) : NULL;
     const double scale = op->fattrs[0];
-    td_tensor *p = T(r, td__attention_weights(q, k, mask, op->iattrs[0] != 0, scale));
+    td_tensor *visible = NULL;
+    td_tensor *p = T(r, td__attention_weights(q, k, mask, op->iattrs[0] != 0, scale, &visible));
+    if (visible != NULL) T(r, visible);
     if (r->n->needs[2]) give(r, 2, T(r, td_matmul(swap_last2(r, p), g)));
     const bool fmask = mask != NULL && td_tensor_dtype(mask) != TD_BOOL && r->n->needs[3];
     if (!r->n->needs[0] && !r->n->needs[1] && !fmask) return;
     td_tensor *dp = T(r, td_matmul(g, swap_last2(r, v)));
     int last = -1;
     td_tensor *ds = MUL(p, SUB(dp, T(r, td_sum(MUL(dp, p), 1, &last, true))));
-    td_tensor *hidden = attention_hidden(r, q, k, mask, op->iattrs[0] != 0);
-    if (hidden != NULL) /* keys hidden from a query take no gradient (masked_fill's rule) */
-        ds = T(r, td_where_scalar_a(hidden, 0.0, ds));
+    if (visible != NULL) /* keys hidden from a query take no gradient (masked_fill's rule) */
+        ds = T(r, td_where_scalar_b(visible, ds, 0.0));
     if (fmask) give(r, 3, ds);
     td_tensor *dss = MULS(ds, scale);
     if (r->n->needs[0]) give(r, 0, T(r, td_matmul(dss, k)));

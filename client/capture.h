@@ -46,9 +46,11 @@ void td__ad_free(td__autodiff *ad);
 /* Attention's weights softmax(q k^T scale (+ mask, causal)) as the ops the lowering of
  * SCALED_DOT_PRODUCT_ATTENTION runs (engine/lower.c), recorded on q's context: for sessions
  * whose server predates the op, and for its gradient rule (client/autodiff.c). scale as
- * given (not 0). The caller owns the result; NULL on failure (td_last_error). */
+ * given (not 0). When `visible` is not NULL it receives the bool tensor of the keys each
+ * query may see (the causal rule and a bool mask together; NULL when neither applies),
+ * owned by the caller. The caller owns the result; NULL on failure (td_last_error). */
 td_tensor *td__attention_weights(td_tensor *q, td_tensor *k, td_tensor *mask, bool causal,
-                                 double scale);
+                                 double scale, td_tensor **visible);
 /* t's accumulated gradient (borrowed, as td_grad's) or NULL, without touching the error. */
 td_tensor *td__ad_grad_peek(const td_tensor *t);
 struct td__graph;

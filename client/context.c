@@ -3150,7 +3150,7 @@ td_tensor *td_scaled_dot_product_attention(td_tensor *q, td_tensor *k, td_tensor
     const int64_t e = q->desc.rank >= 1 ? q->desc.dims[q->desc.rank - 1] : 0;
     if (scale == 0.0) scale = e > 0 ? 1.0 / sqrt((double)e) : 1.0;
     if (q->ctx->tp->no_attention_op) { /* a server before protocol 6: the composite */
-        td_tensor *p = td__attention_weights(q, k, mask, causal, scale);
+        td_tensor *p = td__attention_weights(q, k, mask, causal, scale, NULL);
         td_tensor *y = p != NULL ? td_matmul(p, v) : NULL;
         td_release(p);
         return y;
@@ -3161,34 +3161,46 @@ td_tensor *td_scaled_dot_product_attention(td_tensor *q, td_tensor *k, td_tensor
 }
 
 td_tensor *td__attention_weights(td_tensor *q, td_tensor *k, td_tensor *mask, bool causal,
-                                 double scale)
+                                 double scale, td_tensor **visible)
 {
     td_context *ctx = q->ctx;
-    td_tensor *kt = td_transpose(k);
-    td_tensor *s0 = kt != NULL ? td_matmul(q, kt) : NULL;
-    td_release(kt);
-    td_tensor *s = s0 != NULL ? td_mul_scalar(s0, scale) : NULL;
-    td_release(s0);
-    if (s != NULL && causal) {
+    td_tensor *keep = NULL; /* the keys each query may see (causal rule and bool mask) */
+    if (causal) {
         const int64_t l = q->desc.dims[q->desc.rank - 2], sl = k->desc.dims[k->desc.rank - 2];
         td_tensor *ri = beside(td_arange(ctx, TD_I64, l, 0, 1), q);
         td_tensor *ci = beside(td_arange(ctx, TD_I64, sl, 0, 1), q);
         td_tensor *rr = ri != NULL ? td_reshape(ri, 2, (int64_t[]){l, 1}) : NULL;
         td_tensor *cr = ci != NULL ? td_reshape(ci, 2, (int64_t[]){1, sl}) : NULL;
-        td_tensor *keep = rr != NULL && cr != NULL ? td_le(cr, rr) : NULL;
-        td_tensor *sm = keep != NULL ? td_where_scalar_b(keep, s, -INFINITY) : NULL;
-        td_tensor *tmp[] = {ri, ci, rr, cr, keep, s};
+        keep = rr != NULL && cr != NULL ? td_le(cr, rr) : NULL;
+        td_tensor *tmp[] = {ri, ci, rr, cr};
         for (size_t i = 0; i < sizeof tmp / sizeof tmp[0]; i++) td_release(tmp[i]);
+        if (keep == NULL) return NULL;
+    }
+    if (mask != NULL && mask->desc.dtype == TD_BOOL) {
+        td_tensor *both = keep != NULL ? td_logical_and(keep, mask) : td_reshape(mask,
+                              (int)mask->desc.rank, mask->desc.dims);
+        td_release(keep);
+        if ((keep = both) == NULL) return NULL;
+    }
+    td_tensor *kt = td_transpose(k);
+    td_tensor *s0 = kt != NULL ? td_matmul(q, kt) : NULL;
+    td_release(kt);
+    td_tensor *s = s0 != NULL ? td_mul_scalar(s0, scale) : NULL;
+    td_release(s0);
+    if (s != NULL && keep != NULL) {
+        td_tensor *sm = td_where_scalar_b(keep, s, -INFINITY);
+        td_release(s);
         s = sm;
     }
-    if (s != NULL && mask != NULL) {
-        td_tensor *sm = mask->desc.dtype == TD_BOOL ? td_where_scalar_b(mask, s, -INFINITY)
-                                                    : td_add(s, mask);
+    if (s != NULL && mask != NULL && mask->desc.dtype != TD_BOOL) {
+        td_tensor *sm = td_add(s, mask);
         td_release(s);
         s = sm;
     }
     td_tensor *p = s != NULL ? td_softmax(s, -1) : NULL;
     td_release(s);
+    if (p != NULL && visible != NULL) *visible = keep;
+    else td_release(keep);
     return p;
 }
 
