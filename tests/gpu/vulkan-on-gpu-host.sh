@@ -61,9 +61,12 @@ else
     { echo "FAIL tensord --devices vulkan:0 did not start"; tail -5 "$T/server.log"; } | tee -a "$SUM"
 fi
 
+# gpu-bench travels beside the tarball (prepare-carry.sh copies it to carry/gpu-bench)
+GPU_BENCH=$X/bin/gpu-bench
+[ -x "$GPU_BENCH" ] || GPU_BENCH=$PWD/carry/gpu-bench
 # side by side: gpu-bench rows, same names on both devices; ratio of rates vulkan / cuda
 for d in vulkan cuda; do
-    timeout "$(limit 120)" "$X/bin/gpu-bench" --device "local:$d:0" --reps 5 --rounds 3 \
+    timeout "$(limit 120)" "$GPU_BENCH" --device "local:$d:0" --reps 5 --rounds 3 \
         >"$T/bench-$d" 2>&1
     { echo "== gpu-bench local:$d:0"; cat "$T/bench-$d"; } >>"$LOG"
 done
