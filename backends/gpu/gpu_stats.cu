@@ -121,7 +121,6 @@ __global__ void __launch_bounds__(STAT_THREADS)
     __shared__ double sh[STAT_THREADS];
     const int gpb = STAT_THREADS / G, lane = threadIdx.x % G;
     const int64_t n = p.rcount;
-    const double nd = (double)n;
     for (int64_t o0 = (int64_t)blockIdx.x * gpb; o0 < p.nout; o0 += (int64_t)gridDim.x * gpb) {
         const int64_t o = o0 + threadIdx.x / G;
         const bool active = o < p.nout;
