@@ -25,7 +25,7 @@ static int cmp(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-enum { LN, LN_NOAFFINE, LN_BWD };
+enum { LN, LN_NOAFFINE, LN_BWD, VAR_BN };
 
 int main(int argc, char **argv)
 {
@@ -57,23 +57,30 @@ int main(int argc, char **argv)
     td_tensor *dy = td_rand_normal(ctx, TD_F32, 2, d, 2, 0.0, 1.0);
     td_tensor *w = td_rand_normal(ctx, TD_F32, 1, &cols, 3, 1.0, 0.1);
     td_tensor *b = td_rand_normal(ctx, TD_F32, 1, &cols, 4, 0.0, 0.1);
-    if (x == NULL || dy == NULL || w == NULL || b == NULL || td_fence(ctx) != TD_OK) {
+    /* batch norm's statistics: var over axes {0, 2, 3} of an NCHW activation */
+    const int64_t bn[4] = {128, 64, 28, 28};
+    const int bn_axes[3] = {0, 2, 3};
+    td_tensor *xb = td_rand_normal(ctx, TD_F32, 4, bn, 5, 0.5, 2.0);
+    if (x == NULL || dy == NULL || w == NULL || b == NULL || xb == NULL ||
+        td_fence(ctx) != TD_OK) {
         fprintf(stderr, "nn-bench: %s\n", td_last_error(ctx));
         return 1;
     }
     static const char *const names[] = {"layer_norm_f32", "layer_norm_f32_noaffine",
-                                        "layer_norm_backward_dx_f32"};
+                                        "layer_norm_backward_dx_f32",
+                                        "var_bn_stats_f32"};
     printf("# %s, [%lld, %lld] f32, median of %d x %d\n", uri, (long long)rows,
            (long long)cols, rounds, reps);
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 4; k++) {
         double t[64];
         for (int r = -1; r < rounds; r++) {
             double t0 = now();
             for (int i = 0; i < reps; i++) {
                 td_tensor *y = k == LN            ? td_layer_norm(x, 1, w, b, 1e-5)
                                : k == LN_NOAFFINE ? td_layer_norm(x, 1, NULL, NULL, 1e-5)
-                                                  : td_layer_norm_backward(dy, x, 1, w, 1e-5,
-                                                                           NULL, NULL);
+                               : k == LN_BWD      ? td_layer_norm_backward(dy, x, 1, w, 1e-5,
+                                                                           NULL, NULL)
+                                                  : td_var(xb, 3, bn_axes, false, 0.0);
                 if (y == NULL || td_fence(ctx) != TD_OK) {
                     fprintf(stderr, "nn-bench: %s\n", td_last_error(ctx));
                     return 1;
@@ -84,13 +91,16 @@ int main(int argc, char **argv)
         }
         qsort(t, (size_t)rounds, sizeof t[0], cmp);
         const double s = t[rounds / 2];
-        const double bytes = (double)rows * cols * 4 * (k == LN_BWD ? 3 : 2);
+        /* bytes read or written once: x and y (and dy); var reads x only */
+        const double bytes = k == VAR_BN ? (double)(bn[0] * bn[1] * bn[2] * bn[3]) * 4
+                                         : (double)rows * cols * 4 * (k == LN_BWD ? 3 : 2);
         printf("%-28s %10.3f ms %10.2f GB/s\n", names[k], s * 1e3, bytes / s / 1e9);
     }
     td_release(x);
     td_release(dy);
     td_release(w);
     td_release(b);
+    td_release(xb);
     td_close(ctx);
     return 0;
 }

@@ -2,7 +2,9 @@
 rule (inputs made once; one untimed pass, then the median of ROUNDS timed loops of REPS
 ops, each result dropped at once). Threads: --threads N (torch.set_num_threads; default 2,
 this machine's core count). The backward row times torch's native layer-norm backward
-(autograd of layer_norm with dy given, dx only: weight and bias need no grad).
+(autograd of layer_norm with dy given, dx only: weight and bias need no grad). The
+var_bn_stats row is batch norm's statistics, torch.var over dims (0, 2, 3) of a
+[128, 64, 28, 28] f32 tensor with correction 0 (td_var in nn-bench).
 
 --device cuda runs on the GPU, each op followed by torch.cuda.synchronize() (as td_fence
 follows each op in nn-bench).
@@ -34,6 +36,9 @@ w = torch.randn(cols, generator=g) * 0.1 + 1
 b = torch.randn(cols, generator=g) * 0.1
 x, dy, w, b = (t.to(dev) for t in (x, dy, w, b))
 xg = x.clone().requires_grad_(True)
+# batch norm's statistics: var over dims (0, 2, 3) of [128, 64, 28, 28], correction 0 as
+# nn_bench.c's td_var (row size in bytes: x read once)
+xb = (torch.randn(128, 64, 28, 28, generator=g) * 2 + 0.5).to(dev)
 
 
 def bwd():
@@ -44,7 +49,9 @@ def bwd():
 
 rows_ = [("layer_norm_f32", lambda: F.layer_norm(x, (cols,), w, b, 1e-5), 2),
          ("layer_norm_f32_noaffine", lambda: F.layer_norm(x, (cols,), None, None, 1e-5), 2),
-         ("layer_norm_backward_dx_f32", bwd, 3)]
+         ("layer_norm_backward_dx_f32", bwd, 3),
+         ("var_bn_stats_f32", lambda: torch.var(xb, dim=(0, 2, 3), unbiased=False),
+          xb.numel() / (rows * cols))]
 print("# pytorch %s, %s, %d threads, [%d, %d] f32, median of %d x %d"
       % (torch.__version__, dev, torch.get_num_threads(), rows, cols, rounds, reps))
 for name, fn, nbuf in rows_:

@@ -8,17 +8,37 @@
  * GPU within a few ulp of the CPU reference in every dtype (the conformance bound,
  * TD_ACC_NORM, allows for the different association of the sums).
  *
- * Layout: one block of NN_THREADS threads per group (a grid-stride loop over groups). Thread
- * t folds the group's elements t, t + NN_THREADS, ... in ascending order (forward groups of
- * at most NN_THREADS x NN_ITEMS elements are read once into registers, longer ones and the
- * backward ops re-read them, mostly from L2); the block combines
- * the partial sums along a fixed shared-memory tree. No atomics: every association depends
- * on the shape alone, so a second run gives the same bits. BATCH_NORM (given statistics)
- * and DROPOUT are grid-stride elementwise kernels. DROPOUT keeps element i when
+ * Layout. LAYER_NORM RMS_NORM and their backward ops on rows of at most 1024 x ROW_CAP_FWD
+ * (16384) elements, 1024 x ROW_CAP_BWD (8192) for the backward ops, take the row path
+ * (k_nn_row): a team of tpr threads a row (the smallest power of two from 32 up that holds
+ * the row in ROW_CAP_* elements a thread), several teams a block for short rows. The row is
+ * read once, with 16-byte loads where every operand is 16-byte aligned and the row length a
+ * multiple of the vector, into registers as double, and written once (the backward op also
+ * keeps dy * w). The team's sums: each lane folds its elements in a fixed order, a warp
+ * butterfly of shuffles adds the lanes (a + b == b + a, so every lane has the same bits),
+ * and wider teams add the warps' sums from shared memory in ascending order
+ * (gpu_ops.cuh's td_team_sum). Mean, then the sum of squared deviations from it (a
+ * two-pass variance, from registers), as the CPU computes them. The kernel is templated on
+ * the element type, so the loads and the one rounding at the store are the dtype's own.
+ * Expected speed on the H200: one read and one write of the row per op (two reads for the
+ * backward op), at close to memory bandwidth; double arithmetic is a small fraction of
+ * the H200's FP64 rate at that byte rate.
+ *
+ * GROUP_NORM, BATCH_NORM_BACKWARD and rows longer than the row path's take one block of
+ * NN_THREADS threads per group (a grid-stride loop over groups). Thread t folds the group's
+ * elements t, t + NN_THREADS, ... in ascending order (forward groups of at most NN_THREADS
+ * x NN_ITEMS elements are read once into registers, longer ones and the backward ops re-read
+ * them, mostly from L2); the block combines the partial sums along a fixed shared-memory
+ * tree.
+ *
+ * No atomics anywhere: every association depends on the shape alone (never the device or
+ * the alignment of the data), so a second run gives the same bits. BATCH_NORM (given
+ * statistics) and DROPOUT are grid-stride elementwise kernels. DROPOUT keeps element i when
  * td__philox_u24(word i % 4 of block i / 4) >= p and multiplies by 1/(1-p) rounded to the
  * compute type (float for f32/f16/bf16, double for f64): bit-identical to the CPU.
  *
- * Untested on hardware as of this file's first version (no GPU in that session).
+ * The row path has not run on hardware yet (written without a GPU; checked by the CPU
+ * emulation, tests/gpu/emu/run.sh).
  */
 #include "backends/gpu/gpu_ops.cuh"
 #include "engine/philox.h"
@@ -30,6 +50,12 @@ namespace {
 #define NN_MAX_GRID 65535
 /* Elements a thread keeps in registers on the on-chip path (groups up to 4096 elements) */
 #define NN_ITEMS 16
+/* The row path (LAYER_NORM RMS_NORM and their backward ops): threads of a block when a row
+ * takes at most that many, and the elements a thread keeps (the backward op keeps two
+ * values an element). Rows of up to 1024 x ROW_CAP_* elements take it. */
+#define ROW_BLOCK 256
+#define ROW_CAP_FWD 16
+#define ROW_CAP_BWD 8
 
 TD_DEV double nn_ld(uint32_t dt, const void *p, int64_t i)
 {
@@ -161,6 +187,151 @@ __global__ void __launch_bounds__(NN_THREADS) k_nn_group(nn_geom g, nn_ptrs p)
     }
 }
 
+/* ---- the row path: LAYER_NORM RMS_NORM and their backward ops ----
+ * A team of `tpr` threads (a power of two, 32 .. BLOCK) takes a row of n elements; a block
+ * holds BLOCK / tpr teams. Lane l of a team keeps elements (j tpr + l) VEC + q, j < CAP /
+ * VEC, q < VEC, in registers as double (VEC: the elements in 16 bytes; read as one 16-byte
+ * load when every operand is 16-byte aligned and VEC divides n, else element by element:
+ * the same elements in the same registers either way, so the same bits). */
+struct row_geom {
+    int64_t n, nrows;
+    int tpr;
+    bool layer, vec;
+    double eps;
+};
+
+template <typename T> struct alignas(16) row_vec {
+    T v[16 / sizeof(T)];
+};
+
+/* Elements e0 .. e0 + VEC - 1 of row pointer p as double (0 past n). */
+template <typename T>
+TD_DEV void row_load(const T *p, int64_t e0, int64_t n, bool vec, double *out)
+{
+    constexpr int VEC = 16 / sizeof(T);
+    if (vec) {
+        if (e0 < n) {
+            const row_vec<T> r = *(const row_vec<T> *)(p + e0);
+#pragma unroll
+            for (int q = 0; q < VEC; q++) out[q] = td_ld_double(r.v[q]);
+        } else {
+#pragma unroll
+            for (int q = 0; q < VEC; q++) out[q] = 0.0;
+        }
+        return;
+    }
+#pragma unroll
+    for (int q = 0; q < VEC; q++) out[q] = e0 + q < n ? td_ld_double(p[e0 + q]) : 0.0;
+}
+
+template <typename T>
+TD_DEV void row_store(T *p, int64_t e0, int64_t n, bool vec, const double *v)
+{
+    constexpr int VEC = 16 / sizeof(T);
+    if (vec) {
+        if (e0 >= n) return;
+        row_vec<T> r;
+#pragma unroll
+        for (int q = 0; q < VEC; q++) r.v[q] = td_from_double<T>(v[q]);
+        *(row_vec<T> *)(p + e0) = r;
+        return;
+    }
+#pragma unroll
+    for (int q = 0; q < VEC; q++)
+        if (e0 + q < n) p[e0 + q] = td_from_double<T>(v[q]);
+}
+
+/* CAP elements a lane keeps; BWD: the backward op (keeps x and dy * w, CAP each). */
+template <typename T, int CAP, int BLOCK, bool BWD>
+__global__ void __launch_bounds__(BLOCK) k_nn_row(row_geom g, nn_ptrs p)
+{
+    constexpr int VEC = 16 / sizeof(T), NV = CAP / VEC;
+    __shared__ double sh[BLOCK / 32];
+    const int tpr = g.tpr, lane = (int)threadIdx.x % tpr, rpb = BLOCK / tpr;
+    const int64_t n = g.n;
+    const double nd = (double)n;
+    const T *w = (const T *)p.w, *b = (const T *)p.b;
+    /* every thread of the block runs the same iterations (block-uniform bound) */
+    for (int64_t r0 = (int64_t)blockIdx.x * rpb; r0 < g.nrows; r0 += (int64_t)gridDim.x * rpb) {
+        const int64_t row = r0 + (int)threadIdx.x / tpr;
+        const int64_t len = row < g.nrows ? n : 0; /* a team past the last row holds zeros */
+        const int64_t off = row < g.nrows ? row * n : 0;
+        const T *x = (const T *)p.x + off;
+        double xr[CAP], gr[BWD ? CAP : 1];
+#pragma unroll
+        for (int j = 0; j < NV; j++)
+            row_load(x, ((int64_t)j * tpr + lane) * VEC, len, g.vec, xr + j * VEC);
+        if (BWD) {
+            const T *dy = (const T *)p.dy + off;
+#pragma unroll
+            for (int j = 0; j < NV; j++) {
+                const int64_t e0 = ((int64_t)j * tpr + lane) * VEC;
+                row_load(dy, e0, len, g.vec, gr + j * VEC);
+                if (w != NULL) {
+                    double wv[VEC];
+                    row_load(w, e0, len, g.vec, wv);
+#pragma unroll
+                    for (int q = 0; q < VEC; q++) gr[j * VEC + q] *= wv[q];
+                }
+            }
+        }
+        /* elements past the row's end hold 0 and are left out of every fold */
+        double mean = 0.0;
+        if (g.layer) {
+            double a = 0.0;
+#pragma unroll
+            for (int i = 0; i < CAP; i++)
+                if (((int64_t)(i / VEC) * tpr + lane) * VEC + i % VEC < len) a += xr[i];
+            mean = td_team_sum(a, tpr, sh) / nd;
+        }
+        double a = 0.0;
+#pragma unroll
+        for (int i = 0; i < CAP; i++) {
+            const int64_t e = ((int64_t)(i / VEC) * tpr + lane) * VEC + i % VEC;
+            const double d = e < len ? xr[i] - mean : 0.0;
+            a += d * d;
+        }
+        const double r = 1.0 / sqrt(td_team_sum(a, tpr, sh) / nd + g.eps);
+        T *y = (T *)p.y + off;
+        if (!BWD) {
+#pragma unroll
+            for (int j = 0; j < NV; j++) {
+                const int64_t e0 = ((int64_t)j * tpr + lane) * VEC;
+                double v[VEC], wv[VEC], bv[VEC];
+                if (w != NULL) row_load(w, e0, len, g.vec, wv);
+                if (b != NULL) row_load(b, e0, len, g.vec, bv);
+#pragma unroll
+                for (int q = 0; q < VEC; q++) {
+                    v[q] = (xr[j * VEC + q] - mean) * r;
+                    if (w != NULL) v[q] *= wv[q];
+                    if (b != NULL) v[q] += bv[q];
+                }
+                row_store(y, e0, len, g.vec, v);
+            }
+            continue;
+        }
+        double ag = 0.0, agx = 0.0;
+#pragma unroll
+        for (int i = 0; i < CAP; i++)
+            if (((int64_t)(i / VEC) * tpr + lane) * VEC + i % VEC < len) {
+                ag += gr[i];
+                agx += gr[i] * ((xr[i] - mean) * r);
+            }
+        const double sg = td_team_sum(ag, tpr, sh), sgx = td_team_sum(agx, tpr, sh);
+        const double mg = g.layer ? sg / nd : 0.0, mgx = sgx / nd;
+#pragma unroll
+        for (int j = 0; j < NV; j++) {
+            double v[VEC];
+#pragma unroll
+            for (int q = 0; q < VEC; q++) {
+                const double xh = (xr[j * VEC + q] - mean) * r;
+                v[q] = r * (gr[j * VEC + q] - mg - xh * mgx);
+            }
+            row_store(y, ((int64_t)j * tpr + lane) * VEC, len, g.vec, v);
+        }
+    }
+}
+
 /* BATCH_NORM with given statistics over [N, C, S]: element i is channel (i / S) % C. */
 __global__ void k_batch_norm(uint32_t dt, const void *x, const void *mean, const void *var,
                              const void *w, const void *b, void *y, double eps, int64_t c,
@@ -208,6 +379,40 @@ __global__ void k_dropout(uint32_t dt, const void *x, void *y, double p, uint64_
             }
         }
     }
+}
+
+template <typename T, bool BWD>
+void launch_row_t(const td__gpu_exec *x, const row_geom &g, const nn_ptrs &p)
+{
+    constexpr int CAP = BWD ? ROW_CAP_BWD : ROW_CAP_FWD;
+    const int block = g.tpr > ROW_BLOCK ? g.tpr : ROW_BLOCK;
+    const int64_t rpb = block / g.tpr, need = (g.nrows + rpb - 1) / rpb;
+    const unsigned grid = (unsigned)(need < NN_MAX_GRID ? need : NN_MAX_GRID);
+    if (block == 256)
+        k_nn_row<T, CAP, 256, BWD><<<grid, 256, 0, x->st->s>>>(g, p);
+    else if (block == 512)
+        k_nn_row<T, CAP, 512, BWD><<<grid, 512, 0, x->st->s>>>(g, p);
+    else
+        k_nn_row<T, CAP, 1024, BWD><<<grid, 1024, 0, x->st->s>>>(g, p);
+}
+
+template <bool BWD>
+void launch_row_b(const td__gpu_exec *x, uint32_t dt, const row_geom &g, const nn_ptrs &p)
+{
+    switch (dt) {
+    case TD_F32: launch_row_t<float, BWD>(x, g, p); break;
+    case TD_F64: launch_row_t<double, BWD>(x, g, p); break;
+    case TD_F16: launch_row_t<td_f16, BWD>(x, g, p); break;
+    default: launch_row_t<td_bf16, BWD>(x, g, p); break;
+    }
+}
+
+td_status launch_row(const td__gpu_exec *x, uint32_t dt, bool bwd, const row_geom &g,
+                     const nn_ptrs &p)
+{
+    if (bwd) launch_row_b<true>(x, dt, g, p);
+    else launch_row_b<false>(x, dt, g, p);
+    return td__gpu_launched(x, "normalisation row kernel");
 }
 
 } // namespace
@@ -293,6 +498,25 @@ extern "C" td_status td__gpu_exec_nn(const td__gpu_exec *x, const td__op *op, co
     }
     }
     if (g.ngroups == 0 || g.nseg * g.seglen == 0) return TD_OK;
+    if (g.nseg == 1 && g.w_elem) {
+        row_geom rg = {};
+        rg.n = g.seglen;
+        rg.nrows = g.ngroups;
+        rg.layer = g.kind == 0 || g.kind == 2;
+        rg.eps = eps;
+        const int cap = bwd ? ROW_CAP_BWD : ROW_CAP_FWD;
+        int tpr = 32;
+        while ((int64_t)tpr * cap < rg.n && tpr < 1024) tpr *= 2;
+        if ((int64_t)tpr * cap >= rg.n) {
+            rg.tpr = tpr;
+            const size_t esz = td__gpu_dtype_size(dt);
+            bool vec = (rg.n * (int64_t)esz) % 16 == 0;
+            const void *ptrs[5] = {p.x, p.dy, p.w, p.b, p.y};
+            for (int i = 0; i < 5; i++) vec = vec && (uintptr_t)ptrs[i] % 16 == 0;
+            rg.vec = vec;
+            return launch_row(x, dt, bwd, rg, p);
+        }
+    }
     const unsigned grid = (unsigned)(g.ngroups < NN_MAX_GRID ? g.ngroups : NN_MAX_GRID);
     k_nn_group<<<grid, NN_THREADS, 0, x->st->s>>>(g, p);
     return td__gpu_launched(x, "normalisation kernel");

@@ -185,6 +185,56 @@ TD_DEV void td_store_double(uint32_t dt, void *base, int64_t i, double v)
     }
 }
 
+/* ---- float elements as double, and fixed-order team sums (the normalisations, VAR/STD) ----
+ * td_ld_double: a float element widened exactly to double. td_from_double: double rounded
+ * once to the element type (td_store_double's rule). */
+TD_DEV double td_ld_double(float v) { return v; }
+TD_DEV double td_ld_double(double v) { return v; }
+TD_DEV double td_ld_double(td_f16 v) { return v.f(); }
+TD_DEV double td_ld_double(td_bf16 v) { return v.f(); }
+template <typename T> TD_DEV T td_from_double(double v) { return td_cast_to<T>::from(v); }
+
+/* Shuffles within 32-lane segments: lane ^ m, and lane + d (a lane past its segment's end
+ * gets its own value). Width 32 on both vendors, so a 64-wide AMD wavefront acts as two
+ * independent 32-lane warps and every tree below has the same shape everywhere. */
+TD_DEV double td_shfl_xor(double v, int m)
+{
+#if defined(TD_GPU_HIP)
+    return __shfl_xor(v, m, 32);
+#else
+    return __shfl_xor_sync(0xffffffffu, v, m, 32);
+#endif
+}
+TD_DEV double td_shfl_down(double v, int d)
+{
+#if defined(TD_GPU_HIP)
+    return __shfl_down(v, (unsigned)d, 32);
+#else
+    return __shfl_down_sync(0xffffffffu, v, (unsigned)d, 32);
+#endif
+}
+
+/* Sum of v over a team of `team` consecutive threads of a 1-D block (a power of two,
+ * 32 <= team <= blockDim.x, the same in every thread). Within each 32-lane warp a butterfly
+ * (lane ^ 16, 8, 4, 2, 1: each step adds two partials, and a + b == b + a bit for bit, so
+ * every lane ends with the same bits); for teams wider than a warp, the warps' sums are
+ * added in ascending warp order from shared memory `sh` (one double per warp of the block)
+ * by every thread alike. The association depends on `team` alone: the same bits every run.
+ * Every thread of the block must call it with the same `team` (shuffles over full warps,
+ * and two barriers when team > 32; `sh` is free again when it returns). */
+TD_DEV double td_team_sum(double v, int team, double *sh)
+{
+    for (int m = 16; m > 0; m >>= 1) v += td_shfl_xor(v, m);
+    if (team <= 32) return v;
+    const int w = (int)threadIdx.x / 32, w0 = w - w % (team / 32);
+    if (threadIdx.x % 32 == 0) sh[w] = v;
+    __syncthreads();
+    double s = sh[w0];
+    for (int i = 1; i < team / 32; i++) s += sh[w0 + i];
+    __syncthreads();
+    return s;
+}
+
 /* ---- the iterator walk ----
  * Element i's input offsets for a td__gpu_iter with NIN inputs, in index type I (int32_t
  * when the iterator is `small`, else int64_t: 64-bit division costs several times more). */

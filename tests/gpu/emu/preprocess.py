@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """preprocess.py SRC DST — rewrite CUDA launches `K<<<cfg>>>(args);` in SRC into
 `td_emu_launch_s(SYNC, "K", [&]{ K(args); }, cfg);` for the CPU emulation (kernel_emu.hpp).
-SYNC is true when K's body, or the body of a function it names, calls __syncthreads (its
-threads then run as fibers)."""
+SYNC is true when K's body, or the body of a function it names, calls __syncthreads or a
+warp shuffle (its threads then run as fibers)."""
 import re
 import sys
 
@@ -31,11 +31,16 @@ def bodies(src):
     return out
 
 
+# Calls that need the block's threads as fibers: barriers, warp shuffles, and gpu_ops.cuh's
+# helpers that use them (their bodies are in a header this script does not read).
+SYNC_CALLS = r'\b(__syncthreads|__shfl_\w+|td_shfl_\w+|td_team_sum)\b'
+
+
 def syncing(src):
     """Names of functions whose body calls __syncthreads, directly or through functions of
     this file (to a fixed point)."""
     b = bodies(src)
-    sync = {n for n, t in b.items() if '__syncthreads' in t}
+    sync = {n for n, t in b.items() if re.search(SYNC_CALLS, t)}
     while True:
         more = {n for n, t in b.items() if n not in sync and
                 any(re.search(r'\b%s\b' % re.escape(f), t) for f in sync)}

@@ -1272,7 +1272,9 @@ static void add_reduce(void)
         {SH(3, 4, 5), 3},   {SH(3, 4, 5), 5},     {SH(3, 4, 5), 6},     {SH(3, 4, 5), 7},
         {SH(3, 4, 5), 0},   {SH(2, 3, 1, 4), 12}, {SH(2, 3, 1, 4), 4},  {SH(1000003), 1},
         {SH(7, 100003), 2}, {SH(100003, 7), 1},   {SH(64, 1024), 1},    {SH(64, 1024), 2},
-        {SH(3, 300, 5, 7), 10}, {SH(33, 3, 65), 5}, {SH(2, 2, 2, 2, 2, 2, 2, 3), 0x55}};
+        {SH(3, 300, 5, 7), 10}, {SH(33, 3, 65), 5}, {SH(2, 2, 2, 2, 2, 2, 2, 3), 0x55},
+        /* batch norm's statistics: few outputs, reduced dims both outside and inside */
+        {SH(32, 4, 28, 28), 13}};
     const td__op_row *rows[TD_OP_COUNT];
     size_t nops = ops_of(TD_OPCLASS_REDUCE, rows);
     char sb[96];
@@ -1853,7 +1855,16 @@ static void add_nn(void)
         {TD_OP_GROUP_NORM_BACKWARD, SH(4, 32, 1000), 8, 0},
         {TD_OP_BATCH_NORM_BACKWARD, SH(4, 3, 5), -1, 1},
         {TD_OP_BATCH_NORM_BACKWARD, SH(6, 2), -1, 0},
-        {TD_OP_BATCH_NORM_BACKWARD, SH(16, 8, 500), -1, 1}};
+        {TD_OP_BATCH_NORM_BACKWARD, SH(16, 8, 500), -1, 1},
+        /* the GPU's row path: the longest rows it keeps in registers (16384 forward, 8192
+         * backward), one past them (the block-per-group path), widths no 16-byte vector
+         * divides, several rows a block with a partial last block */
+        {TD_OP_LAYER_NORM, SH(3, 16384), 1, 2},      {TD_OP_LAYER_NORM, SH(2, 16385), 1, 1},
+        {TD_OP_LAYER_NORM, SH(37, 96), 1, 2},        {TD_OP_RMS_NORM, SH(9, 2050), 1, 1},
+        {TD_OP_LAYER_NORM_BACKWARD, SH(3, 8192), 1, 1},
+        {TD_OP_LAYER_NORM_BACKWARD, SH(2, 8193), 1, 1},
+        {TD_OP_LAYER_NORM_BACKWARD, SH(11, 1030), 1, 1},
+        {TD_OP_RMS_NORM_BACKWARD, SH(37, 96), 1, 0}};
     char sb[96];
     for (size_t i = 0; i < COUNT(cs); i++) {
         const td__op_row *r = td__op_row_of(cs[i].opcode);
