@@ -4,9 +4,10 @@
 # batch 256, 1 epoch) through one tensord on cuda:0, next to N independent local:cuda:0
 # processes, and checks that every client's summary line (accuracy, final loss, epochs; not
 # the seconds) equals the solo run's: sessions sharing a GPU must not change each other's
-# bits. The tensord series runs once per entry of WORKERS_SERIES (default "default 1": the
-# server's default --device-workers, 4 per GPU, then --device-workers 1, the one worker of
-# before issue 17, for contrast).
+# bits. SERIES (default "default local 16 1") says what runs, in that order: an entry
+# "local" is the N independent local:cuda:0 processes, any other a tensord series with that
+# --device-workers ("default": the server's default, 4 per GPU; 1: the one worker of
+# before issue 17, for contrast; 16: a worker per client).
 #
 # Aggregate throughput, two ways: "wall" = N x training images / seconds from the launch of
 # the N processes to the last one's exit (start-up, data loading and evaluation included);
@@ -19,9 +20,11 @@
 # to $OUT/smoke.log. Bounded by BUDGET seconds (default 150): a step that would start with
 # less than MIN_STEP seconds left is skipped and said so.
 #     BUDGET=150 bash tests/gpu/share-on-gpu-host.sh
-# Knobs (environment): NS ("1 2 4 8 16"), WORKERS_SERIES ("default 1"), HIDDEN (1024),
+# Knobs (environment): NS ("1 2 4 8 16"), SERIES ("default local 16 1"), HIDDEN (1024),
 # BATCH (256), EPOCHS (1), FASHION_MNIST_BIN, FASHION_MNIST_DATA, STEP_LIMIT (60: seconds
-# one group of N processes may take).
+# one group of N processes may take), DEVICE (cuda:0) and FM_EXTRA (more trainer flags,
+# e.g. "--limit-train 6000 --limit-test 1000"): with DEVICE=cpu the script's own logic can
+# be tried on a machine without a GPU.
 # Exit status: 0 when every run finished and every summary matched, else 1.
 set -u -o pipefail
 cd "$(dirname "$0")/../.." || exit 1
@@ -41,10 +44,12 @@ use_carry "$X" "$LOG"
 FM_BIN=${FASHION_MNIST_BIN:-$X/bin/fashion-mnist}
 FM_DATA=${FASHION_MNIST_DATA:-$ROOT/carry/fashion-mnist}
 NS=${NS:-1 2 4 8 16}
-WORKERS_SERIES=${WORKERS_SERIES:-default 1}
+RUNS=${SERIES:-default local 16 1}
 STEP_LIMIT=${STEP_LIMIT:-60}
+DEVICE=${DEVICE:-cuda:0}
+# shellcheck disable=SC2206 # FM_EXTRA is a list of flags
 FM=(--model mlp --hidden "${HIDDEN:-1024}" --batch "${BATCH:-256}" --epochs "${EPOCHS:-1}"
-    --data "$FM_DATA")
+    --data "$FM_DATA" ${FM_EXTRA:-})
 T=$(mktemp -d)
 SERVER_PID=""
 trap 'stop_tensord; rm -rf "$T"' EXIT
@@ -63,8 +68,11 @@ epoch_ips() {
          END { if (v != "") print v }' "$1"
 }
 now() { date +%s.%N; }
-# Training images per process (the whole training set unless limited).
+# Training images per process: the whole training set unless --limit-train says less.
 IMAGES=60000
+for ((i = 0; i < ${#FM[@]} - 1; i++)); do
+    [ "${FM[$i]}" = --limit-train ] && IMAGES=${FM[$((i + 1))]}
+done
 
 # group LABEL N DEVICE: N concurrent fashion-mnist processes on DEVICE; sets G_WALL, G_EPOCHS
 # (sum of the processes' epoch img/s), G_OK (all exited 0 with a summary), and checks each
@@ -118,13 +126,23 @@ group() {
     return 0
 }
 
-note "== GPU sharing on cuda:0: N fashion-mnist (${FM[*]:0:8}) through one tensord vs N" \
+note "== GPU sharing on $DEVICE: N fashion-mnist (${FM[*]:0:8}) through one tensord vs N" \
      "local processes (budget $BUDGET s)"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >>"$LOG" 2>&1
 declare -A W E # W[series,N] / E[series,N]: wall / epochs img/s
 SERIES=()
 REF=""
-for wk in $WORKERS_SERIES; do
+for wk in $RUNS; do
+    if [ "$wk" = local ]; then
+        series="local:$DEVICE"
+        SERIES+=("$series")
+        for n in $NS; do
+            group local "$n" "local:$DEVICE" || break
+            W["$series,$n"]=$G_WALL
+            E["$series,$n"]=$G_EPOCHS
+        done
+        continue
+    fi
     series="tensord workers=$wk"
     SERIES+=("$series")
     args=()
@@ -137,7 +155,7 @@ for wk in $WORKERS_SERIES; do
     fi
     grep -a "worker thread" "$T/server-$wk.log" | tee -a "$SUM" >/dev/null
     for n in $NS; do
-        group "remote-$wk" "$n" "tensord://$SERVER_ADDR/cuda:0" || break
+        group "remote-$wk" "$n" "tensord://$SERVER_ADDR/$DEVICE" || break
         W["$series,$n"]=$G_WALL
         E["$series,$n"]=$G_EPOCHS
     done
@@ -145,23 +163,15 @@ for wk in $WORKERS_SERIES; do
     [ "${SERVER_STATUS:-0}" = 0 ] || { note "FAIL tensord (${args[*]}) exited with status $SERVER_STATUS"; FAILED=1; }
     { echo "== tensord log (${args[*]:-default workers})"; cat "$T/server-$wk.log"; } >>"$LOG"
 done
-series="local:cuda:0"
-SERIES+=("$series")
-for n in $NS; do
-    group local "$n" local:cuda:0 || break
-    W["$series,$n"]=$G_WALL
-    E["$series,$n"]=$G_EPOCHS
-done
 
 # ---- the table ----
 ratio() {
     awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", a / b; else printf "-" }'
 }
-first=${SERIES[0]}
-solo=${W["$first,1"]:-}
+first1=${NS%% *}
 {
-    echo "== aggregate img/s on cuda:0 (wall: N x $IMAGES images / group wall time; epochs: sum" \
-         "of the clients' epoch img/s); x solo = / ($first, N=1, wall); x local = / N local processes (wall)"
+    echo "== aggregate img/s on $DEVICE (wall: N x $IMAGES images / group wall time; epochs: sum" \
+         "of the clients' epoch img/s); x one = / the series' N=$first1 (wall); x local = / N local processes (wall)"
     printf "  %-24s" "series \\ N"
     for n in $NS; do printf " %21s" "N=$n"; done
     echo
@@ -169,15 +179,15 @@ solo=${W["$first,1"]:-}
         printf "  %-24s" "$s"
         for n in $NS; do printf " %21s" "${W["$s,$n"]:--} / ${E["$s,$n"]:--}"; done
         echo
-        if [ "$s" != local:cuda:0 ]; then
-            printf "  %-24s" "  x solo, x local"
+        if [ "$s" != "local:$DEVICE" ]; then
+            printf "  %-24s" "  x one, x local"
             for n in $NS; do
-                printf " %21s" "$(ratio "${W["$s,$n"]:-}" "$solo"), $(ratio "${W["$s,$n"]:-}" "${W["local:cuda:0,$n"]:-}")"
+                printf " %21s" "$(ratio "${W["$s,$n"]:-}" "${W["$s,$first1"]:-}"), $(ratio "${W["$s,$n"]:-}" "${W["local:$DEVICE,$n"]:-}")"
             done
             echo
         fi
     done
-    echo "  issue 17 targets: 16 clients >= 4x one (x solo at N=16), >= 2x 16 local processes (x local at N=16)"
+    echo "  issue 17 targets: 16 clients >= 4x one (x one at N=16), >= 2x 16 local processes (x local at N=16)"
 } | tee -a "$SUM"
 note "GPU sharing done in $(($(date +%s) - start)) s: $([ "$FAILED" = 0 ] && echo "every summary matched the solo run" || echo FAILURES above)"
 exit $FAILED
