@@ -24,8 +24,21 @@
  * version differs from its own, or that has no td_backend_abi, with a warning naming both
  * versions, before calling anything else in it.
  *
- * Thread-safety: the engine calls a device's entries from one worker thread at a time per
- * stream; buffer_alloc/free may be called from any thread and must be thread-safe.
+ * Streams and memory ordering: the buffer entries take `stream`, the stream (from
+ * stream_create on this device) of the session the buffer belongs to, or NULL when there is
+ * none (a backend without streams, a host-memory buffer, a caller outside a session). With a
+ * stream the call is ordered on it like a kernel: an allocation is ready for work queued on
+ * the stream after it, a free takes effect after the work queued on it before, and a write
+ * or read comes after the stream's earlier work (and a write before its later work). The
+ * engine uses each buffer of a device that is not host memory on one stream only, its
+ * session's stream on that device, so a backend whose sessions' streams run concurrently
+ * (CUDA/HIP) needs no device-wide ordering for them. With NULL the call must be safe against
+ * work queued on every stream of the device (a device-wide synchronisation where needed).
+ *
+ * Thread-safety: a device may have several worker threads (tensord --device-workers), so
+ * entries are called concurrently for different streams of one device; the entries for one
+ * stream come from one thread at a time. Calls with a NULL stream may come from any thread.
+ * Every entry must be thread-safe in that sense.
  */
 #ifndef TD_BACKENDS_BACKEND_H
 #define TD_BACKENDS_BACKEND_H
@@ -43,8 +56,10 @@ typedef struct td__device td__device;
  * the unversioned table (modules without td_backend_abi); version 3 added the dtypes f16,
  * bf16, i8 and i16 (TD_DTYPE_COUNT 10); version 4 appended buffer_copy_peer (sessions
  * that span devices, issue 19); version 5 added td__device.uuid and the optional
- * no_device_reason entry; version 6 appended the optional set_log entry. */
-#define TD_BACKEND_ABI_VERSION 6u
+ * no_device_reason entry; version 6 appended the optional set_log entry; version 7 gave
+ * buffer_alloc, buffer_free, buffer_write, buffer_read and buffer_copy a `stream` argument
+ * (sessions on one device run concurrently, issue 17). */
+#define TD_BACKEND_ABI_VERSION 7u
 
 /* A contiguous tensor as a backend sees it: desc plus the device address of element 0. */
 typedef struct td__view {
@@ -62,17 +77,22 @@ typedef struct td__backend {
     void (*device_close)(td__device *dev);
     /* Optional: bytes of device memory; NULL = unknown (reported as 0). */
     td_status (*memory_info)(td__device *dev, uint64_t *total, uint64_t *free_bytes);
-    /* Allocate nbytes (> 0) of device memory. TD_ENOMEM when it cannot. */
-    td_status (*buffer_alloc)(td__device *dev, size_t nbytes, void **out);
-    void (*buffer_free)(td__device *dev, void *data, size_t nbytes);
-    /* Copy between host memory and device memory at a byte offset. */
-    td_status (*buffer_write)(td__device *dev, void *dst, size_t offset, const void *src,
-                              size_t nbytes);
-    td_status (*buffer_read)(td__device *dev, const void *src, size_t offset, void *dst,
+    /* Allocate nbytes (> 0) of device memory, ordered on `stream` (see "Streams and memory
+     * ordering" above; NULL: usable by any stream when it returns). TD_ENOMEM when it
+     * cannot. */
+    td_status (*buffer_alloc)(td__device *dev, void *stream, size_t nbytes, void **out);
+    /* Free a buffer after the work queued on `stream` (NULL: on every stream) before. */
+    void (*buffer_free)(td__device *dev, void *stream, void *data, size_t nbytes);
+    /* Copy between host memory and device memory at a byte offset, ordered on `stream`.
+     * Both return once `src` may be reused and, for a read, `dst` holds the bytes. */
+    td_status (*buffer_write)(td__device *dev, void *stream, void *dst, size_t offset,
+                              const void *src, size_t nbytes);
+    td_status (*buffer_read)(td__device *dev, void *stream, const void *src, size_t offset,
+                             void *dst, size_t nbytes);
+    /* Optional: device-to-device copy of nbytes, ordered on `stream`. NULL: the engine uses
+     * memcpy for host_memory backends, else a round trip through host memory. */
+    td_status (*buffer_copy)(td__device *dev, void *stream, void *dst, const void *src,
                              size_t nbytes);
-    /* Optional: device-to-device copy of nbytes. NULL: the engine uses memcpy for
-     * host_memory backends, else a round trip through host memory. */
-    td_status (*buffer_copy)(td__device *dev, void *dst, const void *src, size_t nbytes);
     /* Optional per-session execution stream (CUDA stream, ...). NULL: stream is NULL. */
     td_status (*stream_create)(td__device *dev, void **out);
     void (*stream_destroy)(td__device *dev, void *stream);
@@ -93,9 +113,10 @@ typedef struct td__backend {
     void (*set_host_alloc)(const td__alloc_hooks *hooks);
     /* Optional (ABI 4): copy nbytes from `src` on device `from` (another device of this
      * same backend) to `dst` on `dev`, device to device (peer to peer where the hardware
-     * allows, else however the runtime does it best), complete when it returns and ordered
-     * after work already queued on both devices. TD_EUNSUPPORTED, or NULL: the engine
-     * copies through host memory (buffer_read, then buffer_write). */
+     * allows, else however the runtime does it best), complete when it returns. The engine
+     * has synchronised the session's streams on both devices first (stream_sync), so no
+     * queued work touches either buffer. TD_EUNSUPPORTED, or NULL: the engine copies
+     * through host memory (buffer_read, then buffer_write). */
     td_status (*buffer_copy_peer)(td__device *dev, void *dst, td__device *from, const void *src,
                                   size_t nbytes);
     /* Optional (ABI 5): after device_count gave 0, why (the runtime's own error, e.g. "cudaGetDeviceCount:

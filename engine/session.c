@@ -221,9 +221,9 @@ static td_status perturb_output(td__session *s, const td__view *out, char *why, 
     const size_t at = td_dtype_size((td_dtype)out->desc.dtype) - 1; /* little-endian top byte */
     unsigned char b = 0;
     td_status st = be->stream_sync != NULL ? be->stream_sync(s->dev, s->stream) : TD_OK;
-    if (st == TD_OK) st = be->buffer_read(s->dev, out->data, at, &b, 1);
+    if (st == TD_OK) st = be->buffer_read(s->dev, s->stream, out->data, at, &b, 1);
     b ^= 0x40u;
-    if (st == TD_OK) st = be->buffer_write(s->dev, out->data, at, &b, 1);
+    if (st == TD_OK) st = be->buffer_write(s->dev, s->stream, out->data, at, &b, 1);
     if (st != TD_OK) snprintf(why, whylen, "test hook TENSORD_TEST_PERTURB_OP failed");
     return st;
 }
@@ -665,7 +665,7 @@ static td_status exec_one(td__session *s, const exec_at *at, const td__op *op, b
         td__buffer_ref(t->buf);
     } else {
         /* Charged above, before the allocation (the CPU pool pre-faults large buffers). */
-        st = td__buffer_create(s->dev, nbytes, &t->buf);
+        st = td__buffer_create(s->dev, s->stream, nbytes, &t->buf);
         if (st != TD_OK) {
             record_uncharge(s, t->record_bytes);
             td__free(t);
@@ -858,19 +858,21 @@ static td_status find_range(td__session *s, uint64_t id, uint64_t offset, size_t
     return TD_OK;
 }
 
-/* Copy nbytes of device memory from src to dst on dev. */
-static td_status device_copy(td__device *dev, void *dst, const void *src, size_t nbytes)
+/* Copy nbytes of device memory from src to dst on dev, ordered on `stream` (the session's
+ * stream on dev that both buffers belong to). */
+static td_status device_copy(td__device *dev, void *stream, void *dst, const void *src,
+                             size_t nbytes)
 {
     const td__backend *be = dev->backend;
-    if (be->buffer_copy != NULL) return be->buffer_copy(dev, dst, src, nbytes);
+    if (be->buffer_copy != NULL) return be->buffer_copy(dev, stream, dst, src, nbytes);
     if (be->host_memory) {
         memcpy(dst, src, nbytes);
         return TD_OK;
     }
     void *tmp = td__malloc(nbytes);
     if (tmp == NULL) return TD_ENOMEM;
-    td_status st = be->buffer_read(dev, src, 0, tmp, nbytes);
-    if (st == TD_OK) st = be->buffer_write(dev, dst, 0, tmp, nbytes);
+    td_status st = be->buffer_read(dev, stream, src, 0, tmp, nbytes);
+    if (st == TD_OK) st = be->buffer_write(dev, stream, dst, 0, tmp, nbytes);
     td__free(tmp);
     return st;
 }
@@ -910,7 +912,7 @@ static td_status unshare(td__session *s, uint64_t id, td__tensor *t, bool whole,
         return TD_EQUOTA;
     }
     td__buffer *nb;
-    td_status st = td__buffer_create(old->dev, nbytes, &nb);
+    td_status st = td__buffer_create(old->dev, old->stream, nbytes, &nb);
     if (st != TD_OK) {
         if (q != NULL && nbytes > 0) td__quota_bytes_uncharge(q, nbytes);
         snprintf(err, errlen, "cannot copy tensor %llu before writing it (%s)",
@@ -920,7 +922,7 @@ static td_status unshare(td__session *s, uint64_t id, td__tensor *t, bool whole,
     nb->quota = nbytes > 0 ? q : NULL;
     nb->quota_bytes = nb->quota != NULL ? nbytes : 0;
     if (!whole) {
-        st = device_copy(old->dev, nb->data, old->data, nbytes);
+        st = device_copy(old->dev, old->stream, nb->data, old->data, nbytes);
         if (st != TD_OK) {
             td__buffer_unref(nb);
             snprintf(err, errlen, "cannot copy tensor %llu before writing it (%s)",
@@ -945,7 +947,8 @@ td_status td__session_write(td__session *s, uint64_t id, uint64_t offset, const 
     st = unshare(s, id, t, offset == 0 && nbytes == t->buf->nbytes, err, errlen);
     if (st != TD_OK) return st;
     td__device *dev = t->buf->dev;
-    st = dev->backend->buffer_write(dev, t->buf->data, (size_t)offset, src, nbytes);
+    st = dev->backend->buffer_write(dev, t->buf->stream, t->buf->data, (size_t)offset, src,
+                                    nbytes);
     if (st != TD_OK) snprintf(err, errlen, "device write to tensor %llu failed",
                               (unsigned long long)id);
     return st;
@@ -958,7 +961,8 @@ td_status td__session_read(td__session *s, uint64_t id, uint64_t offset, void *d
     td_status st = find_range(s, id, offset, nbytes, &t, err, errlen);
     if (st != TD_OK || nbytes == 0) return st;
     td__device *dev = t->buf->dev;
-    st = dev->backend->buffer_read(dev, t->buf->data, (size_t)offset, dst, nbytes);
+    st = dev->backend->buffer_read(dev, t->buf->stream, t->buf->data, (size_t)offset, dst,
+                                   nbytes);
     if (st != TD_OK) snprintf(err, errlen, "device read of tensor %llu failed",
                               (unsigned long long)id);
     return st;
@@ -1009,13 +1013,14 @@ td_status td__session_sync(td__session *s, char *err, size_t errlen)
     return TD_OK;
 }
 
-/* Copy nbytes from src on device `from` to dst on device `to` (different devices):
- * memcpy between host-memory devices, one backend transfer when one side is host memory,
- * the backend's buffer_copy_peer between two devices of one backend (peer to peer), else
- * through a bounce buffer in host memory, TD_TO_DEVICE_BOUNCE bytes at a time. */
+/* Copy nbytes from src on device `from` to dst on device `to` (different devices; each
+ * buffer ordered on its stream, fs and ts): memcpy between host-memory devices, one backend
+ * transfer when one side is host memory, the backend's buffer_copy_peer between two devices
+ * of one backend (peer to peer), else through a bounce buffer in host memory,
+ * TD_TO_DEVICE_BOUNCE bytes at a time. The caller has synchronised both streams. */
 #define TD_TO_DEVICE_BOUNCE ((size_t)4 << 20)
-static td_status cross_copy(td__device *from, const void *src, td__device *to, void *dst,
-                            size_t nbytes)
+static td_status cross_copy(td__device *from, void *fs, const void *src, td__device *to,
+                            void *ts, void *dst, size_t nbytes)
 {
     const td__backend *fb = from->backend, *tb = to->backend;
     if (nbytes == 0) return TD_OK;
@@ -1023,8 +1028,8 @@ static td_status cross_copy(td__device *from, const void *src, td__device *to, v
         memcpy(dst, src, nbytes);
         return TD_OK;
     }
-    if (fb->host_memory) return tb->buffer_write(to, dst, 0, src, nbytes);
-    if (tb->host_memory) return fb->buffer_read(from, src, 0, dst, nbytes);
+    if (fb->host_memory) return tb->buffer_write(to, ts, dst, 0, src, nbytes);
+    if (tb->host_memory) return fb->buffer_read(from, fs, src, 0, dst, nbytes);
     if (fb == tb && tb->buffer_copy_peer != NULL) {
         td_status st = tb->buffer_copy_peer(to, dst, from, src, nbytes);
         if (st != TD_EUNSUPPORTED) return st;
@@ -1035,8 +1040,8 @@ static td_status cross_copy(td__device *from, const void *src, td__device *to, v
     td_status st = TD_OK;
     for (size_t off = 0; off < nbytes && st == TD_OK; off += chunk) {
         size_t n = nbytes - off < chunk ? nbytes - off : chunk;
-        st = fb->buffer_read(from, src, off, tmp, n);
-        if (st == TD_OK) st = tb->buffer_write(to, (char *)dst + off, 0, tmp, n);
+        st = fb->buffer_read(from, fs, src, off, tmp, n);
+        if (st == TD_OK) st = tb->buffer_write(to, ts, (char *)dst + off, 0, tmp, n);
     }
     td__free(tmp);
     return st;
@@ -1108,7 +1113,7 @@ td_status td__session_to_device(td__session *s, uint64_t src_id, uint64_t out_id
     }
     td__tensor *t = td__calloc(1, sizeof *t);
     td__buffer *nb = NULL;
-    if (t == NULL || (st = td__buffer_create(to, nbytes, &nb)) != TD_OK) {
+    if (t == NULL || (st = td__buffer_create(to, s->streams[device], nbytes, &nb)) != TD_OK) {
         st = t == NULL ? TD_ENOMEM : st;
         snprintf(err, errlen, "to_device: cannot allocate %zu bytes on %s", nbytes, to->name);
         goto fail;
@@ -1118,12 +1123,17 @@ td_status td__session_to_device(td__session *s, uint64_t src_id, uint64_t out_id
     t->record_bytes = TD_TENSOR_RECORD_BYTES;
     t->desc = src->desc;
     t->buf = nb;
+    /* Both streams synchronised: the source's producers are done, and so is the
+     * destination's allocation (stream-ordered; buffer_copy_peer is not on that stream). */
     uint32_t fi = device_index(s, from);
     if (fi != UINT32_MAX && s->streams[fi] != NULL && from->backend->stream_sync != NULL)
         st = from->backend->stream_sync(from, s->streams[fi]);
+    if (st == TD_OK && from != to && s->streams[device] != NULL && to->backend->stream_sync != NULL)
+        st = to->backend->stream_sync(to, s->streams[device]);
     if (st == TD_OK)
-        st = from == to ? device_copy(to, nb->data, src->buf->data, nbytes)
-                        : cross_copy(from, src->buf->data, to, nb->data, nbytes);
+        st = from == to ? device_copy(to, s->streams[device], nb->data, src->buf->data, nbytes)
+                        : cross_copy(from, src->buf->stream, src->buf->data, to,
+                                     s->streams[device], nb->data, nbytes);
     if (st != TD_OK) {
         snprintf(err, errlen, "to_device: copying tensor %llu (%zu bytes) from %s to %s failed "
                  "(%s)", (unsigned long long)src_id, nbytes, from->name, to->name,

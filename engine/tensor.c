@@ -6,12 +6,13 @@
 static atomic_ullong g_live_count;
 static atomic_ullong g_live_bytes;
 
-td_status td__buffer_create(td__device *dev, size_t nbytes, td__buffer **out)
+td_status td__buffer_create(td__device *dev, void *stream, size_t nbytes, td__buffer **out)
 {
     td__buffer *b = td__calloc(1, sizeof *b);
     if (b == NULL) return TD_ENOMEM;
+    b->stream = dev->backend->host_memory ? NULL : stream;
     if (nbytes > 0) {
-        td_status s = dev->backend->buffer_alloc(dev, nbytes, &b->data);
+        td_status s = dev->backend->buffer_alloc(dev, b->stream, nbytes, &b->data);
         if (s != TD_OK) {
             td__free(b);
             return s;
@@ -31,7 +32,7 @@ void td__buffer_ref(td__buffer *b) { atomic_fetch_add(&b->refs, 1); }
 void td__buffer_unref(td__buffer *b)
 {
     if (b == NULL || atomic_fetch_sub(&b->refs, 1) != 1) return;
-    if (b->data != NULL) b->dev->backend->buffer_free(b->dev, b->data, b->nbytes);
+    if (b->data != NULL) b->dev->backend->buffer_free(b->dev, b->stream, b->data, b->nbytes);
     if (b->quota != NULL) td__quota_bytes_uncharge(b->quota, b->quota_bytes);
     atomic_fetch_sub(&g_live_count, 1);
     atomic_fetch_sub(&g_live_bytes, b->nbytes);

@@ -23,6 +23,12 @@ typedef struct td__buffer {
     size_t nbytes;
     void *data;
     td__device *dev;
+    /* The session stream on `dev` the buffer is allocated, used and freed on (backend.h,
+     * "Streams and memory ordering"); NULL for host-memory devices, whose buffers may
+     * outlive their session (a read being sent, an upload candidate), and for devices
+     * without streams. A buffer with a stream is only ever referenced by its session, which
+     * frees it before destroying the stream. */
+    void *stream;
     /* The tenant quota charged `quota_bytes` for this buffer (NULL: none), uncharged by the
      * last unref. Set once, by the creator, before the buffer is shared. */
     td__quota *quota;
@@ -32,9 +38,11 @@ typedef struct td__buffer {
     uint32_t tensor_refs;
 } td__buffer;
 
-/* Allocate a buffer of nbytes (0 allowed: data is NULL) with one reference.
+/* Allocate a buffer of nbytes (0 allowed: data is NULL) with one reference, ordered on
+ * `stream` (the creating session's stream on dev, or NULL; ignored, and recorded as NULL,
+ * for a host-memory device).
  * Returns TD_OK, TD_ENOMEM. Thread-safety: any thread. */
-td_status td__buffer_create(td__device *dev, size_t nbytes, td__buffer **out);
+td_status td__buffer_create(td__device *dev, void *stream, size_t nbytes, td__buffer **out);
 void td__buffer_ref(td__buffer *b);
 /* Drop a reference; frees on the last one, and then gives `quota_bytes` back to `quota`.
  * NULL is a no-op. Any thread. */

@@ -54,6 +54,7 @@ struct td__worker {
     pthread_cond_t cv;
     td__worker_queue *ring_head, *ring_tail;
     td__worker_queue *all;
+    size_t nqueues; /* queues in `all` */
     bool stopping;
     char name[16];
 };
@@ -136,6 +137,7 @@ static void *worker_main(void *arg)
         td__work_fn done = q->done;
         void *done_arg = q->done_arg;
         all_unlink(w, q);
+        w->nqueues--;
         pthread_mutex_unlock(&w->mu);
         td__free(q);
         if (done) done(done_arg);
@@ -195,6 +197,7 @@ td_status td__worker_queue_create(td__worker *w, td__worker_queue **out)
     q->all_next = w->all;
     if (w->all) w->all->all_prev = q;
     w->all = q;
+    w->nqueues++;
     pthread_mutex_unlock(&w->mu);
     *out = q;
     return TD_OK;
@@ -264,6 +267,14 @@ size_t td__worker_queue_depth(td__worker_queue *q)
     td__worker *w = q->w;
     pthread_mutex_lock(&w->mu);
     size_t n = q->depth;
+    pthread_mutex_unlock(&w->mu);
+    return n;
+}
+
+size_t td__worker_queue_count(td__worker *w)
+{
+    pthread_mutex_lock(&w->mu);
+    size_t n = w->nqueues;
     pthread_mutex_unlock(&w->mu);
     return n;
 }

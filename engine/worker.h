@@ -3,6 +3,9 @@
  * Each session owns a td__worker_queue of closures; the worker visits queues with work in
  * round-robin order and runs its closures for one time slice per turn, so one busy session cannot
  * starve the others while each session's closures still run in submission order.
+ * A device may have several workers (tensord --device-workers, server/service.c); a queue
+ * belongs to one worker for its whole life, so a session's closures never run on two
+ * threads, and fairness holds among the sessions that share a worker.
  * Thread-safety: submit from any thread; closures run on the worker thread.
  */
 #ifndef TD_ENGINE_WORKER_H
@@ -21,6 +24,9 @@ typedef void (*td__work_fn)(void *arg);
  * busy session, plus the one op (or piece of a big CPU matmul, engine/session.c) in flight
  * when the slice ran out. */
 #define TD_WORKER_SLICE_NS (UINT64_C(2) * 1000 * 1000)
+
+/* Most workers a server gives one device (tensord --device-workers). */
+#define TD_WORKERS_PER_DEVICE_MAX 64
 
 td_status td__worker_create(const char *name, td__worker **out);
 /* Stops after running the closures already submitted. NULL is a no-op. */
@@ -41,4 +47,7 @@ td_status td__worker_submit(td__worker_queue *q, td__work_fn fn, void *arg);
 td_status td__worker_continue(td__worker_queue *q, td__work_fn fn, void *arg);
 /* Closures waiting in this queue. */
 size_t td__worker_queue_depth(td__worker_queue *q);
+/* Queues of this worker not yet freed (open, or closed with closures still to run): the
+ * load the server balances sessions by. Any thread. */
+size_t td__worker_queue_count(td__worker *w);
 #endif

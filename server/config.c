@@ -7,6 +7,7 @@
  */
 #include "server/config.h"
 #include "auth/tokens.h"
+#include "engine/worker.h"
 #include "wire_limits.h"
 
 #include <arpa/inet.h>
@@ -237,6 +238,14 @@ int td__config_set(td__config *c, const char *key, const char *value, char *err,
         snprintf(err, errlen, "device_threads: '%s' is not an integer in 0..256", value);
         return -1;
     }
+    if (strcmp(key, "device_workers") == 0) {
+        if (parse_u64(value, &c->device_workers) == 0 &&
+            c->device_workers <= TD_WORKERS_PER_DEVICE_MAX)
+            return 0;
+        snprintf(err, errlen, "device_workers: '%s' is not an integer in 0..%d", value,
+                 TD_WORKERS_PER_DEVICE_MAX);
+        return -1;
+    }
     if (strcmp(key, "cpu_devices") == 0) {
         if (parse_u64(value, &c->cpu_devices) == 0 && c->cpu_devices >= 1 &&
             c->cpu_devices <= TD_MAX_CPU_DEVICES)
@@ -311,7 +320,7 @@ int td__config_set(td__config *c, const char *key, const char *value, char *err,
     snprintf(err, errlen,
              "unknown key '%s' (known: listen, log_level, log_format, metrics, max_sessions, "
              "max_session_bytes, "
-             "max_tenant_bytes, device_threads, cpu_devices, devices, insecure, tls_cert, tls_key, tls_client_ca, "
+             "max_tenant_bytes, device_threads, device_workers, cpu_devices, devices, insecure, tls_cert, tls_key, tls_client_ca, "
              "tokens_file, blob_cache_bytes, cache_dir, graph_cache, graph_cache_bytes, "
              "drain_timeout_s, max_connections, idle_timeout_s, max_streams, stream_window, transport_bytes, "
              "shm, shm_bytes, ring)",

@@ -41,6 +41,7 @@ typedef struct td__config {
     char cache_dir[512];        /* blob store directory; "" = memory only */
     uint64_t graph_cache;       /* graphs kept across sessions (default 256) */
     uint64_t device_threads;    /* CPU device threads, 0 = one per core */
+    uint64_t device_workers;    /* worker threads per device, 0 = default (service.h) */
     uint64_t cpu_devices;       /* CPU devices (cpu:0..cpu:N-1), 1..8; 0 = not set (one) */
     char devices[512];          /* devices to expose, "" = all (engine/device.h's list) */
     uint64_t drain_timeout_s;   /* SIGTERM: seconds open sessions get (default 20) */
@@ -68,7 +69,7 @@ uint64_t td__config_ram_share(unsigned percent);
 
 /* Set one key ("listen", "log_level", "max_sessions", "max_session_bytes",
  * "max_tenant_bytes", "graph_cache_bytes", "insecure",
- * "device_threads", "cpu_devices", "devices", "tls_cert", "tls_key", "tls_client_ca", "tokens_file") from its text
+ * "device_threads", "device_workers", "cpu_devices", "devices", "tls_cert", "tls_key", "tls_client_ca", "tokens_file") from its text
  * form. Returns 0, or -1 with a message in err. */
 int td__config_set(td__config *c, const char *key, const char *value, char *err, size_t errlen);
 

@@ -80,7 +80,7 @@ static struct {
 
 static void usage(FILE *f)
 {
-    fprintf(f,
+    fputs(
         "usage: tensord [options]\n"
         "\n"
         "Serve tensor work on this host's devices to tensord clients over gRPC.\n"
@@ -90,7 +90,15 @@ static void usage(FILE *f)
         "  --config FILE             read settings from FILE first; flags override it\n"
         "  --device-threads N        threads the CPU device uses, 1..256 (default 0 =\n"
         "                            TENSORD_CPU_THREADS, else one per core); matmuls\n"
-        "                            run on them too (OpenBLAS itself runs one thread)\n"
+        "                            run on them too (OpenBLAS itself runs one thread)\n",
+        f);
+    fprintf(f,
+        "  --device-workers N        worker threads per device, 1..%d (default 0 = %d for\n"
+        "                            each GPU, 1 for a CPU device): each session runs on\n"
+        "                            one, the least loaded when it opens; sessions on\n"
+        "                            different workers run at once (GPU: own streams)\n",
+        TD_SERVICE_MAX_DEVICE_WORKERS, TD_SERVICE_ACCEL_WORKERS);
+    fprintf(f,
         "  --log-level LEVEL         debug, info (default), warn or error\n"
         "  --log-format FORMAT       text (default: \"TIME tensord: LEVEL: message\", TIME in\n"
         "                            RFC 3339 UTC with milliseconds) or json (one object per\n"
@@ -207,6 +215,7 @@ static void usage(FILE *f)
         "  graph_cache = N           as --graph-cache\n"
         "  graph_cache_bytes = BYTES as --graph-cache-bytes\n"
         "  device_threads = N        as --device-threads\n"
+        "  device_workers = N        as --device-workers\n"
         "  cpu_devices = N           as --cpu-devices\n"
         "  devices = LIST            as --devices\n"
         "  insecure = true|false     as --insecure\n"
@@ -257,6 +266,7 @@ enum {
     OPT_LISTEN = 256,
     OPT_CONFIG,
     OPT_DEVICE_THREADS,
+    OPT_DEVICE_WORKERS,
     OPT_CPU_DEVICES,
     OPT_DEVICES,
     OPT_LOG_LEVEL,
@@ -292,6 +302,7 @@ static const struct option k_options[] = {
     {"listen", required_argument, NULL, OPT_LISTEN},
     {"config", required_argument, NULL, OPT_CONFIG},
     {"device-threads", required_argument, NULL, OPT_DEVICE_THREADS},
+    {"device-workers", required_argument, NULL, OPT_DEVICE_WORKERS},
     {"cpu-devices", required_argument, NULL, OPT_CPU_DEVICES},
     {"devices", required_argument, NULL, OPT_DEVICES},
     {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
@@ -447,6 +458,7 @@ static int load_settings(int argc, char **argv, const char *config_path, td__con
         switch (opt) {
         case OPT_LISTEN: key = "listen"; break;
         case OPT_DEVICE_THREADS: key = "device_threads"; break;
+        case OPT_DEVICE_WORKERS: key = "device_workers"; break;
         case OPT_CPU_DEVICES: key = "cpu_devices"; break;
         case OPT_DEVICES: key = "devices"; break;
         case OPT_LOG_LEVEL: key = "log_level"; break;
@@ -595,7 +607,8 @@ static const struct {
 #define FIXED(k) {#k, offsetof(td__config, k), sizeof(((td__config *)0)->k)}
     FIXED(listen),           FIXED(metrics),        FIXED(blob_cache_bytes),
     FIXED(cache_dir),        FIXED(graph_cache),    FIXED(graph_cache_bytes),
-    FIXED(device_threads),   FIXED(cpu_devices),    FIXED(devices),
+    FIXED(device_threads),   FIXED(device_workers), FIXED(cpu_devices),
+    FIXED(devices),
     FIXED(insecure),       FIXED(tokens_file),     FIXED(shm),
     FIXED(shm_bytes),        FIXED(ring),
     FIXED(max_connections),  FIXED(idle_timeout_s), FIXED(max_streams),
@@ -930,6 +943,7 @@ int main(int argc, char **argv)
         .blobs = blobs,
         .shm = shm,
         .no_ring = !cfg.ring,
+        .device_workers = cfg.device_workers,
         .max_sessions = cfg.max_sessions,
         .max_session_bytes = cfg.max_session_bytes,
         .tenants = app.tenants,

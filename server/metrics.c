@@ -369,6 +369,12 @@ td_status td__metrics_render(const td__metrics_sources *src, char **outp, size_t
         emit(&o, "tensord_device_queue_depth{device=\"%s\"} %ld\n", td__device_at(i)->name,
              q < 0 ? 0 : q);
     }
+    family(&o, "tensord_device_workers", "gauge",
+           "Worker threads serving the device's sessions (--device-workers); a session runs "
+           "on one of them.");
+    for (int i = 0; i < ndev; i++)
+        emit(&o, "tensord_device_workers{device=\"%s\"} %d\n", td__device_at(i)->name,
+             td__service_device_workers(src->svc, td__device_at(i)));
 
     /* Sessions by tenant and device. */
     sess_acc acc = {0};

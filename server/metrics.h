@@ -3,8 +3,8 @@
  *
  * Two halves:
  *  - counters the hot paths update (bytes on the wire, failures, ops and their latency,
- *    batches): lock-free. Per-device counters are written by that device's worker thread
- *    alone (relaxed atomics, no contention); the others are sharded by thread (a slot per
+ *    batches): lock-free. Per-device counters are written by that device's worker threads
+ *    (relaxed atomic adds, a handful of writers); the others are sharded by thread (a slot per
  *    completion-queue or worker thread, each on its own cache line) and summed on scrape;
  *  - the listener (libmicrohttpd, its own thread) that writes the text exposition format
  *    (https://prometheus.io/docs/instrumenting/exposition_formats/, version 0.0.4) by hand
@@ -45,11 +45,11 @@ void td__metrics_bytes_received(size_t nbytes);
 void td__metrics_bytes_sent(size_t nbytes);
 /* One Failure reply of status st sent to a client (an op, a read, a write, ...). */
 void td__metrics_failure(td_status st);
-/* Worker of device `slot` only: one op of `opcode` executed (successfully or not), that
+/* A worker of device `slot` only: one op of `opcode` executed (successfully or not), that
  * took `ns` nanoseconds of the worker's time (on GPUs: its launch, kernels run
  * asynchronously); `ns` UINT64_MAX counts the op without timing it (graph runs). */
 void td__metrics_op(int slot, uint32_t opcode, uint64_t ns);
-/* Worker of device `slot` only: a batch (graph = false) or graph run finished, `ns` after it
+/* A worker of device `slot` only: a batch (graph = false) or graph run finished, `ns` after it
  * was received. */
 void td__metrics_batch(int slot, bool graph, uint64_t ns);
 /* Requests received for device `slot` and not finished yet (+1 on submit, -1 when done). */

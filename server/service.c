@@ -2,7 +2,7 @@
  *
  * gRPC C core has no generated service stubs for protobuf-c, so methods are registered by
  * path and each call is a small state machine driven by completion-queue events. This file
- * owns the server object, the completion-queue threads, the per-device workers, the pool of
+ * owns the server object, the completion-queue threads, the per-device worker pools, the pool of
  * outstanding "request a new call" operations, the unary GetInfo call, and shutdown
  * bookkeeping; the bidirectional Session call lives in session.c.
  *
@@ -88,7 +88,11 @@ struct td__service {
     int nthreads;
     int ndev;
     const td__device *devs[SVC_MAX_DEVICES];
-    td__worker *workers[SVC_MAX_DEVICES];
+    /* Each device's workers; a session's queue is opened on the one with the fewest queues
+     * (td__service_queue_open, under queue_mu so that two opens see each other). */
+    td__worker *workers[SVC_MAX_DEVICES][TD_SERVICE_MAX_DEVICE_WORKERS];
+    int nworkers[SVC_MAX_DEVICES];
+    pthread_mutex_t queue_mu;
 
     atomic_bool shutting_down; /* draining: no new sessions, health NOT_SERVING */
     atomic_bool grpc_down;     /* grpc_server_shutdown_and_notify was called */
@@ -158,11 +162,36 @@ bool td__service_idle(td__service *s) { return atomic_load(&s->work) == 0; }
 
 grpc_completion_queue *td__service_cq(td__service *s) { return s->cq; }
 
-td__worker *td__service_worker(td__service *s, const td__device *dev)
+static int device_index(const td__service *s, const td__device *dev)
 {
     for (int i = 0; i < s->ndev; i++)
-        if (s->devs[i] == dev) return s->workers[i];
-    return NULL;
+        if (s->devs[i] == dev) return i;
+    return -1;
+}
+
+td_status td__service_queue_open(td__service *s, const td__device *dev, td__worker_queue **out)
+{
+    int d = device_index(s, dev);
+    if (d < 0) return TD_ENOTFOUND;
+    pthread_mutex_lock(&s->queue_mu);
+    int best = 0;
+    size_t best_n = SIZE_MAX;
+    for (int k = 0; k < s->nworkers[d]; k++) {
+        size_t n = td__worker_queue_count(s->workers[d][k]);
+        if (n < best_n) {
+            best = k;
+            best_n = n;
+        }
+    }
+    td_status st = td__worker_queue_create(s->workers[d][best], out);
+    pthread_mutex_unlock(&s->queue_mu);
+    return st;
+}
+
+int td__service_device_workers(const td__service *s, const td__device *dev)
+{
+    int d = device_index(s, dev);
+    return d < 0 ? 0 : s->nworkers[d];
 }
 
 bool td__service_session_reserve(td__service *s, uint64_t *id_out)
@@ -566,7 +595,8 @@ td_status td__service_tls_reload(td__service *s, const td__tls_files *tls, char 
 
 static void service_free(td__service *s)
 {
-    for (int i = 0; i < s->ndev; i++) td__worker_destroy(s->workers[i]);
+    for (int i = 0; i < s->ndev; i++)
+        for (int k = 0; k < s->nworkers[i]; k++) td__worker_destroy(s->workers[i][k]);
     if (s->server) grpc_server_destroy(s->server);
     if (s->cq) {
         grpc_completion_queue_shutdown(s->cq);
@@ -585,6 +615,7 @@ static void service_free(td__service *s)
     pthread_mutex_destroy(&s->tls_mu);
     pthread_mutex_destroy(&s->live_mu);
     pthread_mutex_destroy(&s->place_mu);
+    pthread_mutex_destroy(&s->queue_mu);
     pthread_mutex_destroy(&s->mu);
     td__free(s);
     grpc_shutdown();
@@ -614,6 +645,7 @@ td_status td__service_start(const td__service_opts *opts, td__service **out, int
     pthread_mutex_init(&s->mu, NULL);
     pthread_mutex_init(&s->live_mu, NULL);
     pthread_mutex_init(&s->place_mu, NULL);
+    pthread_mutex_init(&s->queue_mu, NULL);
     pthread_mutex_init(&s->tls_mu, NULL);
     atomic_init(&s->max_sessions, opts->max_sessions);
     atomic_init(&s->max_session_bytes, opts->max_session_bytes);
@@ -622,15 +654,27 @@ td_status td__service_start(const td__service_opts *opts, td__service **out, int
 
     int n = td__device_count();
     for (int i = 0; i < n && i < SVC_MAX_DEVICES; i++) {
-        char name[16];
         s->devs[i] = td__device_at(i);
-        snprintf(name, sizeof name, "td-%.12s", s->devs[i]->name);
-        st = td__worker_create(name, &s->workers[i]);
-        if (st != TD_OK) {
-            snprintf(err, errlen, "cannot start the worker of device %s", s->devs[i]->name);
-            goto fail;
-        }
         s->ndev = i + 1;
+        uint64_t want = opts->device_workers;
+        if (want == 0) want = td__device_is_accelerator(s->devs[i]) ? TD_SERVICE_ACCEL_WORKERS : 1;
+        if (want > TD_SERVICE_MAX_DEVICE_WORKERS) want = TD_SERVICE_MAX_DEVICE_WORKERS;
+        for (int k = 0; k < (int)want; k++) {
+            char name[16]; /* a thread name holds 15 characters */
+            if (want == 1)
+                snprintf(name, sizeof name, "td-%.12s", s->devs[i]->name);
+            else
+                snprintf(name, sizeof name, "td-%.9s/%d", s->devs[i]->name, k);
+            st = td__worker_create(name, &s->workers[i][k]);
+            if (st != TD_OK) {
+                snprintf(err, errlen, "cannot start worker %d of device %s", k,
+                         s->devs[i]->name);
+                goto fail;
+            }
+            s->nworkers[i] = k + 1;
+        }
+        td__log(TD_LOG_INFO, "device %s: %d worker thread%s", s->devs[i]->name, s->nworkers[i],
+                s->nworkers[i] == 1 ? "" : "s");
     }
 
     /* Transport limits (README "Limits"): each bounds what a client can make the server

@@ -4,7 +4,10 @@
  * Threads (DESIGN.md §4):
  *  - completion-queue threads (TD_SERVICE_CQ_THREADS) block in grpc_completion_queue_next
  *    and run each event's handler: they accept calls, decode messages and hand work on;
- *  - one td__worker per device runs every session's engine calls in order, fairly;
+ *  - each device has a bounded pool of td__workers (td__service_opts.device_workers): a
+ *    session's queue lives on one of them, chosen when it opens, so its engine calls run
+ *    in order on one thread, and each worker serves its sessions fairly; sessions on
+ *    different workers of a device run at once (on a GPU: on their own streams);
  *  - the loop thread (server/loop.c) owns start-up and shutdown and calls the functions
  *    below that are marked "loop thread".
  *
@@ -26,6 +29,12 @@
 #include <stdint.h>
 
 #define TD_SERVICE_CQ_THREADS 2
+/* Most worker threads one device may have (--device-workers). */
+#define TD_SERVICE_MAX_DEVICE_WORKERS TD_WORKERS_PER_DEVICE_MAX
+/* Workers of an accelerator by default: enough that a session waiting on its stream or
+ * running small ops does not hold up the others, few enough that each keeps its GPU
+ * stream busy (issue 17: 16 small trainers on one H200). */
+#define TD_SERVICE_ACCEL_WORKERS 4
 
 typedef struct td__service td__service;
 
@@ -69,6 +78,9 @@ typedef struct td__service_opts {
     struct td__shm *shm;         /* shared-memory regions for unix-socket sessions (server/
                                   * shm.h; borrowed, outlives the service), or NULL: off */
     bool no_ring;                /* true: regions without the request ring (--no-ring) */
+    /* Worker threads per device, 1..TD_SERVICE_MAX_DEVICE_WORKERS; 0: the default,
+     * TD_SERVICE_ACCEL_WORKERS for an accelerator, 1 for any other device (--device-workers). */
+    uint64_t device_workers;
     td__tenants *tenants;        /* who may call (borrowed; outlives the service) */
     const td__tls_files *tls;    /* NULL: plaintext; else TLS (mTLS with a client CA) */
     /* Called once, on any thread, when shutdown has finished: no call is left. */
@@ -146,8 +158,12 @@ bool td__service_session_kill(td__service *s, uint64_t session_id, grpc_status_c
 
 /* ---- for server/session.c (any thread) ---- */
 grpc_completion_queue *td__service_cq(td__service *s);
-/* The worker of a device (one per device). */
-td__worker *td__service_worker(td__service *s, const td__device *dev);
+/* Open a session's queue on the least loaded worker of `dev` (fewest queues; ties to the
+ * lowest index, so the same sequence of opens and closes places sessions the same way).
+ * TD_OK; TD_ENOTFOUND (no such device); TD_ENOMEM. */
+td_status td__service_queue_open(td__service *s, const td__device *dev, td__worker_queue **out);
+/* Worker threads of `dev` (0: not a device of this service). Any thread. */
+int td__service_device_workers(const td__service *s, const td__device *dev);
 /* Reserve a session slot against max_sessions; false when full or shutting down. */
 bool td__service_session_reserve(td__service *s, uint64_t *id_out);
 void td__service_session_unreserve(td__service *s);

@@ -447,8 +447,7 @@ static bool handle_open(td__srv_session *ss, td__job *j)
         td__log(TD_LOG_INFO, "session %llu: device %s for request '%s' from tenant '%s': %s",
                 (unsigned long long)id, dev->name, j->rq.device_req, ss->tenant, msg);
     j->rq.dev = dev;
-    td__worker *w = td__service_worker(ss->svc, j->rq.dev);
-    if (w == NULL || td__worker_queue_create(w, &ss->wq) != TD_OK) {
+    if (td__service_queue_open(ss->svc, j->rq.dev, &ss->wq) != TD_OK) {
         job_free(j);
         td__quota_session_uncharge(ss->quota);
         td__service_session_unreserve(ss->svc);

@@ -145,8 +145,10 @@ static td_status cpu_memory_info(td__device *dev, uint64_t *total, uint64_t *fre
     return TD_OK;
 }
 
-static td_status cpu_buffer_alloc(td__device *dev, size_t nbytes, void **out)
+/* Host memory: every access is the caller's own, so `stream` (always NULL) orders nothing. */
+static td_status cpu_buffer_alloc(td__device *dev, void *stream, size_t nbytes, void **out)
 {
+    (void)stream;
     if (nbytes == 0 || nbytes > TD_MAX_TENSOR_BYTES) return TD_ENOMEM;
     void *p = NULL;
     if (nbytes >= TD_CPU_POOL_MIN_BYTES) {
@@ -162,8 +164,9 @@ static td_status cpu_buffer_alloc(td__device *dev, size_t nbytes, void **out)
     return TD_OK;
 }
 
-static void cpu_buffer_free(td__device *dev, void *data, size_t nbytes)
+static void cpu_buffer_free(td__device *dev, void *stream, void *data, size_t nbytes)
 {
+    (void)stream;
     td__cpu_device *cd = dev != NULL ? dev->impl : NULL;
     if (cd != NULL) atomic_fetch_sub(&cd->bytes, (unsigned long long)nbytes);
     atomic_fetch_sub(&g_held_all, (unsigned long long)nbytes);
@@ -173,18 +176,20 @@ static void cpu_buffer_free(td__device *dev, void *data, size_t nbytes)
         free(data);
 }
 
-static td_status cpu_buffer_write(td__device *dev, void *dst, size_t offset, const void *src,
-                                  size_t nbytes)
+static td_status cpu_buffer_write(td__device *dev, void *stream, void *dst, size_t offset,
+                                  const void *src, size_t nbytes)
 {
     (void)dev;
+    (void)stream;
     if (nbytes > 0) memcpy((char *)dst + offset, src, nbytes);
     return TD_OK;
 }
 
-static td_status cpu_buffer_read(td__device *dev, const void *src, size_t offset, void *dst,
-                                 size_t nbytes)
+static td_status cpu_buffer_read(td__device *dev, void *stream, const void *src, size_t offset,
+                                 void *dst, size_t nbytes)
 {
     (void)dev;
+    (void)stream;
     if (nbytes > 0) memcpy(dst, (const char *)src + offset, nbytes);
     return TD_OK;
 }

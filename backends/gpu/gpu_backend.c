@@ -4,35 +4,55 @@
  * "cuda:0", ...) and, with TD_GPU_HIP, as tensord-backend-hip.so ("hip:0", ...); the
  * runtime calls below are gpu_compat.h names. Devices are every GPU the runtime
  * enumerates; buffers are device memory (host_memory = false); each session gets its own
- * stream.
+ * stream, created non-blocking, so the streams of sessions served by different worker
+ * threads (tensord --device-workers) run their kernels and copies concurrently: nothing
+ * orders two sessions' streams except the memory pool's own dependencies (below).
+ *
+ * Ordering: every buffer entry gets the stream of the session the buffer belongs to
+ * (backend.h, "Streams and memory ordering"), and the engine uses a buffer only on that
+ * stream, so each entry orders its work on that stream alone: allocations
+ * (cudaMallocFromPoolAsync), frees (cudaFreeAsync), transfers and kernels of a session
+ * follow one another in the session's order and wait for no other session. A call without a
+ * stream (none comes from the engine for this backend; tests, or a future caller outside
+ * a session) is made safe against every stream: an allocation waits until it has completed,
+ * a free and a transfer first wait for the whole device (cudaDeviceSynchronize).
  *
  * Memory: every buffer comes from a per-device stream-ordered pool (cudaMallocFromPoolAsync)
  * whose release threshold is unlimited, so memory freed by one step is reused by the next
- * and steady-state training steps make no cudaMalloc calls. Buffers are allocated and freed
- * on the legacy default stream, and session streams are ordinary blocking streams: the
- * legacy stream waits for all earlier work of every blocking stream and they wait for it,
- * so a buffer freed by any thread (a session's release, a gRPC send completing) is only
- * reused after every kernel that read it, without the engine passing streams to
- * buffer_alloc/free. buffer_write/read copy on that same legacy stream and therefore also
- * wait for the sessions' kernels (and their kernels for the copy). An allocation that fails is
- * retried once after trimming the pool; then it is TD_ENOMEM (RESOURCE_EXHAUSTED on the
- * wire) and the session goes on.
+ * and steady-state training steps make no cudaMalloc calls. The pool keeps CUDA's default
+ * reuse policies (cudaMemPoolReuseFollowEventDependencies, ...AllowOpportunistic and
+ * ...AllowInternalDependencies, all enabled): memory freed on session A's stream is handed
+ * to an allocation on session B's stream only when B already depends on the free, when the
+ * free has completed on the device, or after the runtime has made B's stream wait for the
+ * free; in every case B's use of the memory comes after the free, and the free after A's
+ * last use of it (A's stream order). That is what this backend relies on from CUDA (and
+ * HIP, whose pools have the same attributes and defaults). The price is that such an
+ * inserted dependency may make B wait for A's progress up to the free; it never changes a
+ * value. An allocation that fails is retried once after synchronising the device and
+ * trimming the pool; then it is TD_ENOMEM (RESOURCE_EXHAUSTED on the wire) and the session
+ * goes on.
  *
- * Transfers: below TD_GPU_STAGE_MIN bytes, or when no staging pair is free, a plain
- * cudaMemcpy from or to the caller's (pageable) memory, which the runtime stages itself at
- * about a sixth of the pinned rate on the H200 host. Otherwise through one of the device's
- * pinned staging pairs (gpu_internal.h), chunk by chunk: a write copies chunk i into one
- * buffer of the pair while the DMA engine moves chunk i - 1 out of the other
- * (cudaMemcpyAsync on the legacy stream, an event recorded after it); before the CPU
- * refills a buffer it waits for that buffer's event. A write returns once its last chunk
- * is queued: later kernels of any session (blocking streams) wait for the legacy stream's
- * copies, the caller's memory is no longer needed, and the next user of the pair waits on
- * the events before it overwrites a buffer, so a pair can be handed on with a copy in
- * flight. A read queues chunk i + 1 into one buffer and copies chunk i out of the other
- * once its event has completed; it returns when the last chunk is in the caller's memory.
- * A transfer of TD_GPU_STAGE_SPLIT_MIN bytes or more takes up to TD_GPU_STAGE_SETS pairs and
- * splits into contiguous parts copied by as many threads (made for the call and joined
- * before it returns), because one core's memcpy is the bound (staged_copy below).
+ * Transfers: below TD_GPU_STAGE_MIN bytes, or when no staging pair is free, a
+ * cudaMemcpyAsync from or to the caller's (pageable) memory on the session's stream,
+ * followed by a wait for that stream (the runtime stages pageable memory itself, at about a
+ * sixth of the pinned rate on the H200 host, and the caller's memory is only known to be
+ * free after the wait; it waits for the session's own earlier work, never another's).
+ * Otherwise through one of the device's pinned staging pairs (gpu_internal.h), chunk by
+ * chunk on the session's stream: a write copies chunk i into one buffer of the pair while
+ * the DMA engine moves chunk i - 1 out of the other (cudaMemcpyAsync, an event recorded
+ * after it); before the CPU refills a buffer it waits for that buffer's event. A write
+ * returns once its last chunk is queued: the session's later kernels follow its copies in
+ * stream order, the caller's memory is no longer needed, and the next user of the pair
+ * waits on the events before it overwrites a buffer, so a pair can be handed on with a copy
+ * in flight: the next user's stream first waits for both of the pair's events
+ * (cudaStreamWaitEvent in stage_acquire), so its DMA into a buffer (a read) comes after the
+ * previous user's DMA out of it, whichever stream that was on, and its CPU waits on the
+ * events before refilling a buffer (a write). A read queues chunk i + 1 into one buffer and
+ * copies chunk i out of the other once its event has completed; it returns when the last
+ * chunk is in the caller's memory. A transfer of TD_GPU_STAGE_SPLIT_MIN bytes or more takes
+ * up to TD_GPU_STAGE_SETS pairs and splits into contiguous parts copied by as many threads
+ * (made for the call and joined before it returns), because one core's memcpy is the bound
+ * (staged_copy below); all parts queue on the transfer's one stream.
  * A pair is held by one transfer at a time (busy, under stage_mu), so concurrent sessions
  * never share buffers; the bytes a device pins are bounded by TD_GPU_STAGE_SETS pairs,
  * whatever the number of sessions. An error of a queued copy is reported by the event wait
@@ -43,8 +63,10 @@
  * nothing aborts. A kernel fault poisons the CUDA context (later calls keep failing with
  * TD_EDEVICE); that is the runtime's rule, not ours.
  *
- * Thread-safety: buffer entries take the device as current on the calling thread and use
- * only thread-safe runtime calls; exec/stream entries run one thread at a time per stream.
+ * Thread-safety: every entry takes the device as current on the calling thread and uses
+ * only thread-safe runtime calls; several worker threads call in at once, each for its own
+ * sessions' streams, and the entries for one stream come from one thread at a time. The
+ * staging pairs are shared under stage_mu; each stream's cuBLAS handle is its own.
  */
 #include "backends/gpu/gpu_internal.h"
 #include "common/errbuf.h"
@@ -271,7 +293,14 @@ static td_status gpu_memory_info(td__device *dev, uint64_t *total, uint64_t *fre
     return TD_OK;
 }
 
-static td_status gpu_buffer_alloc(td__device *dev, size_t nbytes, void **out)
+/* The runtime stream a buffer entry orders its work on: the session's, else the legacy
+ * stream (whose callers then synchronise as the header says). */
+static gpuStream_t order_stream(void *stream)
+{
+    return stream != NULL ? ((td__gpu_stream *)stream)->s : gpuStreamLegacy;
+}
+
+static td_status gpu_buffer_alloc(td__device *dev, void *stream, size_t nbytes, void **out)
 {
     td__gpu_device *cd = dev->impl;
     if (nbytes == 0 || nbytes > TD_MAX_TENSOR_BYTES) return TD_ENOMEM;
@@ -279,15 +308,20 @@ static td_status gpu_buffer_alloc(td__device *dev, size_t nbytes, void **out)
         gpuGetLastError();
         return TD_EDEVICE;
     }
+    const gpuStream_t s = order_stream(stream);
     void *p = NULL;
-    gpuError_t e = gpuMallocFromPoolAsync(&p, nbytes, cd->pool, gpuStreamLegacy);
+    gpuError_t e = gpuMallocFromPoolAsync(&p, nbytes, cd->pool, s);
     if (e == gpuErrorMemoryAllocation) {
-        /* give back what the pool holds unused (after pending frees complete) and retry */
+        /* give back what the pool holds unused (after every stream's pending frees
+         * complete) and retry */
         gpuGetLastError();
         if (nbytes < cd->total_bytes && gpuDeviceSynchronize() == gpuSuccess &&
             gpuMemPoolTrimTo(cd->pool, 0) == gpuSuccess)
-            e = gpuMallocFromPoolAsync(&p, nbytes, cd->pool, gpuStreamLegacy);
+            e = gpuMallocFromPoolAsync(&p, nbytes, cd->pool, s);
     }
+    /* no session stream: wait until the allocation (and any dependency the pool gave it on
+     * an earlier free) has completed, so work on any stream may use the memory */
+    if (e == gpuSuccess && stream == NULL) e = gpuStreamSynchronize(s);
     if (e != gpuSuccess) {
         gpuGetLastError();
         return status_of(e);
@@ -296,13 +330,17 @@ static td_status gpu_buffer_alloc(td__device *dev, size_t nbytes, void **out)
     return TD_OK;
 }
 
-static void gpu_buffer_free(td__device *dev, void *data, size_t nbytes)
+static void gpu_buffer_free(td__device *dev, void *stream, void *data, size_t nbytes)
 {
     td__gpu_device *cd = dev->impl;
     (void)nbytes;
-    if (gpuSetDevice(cd->ordinal) != gpuSuccess ||
-        gpuFreeAsync(data, gpuStreamLegacy) != gpuSuccess)
+    if (gpuSetDevice(cd->ordinal) != gpuSuccess) {
         gpuGetLastError();
+        return;
+    }
+    /* no session stream: any stream may still use it; wait for all of them */
+    if (stream == NULL && gpuDeviceSynchronize() != gpuSuccess) gpuGetLastError();
+    if (gpuFreeAsync(data, order_stream(stream)) != gpuSuccess) gpuGetLastError();
 }
 
 /* ---- transfers (the staging scheme: the header comment and gpu_internal.h) ---- */
@@ -324,6 +362,13 @@ static void stage_free_all(td__gpu_device *cd)
     gpuGetLastError();
 }
 
+static void stage_release(td__gpu_device *cd, td__gpu_stage *g)
+{
+    pthread_mutex_lock(&cd->stage_mu);
+    g->busy = false;
+    pthread_mutex_unlock(&cd->stage_mu);
+}
+
 /* Make every pair (under stage_mu, current device set); false: none (all freed again). */
 static bool stage_make_all(td__gpu_device *cd)
 {
@@ -340,8 +385,10 @@ static bool stage_make_all(td__gpu_device *cd)
     return true;
 }
 
-/* A free pair, marked busy; NULL: take the pageable path (none free, or none could be made). */
-static td__gpu_stage *stage_acquire(td__gpu_device *cd)
+/* A free pair, marked busy, with stream s made to wait for the last copies of the pair's
+ * previous user (which may have been on another stream and still be in flight); NULL: take
+ * the pageable path (none free, or none could be made). */
+static td__gpu_stage *stage_acquire(td__gpu_device *cd, gpuStream_t s)
 {
     td__gpu_stage *got = NULL;
     pthread_mutex_lock(&cd->stage_mu);
@@ -353,17 +400,20 @@ static td__gpu_stage *stage_acquire(td__gpu_device *cd)
         }
     }
     pthread_mutex_unlock(&cd->stage_mu);
+    /* an event never recorded counts as complete, so a fresh pair makes s wait for nothing */
+    for (int k = 0; got != NULL && k < 2; k++) {
+        if (gpuStreamWaitEvent(s, got->done[k], 0) != gpuSuccess) {
+            gpuGetLastError();
+            stage_release(cd, got);
+            return NULL;
+        }
+    }
     return got;
 }
 
-static void stage_release(td__gpu_device *cd, td__gpu_stage *g)
-{
-    pthread_mutex_lock(&cd->stage_mu);
-    g->busy = false;
-    pthread_mutex_unlock(&cd->stage_mu);
-}
 
-static gpuError_t staged_write(td__gpu_stage *g, char *dst, const char *src, size_t nbytes)
+static gpuError_t staged_write(td__gpu_stage *g, gpuStream_t s, char *dst, const char *src,
+                               size_t nbytes)
 {
     gpuError_t e = gpuSuccess;
     for (size_t off = 0; off < nbytes && e == gpuSuccess;) {
@@ -372,19 +422,21 @@ static gpuError_t staged_write(td__gpu_stage *g, char *dst, const char *src, siz
         e = gpuEventSynchronize(g->done[b]); /* the DMA that last read buf[b] is done */
         if (e != gpuSuccess) break;
         memcpy(g->buf[b], src + off, len);
-        e = gpuMemcpyAsync(dst + off, g->buf[b], len, gpuMemcpyHostToDevice, gpuStreamLegacy);
-        if (e == gpuSuccess) e = gpuEventRecord(g->done[b], gpuStreamLegacy);
+        e = gpuMemcpyAsync(dst + off, g->buf[b], len, gpuMemcpyHostToDevice, s);
+        if (e == gpuSuccess) e = gpuEventRecord(g->done[b], s);
         g->next = 1 - b;
         off += len;
     }
     return e;
 }
 
-static gpuError_t staged_read(td__gpu_stage *g, char *dst, const char *src, size_t nbytes)
+static gpuError_t staged_read(td__gpu_stage *g, gpuStream_t s, char *dst, const char *src,
+                              size_t nbytes)
 {
     /* chunk i goes to buffer (first + i) % 2; chunk i + 1 is queued before chunk i is
-     * copied out. The legacy stream orders each DMA after every earlier copy through the
-     * same buffer, including a previous user's write. */
+     * copied out. Each DMA into a buffer is ordered after the previous user's last copy out
+     * of it by the stream's wait on the pair's events (stage_acquire), and after this
+     * read's own earlier chunk in that buffer by the host, which copied it out first. */
     const int first = g->next;
     const size_t nchunks = (nbytes + TD_GPU_STAGE_BYTES - 1) / TD_GPU_STAGE_BYTES;
     gpuError_t e = gpuSuccess;
@@ -393,8 +445,8 @@ static gpuError_t staged_read(td__gpu_stage *g, char *dst, const char *src, size
             const size_t off = i * TD_GPU_STAGE_BYTES;
             const size_t len = nbytes - off < TD_GPU_STAGE_BYTES ? nbytes - off : TD_GPU_STAGE_BYTES;
             const int b = (int)((first + i) % 2);
-            e = gpuMemcpyAsync(g->buf[b], src + off, len, gpuMemcpyDeviceToHost, gpuStreamLegacy);
-            if (e == gpuSuccess) e = gpuEventRecord(g->done[b], gpuStreamLegacy);
+            e = gpuMemcpyAsync(g->buf[b], src + off, len, gpuMemcpyDeviceToHost, s);
+            if (e == gpuSuccess) e = gpuEventRecord(g->done[b], s);
         }
         if (i > 0 && e == gpuSuccess) { /* drain chunk i - 1 */
             const size_t off = (i - 1) * TD_GPU_STAGE_BYTES;
@@ -411,13 +463,15 @@ static gpuError_t staged_read(td__gpu_stage *g, char *dst, const char *src, size
 /* A large transfer is split into contiguous parts, one per staging pair it could take (up
  * to TD_GPU_STAGE_SETS), each run by its own thread: one CPU core copies into or out of
  * pinned memory at only 6-9 GB/s on the H200 host (BENCHMARKS.md), a sixth of the DMA rate,
- * so the host copies are spread over cores. The parts are disjoint and every copy is on the
- * legacy stream, so their order does not matter. */
+ * so the host copies are spread over cores. The parts are disjoint and all queue their
+ * copies on the one stream of the transfer (the runtime's stream calls are thread-safe),
+ * so their order does not matter. */
 #define TD_GPU_STAGE_SPLIT_MIN ((size_t)16 << 20)
 
 typedef struct stage_part {
     td__gpu_device *cd;
     td__gpu_stage *g;
+    gpuStream_t s;
     char *dst;
     const char *src;
     size_t nbytes;
@@ -430,21 +484,21 @@ static void *stage_part_run(void *arg)
     stage_part *p = arg;
     p->e = gpuSetDevice(p->cd->ordinal); /* the current device is per thread */
     if (p->e == gpuSuccess)
-        p->e = p->write ? staged_write(p->g, p->dst, p->src, p->nbytes)
-                        : staged_read(p->g, p->dst, p->src, p->nbytes);
+        p->e = p->write ? staged_write(p->g, p->s, p->dst, p->src, p->nbytes)
+                        : staged_read(p->g, p->s, p->dst, p->src, p->nbytes);
     return NULL;
 }
 
-/* The copy through staging, split over threads when large; false: no pair was free (the
- * caller takes the pageable path). *e: the first error. */
-static bool staged_copy(td__gpu_device *cd, char *dst, const char *src, size_t nbytes, bool write,
-                        gpuError_t *e)
+/* The copy through staging on stream s, split over threads when large; false: no pair was
+ * free (the caller takes the pageable path). *e: the first error. */
+static bool staged_copy(td__gpu_device *cd, gpuStream_t s, char *dst, const char *src,
+                        size_t nbytes, bool write, gpuError_t *e)
 {
     stage_part part[TD_GPU_STAGE_SETS];
     pthread_t th[TD_GPU_STAGE_SETS];
     bool started[TD_GPU_STAGE_SETS];
     int want = nbytes >= TD_GPU_STAGE_SPLIT_MIN ? TD_GPU_STAGE_SETS : 1, got = 0;
-    while (got < want && (part[got].g = stage_acquire(cd)) != NULL) got++;
+    while (got < want && (part[got].g = stage_acquire(cd, s)) != NULL) got++;
     if (got == 0) return false;
     /* parts of whole staging chunks, the last one takes the rest */
     size_t chunks = (nbytes + TD_GPU_STAGE_BYTES - 1) / TD_GPU_STAGE_BYTES;
@@ -453,6 +507,7 @@ static bool staged_copy(td__gpu_device *cd, char *dst, const char *src, size_t n
     for (; n < got && off < nbytes; n++) {
         size_t len = nbytes - off < per ? nbytes - off : per;
         part[n].cd = cd;
+        part[n].s = s;
         part[n].dst = dst + off;
         part[n].src = src + off;
         part[n].nbytes = len;
@@ -476,38 +531,61 @@ static bool staged_copy(td__gpu_device *cd, char *dst, const char *src, size_t n
     return true;
 }
 
-static td_status gpu_buffer_write(td__device *dev, void *dst, size_t offset, const void *src,
-                                   size_t nbytes)
+/* A pageable copy queued on s and waited for: the runtime documents when a pageable
+ * cudaMemcpyAsync returns only loosely ("might be synchronous"), so the caller's memory is
+ * known to be done with only after the wait. It waits for the session's own earlier work,
+ * never for another session's. */
+static gpuError_t pageable_copy(gpuStream_t s, void *dst, const void *src, size_t nbytes,
+                                bool write)
 {
-    td__gpu_device *cd = dev->impl;
-    if (nbytes == 0) return TD_OK;
-    gpuError_t e = gpuSetDevice(cd->ordinal);
-    if (e == gpuSuccess &&
-        (nbytes < TD_GPU_STAGE_MIN || !staged_copy(cd, (char *)dst + offset, src, nbytes, true, &e)))
-        e = gpuMemcpy((char *)dst + offset, src, nbytes, gpuMemcpyHostToDevice);
-    if (e != gpuSuccess) gpuGetLastError();
-    return e == gpuSuccess ? TD_OK : TD_EDEVICE;
+    gpuError_t e = gpuMemcpyAsync(dst, src, nbytes,
+                                  write ? gpuMemcpyHostToDevice : gpuMemcpyDeviceToHost, s);
+    return e == gpuSuccess ? gpuStreamSynchronize(s) : e;
 }
 
-static td_status gpu_buffer_read(td__device *dev, const void *src, size_t offset, void *dst,
-                                  size_t nbytes)
+/* A transfer on the session's stream (staged, or pageable and waited for); with no session
+ * stream, every stream's work first (the buffer may be in use on any of them), then the
+ * copy on the legacy stream, finished before it returns. */
+static gpuError_t transfer(td__gpu_device *cd, void *stream, void *dst, const void *src,
+                           size_t nbytes, bool write)
 {
-    td__gpu_device *cd = dev->impl;
-    if (nbytes == 0) return TD_OK;
     gpuError_t e = gpuSetDevice(cd->ordinal);
+    if (e == gpuSuccess && stream == NULL) e = gpuDeviceSynchronize();
+    const gpuStream_t s = order_stream(stream);
     if (e == gpuSuccess &&
-        (nbytes < TD_GPU_STAGE_MIN ||
-         !staged_copy(cd, dst, (const char *)src + offset, nbytes, false, &e)))
-        e = gpuMemcpy(dst, (const char *)src + offset, nbytes, gpuMemcpyDeviceToHost);
+        (nbytes < TD_GPU_STAGE_MIN || !staged_copy(cd, s, dst, src, nbytes, write, &e)))
+        e = pageable_copy(s, dst, src, nbytes, write);
+    else if (e == gpuSuccess && stream == NULL && write)
+        e = gpuStreamSynchronize(s);
     if (e != gpuSuccess) gpuGetLastError();
-    return e == gpuSuccess ? TD_OK : TD_EDEVICE;
+    return e;
+}
+
+static td_status gpu_buffer_write(td__device *dev, void *stream, void *dst, size_t offset,
+                                   const void *src, size_t nbytes)
+{
+    if (nbytes == 0) return TD_OK;
+    return transfer(dev->impl, stream, (char *)dst + offset, src, nbytes, true) == gpuSuccess
+               ? TD_OK
+               : TD_EDEVICE;
+}
+
+static td_status gpu_buffer_read(td__device *dev, void *stream, const void *src, size_t offset,
+                                  void *dst, size_t nbytes)
+{
+    if (nbytes == 0) return TD_OK;
+    return transfer(dev->impl, stream, dst, (const char *)src + offset, nbytes, false) ==
+                   gpuSuccess
+               ? TD_OK
+               : TD_EDEVICE;
 }
 
 /* Device to device between two GPUs of this backend (sessions that span devices,
  * engine/session.h td__session_to_device). The runtime's peer copy uses NVLink/PCIe peer
- * access when the pair allows it and stages through host memory otherwise; on the legacy
- * stream it is ordered after the work the sessions' (blocking) streams queued on both
- * devices, and it is waited for, so the source may be released at once. */
+ * access when the pair allows it and stages through host memory otherwise. The engine has
+ * synchronised the session's streams on both devices (backend.h), so the legacy stream,
+ * which the sessions' non-blocking streams do not wait for, may carry it; it is waited for,
+ * so either buffer may be reused or released at once. */
 static td_status gpu_buffer_copy_peer(td__device *dev, void *dst, td__device *from,
                                       const void *src, size_t nbytes)
 {
@@ -527,7 +605,7 @@ static void stream_free(td__gpu_device *cd, td__gpu_stream *st)
 {
     if (st->s != NULL) gpuStreamSynchronize(st->s);
     td__gpu_matmul_release(st->blas);
-    if (st->flag != NULL) gpuFreeAsync(st->flag, gpuStreamLegacy);
+    if (st->flag != NULL) gpuFreeAsync(st->flag, st->s);
     if (st->host_word != NULL) gpuFreeHost(st->host_word);
     if (st->s != NULL) gpuStreamDestroy(st->s);
     gpuGetLastError();
@@ -541,9 +619,11 @@ static td_status gpu_stream_create(td__device *dev, void **out)
     td__gpu_stream *st = td__gpu_host_calloc(1, sizeof *st);
     if (st == NULL) return TD_ENOMEM;
     gpuError_t e = gpuSetDevice(cd->ordinal);
-    if (e == gpuSuccess) e = gpuStreamCreate(&st->s);
+    /* non-blocking: unordered with the legacy stream, so that nothing on it (another
+     * session's peer copy, a NULL-stream call) serialises the sessions' streams */
+    if (e == gpuSuccess) e = gpuStreamCreateWithFlags(&st->s, gpuStreamNonBlocking);
     if (e == gpuSuccess)
-        e = gpuMallocFromPoolAsync((void **)&st->flag, 256, cd->pool, gpuStreamLegacy);
+        e = gpuMallocFromPoolAsync((void **)&st->flag, 256, cd->pool, st->s);
     if (e == gpuSuccess) e = gpuMallocHost((void **)&st->host_word, sizeof(uint64_t));
     if (e != gpuSuccess) {
         gpuGetLastError();
@@ -786,22 +866,22 @@ static void prof_copy(int c, size_t nbytes, double t0)
     pthread_mutex_unlock(&g_prof_mu);
 }
 
-static td_status gpu_buffer_write_prof(td__device *dev, void *dst, size_t offset,
+static td_status gpu_buffer_write_prof(td__device *dev, void *stream, void *dst, size_t offset,
                                        const void *src, size_t nbytes)
 {
-    if (!prof_on()) return gpu_buffer_write(dev, dst, offset, src, nbytes);
+    if (!prof_on()) return gpu_buffer_write(dev, stream, dst, offset, src, nbytes);
     const double t0 = prof_now_ms();
-    td_status st = gpu_buffer_write(dev, dst, offset, src, nbytes);
+    td_status st = gpu_buffer_write(dev, stream, dst, offset, src, nbytes);
     prof_copy(0, nbytes, t0);
     return st;
 }
 
-static td_status gpu_buffer_read_prof(td__device *dev, const void *src, size_t offset,
-                                      void *dst, size_t nbytes)
+static td_status gpu_buffer_read_prof(td__device *dev, void *stream, const void *src,
+                                      size_t offset, void *dst, size_t nbytes)
 {
-    if (!prof_on()) return gpu_buffer_read(dev, src, offset, dst, nbytes);
+    if (!prof_on()) return gpu_buffer_read(dev, stream, src, offset, dst, nbytes);
     const double t0 = prof_now_ms();
-    td_status st = gpu_buffer_read(dev, src, offset, dst, nbytes);
+    td_status st = gpu_buffer_read(dev, stream, src, offset, dst, nbytes);
     prof_copy(1, nbytes, t0);
     return st;
 }

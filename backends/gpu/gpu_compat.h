@@ -62,9 +62,13 @@
 #define gpuMemcpyDeviceToHost hipMemcpyDeviceToHost
 #define gpuMemcpyDeviceToDevice hipMemcpyDeviceToDevice
 #define gpuStreamCreate hipStreamCreate
+#define gpuStreamCreateWithFlags hipStreamCreateWithFlags
+#define gpuStreamNonBlocking hipStreamNonBlocking
+#define gpuStreamWaitEvent hipStreamWaitEvent
 #define gpuStreamDestroy hipStreamDestroy
 #define gpuStreamSynchronize hipStreamSynchronize
-/* The stream whose operations wait for, and are waited for by, every blocking stream. */
+/* The null stream: it waits for, and is waited for by, every blocking stream, and is
+ * unordered with non-blocking ones (the sessions' streams). */
 #define gpuStreamLegacy ((hipStream_t)0)
 #define gpuFuncAttributes hipFuncAttributes
 #define gpuFuncGetAttributes hipFuncGetAttributes
@@ -120,6 +124,9 @@
 #define gpuMemcpyDeviceToHost cudaMemcpyDeviceToHost
 #define gpuMemcpyDeviceToDevice cudaMemcpyDeviceToDevice
 #define gpuStreamCreate cudaStreamCreate
+#define gpuStreamCreateWithFlags cudaStreamCreateWithFlags
+#define gpuStreamNonBlocking cudaStreamNonBlocking
+#define gpuStreamWaitEvent cudaStreamWaitEvent
 #define gpuStreamDestroy cudaStreamDestroy
 #define gpuStreamSynchronize cudaStreamSynchronize
 #define gpuStreamLegacy cudaStreamLegacy

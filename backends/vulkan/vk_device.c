@@ -29,8 +29,8 @@
  * fences), when a transfer needs the recorded work done, or when the parameter ring (one
  * 256-byte block per dispatch, VK_PARAM_RING bytes) is full. So a batch of ops is one queue
  * submission. Sharing one command buffer between sessions orders all work on a device like
- * CUDA's legacy stream, which is what lets buffer_read/write/free (called without a stream)
- * be correct: they flush first when anything is recorded. A buffer freed while recorded work
+ * CUDA's legacy stream, which is what lets buffer_read/write/free ignore their `stream`
+ * argument and still be correct: they flush first when anything is recorded. A buffer freed while recorded work
  * may still use it is parked (zombie list) and returned to its block after the next
  * submission completes. Descriptors are pushed (vkCmdPushDescriptorSetKHR): no pools to
  * allocate or reset. Pipelines are created once per (shader variant, opcode) — the opcode is
@@ -798,18 +798,20 @@ td_status td__vk_alloc_locked(vk_device *vd, size_t nbytes, void **out)
     return s;
 }
 
-static td_status vk_buffer_alloc(td__device *dev, size_t nbytes, void **out)
+static td_status vk_buffer_alloc(td__device *dev, void *stream, size_t nbytes, void **out)
 {
     vk_device *vd = dev->impl;
+    (void)stream; /* one command buffer orders every session's work (the header) */
     pthread_mutex_lock(&vd->mu);
     td_status s = td__vk_alloc_locked(vd, nbytes, out);
     pthread_mutex_unlock(&vd->mu);
     return s;
 }
 
-static void vk_buffer_free(td__device *dev, void *data, size_t nbytes)
+static void vk_buffer_free(td__device *dev, void *stream, void *data, size_t nbytes)
 {
     vk_device *vd = dev->impl;
+    (void)stream;
     pthread_mutex_lock(&vd->mu);
     td__vk_release_locked(vd, data, nbytes);
     pthread_mutex_unlock(&vd->mu);
@@ -882,29 +884,33 @@ td_status td__vk_read_locked(vk_device *vd, const void *src, void *dst, size_t n
     return transfer(vd, (uint64_t)(uintptr_t)src, dst, nbytes, false);
 }
 
-static td_status vk_buffer_write(td__device *dev, void *dst, size_t offset, const void *src,
-                                 size_t nbytes)
+static td_status vk_buffer_write(td__device *dev, void *stream, void *dst, size_t offset,
+                                 const void *src, size_t nbytes)
 {
     vk_device *vd = dev->impl;
+    (void)stream;
     pthread_mutex_lock(&vd->mu);
     td_status s = transfer(vd, (uint64_t)(uintptr_t)dst + offset, (void *)(uintptr_t)src, nbytes, true);
     pthread_mutex_unlock(&vd->mu);
     return s;
 }
 
-static td_status vk_buffer_read(td__device *dev, const void *src, size_t offset, void *dst,
-                                size_t nbytes)
+static td_status vk_buffer_read(td__device *dev, void *stream, const void *src, size_t offset,
+                                void *dst, size_t nbytes)
 {
     vk_device *vd = dev->impl;
+    (void)stream;
     pthread_mutex_lock(&vd->mu);
     td_status s = transfer(vd, (uint64_t)(uintptr_t)src + offset, dst, nbytes, false);
     pthread_mutex_unlock(&vd->mu);
     return s;
 }
 
-static td_status vk_buffer_copy(td__device *dev, void *dst, const void *src, size_t nbytes)
+static td_status vk_buffer_copy(td__device *dev, void *stream, void *dst, const void *src,
+                                size_t nbytes)
 {
     vk_device *vd = dev->impl;
+    (void)stream;
     pthread_mutex_lock(&vd->mu);
     char err[128];
     uint64_t so = 0, dof = 0;

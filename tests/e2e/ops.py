@@ -361,6 +361,8 @@ def test_health_metrics_logs(tmp, pb, pbg):
         check(NBYTES <= tx <= NBYTES + FRAMING, f"sent bytes: +{tx:g} (NBYTES {NBYTES} + framing)")
         check(value(after, "tensord_sessions", tenant="alice") == 0, "no session left after the close")
         check(value(after, "tensord_device_queue_depth", device="cpu") == 0, "queue depth back to 0")
+        check(value(after, "tensord_device_workers", device="cpu") == 1,
+              "one worker thread on the CPU device (the default)")
         check(d("tensord_ops_executed_total", device="cpu", family="binary", op="mul") == 2,
               "ops executed: +2 mul (the graph's op, two runs)")
         check(d("tensord_batch_duration_seconds_count", device="cpu", kind="graph_run") == 2,

@@ -126,6 +126,11 @@ cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s)
 }
 struct td_emu_stream { int dummy; };
 cudaError_t cudaStreamCreate(cudaStream_t *s) { *s = calloc(1, sizeof **s); return cudaSuccess; }
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags)
+{
+    (void)flags; /* every stream runs its work at once here: none waits for another */
+    return cudaStreamCreate(s);
+}
 cudaError_t cudaStreamDestroy(cudaStream_t s) { free(s); return cudaSuccess; }
 cudaError_t cudaStreamSynchronize(cudaStream_t s) { (void)s; return cudaSuccess; }
 cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *a, const void *fn)
@@ -145,6 +150,11 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags)
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) { (void)s; e->recorded = 1; return cudaSuccess; }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) { (void)e; return cudaSuccess; }
 cudaError_t cudaEventDestroy(cudaEvent_t e) { free(e); return cudaSuccess; }
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags)
+{
+    (void)s, (void)flags;
+    return e != NULL ? cudaSuccess : cudaErrorInvalidValue;
+}
 /* Kernels run at launch here: no time passes between two events. */
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
 {

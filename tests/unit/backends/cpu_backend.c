@@ -77,14 +77,14 @@ Test(cpu_backend, memory_info_counts_each_devices_bytes)
     if (total[1] < 4 * (uint64_t)held) cr_skip_test("host too small: %llu bytes per device",
                                                     (unsigned long long)total[1]);
     void *p = NULL;
-    cr_assert_eq(td__cpu_backend.buffer_alloc(&d[1], held, &p), TD_OK);
+    cr_assert_eq(td__cpu_backend.buffer_alloc(&d[1], NULL, held, &p), TD_OK);
     memset(p, 1, held); /* touched: the host's available memory drops too */
     for (int i = 0; i < 2; i++)
         cr_assert_eq(td__cpu_backend.memory_info(&d[i], &total[i], &free_bytes[i]), TD_OK);
     cr_expect_eq(total[0], total[1]);
     cr_expect_gt(free_bytes[0], free_bytes[1] + held / 2, "cpu:0 free %llu, cpu:1 free %llu",
                  (unsigned long long)free_bytes[0], (unsigned long long)free_bytes[1]);
-    td__cpu_backend.buffer_free(&d[1], p, held);
+    td__cpu_backend.buffer_free(&d[1], NULL, p, held);
     for (int i = 0; i < 2; i++) td__cpu_backend.device_close(&d[i]);
     unsetenv("TENSORD_CPU_DEVICES");
 }
@@ -93,17 +93,17 @@ Test(cpu_backend, buffers)
 {
     td__device *dev = tu_open(1);
     void *p = NULL;
-    cr_assert_eq(td__cpu_backend.buffer_alloc(dev, 100, &p), TD_OK);
+    cr_assert_eq(td__cpu_backend.buffer_alloc(dev, NULL, 100, &p), TD_OK);
     cr_assert_eq((uintptr_t)p % 64, 0);
     const char msg[] = "tensord";
-    cr_assert_eq(td__cpu_backend.buffer_write(dev, p, 10, msg, sizeof msg), TD_OK);
+    cr_assert_eq(td__cpu_backend.buffer_write(dev, NULL, p, 10, msg, sizeof msg), TD_OK);
     char back[sizeof msg];
-    cr_assert_eq(td__cpu_backend.buffer_read(dev, p, 10, back, sizeof back), TD_OK);
+    cr_assert_eq(td__cpu_backend.buffer_read(dev, NULL, p, 10, back, sizeof back), TD_OK);
     cr_assert_str_eq(back, "tensord");
-    cr_assert_eq(td__cpu_backend.buffer_write(dev, p, 0, NULL, 0), TD_OK);
-    td__cpu_backend.buffer_free(dev, p, 100);
+    cr_assert_eq(td__cpu_backend.buffer_write(dev, NULL, p, 0, NULL, 0), TD_OK);
+    td__cpu_backend.buffer_free(dev, NULL, p, 100);
     void *q = (void *)1;
-    cr_assert_eq(td__cpu_backend.buffer_alloc(dev, (size_t)TD_MAX_TENSOR_BYTES + 1, &q),
+    cr_assert_eq(td__cpu_backend.buffer_alloc(dev, NULL, (size_t)TD_MAX_TENSOR_BYTES + 1, &q),
                  TD_ENOMEM);
     cr_assert_eq(q, (void *)1, "out parameter touched on failure");
     tu_close(dev);

@@ -73,10 +73,10 @@ td__view tu_new(td__device *dev, uint32_t dtype, uint32_t rank, const int64_t *d
     for (uint32_t i = 0; i < rank; i++) v.desc.dims[i] = dims[i];
     size_t nb = tu_nbytes(&v);
     if (nb > 0) {
-        cr_assert_eq(td__cpu_backend.buffer_alloc(dev, nb, &v.data), TD_OK);
+        cr_assert_eq(td__cpu_backend.buffer_alloc(dev, NULL, nb, &v.data), TD_OK);
         cr_assert_eq((uintptr_t)v.data % 64, 0, "buffer not 64-byte aligned");
         if (data != NULL) {
-            cr_assert_eq(td__cpu_backend.buffer_write(dev, v.data, 0, data, nb), TD_OK);
+            cr_assert_eq(td__cpu_backend.buffer_write(dev, NULL, v.data, 0, data, nb), TD_OK);
         } else {
             memset(v.data, 0xA5, nb); /* poison: kernels must write every element */
         }
@@ -108,7 +108,7 @@ td__view tu_from_doubles(td__device *dev, uint32_t dtype, uint32_t rank, const i
 
 void tu_free(td__device *dev, td__view *v)
 {
-    if (v->data != NULL) td__cpu_backend.buffer_free(dev, v->data, tu_nbytes(v));
+    if (v->data != NULL) td__cpu_backend.buffer_free(dev, NULL, v->data, tu_nbytes(v));
     v->data = NULL;
 }
 

@@ -14,20 +14,23 @@ static td_status open_dev(td__device *dev, int index, char *err, size_t errlen)
     (void)dev, (void)index, (void)err, (void)errlen;
     return TD_EDEVICE;
 }
-static td_status alloc(td__device *dev, size_t nbytes, void **out)
+static td_status alloc(td__device *dev, void *stream, size_t nbytes, void **out)
 {
-    (void)dev, (void)nbytes, (void)out;
+    (void)dev, (void)stream, (void)nbytes, (void)out;
     return TD_ENOMEM;
 }
-static void release(td__device *dev, void *data, size_t nbytes) { (void)dev, (void)data, (void)nbytes; }
-static td_status wr(td__device *dev, void *dst, size_t off, const void *src, size_t n)
+static void release(td__device *dev, void *stream, void *data, size_t nbytes)
 {
-    (void)dev, (void)dst, (void)off, (void)src, (void)n;
+    (void)dev, (void)stream, (void)data, (void)nbytes;
+}
+static td_status wr(td__device *dev, void *stream, void *dst, size_t off, const void *src, size_t n)
+{
+    (void)dev, (void)stream, (void)dst, (void)off, (void)src, (void)n;
     return TD_EDEVICE;
 }
-static td_status rd(td__device *dev, const void *src, size_t off, void *dst, size_t n)
+static td_status rd(td__device *dev, void *stream, const void *src, size_t off, void *dst, size_t n)
 {
-    (void)dev, (void)dst, (void)off, (void)src, (void)n;
+    (void)dev, (void)stream, (void)dst, (void)off, (void)src, (void)n;
     return TD_EDEVICE;
 }
 static td_status run(td__device *dev, void *stream, const td__op *op, const td__view *in,

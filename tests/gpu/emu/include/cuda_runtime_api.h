@@ -78,6 +78,8 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcp
                             cudaStream_t s);
 cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s);
 cudaError_t cudaStreamCreate(cudaStream_t *s);
+#define cudaStreamNonBlocking 0x01
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags);
 cudaError_t cudaStreamDestroy(cudaStream_t s);
 cudaError_t cudaStreamSynchronize(cudaStream_t s);
 cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *a, const void *fn);
@@ -92,6 +94,7 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags);
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s);
 cudaError_t cudaEventSynchronize(cudaEvent_t e);
 cudaError_t cudaEventDestroy(cudaEvent_t e);
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags);
 
 /* Emulation only: record a launch failure for cudaGetLastError. */
 void td_emu_set_error(cudaError_t e);
