@@ -1272,7 +1272,10 @@ static void add_reduce(void)
         {SH(3, 4, 5), 3},   {SH(3, 4, 5), 5},     {SH(3, 4, 5), 6},     {SH(3, 4, 5), 7},
         {SH(3, 4, 5), 0},   {SH(2, 3, 1, 4), 12}, {SH(2, 3, 1, 4), 4},  {SH(1000003), 1},
         {SH(7, 100003), 2}, {SH(100003, 7), 1},   {SH(64, 1024), 1},    {SH(64, 1024), 2},
-        {SH(3, 300, 5, 7), 10}, {SH(33, 3, 65), 5}, {SH(2, 2, 2, 2, 2, 2, 2, 3), 0x55}};
+        {SH(3, 300, 5, 7), 10}, {SH(33, 3, 65), 5}, {SH(2, 2, 2, 2, 2, 2, 2, 3), 0x55},
+        /* the GPU's row path (gpu_reduce.cu, rows of 16 KiB and more, 64 KiB chunks): aligned
+         * rows of several chunks, the last one partial; whole chunks only */
+        {SH(5, 40000), 2}, {SH(3, 2, 16384), 6}};
     const td__op_row *rows[TD_OP_COUNT];
     size_t nops = ops_of(TD_OPCLASS_REDUCE, rows);
     char sb[96];
