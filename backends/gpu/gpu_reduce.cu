@@ -16,10 +16,21 @@
  * (grid.y): each writes a partial, and a second kernel (one block per output) combines an
  * output's G partials along another fixed tree.
  *
+ * The row path (k_reduce_rows): SUM/MEAN/PROD whose reduced elements are one contiguous run
+ * of at least 16 KiB an output (x is [nout, rcount], e.g. a full reduction of a large
+ * tensor) take a lean kernel of their own instead: one block of 256 lanes per 64 KiB chunk of
+ * a row, 16-byte loads, each lane's 16 loads unrolled so that 4 are in flight before it folds
+ * any, 4 accumulators a lane, 32-bit offsets inside the chunk and no descriptor walk, and its
+ * own launch bounds (64 registers). k_reduce's 40-register cap and generic per-group index
+ * math left the 1 GiB bf16 sum latency-bound (ncu: DRAM 61 %, SM 50 %; 0.69-0.74x PyTorch,
+ * BENCHMARKS.md), while a standalone kernel of this shape reached ~0.95x. Its partition
+ * (see the comment above k_reduce_rows) is again a function of the shape and the dtype's
+ * size alone; an unaligned row is read element by element in the same order, so alignment
+ * never changes the bits.
+ *
  * f16/bf16 inputs are read as they are (2 bytes an element) and each element is widened to
- * f32 as it is folded; their partition is the f32 one of the same shape (groups of 4
- * elements, loaded 8 bytes at a time), so they give the bits of reducing the widened f32
- * tensor — what this file did before, through an f32 copy in scratch memory.
+ * f32 as it is folded. On k_reduce their partition is the f32 one of the same shape (groups
+ * of 4 elements, loaded 8 bytes at a time); on the row path their vectors hold 8 elements.
  *
  * Accumulators: float SUM/PROD/MEAN in double, rounded once at the end; integer SUM/PROD in
  * uint64 with wraparound (equal to wrapping in the output type). MAX/MIN/ARGMAX/ARGMIN
@@ -317,6 +328,134 @@ __global__ void __launch_bounds__(RED_PARTIAL_THREADS)
     if (t == 0) store_any<R>(kind, dt, out, o, lanes[0], rcount);
 }
 
+/* ---- the row path: SUM/MEAN/PROD of long contiguous rows ----
+ *
+ * x is [nout, rcount], row o at x + o * rcount (the GROUPED case: one reduced run with
+ * stride 1, so every kept dim lies outside it). A row is cut into chunks of ROW_CHUNK_VECS
+ * 16-byte vectors (V = 16 / sizeof(T) elements each; 64 KiB a chunk), one block a chunk.
+ * Lane t takes vectors k = (s ROW_UNROLL + u) ROW_THREADS + t of its chunk, s = 0 ..
+ * ROW_STEPS - 1, u = 0 .. ROW_UNROLL - 1: accumulator u folds its vectors in s order and
+ * each vector's elements in ascending order; then acc 0..ROW_UNROLL-1 combine pairwise, the
+ * lanes along k_reduce's tree, and the chunks of a row in k_reduce_partials. */
+#define ROW_THREADS 256
+#define ROW_UNROLL 4
+#define ROW_STEPS 4
+#define ROW_CHUNK_VECS (ROW_THREADS * ROW_UNROLL * ROW_STEPS)
+/* Rows shorter than one block step (16 KiB) stay on k_reduce, which packs rows into a block. */
+#define ROW_MIN_BYTES (ROW_THREADS * ROW_UNROLL * 16)
+/* 4 blocks of 256 a multiprocessor: up to 64 registers a lane, room for the ROW_UNROLL
+ * vectors in flight (16 registers) next to the accumulators. */
+#define ROW_MIN_BLOCKS 4
+
+template <typename T> struct alignas(16) vec16 {
+    T v[16 / sizeof(T)];
+};
+
+/* Block b folds chunk b % chunks of row b / chunks. chunks == 1: stores the result; else
+ * writes partial[chunk * nout + row]. VEC (the row starts 16-byte aligned) loads a vector at
+ * once where the whole vector lies in the row; otherwise element by element, in the same
+ * order, so VEC never changes the bits. */
+template <typename R, bool VEC>
+__global__ void __launch_bounds__(ROW_THREADS, ROW_MIN_BLOCKS)
+    k_reduce_rows(const typename R::In *__restrict__ x, int64_t rcount, int64_t nout,
+                  unsigned chunks, int kind, uint32_t dt, void *out, typename R::Acc *partial)
+{
+    typedef typename R::In T;
+    typedef typename R::Acc Acc;
+    constexpr int V = 16 / (int)sizeof(T);
+    constexpr int CH = ROW_CHUNK_VECS * V; /* elements of a chunk */
+    __shared__ Acc lanes[ROW_THREADS];
+    const int t = threadIdx.x;
+    const unsigned o32 = blockIdx.x / chunks, c = blockIdx.x - o32 * chunks;
+    const int64_t o = o32;
+    const T *row = x + o * rcount + (int64_t)c * CH;
+    const int64_t left = rcount - (int64_t)c * CH;
+    const int len = left < CH ? (int)left : CH;
+    Acc acc[ROW_UNROLL];
+#pragma unroll
+    for (int u = 0; u < ROW_UNROLL; u++) acc[u] = R::init();
+    if (VEC && len == CH) {
+        const vec16<T> *rv = (const vec16<T> *)row;
+#pragma unroll
+        for (int s = 0; s < ROW_STEPS; s++) {
+            vec16<T> v[ROW_UNROLL];
+#pragma unroll
+            for (int u = 0; u < ROW_UNROLL; u++) v[u] = rv[(s * ROW_UNROLL + u) * ROW_THREADS + t];
+#pragma unroll
+            for (int u = 0; u < ROW_UNROLL; u++)
+#pragma unroll
+                for (int q = 0; q < V; q++) acc[u] = R::fold(acc[u], v[u].v[q], 0);
+        }
+    } else {
+        for (int s = 0; s < ROW_STEPS; s++)
+#pragma unroll
+            for (int u = 0; u < ROW_UNROLL; u++) {
+                const int e0 = ((s * ROW_UNROLL + u) * ROW_THREADS + t) * V;
+                if (VEC && e0 + V <= len) {
+                    const vec16<T> v = *(const vec16<T> *)(row + e0);
+#pragma unroll
+                    for (int q = 0; q < V; q++) acc[u] = R::fold(acc[u], v.v[q], 0);
+                } else {
+                    for (int q = 0; q < V && e0 + q < len; q++)
+                        acc[u] = R::fold(acc[u], row[e0 + q], 0);
+                }
+            }
+    }
+#pragma unroll
+    for (int w = 1; w < ROW_UNROLL; w *= 2)
+#pragma unroll
+        for (int u = 0; u + w < ROW_UNROLL; u += 2 * w) acc[u] = R::combine(acc[u], acc[u + w]);
+    lanes[t] = acc[0];
+    __syncthreads();
+    for (int s = ROW_THREADS / 2; s > 0; s /= 2) {
+        if (t < s) lanes[t] = R::combine(lanes[t], lanes[t + s]);
+        __syncthreads();
+    }
+    if (t == 0) {
+        if (partial == NULL) store_any<R>(kind, dt, out, o, lanes[0], rcount);
+        else partial[(int64_t)c * nout + o] = lanes[0];
+    }
+}
+
+/* The row path for reducer R, when it applies: *done false leaves the op to k_reduce. */
+template <typename R>
+td_status run_rows(const td__gpu_exec *x, const red_plan &p, const void *in, int kind,
+                   uint32_t dt, void *out, bool *done)
+{
+    typedef typename R::In T;
+    typedef typename R::Acc Acc;
+    constexpr int64_t CH = (int64_t)ROW_CHUNK_VECS * (16 / (int)sizeof(T));
+    *done = false;
+    if (!(p.nr == 1 && p.rstride[0] == 1) || p.rcount * (int64_t)sizeof(T) < ROW_MIN_BYTES)
+        return TD_OK;
+    const int64_t chunks = (p.rcount + CH - 1) / CH;
+    if (chunks > INT32_MAX / p.nout) return TD_OK; /* nout * chunks blocks must fit a grid */
+    *done = true;
+    const bool vec = (uintptr_t)in % 16 == 0 &&
+                     (p.nout == 1 || (p.rcount * (int64_t)sizeof(T)) % 16 == 0);
+    void *tmp = NULL;
+    if (chunks > 1) {
+        td_status s = td__gpu_temp_alloc(x, (size_t)(chunks * p.nout) * sizeof(Acc), &tmp);
+        if (s != TD_OK) return s;
+    }
+    const unsigned blocks = (unsigned)(chunks * p.nout);
+    if (vec)
+        k_reduce_rows<R, true><<<blocks, ROW_THREADS, 0, x->st->s>>>(
+            (const T *)in, p.rcount, p.nout, (unsigned)chunks, kind, dt, out, (Acc *)tmp);
+    else
+        k_reduce_rows<R, false><<<blocks, ROW_THREADS, 0, x->st->s>>>(
+            (const T *)in, p.rcount, p.nout, (unsigned)chunks, kind, dt, out, (Acc *)tmp);
+    td_status s = td__gpu_launched(x, "reduce rows kernel");
+    if (chunks == 1) return s;
+    if (s == TD_OK) {
+        k_reduce_partials<R><<<(unsigned)p.nout, RED_PARTIAL_THREADS, 0, x->st->s>>>(
+            (const Acc *)tmp, (int)chunks, p.nout, p.rcount, kind, dt, out);
+        s = td__gpu_launched(x, "reduce partials kernel");
+    }
+    td__gpu_temp_free(x, tmp);
+    return s;
+}
+
 int pow2_at_most(int64_t n, int cap)
 {
     int p = 1;
@@ -338,6 +477,12 @@ td_status run(const td__gpu_exec *x, const red_plan &p, const void *in, int kind
 {
     typedef typename R::Acc Acc;
     constexpr int N = group_elems<typename R::In>::value;
+    if constexpr (!std::is_same<typename R::Acc, ext_acc<typename R::In>>::value &&
+                  !std::is_same<typename R::Acc, ext_acc<float>>::value) {
+        bool done;
+        td_status s = run_rows<R>(x, p, in, kind, dt, out, &done);
+        if (done || s != TD_OK) return s;
+    }
     /* the contiguous path: one reduced run with stride 1 (the innermost dims reduced) */
     const bool grouped = p.nr == 1 && p.rstride[0] == 1;
     int bx, by;

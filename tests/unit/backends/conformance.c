@@ -1274,7 +1274,10 @@ static void add_reduce(void)
         {SH(7, 100003), 2}, {SH(100003, 7), 1},   {SH(64, 1024), 1},    {SH(64, 1024), 2},
         {SH(3, 300, 5, 7), 10}, {SH(33, 3, 65), 5}, {SH(2, 2, 2, 2, 2, 2, 2, 3), 0x55},
         /* batch norm's statistics: few outputs, reduced dims both outside and inside */
-        {SH(32, 4, 28, 28), 13}};
+        {SH(32, 4, 28, 28), 13},
+        /* the GPU's row path (gpu_reduce.cu, rows of 16 KiB and more, 64 KiB chunks): aligned
+         * rows of several chunks, the last one partial; whole chunks only */
+        {SH(5, 40000), 2}, {SH(3, 2, 16384), 6}};
     const td__op_row *rows[TD_OP_COUNT];
     size_t nops = ops_of(TD_OPCLASS_REDUCE, rows);
     char sb[96];
@@ -1641,7 +1644,8 @@ static void add_movement_steps(void)
  * rows per block, a row per block kept on chip, streamed rows, rows split into chunks,
  * strided rows (inner > 1) on chip, streamed and chunked. */
 /* CUMSUM CUMPROD (TD_OPCLASS_SCAN): every numeric dtype; the GPU's one-thread-per-line and
- * tiled paths (rows longer than 256, several tiles of 2048, one long row). */
+ * tiled paths (rows longer than 256, several tiles of 4096, one long row of 245 tiles: two
+ * levels of its tree of tile totals; unaligned rows). */
 static void add_scan(void)
 {
     typedef struct scase {
@@ -1652,7 +1656,10 @@ static void add_scan(void)
                         {SH(3, 4, 5), 0},   {SH(3, 4, 5), 1},     {SH(3, 4, 5), 2},
                         {SH(2, 0, 3), 1},   {SH(2, 0, 3), 2},     {SH(64, 257), 1},
                         {SH(3, 5000), 1},   {SH(4100), 0},        {SH(100003, 7), 0},
-                        {SH(7, 100003), 1}, {SH(1000003), 0},     {SH(300, 2, 40), 0}};
+                        {SH(7, 100003), 1}, {SH(1000003), 0},     {SH(300, 2, 40), 0},
+                        /* two aligned lines of 35 GPU tiles (4096): each line's own tree of
+                         * tile totals, two levels, a partial last tile */
+                        {SH(2, 140000), 1}};
     const td__op_row *rows[TD_OP_COUNT];
     size_t nops = ops_of(TD_OPCLASS_SCAN, rows);
     char sb[96];
