@@ -4,8 +4,9 @@
  * recorded it before it was a row (so every device without a native kernel computes what it
  * did): kt = permute(k, last two swapped); s = matmul(q, kt) * full(scale); causal:
  * s = where(le(arange(S) as [1, S], arange(L) as [L, 1]), s, full(-inf)); a bool mask:
- * s = where(mask, s, full(-inf)); a float mask: s = s + mask; then softmax's lowering along
- * the last axis (max, sub, exp, sum, div: optable.h's SOFTMAX steps); y = matmul(p, v). */
+ * s = where(mask, s, full(-inf)); a float mask: s = s + mask; p = softmax(s) along the last
+ * axis, as one SOFTMAX step (run natively where the device has a kernel, else lowered one
+ * level down: max, sub, exp, sum, div, optable.h's SOFTMAX steps); y = matmul(p, v). */
 #include "engine/lower.h"
 #include "engine/optable.h"
 #include "engine/session.h"
@@ -15,20 +16,16 @@
 
 typedef struct builder {
     td__lower_prog *p;
+    uint64_t base; /* step j's output: base + j */
 } builder;
 
 /* Append a step; returns its output id. */
 static uint64_t step(builder *b, td__op op)
 {
     const uint32_t j = b->p->n++;
-    op.output = TD_LOWER_TEMP_BASE + j;
+    op.output = b->base + j;
     b->p->steps[j] = op;
     return op.output;
-}
-
-static uint64_t op1(builder *b, uint32_t opcode, uint64_t a)
-{
-    return step(b, (td__op){.opcode = opcode, .n_inputs = 1, .inputs = {a}});
 }
 
 static uint64_t op2(builder *b, uint32_t opcode, uint64_t a, uint64_t c)
@@ -78,27 +75,19 @@ static void lower_attention(const td__op *op, const td__desc *const *in, builder
     } else if (op->n_inputs > 3) {
         s = op2(b, TD_OP_ADD, s, op->inputs[3]);
     }
-    /* the scores' rank: the broadcast batch of q, k and the mask, plus [L, S] */
+    /* softmax along the last axis as one step: the device's native kernel where it has one
+     * (the CUDA backend's reads the scores once), else its lowering, one level down */
     uint32_t rank = q->rank > k->rank ? q->rank : k->rank;
     if (op->n_inputs > 3 && in[3]->rank > rank) rank = in[3]->rank;
-    const td__op keep_last = {.n_inputs = 1, .n_iattrs = 2,
-                              .iattrs = {(int64_t)1 << (rank - 1), 1}};
-    td__op r = keep_last;
-    r.opcode = TD_OP_MAX;
-    r.inputs[0] = s;
-    uint64_t m = step(b, r);
-    uint64_t e = op1(b, TD_OP_EXP, op2(b, TD_OP_SUB, s, m));
-    r.opcode = TD_OP_SUM;
-    r.inputs[0] = e;
-    uint64_t z = step(b, r);
-    uint64_t pr = op2(b, TD_OP_DIV, e, z);
+    uint64_t pr = step(b, (td__op){.opcode = TD_OP_SOFTMAX, .n_inputs = 1, .inputs = {s},
+                                   .n_iattrs = 1, .iattrs = {(int64_t)rank - 1}});
     op2(b, TD_OP_MATMUL, pr, op->inputs[2]);
 }
 
-td_status td__lower_build(const td__op *op, const td__desc *const *in, td__lower_prog *p,
-                          char *err, size_t errlen)
+td_status td__lower_build(const td__op *op, const td__desc *const *in, uint64_t temp_base,
+                          td__lower_prog *p, char *err, size_t errlen)
 {
-    builder b = {.p = p};
+    builder b = {.p = p, .base = temp_base};
     p->n = 0;
     switch (op->opcode) {
     case TD_OP_SCALED_DOT_PRODUCT_ATTENTION:

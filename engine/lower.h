@@ -23,7 +23,7 @@ typedef struct td__lower_prog {
  * row has a built lowering (TD_LOWER_ATTENTION). Returns TD_OK, or TD_EINTERNAL with a
  * message when the row has no builder (a table that lost its builder).
  * Thread-safety: pure function of its arguments. */
-td_status td__lower_build(const td__op *op, const td__desc *const *in, td__lower_prog *p,
-                          char *err, size_t errlen);
+td_status td__lower_build(const td__op *op, const td__desc *const *in, uint64_t temp_base,
+                          td__lower_prog *p, char *err, size_t errlen);
 
 #endif

@@ -468,7 +468,14 @@ typedef struct exec_at {
     size_t index;
     const td__op *parent; /* the composite (NULL: op is the batch's own op) */
     uint32_t step;
+    uint32_t depth;       /* lowerings this op is inside: 0 (a batch op), 1, 2 */
+    uint64_t temp_base;   /* where the enclosing lowering's temporaries start (depth > 0) */
 } exec_at;
+
+/* How deep lowerings nest: a built lowering may use a composite as a step (attention's
+ * softmax), which runs natively where the device has it and is lowered again, one level
+ * down, where it does not. */
+#define TD_LOWER_MAX_DEPTH 2
 
 /* Format "op <i> (<name>): <reason>" (a lowering's step: "op <i> (<composite>): lowered
  * step <j> (<name>): <reason>"), dropping a "<name>: " prefix already in reason. */
@@ -501,15 +508,20 @@ static td_status exec_one(td__session *s, const exec_at *at, const td__op *op, b
  * Temporaries get ids from TD_LOWER_TEMP_BASE (engine/session.h), are charged like any
  * tensor while they live, and are released whether the steps succeed or not; the last step
  * writes op->output. Returns the first failing step's status with its message. */
-static td_status exec_lowered(td__session *s, size_t index, const td__op *op,
+static td_status exec_lowered(td__session *s, const exec_at *outer, const td__op *op,
                               const td__lowering *lw, const td__desc *const *in_desc,
                               char *msg, size_t msglen)
 {
+    /* this program's temporaries: past the enclosing program's (each has at most
+     * TD_LOWER_PROG_MAX steps) */
+    const uint64_t base = outer->depth == 0 ? TD_LOWER_TEMP_BASE
+                                            : outer->temp_base + TD_LOWER_PROG_MAX;
+    const size_t index = outer->index;
     td__lower_prog prog;
     td_status st = TD_OK;
     if (lw->n_steps == 0) {
         char why[256];
-        if ((st = td__lower_build(op, in_desc, &prog, why, sizeof why)) != TD_OK) {
+        if ((st = td__lower_build(op, in_desc, base, &prog, why, sizeof why)) != TD_OK) {
             snprintf(msg, msglen, "op %zu (%s): %s", index, td__op_name(op->opcode), why);
             return st;
         }
@@ -521,8 +533,7 @@ static td_status exec_lowered(td__session *s, size_t index, const td__op *op,
             *step = (td__op){.opcode = ls->opcode, .n_inputs = ls->n_inputs};
             for (uint32_t k = 0; k < ls->n_inputs; k++) {
                 uint8_t src = ls->in[k];
-                step->inputs[k] = src >= TD_LSTEP(0) ? TD_LOWER_TEMP_BASE + (src - TD_LSTEP(0))
-                                                     : op->inputs[src];
+                step->inputs[k] = src >= TD_LSTEP(0) ? base + (src - TD_LSTEP(0)) : op->inputs[src];
             }
             if (ls->attrs == TD_LATTR_AXIS_KEEP) {
                 step->n_iattrs = 2;
@@ -532,16 +543,17 @@ static td_status exec_lowered(td__session *s, size_t index, const td__op *op,
                 step->n_iattrs = op->n_iattrs;
                 memcpy(step->iattrs, op->iattrs, sizeof step->iattrs);
             }
-            step->output = j + 1 == lw->n_steps ? op->output : TD_LOWER_TEMP_BASE + j;
+            step->output = j + 1 == lw->n_steps ? op->output : base + j;
         }
     }
     for (uint32_t j = 0; j < prog.n && st == TD_OK; j++) {
-        exec_at at = {.index = index, .parent = op, .step = j};
+        exec_at at = {.index = index, .parent = op, .step = j, .depth = outer->depth + 1,
+                      .temp_base = base};
         bool poisoned;
         st = exec_one(s, &at, &prog.steps[j], true, msg, msglen, &poisoned);
     }
     for (uint32_t j = 0; j + 1 < prog.n; j++) {
-        td__tensor *t = td__idmap_del(&s->tensors, TD_LOWER_TEMP_BASE + j);
+        td__tensor *t = td__idmap_del(&s->tensors, base + j);
         if (t != NULL) tensor_free(s, t);
     }
     return st;
@@ -616,8 +628,8 @@ static td_status exec_one(td__session *s, const exec_at *at, const td__op *op, b
     const td__lowering *lw = td__op_lowering(td__op_row_of(op->opcode));
     bool native = be->supports_op != NULL ? be->supports_op(s->dev, op, in_desc, &od)
                                           : td__op_default_supports(op->opcode);
-    if (lw != NULL && at->parent == NULL && (!native || s->force_lowering))
-        return exec_lowered(s, at->index, op, lw, in_desc, msg, msglen);
+    if (lw != NULL && at->depth < TD_LOWER_MAX_DEPTH && (!native || s->force_lowering))
+        return exec_lowered(s, at, op, lw, in_desc, msg, msglen);
     if (!native) {
         op_message(msg, msglen, at, op, "not supported on device %s for dtype %s", s->dev->name,
                    td__dtype_str(op->n_inputs > 0 ? in_desc[0]->dtype : od.dtype));
