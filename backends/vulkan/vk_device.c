@@ -427,6 +427,47 @@ td_status td__vk_flush(vk_device *vd, char *err, size_t errlen)
     return TD_OK;
 }
 
+/* Shader `shader`'s module. On a device without shaderDenormPreserveFloat32 the module is made
+ * from a copy of the SPIR-V without the DenormPreserve execution mode and capability that
+ * shaders/common.glsl declares (asking for what the device lacks is invalid usage); the
+ * SPIR-V is a header of 5 words then instructions whose first word holds (word count << 16)
+ * | opcode, so dropping two instructions is a copy that skips them. */
+static VkResult shader_module(vk_device *vd, uint32_t shader)
+{
+    const uint32_t *code = td__vk_shaders[shader].code;
+    const size_t nwords = td__vk_shaders[shader].nbytes / 4;
+    uint32_t *copy = NULL;
+    if (!vd->denorm_preserve && nwords > 5) {
+        copy = td__vk_calloc(nwords, 4);
+        if (copy == NULL) return VK_ERROR_OUT_OF_HOST_MEMORY;
+        size_t o = 5;
+        memcpy(copy, code, 5 * 4);
+        for (size_t i = 5; i < nwords;) {
+            const uint32_t wc = code[i] >> 16, opc = code[i] & 0xffffu;
+            if (wc == 0 || i + wc > nwords) { /* malformed: keep the rest as it is */
+                memcpy(copy + o, code + i, (nwords - i) * 4);
+                o += nwords - i;
+                break;
+            }
+            const bool drop = (opc == 17 /* OpCapability */ && wc == 2 && code[i + 1] == 4464) ||
+                              (opc == 16 /* OpExecutionMode */ && wc >= 3 && code[i + 2] == 4459);
+            if (!drop) {
+                memcpy(copy + o, code + i, wc * 4);
+                o += wc;
+            }
+            i += wc;
+        }
+        VkShaderModuleCreateInfo mi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+                                       .codeSize = o * 4, .pCode = copy};
+        VkResult r = vkCreateShaderModule(vd->dev, &mi, NULL, &vd->modules[shader]);
+        td__vk_free(copy);
+        return r;
+    }
+    VkShaderModuleCreateInfo mi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+                                   .codeSize = td__vk_shaders[shader].nbytes, .pCode = code};
+    return vkCreateShaderModule(vd->dev, &mi, NULL, &vd->modules[shader]);
+}
+
 static VkPipeline pipeline_for(vk_device *vd, uint32_t shader, uint32_t op, VkResult *res)
 {
     uint32_t h = (shader * 2654435761u) ^ (op * 40503u);
@@ -435,12 +476,7 @@ static VkPipeline pipeline_for(vk_device *vd, uint32_t shader, uint32_t op, VkRe
         if (p->shader == shader && p->op == op) return p->pipe;
         if (p->shader != UINT32_MAX) continue;
         VkResult r = VK_SUCCESS;
-        if (vd->modules[shader] == VK_NULL_HANDLE) {
-            VkShaderModuleCreateInfo mi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
-                                           .codeSize = td__vk_shaders[shader].nbytes,
-                                           .pCode = td__vk_shaders[shader].code};
-            r = vkCreateShaderModule(vd->dev, &mi, NULL, &vd->modules[shader]);
-        }
+        if (vd->modules[shader] == VK_NULL_HANDLE) r = shader_module(vd, shader);
         VkSpecializationMapEntry me = {.constantID = 0, .offset = 0, .size = sizeof(uint32_t)};
         VkSpecializationInfo spec = {.mapEntryCount = 1, .pMapEntries = &me,
                                      .dataSize = sizeof op, .pData = &op};
@@ -623,9 +659,20 @@ static td_status vk_device_open(td__device *dev, int index, char *err, size_t er
     vd->qfamily = (uint32_t)compute_family(vd->phys);
     VkPhysicalDeviceMaintenance3Properties m3 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
+    VkPhysicalDeviceVulkan12Properties p12 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_PROPERTIES, .pNext = &m3};
     VkPhysicalDeviceProperties2 pr = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
-                                      .pNext = &m3};
+                                      .pNext = &p12};
     vkGetPhysicalDeviceProperties2(vd->phys, &pr);
+    /* Every shader declares DenormPreserve for 32-bit floats (shaders/common.glsl): the CPU
+     * reference keeps f32 (and bf16, computed in f32) subnormals, and NVIDIA's driver flushes
+     * them to zero unless asked (the H200 run of 2026-12-05: 250 conformance cases with
+     * subnormal inputs). A device that cannot preserve them is told so in the log. */
+    vd->denorm_preserve = p12.shaderDenormPreserveFloat32;
+    if (!vd->denorm_preserve)
+        td__vk_log(1, "vulkan:%d (%s): cannot preserve f32 subnormals "
+                   "(shaderDenormPreserveFloat32 is false); results that are subnormal may be "
+                   "flushed to zero", index, pr.properties.deviceName);
     vd->max_range = pr.properties.limits.maxStorageBufferRange;
     vd->cpu_impl = pr.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
     vd->max_alloc = m3.maxMemoryAllocationSize;

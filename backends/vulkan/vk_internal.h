@@ -79,6 +79,7 @@ typedef struct vk_device {
     uint64_t heap_size;
     bool f64, i64, i8, s8, s16, f16;
     bool cpu_impl;          /* VK_PHYSICAL_DEVICE_TYPE_CPU (lavapipe) */
+    bool denorm_preserve;   /* shaderDenormPreserveFloat32: shaders keep their DenormPreserve */
     /* memory */
     uint32_t mem_type;      /* for tensors */
     bool mapped;            /* tensor memory is host-visible and coherent: memcpy transfers */

@@ -7,6 +7,13 @@
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
 #extension GL_EXT_shader_8bit_storage : require
 #extension GL_EXT_shader_16bit_storage : require
+// f32 subnormals are kept, not flushed to zero (SPIR-V DenormPreserve, 4459, for 32-bit
+// floats, with its capability, 4464, from SPV_KHR_float_controls, core in Vulkan 1.2):
+// NVIDIA's driver flushes them unless a shader asks; vk_device.c logs a device that cannot.
+#extension GL_EXT_spirv_intrinsics : require
+spirv_execution_mode(4459, 32);
+spirv_instruction(extensions = ["SPV_KHR_float_controls"], capabilities = [4464], id = 0)
+void td_denorm_preserve_capability();
 
 #if !defined(NO_LOCAL_SIZE)
 layout(local_size_x = 256) in;
