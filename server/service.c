@@ -664,7 +664,7 @@ td_status td__service_start(const td__service_opts *opts, td__service **out, int
             if (want == 1)
                 snprintf(name, sizeof name, "td-%.12s", s->devs[i]->name);
             else
-                snprintf(name, sizeof name, "td-%.9s/%d", s->devs[i]->name, k);
+                snprintf(name, sizeof name, "td-%.9s/%u", s->devs[i]->name, (unsigned)k % 100u);
             st = td__worker_create(name, &s->workers[i][k]);
             if (st != TD_OK) {
                 snprintf(err, errlen, "cannot start worker %d of device %s", k,
