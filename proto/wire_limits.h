@@ -39,6 +39,9 @@
 #define TD_SHM_DEFAULT_BYTES ((unsigned long long)64 << 20)
 #define TD_SHM_MIN_BYTES ((unsigned long long)1 << 20)
 #define TD_SHM_MAX_BYTES ((unsigned long long)4 << 30)
+/* The largest region a session may ask for (OpenSession.shm_bytes) unless --shm-max-bytes
+ * says otherwise. */
+#define TD_SHM_DEFAULT_MAX_BYTES ((unsigned long long)1 << 30)
 /* The request ring (tensord.proto "request ring"): the last TD_RING_BYTES of a session's
  * region when the open asked for it. Offsets are from the ring's start; every header word
  * is a little-endian u32 on its own, read and written atomically:

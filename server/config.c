@@ -44,6 +44,7 @@ void td__config_defaults(td__config *c)
     c->drain_timeout_s = TD_DEFAULT_DRAIN_TIMEOUT_S;
     c->shm = true;
     c->shm_bytes = TD_SHM_DEFAULT_BYTES;
+    c->shm_max_bytes = TD_SHM_DEFAULT_MAX_BYTES;
     c->ring = true;
 }
 
@@ -293,6 +294,17 @@ int td__config_set(td__config *c, const char *key, const char *value, char *err,
                  value);
         return -1;
     }
+    if (strcmp(key, "shm_max_bytes") == 0) {
+        if (td__parse_bytes(value, &c->shm_max_bytes) == 0 &&
+            c->shm_max_bytes >= TD_SHM_MIN_BYTES && c->shm_max_bytes <= TD_SHM_MAX_BYTES &&
+            c->shm_max_bytes % 8192 == 0)
+            return 0;
+        snprintf(err, errlen,
+                 "shm_max_bytes: '%s' is not a byte count from 1M to 4G, a multiple of 8K "
+                 "(e.g. 1G)",
+                 value);
+        return -1;
+    }
     if (strcmp(key, "insecure") == 0) {
         if (parse_bool(value, &c->insecure) == 0) return 0;
         snprintf(err, errlen, "insecure: '%s' is not true or false", value);
@@ -323,7 +335,7 @@ int td__config_set(td__config *c, const char *key, const char *value, char *err,
              "max_tenant_bytes, device_threads, device_workers, cpu_devices, devices, insecure, tls_cert, tls_key, tls_client_ca, "
              "tokens_file, blob_cache_bytes, cache_dir, graph_cache, graph_cache_bytes, "
              "drain_timeout_s, max_connections, idle_timeout_s, max_streams, stream_window, transport_bytes, "
-             "shm, shm_bytes, ring)",
+             "shm, shm_bytes, shm_max_bytes, ring)",
              key);
     return -1;
 }

@@ -48,6 +48,8 @@ typedef struct td__config {
     bool insecure;              /* allow non-loopback addresses without TLS */
     bool shm;                   /* offer shared memory to unix-socket sessions (default on) */
     uint64_t shm_bytes;         /* size of each session's region (TD_SHM_DEFAULT_BYTES) */
+    uint64_t shm_max_bytes;     /* the largest region a session may ask for
+                                 * (TD_SHM_DEFAULT_MAX_BYTES; never below shm_bytes) */
     bool ring;                  /* offer those regions' request ring too (default on) */
     char tls_cert[512];         /* PEM certificate chain; "" = no TLS */
     char tls_key[512];          /* its PEM private key */

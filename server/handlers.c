@@ -47,13 +47,14 @@ static void run_open(td__srv_session *ss, td__job *j)
     td_status st;
     if (j->rq.shm && shm != NULL) {
         char err[256];
-        if (lim.max_bytes != 0 && lim.max_bytes <= td__shm_bytes(shm)) {
+        uint64_t size = td__shm_grant(shm, j->rq.shm_bytes);
+        if (lim.max_bytes != 0 && lim.max_bytes <= size) {
             snprintf(err, sizeof err, "the session's byte limit (%llu) is not above the "
                      "region's %llu bytes", (unsigned long long)lim.max_bytes,
-                     (unsigned long long)td__shm_bytes(shm));
+                     (unsigned long long)size);
             st = TD_EQUOTA;
         } else {
-            st = td__shm_region_create(shm, ss->c.id, ss->quota, &ss->shm, secret, err,
+            st = td__shm_region_create(shm, size, ss->c.id, ss->quota, &ss->shm, secret, err,
                                        sizeof err);
         }
         if (st != TD_OK) {

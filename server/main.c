@@ -152,6 +152,9 @@ static void usage(FILE *f)
         "                            (default: offered; README \"Same-host clients\")\n"
         "  --shm-bytes BYTES         size of each such session's shared-memory region,\n"
         "                            1M..4G (default 64M), charged to its tenant's max_bytes\n"
+        "  --shm-max-bytes BYTES     the largest region a client may ask for\n"
+        "                            (td_options.shm_host_bytes), 1M..4G (default 1G; never\n"
+        "                            below --shm-bytes)\n"
         "  --no-ring                 give those regions no request ring (small reads and\n"
         "                            fences then travel on the stream; --no-shm implies it)\n",
         f);
@@ -221,6 +224,7 @@ static void usage(FILE *f)
         "  insecure = true|false     as --insecure\n"
         "  shm = true|false          false: as --no-shm\n"
         "  shm_bytes = BYTES         as --shm-bytes\n"
+        "  shm_max_bytes = BYTES     as --shm-max-bytes\n"
         "  ring = true|false         false: as --no-ring\n"
         "  drain_timeout_s = S       as --drain-timeout\n"
         "  tls_cert = FILE           as --tls-cert (also tls_key, tls_client_ca)\n"
@@ -292,6 +296,7 @@ enum {
     OPT_DRAIN_TIMEOUT,
     OPT_NO_SHM,
     OPT_SHM_BYTES,
+    OPT_SHM_MAX_BYTES,
     OPT_NO_RING,
     OPT_CHECK_CONFIG,
     OPT_HELP,
@@ -318,6 +323,7 @@ static const struct option k_options[] = {
     {"insecure", no_argument, NULL, OPT_INSECURE},
     {"no-shm", no_argument, NULL, OPT_NO_SHM},
     {"shm-bytes", required_argument, NULL, OPT_SHM_BYTES},
+    {"shm-max-bytes", required_argument, NULL, OPT_SHM_MAX_BYTES},
     {"no-ring", no_argument, NULL, OPT_NO_RING},
     {"tls-cert", required_argument, NULL, OPT_TLS_CERT},
     {"tls-key", required_argument, NULL, OPT_TLS_KEY},
@@ -474,6 +480,7 @@ static int load_settings(int argc, char **argv, const char *config_path, td__con
         case OPT_INSECURE: key = "insecure"; value = "true"; break;
         case OPT_NO_SHM: key = "shm"; value = "false"; break;
         case OPT_SHM_BYTES: key = "shm_bytes"; break;
+        case OPT_SHM_MAX_BYTES: key = "shm_max_bytes"; break;
         case OPT_NO_RING: key = "ring"; value = "false"; break;
         case OPT_TLS_CERT: key = "tls_cert"; break;
         case OPT_TLS_KEY: key = "tls_key"; break;
@@ -610,7 +617,7 @@ static const struct {
     FIXED(device_threads),   FIXED(device_workers), FIXED(cpu_devices),
     FIXED(devices),
     FIXED(insecure),       FIXED(tokens_file),     FIXED(shm),
-    FIXED(shm_bytes),        FIXED(ring),
+    FIXED(shm_bytes),        FIXED(shm_max_bytes),  FIXED(ring),
     FIXED(max_connections),  FIXED(idle_timeout_s), FIXED(max_streams),
     FIXED(stream_window),    FIXED(transport_bytes),
 #undef FIXED
@@ -929,7 +936,7 @@ int main(int argc, char **argv)
     }
     td__shm *shm = NULL;
     if (addr.is_unix && cfg.shm &&
-        td__shm_start(addr.host, cfg.shm_bytes, &shm, err, sizeof err) != TD_OK)
+        td__shm_start(addr.host, cfg.shm_bytes, cfg.shm_max_bytes, &shm, err, sizeof err) != TD_OK)
         td__log(TD_LOG_WARN, "shared memory off: %s (unix-socket clients use the stream)", err);
     uint64_t nofile = 0;
     uint64_t max_conn = td__conn_limit_init(cfg.max_connections, &nofile);
@@ -991,8 +998,10 @@ int main(int argc, char **argv)
          * the other (the secret, not the mode, guards the regions). */
         struct stat sb;
         if (stat(addr.host, &sb) == 0) (void)chmod(td__shm_path(shm), sb.st_mode & 07777);
-        td__log(TD_LOG_INFO, "shared memory for unix-socket sessions: %llu-byte regions%s, "
-                             "side socket %s", (unsigned long long)td__shm_bytes(shm),
+        td__log(TD_LOG_INFO, "shared memory for unix-socket sessions: %llu-byte regions "
+                             "(up to %llu on request)%s, side socket %s",
+                (unsigned long long)td__shm_bytes(shm),
+                (unsigned long long)td__shm_max_bytes(shm),
                 cfg.ring ? "" : " without request rings (--no-ring)", td__shm_path(shm));
     }
     char shown[320];

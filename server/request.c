@@ -188,6 +188,7 @@ static bool decode_open(td__request *rq, td_status dst, const Tensord__V1__Clien
     rq->protocol = o->protocol_max < TD_PROTOCOL_MAX ? o->protocol_max : TD_PROTOCOL_MAX;
     rq->shm = o->shm && rq->protocol >= TD_PROTOCOL_SHM;
     rq->ring = rq->shm && o->ring && rq->protocol >= TD_PROTOCOL_RING;
+    rq->shm_bytes = rq->shm ? o->shm_bytes : 0;
     td__request_printable(o->client_name, rq->client, sizeof rq->client);
     return true;
 }

@@ -80,6 +80,7 @@ typedef struct td__request {
     size_t n_extra;
     bool shm;           /* OpenSession.shm at protocol >= TD_PROTOCOL_SHM */
     bool ring;          /* OpenSession.ring with shm at protocol >= TD_PROTOCOL_RING */
+    uint64_t shm_bytes; /* OpenSession.shm_bytes: the region size asked for (0: default) */
 
     /* TD_REQ_BATCH: converted ops (owned); op_errs[i] (owned, NULL unless op i could not
      * be converted: it then has opcode TD_REQ_BAD_OPCODE). */

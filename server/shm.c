@@ -53,7 +53,9 @@ typedef struct shm_conn {
 
 struct td__shm {
     char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
-    uint64_t region_bytes;
+    uint64_t region_bytes; /* the default size */
+    uint64_t max_bytes;    /* the largest a session may ask for */
+    uint64_t bytes;        /* of every live region (under mu) */
     int listen_fd;
     int wake[2];
     pthread_t thread;
@@ -230,8 +232,8 @@ static void *side_thread(void *arg)
     return NULL;
 }
 
-td_status td__shm_start(const char *main_path, uint64_t region_bytes, td__shm **out, char *err,
-                        size_t errlen)
+td_status td__shm_start(const char *main_path, uint64_t region_bytes, uint64_t max_bytes,
+                        td__shm **out, char *err, size_t errlen)
 {
     td__shm *s = td__calloc(1, sizeof *s);
     if (s == NULL) {
@@ -241,6 +243,7 @@ td_status td__shm_start(const char *main_path, uint64_t region_bytes, td__shm **
     s->listen_fd = -1;
     s->wake[0] = s->wake[1] = -1;
     s->region_bytes = region_bytes;
+    s->max_bytes = max_bytes > region_bytes ? max_bytes : region_bytes;
     pthread_mutex_init(&s->mu, NULL);
     atomic_init(&s->refusals, 0);
     td_status st = TD_OK;
@@ -303,17 +306,25 @@ void td__shm_stop(td__shm *s)
 
 const char *td__shm_path(const td__shm *s) { return s->path; }
 uint64_t td__shm_bytes(const td__shm *s) { return s->region_bytes; }
+uint64_t td__shm_max_bytes(const td__shm *s) { return s->max_bytes; }
+uint64_t td__shm_grant(const td__shm *s, uint64_t wanted)
+{
+    if (wanted == 0) return s->region_bytes;
+    if (wanted >= s->max_bytes) return s->max_bytes; /* also keeps the rounding below safe */
+    if (wanted < TD_SHM_MIN_BYTES) wanted = TD_SHM_MIN_BYTES;
+    return (wanted + 8191) & ~(uint64_t)8191;
+}
 void td__shm_stats_get(td__shm *s, td__shm_stats *out)
 {
     pthread_mutex_lock(&s->mu);
     out->regions = s->n_regions;
-    out->bytes = s->n_regions * s->region_bytes;
+    out->bytes = s->bytes;
     out->handed = s->handed;
     pthread_mutex_unlock(&s->mu);
     out->refusals = atomic_load(&s->refusals);
 }
 
-td_status td__shm_region_create(td__shm *s, uint64_t session_id, td__quota *quota,
+td_status td__shm_region_create(td__shm *s, uint64_t size, uint64_t session_id, td__quota *quota,
                                 td__shm_region **out, uint8_t secret[TD_SHM_SECRET_BYTES],
                                 char *err, size_t errlen)
 {
@@ -325,7 +336,7 @@ td_status td__shm_region_create(td__shm *s, uint64_t session_id, td__quota *quot
     r->shm = s;
     r->fd = -1;
     r->session_id = session_id;
-    r->size = s->region_bytes;
+    r->size = size;
     td_status st = td__quota_bytes_charge(quota, r->size, "a shared-memory region of", err,
                                           errlen);
     if (st != TD_OK) {
@@ -359,6 +370,7 @@ td_status td__shm_region_create(td__shm *s, uint64_t session_id, td__quota *quot
     r->next = s->regions;
     s->regions = r;
     s->n_regions++;
+    s->bytes += r->size;
     pthread_mutex_unlock(&s->mu);
     *out = r;
     return TD_OK;
@@ -380,6 +392,7 @@ void td__shm_region_destroy(td__shm_region *r)
     if (*pp == r) {
         *pp = r->next;
         s->n_regions--;
+        s->bytes -= r->size;
     }
     if (r->fd >= 0) close(r->fd);
     pthread_mutex_unlock(&s->mu);

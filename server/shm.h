@@ -31,16 +31,21 @@ typedef struct td__shm td__shm;
 typedef struct td__shm_region td__shm_region;
 
 /* Serve the side socket `main_path` + ".shm" (an old socket file there is replaced; its
- * mode is copied from the main socket's) for regions of `region_bytes` each.
+ * mode is copied from the main socket's) for regions of `region_bytes` each by default,
+ * and up to `max_bytes` (raised to region_bytes when below) for sessions that ask.
  * Returns TD_OK, TD_EINVAL (path too long for a unix socket), TD_EIO (cannot bind),
  * TD_ENOMEM; err says why. */
-td_status td__shm_start(const char *main_path, uint64_t region_bytes, td__shm **out, char *err,
-                        size_t errlen);
+td_status td__shm_start(const char *main_path, uint64_t region_bytes, uint64_t max_bytes,
+                        td__shm **out, char *err, size_t errlen);
 /* Stop the thread, remove the side socket, free. Every region must be gone. NULL: no-op. */
 void td__shm_stop(td__shm *s);
-/* The side socket's path, the size of each region. */
+/* The side socket's path, the default size of a region, the largest a session may ask for. */
 const char *td__shm_path(const td__shm *s);
 uint64_t td__shm_bytes(const td__shm *s);
+uint64_t td__shm_max_bytes(const td__shm *s);
+/* The size a session that asked for `wanted` bytes (OpenSession.shm_bytes; 0: the default)
+ * gets: rounded up to a multiple of 8 KiB, at least TD_SHM_MIN_BYTES, at most max_bytes. */
+uint64_t td__shm_grant(const td__shm *s, uint64_t wanted);
 /* For the metrics. Any thread. */
 typedef struct td__shm_stats {
     uint64_t regions;   /* live regions (sessions that have one) */
@@ -51,10 +56,11 @@ typedef struct td__shm_stats {
 } td__shm_stats;
 void td__shm_stats_get(td__shm *s, td__shm_stats *out);
 
-/* Create session `session_id`'s region (charged to `quota`, borrowed; outlives the region)
+/* Create session `session_id`'s region of `size` bytes (td__shm_grant's answer; charged to
+ * `quota`, borrowed; outlives the region)
  * and its secret (TD_SHM_SECRET_BYTES, written to `secret`). Returns TD_OK, TD_EQUOTA,
  * TD_ENOMEM or TD_EIO (memfd, seal or mmap failed), err saying why. */
-td_status td__shm_region_create(td__shm *s, uint64_t session_id, td__quota *quota,
+td_status td__shm_region_create(td__shm *s, uint64_t size, uint64_t session_id, td__quota *quota,
                                 td__shm_region **out, uint8_t secret[TD_SHM_SECRET_BYTES],
                                 char *err, size_t errlen);
 /* Unregister, unmap, close and uncharge. NULL is a no-op. */

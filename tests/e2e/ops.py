@@ -769,7 +769,8 @@ def test_ring_metrics(tmp):
 
 def test_help(tmp):
     r = subprocess.run([TENSORD, "--help"], capture_output=True, text=True, timeout=30)
-    for want in ("--no-shm", "--no-ring", "ring = true|false"):
+    for want in ("--no-shm", "--no-ring", "ring = true|false", "--shm-max-bytes",
+                 "shm_max_bytes = BYTES"):
         check(r.returncode == 0 and want in r.stdout, f"tensord --help names {want!r}")
 
 
@@ -803,6 +804,8 @@ def test_check_config(tmp):
         (f"tls_cert = {tmp}/none.pem\ntls_key = {tmp}/none.key\n", "none.pem"),
         ("drain_timeout_s = 9999\n", "drain_timeout_s: '9999' is not an integer in 0..3600"),
         ("ring = maybe\n", "ring: 'maybe' is not true or false"),
+        ("shm_max_bytes = 5G\n", "shm_max_bytes: '5G' is not a byte count from 1M to 4G"),
+        ("shm_max_bytes = 1000000\n", "a multiple of 8K"),
     ]
     for text, want in cases:
         rc, out, _ = run(text)

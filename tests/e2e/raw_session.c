@@ -32,6 +32,7 @@ void raw_msg_fini(raw_msg *m)
 const char *raw_authorization;
 int raw_recv_window;
 bool raw_want_shm;
+uint64_t raw_want_shm_bytes;
 
 bool raw_start(raw_session *s, const char *target)
 {
@@ -103,6 +104,7 @@ bool raw_open(raw_session *s, const char *target, uint32_t pmin, uint32_t pmax,
     os.device = (char *)(uintptr_t)(device ? device : "");
     os.client_name = (char *)"e2e-raw";
     os.shm = raw_want_shm;
+    os.shm_bytes = raw_want_shm_bytes;
     Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
     cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_OPEN;
     cm.open = &os;

@@ -60,6 +60,8 @@ extern int raw_recv_window;
 
 /* When true, raw_open asks for a shared-memory region (OpenSession.shm). */
 extern bool raw_want_shm;
+/* OpenSession.shm_bytes raw_open sends (0: the server's default region). */
+extern uint64_t raw_want_shm_bytes;
 
 /* Start a Session call (no message sent yet). false if the channel cannot be created. */
 bool raw_start(raw_session *s, const char *target);
