@@ -51,6 +51,12 @@ struct td_context {
     struct td__capture *capture; /* graph.c's capture state while capturing */
     td__autodiff *ad;            /* autodiff.c's tape and leaves; NULL until first used */
     uint64_t capture_first_id;
+    /* td_host_alloc buffers the transport did not give (plain memory): the pointer handed
+     * out and the allocation it lies in. The transport's own are its business. */
+    struct host_buf {
+        void *user, *raw;
+    } *host_bufs;
+    size_t n_host_bufs, cap_host_bufs;
 };
 
 static _Thread_local char g_connect_err[1024];
@@ -475,6 +481,8 @@ void td_close(td_context *ctx)
     td__idmap_fini(&ctx->handles);
     td__capture_free(ctx->capture);
     td__ad_free(ctx->ad);
+    for (size_t i = 0; i < ctx->n_host_bufs; i++) td__free(ctx->host_bufs[i].raw);
+    td__free(ctx->host_bufs);
     ctx->tp->vt->close(ctx->tp);
     td__free(ctx->batch);
     td__free(ctx->releases);
@@ -834,6 +842,69 @@ td_status td_write(td_tensor *t, const void *data, size_t nbytes)
     s = td__offer_write(ctx->tp, t->id, data, nbytes);
     if (s != TD_OK) set_err_status(ctx, s, "td_write: %s", ctx->tp->err);
     return s;
+}
+
+/* ---- host buffers ---- */
+
+/* Plain memory, 64-byte aligned, tracked so that td_host_free can tell ours from others. */
+static void *host_alloc_plain(td_context *ctx, size_t nbytes)
+{
+    if (ctx->n_host_bufs == ctx->cap_host_bufs) {
+        size_t cap = ctx->cap_host_bufs ? 2 * ctx->cap_host_bufs : 8;
+        struct host_buf *nb = td__realloc(ctx->host_bufs, cap * sizeof *nb);
+        if (nb == NULL) return NULL;
+        ctx->host_bufs = nb;
+        ctx->cap_host_bufs = cap;
+    }
+    if (nbytes > SIZE_MAX - 64) return NULL;
+    void *raw = td__malloc(nbytes + 64);
+    if (raw == NULL) return NULL;
+    void *user = (void *)(((uintptr_t)raw + 63) & ~(uintptr_t)63);
+    ctx->host_bufs[ctx->n_host_bufs++] = (struct host_buf){.user = user, .raw = raw};
+    return user;
+}
+
+void *td_host_alloc(td_context *ctx, size_t nbytes)
+{
+    if (ctx == NULL) return thread_fail("td_host_alloc: ctx is NULL");
+    if (nbytes == 0) {
+        set_err_status(ctx, TD_EINVAL, "td_host_alloc: nbytes is 0");
+        return NULL;
+    }
+    void *p = NULL;
+    td_status s = ctx->tp->vt->host_alloc != NULL ? ctx->tp->vt->host_alloc(ctx->tp, nbytes, &p)
+                                                   : TD_EUNSUPPORTED;
+    if (s == TD_OK) return p;
+    if (s != TD_EUNSUPPORTED) {
+        set_err_status(ctx, s, "td_host_alloc: %s", ctx->tp->err);
+        return NULL;
+    }
+    p = host_alloc_plain(ctx, nbytes);
+    if (p == NULL) set_err_status(ctx, TD_ENOMEM, "td_host_alloc: out of memory for %zu bytes",
+                                  nbytes);
+    return p;
+}
+
+td_status td_host_free(td_context *ctx, void *ptr)
+{
+    if (ctx == NULL) {
+        thread_fail("td_host_free: ctx is NULL");
+        return TD_EINVAL;
+    }
+    if (ptr == NULL) return TD_OK;
+    for (size_t i = 0; i < ctx->n_host_bufs; i++) {
+        if (ctx->host_bufs[i].user != ptr) continue;
+        td__free(ctx->host_bufs[i].raw);
+        ctx->host_bufs[i] = ctx->host_bufs[--ctx->n_host_bufs];
+        return TD_OK;
+    }
+    if (ctx->tp->vt->host_free != NULL && ctx->tp->vt->host_free(ctx->tp, ptr) == TD_OK)
+        return TD_OK;
+    set_err_status(ctx, TD_EINVAL,
+                   "td_host_free: %p is not a live buffer of this context's td_host_alloc "
+                   "(another context's, freed already, or never from td_host_alloc)",
+                   ptr);
+    return TD_EINVAL;
 }
 
 td_tensor *td_full(td_context *ctx, td_dtype dt, int rank, const int64_t *dims, double value)

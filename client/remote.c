@@ -25,6 +25,7 @@
 #include "client/call.h"
 #include "client/ring.h"
 #include "client/security.h"
+#include "client/host_heap.h"
 #include "client/shm.h"
 #include "client/transport.h"
 #include "common/alloc.h"
@@ -53,6 +54,13 @@
  * stays large enough that a message per slot costs little next to its copy. */
 #define REMOTE_SHM_SLOTS 8
 #define REMOTE_SHM_SLOT_MIN ((size_t)1 << 20)
+/* The slots take at most this much of the region; the rest (before the request ring) holds
+ * host buffers (td_host_alloc), whose transfers skip the slots and the client's copy. */
+#define REMOTE_SHM_SLOT_AREA ((uint64_t)16 << 20)
+/* A host-buffer transfer goes to the server in pieces of this size (each one job there,
+ * so a 1 GiB upload does not hold the device worker in one go), up to REMOTE_SHM_SLOTS
+ * pieces in flight. */
+#define REMOTE_SHM_DIRECT_PIECE ((size_t)16 << 20)
 
 enum remote_req { REQ_NONE = 0, REQ_OPEN, REQ_READ, REQ_FENCE, REQ_GRAPH, REQ_BLOBS };
 
@@ -121,6 +129,9 @@ typedef struct remote {
     int next_slot;
     int wait_slot; /* the slot wait_until(slot_free) waits for */
     char shm_err[1024]; /* a failed ShmRead's message */
+    /* Host buffers (td_host_alloc): region offsets [shm_slot_area, heap end), page-aligned
+     * blocks; empty when the region has no room past the slots. */
+    td__host_heap heap;
 
     td_status violation; /* the server broke the protocol (found while dispatching) */
     char violation_msg[512];
@@ -963,6 +974,107 @@ static td_status shm_read(remote *r, uint64_t id, uint64_t offset, uint8_t *dst,
     return st != TD_OK ? st : fail;
 }
 
+/* The region offset of [p, p + nbytes) when it lies inside one host buffer of the region
+ * (td_host_alloc), else UINT64_MAX. */
+static uint64_t host_buffer_offset(const remote *r, const void *p, size_t nbytes)
+{
+    if (r->shm.data == NULL || r->heap.n == 0 || nbytes == 0) return UINT64_MAX;
+    uintptr_t a = (uintptr_t)p, base = (uintptr_t)r->shm.data;
+    if (a < base || a - base >= r->shm.size) return UINT64_MAX;
+    uint64_t off = (uint64_t)(a - base);
+    return td__host_heap_find(&r->heap, off, nbytes) != NULL ? off : UINT64_MAX;
+}
+
+/* A transfer between tensor `id` and host-buffer bytes at region offset `region_off`: the
+ * server copies straight between the region and the tensor (one copy in all, none here).
+ * Pieces of REMOTE_SHM_DIRECT_PIECE use the slots' tickets (not their bytes), so at most
+ * REMOTE_SHM_SLOTS are in flight. Returns once the server has answered every piece, so the
+ * buffer is the caller's again: a write's failure is deferred like any write's, a read's
+ * is returned. */
+static td_status shm_direct(remote *r, bool read, uint64_t id, uint64_t offset,
+                            uint64_t region_off, size_t nbytes)
+{
+    td_status st = poll_ready(r);
+    r->shm_err[0] = '\0';
+    for (size_t done = 0; st == TD_OK && done < nbytes;) {
+        int h = r->next_slot;
+        size_t len = nbytes - done < REMOTE_SHM_DIRECT_PIECE ? nbytes - done
+                                                              : REMOTE_SHM_DIRECT_PIECE;
+        if ((st = shm_wait_slot(r, h)) != TD_OK) break;
+        if (read && r->slot[h].st != TD_OK) break; /* an earlier piece failed: stop asking */
+        Tensord__V1__ShmWrite sw = TENSORD__V1__SHM_WRITE__INIT;
+        Tensord__V1__ShmRead sr = TENSORD__V1__SHM_READ__INIT;
+        Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
+        if (read) {
+            sr.tensor = id;
+            sr.offset = offset + done;
+            sr.nbytes = len;
+            sr.region_offset = region_off + done;
+            cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_SHM_READ;
+            cm.shm_read = &sr;
+        } else {
+            sw.tensor = id;
+            sw.offset = offset + done;
+            sw.nbytes = len;
+            sw.region_offset = region_off + done;
+            cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_SHM_WRITE;
+            cm.shm_write = &sw;
+        }
+        uint64_t seq = r->next_seq;
+        if ((st = send_msg(r, &cm, NULL)) != TD_OK) break;
+        r->slot[h].busy = true;
+        r->slot[h].read = read;
+        r->slot[h].seq = seq;
+        r->slot[h].st = TD_OK;
+        r->next_slot = (h + 1) % r->shm_nslots;
+        done += len;
+    }
+    td_status fail = TD_OK;
+    for (int h = 0; h < r->shm_nslots; h++) {
+        if (st == TD_OK) st = shm_wait_slot(r, h);
+        if (st == TD_OK && read && r->slot[h].st != TD_OK && fail == TD_OK) fail = r->slot[h].st;
+        r->slot[h].st = TD_OK;
+    }
+    if (st == TD_OK && fail != TD_OK)
+        snprintf(r->base.err, sizeof r->base.err, "%s", r->shm_err);
+    if (st == TD_OK && fail == TD_OK) {
+        if (read) r->base.stats.bytes_received += nbytes;
+        else r->base.stats.bytes_sent += nbytes;
+    }
+    r->base.stats.round_trips++;
+    return st != TD_OK ? st : fail;
+}
+
+static td_status remote_host_alloc(td__transport *t, size_t nbytes, void **out)
+{
+    remote *r = (remote *)t;
+    if (r->shm.data == NULL || r->heap.n == 0) return TD_EUNSUPPORTED;
+    uint64_t off;
+    if (!td__host_heap_alloc(&r->heap, nbytes, &off)) {
+        remote_errf(r, "no room for %zu bytes in this session's shared-memory region (host "
+                    "buffers in use: %llu bytes; largest free piece: %llu bytes; the region: "
+                    "%llu bytes): free some with td_host_free, or ask for more with "
+                    "td_options.shm_host_bytes (the server grants regions up to its "
+                    "--shm-max-bytes)",
+                    nbytes, (unsigned long long)r->heap.used_bytes,
+                    (unsigned long long)td__host_heap_largest_free(&r->heap),
+                    (unsigned long long)r->shm.size);
+        return TD_ENOMEM;
+    }
+    *out = r->shm.data + off;
+    return TD_OK;
+}
+
+static td_status remote_host_free(td__transport *t, void *p)
+{
+    remote *r = (remote *)t;
+    uintptr_t a = (uintptr_t)p, base = (uintptr_t)r->shm.data;
+    if (r->shm.data == NULL || a < base || a - base >= r->shm.size ||
+        !td__host_heap_free(&r->heap, (uint64_t)(a - base), NULL))
+        return TD_EINVAL;
+    return TD_OK;
+}
+
 static td_status remote_write(td__transport *t, uint64_t id, uint64_t offset, const void *src,
                               size_t nbytes)
 {
@@ -974,7 +1086,11 @@ static td_status remote_write(td__transport *t, uint64_t id, uint64_t offset, co
                     (unsigned long long)id, (unsigned long long)offset, nbytes);
         return TD_ERANGE;
     }
-    if (r->shm.data != NULL && nbytes >= r->shm_min_bytes) return shm_write(r, id, offset, src, nbytes);
+    if (r->shm.data != NULL && nbytes >= r->shm_min_bytes) {
+        uint64_t hb = host_buffer_offset(r, src, nbytes);
+        if (hb != UINT64_MAX) return shm_direct(r, false, id, offset, hb, nbytes);
+        return shm_write(r, id, offset, src, nbytes);
+    }
     const uint8_t *p = src;
     for (size_t done = 0; done < nbytes && st == TD_OK;) {
         size_t len = nbytes - done < TD_CHUNK_BYTES ? nbytes - done : TD_CHUNK_BYTES;
@@ -1017,8 +1133,11 @@ static td_status remote_read(td__transport *t, uint64_t id, uint64_t offset, voi
                     (unsigned long long)id, (unsigned long long)offset, nbytes);
         return TD_ERANGE;
     }
-    if (r->shm.data != NULL && nbytes > 0 && nbytes >= r->shm_min_bytes)
+    if (r->shm.data != NULL && nbytes > 0 && nbytes >= r->shm_min_bytes) {
+        uint64_t hb = host_buffer_offset(r, dst, nbytes);
+        if (hb != UINT64_MAX) return shm_direct(r, true, id, offset, hb, nbytes);
         return shm_read(r, id, offset, dst, nbytes);
+    }
     Tensord__V1__ReadRequest rr = TENSORD__V1__READ_REQUEST__INIT;
     rr.tensor = id;
     rr.offset = offset;
@@ -1080,6 +1199,7 @@ static void remote_teardown(remote *r)
     td__client_sec_fini(&r->sec);
     td__wire_scratch_fini(&r->scratch);
     td__shm_map_close(&r->shm); /* the server's mapping and the kernel's count keep it safe */
+    td__host_heap_fini(&r->heap);
     r->ring.base = NULL;
     td__free(r->ring_held);
     td__free(r->ring_rep);
@@ -1235,6 +1355,8 @@ static const td__transport_vt remote_vt = {
     .blob_has_fingerprint = remote_blob_has_fingerprint,
     .blob_candidate = remote_blob_candidate,
     .to_device = remote_to_device,
+    .host_alloc = remote_host_alloc,
+    .host_free = remote_host_free,
 };
 
 /* Take the region SessionOpened offered. Any failure leaves the session on the stream,
@@ -1265,10 +1387,15 @@ static void shm_attach(remote *r, int timeout_ms, bool want_ring)
                 td__log(TD_LOG_DEBUG, "session on %s: no request ring (%s)", r->target, rwhy);
         }
         if (st == TD_OK) {
-            /* Slots of whole pages, so that each copy starts page-aligned. */
-            size_t n = (size_t)(usable / REMOTE_SHM_SLOT_MIN);
+            /* Slots of whole pages, so that each copy starts page-aligned; host buffers
+             * after them. */
+            uint64_t area = usable < REMOTE_SHM_SLOT_AREA ? usable : REMOTE_SHM_SLOT_AREA;
+            size_t n = (size_t)(area / REMOTE_SHM_SLOT_MIN);
             r->shm_nslots = n < 2 ? 2 : n > REMOTE_SHM_SLOTS ? REMOTE_SHM_SLOTS : (int)n;
-            r->shm_slot_bytes = (size_t)(usable / (uint64_t)r->shm_nslots) & ~(size_t)4095;
+            r->shm_slot_bytes = (size_t)(area / (uint64_t)r->shm_nslots) & ~(size_t)4095;
+            uint64_t heap_start = (uint64_t)r->shm_nslots * r->shm_slot_bytes;
+            if (!td__host_heap_init(&r->heap, heap_start, usable - heap_start, 4096))
+                td__log(TD_LOG_DEBUG, "session on %s: no room for host buffers", r->target);
             r->base.transport = r->ring.base != NULL ? "shm+ring" : "shm";
         }
     }
@@ -1374,6 +1501,11 @@ td_status td__remote_open_member(const char *target, const char *device,
     bool no_ring = (opts != NULL && opts->no_ring) ||
                    (env_no_ring != NULL && env_no_ring[0] != '\0' && strcmp(env_no_ring, "0") != 0);
     os.ring = os.shm && !no_ring;
+    /* A region that holds the asked-for host buffers past the slots and the ring. */
+    if (os.shm && opts != NULL && opts->shm_host_bytes > 0) {
+        uint64_t want = (uint64_t)opts->shm_host_bytes + REMOTE_SHM_SLOT_AREA + TD_RING_BYTES;
+        os.shm_bytes = want < opts->shm_host_bytes ? UINT64_MAX : want;
+    }
     Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
     cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_OPEN;
     cm.open = &os;

@@ -153,6 +153,14 @@ typedef struct td_options {
      * clients"); td_context_transport() then says "shm+ring". */
     int no_ring;          /* nonzero: never ask for the ring (so does a non-empty
                            * $TENSORD_NO_RING other than "0") */
+    /* Host buffers in shared memory (append-only from here; 0 means the default). With
+     * shared memory, how many bytes of td_host_alloc buffers the context should be able to
+     * hold: the context asks for a region that large plus its transfer slots (16 MiB) and
+     * request ring (128 KiB). The server grants regions up to its --shm-max-bytes (default
+     * 1 GiB) and charges them to the session's and tenant's byte limits; a region those
+     * limits cannot hold means none (the stream, as above). 0: whatever the server's default
+     * region leaves past the slots and ring (48 MiB of the default 64 MiB). */
+    size_t shm_host_bytes;
 } td_options;
 
 /* Open a context on a device.
@@ -310,6 +318,29 @@ td_tensor *td_from_host(td_context *ctx, td_dtype dt, int rank, const int64_t *d
                         const void *data);
 /* Overwrite the whole contents of `t` with host data (td_nbytes(t) bytes, borrowed). */
 td_status td_write(td_tensor *t, const void *data, size_t nbytes);
+
+/* ---- host buffers ----
+ * td_host_alloc gives `nbytes` (> 0) of host memory, aligned to at least 64 bytes, that
+ * td_from_host, td_write and td_read on the same context move with the fewest copies: on
+ * a context whose transport is "shm" or "shm+ring" (td_context_transport) it is a piece of
+ * the session's shared-memory region (page aligned), so a transfer of at least
+ * td_options.shm_min_bytes from or into it is one copy, done by the server straight
+ * between the region and the tensor (a plain pointer costs a second copy through the
+ * region's slots). Such a write or read returns once the server has copied every byte, so
+ * the buffer is the caller's again when it returns (it waits for the session's earlier
+ * work, like td_read). On any other context it is ordinary memory and transfers behave as
+ * for any pointer. The bytes start undefined.
+ * Returns NULL on error, td_last_error saying why: TD_EINVAL (ctx NULL, nbytes 0), TD_ENOMEM
+ * (no memory; on a shared-memory context: no room left in the region, with the bytes in
+ * use and the largest free piece; ask for more with td_options.shm_host_bytes).
+ * Ownership: the context's until td_host_free or td_close (which frees every buffer still
+ * held; a pointer into a closed context's region is no longer mapped). Thread-safety: as
+ * the context (one thread at a time). Measured: BENCHMARKS.md, P3 same host. */
+void *td_host_alloc(td_context *ctx, size_t nbytes);
+/* Give back a buffer from td_host_alloc on the same context. NULL: no-op, TD_OK.
+ * TD_EINVAL (with td_last_error) when `ptr` is not a live buffer of this context (another
+ * context's, freed already, or not from td_host_alloc); nothing is freed then. */
+td_status td_host_free(td_context *ctx, void *ptr);
 /* Tensor filled with `value`, converted to dt by the td_cast rules (float to integer:
  * truncate toward zero, saturate, NaN -> 0; integers exact up to 2^53). */
 td_tensor *td_full(td_context *ctx, td_dtype dt, int rank, const int64_t *dims, double value);

@@ -577,3 +577,243 @@ Test(shm_off, errors_as_on_the_stream)
     td_close(ctx);
     stop();
 }
+
+/* ---- host buffers (td_host_alloc): transfers the server copies once ---- */
+
+/* A server whose default region is small (no room for host buffers past the slots) and
+ * that grants up to 64 MiB on request; each session may hold 96 MiB, region included. */
+static const char *const k_host_args[] = {"--shm-bytes", "4M", "--shm-max-bytes", "64M",
+                                          "--max-session-bytes", "96M", NULL};
+static void start_host(void) { start_server(true, k_host_args); }
+TestSuite(shm_host, .init = start_host, .fini = stop, .timeout = 120);
+
+#define MiB ((size_t)1 << 20)
+
+static uint64_t round_trips(td_context *ctx)
+{
+    td_stats st;
+    td_get_stats(ctx, &st);
+    return st.round_trips;
+}
+
+/* Bytes uploaded from a host buffer (at its start and at an odd offset into it) and read
+ * back into plain memory and into another host buffer are the source's; sizes cross the
+ * 64 KiB threshold and the 16 MiB pieces. A host-buffer write waits for the server's copy
+ * (one round trip, README "Same-host clients"), a plain-pointer write of the same size
+ * does not: the two took different paths. */
+Test(shm_host, buffers_move_the_same_bytes_in_one_copy)
+{
+    td_options o = {.shm_host_bytes = 44 * MiB, .blob_min_bytes = SIZE_MAX};
+    td_context *ctx = connect_with(&o);
+    cr_assert_str_eq(td_context_transport(ctx), "shm+ring");
+    const size_t sizes[] = {1000, 64 << 10, MiB + 1, 16 * MiB, 16 * MiB + 1, 20 * MiB + 4099};
+    const size_t skews[] = {0, 4099};
+    size_t max = 20 * MiB + 4099 + 4099;
+    uint8_t *src = malloc(max), *back = malloc(max);
+    uint8_t *hb = td_host_alloc(ctx, max);
+    uint8_t *hb2 = td_host_alloc(ctx, max);
+    cr_assert(hb != NULL && hb2 != NULL, "%s", td_last_error(ctx));
+    cr_expect_eq((uintptr_t)hb % 4096, 0u, "a shared-memory host buffer is page aligned");
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        for (size_t k = 0; k < 2; k++) {
+            size_t n = sizes[i];
+            uint8_t *p = hb + skews[k];
+            fill(src, n, 31 * i + k + 1);
+            memcpy(p, src, n);
+            int64_t dims[1] = {(int64_t)n};
+            uint64_t rt0 = round_trips(ctx);
+            td_tensor *t = td_from_host(ctx, TD_U8, 1, dims, p);
+            cr_assert_not_null(t, "%zu bytes: %s", n, td_last_error(ctx));
+            uint64_t waited = round_trips(ctx) - rt0;
+            if (n >= (64 << 10))
+                cr_expect_eq(waited, 1u, "%zu bytes from a host buffer: %llu round trips, "
+                             "expected the one that waits for the server's copy", n,
+                             (unsigned long long)waited);
+            memset(p, 0x5A, n); /* the buffer is the caller's again: the tensor keeps its bytes */
+            memset(back, 0xA5, n);
+            cr_assert_eq(td_read(t, back, n), TD_OK, "%s", td_last_error(ctx));
+            cr_expect(memcmp(back, src, n) == 0, "%zu bytes (skew %zu): plain read differs", n,
+                      skews[k]);
+            uint8_t *q = hb2 + skews[1 - k];
+            memset(q, 0xA5, n);
+            cr_assert_eq(td_read(t, q, n), TD_OK, "%s", td_last_error(ctx));
+            cr_expect(memcmp(q, src, n) == 0, "%zu bytes (skew %zu): host-buffer read differs",
+                      n, skews[1 - k]);
+            /* td_write from plain memory: the two-copy path, no wait */
+            fill(src, n, 977 + i);
+            rt0 = round_trips(ctx);
+            cr_assert_eq(td_write(t, src, n), TD_OK, "%s", td_last_error(ctx));
+            cr_expect_eq(round_trips(ctx) - rt0, 0u, "%zu bytes from plain memory waited", n);
+            cr_assert_eq(td_read(t, q, n), TD_OK, "%s", td_last_error(ctx));
+            cr_expect(memcmp(q, src, n) == 0, "%zu bytes: after a plain td_write", n);
+            td_release(t);
+        }
+    }
+    /* A computed result read into a host buffer equals the one read into plain memory. */
+    int64_t d2[2] = {512, 513};
+    float *x = (float *)hb;
+    for (size_t k = 0; k < 512 * 513; k++) x[k] = (float)(k % 200) - 100.0f;
+    td_tensor *a = td_from_host(ctx, TD_F32, 2, d2, x);
+    td_tensor *sq = td_mul(a, a);
+    cr_assert_eq(td_read(sq, hb2, 512 * 513 * 4), TD_OK, "%s", td_last_error(ctx));
+    for (size_t k = 0; k < 512 * 513; k++) {
+        float v = (float)(k % 200) - 100.0f;
+        if (((float *)hb2)[k] != v * v)
+            cr_assert_fail("mul result %zu: %g, expected %g", k, ((float *)hb2)[k], v * v);
+    }
+    td_release(a);
+    td_release(sq);
+    cr_expect_eq(td_host_free(ctx, hb), TD_OK);
+    cr_expect_eq(td_host_free(ctx, hb2), TD_OK);
+    free(src);
+    free(back);
+    td_close(ctx);
+}
+
+/* A full region is TD_ENOMEM naming what to do; freeing makes room again; bad frees are
+ * TD_EINVAL and free nothing; td_close frees what is still held (LSan would see a leak
+ * of plain buffers). */
+Test(shm_host, full_region_and_bad_frees)
+{
+    td_options o = {.shm_host_bytes = 40 * MiB};
+    td_context *ctx = connect_with(&o);
+    cr_assert_str_eq(td_context_transport(ctx), "shm+ring");
+    void *a = td_host_alloc(ctx, 30 * MiB);
+    cr_assert_not_null(a, "%s", td_last_error(ctx));
+    cr_expect_null(td_host_alloc(ctx, 20 * MiB), "40 MiB of host buffers hold 30 + 20 MiB?");
+    cr_expect_eq(td_last_status(ctx), TD_ENOMEM);
+    const char *e = td_last_error(ctx);
+    cr_expect(strstr(e, "td_host_free") != NULL && strstr(e, "shm_host_bytes") != NULL &&
+                  strstr(e, "--shm-max-bytes") != NULL,
+              "the message says what to do: %s", e);
+    void *b = td_host_alloc(ctx, 10 * MiB); /* the 10 MiB left */
+    cr_expect_not_null(b, "%s", td_last_error(ctx));
+    cr_assert_eq(td_host_free(ctx, a), TD_OK);
+    void *c = td_host_alloc(ctx, 20 * MiB);
+    cr_expect_not_null(c, "after a free: %s", td_last_error(ctx));
+    /* bad frees */
+    cr_expect_eq(td_host_free(ctx, (uint8_t *)c + 1), TD_EINVAL);
+    cr_expect(strstr(td_last_error(ctx), "not a live buffer") != NULL, "%s", td_last_error(ctx));
+    cr_assert_eq(td_host_free(ctx, b), TD_OK);
+    cr_expect_eq(td_host_free(ctx, b), TD_EINVAL, "a second free");
+    int stack;
+    cr_expect_eq(td_host_free(ctx, &stack), TD_EINVAL, "a stack pointer");
+    td_context *other = connect_with(NULL);
+    cr_expect_eq(td_host_free(other, c), TD_EINVAL, "another context's buffer");
+    cr_expect_eq(td_host_free(ctx, NULL), TD_OK);
+    cr_expect_null(td_host_alloc(ctx, 0));
+    cr_expect_eq(td_last_status(ctx), TD_EINVAL);
+    cr_expect_null(td_host_alloc(NULL, 10));
+    cr_expect_eq(td_host_free(NULL, c), TD_EINVAL);
+    /* c is still good after the refused frees */
+    memset(c, 7, 20 * MiB);
+    int64_t dims[1] = {(int64_t)(20 * MiB)};
+    td_tensor *t = td_from_host(ctx, TD_U8, 1, dims, c);
+    cr_assert_not_null(t, "%s", td_last_error(ctx));
+    uint8_t *back = malloc(20 * MiB);
+    cr_assert_eq(td_read(t, back, 20 * MiB), TD_OK, "%s", td_last_error(ctx));
+    cr_expect(back[0] == 7 && back[20 * MiB - 1] == 7);
+    free(back);
+    /* Contexts without host memory of their own (the stream, local) give plain memory
+     * with the same rules; buffers still held at td_close are freed by it. */
+    td_options g = {.no_shm = 1};
+    td_context *grpc = connect_with(&g);
+    td_context *local = NULL;
+    cr_assert_eq(td_connect("local:cpu", NULL, &local), TD_OK);
+    td_context *plain[2] = {grpc, local};
+    for (int i = 0; i < 2; i++) {
+        uint8_t *p = td_host_alloc(plain[i], 3 * MiB + 5);
+        cr_assert_not_null(p, "%s", td_last_error(plain[i]));
+        cr_expect_eq((uintptr_t)p % 64, 0u);
+        fill(p, 3 * MiB + 5, 40 + (uint64_t)i);
+        int64_t d[1] = {3 * MiB + 5};
+        td_tensor *u = td_from_host(plain[i], TD_U8, 1, d, p);
+        uint8_t *r = malloc(3 * MiB + 5);
+        cr_assert_eq(td_read(u, r, 3 * MiB + 5), TD_OK, "%s", td_last_error(plain[i]));
+        cr_expect(memcmp(r, p, 3 * MiB + 5) == 0, "context %d: bytes differ", i);
+        free(r);
+        cr_expect_eq(td_host_free(plain[i], p + 64), TD_EINVAL);
+        cr_expect_eq(td_host_free(plain[i], p), TD_OK);
+        cr_expect_eq(td_host_free(plain[i], p), TD_EINVAL, "a second free");
+        for (int k = 0; k < 20; k++) cr_expect_not_null(td_host_alloc(plain[i], 1000 + k));
+    }
+    td_close(grpc);
+    td_close(local);
+    td_close(other);
+    td_close(ctx); /* c and t still held */
+}
+
+/* A read into a host buffer of a tensor the server refused (over the session's 96 MiB,
+ * with the 64 MiB region) fails with the quota's message; the context goes on. */
+Test(shm_host, errors_through_host_buffers)
+{
+    td_options o = {.shm_host_bytes = 48 * MiB}; /* clamped to the 64 MiB --shm-max-bytes */
+    td_context *ctx = connect_with(&o);
+    cr_assert_str_eq(td_context_transport(ctx), "shm+ring");
+    size_t n = 40 * MiB;
+    uint8_t *hb = td_host_alloc(ctx, n);
+    cr_assert_not_null(hb, "%s", td_last_error(ctx));
+    int64_t dims[1] = {(int64_t)n};
+    td_tensor *t = td_full(ctx, TD_U8, 1, dims, 3.0);
+    td_status st = td_read(t, hb, n);
+    cr_expect_neq(st, TD_OK);
+    cr_expect(strstr(td_last_error(ctx), "quota") != NULL ||
+                  strstr(td_last_error(ctx), "max") != NULL,
+              "%s: %s", td_status_name(st), td_last_error(ctx));
+    td_release(t);
+    (void)td_fence(ctx);
+    int64_t small[1] = {(int64_t)(5 * MiB)};
+    fill(hb, 5 * MiB, 9);
+    td_tensor *u = td_from_host(ctx, TD_U8, 1, small, hb);
+    uint8_t *back = malloc(5 * MiB);
+    cr_assert_eq(td_read(u, back, 5 * MiB), TD_OK, "after the failure: %s", td_last_error(ctx));
+    cr_expect(memcmp(back, hb, 5 * MiB) == 0);
+    free(back);
+    td_close(ctx);
+}
+
+/* The size a session asks for (OpenSession.shm_bytes) is rounded up to 8 KiB, at least
+ * 1 MiB, at most --shm-max-bytes; 0 is the --shm-bytes default. */
+Test(shm_host, region_requests_are_rounded_and_clamped)
+{
+    const struct {
+        uint64_t ask, want;
+    } cases[] = {{0, 4 * MiB},
+                 {1, MiB},
+                 {5 * MiB + 1, 5 * MiB + 8192},
+                 {64 * MiB, 64 * MiB},
+                 {64 * MiB + 1, 64 * MiB},
+                 {UINT64_MAX, 64 * MiB}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        raw_session s;
+        memset(&s, 0, sizeof s);
+        raw_want_shm = true;
+        raw_want_shm_bytes = cases[i].ask;
+        bool ok = raw_open(&s, srv.addr, TD_PROTOCOL_MIN, TD_PROTOCOL_MAX, "cpu");
+        raw_want_shm = false;
+        raw_want_shm_bytes = 0;
+        cr_assert(ok, "raw open: %s", raw_details(&s));
+        cr_expect_eq(s.shm_bytes, cases[i].want, "asked %llu: got %llu, expected %llu",
+                     (unsigned long long)cases[i].ask, (unsigned long long)s.shm_bytes,
+                     (unsigned long long)cases[i].want);
+        raw_close(&s);
+    }
+}
+
+/* Host bytes whose region the session's byte limit cannot hold: no region, the stream,
+ * and td_host_alloc gives plain memory that works. */
+Test(shm_off, host_bytes_over_the_session_limit_fall_back)
+{
+    const char *const args[] = {"--max-session-bytes", "32M", "--shm-bytes", "4M",
+                                "--shm-max-bytes", "64M", NULL};
+    start_server(true, args);
+    td_options o = {.shm_host_bytes = 40 * MiB};
+    td_context *ctx = connect_with(&o);
+    cr_expect_str_eq(td_context_transport(ctx), "grpc");
+    uint8_t *p = td_host_alloc(ctx, 300000);
+    cr_assert_not_null(p, "%s", td_last_error(ctx));
+    fill(p, 300000, 15);
+    round_trip(ctx, p, 300000, "host bytes fallback");
+    td_close(ctx);
+    stop();
+}
