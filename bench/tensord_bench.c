@@ -175,7 +175,9 @@ static bool server_start(server *s, const char *listen)
         dup2(p[1], 1);
         close(p[0]);
         close(p[1]);
-        execl(g_tensord, g_tensord, "--listen", listen, "--log-level", "warn", (char *)NULL);
+        execl(g_tensord, g_tensord, "--listen", listen, "--log-level", "warn",
+              /* P3 same host: regions of two 1 GiB host buffers plus slots and ring */
+              "--shm-max-bytes", "3G", (char *)NULL);
         _exit(127);
     }
     close(p[1]);
@@ -762,10 +764,45 @@ static void bench_p3_same_host(const server *unx)
             rc->slot = ((size_t)64 << 20) / RING_SLOTS;
         }
         bool same = true;
+        /* A third context whose host buffers (td_host_alloc, shm_host_bytes) hold the
+         * source and the destination: the server copies once, straight between them and
+         * the tensor. Its own src/dst, so its data is not in a region of the others. */
+        td_options oh;
+        memset(&oh, 0, sizeof oh);
+        oh.blob_min_bytes = SIZE_MAX;
+        oh.shm_host_bytes = 2 * nb;
+        td_context *hctx = NULL;
+        uint8_t *hsrc = NULL, *hdst = NULL;
+        td_tensor *th = NULL;
+        double up_h[P3_MAX_REPS], dn_h[P3_MAX_REPS];
+        if (td_connect(uri, &oh, &hctx) == TD_OK) {
+            hsrc = td_host_alloc(hctx, nb);
+            hdst = hsrc != NULL ? td_host_alloc(hctx, nb) : NULL;
+            if (hdst == NULL)
+                fprintf(stderr, "tensord-bench: P3 host buffers: %s\n", td_last_error(hctx));
+            else {
+                memcpy(hsrc, src, nb);
+                memset(hdst, 0, nb);
+                th = td_full(hctx, TD_F32, 1, dims, 0.0);
+                td_fence(hctx);
+                upload_s(hctx, th, hsrc, nb, 0);
+            }
+        } else {
+            fprintf(stderr, "tensord-bench: td_connect(%s): %s\n", uri, td_connect_error());
+        }
         /* one warm-up of each path: the region's and the tensors' first page faults */
         upload_s(shm, ts, src, nb, 0);
         upload_s(grpc, tg, src, nb, 0);
         for (int r = 0; r < reps; r++) {
+            if (th != NULL) {
+                up_h[r] = (double)nb / upload_s(hctx, th, hsrc, nb, r) / 1e9;
+                memset(hdst, 0, 64);
+                double t0 = now_s();
+                td_status st = td_read(th, hdst, nb);
+                dn_h[r] = (double)nb / (now_s() - t0) / 1e9;
+                if (st != TD_OK) fprintf(stderr, "P3 host-buffer download: %s\n", td_last_error(hctx));
+                same = same && memcmp(hsrc, hdst, nb) == 0;
+            }
             /* upload_s changes src[0] before each upload: ts keeps its own first byte */
             up_s[r] = (double)nb / upload_s(shm, ts, src, nb, r) / 1e9;
             uint8_t first_s = src[0];
@@ -807,6 +844,25 @@ static void bench_p3_same_host(const server *unx)
         snprintf(m, sizeof m, "download %s same host (td_read, unix, %s)", size, path);
         add_row("P3", m, median(dn_s, reps), "GB/s", "memcpy, same size", m_mc, ">= 0.8",
                 note);
+        if (th != NULL) {
+            snprintf(note, sizeof note, "one copy (the server's); %s from plain memory %.2f "
+                     "GB/s; medians of %d alternated runs", path, median(up_s, reps), reps);
+            snprintf(m, sizeof m, "upload %s same host from a host buffer (td_host_alloc)", size);
+            add_row("P3", m, median(up_h, reps), "GB/s", "memcpy, same size", m_mc, ">= 0.8",
+                    note);
+            snprintf(note, sizeof note, "one copy (the server's); %s into plain memory %.2f "
+                     "GB/s; medians of %d alternated runs", path, median(dn_s, reps), reps);
+            snprintf(m, sizeof m, "download %s same host into a host buffer (td_host_alloc)",
+                     size);
+            add_row("P3", m, median(dn_h, reps), "GB/s", "memcpy, same size", m_mc, ">= 0.8",
+                    note);
+        }
+        if (hctx != NULL) {
+            td_release(th);
+            td_host_free(hctx, hsrc);
+            td_host_free(hctx, hdst);
+            td_close(hctx);
+        }
         snprintf(m, sizeof m, "%s through an 8-slot ring, two threads (floor of 2 copies)", size);
         add_row("P3", m, median(rg, reps), "GB/s", "memcpy, same size", m_mc, "",
                 "no tensord: the best any design copying once on each side can do here");

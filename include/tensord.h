@@ -292,7 +292,8 @@ typedef struct td_stats {
     uint64_t batches_sent;
     uint64_t bytes_sent;     /* tensor payload bytes written */
     uint64_t bytes_received; /* tensor payload bytes read */
-    uint64_t round_trips;    /* reads, fences and pings that waited for the executor */
+    uint64_t round_trips;    /* reads, fences, pings and host-buffer writes (td_host_alloc)
+                              * that waited for the executor */
 } td_stats;
 void td_get_stats(const td_context *ctx, td_stats *out);
 
