@@ -5,7 +5,8 @@
  * is what BENCHMARKS.md tracks against the targets of issue 4.
  *   P1  synchronous round trip (td_read of 1 element; GetInfo ping) vs a raw socket ping
  *   P2  100,000 tiny ops + one read: remote vs local:cpu
- *   P3  upload / download GB/s vs a raw TCP loopback stream (and memcpy, for scale);
+ *   P3  upload / download GB/s vs a raw TCP loopback stream (and memcpy, for scale), and
+ *       at 1 GiB the CPU seconds per GB of client + tensord vs the raw stream's two threads;
  *       same host: unix socket with shared memory and without, vs memcpy of the same size
  *       (medians of alternated runs)
  *   P4  bytes on the wire for a second upload of the same weights, vs their size
@@ -36,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -570,6 +572,44 @@ static double upload_s(td_context *ctx, td_tensor *t, uint8_t *src, size_t nb, i
     return dt;
 }
 
+/* CPU seconds this process has used, all threads (getrusage). */
+static double self_cpu_s(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0) return NAN;
+    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+}
+
+/* CPU seconds process `pid` has used, all threads (utime + stime of /proc/PID/stat, in
+ * clock ticks); NAN when unreadable. */
+static double proc_cpu_s(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL) return NAN;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    /* Fields after the command name, which ends at the last ')': state is field 3, utime
+     * and stime are fields 14 and 15 (proc(5)). */
+    const char *p = strrchr(buf, ')');
+    unsigned long long ut = 0, st = 0;
+    if (p == NULL || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
+                            &st) != 2)
+        return NAN;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* CPU cost of moving bytes: seconds of CPU per GB, summed over reps. */
+typedef struct cpu_cost {
+    double cpu_s;
+    double bytes;
+} cpu_cost;
+
+static double cpu_per_gb(const cpu_cost *c) { return c->bytes > 0 ? c->cpu_s / (c->bytes / 1e9) : NAN; }
+
 /* Upload rows time the bulk data path itself: fresh bytes every rep, on a context with
  * the blob-store offer off (td_options.blob_min_bytes = SIZE_MAX). With the default
  * options a >= 1 MiB upload is also offered to the blob store (P4's machinery: a
@@ -600,22 +640,34 @@ static void bench_p3(const server *tcp)
             continue;
         }
         for (size_t i = 0; i < nb; i++) src[i] = (uint8_t)(i * 131);
-        memset(dst, 0, nb);
+        /* Pre-fault dst as the raw stream's buffer is: a zero memset right after malloc may
+         * become calloc (gcc does fold it), leaving the first td_read to page-fault 1 GiB. */
+        memset(dst, 0xA5, nb);
         int reps = nb >= (1u << 30) ? 2 : nb >= (64u << 20) ? 3 : 10;
         if (g_quick) reps = 1;
         int64_t dims[1] = {(int64_t)(nb / 4)};
         td_tensor *t = td_full(ctx, TD_F32, 1, dims, 0.0);
         td_fence(ctx);
         double up = 0, down = 0, raw = 0, mc = 0;
+        cpu_cost up_cpu = {0}, down_cpu = {0}, raw_cpu = {0};
         for (int r = 0; r < reps; r++) {
+            double c0 = self_cpu_s(), s0 = proc_cpu_s(tcp->pid);
             double g = (double)nb / upload_s(ctx, t, src, nb, r) / 1e9;
+            double c1 = self_cpu_s(), s1 = proc_cpu_s(tcp->pid);
+            up_cpu.cpu_s += (c1 - c0) + (s1 - s0);
+            up_cpu.bytes += (double)nb;
             if (g > up) up = g;
             double t0 = now_s();
             td_status st = td_read(t, dst, nb);
             g = (double)nb / (now_s() - t0) / 1e9;
+            double c2 = self_cpu_s(), s2 = proc_cpu_s(tcp->pid);
+            down_cpu.cpu_s += (c2 - c1) + (s2 - s1);
+            down_cpu.bytes += (double)nb;
             if (st != TD_OK) fprintf(stderr, "P3 download: %s\n", td_last_error(ctx));
             if (g > down) down = g;
             g = raw_stream_gbs(src, dst, nb);
+            raw_cpu.cpu_s += self_cpu_s() - c2;
+            raw_cpu.bytes += (double)nb;
             if (g > raw) raw = g;
             t0 = now_s();
             memcpy(dst, src, nb);
@@ -656,6 +708,19 @@ static void bench_p3(const server *tcp)
         }
         snprintf(m, sizeof m, "download %s (td_read, tcp)", size);
         add_row("P3", m, down, "GB/s", "raw tcp loopback stream", raw, target, note);
+        if (nb >= (1u << 30)) {
+            /* CPU per byte: what a faster host turns into bandwidth, and less noisy than
+             * GB/s on a shared machine. Ratio > 1: tensord spends more CPU than the raw
+             * stream's two threads. */
+            snprintf(note, sizeof note, "sums of %d reps; raw stream: sender + receiver thread",
+                     reps);
+            snprintf(m, sizeof m, "upload %s CPU, client + tensord (tcp)", size);
+            add_row("P3", m, cpu_per_gb(&up_cpu), "CPU s/GB", "raw tcp stream CPU",
+                    cpu_per_gb(&raw_cpu), "", note);
+            snprintf(m, sizeof m, "download %s CPU, client + tensord (tcp)", size);
+            add_row("P3", m, cpu_per_gb(&down_cpu), "CPU s/GB", "raw tcp stream CPU",
+                    cpu_per_gb(&raw_cpu), "", note);
+        }
         free(src);
         free(dst);
     }

@@ -3,6 +3,7 @@
  */
 #include "client/call.h"
 
+#include "common/malloc_tune.h"
 #include "proto/wire_limits.h"
 
 #include <grpc/grpc_security.h>
@@ -11,6 +12,10 @@
 
 /* How much of a write gRPC may hold queued while reporting its chunks sent. */
 #define CALL_WRITE_BUFFER_BYTES (8u << 20)
+/* Freed memory each malloc arena keeps (common/malloc_tune.h): four stream windows
+ * (TD_STREAM_WINDOW_BYTES) of gRPC receive buffers; 16 MiB already stopped every steady-state
+ * page fault of a 1 GiB download (BENCHMARKS.md, issue 12). */
+#define CALL_MALLOC_TRIM_BYTES ((size_t)32 << 20)
 
 enum call_tag { TAG_SEND = 1, TAG_RECV, TAG_STATUS, TAG_HALF_CLOSE, TAG_CONNECT, TAG_UNARY };
 #define TAG(x) ((void *)(uintptr_t)(x))
@@ -92,6 +97,9 @@ td_status td__cli_channel_open(td__cli_call *c, const char *target, const td__cl
         (int)CALL_WRITE_BUFFER_BYTES, recv_window > 0 ? recv_window : (int)TD_STREAM_WINDOW_BYTES,
         0,
     };
+    /* The first channel sets the process's malloc policy unless told not to (README,
+     * "Bulk data"): without it, every gRPC receive buffer is faulted in afresh. */
+    td__malloc_keep_heap(CALL_MALLOC_TRIM_BYTES, "TENSORD_NO_MALLOC_TUNE");
     grpc_arg args[7];
     for (int i = 0; i < 7; i++) {
         args[i].type = GRPC_ARG_INTEGER;

@@ -192,6 +192,10 @@ typedef struct td_options {
  * limits); TD_EPROTO (no common protocol version); TD_EUNSUPPORTED (several devices asked
  * of a server older than protocol 4); TD_ENOMEM. On failure *out is untouched;
  * td_connect_error() has the message.
+ * Process-wide effect: the first connection to a server (a remote context,
+ * td_server_info_get, td_server_ping) sets glibc's malloc trim and mmap thresholds
+ * (mallopt(3); README "Batching and uploads") unless $TENSORD_NO_MALLOC_TUNE is set (not
+ * "0") or the environment already sets a malloc policy.
  * Thread-safety: any thread. */
 td_status td_connect_sized(const char *uri, const td_options *opts, size_t opts_size,
                            td_context **out);

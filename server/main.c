@@ -25,6 +25,7 @@
 #include "common/alloc.h"
 #include "auth/tls.h"
 #include "common/log.h"
+#include "common/malloc_tune.h"
 #include "engine/device.h"
 #include "server/graphcache.h"
 #include "server/config.h"
@@ -41,9 +42,6 @@
 #include <getopt.h>
 #include <netdb.h>
 #include <stddef.h>
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -783,30 +781,17 @@ static int check_listen(const td__listen_addr *a, char *err, size_t errlen)
     return rc;
 }
 
-/* Keep gRPC's receive buffers in the heap. gRPC reads the socket into freshly malloc'd
- * buffers of up to several MiB and the device worker frees them after copying the payload
- * into a tensor; with glibc's defaults those buffers are mmap'd or trimmed back to the
- * kernel on every free, so each 1 MiB write chunk paid page faults and zeroing twice
- * (perf of a 64 MiB upload: ~20 % of the server's CPU in exc_page_fault, clear_page,
- * unmap_page_range; upload 0.6 -> 0.95 GB/s with this, BENCHMARKS.md P3). Tensor memory
- * does not go through malloc (backends/cpu/cpu_bufpool.c), so this only bounds how much
- * freed message memory each malloc arena keeps (TRIM below). */
-#define TD_MALLOC_MMAP_MIN ((int)16 << 20) /* allocations below this come from the heap */
-#define TD_MALLOC_TRIM ((int)64 << 20)     /* free heap tops below this are kept */
-static void tune_malloc(void)
-{
-#ifdef __GLIBC__
-    if (getenv("MALLOC_MMAP_THRESHOLD_") == NULL && getenv("GLIBC_TUNABLES") == NULL) {
-        mallopt(M_MMAP_THRESHOLD, TD_MALLOC_MMAP_MIN);
-        mallopt(M_TRIM_THRESHOLD, TD_MALLOC_TRIM);
-    }
-#endif
-}
+/* Keep gRPC's receive buffers in the heap (common/malloc_tune.h). On a 64 MiB upload
+ * ~20 % of the server's CPU went to page faults and zeroing before this (upload 0.6 ->
+ * 0.95 GB/s with it, BENCHMARKS.md P3). Tensor memory does not go through malloc
+ * (backends/cpu/cpu_bufpool.c), so this only bounds how much freed message memory each
+ * malloc arena keeps. */
+#define TD_SERVER_MALLOC_TRIM_BYTES ((size_t)64 << 20)
 
 int main(int argc, char **argv)
 {
     td__log_set_prefix("tensord");
-    tune_malloc();
+    td__malloc_keep_heap(TD_SERVER_MALLOC_TRIM_BYTES, NULL);
     const char *config_path = NULL, *check_path = NULL;
     int opt;
     opterr = 0;
