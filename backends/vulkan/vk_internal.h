@@ -184,6 +184,42 @@ bool td__vk_supports_op(td__device *dev, const td__op *op, const td__desc *const
 td_status td__vk_exec(vk_device *vd, const td__op *op, const td__view *in, const td__view *out,
                       char *err, size_t errlen);
 
+/* What the op files share. */
+/* The dtype's name in shader variant names ("f32", "bf16", ...); NULL for none. */
+const char *td__vk_dtype_name(uint32_t dt);
+/* The strided copy (ew.comp's m_<element size>) of `shape`: st[0] the output's strides, st[1]
+ * the input's, in elements; o and a the bindings (locked). */
+td_status td__vk_copy_walk(vk_device *vd, const td__desc *shape, int64_t (*st)[TD_MAX_RANK],
+                           vk_arg o, vk_arg a, char *err, size_t errlen);
+
+/* A tensor view as a dispatch argument. */
+static inline vk_arg td__vk_arg_of(const td__view *v)
+{
+    return (vk_arg){v->data, td__vk_nbytes(&v->desc), td__dtype_size(v->desc.dtype)};
+}
+
+/* Workgroups for n invocations, `per` a workgroup: 1 to 65535 (the shaders grid-stride past
+ * the dispatch limit). */
+static inline uint32_t td__vk_groups_for(uint64_t n, uint32_t per)
+{
+    uint64_t g = (n + per - 1) / per;
+    return g == 0 ? 1 : g > 65535 ? 65535 : (uint32_t)g;
+}
+
+/* lavapipe (gallivm) ends an invocation's loops after 65535 iterations in all: on a CPU
+ * implementation an op whose invocations would loop longer is refused rather than left to
+ * come out wrong (a reduction folds ceil(n / 256) elements per invocation and pass, a
+ * matmul K, a normalisation up to four passes over its group). GPUs have no such cap. */
+static inline bool td__vk_loops_ok(const vk_device *vd, int64_t iterations)
+{
+    return !vd->cpu_impl || iterations <= 60000;
+}
+
+/* ---- vk_window.c ---- */
+/* The POOL and CONV families (window.comp). */
+td_status td__vk_exec_window(vk_device *vd, const td__op *op, const td__view *in,
+                             const td__view *out, char *err, size_t errlen);
+
 /* ---- vk_shaders.c (generated from the variant list in meson.build) ---- */
 typedef struct vk_shader {
     const char *name;

@@ -68,12 +68,15 @@
 #include "engine/convert.h"
 #include "engine/philox.h"
 #include "engine/remap.h"
-#include "engine/window.h"
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
-static const char *dn(uint32_t dt)
+
+/* The arithmetic kinds with shaders: f32, f64, i32, i64, u8 (bool where the op allows it).
+ * f64 and i64 need shaderFloat64 and shaderInt64, which vk_device.c requires of every device
+ * it lists (a device without them is not offered at all, with its reason at info level). */
+const char *td__vk_dtype_name(uint32_t dt)
 {
     switch (dt) {
     case TD_F32: return "f32";
@@ -90,9 +93,6 @@ static const char *dn(uint32_t dt)
     }
 }
 
-/* The arithmetic kinds with shaders: f32, f64, i32, i64, u8 (bool where the op allows it).
- * f64 and i64 need shaderFloat64 and shaderInt64, which vk_device.c requires of every device
- * it lists (a device without them is not offered at all, with its reason at info level). */
 static bool kind_ok(uint32_t dt, bool with_bool)
 {
     return dt == TD_F32 || dt == TD_F64 || dt == TD_I32 || dt == TD_I64 || dt == TD_U8 ||
@@ -200,14 +200,6 @@ static int64_t sort_len(const td__op *op, const td__desc *x)
     return x->rank == 0 ? 1 : x->dims[op->iattrs[0]];
 }
 
-/* lavapipe (gallivm) ends an invocation's loops after 65535 iterations in all: on a CPU
- * implementation an op whose invocations would loop longer is refused rather than left to
- * come out wrong (a reduction folds ceil(n / 256) elements per invocation and pass, a
- * matmul K, a normalisation up to four passes over its group). GPUs have no such cap. */
-static bool loops_ok(const vk_device *vd, int64_t iterations)
-{
-    return !vd->cpu_impl || iterations <= 60000;
-}
 
 /* Elements one normalisation group holds (exec_norm's nseg * seglen; BATCH_NORM: a row). */
 static int64_t norm_group(const td__op *op, const td__desc *const *in)
@@ -249,7 +241,7 @@ bool td__vk_supports_op(td__device *dev, const td__op *op, const td__desc *const
     case TD_OPCLASS_CREATE:
         if (op->opcode == TD_OP_FULL || op->opcode == TD_OP_EMPTY) return dt < TD_DTYPE_COUNT;
         if (op->opcode == TD_OP_ARANGE || op->opcode == TD_OP_BERNOULLI_SCALAR)
-            return dn(dt) != NULL;
+            return td__vk_dtype_name(dt) != NULL;
         if (op->opcode == TD_OP_BERNOULLI) return as_f32_if_half(dt) == TD_F32 || dt == TD_F64;
         if (op->opcode == TD_OP_RANDINT)
             return out->dtype == TD_I32 || out->dtype == TD_I64 || out->dtype == TD_U8 ||
@@ -270,12 +262,14 @@ bool td__vk_supports_op(td__device *dev, const td__op *op, const td__desc *const
     case TD_OPCLASS_WHERE:
         return op->opcode == TD_OP_WHERE;
     case TD_OPCLASS_CAST:
-        return op->opcode == TD_OP_CAST && dn(dt) != NULL && dn(out->dtype) != NULL;
+        return op->opcode == TD_OP_CAST && td__vk_dtype_name(dt) != NULL &&
+               td__vk_dtype_name(out->dtype) != NULL;
     case TD_OPCLASS_REDUCE:
         if (IN_LIST(op->opcode, TD_OP_VAR, TD_OP_STD, TD_OP_LOGSUMEXP, TD_OP_NORM))
             return stat_ok(op->opcode, dt, op->fattrs[0]) &&
-                   loops_ok(vd, 2 * ((per_output(in[0], out) + 255) / 256));
-        return reduce_ok(op->opcode, dt) && loops_ok(vd, (per_output(in[0], out) + 255) / 256);
+                   td__vk_loops_ok(vd, 2 * ((per_output(in[0], out) + 255) / 256));
+        return reduce_ok(op->opcode, dt) &&
+               td__vk_loops_ok(vd, (per_output(in[0], out) + 255) / 256);
     case TD_OPCLASS_SCAN:
         return IN_LIST(op->opcode, TD_OP_CUMSUM, TD_OP_CUMPROD) &&
                kind_ok(as_f32_if_half(dt), false);
@@ -283,15 +277,16 @@ bool td__vk_supports_op(td__device *dev, const td__op *op, const td__desc *const
         return op->opcode == TD_OP_MATMUL && kind_ok(as_f32_if_half(dt), false) &&
                out->dims[out->rank - 2] <= (int64_t)65535 * 16 &&
                out->dims[out->rank - 1] <= (int64_t)65535 * 16 &&
-               loops_ok(vd, in[0]->dims[in[0]->rank - 1]);
+               td__vk_loops_ok(vd, in[0]->dims[in[0]->rank - 1]);
     case TD_OPCLASS_NN: /* the normalisations (nn.comp) and DROPOUT (ew.comp); the family's
                          * composites (SCALED_DOT_PRODUCT_ATTENTION) come lowered */
         if (!td__op_default_supports(op->opcode)) return false;
-        if (op->opcode != TD_OP_DROPOUT && !loops_ok(vd, 4 * ((norm_group(op, in) + 255) / 256)))
+        if (op->opcode != TD_OP_DROPOUT &&
+            !td__vk_loops_ok(vd, 4 * ((norm_group(op, in) + 255) / 256)))
             return false;
         return as_f32_if_half(dt) == TD_F32 || dt == TD_F64;
     case TD_OPCLASS_SORT: /* rank sorts: O(axis length) per element */
-        return dn(dt) != NULL &&
+        return td__vk_dtype_name(dt) != NULL &&
                sort_len(op, in[0]) <= (vd->cpu_impl ? VK_SORT_MAX_CPU : VK_SORT_MAX);
     case TD_OPCLASS_POOL:
     case TD_OPCLASS_CONV: /* window.comp: every op of both families, in the float dtypes */
@@ -350,11 +345,6 @@ static uint64_t full_bits(uint32_t dt, double v)
 
 /* ---- the strided walk (ew.comp) ---- */
 
-static uint32_t groups_for(uint64_t n, uint32_t per)
-{
-    uint64_t g = (n + per - 1) / per;
-    return g == 0 ? 1 : g > 65535 ? 65535 : (uint32_t)g;
-}
 
 static void put_double(uint32_t *p, int k, double v)
 {
@@ -389,18 +379,14 @@ static td_status walk(vk_device *vd, const char *shader, uint32_t opcode, const 
         p[VK_P_SEED + 1] = (uint32_t)(op->seed >> 32);
     }
     if (extra != NULL) memcpy(p + VK_P_I, extra, (VK_PARAM_WORDS - VK_P_I) * sizeof *p);
-    return td__vk_dispatch(vd, shader, opcode, p, args, nargs, groups_for((uint64_t)n, 256), 1, 1,
-                           err, errlen);
+    return td__vk_dispatch(vd, shader, opcode, p, args, nargs, td__vk_groups_for((uint64_t)n, 256),
+                           1, 1, err, errlen);
 }
 
-static vk_arg arg_of(const td__view *v)
-{
-    return (vk_arg){v->data, td__vk_nbytes(&v->desc), td__dtype_size(v->desc.dtype)};
-}
 
 static const char *kind_sfx(uint32_t dt)
 {
-    return dt == TD_BOOL ? "u8" : dn(dt);
+    return dt == TD_BOOL ? "u8" : td__vk_dtype_name(dt);
 }
 
 static td_status exec_elementwise(vk_device *vd, const td__op *op, const td__view *in,
@@ -411,8 +397,8 @@ static td_status exec_elementwise(vk_device *vd, const td__op *op, const td__vie
     td__desc_strides(o, st[0]);
     const int n_in = (int)op->n_inputs;
     for (int k = 0; k < n_in; k++) td__desc_bcast_strides(&in[k].desc, o, st[k + 1]);
-    vk_arg args[4] = {arg_of(out)};
-    for (int k = 0; k < n_in; k++) args[k + 1] = arg_of(&in[k]);
+    vk_arg args[4] = {td__vk_arg_of(out)};
+    for (int k = 0; k < n_in; k++) args[k + 1] = td__vk_arg_of(&in[k]);
     char name[32];
     uint32_t opcode = op->opcode;
     const uint32_t dt = in[0].desc.dtype;
@@ -447,7 +433,7 @@ static td_status exec_elementwise(vk_device *vd, const td__op *op, const td__vie
         snprintf(name, sizeof name, "w_%zu", td__dtype_size(o->dtype));
         break;
     default:
-        snprintf(name, sizeof name, "x_%s_%s", dn(dt), dn(o->dtype));
+        snprintf(name, sizeof name, "x_%s_%s", td__vk_dtype_name(dt), td__vk_dtype_name(o->dtype));
         break;
     }
     return walk(vd, name, opcode, o, n_in + 1, st, args, n_in + 1, op, p, err, errlen);
@@ -467,9 +453,9 @@ static td_status exec_dropout(vk_device *vd, const td__op *op, const td__view *i
     int64_t st[2][TD_MAX_RANK];
     td__desc_strides(o, st[0]);
     td__desc_strides(o, st[1]);
-    vk_arg args[2] = {arg_of(out), arg_of(&in[0])};
+    vk_arg args[2] = {td__vk_arg_of(out), td__vk_arg_of(&in[0])};
     char name[16];
-    snprintf(name, sizeof name, "dr_%s", dn(o->dtype));
+    snprintf(name, sizeof name, "dr_%s", td__vk_dtype_name(o->dtype));
     return walk(vd, name, op->opcode, o, 2, st, args, 2, &d, NULL, err, errlen);
 }
 
@@ -542,72 +528,12 @@ static td_status exec_norm(vk_device *vd, const td__op *op, const td__view *in,
                            pdiv, pmul, pseg, ngroups, hasw, hasb, nc};
     for (int k = 0; k < 15; k++) p[VK_P_I + k] = (uint32_t)w[k];
     put_double(p, 0, op->fattrs[0]);
-    vk_arg args[6] = {arg_of(out)};
-    for (uint32_t k = 0; k < op->n_inputs && k < 5; k++) args[k + 1] = arg_of(&in[k]);
+    vk_arg args[6] = {td__vk_arg_of(out)};
+    for (uint32_t k = 0; k < op->n_inputs && k < 5; k++) args[k + 1] = td__vk_arg_of(&in[k]);
     char name[16];
-    snprintf(name, sizeof name, "nn_%s", dn(d->dtype));
+    snprintf(name, sizeof name, "nn_%s", td__vk_dtype_name(d->dtype));
     return td__vk_dispatch(vd, name, opc, p, args, (int)op->n_inputs + 1,
-                           groups_for((uint64_t)ngroups, 1), 1, 1, err, errlen);
-}
-
-/* ---- the window ops (window.comp) ---- */
-
-static td_status exec_window(vk_device *vd, const td__op *op, const td__view *in,
-                             const td__view *out, char *err, size_t errlen)
-{
-    const td__desc *o = &out->desc;
-    const int64_t n = td__vk_nelem(o);
-    if (n <= 0) return TD_OK;
-    td__window w;
-    td__window_decode(op, &in[0].desc, op->n_inputs > 1 ? &in[1].desc : NULL, o, &w);
-    uint32_t p[VK_PARAM_WORDS];
-    memset(p, 0, sizeof p);
-    uint32_t *q = p + VK_P_I;
-    p[VK_P_N] = (uint32_t)n;
-    for (int d = 0; d < TD_WIN_SP; d++) {
-        q[d] = (uint32_t)w.in[d];
-        q[3 + d] = (uint32_t)w.out[d];
-        q[6 + d] = (uint32_t)w.k[d];
-        q[9 + d] = (uint32_t)w.stride[d];
-        q[12 + d] = (uint32_t)w.dil[d];
-        q[15 + d] = (uint32_t)w.pad_lo[d];
-        q[18 + d] = (uint32_t)w.pad_hi[d];
-    }
-    q[21] = (uint32_t)w.count_include_pad;
-    q[22] = (uint32_t)w.mode;
-    q[23] = (uint32_t)w.align_corners;
-    q[24] = (uint32_t)(TD_WIN_SP - w.nsp);
-    q[25] = (uint32_t)(w.n * w.c);
-    q[26] = (uint32_t)w.n;
-    q[27] = (uint32_t)w.c;
-    q[28] = (uint32_t)w.co;
-    q[29] = (uint32_t)w.groups;
-    q[30] = op->n_inputs > 2;
-    const uint32_t opc = op->opcode;
-    const char *k = dn(in[0].desc.dtype);
-    char name[24];
-    vk_arg args[4] = {arg_of(out), arg_of(&in[0])};
-    int nargs = 2;
-    if (opc == TD_OP_CONV_WEIGHT_GRAD) { /* one workgroup per weight element */
-        snprintf(name, sizeof name, "cw_%s", k);
-        args[nargs++] = arg_of(&in[1]);
-        return td__vk_dispatch(vd, name, opc, p, args, nargs, groups_for((uint64_t)n, 1), 1, 1,
-                               err, errlen);
-    }
-    if (td__op_class(opc) == TD_OPCLASS_CONV) {
-        snprintf(name, sizeof name, "cv_%s", k);
-        args[nargs++] = arg_of(&in[1]);
-        args[nargs++] = op->n_inputs > 2 ? arg_of(&in[2]) : arg_of(&in[1]);
-    } else if (opc == TD_OP_MAX_POOL_INDICES) {
-        snprintf(name, sizeof name, "wi_%s", k);
-    } else if (opc == TD_OP_MAX_POOL_BACKWARD) {
-        snprintf(name, sizeof name, "wb_%s_%s", k, in[1].desc.dtype == TD_I64 ? "i64" : "i32");
-        args[nargs++] = arg_of(&in[1]);
-    } else {
-        snprintf(name, sizeof name, "wp_%s", k);
-    }
-    return td__vk_dispatch(vd, name, opc, p, args, nargs, groups_for((uint64_t)n, 256), 1, 1,
-                           err, errlen);
+                           td__vk_groups_for((uint64_t)ngroups, 1), 1, 1, err, errlen);
 }
 
 /* ---- create ---- */
@@ -642,11 +568,11 @@ static td_status exec_create(vk_device *vd, const td__op *op, const td__view *in
         int64_t st[2][TD_MAX_RANK];
         td__desc_strides(o, st[0]);
         td__desc_strides(o, st[1]);
-        vk_arg args[2] = {arg_of(out), arg_of(&in[0])};
-        snprintf(name, sizeof name, "be_%s", dn(o->dtype));
+        vk_arg args[2] = {td__vk_arg_of(out), td__vk_arg_of(&in[0])};
+        snprintf(name, sizeof name, "be_%s", td__vk_dtype_name(o->dtype));
         return walk(vd, name, opcode, o, 2, st, args, 2, op, NULL, err, errlen);
     } else {
-        snprintf(name, sizeof name, "cr_%s", dn(o->dtype));
+        snprintf(name, sizeof name, "cr_%s", td__vk_dtype_name(o->dtype));
         if (opcode == TD_OP_TRUNC_NORMAL) { /* the per-op constants, as the CPU's */
             const td__truncnorm tn =
                 td__truncnorm_init(op->fattrs[0], op->fattrs[1], op->fattrs[2], op->fattrs[3]);
@@ -665,9 +591,9 @@ static td_status exec_create(vk_device *vd, const td__op *op, const td__view *in
                 p[VK_P_I + 2 + 2 * k] = (uint32_t)((uint64_t)op->iattrs[k] >> 32);
             }
     }
-    vk_arg a = arg_of(out);
-    return td__vk_dispatch(vd, name, opcode, p, &a, 1, groups_for((uint64_t)n, 256), 1, 1, err,
-                           errlen);
+    vk_arg a = td__vk_arg_of(out);
+    return td__vk_dispatch(vd, name, opcode, p, &a, 1, td__vk_groups_for((uint64_t)n, 256), 1, 1,
+                           err, errlen);
 }
 
 /* ---- reductions (reduce.comp) ---- */
@@ -694,13 +620,13 @@ static td_status exec_reduce(vk_device *vd, const td__op *op, const td__view *in
     r[35] = (uint32_t)pl.nr;
     r[36] = (uint32_t)pl.rcount;
     const uint32_t dt = in[0].desc.dtype;
-    vk_arg args[2] = {arg_of(out), arg_of(&in[0])};
+    vk_arg args[2] = {td__vk_arg_of(out), td__vk_arg_of(&in[0])};
     char name[32];
     if (IN_LIST(op->opcode, TD_OP_VAR, TD_OP_STD, TD_OP_LOGSUMEXP, TD_OP_NORM)) {
         for (int k = 0; k < TD_OP_MAX_FATTRS; k++) put_double(p, k, op->fattrs[k]);
-        snprintf(name, sizeof name, "st_%s", dn(dt));
+        snprintf(name, sizeof name, "st_%s", td__vk_dtype_name(dt));
         return td__vk_dispatch(vd, name, op->opcode, p, args, 2,
-                               groups_for((uint64_t)pl.nout, 1), 1, 1, err, errlen);
+                               td__vk_groups_for((uint64_t)pl.nout, 1), 1, 1, err, errlen);
     }
     const char *sfx = op->opcode == TD_OP_ARGMAX || op->opcode == TD_OP_ARGMIN ? "_i64"
                       : (op->opcode == TD_OP_ANY || op->opcode == TD_OP_ALL) &&
@@ -708,8 +634,8 @@ static td_status exec_reduce(vk_device *vd, const td__op *op, const td__view *in
                           ? "_b"
                           : "";
     snprintf(name, sizeof name, "r_%s%s", dt == TD_BOOL ? "bool" : kind_sfx(dt), sfx);
-    return td__vk_dispatch(vd, name, op->opcode, p, args, 2, groups_for((uint64_t)pl.nout, 1), 1,
-                           1, err, errlen);
+    return td__vk_dispatch(vd, name, op->opcode, p, args, 2,
+                           td__vk_groups_for((uint64_t)pl.nout, 1), 1, 1, err, errlen);
 }
 
 /* x as [outer, n, inner] around `axis` (rank 0: one element). */
@@ -735,7 +661,7 @@ static td_status exec_sort(vk_device *vd, const td__op *op, const td__view *in,
     p[VK_P_SEED] = (uint32_t)op->seed;
     p[VK_P_SEED + 1] = (uint32_t)(op->seed >> 32);
     char name[16];
-    vk_arg args[2] = {arg_of(out)};
+    vk_arg args[2] = {td__vk_arg_of(out)};
     int64_t outer = 1, n = 1, inner = 1, k;
     bool desc = false;
     if (opc == TD_OP_RANDPERM) {
@@ -748,8 +674,8 @@ static td_status exec_sort(vk_device *vd, const td__op *op, const td__view *in,
         k = topk ? op->iattrs[1] : n;
         desc = topk ? op->iattrs[2] != 0 : op->iattrs[1] != 0;
         const bool values = opc == TD_OP_SORT || opc == TD_OP_TOPK_VALUES;
-        snprintf(name, sizeof name, "%s_%s", values ? "so" : "si", dn(x->dtype));
-        args[1] = arg_of(&in[0]);
+        snprintf(name, sizeof name, "%s_%s", values ? "so" : "si", td__vk_dtype_name(x->dtype));
+        args[1] = td__vk_arg_of(&in[0]);
     }
     const int64_t total = outer * n * inner;
     if (total == 0 || k == 0) return TD_OK;
@@ -759,7 +685,7 @@ static td_status exec_sort(vk_device *vd, const td__op *op, const td__view *in,
     p[VK_P_I + 2] = (uint32_t)k;
     p[VK_P_I + 3] = desc;
     return td__vk_dispatch(vd, name, opc, p, args, opc == TD_OP_RANDPERM ? 1 : 2,
-                           groups_for((uint64_t)total, 256), 1, 1, err, errlen);
+                           td__vk_groups_for((uint64_t)total, 256), 1, 1, err, errlen);
 }
 
 /* ---- scans (scan.comp) ---- */
@@ -778,11 +704,11 @@ static td_status exec_scan(vk_device *vd, const td__op *op, const td__view *in,
     p[VK_P_I + 2] = (uint32_t)inner;
     char name[16];
     snprintf(name, sizeof name, "cs_%s", kind_sfx(x->dtype));
-    vk_arg args[3] = {arg_of(out), arg_of(&in[0])};
+    vk_arg args[3] = {td__vk_arg_of(out), td__vk_arg_of(&in[0])};
     const int64_t lines = outer * inner, bsz = 16384;
     if (n <= bsz) /* mode 0: each line whole, in the CPU's order */
-        return td__vk_dispatch(vd, name, op->opcode, p, args, 2, groups_for((uint64_t)lines, 256),
-                               1, 1, err, errlen);
+        return td__vk_dispatch(vd, name, op->opcode, p, args, 2,
+                               td__vk_groups_for((uint64_t)lines, 256), 1, 1, err, errlen);
     /* long lines in blocks (scan.comp says why): fold, prefix, finish */
     const int64_t nb = (n + bsz - 1) / bsz;
     const size_t sbytes = (size_t)(lines * nb) * 8;
@@ -797,8 +723,8 @@ static td_status exec_scan(vk_device *vd, const td__op *op, const td__view *in,
     for (uint32_t mode = 1; mode <= 3 && s == TD_OK; mode++) {
         p[VK_P_I + 3] = mode;
         const uint64_t units = (uint64_t)(mode == 2 ? lines : lines * nb);
-        s = td__vk_dispatch(vd, name, op->opcode, p, args, 3, groups_for(units, 256), 1, 1, err,
-                            errlen);
+        s = td__vk_dispatch(vd, name, op->opcode, p, args, 3, td__vk_groups_for(units, 256), 1, 1,
+                            err, errlen);
     }
     td__vk_release_locked(vd, scratch, sbytes);
     return s;
@@ -833,7 +759,7 @@ static td_status exec_matmul(vk_device *vd, const td__op *op, const td__view *in
     }
     char name[16];
     snprintf(name, sizeof name, "mm_%s", kind_sfx(o->dtype));
-    vk_arg args[3] = {arg_of(out), arg_of(&in[0]), arg_of(&in[1])};
+    vk_arg args[3] = {td__vk_arg_of(out), td__vk_arg_of(&in[0]), td__vk_arg_of(&in[1])};
     (void)op;
     return td__vk_dispatch(vd, name, TD_OP_MATMUL, p, args, 3, (uint32_t)((n + 15) / 16),
                            (uint32_t)((m + 15) / 16), nb > 65535 ? 65535 : (uint32_t)nb, err,
@@ -855,7 +781,7 @@ static td_status copy_walk_skew(vk_device *vd, const td__desc *shape,
     return walk(vd, name, 0, shape, 2, st, args, 2, NULL, extra, err, errlen);
 }
 
-static td_status copy_walk(vk_device *vd, const td__desc *shape, int64_t (*st)[TD_MAX_RANK],
+td_status td__vk_copy_walk(vk_device *vd, const td__desc *shape, int64_t (*st)[TD_MAX_RANK],
                            vk_arg o, vk_arg a, char *err, size_t errlen)
 {
     return copy_walk_skew(vd, shape, st, o, a, 0, err, errlen);
@@ -864,7 +790,7 @@ static td_status copy_walk(vk_device *vd, const td__desc *shape, int64_t (*st)[T
 /* View v from element `first` on (the binding starts there). */
 static vk_arg arg_from(const td__view *v, int64_t first)
 {
-    vk_arg r = arg_of(v);
+    vk_arg r = td__vk_arg_of(v);
     r.data = (const char *)v->data + (size_t)first * r.esize;
     r.nbytes -= (size_t)first * r.esize;
     return r;
@@ -943,7 +869,7 @@ static td_status exec_indexed(vk_device *vd, const td__op *op, const td__view *i
     uint32_t *q = p + VK_P_I;
     int64_t xs[TD_MAX_RANK] = {0}, bs[TD_MAX_RANK] = {0}, cs[TD_MAX_RANK] = {0};
     td__desc_strides(x, xs);
-    vk_arg args[4] = {arg_of(out), arg_of(&in[0])};
+    vk_arg args[4] = {td__vk_arg_of(out), td__vk_arg_of(&in[0])};
     int nargs = 2;
     char name[24];
     td_status s = TD_OK;
@@ -980,7 +906,7 @@ static td_status exec_indexed(vk_device *vd, const td__op *op, const td__view *i
         uint64_t v = full_bits(o->dtype, op->fattrs[0]);
         q[0] = (uint32_t)v;
         q[1] = (uint32_t)(v >> 32);
-        args[nargs++] = arg_of(&in[1]);
+        args[nargs++] = td__vk_arg_of(&in[1]);
         snprintf(name, sizeof name, "mf_%zu", es);
         break;
     }
@@ -1000,7 +926,7 @@ static td_status exec_indexed(vk_device *vd, const td__op *op, const td__view *i
         for (uint32_t d = (uint32_t)k; d < x->rank; d++) inner *= x->dims[d];
         q[0] = (uint32_t)k;
         q[1] = (uint32_t)inner;
-        args[nargs++] = arg_of(&in[1]);
+        args[nargs++] = td__vk_arg_of(&in[1]);
         snprintf(name, sizeof name, "gn_%zu_%s", es, ix);
         if (inner == 0) return s;
         break;
@@ -1015,8 +941,8 @@ static td_status exec_indexed(vk_device *vd, const td__op *op, const td__view *i
         q[1] = (uint32_t)(opc == TD_OP_INDEX_ADD ? td__vk_nelem(id) : id->dims[axis]);
         for (uint32_t d = 0; opc != TD_OP_INDEX_ADD && d < id->rank; d++)
             q[2 + d] = (uint32_t)id->dims[d];
-        args[nargs++] = arg_of(&in[1]);
-        args[nargs++] = arg_of(&in[2]);
+        args[nargs++] = td__vk_arg_of(&in[1]);
+        args[nargs++] = td__vk_arg_of(&in[2]);
         if (opc == TD_OP_SCATTER)
             snprintf(name, sizeof name, "sc_w%zu_%s", es, ix);
         else
@@ -1033,7 +959,7 @@ static td_status exec_indexed(vk_device *vd, const td__op *op, const td__view *i
         p[VK_P_STR_B + d] = (uint32_t)bs[d];
         p[VK_P_STR_C + d] = (uint32_t)cs[d];
     }
-    return td__vk_dispatch(vd, name, opc, p, args, nargs, groups_for((uint64_t)n, 256), 1, 1,
+    return td__vk_dispatch(vd, name, opc, p, args, nargs, td__vk_groups_for((uint64_t)n, 256), 1, 1,
                            err, errlen);
 }
 
@@ -1047,19 +973,20 @@ static td_status exec_movement(vk_device *vd, const td__op *op, const td__view *
     switch (op->opcode) {
     case TD_OP_COPY:
         memcpy(st[1], xs, sizeof xs);
-        return copy_walk(vd, o, st, arg_of(out), arg_of(&in[0]), err, errlen);
+        return td__vk_copy_walk(vd, o, st, td__vk_arg_of(out), td__vk_arg_of(&in[0]), err, errlen);
     case TD_OP_PERMUTE:
         for (uint32_t d = 0; d < o->rank; d++) st[1][d] = xs[op->iattrs[d]];
-        return copy_walk(vd, o, st, arg_of(out), arg_of(&in[0]), err, errlen);
+        return td__vk_copy_walk(vd, o, st, td__vk_arg_of(out), td__vk_arg_of(&in[0]), err, errlen);
     case TD_OP_EXPAND:
         td__desc_bcast_strides(x, o, st[1]);
-        return copy_walk(vd, o, st, arg_of(out), arg_of(&in[0]), err, errlen);
+        return td__vk_copy_walk(vd, o, st, td__vk_arg_of(out), td__vk_arg_of(&in[0]), err, errlen);
     case TD_OP_SLICE: {
         int64_t first = 0;
         for (uint32_t d = 0; d < x->rank; d++) first += op->iattrs[d] * xs[d];
         memcpy(st[1], xs, sizeof xs);
         if (td__vk_nelem(o) == 0) return TD_OK;
-        return copy_walk(vd, o, st, arg_of(out), arg_from(&in[0], first), err, errlen);
+        return td__vk_copy_walk(vd, o, st, td__vk_arg_of(out), arg_from(&in[0], first), err,
+                                errlen);
     }
     case TD_OP_SLICE_STEP:
     case TD_OP_FLIP: { /* a strided copy: the step (negative: backwards) in each stride */
@@ -1077,7 +1004,7 @@ static td_status exec_movement(vk_device *vd, const td__op *op, const td__view *
         int64_t lo = first; /* the lowest element read: the binding starts there */
         for (uint32_t d = 0; d < o->rank; d++)
             if (st[1][d] < 0) lo += (o->dims[d] - 1) * st[1][d];
-        return copy_walk_skew(vd, o, st, arg_of(out), arg_from(&in[0], lo),
+        return copy_walk_skew(vd, o, st, td__vk_arg_of(out), arg_from(&in[0], lo),
                               (uint32_t)(first - lo), err, errlen);
     }
     case TD_OP_ROLL:
@@ -1101,8 +1028,8 @@ static td_status exec_movement(vk_device *vd, const td__op *op, const td__view *
             memcpy(sk[0], st[0], sizeof sk[0]);
             td__desc_strides(xk, sk[1]);
             if (td__vk_nelem(xk) > 0) {
-                td_status s = copy_walk(vd, xk, sk, arg_from(out, at * st[0][axis]),
-                                        arg_of(&in[k]), err, errlen);
+                td_status s = td__vk_copy_walk(vd, xk, sk, arg_from(out, at * st[0][axis]),
+                                        td__vk_arg_of(&in[k]), err, errlen);
                 if (s != TD_OK) return s;
             }
             at += xk->dims[axis];
@@ -1142,7 +1069,7 @@ static td_status exec_movement(vk_device *vd, const td__op *op, const td__view *
         char name[24];
         snprintf(name, sizeof name, "g_%zu_%s", td__dtype_size(o->dtype),
                  ix->dtype == TD_I64 ? "i64" : "i32");
-        vk_arg args[3] = {arg_of(out), arg_of(&in[0]), arg_of(&in[1])};
+        vk_arg args[3] = {td__vk_arg_of(out), td__vk_arg_of(&in[0]), td__vk_arg_of(&in[1])};
         const uint32_t axis_stride[VK_PARAM_WORDS - VK_P_I] = {(uint32_t)xs[axis]};
         return walk(vd, name, 0, o, 3, st, args, 3, NULL, axis_stride, err, errlen);
     }
@@ -1176,7 +1103,7 @@ td_status td__vk_exec(vk_device *vd, const td__op *op, const td__view *in, const
         return exec_norm(vd, op, in, out, err, errlen);
     case TD_OPCLASS_POOL:
     case TD_OPCLASS_CONV:
-        return exec_window(vd, op, in, out, err, errlen);
+        return td__vk_exec_window(vd, op, in, out, err, errlen);
     case TD_OPCLASS_MOVEMENT:
         return exec_movement(vd, op, in, out, err, errlen);
     default:
