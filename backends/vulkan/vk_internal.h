@@ -216,7 +216,8 @@ static inline bool td__vk_loops_ok(const vk_device *vd, int64_t iterations)
 }
 
 /* ---- vk_window.c ---- */
-/* The POOL and CONV families (window.comp). */
+/* The POOL and CONV families (window.comp; the convolutions as im2col + GEMM, conv.comp and
+ * matmul.comp, where their scratch fits). */
 td_status td__vk_exec_window(vk_device *vd, const td__op *op, const td__view *in,
                              const td__view *out, char *err, size_t errlen);
 

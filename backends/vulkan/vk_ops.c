@@ -13,8 +13,9 @@
  *             RMS_NORM GROUP_NORM BATCH_NORM and their backward ops (shaders/nn.comp, in
  *             double, as backends/cpu/cpu_nn.c) in f32 f64 f16 bf16;
  *   window    the POOL family (pools, their gradients, INTERPOLATE: the CPU's loops per
- *             element) and CONV CONV_TRANSPOSE CONV_WEIGHT_GRAD (shaders/window.comp) in f32
- *             f64 f16 bf16;
+ *             element; shaders/window.comp) and CONV CONV_TRANSPOSE CONV_WEIGHT_GRAD (im2col
+ *             and GEMMs, vk_window.c; window.comp's direct loops where those do not fit) in
+ *             f32 f64 f16 bf16;
  *   unary     f32: every unary primitive of the table (the trigonometric, hyperbolic and
  *             inverse functions, ERF, GELU (both modes), SOFTPLUS included: evaluated in
  *             double by shaders/dmath.glsl and rounded once); f64: all but SIN COS TAN ASIN
