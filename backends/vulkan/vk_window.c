@@ -200,11 +200,12 @@ static bool pass_fits(const vk_device *vd, int64_t total, int64_t iters)
     return td__vk_loops_ok(vd, (total + grid - 1) / grid * (iters + 1));
 }
 
-/* The GEMM variant (matmul.comp's BLK: 64 x 64 tiles, 4 x 4 outputs an invocation): the
- * op's dtype, or for f16/bf16 with f32 outputs (`f32_out`) the OF32 one. */
-static void gemm_name(char *name, size_t len, uint32_t dtype, bool f32_out)
+/* The GEMM variant: matmul.comp's BLK (64 x 64 tiles, 4 x 4 outputs an invocation) with
+ * shared-memory tiles on a GPU, without (NOSH) on a CPU implementation; of the op's dtype,
+ * or for f16/bf16 with f32 outputs (`f32_out`) the OF32 one. */
+static void gemm_name(const vk_device *vd, char *name, size_t len, uint32_t dtype, bool f32_out)
 {
-    snprintf(name, len, "mb_%s%s", td__vk_dtype_name(dtype),
+    snprintf(name, len, "%s_%s%s", vd->cpu_impl ? "mc" : "mb", td__vk_dtype_name(dtype),
              f32_out && (dtype == TD_F16 || dtype == TD_BF16) ? "_f32" : "");
 }
 
@@ -275,7 +276,8 @@ static td_status conv_forward(conv_run *r, const td__view *in, const td__view *o
     const int64_t kin = cg * kk, kg = kin + (bias ? 1 : 0);
     const int64_t cap = conv_col_cap(r->vd);
     int64_t per_img;
-    if (__builtin_mul_overflow(G * kg, P * (int64_t)r->esize, &per_img) || per_img > cap)
+    if (__builtin_mul_overflow(G * kg, P * (int64_t)r->esize, &per_img) || per_img <= 0 ||
+        per_img > cap)
         return TD_EUNSUPPORTED;
     const int64_t chunk = conv_chunk(per_img, w->n, cap);
     if (!gemm_fits(r->vd, cog, P, kg, chunk * G) ||
@@ -301,7 +303,7 @@ static td_status conv_forward(conv_run *r, const td__view *in, const td__view *o
     }
     char ci[16], mm[24];
     snprintf(ci, sizeof ci, "ci_w%zu", r->esize);
-    gemm_name(mm, sizeof mm, r->dtype, false);
+    gemm_name(r->vd, mm, sizeof mm, r->dtype, false);
     const uint64_t one = one_bits(r->dtype);
     for (int64_t n0 = 0; n0 < w->n && s == TD_OK; n0 += chunk) {
         const int64_t nimg = w->n - n0 < chunk ? w->n - n0 : chunk;
@@ -332,7 +334,8 @@ static td_status conv_wgrad(conv_run *r, const td__view *in, const td__view *out
     const int64_t cap = conv_col_cap(r->vd);
     int64_t per_img, part_img;
     if (__builtin_mul_overflow(G * kin, P * (int64_t)r->esize, &per_img) ||
-        __builtin_mul_overflow(ne, (int64_t)r->tsize, &part_img) || per_img + part_img > cap)
+        __builtin_mul_overflow(ne, (int64_t)r->tsize, &part_img) || per_img <= 0 ||
+        per_img + part_img > cap)
         return TD_EUNSUPPORTED;
     const int64_t chunk = conv_chunk(per_img + part_img, w->n, cap);
     if (!gemm_fits(r->vd, cog, kin, P, chunk * G) ||
@@ -345,7 +348,7 @@ static td_status conv_wgrad(conv_run *r, const td__view *in, const td__view *out
     if (s != TD_OK) return s;
     char cj[16], mm[24], cn[16];
     snprintf(cj, sizeof cj, "cj_w%zu", r->esize);
-    gemm_name(mm, sizeof mm, r->dtype, true);
+    gemm_name(r->vd, mm, sizeof mm, r->dtype, true);
     snprintf(cn, sizeof cn, "cn_%s", td__vk_dtype_name(r->dtype));
     for (int64_t n0 = 0; n0 < w->n && s == TD_OK; n0 += chunk) {
         const int64_t nimg = w->n - n0 < chunk ? w->n - n0 : chunk;
@@ -378,7 +381,8 @@ static td_status conv_transpose(conv_run *r, const td__view *in, const td__view 
     const int64_t rk = cog * kk;
     const int64_t cap = conv_col_cap(r->vd);
     int64_t per_img;
-    if (__builtin_mul_overflow(G * rk, L * (int64_t)r->tsize, &per_img) || per_img > cap)
+    if (__builtin_mul_overflow(G * rk, L * (int64_t)r->tsize, &per_img) || per_img <= 0 ||
+        per_img > cap)
         return TD_EUNSUPPORTED;
     const int64_t chunk = conv_chunk(per_img, w->n, cap);
     if (!gemm_fits(r->vd, rk, L, cg, chunk * G) ||
@@ -394,7 +398,7 @@ static td_status conv_transpose(conv_run *r, const td__view *in, const td__view 
         s = td__vk_copy_walk(r->vd, &sh, st, wt, td__vk_arg_of(&in[1]), r->err, r->errlen);
     }
     char mm[24], cc[16];
-    gemm_name(mm, sizeof mm, r->dtype, true);
+    gemm_name(r->vd, mm, sizeof mm, r->dtype, true);
     snprintf(cc, sizeof cc, "cc_%s", td__vk_dtype_name(r->dtype));
     const bool bias = r->op->n_inputs > 2;
     for (int64_t n0 = 0; n0 < w->n && s == TD_OK; n0 += chunk) {

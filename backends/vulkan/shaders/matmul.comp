@@ -74,7 +74,51 @@ void batch_offsets(uint bi, out uint aoff, out uint boff)
     }
 }
 
-#if defined(BLK)
+#if defined(BLK) && defined(NOSH)
+// BLK NOSH, for CPU implementations such as lavapipe: the same 64 x 64 tiles and 4 x 4
+// outputs an invocation, with A and B read straight from the buffers (the host's caches hold
+// the tiles) and no barrier at all: lavapipe runs a barrier as a switch between coroutines,
+// which cost more than the products (2-2.5x slower with the shared tiles below, on
+// conv-shaped GEMMs). Rows and columns past the edge read a clamped element and are not
+// stored. Same ascending-k sums as the other variants, so the same bits.
+void main()
+{
+    const uint m = P[P_I + M_M], n = P[P_I + M_N], k = P[P_I + M_K], nb = P[P_I + M_NB];
+    const uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y;
+    const uint r0 = gl_WorkGroupID.y * 64u, c0 = gl_WorkGroupID.x * 64u;
+    for (uint bi = gl_WorkGroupID.z; bi < nb; bi += gl_NumWorkGroups.z) {
+        uint aoff, boff;
+        batch_offsets(bi, aoff, boff);
+        ACC acc[4][4];
+        uint ra[4], cb[4];
+        for (int i = 0; i < 4; i++) {
+            for (int j = 0; j < 4; j++) acc[i][j] = ACC(0);
+            ra[i] = min(r0 + ty + 16u * uint(i), m - 1u);
+            cb[i] = min(c0 + tx + 16u * uint(i), n - 1u);
+        }
+        for (uint kk = 0u; kk < k; kk++) {
+            ACC av[4], bv[4];
+            for (int i = 0; i < 4; i++) {
+                av[i] = LD(a[aoff + ra[i] * k + kk]);
+                bv[i] = LD(b[boff + kk * n + cb[i]]);
+            }
+            for (int i = 0; i < 4; i++)
+                for (int c = 0; c < 4; c++) {
+                    precise ACC p = av[i] * bv[c];
+                    precise ACC s = acc[i][c] + p;
+                    acc[i][c] = s;
+                }
+        }
+        for (int i = 0; i < 4; i++) {
+            const uint row = r0 + ty + 16u * uint(i);
+            for (int c = 0; c < 4; c++) {
+                const uint col = c0 + tx + 16u * uint(c);
+                if (row < m && col < n) store(bi * m * n + row * n + col + P[P_BASE], acc[i][c]);
+            }
+        }
+    }
+}
+#elif defined(BLK)
 // BLK: 64 x 64 output tiles, each invocation 4 x 4 outputs (rows ty + 16 i, columns tx + 16 j)
 // in registers: 16 k steps of 16 products per output between two barriers instead of 1,
 // which is what a CPU implementation such as lavapipe (barriers are coroutine switches)
