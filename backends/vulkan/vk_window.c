@@ -7,7 +7,7 @@
  * backends/gpu/gpu_window.cu does for CUDA: the direct shader (window.comp, one invocation
  * per output element looping over C/G x kernel products) ran ResNet-50's layers at 0.04-0.07x
  * the CUDA backend on an H200 (BENCHMARKS.md), while the tiled matmul reached 0.10x cuBLAS;
- * on lavapipe the GEMM path runs the example CNN's convolutions 3-10x faster.
+ * on lavapipe the GEMM path runs the example CNN's conv layers 8-77x faster (BENCHMARKS.md).
  * Each op works through the batch in chunks of images whose scratch stays under a fixed cap
  * (conv_col_cap: the shape alone decides the chunking, so the bits do not depend on anything
  * else), with the helpers of shaders/conv.comp:
