@@ -8,9 +8,9 @@
  * per output element looping over C/G x kernel products) ran ResNet-50's layers at 0.04-0.07x
  * the CUDA backend on an H200 (BENCHMARKS.md), while the tiled matmul reached 0.10x cuBLAS;
  * on lavapipe the GEMM path runs the example CNN's conv layers 8-77x faster (BENCHMARKS.md).
- * Each op works through the batch in chunks of images whose scratch stays under a fixed cap
- * (conv_col_cap: the shape alone decides the chunking, so the bits do not depend on anything
- * else), with the helpers of shaders/conv.comp:
+ * Each op works through the batch in chunks of images whose scratch stays under a cap
+ * (conv_col_cap), with the helpers of shaders/conv.comp; the chunking changes no bits (each
+ * output's sum runs over one image, or over the images in order across chunks):
  *  - CONV: im2col per image and group ([C/G kk, P] patch matrix, plus a row of ones when
  *    there is a bias, whose weight column is the bias), then one batched GEMM over (image,
  *    group): [CO/G, C/G kk (+1)] weights times the columns, so each output is one ascending
