@@ -2,8 +2,9 @@
  * PyTorch CPU in the same run (bench/conv_torch.py, started by bench/conv_bench.sh with
  * torch.set_num_threads(2)). Prints one line per shape: the median of `reps` timed runs
  * (after one warm-up) of record + fence, in milliseconds, and GFLOP/s (2 x MACs / time).
- * Usage: conv-bench [URI] [reps] [f32|bf16]   (default local:cpu, 5, f32; bf16: input and
- * weight cast once before timing). Never asserts on speed. */
+ * Usage: conv-bench [URI] [reps] [f32|bf16] [batch]   (default local:cpu, 5, f32, 32; bf16:
+ * input and weight cast once before timing; a smaller batch for slow devices such as
+ * lavapipe). Never asserts on speed. */
 #include "tensord.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,7 +44,7 @@ int main(int argc, char **argv)
     if (reps < 1 || reps > 100) reps = 5;
     const char *dts = argc > 3 ? argv[3] : "f32";
     if (strcmp(dts, "f32") != 0 && strcmp(dts, "bf16") != 0) {
-        fprintf(stderr, "usage: conv-bench [URI] [reps] [f32|bf16]\n");
+        fprintf(stderr, "usage: conv-bench [URI] [reps] [f32|bf16] [batch]\n");
         return 2;
     }
     const bool bf16 = strcmp(dts, "bf16") == 0;
@@ -52,7 +53,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "conv-bench: %s\n", td_connect_error());
         return 2;
     }
-    const int64_t n = 32;
+    const int64_t n = argc > 4 ? atoll(argv[4]) : 32;
+    if (n < 1 || n > 1024) {
+        fprintf(stderr, "conv-bench: batch %s: want 1..1024\n", argv[4]);
+        return 2;
+    }
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         const shape *p = &shapes[s];
         td_tensor *x = td_rand_normal(ctx, TD_F32, 4, (int64_t[]){n, p->c, p->h, p->w}, 1, 0, 1);

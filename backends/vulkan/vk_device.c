@@ -52,6 +52,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define VK_BLOCK_BYTES ((uint64_t)64 << 20)
 #define VK_STAGE_BYTES ((uint64_t)16 << 20)
@@ -1005,13 +1006,88 @@ static td_status vk_stream_sync(td__device *dev, void *stream)
     return s;
 }
 
+/* ---- TENSORD_VULKAN_PROFILE=1: where a Vulkan run's time goes, per op (a development aid) --
+ * Each op is submitted and waited for on its own (what was recorded before it is flushed
+ * first), so its device time is the wall time of its recording plus its submission: nothing
+ * is batched any more and the run gets slower. At the module's unload or the process's
+ * exit, one table on stderr: per opcode the count, total and mean milliseconds, sorted by
+ * total. Off (one branch per op) otherwise. */
+typedef struct prof_row {
+    uint64_t n;
+    double ms;
+} prof_row;
+static pthread_mutex_t g_prof_mu = PTHREAD_MUTEX_INITIALIZER;
+static int g_prof = -1; /* -1 unread, 0 off, 1 on */
+static prof_row g_prof_op[TD_OPCODE_LIMIT];
+
+static double prof_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int prof_cmp(const void *a, const void *b)
+{
+    const double x = g_prof_op[*(const int *)a].ms, y = g_prof_op[*(const int *)b].ms;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+static void prof_report(void)
+{
+    pthread_mutex_lock(&g_prof_mu);
+    int idx[TD_OPCODE_LIMIT], k = 0;
+    double total = 0;
+    for (int i = 0; i < TD_OPCODE_LIMIT; i++)
+        if (g_prof_op[i].n > 0) {
+            idx[k++] = i;
+            total += g_prof_op[i].ms;
+        }
+    qsort(idx, (size_t)k, sizeof idx[0], prof_cmp);
+    fprintf(stderr, "tensord vulkan profile: %.1f ms in ops\n", total);
+    fprintf(stderr, "  %-26s %9s %11s %7s %10s\n", "op", "count", "ms", "%", "us/op");
+    for (int j = 0; j < k; j++) {
+        const prof_row *r = &g_prof_op[idx[j]];
+        fprintf(stderr, "  %-26s %9llu %11.2f %6.1f%% %10.1f\n", td__op_name((uint32_t)idx[j]),
+                (unsigned long long)r->n, r->ms, total > 0 ? 100 * r->ms / total : 0,
+                1e3 * r->ms / (double)r->n);
+    }
+    pthread_mutex_unlock(&g_prof_mu);
+}
+
+static bool prof_on(void)
+{
+    if (__atomic_load_n(&g_prof, __ATOMIC_ACQUIRE) >= 0) return g_prof == 1;
+    pthread_mutex_lock(&g_prof_mu);
+    if (g_prof < 0) {
+        const char *e = getenv("TENSORD_VULKAN_PROFILE");
+        const int on = e != NULL && e[0] != '\0' && strcmp(e, "0") != 0;
+        if (on) atexit(prof_report); /* in a module: at its dlclose, or at exit */
+        __atomic_store_n(&g_prof, on, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&g_prof_mu);
+    return g_prof == 1;
+}
+
 static td_status vk_exec_entry(td__device *dev, void *stream, const td__op *op, const td__view *in,
                                const td__view *out, char *err, size_t errlen)
 {
     vk_device *vd = dev->impl;
     (void)stream;
     pthread_mutex_lock(&vd->mu);
-    td_status s = td__vk_exec(vd, op, in, out, err, errlen);
+    td_status s;
+    if (!prof_on() || op->opcode >= TD_OPCODE_LIMIT) {
+        s = td__vk_exec(vd, op, in, out, err, errlen);
+    } else if ((s = td__vk_flush(vd, err, errlen)) == TD_OK) {
+        const double t0 = prof_now_ms();
+        s = td__vk_exec(vd, op, in, out, err, errlen);
+        if (s == TD_OK) s = td__vk_flush(vd, err, errlen);
+        const double dt = prof_now_ms() - t0;
+        pthread_mutex_lock(&g_prof_mu);
+        g_prof_op[op->opcode].n++;
+        g_prof_op[op->opcode].ms += dt;
+        pthread_mutex_unlock(&g_prof_mu);
+    }
     pthread_mutex_unlock(&vd->mu);
     return s;
 }

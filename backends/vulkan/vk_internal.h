@@ -19,6 +19,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 #include <vulkan/vulkan.h>
 
 #define VK_PTR_SHIFT 40
@@ -183,6 +184,80 @@ bool td__vk_supports_op(td__device *dev, const td__op *op, const td__desc *const
                         const td__desc *out);
 td_status td__vk_exec(vk_device *vd, const td__op *op, const td__view *in, const td__view *out,
                       char *err, size_t errlen);
+
+/* What the op files share. */
+/* The dtype's name in shader variant names ("f32", "bf16", ...); NULL for none. */
+const char *td__vk_dtype_name(uint32_t dt);
+/* The strided copy (ew.comp's m_<element size>) of `shape`: st[0] the output's strides, st[1]
+ * the input's, in elements; o and a the bindings (locked). */
+td_status td__vk_copy_walk(vk_device *vd, const td__desc *shape, int64_t (*st)[TD_MAX_RANK],
+                           vk_arg o, vk_arg a, char *err, size_t errlen);
+
+/* FULL's value v as the dtype's bits, by the cast rules (backends/cpu/cpu_internal.h). */
+uint64_t td__vk_full_bits(uint32_t dt, double v);
+/* Walk `shape` (rank <= 8; dims as given, not necessarily an op's output) with nstr stride
+ * sets in elements (0 the output, then a, b, c), collapsed first; args[0] the output; op
+ * (NULL: none) gives the float attributes and the seed; extra (NULL: zeros) the shader's
+ * own words from VK_P_I on (ew.comp; locked). */
+td_status td__vk_walk(vk_device *vd, const char *shader, uint32_t opcode, const td__desc *shape,
+                      int nstr, int64_t (*str)[TD_MAX_RANK], const vk_arg *args, int nargs,
+                      const td__op *op, const uint32_t *extra, char *err, size_t errlen);
+
+/* Double attribute k into the parameter block's float words. */
+static inline void td__vk_put_double(uint32_t *p, int k, double v)
+{
+    uint64_t u;
+    memcpy(&u, &v, sizeof u);
+    p[VK_P_F + 2 * k] = (uint32_t)u;
+    p[VK_P_F + 2 * k + 1] = (uint32_t)(u >> 32);
+}
+
+/* The arithmetic kind in variant names: the dtype's name, u8 for bool. */
+static inline const char *td__vk_kind_sfx(uint32_t dt)
+{
+    return dt == TD_BOOL ? "u8" : td__vk_dtype_name(dt);
+}
+
+/* A tensor view as a dispatch argument. */
+static inline vk_arg td__vk_arg_of(const td__view *v)
+{
+    return (vk_arg){v->data, td__vk_nbytes(&v->desc), td__dtype_size(v->desc.dtype)};
+}
+
+/* Workgroups for n invocations, `per` a workgroup: 1 to 65535 (the shaders grid-stride past
+ * the dispatch limit). */
+static inline uint32_t td__vk_groups_for(uint64_t n, uint32_t per)
+{
+    uint64_t g = (n + per - 1) / per;
+    return g == 0 ? 1 : g > 65535 ? 65535 : (uint32_t)g;
+}
+
+/* lavapipe (gallivm) ends an invocation's loops after 65535 iterations in all: on a CPU
+ * implementation an op whose invocations would loop longer is refused rather than left to
+ * come out wrong (a reduction folds ceil(n / 256) elements per invocation and pass, a
+ * matmul K, a normalisation up to four passes over its group). GPUs have no such cap. */
+static inline bool td__vk_loops_ok(const vk_device *vd, int64_t iterations)
+{
+    return !vd->cpu_impl || iterations <= 60000;
+}
+
+/* ---- vk_reduce.c: reductions and stats, scans, sorts (and RANDPERM) ---- */
+td_status td__vk_exec_reduce(vk_device *vd, const td__op *op, const td__view *in,
+                             const td__view *out, char *err, size_t errlen);
+td_status td__vk_exec_scan(vk_device *vd, const td__op *op, const td__view *in,
+                           const td__view *out, char *err, size_t errlen);
+td_status td__vk_exec_sort(vk_device *vd, const td__op *op, const td__view *in,
+                           const td__view *out, char *err, size_t errlen);
+
+/* ---- vk_movement.c ---- */
+td_status td__vk_exec_movement(vk_device *vd, const td__op *op, const td__view *in,
+                               const td__view *out, char *err, size_t errlen);
+
+/* ---- vk_window.c ---- */
+/* The POOL and CONV families (window.comp; the convolutions as im2col + GEMM, conv.comp and
+ * matmul.comp, where their scratch fits). */
+td_status td__vk_exec_window(vk_device *vd, const td__op *op, const td__view *in,
+                             const td__view *out, char *err, size_t errlen);
 
 /* ---- vk_shaders.c (generated from the variant list in meson.build) ---- */
 typedef struct vk_shader {

@@ -1,5 +1,9 @@
 /* vk_ops.c — which ops the Vulkan backend runs (supports_op) and how each becomes a
- * dispatch of one of the shader variants (shaders/, built by meson.build).
+ * dispatch of one of the shader variants (shaders/, built by meson.build): td__vk_exec sends
+ * each op class to its file. Here: the elementwise families, create and random ops,
+ * DROPOUT, the normalisations and MATMUL, with the helpers the op files share (the strided
+ * walk, FULL's bits); vk_reduce.c: reductions, stats, scans and sorts; vk_movement.c: the
+ * movement and indexed ops; vk_window.c: the pools and the convolutions.
  *
  * Coverage, all held to the CPU by tests/unit/backends/conformance.c on lavapipe:
  *   create    FULL (every dtype: the host converts the value by the cast rules and the shader
@@ -13,8 +17,9 @@
  *             RMS_NORM GROUP_NORM BATCH_NORM and their backward ops (shaders/nn.comp, in
  *             double, as backends/cpu/cpu_nn.c) in f32 f64 f16 bf16;
  *   window    the POOL family (pools, their gradients, INTERPOLATE: the CPU's loops per
- *             element) and CONV CONV_TRANSPOSE CONV_WEIGHT_GRAD (shaders/window.comp) in f32
- *             f64 f16 bf16;
+ *             element; shaders/window.comp) and CONV CONV_TRANSPOSE CONV_WEIGHT_GRAD (im2col
+ *             and GEMMs, vk_window.c; window.comp's direct loops where those do not fit) in
+ *             f32 f64 f16 bf16;
  *   unary     f32: every unary primitive of the table (the trigonometric, hyperbolic and
  *             inverse functions, ERF, GELU (both modes), SOFTPLUS included: evaluated in
  *             double by shaders/dmath.glsl and rounded once); f64: all but SIN COS TAN ASIN
@@ -67,13 +72,15 @@
 #include "engine/collapse.h"
 #include "engine/convert.h"
 #include "engine/philox.h"
-#include "engine/remap.h"
-#include "engine/window.h"
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
-static const char *dn(uint32_t dt)
+
+/* The arithmetic kinds with shaders: f32, f64, i32, i64, u8 (bool where the op allows it).
+ * f64 and i64 need shaderFloat64 and shaderInt64, which vk_device.c requires of every device
+ * it lists (a device without them is not offered at all, with its reason at info level). */
+const char *td__vk_dtype_name(uint32_t dt)
 {
     switch (dt) {
     case TD_F32: return "f32";
@@ -90,9 +97,6 @@ static const char *dn(uint32_t dt)
     }
 }
 
-/* The arithmetic kinds with shaders: f32, f64, i32, i64, u8 (bool where the op allows it).
- * f64 and i64 need shaderFloat64 and shaderInt64, which vk_device.c requires of every device
- * it lists (a device without them is not offered at all, with its reason at info level). */
 static bool kind_ok(uint32_t dt, bool with_bool)
 {
     return dt == TD_F32 || dt == TD_F64 || dt == TD_I32 || dt == TD_I64 || dt == TD_U8 ||
@@ -200,14 +204,6 @@ static int64_t sort_len(const td__op *op, const td__desc *x)
     return x->rank == 0 ? 1 : x->dims[op->iattrs[0]];
 }
 
-/* lavapipe (gallivm) ends an invocation's loops after 65535 iterations in all: on a CPU
- * implementation an op whose invocations would loop longer is refused rather than left to
- * come out wrong (a reduction folds ceil(n / 256) elements per invocation and pass, a
- * matmul K, a normalisation up to four passes over its group). GPUs have no such cap. */
-static bool loops_ok(const vk_device *vd, int64_t iterations)
-{
-    return !vd->cpu_impl || iterations <= 60000;
-}
 
 /* Elements one normalisation group holds (exec_norm's nseg * seglen; BATCH_NORM: a row). */
 static int64_t norm_group(const td__op *op, const td__desc *const *in)
@@ -249,7 +245,7 @@ bool td__vk_supports_op(td__device *dev, const td__op *op, const td__desc *const
     case TD_OPCLASS_CREATE:
         if (op->opcode == TD_OP_FULL || op->opcode == TD_OP_EMPTY) return dt < TD_DTYPE_COUNT;
         if (op->opcode == TD_OP_ARANGE || op->opcode == TD_OP_BERNOULLI_SCALAR)
-            return dn(dt) != NULL;
+            return td__vk_dtype_name(dt) != NULL;
         if (op->opcode == TD_OP_BERNOULLI) return as_f32_if_half(dt) == TD_F32 || dt == TD_F64;
         if (op->opcode == TD_OP_RANDINT)
             return out->dtype == TD_I32 || out->dtype == TD_I64 || out->dtype == TD_U8 ||
@@ -270,12 +266,14 @@ bool td__vk_supports_op(td__device *dev, const td__op *op, const td__desc *const
     case TD_OPCLASS_WHERE:
         return op->opcode == TD_OP_WHERE;
     case TD_OPCLASS_CAST:
-        return op->opcode == TD_OP_CAST && dn(dt) != NULL && dn(out->dtype) != NULL;
+        return op->opcode == TD_OP_CAST && td__vk_dtype_name(dt) != NULL &&
+               td__vk_dtype_name(out->dtype) != NULL;
     case TD_OPCLASS_REDUCE:
         if (IN_LIST(op->opcode, TD_OP_VAR, TD_OP_STD, TD_OP_LOGSUMEXP, TD_OP_NORM))
             return stat_ok(op->opcode, dt, op->fattrs[0]) &&
-                   loops_ok(vd, 2 * ((per_output(in[0], out) + 255) / 256));
-        return reduce_ok(op->opcode, dt) && loops_ok(vd, (per_output(in[0], out) + 255) / 256);
+                   td__vk_loops_ok(vd, 2 * ((per_output(in[0], out) + 255) / 256));
+        return reduce_ok(op->opcode, dt) &&
+               td__vk_loops_ok(vd, (per_output(in[0], out) + 255) / 256);
     case TD_OPCLASS_SCAN:
         return IN_LIST(op->opcode, TD_OP_CUMSUM, TD_OP_CUMPROD) &&
                kind_ok(as_f32_if_half(dt), false);
@@ -283,15 +281,16 @@ bool td__vk_supports_op(td__device *dev, const td__op *op, const td__desc *const
         return op->opcode == TD_OP_MATMUL && kind_ok(as_f32_if_half(dt), false) &&
                out->dims[out->rank - 2] <= (int64_t)65535 * 16 &&
                out->dims[out->rank - 1] <= (int64_t)65535 * 16 &&
-               loops_ok(vd, in[0]->dims[in[0]->rank - 1]);
+               td__vk_loops_ok(vd, in[0]->dims[in[0]->rank - 1]);
     case TD_OPCLASS_NN: /* the normalisations (nn.comp) and DROPOUT (ew.comp); the family's
                          * composites (SCALED_DOT_PRODUCT_ATTENTION) come lowered */
         if (!td__op_default_supports(op->opcode)) return false;
-        if (op->opcode != TD_OP_DROPOUT && !loops_ok(vd, 4 * ((norm_group(op, in) + 255) / 256)))
+        if (op->opcode != TD_OP_DROPOUT &&
+            !td__vk_loops_ok(vd, 4 * ((norm_group(op, in) + 255) / 256)))
             return false;
         return as_f32_if_half(dt) == TD_F32 || dt == TD_F64;
     case TD_OPCLASS_SORT: /* rank sorts: O(axis length) per element */
-        return dn(dt) != NULL &&
+        return td__vk_dtype_name(dt) != NULL &&
                sort_len(op, in[0]) <= (vd->cpu_impl ? VK_SORT_MAX_CPU : VK_SORT_MAX);
     case TD_OPCLASS_POOL:
     case TD_OPCLASS_CONV: /* window.comp: every op of both families, in the float dtypes */
@@ -310,7 +309,7 @@ bool td__vk_supports_op(td__device *dev, const td__op *op, const td__desc *const
 }
 
 /* FULL's value as the dtype's bits, by the cast rules (backends/cpu/cpu_internal.h). */
-static uint64_t full_bits(uint32_t dt, double v)
+uint64_t td__vk_full_bits(uint32_t dt, double v)
 {
     union {
         float f;
@@ -350,24 +349,12 @@ static uint64_t full_bits(uint32_t dt, double v)
 
 /* ---- the strided walk (ew.comp) ---- */
 
-static uint32_t groups_for(uint64_t n, uint32_t per)
-{
-    uint64_t g = (n + per - 1) / per;
-    return g == 0 ? 1 : g > 65535 ? 65535 : (uint32_t)g;
-}
 
-static void put_double(uint32_t *p, int k, double v)
-{
-    uint64_t u;
-    memcpy(&u, &v, sizeof u);
-    p[VK_P_F + 2 * k] = (uint32_t)u;
-    p[VK_P_F + 2 * k + 1] = (uint32_t)(u >> 32);
-}
 
 /* Walk `shape` (rank <= 8; dims as given, not necessarily an op's output) with nstr stride
  * sets in elements (0 the output, then a, b, c), collapsed first; args[0] the output;
  * extra (NULL: zeros) the shader's own words from VK_P_I on. */
-static td_status walk(vk_device *vd, const char *shader, uint32_t opcode, const td__desc *shape,
+td_status td__vk_walk(vk_device *vd, const char *shader, uint32_t opcode, const td__desc *shape,
                       int nstr, int64_t (*str)[TD_MAX_RANK], const vk_arg *args, int nargs,
                       const td__op *op, const uint32_t *extra, char *err, size_t errlen)
 {
@@ -383,25 +370,17 @@ static td_status walk(vk_device *vd, const char *shader, uint32_t opcode, const 
         p[VK_P_DIMS + d] = (uint32_t)dims[d];
         for (int k = 0; k < nstr; k++) p[VK_P_STR_O + 8 * k + d] = (uint32_t)cs[k][d];
     }
-    for (int k = 0; op != NULL && k < TD_OP_MAX_FATTRS; k++) put_double(p, k, op->fattrs[k]);
+    for (int k = 0; op != NULL && k < TD_OP_MAX_FATTRS; k++) td__vk_put_double(p, k, op->fattrs[k]);
     if (op != NULL) {
         p[VK_P_SEED] = (uint32_t)op->seed;
         p[VK_P_SEED + 1] = (uint32_t)(op->seed >> 32);
     }
     if (extra != NULL) memcpy(p + VK_P_I, extra, (VK_PARAM_WORDS - VK_P_I) * sizeof *p);
-    return td__vk_dispatch(vd, shader, opcode, p, args, nargs, groups_for((uint64_t)n, 256), 1, 1,
-                           err, errlen);
+    return td__vk_dispatch(vd, shader, opcode, p, args, nargs, td__vk_groups_for((uint64_t)n, 256),
+                           1, 1, err, errlen);
 }
 
-static vk_arg arg_of(const td__view *v)
-{
-    return (vk_arg){v->data, td__vk_nbytes(&v->desc), td__dtype_size(v->desc.dtype)};
-}
 
-static const char *kind_sfx(uint32_t dt)
-{
-    return dt == TD_BOOL ? "u8" : dn(dt);
-}
 
 static td_status exec_elementwise(vk_device *vd, const td__op *op, const td__view *in,
                                   const td__view *out, char *err, size_t errlen)
@@ -411,19 +390,19 @@ static td_status exec_elementwise(vk_device *vd, const td__op *op, const td__vie
     td__desc_strides(o, st[0]);
     const int n_in = (int)op->n_inputs;
     for (int k = 0; k < n_in; k++) td__desc_bcast_strides(&in[k].desc, o, st[k + 1]);
-    vk_arg args[4] = {arg_of(out)};
-    for (int k = 0; k < n_in; k++) args[k + 1] = arg_of(&in[k]);
+    vk_arg args[4] = {td__vk_arg_of(out)};
+    for (int k = 0; k < n_in; k++) args[k + 1] = td__vk_arg_of(&in[k]);
     char name[32];
     uint32_t opcode = op->opcode;
     const uint32_t dt = in[0].desc.dtype;
     uint32_t p[VK_PARAM_WORDS - VK_P_I] = {0};
     switch (td__op_class(opcode)) {
     case TD_OPCLASS_UNARY:
-        snprintf(name, sizeof name, "u_%s", dt == TD_BOOL ? "bool" : kind_sfx(dt));
+        snprintf(name, sizeof name, "u_%s", dt == TD_BOOL ? "bool" : td__vk_kind_sfx(dt));
         p[0] = op->n_iattrs > 0 ? (uint32_t)op->iattrs[0] : 0; /* GELU's mode */
         if (opcode == TD_OP_CLAMP && as_f32_if_half(dt) != TD_F32 && dt != TD_F64)
             for (int k = 0; k < 2; k++) { /* integer bounds by the cast rules, as the CPU */
-                uint64_t b = full_bits(dt, op->fattrs[k]);
+                uint64_t b = td__vk_full_bits(dt, op->fattrs[k]);
                 if (dt == TD_I8) b = (uint64_t)(int64_t)(int8_t)b; /* the shader's int */
                 if (dt == TD_I16) b = (uint64_t)(int64_t)(int16_t)b;
                 p[1 + 2 * k] = (uint32_t)b;
@@ -437,20 +416,20 @@ static td_status exec_elementwise(vk_device *vd, const td__op *op, const td__vie
                      : opcode == TD_OP_BITWISE_OR ? TD_OP_LOGICAL_OR
                                                   : TD_OP_LOGICAL_XOR;
         } else {
-            snprintf(name, sizeof name, "b_%s", kind_sfx(dt));
+            snprintf(name, sizeof name, "b_%s", td__vk_kind_sfx(dt));
         }
         break;
     case TD_OPCLASS_COMPARE:
-        snprintf(name, sizeof name, "c_%s", kind_sfx(dt));
+        snprintf(name, sizeof name, "c_%s", td__vk_kind_sfx(dt));
         break;
     case TD_OPCLASS_WHERE:
         snprintf(name, sizeof name, "w_%zu", td__dtype_size(o->dtype));
         break;
     default:
-        snprintf(name, sizeof name, "x_%s_%s", dn(dt), dn(o->dtype));
+        snprintf(name, sizeof name, "x_%s_%s", td__vk_dtype_name(dt), td__vk_dtype_name(o->dtype));
         break;
     }
-    return walk(vd, name, opcode, o, n_in + 1, st, args, n_in + 1, op, p, err, errlen);
+    return td__vk_walk(vd, name, opcode, o, n_in + 1, st, args, n_in + 1, op, p, err, errlen);
 }
 
 /* DROPOUT (ew.comp FAM 7): the walk over the contiguous output, element i its index;
@@ -467,10 +446,10 @@ static td_status exec_dropout(vk_device *vd, const td__op *op, const td__view *i
     int64_t st[2][TD_MAX_RANK];
     td__desc_strides(o, st[0]);
     td__desc_strides(o, st[1]);
-    vk_arg args[2] = {arg_of(out), arg_of(&in[0])};
+    vk_arg args[2] = {td__vk_arg_of(out), td__vk_arg_of(&in[0])};
     char name[16];
-    snprintf(name, sizeof name, "dr_%s", dn(o->dtype));
-    return walk(vd, name, op->opcode, o, 2, st, args, 2, &d, NULL, err, errlen);
+    snprintf(name, sizeof name, "dr_%s", td__vk_dtype_name(o->dtype));
+    return td__vk_walk(vd, name, op->opcode, o, 2, st, args, 2, &d, NULL, err, errlen);
 }
 
 /* ---- the normalisations (nn.comp): cpu_nn.c's groups ---- */
@@ -541,79 +520,16 @@ static td_status exec_norm(vk_device *vd, const td__op *op, const td__view *in,
     const int64_t w[15] = {kind, nseg, seglen, segstride, gstride, gdiv, gstep, welem,
                            pdiv, pmul, pseg, ngroups, hasw, hasb, nc};
     for (int k = 0; k < 15; k++) p[VK_P_I + k] = (uint32_t)w[k];
-    put_double(p, 0, op->fattrs[0]);
-    vk_arg args[6] = {arg_of(out)};
-    for (uint32_t k = 0; k < op->n_inputs && k < 5; k++) args[k + 1] = arg_of(&in[k]);
+    td__vk_put_double(p, 0, op->fattrs[0]);
+    vk_arg args[6] = {td__vk_arg_of(out)};
+    for (uint32_t k = 0; k < op->n_inputs && k < 5; k++) args[k + 1] = td__vk_arg_of(&in[k]);
     char name[16];
-    snprintf(name, sizeof name, "nn_%s", dn(d->dtype));
+    snprintf(name, sizeof name, "nn_%s", td__vk_dtype_name(d->dtype));
     return td__vk_dispatch(vd, name, opc, p, args, (int)op->n_inputs + 1,
-                           groups_for((uint64_t)ngroups, 1), 1, 1, err, errlen);
-}
-
-/* ---- the window ops (window.comp) ---- */
-
-static td_status exec_window(vk_device *vd, const td__op *op, const td__view *in,
-                             const td__view *out, char *err, size_t errlen)
-{
-    const td__desc *o = &out->desc;
-    const int64_t n = td__vk_nelem(o);
-    if (n <= 0) return TD_OK;
-    td__window w;
-    td__window_decode(op, &in[0].desc, op->n_inputs > 1 ? &in[1].desc : NULL, o, &w);
-    uint32_t p[VK_PARAM_WORDS];
-    memset(p, 0, sizeof p);
-    uint32_t *q = p + VK_P_I;
-    p[VK_P_N] = (uint32_t)n;
-    for (int d = 0; d < TD_WIN_SP; d++) {
-        q[d] = (uint32_t)w.in[d];
-        q[3 + d] = (uint32_t)w.out[d];
-        q[6 + d] = (uint32_t)w.k[d];
-        q[9 + d] = (uint32_t)w.stride[d];
-        q[12 + d] = (uint32_t)w.dil[d];
-        q[15 + d] = (uint32_t)w.pad_lo[d];
-        q[18 + d] = (uint32_t)w.pad_hi[d];
-    }
-    q[21] = (uint32_t)w.count_include_pad;
-    q[22] = (uint32_t)w.mode;
-    q[23] = (uint32_t)w.align_corners;
-    q[24] = (uint32_t)(TD_WIN_SP - w.nsp);
-    q[25] = (uint32_t)(w.n * w.c);
-    q[26] = (uint32_t)w.n;
-    q[27] = (uint32_t)w.c;
-    q[28] = (uint32_t)w.co;
-    q[29] = (uint32_t)w.groups;
-    q[30] = op->n_inputs > 2;
-    const uint32_t opc = op->opcode;
-    const char *k = dn(in[0].desc.dtype);
-    char name[24];
-    vk_arg args[4] = {arg_of(out), arg_of(&in[0])};
-    int nargs = 2;
-    if (opc == TD_OP_CONV_WEIGHT_GRAD) { /* one workgroup per weight element */
-        snprintf(name, sizeof name, "cw_%s", k);
-        args[nargs++] = arg_of(&in[1]);
-        return td__vk_dispatch(vd, name, opc, p, args, nargs, groups_for((uint64_t)n, 1), 1, 1,
-                               err, errlen);
-    }
-    if (td__op_class(opc) == TD_OPCLASS_CONV) {
-        snprintf(name, sizeof name, "cv_%s", k);
-        args[nargs++] = arg_of(&in[1]);
-        args[nargs++] = op->n_inputs > 2 ? arg_of(&in[2]) : arg_of(&in[1]);
-    } else if (opc == TD_OP_MAX_POOL_INDICES) {
-        snprintf(name, sizeof name, "wi_%s", k);
-    } else if (opc == TD_OP_MAX_POOL_BACKWARD) {
-        snprintf(name, sizeof name, "wb_%s_%s", k, in[1].desc.dtype == TD_I64 ? "i64" : "i32");
-        args[nargs++] = arg_of(&in[1]);
-    } else {
-        snprintf(name, sizeof name, "wp_%s", k);
-    }
-    return td__vk_dispatch(vd, name, opc, p, args, nargs, groups_for((uint64_t)n, 256), 1, 1,
-                           err, errlen);
+                           td__vk_groups_for((uint64_t)ngroups, 1), 1, 1, err, errlen);
 }
 
 /* ---- create ---- */
-
-static td_status exec_sort(vk_device *vd, const td__op *op, const td__view *in,
-                           const td__view *out, char *err, size_t errlen);
 
 static td_status exec_create(vk_device *vd, const td__op *op, const td__view *in,
                              const td__view *out, char *err, size_t errlen)
@@ -624,29 +540,29 @@ static td_status exec_create(vk_device *vd, const td__op *op, const td__view *in
     uint32_t p[VK_PARAM_WORDS];
     memset(p, 0, sizeof p);
     p[VK_P_N] = (uint32_t)n;
-    for (int k = 0; k < TD_OP_MAX_FATTRS; k++) put_double(p, k, op->fattrs[k]);
+    for (int k = 0; k < TD_OP_MAX_FATTRS; k++) td__vk_put_double(p, k, op->fattrs[k]);
     p[VK_P_SEED] = (uint32_t)op->seed;
     p[VK_P_SEED + 1] = (uint32_t)(op->seed >> 32);
     p[VK_P_I] = 0; /* first element: the engine runs device ops whole */
     char name[32];
     uint32_t opcode = op->opcode;
     if (opcode == TD_OP_FULL || opcode == TD_OP_EMPTY) {
-        uint64_t bits = opcode == TD_OP_EMPTY ? 0 : full_bits(o->dtype, op->fattrs[0]);
+        uint64_t bits = opcode == TD_OP_EMPTY ? 0 : td__vk_full_bits(o->dtype, op->fattrs[0]);
         p[VK_P_I + 1] = (uint32_t)bits;
         p[VK_P_I + 2] = (uint32_t)(bits >> 32);
         snprintf(name, sizeof name, "cr_w%zu", 8 * td__dtype_size(o->dtype));
         opcode = TD_OP_FULL;
     } else if (opcode == TD_OP_RANDPERM) { /* a rank sort of Philox draws (sort.comp) */
-        return exec_sort(vd, op, in, out, err, errlen);
+        return td__vk_exec_sort(vd, op, in, out, err, errlen);
     } else if (opcode == TD_OP_BERNOULLI) { /* a walk over p (ew.comp FAM 8) */
         int64_t st[2][TD_MAX_RANK];
         td__desc_strides(o, st[0]);
         td__desc_strides(o, st[1]);
-        vk_arg args[2] = {arg_of(out), arg_of(&in[0])};
-        snprintf(name, sizeof name, "be_%s", dn(o->dtype));
-        return walk(vd, name, opcode, o, 2, st, args, 2, op, NULL, err, errlen);
+        vk_arg args[2] = {td__vk_arg_of(out), td__vk_arg_of(&in[0])};
+        snprintf(name, sizeof name, "be_%s", td__vk_dtype_name(o->dtype));
+        return td__vk_walk(vd, name, opcode, o, 2, st, args, 2, op, NULL, err, errlen);
     } else {
-        snprintf(name, sizeof name, "cr_%s", dn(o->dtype));
+        snprintf(name, sizeof name, "cr_%s", td__vk_dtype_name(o->dtype));
         if (opcode == TD_OP_TRUNC_NORMAL) { /* the per-op constants, as the CPU's */
             const td__truncnorm tn =
                 td__truncnorm_init(op->fattrs[0], op->fattrs[1], op->fattrs[2], op->fattrs[3]);
@@ -665,143 +581,9 @@ static td_status exec_create(vk_device *vd, const td__op *op, const td__view *in
                 p[VK_P_I + 2 + 2 * k] = (uint32_t)((uint64_t)op->iattrs[k] >> 32);
             }
     }
-    vk_arg a = arg_of(out);
-    return td__vk_dispatch(vd, name, opcode, p, &a, 1, groups_for((uint64_t)n, 256), 1, 1, err,
-                           errlen);
-}
-
-/* ---- reductions (reduce.comp) ---- */
-
-static td_status exec_reduce(vk_device *vd, const td__op *op, const td__view *in,
-                             const td__view *out, char *err, size_t errlen)
-{
-    td__reduce_plan pl;
-    td__reduce_plan_init(&pl, &in[0].desc, (uint64_t)op->iattrs[0]);
-    if (pl.nout == 0) return TD_OK;
-    uint32_t p[VK_PARAM_WORDS];
-    memset(p, 0, sizeof p);
-    uint32_t *r = p + VK_P_I;
-    r[0] = (uint32_t)pl.nout;
-    for (int d = 0; d < pl.nk; d++) {
-        r[2 + d] = (uint32_t)pl.ksize[d];
-        r[10 + d] = (uint32_t)pl.kstride[d];
-    }
-    for (int d = 0; d < pl.nr; d++) {
-        r[18 + d] = (uint32_t)pl.rsize[d];
-        r[26 + d] = (uint32_t)pl.rstride[d];
-    }
-    r[34] = (uint32_t)pl.nk;
-    r[35] = (uint32_t)pl.nr;
-    r[36] = (uint32_t)pl.rcount;
-    const uint32_t dt = in[0].desc.dtype;
-    vk_arg args[2] = {arg_of(out), arg_of(&in[0])};
-    char name[32];
-    if (IN_LIST(op->opcode, TD_OP_VAR, TD_OP_STD, TD_OP_LOGSUMEXP, TD_OP_NORM)) {
-        for (int k = 0; k < TD_OP_MAX_FATTRS; k++) put_double(p, k, op->fattrs[k]);
-        snprintf(name, sizeof name, "st_%s", dn(dt));
-        return td__vk_dispatch(vd, name, op->opcode, p, args, 2,
-                               groups_for((uint64_t)pl.nout, 1), 1, 1, err, errlen);
-    }
-    const char *sfx = op->opcode == TD_OP_ARGMAX || op->opcode == TD_OP_ARGMIN ? "_i64"
-                      : (op->opcode == TD_OP_ANY || op->opcode == TD_OP_ALL) &&
-                              dt != TD_U8 && dt != TD_BOOL
-                          ? "_b"
-                          : "";
-    snprintf(name, sizeof name, "r_%s%s", dt == TD_BOOL ? "bool" : kind_sfx(dt), sfx);
-    return td__vk_dispatch(vd, name, op->opcode, p, args, 2, groups_for((uint64_t)pl.nout, 1), 1,
-                           1, err, errlen);
-}
-
-/* x as [outer, n, inner] around `axis` (rank 0: one element). */
-static void axis_split(const td__desc *x, int64_t axis, int64_t *outer, int64_t *n,
-                       int64_t *inner)
-{
-    *outer = *n = *inner = 1;
-    for (uint32_t d = 0; d < x->rank; d++) {
-        if ((int64_t)d < axis) *outer *= x->dims[d];
-        else if ((int64_t)d == axis) *n = x->dims[d];
-        else *inner *= x->dims[d];
-    }
-}
-
-/* ---- sorts (sort.comp) ---- */
-
-static td_status exec_sort(vk_device *vd, const td__op *op, const td__view *in,
-                           const td__view *out, char *err, size_t errlen)
-{
-    const uint32_t opc = op->opcode;
-    uint32_t p[VK_PARAM_WORDS];
-    memset(p, 0, sizeof p);
-    p[VK_P_SEED] = (uint32_t)op->seed;
-    p[VK_P_SEED + 1] = (uint32_t)(op->seed >> 32);
-    char name[16];
-    vk_arg args[2] = {arg_of(out)};
-    int64_t outer = 1, n = 1, inner = 1, k;
-    bool desc = false;
-    if (opc == TD_OP_RANDPERM) {
-        n = k = op->iattrs[0];
-        snprintf(name, sizeof name, "rp");
-    } else {
-        const td__desc *x = &in[0].desc;
-        const bool topk = opc == TD_OP_TOPK_VALUES || opc == TD_OP_TOPK_INDICES;
-        axis_split(x, op->iattrs[0], &outer, &n, &inner);
-        k = topk ? op->iattrs[1] : n;
-        desc = topk ? op->iattrs[2] != 0 : op->iattrs[1] != 0;
-        const bool values = opc == TD_OP_SORT || opc == TD_OP_TOPK_VALUES;
-        snprintf(name, sizeof name, "%s_%s", values ? "so" : "si", dn(x->dtype));
-        args[1] = arg_of(&in[0]);
-    }
-    const int64_t total = outer * n * inner;
-    if (total == 0 || k == 0) return TD_OK;
-    p[VK_P_N] = (uint32_t)total;
-    p[VK_P_I] = (uint32_t)n;
-    p[VK_P_I + 1] = (uint32_t)inner;
-    p[VK_P_I + 2] = (uint32_t)k;
-    p[VK_P_I + 3] = desc;
-    return td__vk_dispatch(vd, name, opc, p, args, opc == TD_OP_RANDPERM ? 1 : 2,
-                           groups_for((uint64_t)total, 256), 1, 1, err, errlen);
-}
-
-/* ---- scans (scan.comp) ---- */
-
-static td_status exec_scan(vk_device *vd, const td__op *op, const td__view *in,
-                           const td__view *out, char *err, size_t errlen)
-{
-    const td__desc *x = &in[0].desc;
-    int64_t outer, n, inner;
-    axis_split(x, op->iattrs[0], &outer, &n, &inner);
-    if (outer * n * inner == 0) return TD_OK;
-    uint32_t p[VK_PARAM_WORDS];
-    memset(p, 0, sizeof p);
-    p[VK_P_I] = (uint32_t)outer;
-    p[VK_P_I + 1] = (uint32_t)n;
-    p[VK_P_I + 2] = (uint32_t)inner;
-    char name[16];
-    snprintf(name, sizeof name, "cs_%s", kind_sfx(x->dtype));
-    vk_arg args[3] = {arg_of(out), arg_of(&in[0])};
-    const int64_t lines = outer * inner, bsz = 16384;
-    if (n <= bsz) /* mode 0: each line whole, in the CPU's order */
-        return td__vk_dispatch(vd, name, op->opcode, p, args, 2, groups_for((uint64_t)lines, 256),
-                               1, 1, err, errlen);
-    /* long lines in blocks (scan.comp says why): fold, prefix, finish */
-    const int64_t nb = (n + bsz - 1) / bsz;
-    const size_t sbytes = (size_t)(lines * nb) * 8;
-    void *scratch = NULL;
-    td_status s = td__vk_alloc_locked(vd, sbytes, &scratch);
-    if (s != TD_OK)
-        return td__vk_fail(err, errlen, s, "%s: cannot allocate %zu bytes of scratch on vulkan:%d",
-                           td__op_name(op->opcode), sbytes, vd->index);
-    args[2] = (vk_arg){scratch, sbytes, 8};
-    p[VK_P_I + 4] = (uint32_t)bsz;
-    p[VK_P_I + 5] = (uint32_t)nb;
-    for (uint32_t mode = 1; mode <= 3 && s == TD_OK; mode++) {
-        p[VK_P_I + 3] = mode;
-        const uint64_t units = (uint64_t)(mode == 2 ? lines : lines * nb);
-        s = td__vk_dispatch(vd, name, op->opcode, p, args, 3, groups_for(units, 256), 1, 1, err,
-                            errlen);
-    }
-    td__vk_release_locked(vd, scratch, sbytes);
-    return s;
+    vk_arg a = td__vk_arg_of(out);
+    return td__vk_dispatch(vd, name, opcode, p, &a, 1, td__vk_groups_for((uint64_t)n, 256), 1, 1,
+                           err, errlen);
 }
 
 /* ---- matmul (matmul.comp) ---- */
@@ -832,323 +614,12 @@ static td_status exec_matmul(vk_device *vd, const td__op *op, const td__view *in
         q[17 + d] = (uint32_t)sb[d];
     }
     char name[16];
-    snprintf(name, sizeof name, "mm_%s", kind_sfx(o->dtype));
-    vk_arg args[3] = {arg_of(out), arg_of(&in[0]), arg_of(&in[1])};
+    snprintf(name, sizeof name, "mm_%s", td__vk_kind_sfx(o->dtype));
+    vk_arg args[3] = {td__vk_arg_of(out), td__vk_arg_of(&in[0]), td__vk_arg_of(&in[1])};
     (void)op;
     return td__vk_dispatch(vd, name, TD_OP_MATMUL, p, args, 3, (uint32_t)((n + 15) / 16),
                            (uint32_t)((m + 15) / 16), nb > 65535 ? 65535 : (uint32_t)nb, err,
                            errlen);
-}
-
-/* ---- movement ---- */
-
-/* skew_a: input a's first element sits that many elements after a's binding start */
-static td_status copy_walk_skew(vk_device *vd, const td__desc *shape,
-                                int64_t (*st)[TD_MAX_RANK], vk_arg o, vk_arg a, uint32_t skew_a,
-                                char *err, size_t errlen)
-{
-    char name[16];
-    snprintf(name, sizeof name, "m_%zu", o.esize);
-    vk_arg args[2] = {o, a};
-    uint32_t extra[VK_PARAM_WORDS - VK_P_I] = {0};
-    extra[VK_P_SKEW_A - VK_P_I] = skew_a;
-    return walk(vd, name, 0, shape, 2, st, args, 2, NULL, extra, err, errlen);
-}
-
-static td_status copy_walk(vk_device *vd, const td__desc *shape, int64_t (*st)[TD_MAX_RANK],
-                           vk_arg o, vk_arg a, char *err, size_t errlen)
-{
-    return copy_walk_skew(vd, shape, st, o, a, 0, err, errlen);
-}
-
-/* View v from element `first` on (the binding starts there). */
-static vk_arg arg_from(const td__view *v, int64_t first)
-{
-    vk_arg r = arg_of(v);
-    r.data = (const char *)v->data + (size_t)first * r.esize;
-    r.nbytes -= (size_t)first * r.esize;
-    return r;
-}
-
-/* Every index in [0, dim), read back from the device; the CPU's message otherwise. */
-static td_status check_indices(vk_device *vd, const char *opname, const td__view *idx,
-                               int64_t dim, char *err, size_t errlen)
-{
-    const int64_t n = td__vk_nelem(&idx->desc);
-    const size_t nb = td__vk_nbytes(&idx->desc);
-    if (n <= 0) return TD_OK;
-    void *h = td__vk_calloc(nb, 1);
-    if (h == NULL) return td__vk_fail(err, errlen, TD_ENOMEM, "%s: out of host memory", opname);
-    td_status s = td__vk_read_locked(vd, idx->data, h, nb);
-    if (s != TD_OK) {
-        td__vk_free(h);
-        return td__vk_fail(err, errlen, s, "vulkan:%d: %s: cannot read the index tensor",
-                           vd->index, opname);
-    }
-    const bool is64 = idx->desc.dtype == TD_I64;
-    for (int64_t i = 0; i < n && s == TD_OK; i++) {
-        int64_t v = is64 ? ((const int64_t *)h)[i] : ((const int32_t *)h)[i];
-        if (v < 0 || v >= dim)
-            s = td__vk_fail(err, errlen, TD_ERANGE,
-                            "%s: index %" PRId64 " out of range [0, %" PRId64
-                            ") at position %" PRId64,
-                            opname, v, dim, i);
-    }
-    td__vk_free(h);
-    return s;
-}
-
-/* GATHER_ND's check, with the CPU's message (it names the dim). */
-static td_status check_gather_nd(vk_device *vd, const td__view *idx, const td__desc *x, char *err,
-                                 size_t errlen)
-{
-    const int64_t n = td__vk_nelem(&idx->desc), k = idx->desc.dims[idx->desc.rank - 1];
-    const size_t nb = td__vk_nbytes(&idx->desc);
-    if (n <= 0 || k == 0) return TD_OK;
-    void *h = td__vk_calloc(nb, 1);
-    if (h == NULL) return td__vk_fail(err, errlen, TD_ENOMEM, "gather_nd: out of host memory");
-    td_status s = td__vk_read_locked(vd, idx->data, h, nb);
-    if (s != TD_OK) {
-        td__vk_free(h);
-        return td__vk_fail(err, errlen, s, "vulkan:%d: gather_nd: cannot read the index tensor",
-                           vd->index);
-    }
-    const bool is64 = idx->desc.dtype == TD_I64;
-    for (int64_t i = 0; i < n && s == TD_OK; i++) {
-        int64_t v = is64 ? ((const int64_t *)h)[i] : ((const int32_t *)h)[i];
-        int64_t c = i % k;
-        if (v < 0 || v >= x->dims[c])
-            s = td__vk_fail(err, errlen, TD_ERANGE,
-                            "gather_nd: index %" PRId64 " out of range [0, %" PRId64
-                            ") for dim %" PRId64 " at position %" PRId64,
-                            v, x->dims[c], c, i);
-    }
-    td__vk_free(h);
-    return s;
-}
-
-/* ROLL PAD REPEAT TRIL TRIU MASKED_FILL ONE_HOT GATHER_ND SCATTER SCATTER_ADD INDEX_ADD:
- * one invocation per output element (shaders/index.comp); the indexed ones check their
- * indices on the host first, as GATHER does. */
-static td_status exec_indexed(vk_device *vd, const td__op *op, const td__view *in,
-                              const td__view *out, char *err, size_t errlen)
-{
-    const td__desc *x = &in[0].desc, *o = &out->desc;
-    const uint32_t opc = op->opcode;
-    const int64_t n = td__vk_nelem(o);
-    const char *ix = op->n_inputs > 1 && in[1].desc.dtype == TD_I64 ? "i64" : "i32";
-    const size_t es = td__dtype_size(o->dtype);
-    uint32_t p[VK_PARAM_WORDS];
-    memset(p, 0, sizeof p);
-    uint32_t *q = p + VK_P_I;
-    int64_t xs[TD_MAX_RANK] = {0}, bs[TD_MAX_RANK] = {0}, cs[TD_MAX_RANK] = {0};
-    td__desc_strides(x, xs);
-    vk_arg args[4] = {arg_of(out), arg_of(&in[0])};
-    int nargs = 2;
-    char name[24];
-    td_status s = TD_OK;
-    switch (opc) {
-    case TD_OP_ROLL:
-    case TD_OP_PAD:
-    case TD_OP_REPEAT: {
-        td__remap m;
-        if (!td__remap_init(&m, op, x))
-            return td__vk_fail(err, errlen, TD_EINTERNAL, "vulkan: remap of %s", td__op_name(opc));
-        for (int d = 0; d < m.rank; d++) {
-            q[4 * d] = (uint32_t)m.kind[d];
-            q[4 * d + 1] = (uint32_t)m.n[d];
-            q[4 * d + 2] = (uint32_t)m.a[d];
-            q[4 * d + 3] = (uint32_t)m.b[d];
-        }
-        uint64_t fill = opc == TD_OP_PAD ? full_bits(o->dtype, op->fattrs[0]) : 0;
-        q[32] = (uint32_t)fill;
-        q[33] = (uint32_t)(fill >> 32);
-        snprintf(name, sizeof name, "rm_%zu", es);
-        break;
-    }
-    case TD_OP_TRIL:
-    case TD_OP_TRIU: {
-        const int64_t rows = o->dims[o->rank - 2], cols = o->dims[o->rank - 1];
-        int64_t k = op->iattrs[0];
-        k = k < -rows - 1 ? -rows - 1 : k > cols + 1 ? cols + 1 : k;
-        q[0] = (uint32_t)(int32_t)k;
-        snprintf(name, sizeof name, "rm_%zu", es);
-        break;
-    }
-    case TD_OP_MASKED_FILL: {
-        td__desc_bcast_strides(&in[1].desc, o, bs);
-        uint64_t v = full_bits(o->dtype, op->fattrs[0]);
-        q[0] = (uint32_t)v;
-        q[1] = (uint32_t)(v >> 32);
-        args[nargs++] = arg_of(&in[1]);
-        snprintf(name, sizeof name, "mf_%zu", es);
-        break;
-    }
-    case TD_OP_ONE_HOT: {
-        s = check_indices(vd, "one_hot", &in[0], op->iattrs[0], err, errlen);
-        uint64_t one = full_bits(o->dtype, 1.0);
-        q[0] = (uint32_t)one;
-        q[1] = (uint32_t)(one >> 32);
-        q[2] = (uint32_t)op->iattrs[0];
-        snprintf(name, sizeof name, "oh_%zu_%s", es, x->dtype == TD_I64 ? "i64" : "i32");
-        break;
-    }
-    case TD_OP_GATHER_ND: {
-        s = check_gather_nd(vd, &in[1], x, err, errlen);
-        const int64_t k = in[1].desc.dims[in[1].desc.rank - 1];
-        int64_t inner = 1;
-        for (uint32_t d = (uint32_t)k; d < x->rank; d++) inner *= x->dims[d];
-        q[0] = (uint32_t)k;
-        q[1] = (uint32_t)inner;
-        args[nargs++] = arg_of(&in[1]);
-        snprintf(name, sizeof name, "gn_%zu_%s", es, ix);
-        if (inner == 0) return s;
-        break;
-    }
-    default: { /* SCATTER SCATTER_ADD INDEX_ADD */
-        const int64_t axis = op->iattrs[0];
-        const td__desc *id = &in[1].desc;
-        s = check_indices(vd, td__op_name(opc), &in[1], x->dims[axis], err, errlen);
-        td__desc_strides(id, bs);
-        td__desc_strides(&in[2].desc, cs);
-        q[0] = (uint32_t)axis;
-        q[1] = (uint32_t)(opc == TD_OP_INDEX_ADD ? td__vk_nelem(id) : id->dims[axis]);
-        for (uint32_t d = 0; opc != TD_OP_INDEX_ADD && d < id->rank; d++)
-            q[2 + d] = (uint32_t)id->dims[d];
-        args[nargs++] = arg_of(&in[1]);
-        args[nargs++] = arg_of(&in[2]);
-        if (opc == TD_OP_SCATTER)
-            snprintf(name, sizeof name, "sc_w%zu_%s", es, ix);
-        else
-            snprintf(name, sizeof name, "sa_%s_%s", kind_sfx(o->dtype), ix);
-        break;
-    }
-    }
-    if (s != TD_OK || n <= 0) return s;
-    p[VK_P_N] = (uint32_t)n;
-    p[VK_P_RANK] = opc == TD_OP_ONE_HOT || opc == TD_OP_GATHER_ND ? 0 : o->rank;
-    for (uint32_t d = 0; d < TD_MAX_RANK; d++) {
-        p[VK_P_DIMS + d] = d < o->rank ? (uint32_t)o->dims[d] : 1;
-        p[VK_P_STR_A + d] = (uint32_t)xs[d];
-        p[VK_P_STR_B + d] = (uint32_t)bs[d];
-        p[VK_P_STR_C + d] = (uint32_t)cs[d];
-    }
-    return td__vk_dispatch(vd, name, opc, p, args, nargs, groups_for((uint64_t)n, 256), 1, 1,
-                           err, errlen);
-}
-
-static td_status exec_movement(vk_device *vd, const td__op *op, const td__view *in,
-                               const td__view *out, char *err, size_t errlen)
-{
-    const td__desc *x = &in[0].desc, *o = &out->desc;
-    int64_t st[3][TD_MAX_RANK] = {{0}}, xs[TD_MAX_RANK] = {0};
-    td__desc_strides(o, st[0]);
-    td__desc_strides(x, xs);
-    switch (op->opcode) {
-    case TD_OP_COPY:
-        memcpy(st[1], xs, sizeof xs);
-        return copy_walk(vd, o, st, arg_of(out), arg_of(&in[0]), err, errlen);
-    case TD_OP_PERMUTE:
-        for (uint32_t d = 0; d < o->rank; d++) st[1][d] = xs[op->iattrs[d]];
-        return copy_walk(vd, o, st, arg_of(out), arg_of(&in[0]), err, errlen);
-    case TD_OP_EXPAND:
-        td__desc_bcast_strides(x, o, st[1]);
-        return copy_walk(vd, o, st, arg_of(out), arg_of(&in[0]), err, errlen);
-    case TD_OP_SLICE: {
-        int64_t first = 0;
-        for (uint32_t d = 0; d < x->rank; d++) first += op->iattrs[d] * xs[d];
-        memcpy(st[1], xs, sizeof xs);
-        if (td__vk_nelem(o) == 0) return TD_OK;
-        return copy_walk(vd, o, st, arg_of(out), arg_from(&in[0], first), err, errlen);
-    }
-    case TD_OP_SLICE_STEP:
-    case TD_OP_FLIP: { /* a strided copy: the step (negative: backwards) in each stride */
-        int64_t first = 0;
-        for (uint32_t d = 0; d < x->rank; d++) {
-            const bool flip = op->opcode == TD_OP_FLIP && ((op->iattrs[0] >> d) & 1);
-            const int64_t start = op->opcode == TD_OP_FLIP ? (flip ? x->dims[d] - 1 : 0)
-                                                           : op->iattrs[d];
-            const int64_t stp = op->opcode == TD_OP_FLIP ? (flip ? -1 : 1)
-                                                         : op->iattrs[2 * x->rank + d];
-            st[1][d] = xs[d] * stp;
-            first += start * xs[d];
-        }
-        if (td__vk_nelem(o) == 0) return TD_OK;
-        int64_t lo = first; /* the lowest element read: the binding starts there */
-        for (uint32_t d = 0; d < o->rank; d++)
-            if (st[1][d] < 0) lo += (o->dims[d] - 1) * st[1][d];
-        return copy_walk_skew(vd, o, st, arg_of(out), arg_from(&in[0], lo),
-                              (uint32_t)(first - lo), err, errlen);
-    }
-    case TD_OP_ROLL:
-    case TD_OP_PAD:
-    case TD_OP_REPEAT:
-    case TD_OP_TRIL:
-    case TD_OP_TRIU:
-    case TD_OP_ONE_HOT:
-    case TD_OP_MASKED_FILL:
-    case TD_OP_SCATTER:
-    case TD_OP_SCATTER_ADD:
-    case TD_OP_INDEX_ADD:
-    case TD_OP_GATHER_ND:
-        return exec_indexed(vd, op, in, out, err, errlen);
-    case TD_OP_CONCAT: {
-        const int64_t axis = op->iattrs[0];
-        int64_t at = 0;
-        for (uint32_t k = 0; k < op->n_inputs; k++) {
-            const td__desc *xk = &in[k].desc;
-            int64_t sk[3][TD_MAX_RANK];
-            memcpy(sk[0], st[0], sizeof sk[0]);
-            td__desc_strides(xk, sk[1]);
-            if (td__vk_nelem(xk) > 0) {
-                td_status s = copy_walk(vd, xk, sk, arg_from(out, at * st[0][axis]),
-                                        arg_of(&in[k]), err, errlen);
-                if (s != TD_OK) return s;
-            }
-            at += xk->dims[axis];
-        }
-        return TD_OK;
-    }
-    case TD_OP_GATHER:
-    case TD_OP_INDEX_SELECT: {
-        const int64_t axis = op->iattrs[0];
-        const td__desc *ix = &in[1].desc;
-        const bool gather = op->opcode == TD_OP_GATHER;
-        td_status s = check_indices(vd, gather ? "gather" : "index_select", &in[1],
-                                    x->dims[axis], err, errlen);
-        if (s != TD_OK || td__vk_nelem(o) == 0) return s;
-        int64_t is[TD_MAX_RANK];
-        td__desc_strides(ix, is);
-        if (gather) {
-            for (uint32_t d = 0; d < o->rank; d++) {
-                st[1][d] = (int64_t)d == axis ? 0 : xs[d];
-                st[2][d] = is[d];
-            }
-        } else {
-            uint32_t d = 0;
-            for (int64_t j = 0; j < axis; j++, d++) {
-                st[1][d] = xs[j];
-                st[2][d] = 0;
-            }
-            for (uint32_t j = 0; j < ix->rank; j++, d++) {
-                st[1][d] = 0;
-                st[2][d] = is[j];
-            }
-            for (uint32_t j = (uint32_t)axis + 1; j < x->rank; j++, d++) {
-                st[1][d] = xs[j];
-                st[2][d] = 0;
-            }
-        }
-        char name[24];
-        snprintf(name, sizeof name, "g_%zu_%s", td__dtype_size(o->dtype),
-                 ix->dtype == TD_I64 ? "i64" : "i32");
-        vk_arg args[3] = {arg_of(out), arg_of(&in[0]), arg_of(&in[1])};
-        const uint32_t axis_stride[VK_PARAM_WORDS - VK_P_I] = {(uint32_t)xs[axis]};
-        return walk(vd, name, 0, o, 3, st, args, 3, NULL, axis_stride, err, errlen);
-    }
-    }
-    return td__vk_fail(err, errlen, TD_EINTERNAL, "vulkan: movement op %s not handled",
-                       td__op_name(op->opcode));
 }
 
 td_status td__vk_exec(vk_device *vd, const td__op *op, const td__view *in, const td__view *out,
@@ -1164,21 +635,21 @@ td_status td__vk_exec(vk_device *vd, const td__op *op, const td__view *in, const
     case TD_OPCLASS_CAST:
         return exec_elementwise(vd, op, in, out, err, errlen);
     case TD_OPCLASS_REDUCE:
-        return exec_reduce(vd, op, in, out, err, errlen);
+        return td__vk_exec_reduce(vd, op, in, out, err, errlen);
     case TD_OPCLASS_MATMUL:
         return exec_matmul(vd, op, in, out, err, errlen);
     case TD_OPCLASS_SCAN:
-        return exec_scan(vd, op, in, out, err, errlen);
+        return td__vk_exec_scan(vd, op, in, out, err, errlen);
     case TD_OPCLASS_SORT:
-        return exec_sort(vd, op, in, out, err, errlen);
+        return td__vk_exec_sort(vd, op, in, out, err, errlen);
     case TD_OPCLASS_NN:
         if (op->opcode == TD_OP_DROPOUT) return exec_dropout(vd, op, in, out, err, errlen);
         return exec_norm(vd, op, in, out, err, errlen);
     case TD_OPCLASS_POOL:
     case TD_OPCLASS_CONV:
-        return exec_window(vd, op, in, out, err, errlen);
+        return td__vk_exec_window(vd, op, in, out, err, errlen);
     case TD_OPCLASS_MOVEMENT:
-        return exec_movement(vd, op, in, out, err, errlen);
+        return td__vk_exec_movement(vd, op, in, out, err, errlen);
     default:
         return td__vk_fail(err, errlen, TD_EINTERNAL, "vulkan: %s has no kernel",
                            td__op_name(op->opcode));
