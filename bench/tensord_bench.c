@@ -781,7 +781,7 @@ static void bench_p3_same_host(const server *unx)
     size_t *sizes = g_quick ? sizes_quick : sizes_full;
     int nsizes = g_quick ? 1 : 2;
     char uri[700];
-    uri_of(unx, uri, sizeof uri);
+    uri_of_dev(unx, g_device, uri, sizeof uri); /* --device: the tensors' device */
     td_options o;
     memset(&o, 0, sizeof o);
     o.blob_min_bytes = SIZE_MAX;
@@ -901,24 +901,27 @@ static void bench_p3_same_host(const server *unx)
             snprintf(size, sizeof size, "%zu MiB", nb >> 20);
         snprintf(note, sizeof note, "unix gRPC stream %.2f GB/s; medians of %d alternated runs",
                  m_ug, reps);
-        snprintf(m, sizeof m, "upload %s same host (td_write + fence, unix, %s)", size, path);
+        snprintf(m, sizeof m, "upload %s same host (td_write + fence, unix, %s, %s)", size, path,
+                 g_device);
         add_row("P3", m, median(up_s, reps), "GB/s", "memcpy, same size", m_mc, ">= 0.8",
                 note);
         snprintf(note, sizeof note, "unix gRPC stream %.2f GB/s; medians of %d alternated runs",
                  m_dg, reps);
-        snprintf(m, sizeof m, "download %s same host (td_read, unix, %s)", size, path);
+        snprintf(m, sizeof m, "download %s same host (td_read, unix, %s, %s)", size, path,
+                 g_device);
         add_row("P3", m, median(dn_s, reps), "GB/s", "memcpy, same size", m_mc, ">= 0.8",
                 note);
         if (th != NULL) {
             snprintf(note, sizeof note, "one copy (the server's); %s from plain memory %.2f "
                      "GB/s; medians of %d alternated runs", path, median(up_s, reps), reps);
-            snprintf(m, sizeof m, "upload %s same host from a host buffer (td_host_alloc)", size);
+            snprintf(m, sizeof m, "upload %s same host from a host buffer (td_host_alloc, %s)",
+                     size, g_device);
             add_row("P3", m, median(up_h, reps), "GB/s", "memcpy, same size", m_mc, ">= 0.8",
                     note);
             snprintf(note, sizeof note, "one copy (the server's); %s into plain memory %.2f "
                      "GB/s; medians of %d alternated runs", path, median(dn_s, reps), reps);
-            snprintf(m, sizeof m, "download %s same host into a host buffer (td_host_alloc)",
-                     size);
+            snprintf(m, sizeof m, "download %s same host into a host buffer (td_host_alloc, %s)",
+                     size, g_device);
             add_row("P3", m, median(dn_h, reps), "GB/s", "memcpy, same size", m_mc, ">= 0.8",
                     note);
         }
@@ -1450,8 +1453,8 @@ static void usage(FILE *f)
                "  --tensord PATH  server binary to start (default %s)\n"
                "  --trainer PATH  examples/fashion-mnist binary for P5 (default %s)\n"
                "  --data DIR      Fashion-MNIST directory (default %s)\n"
-               "  --device DEV    device of P5's trainer: local:DEV vs tensord://ADDR/DEV\n"
-               "                  (default cpu; e.g. cuda:0)\n"
+               "  --device DEV    device of P5's trainer (local:DEV vs tensord://ADDR/DEV) and of\n"
+               "                  P3 same host's tensors (default cpu; e.g. cuda:0)\n"
                "  --p5-sizes LIST P5's BATCHxHIDDEN sizes (default " P5_SIZES ";\n"
                "                  --quick: 128x256)\n"
                "  --p5-runs N     P5 runs per configuration and size, alternated (default 3, max 9;\n"

@@ -74,6 +74,7 @@
 #include "engine/philox.h"
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 
@@ -613,13 +614,23 @@ static td_status exec_matmul(vk_device *vd, const td__op *op, const td__view *in
         q[11 + d] = (uint32_t)sa[d];
         q[17 + d] = (uint32_t)sb[d];
     }
+    /* matmul.comp's register-blocked variant: 64 x 64 output tiles, 4 x 4 outputs an
+     * invocation, with shared-memory tiles on a GPU (mb_) and without on a CPU
+     * implementation (mc_: lavapipe runs a barrier as a coroutine switch). Each output is
+     * the same ascending-k sum of separately rounded products as the 16 x 16 mm_ variant,
+     * so the bits are the same (TENSORD_TEST_VULKAN_MATMUL_16=1 keeps mm_: for A/B runs of
+     * gpu-bench and for conformance-vulkan-matmul-16). */
+    const char *env16 = getenv("TENSORD_TEST_VULKAN_MATMUL_16");
+    const bool tile16 = env16 != NULL && env16[0] == '1';
     char name[16];
-    snprintf(name, sizeof name, "mm_%s", td__vk_kind_sfx(o->dtype));
+    snprintf(name, sizeof name, "%s_%s", tile16 ? "mm" : vd->cpu_impl ? "mc" : "mb",
+             td__vk_kind_sfx(o->dtype));
+    const int64_t tile = tile16 ? 16 : 64;
     vk_arg args[3] = {td__vk_arg_of(out), td__vk_arg_of(&in[0]), td__vk_arg_of(&in[1])};
     (void)op;
-    return td__vk_dispatch(vd, name, TD_OP_MATMUL, p, args, 3, (uint32_t)((n + 15) / 16),
-                           (uint32_t)((m + 15) / 16), nb > 65535 ? 65535 : (uint32_t)nb, err,
-                           errlen);
+    return td__vk_dispatch(vd, name, TD_OP_MATMUL, p, args, 3, (uint32_t)((n + tile - 1) / tile),
+                           (uint32_t)((m + tile - 1) / tile), nb > 65535 ? 65535 : (uint32_t)nb,
+                           err, errlen);
 }
 
 td_status td__vk_exec(vk_device *vd, const td__op *op, const td__view *in, const td__view *out,
