@@ -2,7 +2,7 @@
 """hostile-shm-py: the shared-memory data path (protocol 5, tensord.proto "shared memory"),
 spoken by a client that is not libtensord: Debian's python3-grpcio with tensord.proto
 compiled at test time, the side socket and SCM_RIGHTS through Python's socket module,
-against a tensord on a unix socket with --shm-bytes 2M.
+against a tensord on a unix socket with --shm-bytes 2M --shm-max-bytes 8M.
 
 - A protocol-5 open with shm gets an offer (side socket next to the main one, 16-byte
   secret, the region size); a protocol-4 open with shm, or one without it, gets none.
@@ -14,6 +14,9 @@ against a tensord on a unix socket with --shm-bytes 2M.
   ShmDone with its seq.
 - ShmWrite/ShmRead with a region range past the end, an overflowing offset or an
   overlong length get a Failure (TD_ERANGE) naming the range; the session goes on.
+- OpenSession.shm_bytes (protocol 6): the region a session asks for is rounded up to 8 KiB,
+  at least 1 MiB and at most --shm-max-bytes (2^64 - 1 gets 8 MiB, 0 the 2 MiB default);
+  the granted region's last bytes are usable and one byte past them is TD_ERANGE.
 
 Bounded: one server, every call with a deadline. Skipped (77) without python3-grpcio /
 python3-grpc-tools (tests/hostile/wireclient.py). usage: shm.py TENSORD SOURCE_ROOT
@@ -47,9 +50,10 @@ def side(path, request):
 
 
 def main(run_fn=None):
-    """Start tensord on a unix socket with --shm-bytes 2M, call run_fn(pb, addr, sock)
-    (this file's run by default; tests/hostile/ring.py passes its own), stop it."""
-    serve(["--shm-bytes", "2M"], run_fn or run, unix=True)
+    """Start tensord on a unix socket with --shm-bytes 2M --shm-max-bytes 8M, call
+    run_fn(pb, addr, sock) (this file's run by default; tests/hostile/ring.py passes its
+    own), stop it."""
+    serve(["--shm-bytes", "2M", "--shm-max-bytes", "8M"], run_fn or run, unix=True)
 
 
 def run(pb, addr, sock):
@@ -134,6 +138,36 @@ def run(pb, addr, sock):
     check(m.WhichOneof("body") == "fence", "the session goes on after the refusals")
     region.close()
     s.close()
+
+    # the size a session asks for: rounded, clamped, and exactly that much is usable
+    for ask, want in ((2**64 - 1, 8 << 20), (0, REGION), (1, 1 << 20), ((3 << 20) + 1, (3 << 20) + 8192)):
+        s = Session(ch, pb)
+        s.send(open=pb.OpenSession(protocol_min=1, protocol_max=6, device="cpu", shm=True,
+                                   shm_bytes=ask, client_name="hostile-shm-py"))
+        m = s.recv()
+        o = m.opened.shm
+        check(m.WhichOneof("body") == "opened" and o.region_bytes == want,
+              f"shm_bytes={ask}: a {want}-byte region ({o.region_bytes})")
+        if ask == 2**64 - 1 and o.region_bytes == want:
+            st, msg, size, fd = side(o.socket_path, b"TDSHM001" + struct.pack("<Q", m.opened.session_id) + o.secret)
+            check(st == 0 and fd is not None and size == want, f"the {want}-byte region's fd ({st}, {msg!r})")
+            if fd is not None:
+                big = mmap.mmap(fd, want)
+                os.close(fd)
+                s.send(batch=empty_f32(pb, 1, 8))
+                off = want - 32  # no ring asked: the region's last bytes are bulk bytes
+                big[off:off + 32] = SAMPLE
+                seq = s.send(shm_write=pb.ShmWrite(tensor=1, offset=0, nbytes=32, region_offset=off))
+                m2 = s.reply_to(seq)
+                got, _ = s.read(s.send(read=pb.ReadRequest(tensor=1, offset=0, nbytes=32)))
+                check(m2.WhichOneof("body") == "shm_done" and got == SAMPLE,
+                      "a write from the top of a grown region lands in the tensor")
+                seq = s.send(shm_read=pb.ShmRead(tensor=1, offset=0, nbytes=32, region_offset=want - 31))
+                m2 = s.reply_to(seq)
+                check(m2.WhichOneof("body") == "failure" and m2.failure.status == TD_ERANGE,
+                      f"one byte past the grown region: TD_ERANGE ({m2.WhichOneof('body')})")
+                big.close()
+        s.close()
     ch.close()
 
 
