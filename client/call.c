@@ -85,28 +85,32 @@ td_status td__cli_channel_open(td__cli_call *c, const char *target, const td__cl
      * (Not GRPC_ARG_MIN_RECONNECT_BACKOFF_MS: gRPC also uses it as the time one connection
      * attempt may take, so a small value makes slow links fail.) Bulk data: buffered write
      * chunks (client/remote.c) and a fixed receive window for downloads
-     * (TD_STREAM_WINDOW_BYTES, proto/wire_limits.h). */
-    static const char *const keys[7] = {
+     * (TD_STREAM_WINDOW_BYTES, proto/wire_limits.h). Each channel its own connection
+     * (a local subchannel pool): gRPC's global pool would put every context of the process
+     * on one connection to a server, whose --max-streams (32 by default) then left the 33rd
+     * context's session waiting for a stream until its call timeout. */
+    enum { NARGS = 8 };
+    static const char *const keys[NARGS] = {
         GRPC_ARG_MAX_SEND_MESSAGE_LENGTH,     GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH,
         GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
         GRPC_ARG_HTTP2_WRITE_BUFFER_SIZE,     GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES,
-        GRPC_ARG_HTTP2_BDP_PROBE,
+        GRPC_ARG_HTTP2_BDP_PROBE,             GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL,
     };
-    const int values[7] = {
+    const int values[NARGS] = {
         (int)TD_MAX_MESSAGE_BYTES, (int)TD_MAX_MESSAGE_BYTES, 100, 1000,
         (int)CALL_WRITE_BUFFER_BYTES, recv_window > 0 ? recv_window : (int)TD_STREAM_WINDOW_BYTES,
-        0,
+        0, 1,
     };
     /* The first channel sets the process's malloc policy unless told not to (README,
      * "Bulk data"): without it, every gRPC receive buffer is faulted in afresh. */
     td__malloc_keep_heap(CALL_MALLOC_TRIM_BYTES, "TENSORD_NO_MALLOC_TUNE");
-    grpc_arg args[7];
-    for (int i = 0; i < 7; i++) {
+    grpc_arg args[NARGS];
+    for (int i = 0; i < NARGS; i++) {
         args[i].type = GRPC_ARG_INTEGER;
         args[i].key = (char *)(uintptr_t)keys[i];
         args[i].value.integer = values[i];
     }
-    grpc_channel_args chargs = {.num_args = 7, .args = args};
+    grpc_channel_args chargs = {.num_args = NARGS, .args = args};
 
     grpc_channel_credentials *creds =
         sec != NULL ? td__client_sec_creds(sec) : grpc_insecure_credentials_create();

@@ -190,8 +190,10 @@ typedef struct td_options {
  * pool: no server opened the session, the message gives the last one's reason);
  * TD_EUNAUTHENTICATED (bad token, or a tenant not allowed that device); TD_EQUOTA (session
  * limits); TD_EPROTO (no common protocol version); TD_EUNSUPPORTED (several devices asked
- * of a server older than protocol 4); TD_ENOMEM. On failure *out is untouched;
- * td_connect_error() has the message.
+ * of a server older than protocol 4); TD_ETIMEOUT (the server accepted the connection but
+ * did not answer the open within call_timeout_ms); TD_ENOMEM. On failure *out is untouched;
+ * td_connect_error() has the message. Each remote context has its own connection to its
+ * server (so a server's --max-streams never limits how many contexts a process opens).
  * Process-wide effect: the first connection to a server (a remote context,
  * td_server_info_get, td_server_ping) sets glibc's malloc trim and mmap thresholds
  * (mallopt(3); README "Batching and uploads") unless $TENSORD_NO_MALLOC_TUNE is set (not

@@ -17,6 +17,9 @@
  *    once A's op is running and must finish a small op and a read in less than half the
  *    time A still needs. With one worker (the suite one_worker, for contrast) B waits for
  *    A's op to end: its jobs then run just before A's fence, in the worker's round robin.
+ *  - many_contexts: one process opens more contexts to one server than a connection may
+ *    carry streams (--max-streams 2, TCP and unix); each gets its own connection, so every
+ *    one opens and computes at once instead of waiting for a stream until its timeout.
  */
 #include "server_fixture.h"
 #include "suite_fixture.h"
@@ -241,4 +244,34 @@ Test(one_worker, long_op_holds_the_only_worker)
               b_ms, a_ms);
     td_close(b);
     td_close(a.ctx);
+}
+
+/* More contexts in one process than the server's --max-streams: each context is its own
+ * connection (client/call.c), so all of them open and answer. Before, every context of a
+ * process shared one connection and the third here would have waited out its call
+ * timeout (TD_ETIMEOUT) for a stream. */
+static const char *const k_two_streams[] = {"--max-streams", "2", NULL};
+static void start_two_streams_tcp(void) { start_server(false, k_two_streams); }
+static void start_two_streams_unix(void) { start_server(true, k_two_streams); }
+
+static void open_many(void)
+{
+    enum { N = 12 };
+    td_options o = {.connect_timeout_ms = 3000, .call_timeout_ms = 5000};
+    td_context *ctx[N];
+    for (int i = 0; i < N; i++) ctx[i] = connect_device("cpu", &o);
+    for (int i = 0; i < N; i++) {
+        td_tensor *t = td_full(ctx[i], TD_F32, 1, (int64_t[]){4}, (double)i);
+        float got[4] = {-1, -1, -1, -1};
+        cr_assert_eq(td_read(t, got, sizeof got), TD_OK, "context %d: %s", i,
+                     td_last_error(ctx[i]));
+        cr_expect(got[0] == (float)i && got[3] == (float)i, "context %d read %g", i, got[0]);
+    }
+    for (int i = 0; i < N; i++) td_close(ctx[i]);
+}
+
+Test(many_contexts, tcp, .init = start_two_streams_tcp, .fini = stop, .timeout = 60) { open_many(); }
+Test(many_contexts, unix_socket, .init = start_two_streams_unix, .fini = stop, .timeout = 60)
+{
+    open_many();
 }
