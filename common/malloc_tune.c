@@ -27,10 +27,15 @@ bool td__malloc_keep_heap(size_t trim_bytes, const char *opt_out_env)
     static atomic_flag done = ATOMIC_FLAG_INIT;
     if (atomic_flag_test_and_set(&done)) return false;
 #ifdef __GLIBC__
-    if (getenv("MALLOC_MMAP_THRESHOLD_") != NULL || getenv("MALLOC_TRIM_THRESHOLD_") != NULL ||
-        getenv("MALLOC_TOP_PAD_") != NULL || getenv("GLIBC_TUNABLES") != NULL ||
-        env_set(opt_out_env))
-        return false;
+    /* glibc's malloc policy variables (mallopt(3) ENVIRONMENT); not the debugging ones
+     * (MALLOC_CHECK_, MALLOC_PERTURB_, which meson test sets). */
+    static const char *const policy[] = {"GLIBC_TUNABLES",        "MALLOC_ARENA_MAX",
+                                         "MALLOC_ARENA_TEST",     "MALLOC_MMAP_MAX_",
+                                         "MALLOC_MMAP_THRESHOLD_", "MALLOC_TOP_PAD_",
+                                         "MALLOC_TRIM_THRESHOLD_"};
+    for (size_t i = 0; i < sizeof policy / sizeof policy[0]; i++)
+        if (getenv(policy[i]) != NULL) return false;
+    if (env_set(opt_out_env)) return false;
     if (trim_bytes > INT_MAX) trim_bytes = INT_MAX;
     bool ok = mallopt(M_MMAP_THRESHOLD, (int)TD_MALLOC_MMAP_MIN_BYTES) == 1;
     ok = mallopt(M_TRIM_THRESHOLD, (int)trim_bytes) == 1 && ok;

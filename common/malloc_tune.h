@@ -21,8 +21,10 @@
 /* Set glibc's mmap threshold to TD_MALLOC_MMAP_MIN_BYTES and its trim threshold to
  * `trim_bytes` (free memory at the top of a malloc arena up to this size stays in the
  * process), once per process: the first call decides, later calls do nothing. Nothing is
- * changed when the environment already sets a malloc policy (MALLOC_MMAP_THRESHOLD_,
- * MALLOC_TRIM_THRESHOLD_, MALLOC_TOP_PAD_ or GLIBC_TUNABLES), when `opt_out_env` names a
+ * changed when the environment already sets a malloc policy (GLIBC_TUNABLES,
+ * MALLOC_ARENA_MAX, MALLOC_ARENA_TEST, MALLOC_MMAP_MAX_, MALLOC_MMAP_THRESHOLD_,
+ * MALLOC_TOP_PAD_ or MALLOC_TRIM_THRESHOLD_; not the debugging MALLOC_CHECK_ and
+ * MALLOC_PERTURB_), when `opt_out_env` names a
  * variable that is set to anything but "" or "0", or on a C library other than glibc.
  * `opt_out_env` may be NULL. Returns whether the thresholds were set by this call. */
 bool td__malloc_keep_heap(size_t trim_bytes, const char *opt_out_env);

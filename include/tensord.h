@@ -197,7 +197,8 @@ typedef struct td_options {
  * Process-wide effect: the first connection to a server (a remote context,
  * td_server_info_get, td_server_ping) sets glibc's malloc trim and mmap thresholds
  * (mallopt(3); README "Batching and uploads") unless $TENSORD_NO_MALLOC_TUNE is set (not
- * "0") or the environment already sets a malloc policy.
+ * "0") or the environment already sets a malloc policy (GLIBC_TUNABLES or a MALLOC_*
+ * policy variable of mallopt(3)).
  * Thread-safety: any thread. */
 td_status td_connect_sized(const char *uri, const td_options *opts, size_t opts_size,
                            td_context **out);

@@ -258,6 +258,12 @@ static void usage(FILE *f)
         "                            certificate, which end with UNAUTHENTICATED; new TLS\n"
         "                            handshakes use the new certificate\n"
         "\n"
+        "memory: at start tensord sets glibc's malloc trim threshold to 64 MiB and its mmap\n"
+        "  threshold to 16 MiB (mallopt(3); freed gRPC buffers stay in the heap instead of\n"
+        "  being faulted in again); TENSORD_NO_MALLOC_TUNE=1, or a MALLOC_* policy\n"
+        "  variable of mallopt(3) or GLIBC_TUNABLES in the environment, leaves glibc's own\n"
+        "  policy\n"
+        "\n"
         "exit status: 0 after a clean stop, 1 on a runtime failure (cannot listen, no\n"
         "device), 2 on a usage or configuration error.\n"
         "Under systemd (Type=notify) tensord reports READY=1 once listening, STOPPING=1 on\n"
@@ -791,7 +797,7 @@ static int check_listen(const td__listen_addr *a, char *err, size_t errlen)
 int main(int argc, char **argv)
 {
     td__log_set_prefix("tensord");
-    td__malloc_keep_heap(TD_SERVER_MALLOC_TRIM_BYTES, NULL);
+    td__malloc_keep_heap(TD_SERVER_MALLOC_TRIM_BYTES, "TENSORD_NO_MALLOC_TUNE");
     const char *config_path = NULL, *check_path = NULL;
     int opt;
     opterr = 0;

@@ -36,6 +36,9 @@ static void clear_malloc_env(void)
     unsetenv("MALLOC_MMAP_THRESHOLD_");
     unsetenv("MALLOC_TRIM_THRESHOLD_");
     unsetenv("MALLOC_TOP_PAD_");
+    unsetenv("MALLOC_MMAP_MAX_");
+    unsetenv("MALLOC_ARENA_MAX");
+    unsetenv("MALLOC_ARENA_TEST");
     unsetenv("GLIBC_TUNABLES");
     unsetenv("TD_TEST_NO_TUNE");
 }
@@ -102,7 +105,8 @@ Test(malloc_tune, user_policy_wins)
 Test(malloc_tune, each_user_variable_counts)
 {
     static const char *const vars[] = {"MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_",
-                                       "GLIBC_TUNABLES"};
+                                       "MALLOC_MMAP_MAX_",       "MALLOC_ARENA_MAX",
+                                       "MALLOC_ARENA_TEST",      "GLIBC_TUNABLES"};
     /* One process per variable would need one test each; the once-flag makes the first
      * call final, so check them by forking. */
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
