@@ -105,6 +105,7 @@ typedef struct remote {
         uint8_t secret[TD_SHM_SECRET_BYTES];
         uint64_t bytes;
         uint64_t ring_offset, ring_bytes;
+        char refused[256]; /* SessionOpened.shm_refused: why none was given */
     } shm_offer;
     /* The request ring (tensord.proto "request ring"), when the region has one: a read
      * or fence goes there together with the batch and releases flushed just before it
@@ -282,6 +283,9 @@ static void dispatch(remote *r, const Tensord__V1__ServerMessage *m, const uint8
                 r->shm_offer.ring_bytes = o->ring_bytes;
             }
         }
+        if (m->opened->shm_refused != NULL)
+            snprintf(r->shm_offer.refused, sizeof r->shm_offer.refused, "%s",
+                     m->opened->shm_refused);
         r->req.done = true;
         r->req.st = TD_OK;
         return;
@@ -1365,12 +1369,20 @@ static void shm_attach(remote *r, int timeout_ms, bool want_ring)
 {
     char why[512] = "";
     if (!r->shm_offer.offered) {
-        snprintf(why, sizeof why, "the server offers none on this socket");
+        if (r->shm_offer.refused[0] != '\0')
+            snprintf(why, sizeof why, "the server refused this session a region: %s",
+                     r->shm_offer.refused);
+        else
+            snprintf(why, sizeof why, "the server offers none on this socket");
     } else {
         td_status st = td__shm_map_open(r->shm_offer.path, r->opened_session_id,
                                         r->shm_offer.secret, r->shm_offer.bytes, timeout_ms,
                                         &r->shm, why, sizeof why);
         uint64_t usable = r->shm.size;
+        /* A ring the server keeps is off limits to slots and host buffers even when this
+         * side does not take it up (an allocation failure below). */
+        if (r->shm_offer.ring_bytes != 0 && r->shm_offer.ring_offset < usable)
+            usable = r->shm_offer.ring_offset;
         if (st == TD_OK && r->shm_offer.ring_bytes != 0 && want_ring) {
             /* The ring is the region's last TD_RING_BYTES; the slots stay in front of it. */
             char rwhy[256];

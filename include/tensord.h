@@ -159,7 +159,7 @@ typedef struct td_options {
      * request ring (128 KiB). The server grants regions up to its --shm-max-bytes (default
      * 1 GiB) and charges them to the session's and tenant's byte limits; a region those
      * limits cannot hold means none (the stream, as above). 0: whatever the server's default
-     * region leaves past the slots and ring (48 MiB of the default 64 MiB). */
+     * region leaves past the slots and ring (47.875 MiB of the default 64 MiB). */
     size_t shm_host_bytes;
 } td_options;
 

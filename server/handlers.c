@@ -44,6 +44,7 @@ static void run_open(td__srv_session *ss, td__job *j)
     uint8_t secret[TD_SHM_SECRET_BYTES];
     td__shm *shm = td__service_shm(ss->svc);
     const char *shm_note = "";
+    char shm_refused[256] = "";
     td_status st;
     if (j->rq.shm && shm != NULL) {
         char err[256];
@@ -60,6 +61,7 @@ static void run_open(td__srv_session *ss, td__job *j)
         if (st != TD_OK) {
             td__log(TD_LOG_INFO, "session %llu: no shared-memory region: %s",
                     (unsigned long long)ss->c.id, err);
+            snprintf(shm_refused, sizeof shm_refused, "%s", err);
         } else {
             shm_note = ", shared memory";
             if (lim.max_bytes != 0) lim.max_bytes -= td__shm_region_size(ss->shm);
@@ -129,6 +131,7 @@ static void run_open(td__srv_session *ss, td__job *j)
                    .device = dev->name, .session_id = ss->c.id,
                    .devices = j->rq.n_extra > 0 ? names : NULL,
                    .n_devices = j->rq.n_extra > 0 ? 1 + j->rq.n_extra : 0};
+    if (shm_refused[0] != '\0') r.shm_refused = shm_refused;
     if (ss->shm != NULL) {
         r.shm_path = td__shm_path(shm);
         r.shm_secret = secret;

@@ -558,6 +558,7 @@ td_status td__reply_encode(const td__reply *r, grpc_byte_buffer **out)
             so.ring_bytes = r->ring_bytes;
             o.shm = &so;
         }
+        if (r->shm_refused != NULL) o.shm_refused = (char *)(uintptr_t)r->shm_refused;
         m.body_case = TENSORD__V1__SERVER_MESSAGE__BODY_OPENED;
         m.opened = &o;
         break;

@@ -189,6 +189,7 @@ typedef struct td__reply {
     const uint8_t *shm_secret; /* TD_SHM_SECRET_BYTES */
     uint64_t shm_bytes;
     uint64_t ring_offset, ring_bytes; /* the request ring in the region (0, 0: none) */
+    const char *shm_refused; /* why an asked-for region was not given (else NULL) */
     /* TD_REPLY_FAILURE */
     uint32_t op_index;
     td_status status;

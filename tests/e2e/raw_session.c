@@ -171,6 +171,8 @@ int raw_recv(raw_session *s, raw_msg *m, int timeout_ms)
             memcpy(s->shm_secret, sm->opened->shm->secret.data, sizeof s->shm_secret);
             s->shm_bytes = sm->opened->shm->region_bytes;
         }
+        if (sm->opened->shm_refused != NULL)
+            snprintf(s->shm_refused, sizeof s->shm_refused, "%s", sm->opened->shm_refused);
     } else if (sm->body_case == TENSORD__V1__SERVER_MESSAGE__BODY_GRAPH_READY) {
         m->known = sm->graph_ready->known;
     } else if (sm->body_case == TENSORD__V1__SERVER_MESSAGE__BODY_BLOB_STATUS) {

@@ -31,6 +31,7 @@ typedef struct raw_session {
     char shm_path[128];
     uint8_t shm_secret[16];
     uint64_t shm_bytes;
+    char shm_refused[256]; /* SessionOpened.shm_refused */
 } raw_session;
 
 /* One received server message, copied out. */

@@ -810,6 +810,18 @@ Test(shm_off, host_bytes_over_the_session_limit_fall_back)
     td_options o = {.shm_host_bytes = 40 * MiB};
     td_context *ctx = connect_with(&o);
     cr_expect_str_eq(td_context_transport(ctx), "grpc");
+    /* the answer says why (a client's debug line shows it) */
+    raw_session s;
+    memset(&s, 0, sizeof s);
+    raw_want_shm = true;
+    raw_want_shm_bytes = 40 * MiB;
+    bool ok = raw_open(&s, srv.addr, TD_PROTOCOL_MIN, TD_PROTOCOL_MAX, "cpu");
+    raw_want_shm = false;
+    raw_want_shm_bytes = 0;
+    cr_assert(ok, "raw open: %s", raw_details(&s));
+    cr_expect_eq(s.shm_bytes, 0u);
+    cr_expect(strstr(s.shm_refused, "byte limit") != NULL, "shm_refused: '%s'", s.shm_refused);
+    raw_close(&s);
     uint8_t *p = td_host_alloc(ctx, 300000);
     cr_assert_not_null(p, "%s", td_last_error(ctx));
     fill(p, 300000, 15);
