@@ -40,6 +40,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define REMOTE_CONNECT_TIMEOUT_MS 5000
 #define REMOTE_CALL_TIMEOUT_MS 60000
@@ -1375,9 +1376,15 @@ static void shm_attach(remote *r, int timeout_ms, bool want_ring)
         else
             snprintf(why, sizeof why, "the server offers none on this socket");
     } else {
-        td_status st = td__shm_map_open(r->shm_offer.path, r->opened_session_id,
-                                        r->shm_offer.secret, r->shm_offer.bytes, timeout_ms,
-                                        &r->shm, why, sizeof why);
+        /* A side socket busy with other handshakes says "try again": a few short retries
+         * (20, 40, 80 ms) before settling for the stream. */
+        td_status st = TD_EUNAVAILABLE;
+        for (int attempt = 0; attempt < 4; attempt++) {
+            if (attempt > 0) usleep((useconds_t)(10000u << attempt));
+            st = td__shm_map_open(r->shm_offer.path, r->opened_session_id, r->shm_offer.secret,
+                                  r->shm_offer.bytes, timeout_ms, &r->shm, why, sizeof why);
+            if (st != TD_EUNAVAILABLE || strstr(why, "try again") == NULL) break;
+        }
         uint64_t usable = r->shm.size;
         /* A ring the server keeps is off limits to slots and host buffers even when this
          * side does not take it up (an allocation failure below). */

@@ -3,7 +3,8 @@
  *
  * The side socket is served by one thread with poll(2): the listening socket, a wake-up
  * pipe for td__shm_stop, and at most SHM_MAX_PENDING accepted connections, each of which
- * must deliver its 32-byte request within SHM_REQUEST_MS or is closed. A request is
+ * must deliver its 32-byte request within SHM_REQUEST_MS or is closed (at most
+ * SHM_MAX_PENDING_PER_UID of them from one user). A request is
  * answered with one sendmsg (the fd attached only on success) and the connection closed;
  * the registry lock is held across the lookup and the send so that a region cannot be
  * destroyed (its fd closed) under the send.
@@ -30,6 +31,10 @@
 #include <unistd.h>
 
 #define SHM_MAX_PENDING 64
+/* Of those, at most this many from one user (the connection's SO_PEERCRED uid): a local
+ * process that holds idle connections open can only use up its own user's share, so
+ * other users' sessions still get their regions. */
+#define SHM_MAX_PENDING_PER_UID 16
 #define SHM_REQUEST_MS 2000
 
 struct td__shm_region {
@@ -46,6 +51,7 @@ struct td__shm_region {
 
 typedef struct shm_conn {
     int fd;
+    uid_t uid;
     size_t got;
     uint8_t buf[TD_SHM_REQUEST_BYTES];
     uint64_t deadline_ms;
@@ -219,12 +225,22 @@ static void *side_thread(void *arg)
         }
         if (pfd[1].revents != 0) {
             int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+            struct ucred cred = {.uid = (uid_t)-1};
+            socklen_t clen = sizeof cred;
+            if (fd >= 0 && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) != 0)
+                cred.uid = (uid_t)-1;
+            size_t same_uid = 0;
+            for (size_t k = 0; fd >= 0 && k < s->n_conns; k++) same_uid += s->conns[k].uid == cred.uid;
             if (fd >= 0 && s->n_conns == SHM_MAX_PENDING) {
                 refuse(s, fd, TD_EUNAVAILABLE, "too many pending shm requests; try again");
                 close(fd);
+            } else if (fd >= 0 && same_uid >= SHM_MAX_PENDING_PER_UID) {
+                refuse(s, fd, TD_EUNAVAILABLE,
+                       "too many pending shm requests from this user; try again");
+                close(fd);
             } else if (fd >= 0) {
-                s->conns[s->n_conns++] =
-                    (shm_conn){.fd = fd, .deadline_ms = now_ms() + SHM_REQUEST_MS};
+                s->conns[s->n_conns++] = (shm_conn){
+                    .fd = fd, .uid = cred.uid, .deadline_ms = now_ms() + SHM_REQUEST_MS};
             }
         }
     }

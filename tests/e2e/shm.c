@@ -33,6 +33,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -467,6 +468,55 @@ Test(shm, other_user_cannot_reach_the_region)
               "as nobody: exit %d (1: opened the memfd, 2: connected to the side socket, 3: "
               "connect failed but not with EACCES, 10: setuid failed)",
               WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    raw_close(&a);
+}
+
+/* Idle connections from one user take at most 16 of the side socket's 64 pending places:
+ * the 17th from that user is refused, naming it, while another user's request is served
+ * (found by the breaker: 64 idle connections from anyone kept every session off shared
+ * memory). */
+Test(shm, one_user_cannot_hold_the_side_socket)
+{
+    raw_session a;
+    memset(&a, 0, sizeof a);
+    open_shm_raw(&a);
+    int idle[16];
+    for (int i = 0; i < 16; i++) {
+        idle[i] = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        snprintf(sa.sun_path, sizeof sa.sun_path, "%.100s", a.shm_path);
+        cr_assert_eq(connect(idle[i], (struct sockaddr *)&sa, sizeof sa), 0, "idle %d", i);
+    }
+    uint8_t req[32];
+    make_req(req, a.session_id, a.shm_secret);
+    side_reply r;
+    /* the server accepts in its own thread: give it the time to see the 16 */
+    bool refused = false;
+    for (int tries = 0; tries < 50 && !refused; tries++) {
+        cr_assert(side_ask(a.shm_path, req, sizeof req, &r));
+        refused = r.fd < 0 && strstr(r.msg, "from this user") != NULL;
+        if (r.fd >= 0) cr_assert_fail("the 17th connection of one user got the region");
+        if (!refused) usleep(20 * 1000);
+    }
+    cr_expect(refused, "the 17th connection of one user: '%s'", r.msg);
+    if (geteuid() == 0) {
+        cr_assert_eq(chmod(a.shm_path, 0666), 0);
+        pid_t child = fork();
+        cr_assert_geq(child, 0);
+        if (child == 0) {
+            if (setgid(65534) != 0 || setuid(65534) != 0) _exit(10);
+            side_reply c;
+            if (!side_ask(a.shm_path, req, sizeof req, &c)) _exit(2);
+            _exit(c.status == 0 && c.fd >= 0 ? 0 : 1);
+        }
+        int status = 0;
+        waitpid(child, &status, 0);
+        cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "another user's request while root holds 16: exit %d (1: refused, 2: no "
+                  "answer, 10: setuid failed)",
+                  WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    }
+    for (int i = 0; i < 16; i++) close(idle[i]);
     raw_close(&a);
 }
 
