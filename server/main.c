@@ -50,6 +50,9 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#endif
 
 #define TD_DRAIN_POLL_MS 50
 /* After ending everything, give up waiting for calls to end after this long (with the
@@ -794,9 +797,26 @@ static int check_listen(const td__listen_addr *a, char *err, size_t errlen)
  * malloc arena keeps. */
 #define TD_SERVER_MALLOC_TRIM_BYTES ((size_t)64 << 20)
 
+/* TENSORD_TEST_FLUSH_SUBNORMALS=1 (tests only): every thread of this tensord computes with
+ * x86's flush-to-zero and denormals-are-zero bits set (threads inherit the floating-point
+ * environment of the thread that creates them, pthread_create(3)), so that its cpu device
+ * behaves like a GPU driver that flushes f32 subnormals: the target that
+ * tests/unit/backends/flush_subnormals.sh holds conformance --flush-subnormals to. */
+static void test_flush_subnormals(void)
+{
+    const char *v = getenv("TENSORD_TEST_FLUSH_SUBNORMALS");
+    if (v == NULL || strcmp(v, "1") != 0) return;
+#if defined(__x86_64__) || defined(__i386__)
+    _mm_setcsr(_mm_getcsr() | 0x8040u); /* FTZ (bit 15) | DAZ (bit 6) */
+    td__log(TD_LOG_WARN, "TENSORD_TEST_FLUSH_SUBNORMALS=1: subnormals flush to zero (a test "
+                         "setting; results differ from the CPU reference)");
+#endif
+}
+
 int main(int argc, char **argv)
 {
     td__log_set_prefix("tensord");
+    test_flush_subnormals();
     td__malloc_keep_heap(TD_SERVER_MALLOC_TRIM_BYTES, "TENSORD_NO_MALLOC_TUNE");
     const char *config_path = NULL, *check_path = NULL;
     int opt;
