@@ -19,6 +19,7 @@
 
 #include "common/alloc.h"
 #include "common/log.h"
+#include "common/par_copy.h"
 #include "engine/tensor.h"
 #include "server/candidates.h"
 #include "server/metrics.h"
@@ -283,7 +284,7 @@ static void run_shm_write(td__srv_session *ss, td__job *j)
         st = td__session_write_ptr(ss->es, rq->tensor, rq->offset, n, &dst, err, sizeof err);
         if (st == TD_OK && n > 0) {
             if (dst != NULL)
-                memcpy(dst, src, n);
+                td__par_memcpy(dst, src, n); /* the client waits: its cores are free */
             else
                 st = td__session_write(ss->es, rq->tensor, rq->offset, src, n, err, sizeof err);
         }
@@ -320,7 +321,7 @@ static void run_shm_read(td__srv_session *ss, td__job *j)
     if (st == TD_OK && rq->nbytes > 0) {
         uint8_t *dst = td__shm_region_data(ss->shm) + rq->region_offset;
         if (buf != NULL)
-            memcpy(dst, (const uint8_t *)buf->data + rq->offset, (size_t)rq->nbytes);
+            td__par_memcpy(dst, (const uint8_t *)buf->data + rq->offset, (size_t)rq->nbytes);
         else
             st = td__session_read(ss->es, rq->tensor, rq->offset, dst, (size_t)rq->nbytes, err,
                                   sizeof err);
