@@ -258,6 +258,10 @@ td_status td__vk_exec_movement(vk_device *vd, const td__op *op, const td__view *
  * matmul.comp, where their scratch fits). */
 td_status td__vk_exec_window(vk_device *vd, const td__op *op, const td__view *in,
                              const td__view *out, char *err, size_t errlen);
+/* Whether every invocation of the shaders the op will run stays within lavapipe's loop cap
+ * (always true on a GPU); *iters the direct shader's count when it does not (for the log). */
+bool td__vk_window_loops_ok(const vk_device *vd, const td__op *op, const td__desc *const *in,
+                            const td__desc *out, int64_t *iters);
 
 /* ---- vk_shaders.c (generated from the variant list in meson.build) ---- */
 typedef struct vk_shader {
