@@ -84,7 +84,8 @@ typedef struct vk_device {
     /* memory */
     uint32_t mem_type;      /* for tensors */
     bool mapped;            /* tensor memory is host-visible and coherent: memcpy transfers */
-    uint32_t host_type;     /* host-visible coherent type: parameters and staging */
+    uint32_t host_type;     /* host-visible coherent type: the parameter ring */
+    uint32_t stage_type;    /* host-visible coherent, cached where the device has it: staging */
     vk_block **blocks;      /* by id - 1 */
     uint32_t nblocks, capblocks;
     uint64_t bytes_used;
@@ -104,10 +105,14 @@ typedef struct vk_device {
     VkDeviceMemory pmem;
     uint32_t *pmap;
     uint32_t pused; /* bytes */
-    /* staging for devices whose tensor memory is not host-visible */
-    VkBuffer sbuf;
-    VkDeviceMemory smem;
-    void *smap;
+    /* staging for devices whose tensors are not mapped: two slots of ssize bytes, each with
+     * its command buffer and fence, so one chunk's memcpy overlaps the other's copy */
+    VkBuffer sbuf[2];
+    VkDeviceMemory smem[2];
+    void *smap[2];
+    VkCommandBuffer scb[2];
+    VkFence sfence[2];
+    bool spending[2]; /* the slot's copy is submitted and not yet waited for */
     uint64_t ssize;
     /* pipelines */
     VkDescriptorSetLayout dsl;
