@@ -18,10 +18,14 @@
  * engine names the op and the size; the session goes on). Ops on a tensor larger than
  * maxStorageBufferRange are refused by supports_op (one binding must cover a tensor), so the
  * engine answers TD_EUNSUPPORTED for them rather than a shader reading out of range.
- * When the memory type is host-visible and coherent (lavapipe, resizable-BAR GPUs) reads and
- * writes are memcpy through the mapping; otherwise (or with TENSORD_VULKAN_STAGING=1, which
- * tests use to cover this path on lavapipe) they go through a host-visible staging buffer
- * and vkCmdCopyBuffer.
+ * Where host memory is the device's memory (lavapipe, integrated GPUs) tensors live in a
+ * host-visible coherent type and reads and writes are memcpy through the mapping; on a
+ * discrete GPU (or with TENSORD_VULKAN_STAGING=1, which tests use to cover this path on
+ * lavapipe) they live in device-local memory that is preferably not host-visible and move
+ * through two host-visible staging slots (cached where the device has such a type) of
+ * VK_STAGE_BYTES, double-buffered, with vkCmdCopyBuffer (pick_memory says why; the H200
+ * ran elementwise ops at 1-2% of CUDA's bandwidth with tensors in the mapped BAR type).
+ * TENSORD_VULKAN_MAPPED=1 keeps the mapped choice on a discrete GPU, for A/B runs.
  *
  * Submission: one command buffer per device records every dispatch of every session, with a
  * compute-to-compute memory barrier after each; it is submitted once, with a fence, when a
@@ -55,7 +59,7 @@
 #include <time.h>
 
 #define VK_BLOCK_BYTES ((uint64_t)64 << 20)
-#define VK_STAGE_BYTES ((uint64_t)16 << 20)
+#define VK_STAGE_BYTES ((uint64_t)32 << 20) /* one staging slot (two per device) */
 #define VK_MAX_PHYS 16
 
 /* ---- host memory: the engine's allocation hooks, handed over at load (backend.h) ---- */
@@ -597,9 +601,12 @@ static void device_destroy(vk_device *vd)
         if (vd->pmap != NULL) vkUnmapMemory(vd->dev, vd->pmem);
         if (vd->pbuf != VK_NULL_HANDLE) vkDestroyBuffer(vd->dev, vd->pbuf, NULL);
         if (vd->pmem != VK_NULL_HANDLE) vkFreeMemory(vd->dev, vd->pmem, NULL);
-        if (vd->smap != NULL) vkUnmapMemory(vd->dev, vd->smem);
-        if (vd->sbuf != VK_NULL_HANDLE) vkDestroyBuffer(vd->dev, vd->sbuf, NULL);
-        if (vd->smem != VK_NULL_HANDLE) vkFreeMemory(vd->dev, vd->smem, NULL);
+        for (int k = 0; k < 2; k++) {
+            if (vd->smap[k] != NULL) vkUnmapMemory(vd->dev, vd->smem[k]);
+            if (vd->sbuf[k] != VK_NULL_HANDLE) vkDestroyBuffer(vd->dev, vd->sbuf[k], NULL);
+            if (vd->smem[k] != VK_NULL_HANDLE) vkFreeMemory(vd->dev, vd->smem[k], NULL);
+            if (vd->sfence[k] != VK_NULL_HANDLE) vkDestroyFence(vd->dev, vd->sfence[k], NULL);
+        }
         if (vd->fence != VK_NULL_HANDLE) vkDestroyFence(vd->dev, vd->fence, NULL);
         if (vd->pool != VK_NULL_HANDLE) vkDestroyCommandPool(vd->dev, vd->pool, NULL);
         vkDestroyDevice(vd->dev, NULL);
@@ -612,34 +619,94 @@ static void device_destroy(vk_device *vd)
     td__vk_free(vd);
 }
 
-/* Memory types: tensors prefer device-local memory that is also host-visible and coherent
- * (mapped transfers), else device-local; parameters and staging need host-visible coherent. */
-static bool pick_memory(vk_device *vd)
+/* A memory type's property flags as words ("device-local|host-visible|...") into buf. */
+static const char *flag_words(VkMemoryPropertyFlags f, char *buf, size_t len)
+{
+    static const struct {
+        VkMemoryPropertyFlags bit;
+        const char *name;
+    } w[] = {{VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, "device-local"},
+             {VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT, "host-visible"},
+             {VK_MEMORY_PROPERTY_HOST_COHERENT_BIT, "host-coherent"},
+             {VK_MEMORY_PROPERTY_HOST_CACHED_BIT, "host-cached"}};
+    size_t at = 0;
+    buf[0] = '\0';
+    for (size_t k = 0; k < sizeof w / sizeof w[0]; k++)
+        if ((f & w[k].bit) && at < len) {
+            int n = snprintf(buf + at, len - at, "%s%s", at > 0 ? "|" : "", w[k].name);
+            if (n > 0) at += (size_t)n;
+        }
+    if (at == 0) snprintf(buf, len, "none");
+    return buf;
+}
+
+/* Memory types. Where host memory is the device's own memory (a CPU implementation such as
+ * lavapipe, an integrated GPU) tensors take a device-local type that is also host-visible
+ * and coherent, and transfers are memcpy through the mapping. On a discrete GPU that type is
+ * the PCIe BAR window, when there is one: shaders read it at device-memory speed only where
+ * the driver places it in VRAM, and host reads of it are uncached (the H200 with NVIDIA's
+ * driver, 2026-12: td_read of 64 MiB took 2.47 s, add on 2^28 f32 ran at 55-68 GB/s against
+ * CUDA's 4392), so there tensors take a device-local type that is preferably not
+ * host-visible and move through the staging slots (transfer()). Staging takes a
+ * host-visible coherent type, cached where there is one (reads of it from the host are then
+ * at memory speed; host writes to cached coherent memory are too). The parameter ring takes
+ * a device-local host-visible coherent type on a discrete GPU where there is one (4 MiB, so
+ * a small BAR holds it; shaders read it every dispatch), else a host-visible coherent one.
+ * TENSORD_VULKAN_STAGING=1 forces staging (tests use it on lavapipe); TENSORD_VULKAN_MAPPED=1
+ * forces the mapped choice on any device that has such a type (for A/B runs). Logged once
+ * per device at info level. */
+static bool pick_memory(vk_device *vd, VkPhysicalDeviceType type)
 {
     VkPhysicalDeviceMemoryProperties mp;
     vkGetPhysicalDeviceMemoryProperties(vd->phys, &mp);
     const VkMemoryPropertyFlags hv = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
                                      VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
     const VkMemoryPropertyFlags dl = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
-    const char *force = getenv("TENSORD_VULKAN_STAGING");
-    bool staging = force != NULL && strcmp(force, "1") == 0;
-    int both = -1, local = -1, host = -1;
+    const VkMemoryPropertyFlags hc = VK_MEMORY_PROPERTY_HOST_CACHED_BIT;
+    const char *es = getenv("TENSORD_VULKAN_STAGING"), *em = getenv("TENSORD_VULKAN_MAPPED");
+    const bool force_staged = es != NULL && strcmp(es, "1") == 0;
+    const bool force_mapped = em != NULL && strcmp(em, "1") == 0;
+    const bool unified = type == VK_PHYSICAL_DEVICE_TYPE_CPU ||
+                         type == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU;
+    int both = -1, local = -1, local_only = -1, host = -1, cached = -1, cached_sys = -1;
     for (uint32_t i = 0; i < mp.memoryTypeCount; i++) {
-        VkMemoryPropertyFlags f = mp.memoryTypes[i].propertyFlags;
+        const VkMemoryPropertyFlags f = mp.memoryTypes[i].propertyFlags;
         if ((f & (hv | dl)) == (hv | dl) && both < 0) both = (int)i;
         if ((f & dl) && local < 0) local = (int)i;
+        if ((f & dl) && !(f & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) && local_only < 0)
+            local_only = (int)i;
         if ((f & hv) == hv && host < 0) host = (int)i;
+        if ((f & (hv | hc)) == (hv | hc) && cached < 0) cached = (int)i;
+        if ((f & (hv | hc)) == (hv | hc) && !(f & dl) && cached_sys < 0) cached_sys = (int)i;
     }
     if (host < 0 || (local < 0 && both < 0)) return false;
-    vd->host_type = (uint32_t)host;
-    if (both >= 0 && !staging) {
+    if (both >= 0 && !force_staged && (unified || force_mapped)) {
         vd->mem_type = (uint32_t)both;
         vd->mapped = true;
     } else {
-        vd->mem_type = (uint32_t)(local >= 0 ? local : both);
+        vd->mem_type = (uint32_t)(local_only >= 0 ? local_only : local >= 0 ? local : both);
         vd->mapped = false;
     }
+    vd->host_type = (uint32_t)(!unified && both >= 0 && !force_mapped ? both : host);
+    vd->stage_type = (uint32_t)(cached_sys >= 0 ? cached_sys : cached >= 0 ? cached : host);
     vd->heap_size = mp.memoryHeaps[mp.memoryTypes[vd->mem_type].heapIndex].size;
+    const struct {
+        const char *what;
+        uint32_t t;
+    } used[] = {{"tensors", vd->mem_type}, {"staging", vd->stage_type}, {"parameters", vd->host_type}};
+    char line[512], fw[96];
+    size_t at = 0;
+    for (size_t k = 0; k < sizeof used / sizeof used[0] && at < sizeof line; k++) {
+        if (k == 1 && vd->mapped) continue; /* no staging slots */
+        const VkMemoryType *mt = &mp.memoryTypes[used[k].t];
+        int n = snprintf(line + at, sizeof line - at, "%s%s type %u (%s, heap %u of %.1f GiB)",
+                         k > 0 ? "; " : "", used[k].what, used[k].t,
+                         flag_words(mt->propertyFlags, fw, sizeof fw), mt->heapIndex,
+                         (double)mp.memoryHeaps[mt->heapIndex].size / (1u << 30));
+        if (n > 0) at += (size_t)n;
+    }
+    td__vk_log(1, "vulkan:%d: memory: %s; transfers %s", vd->index, line,
+               vd->mapped ? "mapped (memcpy)" : "staged (2 slots, vkCmdCopyBuffer)");
     return true;
 }
 
@@ -710,7 +777,7 @@ static td_status vk_device_open(td__device *dev, int index, char *err, size_t er
         if (vd->push_descriptor == NULL) r = VK_ERROR_EXTENSION_NOT_PRESENT;
         what = "vkCmdPushDescriptorSetKHR";
     }
-    if (r == VK_SUCCESS && !pick_memory(vd)) {
+    if (r == VK_SUCCESS && !pick_memory(vd, pr.properties.deviceType)) {
         r = VK_ERROR_FEATURE_NOT_PRESENT;
         what = "memory types";
     }
@@ -746,9 +813,24 @@ static td_status vk_device_open(td__device *dev, int index, char *err, size_t er
         what = "the parameter buffer";
     }
     if (r == VK_SUCCESS && !vd->mapped) {
-        vd->ssize = VK_STAGE_BYTES;
-        r = make_buffer(vd, vd->ssize, vd->host_type, true, &vd->sbuf, &vd->smem, &vd->smap);
-        what = "the staging buffer";
+        vd->ssize = VK_STAGE_BYTES < vd->max_alloc ? VK_STAGE_BYTES : vd->max_alloc;
+        /* TENSORD_TEST_VULKAN_STAGE_BYTES (a test hook): smaller slots, so that the staged
+         * conformance run's small tensors cross several chunks */
+        const char *ts = getenv("TENSORD_TEST_VULKAN_STAGE_BYTES");
+        const long long tv = ts != NULL ? atoll(ts) : 0;
+        if (tv >= 256 && (uint64_t)tv < vd->ssize) vd->ssize = (uint64_t)tv;
+        VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                          .commandPool = vd->pool,
+                                          .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                          .commandBufferCount = 2};
+        VkFenceCreateInfo fi = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+        r = vkAllocateCommandBuffers(vd->dev, &ai, vd->scb);
+        for (int k = 0; k < 2 && r == VK_SUCCESS; k++) {
+            r = make_buffer(vd, vd->ssize, vd->stage_type, true, &vd->sbuf[k], &vd->smem[k],
+                            &vd->smap[k]);
+            if (r == VK_SUCCESS) r = vkCreateFence(vd->dev, &fi, NULL, &vd->sfence[k]);
+        }
+        what = "the staging buffers";
     }
     if (r == VK_SUCCESS) {
         VkDescriptorSetLayoutBinding b[VK_MAX_BINDINGS];
@@ -891,16 +973,98 @@ void td__vk_release_locked(vk_device *vd, void *data, size_t nbytes)
     }
 }
 
-/* One copy between the staging buffer and a tensor, submitted and waited for. */
-static td_status staged_copy(vk_device *vd, vk_block *b, uint64_t off, uint64_t len, bool to_device)
+/* Staging slot k's copy of len bytes to (to_device) or from a tensor at block b, offset
+ * off, recorded on the slot's command buffer and submitted with its fence, not waited for.
+ * Barriers on both sides: the copy sees earlier submissions' shader and transfer writes,
+ * and later submissions' shaders, copies and the host see its writes. */
+static td_status stage_submit(vk_device *vd, int k, vk_block *b, uint64_t off, uint64_t len,
+                              bool to_device)
 {
-    char err[128];
-    td_status s = begin_recording(vd, err, sizeof err);
-    if (s != TD_OK) return s;
-    VkBufferCopy c = {.srcOffset = to_device ? 0 : off, .dstOffset = to_device ? off : 0,
-                      .size = len};
-    vkCmdCopyBuffer(vd->cb, to_device ? vd->sbuf : b->buf, to_device ? b->buf : vd->sbuf, 1, &c);
-    return td__vk_flush(vd, err, sizeof err);
+    VkCommandBuffer cb = vd->scb[k];
+    VkResult r = vkResetCommandBuffer(cb, 0);
+    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                   .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+    if (r == VK_SUCCESS) r = vkBeginCommandBuffer(cb, &bi);
+    if (r == VK_SUCCESS) {
+        VkMemoryBarrier pre = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                               .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT |
+                                                VK_ACCESS_TRANSFER_WRITE_BIT,
+                               .dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT |
+                                                VK_ACCESS_TRANSFER_WRITE_BIT};
+        vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                             VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &pre, 0, NULL, 0, NULL);
+        VkBufferCopy c = {.srcOffset = to_device ? 0 : off, .dstOffset = to_device ? off : 0,
+                          .size = len};
+        vkCmdCopyBuffer(cb, to_device ? vd->sbuf[k] : b->buf, to_device ? b->buf : vd->sbuf[k], 1,
+                        &c);
+        VkMemoryBarrier post = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                                .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+                                .dstAccessMask = VK_ACCESS_HOST_READ_BIT | VK_ACCESS_SHADER_READ_BIT |
+                                                 VK_ACCESS_SHADER_WRITE_BIT |
+                                                 VK_ACCESS_TRANSFER_READ_BIT |
+                                                 VK_ACCESS_TRANSFER_WRITE_BIT};
+        vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                             VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT |
+                                 VK_PIPELINE_STAGE_TRANSFER_BIT,
+                             0, 1, &post, 0, NULL, 0, NULL);
+        r = vkEndCommandBuffer(cb);
+    }
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+                       .commandBufferCount = 1,
+                       .pCommandBuffers = &cb};
+    if (r == VK_SUCCESS) r = vkQueueSubmit(vd->queue, 1, &si, vd->sfence[k]);
+    if (r != VK_SUCCESS) return status_of(vd, r);
+    vd->spending[k] = true;
+    return TD_OK;
+}
+
+/* Wait for staging slot k's submitted copy, if any. */
+static td_status stage_wait(vk_device *vd, int k)
+{
+    if (!vd->spending[k]) return TD_OK;
+    vd->spending[k] = false;
+    VkResult r = vkWaitForFences(vd->dev, 1, &vd->sfence[k], VK_TRUE, UINT64_MAX);
+    VkResult r2 = vkResetFences(vd->dev, 1, &vd->sfence[k]);
+    if (r == VK_SUCCESS) r = r2;
+    return r == VK_SUCCESS ? TD_OK : status_of(vd, r);
+}
+
+/* Bytes of chunk i of a staged transfer of nbytes. */
+static size_t chunk_len(const vk_device *vd, size_t nbytes, size_t i)
+{
+    const size_t done = i * (size_t)vd->ssize;
+    return nbytes - done < vd->ssize ? nbytes - done : (size_t)vd->ssize;
+}
+
+/* A transfer through the two staging slots in chunks of ssize bytes, double-buffered: a
+ * write fills slot i % 2 while the other slot's copy runs; a read submits chunk i + 1's copy
+ * before it copies chunk i out. Both slots are idle when it returns. */
+static td_status staged_transfer(vk_device *vd, vk_block *b, uint64_t off, char *host,
+                                 size_t nbytes, bool to_device)
+{
+    const size_t cs = (size_t)vd->ssize, nchunks = (nbytes + cs - 1) / cs;
+    td_status s = TD_OK;
+    if (to_device) {
+        for (size_t i = 0; i < nchunks && s == TD_OK; i++) {
+            const int k = (int)(i & 1);
+            s = stage_wait(vd, k);
+            if (s != TD_OK) break;
+            memcpy(vd->smap[k], host + i * cs, chunk_len(vd, nbytes, i));
+            s = stage_submit(vd, k, b, off + i * cs, chunk_len(vd, nbytes, i), true);
+        }
+    } else {
+        s = stage_submit(vd, 0, b, off, chunk_len(vd, nbytes, 0), false);
+        for (size_t i = 0; i < nchunks && s == TD_OK; i++) {
+            const int k = (int)(i & 1);
+            if (i + 1 < nchunks)
+                s = stage_submit(vd, k ^ 1, b, off + (i + 1) * cs, chunk_len(vd, nbytes, i + 1),
+                                 false);
+            if (s == TD_OK) s = stage_wait(vd, k);
+            if (s == TD_OK) memcpy(host + i * cs, vd->smap[k], chunk_len(vd, nbytes, i));
+        }
+    }
+    const td_status s0 = stage_wait(vd, 0), s1 = stage_wait(vd, 1);
+    return s != TD_OK ? s : s0 != TD_OK ? s0 : s1;
 }
 
 static td_status transfer(vk_device *vd, uint64_t ptr, void *host, size_t nbytes, bool to_device)
@@ -917,14 +1081,7 @@ static td_status transfer(vk_device *vd, uint64_t ptr, void *host, size_t nbytes
         else memcpy(host, (char *)b->map + off, nbytes);
         return TD_OK;
     }
-    for (size_t done = 0; done < nbytes && s == TD_OK;) {
-        size_t len = nbytes - done < vd->ssize ? nbytes - done : (size_t)vd->ssize;
-        if (to_device) memcpy(vd->smap, (char *)host + done, len);
-        s = staged_copy(vd, b, off + done, len, to_device);
-        if (s == TD_OK && !to_device) memcpy((char *)host + done, vd->smap, len);
-        done += len;
-    }
-    return s;
+    return staged_transfer(vd, b, off, host, nbytes, to_device);
 }
 
 td_status td__vk_read_locked(vk_device *vd, const void *src, void *dst, size_t nbytes)

@@ -84,7 +84,8 @@ typedef struct vk_device {
     /* memory */
     uint32_t mem_type;      /* for tensors */
     bool mapped;            /* tensor memory is host-visible and coherent: memcpy transfers */
-    uint32_t host_type;     /* host-visible coherent type: parameters and staging */
+    uint32_t host_type;     /* host-visible coherent type: the parameter ring */
+    uint32_t stage_type;    /* host-visible coherent, cached where the device has it: staging */
     vk_block **blocks;      /* by id - 1 */
     uint32_t nblocks, capblocks;
     uint64_t bytes_used;
@@ -104,10 +105,14 @@ typedef struct vk_device {
     VkDeviceMemory pmem;
     uint32_t *pmap;
     uint32_t pused; /* bytes */
-    /* staging for devices whose tensor memory is not host-visible */
-    VkBuffer sbuf;
-    VkDeviceMemory smem;
-    void *smap;
+    /* staging for devices whose tensors are not mapped: two slots of ssize bytes, each with
+     * its command buffer and fence, so one chunk's memcpy overlaps the other's copy */
+    VkBuffer sbuf[2];
+    VkDeviceMemory smem[2];
+    void *smap[2];
+    VkCommandBuffer scb[2];
+    VkFence sfence[2];
+    bool spending[2]; /* the slot's copy is submitted and not yet waited for */
     uint64_t ssize;
     /* pipelines */
     VkDescriptorSetLayout dsl;
@@ -258,6 +263,10 @@ td_status td__vk_exec_movement(vk_device *vd, const td__op *op, const td__view *
  * matmul.comp, where their scratch fits). */
 td_status td__vk_exec_window(vk_device *vd, const td__op *op, const td__view *in,
                              const td__view *out, char *err, size_t errlen);
+/* Whether every invocation of the shaders the op will run stays within lavapipe's loop cap
+ * (always true on a GPU); *iters the direct shader's count when it does not (for the log). */
+bool td__vk_window_loops_ok(const vk_device *vd, const td__op *op, const td__desc *const *in,
+                            const td__desc *out, int64_t *iters);
 
 /* ---- vk_shaders.c (generated from the variant list in meson.build) ---- */
 typedef struct vk_shader {

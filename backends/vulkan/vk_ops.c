@@ -64,7 +64,12 @@
  * all: scans split long lines into blocks for it; reductions folding more than about 15M
  * elements into one output (5M for VAR STD LOGSUMEXP NORM, 3.8M per normalised group) and
  * matmuls with K above 60000 are refused on a CPU implementation (loops_ok; no GPU driver
- * has that cap). The ops that index by tensor data (GATHER INDEX_SELECT ONE_HOT
+ * has that cap), and so are the pools and convolutions whose shader would loop more than
+ * 60000 times an invocation (vk_window.c's td__vk_window_loops_ok: a conv whose GEMM
+ * does not fit and whose direct shader folds more than about 20000 products per output, a
+ * pool window or gradient gather of more than about 60000 elements; conv over 131072
+ * channels once gave 6554 for 131072 there); the refusal is logged at info level with the
+ * count. The ops that index by tensor data (GATHER INDEX_SELECT ONE_HOT
  * GATHER_ND SCATTER SCATTER_ADD INDEX_ADD) read their index tensor back to check it against
  * [0, dim) before the dispatch, with the CPU's message, which costs a submission.
  */
@@ -294,8 +299,15 @@ bool td__vk_supports_op(td__device *dev, const td__op *op, const td__desc *const
         return td__vk_dtype_name(dt) != NULL &&
                sort_len(op, in[0]) <= (vd->cpu_impl ? VK_SORT_MAX_CPU : VK_SORT_MAX);
     case TD_OPCLASS_POOL:
-    case TD_OPCLASS_CONV: /* window.comp: every op of both families, in the float dtypes */
-        return as_f32_if_half(dt) == TD_F32 || dt == TD_F64;
+    case TD_OPCLASS_CONV: { /* window.comp: every op of both families, in the float dtypes */
+        if (as_f32_if_half(dt) != TD_F32 && dt != TD_F64) return false;
+        int64_t iters;
+        if (td__vk_window_loops_ok(vd, op, in, out, &iters)) return true;
+        td__vk_log(1, "vulkan:%d: %s (%s) refused: an invocation would loop %lld times, above "
+                   "this CPU implementation's limit of 60000", vd->index,
+                   td__op_name(op->opcode), td__vk_dtype_name(dt), (long long)iters);
+        return false;
+    }
     case TD_OPCLASS_MOVEMENT: /* RESHAPE never arrives (the engine aliases) */
         if (IN_LIST(op->opcode, TD_OP_SCATTER_ADD, TD_OP_INDEX_ADD)) /* adds: arithmetic */
             return kind_ok(as_f32_if_half(dt), false);

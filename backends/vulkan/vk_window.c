@@ -27,6 +27,11 @@
  * OF32 variants keep the gradients' intermediate sums in f32).
  * Where a chunk of one image would not fit the cap (or a lavapipe loop limit, or the
  * dispatch grid), or the scratch cannot be allocated, the op takes the direct shader.
+ * On a CPU implementation (lavapipe ends an invocation's loops after 65535 iterations) an op
+ * whose shaders would loop longer is refused: supports_op asks td__vk_window_loops_ok, which
+ * counts the loops of the path exec will take (conv_plan: the GEMM's passes; direct_iters:
+ * window.comp's), and exec refuses with a message if the GEMM's scratch then fails to
+ * allocate and the direct shader would loop too long.
  * Test hooks: TENSORD_TEST_CONV_COL_BYTES lowers the chunk's cap (one image a chunk),
  * TENSORD_TEST_VULKAN_CONV_DIRECT=1 takes the direct shaders always.
  */
@@ -88,6 +93,69 @@ static void window_words(const td__window *w, const td__op *op, uint32_t *q)
 
 /* conv.comp's own words (after the window's) */
 enum { CW_N0 = 32, CW_NIMG = 33, CW_KG = 34, CW_ONE = 35, CW_NE = 37, CW_FIRST = 38, CW_LAST = 39 };
+
+/* ---- lavapipe's loop cap: what an invocation of each shader loops ---- */
+
+/* Loop iterations of a 3-deep nest of m[0] x m[1] x m[2] (each level's iterations count:
+ * gallivm's limiter is one counter per invocation, decremented at every loop's end). */
+static int64_t nest3(int64_t m0, int64_t m1, int64_t m2)
+{
+    return m0 + m0 * m1 + m0 * m1 * m2;
+}
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* Iterations one invocation of the 256-wide grid-stride shaders (window.comp, conv.comp)
+ * runs when `total` elements each take `body` iterations: the grid-stride loop around them
+ * and a margin of 16 for the fixed loops (over the 3 spatial dims) the compiler may keep. */
+static int64_t grid_iters(int64_t total, int64_t body)
+{
+    const int64_t grid = (int64_t)65535 * 256;
+    return (total + grid - 1) / grid * (body + 1 + 16);
+}
+
+/* The loop iterations of one invocation of window.comp (exec_direct) for this op: the
+ * CPU's loop per output element, in the grid-stride loop. Upper bounds (windows counted
+ * unclipped where clipping depends on the position). */
+static int64_t direct_iters(const td__op *op, const td__window *w, int64_t nout)
+{
+    const int64_t *k = w->k, *in = w->in, *out = w->out;
+    int64_t m[3], body = 0;
+    switch (op->opcode) {
+    case TD_OP_CONV_WEIGHT_GRAD: { /* a workgroup per weight: its chunk, then the tree */
+        const int64_t chunk = (w->n * td__window_prod(out) + 255) / 256;
+        return (nout + 65534) / 65535 * (chunk + 8 + 1 + 16);
+    }
+    case TD_OP_CONV:
+    case TD_OP_CONV_TRANSPOSE:
+        body = w->c / w->groups * (1 + nest3(k[0], k[1], k[2]));
+        break;
+    case TD_OP_MAX_POOL:
+    case TD_OP_MAX_POOL_INDICES:
+    case TD_OP_MAX_POOL_BACKWARD:
+        body = nest3(k[0], k[1], k[2]);
+        break;
+    case TD_OP_AVG_POOL:
+        for (int d = 0; d < 3; d++) m[d] = min64(k[d], in[d]);
+        body = nest3(m[0], m[1], m[2]);
+        break;
+    case TD_OP_AVG_POOL_BACKWARD:
+        for (int d = 0; d < 3; d++) m[d] = min64(out[d], (k[d] - 1) / w->stride[d] + 1);
+        body = nest3(m[0], m[1], m[2]);
+        break;
+    case TD_OP_ADAPTIVE_AVG_POOL:
+        for (int d = 0; d < 3; d++) m[d] = min64(in[d], in[d] / (out[d] > 0 ? out[d] : 1) + 2);
+        body = nest3(m[0], m[1], m[2]);
+        break;
+    case TD_OP_ADAPTIVE_AVG_POOL_BACKWARD: /* and a loop over the 3 dims per window */
+        for (int d = 0; d < 3; d++) m[d] = min64(out[d], out[d] / (in[d] > 0 ? in[d] : 1) + 2);
+        body = nest3(m[0], m[1], m[2]) + 3 * m[0] * m[1] * m[2];
+        break;
+    default: /* INTERPOLATE: fixed loops only */
+        break;
+    }
+    return grid_iters(nout, body);
+}
 
 /* ---- the direct shaders (window.comp) ---- */
 
@@ -196,8 +264,13 @@ static bool gemm_fits(const vk_device *vd, int64_t m, int64_t n, int64_t k, int6
  * lavapipe's loop cap once the grid-stride loop is counted. */
 static bool pass_fits(const vk_device *vd, int64_t total, int64_t iters)
 {
-    const int64_t grid = (int64_t)65535 * 256;
-    return td__vk_loops_ok(vd, (total + grid - 1) / grid * (iters + 1));
+    return td__vk_loops_ok(vd, grid_iters(total, iters));
+}
+
+/* The loops of conv.comp's write_patch and col2im: the kernel's 3-deep nest. */
+static int64_t kernel_iters(const td__window *w)
+{
+    return nest3(w->k[0], w->k[1], w->k[2]);
 }
 
 /* The GEMM variant: matmul.comp's BLK (64 x 64 tiles, 4 x 4 outputs an invocation) with
@@ -267,6 +340,55 @@ static bool small(const td__desc *d)
     return td__vk_nelem(d) < ((int64_t)1 << 31);
 }
 
+/* Whether the op runs as GEMMs on this device (shape only: its scratch may still fail to
+ * allocate): the images a chunk holds and the scratch bytes of one image (conv_forward:
+ * columns; conv_wgrad: transposed columns, without the partial products; conv_transpose:
+ * the GEMM's columns). The dispatch grid and lavapipe's loop cap are checked for every pass
+ * the op records. */
+static bool conv_plan(const vk_device *vd, uint32_t opcode, bool bias, const td__window *w,
+                      size_t esize, int64_t *chunk_out, int64_t *per_img_out)
+{
+    const int64_t G = w->groups, cg = w->c / G, cog = w->co / G;
+    const int64_t kk = td__window_prod(w->k), P = td__window_prod(w->out);
+    const int64_t L = td__window_prod(w->in), tsize = esize == 8 ? 8 : 4;
+    const int64_t cap = conv_col_cap(vd);
+    int64_t per_img, chunk;
+    if (w->n <= 0) return false;
+    if (opcode == TD_OP_CONV) {
+        const int64_t kg = cg * kk + (bias ? 1 : 0);
+        if (__builtin_mul_overflow(G * kg, P * (int64_t)esize, &per_img) || per_img <= 0 ||
+            per_img > cap)
+            return false;
+        chunk = conv_chunk(per_img, w->n, cap);
+        if (!gemm_fits(vd, cog, P, kg, chunk * G) ||
+            !pass_fits(vd, chunk * G * (cg + 1) * P, kernel_iters(w)))
+            return false;
+    } else if (opcode == TD_OP_CONV_WEIGHT_GRAD) {
+        const int64_t kin = cg * kk, ne = w->co * kin;
+        int64_t part_img;
+        if (__builtin_mul_overflow(G * kin, P * (int64_t)esize, &per_img) ||
+            __builtin_mul_overflow(ne, tsize, &part_img) || per_img <= 0 ||
+            per_img + part_img > cap)
+            return false;
+        chunk = conv_chunk(per_img + part_img, w->n, cap);
+        if (!gemm_fits(vd, cog, kin, P, chunk * G) ||
+            !pass_fits(vd, chunk * G * cg * P, kernel_iters(w)) || !pass_fits(vd, ne, chunk))
+            return false;
+    } else {
+        const int64_t rk = cog * kk;
+        if (__builtin_mul_overflow(G * rk, L * tsize, &per_img) || per_img <= 0 ||
+            per_img > cap)
+            return false;
+        chunk = conv_chunk(per_img, w->n, cap);
+        if (!gemm_fits(vd, rk, L, cg, chunk * G) ||
+            !pass_fits(vd, chunk * w->co * P, kernel_iters(w)))
+            return false;
+    }
+    *chunk_out = chunk;
+    *per_img_out = per_img;
+    return true;
+}
+
 /* CONV: im2col per chunk of images, then one batched GEMM (see the top). */
 static td_status conv_forward(conv_run *r, const td__view *in, const td__view *out)
 {
@@ -274,14 +396,8 @@ static td_status conv_forward(conv_run *r, const td__view *in, const td__view *o
     const bool bias = r->op->n_inputs > 2;
     const int64_t G = r->G, cg = r->cg, cog = r->cog, kk = r->kk, P = r->P;
     const int64_t kin = cg * kk, kg = kin + (bias ? 1 : 0);
-    const int64_t cap = conv_col_cap(r->vd);
-    int64_t per_img;
-    if (__builtin_mul_overflow(G * kg, P * (int64_t)r->esize, &per_img) || per_img <= 0 ||
-        per_img > cap)
-        return TD_EUNSUPPORTED;
-    const int64_t chunk = conv_chunk(per_img, w->n, cap);
-    if (!gemm_fits(r->vd, cog, P, kg, chunk * G) ||
-        !pass_fits(r->vd, chunk * G * (cg + 1) * P, 2 * kk + 2))
+    int64_t chunk, per_img;
+    if (!conv_plan(r->vd, r->op->opcode, bias, w, r->esize, &chunk, &per_img))
         return TD_EUNSUPPORTED;
     vk_arg wa = td__vk_arg_of(&in[1]), col;
     td_status s = TD_OK;
@@ -331,16 +447,10 @@ static td_status conv_wgrad(conv_run *r, const td__view *in, const td__view *out
     const td__window *w = r->w;
     const int64_t G = r->G, cg = r->cg, cog = r->cog, kk = r->kk, P = r->P;
     const int64_t kin = cg * kk, ne = w->co * kin;
-    const int64_t cap = conv_col_cap(r->vd);
-    int64_t per_img, part_img;
-    if (__builtin_mul_overflow(G * kin, P * (int64_t)r->esize, &per_img) ||
-        __builtin_mul_overflow(ne, (int64_t)r->tsize, &part_img) || per_img <= 0 ||
-        per_img + part_img > cap)
+    int64_t chunk, per_img;
+    if (!conv_plan(r->vd, r->op->opcode, false, w, r->esize, &chunk, &per_img))
         return TD_EUNSUPPORTED;
-    const int64_t chunk = conv_chunk(per_img + part_img, w->n, cap);
-    if (!gemm_fits(r->vd, cog, kin, P, chunk * G) ||
-        !pass_fits(r->vd, chunk * G * cg * P, 2 * kk + 2) || !pass_fits(r->vd, ne, chunk))
-        return TD_EUNSUPPORTED;
+    const int64_t part_img = ne * (int64_t)r->tsize;
     vk_arg colt, part, acc;
     td_status s = conv_scratch(r, 0, (size_t)(chunk * per_img), r->esize, &colt);
     if (s == TD_OK) s = conv_scratch(r, 1, (size_t)(chunk * part_img), r->tsize, &part);
@@ -379,14 +489,8 @@ static td_status conv_transpose(conv_run *r, const td__view *in, const td__view 
     const td__window *w = r->w;
     const int64_t G = r->G, cg = r->cg, cog = r->cog, kk = r->kk, P = r->P, L = r->L;
     const int64_t rk = cog * kk;
-    const int64_t cap = conv_col_cap(r->vd);
-    int64_t per_img;
-    if (__builtin_mul_overflow(G * rk, L * (int64_t)r->tsize, &per_img) || per_img <= 0 ||
-        per_img > cap)
-        return TD_EUNSUPPORTED;
-    const int64_t chunk = conv_chunk(per_img, w->n, cap);
-    if (!gemm_fits(r->vd, rk, L, cg, chunk * G) ||
-        !pass_fits(r->vd, chunk * w->co * P, 2 * kk + 2))
+    int64_t chunk, per_img;
+    if (!conv_plan(r->vd, r->op->opcode, false, w, r->esize, &chunk, &per_img))
         return TD_EUNSUPPORTED;
     vk_arg wt, cols;
     td_status s = conv_scratch(r, 0, (size_t)(G * rk * cg) * r->esize, r->esize, &wt);
@@ -422,14 +526,22 @@ static td_status conv_transpose(conv_run *r, const td__view *in, const td__view 
     return s;
 }
 
+/* Whether the conv op's tensors are indexed within the GEMM path's 32-bit arithmetic. */
+static bool conv_small(const td__op *op, const td__desc *const *in, const td__desc *out)
+{
+    for (uint32_t k = 0; k < op->n_inputs; k++)
+        if (!small(in[k])) return false;
+    return small(out);
+}
+
 /* The conv op as GEMMs; TD_EUNSUPPORTED (nothing that matters recorded, no message) where it
  * does not apply and the caller runs the direct shader. */
 static td_status conv_gemm(vk_device *vd, const td__op *op, const td__view *in,
                            const td__view *out, const td__window *w, char *err, size_t errlen)
 {
-    for (uint32_t k = 0; k < op->n_inputs; k++)
-        if (!small(&in[k].desc)) return TD_EUNSUPPORTED;
-    if (!small(&out->desc) || w->n == 0) return TD_EUNSUPPORTED;
+    const td__desc *d[TD_OP_MAX_INPUTS];
+    for (uint32_t k = 0; k < op->n_inputs; k++) d[k] = &in[k].desc;
+    if (!conv_small(op, d, &out->desc) || w->n == 0) return TD_EUNSUPPORTED;
     conv_run r;
     conv_run_init(&r, vd, op, w, out->desc.dtype, err, errlen);
     td_status s;
@@ -442,18 +554,50 @@ static td_status conv_gemm(vk_device *vd, const td__op *op, const td__view *in,
     return s;
 }
 
+/* TENSORD_TEST_VULKAN_CONV_DIRECT=1 (a test hook): the direct shaders only, so that the
+ * conformance suite covers the fallback too. */
+static bool direct_only(void)
+{
+    const char *direct = getenv("TENSORD_TEST_VULKAN_CONV_DIRECT");
+    return direct != NULL && direct[0] == '1';
+}
+
+bool td__vk_window_loops_ok(const vk_device *vd, const td__op *op, const td__desc *const *in,
+                            const td__desc *out, int64_t *iters)
+{
+    *iters = 0;
+    if (!vd->cpu_impl || td__vk_nelem(out) <= 0) return true;
+    td__window w;
+    td__window_decode(op, in[0], op->n_inputs > 1 ? in[1] : NULL, out, &w);
+    int64_t chunk, per_img;
+    if (td__op_class(op->opcode) == TD_OPCLASS_CONV && !direct_only() && conv_small(op, in, out) &&
+        conv_plan(vd, op->opcode, op->n_inputs > 2, &w, td__dtype_size(out->dtype), &chunk,
+                  &per_img))
+        return true;
+    *iters = direct_iters(op, &w, td__vk_nelem(out));
+    return td__vk_loops_ok(vd, *iters);
+}
+
 td_status td__vk_exec_window(vk_device *vd, const td__op *op, const td__view *in,
                              const td__view *out, char *err, size_t errlen)
 {
-    if (td__vk_nelem(&out->desc) <= 0) return TD_OK;
+    const int64_t nout = td__vk_nelem(&out->desc);
+    if (nout <= 0) return TD_OK;
     td__window w;
     td__window_decode(op, &in[0].desc, op->n_inputs > 1 ? &in[1].desc : NULL, &out->desc, &w);
-    /* TENSORD_TEST_VULKAN_CONV_DIRECT=1 (a test hook): the direct shaders only, so that the
-     * conformance suite covers the fallback too */
-    const char *direct = getenv("TENSORD_TEST_VULKAN_CONV_DIRECT");
-    if (td__op_class(op->opcode) == TD_OPCLASS_CONV && (direct == NULL || direct[0] != '1')) {
+    if (td__op_class(op->opcode) == TD_OPCLASS_CONV && !direct_only()) {
         const td_status s = conv_gemm(vd, op, in, out, &w, err, errlen);
         if (s != TD_EUNSUPPORTED) return s;
     }
+    /* supports_op checked the path it expected; this one is reached when the GEMM's scratch
+     * could not be allocated */
+    const int64_t iters = direct_iters(op, &w, nout);
+    if (!td__vk_loops_ok(vd, iters))
+        return td__vk_fail(err, errlen, TD_EUNSUPPORTED,
+                           "%s: not supported on device vulkan:%d for dtype %s: the direct "
+                           "shader would loop %lld times an invocation, above this CPU "
+                           "implementation's limit of 60000 (no scratch for the GEMM path)",
+                           td__op_name(op->opcode), vd->index,
+                           td__vk_dtype_name(out->desc.dtype), (long long)iters);
     return exec_direct(vd, op, in, out, &w, err, errlen);
 }

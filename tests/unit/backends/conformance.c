@@ -28,7 +28,8 @@
  *            a target that flushes f32/bf16 subnormals to zero, as NVIDIA's Vulkan driver
  *            says it does: a case is also accepted when it matches the reference run on
  *            inputs with those subnormals as ±0 and its subnormal results as ±0; the
- *            summary counts such cases). Without --target the
+ *            summary counts such cases), --long-windows (adds the "long-window" cases:
+ *            window ops looping past 65535 per output, below). Without --target the
  *            vulkan devices are left to --target-kind vulkan --allow-unsupported (the
  *            backend covers part of the op table)
  * Exit status: 0 all passed (or skipped), 1 a case failed, 2 usage or setup error.
@@ -195,7 +196,8 @@ enum gen {
     GEN_NEAR1,   /* floats in [0.9, 1.1), ints in [-3, 3] */
     GEN_CASTSRC, /* values at the edges of every conversion rule */
     GEN_INDEX,   /* indices in [0, lim); position `bad` (if >= 0) gets lim + 3 */
-    GEN_BOOL_RAW /* bool bytes 0, 1 and 2..255 (raw bytes are legal in a bool tensor) */
+    GEN_BOOL_RAW, /* bool bytes 0, 1 and 2..255 (raw bytes are legal in a bool tensor) */
+    GEN_ARANGE    /* floats: element i is i (the maximum last) */
 };
 
 typedef struct input {
@@ -323,7 +325,8 @@ static void fill_input(const input *in, void *buf, uint64_t seed)
     for (int64_t i = 0; i < n; i++) {
         switch (in->dtype) {
         case TD_F32:
-            ((float *)buf)[i] = (float)gen_float(&s, in->gen, true);
+            ((float *)buf)[i] = in->gen == GEN_ARANGE ? (float)i
+                                                      : (float)gen_float(&s, in->gen, true);
             break;
         case TD_F64: ((double *)buf)[i] = gen_float(&s, in->gen, false); break;
         case TD_I32:
@@ -2051,6 +2054,60 @@ static void add_window(void)
     }
 }
 
+
+/* --long-windows: window ops whose one output loops over more than 65535 elements or
+ * products (f32, named "long-window ..."): a CPU implementation such as lavapipe stops an
+ * invocation's loops after 65535 iterations, so there the target must refuse them (it once
+ * gave wrong sums instead: conv over 131072 channels 6554 for 131072); a GPU runs them, held
+ * to the usual bounds. Off by default: the weight gradient's inputs are 80 MB each. */
+static bool g_long_windows;
+
+static void add_long_windows(void)
+{
+    const int64_t big = 70000;
+    const wcase ws[] = {
+        /* conv: C = 131072 (x [1, 131072, 1]); C = 1, kernel = L = 70000 */
+        {TD_OP_CONV, 2, {SH(1, 131072, 1), SH(1, 131072, 1)}, 5, {1, 1, 1, 0, 0}, false},
+        {TD_OP_CONV, 2, {SH(1, 1, big), SH(1, 1, big)}, 5, {1, 1, 1, 0, 0}, false},
+        /* conv_transpose: C_in = 70000 (conv_input_grad's C_out), then C_out = 70000 */
+        {TD_OP_CONV_TRANSPOSE, 2, {SH(1, big, 1), SH(big, 1, 1)}, 5, {1, 1, 1, 0, 0}, false},
+        {TD_OP_CONV_TRANSPOSE, 2, {SH(1, 1, 3), SH(1, big, 1)}, 5, {1, 1, 1, 0, 0}, false},
+        /* conv_weight_grad: L = 2e7, kernel 1 */
+        {TD_OP_CONV_WEIGHT_GRAD, 2, {SH(1, 1, 20000000), SH(1, 1, 20000000)}, 6,
+         {1, 1, 1, 0, 0, 1}, false},
+        /* pools over a 70000 window, and a 300 x 300 one */
+        {TD_OP_MAX_POOL, 1, {SH(1, 1, big)}, 5, {0, big, 1, 1, 0}, false},
+        {TD_OP_MAX_POOL_INDICES, 1, {SH(1, 1, big)}, 5, {0, big, 1, 1, 0}, false},
+        {TD_OP_MAX_POOL_BACKWARD, 2, {SH(1, 1, 1), SH(1, 1, 1)}, 6, {0, big, 1, 1, 0, big},
+         false},
+        {TD_OP_AVG_POOL, 1, {SH(1, 1, big)}, 5, {0, 0, big, 1, 0}, false},
+        {TD_OP_AVG_POOL, 1, {SH(1, 1, 300, 300)}, 8, {0, 0, 300, 300, 1, 1, 0, 0}, false},
+        /* overlapping windows: each input is in up to 1001 of them */
+        {TD_OP_AVG_POOL_BACKWARD, 1, {SH(1, 1, 1001)}, 6, {0, 0, big, 1, 0, big + 1000}, false},
+        {TD_OP_ADAPTIVE_AVG_POOL, 1, {SH(1, 1, big)}, 1, {1}, false},
+        {TD_OP_ADAPTIVE_AVG_POOL_BACKWARD, 1, {SH(1, 1, big)}, 1, {1}, false},
+    };
+    char sb[96];
+    for (size_t i = 0; i < COUNT(ws); i++) {
+        const td__op_row *r = td__op_row_of(ws[i].opcode);
+        tcase *c = add_case("long-window %s f32 %s case %zu", r->name,
+                            shape_str(&ws[i].sh[0], sb, sizeof sb), i);
+        c->n_in = ws[i].n_in;
+        /* positive values, so that a sum cut short is visibly short; max pooling over
+         * ascending values, so that a window cut short misses the maximum */
+        const bool asc = ws[i].opcode == TD_OP_MAX_POOL || ws[i].opcode == TD_OP_MAX_POOL_INDICES;
+        for (int k = 0; k < ws[i].n_in; k++)
+            c->in[k] = in_of(TD_F32, ws[i].sh[k], asc ? GEN_ARANGE : GEN_POS);
+        if (ws[i].opcode == TD_OP_MAX_POOL_BACKWARD) {
+            c->in[1] = in_of(TD_I64, ws[i].sh[1], GEN_INDEX);
+            c->in[1].lim = big;
+        }
+        c->op = (td__op){.opcode = ws[i].opcode, .n_iattrs = ws[i].n_iattrs};
+        for (uint32_t a = 0; a < ws[i].n_iattrs; a++) c->op.iattrs[a] = ws[i].ia[a];
+        tol_of(c, r);
+    }
+}
+
 static void build_cases(void)
 {
     n_all = dtypes_of(TD_DTC_ANY, k_all);
@@ -2069,6 +2126,7 @@ static void build_cases(void)
     add_sort();
     add_nn();
     add_window();
+    if (g_long_windows) add_long_windows();
 }
 
 /* ---- the out-of-memory check ---- */
@@ -2346,7 +2404,7 @@ static const char conformance_usage[] =
     "usage: conformance [--target URI]... [--reference URI] [--filter SUBSTR] [--verbose]\n"
     "                   [--oom] [--quick] [--table] [--json FILE|-] [--require-backend KIND]...\n"
     "                   [--tf32 on|off|auto] [--allow-unsupported] [--sample N]\n"
-    "                   [--target-kind KIND]\n";
+    "                   [--target-kind KIND] [--long-windows]\n";
 
 int td__conformance_main(int argc, char **argv, const td_options *remote)
 {
@@ -2370,6 +2428,8 @@ int td__conformance_main(int argc, char **argv, const td_options *remote)
             g_verbose = true;
         } else if (strcmp(argv[i], "--oom") == 0) {
             ro.oom = true;
+        } else if (strcmp(argv[i], "--long-windows") == 0) {
+            g_long_windows = true;
         } else if (strcmp(argv[i], "--quick") == 0) {
             ro.quick = true;
         } else if (strcmp(argv[i], "--allow-unsupported") == 0) {
