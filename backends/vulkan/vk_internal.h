@@ -81,6 +81,8 @@ typedef struct vk_device {
     bool f64, i64, i8, s8, s16, f16;
     bool cpu_impl;          /* VK_PHYSICAL_DEVICE_TYPE_CPU (lavapipe) */
     bool denorm_preserve;   /* shaderDenormPreserveFloat32: shaders keep their DenormPreserve */
+    const char *coop_mm;    /* f16 MATMUL's matmul_coop.comp variant (cooperative matrices,
+                             * vk_device.c's coop_pick); NULL: matmul.comp */
     /* memory */
     uint32_t mem_type;      /* for tensors */
     bool mapped;            /* tensor memory is host-visible and coherent: memcpy transfers */
