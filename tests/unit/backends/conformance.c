@@ -1343,7 +1343,10 @@ static void add_matmul(void)
         {SH(3, 4), SH(4, 5)},       {SH(1, 1), SH(1, 1)},         {SH(0, 4), SH(4, 5)},
         {SH(3, 0), SH(0, 5)},       {SH(3, 4), SH(4, 0)},         {SH(2, 3, 4), SH(4, 5)},
         {SH(3, 4), SH(2, 4, 5)},    {SH(2, 1, 3, 4), SH(5, 4, 6)}, {SH(128, 256), SH(256, 64)},
-        {SH(7, 64, 33), SH(7, 33, 65)}, {SH(0, 3, 4), SH(4, 2)},  {SH(1, 300, 257), SH(257, 129)}};
+        {SH(7, 64, 33), SH(7, 33, 65)}, {SH(0, 3, 4), SH(4, 2)},  {SH(1, 300, 257), SH(257, 129)},
+        /* K and N multiples of 8 but not of the tiles: matmul_coop.comp's 16-byte reads with
+         * partial blocks and a partial last K step, B broadcast over the batch */
+        {SH(2, 136, 264), SH(264, 200)}};
     const uint32_t *dts = k_numeric;
     char sa[96], sb[96];
     for (size_t d = 0; d < n_numeric; d++)
