@@ -11,7 +11,8 @@
  * before CPU implementations (lavapipe also enumerates on a GPU host), in the order the
  * loader gives within each type. A device that lists VK_NV_cooperative_matrix with a shape
  * matmul_coop.comp is built for (coop_pick) gets that extension, shaderFloat16 and
- * vulkanMemoryModel enabled too, and runs f16 MATMUL on it (TENSORD_VULKAN_NO_COOP=1: not);
+ * vulkanMemoryModel enabled too, and runs f16 MATMUL and the f16 convolutions' GEMMs on it
+ * (TENSORD_VULKAN_NO_COOP=1: not);
  * one info line per device says whether it does and, if not, why.
  *
  * Memory: tensors are sub-allocated from blocks of VK_BLOCK_BYTES (or maxMemoryAllocationSize
@@ -169,16 +170,17 @@ static bool usable(VkPhysicalDevice p)
  * scope); NVIDIA's tensor cores run 16 x 8 x 16 natively and drivers list 16 x 16 x 16 too. */
 static const struct {
     uint32_t m, n, k;
-    const char *shader;
-} k_coop_shapes[] = {{16, 16, 16, "mx_f16_16x16x16"},
-                     {16, 8, 16, "mx_f16_16x8x16"},
-                     {16, 8, 8, "mx_f16_16x8x8"}};
+    const char *shape, *shader, *shader_f32;
+} k_coop_shapes[] = {{16, 16, 16, "16x16x16", "mx_f16_16x16x16", "mx_f16_f32_16x16x16"},
+                     {16, 8, 16, "16x8x16", "mx_f16_16x8x16", "mx_f16_f32_16x8x16"},
+                     {16, 8, 8, "16x8x8", "mx_f16_16x8x8", "mx_f16_f32_16x8x8"}};
 
 /* matmul_coop.comp's shared memory: A's and B's padded tiles and four 16 x 16 f32 staging
  * tiles */
 #define VK_COOP_SHARED_BYTES (128u * 5u * 16u + 32u * 17u * 16u + 4u * 256u * 4u)
 
-/* The matmul_coop.comp variant device p can run, or NULL with *why saying what it lacks.
+/* The cooperative matrix shape ("16x16x16") of the matmul_coop.comp variants device p can
+ * run, or NULL with *why saying what it lacks.
  * Needs VK_NV_cooperative_matrix (the feature, the compute stage and one shape of
  * k_coop_shapes), shaderFloat16 (the f16 matrix type), vulkanMemoryModel (glslang declares
  * the Vulkan memory model for the cooperative matrix code), 32-invocation subgroups with
@@ -249,8 +251,9 @@ static const char *coop_pick(VkPhysicalDevice p, const char **why)
                     cp[i].BType == VK_COMPONENT_TYPE_FLOAT16_NV &&
                     cp[i].CType == VK_COMPONENT_TYPE_FLOAT32_NV &&
                     cp[i].DType == VK_COMPONENT_TYPE_FLOAT32_NV && cp[i].scope == VK_SCOPE_SUBGROUP_NV &&
-                    td__vk_has_shader(k_coop_shapes[s].shader))
-                    shader = k_coop_shapes[s].shader;
+                    td__vk_has_shader(k_coop_shapes[s].shader) &&
+                    td__vk_has_shader(k_coop_shapes[s].shader_f32))
+                    shader = k_coop_shapes[s].shape;
     td__vk_free(cp);
     return shader;
 }
@@ -795,7 +798,7 @@ static td_status vk_device_open(td__device *dev, int index, char *err, size_t er
      * too; a device that refuses them is created again without. */
     const char *why = "off (TENSORD_VULKAN_NO_COOP=1)";
     const char *nocoop = getenv("TENSORD_VULKAN_NO_COOP");
-    if (nocoop == NULL || strcmp(nocoop, "1") != 0) vd->coop_mm = coop_pick(vd->phys, &why);
+    if (nocoop == NULL || strcmp(nocoop, "1") != 0) vd->coop_shape = coop_pick(vd->phys, &why);
     VkPhysicalDeviceCooperativeMatrixFeaturesNV fc = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV,
         .cooperativeMatrix = VK_TRUE};
@@ -807,17 +810,17 @@ static td_status vk_device_open(td__device *dev, int index, char *err, size_t er
                              .pQueueCreateInfos = &qi,
                              .enabledExtensionCount = 1,
                              .ppEnabledExtensionNames = ext};
-    if (vd->coop_mm != NULL) {
+    if (vd->coop_shape != NULL) {
         f12.pNext = &fc;
         f12.shaderFloat16 = VK_TRUE;
         f12.vulkanMemoryModel = VK_TRUE;
         di.enabledExtensionCount = 2;
     }
     VkResult r = vkCreateDevice(vd->phys, &di, NULL, &vd->dev);
-    if (r != VK_SUCCESS && vd->coop_mm != NULL) {
+    if (r != VK_SUCCESS && vd->coop_shape != NULL) {
         td__vk_log(2, "vulkan:%d (%s): vkCreateDevice with VK_NV_cooperative_matrix failed "
                    "(VkResult %d); trying without", index, pr.properties.deviceName, r);
-        vd->coop_mm = NULL;
+        vd->coop_shape = NULL;
         why = "the device refused VK_NV_cooperative_matrix";
         f12.pNext = NULL;
         f12.shaderFloat16 = VK_FALSE;
@@ -826,10 +829,10 @@ static td_status vk_device_open(td__device *dev, int index, char *err, size_t er
         r = vkCreateDevice(vd->phys, &di, NULL, &vd->dev);
     }
     if (r == VK_SUCCESS) {
-        if (vd->coop_mm != NULL)
-            td__vk_log(1, "vulkan:%d (%s): cooperative matrix: f16 matmul on %s "
-                       "(VK_NV_cooperative_matrix; f32 accumulation)", index,
-                       pr.properties.deviceName, vd->coop_mm);
+        if (vd->coop_shape != NULL)
+            td__vk_log(1, "vulkan:%d (%s): cooperative matrix: f16 matmul and conv GEMMs on "
+                       "matmul_coop.comp, %s tiles (VK_NV_cooperative_matrix; f32 accumulation)", index,
+                       pr.properties.deviceName, vd->coop_shape);
         else
             td__vk_log(1, "vulkan:%d (%s): cooperative matrix not used: %s; f16 matmul on "
                        "matmul.comp", index, pr.properties.deviceName, why);

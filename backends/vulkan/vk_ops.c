@@ -632,10 +632,8 @@ static td_status exec_matmul(vk_device *vd, const td__op *op, const td__view *in
      * matmul_coop.comp, 128 x 128 blocks, f32 accumulation in the hardware's order, so not
      * the bits of the variants above but within the conformance suite's matmul bound (the
      * shader's header says why); bf16 stays above (the NV extension has no bf16) */
-    if (o->dtype == TD_F16 && vd->coop_mm != NULL && !tile16) {
-        snprintf(name, sizeof name, "%s", vd->coop_mm);
+    if (o->dtype == TD_F16 && !tile16 && td__vk_coop_name(vd, false, name, sizeof name))
         tile = 128;
-    }
     vk_arg args[3] = {td__vk_arg_of(out), td__vk_arg_of(&in[0]), td__vk_arg_of(&in[1])};
     (void)op;
     return td__vk_dispatch(vd, name, TD_OP_MATMUL, p, args, 3, (uint32_t)((n + tile - 1) / tile),

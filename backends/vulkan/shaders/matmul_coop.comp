@@ -15,7 +15,9 @@
 // read from global memory into registers while the tensor cores work on this one. Reads are
 // 16 bytes (8 halves) at a time when A's and B's first elements and K and N are multiples of
 // 8 elements, element by element otherwise. C goes through a 16 x 16 f32 staging tile per
-// subgroup so that every output is rounded by h_to_f16 and stored only inside M x N.
+// subgroup so that every output is rounded by h_to_f16 and stored only inside M x N. OF32:
+// the f32 sums are stored unrounded instead (the convolutions' intermediate products,
+// vk_window.c, as matmul.comp's OF32).
 //
 // Accuracy: not the bits of matmul.comp or of the CPU — the tensor cores add in their own
 // order (blocks of products added at once, aligned to the largest exponent and truncated
@@ -41,7 +43,11 @@
 
 layout(local_size_x = 128) in;
 
+#if defined(OF32)
+layout(std430, binding = 1) buffer O { float o[]; };
+#else
 layout(std430, binding = 1) buffer O { uint16_t o[]; };
+#endif
 layout(std430, binding = 2) readonly buffer A { uint16_t a[]; };
 layout(std430, binding = 3) readonly buffer B { uint16_t b[]; };
 // the same bindings, 8 halves at a time (the aligned case)
@@ -176,7 +182,13 @@ void main()
                 const uint rb0 = r0 + wr * WM + uint(i * CM), cb0 = c0 + wc * WN + uint(j * CN);
                 for (uint e = lane; e < uint(CM * CN); e += gl_SubgroupSize) {
                     const uint row = rb0 + e / uint(CN), col = cb0 + e % uint(CN);
-                    if (row < m && col < n) o[ob + row * n + col] = uint16_t(h_to_f16(so[sbase + e]));
+                    if (row < m && col < n) {
+#if defined(OF32)
+                        o[ob + row * n + col] = so[sbase + e];
+#else
+                        o[ob + row * n + col] = uint16_t(h_to_f16(so[sbase + e]));
+#endif
+                    }
                 }
                 subgroupMemoryBarrierShared();
                 subgroupBarrier();
