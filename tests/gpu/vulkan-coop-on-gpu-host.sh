@@ -8,6 +8,7 @@
 #   1. vulkan:0's cooperative matrix log line (which variant, or why none);
 #   2. every matmul conformance case on local:vulkan:0 against local:cpu, cooperative
 #      matrices on and off (--table: the worst fraction of the tolerance);
+#      The conv cases likewise (the f16 convolutions' GEMMs take the same shader);
 #   3. gpu-bench --matmul-only (f32, tf32, f16, bf16 at 4096 and 8192) on vulkan:0 with
 #      cooperative matrices, without, and on cuda:0, side by side (TFLOP/s).
 # About 2 minutes (BUDGET, default 150 s, caps every step). Alone, with the carry:
@@ -63,6 +64,16 @@ for mode in coop nocoop; do
         --reference local:cpu --filter "matmul f16" --table >"$T/conf16-$mode" 2>&1
     { echo "-- conformance matmul f16 $mode"; cat "$T/conf16-$mode"; } >>"$LOG"
     grep -E "^matmul |^conformance " "$T/conf16-$mode" | sed 's/^/  f16 only: /' | tee -a "$SUM"
+done
+
+# the f16 convolutions' GEMMs take the same shader (OF32 variants for the gradients)
+for mode in coop nocoop; do
+    nc=0
+    [ "$mode" = nocoop ] && nc=1
+    TENSORD_VULKAN_NO_COOP=$nc timeout "$(limit 30)" "$X/bin/conformance" --target local:vulkan:0 \
+        --reference local:cpu --allow-unsupported --filter "conv" --table >"$T/conv-$mode" 2>&1
+    { echo "-- conformance conv $mode"; cat "$T/conv-$mode"; } >>"$LOG"
+    grep -E "^conv|^conformance |FAIL" "$T/conv-$mode" | head -10 | sed "s/^/  conv $mode: /" | tee -a "$SUM"
 done
 
 GPU_BENCH=$X/bin/gpu-bench
