@@ -211,7 +211,8 @@ static const char *coop_pick(VkPhysicalDevice p, const char **why)
     VkPhysicalDeviceProperties2 pr = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
                                       .pNext = &sp};
     vkGetPhysicalDeviceProperties2(p, &pr);
-    if (!fc.cooperativeMatrix || !(pc.cooperativeMatrixSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT)) {
+    if (!fc.cooperativeMatrix ||
+        !(pc.cooperativeMatrixSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT)) {
         *why = "cooperativeMatrix is not offered in compute shaders";
         return NULL;
     }
@@ -242,20 +243,22 @@ static const char *coop_pick(VkPhysicalDevice p, const char **why)
     }
     for (uint32_t i = 0; i < n; i++)
         cp[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV;
-    const char *shader = NULL;
+    const char *shape = NULL;
     if (list(p, &n, cp) >= 0)
-        for (size_t s = 0; s < sizeof k_coop_shapes / sizeof k_coop_shapes[0] && !shader; s++)
-            for (uint32_t i = 0; i < n && !shader; i++)
+        for (size_t s = 0; s < sizeof k_coop_shapes / sizeof k_coop_shapes[0] && !shape; s++)
+            for (uint32_t i = 0; i < n && !shape; i++)
                 if (cp[i].MSize == k_coop_shapes[s].m && cp[i].NSize == k_coop_shapes[s].n &&
-                    cp[i].KSize == k_coop_shapes[s].k && cp[i].AType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+                    cp[i].KSize == k_coop_shapes[s].k &&
+                    cp[i].AType == VK_COMPONENT_TYPE_FLOAT16_NV &&
                     cp[i].BType == VK_COMPONENT_TYPE_FLOAT16_NV &&
                     cp[i].CType == VK_COMPONENT_TYPE_FLOAT32_NV &&
-                    cp[i].DType == VK_COMPONENT_TYPE_FLOAT32_NV && cp[i].scope == VK_SCOPE_SUBGROUP_NV &&
+                    cp[i].DType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+                    cp[i].scope == VK_SCOPE_SUBGROUP_NV &&
                     td__vk_has_shader(k_coop_shapes[s].shader) &&
                     td__vk_has_shader(k_coop_shapes[s].shader_f32))
-                    shader = k_coop_shapes[s].shape;
+                    shape = k_coop_shapes[s].shape;
     td__vk_free(cp);
-    return shader;
+    return shape;
 }
 
 static int type_rank(VkPhysicalDevice p)
@@ -831,8 +834,8 @@ static td_status vk_device_open(td__device *dev, int index, char *err, size_t er
     if (r == VK_SUCCESS) {
         if (vd->coop_shape != NULL)
             td__vk_log(1, "vulkan:%d (%s): cooperative matrix: f16 matmul and conv GEMMs on "
-                       "matmul_coop.comp, %s tiles (VK_NV_cooperative_matrix; f32 accumulation)", index,
-                       pr.properties.deviceName, vd->coop_shape);
+                       "matmul_coop.comp, %s tiles (VK_NV_cooperative_matrix; f32 "
+                       "accumulation)", index, pr.properties.deviceName, vd->coop_shape);
         else
             td__vk_log(1, "vulkan:%d (%s): cooperative matrix not used: %s; f16 matmul on "
                        "matmul.comp", index, pr.properties.deviceName, why);

@@ -164,11 +164,14 @@ void main()
                 fcoopmatNV<16, gl_ScopeSubgroup, CM, CK> fa[TM];
                 fcoopmatNV<16, gl_ScopeSubgroup, CK, CN> fb[TN];
                 for (int i = 0; i < TM; i++)
-                    coopMatLoadNV(fa[i], sa, (wr * WM + uint(i * CM)) * SA_S + kk / 8u, SA_S, false);
+                    coopMatLoadNV(fa[i], sa, (wr * WM + uint(i * CM)) * SA_S + kk / 8u, SA_S,
+                                  false);
                 for (int j = 0; j < TN; j++)
-                    coopMatLoadNV(fb[j], sb, kk * SB_S + (wc * WN + uint(j * CN)) / 8u, SB_S, false);
+                    coopMatLoadNV(fb[j], sb, kk * SB_S + (wc * WN + uint(j * CN)) / 8u, SB_S,
+                                  false);
                 for (int i = 0; i < TM; i++)
-                    for (int j = 0; j < TN; j++) acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);
+                    for (int j = 0; j < TN; j++)
+                        acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);
             }
         }
         // C: each accumulator through this subgroup's staging tile, rounded once, stored
