@@ -170,10 +170,22 @@ static bool usable(VkPhysicalDevice p)
  * scope); NVIDIA's tensor cores run 16 x 8 x 16 natively and drivers list 16 x 16 x 16 too. */
 static const struct {
     uint32_t m, n, k;
-    const char *shape, *shader, *shader_f32;
-} k_coop_shapes[] = {{16, 16, 16, "16x16x16", "mx_f16_16x16x16", "mx_f16_f32_16x16x16"},
-                     {16, 8, 16, "16x8x16", "mx_f16_16x8x16", "mx_f16_f32_16x8x16"},
-                     {16, 8, 8, "16x8x8", "mx_f16_16x8x8", "mx_f16_f32_16x8x8"}};
+    const char *shape, *shader, *shader_f32, *emu;
+} k_coop_shapes[] = {
+    {16, 16, 16, "16x16x16", "mx_f16_16x16x16", "mx_f16_f32_16x16x16", "emu16x16x16"},
+    {16, 8, 16, "16x8x16", "mx_f16_16x8x16", "mx_f16_f32_16x8x16", "emu16x8x16"},
+    {16, 8, 8, "16x8x8", "mx_f16_16x8x8", "mx_f16_f32_16x8x8", "emu16x8x8"}};
+
+/* TENSORD_TEST_VULKAN_COOP_EMU=16x16x16 (or another shape of k_coop_shapes): the EMU variant
+ * of that shape (matmul_coop.comp's element-by-element stand-in, any device) as the
+ * cooperative matrix path, for tests of the shader's indexing on lavapipe; NULL: unset. */
+static const char *coop_emu(void)
+{
+    const char *e = getenv("TENSORD_TEST_VULKAN_COOP_EMU");
+    for (size_t s = 0; e != NULL && s < sizeof k_coop_shapes / sizeof k_coop_shapes[0]; s++)
+        if (strcmp(e, k_coop_shapes[s].shape) == 0) return k_coop_shapes[s].emu;
+    return NULL;
+}
 
 /* matmul_coop.comp's shared memory: A's and B's padded tiles and four 16 x 16 f32 staging
  * tiles */
@@ -831,7 +843,12 @@ static td_status vk_device_open(td__device *dev, int index, char *err, size_t er
         di.enabledExtensionCount = 1;
         r = vkCreateDevice(vd->phys, &di, NULL, &vd->dev);
     }
-    if (r == VK_SUCCESS) {
+    if (r == VK_SUCCESS && vd->coop_shape == NULL && coop_emu() != NULL) {
+        vd->coop_shape = coop_emu();
+        td__vk_log(1, "vulkan:%d (%s): cooperative matrix emulated (%s, "
+                   "TENSORD_TEST_VULKAN_COOP_EMU): f16 matmul and conv GEMMs on matmul_coop.comp "
+                   "without tensor cores", index, pr.properties.deviceName, vd->coop_shape);
+    } else if (r == VK_SUCCESS) {
         if (vd->coop_shape != NULL)
             td__vk_log(1, "vulkan:%d (%s): cooperative matrix: f16 matmul and conv GEMMs on "
                        "matmul_coop.comp, %s tiles (VK_NV_cooperative_matrix; f32 "

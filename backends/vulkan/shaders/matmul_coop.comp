@@ -33,10 +33,21 @@
 // K 2^-24 (|A| @ |B|) (in practice far less), so the 2 K bound holds with margin left for a
 // hardware that truncates somewhat differently from the model.
 // The same inputs give the same bits run after run (fixed tiling, no atomics).
+//
+// EMU (tests only): the same tiles, staging and loop structure, with each cooperative matrix
+// operation done element by element from the same shared-memory elements and strides, by
+// invocation 32 s + l of "subgroup" s (elements l, l + 32, ... of each matrix), so that a device
+// without cooperative matrices (lavapipe) runs all of this file's indexing: edges, the 16-byte
+// and the element reads, batch strides, the staged stores (TENSORD_TEST_VULKAN_COOP_EMU,
+// vk_device.c; the meson tests conformance-vulkan-coop-emu-*).
+#if defined(EMU)
+#extension GL_EXT_control_flow_attributes : require
+#else
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_NV_cooperative_matrix : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_KHR_shader_subgroup_basic : require
+#endif
 #define NO_LOCAL_SIZE
 #include "common.glsl"
 #include "half.glsl"
@@ -85,6 +96,16 @@ shared uvec4 sa[BM * SA_S];
 shared uvec4 sb[BK * SB_S];
 shared float so[4 * CM * CN];
 
+// the shared-memory element (uvec4 index) where the A matrix i, or the B matrix j, of this
+// subgroup's quarter starts at depth kk of the tile; rows SA_S and SB_S apart
+#define A_ELEM(i, kk) ((wr * WM + uint((i) * CM)) * SA_S + (kk) / 8u)
+#define B_ELEM(j, kk) ((kk) * SB_S + (wc * WN + uint((j) * CN)) / 8u)
+
+#if defined(EMU)
+#define NE (CM * CN / 32)
+float half_at(uvec4 w, uint h) { return h_from_f16((w[h / 2u] >> (16u * (h % 2u))) & 0xffffu); }
+#endif
+
 // A and B of batch entry bi: their first elements, through the broadcast batch strides
 // (as matmul.comp's batch_offsets).
 void batch_offsets(uint bi, out uint aoff, out uint boff)
@@ -127,7 +148,12 @@ uvec4 load_b(uint boff, uint kr, uint cg, uint n, uint k, bool vec)
 void main()
 {
     const uint m = P[P_I + M_M], n = P[P_I + M_N], k = P[P_I + M_K], nb = P[P_I + M_NB];
+#if defined(EMU)
+    const uint t = gl_LocalInvocationID.x, sg = t / 32u, lane = t % 32u, sgsize = 32u;
+#else
     const uint t = gl_LocalInvocationID.x, sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
+    const uint sgsize = gl_SubgroupSize;
+#endif
     const uint wr = sg / 2u, wc = sg % 2u; // this subgroup's quarter of the block
     const uint r0 = gl_WorkGroupID.y * BM, c0 = gl_WorkGroupID.x * BN;
     for (uint bi = gl_WorkGroupID.z; bi < nb; bi += gl_NumWorkGroups.z) {
@@ -135,9 +161,16 @@ void main()
         batch_offsets(bi, aoff, boff);
         // batch strides are multiples of M K and K N, so these decide for every entry
         const bool vec = aoff % 8u == 0u && boff % 8u == 0u && k % 8u == 0u && n % 8u == 0u;
+#if defined(EMU)
+        float acc[TM][TN][NE];
+        for (int i = 0; i < TM; i++)
+            for (int j = 0; j < TN; j++)
+                for (int q = 0; q < NE; q++) acc[i][j][q] = 0.0;
+#else
         fcoopmatNV<32, gl_ScopeSubgroup, CM, CN> acc[TM][TN];
         for (int i = 0; i < TM; i++)
             for (int j = 0; j < TN; j++) acc[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, CM, CN>(0.0);
+#endif
         // 512 uvec4 of each tile, 4 an invocation: A as 128 rows of 4, B as 32 rows of 16
         uvec4 ra[4], rb[4];
         for (uint e = 0u; e < 4u; e++) {
@@ -161,17 +194,28 @@ void main()
                 }
             }
             for (uint kk = 0u; kk < BK; kk += uint(CK)) {
+#if defined(EMU)
+                // q and x unrolled: lavapipe ends an invocation's loops after 65535
+                // iterations in all (K = 4096 would pass that)
+                for (int i = 0; i < TM; i++)
+                    for (int j = 0; j < TN; j++)
+                        [[unroll]] for (int q = 0; q < NE; q++) {
+                            const uint e = lane + 32u * uint(q), r = e / uint(CN), c = e % uint(CN);
+                            float sum = acc[i][j][q];
+                            [[unroll]] for (uint x = 0u; x < uint(CK); x++)
+                                sum += half_at(sa[A_ELEM(i, kk) + r * SA_S + x / 8u], x % 8u) *
+                                       half_at(sb[B_ELEM(j, kk) + x * SB_S + c / 8u], c % 8u);
+                            acc[i][j][q] = sum;
+                        }
+#else
                 fcoopmatNV<16, gl_ScopeSubgroup, CM, CK> fa[TM];
                 fcoopmatNV<16, gl_ScopeSubgroup, CK, CN> fb[TN];
-                for (int i = 0; i < TM; i++)
-                    coopMatLoadNV(fa[i], sa, (wr * WM + uint(i * CM)) * SA_S + kk / 8u, SA_S,
-                                  false);
-                for (int j = 0; j < TN; j++)
-                    coopMatLoadNV(fb[j], sb, kk * SB_S + (wc * WN + uint(j * CN)) / 8u, SB_S,
-                                  false);
+                for (int i = 0; i < TM; i++) coopMatLoadNV(fa[i], sa, A_ELEM(i, kk), SA_S, false);
+                for (int j = 0; j < TN; j++) coopMatLoadNV(fb[j], sb, B_ELEM(j, kk), SB_S, false);
                 for (int i = 0; i < TM; i++)
                     for (int j = 0; j < TN; j++)
                         acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);
+#endif
             }
         }
         // C: each accumulator through this subgroup's staging tile, rounded once, stored
@@ -179,11 +223,16 @@ void main()
         const uint ob = P[P_BASE] + bi * m * n, sbase = sg * uint(CM * CN);
         for (int i = 0; i < TM; i++)
             for (int j = 0; j < TN; j++) {
+#if defined(EMU)
+                for (int q = 0; q < NE; q++) so[sbase + lane + 32u * uint(q)] = acc[i][j][q];
+                barrier();
+#else
                 coopMatStoreNV(acc[i][j], so, sbase, uint(CN), false);
                 subgroupMemoryBarrierShared();
                 subgroupBarrier();
+#endif
                 const uint rb0 = r0 + wr * WM + uint(i * CM), cb0 = c0 + wc * WN + uint(j * CN);
-                for (uint e = lane; e < uint(CM * CN); e += gl_SubgroupSize) {
+                for (uint e = lane; e < uint(CM * CN); e += sgsize) {
                     const uint row = rb0 + e / uint(CN), col = cb0 + e % uint(CN);
                     if (row < m && col < n) {
 #if defined(OF32)
@@ -193,8 +242,12 @@ void main()
 #endif
                     }
                 }
+#if defined(EMU)
+                barrier();
+#else
                 subgroupMemoryBarrierShared();
                 subgroupBarrier();
+#endif
             }
     }
 }
