@@ -9,7 +9,11 @@
  * 64-bit floats and integers, 8- and 16-bit storage and integer types (the shaders use them
  * for u8/bool elements, i64 indices and double accumulators); others are skipped. GPUs come
  * before CPU implementations (lavapipe also enumerates on a GPU host), in the order the
- * loader gives within each type.
+ * loader gives within each type. A device that lists VK_NV_cooperative_matrix with a shape
+ * matmul_coop.comp is built for (coop_pick) gets that extension, shaderFloat16 and
+ * vulkanMemoryModel enabled too, and runs f16 MATMUL and the f16 convolutions' GEMMs on it
+ * (TENSORD_VULKAN_NO_COOP=1: not);
+ * one info line per device says whether it does and, if not, why.
  *
  * Memory: tensors are sub-allocated from blocks of VK_BLOCK_BYTES (or maxMemoryAllocationSize
  * when smaller), first fit with coalescing free lists, VK_ALIGN-aligned, so steady-state
@@ -161,6 +165,116 @@ static bool usable(VkPhysicalDevice p)
     vkGetPhysicalDeviceFeatures2(p, &f);
     return f.features.shaderFloat64 && f.features.shaderInt64 && f.features.shaderInt16 &&
            f11.storageBuffer16BitAccess && f12.storageBuffer8BitAccess && f12.shaderInt8;
+}
+
+/* ---- cooperative matrices: f16 MATMUL on tensor cores (shaders/matmul_coop.comp) ---- */
+
+/* matmul_coop.comp's variants, preferred first, with the shape each needs listed by
+ * vkGetPhysicalDeviceCooperativeMatrixPropertiesNV (A and B f16, C and D f32, subgroup
+ * scope); NVIDIA's tensor cores run 16 x 8 x 16 natively and drivers list 16 x 16 x 16 too. */
+static const struct {
+    uint32_t m, n, k;
+    const char *shape, *shader, *shader_f32, *emu;
+} k_coop_shapes[] = {
+    {16, 16, 16, "16x16x16", "mx_f16_16x16x16", "mx_f16_f32_16x16x16", "emu16x16x16"},
+    {16, 8, 16, "16x8x16", "mx_f16_16x8x16", "mx_f16_f32_16x8x16", "emu16x8x16"},
+    {16, 8, 8, "16x8x8", "mx_f16_16x8x8", "mx_f16_f32_16x8x8", "emu16x8x8"}};
+
+/* TENSORD_TEST_VULKAN_COOP_EMU=16x16x16 (or another shape of k_coop_shapes): the EMU variant
+ * of that shape (matmul_coop.comp's element-by-element stand-in, any device) as the
+ * cooperative matrix path, for tests of the shader's indexing on lavapipe; NULL: unset. */
+static const char *coop_emu(void)
+{
+    const char *e = getenv("TENSORD_TEST_VULKAN_COOP_EMU");
+    for (size_t s = 0; e != NULL && s < sizeof k_coop_shapes / sizeof k_coop_shapes[0]; s++)
+        if (strcmp(e, k_coop_shapes[s].shape) == 0) return k_coop_shapes[s].emu;
+    return NULL;
+}
+
+/* matmul_coop.comp's shared memory: A's and B's padded tiles and four 16 x 16 f32 staging
+ * tiles */
+#define VK_COOP_SHARED_BYTES (128u * 5u * 16u + 32u * 17u * 16u + 4u * 256u * 4u)
+
+/* The cooperative matrix shape ("16x16x16") of the matmul_coop.comp variants device p can
+ * run, or NULL with *why saying what it lacks.
+ * Needs VK_NV_cooperative_matrix (the feature, the compute stage and one shape of
+ * k_coop_shapes), shaderFloat16 (the f16 matrix type), vulkanMemoryModel (glslang declares
+ * the Vulkan memory model for the cooperative matrix code), 32-invocation subgroups with
+ * basic operations in compute (the shader splits its 128 invocations into 4 subgroups by
+ * gl_SubgroupID) and VK_COOP_SHARED_BYTES of shared memory. VK_KHR_cooperative_matrix alone
+ * is not enough: its SPIR-V differs, and Debian 12's glslc (glslang 11.13) cannot compile
+ * GL_KHR_cooperative_matrix. */
+static const char *coop_pick(VkPhysicalDevice p, const char **why)
+{
+    if (!has_extension(p, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME)) {
+        *why = has_extension(p, "VK_KHR_cooperative_matrix")
+                   ? "only VK_KHR_cooperative_matrix, and this build's shader is "
+                     "VK_NV_cooperative_matrix's"
+                   : "no VK_NV_cooperative_matrix";
+        return NULL;
+    }
+    VkPhysicalDeviceCooperativeMatrixFeaturesNV fc = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+    VkPhysicalDeviceVulkan12Features f12 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES, .pNext = &fc};
+    VkPhysicalDeviceFeatures2 f = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+                                   .pNext = &f12};
+    vkGetPhysicalDeviceFeatures2(p, &f);
+    VkPhysicalDeviceCooperativeMatrixPropertiesNV pc = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_PROPERTIES_NV};
+    VkPhysicalDeviceSubgroupProperties sp = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES, .pNext = &pc};
+    VkPhysicalDeviceProperties2 pr = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+                                      .pNext = &sp};
+    vkGetPhysicalDeviceProperties2(p, &pr);
+    if (!fc.cooperativeMatrix ||
+        !(pc.cooperativeMatrixSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT)) {
+        *why = "cooperativeMatrix is not offered in compute shaders";
+        return NULL;
+    }
+    if (!f12.shaderFloat16 || !f12.vulkanMemoryModel) {
+        *why = "no shaderFloat16 or vulkanMemoryModel";
+        return NULL;
+    }
+    if (sp.subgroupSize != 32 || !(sp.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) ||
+        !(sp.supportedOperations & VK_SUBGROUP_FEATURE_BASIC_BIT)) {
+        *why = "subgroups are not 32 invocations with basic operations in compute";
+        return NULL;
+    }
+    if (pr.properties.limits.maxComputeSharedMemorySize < VK_COOP_SHARED_BYTES) {
+        *why = "too little shared memory";
+        return NULL;
+    }
+    PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV list =
+        (PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV)vkGetInstanceProcAddr(
+            g_instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV");
+    uint32_t n = 0;
+    *why = "no listed shape with f16 A and B, f32 C and D, subgroup scope and M x N x K "
+           "16 x 16 x 16, 16 x 8 x 16 or 16 x 8 x 8";
+    if (list == NULL || list(p, &n, NULL) != VK_SUCCESS || n == 0) return NULL;
+    VkCooperativeMatrixPropertiesNV *cp = td__vk_calloc(n, sizeof *cp);
+    if (cp == NULL) {
+        *why = "out of host memory";
+        return NULL;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        cp[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV;
+    const char *shape = NULL;
+    if (list(p, &n, cp) >= 0)
+        for (size_t s = 0; s < sizeof k_coop_shapes / sizeof k_coop_shapes[0] && !shape; s++)
+            for (uint32_t i = 0; i < n && !shape; i++)
+                if (cp[i].MSize == k_coop_shapes[s].m && cp[i].NSize == k_coop_shapes[s].n &&
+                    cp[i].KSize == k_coop_shapes[s].k &&
+                    cp[i].AType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+                    cp[i].BType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+                    cp[i].CType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+                    cp[i].DType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+                    cp[i].scope == VK_SCOPE_SUBGROUP_NV &&
+                    td__vk_has_shader(k_coop_shapes[s].shader) &&
+                    td__vk_has_shader(k_coop_shapes[s].shader_f32))
+                    shape = k_coop_shapes[s].shape;
+    td__vk_free(cp);
+    return shape;
 }
 
 static int type_rank(VkPhysicalDevice p)
@@ -761,14 +875,55 @@ static td_status vk_device_open(td__device *dev, int index, char *err, size_t er
                                    .features = {.shaderFloat64 = VK_TRUE,
                                                 .shaderInt64 = VK_TRUE,
                                                 .shaderInt16 = VK_TRUE}};
-    const char *ext[] = {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
+    /* f16 MATMUL on cooperative matrices where the device has them (coop_pick), unless
+     * TENSORD_VULKAN_NO_COOP=1 (A/B runs): then the extension and its features are enabled
+     * too; a device that refuses them is created again without. */
+    const char *why = "off (TENSORD_VULKAN_NO_COOP=1)";
+    const char *nocoop = getenv("TENSORD_VULKAN_NO_COOP");
+    if (nocoop == NULL || strcmp(nocoop, "1") != 0) vd->coop_shape = coop_pick(vd->phys, &why);
+    VkPhysicalDeviceCooperativeMatrixFeaturesNV fc = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV,
+        .cooperativeMatrix = VK_TRUE};
+    const char *ext[] = {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME,
+                         VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME};
     VkDeviceCreateInfo di = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
                              .pNext = &f,
                              .queueCreateInfoCount = 1,
                              .pQueueCreateInfos = &qi,
                              .enabledExtensionCount = 1,
                              .ppEnabledExtensionNames = ext};
+    if (vd->coop_shape != NULL) {
+        f12.pNext = &fc;
+        f12.shaderFloat16 = VK_TRUE;
+        f12.vulkanMemoryModel = VK_TRUE;
+        di.enabledExtensionCount = 2;
+    }
     VkResult r = vkCreateDevice(vd->phys, &di, NULL, &vd->dev);
+    if (r != VK_SUCCESS && vd->coop_shape != NULL) {
+        td__vk_log(2, "vulkan:%d (%s): vkCreateDevice with VK_NV_cooperative_matrix failed "
+                   "(VkResult %d); trying without", index, pr.properties.deviceName, r);
+        vd->coop_shape = NULL;
+        why = "the device refused VK_NV_cooperative_matrix";
+        f12.pNext = NULL;
+        f12.shaderFloat16 = VK_FALSE;
+        f12.vulkanMemoryModel = VK_FALSE;
+        di.enabledExtensionCount = 1;
+        r = vkCreateDevice(vd->phys, &di, NULL, &vd->dev);
+    }
+    if (r == VK_SUCCESS && vd->coop_shape == NULL && coop_emu() != NULL) {
+        vd->coop_shape = coop_emu();
+        td__vk_log(1, "vulkan:%d (%s): cooperative matrix emulated (%s, "
+                   "TENSORD_TEST_VULKAN_COOP_EMU): f16 matmul and conv GEMMs on matmul_coop.comp "
+                   "without tensor cores", index, pr.properties.deviceName, vd->coop_shape);
+    } else if (r == VK_SUCCESS) {
+        if (vd->coop_shape != NULL)
+            td__vk_log(1, "vulkan:%d (%s): cooperative matrix: f16 matmul and conv GEMMs on "
+                       "matmul_coop.comp, %s tiles (VK_NV_cooperative_matrix; f32 "
+                       "accumulation)", index, pr.properties.deviceName, vd->coop_shape);
+        else
+            td__vk_log(1, "vulkan:%d (%s): cooperative matrix not used: %s; f16 matmul on "
+                       "matmul.comp", index, pr.properties.deviceName, why);
+    }
     const char *what = "vkCreateDevice";
     if (r == VK_SUCCESS) {
         vkGetDeviceQueue(vd->dev, vd->qfamily, 0, &vd->queue);

@@ -19,6 +19,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <vulkan/vulkan.h>
 
@@ -81,6 +82,8 @@ typedef struct vk_device {
     bool f64, i64, i8, s8, s16, f16;
     bool cpu_impl;          /* VK_PHYSICAL_DEVICE_TYPE_CPU (lavapipe) */
     bool denorm_preserve;   /* shaderDenormPreserveFloat32: shaders keep their DenormPreserve */
+    const char *coop_shape; /* matmul_coop.comp's cooperative matrix shape on this device
+                             * ("16x16x16", vk_device.c's coop_pick); NULL: none */
     /* memory */
     uint32_t mem_type;      /* for tensors */
     bool mapped;            /* tensor memory is host-visible and coherent: memcpy transfers */
@@ -244,6 +247,16 @@ static inline uint32_t td__vk_groups_for(uint64_t n, uint32_t per)
 static inline bool td__vk_loops_ok(const vk_device *vd, int64_t iterations)
 {
     return !vd->cpu_impl || iterations <= 60000;
+}
+
+/* The matmul_coop.comp variant (f16 inputs on cooperative matrices, 128 x 128 blocks) with
+ * f16 outputs, or f32 ones (f32_out: the convolutions' intermediates), into name; false
+ * where the device has none (then matmul.comp). */
+static inline bool td__vk_coop_name(const vk_device *vd, bool f32_out, char *name, size_t len)
+{
+    if (vd->coop_shape == NULL) return false;
+    snprintf(name, len, "mx_f16_%s%s", f32_out ? "f32_" : "", vd->coop_shape);
+    return true;
 }
 
 /* ---- vk_reduce.c: reductions and stats, scans, sorts (and RANDPERM) ---- */

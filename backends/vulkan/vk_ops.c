@@ -45,7 +45,9 @@
  *             (shaders/sort.comp: engine/sortkey.h's keys, stable): lines of at most
  *             16384 elements (4096 on a CPU implementation such as lavapipe), longer ones
  *             refused;
- *   matmul    f32 f64 f16 bf16 i32 i64 u8 i8 i16 (batched, broadcast batch dims);
+ *   matmul    f32 f64 f16 bf16 i32 i64 u8 i8 i16 (batched, broadcast batch dims); f16 on
+ *             cooperative matrices (tensor cores, shaders/matmul_coop.comp) where the device
+ *             has VK_NV_cooperative_matrix: within the matmul bound, not bit for bit;
  *   movement  every movement primitive in every dtype: PERMUTE SLICE CONCAT EXPAND COPY
  *             SLICE_STEP FLIP (strided walks), GATHER INDEX_SELECT, and ROLL PAD REPEAT TRIL
  *             TRIU MASKED_FILL ONE_HOT GATHER_ND SCATTER (shaders/index.comp, one invocation
@@ -634,10 +636,16 @@ static td_status exec_matmul(vk_device *vd, const td__op *op, const td__view *in
      * gpu-bench and for conformance-vulkan-matmul-16). */
     const char *env16 = getenv("TENSORD_TEST_VULKAN_MATMUL_16");
     const bool tile16 = env16 != NULL && env16[0] == '1';
-    char name[16];
+    char name[24];
     snprintf(name, sizeof name, "%s_%s", tile16 ? "mm" : vd->cpu_impl ? "mc" : "mb",
              td__vk_kind_sfx(o->dtype));
-    const int64_t tile = tile16 ? 16 : 64;
+    int64_t tile = tile16 ? 16 : 64;
+    /* f16 on cooperative matrices (tensor cores) where the device has them:
+     * matmul_coop.comp, 128 x 128 blocks, f32 accumulation in the hardware's order, so not
+     * the bits of the variants above but within the conformance suite's matmul bound (the
+     * shader's header says why); bf16 stays above (the NV extension has no bf16) */
+    if (o->dtype == TD_F16 && !tile16 && td__vk_coop_name(vd, false, name, sizeof name))
+        tile = 128;
     vk_arg args[3] = {td__vk_arg_of(out), td__vk_arg_of(&in[0]), td__vk_arg_of(&in[1])};
     (void)op;
     return td__vk_dispatch(vd, name, TD_OP_MATMUL, p, args, 3, (uint32_t)((n + tile - 1) / tile),

@@ -24,7 +24,8 @@
  * No atomics; every sum has a fixed order, so the bits are the same from run to run. They
  * differ from the CPU's association, inside the conformance suite's TD_ACC_CONV bound.
  * f16/bf16 move as bits through im2col and multiply in f32 (matmul.comp's HA16/HABF; the
- * OF32 variants keep the gradients' intermediate sums in f32).
+ * OF32 variants keep the gradients' intermediate sums in f32); f16 GEMMs run on cooperative
+ * matrices where the device has them (matmul_coop.comp, as f16 MATMUL: vk_ops.c).
  * Where a chunk of one image would not fit the cap (or a lavapipe loop limit, or the
  * dispatch grid), or the scratch cannot be allocated, the op takes the direct shader.
  * On a CPU implementation (lavapipe ends an invocation's loops after 65535 iterations) an op
@@ -275,9 +276,12 @@ static int64_t kernel_iters(const td__window *w)
 
 /* The GEMM variant: matmul.comp's BLK (64 x 64 tiles, 4 x 4 outputs an invocation) with
  * shared-memory tiles on a GPU, without (NOSH) on a CPU implementation; of the op's dtype,
- * or for f16/bf16 with f32 outputs (`f32_out`) the OF32 one. */
+ * or for f16/bf16 with f32 outputs (`f32_out`) the OF32 one. f16 on a device with
+ * cooperative matrices: matmul_coop.comp's (128 x 128 blocks; f32 sums in the tensor cores'
+ * order, within the same bound: its header). */
 static void gemm_name(const vk_device *vd, char *name, size_t len, uint32_t dtype, bool f32_out)
 {
+    if (dtype == TD_F16 && td__vk_coop_name(vd, f32_out, name, len)) return;
     snprintf(name, len, "%s_%s%s", vd->cpu_impl ? "mc" : "mb", td__vk_dtype_name(dtype),
              f32_out && (dtype == TD_F16 || dtype == TD_BF16) ? "_f32" : "");
 }
@@ -304,8 +308,9 @@ static td_status gemm(conv_run *r, const char *name, int64_t nb0, int64_t nb1,
     q[17] = (uint32_t)sb[0];
     q[18] = (uint32_t)sb[1];
     const vk_arg args[3] = {o, a, b};
-    return td__vk_dispatch(r->vd, name, TD_OP_MATMUL, p, args, 3, (uint32_t)((n + 63) / 64),
-                           (uint32_t)((m + 63) / 64), nb > 65535 ? 65535 : (uint32_t)nb,
+    const int64_t tile = strncmp(name, "mx_", 3) == 0 ? 128 : 64; /* gemm_name's variants */
+    return td__vk_dispatch(r->vd, name, TD_OP_MATMUL, p, args, 3, (uint32_t)((n + tile - 1) / tile),
+                           (uint32_t)((m + tile - 1) / tile), nb > 65535 ? 65535 : (uint32_t)nb,
                            r->err, r->errlen);
 }
 
