@@ -546,8 +546,9 @@ td_status td__vk_flush(vk_device *vd, char *err, size_t errlen)
     return TD_OK;
 }
 
-/* Shader `shader`'s module. On a device without shaderDenormPreserveFloat32 the module is made
- * from a copy of the SPIR-V without the DenormPreserve execution mode and capability that
+/* Shader `shader`'s module. On a device without shaderDenormPreserveFloat32 (or without
+ * shaderSignedZeroInfNanPreserveFloat32) the module is made from a copy of the SPIR-V without
+ * the DenormPreserve (SignedZeroInfNanPreserve) execution mode and capability that
  * shaders/common.glsl declares (asking for what the device lacks is invalid usage); the
  * SPIR-V is a header of 5 words then instructions whose first word holds (word count << 16)
  * | opcode, so dropping two instructions is a copy that skips them. */
@@ -556,7 +557,7 @@ static VkResult shader_module(vk_device *vd, uint32_t shader)
     const uint32_t *code = td__vk_shaders[shader].code;
     const size_t nwords = td__vk_shaders[shader].nbytes / 4;
     uint32_t *copy = NULL;
-    if (!vd->denorm_preserve && nwords > 5) {
+    if ((!vd->denorm_preserve || !vd->nan_preserve) && nwords > 5) {
         copy = td__vk_calloc(nwords, 4);
         if (copy == NULL) return VK_ERROR_OUT_OF_HOST_MEMORY;
         size_t o = 5;
@@ -568,8 +569,13 @@ static VkResult shader_module(vk_device *vd, uint32_t shader)
                 o += nwords - i;
                 break;
             }
-            const bool drop = (opc == 17 /* OpCapability */ && wc == 2 && code[i + 1] == 4464) ||
-                              (opc == 16 /* OpExecutionMode */ && wc >= 3 && code[i + 2] == 4459);
+            const bool cap = opc == 17 /* OpCapability */ && wc == 2;
+            const bool mode = opc == 16 /* OpExecutionMode */ && wc >= 3;
+            const bool drop =
+                (!vd->denorm_preserve && ((cap && code[i + 1] == 4464) ||
+                                          (mode && code[i + 2] == 4459))) ||
+                (!vd->nan_preserve && ((cap && code[i + 1] == 4466) ||
+                                       (mode && code[i + 2] == 4461)));
             if (!drop) {
                 memcpy(copy + o, code + i, wc * 4);
                 o += wc;
@@ -851,6 +857,11 @@ static td_status vk_device_open(td__device *dev, int index, char *err, size_t er
      * them to zero unless asked (the H200 run of 2026-12-05: 250 conformance cases with
      * subnormal inputs). A device that cannot preserve them is told so in the log. */
     vd->denorm_preserve = p12.shaderDenormPreserveFloat32;
+    vd->nan_preserve = p12.shaderSignedZeroInfNanPreserveFloat32;
+    if (!vd->nan_preserve)
+        td__vk_log(1, "vulkan:%d (%s): cannot ask the compiler to keep NaN, infinities and "
+                   "signed zeros (shaderSignedZeroInfNanPreserveFloat32 is false); NaN may not "
+                   "propagate through max/min-like ops", index, pr.properties.deviceName);
     if (!vd->denorm_preserve)
         td__vk_log(1, "vulkan:%d (%s): cannot preserve f32 subnormals "
                    "(shaderDenormPreserveFloat32 is false); results that are subnormal may be "

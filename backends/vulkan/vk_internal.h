@@ -82,6 +82,8 @@ typedef struct vk_device {
     bool f64, i64, i8, s8, s16, f16;
     bool cpu_impl;          /* VK_PHYSICAL_DEVICE_TYPE_CPU (lavapipe) */
     bool denorm_preserve;   /* shaderDenormPreserveFloat32: shaders keep their DenormPreserve */
+    bool nan_preserve;      /* shaderSignedZeroInfNanPreserveFloat32: and their
+                             * SignedZeroInfNanPreserve */
     const char *coop_shape; /* matmul_coop.comp's cooperative matrix shape on this device
                              * ("16x16x16", vk_device.c's coop_pick); NULL: none */
     /* memory */

@@ -10,10 +10,17 @@
 // f32 subnormals are kept, not flushed to zero (SPIR-V DenormPreserve, 4459, for 32-bit
 // floats, with its capability, 4464, from SPV_KHR_float_controls, core in Vulkan 1.2):
 // NVIDIA's driver flushes them unless a shader asks; vk_device.c logs a device that cannot.
+// Likewise NaN, infinities and the sign of zero are kept through f32 arithmetic
+// (SignedZeroInfNanPreserve, 4461, capability 4466): without it NVIDIA's compiler may assume
+// no NaN and fold `x < 0 ? 0 : x` into max(x, 0), `x != x` into false (the H200 run of
+// 2026-12-05: RELU, CLAMP, MAXIMUM, MINIMUM of a NaN gave a number, RELU of -0 gave +0).
+// vk_device.c cuts either mode and its capability out of the SPIR-V for a device without
+// the matching shaderDenormPreserveFloat32 / shaderSignedZeroInfNanPreserveFloat32.
 #extension GL_EXT_spirv_intrinsics : require
 spirv_execution_mode(4459, 32);
-spirv_instruction(extensions = ["SPV_KHR_float_controls"], capabilities = [4464], id = 0)
-void td_denorm_preserve_capability();
+spirv_execution_mode(4461, 32);
+spirv_instruction(extensions = ["SPV_KHR_float_controls"], capabilities = [4464, 4466], id = 0)
+void td_float_controls_capabilities();
 
 #if !defined(NO_LOCAL_SIZE)
 layout(local_size_x = 256) in;
