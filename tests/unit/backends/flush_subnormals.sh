@@ -18,11 +18,12 @@ for _ in $(seq 100); do [ -S "$T/s.sock" ] && break; sleep 0.1; done
 grep -q "TENSORD_TEST_FLUSH_SUBNORMALS=1" "$T/server.log" || { echo "no flush warning"; cat "$T/server.log"; exit 1; }
 # IEEE arithmetic, casts and the ops that test for zero: there FTZ/DAZ on the CPU computes
 # what a flushing GPU does. (Not the library functions such as log, whose bit tricks on a
-# subnormal input come out differently under DAZ; not max/min, which under DAZ compare a
-# subnormal as zero but pass it through unflushed; and not f64, which DAZ flushes too while
+# subnormal input come out differently under DAZ; max/min are in: under DAZ they compare a
+# subnormal as zero but pass it through unflushed, as NVIDIA's driver does, which the check
+# accepts element by element; and not f64, which DAZ flushes too while
 # NVIDIA's Vulkan driver flushes f32 only: --flush-subnormals takes f32 and bf16.)
 prc=0 frc=0 n=0
-for f in "add f32" "mul f32" "div f32" "cast f32" "cast bf16" \
+for f in "add f32" "mul f32" "div f32" "maximum f32" "minimum bf16" "cast f32" "cast bf16" \
          "norm f32" "all f32" "clamp f32" "relu bf16"; do
     args=(--target "unix:$T/s.sock/cpu" --filter "$f")
     plain=$("$conf" "${args[@]}" 2>&1) || prc=$((prc + 1))
