@@ -934,6 +934,11 @@ void td__service_live_opened(struct td__live_session *l)
     if (l != NULL) atomic_store(&l->opened, true);
 }
 
+void td__service_live_closed(struct td__live_session *l)
+{
+    if (l != NULL) atomic_store(&l->slot, -1);
+}
+
 void td__service_live_set_device(struct td__live_session *l, uint64_t session_id, int slot,
                                  const char *device)
 {

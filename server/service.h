@@ -187,6 +187,11 @@ struct td__live_session *td__service_live_add(td__service *s, struct td__srv_ses
                                               td__quota *quota, const td__identity *id,
                                               const char *peer);
 void td__service_live_remove(td__service *s, struct td__live_session *live);
+/* The session's engine session is gone (its queue closed): it no longer counts toward its
+ * device's load (placement, per-device metrics), though it stays listed until the call
+ * ends. Called before the session's slot is given back, so a client that sees the
+ * server's session count drop also sees the device free (NULL is a no-op). */
+void td__service_live_closed(struct td__live_session *live);
 /* The session received its first whole message (NULL is a no-op). */
 void td__service_live_opened(struct td__live_session *live);
 /* The session is open as `session_id` on `device` (a name that outlives the service), of

@@ -170,6 +170,7 @@ static void queue_closed(void *arg)
     }
     td__shm_region_destroy(ss->shm); /* unmapped; freed once the client's mapping goes too */
     ss->shm = NULL;
+    td__service_live_closed(ss->live); /* its device is free before its slot is */
     td__ss_unreserve(ss);
     td__srv_call_finish(&ss->c, ss->end_code, "%s", ss->end_msg);
     td__srv_call_unref(&ss->c);
