@@ -444,6 +444,7 @@ int main(int argc, char **argv)
     const char *uri = "local:cuda:0";
     int reps = 20, rounds = 3;
     bool quick = false, prof = false, mm_only = false, xfer_only = false, raw = false;
+    bool cumsum_only = false;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--device") == 0 && i + 1 < argc) {
             uri = argv[++i];
@@ -457,6 +458,8 @@ int main(int argc, char **argv)
             prof = true;
         } else if (strcmp(argv[i], "--matmul-only") == 0) {
             mm_only = true;
+        } else if (strcmp(argv[i], "--cumsum-only") == 0) {
+            cumsum_only = true;
         } else if (strcmp(argv[i], "--transfers-only") == 0) {
             xfer_only = true;
         } else if (strcmp(argv[i], "--raw") == 0) {
@@ -465,7 +468,7 @@ int main(int argc, char **argv)
             bool help = strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0;
             fprintf(help ? stdout : stderr,
                     "usage: gpu-bench [--device URI] [--reps N] [--rounds N] [--quick] "
-                    "[--profile] [--matmul-only] [--transfers-only] [--raw]\n"
+                    "[--profile] [--matmul-only] [--cumsum-only] [--transfers-only] [--raw]\n"
                     "GPU speed of tensord: matmul 4096^2/8192^2 f32, TF32, f16 and bf16, add/mul\n"
                     "on 1 GiB, bf16 add/sum on 1 GiB,\n"
                     "sum and cumsum over 1 GiB, sort of 2^24 f32, softmax over rows of\n"
@@ -480,6 +483,7 @@ int main(int argc, char **argv)
                     "  --profile       run one add, one sum and one softmax between\n"
                     "                  cudaProfilerStart/Stop, for ncu --profile-from-start off\n"
                     "  --matmul-only   only the matmul rows\n"
+                    "  --cumsum-only   only the cumsum row (tests/gpu/memops-on-gpu-host.sh)\n"
                     "  --transfers-only only td_write/td_read of 64 MiB and 1 GiB (also run\n"
                     "                  after the op rows)\n"
                     "  --raw           with the transfers: raw pinned and pageable cudaMemcpy,\n"
@@ -514,6 +518,15 @@ int main(int argc, char **argv)
     }
     printf("# %d ops per loop, median of %d loops after one untimed loop\n", reps, rounds);
     char name[64];
+    if (cumsum_only) {
+        td_tensor *xc = td_rand_uniform(ctx, TD_F32, 1, &n_big, 3, -1, 1);
+        snprintf(name, sizeof name, "cumsum_f32_%lld", (long long)n_big);
+        report(ctx, name, time_op(ctx, op_cumsum, xc, NULL, 0, reps, rounds),
+               2.0 * (double)n_big * 4, 1e9, "GB/s (read 1, write 1)");
+        td_release(xc);
+        td_close(ctx);
+        return 0;
+    }
     for (int k = 0; k < 2; k++) {
         int64_t n = mm[k];
         td_tensor *a = td_rand_uniform(ctx, TD_F32, 2, (int64_t[]){n, n}, 1, -1, 1);

@@ -30,26 +30,36 @@ DATA=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 
 # The Vulkan module goes along when this machine can build it (glslc and the loader's
 # headers): tests/gpu/vulkan-on-gpu-host.sh runs it on the H200's NVIDIA Vulkan driver.
-VULKAN=disabled
-command -v glslc >/dev/null && [ -f /usr/include/vulkan/vulkan.h ] && VULKAN=enabled
+# VULKAN=disabled in the environment leaves it out (a quicker build).
+if [ -z "${VULKAN:-}" ]; then
+    VULKAN=disabled
+    command -v glslc >/dev/null && [ -f /usr/include/vulkan/vulkan.h ] && VULKAN=enabled
+fi
 echo "== configure $BUILD (release, -Dcuda=enabled, -Dvulkan=$VULKAN)"
 if [ -f "$BUILD/build.ninja" ]; then
     meson configure "$BUILD" -Dcuda=enabled -Dvulkan=$VULKAN --buildtype=release >/dev/null
 else
     meson setup "$BUILD" -Dcuda=enabled -Dvulkan=$VULKAN --buildtype=release >/dev/null
 fi
-echo "== build"
-ninja -C "$BUILD" ${NINJA_JOBS:+-j "$NINJA_JOBS"}
-
-STAGE=$(mktemp -d)
-trap 'rm -rf "$STAGE"' EXIT
-mkdir -p "$STAGE/bin" "$STAGE/lib/tensord" "$STAGE/lib/cuda" "$STAGE/lib/hip-gemm"
-
 bins=(server/tensord tools/tensorctl examples/fashion-mnist/fashion-mnist
       tests/unit/backends/conformance tests/unit/client/test-client-api
       tests/e2e/test-e2e-compute tests/e2e/test-e2e-info tests/unit/engine/test-engine-lowering
       bench/tensord-bench tests/onnx/td-onnx-runner bench/conv-bench bench/nn-bench bench/attn-bench
       bench/device-bench examples/fortune-lm/fortune-lm)
+echo "== build"
+if [ "${CARRY_MIN:-0}" = 1 ]; then
+    # CARRY_MIN=1: only what is carried (no unit suites, no HIP-GEMM module: the scripts that
+    # need it, run-on-gpu-host.sh and bench-on-gpu-host.sh, then skip those steps)
+    ninja -C "$BUILD" ${NINJA_JOBS:+-j "$NINJA_JOBS"} "${bins[@]}" bench/gpu-bench \
+        backends/cuda/tensord-backend-cuda.so client/libtensord.so.0.1.0
+else
+    ninja -C "$BUILD" ${NINJA_JOBS:+-j "$NINJA_JOBS"}
+fi
+
+STAGE=$(mktemp -d)
+trap 'rm -rf "$STAGE"' EXIT
+mkdir -p "$STAGE/bin" "$STAGE/lib/tensord" "$STAGE/lib/cuda" "$STAGE/lib/hip-gemm"
+
 for b in "${bins[@]}"; do
     [ -x "$BUILD/$b" ] || { echo "prepare-carry: $BUILD/$b was not built" >&2; exit 1; }
     cp "$BUILD/$b" "$STAGE/bin/"
@@ -57,10 +67,12 @@ done
 cp -L "$BUILD/client/libtensord.so.0" "$STAGE/lib/"
 cp "$BUILD/backends/cuda/tensord-backend-cuda.so" "$STAGE/lib/tensord/"
 # the CUDA module with the HIP backend's own GEMM in place of cuBLAS (backends/hip/nvcc-check)
-cp "$BUILD/backends/hip/nvcc-check/tensord-backend-cuda.so" "$STAGE/lib/hip-gemm/"
+if [ "${CARRY_MIN:-0}" != 1 ] || [ -f "$BUILD/backends/hip/nvcc-check/tensord-backend-cuda.so" ]; then
+    cp "$BUILD/backends/hip/nvcc-check/tensord-backend-cuda.so" "$STAGE/lib/hip-gemm/"
+fi
 [ "$VULKAN" = enabled ] && cp "$BUILD/backends/vulkan/tensord-backend-vulkan.so" "$STAGE/lib/tensord/"
 strip --strip-unneeded "$STAGE"/bin/* "$STAGE/lib/libtensord.so.0" "$STAGE"/lib/tensord/*.so \
-    "$STAGE/lib/hip-gemm/tensord-backend-cuda.so"
+    $(ls "$STAGE"/lib/hip-gemm/*.so 2>/dev/null)
 
 # Every library ldd resolves, minus what the GPU host provides.
 host_provided='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|libresolv\.so|libutil\.so|libanl\.so|libstdc\+\+\.so|libgcc_s\.so|libssl\.so|libcrypto\.so|libz\.so|libcuda\.so|libcudart\.so|libcublas|libtensord\.so)'
