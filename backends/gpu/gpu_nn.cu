@@ -43,6 +43,8 @@
 #include "backends/gpu/gpu_ops.cuh"
 #include "engine/philox.h"
 #include <math.h>
+#include <string.h>
+#include <type_traits>
 
 namespace {
 
@@ -370,21 +372,55 @@ __global__ void __launch_bounds__(BLOCK) k_nn_row(row_geom g, nn_ptrs p)
     }
 }
 
+/* Make v opaque to the compiler, so that a value widened from it before must be widened
+ * again after (gpu_scan.cu has the same): k_nn_rowv keeps the forward row as loaded and
+ * widens it on each pass, and without this nvcc keeps the widened doubles alive instead.
+ * A no-op off the NVIDIA device (HIP, the CPU emulation). */
+template <typename T> TD_DEV void opaque(T &v)
+{
+#if defined(__CUDA_ARCH__)
+    if constexpr (sizeof(T) == 8) {
+        unsigned long long w;
+        memcpy(&w, &v, 8);
+        asm volatile("" : "+l"(w));
+        memcpy(&v, &w, 8);
+    } else if constexpr (sizeof(T) == 4) {
+        unsigned w;
+        memcpy(&w, &v, 4);
+        asm volatile("" : "+r"(w));
+        memcpy(&v, &w, 4);
+    } else {
+        unsigned short w = 0;
+        memcpy(&w, &v, sizeof(T));
+        asm volatile("" : "+h"(w));
+        memcpy(&v, &w, sizeof(T));
+    }
+#else
+    (void)v;
+#endif
+}
+
 /* The row kernel for whole chunks: every operand 16-byte aligned and the row length a
  * multiple of VEC x tpr, so lane l holds chunks j tpr + l for j < nv = n / (VEC tpr), all
- * inside the row (the common case: 4096 f32 is 256 lanes x 4 chunks). The same elements in
- * the same registers, folded in the same order, as k_nn_row: the same bits. What differs:
- * no per-element bounds (a chunk count instead; 32-bit offsets inside a row), a team past
- * the last row reads row 0 and stores nothing, and at most 64 registers a thread (1024
- * threads a multiprocessor). Without that bound nvcc gave the f32 forward row kernel 120
- * registers, so only two 256-thread rows were in flight on a multiprocessor, each loading,
- * then reducing (barriers), then storing: the suspected reason for 0.175 ms on [8192, 4096]
- * f32 on the H200 (64 MiB moved, under a tenth of the bandwidth). */
+ * inside the row (the common case: 4096 f32 is 256 lanes x 4 chunks). The same elements,
+ * widened to the same doubles, folded in the same order as k_nn_row: the same bits. What
+ * differs: no per-element bounds (a chunk count instead; 32-bit offsets inside a row), a
+ * team past the last row reads row 0 and stores nothing, and registers. The forward kernel
+ * keeps the row as loaded (f32: 16 registers for 16 elements, not 32) and widens it again
+ * on each of its three passes (six conversions an element with w, b and y: under half the
+ * H100/H200's 16 a clock a multiprocessor at full memory rate), at most 40 registers a
+ * thread (1536 threads, six 256-thread rows a multiprocessor); the backward kernel keeps x
+ * and dy w as doubles, at most 64 registers (four rows). Without a bound nvcc gave the f32
+ * forward row kernel 120 registers, so only two 256-thread rows were in flight on a
+ * multiprocessor, each loading, then reducing (barriers), then storing: the suspected
+ * reason for 0.175 ms on [8192, 4096] f32 on the H200 (64 MiB moved, under a tenth of the
+ * bandwidth). */
 template <typename T, int CAP, int BLOCK, bool BWD>
-__global__ void __launch_bounds__(BLOCK, 1024 / BLOCK) k_nn_rowv(row_geom g, nn_ptrs p)
+__global__ void __launch_bounds__(BLOCK, (BWD || sizeof(T) > 4 ? 1024 : 1280) / BLOCK) k_nn_rowv(row_geom g, nn_ptrs p)
 {
     constexpr int VEC = 16 / sizeof(T), NV = CAP / VEC;
     typedef row_vec<T> RV;
+    typedef typename std::conditional<BWD, double, T>::type ST; /* how x is kept */
     __shared__ double sh[2][2 * (BLOCK / 32)];
     int cb = 0; /* the buffer of the next team_sums call */
     const int tpr = g.tpr, lane = (int)threadIdx.x % tpr, rpb = BLOCK / tpr;
@@ -396,13 +432,17 @@ __global__ void __launch_bounds__(BLOCK, 1024 / BLOCK) k_nn_rowv(row_geom g, nn_
         const bool live = row < g.nrows;
         const int64_t off = live ? row * g.n : 0;
         const RV *x = (const RV *)((const T *)p.x + off);
-        double xr[CAP], gr[BWD ? CAP : 1];
+        ST xr[CAP];
+        double gr[BWD ? CAP : 1];
 #pragma unroll
         for (int j = 0; j < NV; j++)
             if (j < nv) {
                 const RV v = x[j * tpr + lane];
 #pragma unroll
-                for (int q = 0; q < VEC; q++) xr[j * VEC + q] = td_ld_double(v.v[q]);
+                for (int q = 0; q < VEC; q++) {
+                    if constexpr (BWD) xr[j * VEC + q] = td_ld_double(v.v[q]);
+                    else xr[j * VEC + q] = v.v[q];
+                }
             }
         if (BWD) {
             const RV *dy = (const RV *)((const T *)p.dy + off);
@@ -426,7 +466,10 @@ __global__ void __launch_bounds__(BLOCK, 1024 / BLOCK) k_nn_rowv(row_geom g, nn_
             for (int j = 0; j < NV; j++)
                 if (j < nv)
 #pragma unroll
-                    for (int q = 0; q < VEC; q++) a[0] += xr[j * VEC + q];
+                    for (int q = 0; q < VEC; q++) a[0] += td_ld_double(xr[j * VEC + q]);
+            if (!BWD)
+#pragma unroll
+                for (int i = 0; i < CAP; i++) opaque(xr[i]);
             team_sums<1, BLOCK>(a, tpr, sh[cb]);
             cb ^= 1;
             mean = a[0] / nd;
@@ -437,9 +480,12 @@ __global__ void __launch_bounds__(BLOCK, 1024 / BLOCK) k_nn_rowv(row_geom g, nn_
             if (j < nv)
 #pragma unroll
                 for (int q = 0; q < VEC; q++) {
-                    const double d = xr[j * VEC + q] - mean;
+                    const double d = td_ld_double(xr[j * VEC + q]) - mean;
                     a2[0] += d * d;
                 }
+        if (!BWD)
+#pragma unroll
+            for (int i = 0; i < CAP; i++) opaque(xr[i]);
         team_sums<1, BLOCK>(a2, tpr, sh[cb]);
         cb ^= 1;
         const double r = 1.0 / sqrt(a2[0] / nd + g.eps);
@@ -450,7 +496,7 @@ __global__ void __launch_bounds__(BLOCK, 1024 / BLOCK) k_nn_rowv(row_geom g, nn_
                 if (j < nv) {
                     double v[VEC];
 #pragma unroll
-                    for (int q = 0; q < VEC; q++) v[q] = (xr[j * VEC + q] - mean) * r;
+                    for (int q = 0; q < VEC; q++) v[q] = (td_ld_double(xr[j * VEC + q]) - mean) * r;
                     if (w != NULL) {
                         const RV wv = w[j * tpr + lane];
 #pragma unroll
@@ -475,7 +521,7 @@ __global__ void __launch_bounds__(BLOCK, 1024 / BLOCK) k_nn_rowv(row_geom g, nn_
 #pragma unroll
                 for (int q = 0; q < VEC; q++) {
                     t3[0] += gr[j * VEC + q];
-                    t3[1] += gr[j * VEC + q] * ((xr[j * VEC + q] - mean) * r);
+                    t3[1] += gr[j * VEC + q] * ((td_ld_double(xr[j * VEC + q]) - mean) * r);
                 }
         team_sums<2, BLOCK>(t3, tpr, sh[cb]);
         cb ^= 1;
@@ -486,7 +532,7 @@ __global__ void __launch_bounds__(BLOCK, 1024 / BLOCK) k_nn_rowv(row_geom g, nn_
                 RV o;
 #pragma unroll
                 for (int q = 0; q < VEC; q++) {
-                    const double xh = (xr[j * VEC + q] - mean) * r;
+                    const double xh = (td_ld_double(xr[j * VEC + q]) - mean) * r;
                     o.v[q] = td_from_double<T>(r * (gr[j * VEC + q] - mg - xh * mgx));
                 }
                 if (live) y[j * tpr + lane] = o;

@@ -1970,7 +1970,13 @@ static void add_nn(void)
         {TD_OP_LAYER_NORM_BACKWARD, SH(3, 8192), 1, 1},
         {TD_OP_LAYER_NORM_BACKWARD, SH(2, 8193), 1, 1},
         {TD_OP_LAYER_NORM_BACKWARD, SH(11, 1030), 1, 1},
-        {TD_OP_RMS_NORM_BACKWARD, SH(37, 96), 1, 0}};
+        {TD_OP_RMS_NORM_BACKWARD, SH(37, 96), 1, 0},
+        /* the GPU's whole-chunk row kernel (k_nn_rowv: aligned rows that are a multiple of a
+         * team's 16-byte chunks): fewer chunks a lane than it can hold, several rows a block
+         * with teams past the last row */
+        {TD_OP_LAYER_NORM, SH(37, 128), 1, 2},       {TD_OP_LAYER_NORM, SH(5, 1536), 1, 0},
+        {TD_OP_LAYER_NORM_BACKWARD, SH(37, 256), 1, 1},
+        {TD_OP_RMS_NORM_BACKWARD, SH(37, 128), 1, 0}};
     char sb[96];
     for (size_t i = 0; i < COUNT(cs); i++) {
         const td__op_row *r = td__op_row_of(cs[i].opcode);
