@@ -39,8 +39,10 @@ step() { # name rc
     if [ "$2" -ne 0 ]; then note "FAIL $1 (exit $2)"; failures=$((failures + 1)); fi
 }
 [ -x carry/gpu-bench ] || { note "FAIL carry/gpu-bench missing (run tests/gpu/prepare-carry.sh here first)"; exit 1; }
-X=${TMPDIR:-/tmp}/tensord-gpu
-[ -x "$X/bin/tensord" ] || unpack_carry "$X" || { note "FAIL unpack carry"; exit 1; }
+# always a fresh unpack of this carry (a warm machine may hold another branch's binaries
+# in the other scripts' directory)
+X=${TMPDIR:-/tmp}/tensord-gpu-memops
+unpack_carry "$X" || { note "FAIL unpack carry"; exit 1; }
 unset LD_LIBRARY_PATH
 use_carry "$X"
 note "== memops (issue 13: layer norm, cumsum) $(date -u +%H:%M:%S) UTC on $(nvidia-smi -L 2>/dev/null | head -1)"
