@@ -407,10 +407,13 @@ template <typename T> TD_DEV void opaque(T &v)
  * differs: no per-element bounds (a chunk count instead; 32-bit offsets inside a row), a
  * team past the last row reads row 0 and stores nothing, and registers. The forward kernel
  * keeps the row as loaded (f32: 16 registers for 16 elements, not 32) and widens it again
- * on each of its three passes (six conversions an element with w, b and y: under half the
- * H100/H200's 16 a clock a multiprocessor at full memory rate), at most 40 registers a
- * thread (1536 threads, six 256-thread rows a multiprocessor); the backward kernel keeps x
- * and dy w as doubles, at most 64 registers (four rows). Without a bound nvcc gave the f32
+ * on each of its three passes: six conversions an element with w, b and y, where sm_90
+ * converts to and from double at 16 a clock a multiprocessor (CUDA C++ Programming Guide,
+ * arithmetic instruction throughput), so 4.4 TB/s (2.1 f32 elements a clock a
+ * multiprocessor, read and written) would use 79 % of that, PyTorch's rate under a third.
+ * 4-byte and smaller elements get at most 48 registers a thread (1280 threads: five
+ * 256-thread rows a multiprocessor), 8-byte ones and the backward kernel (x and dy w kept
+ * as doubles) at most 64 (four rows). Without a bound nvcc gave the f32
  * forward row kernel 120 registers, so only two 256-thread rows were in flight on a
  * multiprocessor, each loading, then reducing (barriers), then storing: the suspected
  * reason for 0.175 ms on [8192, 4096] f32 on the H200 (64 MiB moved, under a tenth of the
