@@ -16,13 +16,16 @@
  * multiple of the vector, into registers as double, and written once (the backward op also
  * keeps dy * w). The team's sums: each lane folds its elements in a fixed order, a warp
  * butterfly of shuffles adds the lanes (a + b == b + a, so every lane has the same bits),
- * and wider teams add the warps' sums from shared memory in ascending order
- * (gpu_ops.cuh's td_team_sum). Mean, then the sum of squared deviations from it (a
+ * and wider teams add the warps' sums from shared memory in ascending order (gpu_ops.cuh's
+ * td_team_sum's association; team_sums below does it with one barrier a sum, the two sums
+ * of the backward op together). Mean, then the sum of squared deviations from it (a
  * two-pass variance, from registers), as the CPU computes them. The kernel is templated on
  * the element type, so the loads and the one rounding at the store are the dtype's own.
- * Expected speed on the H200: one read and one write of the row per op (two reads for the
- * backward op), at close to memory bandwidth; double arithmetic is a small fraction of
- * the H200's FP64 rate at that byte rate.
+ * Rows made of whole 16-byte chunks of the team (aligned, n a multiple of 16 / esize x tpr:
+ * 4096 f32, 768 f32, ...) take k_nn_rowv, the same arithmetic in the same order (the same
+ * bits) with fewer registers, so more rows are in flight (its comment has the numbers);
+ * the first row kernel reached 0.175 ms on [8192, 4096] f32 on the H200 (PyTorch 0.110),
+ * at 120 registers a thread.
  *
  * GROUP_NORM, BATCH_NORM_BACKWARD and rows longer than the row path's take one block of
  * NN_THREADS threads per group (a grid-stride loop over groups). Thread t folds the group's
@@ -37,8 +40,8 @@
  * td__philox_u24(word i % 4 of block i / 4) >= p and multiplies by 1/(1-p) rounded to the
  * compute type (float for f32/f16/bf16, double for f64): bit-identical to the CPU.
  *
- * The row path has not run on hardware yet (written without a GPU; checked by the CPU
- * emulation, tests/gpu/emu/run.sh).
+ * k_nn_rowv has not run on hardware yet (written without a GPU; checked by the CPU
+ * emulation, tests/gpu/emu/run.sh; tests/gpu/memops-on-gpu-host.sh times it).
  */
 #include "backends/gpu/gpu_ops.cuh"
 #include "engine/philox.h"
