@@ -376,7 +376,7 @@ __global__ void __launch_bounds__(BLOCK) k_nn_row(row_geom g, nn_ptrs p)
 }
 
 /* Make v opaque to the compiler, so that a value widened from it before must be widened
- * again after (gpu_scan.cu has the same): k_nn_rowv keeps the forward row as loaded and
+ * again after (gpu_scan.cu has the same): k_nn_rowv keeps the row (and dy) as loaded and
  * widens it on each pass, and without this nvcc keeps the widened doubles alive instead.
  * A no-op off the NVIDIA device (HIP, the CPU emulation). */
 template <typename T> TD_DEV void opaque(T &v)
@@ -403,30 +403,61 @@ template <typename T> TD_DEV void opaque(T &v)
 #endif
 }
 
+/* opaque() on every element of a row's chunks. */
+template <typename T, int N> TD_DEV void hide(row_vec<T> (&c)[N])
+{
+#pragma unroll
+    for (int j = 0; j < N; j++)
+#pragma unroll
+        for (int q = 0; q < (int)(16 / sizeof(T)); q++) opaque(c[j].v[q]);
+}
+
+/* dy w of a chunk in double (dy alone without w), as k_nn_row forms it: the widened dy, then
+ * times the widened w. */
+template <typename T>
+TD_DEV void gg_of(const row_vec<T> &d, const row_vec<T> *w, int64_t c, double *gg)
+{
+    constexpr int VEC = 16 / sizeof(T);
+#pragma unroll
+    for (int q = 0; q < VEC; q++) gg[q] = td_ld_double(d.v[q]);
+    if (w != NULL) {
+        const row_vec<T> wv = w[c];
+#pragma unroll
+        for (int q = 0; q < VEC; q++) gg[q] *= td_ld_double(wv.v[q]);
+    }
+}
+
 /* The row kernel for whole chunks: every operand 16-byte aligned and the row length a
  * multiple of VEC x tpr, so lane l holds chunks j tpr + l for j < nv = n / (VEC tpr), all
  * inside the row (the common case: 4096 f32 is 256 lanes x 4 chunks). The same elements,
  * widened to the same doubles, folded in the same order as k_nn_row: the same bits. What
  * differs: no per-element bounds (a chunk count instead; 32-bit offsets inside a row), a
- * team past the last row reads row 0 and stores nothing, and registers. The forward kernel
- * keeps the row as loaded (f32: 16 registers for 16 elements, not 32) and widens it again
- * on each of its three passes: six conversions an element with w, b and y, where sm_90
- * converts to and from double at 16 a clock a multiprocessor (CUDA C++ Programming Guide,
- * arithmetic instruction throughput), so 4.4 TB/s (2.1 f32 elements a clock a
- * multiprocessor, read and written) would use 79 % of that, PyTorch's rate under a third.
- * 4-byte and smaller elements get at most 48 registers a thread (1280 threads: five
- * 256-thread rows a multiprocessor), 8-byte ones and the backward kernel (x and dy w kept
- * as doubles) at most 64 (four rows). Without a bound nvcc gave the f32
- * forward row kernel 120 registers, so only two 256-thread rows were in flight on a
- * multiprocessor, each loading, then reducing (barriers), then storing: the suspected
+ * team past the last row reads row 0 and stores nothing, and registers. It keeps the row
+ * (and dy) as loaded, 16 f32 registers for 16 elements instead of 32 for their doubles, and
+ * widens them again on each pass (opaque() stops nvcc from keeping the doubles instead):
+ * the forward op converts six times an element with w, b and y, where sm_90 converts to
+ * and from double at 16 a clock a multiprocessor (CUDA C++ Programming Guide, arithmetic
+ * instruction throughput), so 4.4 TB/s (2.1 f32 elements a clock a multiprocessor, read
+ * and written) would use 79 % of that, PyTorch's rate under a third. Without a bound nvcc
+ * gave the f32 forward row kernel 120 registers, so only two 256-thread rows were in flight
+ * on a multiprocessor, each loading, then reducing (barriers), then storing: the suspected
  * reason for 0.175 ms on [8192, 4096] f32 on the H200 (64 MiB moved, under a tenth of the
- * bandwidth). */
+ * bandwidth); the backward kernel had 76, one 512-thread row a multiprocessor. */
+/* Bounds of k_nn_rowv, in threads a multiprocessor: 1280 for the forward kernel of 4-byte
+ * and smaller elements (at most 48 registers: five 256-thread rows), 1024 otherwise (64;
+ * the backward kernel of 4096 f32 takes 512-thread rows, and at three a multiprocessor, 40
+ * registers, nvcc spilled 164 bytes a thread). */
+template <typename T, bool BWD> constexpr int rowv_threads()
+{
+    return sizeof(T) > 4 || BWD ? 1024 : 1280;
+}
+
 template <typename T, int CAP, int BLOCK, bool BWD>
-__global__ void __launch_bounds__(BLOCK, (BWD || sizeof(T) > 4 ? 1024 : 1280) / BLOCK) k_nn_rowv(row_geom g, nn_ptrs p)
+__global__ void __launch_bounds__(BLOCK, rowv_threads<T, BWD>() / BLOCK)
+    k_nn_rowv(row_geom g, nn_ptrs p)
 {
     constexpr int VEC = 16 / sizeof(T), NV = CAP / VEC;
     typedef row_vec<T> RV;
-    typedef typename std::conditional<BWD, double, T>::type ST; /* how x is kept */
     __shared__ double sh[2][2 * (BLOCK / 32)];
     int cb = 0; /* the buffer of the next team_sums call */
     const int tpr = g.tpr, lane = (int)threadIdx.x % tpr, rpb = BLOCK / tpr;
@@ -438,32 +469,16 @@ __global__ void __launch_bounds__(BLOCK, (BWD || sizeof(T) > 4 ? 1024 : 1280) / 
         const bool live = row < g.nrows;
         const int64_t off = live ? row * g.n : 0;
         const RV *x = (const RV *)((const T *)p.x + off);
-        ST xr[CAP];
-        double gr[BWD ? CAP : 1];
+        /* the row (and dy) as loaded, widened where used; opaque() after each pass */
+        RV xr[NV], dr[BWD ? NV : 1];
 #pragma unroll
         for (int j = 0; j < NV; j++)
-            if (j < nv) {
-                const RV v = x[j * tpr + lane];
-#pragma unroll
-                for (int q = 0; q < VEC; q++) {
-                    if constexpr (BWD) xr[j * VEC + q] = td_ld_double(v.v[q]);
-                    else xr[j * VEC + q] = v.v[q];
-                }
-            }
+            if (j < nv) xr[j] = x[j * tpr + lane];
         if (BWD) {
             const RV *dy = (const RV *)((const T *)p.dy + off);
 #pragma unroll
             for (int j = 0; j < NV; j++)
-                if (j < nv) {
-                    const RV v = dy[j * tpr + lane];
-#pragma unroll
-                    for (int q = 0; q < VEC; q++) gr[j * VEC + q] = td_ld_double(v.v[q]);
-                    if (w != NULL) {
-                        const RV wv = w[j * tpr + lane];
-#pragma unroll
-                        for (int q = 0; q < VEC; q++) gr[j * VEC + q] *= td_ld_double(wv.v[q]);
-                    }
-                }
+                if (j < nv) dr[j] = dy[j * tpr + lane];
         }
         double mean = 0.0;
         if (g.layer) {
@@ -472,10 +487,8 @@ __global__ void __launch_bounds__(BLOCK, (BWD || sizeof(T) > 4 ? 1024 : 1280) / 
             for (int j = 0; j < NV; j++)
                 if (j < nv)
 #pragma unroll
-                    for (int q = 0; q < VEC; q++) a[0] += td_ld_double(xr[j * VEC + q]);
-            if (!BWD)
-#pragma unroll
-                for (int i = 0; i < CAP; i++) opaque(xr[i]);
+                    for (int q = 0; q < VEC; q++) a[0] += td_ld_double(xr[j].v[q]);
+            hide(xr);
             team_sums<1, BLOCK>(a, tpr, sh[cb]);
             cb ^= 1;
             mean = a[0] / nd;
@@ -486,12 +499,10 @@ __global__ void __launch_bounds__(BLOCK, (BWD || sizeof(T) > 4 ? 1024 : 1280) / 
             if (j < nv)
 #pragma unroll
                 for (int q = 0; q < VEC; q++) {
-                    const double d = td_ld_double(xr[j * VEC + q]) - mean;
+                    const double d = td_ld_double(xr[j].v[q]) - mean;
                     a2[0] += d * d;
                 }
-        if (!BWD)
-#pragma unroll
-            for (int i = 0; i < CAP; i++) opaque(xr[i]);
+        hide(xr);
         team_sums<1, BLOCK>(a2, tpr, sh[cb]);
         cb ^= 1;
         const double r = 1.0 / sqrt(a2[0] / nd + g.eps);
@@ -502,7 +513,7 @@ __global__ void __launch_bounds__(BLOCK, (BWD || sizeof(T) > 4 ? 1024 : 1280) / 
                 if (j < nv) {
                     double v[VEC];
 #pragma unroll
-                    for (int q = 0; q < VEC; q++) v[q] = (td_ld_double(xr[j * VEC + q]) - mean) * r;
+                    for (int q = 0; q < VEC; q++) v[q] = (td_ld_double(xr[j].v[q]) - mean) * r;
                     if (w != NULL) {
                         const RV wv = w[j * tpr + lane];
 #pragma unroll
@@ -520,26 +531,34 @@ __global__ void __launch_bounds__(BLOCK, (BWD || sizeof(T) > 4 ? 1024 : 1280) / 
                 }
             continue;
         }
+        /* gg = dy w (dy where there is no w), as k_nn_row's gr */
         double t3[2] = {0.0, 0.0};
 #pragma unroll
         for (int j = 0; j < NV; j++)
-            if (j < nv)
+            if (j < nv) {
+                double gg[VEC];
+                gg_of(dr[j], w, j * tpr + lane, gg);
 #pragma unroll
                 for (int q = 0; q < VEC; q++) {
-                    t3[0] += gr[j * VEC + q];
-                    t3[1] += gr[j * VEC + q] * ((td_ld_double(xr[j * VEC + q]) - mean) * r);
+                    t3[0] += gg[q];
+                    t3[1] += gg[q] * ((td_ld_double(xr[j].v[q]) - mean) * r);
                 }
+            }
+        hide(xr);
+        hide(dr);
         team_sums<2, BLOCK>(t3, tpr, sh[cb]);
         cb ^= 1;
         const double mg = g.layer ? t3[0] / nd : 0.0, mgx = t3[1] / nd;
 #pragma unroll
         for (int j = 0; j < NV; j++)
             if (j < nv) {
+                double gg[VEC];
+                gg_of(dr[j], w, j * tpr + lane, gg);
                 RV o;
 #pragma unroll
                 for (int q = 0; q < VEC; q++) {
-                    const double xh = (td_ld_double(xr[j * VEC + q]) - mean) * r;
-                    o.v[q] = td_from_double<T>(r * (gr[j * VEC + q] - mg - xh * mgx));
+                    const double xh = (td_ld_double(xr[j].v[q]) - mean) * r;
+                    o.v[q] = td_from_double<T>(r * (gg[q] - mg - xh * mgx));
                 }
                 if (live) y[j * tpr + lane] = o;
             }
