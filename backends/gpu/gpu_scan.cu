@@ -35,7 +35,12 @@
  *    16-element tiles, 16 barriers of a shared-memory scan, the tile total published after
  *    them, and up to 128 threads a block polling without a pause.)
  * So for long rows the GPU's association differs from the CPU's sequential fold:
- * tests/unit/backends/conformance.c bounds the difference (TD_ACC_CUMSUM / CUMPROD).
+ * tests/unit/backends/conformance.c bounds the difference (TD_ACC_CUMSUM / CUMPROD: 4 n u
+ * S_i, where any fixed association of depth d is within d u S_i to first order, Higham,
+ * Accuracy and Stability of Numerical Algorithms, 2nd ed., section 4.2; the depth here is at
+ * most V + 5 + K + 8 + 6 x levels, under 80, while the tiled path starts at n = 257).
+ * This tile layout has not run on hardware yet (written without a GPU; checked by the CPU
+ * emulation, tests/gpu/emu/run.sh; tests/gpu/memops-on-gpu-host.sh times it).
  */
 #include "backends/gpu/gpu_ops.cuh"
 #include <string.h>
