@@ -36,9 +36,10 @@
  *    them, and up to 128 threads a block polling without a pause.)
  * So for long rows the GPU's association differs from the CPU's sequential fold:
  * tests/unit/backends/conformance.c bounds the difference (TD_ACC_CUMSUM / CUMPROD: 4 n u
- * S_i, where any fixed association of depth d is within d u S_i to first order, Higham,
- * Accuracy and Stability of Numerical Algorithms, 2nd ed., section 4.2; the depth here is at
- * most V + 5 + K + 8 + 6 x levels, under 80, while the tiled path starts at n = 257).
+ * S_i, where a sum evaluated along a fixed tree of depth d is within gamma_d S_i = d u S_i
+ * (1 + O(u)) of the exact one: Higham, Accuracy and Stability of Numerical Algorithms, 2nd
+ * ed., section 4.2. Here d is at most about 2 V + K + 25 + 6 x levels, under 100 (V <= 8
+ * and K <= 8 for the float dtypes, levels <= 7), while the tiled path starts at n = 257).
  * This tile layout has not run on hardware yet (written without a GPU; checked by the CPU
  * emulation, tests/gpu/emu/run.sh; tests/gpu/memops-on-gpu-host.sh times it).
  */
