@@ -126,11 +126,16 @@ __global__ void k_lines(const T *x, T *y, int64_t nlines, int64_t n, int64_t inn
 }
 
 /* Warp shuffles of an accumulator (double, float or uint64_t) within 32 lanes: from lane
- * - d (a lane below d keeps its own value), from lane + d (past 31: its own), lane ^ m. */
+ * - d (a lane below d keeps its own value), from lane + d (past 31: its own), lane ^ m.
+ * (HIP: integers travel as unsigned long long, the overload every HIP version has.) */
+#if defined(TD_GPU_HIP)
+template <typename A> using shfl_t =
+    typename std::conditional<std::is_integral<A>::value, unsigned long long, A>::type;
+#endif
 template <typename A> TD_DEV A shfl_up(A v, int d)
 {
 #if defined(TD_GPU_HIP)
-    return __shfl_up(v, (unsigned)d, 32);
+    return (A)__shfl_up((shfl_t<A>)v, (unsigned)d, 32);
 #else
     return __shfl_up_sync(0xffffffffu, v, (unsigned)d, 32);
 #endif
@@ -138,7 +143,7 @@ template <typename A> TD_DEV A shfl_up(A v, int d)
 template <typename A> TD_DEV A shfl_down(A v, int d)
 {
 #if defined(TD_GPU_HIP)
-    return __shfl_down(v, (unsigned)d, 32);
+    return (A)__shfl_down((shfl_t<A>)v, (unsigned)d, 32);
 #else
     return __shfl_down_sync(0xffffffffu, v, (unsigned)d, 32);
 #endif
@@ -146,7 +151,7 @@ template <typename A> TD_DEV A shfl_down(A v, int d)
 template <typename A> TD_DEV A shfl_xor(A v, int m)
 {
 #if defined(TD_GPU_HIP)
-    return __shfl_xor(v, m, 32);
+    return (A)__shfl_xor((shfl_t<A>)v, m, 32);
 #else
     return __shfl_xor_sync(0xffffffffu, v, m, 32);
 #endif
