@@ -226,10 +226,11 @@ template <typename A> TD_DEV void publish(A *val, unsigned *flag, int64_t i, A v
 
 template <typename A> TD_DEV A await(const A *val, const unsigned *flag, int64_t i)
 {
-    unsigned ns = 32;
+    unsigned ns = 16; /* at most 128: a warp's poll of its 31 flags is one or two L2 lines, so
+                       * a short pause costs little traffic and wakes the waiter soon */
     while (*(const volatile unsigned *)&flag[i] == 0u) {
         backoff(ns);
-        if (ns < 512) ns *= 2;
+        if (ns < 128) ns *= 2;
     }
     __threadfence();
     return *(const volatile A *)&val[i];
