@@ -162,8 +162,8 @@ if [ "${NCU:-1}" = 1 ] && [ "$left" -ge 45 ] && [ -n "$NCU_BIN" ]; then
     step "ncu gpu-bench --cumsum-only" $?
     {
         echo "== ncu (kernel: duration, DRAM throughput, achieved occupancy, registers)"
-        grep -E '^  [a-z_].*\(|Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Registers Per Thread|Theoretical Occupancy' \
-            "$OUT/ncu-memops.txt" | sed -E 's/^ +/  /' | cut -c1-160 | head -60
+        grep -E 'Context [0-9]+, Stream|Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Registers Per Thread|Theoretical Occupancy' \
+            "$OUT/ncu-memops.txt" | sed -E 's/^ +/  /' | cut -c1-160 | head -80
     } | tee -a "$SUM"
 else
     note "ncu skipped (NCU=${NCU:-1}, ${left} s left, ncu: ${NCU_BIN:-not found})"
