@@ -23,9 +23,10 @@
  * the element type, so the loads and the one rounding at the store are the dtype's own.
  * Rows made of whole 16-byte chunks of the team (aligned, n a multiple of 16 / esize x tpr:
  * 4096 f32, 768 f32, ...) take k_nn_rowv, the same arithmetic in the same order (the same
- * bits) with fewer registers, so more rows are in flight (its comment has the numbers);
- * the first row kernel reached 0.175 ms on [8192, 4096] f32 on the H200 (PyTorch 0.110),
- * at 120 registers a thread.
+ * bits) in at most 64 registers a thread. Measured on an H100 (BENCHMARKS.md, 2026-12-06):
+ * [8192, 4096] f32 0.107 ms forward (PyTorch 0.148), 0.240 ms backward dx (0.382), 80-84 %
+ * of DRAM bandwidth forward and 53 % backward in ncu; the first row kernel, at 120 registers
+ * a thread (two rows a multiprocessor), took 0.175 ms on the H200 where PyTorch took 0.110.
  *
  * GROUP_NORM, BATCH_NORM_BACKWARD and rows longer than the row path's take one block of
  * NN_THREADS threads per group (a grid-stride loop over groups). Thread t folds the group's
@@ -40,14 +41,12 @@
  * td__philox_u24(word i % 4 of block i / 4) >= p and multiplies by 1/(1-p) rounded to the
  * compute type (float for f32/f16/bf16, double for f64): bit-identical to the CPU.
  *
- * k_nn_rowv has not run on hardware yet (written without a GPU; checked by the CPU
- * emulation, tests/gpu/emu/run.sh; tests/gpu/memops-on-gpu-host.sh times it).
+ * The general row path (k_nn_row) is checked on the GPU by conformance's row cases; the
+ * CPU emulation (tests/gpu/emu/run.sh) runs both.
  */
 #include "backends/gpu/gpu_ops.cuh"
 #include "engine/philox.h"
 #include <math.h>
-#include <string.h>
-#include <type_traits>
 
 namespace {
 
@@ -375,86 +374,22 @@ __global__ void __launch_bounds__(BLOCK) k_nn_row(row_geom g, nn_ptrs p)
     }
 }
 
-/* Make v opaque to the compiler, so that a value widened from it before must be widened
- * again after (gpu_scan.cu has the same): k_nn_rowv keeps the row (and dy) as loaded and
- * widens it on each pass, and without this nvcc keeps the widened doubles alive instead.
- * A no-op off the NVIDIA device (HIP, the CPU emulation). */
-template <typename T> TD_DEV void opaque(T &v)
-{
-#if defined(__CUDA_ARCH__)
-    if constexpr (sizeof(T) == 8) {
-        unsigned long long w;
-        memcpy(&w, &v, 8);
-        asm volatile("" : "+l"(w));
-        memcpy(&v, &w, 8);
-    } else if constexpr (sizeof(T) == 4) {
-        unsigned w;
-        memcpy(&w, &v, 4);
-        asm volatile("" : "+r"(w));
-        memcpy(&v, &w, 4);
-    } else {
-        unsigned short w = 0;
-        memcpy(&w, &v, sizeof(T));
-        asm volatile("" : "+h"(w));
-        memcpy(&v, &w, sizeof(T));
-    }
-#else
-    (void)v;
-#endif
-}
-
-/* opaque() on every element of a row's chunks. */
-template <typename T, int N> TD_DEV void hide(row_vec<T> (&c)[N])
-{
-#pragma unroll
-    for (int j = 0; j < N; j++)
-#pragma unroll
-        for (int q = 0; q < (int)(16 / sizeof(T)); q++) opaque(c[j].v[q]);
-}
-
-/* dy w of a chunk in double (dy alone without w), as k_nn_row forms it: the widened dy, then
- * times the widened w. */
-template <typename T>
-TD_DEV void gg_of(const row_vec<T> &d, const row_vec<T> *w, int64_t c, double *gg)
-{
-    constexpr int VEC = 16 / sizeof(T);
-#pragma unroll
-    for (int q = 0; q < VEC; q++) gg[q] = td_ld_double(d.v[q]);
-    if (w != NULL) {
-        const row_vec<T> wv = w[c];
-#pragma unroll
-        for (int q = 0; q < VEC; q++) gg[q] *= td_ld_double(wv.v[q]);
-    }
-}
-
 /* The row kernel for whole chunks: every operand 16-byte aligned and the row length a
  * multiple of VEC x tpr, so lane l holds chunks j tpr + l for j < nv = n / (VEC tpr), all
- * inside the row (the common case: 4096 f32 is 256 lanes x 4 chunks). The same elements,
- * widened to the same doubles, folded in the same order as k_nn_row: the same bits. What
- * differs: no per-element bounds (a chunk count instead; 32-bit offsets inside a row), a
- * team past the last row reads row 0 and stores nothing, and registers. It keeps the row
- * (and dy) as loaded, 16 f32 registers for 16 elements instead of 32 for their doubles, and
- * widens them again on each pass (opaque() stops nvcc from keeping the doubles instead):
- * the forward op converts six times an element with w, b and y, where sm_90 converts to
- * and from double at 16 a clock a multiprocessor (CUDA C++ Programming Guide, arithmetic
- * instruction throughput), so 4.4 TB/s (2.1 f32 elements a clock a multiprocessor, read
- * and written) would use 79 % of that, PyTorch's rate under a third. Without a bound nvcc
- * gave the f32 forward row kernel 120 registers, so only two 256-thread rows were in flight
- * on a multiprocessor, each loading, then reducing (barriers), then storing: the suspected
- * reason for 0.175 ms on [8192, 4096] f32 on the H200 (64 MiB moved, under a tenth of the
- * bandwidth); the backward kernel had 76, one 512-thread row a multiprocessor. */
-/* Bounds of k_nn_rowv, in threads a multiprocessor: 1280 for the forward kernel of 4-byte
- * and smaller elements (at most 48 registers: five 256-thread rows), 1024 otherwise (64;
- * the backward kernel of 4096 f32 takes 512-thread rows, and at three a multiprocessor, 40
- * registers, nvcc spilled 164 bytes a thread). */
-template <typename T, bool BWD> constexpr int rowv_threads()
-{
-    return sizeof(T) > 4 || BWD ? 1024 : 1280;
-}
-
+ * inside the row (the common case: 4096 f32 is 256 lanes x 4 chunks). The same elements in
+ * the same registers, folded in the same order, as k_nn_row: the same bits. What differs:
+ * no per-element bounds (a chunk count instead; 32-bit offsets inside a row), a team past
+ * the last row reads row 0 and stores nothing, and at most 64 registers a thread (1024
+ * threads a multiprocessor). Without that bound nvcc gave the f32 forward row kernel 120
+ * registers (the backward one 76), so only two 256-thread rows (one 512-thread row) were in
+ * flight on a multiprocessor, each loading, then reducing (barriers), then storing: 0.175
+ * ms for [8192, 4096] f32 on the H200. With it, 0.107 ms on an H100 (80-84 % of DRAM
+ * bandwidth). Keeping the row as loaded (16 f32 registers instead of 32 doubles, widened on
+ * each pass) fits five rows in 48 registers, at 6 conversions an element instead of 4;
+ * tried in emulation only (same bits), not kept: unmeasured against a kernel that meets
+ * the target. */
 template <typename T, int CAP, int BLOCK, bool BWD>
-__global__ void __launch_bounds__(BLOCK, rowv_threads<T, BWD>() / BLOCK)
-    k_nn_rowv(row_geom g, nn_ptrs p)
+__global__ void __launch_bounds__(BLOCK, 1024 / BLOCK) k_nn_rowv(row_geom g, nn_ptrs p)
 {
     constexpr int VEC = 16 / sizeof(T), NV = CAP / VEC;
     typedef row_vec<T> RV;
@@ -469,16 +404,28 @@ __global__ void __launch_bounds__(BLOCK, rowv_threads<T, BWD>() / BLOCK)
         const bool live = row < g.nrows;
         const int64_t off = live ? row * g.n : 0;
         const RV *x = (const RV *)((const T *)p.x + off);
-        /* the row (and dy) as loaded, widened where used; opaque() after each pass */
-        RV xr[NV], dr[BWD ? NV : 1];
+        double xr[CAP], gr[BWD ? CAP : 1];
 #pragma unroll
         for (int j = 0; j < NV; j++)
-            if (j < nv) xr[j] = x[j * tpr + lane];
+            if (j < nv) {
+                const RV v = x[j * tpr + lane];
+#pragma unroll
+                for (int q = 0; q < VEC; q++) xr[j * VEC + q] = td_ld_double(v.v[q]);
+            }
         if (BWD) {
             const RV *dy = (const RV *)((const T *)p.dy + off);
 #pragma unroll
             for (int j = 0; j < NV; j++)
-                if (j < nv) dr[j] = dy[j * tpr + lane];
+                if (j < nv) {
+                    const RV v = dy[j * tpr + lane];
+#pragma unroll
+                    for (int q = 0; q < VEC; q++) gr[j * VEC + q] = td_ld_double(v.v[q]);
+                    if (w != NULL) {
+                        const RV wv = w[j * tpr + lane];
+#pragma unroll
+                        for (int q = 0; q < VEC; q++) gr[j * VEC + q] *= td_ld_double(wv.v[q]);
+                    }
+                }
         }
         double mean = 0.0;
         if (g.layer) {
@@ -487,8 +434,7 @@ __global__ void __launch_bounds__(BLOCK, rowv_threads<T, BWD>() / BLOCK)
             for (int j = 0; j < NV; j++)
                 if (j < nv)
 #pragma unroll
-                    for (int q = 0; q < VEC; q++) a[0] += td_ld_double(xr[j].v[q]);
-            hide(xr);
+                    for (int q = 0; q < VEC; q++) a[0] += xr[j * VEC + q];
             team_sums<1, BLOCK>(a, tpr, sh[cb]);
             cb ^= 1;
             mean = a[0] / nd;
@@ -499,10 +445,9 @@ __global__ void __launch_bounds__(BLOCK, rowv_threads<T, BWD>() / BLOCK)
             if (j < nv)
 #pragma unroll
                 for (int q = 0; q < VEC; q++) {
-                    const double d = td_ld_double(xr[j].v[q]) - mean;
+                    const double d = xr[j * VEC + q] - mean;
                     a2[0] += d * d;
                 }
-        hide(xr);
         team_sums<1, BLOCK>(a2, tpr, sh[cb]);
         cb ^= 1;
         const double r = 1.0 / sqrt(a2[0] / nd + g.eps);
@@ -513,7 +458,7 @@ __global__ void __launch_bounds__(BLOCK, rowv_threads<T, BWD>() / BLOCK)
                 if (j < nv) {
                     double v[VEC];
 #pragma unroll
-                    for (int q = 0; q < VEC; q++) v[q] = (td_ld_double(xr[j].v[q]) - mean) * r;
+                    for (int q = 0; q < VEC; q++) v[q] = (xr[j * VEC + q] - mean) * r;
                     if (w != NULL) {
                         const RV wv = w[j * tpr + lane];
 #pragma unroll
@@ -531,34 +476,26 @@ __global__ void __launch_bounds__(BLOCK, rowv_threads<T, BWD>() / BLOCK)
                 }
             continue;
         }
-        /* gg = dy w (dy where there is no w), as k_nn_row's gr */
         double t3[2] = {0.0, 0.0};
 #pragma unroll
         for (int j = 0; j < NV; j++)
-            if (j < nv) {
-                double gg[VEC];
-                gg_of(dr[j], w, j * tpr + lane, gg);
+            if (j < nv)
 #pragma unroll
                 for (int q = 0; q < VEC; q++) {
-                    t3[0] += gg[q];
-                    t3[1] += gg[q] * ((td_ld_double(xr[j].v[q]) - mean) * r);
+                    t3[0] += gr[j * VEC + q];
+                    t3[1] += gr[j * VEC + q] * ((xr[j * VEC + q] - mean) * r);
                 }
-            }
-        hide(xr);
-        hide(dr);
         team_sums<2, BLOCK>(t3, tpr, sh[cb]);
         cb ^= 1;
         const double mg = g.layer ? t3[0] / nd : 0.0, mgx = t3[1] / nd;
 #pragma unroll
         for (int j = 0; j < NV; j++)
             if (j < nv) {
-                double gg[VEC];
-                gg_of(dr[j], w, j * tpr + lane, gg);
                 RV o;
 #pragma unroll
                 for (int q = 0; q < VEC; q++) {
-                    const double xh = (td_ld_double(xr[j].v[q]) - mean) * r;
-                    o.v[q] = td_from_double<T>(r * (gg[q] - mg - xh * mgx));
+                    const double xh = (xr[j * VEC + q] - mean) * r;
+                    o.v[q] = td_from_double<T>(r * (gr[j * VEC + q] - mg - xh * mgx));
                 }
                 if (live) y[j * tpr + lane] = o;
             }
