@@ -93,7 +93,17 @@ typedef struct vk_device {
     uint32_t stage_type;    /* host-visible coherent, cached where the device has it: staging */
     vk_block **blocks;      /* by id - 1 */
     uint32_t nblocks, capblocks;
-    uint64_t bytes_used;
+    uint64_t bytes_used;    /* tensors' bytes (a dedicated block counts its whole size) */
+    /* freed dedicated blocks kept for reuse by size class (vk_device.c, "large
+     * allocations"): oldest first, cache_bytes in all, at most cache_cap */
+    vk_block **cache;
+    uint32_t ncache, capcache;
+    uint64_t cache_bytes, cache_cap;
+    uint64_t dev_bytes;     /* bytes of every tensor VkDeviceMemory held, cache included */
+    uint64_t test_cap;      /* TENSORD_TEST_VULKAN_MEMORY_CAP: a tensor vkAllocateMemory
+                             * past dev_bytes + size > test_cap fails as out of device
+                             * memory (0: no cap) */
+    uint64_t nallocs;       /* vkAllocateMemory calls for tensor blocks so far */
     /* deferred frees: buffers freed while recorded work may still read them */
     uint64_t *zombie;
     size_t *zombie_len;
