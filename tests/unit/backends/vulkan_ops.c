@@ -1,6 +1,15 @@
 /* vulkan_ops.c — cases of the Vulkan backend's ops through the public API on
  * local:vulkan:0, against values from an independent reference.
  *
+ * sinh and cosh near the overflow edge: e^|x| overflows past |x| = 709.78 (f64) while
+ * sinh x = cosh x ~ e^|x| / 2 stays below DBL_MAX up to |x| = 710.4758 (f32: e^x overflows
+ * f32 past 88.72, sinh stays finite up to 89.4159). An implementation that forms e^|x| (or
+ * a product that exceeds the range on the way) gives inf there, as NVIDIA's driver did
+ * (CONFORMANCE.md, 2026-12-05). Expected values: mpmath 1.3 at 200 bits, rounded to
+ * nearest in the dtype (the script is in the comment above the table); the bound is 4 ulp
+ * for f64 (the conformance bound for SINH/COSH is 6) and 1 ulp for f32 (the shader computes
+ * in double and rounds once).
+ *
  * Long reductions (below): split over many workgroups, against sums known in integers.
  * Skipped where there is no Vulkan device.
  */
@@ -16,6 +25,84 @@ static td_context *open_vulkan(void)
     td_context *ctx = NULL;
     if (td_connect("local:vulkan:0", NULL, &ctx) != TD_OK) return NULL;
     return ctx;
+}
+
+/* python3: import mpmath; mpmath.mp.prec = 200
+ *   f64: float(mpmath.sinh(mpmath.mpf(x))), float(mpmath.cosh(...))
+ *   f32: x the float32 value of the literal; with mpmath.workprec(24): +mpmath.sinh(x) */
+static const double k_x64[] = {709.0, 709.78, 710.0, 710.4, 710.47, -710.2, 710.48, 711.0};
+static const double k_sinh64[] = {4.109203730777486e+307, 8.964113971972578e+307,
+                                  1.1169973830808555e+308, 1.6663642832806496e+308,
+                                  1.7871893267684048e+308, -1.3643036845527107e+308,
+                                  INFINITY, INFINITY};
+static const double k_cosh64[] = {4.109203730777486e+307, 8.964113971972578e+307,
+                                  1.1169973830808555e+308, 1.6663642832806496e+308,
+                                  1.7871893267684048e+308, 1.3643036845527107e+308,
+                                  INFINITY, INFINITY};
+static const float k_x32[] = {88.5f, 88.8f, 89.0f, 89.2f, 89.4f, 89.41f, -89.3f, 89.42f};
+static const float k_sinh32[] = {1.361543959006414e+38f, 1.8378976450782574e+38f,
+                                 2.2448063889081578e+38f, 2.741804322770982e+38f,
+                                 3.3488627241070614e+38f, 3.3825266562708183e+38f,
+                                 -3.0301810422843736e+38f, INFINITY};
+static const float k_cosh32[] = {1.361543959006414e+38f, 1.8378976450782574e+38f,
+                                 2.2448063889081578e+38f, 2.741804322770982e+38f,
+                                 3.3488627241070614e+38f, 3.3825266562708183e+38f,
+                                 3.0301810422843736e+38f, INFINITY};
+
+#define N 8
+
+static void check64(const char *what, const double *got, const double *want)
+{
+    for (int i = 0; i < N; i++) {
+        if (isinf(want[i])) {
+            cr_expect(got[i] == want[i], "%s(%.17g) = %.17g, want %g", what, k_x64[i], got[i],
+                      want[i]);
+            continue;
+        }
+        const double ulp = nextafter(fabs(want[i]), INFINITY) - fabs(want[i]);
+        cr_expect(isfinite(got[i]) && fabs(got[i] - want[i]) <= 4 * ulp,
+                  "%s(%.17g) = %.17g, want %.17g (4 ulp)", what, k_x64[i], got[i], want[i]);
+    }
+}
+
+static void check32(const char *what, const float *got, const float *want)
+{
+    for (int i = 0; i < N; i++) {
+        if (isinf(want[i])) {
+            cr_expect(got[i] == want[i], "%s(%.9g) = %.9g, want %g", what, k_x32[i], got[i],
+                      want[i]);
+            continue;
+        }
+        const float ulp = nextafterf(fabsf(want[i]), INFINITY) - fabsf(want[i]);
+        cr_expect(isfinite(got[i]) && fabsf(got[i] - want[i]) <= ulp,
+                  "%s(%.9g) = %.9g, want %.9g (1 ulp)", what, k_x32[i], got[i], want[i]);
+    }
+}
+
+Test(vulkan_ops, sinh_cosh_f64_near_overflow)
+{
+    td_context *ctx = open_vulkan();
+    if (ctx == NULL) cr_skip_test("no Vulkan device");
+    td_tensor *x = td_from_host(ctx, TD_F64, 1, (int64_t[]){N}, k_x64);
+    double s[N], c[N];
+    cr_assert_eq(td_read(td_sinh(x), s, sizeof s), TD_OK, "%s", td_last_error(ctx));
+    cr_assert_eq(td_read(td_cosh(x), c, sizeof c), TD_OK, "%s", td_last_error(ctx));
+    check64("sinh", s, k_sinh64);
+    check64("cosh", c, k_cosh64);
+    td_close(ctx);
+}
+
+Test(vulkan_ops, sinh_cosh_f32_near_overflow)
+{
+    td_context *ctx = open_vulkan();
+    if (ctx == NULL) cr_skip_test("no Vulkan device");
+    td_tensor *x = td_from_host(ctx, TD_F32, 1, (int64_t[]){N}, k_x32);
+    float s[N], c[N];
+    cr_assert_eq(td_read(td_sinh(x), s, sizeof s), TD_OK, "%s", td_last_error(ctx));
+    cr_assert_eq(td_read(td_cosh(x), c, sizeof c), TD_OK, "%s", td_last_error(ctx));
+    check32("sinh", s, k_sinh32);
+    check32("cosh", c, k_cosh32);
+    td_close(ctx);
 }
 
 /* ---- long reductions to a scalar or a few rows (split over many workgroups,
