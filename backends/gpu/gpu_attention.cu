@@ -41,6 +41,7 @@
  * the engine runs the lowering there.
  */
 #include "backends/gpu/gpu_ops.cuh"
+#include "backends/gpu/gpu_attention_layout.h"
 #include "engine/convert.h"
 #include <math.h>
 #include <string.h>
@@ -135,13 +136,7 @@ TD_DEV float ex2(float x)
     return y;
 }
 
-/* Offset (in elements) of element (r, c) of a tile of D columns, c a multiple of 8: the
- * 16-byte chunk index XOR (r mod 8), so the 8 rows one ldmatrix phase reads sit in 8
- * different bank groups. */
-template <int D> TD_DEV int swz(int r, int c)
-{
-    return r * D + ((((c >> 3) ^ (r & 7))) << 3);
-}
+template <int D> TD_DEV int swz(int r, int c) { return td_attn_swz(r, c, D); }
 
 /* Rows [r0, r0 + R) of a [n, D] matrix into a swizzled tile (zeros past row n). */
 template <int D, int R>
@@ -151,8 +146,8 @@ TD_DEV void load_tile(uint16_t *tile, const uint16_t *g, int r0, int n, int tid)
     const uint32_t base = smem_addr(tile);
 #pragma unroll
     for (int i = 0; i < R * CH / ATTN_THREADS; i++) {
-        const int idx = tid + i * ATTN_THREADS;
-        const int r = idx / CH, ch = idx % CH;
+        int r, ch;
+        td_attn_chunk(tid + i * ATTN_THREADS, D, &r, &ch);
         const bool in = r0 + r < n;
         const uint16_t *src = in ? g + (int64_t)(r0 + r) * D + ch * 8 : g;
         cp_async16(base + 2u * (uint32_t)swz<D>(r, ch * 8), src, in ? 16 : 0);
@@ -224,7 +219,8 @@ __global__ void __launch_bounds__(ATTN_THREADS, 2)
             for (int mt = 0; mt < MT; mt++)
 #pragma unroll
                 for (int kk = 0; kk < KT; kk++) {
-                    const int r = wr0 + mt * 16 + (lane & 15), c = kk * 16 + (lane >> 4) * 8;
+                    int r, c;
+                    td_attn_q_rc(lane, wr0 + mt * 16, kk, &r, &c);
                     ldsm_x4(qb + 2u * (uint32_t)swz<D>(r, c), qf[mt][kk][0], qf[mt][kk][1],
                             qf[mt][kk][2], qf[mt][kk][3]);
                 }
@@ -243,8 +239,8 @@ __global__ void __launch_bounds__(ATTN_THREADS, 2)
 #pragma unroll
             for (int np = 0; np < NT / 2; np++) {
                 uint32_t b0, b1, b2, b3;
-                const int r = np * 16 + (lane & 7) + (lane >> 4) * 8;
-                const int c = kk * 16 + ((lane >> 3) & 1) * 8;
+                int r, c;
+                td_attn_k_rc(lane, np, kk, &r, &c);
                 ldsm_x4(kb + 2u * (uint32_t)swz<D>(r, c), b0, b1, b2, b3);
 #pragma unroll
                 for (int mt = 0; mt < MT; mt++) {
@@ -310,8 +306,8 @@ __global__ void __launch_bounds__(ATTN_THREADS, 2)
 #pragma unroll
             for (int dp = 0; dp < DT / 2; dp++) {
                 uint32_t b0, b1, b2, b3;
-                const int r = kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-                const int c = dp * 16 + (lane >> 4) * 8;
+                int r, c;
+                td_attn_v_rc(lane, kk, dp, &r, &c);
                 ldsm_x4_t(vb + 2u * (uint32_t)swz<D>(r, c), b0, b1, b2, b3);
 #pragma unroll
                 for (int mt = 0; mt < MT; mt++) {
