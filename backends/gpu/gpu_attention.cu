@@ -66,7 +66,7 @@ struct attn_args {
     float scale_log2;    /* scale (rounded to the dtype) * log2(e) */
     int nb;              /* output batch rank */
     int64_t bdims[ATTN_MAX_BATCH];
-    int64_t bst[3][ATTN_MAX_BATCH]; /* q k v: element stride per output batch dim (0: broadcast) */
+    int64_t bst[3][ATTN_MAX_BATCH]; /* q k v: element stride per batch dim (0: broadcast) */
 };
 
 TD_DEV uint32_t smem_addr(const void *p)
@@ -81,7 +81,10 @@ TD_DEV void cp_async16(uint32_t dst, const void *src, int bytes)
                  "r"(bytes));
 }
 TD_DEV void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> TD_DEV void cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+template <int N> TD_DEV void cp_wait()
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
 
 TD_DEV void ldsm_x4(uint32_t addr, uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3)
 {
@@ -198,7 +201,8 @@ __global__ void __launch_bounds__(ATTN_THREADS, 2)
         mrow[mt][0] = mrow[mt][1] = -INFINITY;
         lrow[mt][0] = lrow[mt][1] = 0.0f;
 #pragma unroll
-        for (int dt = 0; dt < DT; dt++) o[mt][dt][0] = o[mt][dt][1] = o[mt][dt][2] = o[mt][dt][3] = 0.0f;
+        for (int dt = 0; dt < DT; dt++)
+            o[mt][dt][0] = o[mt][dt][1] = o[mt][dt][2] = o[mt][dt][3] = 0.0f;
     }
     const int wr0 = warp * 16 * MT; /* the warp's first row in the block */
 
@@ -227,94 +231,98 @@ __global__ void __launch_bounds__(ATTN_THREADS, 2)
         }
         const uint32_t kb = smem_addr(sk + buf * BN * D), vb = smem_addr(sv + buf * BN * D);
         const int kv0 = j * BN;
+        /* causal: a tile wholly after the warp's last row adds nothing (every weight 0) */
+        if (!a.causal || kv0 <= m0 + wr0 + 16 * MT - 1) {
 
-        /* S = Q K^T */
-        float s[MT][NT][4];
+            /* S = Q K^T */
+            float s[MT][NT][4];
 #pragma unroll
-        for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-            for (int nt = 0; nt < NT; nt++) s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.0f;
-#pragma unroll
-        for (int kk = 0; kk < KT; kk++)
-#pragma unroll
-            for (int np = 0; np < NT / 2; np++) {
-                uint32_t b0, b1, b2, b3;
-                int r, c;
-                td_attn_k_rc(lane, np, kk, &r, &c);
-                ldsm_x4(kb + 2u * (uint32_t)swz<D>(r, c), b0, b1, b2, b3);
-#pragma unroll
-                for (int mt = 0; mt < MT; mt++) {
-                    mma16816<BF>(s[mt][2 * np], qf[mt][kk], b0, b1);
-                    mma16816<BF>(s[mt][2 * np + 1], qf[mt][kk], b2, b3);
-                }
-            }
-
-        /* scale, mask, online softmax; P into A fragments */
-        const bool edge = kv0 + BN > a.s || (a.causal && kv0 + BN - 1 > m0 + wr0);
-        uint32_t pa[MT][BN / 16][4];
-#pragma unroll
-        for (int mt = 0; mt < MT; mt++) {
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const int row = m0 + wr0 + mt * 16 + g + 8 * h;
-                float mx = mrow[mt][h];
+            for (int mt = 0; mt < MT; mt++)
 #pragma unroll
                 for (int nt = 0; nt < NT; nt++)
+                    s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.0f;
 #pragma unroll
-                    for (int e = 0; e < 2; e++) {
-                        float x = s[mt][nt][2 * h + e] * a.scale_log2;
-                        if (edge) {
-                            const int col = kv0 + nt * 8 + 2 * t + e;
-                            if (col >= a.s || (a.causal && col > row)) x = -INFINITY;
+            for (int kk = 0; kk < KT; kk++)
+#pragma unroll
+                for (int np = 0; np < NT / 2; np++) {
+                    uint32_t b0, b1, b2, b3;
+                    int r, c;
+                    td_attn_k_rc(lane, np, kk, &r, &c);
+                    ldsm_x4(kb + 2u * (uint32_t)swz<D>(r, c), b0, b1, b2, b3);
+#pragma unroll
+                    for (int mt = 0; mt < MT; mt++) {
+                        mma16816<BF>(s[mt][2 * np], qf[mt][kk], b0, b1);
+                        mma16816<BF>(s[mt][2 * np + 1], qf[mt][kk], b2, b3);
+                    }
+                }
+
+            /* scale, mask, online softmax; P into A fragments */
+            const bool edge = kv0 + BN > a.s || (a.causal && kv0 + BN - 1 > m0 + wr0);
+            uint32_t pa[MT][BN / 16][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const int row = m0 + wr0 + mt * 16 + g + 8 * h;
+                    float mx = mrow[mt][h];
+#pragma unroll
+                    for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                        for (int e = 0; e < 2; e++) {
+                            float x = s[mt][nt][2 * h + e] * a.scale_log2;
+                            if (edge) {
+                                const int col = kv0 + nt * 8 + 2 * t + e;
+                                if (col >= a.s || (a.causal && col > row)) x = -INFINITY;
+                            }
+                            s[mt][nt][2 * h + e] = x;
+                            mx = fmaxf(mx, x);
                         }
-                        s[mt][nt][2 * h + e] = x;
-                        mx = fmaxf(mx, x);
+                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                    const float mu = mx == -INFINITY ? 0.0f : mx;
+                    const float alpha = ex2(mrow[mt][h] - mu);
+                    mrow[mt][h] = mx;
+                    float ls = 0.0f;
+#pragma unroll
+                    for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                        for (int e = 0; e < 2; e++) {
+                            const float p = ex2(s[mt][nt][2 * h + e] - mu);
+                            s[mt][nt][2 * h + e] = p;
+                            ls += p;
+                        }
+                    lrow[mt][h] = lrow[mt][h] * alpha + ls;
+#pragma unroll
+                    for (int dt = 0; dt < DT; dt++) {
+                        o[mt][dt][2 * h] *= alpha;
+                        o[mt][dt][2 * h + 1] *= alpha;
                     }
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                const float mu = mx == -INFINITY ? 0.0f : mx;
-                const float alpha = ex2(mrow[mt][h] - mu);
-                mrow[mt][h] = mx;
-                float ls = 0.0f;
+                }
 #pragma unroll
-                for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-                    for (int e = 0; e < 2; e++) {
-                        const float p = ex2(s[mt][nt][2 * h + e] - mu);
-                        s[mt][nt][2 * h + e] = p;
-                        ls += p;
-                    }
-                lrow[mt][h] = lrow[mt][h] * alpha + ls;
-#pragma unroll
-                for (int dt = 0; dt < DT; dt++) {
-                    o[mt][dt][2 * h] *= alpha;
-                    o[mt][dt][2 * h + 1] *= alpha;
+                for (int kk = 0; kk < BN / 16; kk++) {
+                    pa[mt][kk][0] = pack2<BF>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+                    pa[mt][kk][1] = pack2<BF>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+                    pa[mt][kk][2] = pack2<BF>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+                    pa[mt][kk][3] = pack2<BF>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
                 }
             }
-#pragma unroll
-            for (int kk = 0; kk < BN / 16; kk++) {
-                pa[mt][kk][0] = pack2<BF>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
-                pa[mt][kk][1] = pack2<BF>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
-                pa[mt][kk][2] = pack2<BF>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
-                pa[mt][kk][3] = pack2<BF>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
-            }
-        }
 
-        /* O += P V */
+            /* O += P V */
 #pragma unroll
-        for (int kk = 0; kk < BN / 16; kk++)
+            for (int kk = 0; kk < BN / 16; kk++)
 #pragma unroll
-            for (int dp = 0; dp < DT / 2; dp++) {
-                uint32_t b0, b1, b2, b3;
-                int r, c;
-                td_attn_v_rc(lane, kk, dp, &r, &c);
-                ldsm_x4_t(vb + 2u * (uint32_t)swz<D>(r, c), b0, b1, b2, b3);
+                for (int dp = 0; dp < DT / 2; dp++) {
+                    uint32_t b0, b1, b2, b3;
+                    int r, c;
+                    td_attn_v_rc(lane, kk, dp, &r, &c);
+                    ldsm_x4_t(vb + 2u * (uint32_t)swz<D>(r, c), b0, b1, b2, b3);
 #pragma unroll
-                for (int mt = 0; mt < MT; mt++) {
-                    mma16816<BF>(o[mt][2 * dp], pa[mt][kk], b0, b1);
-                    mma16816<BF>(o[mt][2 * dp + 1], pa[mt][kk], b2, b3);
+                    for (int mt = 0; mt < MT; mt++) {
+                        mma16816<BF>(o[mt][2 * dp], pa[mt][kk], b0, b1);
+                        mma16816<BF>(o[mt][2 * dp + 1], pa[mt][kk], b2, b3);
+                    }
                 }
-            }
+        }
         __syncthreads(); /* the next iteration's copies overwrite the other buffer */
     }
 
@@ -332,7 +340,8 @@ __global__ void __launch_bounds__(ATTN_THREADS, 2)
                 uint32_t *dst = reinterpret_cast<uint32_t *>(gy + (int64_t)row * D);
 #pragma unroll
                 for (int dt = 0; dt < DT; dt++)
-                    dst[dt * 4 + t] = pack2<BF>(o[mt][dt][2 * h] * inv, o[mt][dt][2 * h + 1] * inv);
+                    dst[dt * 4 + t] =
+                        pack2<BF>(o[mt][dt][2 * h] * inv, o[mt][dt][2 * h + 1] * inv);
             }
         }
 }

@@ -194,7 +194,8 @@ static int check(int d, int mtiles)
         int seen[MAXD / 8] = {0};
         for (int c = 0; c < d; c += 8) seen[(td_attn_swz(r, c, d) - r * d) / 8]++;
         for (int c = 0; c < d / 8; c++)
-            if (seen[c] != 1 && bad++ < 5) printf("d %d: swizzle of row %d not a permutation\n", d, r);
+            if (seen[c] != 1 && bad++ < 5)
+                printf("d %d: swizzle of row %d not a permutation\n", d, r);
     }
     printf("attn_frag_check: head dim %d, %d m16 tiles a warp: %s\n", d, mtiles,
            bad ? "MISMATCH" : "ok");

@@ -148,7 +148,12 @@
  *    output moves by the score error times max|v|; each side's softmax sum and the weighted
  *    sum of v add S u relative each (the CPU's blocked running maximum rescales in double).
  *    Unlike the other composites, the CPU's native kernel is held to its own lowering with
- *    this bound, not bit for bit: it never forms the whole row of scores.
+ *    this bound, not bit for bit: it never forms the whole row of scores. The CUDA f16/bf16
+ *    kernel (backends/gpu/gpu_attention.cu) keeps its scores in f32 (closer to exact than
+ *    the lowering's, which are rounded to the dtype) and rounds each weight to the dtype
+ *    before the product with v, as the lowering's softmax output is: u max|v| more on its
+ *    side, inside the constant term; tests/gpu/attn_check.c holds it to 4 u max|v| + u |y|
+ *    against an f32 reference.
  *
  * Op and dtype lists come from the op table and the dtype table: every row of a family is
  * run in every dtype its class holds, with its row's accuracy as the tolerance.
