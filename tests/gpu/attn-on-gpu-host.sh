@@ -9,7 +9,8 @@
 #   3. that the native kernel ran (TENSORD_GPU_PROFILE=1 lists the op by name; the lowering
 #      would list matmul and softmax's steps instead);
 #   4. attn-bench next to bench/attn_torch.py ([8, 16, 2048, 64], causal and not): tensord
-#      bf16 and f16 (fused), f32 (lowering); PyTorch f32 and bf16; plus head dim 128.
+#      bf16 and f16 (fused), f32 (lowering); PyTorch f32 and bf16; plus head dim 128;
+#   5. compute-sanitizer memcheck and racecheck over attn-check's small cases.
 # Writes $OUT/summary.txt (appended) and raw logs $OUT/attn-*.log.
 #     lead: carry ["carry"], command: bash tests/gpu/attn-on-gpu-host.sh
 set -u -o pipefail
@@ -23,7 +24,7 @@ HOST_LD=${LD_LIBRARY_PATH:-}
 . tests/gpu/gpu-host-lib.sh
 X=${TMPDIR:-/tmp}/tensord-gpu
 unpack_carry "$X" || { echo "FAIL unpack carry" | tee -a "$SUM"; exit 1; }
-use_carry "$X" "$OUT/attn-libs.log"
+use_carry "$X"
 py() { timeout "$(limit "$1")" env PYTHONUNBUFFERED=1 LD_LIBRARY_PATH="$HOST_LD" python3 "${@:2}"; }
 rcall=0
 {
@@ -85,5 +86,22 @@ cat "$T"/attn-* "$T"/torch* >"$OUT/attn-bench.log"
     grep -h -iE 'error|fail' "$T"/* | head -5 | sed 's/^/  ! /'
 } | tee -a "$SUM"
 rm -rf "$T"
+# ---- 5. out-of-bounds accesses and races (compute-sanitizer, small cases) ----
+CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+if [ -n "$CS" ]; then
+    for tool in memcheck racecheck; do
+        timeout "$(limit 40)" "$CS" --tool "$tool" --error-exitcode 9 "$X/bin/attn-check" \
+            --max-ls 20000 >"$OUT/attn-sanitizer-$tool.log" 2>&1
+        rc=$?
+        [ $rc -ne 0 ] && rcall=1
+        {
+            echo "-- compute-sanitizer --tool $tool attn-check --max-ls 20000 (rc $rc): $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/attn-sanitizer-$tool.log")"
+            grep -m4 -E '^=+ +(Invalid|Error|Race|.*hazard)' "$OUT/attn-sanitizer-$tool.log" | sed 's/^/  /'
+        } | tee -a "$SUM"
+    done
+else
+    echo "-- compute-sanitizer: not found on this host" | tee -a "$SUM"
+fi
+
 echo "attention on the GPU done in $(($(date +%s) - start)) s (rc $rcall)" | tee -a "$SUM"
 exit $rcall

@@ -14,12 +14,15 @@
  * The conformance program holds the op to the op table's looser ATTENTION bound; this
  * shows how far inside it the kernel is.
  *
- *     attn-check [--device local:cuda:0] [--reference local:cpu] [--quick]
+ *     attn-check [--device local:cuda:0] [--reference local:cpu] [--quick] [--max-ls N]
+ * --quick: the cases with L S <= 300000 only; --max-ls N: L S <= N (runs under
+ * compute-sanitizer stay short).
  * Prints one line per case and a summary line "attn-check: N cases, F failed"; exit 1 when
  * a case fails. Inputs are deterministic (xorshift; no seeds to pass). */
 #include "engine/convert.h"
 #include "tensord.h"
 #include <inttypes.h>
+#include <stdint.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -188,13 +191,15 @@ done:
 int main(int argc, char **argv)
 {
     const char *dev_uri = "local:cuda:0", *ref_uri = "local:cpu";
-    bool quick = false;
+    int64_t max_ls = INT64_MAX;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--device") == 0 && i + 1 < argc) dev_uri = argv[++i];
         else if (strcmp(argv[i], "--reference") == 0 && i + 1 < argc) ref_uri = argv[++i];
-        else if (strcmp(argv[i], "--quick") == 0) quick = true;
+        else if (strcmp(argv[i], "--quick") == 0) max_ls = 300000;
+        else if (strcmp(argv[i], "--max-ls") == 0 && i + 1 < argc) max_ls = atoll(argv[++i]);
         else {
-            fprintf(stderr, "usage: attn-check [--device URI] [--reference URI] [--quick]\n");
+            fprintf(stderr, "usage: attn-check [--device URI] [--reference URI] [--quick] "
+                            "[--max-ls N]\n");
             return 2;
         }
     }
@@ -221,7 +226,7 @@ int main(int argc, char **argv)
     size_t run = 0, failed = 0;
     for (int d = 0; d < 2; d++)
         for (size_t i = 0; i < n; i++) {
-            if (quick && cs[i].l * cs[i].s > 300000) continue;
+            if (cs[i].l * cs[i].s > max_ls) continue;
             failed += (size_t)run_case(dev, ref, &cs[i], d ? TD_F16 : TD_BF16, d ? "f16" : "bf16");
             run++;
             fflush(stdout);
