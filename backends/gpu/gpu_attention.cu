@@ -292,10 +292,14 @@ __global__ void __launch_bounds__(ATTN_THREADS, 2)
                             ls += p;
                         }
                     lrow[mt][h] = lrow[mt][h] * alpha + ls;
+                    /* once the maxima settle alpha is 1 in every row of the warp: skipping
+                     * the multiply by 1 changes no bit */
+                    if (!__all_sync(0xffffffffu, alpha == 1.0f)) {
 #pragma unroll
-                    for (int dt = 0; dt < DT; dt++) {
-                        o[mt][dt][2 * h] *= alpha;
-                        o[mt][dt][2 * h + 1] *= alpha;
+                        for (int dt = 0; dt < DT; dt++) {
+                            o[mt][dt][2 * h] *= alpha;
+                            o[mt][dt][2 * h + 1] *= alpha;
+                        }
                     }
                 }
 #pragma unroll
