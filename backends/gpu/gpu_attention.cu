@@ -44,6 +44,7 @@
 #include "backends/gpu/gpu_attention_layout.h"
 #include "engine/convert.h"
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #if !defined(TD_GPU_HIP) && !defined(TD_GPU_EMU)
@@ -157,7 +158,7 @@ TD_DEV void load_tile(uint16_t *tile, const uint16_t *g, int r0, int n, int tid)
     }
 }
 
-template <bool BF, int D, int MT>
+template <bool BF, int D, int MT, bool QREG>
 __global__ void __launch_bounds__(ATTN_THREADS, 2)
     k_attention(const uint16_t *__restrict__ q, const uint16_t *__restrict__ k,
                 const uint16_t *__restrict__ v, uint16_t *__restrict__ y, attn_args a)
@@ -217,8 +218,8 @@ __global__ void __launch_bounds__(ATTN_THREADS, 2)
             cp_wait<0>();
         }
         __syncthreads();
-        if (j == 0) {
-            const uint32_t qb = smem_addr(sq);
+        const uint32_t qb = smem_addr(sq);
+        if (QREG && j == 0) {
 #pragma unroll
             for (int mt = 0; mt < MT; mt++)
 #pragma unroll
@@ -242,7 +243,17 @@ __global__ void __launch_bounds__(ATTN_THREADS, 2)
                 for (int nt = 0; nt < NT; nt++)
                     s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.0f;
 #pragma unroll
-            for (int kk = 0; kk < KT; kk++)
+            for (int kk = 0; kk < KT; kk++) {
+                uint32_t qs[MT][4]; /* !QREG: this k step's Q fragments, from shared memory */
+                if (!QREG) {
+#pragma unroll
+                    for (int mt = 0; mt < MT; mt++) {
+                        int r, c;
+                        td_attn_q_rc(lane, wr0 + mt * 16, kk, &r, &c);
+                        ldsm_x4(qb + 2u * (uint32_t)swz<D>(r, c), qs[mt][0], qs[mt][1],
+                                qs[mt][2], qs[mt][3]);
+                    }
+                }
 #pragma unroll
                 for (int np = 0; np < NT / 2; np++) {
                     uint32_t b0, b1, b2, b3;
@@ -251,10 +262,12 @@ __global__ void __launch_bounds__(ATTN_THREADS, 2)
                     ldsm_x4(kb + 2u * (uint32_t)swz<D>(r, c), b0, b1, b2, b3);
 #pragma unroll
                     for (int mt = 0; mt < MT; mt++) {
-                        mma16816<BF>(s[mt][2 * np], qf[mt][kk], b0, b1);
-                        mma16816<BF>(s[mt][2 * np + 1], qf[mt][kk], b2, b3);
+                        const uint32_t *qa = QREG ? qf[mt][kk] : qs[mt];
+                        mma16816<BF>(s[mt][2 * np], qa, b0, b1);
+                        mma16816<BF>(s[mt][2 * np + 1], qa, b2, b3);
                     }
                 }
+            }
 
             /* scale, mask, online softmax; P into A fragments */
             const bool edge = kv0 + BN > a.s || (a.causal && kv0 + BN - 1 > m0 + wr0);
@@ -365,13 +378,13 @@ void batch_strides(const td__desc *in, int nb, int64_t mat, int64_t *st)
     }
 }
 
-template <bool BF, int D, int MT>
+template <bool BF, int D, int MT, bool QREG>
 td_status launch(const td__gpu_exec *x, const td__view *in, const td__view *out,
                  const attn_args &a, int64_t nbatch)
 {
     constexpr int BM = 16 * MT * ATTN_WARPS;
     const size_t smem = (size_t)(BM + 4 * ATTN_BN) * D * sizeof(uint16_t);
-    auto kern = k_attention<BF, D, MT>;
+    auto kern = k_attention<BF, D, MT, QREG>;
     td_status s = td__gpu_check(
         x, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
         "attention shared memory");
@@ -381,6 +394,20 @@ td_status launch(const td__gpu_exec *x, const td__view *in, const td__view *out,
         (const uint16_t *)in[0].data, (const uint16_t *)in[1].data,
         (const uint16_t *)in[2].data, (uint16_t *)out->data, a);
     return td__gpu_launched(x, "attention kernel");
+}
+
+/* TENSORD_GPU_ATTN_VARIANT (a development aid for timing): how a block is cut,
+ * never what it computes, so every variant gives the same bits (each row's sums keep their
+ * order: the key tiles, and each dot product's k order, are the same). 0 (default): head dim
+ * 64 as 2 m16 tiles a warp (128 queries a block) with Q's fragments in registers, 128 as 1
+ * tile (64 queries); 1: head dim 64 as 1 tile; 2: 64 as 2 tiles, Q read from shared memory
+ * at each key tile; 3: 64 as 1 tile, Q from shared memory; for head dim 128, 1 and 0 are
+ * the default, 2: 2 tiles with Q from shared memory; 3: 1 tile, Q from shared memory. */
+int variant(void)
+{
+    const char *e = getenv("TENSORD_GPU_ATTN_VARIANT");
+    const int v = e != NULL ? atoi(e) : 0;
+    return v >= 0 && v <= 3 ? v : 0;
 }
 
 } // namespace
@@ -431,11 +458,22 @@ extern "C" td_status td__gpu_exec_attention(const td__gpu_exec *x, const td__op 
         if (((uintptr_t)in[i].data & 15u) != 0)
             return td__gpu_fail(x, TD_EINTERNAL,
                                 TD_GPU_KIND ": attention input %d not 16-byte aligned", i);
-    if (e == 64)
-        return bf ? launch<true, 64, 2>(x, in, out, a, nbatch)
-                  : launch<false, 64, 2>(x, in, out, a, nbatch);
-    return bf ? launch<true, 128, 1>(x, in, out, a, nbatch)
-              : launch<false, 128, 1>(x, in, out, a, nbatch);
+    switch ((e == 64 ? 0 : 4) + (variant() % 4)) {
+    case 1: return bf ? launch<true, 64, 1, true>(x, in, out, a, nbatch)
+                      : launch<false, 64, 1, true>(x, in, out, a, nbatch);
+    case 2: return bf ? launch<true, 64, 2, false>(x, in, out, a, nbatch)
+                      : launch<false, 64, 2, false>(x, in, out, a, nbatch);
+    case 3: return bf ? launch<true, 64, 1, false>(x, in, out, a, nbatch)
+                      : launch<false, 64, 1, false>(x, in, out, a, nbatch);
+    case 4: case 5: return bf ? launch<true, 128, 1, true>(x, in, out, a, nbatch)
+                              : launch<false, 128, 1, true>(x, in, out, a, nbatch);
+    case 6: return bf ? launch<true, 128, 2, false>(x, in, out, a, nbatch)
+                      : launch<false, 128, 2, false>(x, in, out, a, nbatch);
+    case 7: return bf ? launch<true, 128, 1, false>(x, in, out, a, nbatch)
+                      : launch<false, 128, 1, false>(x, in, out, a, nbatch);
+    default: return bf ? launch<true, 64, 2, true>(x, in, out, a, nbatch)
+                       : launch<false, 64, 2, true>(x, in, out, a, nbatch);
+    }
 }
 
 #else /* no tensor-core path: the engine lowers every attention op */
