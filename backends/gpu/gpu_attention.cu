@@ -12,11 +12,12 @@
  * 64, 1 for 128); warp w owns rows [16 MT w, 16 MT (w + 1)). Keys and values come in tiles of
  * BN = 64 rows, in ascending order, copied by cp.async into a second shared buffer while the
  * current tile is used. Per tile a warp computes S = Q K^T (mma.sync m16n8k16, f32
- * accumulation; Q's fragments stay in registers), scales by scale log2(e) and applies the
- * causal rule (key j > query i: -inf) and the end of the keys, updates its rows' running
- * maximum m (the 4 lanes that share a row combine by two fixed shuffles), p = 2^(x - m)
- * (ex2.approx: a relative error near 2^-22, far below f16/bf16's rounding), rescales its
- * accumulators by 2^(m_old - m), adds p to its lanes' partial row sums (f32, the lanes'
+ * accumulation; Q's fragments stay in registers), applies the causal rule (key j > query
+ * i: -inf) and the end of the keys, updates its rows' running maximum m of the raw scores
+ * (the 4 lanes that share a row combine by two fixed shuffles), p = 2^(s c - m c) with
+ * c = |scale| log2(e) (one fused multiply-add, then ex2.approx: a relative error near 2^-22,
+ * far below f16/bf16's rounding; a negative scale flips Q's signs instead, exactly, as
+ * (-q) k = -(q k)), rescales its accumulators by 2^(m_old c - m c), adds p to its lanes' partial row sums (f32, the lanes'
  * partials combined once at the end), rounds p to the input dtype and computes O += P V
  * (mma.sync, f32 accumulation; P goes from the S accumulators to the A operand in
  * registers). At the end y = O / l, rounded to the dtype once.
@@ -64,7 +65,8 @@ namespace {
 struct attn_args {
     int l, s;            /* queries, keys */
     int causal;
-    float scale_log2;    /* scale (rounded to the dtype) * log2(e) */
+    float scale_log2;    /* |scale| (rounded to the dtype) * log2(e), > 0 */
+    uint32_t qneg;       /* 0x80008000 when scale < 0: Q's signs flipped, (-q) k = -(q k) */
     int nb;              /* output batch rank */
     int64_t bdims[ATTN_MAX_BATCH];
     int64_t bst[3][ATTN_MAX_BATCH]; /* q k v: element stride per batch dim (0: broadcast) */
@@ -173,6 +175,7 @@ __global__ void __launch_bounds__(ATTN_THREADS, 2)
     uint16_t *sv = sk + 2 * BN * D; /* 2 buffers of BN x D */
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const float sc2 = a.scale_log2;
     const int g = lane >> 2, t = lane & 3;
     /* causal: the longest query blocks first (they have the most key tiles) */
     const int mb = a.causal ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
@@ -228,6 +231,8 @@ __global__ void __launch_bounds__(ATTN_THREADS, 2)
                     td_attn_q_rc(lane, wr0 + mt * 16, kk, &r, &c);
                     ldsm_x4(qb + 2u * (uint32_t)swz<D>(r, c), qf[mt][kk][0], qf[mt][kk][1],
                             qf[mt][kk][2], qf[mt][kk][3]);
+#pragma unroll
+                    for (int i = 0; i < 4; i++) qf[mt][kk][i] ^= a.qneg;
                 }
         }
         const uint32_t kb = smem_addr(sk + buf * BN * D), vb = smem_addr(sv + buf * BN * D);
@@ -252,6 +257,8 @@ __global__ void __launch_bounds__(ATTN_THREADS, 2)
                         td_attn_q_rc(lane, wr0 + mt * 16, kk, &r, &c);
                         ldsm_x4(qb + 2u * (uint32_t)swz<D>(r, c), qs[mt][0], qs[mt][1],
                                 qs[mt][2], qs[mt][3]);
+#pragma unroll
+                        for (int i = 0; i < 4; i++) qs[mt][i] ^= a.qneg;
                     }
                 }
 #pragma unroll
@@ -277,30 +284,32 @@ __global__ void __launch_bounds__(ATTN_THREADS, 2)
 #pragma unroll
                 for (int h = 0; h < 2; h++) {
                     const int row = m0 + wr0 + mt * 16 + g + 8 * h;
-                    float mx = mrow[mt][h];
+                    float mx = mrow[mt][h]; /* unscaled: c > 0 keeps the order */
+                    if (edge) {
+#pragma unroll
+                        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                            for (int e = 0; e < 2; e++) {
+                                const int col = kv0 + nt * 8 + 2 * t + e;
+                                if (col >= a.s || (a.causal && col > row))
+                                    s[mt][nt][2 * h + e] = -INFINITY;
+                            }
+                    }
 #pragma unroll
                     for (int nt = 0; nt < NT; nt++)
 #pragma unroll
-                        for (int e = 0; e < 2; e++) {
-                            float x = s[mt][nt][2 * h + e] * a.scale_log2;
-                            if (edge) {
-                                const int col = kv0 + nt * 8 + 2 * t + e;
-                                if (col >= a.s || (a.causal && col > row)) x = -INFINITY;
-                            }
-                            s[mt][nt][2 * h + e] = x;
-                            mx = fmaxf(mx, x);
-                        }
+                        for (int e = 0; e < 2; e++) mx = fmaxf(mx, s[mt][nt][2 * h + e]);
                     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
                     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                    const float mu = mx == -INFINITY ? 0.0f : mx;
-                    const float alpha = ex2(mrow[mt][h] - mu);
+                    const float mu = mx == -INFINITY ? 0.0f : mx * sc2;
+                    const float alpha = ex2(mrow[mt][h] * sc2 - mu);
                     mrow[mt][h] = mx;
                     float ls = 0.0f;
 #pragma unroll
                     for (int nt = 0; nt < NT; nt++)
 #pragma unroll
                         for (int e = 0; e < 2; e++) {
-                            const float p = ex2(s[mt][nt][2 * h + e] - mu);
+                            const float p = ex2(__fmaf_rn(s[mt][nt][2 * h + e], sc2, -mu));
                             s[mt][nt][2 * h + e] = p;
                             ls += p;
                         }
@@ -421,6 +430,12 @@ extern "C" bool td__gpu_attention_supports(const td__op *op, const td__desc *con
     const int64_t l = q->dims[q->rank - 2], e = q->dims[q->rank - 1];
     const int64_t s = k->dims[k->rank - 2], ev = v->dims[v->rank - 1];
     if (e != ev || (e != 64 && e != 128)) return false;
+    /* a scale the dtype rounds to 0 (|scale| below its smallest subnormal): the lowering,
+     * whose 0 * s keeps an infinite score's NaN (the kernel's scores are scaled inside
+     * exp's argument, which needs scale != 0) */
+    const float sc = q->dtype == TD_BF16 ? td__bf16_to_f32(td__f64_to_bf16(op->fattrs[0]))
+                                         : td__f16_to_f32(td__f64_to_f16(op->fattrs[0]));
+    if (sc == 0.0f) return false;
     if (out->rank - 2 > ATTN_MAX_BATCH) return false;
     int64_t nbatch = 1;
     for (uint32_t i = 0; i + 2 < out->rank; i++) nbatch *= out->dims[i];
@@ -443,7 +458,8 @@ extern "C" td_status td__gpu_exec_attention(const td__gpu_exec *x, const td__op 
     /* the lowering multiplies by FULL(scale) in the dtype: the same rounded scale */
     const float sc = bf ? td__bf16_to_f32(td__f64_to_bf16(op->fattrs[0]))
                         : td__f16_to_f32(td__f64_to_f16(op->fattrs[0]));
-    a.scale_log2 = sc * 1.44269504088896340736f;
+    a.scale_log2 = fabsf(sc) * 1.44269504088896340736f;
+    a.qneg = sc < 0 ? 0x80008000u : 0u;
     a.nb = (int)o->rank - 2;
     int64_t nbatch = 1;
     for (int d = 0; d < a.nb; d++) {
