@@ -210,7 +210,7 @@ int main(int argc, char **argv)
     }
     /* tile edges of the kernel (64 or 128 queries a block, 64 keys a tile), causal with
      * L < S and L > S, both head dims, k/v broadcast over the batch, a scale the dtype
-     * rounds */
+     * rounds, negative scales */
     const acase cs[] = {
         {1, 1, 1, 1, 64, 0, 0, 0},        {1, 2, 1, 65, 64, 1, 0, 0},
         {2, 3, 63, 64, 64, 0, 0, 0},      {2, 3, 64, 63, 64, 1, 0, 0},
@@ -221,6 +221,7 @@ int main(int argc, char **argv)
         {1, 2, 200, 1000, 128, 1, 0, 0},  {1, 2, 1000, 1000, 128, 0, 0, 0},
         {3, 4, 100, 300, 64, 0, 0, 1},    {2, 4, 130, 70, 128, 1, 0, 1},
         {1, 4, 2048, 2048, 64, 1, 0, 0},  {1, 2, 2048, 2048, 128, 0, 0, 0},
+        {2, 3, 65, 130, 64, 1, -0.2, 0},  {1, 2, 70, 64, 128, 0, -0.3, 0},
     };
     const size_t n = sizeof cs / sizeof cs[0];
     size_t run = 0, failed = 0;

@@ -1896,7 +1896,7 @@ static void add_softmax(void)
  * broadcast, a case with NaN and inf in q (their rows NaN on both sides); then in f16 and
  * bf16 the CUDA kernel's cases (head dim 64 and 128, no mask): L and S of 1, 63, 64, 65,
  * 200, 1000 across its blocks (64 or 128 queries, 64 keys), causal with L < S and L > S, a
- * scale the dtype rounds, k and v broadcast over q's batch dims; and next to them the
+ * scale the dtype rounds, a negative scale, k and v broadcast over q's batch dims; and next to them the
  * cases it leaves to the lowering (a mask, Ev != E, head dim 96). */
 static void add_attention(void)
 {
@@ -1924,6 +1924,7 @@ static void add_attention(void)
         {SH(2, 2, 63, 64), SH(2, 2, 64, 64), SH(2, 2, 64, 64), SH0, 0, 0, 0.125, 2, false},
         {SH(2, 2, 64, 64), SH(2, 2, 63, 64), SH(2, 2, 63, 64), SH0, 0, 1, 0.125, 2, false},
         {SH(2, 65, 64), SH(2, 65, 64), SH(2, 65, 64), SH0, 0, 1, 0.3, 2, false},
+        {SH(2, 65, 64), SH(2, 130, 64), SH(2, 130, 64), SH0, 0, 1, -0.2, 2, false},
         {SH(2, 63, 128), SH(2, 65, 128), SH(2, 65, 128), SH0, 0, 0, 0.088, 2, false},
         {SH(2, 65, 128), SH(2, 63, 128), SH(2, 63, 128), SH0, 0, 1, 0.3, 2, false},
         {SH(1, 200, 64), SH(1, 1000, 64), SH(1, 1000, 64), SH0, 0, 1, 0.125, 2, false},
