@@ -1896,8 +1896,8 @@ static void add_softmax(void)
  * broadcast, a case with NaN and inf in q (their rows NaN on both sides); then in f16 and
  * bf16 the CUDA kernel's cases (head dim 64 and 128, no mask): L and S of 1, 63, 64, 65,
  * 200, 1000 across its blocks (64 or 128 queries, 64 keys), causal with L < S and L > S, a
- * scale the dtype rounds, a negative scale, k and v broadcast over q's batch dims; and next to them the
- * cases it leaves to the lowering (a mask, Ev != E, head dim 96). */
+ * scale the dtype rounds, a negative scale, k and v broadcast over q's batch dims; and next
+ * to them the cases it leaves to the lowering (a mask, Ev != E, head dim 96). */
 static void add_attention(void)
 {
     typedef struct acase {
