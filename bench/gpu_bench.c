@@ -481,6 +481,8 @@ int main(int argc, char **argv)
             prof = true;
         } else if (strcmp(argv[i], "--matmul-only") == 0) {
             mm_only = true;
+        } else if (strcmp(argv[i], "--cumsum-only") == 0) {
+            g_only = "cumsum_f32"; /* as --only cumsum_f32 */
         } else if (strcmp(argv[i], "--transfers-only") == 0) {
             xfer_only = true;
         } else if (strcmp(argv[i], "--raw") == 0) {
@@ -493,7 +495,7 @@ int main(int argc, char **argv)
             bool help = strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0;
             fprintf(help ? stdout : stderr,
                     "usage: gpu-bench [--device URI] [--reps N] [--rounds N] [--quick] "
-                    "[--profile] [--matmul-only] [--transfers-only] [--raw]\n"
+                    "[--profile] [--matmul-only] [--cumsum-only] [--transfers-only] [--raw]\n"
                     "                 [--only NAME,...] [--elems N]\n"
                     "GPU speed of tensord: matmul 4096^2/8192^2 f32, TF32, f16 and bf16, add/mul\n"
                     "on 1 GiB, bf16 add/sum on 1 GiB,\n"
@@ -509,6 +511,7 @@ int main(int argc, char **argv)
                     "  --profile       run one add, one sum and one softmax between\n"
                     "                  cudaProfilerStart/Stop, for ncu --profile-from-start off\n"
                     "  --matmul-only   only the matmul rows\n"
+                    "  --cumsum-only   only the cumsum row (tests/gpu/memops-on-gpu-host.sh)\n"
                     "  --transfers-only only td_write/td_read of 64 MiB and 1 GiB (also run\n"
                     "                  after the op rows)\n"
                     "  --raw           with the transfers: raw pinned and pageable cudaMemcpy,\n"
