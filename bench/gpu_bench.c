@@ -562,7 +562,8 @@ int main(int argc, char **argv)
         double flop = 2.0 * (double)n * (double)n * (double)n;
         snprintf(name, sizeof name, "matmul_f32_%lld", (long long)n);
         if (want(name))
-            report(ctx, name, time_op(ctx, op_matmul, a, b, 0, reps, rounds), flop, 1e12, "TFLOP/s");
+            report(ctx, name, time_op(ctx, op_matmul, a, b, 0, reps, rounds), flop, 1e12,
+                   "TFLOP/s");
         snprintf(name, sizeof name, "matmul_tf32_%lld", (long long)n);
         if (want(name))
             report(ctx, name, time_op(ctx, op_matmul_tf32, a, b, 0, reps, rounds), flop, 1e12,

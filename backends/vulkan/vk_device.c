@@ -31,9 +31,10 @@
  * the cache is released and the allocation tried once more before TD_ENOMEM. Reused
  * memory is not cleared: no tensor promises zeroed memory from buffer_alloc (EMPTY arrives
  * as FULL 0, backend.h), as with sub-allocated ranges. The number of tensor
- * vkAllocateMemory calls is logged at debug level per call and in the profile's table. Ops on a tensor larger than
- * maxStorageBufferRange are refused by supports_op (one binding must cover a tensor), so the
- * engine answers TD_EUNSUPPORTED for them rather than a shader reading out of range.
+ * vkAllocateMemory calls is logged at debug level per call and in the profile's table.
+ * Ops on a tensor larger than maxStorageBufferRange are refused by supports_op (one binding
+ * must cover a tensor), so the engine answers TD_EUNSUPPORTED for them rather than a shader
+ * reading out of range.
  * Where host memory is the device's memory (lavapipe, integrated GPUs) tensors live in a
  * host-visible coherent type and reads and writes are memcpy through the mapping; on a
  * discrete GPU (or with TENSORD_VULKAN_STAGING=1, which tests use to cover this path on

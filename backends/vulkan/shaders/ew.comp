@@ -492,6 +492,21 @@ void main()
         const uint so = P[P_STR_O], sa = P[P_STR_A], sb = P[P_STR_B], sc = P[P_STR_C];
         const uint bo = P[P_BASE], ba = P[P_BASE + 1] + P[P_SKEW_A], bb = P[P_BASE + 2],
                    bc = P[P_BASE + 3];
+#if FAM == 2 || FAM == 3 || FAM == 6
+        const bool dense = so == 1u && sa == 1u && sb == 1u;
+#elif FAM == 4
+        const bool dense = so == 1u && sa == 1u && sb == 1u && sc == 1u;
+#else
+        const bool dense = so == 1u && sa == 1u;
+#endif
+        if (dense) { // every operand it reads contiguous: consecutive elements, no stride
+            for (uint i = gl_GlobalInvocationID.x; i < n;) {
+                element(i, bo + i, ba + i, bb + i, bc + i);
+                if (n - i <= step) break;
+                i += step;
+            }
+            return;
+        }
         for (uint i = gl_GlobalInvocationID.x; i < n;) {
             element(i, bo + i * so, ba + i * sa, bb + i * sb, bc + i * sc);
             if (n - i <= step) break;

@@ -130,21 +130,30 @@ void fold(uint koff, uint lo, uint hi, bool parts, uint pbase)
     ACC v = ACC(0);
     uint at = 0u, has = 0u;
     uint jlo = min(lo + t * chunk, hi), jhi = min(jlo + chunk, hi);
-    for (uint j = jlo; j < jhi; j++) {
-        if (parts) {
+    if (parts) {
+        for (uint j = jlo; j < jhi; j++) {
             Part q = part[pbase + j];
             combine(v, at, has, part_value(q), q.at, q.has);
-            continue;
         }
-        uint r = j, off = koff;
-        for (int d = int(nr) - 1; d >= 0; d--) {
-            uint dim = P[P_I + R_RSIZE + d], nq = r / dim;
-            off += (r - nq * dim) * P[P_I + R_RSTR + d];
-            r = nq;
+    } else if (nr == 1u) { // one reduced run: offsets koff + j * stride
+        const uint rstr = P[P_I + R_RSTR];
+        for (uint j = jlo; j < jhi; j++) {
+            ACC x = LD(a[koff + j * rstr]);
+            if (OP == 187u || OP == 188u) x = x != ACC(0) ? ACC(1) : ACC(0);
+            combine(v, at, has, x, j, 1u);
         }
-        ACC x = LD(a[off]);
-        if (OP == 187u || OP == 188u) x = x != ACC(0) ? ACC(1) : ACC(0);
-        combine(v, at, has, x, j, 1u);
+    } else {
+        for (uint j = jlo; j < jhi; j++) {
+            uint r = j, off = koff;
+            for (int d = int(nr) - 1; d >= 0; d--) {
+                uint dim = P[P_I + R_RSIZE + d], nq = r / dim;
+                off += (r - nq * dim) * P[P_I + R_RSTR + d];
+                r = nq;
+            }
+            ACC x = LD(a[off]);
+            if (OP == 187u || OP == 188u) x = x != ACC(0) ? ACC(1) : ACC(0);
+            combine(v, at, has, x, j, 1u);
+        }
     }
     s_v[t] = v;
     s_at[t] = at;
