@@ -24,11 +24,13 @@ ROUNDS=${ROUNDS:-2}
 X=${TMPDIR:-/tmp}/tensord-gpu
 [ -x "$X/bin/tensord" ] || unpack_carry "$X" || { echo "cannot unpack the carry" >&2; exit 1; }
 use_carry "$X"
+GPU_BENCH=$X/bin/gpu-bench
+[ -x "$GPU_BENCH" ] || GPU_BENCH=$PWD/carry/gpu-bench # prepare-carry.sh puts it beside the tarball
 servers=("B:$X/bin/tensord")
 [ -x carry/tensord-old ] && servers=("A:$PWD/carry/tensord-old" "${servers[@]}")
 
 echo "## gpu-bench transfers, local:cuda:0 (baselines: --raw)" | tee -a "$MD"
-timeout "$(limit 60)" "$X/bin/gpu-bench" --device local:cuda:0 --transfers-only --raw \
+timeout "$(limit 60)" "$GPU_BENCH" --device local:cuda:0 --transfers-only --raw \
     2>>"$LOG" | tee -a "$MD"
 for r in $(seq 1 "$ROUNDS"); do
     for s in "${servers[@]}"; do
@@ -39,7 +41,7 @@ for r in $(seq 1 "$ROUNDS"); do
             continue
         fi
         echo "## round $r, server $name: gpu-bench transfers, tensord://$SERVER_ADDR/cuda:0" | tee -a "$MD"
-        timeout "$(limit 60)" "$X/bin/gpu-bench" --device "tensord://$SERVER_ADDR/cuda:0" \
+        timeout "$(limit 60)" "$GPU_BENCH" --device "tensord://$SERVER_ADDR/cuda:0" \
             --transfers-only 2>>"$LOG" | tee -a "$MD"
         stop_tensord
     done
