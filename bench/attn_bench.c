@@ -7,7 +7,8 @@
  * FlashAttention's papers count).
  *
  * Usage: attn-bench [--device URI] [--batch N] [--heads N] [--seq N] [--dim N] [--reps N]
- *                   [--rounds N] [--dtype f32|f64]. Never asserts on speed. */
+ *                   [--rounds N] [--dtype f32|f64|bf16|f16]. Never asserts on speed.
+ * bf16/f16 rows (the CUDA backend's fused kernel) pair with attn_torch.py's bf16 rows. */
 #include "tensord.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,7 +36,7 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i += 2) {
         if (strcmp(argv[i], "--help") == 0 || i + 1 >= argc) {
             fprintf(stderr, "usage: attn-bench [--device URI] [--batch N] [--heads N] [--seq N] "
-                            "[--dim N] [--reps N] [--rounds N] [--dtype f32|f64]\n");
+                            "[--dim N] [--reps N] [--rounds N] [--dtype f32|f64|bf16|f16]\n");
             return strcmp(argv[i], "--help") == 0 ? 0 : 2;
         }
         if (strcmp(argv[i], "--device") == 0) uri = argv[i + 1];
@@ -51,10 +52,14 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    td_dtype dt = strcmp(dts, "f64") == 0 ? TD_F64 : TD_F32;
+    td_dtype dt = strcmp(dts, "f64") == 0    ? TD_F64
+                  : strcmp(dts, "bf16") == 0 ? TD_BF16
+                  : strcmp(dts, "f16") == 0  ? TD_F16
+                                             : TD_F32;
     if (batch < 1 || heads < 1 || seq < 1 || dim < 1 || reps < 1 || rounds < 1 || rounds > 64 ||
-        (strcmp(dts, "f32") != 0 && strcmp(dts, "f64") != 0)) {
-        fprintf(stderr, "attn-bench: bad sizes or dtype (f32 or f64)\n");
+        (strcmp(dts, "f32") != 0 && strcmp(dts, "f64") != 0 && strcmp(dts, "bf16") != 0 &&
+         strcmp(dts, "f16") != 0)) {
+        fprintf(stderr, "attn-bench: bad sizes or dtype (f32, f64, bf16 or f16)\n");
         return 2;
     }
     td_context *ctx;

@@ -1440,7 +1440,10 @@ td_tensor *td_dropout(td_tensor *x, double p, uint64_t seed);
  * gives NaN (as PyTorch), as does a row with a NaN score. k needs at least one position.
  * One op (SCALED_DOT_PRODUCT_ATTENTION, docs/ops.md). The CPU runs it natively for f32 and
  * f64 without the [L, S] score matrix (blocks of 256 keys with a running maximum; memory
- * O(64 (256 + Ev)) per thread); every other device, and the CPU for other dtypes, runs its
+ * O(64 (256 + Ev)) per thread); CUDA devices run f16 and bf16 without a mask (causal or
+ * not) at head dims E = Ev = 64 or 128 as one fused tensor-core kernel (FlashAttention-2's
+ * scheme: f32 scores and running sums, the weights rounded to the dtype before they multiply
+ * v, as the lowering's softmax output is); every other case and device runs its
  * lowering: permute(k), matmul, mul, (arange, le, where for causal), where or add for the
  * mask, softmax's steps, matmul, with the [..., L, S] scores as temporaries. The two agree
  * within the op table's ATTENTION bound; each is deterministic. Its gradient (td_backward)

@@ -671,7 +671,8 @@ static bool gpu_has_kernels_for(const td__op *op, const td__desc *const *in, con
 }
 
 /* Native coverage: the op table's default (every primitive, no composite) plus the native
- * SOFTMAX/LOG_SOFTMAX kernels (f32, f64), narrowed to float matmuls whose M, N, K fit the
+ * SOFTMAX/LOG_SOFTMAX kernels (f32, f64) and, on CUDA, SCALED_DOT_PRODUCT_ATTENTION in
+ * f16/bf16 without a mask at head dims 64 and 128 (gpu_attention.cu), narrowed to float matmuls whose M, N, K fit the
  * vendor GEMM's int dims. The dtype rules themselves td__op_infer has already checked. */
 static bool gpu_supports_op(td__device *dev, const td__op *op, const td__desc *const *in,
                              const td__desc *out)
@@ -683,6 +684,10 @@ static bool gpu_supports_op(td__device *dev, const td__op *op, const td__desc *c
     switch (td__op_class(op->opcode)) {
     case TD_OPCLASS_SOFTMAX:
         return dt == TD_F32 || dt == TD_F64;
+    case TD_OPCLASS_NN:
+        if (op->opcode == TD_OP_SCALED_DOT_PRODUCT_ATTENTION)
+            return td__gpu_attention_supports(op, in, out);
+        return td__op_default_supports(op->opcode);
     case TD_OPCLASS_MATMUL: {
         if (!td__dtype_is_float(dt)) return true;
         int64_t m = out->dims[out->rank - 2], n = out->dims[out->rank - 1];
@@ -764,6 +769,8 @@ static td_status gpu_exec_op(td__device *dev, void *stream, const td__op *op,
     case TD_OPCLASS_SOFTMAX:
         return td__gpu_exec_softmax(&x, op, in, out);
     case TD_OPCLASS_NN:
+        if (op->opcode == TD_OP_SCALED_DOT_PRODUCT_ATTENTION)
+            return td__gpu_exec_attention(&x, op, in, out);
         return td__gpu_exec_nn(&x, op, in, out);
     case TD_OPCLASS_CONV:
     case TD_OPCLASS_POOL:

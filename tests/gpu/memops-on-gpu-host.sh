@@ -5,7 +5,7 @@
 #
 # Run here first (builds the carry: release tree with the CUDA module, no Vulkan, only the
 # carried targets):
-#     BUILD=build VULKAN=disabled CARRY_MIN=1 NINJA_JOBS=2 tests/gpu/prepare-carry.sh
+#     BUILD=build VULKAN=disabled ONLY_CARRY=1 NINJA_JOBS=2 tests/gpu/prepare-carry.sh
 # then on the GPU host from the repository root (device tool, carry ["carry"]):
 #     bash tests/gpu/memops-on-gpu-host.sh            # BUDGET=150 (seconds) by default
 # Appends to $OUT/summary.txt (read first); raw output in $OUT/memops.log, the conformance

@@ -30,7 +30,8 @@ DATA=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 
 # The Vulkan module goes along when this machine can build it (glslc and the loader's
 # headers): tests/gpu/vulkan-on-gpu-host.sh runs it on the H200's NVIDIA Vulkan driver.
-# VULKAN=disabled in the environment leaves it out (a quicker build).
+# VULKAN=disabled in the environment leaves it out (a carry for CUDA-only scripts builds
+# faster on a shared machine).
 if [ -z "${VULKAN:-}" ]; then
     VULKAN=disabled
     command -v glslc >/dev/null && [ -f /usr/include/vulkan/vulkan.h ] && VULKAN=enabled
@@ -45,16 +46,16 @@ bins=(server/tensord tools/tensorctl examples/fashion-mnist/fashion-mnist
       tests/unit/backends/conformance tests/unit/client/test-client-api
       tests/e2e/test-e2e-compute tests/e2e/test-e2e-info tests/unit/engine/test-engine-lowering
       bench/tensord-bench tests/onnx/td-onnx-runner bench/conv-bench bench/nn-bench bench/attn-bench
-      bench/device-bench examples/fortune-lm/fortune-lm)
+      bench/device-bench examples/fortune-lm/fortune-lm tests/gpu/attn-check)
 echo "== build"
-if [ "${CARRY_MIN:-0}" = 1 ]; then
-    # CARRY_MIN=1: only what is carried (no unit suites, no HIP-GEMM module: the scripts that
-    # need it, run-on-gpu-host.sh and bench-on-gpu-host.sh, then skip those steps)
-    ninja -C "$BUILD" ${NINJA_JOBS:+-j "$NINJA_JOBS"} "${bins[@]}" bench/gpu-bench \
-        backends/cuda/tensord-backend-cuda.so client/libtensord.so.0.1.0
-else
-    ninja -C "$BUILD" ${NINJA_JOBS:+-j "$NINJA_JOBS"}
+# ONLY_CARRY=1: just what goes into the carry (not the unit tests, fuzzers, shaders)
+targets=()
+if [ "${ONLY_CARRY:-0}" = 1 ]; then
+    targets=("${bins[@]}" backends/cuda/tensord-backend-cuda.so
+             backends/hip/nvcc-check/tensord-backend-cuda.so bench/gpu-bench)
+    [ "$VULKAN" = enabled ] && targets+=(backends/vulkan/tensord-backend-vulkan.so)
 fi
+ninja -C "$BUILD" ${NINJA_JOBS:+-j "$NINJA_JOBS"} "${targets[@]}"
 
 STAGE=$(mktemp -d)
 trap 'rm -rf "$STAGE"' EXIT
@@ -67,7 +68,7 @@ done
 cp -L "$BUILD/client/libtensord.so.0" "$STAGE/lib/"
 cp "$BUILD/backends/cuda/tensord-backend-cuda.so" "$STAGE/lib/tensord/"
 # the CUDA module with the HIP backend's own GEMM in place of cuBLAS (backends/hip/nvcc-check)
-if [ "${CARRY_MIN:-0}" != 1 ] || [ -f "$BUILD/backends/hip/nvcc-check/tensord-backend-cuda.so" ]; then
+if [ -f "$BUILD/backends/hip/nvcc-check/tensord-backend-cuda.so" ]; then
     cp "$BUILD/backends/hip/nvcc-check/tensord-backend-cuda.so" "$STAGE/lib/hip-gemm/"
 fi
 [ "$VULKAN" = enabled ] && cp "$BUILD/backends/vulkan/tensord-backend-vulkan.so" "$STAGE/lib/tensord/"

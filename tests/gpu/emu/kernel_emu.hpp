@@ -28,6 +28,9 @@
 #define __launch_bounds__(...)
 #define __shared__ static
 #define __CUDACC__ 1
+/* The backend's sources leave out what this emulation cannot run (mma.sync, ldmatrix,
+ * cp.async: gpu_attention.cu's tensor-core kernel, whose ops then take the lowering). */
+#define TD_GPU_EMU 1
 
 /* Arithmetic intrinsics that forbid contraction into FMA on the GPU: plain IEEE operations
  * here (the default x86-64 target has no FMA to contract into). */

@@ -148,7 +148,12 @@
  *    output moves by the score error times max|v|; each side's softmax sum and the weighted
  *    sum of v add S u relative each (the CPU's blocked running maximum rescales in double).
  *    Unlike the other composites, the CPU's native kernel is held to its own lowering with
- *    this bound, not bit for bit: it never forms the whole row of scores.
+ *    this bound, not bit for bit: it never forms the whole row of scores. The CUDA f16/bf16
+ *    kernel (backends/gpu/gpu_attention.cu) keeps its scores in f32 (closer to exact than
+ *    the lowering's, which are rounded to the dtype) and rounds each weight to the dtype
+ *    before the product with v, as the lowering's softmax output is: u max|v| more on its
+ *    side, inside the constant term; tests/gpu/attn_check.c holds it to 4 u max|v| + u |y|
+ *    against an f32 reference.
  *
  * Op and dtype lists come from the op table and the dtype table: every row of a family is
  * run in every dtype its class holds, with its row's accuracy as the tolerance.
@@ -1894,7 +1899,11 @@ static void add_softmax(void)
 /* SCALED_DOT_PRODUCT_ATTENTION: a small case in every float dtype; then in f32 and f64 the
  * shapes that cross the CPU kernel's blocks (64 queries, 256 keys), causal with L < S and
  * L > S, bool and float masks broadcast over rows and batch dims, batch dims of q, k and v
- * broadcast, a case with NaN and inf in q (their rows NaN on both sides). */
+ * broadcast, a case with NaN and inf in q (their rows NaN on both sides); then in f16 and
+ * bf16 the CUDA kernel's cases (head dim 64 and 128, no mask): L and S of 1, 63, 64, 65,
+ * 200, 1000 across its blocks (64 or 128 queries, 64 keys), causal with L < S and L > S, a
+ * scale the dtype rounds, a negative scale, k and v broadcast over q's batch dims; and next
+ * to them the cases it leaves to the lowering (a mask, Ev != E, head dim 96). */
 static void add_attention(void)
 {
     typedef struct acase {
@@ -1902,7 +1911,8 @@ static void add_attention(void)
         int mask; /* 0 none, 1 bool, 2 float */
         int causal;
         double scale;
-        bool halves, specials;
+        int halves; /* 0: f32 and f64; 1: every float dtype; 2: f16 and bf16 */
+        bool specials;
     } acase;
     const acase cs[] = {
         {SH(2, 3, 8), SH(2, 5, 8), SH(2, 5, 4), SH0, 0, 0, 0.35, true, false},
@@ -1914,13 +1924,34 @@ static void add_attention(void)
         {SH(1, 2, 65, 8), SH(1, 2, 257, 8), SH(257, 4), SH(2, 1, 65, 257), 2, 1, 0.3, false,
          false},
         {SH(3, 9, 8), SH(3, 11, 8), SH(3, 11, 2), SH0, 0, 0, 0.3, false, true},
+        {SH(2, 1, 64), SH(2, 1, 64), SH(2, 1, 64), SH0, 0, 0, 0.125, 2, false},
+        {SH(2, 1, 128), SH(2, 1, 128), SH(2, 1, 128), SH0, 0, 1, 0.125, 2, false},
+        {SH(2, 1, 64), SH(2, 65, 64), SH(2, 65, 64), SH0, 0, 1, 0.125, 2, false},
+        {SH(2, 2, 63, 64), SH(2, 2, 64, 64), SH(2, 2, 64, 64), SH0, 0, 0, 0.125, 2, false},
+        {SH(2, 2, 64, 64), SH(2, 2, 63, 64), SH(2, 2, 63, 64), SH0, 0, 1, 0.125, 2, false},
+        {SH(2, 65, 64), SH(2, 65, 64), SH(2, 65, 64), SH0, 0, 1, 0.3, 2, false},
+        {SH(2, 65, 64), SH(2, 130, 64), SH(2, 130, 64), SH0, 0, 1, -0.2, 2, false},
+        {SH(2, 63, 128), SH(2, 65, 128), SH(2, 65, 128), SH0, 0, 0, 0.088, 2, false},
+        {SH(2, 65, 128), SH(2, 63, 128), SH(2, 63, 128), SH0, 0, 1, 0.3, 2, false},
+        {SH(1, 200, 64), SH(1, 1000, 64), SH(1, 1000, 64), SH0, 0, 1, 0.125, 2, false},
+        {SH(1, 1000, 64), SH(1, 200, 64), SH(1, 200, 64), SH0, 0, 1, 0.125, 2, false},
+        {SH(1, 1000, 64), SH(1, 1000, 64), SH(1, 1000, 64), SH0, 0, 0, 0.125, 2, false},
+        {SH(1, 200, 128), SH(1, 1000, 128), SH(1, 1000, 128), SH0, 0, 0, 0.088, 2, false},
+        {SH(1, 1000, 128), SH(1, 200, 128), SH(1, 200, 128), SH0, 0, 1, 0.088, 2, false},
+        {SH(2, 3, 129, 64), SH(3, 200, 64), SH(3, 200, 64), SH0, 0, 0, 0.125, 2, false},
+        {SH(2, 3, 65, 128), SH(1, 3, 70, 128), SH(2, 1, 70, 128), SH0, 0, 1, 0.088, 2, false},
+        {SH(2, 70, 64), SH(2, 130, 64), SH(2, 130, 64), SH(70, 130), 1, 1, 0.125, 2, false},
+        {SH(2, 65, 128), SH(2, 66, 128), SH(2, 66, 128), SH(2, 1, 66), 2, 0, 0.088, 2, false},
+        {SH(2, 65, 64), SH(2, 66, 64), SH(2, 66, 32), SH0, 0, 1, 0.125, 2, false},
+        {SH(2, 65, 96), SH(2, 66, 96), SH(2, 66, 96), SH0, 0, 0, 0.1, 2, false},
     };
     const td__op_row *r = td__op_row_of(TD_OP_SCALED_DOT_PRODUCT_ATTENTION);
     char sq[64], sk[64], sv[64], sm[64];
     for (size_t i = 0; i < COUNT(cs); i++)
         for (size_t d = 0; d < n_float; d++) {
             const uint32_t dt = k_float[d];
-            if (!cs[i].halves && dt != TD_F32 && dt != TD_F64) continue;
+            const bool wide = dt == TD_F32 || dt == TD_F64;
+            if ((cs[i].halves == 0 && !wide) || (cs[i].halves == 2 && wide)) continue;
             tcase *c = add_case("scaled_dot_product_attention %s q %s k %s v %s mask %s%s%s",
                                 dtn(dt), shape_str(&cs[i].q, sq, sizeof sq),
                                 shape_str(&cs[i].k, sk, sizeof sk),

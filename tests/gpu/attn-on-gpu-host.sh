@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# attn-on-gpu-host.sh — issue 13's attention target on the GPU host: the CUDA backend's fused
+# f16/bf16 attention kernel (backends/gpu/gpu_attention.cu) checked and timed in one device
+# call of about 4 minutes, with carry/ from tests/gpu/prepare-carry.sh:
+#   1. attn-check: per case max |err| against an f32 reference, where, the bound, the CPU
+#      lowering's own error, NaNs, two runs bit-identical (tests/gpu/attn_check.c);
+#   2. conformance --filter attention on local:cuda:0 against local:cpu (native cases, and
+#      the masked / other-head-dim cases the lowering takes), with the per-op table;
+#   3. that the native kernel ran (TENSORD_GPU_PROFILE=1 lists the op by name; the lowering
+#      would list matmul and softmax's steps instead);
+#   4. attn-bench next to bench/attn_torch.py ([8, 16, 2048, 64], causal and not): tensord
+#      bf16 and f16 (fused), f32 (lowering); PyTorch f32 and bf16; plus head dim 128;
+#   5. compute-sanitizer memcheck and racecheck over attn-check's small cases.
+# Writes $OUT/summary.txt (appended) and raw logs $OUT/attn-*.log.
+#     lead: carry ["carry"], command: bash tests/gpu/attn-on-gpu-host.sh
+set -u -o pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/tensord-gpu-out}
+mkdir -p "$OUT"
+SUM=$OUT/summary.txt
+start=$(date +%s)
+BUDGET=${BUDGET:-230}
+HOST_LD=${LD_LIBRARY_PATH:-}
+. tests/gpu/gpu-host-lib.sh
+X=${TMPDIR:-/tmp}/tensord-gpu
+unpack_carry "$X" || { echo "FAIL unpack carry" | tee -a "$SUM"; exit 1; }
+use_carry "$X"
+py() { timeout "$(limit "$1")" env PYTHONUNBUFFERED=1 LD_LIBRARY_PATH="$HOST_LD" python3 "${@:2}"; }
+rcall=0
+{
+    echo "== attention on the GPU ($(date -u +%FT%TZ), $(git rev-parse --short HEAD 2>/dev/null || echo '?'))"
+    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | sed 's/^/  gpu: /'
+} | tee -a "$SUM"
+
+# ---- 1. attn-check ----
+timeout "$(limit 75)" "$X/bin/attn-check" --device local:cuda:0 --reference local:cpu \
+    >"$OUT/attn-check.log" 2>&1
+rc=$?
+[ $rc -ne 0 ] && rcall=1
+{
+    echo "-- attn-check (rc $rc): $(grep -m1 '^attn-check:' "$OUT/attn-check.log" || echo 'no summary line')"
+    grep -E '^(FAIL|ok  ) ' "$OUT/attn-check.log" | awk '{ $1 = $1; print }' |
+        sed -E 's/; bad .*//' | cut -c1-230 | sed 's/^/  /'
+    grep -E '^     first mismatch' "$OUT/attn-check.log" | head -8 | sed 's/^/  /'
+    grep -vE '^(FAIL|ok  |attn-check:|     first)' "$OUT/attn-check.log" | head -8 | sed 's/^/  ! /'
+} | tee -a "$SUM"
+
+# ---- 2. conformance ----
+timeout "$(limit 90)" "$X/bin/conformance" --target local:cuda:0 --reference local:cpu \
+    --filter attention --table >"$OUT/attn-conformance.log" 2>&1
+rc=$?
+[ $rc -ne 0 ] && rcall=1
+{
+    echo "-- conformance --filter attention (rc $rc): $(grep -m1 '^conformance ' "$OUT/attn-conformance.log" || tail -1 "$OUT/attn-conformance.log")"
+    grep -E '^FAIL ' "$OUT/attn-conformance.log" | head -12 | cut -c1-300 | sed 's/^/  /'
+    grep -iE 'scaled_dot_product_attention' "$OUT/attn-conformance.log" | grep -vE '^(FAIL|ok) ' | head -4 | sed 's/^/  table: /'
+} | tee -a "$SUM"
+
+# ---- 3. the native kernel ran ----
+TENSORD_GPU_PROFILE=1 timeout "$(limit 20)" "$X/bin/attn-bench" --device local:cuda:0 \
+    --dtype bf16 --reps 5 --rounds 1 >"$OUT/attn-profile.log" 2>&1
+{
+    echo "-- TENSORD_GPU_PROFILE=1 attn-bench bf16 (ops the GPU ran; the fused kernel is one 'scaled_dot_product_attention' row):"
+    grep -E 'scaled_dot_product_attention|matmul|softmax|^ *op|exp ' "$OUT/attn-profile.log" | head -8 | sed 's/^/  /'
+} | tee -a "$SUM"
+
+# ---- 4. benchmarks next to PyTorch ----
+T=$(mktemp -d)
+for dt in bf16 f16 f32; do
+    timeout "$(limit 45)" "$X/bin/attn-bench" --device local:cuda:0 --dtype "$dt" >"$T/attn-$dt" 2>&1
+done
+timeout "$(limit 30)" "$X/bin/attn-bench" --device local:cuda:0 --dtype bf16 --dim 128 --heads 8 \
+    >"$T/attn-bf16-d128" 2>&1
+# TENSORD_GPU_ATTN_VARIANT (gpu_attention.cu): other block cuts, same bits
+for v in 1 2 3; do
+    TENSORD_GPU_ATTN_VARIANT=$v timeout "$(limit 20)" "$X/bin/attn-bench" --device local:cuda:0 \
+        --dtype bf16 >"$T/var-$v" 2>&1
+    TENSORD_GPU_ATTN_VARIANT=$v timeout "$(limit 20)" "$X/bin/attn-bench" --device local:cuda:0 \
+        --dtype bf16 --dim 128 --heads 8 >"$T/var-$v-d128" 2>&1
+done
+py 60 bench/attn_torch.py --device cuda >"$T/torch" 2>&1
+py 40 bench/attn_torch.py --device cuda --dim 128 --heads 8 >"$T/torch-d128" 2>&1
+for f in "$T"/*; do echo "== $(basename "$f")"; cat "$f"; done >"$OUT/attn-bench.log"
+{
+    echo "-- attention [8, 16, 2048, 64] on cuda:0 (ms; x/PT = PyTorch's time / tensord's, bf16 for f16)"
+    awk '$1 ~ /^attention_/ { if (FILENAME ~ /torch/) pt[$1] = $2; else me[$1] = $2 }
+         END { for (r in me) { p = r; sub(/^attention_f16/, "attention_bf16", p)
+                 printf "  tensord %-24s %9s ms   PyTorch %-24s %9s ms   x/PT %.2f\n", r, me[r], p, pt[p], (me[r] > 0 && pt[p] > 0) ? pt[p] / me[r] : 0 } }' \
+        "$T/attn-bf16" "$T/attn-f16" "$T/attn-f32" "$T/torch" | sort
+    echo "-- head dim 128 ([8, 8, 2048, 128])"
+    grep -h '^attention_bf16' "$T/attn-bf16-d128" | sed 's/^/  tensord /'
+    grep -h '^attention_bf16' "$T/torch-d128" | sed 's/^/  PyTorch /'
+    echo "-- TENSORD_GPU_ATTN_VARIANT 1 2 3 (bf16; d64: 1 = 64-query blocks, 2 = Q from shared memory, 3 = both; d128: 2 = 128-query blocks with Q from shared memory, 3 = Q from shared memory)"
+    for f in "$T"/var-*; do grep -h '^attention_bf16' "$f" | sed "s|^|  $(basename "$f") |"; done
+    grep -h -iE 'error|fail' "$T"/* | head -5 | sed 's/^/  ! /'
+} | tee -a "$SUM"
+rm -rf "$T"
+# ---- 5. out-of-bounds accesses and races (compute-sanitizer, small cases) ----
+CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+if [ -n "$CS" ]; then
+    for tool in memcheck racecheck; do
+        timeout "$(limit 40)" "$CS" --tool "$tool" --error-exitcode 9 "$X/bin/attn-check" \
+            --max-ls 20000 >"$OUT/attn-sanitizer-$tool.log" 2>&1
+        rc=$?
+        [ $rc -ne 0 ] && rcall=1
+        {
+            echo "-- compute-sanitizer --tool $tool attn-check --max-ls 20000 (rc $rc): $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/attn-sanitizer-$tool.log")"
+            grep -m4 -E '^=+ +(Invalid|Error|Race|.*hazard)' "$OUT/attn-sanitizer-$tool.log" | sed 's/^/  /'
+        } | tee -a "$SUM"
+    done
+else
+    echo "-- compute-sanitizer: not found on this host" | tee -a "$SUM"
+fi
+
+echo "attention on the GPU done in $(($(date +%s) - start)) s (rc $rcall)" | tee -a "$SUM"
+exit $rcall
