@@ -20,8 +20,9 @@
 #     the median of the three runs' medians, and x/PT = PyTorch's time / tensord's;
 #  3. where the time goes: tensord's per-op GPU time (TENSORD_GPU_PROFILE=1, each op timed
 #     by two events) next to PyTorch's kernels timed by CUDA events (20 back-to-back ops);
-#  4. if at least 45 s are left: ncu (SpeedOfLight, Occupancy, LaunchStats, memory workload)
-#     on the layer-norm row kernels and one cumsum tile kernel.
+#  4. if at least 45 s are left: ncu (SpeedOfLight, Occupancy, LaunchStats, memory workload,
+#     warp states: where the cumsum tiles' warps stall) on the layer-norm row kernels and one
+#     cumsum tile kernel.
 # Exit status: 0 when every step passed.
 set -u -o pipefail
 cd "$(dirname "$0")/../.." || exit 1
@@ -150,7 +151,7 @@ left=$((BUDGET - ($(date +%s) - start)))
 NCU_BIN=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 if [ "${NCU:-1}" = 1 ] && [ "$left" -ge 45 ] && [ -n "$NCU_BIN" ]; then
     ncu_args=(--clock-control none --section SpeedOfLight --section Occupancy --section LaunchStats
-              --section MemoryWorkloadAnalysis)
+              --section MemoryWorkloadAnalysis --section WarpStateStats)
     # nn-bench --reps 1 --rounds 1: two launches of each row (untimed, timed); the first three
     # matching launches are layer norm affine, affine, no affine
     timeout "$(limit 40)" "$NCU_BIN" "${ncu_args[@]}" -k 'regex:k_nn_row' -c 6 \
@@ -162,8 +163,8 @@ if [ "${NCU:-1}" = 1 ] && [ "$left" -ge 45 ] && [ -n "$NCU_BIN" ]; then
     step "ncu gpu-bench --cumsum-only" $?
     {
         echo "== ncu (kernel: duration, DRAM throughput, achieved occupancy, registers)"
-        grep -E 'Context [0-9]+, Stream|Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Registers Per Thread|Theoretical Occupancy' \
-            "$OUT/ncu-memops.txt" | sed -E 's/^ +/  /' | cut -c1-160 | head -80
+        grep -E 'Context [0-9]+, Stream|Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Registers Per Thread|Theoretical Occupancy|Warp Cycles Per Issued|stall|Stall' \
+            "$OUT/ncu-memops.txt" | sed -E 's/^ +/  /' | cut -c1-160 | head -120
     } | tee -a "$SUM"
 else
     note "ncu skipped (NCU=${NCU:-1}, ${left} s left, ncu: ${NCU_BIN:-not found})"
