@@ -40,8 +40,10 @@
  * (1 + O(u)) of the exact one: Higham, Accuracy and Stability of Numerical Algorithms, 2nd
  * ed., section 4.2. Here d is at most about 2 V + K + 25 + 6 x levels, under 100 (V <= 8
  * and K <= 8 for the float dtypes, levels <= 7), while the tiled path starts at n = 257).
- * This tile layout has not run on hardware yet (written without a GPU; checked by the CPU
- * emulation, tests/gpu/emu/run.sh; tests/gpu/memops-on-gpu-host.sh times it).
+ * Measured on an H100 (BENCHMARKS.md, 2026-12-06, 3 blocks a multiprocessor): 2^28 f32 in
+ * 1.358 ms, 1.58 TB/s, 0.75x PyTorch's (CUB's) 2.10 TB/s, conformance of every cum case
+ * passing; the bound of 4 blocks below is not measured yet (tests/gpu/memops-on-gpu-host.sh
+ * times it; tests/gpu/emu/run.sh checks the kernel on the CPU).
  */
 #include "backends/gpu/gpu_ops.cuh"
 #include <string.h>
