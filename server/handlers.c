@@ -104,10 +104,6 @@ static void run_open(td__srv_session *ss, td__job *j)
                                    x->name);
     }
     ss->es = es;
-    bool device_memory = !dev->backend->host_memory;
-    for (size_t i = 0; i < j->rq.n_extra; i++)
-        device_memory = device_memory && !j->rq.extra[i]->backend->host_memory;
-    atomic_store(&ss->flatten_writes, device_memory);
     /* The request ring, when asked for and not off (--no-ring): the region's last
      * TD_RING_BYTES (ring.h). Without
      * it (no memory, no thread) the session goes on with the region and the stream. */
