@@ -389,14 +389,20 @@ static void receive(remote *r, grpc_byte_buffer *bb)
     }
 }
 
-/* A receive completed: dispatch its message and keep one receive armed. */
+/* A receive completed: arm the next receive, then dispatch this message (a read chunk's
+ * copy into the caller's memory then runs while gRPC can already complete the next one),
+ * so one receive stays armed. */
 static void on_recv(remote *r)
 {
     grpc_byte_buffer *bb = td__cli_call_take(&r->c);
     if (bb == NULL) return; /* the end of the stream (c.stream_ended) */
-    if (!r->ending && r->violation == TD_OK) receive(r, bb);
+    if (r->ending || r->violation != TD_OK) {
+        grpc_byte_buffer_destroy(bb);
+        return;
+    }
+    td__cli_call_recv(&r->c);
+    receive(r, bb);
     grpc_byte_buffer_destroy(bb);
-    if (!r->ending && r->violation == TD_OK) td__cli_call_recv(&r->c);
 }
 
 /* Handle one completion (dispatching a received message); false when the deadline passed

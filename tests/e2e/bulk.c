@@ -208,10 +208,10 @@ Test(transfer, one_gib, .init = start_tcp, .fini = stop, .timeout = 300)
 }
 
 #ifdef TD_TEST_HAVE_VULKAN
-/* A device whose memory the host cannot address (vulkan:0 here; a GPU's likewise): the
- * server copies a read out in 8 MiB pieces and sends each as 1 MiB chunks sharing it
- * (server/handlers.c, run_read). Sizes straddle the piece and chunk edges. */
-Test(transfer, device_memory_read_in_pieces, .init = start_tcp, .fini = stop, .timeout = 120)
+/* A device whose memory the host cannot address (vulkan:0 here; a GPU's likewise): every
+ * write chunk goes through the backend's write and every read chunk through its read
+ * (server/handlers.c). Sizes straddle the chunk edges and 8 MiB multiples. */
+Test(transfer, device_memory_round_trip, .init = start_tcp, .fini = stop, .timeout = 120)
 {
     const size_t piece = (size_t)8 << 20;
     const size_t sizes[] = {piece - 1, piece, piece + 1, 2 * piece + CHUNK + 5};
