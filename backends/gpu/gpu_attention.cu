@@ -160,12 +160,12 @@ TD_DEV void load_tile(uint16_t *tile, const uint16_t *g, int r0, int n, int tid)
     }
 }
 
-template <bool BF, int D, int MT, bool QREG>
+template <bool BF, int D, int MT, bool QREG, int BN>
 __global__ void __launch_bounds__(ATTN_THREADS, 2)
     k_attention(const uint16_t *__restrict__ q, const uint16_t *__restrict__ k,
                 const uint16_t *__restrict__ v, uint16_t *__restrict__ y, attn_args a)
 {
-    constexpr int BM = 16 * MT * ATTN_WARPS, BN = ATTN_BN;
+    constexpr int BM = 16 * MT * ATTN_WARPS;
     constexpr int KT = D / 16;  /* k16 steps of Q K^T */
     constexpr int NT = BN / 8;  /* n8 tiles of S */
     constexpr int DT = D / 8;   /* n8 tiles of O */
@@ -387,13 +387,13 @@ void batch_strides(const td__desc *in, int nb, int64_t mat, int64_t *st)
     }
 }
 
-template <bool BF, int D, int MT, bool QREG>
+template <bool BF, int D, int MT, bool QREG, int BN = ATTN_BN>
 td_status launch(const td__gpu_exec *x, const td__view *in, const td__view *out,
                  const attn_args &a, int64_t nbatch)
 {
     constexpr int BM = 16 * MT * ATTN_WARPS;
-    const size_t smem = (size_t)(BM + 4 * ATTN_BN) * D * sizeof(uint16_t);
-    auto kern = k_attention<BF, D, MT, QREG>;
+    const size_t smem = (size_t)(BM + 4 * BN) * D * sizeof(uint16_t);
+    auto kern = k_attention<BF, D, MT, QREG, BN>;
     td_status s = td__gpu_check(
         x, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
         "attention shared memory");
@@ -411,12 +411,14 @@ td_status launch(const td__gpu_exec *x, const td__view *in, const td__view *out,
  * 64 as 2 m16 tiles a warp (128 queries a block) with Q's fragments in registers, 128 as 1
  * tile (64 queries); 1: head dim 64 as 1 tile; 2: 64 as 2 tiles, Q read from shared memory
  * at each key tile; 3: 64 as 1 tile, Q from shared memory; for head dim 128, 1 and 0 are
- * the default, 2: 2 tiles with Q from shared memory; 3: 1 tile, Q from shared memory. */
+ * the default, 2: 2 tiles with Q from shared memory; 3: 1 tile, Q from shared memory.
+ * 4 and 5 (head dim 64; 128 takes 0) change the key tile, so their bits differ from the
+ * default's: 4: 1 m16 tile a warp and 128-key tiles; 5: 2 tiles and 32-key tiles. */
 int variant(void)
 {
     const char *e = getenv("TENSORD_GPU_ATTN_VARIANT");
     const int v = e != NULL ? atoi(e) : 0;
-    return v >= 0 && v <= 3 ? v : 0;
+    return v >= 0 && v <= 5 ? v : 0;
 }
 
 } // namespace
@@ -474,7 +476,14 @@ extern "C" td_status td__gpu_exec_attention(const td__gpu_exec *x, const td__op 
         if (((uintptr_t)in[i].data & 15u) != 0)
             return td__gpu_fail(x, TD_EINTERNAL,
                                 TD_GPU_KIND ": attention input %d not 16-byte aligned", i);
-    switch ((e == 64 ? 0 : 4) + (variant() % 4)) {
+    const int var = variant();
+    if (e == 64 && var == 4)
+        return bf ? launch<true, 64, 1, true, 128>(x, in, out, a, nbatch)
+                  : launch<false, 64, 1, true, 128>(x, in, out, a, nbatch);
+    if (e == 64 && var == 5)
+        return bf ? launch<true, 64, 2, true, 32>(x, in, out, a, nbatch)
+                  : launch<false, 64, 2, true, 32>(x, in, out, a, nbatch);
+    switch ((e == 64 ? 0 : 4) + (var % 4)) {
     case 1: return bf ? launch<true, 64, 1, true>(x, in, out, a, nbatch)
                       : launch<false, 64, 1, true>(x, in, out, a, nbatch);
     case 2: return bf ? launch<true, 64, 2, false>(x, in, out, a, nbatch)
