@@ -428,8 +428,9 @@ td_status launch(const td__gpu_exec *x, const td__view *in, const td__view *out,
  * tile (64 queries); 1: head dim 64 as 1 tile; 2: 64 as 2 tiles, Q read from shared memory
  * at each key tile; 3: 64 as 1 tile, Q from shared memory; for head dim 128, 1 and 0 are
  * the default, 2: 2 tiles with Q from shared memory; 3: 1 tile, Q from shared memory.
- * 4 and 5 (head dim 64; 128 takes 0) change the key tile, so their bits differ from the
- * default's: 4: 1 m16 tile a warp and 128-key tiles; 5: 2 tiles and 32-key tiles.
+ * 4 and 5 change the key tile, so their bits differ from the default's: head dim 64, 4:
+ * 1 m16 tile a warp and 128-key tiles, 5: 2 tiles and 32-key tiles; head dim 128, 4: 2
+ * tiles, Q from shared memory, 32-key tiles (5 takes 0).
  * 6 (head dim 64) is the default's cut with the tile's code split by branches (the
  * masking test at run time, the rescale skipped when every maximum held): the first
  * version measured, same bits. */
@@ -502,6 +503,9 @@ extern "C" td_status td__gpu_exec_attention(const td__gpu_exec *x, const td__op 
     if (e == 64 && var == 5)
         return bf ? launch<true, 64, 2, true, 32>(x, in, out, a, nbatch)
                   : launch<false, 64, 2, true, 32>(x, in, out, a, nbatch);
+    if (e == 128 && var == 4)
+        return bf ? launch<true, 128, 2, false, 32>(x, in, out, a, nbatch)
+                  : launch<false, 128, 2, false, 32>(x, in, out, a, nbatch);
     if (e == 64 && var == 6)
         return bf ? launch<true, 64, 2, true, 64, false>(x, in, out, a, nbatch)
                   : launch<false, 64, 2, true, 64, false>(x, in, out, a, nbatch);
