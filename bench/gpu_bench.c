@@ -19,6 +19,12 @@
  * (local or remote), which is the point of the comparison.
  *
  * Usage: gpu-bench [--device URI] [--reps N] [--rounds N] [--quick] [--profile]
+ *                  [--only NAME,...] [--elems N]
+ * --only runs the rows whose names start with a listed prefix that ends at a '_' of the
+ * name or at its end (add, add_f32, sum, cumsum, sort, softmax, matmul; "transfers" for the
+ * transfer rows); --elems sets the f32 element
+ * count of the add/mul/sum/cumsum rows (default 2^28, 2^20 with --quick; the bf16 rows
+ * take twice as many), e.g. to fit a device's maxStorageBufferRange.
  * Output: one line per measure, "NAME  MS ms  RATE UNIT", NAME a token shared with
  * gpu_torch.py (matmul_f32_4096, matmul_tf32_4096, add_f32_268435456, ...); other lines
  * start with '#'. TF32 rows use td_matmul_ex(a, b, TD_MATMUL_ALLOW_TF32); a '# tf32 check'
@@ -86,6 +92,23 @@ static double time_op(td_context *ctx, op_fn op, td_tensor *a, td_tensor *b, int
     }
     qsort(t, (size_t)rounds, sizeof t[0], cmp_double);
     return t[rounds / 2];
+}
+
+/* --only: comma-separated prefixes of row names, each ending where the name has a '_' or
+ * ends ("add" takes add_f32_N and add_bf16_N, "add_f32" only the first); NULL: every row. */
+static const char *g_only;
+
+static bool want(const char *row)
+{
+    if (g_only == NULL) return true;
+    for (const char *p = g_only; *p != '\0';) {
+        const size_t len = strcspn(p, ",");
+        if (len > 0 && strncmp(p, row, len) == 0 && (row[len] == '_' || row[len] == '\0'))
+            return true;
+        p += len;
+        if (*p == ',') p++;
+    }
+    return false;
 }
 
 /* One result line; `amount` is what one op does (FLOPs or bytes), shown per second in
@@ -444,6 +467,7 @@ int main(int argc, char **argv)
     const char *uri = "local:cuda:0";
     int reps = 20, rounds = 3;
     bool quick = false, prof = false, mm_only = false, xfer_only = false, raw = false;
+    long long elems = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--device") == 0 && i + 1 < argc) {
             uri = argv[++i];
@@ -457,15 +481,22 @@ int main(int argc, char **argv)
             prof = true;
         } else if (strcmp(argv[i], "--matmul-only") == 0) {
             mm_only = true;
+        } else if (strcmp(argv[i], "--cumsum-only") == 0) {
+            g_only = "cumsum_f32"; /* as --only cumsum_f32 */
         } else if (strcmp(argv[i], "--transfers-only") == 0) {
             xfer_only = true;
         } else if (strcmp(argv[i], "--raw") == 0) {
             raw = true;
+        } else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
+            g_only = argv[++i];
+        } else if (strcmp(argv[i], "--elems") == 0 && i + 1 < argc) {
+            elems = atoll(argv[++i]);
         } else {
             bool help = strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0;
             fprintf(help ? stdout : stderr,
                     "usage: gpu-bench [--device URI] [--reps N] [--rounds N] [--quick] "
-                    "[--profile] [--matmul-only] [--transfers-only] [--raw]\n"
+                    "[--profile] [--matmul-only] [--cumsum-only] [--transfers-only] [--raw]\n"
+                    "                 [--only NAME,...] [--elems N]\n"
                     "GPU speed of tensord: matmul 4096^2/8192^2 f32, TF32, f16 and bf16, add/mul\n"
                     "on 1 GiB, bf16 add/sum on 1 GiB,\n"
                     "sum and cumsum over 1 GiB, sort of 2^24 f32, softmax over rows of\n"
@@ -480,14 +511,24 @@ int main(int argc, char **argv)
                     "  --profile       run one add, one sum and one softmax between\n"
                     "                  cudaProfilerStart/Stop, for ncu --profile-from-start off\n"
                     "  --matmul-only   only the matmul rows\n"
+                    "  --cumsum-only   only the cumsum row (tests/gpu/memops-on-gpu-host.sh)\n"
                     "  --transfers-only only td_write/td_read of 64 MiB and 1 GiB (also run\n"
                     "                  after the op rows)\n"
                     "  --raw           with the transfers: raw pinned and pageable cudaMemcpy,\n"
-                    "                  memcpy into pinned memory, a loopback TCP stream\n",
+                    "                  memcpy into pinned memory, a loopback TCP stream\n"
+                    "  --only NAMES    only the rows whose names start with one of these\n"
+                    "                  comma-separated prefixes, cut at a '_' (add, add_f32,\n"
+                    "                  sum, cumsum, sort, softmax, matmul, transfers)\n"
+                    "  --elems N       f32 elements of the add/mul/sum/cumsum rows (default\n"
+                    "                  2^28; 2^20 with --quick)\n",
                     MAX_ROUNDS);
             if (!help) fprintf(stderr, "gpu-bench: unknown option '%s'\n", argv[i]);
             return help ? 0 : 2;
         }
+    }
+    if (elems < 0 || elems > ((long long)1 << 40)) {
+        fprintf(stderr, "gpu-bench: --elems must be 1..2^40\n");
+        return 2;
     }
     if (reps < 1 || rounds < 1 || rounds > MAX_ROUNDS) {
         fprintf(stderr, "gpu-bench: --reps must be >= 1 and --rounds 1..%d\n", MAX_ROUNDS);
@@ -498,7 +539,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "gpu-bench: %s\n", td_connect_error());
         return 1;
     }
-    int64_t n_big = quick ? (1 << 20) : (1 << 28); /* f32 elements: 1 GiB */
+    int64_t n_big = elems > 0 ? elems : quick ? (1 << 20) : (1 << 28); /* f32: 1 GiB */
     int64_t mm[2] = {quick ? 256 : 4096, quick ? 512 : 8192};
     int64_t rows = quick ? 256 : 65536, cols = quick ? 256 : 4096;
     printf("# device %s (%s)\n", td_device_name(ctx), uri);
@@ -514,16 +555,19 @@ int main(int argc, char **argv)
     }
     printf("# %d ops per loop, median of %d loops after one untimed loop\n", reps, rounds);
     char name[64];
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < 2 && want("matmul"); k++) {
         int64_t n = mm[k];
         td_tensor *a = td_rand_uniform(ctx, TD_F32, 2, (int64_t[]){n, n}, 1, -1, 1);
         td_tensor *b = td_rand_uniform(ctx, TD_F32, 2, (int64_t[]){n, n}, 2, -1, 1);
         double flop = 2.0 * (double)n * (double)n * (double)n;
         snprintf(name, sizeof name, "matmul_f32_%lld", (long long)n);
-        report(ctx, name, time_op(ctx, op_matmul, a, b, 0, reps, rounds), flop, 1e12, "TFLOP/s");
+        if (want(name))
+            report(ctx, name, time_op(ctx, op_matmul, a, b, 0, reps, rounds), flop, 1e12,
+                   "TFLOP/s");
         snprintf(name, sizeof name, "matmul_tf32_%lld", (long long)n);
-        report(ctx, name, time_op(ctx, op_matmul_tf32, a, b, 0, reps, rounds), flop, 1e12,
-               "TFLOP/s");
+        if (want(name))
+            report(ctx, name, time_op(ctx, op_matmul_tf32, a, b, 0, reps, rounds), flop, 1e12,
+                   "TFLOP/s");
         td_tensor *c32 = td_matmul_ex(a, b, 0), *ctf = td_matmul_ex(a, b, TD_MATMUL_ALLOW_TF32);
         double d = max_abs(td_sub(c32, ctf)), m = max_abs(c32);
         td_release(ctf);
@@ -536,8 +580,9 @@ int main(int argc, char **argv)
         for (int h = 0; h < 2; h++) {
             td_tensor *ah = td_cast(a, half[h]), *bh = td_cast(b, half[h]);
             snprintf(name, sizeof name, "matmul_%s_%lld", half_name[h], (long long)n);
-            report(ctx, name, time_op(ctx, op_matmul, ah, bh, 0, reps, rounds), flop, 1e12,
-                   "TFLOP/s");
+            if (want(name))
+                report(ctx, name, time_op(ctx, op_matmul, ah, bh, 0, reps, rounds), flop, 1e12,
+                       "TFLOP/s");
             td_release(ah);
             td_release(bh);
         }
@@ -552,29 +597,34 @@ int main(int argc, char **argv)
     td_tensor *y = td_rand_uniform(ctx, TD_F32, 1, &n_big, 4, -1, 1);
     double bytes = (double)n_big * 4;
     snprintf(name, sizeof name, "add_f32_%lld", (long long)n_big);
-    report(ctx, name, time_op(ctx, op_add, x, y, 0, reps, rounds), 3 * bytes, 1e9,
-           "GB/s (read 2, write 1)");
+    if (want(name))
+        report(ctx, name, time_op(ctx, op_add, x, y, 0, reps, rounds), 3 * bytes, 1e9,
+               "GB/s (read 2, write 1)");
     snprintf(name, sizeof name, "mul_f32_%lld", (long long)n_big);
-    report(ctx, name, time_op(ctx, op_mul, x, y, 0, reps, rounds), 3 * bytes, 1e9,
-           "GB/s (read 2, write 1)");
+    if (want(name))
+        report(ctx, name, time_op(ctx, op_mul, x, y, 0, reps, rounds), 3 * bytes, 1e9,
+               "GB/s (read 2, write 1)");
     snprintf(name, sizeof name, "sum_f32_%lld", (long long)n_big);
-    report(ctx, name, time_op(ctx, op_sum, x, NULL, 0, reps, rounds), bytes, 1e9,
-           "GB/s (read 1)");
+    if (want(name))
+        report(ctx, name, time_op(ctx, op_sum, x, NULL, 0, reps, rounds), bytes, 1e9,
+               "GB/s (read 1)");
     snprintf(name, sizeof name, "cumsum_f32_%lld", (long long)n_big);
-    report(ctx, name, time_op(ctx, op_cumsum, x, NULL, 0, reps, rounds), 2 * bytes, 1e9,
-           "GB/s (read 1, write 1)");
+    if (want(name))
+        report(ctx, name, time_op(ctx, op_cumsum, x, NULL, 0, reps, rounds), 2 * bytes, 1e9,
+               "GB/s (read 1, write 1)");
     td_release(x);
     td_release(y);
-    {
+    if (want("sort")) {
         /* stable sort of 2^24 floats, one line */
         int64_t ns = quick ? (1 << 16) : (1 << 24);
         td_tensor *xs = td_rand_uniform(ctx, TD_F32, 1, &ns, 8, -1, 1);
         snprintf(name, sizeof name, "sort_f32_%lld", (long long)ns);
-        report(ctx, name, time_op(ctx, op_sort, xs, NULL, 0, reps, rounds), (double)ns, 1e6,
-               "Melem/s");
+        if (want(name))
+            report(ctx, name, time_op(ctx, op_sort, xs, NULL, 0, reps, rounds), (double)ns, 1e6,
+                   "Melem/s");
         td_release(xs);
     }
-    {
+    if (want("add") || want("sum")) {
         /* bf16 on 1 GiB: twice the elements of the f32 rows */
         int64_t n16 = 2 * n_big;
         td_tensor *x32 = td_rand_uniform(ctx, TD_F32, 1, &n16, 6, -1, 1);
@@ -585,20 +635,24 @@ int main(int argc, char **argv)
         td_release(y32);
         double b16 = (double)n16 * 2;
         snprintf(name, sizeof name, "add_bf16_%lld", (long long)n16);
-        report(ctx, name, time_op(ctx, op_add, xb, yb, 0, reps, rounds), 3 * b16, 1e9,
-               "GB/s (read 2, write 1)");
+        if (want(name))
+            report(ctx, name, time_op(ctx, op_add, xb, yb, 0, reps, rounds), 3 * b16, 1e9,
+                   "GB/s (read 2, write 1)");
         snprintf(name, sizeof name, "sum_bf16_%lld", (long long)n16);
-        report(ctx, name, time_op(ctx, op_sum, xb, NULL, 0, reps, rounds), b16, 1e9,
-               "GB/s (read 1)");
+        if (want(name))
+            report(ctx, name, time_op(ctx, op_sum, xb, NULL, 0, reps, rounds), b16, 1e9,
+                   "GB/s (read 1)");
         td_release(xb);
         td_release(yb);
     }
-    td_tensor *z = td_rand_uniform(ctx, TD_F32, 2, (int64_t[]){rows, cols}, 5, -4, 4);
     snprintf(name, sizeof name, "softmax_f32_%lldx%lld", (long long)rows, (long long)cols);
-    report(ctx, name, time_op(ctx, op_softmax, z, NULL, 1, reps, rounds),
-           2.0 * (double)rows * (double)cols * 4, 1e9, "GB/s (read 1, write 1)");
-    td_release(z);
-    transfers(ctx, quick, raw, rounds);
+    if (want(name)) {
+        td_tensor *z = td_rand_uniform(ctx, TD_F32, 2, (int64_t[]){rows, cols}, 5, -4, 4);
+        report(ctx, name, time_op(ctx, op_softmax, z, NULL, 1, reps, rounds),
+               2.0 * (double)rows * (double)cols * 4, 1e9, "GB/s (read 1, write 1)");
+        td_release(z);
+    }
+    if (want("transfers")) transfers(ctx, quick, raw, rounds);
     int rc = 0;
     if (td_fence(ctx) != TD_OK) {
         fprintf(stderr, "gpu-bench: %s\n", td_last_error(ctx));

@@ -11,7 +11,8 @@ that the switch took effect.
 The transfer rows time Tensor.copy_ between pageable CPU memory and cuda:0 (as td_write and
 td_read from a caller's malloc'd buffer), one copy per timing.
 
-Usage: python3 bench/gpu_torch.py [--quick] [--reps N] [--rounds N] [--profile]
+Usage: python3 bench/gpu_torch.py [--quick] [--reps N] [--rounds N] [--profile] [--cumsum-only]
+--cumsum-only: only the cumsum row (tests/gpu/memops-on-gpu-host.sh).
 --profile: no timing; one add, one sum and one softmax of the bench sizes after a warm-up,
 between torch.cuda.profiler.start() and stop() (for ncu --profile-from-start off)."""
 import sys
@@ -87,6 +88,11 @@ if profile:
     sys.exit(0)
 
 print(f"# {reps} ops per loop, median of {rounds} loops after one untimed loop")
+if "--cumsum-only" in sys.argv:
+    x = torch.rand(nb, device=dev) * 2 - 1
+    report(f"cumsum_f32_{nb}", timed(lambda: torch.cumsum(x, 0)), 2 * nb * 4, 1e9,
+           "GB/s (read 1, write 1)")
+    sys.exit(0)
 for n in (256, 512) if quick else (4096, 8192):
     a = torch.rand(n, n, device=dev) * 2 - 1
     b = torch.rand(n, n, device=dev) * 2 - 1

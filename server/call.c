@@ -121,7 +121,13 @@ static td__call_item *send_next_locked(td__srv_call *c)
     }
     if (it->bb != NULL) {
         ops[n].op = GRPC_OP_SEND_MESSAGE;
-        ops[n++].data.send_message.send_message = it->bb;
+        ops[n].data.send_message.send_message = it->bb;
+        /* More replies queued behind this one (a read's chunks): gRPC may hold it in the
+         * transport's write buffer (TD_SERVER_WRITE_BUFFER_BYTES, service.c) and report it
+         * sent, so the next chunk follows without a completion-queue round trip. The
+         * last queued message goes without the hint and flushes everything before it. */
+        if (c->sq_head != NULL && c->sq_head->bb != NULL) ops[n].flags = GRPC_WRITE_BUFFER_HINT;
+        n++;
     } else {
         ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
         ops[n].data.send_status_from_server.status = it->code;

@@ -104,6 +104,10 @@ static void run_open(td__srv_session *ss, td__job *j)
                                    x->name);
     }
     ss->es = es;
+    bool device_memory = !dev->backend->host_memory;
+    for (size_t i = 0; i < j->rq.n_extra; i++)
+        device_memory = device_memory && !j->rq.extra[i]->backend->host_memory;
+    atomic_store(&ss->flatten_writes, device_memory);
     /* The request ring, when asked for and not off (--no-ring): the region's last
      * TD_RING_BYTES (ring.h). Without
      * it (no memory, no thread) the session goes on with the region and the stream. */
@@ -336,7 +340,23 @@ static void run_shm_read(td__srv_session *ss, td__job *j)
 }
 
 static void release_buffer(void *arg) { td__buffer_unref(arg); }
-static void release_host(void *arg) { td__free(arg); }
+
+/* A read of a tensor whose memory the host cannot address (a GPU's) copies it out in pieces
+ * of up to READ_PIECE_BYTES, one backend read each (its staged, possibly multi-threaded
+ * copy), and sends each piece as TD_CHUNK_BYTES replies that share it: one device copy and
+ * one synchronisation per 8 MiB instead of per 1 MiB chunk. */
+#define READ_PIECE_BYTES ((size_t)8 << 20)
+
+typedef struct {
+    atomic_uint refs; /* one per reply still holding a chunk, plus the reader's */
+    unsigned char data[];
+} read_piece;
+
+static void piece_unref(void *arg)
+{
+    read_piece *p = arg;
+    if (atomic_fetch_sub(&p->refs, 1) == 1) td__free(p);
+}
 
 static void run_read(td__srv_session *ss, td__job *j)
 {
@@ -366,6 +386,8 @@ static void run_read(td__srv_session *ss, td__job *j)
     }
     td__reply r = {.kind = TD_REPLY_READ, .seq = rq->seq, .tensor = rq->tensor};
     uint64_t off = rq->offset, end = rq->offset + rq->nbytes;
+    read_piece *piece = NULL; /* the piece holding [piece_off, piece_end) (no host buffer) */
+    uint64_t piece_off = 0, piece_end = 0;
     do {
         if (td__srv_call_dead(&ss->c)) break;
         size_t len = end - off > TD_CHUNK_BYTES ? TD_CHUNK_BYTES : (size_t)(end - off);
@@ -379,20 +401,27 @@ static void run_read(td__srv_session *ss, td__job *j)
             r.release = release_buffer;
             r.release_arg = buf;
         } else if (len > 0) {
-            void *host = td__malloc(len);
-            if (host == NULL) {
-                td__ss_failure(ss, rq->seq, 0, TD_ENOMEM, "out of host memory for a read chunk");
-                break;
+            if (piece == NULL || off >= piece_end) {
+                if (piece != NULL) piece_unref(piece);
+                size_t plen = end - off > READ_PIECE_BYTES ? READ_PIECE_BYTES : (size_t)(end - off);
+                piece = td__malloc(sizeof *piece + plen);
+                if (piece == NULL) {
+                    td__ss_failure(ss, rq->seq, 0, TD_ENOMEM, "out of host memory for a read chunk");
+                    break;
+                }
+                atomic_init(&piece->refs, 1);
+                st = td__session_read(ss->es, rq->tensor, off, piece->data, plen, err, sizeof err);
+                if (st != TD_OK) {
+                    td__ss_failure(ss, rq->seq, 0, st, err);
+                    break;
+                }
+                piece_off = off;
+                piece_end = off + plen;
             }
-            st = td__session_read(ss->es, rq->tensor, off, host, len, err, sizeof err);
-            if (st != TD_OK) {
-                td__free(host);
-                td__ss_failure(ss, rq->seq, 0, st, err);
-                break;
-            }
-            r.data = host;
-            r.release = release_host;
-            r.release_arg = host;
+            atomic_fetch_add(&piece->refs, 1);
+            r.data = piece->data + (off - piece_off);
+            r.release = piece_unref;
+            r.release_arg = piece;
         }
         st = td__ss_reply(ss, &r);
         if (st != TD_OK) {
@@ -401,6 +430,7 @@ static void run_read(td__srv_session *ss, td__job *j)
         }
         off += len;
     } while (off < end);
+    if (piece != NULL) piece_unref(piece);
     td__buffer_unref(buf);
 }
 

@@ -513,6 +513,26 @@ const void *td__request_payload_flat(const td__request *rq)
     return rq->payload->span.flat;
 }
 
+td_status td__request_payload_flatten(td__request *rq)
+{
+    td__req_payload *p = rq->payload;
+    if (rq->kind != TD_REQ_WRITE || p == NULL || p->span.flat != NULL || p->span.len == 0)
+        return TD_OK;
+    uint8_t *flat = td__malloc(p->span.len);
+    if (flat == NULL) return TD_ENOMEM;
+    td_status st = td__wire_span_copy(p->bb, &p->span, flat);
+    if (st != TD_OK) {
+        td__free(flat);
+        return st;
+    }
+    td__wire_scratch_fini(&p->scratch);
+    p->scratch = (td__wire_scratch){.data = flat, .cap = p->span.len};
+    p->span.flat = flat;
+    grpc_byte_buffer_destroy(p->bb);
+    p->bb = NULL;
+    return TD_OK;
+}
+
 td_status td__request_graph(const td__request *rq, td__graph **out, char *err, size_t errlen)
 {
     const Tensord__V1__ClientMessage *cm = rq->msg;

@@ -155,6 +155,12 @@ bool td__request_fail(td__request *rq, td_status st, const char *fmt, ...)
 td_status td__request_payload_copy(const td__request *rq, void *dst);
 /* The payload as one flat block, or NULL when it lies in several slices. */
 const void *td__request_payload_flat(const td__request *rq);
+/* Make a TD_REQ_WRITE's payload one flat block (a copy out of gRPC's slices, which are
+ * released; the request's cost stays as counted). For sessions whose tensors the host
+ * cannot address: the receive thread does this copy, so that the device worker's write is
+ * one copy into the backend's staging, not two. TD_OK (also for other kinds, or a payload
+ * already flat), TD_ENOMEM (the payload stays where it was), TD_EPROTO (unreadable). */
+td_status td__request_payload_flatten(td__request *rq);
 
 /* Validate and build the definition a TD_REQ_GRAPH_DEFINE carries (a new reference in
  * *out). Returns td__wire_graph_from's status and message. */

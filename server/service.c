@@ -51,6 +51,8 @@
  * not answered within SVC_KEEPALIVE_TIMEOUT_MS (a vanished peer holds nothing for long). */
 #define SVC_KEEPALIVE_TIME_MS 60000
 #define SVC_KEEPALIVE_TIMEOUT_MS 20000
+/* gRPC's write buffer per connection for hinted replies (call.c); as the client's (client/call.c). */
+#define TD_SERVER_WRITE_BUFFER_BYTES (8u << 20)
 
 /* gRPC logged "Failed accept4": its listener is dead (see server/connlimit.h). */
 static atomic_bool g_listener_failed;
@@ -715,6 +717,9 @@ td_status td__service_start(const td__service_opts *opts, td__service **out, int
      * park in gRPC per stream. */
     SVC_INT_ARG(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, net.stream_window);
     SVC_INT_ARG(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+    /* How much of a stream's buffered replies (call.c: a read's non-final chunks) gRPC may
+     * hold while reporting them sent; its default, 64 KiB, is below one 1 MiB chunk. */
+    SVC_INT_ARG(GRPC_ARG_HTTP2_WRITE_BUFFER_SIZE, TD_SERVER_WRITE_BUFFER_BYTES);
     SVC_INT_ARG(GRPC_ARG_MAX_CONCURRENT_STREAMS, net.max_streams);
     /* Identity only: a compressed message is refused (UNIMPLEMENTED) instead of being
      * inflated, to any size, before the message size check. */

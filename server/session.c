@@ -542,6 +542,9 @@ static bool on_message(td__srv_call *c, grpc_byte_buffer *bb)
         return seq_violation(ss, j);
     td__ring_progress(atomic_load(&ss->ring));
     if (j->rq.kind == TD_REQ_BATCH) return prepare_batch(ss, j);
+    /* (out of memory: the payload stays in the slices and the worker copies it twice) */
+    if (j->rq.kind == TD_REQ_WRITE && atomic_load(&ss->flatten_writes))
+        (void)td__request_payload_flatten(&j->rq);
     return submit(ss, j);
 }
 

@@ -62,6 +62,10 @@ typedef struct td__srv_session {
     char end_msg[256];
     td__worker_queue *wq;
     td__device *dev;
+    /* Every device of the session keeps tensors where the host cannot address them (a
+     * GPU): write payloads are made flat on the receive thread (td__request_payload_flatten).
+     * Set by the open, before its reply. */
+    atomic_bool flatten_writes;
     uint32_t protocol; /* the protocol the session opened at (set before the open is queued) */
     int slot;          /* the device's metrics slot (server/metrics.h), -1 before open */
     uint64_t start_ns; /* when the call was taken over (td__metrics_now_ns) */

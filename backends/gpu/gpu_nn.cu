@@ -241,12 +241,41 @@ TD_DEV void row_store(T *p, int64_t e0, int64_t n, bool vec, const double *v)
         if (e0 + q < n) p[e0 + q] = td_from_double<T>(v[q]);
 }
 
-/* CAP elements a lane keeps; BWD: the backward op (keeps x and dy * w, CAP each). */
+/* The sums of NS values over a team of `tpr` threads (a power of two, 32 .. BLOCK), in
+ * td_team_sum's association exactly (a warp butterfly, then the warps' sums in ascending
+ * order, so the same bits), with one barrier instead of two: `sh` (NS x BLOCK / 32 doubles)
+ * is written before the barrier and read after it, so a caller must not write the same
+ * `sh` again before the block's next barrier: the row kernel alternates two buffers (the
+ * next call's barrier comes after every thread's reads of this one). */
+template <int NS, int BLOCK>
+TD_DEV void team_sums(double (&v)[NS], int tpr, double *sh)
+{
+#pragma unroll
+    for (int m = 16; m > 0; m >>= 1)
+#pragma unroll
+        for (int i = 0; i < NS; i++) v[i] += td_shfl_xor(v[i], m);
+    if (tpr <= 32) return;
+    const int w = (int)threadIdx.x / 32, w0 = w - w % (tpr / 32);
+    if (threadIdx.x % 32 == 0)
+#pragma unroll
+        for (int i = 0; i < NS; i++) sh[i * (BLOCK / 32) + w] = v[i];
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < NS; i++) {
+        double s = sh[i * (BLOCK / 32) + w0];
+        for (int k = 1; k < tpr / 32; k++) s += sh[i * (BLOCK / 32) + w0 + k];
+        v[i] = s;
+    }
+}
+
+/* CAP elements a lane keeps; BWD: the backward op (keeps x and dy * w, CAP each). The
+ * general row kernel: any row length up to 1024 x CAP, any alignment. */
 template <typename T, int CAP, int BLOCK, bool BWD>
 __global__ void __launch_bounds__(BLOCK) k_nn_row(row_geom g, nn_ptrs p)
 {
     constexpr int VEC = 16 / sizeof(T), NV = CAP / VEC;
-    __shared__ double sh[BLOCK / 32];
+    __shared__ double sh[2][2 * (BLOCK / 32)];
+    int cb = 0; /* the buffer of the next team_sums call */
     const int tpr = g.tpr, lane = (int)threadIdx.x % tpr, rpb = BLOCK / tpr;
     const int64_t n = g.n;
     const double nd = (double)n;
@@ -282,7 +311,10 @@ __global__ void __launch_bounds__(BLOCK) k_nn_row(row_geom g, nn_ptrs p)
 #pragma unroll
             for (int i = 0; i < CAP; i++)
                 if (((int64_t)(i / VEC) * tpr + lane) * VEC + i % VEC < len) a += xr[i];
-            mean = td_team_sum(a, tpr, sh) / nd;
+            double t1[1] = {a};
+            team_sums<1, BLOCK>(t1, tpr, sh[cb]);
+            cb ^= 1;
+            mean = t1[0] / nd;
         }
         double a = 0.0;
 #pragma unroll
@@ -291,7 +323,10 @@ __global__ void __launch_bounds__(BLOCK) k_nn_row(row_geom g, nn_ptrs p)
             const double d = e < len ? xr[i] - mean : 0.0;
             a += d * d;
         }
-        const double r = 1.0 / sqrt(td_team_sum(a, tpr, sh) / nd + g.eps);
+        double t2[1] = {a};
+        team_sums<1, BLOCK>(t2, tpr, sh[cb]);
+        cb ^= 1;
+        const double r = 1.0 / sqrt(t2[0] / nd + g.eps);
         T *y = (T *)p.y + off;
         if (!BWD) {
 #pragma unroll
@@ -317,7 +352,10 @@ __global__ void __launch_bounds__(BLOCK) k_nn_row(row_geom g, nn_ptrs p)
                 ag += gr[i];
                 agx += gr[i] * ((xr[i] - mean) * r);
             }
-        const double sg = td_team_sum(ag, tpr, sh), sgx = td_team_sum(agx, tpr, sh);
+        double t3[2] = {ag, agx};
+        team_sums<2, BLOCK>(t3, tpr, sh[cb]);
+        cb ^= 1;
+        const double sg = t3[0], sgx = t3[1];
         const double mg = g.layer ? sg / nd : 0.0, mgx = sgx / nd;
 #pragma unroll
         for (int j = 0; j < NV; j++) {
@@ -329,6 +367,130 @@ __global__ void __launch_bounds__(BLOCK) k_nn_row(row_geom g, nn_ptrs p)
             }
             row_store(y, ((int64_t)j * tpr + lane) * VEC, len, g.vec, v);
         }
+    }
+}
+
+/* The row kernel for whole chunks: every operand 16-byte aligned and the row length a
+ * multiple of VEC x tpr, so lane l holds chunks j tpr + l for j < nv = n / (VEC tpr), all
+ * inside the row (the common case: 4096 f32 is 256 lanes x 4 chunks). The same elements in
+ * the same registers, folded in the same order, as k_nn_row: the same bits. What differs:
+ * no per-element bounds (a chunk count instead; 32-bit offsets inside a row), a team past
+ * the last row reads row 0 and stores nothing, and at most 64 registers a thread (1024
+ * threads a multiprocessor). Without that bound nvcc gave the f32 forward row kernel 120
+ * registers, so only two 256-thread rows were in flight on a multiprocessor, each loading,
+ * then reducing (barriers), then storing: the suspected reason for 0.175 ms on [8192, 4096]
+ * f32 on the H200 (64 MiB moved, under a tenth of the bandwidth). */
+template <typename T, int CAP, int BLOCK, bool BWD>
+__global__ void __launch_bounds__(BLOCK, 1024 / BLOCK) k_nn_rowv(row_geom g, nn_ptrs p)
+{
+    constexpr int VEC = 16 / sizeof(T), NV = CAP / VEC;
+    typedef row_vec<T> RV;
+    __shared__ double sh[2][2 * (BLOCK / 32)];
+    int cb = 0; /* the buffer of the next team_sums call */
+    const int tpr = g.tpr, lane = (int)threadIdx.x % tpr, rpb = BLOCK / tpr;
+    const int nv = (int)(g.n / ((int64_t)VEC * tpr));
+    const double nd = (double)g.n;
+    const RV *w = (const RV *)p.w, *b = (const RV *)p.b;
+    for (int64_t r0 = (int64_t)blockIdx.x * rpb; r0 < g.nrows; r0 += (int64_t)gridDim.x * rpb) {
+        const int64_t row = r0 + (int)threadIdx.x / tpr;
+        const bool live = row < g.nrows;
+        const int64_t off = live ? row * g.n : 0;
+        const RV *x = (const RV *)((const T *)p.x + off);
+        double xr[CAP], gr[BWD ? CAP : 1];
+#pragma unroll
+        for (int j = 0; j < NV; j++)
+            if (j < nv) {
+                const RV v = x[j * tpr + lane];
+#pragma unroll
+                for (int q = 0; q < VEC; q++) xr[j * VEC + q] = td_ld_double(v.v[q]);
+            }
+        if (BWD) {
+            const RV *dy = (const RV *)((const T *)p.dy + off);
+#pragma unroll
+            for (int j = 0; j < NV; j++)
+                if (j < nv) {
+                    const RV v = dy[j * tpr + lane];
+#pragma unroll
+                    for (int q = 0; q < VEC; q++) gr[j * VEC + q] = td_ld_double(v.v[q]);
+                    if (w != NULL) {
+                        const RV wv = w[j * tpr + lane];
+#pragma unroll
+                        for (int q = 0; q < VEC; q++) gr[j * VEC + q] *= td_ld_double(wv.v[q]);
+                    }
+                }
+        }
+        double mean = 0.0;
+        if (g.layer) {
+            double a[1] = {0.0};
+#pragma unroll
+            for (int j = 0; j < NV; j++)
+                if (j < nv)
+#pragma unroll
+                    for (int q = 0; q < VEC; q++) a[0] += xr[j * VEC + q];
+            team_sums<1, BLOCK>(a, tpr, sh[cb]);
+            cb ^= 1;
+            mean = a[0] / nd;
+        }
+        double a2[1] = {0.0};
+#pragma unroll
+        for (int j = 0; j < NV; j++)
+            if (j < nv)
+#pragma unroll
+                for (int q = 0; q < VEC; q++) {
+                    const double d = xr[j * VEC + q] - mean;
+                    a2[0] += d * d;
+                }
+        team_sums<1, BLOCK>(a2, tpr, sh[cb]);
+        cb ^= 1;
+        const double r = 1.0 / sqrt(a2[0] / nd + g.eps);
+        RV *y = (RV *)((T *)p.y + off);
+        if (!BWD) {
+#pragma unroll
+            for (int j = 0; j < NV; j++)
+                if (j < nv) {
+                    double v[VEC];
+#pragma unroll
+                    for (int q = 0; q < VEC; q++) v[q] = (xr[j * VEC + q] - mean) * r;
+                    if (w != NULL) {
+                        const RV wv = w[j * tpr + lane];
+#pragma unroll
+                        for (int q = 0; q < VEC; q++) v[q] *= td_ld_double(wv.v[q]);
+                    }
+                    if (b != NULL) {
+                        const RV bv = b[j * tpr + lane];
+#pragma unroll
+                        for (int q = 0; q < VEC; q++) v[q] += td_ld_double(bv.v[q]);
+                    }
+                    RV o;
+#pragma unroll
+                    for (int q = 0; q < VEC; q++) o.v[q] = td_from_double<T>(v[q]);
+                    if (live) y[j * tpr + lane] = o;
+                }
+            continue;
+        }
+        double t3[2] = {0.0, 0.0};
+#pragma unroll
+        for (int j = 0; j < NV; j++)
+            if (j < nv)
+#pragma unroll
+                for (int q = 0; q < VEC; q++) {
+                    t3[0] += gr[j * VEC + q];
+                    t3[1] += gr[j * VEC + q] * ((xr[j * VEC + q] - mean) * r);
+                }
+        team_sums<2, BLOCK>(t3, tpr, sh[cb]);
+        cb ^= 1;
+        const double mg = g.layer ? t3[0] / nd : 0.0, mgx = t3[1] / nd;
+#pragma unroll
+        for (int j = 0; j < NV; j++)
+            if (j < nv) {
+                RV o;
+#pragma unroll
+                for (int q = 0; q < VEC; q++) {
+                    const double xh = (xr[j * VEC + q] - mean) * r;
+                    o.v[q] = td_from_double<T>(r * (gr[j * VEC + q] - mg - xh * mgx));
+                }
+                if (live) y[j * tpr + lane] = o;
+            }
     }
 }
 
@@ -388,6 +550,15 @@ void launch_row_t(const td__gpu_exec *x, const row_geom &g, const nn_ptrs &p)
     const int block = g.tpr > ROW_BLOCK ? g.tpr : ROW_BLOCK;
     const int64_t rpb = block / g.tpr, need = (g.nrows + rpb - 1) / rpb;
     const unsigned grid = (unsigned)(need < NN_MAX_GRID ? need : NN_MAX_GRID);
+    if (g.vec && g.n % ((int64_t)(16 / sizeof(T)) * g.tpr) == 0) {
+        if (block == 256)
+            k_nn_rowv<T, CAP, 256, BWD><<<grid, 256, 0, x->st->s>>>(g, p);
+        else if (block == 512)
+            k_nn_rowv<T, CAP, 512, BWD><<<grid, 512, 0, x->st->s>>>(g, p);
+        else
+            k_nn_rowv<T, CAP, 1024, BWD><<<grid, 1024, 0, x->st->s>>>(g, p);
+        return;
+    }
     if (block == 256)
         k_nn_row<T, CAP, 256, BWD><<<grid, 256, 0, x->st->s>>>(g, p);
     else if (block == 512)

@@ -9,23 +9,31 @@
  *    order exactly, so these results equal the CPU's bit for bit); neighbouring threads
  *    take neighbouring lines, so reads of a non-innermost axis are coalesced;
  *  - otherwise (contiguous lines longer than SCAN_SHORT) one pass, k_scan_tiles, over tiles
- *    of SCAN_TILE = SCAN_THREADS x SCAN_ITEMS elements of a line, each element read once
- *    and written once (8 bytes an f32 element; the three passes this replaced read the
- *    input twice, 12 bytes, through 4-byte loads, and ran at 0.25x PyTorch). A block takes
- *    the next tile number from an atomic counter, so every smaller number belongs to a
- *    block that has started; blocks only ever wait on smaller numbers, so every wait ends.
- *    It loads its tile into registers (16-byte loads where the line is aligned), each
- *    thread folds its SCAN_ITEMS consecutive elements in order, a fixed Hillis-Steele
- *    network scans the thread totals, and thread 0 publishes the tile total (value, fence,
- *    flag). Tile totals form a fixed tree of fan-out F = SCAN_FAN: node b of level l >= 1
- *    is the total of tiles [b F^l, (b + 1) F^l), the pairwise tree of its F children,
- *    computed and published by the block of its last tile. The exclusive prefix of tile t
- *    sums the nodes its base-F digits name (digit d_l of t: children 0 .. d_l - 1 of t's
- *    ancestor at level l + 1, taken at level l), placed highest level first into one
- *    pairwise tree padded with the identity. So a tile combines the same nodes in the same
- *    association on every run, whatever order the blocks ran in: waits decide when, never
- *    what. Thread i's prefix is tile prefix + (the network's exclusive result for i), and
- *    its elements fold onto it in order.
+ *    of 256 threads x ITEMS elements (32 of 4 bytes or less, 16 of 8 bytes: 32 KiB of f32),
+ *    each element read once and written once. A block takes the next tile number from an
+ *    atomic counter, so every smaller number belongs to a block that has started; blocks
+ *    only ever wait on smaller numbers, so every wait ends.
+ *    Inside a tile, warp w owns a contiguous segment of 32 x ITEMS elements, cut into
+ *    16-byte chunks; lane l owns chunks l, 32 + l, 64 + l, ... ("row" k = chunk k of every
+ *    lane), so warp instruction k of a load or store covers 512 contiguous bytes. Each lane
+ *    folds each of its chunks in order, a shuffle network (Hillis-Steele, 5 steps) scans
+ *    each row across the lanes, the rows' totals fold in order into row prefixes and the
+ *    warp's total, and the warps' totals fold in order into the warps' offsets and the
+ *    tile's total: one barrier. Thread 0 publishes the tile total at once (value, fence,
+ *    flag). Tile totals form a fixed tree of fan-out F = 32: node b of level l >= 1 is the
+ *    total of tiles [b F^l, (b + 1) F^l), the butterfly of its F children, computed and
+ *    published by the block of its last tile before that block waits for anything else.
+ *    The exclusive prefix of tile t sums the nodes its base-F digits name (digit d_l of t:
+ *    children 0 .. d_l - 1 of t's ancestor at level l + 1): warp l takes level l, lane j
+ *    child j (the identity where j >= d_l), a butterfly sums them, and the levels fold from
+ *    the top down (second barrier). Waiting lanes poll their flag with a growing sleep
+ *    (__nanosleep) so that polls do not crowd the memory system. So a tile combines the
+ *    same nodes in the same association on every run, whatever order the blocks ran in:
+ *    waits decide when, never what. Element i of a chunk is ((((tile prefix + warp offset)
+ *    + row prefix) + the lane's exclusive row prefix) + the chunk's elements up to i).
+ *    (The first one-pass version, 1011 GB/s against PyTorch's 2575 on the H200, had
+ *    16-element tiles, 16 barriers of a shared-memory scan, the tile total published after
+ *    them, and up to 128 threads a block polling without a pause.)
  * So for long rows the GPU's association differs from the CPU's sequential fold:
  * tests/unit/backends/conformance.c bounds the difference (TD_ACC_CUMSUM / CUMPROD).
  */
@@ -36,18 +44,24 @@
 namespace {
 
 #define SCAN_THREADS 256
-/* Consecutive elements a thread owns (in registers from load to store). */
-#define SCAN_ITEMS 16
-#define SCAN_TILE (SCAN_THREADS * SCAN_ITEMS)
+#define SCAN_WARPS (SCAN_THREADS / 32)
 #define SCAN_SHORT 256
-/* Fan-out of the tree of tile totals (a power of two, 2^SCAN_FAN_LOG); SCAN_THREADS /
- * SCAN_FAN levels at most (one group of SCAN_FAN threads reads each in the look-back). */
+/* Fan-out of the tree of tile totals: a warp's width (lane j takes child j), 2^SCAN_FAN_LOG.
+ * At most SCAN_WARPS levels (warp g awaits level g in the look-back): 32^7 > 2^31 tiles. */
 #define SCAN_FAN 32
 #define SCAN_FAN_LOG 5
-#define SCAN_LEVELS (SCAN_THREADS / SCAN_FAN)
-/* 4 blocks of 256 a multiprocessor: up to 64 registers a thread for its SCAN_ITEMS
- * elements and accumulators. */
-#define SCAN_MIN_BLOCKS 4
+/* 3 blocks of 256 a multiprocessor: up to 85 registers a thread, for 32 elements (f32) as
+ * loaded and the accumulators (the lanes' exclusive row prefixes wait in shared memory). */
+#define SCAN_MIN_BLOCKS 3
+
+/* The tile shape per element type: a chunk is 16 bytes (V elements, one vector load); a
+ * thread owns K chunks, ITEMS elements (32 of 4 bytes or less, 16 of 8 bytes). */
+template <typename T> struct scan_shape {
+    static constexpr int V = 16 / (int)sizeof(T);
+    static constexpr int ITEMS = sizeof(T) >= 8 ? 16 : 32;
+    static constexpr int K = ITEMS / V;
+    static constexpr int TILE = SCAN_THREADS * ITEMS;
+};
 
 /* Element <-> accumulator per dtype. */
 template <typename T> struct sc;
@@ -105,28 +119,52 @@ __global__ void k_lines(const T *x, T *y, int64_t nlines, int64_t n, int64_t inn
     }
 }
 
-/* Inclusive Hillis-Steele scan of sh[0..SCAN_THREADS) (fixed network); all threads call. */
-template <typename A> TD_DEV void block_scan(A *sh, bool prod)
+/* Warp shuffles of an accumulator (double, float or uint64_t) within 32 lanes: from lane
+ * - d (a lane below d keeps its own value), from lane + d (past 31: its own), lane ^ m. */
+template <typename A> TD_DEV A shfl_up(A v, int d)
 {
-    const int t = threadIdx.x;
-    for (int s = 1; s < SCAN_THREADS; s *= 2) {
-        A v = sh[t];
-        if (t >= s) v = op2<A>(sh[t - s], v, prod);
-        __syncthreads();
-        sh[t] = v;
-        __syncthreads();
-    }
+#if defined(TD_GPU_HIP)
+    return __shfl_up(v, (unsigned)d, 32);
+#else
+    return __shfl_up_sync(0xffffffffu, v, (unsigned)d, 32);
+#endif
+}
+template <typename A> TD_DEV A shfl_down(A v, int d)
+{
+#if defined(TD_GPU_HIP)
+    return __shfl_down(v, (unsigned)d, 32);
+#else
+    return __shfl_down_sync(0xffffffffu, v, (unsigned)d, 32);
+#endif
+}
+template <typename A> TD_DEV A shfl_xor(A v, int m)
+{
+#if defined(TD_GPU_HIP)
+    return __shfl_xor(v, m, 32);
+#else
+    return __shfl_xor_sync(0xffffffffu, v, m, 32);
+#endif
 }
 
-/* Pairwise tree over sh[0..span) (span a power of two); all threads call; the result is
- * sh[0]. */
-template <typename A> TD_DEV void block_tree(A *sh, int span, bool prod)
+/* The op over a warp's 32 values along a fixed butterfly (lane ^ 16, 8, 4, 2, 1); a + b ==
+ * b + a and a b == b a bit for bit, so every lane ends with the same bits. */
+template <typename A> TD_DEV A warp_tree(A v, bool prod)
 {
-    const int t = threadIdx.x;
-    for (int s = span / 2; s > 0; s /= 2) {
-        if (t < s) sh[t] = op2<A>(sh[t], sh[t + s], prod);
-        __syncthreads();
-    }
+#pragma unroll
+    for (int m = 16; m > 0; m >>= 1) v = op2<A>(v, shfl_xor(v, m), prod);
+    return v;
+}
+
+/* A polling thread's pause between looks at a flag: lets the loads of running tiles through
+ * instead of filling the memory system with polls. */
+TD_DEV void backoff(unsigned ns)
+{
+#if defined(TD_GPU_HIP)
+    (void)ns;
+    __builtin_amdgcn_s_sleep(2);
+#else
+    __nanosleep(ns);
+#endif
 }
 
 /* Where a line's nodes of level l start in its part of the node arrays (level m holds
@@ -177,7 +215,10 @@ template <typename A> TD_DEV void publish(A *val, unsigned *flag, int64_t i, A v
 
 template <typename A> TD_DEV A await(const A *val, const unsigned *flag, int64_t i)
 {
+    unsigned ns = 32;
     while (*(const volatile unsigned *)&flag[i] == 0u) {
+        backoff(ns);
+        if (ns < 512) ns *= 2;
     }
     __threadfence();
     return *(const volatile A *)&val[i];
@@ -188,9 +229,10 @@ template <typename T> struct alignas(16) scan_vec {
     T v[16 / sizeof(T)];
 };
 
-/* One tile per block (module comment). VEC: the lines start 16-byte aligned in x and y, so a
- * thread's SCAN_ITEMS elements move as 16-byte vectors where they lie inside the line; only
- * the loads and stores change, never the fold. */
+/* One tile per block (module comment). VEC: the lines start 16-byte aligned in x and y, so
+ * a full tile's chunks move as 16-byte vectors (warp instruction k of warp w covers 512
+ * contiguous bytes); a partial tile, or an unaligned line, moves element by element. Only
+ * the loads and stores differ, never the fold. */
 template <typename T, bool VEC>
 __global__ void __launch_bounds__(SCAN_THREADS, SCAN_MIN_BLOCKS)
     k_scan_tiles(const T *__restrict__ x, T *__restrict__ y, int64_t n, unsigned tiles,
@@ -198,11 +240,14 @@ __global__ void __launch_bounds__(SCAN_THREADS, SCAN_MIN_BLOCKS)
                  unsigned *counter, bool prod)
 {
     typedef typename sc<T>::Acc A;
-    constexpr int V = 16 / (int)sizeof(T);
-    constexpr bool VECS = SCAN_ITEMS % V == 0 && SCAN_ITEMS >= V;
-    __shared__ A sh[SCAN_THREADS];
+    typedef scan_shape<T> S;
+    constexpr int V = S::V, K = S::K, ITEMS = S::ITEMS;
+    __shared__ A s_warp[SCAN_WARPS];         /* warp totals */
+    __shared__ A s_row[SCAN_WARPS * K];      /* row prefixes P_k of each warp */
+    __shared__ A s_lev[SCAN_WARPS];          /* the look-back's sum of each level */
+    __shared__ A s_excl[K * SCAN_THREADS];   /* each lane's exclusive prefix in row k */
     __shared__ unsigned s_id;
-    const int t = threadIdx.x;
+    const int t = threadIdx.x, lane = t % 32, wp = t / 32;
     const A id = prod ? (A)1 : (A)0;
     if (t == 0) s_id = atomicAdd(counter, 1u);
     __syncthreads();
@@ -211,91 +256,118 @@ __global__ void __launch_bounds__(SCAN_THREADS, SCAN_MIN_BLOCKS)
     T *out = y + (int64_t)line * n;
     A *lval = val + (int64_t)line * per_line;
     unsigned *lflag = flag + (int64_t)line * per_line;
-    const int64_t i0 = (int64_t)tile * SCAN_TILE + (int64_t)t * SCAN_ITEMS;
-    const bool full = i0 + SCAN_ITEMS <= n;
-    T v[SCAN_ITEMS];
-    if (VEC && VECS && full) {
+    const int64_t tbase = (int64_t)tile * S::TILE;
+    const int64_t seg = tbase + (int64_t)wp * 32 * ITEMS; /* the warp's first element */
+    const bool full = tbase + S::TILE <= n;               /* the same in every thread */
+    T v[ITEMS];
+    if (VEC && full) {
 #pragma unroll
-        for (int k = 0; k < SCAN_ITEMS / V; k++) {
-            const scan_vec<T> w = ((const scan_vec<T> *)(row + i0))[k];
+        for (int k = 0; k < K; k++) {
+            const scan_vec<T> w = *(const scan_vec<T> *)(row + seg + ((int64_t)k * 32 + lane) * V);
 #pragma unroll
             for (int q = 0; q < V; q++) v[k * V + q] = w.v[q];
         }
     } else {
 #pragma unroll
-        for (int q = 0; q < SCAN_ITEMS; q++)
-            if (i0 + q < n) v[q] = row[i0 + q];
-    }
-    A acc = id;
-    if (full) {
+        for (int k = 0; k < K; k++) {
+            const int64_t e0 = seg + ((int64_t)k * 32 + lane) * V;
 #pragma unroll
-        for (int q = 0; q < SCAN_ITEMS; q++) acc = op2<A>(acc, sc<T>::in(v[q]), prod);
-    } else {
-        for (int q = 0; q < SCAN_ITEMS; q++)
-            if (i0 + q < n) acc = op2<A>(acc, sc<T>::in(v[q]), prod);
-    }
-    sh[t] = acc;
-    __syncthreads();
-    block_scan<A>(sh, prod);
-    const A excl = t == 0 ? id : sh[t - 1];
-    A node = sh[SCAN_THREADS - 1]; /* the tile's total */
-    __syncthreads();
-    if (t == 0) publish<A>(lval, lflag, tile, node);
-    /* the last child of a node computes and publishes it, level after level */
-    unsigned idx = tile;
-    int64_t below = 0; /* level_off(tiles, l - 1) */
-    for (int l = 1; l < levels && idx % SCAN_FAN == SCAN_FAN - 1; l++) {
-        const unsigned parent = idx / SCAN_FAN;
-        const int64_t here = level_off(tiles, l);
-        if (t < SCAN_FAN)
-            sh[t] = t == SCAN_FAN - 1
-                        ? node
-                        : await<A>(lval, lflag, below + (int64_t)parent * SCAN_FAN + t);
-        __syncthreads();
-        block_tree<A>(sh, SCAN_FAN, prod);
-        node = sh[0];
-        __syncthreads();
-        if (t == 0) publish<A>(lval, lflag, here + parent, node);
-        idx = parent;
-        below = here;
-    }
-    /* the tile's exclusive prefix: thread g F + j takes child j of level l = levels - 1 - g
-     * when j < digit l of the tile, else the identity */
-    {
-        const int g = t / SCAN_FAN, j = t % SCAN_FAN, l = levels - 1 - g;
-        A w = id;
-        if (l >= 0) {
-            const uint64_t above = (uint64_t)tile >> (SCAN_FAN_LOG * (l + 1));
-            const unsigned d = (unsigned)((uint64_t)tile >> (SCAN_FAN_LOG * l)) % SCAN_FAN;
-            if ((unsigned)j < d)
-                w = await<A>(lval, lflag, level_off(tiles, l) + (int64_t)above * SCAN_FAN + j);
+            for (int q = 0; q < V; q++) v[k * V + q] = row[full || e0 + q < n ? e0 + q : 0];
         }
-        sh[t] = w;
+    }
+    /* Row k of the warp is chunk k of its 32 lanes (in memory order). Each lane folds its
+     * chunk; a shuffle network scans the row (inclusive, Hillis-Steele from lane - d), the
+     * exclusive lane prefix is kept, lane 31's inclusive value is the row total R_k, and
+     * the row prefix P_k = ((R_0 + R_1) + ...) + R_(k-1) goes to shared memory. */
+    A wtot = id;
+#pragma unroll
+    for (int k = 0; k < K; k++) {
+        const int64_t e0 = seg + ((int64_t)k * 32 + lane) * V;
+        A s = id;
+#pragma unroll
+        for (int q = 0; q < V; q++)
+            if (full || e0 + q < n) s = op2<A>(s, sc<T>::in(v[k * V + q]), prod);
+#pragma unroll
+        for (int d = 1; d < 32; d *= 2) {
+            const A o = shfl_up(s, d);
+            if (lane >= d) s = op2<A>(o, s, prod);
+        }
+        const A e = shfl_up(s, 1);
+        s_excl[k * SCAN_THREADS + t] = lane == 0 ? id : e; /* read back by this thread only */
+        const A rt = shfl_down(s, 31 - lane);
+        if (lane == 0) s_row[wp * K + k] = wtot;
+        wtot = op2<A>(wtot, rt, prod);
+    }
+    if (lane == 0) s_warp[wp] = wtot;
+    __syncthreads();
+    /* the warp's offset and the tile's total: the warps' totals folded in order */
+    A off = id, total = id;
+#pragma unroll
+    for (int w = 0; w < SCAN_WARPS; w++) {
+        if (w == wp) off = total;
+        total = op2<A>(total, s_warp[w], prod);
+    }
+    if (t == 0) publish<A>(lval, lflag, tile, total);
+    /* The last child of a node computes and publishes it, level after level, before this
+     * tile waits for its own prefix (so no chain of prefixes ever forms). Every warp computes
+     * it alike (lane j: child j; lane 31: this tile's own node), thread 0 publishes. */
+    {
+        A node = total;
+        unsigned idx = tile;
+        int64_t below = 0; /* level_off(tiles, l - 1) */
+        for (int l = 1; l < levels && idx % SCAN_FAN == SCAN_FAN - 1; l++) {
+            const unsigned parent = idx / SCAN_FAN;
+            A c = lane == SCAN_FAN - 1
+                      ? node
+                      : await<A>(lval, lflag, below + (int64_t)parent * SCAN_FAN + lane);
+            node = warp_tree<A>(c, prod);
+            const int64_t here = level_off(tiles, l);
+            if (t == 0) publish<A>(lval, lflag, here + parent, node);
+            idx = parent;
+            below = here;
+        }
+    }
+    /* The tile's exclusive prefix: warp g takes level g, lane j child j of this tile's
+     * ancestor at level g + 1 when j < digit g of the tile (else the identity), a butterfly
+     * sums them; the levels are then folded from the top down. */
+    {
+        A c = id;
+        if (wp < levels) {
+            const uint64_t above = (uint64_t)tile >> (SCAN_FAN_LOG * (wp + 1));
+            const unsigned d = (unsigned)((uint64_t)tile >> (SCAN_FAN_LOG * wp)) % SCAN_FAN;
+            if ((unsigned)lane < d)
+                c = await<A>(lval, lflag, level_off(tiles, wp) + (int64_t)above * SCAN_FAN + lane);
+        }
+        c = warp_tree<A>(c, prod);
+        if (lane == 0) s_lev[wp] = c;
     }
     __syncthreads();
-    int span = 1;
-    while (span < levels * SCAN_FAN) span *= 2;
-    block_tree<A>(sh, span, prod);
-    acc = op2<A>(sh[0], excl, prod);
+    A pre = id;
+    for (int l = levels - 1; l >= 0; l--) pre = op2<A>(pre, s_lev[l], prod);
+    const A base = op2<A>(pre, off, prod);
 #pragma unroll
-    for (int q = 0; q < SCAN_ITEMS; q++) opaque(v[q]);
-    if (VEC && VECS && full) {
+    for (int q = 0; q < ITEMS; q++) opaque(v[q]);
+    /* element i of chunk (k, lane): ((((pre + off) + P_k) + excl_k) + x_0) + ... + x_i */
 #pragma unroll
-        for (int k = 0; k < SCAN_ITEMS / V; k++) {
+    for (int k = 0; k < K; k++) {
+        const int64_t e0 = seg + ((int64_t)k * 32 + lane) * V;
+        A acc = op2<A>(op2<A>(base, s_row[wp * K + k], prod), s_excl[k * SCAN_THREADS + t], prod);
+        if (VEC && full) {
             scan_vec<T> w;
 #pragma unroll
             for (int q = 0; q < V; q++) {
                 acc = op2<A>(acc, sc<T>::in(v[k * V + q]), prod);
                 w.v[q] = sc<T>::out(acc);
             }
-            ((scan_vec<T> *)(out + i0))[k] = w;
+            *(scan_vec<T> *)(out + e0) = w;
+        } else {
+#pragma unroll
+            for (int q = 0; q < V; q++)
+                if (full || e0 + q < n) {
+                    acc = op2<A>(acc, sc<T>::in(v[k * V + q]), prod);
+                    out[e0 + q] = sc<T>::out(acc);
+                }
         }
-    } else {
-        for (int q = 0; q < SCAN_ITEMS; q++)
-            if (i0 + q < n) {
-                acc = op2<A>(acc, sc<T>::in(v[q]), prod);
-                out[i0 + q] = sc<T>::out(acc);
-            }
     }
 }
 
@@ -312,12 +384,15 @@ td_status run(const td__gpu_exec *x, const void *in, void *outp, int64_t outer, 
             xs, ys, nlines, n, inner, prod);
         return td__gpu_launched(x, "scan kernel");
     }
-    const int64_t tiles = (n + SCAN_TILE - 1) / SCAN_TILE;
+    const int64_t tiles = (n + scan_shape<T>::TILE - 1) / scan_shape<T>::TILE;
     if (tiles > INT32_MAX / nlines)
         return td__gpu_fail(x, TD_EUNSUPPORTED, "%s: %lld lines of %lld elements are too many",
                             prod ? "cumprod" : "cumsum", (long long)nlines, (long long)n);
     int levels = 1;
     for (int64_t cap = SCAN_FAN; cap < tiles; cap *= SCAN_FAN) levels++;
+    if (levels > SCAN_WARPS) /* not reached: tiles < 2^31 < 32^7 */
+        return td__gpu_fail(x, TD_EINTERNAL, "%s: %d tree levels", prod ? "cumprod" : "cumsum",
+                            levels);
     const int64_t per_line = level_off(tiles, levels);
     /* [counter, padded to 16 bytes][flags: unsigned x nodes][values: A x nodes] */
     const int64_t nodes = nlines * per_line;

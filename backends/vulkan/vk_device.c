@@ -19,9 +19,22 @@
  * when smaller), first fit with coalescing free lists, VK_ALIGN-aligned, so steady-state
  * training steps allocate no VkDeviceMemory; a buffer above half a block gets a dedicated
  * allocation, one above maxMemoryAllocationSize (or the heap) is TD_ENOMEM at once (the
- * engine names the op and the size; the session goes on). Ops on a tensor larger than
- * maxStorageBufferRange are refused by supports_op (one binding must cover a tensor), so the
- * engine answers TD_EUNSUPPORTED for them rather than a shader reading out of range.
+ * engine names the op and the size; the session goes on). Large allocations: a dedicated
+ * block is sized by class (dedicated_class: the request rounded up to an eighth of its
+ * power of two, at least 2 MiB) and, when freed, kept in a cache of at most a quarter of
+ * the heap (oldest dropped first) from which a later request of the same class takes it
+ * back, so a loop that allocates, computes into and frees a large output of one size calls
+ * vkAllocateMemory once, not once per op (the H100 spent ~43 of the 47 ms of an add on
+ * 2^28 f32 allocating, zeroing and freeing its 1 GiB output). A request that misses the
+ * cache while a freed block of its class waits for recorded work (a zombie, below) finishes
+ * that work first and takes the block. When vkAllocateMemory reports out of device memory
+ * the cache is released and the allocation tried once more before TD_ENOMEM. Reused
+ * memory is not cleared: no tensor promises zeroed memory from buffer_alloc (EMPTY arrives
+ * as FULL 0, backend.h), as with sub-allocated ranges. The number of tensor
+ * vkAllocateMemory calls is logged at debug level per call and in the profile's table.
+ * Ops on a tensor larger than maxStorageBufferRange are refused by supports_op (one binding
+ * must cover a tensor), so the engine answers TD_EUNSUPPORTED for them rather than a shader
+ * reading out of range.
  * Where host memory is the device's memory (lavapipe, integrated GPUs) tensors live in a
  * host-visible coherent type and reads and writes are memcpy through the mapping; on a
  * discrete GPU (or with TENSORD_VULKAN_STAGING=1, which tests use to cover this path on
@@ -332,6 +345,7 @@ static vk_block *block_of(vk_device *vd, uint64_t ptr, uint64_t *off)
 static void block_destroy(vk_device *vd, vk_block *b)
 {
     if (b == NULL) return;
+    if (b->mem != VK_NULL_HANDLE) vd->dev_bytes -= b->size;
     if (b->map != NULL) vkUnmapMemory(vd->dev, b->mem);
     if (b->buf != VK_NULL_HANDLE) vkDestroyBuffer(vd->dev, b->buf, NULL);
     if (b->mem != VK_NULL_HANDLE) vkFreeMemory(vd->dev, b->mem, NULL);
@@ -377,8 +391,8 @@ static VkResult make_buffer(vk_device *vd, uint64_t size, uint32_t type, bool ma
     return r;
 }
 
-/* A new block in a free id slot; NULL on failure (*r says why). */
-static vk_block *block_new(vk_device *vd, uint64_t size, bool dedicated, uint32_t *id, VkResult *r)
+/* A free id slot (index into vd->blocks, the id is slot + 1); false: no host memory. */
+static bool block_slot(vk_device *vd, uint32_t *out)
 {
     uint32_t slot = UINT32_MAX;
     for (uint32_t i = 0; i < vd->nblocks && slot == UINT32_MAX; i++)
@@ -387,15 +401,27 @@ static vk_block *block_new(vk_device *vd, uint64_t size, bool dedicated, uint32_
         if (vd->nblocks == vd->capblocks) {
             uint32_t cap = vd->capblocks ? vd->capblocks * 2 : 16;
             vk_block **nb = vk_realloc(vd->blocks, cap * sizeof *nb);
-            if (nb == NULL) {
-                *r = VK_ERROR_OUT_OF_HOST_MEMORY;
-                return NULL;
-            }
+            if (nb == NULL) return false;
             vd->blocks = nb;
             vd->capblocks = cap;
         }
         slot = vd->nblocks++;
         vd->blocks[slot] = NULL;
+    }
+    *out = slot;
+    return true;
+}
+
+/* Tensor memory allocations so far, every device (the profile's table prints it). */
+static uint64_t g_nallocs;
+
+/* A new block in a free id slot; NULL on failure (*r says why). */
+static vk_block *block_new(vk_device *vd, uint64_t size, bool dedicated, uint32_t *id, VkResult *r)
+{
+    uint32_t slot;
+    if (!block_slot(vd, &slot)) {
+        *r = VK_ERROR_OUT_OF_HOST_MEMORY;
+        return NULL;
     }
     vk_block *b = td__vk_calloc(1, sizeof *b);
     if (b == NULL) {
@@ -404,7 +430,18 @@ static vk_block *block_new(vk_device *vd, uint64_t size, bool dedicated, uint32_
     }
     b->size = size;
     b->dedicated = dedicated;
-    *r = make_buffer(vd, size, vd->mem_type, vd->mapped, &b->buf, &b->mem, &b->map);
+    *r = vd->test_cap > 0 && vd->dev_bytes + size > vd->test_cap
+             ? VK_ERROR_OUT_OF_DEVICE_MEMORY
+             : make_buffer(vd, size, vd->mem_type, vd->mapped, &b->buf, &b->mem, &b->map);
+    if (b->mem != VK_NULL_HANDLE) {
+        vd->dev_bytes += size;
+        vd->nallocs++;
+        __atomic_add_fetch(&g_nallocs, 1, __ATOMIC_RELAXED);
+        td__vk_log(0, "vulkan:%d: vkAllocateMemory of %llu bytes (%s; %llu tensor allocations "
+                   "so far, %llu bytes cached)", vd->index, (unsigned long long)size,
+                   dedicated ? "dedicated" : "block", (unsigned long long)vd->nallocs,
+                   (unsigned long long)vd->cache_bytes);
+    }
     if (*r == VK_SUCCESS && !dedicated) {
         b->free = td__vk_calloc(8, sizeof *b->free);
         if (b->free == NULL) *r = VK_ERROR_OUT_OF_HOST_MEMORY;
@@ -473,6 +510,87 @@ static bool block_give(vk_block *b, uint64_t off, uint64_t len)
 
 static uint64_t round_up(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
 
+/* ---- large allocations: size classes and the cache of freed dedicated blocks ---- */
+
+/* The bytes a dedicated block for a request of len bytes takes: len rounded up to a
+ * multiple of g, the largest power of two with 8 g <= len (at least 2 MiB), so at most an
+ * eighth is wasted and nearby sizes share a class; len itself where rounding would pass
+ * maxMemoryAllocationSize. */
+static uint64_t dedicated_class(const vk_device *vd, uint64_t len)
+{
+    uint64_t g = (uint64_t)2 << 20;
+    while (g * 16 <= len) g *= 2;
+    const uint64_t c = round_up(len, g);
+    return c <= vd->max_alloc ? c : len;
+}
+
+/* Keep freed dedicated block b for reuse, dropping the oldest cached blocks to stay within
+ * cache_cap; destroy it where it alone exceeds the cap or there is no host memory. */
+static void cache_put(vk_device *vd, vk_block *b)
+{
+    if (b->size > vd->cache_cap) {
+        block_destroy(vd, b);
+        return;
+    }
+    uint32_t drop = 0;
+    uint64_t bytes = vd->cache_bytes;
+    while (drop < vd->ncache && bytes + b->size > vd->cache_cap) bytes -= vd->cache[drop++]->size;
+    for (uint32_t i = 0; i < drop; i++) block_destroy(vd, vd->cache[i]);
+    memmove(vd->cache, vd->cache + drop, (vd->ncache - drop) * sizeof *vd->cache);
+    vd->ncache -= drop;
+    vd->cache_bytes = bytes;
+    if (vd->ncache == vd->capcache) {
+        uint32_t cap = vd->capcache ? vd->capcache * 2 : 8;
+        vk_block **nc = vk_realloc(vd->cache, cap * sizeof *nc);
+        if (nc == NULL) {
+            block_destroy(vd, b);
+            return;
+        }
+        vd->cache = nc;
+        vd->capcache = cap;
+    }
+    vd->cache[vd->ncache++] = b;
+    vd->cache_bytes += b->size;
+}
+
+/* A cached block of exactly `size` bytes (the newest), removed from the cache; NULL: none. */
+static vk_block *cache_take(vk_device *vd, uint64_t size)
+{
+    for (uint32_t i = vd->ncache; i-- > 0;) {
+        vk_block *b = vd->cache[i];
+        if (b->size != size) continue;
+        memmove(vd->cache + i, vd->cache + i + 1, (vd->ncache - i - 1) * sizeof *vd->cache);
+        vd->ncache--;
+        vd->cache_bytes -= b->size;
+        return b;
+    }
+    return NULL;
+}
+
+/* Destroy every cached block (memory pressure, device close). */
+static void cache_drop(vk_device *vd)
+{
+    for (uint32_t i = 0; i < vd->ncache; i++) block_destroy(vd, vd->cache[i]);
+    vd->ncache = 0;
+    vd->cache_bytes = 0;
+}
+
+/* block_new, and when the device is out of memory and blocks are cached: drop the cache
+ * (one info line) and try once more. */
+static vk_block *block_new_or_reclaim(vk_device *vd, uint64_t size, bool dedicated, uint32_t *id)
+{
+    VkResult r = VK_SUCCESS;
+    vk_block *b = block_new(vd, size, dedicated, id, &r);
+    if (b == NULL && r == VK_ERROR_OUT_OF_DEVICE_MEMORY && vd->ncache > 0) {
+        td__vk_log(1, "vulkan:%d: out of device memory for %llu bytes: releasing %llu cached "
+                   "bytes of freed large tensors and retrying", vd->index,
+                   (unsigned long long)size, (unsigned long long)vd->cache_bytes);
+        cache_drop(vd);
+        b = block_new(vd, size, dedicated, id, &r);
+    }
+    return b;
+}
+
 static void release_now(vk_device *vd, uint64_t ptr, size_t nbytes)
 {
     uint64_t off;
@@ -482,7 +600,7 @@ static void release_now(vk_device *vd, uint64_t ptr, size_t nbytes)
     vd->bytes_used -= b->dedicated ? b->size : len;
     if (b->dedicated) {
         vd->blocks[(ptr >> VK_PTR_SHIFT) - 1] = NULL;
-        block_destroy(vd, b);
+        cache_put(vd, b);
         return;
     }
     block_give(b, off, len);
@@ -718,6 +836,7 @@ static void device_destroy(vk_device *vd)
         if (vd->layout != VK_NULL_HANDLE) vkDestroyPipelineLayout(vd->dev, vd->layout, NULL);
         if (vd->dsl != VK_NULL_HANDLE) vkDestroyDescriptorSetLayout(vd->dev, vd->dsl, NULL);
         for (uint32_t i = 0; i < vd->nblocks; i++) block_destroy(vd, vd->blocks[i]);
+        cache_drop(vd);
         if (vd->pmap != NULL) vkUnmapMemory(vd->dev, vd->pmem);
         if (vd->pbuf != VK_NULL_HANDLE) vkDestroyBuffer(vd->dev, vd->pbuf, NULL);
         if (vd->pmem != VK_NULL_HANDLE) vkFreeMemory(vd->dev, vd->pmem, NULL);
@@ -733,6 +852,7 @@ static void device_destroy(vk_device *vd)
     }
     td__vk_free(vd->modules);
     td__vk_free(vd->blocks);
+    td__vk_free(vd->cache);
     td__vk_free(vd->zombie);
     td__vk_free(vd->zombie_len);
     pthread_mutex_destroy(&vd->mu);
@@ -948,6 +1068,14 @@ static td_status vk_device_open(td__device *dev, int index, char *err, size_t er
         what = "memory types";
     }
     if (r == VK_SUCCESS) {
+        vd->cache_cap = vd->heap_size / 4;
+        /* TENSORD_TEST_VULKAN_MEMORY_CAP (a test hook): tensor memory beyond this many bytes
+         * fails as out of device memory, so tests reach the cache's release on pressure */
+        const char *tc = getenv("TENSORD_TEST_VULKAN_MEMORY_CAP");
+        const long long tcv = tc != NULL ? atoll(tc) : 0;
+        if (tcv > 0) vd->test_cap = (uint64_t)tcv;
+    }
+    if (r == VK_SUCCESS) {
         vd->modules = td__vk_calloc(td__vk_nshaders > 0 ? td__vk_nshaders : 1, sizeof *vd->modules);
         if (vd->modules == NULL) r = VK_ERROR_OUT_OF_HOST_MEMORY;
         what = "host memory";
@@ -1053,16 +1181,40 @@ static td_status vk_memory_info(td__device *dev, uint64_t *total, uint64_t *free
 
 /* ---- buffers ---- */
 
+/* Whether a freed buffer waiting for recorded work (a zombie) is a dedicated block of
+ * `size` bytes. */
+static bool zombie_of_class(vk_device *vd, uint64_t size)
+{
+    for (uint32_t i = 0; i < vd->nzombie; i++) {
+        uint64_t off;
+        const vk_block *b = block_of(vd, vd->zombie[i], &off);
+        if (b != NULL && b->dedicated && b->size == size) return true;
+    }
+    return false;
+}
+
 static td_status alloc_locked(vk_device *vd, size_t nbytes, void **out)
 {
     if (nbytes == 0 || nbytes > vd->max_alloc || nbytes > vd->heap_size) return TD_ENOMEM;
     uint64_t len = round_up(nbytes, VK_ALIGN);
     uint32_t id = 0;
-    VkResult r = VK_SUCCESS;
     if (len > vd->block_size / 2) {
-        vk_block *b = block_new(vd, len, true, &id, &r);
-        if (b == NULL) return TD_ENOMEM;
-        vd->bytes_used += len;
+        const uint64_t cls = dedicated_class(vd, len);
+        vk_block *b = cache_take(vd, cls);
+        if (b == NULL && zombie_of_class(vd, cls)) {
+            char err[128];
+            if (td__vk_flush(vd, err, sizeof err) == TD_OK) b = cache_take(vd, cls);
+        }
+        uint32_t slot;
+        if (b != NULL && block_slot(vd, &slot)) {
+            vd->blocks[slot] = b;
+            id = slot + 1;
+        } else {
+            if (b != NULL) cache_put(vd, b);
+            b = block_new_or_reclaim(vd, cls, true, &id);
+            if (b == NULL) return TD_ENOMEM;
+        }
+        vd->bytes_used += b->size;
         *out = (void *)(uintptr_t)(((uint64_t)id << VK_PTR_SHIFT));
         return TD_OK;
     }
@@ -1076,7 +1228,7 @@ static td_status alloc_locked(vk_device *vd, size_t nbytes, void **out)
             return TD_OK;
         }
     }
-    vk_block *b = block_new(vd, vd->block_size, false, &id, &r);
+    vk_block *b = block_new_or_reclaim(vd, vd->block_size, false, &id);
     if (b == NULL) return TD_ENOMEM;
     uint64_t off = block_take(b, len);
     vd->bytes_used += len;
@@ -1367,7 +1519,8 @@ static void prof_report(void)
             total += g_prof_op[i].ms;
         }
     qsort(idx, (size_t)k, sizeof idx[0], prof_cmp);
-    fprintf(stderr, "tensord vulkan profile: %.1f ms in ops\n", total);
+    fprintf(stderr, "tensord vulkan profile: %.1f ms in ops, %llu tensor vkAllocateMemory "
+            "calls\n", total, (unsigned long long)__atomic_load_n(&g_nallocs, __ATOMIC_RELAXED));
     fprintf(stderr, "  %-26s %9s %11s %7s %10s\n", "op", "count", "ms", "%", "us/op");
     for (int j = 0; j < k; j++) {
         const prof_row *r = &g_prof_op[idx[j]];

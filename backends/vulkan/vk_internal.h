@@ -93,7 +93,17 @@ typedef struct vk_device {
     uint32_t stage_type;    /* host-visible coherent, cached where the device has it: staging */
     vk_block **blocks;      /* by id - 1 */
     uint32_t nblocks, capblocks;
-    uint64_t bytes_used;
+    uint64_t bytes_used;    /* tensors' bytes (a dedicated block counts its whole size) */
+    /* freed dedicated blocks kept for reuse by size class (vk_device.c, "large
+     * allocations"): oldest first, cache_bytes in all, at most cache_cap */
+    vk_block **cache;
+    uint32_t ncache, capcache;
+    uint64_t cache_bytes, cache_cap;
+    uint64_t dev_bytes;     /* bytes of every tensor VkDeviceMemory held, cache included */
+    uint64_t test_cap;      /* TENSORD_TEST_VULKAN_MEMORY_CAP: a tensor vkAllocateMemory
+                             * past dev_bytes + size > test_cap fails as out of device
+                             * memory (0: no cap) */
+    uint64_t nallocs;       /* vkAllocateMemory calls for tensor blocks so far */
     /* deferred frees: buffers freed while recorded work may still read them */
     uint64_t *zombie;
     size_t *zombie_len;
@@ -249,6 +259,32 @@ static inline uint32_t td__vk_groups_for(uint64_t n, uint32_t per)
 static inline bool td__vk_loops_ok(const vk_device *vd, int64_t iterations)
 {
     return !vd->cpu_impl || iterations <= 60000;
+}
+
+/* Split reductions (reduce.comp's modes 1 and 2, vk_reduce.c): a reduction with at most
+ * VK_RED_SPLIT_OUTS outputs, each folding more than VK_RED_CHUNK elements, cuts each
+ * output's elements into this many chunks of consecutive elements, one workgroup each,
+ * then folds the chunks' partials in order; 0: no split (one workgroup per output). A
+ * function of the reduced length alone — never of the device — so the association, and so
+ * the bits, depend on the shape only. */
+#define VK_RED_CHUNK 65536
+#define VK_RED_SPLIT_OUTS 256
+#define VK_RED_MAX_CHUNKS 4096
+static inline uint32_t td__vk_reduce_chunks(int64_t nout, int64_t rcount)
+{
+    if (nout > VK_RED_SPLIT_OUTS || rcount <= VK_RED_CHUNK) return 0;
+    const int64_t g = (rcount + VK_RED_CHUNK - 1) / VK_RED_CHUNK;
+    return g > VK_RED_MAX_CHUNKS ? VK_RED_MAX_CHUNKS : (uint32_t)g;
+}
+
+/* The longest loop of one reduce.comp invocation for these outputs (lavapipe's cap,
+ * td__vk_loops_ok). */
+static inline int64_t td__vk_reduce_iters(int64_t nout, int64_t rcount)
+{
+    const int64_t g = td__vk_reduce_chunks(nout, rcount);
+    if (g == 0) return (rcount + 255) / 256;
+    const int64_t l = (rcount + g - 1) / g, i1 = (l + 255) / 256, i2 = (g + 255) / 256;
+    return i1 > i2 ? i1 : i2;
 }
 
 /* The matmul_coop.comp variant (f16 inputs on cooperative matrices, 128 x 128 blocks) with

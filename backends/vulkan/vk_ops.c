@@ -281,7 +281,8 @@ bool td__vk_supports_op(td__device *dev, const td__op *op, const td__desc *const
             return stat_ok(op->opcode, dt, op->fattrs[0]) &&
                    td__vk_loops_ok(vd, 2 * ((per_output(in[0], out) + 255) / 256));
         return reduce_ok(op->opcode, dt) &&
-               td__vk_loops_ok(vd, (per_output(in[0], out) + 255) / 256);
+               td__vk_loops_ok(vd, td__vk_reduce_iters(td__vk_nelem(out),
+                                                       per_output(in[0], out)));
     case TD_OPCLASS_SCAN:
         return IN_LIST(op->opcode, TD_OP_CUMSUM, TD_OP_CUMPROD) &&
                kind_ok(as_f32_if_half(dt), false);

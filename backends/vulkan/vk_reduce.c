@@ -1,5 +1,9 @@
 /* vk_reduce.c — the Vulkan backend's folds along axes: the reductions (SUM PROD MAX MIN
- * ARG* ANY ALL MEAN: shaders/reduce.comp; VAR STD LOGSUMEXP NORM: stats.comp), the scans
+ * ARG* ANY ALL MEAN: shaders/reduce.comp, one workgroup per output, or, for at most 256
+ * outputs of more than 65536 elements each, split into chunks of consecutive elements, one
+ * workgroup per chunk, and the chunks' partials folded in order by a second pass; the
+ * chunking depends on the shape alone (td__vk_reduce_chunks), so do the bits; VAR STD
+ * LOGSUMEXP NORM: stats.comp, not split yet), the scans
  * (CUMSUM CUMPROD: scan.comp, long lines in blocks through a scratch buffer) and the rank
  * sorts (SORT ARGSORT TOPK_*, and RANDPERM's sort of Philox draws: sort.comp). vk_ops.c
  * says which dtypes and sizes each takes (supports_op) and why.
@@ -48,8 +52,29 @@ td_status td__vk_exec_reduce(vk_device *vd, const td__op *op, const td__view *in
                           ? "_b"
                           : "";
     snprintf(name, sizeof name, "r_%s%s", dt == TD_BOOL ? "bool" : td__vk_kind_sfx(dt), sfx);
-    return td__vk_dispatch(vd, name, op->opcode, p, args, 2,
-                           td__vk_groups_for((uint64_t)pl.nout, 1), 1, 1, err, errlen);
+    const uint32_t g = td__vk_reduce_chunks(pl.nout, pl.rcount);
+    if (g == 0) /* mode 0: one workgroup per output */
+        return td__vk_dispatch(vd, name, op->opcode, p, args, 2,
+                               td__vk_groups_for((uint64_t)pl.nout, 1), 1, 1, err, errlen);
+    /* split (td__vk_reduce_chunks): g chunks of l elements per output, 16-byte partials */
+    const size_t sbytes = (size_t)pl.nout * g * 16;
+    void *scratch = NULL;
+    td_status s = td__vk_alloc_locked(vd, sbytes, &scratch);
+    if (s != TD_OK)
+        return td__vk_fail(err, errlen, s, "%s: cannot allocate %zu bytes of scratch on vulkan:%d",
+                           td__op_name(op->opcode), sbytes, vd->index);
+    vk_arg sargs[3] = {args[0], args[1], {scratch, sbytes, 16}};
+    r[38] = g;
+    r[39] = (uint32_t)((pl.rcount + g - 1) / g);
+    r[37] = 1;
+    s = td__vk_dispatch(vd, name, op->opcode, p, sargs, 3, g,
+                        td__vk_groups_for((uint64_t)pl.nout, 1), 1, err, errlen);
+    r[37] = 2;
+    if (s == TD_OK)
+        s = td__vk_dispatch(vd, name, op->opcode, p, sargs, 3,
+                            td__vk_groups_for((uint64_t)pl.nout, 1), 1, 1, err, errlen);
+    td__vk_release_locked(vd, scratch, sbytes);
+    return s;
 }
 
 /* x as [outer, n, inner] around `axis` (rank 0: one element). */

@@ -207,6 +207,21 @@ Test(transfer, one_gib, .init = start_tcp, .fini = stop, .timeout = 300)
     timed_round_trip((size_t)1 << 30, "1 GiB");
 }
 
+#ifdef TD_TEST_HAVE_VULKAN
+/* A device whose memory the host cannot address (vulkan:0 here; a GPU's likewise): the
+ * server copies a read out in 8 MiB pieces and sends each as 1 MiB chunks sharing it
+ * (server/handlers.c, run_read). Sizes straddle the piece and chunk edges. */
+Test(transfer, device_memory_read_in_pieces, .init = start_tcp, .fini = stop, .timeout = 120)
+{
+    const size_t piece = (size_t)8 << 20;
+    const size_t sizes[] = {piece - 1, piece, piece + 1, 2 * piece + CHUNK + 5};
+    td_options o = {.blob_min_bytes = SIZE_MAX};
+    td_context *ctx = connect_device("vulkan:0", &o);
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) round_trip(ctx, sizes[i], 300 + i);
+    td_close(ctx);
+}
+#endif
+
 /* ---- blob store ---- */
 
 static td_tensor *upload(td_context *ctx, const uint8_t *data, size_t n, uint64_t *bytes)

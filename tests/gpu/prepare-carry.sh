@@ -68,10 +68,12 @@ done
 cp -L "$BUILD/client/libtensord.so.0" "$STAGE/lib/"
 cp "$BUILD/backends/cuda/tensord-backend-cuda.so" "$STAGE/lib/tensord/"
 # the CUDA module with the HIP backend's own GEMM in place of cuBLAS (backends/hip/nvcc-check)
-cp "$BUILD/backends/hip/nvcc-check/tensord-backend-cuda.so" "$STAGE/lib/hip-gemm/"
+if [ -f "$BUILD/backends/hip/nvcc-check/tensord-backend-cuda.so" ]; then
+    cp "$BUILD/backends/hip/nvcc-check/tensord-backend-cuda.so" "$STAGE/lib/hip-gemm/"
+fi
 [ "$VULKAN" = enabled ] && cp "$BUILD/backends/vulkan/tensord-backend-vulkan.so" "$STAGE/lib/tensord/"
 strip --strip-unneeded "$STAGE"/bin/* "$STAGE/lib/libtensord.so.0" "$STAGE"/lib/tensord/*.so \
-    "$STAGE/lib/hip-gemm/tensord-backend-cuda.so"
+    $(ls "$STAGE"/lib/hip-gemm/*.so 2>/dev/null)
 
 # Every library ldd resolves, minus what the GPU host provides.
 host_provided='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|libresolv\.so|libutil\.so|libanl\.so|libstdc\+\+\.so|libgcc_s\.so|libssl\.so|libcrypto\.so|libz\.so|libcuda\.so|libcudart\.so|libcublas|libtensord\.so)'

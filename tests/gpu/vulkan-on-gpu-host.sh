@@ -9,7 +9,10 @@
 #   2. conformance local:vulkan:0 against local:cpu, then through a tensord on loopback;
 #   3. gpu-bench rows (matmul f32/f16/bf16, add, sum, softmax, ...) on vulkan:0 and cuda:0
 #      side by side with the ratio vulkan/cuda (rates; above 1: Vulkan faster);
-#   4. conv-bench (ResNet-50 shapes, f32) on both.
+#   4. the Vulkan profile (TENSORD_VULKAN_PROFILE=1, vk_device.c: each op submitted alone,
+#      its wall time per opcode, and the count of tensor vkAllocateMemory calls) of
+#      gpu-bench's add, sum, softmax and cumsum f32 rows on vulkan:0, once, its top lines;
+#   5. conv-bench (ResNet-50 shapes, f32) on both.
 # Run after run-on-gpu-host.sh in the same device call (reuses its unpacked carry), or alone:
 #     BUDGET=300 bash tests/gpu/vulkan-on-gpu-host.sh
 set -u -o pipefail
@@ -82,6 +85,18 @@ done
         "$T/bench-cuda" "$T/bench-vulkan"
     grep -h '^# .*failed' "$T/bench-vulkan" | head -10 | sed 's/^/  vulkan /'
 } | tee -a "$SUM"
+# 4: where the Vulkan rows' time goes (needs 30 s of the budget left, else skipped)
+if [ $((BUDGET - ($(date +%s) - start))) -ge 30 ]; then
+    TENSORD_VULKAN_PROFILE=1 timeout "$(limit 60)" "$GPU_BENCH" --device local:vulkan:0 \
+        --only add_f32,sum_f32,softmax,cumsum --reps 3 --rounds 1 >"$T/prof" 2>&1
+    { echo "== vulkan profile (TENSORD_VULKAN_PROFILE=1) of gpu-bench add, sum, softmax, cumsum f32"
+      grep -v '^#' "$T/prof" | grep ' ms ' | head -6 | sed 's/^/  /'
+      grep -A 9 '^tensord vulkan profile' "$T/prof" | sed 's/^/  /'
+      grep -h '^# .*failed' "$T/prof" | head -4 | sed 's/^/  /'; } | tee -a "$SUM"
+    { echo "== vulkan profile run"; cat "$T/prof"; } >>"$LOG"
+else
+    echo "SKIP vulkan profile: under 30 s of the budget left" | tee -a "$SUM"
+fi
 for d in vulkan cuda; do
     timeout "$(limit 90)" "$X/bin/conv-bench" "local:$d:0" 3 f32 >"$T/conv-$d" 2>&1
     { echo "== conv-bench local:$d:0"; cat "$T/conv-$d"; } >>"$LOG"

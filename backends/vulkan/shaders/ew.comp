@@ -438,9 +438,82 @@ TO convert(TA raw)
 }
 #endif
 
+// Element i of the walk, at element offsets oo (output), oa, ob, oc (inputs).
+void element(uint i, uint oo, uint oa, uint ob, uint oc)
+{
+#if FAM == 1
+#if defined(KFLOAT)
+    o[oo] = STF(unary(FT(LDA(a[oa]))));
+#elif defined(KI) || defined(KL)
+    o[oo] = unary(IT(a[oa]));
+#else
+    o[oo] = unary(uint(a[oa]));
+#endif
+#elif FAM == 2
+#if defined(KFLOAT)
+    o[oo] = STF(binary(FT(LDA(a[oa])), FT(LDA(b[ob]))));
+#elif defined(KI) || defined(KL)
+    o[oo] = binary(IT(a[oa]), IT(b[ob]));
+#else
+    o[oo] = binary(uint(a[oa]), uint(b[ob]));
+#endif
+#elif FAM == 3
+    o[oo] = compare(CT(LDA(a[oa])), CT(LDA(b[ob])));
+#elif FAM == 4
+    o[oo] = uint(a[oa]) != 0u ? b[ob] : c[oc];
+#elif FAM == 5
+    o[oo] = convert(a[oa]);
+#elif FAM == 6
+    // GATHER / INDEX_SELECT: the host checked every index against [0, dim) first
+    o[oo] = a[oa + uint(b[ob]) * P[P_I]];
+#elif FAM == 7
+    // DROPOUT (contiguous, i the element): keep x when the 24-bit uniform of word i % 4 of
+    // Philox block i / 4 is >= p, times 1/(1-p) rounded to FT (pf(1), from the host) —
+    // backends/cpu/cpu_nn.c's mapping, one IEEE multiply: the CPU's bits
+    uvec4 w = philox(P[P_SEED], P[P_SEED + 1], i / 4u, 0u);
+    bool keep = double(w[i % 4u] >> 8) * 5.9604644775390625e-08LF >= pf(0);
+    precise FT r = FT(LDA(a[oa])) * (keep ? FT(pf(1)) : FT(0));
+    o[oo] = STF(r);
+#elif FAM == 8
+    // BERNOULLI: 1 where word i % 4 of block i / 4, times 2^-32, is below p_i, else 0
+    uvec4 w = philox(P[P_SEED], P[P_SEED + 1], i / 4u, 0u);
+    bool one = double(w[i % 4u]) * 2.3283064365386963e-10LF < double(LDA(a[oa]));
+    o[oo] = STF(FT(one ? 1.0 : 0.0));
+#endif
+}
+
 void main()
 {
     const uint n = P[P_N], rank = P[P_RANK], step = gstride();
+    if (rank <= 1u) {
+        // One run (td__collapse_dims merged the dims: same-shaped contiguous operands, or a
+        // single strided run): offsets are base + i * stride, the parameters read once, no
+        // division per element. The same element(), so the same bits as the general walk.
+        const uint so = P[P_STR_O], sa = P[P_STR_A], sb = P[P_STR_B], sc = P[P_STR_C];
+        const uint bo = P[P_BASE], ba = P[P_BASE + 1] + P[P_SKEW_A], bb = P[P_BASE + 2],
+                   bc = P[P_BASE + 3];
+#if FAM == 2 || FAM == 3 || FAM == 6
+        const bool dense = so == 1u && sa == 1u && sb == 1u;
+#elif FAM == 4
+        const bool dense = so == 1u && sa == 1u && sb == 1u && sc == 1u;
+#else
+        const bool dense = so == 1u && sa == 1u;
+#endif
+        if (dense) { // every operand it reads contiguous: consecutive elements, no stride
+            for (uint i = gl_GlobalInvocationID.x; i < n;) {
+                element(i, bo + i, ba + i, bb + i, bc + i);
+                if (n - i <= step) break;
+                i += step;
+            }
+            return;
+        }
+        for (uint i = gl_GlobalInvocationID.x; i < n;) {
+            element(i, bo + i * so, ba + i * sa, bb + i * sb, bc + i * sc);
+            if (n - i <= step) break;
+            i += step;
+        }
+        return;
+    }
     for (uint i = gl_GlobalInvocationID.x; i < n;) {
         uint q = i, oo = P[P_BASE], oa = P[P_BASE + 1] + P[P_SKEW_A], ob = P[P_BASE + 2], oc = P[P_BASE + 3];
         for (int d = int(rank) - 1; d >= 0; d--) {
@@ -451,45 +524,7 @@ void main()
             ob += r * P[P_STR_B + d];
             oc += r * P[P_STR_C + d];
         }
-#if FAM == 1
-#if defined(KFLOAT)
-        o[oo] = STF(unary(FT(LDA(a[oa]))));
-#elif defined(KI) || defined(KL)
-        o[oo] = unary(IT(a[oa]));
-#else
-        o[oo] = unary(uint(a[oa]));
-#endif
-#elif FAM == 2
-#if defined(KFLOAT)
-        o[oo] = STF(binary(FT(LDA(a[oa])), FT(LDA(b[ob]))));
-#elif defined(KI) || defined(KL)
-        o[oo] = binary(IT(a[oa]), IT(b[ob]));
-#else
-        o[oo] = binary(uint(a[oa]), uint(b[ob]));
-#endif
-#elif FAM == 3
-        o[oo] = compare(CT(LDA(a[oa])), CT(LDA(b[ob])));
-#elif FAM == 4
-        o[oo] = uint(a[oa]) != 0u ? b[ob] : c[oc];
-#elif FAM == 5
-        o[oo] = convert(a[oa]);
-#elif FAM == 6
-        // GATHER / INDEX_SELECT: the host checked every index against [0, dim) first
-        o[oo] = a[oa + uint(b[ob]) * P[P_I]];
-#elif FAM == 7
-        // DROPOUT (contiguous, i the element): keep x when the 24-bit uniform of word i % 4 of
-        // Philox block i / 4 is >= p, times 1/(1-p) rounded to FT (pf(1), from the host) —
-        // backends/cpu/cpu_nn.c's mapping, one IEEE multiply: the CPU's bits
-        uvec4 w = philox(P[P_SEED], P[P_SEED + 1], i / 4u, 0u);
-        bool keep = double(w[i % 4u] >> 8) * 5.9604644775390625e-08LF >= pf(0);
-        precise FT r = FT(LDA(a[oa])) * (keep ? FT(pf(1)) : FT(0));
-        o[oo] = STF(r);
-#elif FAM == 8
-        // BERNOULLI: 1 where word i % 4 of block i / 4, times 2^-32, is below p_i, else 0
-        uvec4 w = philox(P[P_SEED], P[P_SEED + 1], i / 4u, 0u);
-        bool one = double(w[i % 4u]) * 2.3283064365386963e-10LF < double(LDA(a[oa]));
-        o[oo] = STF(FT(one ? 1.0 : 0.0));
-#endif
+        element(i, oo, oa, ob, oc);
         if (n - i <= step) break;
         i += step;
     }

@@ -10,11 +10,25 @@
 // Float sums and products accumulate in double and round once (as the CPU does); integer
 // ones wrap. Bool MAX/MIN/ARG* compare the raw bytes, as the CPU does (a true byte need not
 // be 1). Variant defines: TA/TO storage types, KF/KD/KI/KL/KU/KB the input kind.
+//
+// Split reductions (R_MODE 1 then 2; vk_reduce.c picks them for few outputs with a long
+// reduced extent, so that a sum to a scalar is not one workgroup on a whole GPU): pass 1
+// cuts each output's rcount elements into R_G chunks of R_L consecutive elements (the last
+// may be shorter), one workgroup per (chunk, output), each folding its chunk exactly as
+// above (contiguous runs per invocation, then the fixed tree) into a partial (value, index,
+// has) in the scratch buffer; pass 2 folds each output's R_G partials in chunk order the
+// same way and finishes as mode 0. R_G and R_L are functions of rcount alone (vk_reduce.c),
+// so the association — and the bits — depend on the shape only, never on the device or the
+// timing; partials keep the accumulator type (double for float sums), so the rounding rules
+// are mode 0's.
 #include "common.glsl"
 #include "half.glsl"
 
 layout(std430, binding = 1) buffer O { TO o[]; };
 layout(std430, binding = 2) readonly buffer A { TA a[]; };
+// split reductions' partials, output-major: the accumulator's bits (lo, hi), index, has
+struct Part { uint lo, hi, at, has; };
+layout(std430, binding = 3) buffer S { Part part[]; };
 
 // parameter words of this shader
 #define R_NOUT 0
@@ -25,6 +39,9 @@ layout(std430, binding = 2) readonly buffer A { TA a[]; };
 #define R_NK 34
 #define R_NR 35
 #define R_RCOUNT 36
+#define R_MODE 37   // 0: one workgroup per output; 1: split pass 1 (partials); 2: pass 2
+#define R_G 38      // chunks per output (modes 1 and 2)
+#define R_L 39      // elements per chunk (mode 1)
 
 #if defined(KF) || defined(KD)
 #define KFLOAT
@@ -76,23 +93,57 @@ void combine(inout ACC v, inout uint at, inout uint has, ACC v2, uint at2, uint 
     else if (better(v, v2)) { v = v2; at = at2; }
 }
 
-void main()
+Part to_part(ACC v, uint at, uint has)
 {
-    const uint nout = P[P_I + R_NOUT], rcount = P[P_I + R_RCOUNT];
-    const uint nk = P[P_I + R_NK], nr = P[P_I + R_NR];
+#if defined(KFLOAT)
+    uvec2 w = unpackDouble2x32(v);
+#elif defined(KL)
+    uvec2 w = unpackUint2x32(uint64_t(v));
+#else
+    uvec2 w = uvec2(uint(v), 0u);
+#endif
+    return Part(w.x, w.y, at, has);
+}
+
+ACC part_value(Part q)
+{
+#if defined(KFLOAT)
+    return packDouble2x32(uvec2(q.lo, q.hi));
+#elif defined(KL)
+    return int64_t(packUint2x32(uvec2(q.lo, q.hi)));
+#elif defined(KI)
+    return int(q.lo);
+#else
+    return q.lo;
+#endif
+}
+
+// Fold with the whole workgroup: invocation t takes the contiguous run [lo + t c, lo +
+// (t + 1) c) of [lo, hi), c = ceil((hi - lo) / 256), in index order (elements of the output
+// at koff, or, with parts, partials from part[pbase + j]), then the fixed tree of adjacent
+// pairs; the result is in s_v[0], s_at[0], s_has[0] for every invocation after the call.
+void fold(uint koff, uint lo, uint hi, bool parts, uint pbase)
+{
+    const uint nr = P[P_I + R_NR];
     const uint t = gl_LocalInvocationID.x;
-    const uint chunk = (rcount + 255u) / 256u;
-    for (uint ob = gl_WorkGroupID.x; ob < nout; ob += gl_NumWorkGroups.x) {
-        uint q = ob, koff = P[P_BASE + 1];
-        for (int d = int(nk) - 1; d >= 0; d--) {
-            uint dim = P[P_I + R_KSIZE + d], nq = q / dim;
-            koff += (q - nq * dim) * P[P_I + R_KSTR + d];
-            q = nq;
+    const uint chunk = (hi - lo + 255u) / 256u;
+    ACC v = ACC(0);
+    uint at = 0u, has = 0u;
+    uint jlo = min(lo + t * chunk, hi), jhi = min(jlo + chunk, hi);
+    if (parts) {
+        for (uint j = jlo; j < jhi; j++) {
+            Part q = part[pbase + j];
+            combine(v, at, has, part_value(q), q.at, q.has);
         }
-        ACC v = ACC(0);
-        uint at = 0u, has = 0u;
-        uint lo = min(t * chunk, rcount), hi = min(lo + chunk, rcount);
-        for (uint j = lo; j < hi; j++) {
+    } else if (nr == 1u) { // one reduced run: offsets koff + j * stride
+        const uint rstr = P[P_I + R_RSTR];
+        for (uint j = jlo; j < jhi; j++) {
+            ACC x = LD(a[koff + j * rstr]);
+            if (OP == 187u || OP == 188u) x = x != ACC(0) ? ACC(1) : ACC(0);
+            combine(v, at, has, x, j, 1u);
+        }
+    } else {
+        for (uint j = jlo; j < jhi; j++) {
             uint r = j, off = koff;
             for (int d = int(nr) - 1; d >= 0; d--) {
                 uint dim = P[P_I + R_RSIZE + d], nq = r / dim;
@@ -103,44 +154,85 @@ void main()
             if (OP == 187u || OP == 188u) x = x != ACC(0) ? ACC(1) : ACC(0);
             combine(v, at, has, x, j, 1u);
         }
-        s_v[t] = v;
-        s_at[t] = at;
-        s_has[t] = has;
-        barrier();
-        for (uint s = 1u; s < 256u; s *= 2u) {
-            if ((t & (2u * s - 1u)) == 0u) {
-                ACC v1 = s_v[t];
-                uint at1 = s_at[t], h1 = s_has[t];
-                combine(v1, at1, h1, s_v[t + s], s_at[t + s], s_has[t + s]);
-                s_v[t] = v1;
-                s_at[t] = at1;
-                s_has[t] = h1;
-            }
-            barrier();
+    }
+    s_v[t] = v;
+    s_at[t] = at;
+    s_has[t] = has;
+    barrier();
+    for (uint s = 1u; s < 256u; s *= 2u) {
+        if ((t & (2u * s - 1u)) == 0u) {
+            ACC v1 = s_v[t];
+            uint at1 = s_at[t], h1 = s_has[t];
+            combine(v1, at1, h1, s_v[t + s], s_at[t + s], s_has[t + s]);
+            s_v[t] = v1;
+            s_at[t] = at1;
+            s_has[t] = h1;
         }
-        if (t == 0u) {
-            ACC r = s_v[0];
-            uint oo = P[P_BASE] + ob;
-            if (s_has[0] == 0u) { // empty: SUM 0, PROD 1, MEAN NaN, ANY false, ALL true
-                r = (OP == 65u || OP == 188u) ? ACC(1) : ACC(0);
+        barrier();
+    }
+}
+
+// The output ob from the fold's result (invocation 0).
+void finish(uint ob, uint rcount)
+{
+    ACC r = s_v[0];
+    uint oo = P[P_BASE] + ob;
+    if (s_has[0] == 0u) { // empty: SUM 0, PROD 1, MEAN NaN, ANY false, ALL true
+        r = (OP == 65u || OP == 188u) ? ACC(1) : ACC(0);
 #if defined(KFLOAT)
-                if (OP == 61u) r = r / r; // 0/0 in double: NaN
+        if (OP == 61u) r = r / r; // 0/0 in double: NaN
 #endif
-            }
+    }
 #if defined(KFLOAT)
-            if (OP == 61u && s_has[0] != 0u) r = r / double(rcount);
+    if (OP == 61u && s_has[0] != 0u) r = r / double(rcount);
 #endif
 #if defined(KB)
-            if (OP == 63u) r = min(r, 1u); // the CPU folds bool MIN from true (1)
+    if (OP == 63u) r = min(r, 1u); // the CPU folds bool MIN from true (1)
 #endif
-            if (OP == 64u || OP == 66u) o[oo] = TO(s_at[0]);
-            else if (OP == 187u || OP == 188u) o[oo] = TO(r != ACC(0) ? 1u : 0u);
+    if (OP == 64u || OP == 66u) o[oo] = TO(s_at[0]);
+    else if (OP == 187u || OP == 188u) o[oo] = TO(r != ACC(0) ? 1u : 0u);
 #if defined(KU) || defined(KB)
-            else o[oo] = TO(r & 255u);
+    else o[oo] = TO(r & 255u);
 #else
-            else o[oo] = STD(r); // a half output rounds the double once
+    else o[oo] = STD(r); // a half output rounds the double once
 #endif
+}
+
+// The input offset of output ob's first reduced element.
+uint kept_offset(uint ob)
+{
+    const uint nk = P[P_I + R_NK];
+    uint q = ob, koff = P[P_BASE + 1];
+    for (int d = int(nk) - 1; d >= 0; d--) {
+        uint dim = P[P_I + R_KSIZE + d], nq = q / dim;
+        koff += (q - nq * dim) * P[P_I + R_KSTR + d];
+        q = nq;
+    }
+    return koff;
+}
+
+void main()
+{
+    const uint nout = P[P_I + R_NOUT], rcount = P[P_I + R_RCOUNT], mode = P[P_I + R_MODE];
+    const uint t = gl_LocalInvocationID.x;
+    if (mode == 1u) { // workgroup (g, ob): chunk g of output ob into part[ob G + g]
+        const uint g = gl_WorkGroupID.x, G = P[P_I + R_G], L = P[P_I + R_L];
+        for (uint ob = gl_WorkGroupID.y; ob < nout; ob += gl_NumWorkGroups.y) {
+            uint lo = min(g * L, rcount);
+            fold(kept_offset(ob), lo, min(lo + L, rcount), false, 0u);
+            if (t == 0u) part[ob * G + g] = to_part(s_v[0], s_at[0], s_has[0]);
+            barrier();
         }
+        return;
+    }
+    for (uint ob = gl_WorkGroupID.x; ob < nout; ob += gl_NumWorkGroups.x) {
+        if (mode == 2u) {
+            const uint G = P[P_I + R_G];
+            fold(0u, 0u, G, true, ob * G);
+        } else {
+            fold(kept_offset(ob), 0u, rcount, false, 0u);
+        }
+        if (t == 0u) finish(ob, rcount);
         barrier();
     }
 }

@@ -7,7 +7,7 @@
  * cannot see, whose barrier is in a header) run each block's threads as
  * ucontext fibers that switch at every barrier, so shared memory (`static` here, one copy
  * per kernel instantiation) behaves as a block's shared memory does. Warp shuffles
- * (__shfl_xor_sync, __shfl_down_sync) run as one such round each; see td_emu_shfl. */
+ * (__shfl_xor_sync, __shfl_down_sync, __shfl_up_sync) run as one such round each; see td_emu_shfl. */
 #ifndef TD_EMU_KERNEL_HPP
 #define TD_EMU_KERNEL_HPP
 #include "cuda_runtime_api.h"
@@ -135,6 +135,18 @@ template <typename T> inline T __shfl_down_sync(unsigned mask, T v, unsigned d, 
     return td_emu_shfl(v, src, width, "__shfl_down_sync");
 }
 
+template <typename T> inline T __shfl_up_sync(unsigned mask, T v, unsigned d, int width = 32)
+{
+    if (mask != 0xffffffffu) {
+        fprintf(stderr, "emu: __shfl_up_sync with a partial mask\n");
+        abort();
+    }
+    const int lane = td_emu_fb.cur % 32;
+    /* below the segment's start: own value */
+    const int src = (lane % width) < (int)d ? lane : lane - (int)d;
+    return td_emu_shfl(v, src, width, "__shfl_up_sync");
+}
+
 /* After a scheduler round: a round in which any thread shuffled must find every thread of
  * the block alive and at the same shuffle (see td_emu_shfl). */
 inline void td_emu_check_round(size_t nt)
@@ -173,6 +185,8 @@ inline unsigned atomicAdd(unsigned *p, unsigned v)
 }
 
 inline void __threadfence() {}
+/* Blocks run in order, so a flag a kernel polls is already set: the pause never runs. */
+inline void __nanosleep(unsigned) {}
 
 inline bool td_emu_syncs(const char *name)
 {
