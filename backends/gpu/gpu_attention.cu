@@ -47,6 +47,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <type_traits>
 
 #if !defined(TD_GPU_HIP) && !defined(TD_GPU_EMU)
 #define TD_GPU_ATTN_MMA 1
@@ -106,14 +107,14 @@ TD_DEV void ldsm_x4_t(uint32_t addr, uint32_t &r0, uint32_t &r1, uint32_t &r2, u
 template <bool BF> TD_DEV void mma16816(float *d, const uint32_t *a, uint32_t b0, uint32_t b1);
 template <> TD_DEV void mma16816<true>(float *d, const uint32_t *a, uint32_t b0, uint32_t b1)
 {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
                  "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 template <> TD_DEV void mma16816<false>(float *d, const uint32_t *a, uint32_t b0, uint32_t b1)
 {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
                  "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
@@ -160,12 +161,12 @@ TD_DEV void load_tile(uint16_t *tile, const uint16_t *g, int r0, int n, int tid)
     }
 }
 
-template <bool BF, int D, int MT, bool QREG>
+template <bool BF, int D, int MT, bool QREG, int BN, bool FLAT>
 __global__ void __launch_bounds__(ATTN_THREADS, 2)
     k_attention(const uint16_t *__restrict__ q, const uint16_t *__restrict__ k,
                 const uint16_t *__restrict__ v, uint16_t *__restrict__ y, attn_args a)
 {
-    constexpr int BM = 16 * MT * ATTN_WARPS, BN = ATTN_BN;
+    constexpr int BM = 16 * MT * ATTN_WARPS;
     constexpr int KT = D / 16;  /* k16 steps of Q K^T */
     constexpr int NT = BN / 8;  /* n8 tiles of S */
     constexpr int DT = D / 8;   /* n8 tiles of O */
@@ -239,115 +240,130 @@ __global__ void __launch_bounds__(ATTN_THREADS, 2)
         const int kv0 = j * BN;
         /* causal: a tile wholly after the warp's last row adds nothing (every weight 0) */
         if (!a.causal || kv0 <= m0 + wr0 + 16 * MT - 1) {
-
-            /* S = Q K^T */
-            float s[MT][NT][4];
+            /* one tile; EDGE (the end of the keys, or the causal diagonal, crosses it) is a
+             * compile-time flag so that the other tiles' code has no branch between the two
+             * products and the compiler can interleave the softmax with the tensor cores */
+            auto step = [&](auto edge_tag) {
+                bool EDGE; /* a constant except in the !FLAT build, which passes a bool */
+                if constexpr (std::is_same<decltype(edge_tag), bool>::value)
+                    EDGE = edge_tag;
+                else
+                    EDGE = decltype(edge_tag)::value;
+                /* S = Q K^T */
+                float s[MT][NT][4];
 #pragma unroll
-            for (int mt = 0; mt < MT; mt++)
+                for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-                for (int nt = 0; nt < NT; nt++)
-                    s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.0f;
+                    for (int nt = 0; nt < NT; nt++)
+                        s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.0f;
 #pragma unroll
-            for (int kk = 0; kk < KT; kk++) {
-                uint32_t qs[MT][4]; /* !QREG: this k step's Q fragments, from shared memory */
-                if (!QREG) {
+                for (int kk = 0; kk < KT; kk++) {
+                    uint32_t qs[MT][4]; /* !QREG: this k step's Q fragments, from shared memory */
+                    if (!QREG) {
 #pragma unroll
-                    for (int mt = 0; mt < MT; mt++) {
+                        for (int mt = 0; mt < MT; mt++) {
+                            int r, c;
+                            td_attn_q_rc(lane, wr0 + mt * 16, kk, &r, &c);
+                            ldsm_x4(qb + 2u * (uint32_t)swz<D>(r, c), qs[mt][0], qs[mt][1],
+                                    qs[mt][2], qs[mt][3]);
+#pragma unroll
+                            for (int i = 0; i < 4; i++) qs[mt][i] ^= a.qneg;
+                        }
+                    }
+#pragma unroll
+                    for (int np = 0; np < NT / 2; np++) {
+                        uint32_t b0, b1, b2, b3;
                         int r, c;
-                        td_attn_q_rc(lane, wr0 + mt * 16, kk, &r, &c);
-                        ldsm_x4(qb + 2u * (uint32_t)swz<D>(r, c), qs[mt][0], qs[mt][1],
-                                qs[mt][2], qs[mt][3]);
+                        td_attn_k_rc(lane, np, kk, &r, &c);
+                        ldsm_x4(kb + 2u * (uint32_t)swz<D>(r, c), b0, b1, b2, b3);
 #pragma unroll
-                        for (int i = 0; i < 4; i++) qs[mt][i] ^= a.qneg;
+                        for (int mt = 0; mt < MT; mt++) {
+                            const uint32_t *qa = QREG ? qf[mt][kk] : qs[mt];
+                            mma16816<BF>(s[mt][2 * np], qa, b0, b1);
+                            mma16816<BF>(s[mt][2 * np + 1], qa, b2, b3);
+                        }
                     }
                 }
-#pragma unroll
-                for (int np = 0; np < NT / 2; np++) {
-                    uint32_t b0, b1, b2, b3;
-                    int r, c;
-                    td_attn_k_rc(lane, np, kk, &r, &c);
-                    ldsm_x4(kb + 2u * (uint32_t)swz<D>(r, c), b0, b1, b2, b3);
-#pragma unroll
-                    for (int mt = 0; mt < MT; mt++) {
-                        const uint32_t *qa = QREG ? qf[mt][kk] : qs[mt];
-                        mma16816<BF>(s[mt][2 * np], qa, b0, b1);
-                        mma16816<BF>(s[mt][2 * np + 1], qa, b2, b3);
-                    }
-                }
-            }
 
-            /* scale, mask, online softmax; P into A fragments */
-            const bool edge = kv0 + BN > a.s || (a.causal && kv0 + BN - 1 > m0 + wr0);
-            uint32_t pa[MT][BN / 16][4];
+                /* mask, online softmax; P into A fragments */
+                uint32_t pa[MT][BN / 16][4];
 #pragma unroll
-            for (int mt = 0; mt < MT; mt++) {
+                for (int mt = 0; mt < MT; mt++) {
 #pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    const int row = m0 + wr0 + mt * 16 + g + 8 * h;
-                    float mx = mrow[mt][h]; /* unscaled: c > 0 keeps the order */
-                    if (edge) {
+                    for (int h = 0; h < 2; h++) {
+                        const int row = m0 + wr0 + mt * 16 + g + 8 * h;
+                        float mx = mrow[mt][h]; /* unscaled: c > 0 keeps the order */
+                        if (EDGE) {
+#pragma unroll
+                            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                                for (int e = 0; e < 2; e++) {
+                                    const int col = kv0 + nt * 8 + 2 * t + e;
+                                    if (col >= a.s || (a.causal && col > row))
+                                        s[mt][nt][2 * h + e] = -INFINITY;
+                                }
+                        }
+#pragma unroll
+                        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                            for (int e = 0; e < 2; e++) mx = fmaxf(mx, s[mt][nt][2 * h + e]);
+                        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                        const float mu = mx == -INFINITY ? 0.0f : mx * sc2;
+                        const float alpha = ex2(mrow[mt][h] * sc2 - mu);
+                        mrow[mt][h] = mx;
+                        float ls = 0.0f;
 #pragma unroll
                         for (int nt = 0; nt < NT; nt++)
 #pragma unroll
                             for (int e = 0; e < 2; e++) {
-                                const int col = kv0 + nt * 8 + 2 * t + e;
-                                if (col >= a.s || (a.causal && col > row))
-                                    s[mt][nt][2 * h + e] = -INFINITY;
+                                const float p = ex2(__fmaf_rn(s[mt][nt][2 * h + e], sc2, -mu));
+                                s[mt][nt][2 * h + e] = p;
+                                ls += p;
                             }
-                    }
+                        lrow[mt][h] = lrow[mt][h] * alpha + ls;
+                        /* !FLAT: skip the multiply by 1 once every row's maximum holds (no
+                         * bit changes; a branch in the middle of the tile's code) */
+                        if (FLAT || !__all_sync(0xffffffffu, alpha == 1.0f)) {
 #pragma unroll
-                    for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-                        for (int e = 0; e < 2; e++) mx = fmaxf(mx, s[mt][nt][2 * h + e]);
-                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                    const float mu = mx == -INFINITY ? 0.0f : mx * sc2;
-                    const float alpha = ex2(mrow[mt][h] * sc2 - mu);
-                    mrow[mt][h] = mx;
-                    float ls = 0.0f;
-#pragma unroll
-                    for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-                        for (int e = 0; e < 2; e++) {
-                            const float p = ex2(__fmaf_rn(s[mt][nt][2 * h + e], sc2, -mu));
-                            s[mt][nt][2 * h + e] = p;
-                            ls += p;
-                        }
-                    lrow[mt][h] = lrow[mt][h] * alpha + ls;
-                    /* once the maxima settle alpha is 1 in every row of the warp: skipping
-                     * the multiply by 1 changes no bit */
-                    if (!__all_sync(0xffffffffu, alpha == 1.0f)) {
-#pragma unroll
-                        for (int dt = 0; dt < DT; dt++) {
-                            o[mt][dt][2 * h] *= alpha;
-                            o[mt][dt][2 * h + 1] *= alpha;
+                            for (int dt = 0; dt < DT; dt++) {
+                                o[mt][dt][2 * h] *= alpha;
+                                o[mt][dt][2 * h + 1] *= alpha;
+                            }
                         }
                     }
-                }
 #pragma unroll
-                for (int kk = 0; kk < BN / 16; kk++) {
-                    pa[mt][kk][0] = pack2<BF>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
-                    pa[mt][kk][1] = pack2<BF>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
-                    pa[mt][kk][2] = pack2<BF>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
-                    pa[mt][kk][3] = pack2<BF>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+                    for (int kk = 0; kk < BN / 16; kk++) {
+                        pa[mt][kk][0] = pack2<BF>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+                        pa[mt][kk][1] = pack2<BF>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+                        pa[mt][kk][2] = pack2<BF>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+                        pa[mt][kk][3] = pack2<BF>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+                    }
                 }
-            }
 
-            /* O += P V */
+                /* O += P V */
 #pragma unroll
-            for (int kk = 0; kk < BN / 16; kk++)
+                for (int kk = 0; kk < BN / 16; kk++)
 #pragma unroll
-                for (int dp = 0; dp < DT / 2; dp++) {
-                    uint32_t b0, b1, b2, b3;
-                    int r, c;
-                    td_attn_v_rc(lane, kk, dp, &r, &c);
-                    ldsm_x4_t(vb + 2u * (uint32_t)swz<D>(r, c), b0, b1, b2, b3);
+                    for (int dp = 0; dp < DT / 2; dp++) {
+                        uint32_t b0, b1, b2, b3;
+                        int r, c;
+                        td_attn_v_rc(lane, kk, dp, &r, &c);
+                        ldsm_x4_t(vb + 2u * (uint32_t)swz<D>(r, c), b0, b1, b2, b3);
 #pragma unroll
-                    for (int mt = 0; mt < MT; mt++) {
-                        mma16816<BF>(o[mt][2 * dp], pa[mt][kk], b0, b1);
-                        mma16816<BF>(o[mt][2 * dp + 1], pa[mt][kk], b2, b3);
+                        for (int mt = 0; mt < MT; mt++) {
+                            mma16816<BF>(o[mt][2 * dp], pa[mt][kk], b0, b1);
+                            mma16816<BF>(o[mt][2 * dp + 1], pa[mt][kk], b2, b3);
+                        }
                     }
-                }
+            };
+            const bool edge = kv0 + BN > a.s || (a.causal && kv0 + BN - 1 > m0 + wr0);
+            if (!FLAT)
+                step(edge);
+            else if (edge)
+                step(std::true_type{});
+            else
+                step(std::false_type{});
         }
         __syncthreads(); /* the next iteration's copies overwrite the other buffer */
     }
@@ -387,13 +403,13 @@ void batch_strides(const td__desc *in, int nb, int64_t mat, int64_t *st)
     }
 }
 
-template <bool BF, int D, int MT, bool QREG>
+template <bool BF, int D, int MT, bool QREG, int BN = ATTN_BN, bool FLAT = true>
 td_status launch(const td__gpu_exec *x, const td__view *in, const td__view *out,
                  const attn_args &a, int64_t nbatch)
 {
     constexpr int BM = 16 * MT * ATTN_WARPS;
-    const size_t smem = (size_t)(BM + 4 * ATTN_BN) * D * sizeof(uint16_t);
-    auto kern = k_attention<BF, D, MT, QREG>;
+    const size_t smem = (size_t)(BM + 4 * BN) * D * sizeof(uint16_t);
+    auto kern = k_attention<BF, D, MT, QREG, BN, FLAT>;
     td_status s = td__gpu_check(
         x, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
         "attention shared memory");
@@ -411,12 +427,18 @@ td_status launch(const td__gpu_exec *x, const td__view *in, const td__view *out,
  * 64 as 2 m16 tiles a warp (128 queries a block) with Q's fragments in registers, 128 as 1
  * tile (64 queries); 1: head dim 64 as 1 tile; 2: 64 as 2 tiles, Q read from shared memory
  * at each key tile; 3: 64 as 1 tile, Q from shared memory; for head dim 128, 1 and 0 are
- * the default, 2: 2 tiles with Q from shared memory; 3: 1 tile, Q from shared memory. */
+ * the default, 2: 2 tiles with Q from shared memory; 3: 1 tile, Q from shared memory.
+ * 4 and 5 change the key tile, so their bits differ from the default's: head dim 64, 4:
+ * 1 m16 tile a warp and 128-key tiles, 5: 2 tiles and 32-key tiles; head dim 128, 4: 2
+ * tiles, Q from shared memory, 32-key tiles (5 takes 0).
+ * 6 (head dim 64) is the default's cut with the tile's code split by branches (the
+ * masking test at run time, the rescale skipped when every maximum held): the first
+ * version measured, same bits. */
 int variant(void)
 {
     const char *e = getenv("TENSORD_GPU_ATTN_VARIANT");
     const int v = e != NULL ? atoi(e) : 0;
-    return v >= 0 && v <= 3 ? v : 0;
+    return v >= 0 && v <= 6 ? v : 0;
 }
 
 } // namespace
@@ -474,7 +496,20 @@ extern "C" td_status td__gpu_exec_attention(const td__gpu_exec *x, const td__op 
         if (((uintptr_t)in[i].data & 15u) != 0)
             return td__gpu_fail(x, TD_EINTERNAL,
                                 TD_GPU_KIND ": attention input %d not 16-byte aligned", i);
-    switch ((e == 64 ? 0 : 4) + (variant() % 4)) {
+    const int var = variant();
+    if (e == 64 && var == 4)
+        return bf ? launch<true, 64, 1, true, 128>(x, in, out, a, nbatch)
+                  : launch<false, 64, 1, true, 128>(x, in, out, a, nbatch);
+    if (e == 64 && var == 5)
+        return bf ? launch<true, 64, 2, true, 32>(x, in, out, a, nbatch)
+                  : launch<false, 64, 2, true, 32>(x, in, out, a, nbatch);
+    if (e == 128 && var == 4)
+        return bf ? launch<true, 128, 2, false, 32>(x, in, out, a, nbatch)
+                  : launch<false, 128, 2, false, 32>(x, in, out, a, nbatch);
+    if (e == 64 && var == 6)
+        return bf ? launch<true, 64, 2, true, 64, false>(x, in, out, a, nbatch)
+                  : launch<false, 64, 2, true, 64, false>(x, in, out, a, nbatch);
+    switch ((e == 64 ? 0 : 4) + (var % 4)) {
     case 1: return bf ? launch<true, 64, 1, true>(x, in, out, a, nbatch)
                       : launch<false, 64, 1, true>(x, in, out, a, nbatch);
     case 2: return bf ? launch<true, 64, 2, false>(x, in, out, a, nbatch)

@@ -72,11 +72,11 @@ done
 timeout "$(limit 30)" "$X/bin/attn-bench" --device local:cuda:0 --dtype bf16 --dim 128 --heads 8 \
     >"$T/attn-bf16-d128" 2>&1
 # TENSORD_GPU_ATTN_VARIANT (gpu_attention.cu): other block cuts, same bits
-for v in 1 2 3; do
+for v in 1 2 3 4 5 6; do
     TENSORD_GPU_ATTN_VARIANT=$v timeout "$(limit 20)" "$X/bin/attn-bench" --device local:cuda:0 \
         --dtype bf16 >"$T/var-$v" 2>&1
-    TENSORD_GPU_ATTN_VARIANT=$v timeout "$(limit 20)" "$X/bin/attn-bench" --device local:cuda:0 \
-        --dtype bf16 --dim 128 --heads 8 >"$T/var-$v-d128" 2>&1
+    [ $v -le 4 ] && TENSORD_GPU_ATTN_VARIANT=$v timeout "$(limit 20)" "$X/bin/attn-bench" \
+        --device local:cuda:0 --dtype bf16 --dim 128 --heads 8 >"$T/var-$v-d128" 2>&1
 done
 py 60 bench/attn_torch.py --device cuda >"$T/torch" 2>&1
 py 40 bench/attn_torch.py --device cuda --dim 128 --heads 8 >"$T/torch-d128" 2>&1
@@ -90,7 +90,7 @@ for f in "$T"/*; do echo "== $(basename "$f")"; cat "$f"; done >"$OUT/attn-bench
     echo "-- head dim 128 ([8, 8, 2048, 128])"
     grep -h '^attention_bf16' "$T/attn-bf16-d128" | sed 's/^/  tensord /'
     grep -h '^attention_bf16' "$T/torch-d128" | sed 's/^/  PyTorch /'
-    echo "-- TENSORD_GPU_ATTN_VARIANT 1 2 3 (bf16; d64: 1 = 64-query blocks, 2 = Q from shared memory, 3 = both; d128: 2 = 128-query blocks with Q from shared memory, 3 = Q from shared memory)"
+    echo "-- TENSORD_GPU_ATTN_VARIANT (bf16; d64: 1 = 64-query blocks, 2 = Q from shared memory, 3 = both, 4 = 64-query blocks and 128-key tiles, 5 = 32-key tiles, 6 = the first measured version (branches in the tile); d128: 2 = 128-query blocks with Q from shared memory, 3 = Q from shared memory, 4 = as 2 with 32-key tiles)"
     for f in "$T"/var-*; do grep -h '^attention_bf16' "$f" | sed "s|^|  $(basename "$f") |"; done
     grep -h -iE 'error|fail' "$T"/* | head -5 | sed 's/^/  ! /'
 } | tee -a "$SUM"
