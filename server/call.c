@@ -233,6 +233,14 @@ uint64_t td__srv_call_tx_bytes(td__srv_call *c)
     return n;
 }
 
+size_t td__srv_call_queued_bytes(td__srv_call *c)
+{
+    pthread_mutex_lock(&c->mu);
+    size_t n = c->send_bytes;
+    pthread_mutex_unlock(&c->mu);
+    return n;
+}
+
 void td__srv_call_cancel(td__srv_call *c, grpc_status_code code, const char *why)
 {
     grpc_call_cancel_with_status(c->call, code, why, NULL);

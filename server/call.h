@@ -80,6 +80,8 @@ struct td__srv_call {
 
 /* Message bytes sent on the call so far. Any thread. */
 uint64_t td__srv_call_tx_bytes(td__srv_call *c);
+/* Bytes of replies queued or in flight (their cost as counted for flow control). */
+size_t td__srv_call_queued_bytes(td__srv_call *c);
 
 /* Initialise `c` over an accepted call (its reference passes to c), holding one
  * reference. Nothing is started. */

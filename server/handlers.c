@@ -26,6 +26,8 @@
 #include "server/ring.h"
 #include "server/shm.h"
 #include "engine/optable.h"
+
+#include <time.h>
 #include "wire_limits.h"
 
 #include <stdio.h>
@@ -335,6 +337,10 @@ static void run_shm_read(td__srv_session *ss, td__job *j)
     td__ss_reply_or_end(ss, &r);
 }
 
+/* Unsent replies of a session above which a read of device memory waits for a later turn
+ * (run_read): the receive side's mark (call.h), so a session holds at most about twice it. */
+#define READ_QUEUE_BYTES TD_CALL_RECV_HIGH
+
 static void release_buffer(void *arg) { td__buffer_unref(arg); }
 static void release_host(void *arg) { td__free(arg); }
 
@@ -365,9 +371,23 @@ static void run_read(td__srv_session *ss, td__job *j)
         return;
     }
     td__reply r = {.kind = TD_REPLY_READ, .seq = rq->seq, .tensor = rq->tensor};
-    uint64_t off = rq->offset, end = rq->offset + rq->nbytes;
+    /* A read resumed after a turn (below) goes on where it stopped. */
+    uint64_t off = j->read_resumed ? j->read_off : rq->offset, end = rq->offset + rq->nbytes;
+    bool sent = false;
     do {
         if (td__srv_call_dead(&ss->c)) break;
+        /* Chunks of memory the host cannot address are copies: while the session's unsent
+         * replies exceed READ_QUEUE_BYTES, the read gives up its turn and goes on in a later
+         * one, so a client that does not take its replies makes the server hold at most that
+         * much more (a turn that could send nothing first waits 1 ms, so that such a client
+         * costs the worker little). Chunks of host buffers only reference the tensor. */
+        if (buf == NULL && off < end && td__srv_call_queued_bytes(&ss->c) > READ_QUEUE_BYTES) {
+            if (!sent) nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+            j->read_resumed = true;
+            j->read_off = off;
+            j->continued = true;
+            break;
+        }
         size_t len = end - off > TD_CHUNK_BYTES ? TD_CHUNK_BYTES : (size_t)(end - off);
         r.offset = off;
         r.last = off + len == end;
@@ -399,6 +419,7 @@ static void run_read(td__srv_session *ss, td__job *j)
             td__ss_failure(ss, rq->seq, 0, st, "out of memory while sending a read chunk");
             break;
         }
+        sent = true;
         off += len;
     } while (off < end);
     td__buffer_unref(buf);

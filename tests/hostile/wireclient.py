@@ -30,6 +30,7 @@ OP_EMPTY, F32 = 0, 0
 # or conversion would change.
 SAMPLE = struct.pack("<8f", 1.5, -0.0, float("inf"), 3.25, -7.0, 1e-40, 2.0, 9.5)
 failures = []
+server_pid = None  # the tensord that serve() started (for suites that watch its memory)
 
 
 def check(cond, what):
@@ -120,6 +121,8 @@ def serve(args, run_fn, unix=False):
             m = re.match(r"listening on (\S+)", line)
             if not m:
                 sys.exit(f"tensord did not start: {line!r}")
+            global server_pid
+            server_pid = proc.pid
             run_fn(pb, m.group(1), sock)
         finally:
             proc.terminate()
