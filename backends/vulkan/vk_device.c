@@ -536,7 +536,8 @@ static void cache_put(vk_device *vd, vk_block *b)
     uint64_t bytes = vd->cache_bytes;
     while (drop < vd->ncache && bytes + b->size > vd->cache_cap) bytes -= vd->cache[drop++]->size;
     for (uint32_t i = 0; i < drop; i++) block_destroy(vd, vd->cache[i]);
-    memmove(vd->cache, vd->cache + drop, (vd->ncache - drop) * sizeof *vd->cache);
+    if (drop > 0) /* (the cache array is NULL until the first put: no memmove of NULL) */
+        memmove(vd->cache, vd->cache + drop, (vd->ncache - drop) * sizeof *vd->cache);
     vd->ncache -= drop;
     vd->cache_bytes = bytes;
     if (vd->ncache == vd->capcache) {
