@@ -26,11 +26,10 @@
 #include "server/ring.h"
 #include "server/shm.h"
 #include "engine/optable.h"
-
-#include <time.h>
 #include "wire_limits.h"
 
 #include <stdio.h>
+#include <time.h>
 #include <string.h>
 
 static void run_open(td__srv_session *ss, td__job *j)
@@ -371,8 +370,9 @@ static void run_read(td__srv_session *ss, td__job *j)
         return;
     }
     td__reply r = {.kind = TD_REPLY_READ, .seq = rq->seq, .tensor = rq->tensor};
-    /* A read resumed after a turn (below) goes on where it stopped. */
-    uint64_t off = j->read_resumed ? j->read_off : rq->offset, end = rq->offset + rq->nbytes;
+    /* A read resumed after a turn (below) goes on where it stopped (read_off starts at 0). */
+    uint64_t off = j->read_off > rq->offset ? j->read_off : rq->offset;
+    const uint64_t end = rq->offset + rq->nbytes;
     bool sent = false;
     do {
         if (td__srv_call_dead(&ss->c)) break;
@@ -383,7 +383,6 @@ static void run_read(td__srv_session *ss, td__job *j)
          * costs the worker little). Chunks of host buffers only reference the tensor. */
         if (buf == NULL && off < end && td__srv_call_queued_bytes(&ss->c) > READ_QUEUE_BYTES) {
             if (!sent) nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
-            j->read_resumed = true;
             j->read_off = off;
             j->continued = true;
             break;

@@ -102,8 +102,7 @@ typedef struct td__job {
     bool continued;
     td__worker_queue *wq; /* the queue it was submitted to (ss->wq goes NULL at close) */
     size_t next_op;
-    bool read_resumed; /* a read (run_read) that gave up a turn goes on at read_off */
-    uint64_t read_off;
+    uint64_t read_off; /* a read (run_read) that gave up a turn goes on here (0: from its start) */
     td__graph_run *grun;
     td__graph *graph; /* reference held while grun runs */
 } td__job;
