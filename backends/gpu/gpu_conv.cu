@@ -130,7 +130,13 @@ __global__ void __launch_bounds__(TD_CONV_THREADS, MINB)
     auto load_b = [&](int kt) {
 #pragma unroll
         for (int i = 0; i < BP; i++) {
-            const td_conv_kent ke = ktab[kt * BK + bk0 + i * bkstep];
+            /* one 16-byte load (the table is 16-byte aligned: temp memory) */
+            const int4 kv = __ldg(reinterpret_cast<const int4 *>(ktab) + kt * BK + bk0 + i * bkstep);
+            td_conv_kent ke;
+            ke.off = kv.x;
+            ke.dd = kv.y;
+            ke.dh = kv.z;
+            ke.dw = kv.w;
             const uint32_t lo = td_conv_inside(&s, col0, ke) ? x[td_conv_gather_off(col0, ke)] : 0u;
             const uint32_t hi = td_conv_inside(&s, col1, ke) ? x[td_conv_gather_off(col1, ke)] : 0u;
             breg[i] = lo | hi << 16;
