@@ -214,6 +214,13 @@ td_status td__gpu_exec_attention(const td__gpu_exec *x, const td__op *op, const 
 /* CONV and POOL families (gpu_window.cu, engine/window.h). */
 td_status td__gpu_exec_window(const td__gpu_exec *x, const td__op *op, const td__view *in,
                               const td__view *out);
+/* CONV in f16/bf16 as an implicit GEMM on tensor cores (gpu_conv.cu), `w` the op's
+ * decoded window: TD_EUNSUPPORTED (nothing enqueued, no message) when it does not take the
+ * op (other dtypes, shapes past its 32-bit indexing, builds without it: HIP, the CPU
+ * emulation; TENSORD_GPU_CONV_VARIANT=5), and the caller runs im2col + GEMM. */
+struct td__window;
+td_status td__gpu_conv_mma(const td__gpu_exec *x, const td__op *op, const td__view *in,
+                           const td__view *out, const struct td__window *w);
 
 /* Integer batched matmul (gpu_matmul.cu); `batch` walks the output batch dims with inputs
  * a (0) and b (1) at element strides. */

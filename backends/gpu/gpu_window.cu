@@ -13,7 +13,11 @@
  *    that element in the same order and the same working type, so sums equal the CPU's bit
  *    for bit up to the device's division and (for interpolation) its products, which are
  *    written with __fmul_rn / __fadd_rn so that no fused multiply-add changes them.
- * CONV itself (the forward op) runs as im2col + the backend's batched GEMM (cuBLAS on CUDA,
+ * CONV itself (the forward op) in f16/bf16 on CUDA runs as gpu_conv.cu's implicit GEMM on
+ * tensor cores (td__gpu_conv_mma: no column buffer, f32 accumulation, bias added and the
+ * result rounded once; its own comment says why). Everywhere else (f32, f64, HIP, the CPU
+ * emulation, shapes past that kernel's 32-bit indexing, TENSORD_GPU_CONV_VARIANT=5) it runs
+ * as im2col + the backend's batched GEMM (cuBLAS on CUDA,
  * hip_gemm.cu on HIP; deterministic for a given shape) in chunks of images (conv_gemm): the columns of a chunk of images (a constant cap,
  * so the chunking depends on the shape alone) hold, per image and group, the [C/G k, P]
  * patch matrix, plus a row of ones when there is a bias, whose weight column is the bias:
@@ -797,7 +801,9 @@ td_status run(const td__gpu_exec *x, const td__op *op, const td__view *in, const
     const T *x0 = (const T *)in[0].data;
     switch (op->opcode) {
     case TD_OP_CONV: {
-        const td_status gs = conv_gemm<T>(x, op, in, out, w);
+        td_status gs = td__gpu_conv_mma(x, op, in, out, &w);
+        if (gs != TD_EUNSUPPORTED) return gs;
+        gs = conv_gemm<T>(x, op, in, out, w);
         if (gs != TD_EUNSUPPORTED) return gs;
         k_conv<T><<<blocks, WIN_THREADS, 0, s>>>(x0, (const T *)in[1].data,
                                                  op->n_inputs == 3 ? (const T *)in[2].data : NULL,

@@ -1,0 +1,362 @@
+/* conv_frag_check.c — the index math of backends/gpu/gpu_conv.cu on the host, without a GPU:
+ * every block of the grid of several CONV shapes (1d, 2d, 3d; stride, padding, asymmetric
+ * padding, dilation, groups, depthwise, 1x1, 7x7; partial M, N and K tiles) run through
+ * gpu_conv_layout.h's functions exactly as the kernel calls them — the per-k and per-column
+ * gather tables, the weight tile's cp.async chunks or element pairs, the input tile's
+ * gather, the swizzles, the warps' ldmatrix lane addresses (gpu_attention_layout.h), the
+ * accumulator -> output mapping — with ldmatrix (.x4, plain and .trans) and mma.sync
+ * m16n8k16 modelled from the PTX ISA's fragment tables (not from the kernel). For each tile
+ * configuration (128x128, 64x128, 128x64, 64x64) and both weight paths it checks that every
+ * shared-memory slot is written once per K tile, that every gathered offset lies inside the
+ * input, that ldmatrix rows are 16-byte aligned and each 8-row phase hits 8 different bank
+ * groups, that each output element is written exactly once, and that the result equals a
+ * direct convolution (small integers: every sum exact). Also that td_conv_shape_init
+ * refuses shapes past 32-bit offsets. Exit 0 when all hold. */
+#include "backends/gpu/gpu_conv_layout.h"
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct frag2 {
+    double v[2];
+} frag2; /* one 32-bit register: two 16-bit elements, v[0] in the low half */
+
+static int g_bad;
+#define BAD(...)                                                                           \
+    do {                                                                                   \
+        if (g_bad++ < 12) printf(__VA_ARGS__);                                             \
+    } while (0)
+
+/* ldmatrix.x4 (trans or not): addr[lane] is the element offset of the 8 elements of row
+ * (lane % 8) of matrix lane / 8; out[lane][i] is lane's register of matrix i. Also checks
+ * the alignment of each row and that each matrix's 8 rows fall in 8 bank groups. */
+static void ldsm(const double *tile, const int *addr, int trans, frag2 out[32][4])
+{
+    for (int i = 0; i < 4; i++) {
+        int seen = 0;
+        for (int r = 0; r < 8; r++) {
+            const int a = addr[8 * i + r];
+            if (a % 8 != 0) BAD("ldmatrix row address %d not 16-byte aligned\n", a);
+            seen |= 1 << ((a / 8) % 8);
+        }
+        if (seen != 0xff) BAD("ldmatrix matrix %d: bank conflict (groups %#x)\n", i, seen);
+    }
+    for (int lane = 0; lane < 32; lane++)
+        for (int i = 0; i < 4; i++)
+            for (int e = 0; e < 2; e++) {
+                int row, col;
+                if (!trans) {
+                    row = lane / 4;
+                    col = 2 * (lane % 4) + e;
+                } else {
+                    row = 2 * (lane % 4) + e;
+                    col = lane / 4;
+                }
+                out[lane][i].v[e] = tile[addr[8 * i + row] + col];
+            }
+}
+
+/* mma.m16n8k16: c[lane][0..3] += A B from the lanes' fragments (PTX ISA tables) */
+static void mma(double c[32][4], frag2 a[32][4], frag2 b0[32], frag2 b1[32])
+{
+    double A[16][16], B[16][8];
+    for (int lane = 0; lane < 32; lane++) {
+        const int g = lane / 4, t = lane % 4;
+        for (int e = 0; e < 2; e++) {
+            A[g][2 * t + e] = a[lane][0].v[e];
+            A[g + 8][2 * t + e] = a[lane][1].v[e];
+            A[g][2 * t + 8 + e] = a[lane][2].v[e];
+            A[g + 8][2 * t + 8 + e] = a[lane][3].v[e];
+            B[2 * t + e][g] = b0[lane].v[e];
+            B[2 * t + 8 + e][g] = b1[lane].v[e];
+        }
+    }
+    for (int lane = 0; lane < 32; lane++) {
+        const int g = lane / 4, t = lane % 4;
+        for (int e = 0; e < 2; e++)
+            for (int h = 0; h < 2; h++) {
+                double s = 0;
+                for (int k = 0; k < 16; k++) s += A[g + 8 * h][k] * B[k][2 * t + e];
+                c[lane][2 * h + e] += s;
+            }
+    }
+}
+
+typedef struct conv_case {
+    const char *name;
+    int64_t n, c, co, groups;
+    int64_t in[3], k[3], stride[3], pad_lo[3], pad_hi[3], dil[3];
+    int bias;
+} conv_case;
+
+/* the output size along d (engine/window.c's rule for CONV) */
+static int64_t out_dim(const conv_case *cc, int d)
+{
+    return (cc->in[d] + cc->pad_lo[d] + cc->pad_hi[d] - cc->dil[d] * (cc->k[d] - 1) - 1) /
+               cc->stride[d] + 1;
+}
+
+#define MAXACC (8 * 4 * 8 * 32 * 4) /* warps x MT x NT x lanes x 4 (at most) */
+
+/* One tile configuration over the whole grid; returns the mismatches. */
+static void run_cfg(const conv_case *cc, const td_conv_shape *s, const double *x,
+                    const double *w, const double *b, const double *want, int bm, int bn,
+                    int wm, int av)
+{
+    const int BK = TD_CONV_BK, wn = 8 / wm, wtm = bm / wm, wtn = bn / wn;
+    const int MT = wtm / 16, NT = wtn / 8;
+    const int64_t nout = (int64_t)s->n * s->co * s->P, xel = (int64_t)s->n * s->c * s->L;
+    double *y = calloc((size_t)nout, sizeof *y);
+    int *written = calloc((size_t)nout, sizeof *written);
+    double *sa = malloc(sizeof(double) * (size_t)(bm * BK));
+    double *sb = malloc(sizeof(double) * (size_t)(BK * bn));
+    int *wa = malloc(sizeof(int) * (size_t)(bm * BK)), *wb = malloc(sizeof(int) * (size_t)(BK * bn));
+    static double acc[MAXACC];
+    td_conv_kent *tab = malloc(sizeof *tab * (size_t)(s->nk * BK));
+    for (int k = 0; k < s->nk * BK; k++) tab[k] = td_conv_kentry(s, k);
+    const int bad0 = g_bad;
+    const int gx = (s->N + bn - 1) / bn, gy = (s->cog + bm - 1) / bm;
+    for (int g = 0; g < s->groups; g++)
+        for (int by = 0; by < gy; by++)
+            for (int bx = 0; bx < gx; bx++) {
+                const int m0 = by * bm, n0 = bx * bn;
+                memset(acc, 0, sizeof acc);
+                for (int kt = 0; kt < s->nk; kt++) {
+                    memset(wa, 0, sizeof(int) * (size_t)(bm * BK));
+                    memset(wb, 0, sizeof(int) * (size_t)(BK * bn));
+                    for (int tid = 0; tid < TD_CONV_THREADS; tid++) {
+                        /* A: the weight tile */
+                        if (av) {
+                            for (int i = 0; i < bm / 64; i++) {
+                                int r, ch;
+                                td_conv_a_chunk(tid, i, &r, &ch);
+                                const int kc = kt * BK + ch * 8;
+                                const int in = m0 + r < s->cog && kc < s->K;
+                                const int o = td_conv_swz_a(r, ch * 8);
+                                for (int e = 0; e < 8; e++) {
+                                    sa[o + e] = in ? w[((int64_t)g * s->cog + m0 + r) * s->K + kc + e] : 0;
+                                    wa[o + e]++;
+                                }
+                            }
+                        } else {
+                            for (int i = 0; i < bm / 16; i++) {
+                                int r, c;
+                                td_conv_a_pair(tid, i, &r, &c);
+                                const int kc = kt * BK + c, rin = m0 + r < s->cog;
+                                const int o = td_conv_swz_a(r, c);
+                                if (o % 2 != 0) BAD("a pair store not 4-byte aligned\n");
+                                for (int e = 0; e < 2; e++) {
+                                    sa[o + e] = rin && kc + e < s->K
+                                                    ? w[((int64_t)g * s->cog + m0 + r) * s->K + kc + e]
+                                                    : 0;
+                                    wa[o + e]++;
+                                }
+                            }
+                        }
+                        /* B: the gathered input tile */
+                        int bcol, bk0, bkstep;
+                        td_conv_b_thread(tid, bn, &bcol, &bk0, &bkstep);
+                        td_conv_col cols[2] = {td_conv_column(s, g, n0 + bcol),
+                                               td_conv_column(s, g, n0 + bcol + 1)};
+                        for (int i = 0; i < bn / 16; i++) {
+                            const int kl = bk0 + i * bkstep;
+                            const td_conv_kent ke = tab[kt * BK + kl];
+                            const int o = td_conv_swz_b(kl, bcol, bn);
+                            if (o % 2 != 0) BAD("b pair store not 4-byte aligned\n");
+                            for (int e = 0; e < 2; e++) {
+                                double v = 0;
+                                if (td_conv_inside(s, cols[e], ke)) {
+                                    const uint32_t off = td_conv_gather_off(cols[e], ke);
+                                    if ((int64_t)off >= xel)
+                                        BAD("%s: gather offset %u outside %lld\n", cc->name, off,
+                                            (long long)xel);
+                                    else
+                                        v = x[off];
+                                }
+                                sb[o + e] = v;
+                                wb[o + e]++;
+                            }
+                        }
+                    }
+                    for (int i = 0; i < bm * BK; i++)
+                        if (wa[i] != 1) BAD("A slot %d written %d times\n", i, wa[i]);
+                    for (int i = 0; i < BK * bn; i++)
+                        if (wb[i] != 1) BAD("B slot %d written %d times\n", i, wb[i]);
+                    if (g_bad > bad0) goto done;
+                    /* the warps' mma steps */
+                    for (int warp = 0; warp < 8; warp++) {
+                        int wr0, wc0;
+                        td_conv_warp(warp, bm, bn, wm, &wr0, &wc0);
+                        for (int kk = 0; kk < BK / 16; kk++) {
+                            static frag2 af[8][32][4];
+                            int addr[32];
+                            for (int mt = 0; mt < MT; mt++) {
+                                for (int lane = 0; lane < 32; lane++) {
+                                    int r, c;
+                                    td_attn_q_rc(lane, wr0 + mt * 16, kk, &r, &c);
+                                    addr[lane] = td_conv_swz_a(r, c);
+                                }
+                                ldsm(sa, addr, 0, af[mt]);
+                            }
+                            for (int np = 0; np < NT / 2; np++) {
+                                frag2 bf[32][4], b0[32], b1[32], b2[32], b3[32];
+                                for (int lane = 0; lane < 32; lane++) {
+                                    int r, c;
+                                    td_attn_v_rc(lane, kk, np, &r, &c);
+                                    addr[lane] = td_conv_swz_b(r, wc0 + c, bn);
+                                }
+                                ldsm(sb, addr, 1, bf);
+                                for (int lane = 0; lane < 32; lane++) {
+                                    b0[lane] = bf[lane][0];
+                                    b1[lane] = bf[lane][1];
+                                    b2[lane] = bf[lane][2];
+                                    b3[lane] = bf[lane][3];
+                                }
+                                for (int mt = 0; mt < MT; mt++) {
+                                    double(*a0)[4] = (double(*)[4]) &
+                                        acc[(((warp * MT + mt) * NT + 2 * np) * 32) * 4];
+                                    double(*a1)[4] = (double(*)[4]) &
+                                        acc[(((warp * MT + mt) * NT + 2 * np + 1) * 32) * 4];
+                                    mma(a0, af[mt], b0, b1);
+                                    mma(a1, af[mt], b2, b3);
+                                }
+                            }
+                        }
+                    }
+                }
+                /* epilogue: + bias, to the output */
+                for (int warp = 0; warp < 8; warp++) {
+                    int wr0, wc0;
+                    td_conv_warp(warp, bm, bn, wm, &wr0, &wc0);
+                    for (int lane = 0; lane < 32; lane++)
+                        for (int mt = 0; mt < MT; mt++)
+                            for (int nt = 0; nt < NT; nt++)
+                                for (int h = 0; h < 2; h++)
+                                    for (int e = 0; e < 2; e++) {
+                                        const int m = m0 + wr0 + mt * 16 + lane / 4 + 8 * h;
+                                        const int j = n0 + wc0 + nt * 8 + 2 * (lane % 4) + e;
+                                        if (m >= s->cog || j >= s->N) continue;
+                                        const int32_t o = td_conv_out_off(s, g, m, j);
+                                        if (o < 0 || o >= nout) {
+                                            BAD("output offset %d outside\n", o);
+                                            continue;
+                                        }
+                                        y[o] = acc[(((warp * MT + mt) * NT + nt) * 32 + lane) * 4 +
+                                                   2 * h + e] +
+                                               (b != NULL ? b[g * s->cog + m] : 0);
+                                        written[o]++;
+                                    }
+                }
+            }
+    for (int64_t i = 0; i < nout; i++) {
+        if (written[i] != 1) BAD("%s: output %lld written %d times\n", cc->name, (long long)i, written[i]);
+        else if (y[i] != want[i])
+            BAD("%s %dx%d %s: output %lld got %g want %g\n", cc->name, bm, bn,
+                av ? "cp.async" : "pairs", (long long)i, y[i], want[i]);
+    }
+done:
+    printf("conv_frag_check: %-28s tile %3dx%-3d (%d warps along M) weights by %-8s: %s\n",
+           cc->name, bm, bn, wm, av ? "cp.async" : "pairs", g_bad > bad0 ? "FAIL" : "ok");
+    free(y);
+    free(written);
+    free(sa);
+    free(sb);
+    free(wa);
+    free(wb);
+    free(tab);
+}
+
+static void run_case(const conv_case *cc)
+{
+    int64_t out[3];
+    for (int d = 0; d < 3; d++) out[d] = out_dim(cc, d);
+    td_conv_shape s;
+    if (!td_conv_shape_init(&s, cc->n, cc->c, cc->co, cc->groups, cc->in, out, cc->k,
+                            cc->stride, cc->pad_lo, cc->dil)) {
+        BAD("%s: td_conv_shape_init refused it\n", cc->name);
+        return;
+    }
+    const int64_t cg = cc->c / cc->groups, cog = cc->co / cc->groups;
+    const int64_t xel = cc->n * cc->c * s.L, wel = cc->co * s.K;
+    const int64_t nout = cc->n * cc->co * s.P;
+    double *x = malloc(sizeof *x * (size_t)xel), *w = malloc(sizeof *w * (size_t)wel);
+    double *b = malloc(sizeof *b * (size_t)cc->co), *want = malloc(sizeof *want * (size_t)nout);
+    for (int64_t i = 0; i < xel; i++) x[i] = (double)(rand() % 7 - 3);
+    for (int64_t i = 0; i < wel; i++) w[i] = (double)(rand() % 7 - 3);
+    for (int64_t i = 0; i < cc->co; i++) b[i] = (double)(rand() % 7 - 3);
+    /* direct convolution */
+    for (int64_t img = 0; img < cc->n; img++)
+        for (int64_t o = 0; o < cc->co; o++)
+            for (int64_t od = 0; od < out[0]; od++)
+                for (int64_t oh = 0; oh < out[1]; oh++)
+                    for (int64_t ow = 0; ow < out[2]; ow++) {
+                        const int64_t gi = o / cog;
+                        double sum = cc->bias ? b[o] : 0;
+                        for (int64_t c = 0; c < cg; c++)
+                            for (int64_t kd = 0; kd < cc->k[0]; kd++)
+                                for (int64_t kh = 0; kh < cc->k[1]; kh++)
+                                    for (int64_t kw = 0; kw < cc->k[2]; kw++) {
+                                        const int64_t id = od * cc->stride[0] - cc->pad_lo[0] + kd * cc->dil[0];
+                                        const int64_t ih = oh * cc->stride[1] - cc->pad_lo[1] + kh * cc->dil[1];
+                                        const int64_t iw = ow * cc->stride[2] - cc->pad_lo[2] + kw * cc->dil[2];
+                                        if (id < 0 || id >= cc->in[0] || ih < 0 || ih >= cc->in[1] ||
+                                            iw < 0 || iw >= cc->in[2])
+                                            continue;
+                                        sum += x[(((img * cc->c + gi * cg + c) * cc->in[0] + id) *
+                                                      cc->in[1] + ih) * cc->in[2] + iw] *
+                                               w[(((o * cg + c) * cc->k[0] + kd) * cc->k[1] + kh) *
+                                                     cc->k[2] + kw];
+                                    }
+                        want[((img * cc->co + o) * out[0] + od) * out[1] * out[2] + oh * out[2] + ow] = sum;
+                    }
+    static const int cfg[4][3] = {{128, 128, 2}, {64, 128, 2}, {128, 64, 4}, {64, 64, 2}};
+    for (int i = 0; i < 4; i++)
+        for (int av = 0; av < 2; av++) {
+            if (av && s.K % 8 != 0) continue; /* the kernel takes pairs there */
+            run_cfg(cc, &s, x, w, cc->bias ? b : NULL, want, cfg[i][0], cfg[i][1], cfg[i][2], av);
+        }
+    free(x);
+    free(w);
+    free(b);
+    free(want);
+}
+
+int main(void)
+{
+    srand(13);
+    static const conv_case cases[] = {
+        /* name, n, c, co, groups, in, k, stride, pad_lo, pad_hi, dil, bias */
+        {"2d 3x3 pad 1", 2, 8, 24, 1, {1, 7, 7}, {1, 3, 3}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}, {1, 1, 1}, 1},
+        {"2d 7x7/2 pad 3 (conv1)", 2, 3, 16, 1, {1, 15, 15}, {1, 7, 7}, {1, 2, 2}, {0, 3, 3}, {0, 3, 3}, {1, 1, 1}, 0},
+        {"2d 1x1", 3, 40, 70, 1, {1, 5, 5}, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, {1, 1, 1}, 1},
+        {"2d 1x1/2", 2, 16, 32, 1, {1, 9, 9}, {1, 1, 1}, {1, 2, 2}, {0, 0, 0}, {0, 0, 0}, {1, 1, 1}, 0},
+        {"2d groups 2 dil 2", 2, 16, 20, 2, {1, 9, 9}, {1, 3, 3}, {1, 1, 1}, {0, 2, 2}, {0, 2, 2}, {1, 2, 2}, 1},
+        {"2d depthwise", 2, 8, 16, 8, {1, 6, 6}, {1, 3, 3}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}, {1, 1, 1}, 1},
+        {"2d pad lo 0 hi 1, stride 2", 3, 5, 9, 1, {1, 8, 7}, {1, 3, 2}, {1, 2, 2}, {0, 0, 0}, {0, 1, 1}, {1, 1, 1}, 1},
+        {"3d", 1, 4, 8, 1, {5, 6, 7}, {3, 2, 3}, {2, 1, 2}, {1, 0, 1}, {1, 0, 1}, {1, 2, 1}, 1},
+        {"1d M 130 stride 3", 3, 6, 130, 1, {1, 1, 50}, {1, 1, 5}, {1, 1, 3}, {0, 0, 2}, {0, 0, 2}, {1, 1, 1}, 1},
+        {"2d 3x3 K 576 full tiles", 2, 64, 128, 1, {1, 8, 8}, {1, 3, 3}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}, {1, 1, 1}, 0},
+        {"2d groups 4 M 40", 1, 32, 160, 4, {1, 7, 5}, {1, 3, 3}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}, {1, 1, 1}, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
+
+    /* td_conv_shape_init's limits: 32-bit offsets */
+    {
+        td_conv_shape s;
+        const int64_t one[3] = {1, 1, 1}, zero[3] = {0, 0, 0}, k3[3] = {1, 3, 3};
+        const int64_t in_ok[3] = {1, 224, 224}, in_big[3] = {1, 2048, 2048};
+        if (!td_conv_shape_init(&s, 32, 64, 64, 1, in_ok, in_ok, k3, one, one, one))
+            BAD("shape_init refused [32, 64, 224, 224]\n");
+        /* 32 x 64 x 2048^2 = 2^33 input elements */
+        if (td_conv_shape_init(&s, 32, 64, 64, 1, in_big, in_big, k3, one, one, one))
+            BAD("shape_init took [32, 64, 2048, 2048] (past 2^31 elements)\n");
+        if (td_conv_shape_init(&s, 1, 64, 64, 1, in_ok, in_ok, k3, one, zero, one) &&
+            s.K != 576)
+            BAD("shape_init: K %d, want 576\n", s.K);
+        if (td_conv_shape_init(&s, 1, 6, 4, 4, in_ok, in_ok, k3, one, zero, one))
+            BAD("shape_init took channels 6 in 4 groups\n");
+    }
+    printf("conv_frag_check: %s\n", g_bad == 0 ? "all match" : "FAILED");
+    return g_bad == 0 ? 0 : 1;
+}
