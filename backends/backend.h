@@ -59,7 +59,7 @@ typedef struct td__device td__device;
  * no_device_reason entry; version 6 appended the optional set_log entry; version 7 gave
  * buffer_alloc, buffer_free, buffer_write, buffer_read and buffer_copy a `stream` argument
  * (sessions on one device run concurrently, issue 17). */
-#define TD_BACKEND_ABI_VERSION 7u
+#define TD_BACKEND_ABI_VERSION 8u
 
 /* A contiguous tensor as a backend sees it: desc plus the device address of element 0. */
 typedef struct td__view {
@@ -130,6 +130,18 @@ typedef struct td__backend {
      * the process's prefix, format and level threshold (it may not call td__log, an engine
      * symbol). Thread-safety: `log` may be called from any thread. */
     void (*set_log)(void (*log)(int level, const char *msg));
+    /* Optional (ABI 8): buffer_write whose bytes the caller produces piece by piece:
+     * fill(arg, off, to, len) copies source bytes [off, off + len) to `to`, memory the
+     * backend chose (its pinned staging), and returns TD_OK or an error that ends the write
+     * and is returned. The pieces cover [0, nbytes) in ascending order, each called once.
+     * Made for payloads that arrive in several pieces (a received message's slices): they
+     * are copied once, where buffer_write would need them flattened into host memory first.
+     * Same ordering and return rules as buffer_write. NULL: the engine flattens the bytes
+     * into host memory and calls buffer_write. */
+    td_status (*buffer_write_fill)(td__device *dev, void *stream, void *dst, size_t offset,
+                                   size_t nbytes,
+                                   td_status (*fill)(void *arg, size_t off, void *to, size_t len),
+                                   void *arg);
 } td__backend;
 
 struct td__device {

@@ -966,6 +966,38 @@ td_status td__session_write(td__session *s, uint64_t id, uint64_t offset, const 
     return st;
 }
 
+td_status td__session_write_fill(td__session *s, uint64_t id, uint64_t offset, size_t nbytes,
+                                 td_status (*fill)(void *arg, size_t off, void *to, size_t len),
+                                 void *arg, char *err, size_t errlen)
+{
+    td__tensor *t;
+    td_status st = find_range(s, id, offset, nbytes, &t, err, errlen);
+    if (st != TD_OK || nbytes == 0) return st;
+    st = unshare(s, id, t, offset == 0 && nbytes == t->buf->nbytes, err, errlen);
+    if (st != TD_OK) return st;
+    td__device *dev = t->buf->dev;
+    if (dev->backend->buffer_write_fill != NULL) {
+        st = dev->backend->buffer_write_fill(dev, t->buf->stream, t->buf->data, (size_t)offset,
+                                             nbytes, fill, arg);
+    } else {
+        void *tmp = td__malloc(nbytes);
+        st = tmp == NULL ? TD_ENOMEM : fill(arg, 0, tmp, nbytes);
+        if (st == TD_OK)
+            st = dev->backend->buffer_write(dev, t->buf->stream, t->buf->data, (size_t)offset,
+                                            tmp, nbytes);
+        td__free(tmp);
+    }
+    if (st == TD_ENOMEM)
+        snprintf(err, errlen, "write to tensor %llu: out of host memory",
+                 (unsigned long long)id);
+    else if (st == TD_EPROTO || st == TD_ERANGE)
+        snprintf(err, errlen, "write to tensor %llu: unreadable payload",
+                 (unsigned long long)id);
+    else if (st != TD_OK)
+        snprintf(err, errlen, "device write to tensor %llu failed", (unsigned long long)id);
+    return st;
+}
+
 td_status td__session_read(td__session *s, uint64_t id, uint64_t offset, void *dst,
                            size_t nbytes, char *err, size_t errlen)
 {

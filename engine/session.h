@@ -107,6 +107,14 @@ size_t td__session_exec_slice(td__session *s, const td__op *ops, size_t first, s
 /* Copy host bytes into tensor `id` at byte offset. TD_ENOTFOUND, TD_EPOISONED, TD_ERANGE
  * (offset+nbytes past the end or overflowing), TD_EQUOTA (the copy-on-write of a shared
  * buffer would pass a limit), TD_ENOMEM, with a message in err. */
+/* td__session_write with the bytes produced by fill(arg, off, to, len) (see the backend's
+ * buffer_write_fill: pieces of [0, nbytes) in ascending order, each copied once to where
+ * the device wants them; backends without that entry get them flattened into host memory
+ * first). Same errors as td__session_write, plus fill's own status (err then says the
+ * payload could not be read). */
+td_status td__session_write_fill(td__session *s, uint64_t id, uint64_t offset, size_t nbytes,
+                                 td_status (*fill)(void *arg, size_t off, void *to, size_t len),
+                                 void *arg, char *err, size_t errlen);
 td_status td__session_write(td__session *s, uint64_t id, uint64_t offset, const void *src,
                             size_t nbytes, char *err, size_t errlen);
 /* Copy tensor bytes to host memory. Same errors as write. */

@@ -539,15 +539,22 @@ td_status td__wire_decode_head(grpc_byte_buffer *bb, const ProtobufCMessageDescr
 
 td_status td__wire_span_copy(grpc_byte_buffer *bb, const td__wire_span *span, void *dst)
 {
-    if (!span->present || span->len == 0) return TD_OK;
+    return td__wire_span_copy_range(bb, span, 0, span->present ? span->len : 0, dst);
+}
+
+td_status td__wire_span_copy_range(grpc_byte_buffer *bb, const td__wire_span *span, size_t off,
+                                   size_t len, void *dst)
+{
+    if (len == 0) return TD_OK;
+    if (!span->present || off > span->len || len > span->len - off) return TD_ERANGE;
     if (span->flat != NULL) {
-        memcpy(dst, span->flat, span->len);
+        memcpy(dst, span->flat + off, len);
         return TD_OK;
     }
     grpc_byte_buffer_reader rd;
     if (!grpc_byte_buffer_reader_init(&rd, bb)) return TD_EPROTO;
     uint8_t *d = dst;
-    size_t skip = span->offset, left = span->len;
+    size_t skip = span->offset + off, left = len;
     grpc_slice s;
     while (left > 0 && grpc_byte_buffer_reader_next(&rd, &s)) {
         const uint8_t *p = GRPC_SLICE_START_PTR(s);

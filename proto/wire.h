@@ -99,4 +99,9 @@ td_status td__wire_bb_copy_out(grpc_byte_buffer *bb, uint8_t *dst, size_t cap, s
 /* Copy the whole payload (span->len bytes) to dst. Returns TD_OK, or TD_EPROTO when the
  * buffer cannot be read (it was already read once, so only on memory corruption). */
 td_status td__wire_span_copy(grpc_byte_buffer *bb, const td__wire_span *span, void *dst);
+/* Copy payload bytes [off, off + len) to dst (pieces of one payload, in any order).
+ * TD_ERANGE when the range is not inside the payload (nothing copied), TD_EPROTO as
+ * above. */
+td_status td__wire_span_copy_range(grpc_byte_buffer *bb, const td__wire_span *span, size_t off,
+                                   size_t len, void *dst);
 #endif

@@ -210,6 +210,12 @@ static void run_batch(td__srv_session *ss, td__job *j)
 
 /* The payload is copied once: from gRPC's slices (or the decode scratch, for small or
  * unusually laid out messages) straight into the tensor's buffer. */
+/* td__session_write_fill's source: bytes [off, off + len) of a WriteChunk's payload. */
+static td_status fill_payload(void *arg, size_t off, void *to, size_t len)
+{
+    return td__request_payload_copy_range(arg, off, len, to);
+}
+
 static void run_write(td__srv_session *ss, td__job *j)
 {
     const td__request *rq = &j->rq;
@@ -234,12 +240,9 @@ static void run_write(td__srv_session *ss, td__job *j)
         } else if (flat != NULL) {
             st = td__session_write(ss->es, rq->tensor, rq->offset, flat, n, err, sizeof err);
         } else {
-            void *tmp = td__malloc(n);
-            st = tmp == NULL ? TD_ENOMEM : td__request_payload_copy(rq, tmp);
-            if (st == TD_OK)
-                st = td__session_write(ss->es, rq->tensor, rq->offset, tmp, n, err,
-                                       sizeof err);
-            td__free(tmp);
+            /* in slices: copied once, to where the device wants them (GPU: pinned staging) */
+            st = td__session_write_fill(ss->es, rq->tensor, rq->offset, n, fill_payload,
+                                        (void *)rq, err, sizeof err);
         }
         if (st == TD_ENOMEM || st == TD_EPROTO)
             snprintf(err, sizeof err, "write seq %llu to tensor %llu: %s",

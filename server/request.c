@@ -508,6 +508,12 @@ td_status td__request_payload_copy(const td__request *rq, void *dst)
     return td__wire_span_copy(rq->payload->bb, &rq->payload->span, dst);
 }
 
+td_status td__request_payload_copy_range(const td__request *rq, size_t off, size_t len,
+                                         void *dst)
+{
+    return td__wire_span_copy_range(rq->payload->bb, &rq->payload->span, off, len, dst);
+}
+
 const void *td__request_payload_flat(const td__request *rq)
 {
     return rq->payload->span.flat;

@@ -153,6 +153,10 @@ bool td__request_fail(td__request *rq, td_status st, const char *fmt, ...)
 /* Copy a TD_REQ_WRITE's payload (rq->nbytes bytes) to dst, straight from where it was
  * received. Returns TD_OK or TD_EPROTO (unreadable, only on memory corruption). */
 td_status td__request_payload_copy(const td__request *rq, void *dst);
+/* Copy payload bytes [off, off + len) to dst (pieces in any order). TD_ERANGE when the range
+ * is outside the payload, else as td__request_payload_copy. */
+td_status td__request_payload_copy_range(const td__request *rq, size_t off, size_t len,
+                                         void *dst);
 /* The payload as one flat block, or NULL when it lies in several slices. */
 const void *td__request_payload_flat(const td__request *rq);
 

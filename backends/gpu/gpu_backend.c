@@ -570,6 +570,56 @@ static td_status gpu_buffer_write(td__device *dev, void *stream, void *dst, size
                : TD_EDEVICE;
 }
 
+/* buffer_write_fill: the pieces are filled straight into one staging pair's buffers, a
+ * chunk at a time, each chunk's DMA queued while the next is filled (staged_write's
+ * scheme, with fill in place of memcpy), so a received payload is copied once on the host.
+ * Below TD_GPU_STAGE_MIN, or with no pair free: filled into host memory, then
+ * transfer() (the pageable path). Large writes are not split over threads (the server's
+ * payloads are at most one wire chunk). */
+static td_status gpu_buffer_write_fill(td__device *dev, void *stream, void *dst, size_t offset,
+                                       size_t nbytes,
+                                       td_status (*fill)(void *arg, size_t off, void *to,
+                                                         size_t len),
+                                       void *arg)
+{
+    if (nbytes == 0) return TD_OK;
+    td__gpu_device *cd = dev->impl;
+    char *d = (char *)dst + offset;
+    gpuError_t e = gpuSetDevice(cd->ordinal);
+    if (e == gpuSuccess && stream == NULL) e = gpuDeviceSynchronize();
+    const gpuStream_t s = order_stream(stream);
+    td__gpu_stage *g = e == gpuSuccess && nbytes >= TD_GPU_STAGE_MIN ? stage_acquire(cd, s) : NULL;
+    if (e == gpuSuccess && g == NULL) {
+        void *tmp = g_host.malloc_fn(nbytes);
+        if (tmp == NULL) return TD_ENOMEM;
+        td_status st = fill(arg, 0, tmp, nbytes);
+        if (st == TD_OK && transfer(cd, stream, d, tmp, nbytes, true) != gpuSuccess)
+            st = TD_EDEVICE;
+        g_host.free_fn(tmp);
+        return st;
+    }
+    td_status st = TD_OK;
+    for (size_t off = 0; off < nbytes && e == gpuSuccess && st == TD_OK;) {
+        const size_t len = nbytes - off < TD_GPU_STAGE_BYTES ? nbytes - off : TD_GPU_STAGE_BYTES;
+        const int b = g->next;
+        e = gpuEventSynchronize(g->done[b]); /* the DMA that last read buf[b] is done */
+        if (e != gpuSuccess) break;
+        st = fill(arg, off, g->buf[b], len);
+        if (st != TD_OK) break;
+        e = gpuMemcpyAsync(d + off, g->buf[b], len, gpuMemcpyHostToDevice, s);
+        if (e == gpuSuccess) e = gpuEventRecord(g->done[b], s);
+        g->next = 1 - b;
+        off += len;
+    }
+    if (e == gpuSuccess && stream == NULL) e = gpuStreamSynchronize(s);
+    stage_release(cd, g);
+    if (e != gpuSuccess) {
+        gpuGetLastError();
+        return TD_EDEVICE;
+    }
+    return st;
+}
+
 static td_status gpu_buffer_read(td__device *dev, void *stream, const void *src, size_t offset,
                                   void *dst, size_t nbytes)
 {
@@ -883,6 +933,19 @@ static td_status gpu_buffer_write_prof(td__device *dev, void *stream, void *dst,
     return st;
 }
 
+static td_status gpu_buffer_write_fill_prof(td__device *dev, void *stream, void *dst,
+                                            size_t offset, size_t nbytes,
+                                            td_status (*fill)(void *arg, size_t off, void *to,
+                                                              size_t len),
+                                            void *arg)
+{
+    if (!prof_on()) return gpu_buffer_write_fill(dev, stream, dst, offset, nbytes, fill, arg);
+    const double t0 = prof_now_ms();
+    td_status st = gpu_buffer_write_fill(dev, stream, dst, offset, nbytes, fill, arg);
+    prof_copy(0, nbytes, t0);
+    return st;
+}
+
 static td_status gpu_buffer_read_prof(td__device *dev, void *stream, const void *src,
                                       size_t offset, void *dst, size_t nbytes)
 {
@@ -946,6 +1009,7 @@ static const td__backend gpu_backend = {
     .set_host_alloc = gpu_set_host_alloc,
     .buffer_copy_peer = gpu_buffer_copy_peer,
     .no_device_reason = gpu_no_device_reason,
+    .buffer_write_fill = gpu_buffer_write_fill_prof,
 };
 
 /* The module's entry points (engine/device.c looks them up with dlsym). */

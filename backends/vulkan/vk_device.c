@@ -1355,11 +1355,22 @@ static size_t chunk_len(const vk_device *vd, size_t nbytes, size_t i)
     return nbytes - done < vd->ssize ? nbytes - done : (size_t)vd->ssize;
 }
 
+/* Where a write's bytes come from: fill(arg, off, to, len) copies source bytes
+ * [off, off + len) to `to` (backend.h, buffer_write_fill); from_host is plain memory's. */
+typedef td_status (*vk_fill_fn)(void *arg, size_t off, void *to, size_t len);
+
+static td_status from_host(void *arg, size_t off, void *to, size_t len)
+{
+    memcpy(to, (const char *)arg + off, len);
+    return TD_OK;
+}
+
 /* A transfer through the two staging slots in chunks of ssize bytes, double-buffered: a
- * write fills slot i % 2 while the other slot's copy runs; a read submits chunk i + 1's copy
- * before it copies chunk i out. Both slots are idle when it returns. */
+ * write fills slot i % 2 (from fill, arg) while the other slot's copy runs; a read submits
+ * chunk i + 1's copy before it copies chunk i out to host. Both slots are idle when it
+ * returns. */
 static td_status staged_transfer(vk_device *vd, vk_block *b, uint64_t off, char *host,
-                                 size_t nbytes, bool to_device)
+                                 size_t nbytes, bool to_device, vk_fill_fn fill, void *arg)
 {
     const size_t cs = (size_t)vd->ssize, nchunks = (nbytes + cs - 1) / cs;
     td_status s = TD_OK;
@@ -1367,8 +1378,8 @@ static td_status staged_transfer(vk_device *vd, vk_block *b, uint64_t off, char 
         for (size_t i = 0; i < nchunks && s == TD_OK; i++) {
             const int k = (int)(i & 1);
             s = stage_wait(vd, k);
+            if (s == TD_OK) s = fill(arg, i * cs, vd->smap[k], chunk_len(vd, nbytes, i));
             if (s != TD_OK) break;
-            memcpy(vd->smap[k], host + i * cs, chunk_len(vd, nbytes, i));
             s = stage_submit(vd, k, b, off + i * cs, chunk_len(vd, nbytes, i), true);
         }
     } else {
@@ -1386,7 +1397,9 @@ static td_status staged_transfer(vk_device *vd, vk_block *b, uint64_t off, char 
     return s != TD_OK ? s : s0 != TD_OK ? s0 : s1;
 }
 
-static td_status transfer(vk_device *vd, uint64_t ptr, void *host, size_t nbytes, bool to_device)
+/* A read into host (fill NULL), or a write whose bytes fill produces (host unused). */
+static td_status transfer(vk_device *vd, uint64_t ptr, void *host, size_t nbytes, bool to_device,
+                          vk_fill_fn fill, void *arg)
 {
     if (nbytes == 0) return TD_OK;
     char err[128];
@@ -1396,16 +1409,16 @@ static td_status transfer(vk_device *vd, uint64_t ptr, void *host, size_t nbytes
     vk_block *b = block_of(vd, ptr, &off);
     if (b == NULL || off + nbytes > b->size) return TD_EINTERNAL;
     if (vd->mapped) {
-        if (to_device) memcpy((char *)b->map + off, host, nbytes);
-        else memcpy(host, (char *)b->map + off, nbytes);
+        if (to_device) return fill(arg, 0, (char *)b->map + off, nbytes);
+        memcpy(host, (char *)b->map + off, nbytes);
         return TD_OK;
     }
-    return staged_transfer(vd, b, off, host, nbytes, to_device);
+    return staged_transfer(vd, b, off, host, nbytes, to_device, fill, arg);
 }
 
 td_status td__vk_read_locked(vk_device *vd, const void *src, void *dst, size_t nbytes)
 {
-    return transfer(vd, (uint64_t)(uintptr_t)src, dst, nbytes, false);
+    return transfer(vd, (uint64_t)(uintptr_t)src, dst, nbytes, false, NULL, NULL);
 }
 
 static td_status vk_buffer_write(td__device *dev, void *stream, void *dst, size_t offset,
@@ -1414,7 +1427,21 @@ static td_status vk_buffer_write(td__device *dev, void *stream, void *dst, size_
     vk_device *vd = dev->impl;
     (void)stream;
     pthread_mutex_lock(&vd->mu);
-    td_status s = transfer(vd, (uint64_t)(uintptr_t)dst + offset, (void *)(uintptr_t)src, nbytes, true);
+    td_status s = transfer(vd, (uint64_t)(uintptr_t)dst + offset, NULL, nbytes, true, from_host,
+                           (void *)(uintptr_t)src);
+    pthread_mutex_unlock(&vd->mu);
+    return s;
+}
+
+/* buffer_write_fill: the pieces go straight into the mapped tensor or the staging slots,
+ * one host copy for a payload received in slices. */
+static td_status vk_buffer_write_fill(td__device *dev, void *stream, void *dst, size_t offset,
+                                      size_t nbytes, vk_fill_fn fill, void *arg)
+{
+    vk_device *vd = dev->impl;
+    (void)stream;
+    pthread_mutex_lock(&vd->mu);
+    td_status s = transfer(vd, (uint64_t)(uintptr_t)dst + offset, NULL, nbytes, true, fill, arg);
     pthread_mutex_unlock(&vd->mu);
     return s;
 }
@@ -1425,7 +1452,7 @@ static td_status vk_buffer_read(td__device *dev, void *stream, const void *src, 
     vk_device *vd = dev->impl;
     (void)stream;
     pthread_mutex_lock(&vd->mu);
-    td_status s = transfer(vd, (uint64_t)(uintptr_t)src + offset, dst, nbytes, false);
+    td_status s = transfer(vd, (uint64_t)(uintptr_t)src + offset, dst, nbytes, false, NULL, NULL);
     pthread_mutex_unlock(&vd->mu);
     return s;
 }
@@ -1579,6 +1606,7 @@ static const td__backend vk_backend = {
     .buffer_alloc = vk_buffer_alloc,
     .buffer_free = vk_buffer_free,
     .buffer_write = vk_buffer_write,
+    .buffer_write_fill = vk_buffer_write_fill,
     .buffer_read = vk_buffer_read,
     .buffer_copy = vk_buffer_copy,
     .stream_create = vk_stream_create,
