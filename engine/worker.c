@@ -18,6 +18,11 @@
  * so each other busy queue gets one turn before the continuation runs, and nothing else of
  * the yielding queue overtakes it.
  *
+ * Holding: a held queue is left out of the ring (its closures wait, submits and continues
+ * only queue) until td__worker_queue_release or a close puts it back; the turn that holds
+ * it ends after the closure that asked. This is how a closure waits for something outside
+ * the worker (a client taking its replies) without spinning or sleeping on the worker.
+ *
  * Lifetime: td__worker_queue_close marks the queue closing; once its last closure has run
  * the worker unlinks and frees it and then calls `done` (outside the lock). Queues still
  * open when the worker is destroyed are drained and freed without a `done` call.
@@ -42,6 +47,7 @@ struct td__worker_queue {
     size_t depth;
     bool in_ring;  /* linked in w's ready ring */
     bool closing;  /* close requested: free after the last closure */
+    bool held;     /* td__worker_queue_hold: skipped until released (or closed) */
     td__work_fn done;
     void *done_arg;
     td__worker_queue *ring_next;          /* ready ring link */
@@ -127,10 +133,10 @@ static void *worker_main(void *arg)
                 it->fn(it->arg);
                 td__free(it);
                 pthread_mutex_lock(&w->mu);
-                if (now_ns() - start >= TD_WORKER_SLICE_NS) break;
+                if (q->held || now_ns() - start >= TD_WORKER_SLICE_NS) break;
             }
             q->in_ring = false;
-            if (q->head || q->closing) ring_push(w, q);
+            if ((q->head && !q->held) || q->closing) ring_push(w, q);
             continue;
         }
         /* Empty and in the ring: it is closing. */
@@ -208,6 +214,7 @@ void td__worker_queue_close(td__worker_queue *q, td__work_fn done, void *arg)
     td__worker *w = q->w;
     pthread_mutex_lock(&w->mu);
     q->closing = true;
+    q->held = false; /* a closing queue runs what it has left */
     q->done = done;
     q->done_arg = arg;
     if (!q->in_ring) {
@@ -237,7 +244,7 @@ td_status td__worker_submit(td__worker_queue *q, td__work_fn fn, void *arg)
         q->head = it;
     q->tail = it;
     q->depth++;
-    if (!q->in_ring) {
+    if (!q->in_ring && !q->held) {
         ring_push(w, q);
         pthread_cond_signal(&w->cv);
     }
@@ -257,9 +264,29 @@ td_status td__worker_continue(td__worker_queue *q, td__work_fn fn, void *arg)
     q->head = it;
     if (!q->tail) q->tail = it;
     q->depth++;
-    if (!q->in_ring) ring_push(w, q); /* at the ring's tail: every other queue goes first */
+    if (!q->in_ring && !q->held) ring_push(w, q); /* at the ring's tail: every other queue goes first */
     pthread_mutex_unlock(&w->mu);
     return TD_OK;
+}
+
+void td__worker_queue_hold(td__worker_queue *q)
+{
+    td__worker *w = q->w;
+    pthread_mutex_lock(&w->mu);
+    if (!q->closing) q->held = true;
+    pthread_mutex_unlock(&w->mu);
+}
+
+void td__worker_queue_release(td__worker_queue *q)
+{
+    td__worker *w = q->w;
+    pthread_mutex_lock(&w->mu);
+    q->held = false;
+    if (!q->in_ring && (q->head || q->closing)) {
+        ring_push(w, q);
+        pthread_cond_signal(&w->cv);
+    }
+    pthread_mutex_unlock(&w->mu);
 }
 
 size_t td__worker_queue_depth(td__worker_queue *q)

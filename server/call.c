@@ -159,6 +159,9 @@ static void send_done(td__tag *tag, bool ok)
     else
         dropped = send_next_locked(c);
     bool resume = resume_locked(c);
+    const bool drained =
+        c->drain_wanted && (c->send_bytes <= c->drain_mark || atomic_load(&c->dead));
+    if (drained) c->drain_wanted = false;
     pthread_mutex_unlock(&c->mu);
     if (!ok)
         td__log(TD_LOG_DEBUG, "session %llu: send failed (call over)", (unsigned long long)c->id);
@@ -166,6 +169,7 @@ static void send_done(td__tag *tag, bool ok)
     if (done) item_free(done);
     items_free(dropped);
     if (resume) recv_next(c);
+    if (drained) c->ops->on_drained(c); /* after the frees: their quota charges are gone */
     td__srv_call_unref(c);
 }
 
@@ -231,6 +235,21 @@ uint64_t td__srv_call_tx_bytes(td__srv_call *c)
     uint64_t n = c->tx_bytes;
     pthread_mutex_unlock(&c->mu);
     return n;
+}
+
+bool td__srv_call_want_drain(td__srv_call *c, size_t mark)
+{
+    pthread_mutex_lock(&c->mu);
+    /* a queue above the mark has an item in flight (send_next_locked starts one whenever
+     * the queue is not empty), whose completion checks the mark */
+    const bool wait = c->ops->on_drained != NULL && !atomic_load(&c->dead) &&
+                      c->send_bytes > mark && c->in_flight != NULL;
+    if (wait) {
+        c->drain_wanted = true;
+        c->drain_mark = mark;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return wait;
 }
 
 size_t td__srv_call_queued_bytes(td__srv_call *c)

@@ -45,6 +45,9 @@ typedef struct td__srv_call_ops {
     void (*on_end)(td__srv_call *c);
     /* The last reference is gone: free the owner (after td__srv_call_fini). */
     void (*on_free)(td__srv_call *c);
+    /* Optional: the queued replies went down to the mark of td__srv_call_want_drain (or
+     * the call died). Once per want_drain that returned true; any thread, no lock held. */
+    void (*on_drained)(td__srv_call *c);
 } td__srv_call_ops;
 
 typedef struct td__call_item td__call_item;
@@ -76,12 +79,18 @@ struct td__srv_call {
     bool recv_paused;
     bool owner_paused;    /* td__srv_call_pause: receive nothing until td__srv_call_resume */
     uint64_t tx_bytes;    /* message bytes sent (gRPC reported the send done) */
+    bool drain_wanted;    /* td__srv_call_want_drain: call on_drained at drain_mark */
+    size_t drain_mark;
 };
 
 /* Message bytes sent on the call so far. Any thread. */
 uint64_t td__srv_call_tx_bytes(td__srv_call *c);
 /* Bytes of replies queued or in flight (their cost as counted for flow control). */
 size_t td__srv_call_queued_bytes(td__srv_call *c);
+/* Ask for ops->on_drained once the queued replies are at most `mark` bytes (or the call is
+ * dead). Returns false, asking nothing, when that is already so (the caller goes on); true:
+ * the callback will come (exactly once) from the thread that completes a send. */
+bool td__srv_call_want_drain(td__srv_call *c, size_t mark);
 
 /* Initialise `c` over an accepted call (its reference passes to c), holding one
  * reference. Nothing is started. */

@@ -28,8 +28,8 @@
 #include "engine/optable.h"
 #include "wire_limits.h"
 
+#include <stddef.h>
 #include <stdio.h>
-#include <time.h>
 #include <string.h>
 
 static void run_open(td__srv_session *ss, td__job *j)
@@ -339,12 +339,28 @@ static void run_shm_read(td__srv_session *ss, td__job *j)
     td__ss_reply_or_end(ss, &r);
 }
 
-/* Unsent replies of a session above which a read of device memory waits for a later turn
- * (run_read): the receive side's mark (call.h), so a session holds at most about twice it. */
+/* Unsent replies of a session above which a read of device memory stops (run_read): the
+ * receive side's high mark (call.h), so a session holds at most about twice it; it goes on
+ * once they are down to the low mark. */
 #define READ_QUEUE_BYTES TD_CALL_RECV_HIGH
+#define READ_RESUME_BYTES TD_CALL_RECV_LOW
 
 static void release_buffer(void *arg) { td__buffer_unref(arg); }
-static void release_host(void *arg) { td__free(arg); }
+
+/* A read chunk copied out of device memory: its host bytes follow this header, and while
+ * it waits to be sent they are charged to the tenant's byte quota (when they fit). */
+typedef struct read_copy {
+    td__quota *quota; /* NULL: not charged */
+    size_t charged;
+    max_align_t align[]; /* the bytes, aligned */
+} read_copy;
+
+static void release_copy(void *arg)
+{
+    read_copy *c = arg;
+    if (c->quota != NULL) td__quota_bytes_uncharge(c->quota, c->charged);
+    td__free(c);
+}
 
 static void run_read(td__srv_session *ss, td__job *j)
 {
@@ -376,18 +392,19 @@ static void run_read(td__srv_session *ss, td__job *j)
     /* A read resumed after a turn (below) goes on where it stopped (read_off starts at 0). */
     uint64_t off = j->read_off > rq->offset ? j->read_off : rq->offset;
     const uint64_t end = rq->offset + rq->nbytes;
-    bool sent = false;
     do {
         if (td__srv_call_dead(&ss->c)) break;
         /* Chunks of memory the host cannot address are copies: while the session's unsent
-         * replies exceed READ_QUEUE_BYTES, the read gives up its turn and goes on in a later
-         * one, so a client that does not take its replies makes the server hold at most that
-         * much more (a turn that could send nothing first waits 1 ms, so that such a client
-         * costs the worker little). Chunks of host buffers only reference the tensor. */
-        if (buf == NULL && off < end && td__srv_call_queued_bytes(&ss->c) > READ_QUEUE_BYTES) {
-            if (!sent) nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+         * replies exceed READ_QUEUE_BYTES, the read stops, and its queue is held (no worker
+         * turns) until the client has taken them down to READ_RESUME_BYTES; so a client that
+         * does not take its replies makes the server hold at most that much more and costs
+         * the worker nothing. Chunks of host buffers only reference the tensor. A read
+         * through the request ring (no queue: j->wq NULL) answers in the ring instead. */
+        if (buf == NULL && off < end && j->wq != NULL &&
+            td__srv_call_queued_bytes(&ss->c) > READ_QUEUE_BYTES) {
             j->read_off = off;
             j->continued = true;
+            td__ss_wait_for_drain(ss, j->wq, READ_RESUME_BYTES);
             break;
         }
         size_t len = end - off > TD_CHUNK_BYTES ? TD_CHUNK_BYTES : (size_t)(end - off);
@@ -401,19 +418,37 @@ static void run_read(td__srv_session *ss, td__job *j)
             r.release = release_buffer;
             r.release_arg = buf;
         } else if (len > 0) {
-            void *host = td__malloc(len);
+            /* The copy is charged to the tenant's bytes until it is sent. When they have no
+             * room, the read waits for one of its own queued chunks to go (which frees
+             * room); with none queued it sends this one uncharged, so a tenant at its quota
+             * can still read (one chunk beyond it per session, README "Memory limits"). */
+            char why[256];
+            const bool charged = td__quota_bytes_charge(ss->quota, len, "a read chunk of",
+                                                        why, sizeof why) == TD_OK;
+            if (!charged && j->wq != NULL) {
+                const size_t queued = td__srv_call_queued_bytes(&ss->c);
+                if (queued > 0 && td__ss_wait_for_drain(ss, j->wq, queued - 1)) {
+                    j->read_off = off;
+                    j->continued = true;
+                    break;
+                }
+            }
+            read_copy *host = td__malloc(sizeof(read_copy) + len);
             if (host == NULL) {
+                if (charged) td__quota_bytes_uncharge(ss->quota, len);
                 td__ss_failure(ss, rq->seq, 0, TD_ENOMEM, "out of host memory for a read chunk");
                 break;
             }
-            st = td__session_read(ss->es, rq->tensor, off, host, len, err, sizeof err);
+            host->quota = charged ? ss->quota : NULL;
+            host->charged = len;
+            st = td__session_read(ss->es, rq->tensor, off, host->align, len, err, sizeof err);
             if (st != TD_OK) {
-                td__free(host);
+                release_copy(host);
                 td__ss_failure(ss, rq->seq, 0, st, err);
                 break;
             }
-            r.data = host;
-            r.release = release_host;
+            r.data = host->align;
+            r.release = release_copy;
             r.release_arg = host;
         }
         st = td__ss_reply(ss, &r);
@@ -421,7 +456,6 @@ static void run_read(td__srv_session *ss, td__job *j)
             td__ss_failure(ss, rq->seq, 0, st, "out of memory while sending a read chunk");
             break;
         }
-        sent = true;
         off += len;
     } while (off < end);
     td__buffer_unref(buf);

@@ -148,6 +148,7 @@ static void ss_free(td__srv_call *c)
                 (unsigned long long)ss->freed_tensors, (unsigned long long)ss->freed_bytes);
     td__req_decoder_destroy(ss->decoder);
     pthread_mutex_destroy(&ss->exec_mu);
+    pthread_mutex_destroy(&ss->hold_mu);
     td__graph_set_fini(&ss->graphs);
     td__ss_pins_fini(ss);
     td__srv_call_fini(&ss->c);
@@ -183,6 +184,10 @@ static void stream_ended(td__srv_session *ss)
     if (ss->wq != NULL) {
         td__worker_queue *q = ss->wq;
         ss->wq = NULL;
+        /* no on_drained release after this: the close below releases a held queue */
+        pthread_mutex_lock(&ss->hold_mu);
+        ss->hold_q = NULL;
+        pthread_mutex_unlock(&ss->hold_mu);
         td__srv_call_ref(&ss->c);
         td__worker_queue_close(q, queue_closed, ss);
     } else {
@@ -545,10 +550,34 @@ static bool on_message(td__srv_call *c, grpc_byte_buffer *bb)
     return submit(ss, j);
 }
 
+bool td__ss_wait_for_drain(td__srv_session *ss, td__worker_queue *q, size_t mark)
+{
+    pthread_mutex_lock(&ss->hold_mu);
+    const bool wait = td__srv_call_want_drain(&ss->c, mark);
+    if (wait) {
+        ss->hold_q = q;
+        td__worker_queue_hold(q);
+    }
+    pthread_mutex_unlock(&ss->hold_mu);
+    return wait;
+}
+
+/* The call's replies drained to the mark (or it died): the held read goes on. */
+static void on_drained(td__srv_call *c)
+{
+    td__srv_session *ss = (td__srv_session *)c;
+    pthread_mutex_lock(&ss->hold_mu);
+    td__worker_queue *q = ss->hold_q;
+    ss->hold_q = NULL;
+    if (q != NULL) td__worker_queue_release(q);
+    pthread_mutex_unlock(&ss->hold_mu);
+}
+
 static const td__srv_call_ops session_call_ops = {
     .on_message = on_message,
     .on_end = on_end,
     .on_free = ss_free,
+    .on_drained = on_drained,
 };
 
 void td__srv_session_start(td__service *svc, grpc_call *call, td__quota *quota,
@@ -568,6 +597,7 @@ void td__srv_session_start(td__service *svc, grpc_call *call, td__quota *quota,
     ss->svc = svc;
     ss->decoder = dec;
     pthread_mutex_init(&ss->exec_mu, NULL);
+    pthread_mutex_init(&ss->hold_mu, NULL);
     ss->quota = quota;
     ss->tenant = quota->name;
     ss->state = TD_SS_AWAIT_OPEN;

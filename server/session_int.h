@@ -84,6 +84,11 @@ typedef struct td__srv_session {
     _Atomic uint64_t done_seq;
     /* Held while a job or a ring request touches the engine session (ring.h). */
     pthread_mutex_t exec_mu;
+    /* A read waiting for the client to take replies (td__ss_wait_for_drain): its queue,
+     * held, until the call's on_drained or the close releases it; under hold_mu, which
+     * orders that release before the queue can be closed (and freed). */
+    pthread_mutex_t hold_mu;
+    td__worker_queue *hold_q;
 } td__srv_session;
 
 /* One request on its way through the worker queue. */
@@ -129,6 +134,11 @@ void td__ss_pins_fini(td__srv_session *ss);
 
 /* Encode and queue r. Returns TD_OK or TD_ENOMEM. */
 td_status td__ss_reply(td__srv_session *ss, const td__reply *r);
+/* From a job on queue q that is about to continue (j->continued): hold q until the
+ * session's queued replies are at most `mark` bytes, so the job resumes only then, without
+ * taking the worker's turns meanwhile. Returns false (nothing held) when they already are,
+ * or the call is over. */
+bool td__ss_wait_for_drain(td__srv_session *ss, td__worker_queue *q, size_t mark);
 /* Queue r; without memory for it, end the call with RESOURCE_EXHAUSTED. */
 void td__ss_reply_or_end(td__srv_session *ss, const td__reply *r);
 /* Whether an execution-failure log line may be written now (at most 50 a second; the rest

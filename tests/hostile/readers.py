@@ -7,9 +7,13 @@ every read chunk is a copy the server makes).
 README ("Replies a client does not read are held up to 64 MiB per session"): twelve reads
 of a 32 MiB tensor on vulkan:0 that the client never takes may grow the server by that
 bound plus one read's worth of chunks, not by the 384 MiB they add up to (they did, before
-run_read gave up its turn above the mark). Meanwhile another session on the same device
-works; when the client goes, a second one doing the same finds the first one's memory
-freed (the server's peak does not grow again).
+run_read stopped above the mark). The copies waiting to be sent are charged to the tenant's
+bytes (README "Memory limits": GetInfo's bytes_in_use counts them; it did not, before).
+Meanwhile another session on the same device works. When the client then takes its
+replies, the held read resumes (the call's drain releases its queue) and every one of the
+twelve reads delivers all its bytes, in order, and the charge goes back to the tensor's.
+When a client goes without reading, a second one doing the same finds the first one's
+memory freed (the server's peak does not grow again).
 
 The server runs with TENSORD_NO_MALLOC_TUNE=1 (glibc's own trim policy: tensord's keeps
 64 MiB of freed heap, which would hide whether the chunks were freed). As in
@@ -70,9 +74,21 @@ def open_session(ch, pb, device):
     return s
 
 
+def bytes_in_use(pb, addr):
+    """GetInfo's bytes_in_use: what the caller's tenant is charged for."""
+    ch = channel(addr)
+    info = ch.unary_unary("/tensord.v1.Tensord/GetInfo",
+                          request_serializer=lambda m: m.SerializeToString(),
+                          response_deserializer=pb.InfoResponse.FromString)(pb.InfoRequest(),
+                                                                            timeout=10)
+    ch.close()
+    return info.bytes_in_use
+
+
 def never_read(pb, addr, tensor):
     """A session on vulkan:0 that makes a TENSOR_MIB tensor, asks for READS reads of it and
-    never takes the replies; returns (the session, RSS before the reads, peak RSS after)."""
+    does not take the replies; returns (the session, RSS before the reads, peak RSS after,
+    the reads' seqs)."""
     s = open_session(channel(addr), pb, "vulkan:0")
     n = TENSOR_MIB * MIB
     s.send(batch=full_f32(pb, tensor, n // 4, 1.0))
@@ -81,18 +97,21 @@ def never_read(pb, addr, tensor):
     check(m.WhichOneof("body") == "fence", f"a {TENSOR_MIB} MiB tensor on vulkan:0 ({m})")
     time.sleep(0.5)
     base = rss_mib()
-    for _ in range(READS):
-        s.send(read=pb.ReadRequest(tensor=tensor, offset=0, nbytes=n))
+    seqs = [s.send(read=pb.ReadRequest(tensor=tensor, offset=0, nbytes=n)) for _ in range(READS)]
     peak = base
-    for _ in range(16):  # never take the replies; watch the server
+    for _ in range(16):  # do not take the replies; watch the server
         time.sleep(0.25)
         peak = max(peak, rss_mib())
-    return s, base, peak
+    return s, base, peak, seqs
 
 
 def run(pb, addr, sock):
-    s, base, peak = never_read(pb, addr, 1)
+    s, base, peak, seqs = never_read(pb, addr, 1)
     slack = sanitizer_slack()
+    charged = bytes_in_use(pb, addr)
+    check(charged >= (TENSOR_MIB + 48) * MIB,
+          f"the tenant is charged for the unsent read copies: {charged / MIB:.1f} MiB in use "
+          f"(the tensor's {TENSOR_MIB} MiB and at least 48 MiB of copies)")
     bound = 64 + TENSOR_MIB + 48 + (slack or 0)  # the mark, one read, allocator slack
     check(slack is None or peak - base < bound,
           f"{READS} unread reads of {TENSOR_MIB} MiB grew the server by {peak - base:.0f} MiB "
@@ -105,12 +124,28 @@ def run(pb, addr, sock):
           f"another session on vulkan:0 reads meanwhile ({got!r}, {failure})")
     s2.close()
 
+    # The client takes its replies now: the held read resumes, all of every read arrives.
+    want = struct.pack("<f", 1.0) * (TENSOR_MIB * MIB // 4)
+    for i, seq in enumerate(seqs):
+        got, failure = s.read(seq)
+        check(got == want and failure is None,
+              f"read {i + 1} of {READS}, taken late, delivers its {TENSOR_MIB} MiB "
+              f"({len(got)} bytes, {'equal' if got == want else 'different'}, {failure})")
+    for _ in range(50):  # the last sends' completions may trail the client's receipt
+        charged = bytes_in_use(pb, addr)
+        if charged - TENSOR_MIB * MIB < MIB:
+            break
+        time.sleep(0.1)
+    check(charged - TENSOR_MIB * MIB < MIB,
+          f"once sent, the copies' charge is gone: {charged} bytes in use (the tensor's "
+          f"{TENSOR_MIB * MIB} and less than one 1 MiB chunk of anything else)")
+
     # The client goes; a second one does the same. Had the first one's queued chunks not
     # been freed, the server would now hold both sets (the allocator may keep freed memory
     # mapped, so the check is that the second round reuses it, not that RSS falls).
     s.replies.cancel()
     time.sleep(1)
-    s3, _, peak2 = never_read(pb, addr, 1)
+    s3, _, peak2, _ = never_read(pb, addr, 1)
     grew = 48 + (slack or 0)
     check(slack is None or peak2 - peak < grew,
           f"a second never-reading client after the first went: peak {peak2 - peak:+.0f} MiB "

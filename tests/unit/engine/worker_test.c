@@ -499,3 +499,77 @@ Test(worker, concurrent_producers_keep_order)
         next[k]++;
     }
 }
+
+/* ---- hold / release ---- */
+
+typedef struct hold_probe {
+    td__worker_queue *q;
+    atomic_int held_runs;  /* closures of the held queue that ran */
+    event held;            /* the holding closure has held its queue */
+} hold_probe;
+
+static void hold_self(void *arg)
+{
+    hold_probe *p = arg;
+    td__worker_queue_hold(p->q);
+    atomic_fetch_add(&p->held_runs, 1);
+    event_fire(&p->held);
+}
+
+static void held_item(void *arg) { atomic_fetch_add(&((hold_probe *)arg)->held_runs, 1); }
+
+/* A closure holds its queue: nothing more of that queue runs (its turn ends, later submits
+ * wait) while another queue is served, until a release from another thread; then the
+ * queue's closures run in order. */
+Test(worker, hold_skips_the_queue_until_released)
+{
+    hold_probe p = {0};
+    event_init(&p.held);
+    td__worker *w;
+    td__worker_queue *other;
+    cr_assert_eq(td__worker_create("t-hold", &w), TD_OK);
+    cr_assert_eq(td__worker_queue_create(w, &p.q), TD_OK);
+    cr_assert_eq(td__worker_queue_create(w, &other), TD_OK);
+    cr_assert_eq(td__worker_submit(p.q, hold_self, &p), TD_OK);
+    cr_assert_eq(td__worker_submit(p.q, held_item, &p), TD_OK); /* same turn: must wait */
+    event_wait(&p.held);
+    cr_assert_eq(td__worker_submit(p.q, held_item, &p), TD_OK); /* a later submit waits too */
+    event other_ran;
+    event_init(&other_ran);
+    for (int round = 0; round < 20; round++) { /* the other queue is served meanwhile */
+        other_ran.fired = 0;
+        cr_assert_eq(td__worker_submit(other, event_fire, &other_ran), TD_OK);
+        event_wait(&other_ran);
+    }
+    cr_expect_eq(atomic_load(&p.held_runs), 1, "a held queue's closures ran");
+    cr_expect_eq(td__worker_queue_depth(p.q), 2);
+    event done;
+    event_init(&done);
+    cr_assert_eq(td__worker_submit(p.q, event_fire, &done), TD_OK);
+    td__worker_queue_release(p.q);
+    event_wait(&done);
+    cr_expect_eq(atomic_load(&p.held_runs), 3, "after the release, everything ran in order");
+    td__worker_queue_release(p.q); /* not held: nothing */
+    td__worker_queue_close(other, NULL, NULL);
+    td__worker_queue_close(p.q, NULL, NULL);
+    td__worker_destroy(w);
+}
+
+/* A close releases a hold: the queue's remaining closures run and `done` comes. */
+Test(worker, close_releases_a_hold)
+{
+    hold_probe p = {0};
+    event_init(&p.held);
+    td__worker *w;
+    cr_assert_eq(td__worker_create("t-hold-close", &w), TD_OK);
+    cr_assert_eq(td__worker_queue_create(w, &p.q), TD_OK);
+    cr_assert_eq(td__worker_submit(p.q, hold_self, &p), TD_OK);
+    cr_assert_eq(td__worker_submit(p.q, held_item, &p), TD_OK);
+    event_wait(&p.held);
+    event closed;
+    event_init(&closed);
+    td__worker_queue_close(p.q, event_fire, &closed);
+    event_wait(&closed);
+    cr_expect_eq(atomic_load(&p.held_runs), 2);
+    td__worker_destroy(w);
+}
