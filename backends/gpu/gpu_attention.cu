@@ -324,17 +324,20 @@ __global__ void __launch_bounds__(ATTN_THREADS, 2)
 }
 
 /* k_attention2: the default's arithmetic, row for row and in the same order (64-key tiles
- * ascending, each mma's k order, the same softmax steps, hence the same bits), with the
- * block cut and the pipeline as parameters, for timing (variant()):
- *   WARPS warps of MT m16 query tiles each (BM = 16 MT WARPS queries a block);
- *   STAGES K/V buffers (2 or 3) and one barrier a tile: wait for tile j's copies, barrier
- *   (after which every warp is past tile j - 1, whose buffer the copies of tile
- *   j + STAGES - 1, issued next, overwrite), compute; the default has two;
- *   addresses computed once: each copy and ldmatrix of the loop is a base register plus an
- *   immediate (td_attn_*_base / _imm), 32-bit offsets inside the batch matrix, and the copy
- *   of a tile checks the end of the keys only on the tile that crosses it;
- *   HOIST: the next k step's K fragments are loaded before this step's mma (registers for
- *   the compiler to schedule the shared-memory latency away). */
+ * ascending, each mma's k order, the same softmax steps: the same bits) with the block cut
+ * and the pipeline as parameters, for timing (variant()):
+ *   WARPS warps of MT m16 query tiles (BM = 16 MT WARPS queries a block), MINB blocks an
+ *   SM for __launch_bounds__ (the register cap: 65536 / (32 WARPS MINB));
+ *   STAGES K/V buffers (2 or 3) and one barrier a tile, where the default has two: wait for
+ *   tile j's copies, barrier (after which every warp is past tile j - 1, whose buffer the
+ *   copies of tile j + STAGES - 1, issued next, overwrite), compute tile j;
+ *   addresses computed once: each copy and ldmatrix in the loop is a base register plus an
+ *   immediate (td_attn_*_base / _imm), 32-bit offsets inside the batch matrix, and only the
+ *   copy of a tile that crosses the end of the keys checks rows;
+ *   SUB: a copied tile of SUB BN keys (one wait and barrier) computed as SUB tiles of BN;
+ *   BN: keys a computed tile (64 keeps the default's bits; 128 does not: the running
+ *   maximum, and so each weight's rounding, changes every 128 keys);
+ *   QREG: Q's fragments in registers (else read from shared memory at every tile). */
 template <int D, int THREADS> struct attn_copy {
     static constexpr int CH = D / 8;       /* 16-byte chunks a row */
     static constexpr int RS = THREADS / CH; /* rows a step of the block's threads */
@@ -473,120 +476,120 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
         }
 #pragma unroll
         for (int sb = 0; sb < SUB; sb++) {
-        const uint32_t kb = sk_a + stage * TILE_BYTES + sb * BN * D * 2,
-                       vb = sv_a + stage * TILE_BYTES + sb * BN * D * 2;
-        const int kv0 = j * LT + sb * BN;
-        /* past the keys (SUB > 1), or wholly after the warp's last row (causal) */
-        if ((SUB == 1 || kv0 < kv_end) && (!a.causal || kv0 <= m0 + wr0 + 16 * MT - 1)) {
-            auto step = [&](auto edge_tag) {
-                constexpr bool EDGE = decltype(edge_tag)::value;
-                /* S = Q K^T */
-                float s[MT][NT][4];
+            const uint32_t kb = sk_a + stage * TILE_BYTES + sb * BN * D * 2,
+                           vb = sv_a + stage * TILE_BYTES + sb * BN * D * 2;
+            const int kv0 = j * LT + sb * BN;
+            /* past the keys (SUB > 1), or wholly after the warp's last row (causal) */
+            if ((SUB == 1 || kv0 < kv_end) && (!a.causal || kv0 <= m0 + wr0 + 16 * MT - 1)) {
+                auto step = [&](auto edge_tag) {
+                    constexpr bool EDGE = decltype(edge_tag)::value;
+                    /* S = Q K^T */
+                    float s[MT][NT][4];
 #pragma unroll
-                for (int mt = 0; mt < MT; mt++)
+                    for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-                    for (int nt = 0; nt < NT; nt++)
-                        s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.0f;
+                        for (int nt = 0; nt < NT; nt++)
+                            s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.0f;
 #pragma unroll
-                for (int kk = 0; kk < KT; kk++) {
-                    uint32_t qs[MT][4]; /* !QREG: this k step's Q fragments */
-                    if (!QREG) {
+                    for (int kk = 0; kk < KT; kk++) {
+                        uint32_t qs[MT][4]; /* !QREG: this k step's Q fragments */
+                        if (!QREG) {
 #pragma unroll
-                        for (int mt = 0; mt < MT; mt++) {
-                            int r, c;
-                            td_attn_q_rc(lane, wr0 + mt * 16, kk, &r, &c);
-                            ldsm_x4(sq_a + 2u * (uint32_t)swz<D>(r, c), qs[mt][0], qs[mt][1],
-                                    qs[mt][2], qs[mt][3]);
+                            for (int mt = 0; mt < MT; mt++) {
+                                int r, c;
+                                td_attn_q_rc(lane, wr0 + mt * 16, kk, &r, &c);
+                                ldsm_x4(sq_a + 2u * (uint32_t)swz<D>(r, c), qs[mt][0], qs[mt][1],
+                                        qs[mt][2], qs[mt][3]);
 #pragma unroll
-                            for (int i = 0; i < 4; i++) qs[mt][i] ^= a.qneg;
+                                for (int i = 0; i < 4; i++) qs[mt][i] ^= a.qneg;
+                            }
+                        }
+#pragma unroll
+                        for (int np = 0; np < NT / 2; np++) {
+                            uint32_t b0, b1, b2, b3;
+                            ldsm_x4(kb + kbo[kk & 3] + 2u * (uint32_t)td_attn_k_imm(np, kk, D), b0,
+                                    b1, b2, b3);
+#pragma unroll
+                            for (int mt = 0; mt < MT; mt++) {
+                                const uint32_t *qa = QREG ? qf[mt][kk] : qs[mt];
+                                mma16816<BF>(s[mt][2 * np], qa, b0, b1);
+                                mma16816<BF>(s[mt][2 * np + 1], qa, b2, b3);
+                            }
                         }
                     }
-#pragma unroll
-                    for (int np = 0; np < NT / 2; np++) {
-                        uint32_t b0, b1, b2, b3;
-                        ldsm_x4(kb + kbo[kk & 3] + 2u * (uint32_t)td_attn_k_imm(np, kk, D), b0,
-                                b1, b2, b3);
-#pragma unroll
-                        for (int mt = 0; mt < MT; mt++) {
-                            const uint32_t *qa = QREG ? qf[mt][kk] : qs[mt];
-                            mma16816<BF>(s[mt][2 * np], qa, b0, b1);
-                            mma16816<BF>(s[mt][2 * np + 1], qa, b2, b3);
-                        }
-                    }
-                }
 
-                /* mask, online softmax; P into A fragments (as k_attention) */
-                uint32_t pa[MT][BN / 16][4];
+                    /* mask, online softmax; P into A fragments (as k_attention) */
+                    uint32_t pa[MT][BN / 16][4];
 #pragma unroll
-                for (int mt = 0; mt < MT; mt++) {
+                    for (int mt = 0; mt < MT; mt++) {
 #pragma unroll
-                    for (int h = 0; h < 2; h++) {
-                        const int row = m0 + wr0 + mt * 16 + g + 8 * h;
-                        float mx = mrow[mt][h];
-                        if (EDGE) {
+                        for (int h = 0; h < 2; h++) {
+                            const int row = m0 + wr0 + mt * 16 + g + 8 * h;
+                            float mx = mrow[mt][h];
+                            if (EDGE) {
+#pragma unroll
+                                for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                                    for (int e = 0; e < 2; e++) {
+                                        const int col = kv0 + nt * 8 + 2 * t + e;
+                                        if (col >= a.s || (a.causal && col > row))
+                                            s[mt][nt][2 * h + e] = -INFINITY;
+                                    }
+                            }
+#pragma unroll
+                            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                                for (int e = 0; e < 2; e++) mx = fmaxf(mx, s[mt][nt][2 * h + e]);
+                            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                            const float mu = mx == -INFINITY ? 0.0f : mx * sc2;
+                            const float alpha = ex2(mrow[mt][h] * sc2 - mu);
+                            mrow[mt][h] = mx;
+                            float ls = 0.0f;
 #pragma unroll
                             for (int nt = 0; nt < NT; nt++)
 #pragma unroll
                                 for (int e = 0; e < 2; e++) {
-                                    const int col = kv0 + nt * 8 + 2 * t + e;
-                                    if (col >= a.s || (a.causal && col > row))
-                                        s[mt][nt][2 * h + e] = -INFINITY;
+                                    const float p = ex2(__fmaf_rn(s[mt][nt][2 * h + e], sc2, -mu));
+                                    s[mt][nt][2 * h + e] = p;
+                                    ls += p;
                                 }
-                        }
+                            lrow[mt][h] = lrow[mt][h] * alpha + ls;
 #pragma unroll
-                        for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-                            for (int e = 0; e < 2; e++) mx = fmaxf(mx, s[mt][nt][2 * h + e]);
-                        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-                        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                        const float mu = mx == -INFINITY ? 0.0f : mx * sc2;
-                        const float alpha = ex2(mrow[mt][h] * sc2 - mu);
-                        mrow[mt][h] = mx;
-                        float ls = 0.0f;
-#pragma unroll
-                        for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-                            for (int e = 0; e < 2; e++) {
-                                const float p = ex2(__fmaf_rn(s[mt][nt][2 * h + e], sc2, -mu));
-                                s[mt][nt][2 * h + e] = p;
-                                ls += p;
+                            for (int dt = 0; dt < DT; dt++) {
+                                o[mt][dt][2 * h] *= alpha;
+                                o[mt][dt][2 * h + 1] *= alpha;
                             }
-                        lrow[mt][h] = lrow[mt][h] * alpha + ls;
+                        }
 #pragma unroll
-                        for (int dt = 0; dt < DT; dt++) {
-                            o[mt][dt][2 * h] *= alpha;
-                            o[mt][dt][2 * h + 1] *= alpha;
+                        for (int kk = 0; kk < BN / 16; kk++) {
+                            pa[mt][kk][0] = pack2<BF>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+                            pa[mt][kk][1] = pack2<BF>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+                            pa[mt][kk][2] = pack2<BF>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+                            pa[mt][kk][3] = pack2<BF>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
                         }
                     }
-#pragma unroll
-                    for (int kk = 0; kk < BN / 16; kk++) {
-                        pa[mt][kk][0] = pack2<BF>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
-                        pa[mt][kk][1] = pack2<BF>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
-                        pa[mt][kk][2] = pack2<BF>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
-                        pa[mt][kk][3] = pack2<BF>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
-                    }
-                }
 
-                /* O += P V */
+                    /* O += P V */
 #pragma unroll
-                for (int kk = 0; kk < BN / 16; kk++)
+                    for (int kk = 0; kk < BN / 16; kk++)
 #pragma unroll
-                    for (int dp = 0; dp < DT / 2; dp++) {
-                        uint32_t b0, b1, b2, b3;
-                        ldsm_x4_t(vb + vbo[dp & 3] + 2u * (uint32_t)td_attn_v_imm(kk, dp, D), b0,
-                                  b1, b2, b3);
+                        for (int dp = 0; dp < DT / 2; dp++) {
+                            uint32_t b0, b1, b2, b3;
+                            ldsm_x4_t(vb + vbo[dp & 3] + 2u * (uint32_t)td_attn_v_imm(kk, dp, D),
+                                      b0, b1, b2, b3);
 #pragma unroll
-                        for (int mt = 0; mt < MT; mt++) {
-                            mma16816<BF>(o[mt][2 * dp], pa[mt][kk], b0, b1);
-                            mma16816<BF>(o[mt][2 * dp + 1], pa[mt][kk], b2, b3);
+                            for (int mt = 0; mt < MT; mt++) {
+                                mma16816<BF>(o[mt][2 * dp], pa[mt][kk], b0, b1);
+                                mma16816<BF>(o[mt][2 * dp + 1], pa[mt][kk], b2, b3);
+                            }
                         }
-                    }
-            };
-            if (kv0 + BN > a.s || (a.causal && kv0 + BN - 1 > m0 + wr0))
-                step(std::true_type{});
-            else
-                step(std::false_type{});
-        }
+                };
+                if (kv0 + BN > a.s || (a.causal && kv0 + BN - 1 > m0 + wr0))
+                    step(std::true_type{});
+                else
+                    step(std::false_type{});
+            }
         }
         stage = stage + 1 == STAGES ? 0 : stage + 1;
     }
@@ -701,7 +704,14 @@ td_status launch_v2(int var, int64_t e, const td__gpu_exec *x, const td__view *i
  * tiles, Q from shared memory, 32-key tiles (5 takes 0).
  * 6 (head dim 64) is the default's cut with the tile's code split by branches (the
  * masking test at run time, the rescale skipped when every maximum held): the first
- * version measured, same bits. */
+ * version measured, same bits.
+ * 7 to 13: k_attention2 (one barrier a tile, addresses hoisted); head dim 64 (128: 1 m16
+ * tile a warp throughout): 7: the default's cut (4 warps of 2 tiles, 2 K/V buffers);
+ * 8: 7 with 3 K/V buffers; 9: 8 warps (256 queries a block; 128 for head dim 128), one
+ * block an SM; 10: 9 with 3 buffers; 11: 8 warps of 1 tile (128 queries), two blocks an SM
+ * (128 registers; head dim 128: as 9); 12: 7 copying 128 keys at a time, computed as two
+ * 64-key tiles; all of these the default's bits. 13: 128-key tiles with Q from shared
+ * memory (FlashAttention-2's cut for head dim 64): other bits. */
 int variant(void)
 {
     const char *e = getenv("TENSORD_GPU_ATTN_VARIANT");
