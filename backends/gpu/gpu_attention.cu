@@ -658,6 +658,14 @@ td_status launch2(const td__gpu_exec *x, const td__view *in, const td__view *out
     td_status s = td__gpu_check(
         x, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
         "attention shared memory");
+    /* all of the SM's 228 KiB as shared memory (the L1 cache's share: cp.async.cg bypasses
+     * it), so that MINB blocks of up to 113 KiB fit */
+    if (s == TD_OK)
+        s = td__gpu_check(x,
+                          cudaFuncSetAttribute(kern,
+                                               cudaFuncAttributePreferredSharedMemoryCarveout,
+                                               (int)cudaSharedmemCarveoutMaxShared),
+                          "attention shared memory carveout");
     if (s != TD_OK) return s;
     const dim3 grid((unsigned)((a.l + BM - 1) / BM), (unsigned)nbatch);
     kern<<<grid, WARPS * 32, smem, x->st->s>>>(
@@ -666,7 +674,7 @@ td_status launch2(const td__gpu_exec *x, const td__view *in, const td__view *out
     return td__gpu_launched(x, "attention kernel");
 }
 
-/* Variants 7 to 12 (k_attention2, same bits as the default; see variant()). */
+/* Variants 7 to 14 (k_attention2; see variant()). */
 template <bool BF>
 td_status launch_v2(int var, int64_t e, const td__gpu_exec *x, const td__view *in,
                     const td__view *out, const attn_args &a, int64_t nbatch)
@@ -679,6 +687,7 @@ td_status launch_v2(int var, int64_t e, const td__gpu_exec *x, const td__view *i
         case 10: return launch2<BF, 64, 2, 8, 3, 1>(x, in, out, a, nbatch);
         case 11: return launch2<BF, 64, 1, 8, 2, 2>(x, in, out, a, nbatch);
         case 12: return launch2<BF, 64, 2, 4, 2, 2, 64, 2>(x, in, out, a, nbatch);
+        case 13: return launch2<BF, 64, 2, 4, 3, 2, 64, 2>(x, in, out, a, nbatch);
         default: return launch2<BF, 64, 2, 4, 2, 2, 128, 1, false>(x, in, out, a, nbatch);
         }
     }
@@ -688,6 +697,7 @@ td_status launch_v2(int var, int64_t e, const td__gpu_exec *x, const td__view *i
     case 9: case 11: return launch2<BF, 128, 1, 8, 2, 1>(x, in, out, a, nbatch);
     case 10: return launch2<BF, 128, 1, 8, 3, 1>(x, in, out, a, nbatch);
     case 12: return launch2<BF, 128, 1, 4, 2, 2, 64, 2>(x, in, out, a, nbatch);
+    case 13: return launch2<BF, 128, 1, 4, 3, 2, 64, 2>(x, in, out, a, nbatch);
     default: return launch2<BF, 128, 1, 4, 2, 2, 128, 1, false>(x, in, out, a, nbatch);
     }
 }
@@ -705,18 +715,18 @@ td_status launch_v2(int var, int64_t e, const td__gpu_exec *x, const td__view *i
  * 6 (head dim 64) is the default's cut with the tile's code split by branches (the
  * masking test at run time, the rescale skipped when every maximum held): the first
  * version measured, same bits.
- * 7 to 13: k_attention2 (one barrier a tile, addresses hoisted); head dim 64 (128: 1 m16
+ * 7 to 14: k_attention2 (one barrier a tile, addresses hoisted); head dim 64 (128: 1 m16
  * tile a warp throughout): 7: the default's cut (4 warps of 2 tiles, 2 K/V buffers);
  * 8: 7 with 3 K/V buffers; 9: 8 warps (256 queries a block; 128 for head dim 128), one
  * block an SM; 10: 9 with 3 buffers; 11: 8 warps of 1 tile (128 queries), two blocks an SM
  * (128 registers; head dim 128: as 9); 12: 7 copying 128 keys at a time, computed as two
- * 64-key tiles; all of these the default's bits. 13: 128-key tiles with Q from shared
- * memory (FlashAttention-2's cut for head dim 64): other bits. */
+ * 64-key tiles; 13: 12 with 3 buffers; all of these the default's bits. 14: 128-key tiles
+ * with Q from shared memory (FlashAttention-2's cut for head dim 64): other bits. */
 int variant(void)
 {
     const char *e = getenv("TENSORD_GPU_ATTN_VARIANT");
     const int v = e != NULL ? atoi(e) : 0;
-    return v >= 0 && v <= 13 ? v : 0;
+    return v >= 0 && v <= 14 ? v : 0;
 }
 
 } // namespace

@@ -12,7 +12,7 @@
 #      bf16 and f16 (fused), f32 (lowering); PyTorch f32 and bf16; plus head dim 128;
 #   5. compute-sanitizer memcheck and racecheck over attn-check's small cases;
 #   6. (bits) the timing variants that claim the default's bits (TENSORD_GPU_ATTN_VARIANT 1 2
-#      3 6 7-12) against the default, case by case (attn-check --bits-only), and 13's count
+#      3 6 7-13) against the default, case by case (attn-check --bits-only), and 14's count
 #      of differing cases.
 # ATTN_SECTIONS picks sections (default: all): check conformance profile bench bits sanitizer;
 # ATTN_SECTIONS="bits bench" times and compares the variants alone (about 2 minutes).
@@ -86,12 +86,12 @@ nb0=$(grep -c '^bits ' "$OUT/attn-bits-0.log")
     echo "-- TENSORD_GPU_ATTN_VARIANT bits against the default's (attn-check --bits-only, $nb0 cases)"
     [ "$nb0" -gt 0 ] || { echo "  ! default: no cases"; tail -3 "$OUT/attn-bits-0.log" | sed 's/^/  ! /'; }
 } | tee -a "$SUM"
-for v in 1 2 3 6 7 8 9 10 11 12 13; do
+for v in 1 2 3 6 7 8 9 10 11 12 13 14; do
     TENSORD_GPU_ATTN_VARIANT=$v timeout "$(limit 30)" "$X/bin/attn-check" --bits-only \
         >"$OUT/attn-bits-$v.log" 2>&1
     nb=$(grep -c '^bits ' "$OUT/attn-bits-$v.log")
     ndiff=$(diff <(grep '^bits ' "$OUT/attn-bits-0.log") <(grep '^bits ' "$OUT/attn-bits-$v.log") | grep -c '^>')
-    if [ "$v" = 13 ]; then
+    if [ "$v" = 14 ]; then
         verdict="$ndiff of $nb cases differ (expected: 128-key tiles)"
     elif [ "$nb" -eq "$nb0" ] && [ "$nb0" -gt 0 ] && [ "$ndiff" -eq 0 ]; then
         verdict="same bits, $nb cases"
@@ -101,7 +101,7 @@ for v in 1 2 3 6 7 8 9 10 11 12 13; do
     fi
     {
         echo "  variant $v: $verdict"
-        [ "$v" != 13 ] && diff <(grep '^bits ' "$OUT/attn-bits-0.log") <(grep '^bits ' "$OUT/attn-bits-$v.log") | grep '^>' | head -3 | sed 's/^/    /'
+        [ "$v" != 14 ] && diff <(grep '^bits ' "$OUT/attn-bits-0.log") <(grep '^bits ' "$OUT/attn-bits-$v.log") | grep '^>' | head -3 | sed 's/^/    /'
         grep -vE '^(bits |attn-check:)' "$OUT/attn-bits-$v.log" | head -2 | sed 's/^/    ! /'
     } | tee -a "$SUM"
 done
@@ -117,7 +117,7 @@ timeout "$(limit 30)" "$X/bin/attn-bench" --device local:cuda:0 --dtype bf16 --d
     >"$T/attn-bf16-d128" 2>&1
 # TENSORD_GPU_ATTN_VARIANT (gpu_attention.cu): other block cuts and pipelines; the default
 # (0) timed first and last (var-00, var-99) for the drift between runs
-for v in 0 1 2 3 4 5 6 7 8 9 10 11 12 13 0; do
+for v in 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 0; do
     n=$(printf '%02d' "$v")
     [ -e "$T/var-$n" ] && n=99
     TENSORD_GPU_ATTN_VARIANT=$v timeout "$(limit 20)" "$X/bin/attn-bench" --device local:cuda:0 \
@@ -138,7 +138,7 @@ for f in "$T"/*; do echo "== $(basename "$f")"; cat "$f"; done >"$OUT/attn-bench
     echo "-- head dim 128 ([8, 8, 2048, 128])"
     grep -h '^attention_bf16' "$T/attn-bf16-d128" | sed 's/^/  tensord /'
     grep -h '^attention_bf16' "$T/torch-d128" | sed 's/^/  PyTorch /'
-    echo "-- TENSORD_GPU_ATTN_VARIANT (bf16, --reps 10 --rounds 5; var-00 and var-99: the default, first and last; d64: 1 = 64-query blocks, 2 = Q from shared memory, 3 = both, 4 = 64-query blocks and 128-key tiles, 5 = 32-key tiles, 6 = the first measured version (branches in the tile); d128: 2 = 128-query blocks with Q from shared memory, 3 = Q from shared memory, 4 = as 2 with 32-key tiles; k_attention2, d64 (d128 as 1 m16 tile a warp): 7 = the default's cut, 1 barrier a tile, base + immediate addresses, 8 = 7 with 3 K/V buffers, 9 = 8 warps (256 queries; d128 128), 10 = 9 with 3 buffers, 11 = 8 warps of 1 m16 tile (128 queries, 2 blocks an SM), 12 = 7 with 128-key copies computed as two 64-key tiles, 13 = 128-key tiles, Q from shared memory (other bits))"
+    echo "-- TENSORD_GPU_ATTN_VARIANT (bf16, --reps 10 --rounds 5; var-00 and var-99: the default, first and last; d64: 1 = 64-query blocks, 2 = Q from shared memory, 3 = both, 4 = 64-query blocks and 128-key tiles, 5 = 32-key tiles, 6 = the first measured version (branches in the tile); d128: 2 = 128-query blocks with Q from shared memory, 3 = Q from shared memory, 4 = as 2 with 32-key tiles; k_attention2, d64 (d128 as 1 m16 tile a warp): 7 = the default's cut, 1 barrier a tile, base + immediate addresses, 8 = 7 with 3 K/V buffers, 9 = 8 warps (256 queries; d128 128), 10 = 9 with 3 buffers, 11 = 8 warps of 1 m16 tile (128 queries, 2 blocks an SM), 12 = 7 with 128-key copies computed as two 64-key tiles, 13 = 12 with 3 buffers, 14 = 128-key tiles, Q from shared memory (other bits))"
     for f in "$T"/var-*; do grep -h '^attention_bf16' "$f" | sed "s|^|  $(basename "$f") |"; done
     grep -h -iE 'error|fail' "$T"/* | head -5 | sed 's/^/  ! /'
 } | tee -a "$SUM"
