@@ -338,6 +338,12 @@ __global__ void __launch_bounds__(ATTN_THREADS, 2)
  *   BN: keys a computed tile (64 keeps the default's bits; 128 does not: the running
  *   maximum, and so each weight's rounding, changes every 128 keys);
  *   QREG: Q's fragments in registers (else read from shared memory at every tile). */
+/* 16 bytes global -> shared, all of them (cp_async16 without the source-size operand) */
+TD_DEV void cp_async16_in(uint32_t dst, const void *src)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+}
+
 template <int D, int THREADS> struct attn_copy {
     static constexpr int CH = D / 8;       /* 16-byte chunks a row */
     static constexpr int RS = THREADS / CH; /* rows a step of the block's threads */
@@ -354,9 +360,8 @@ template <int D, int THREADS> struct attn_copy {
         if (left >= R) {
 #pragma unroll
             for (int i = 0; i < R / RS; i++)
-                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(
-                                 dst + 2u * (uint32_t)td_attn_copy_imm(i, THREADS, D)),
-                             "l"(src + td_attn_copy_imm(i, THREADS, D)));
+                cp_async16_in(dst + 2u * (uint32_t)td_attn_copy_imm(i, THREADS, D),
+                              src + td_attn_copy_imm(i, THREADS, D));
         } else {
 #pragma unroll
             for (int i = 0; i < R / RS; i++) {
