@@ -80,7 +80,8 @@ fi
 # ---- 6. the variants' bits against the default's (before the benchmarks: a variant that
 # fails here has a wrong time too) ----
 if has bits; then
-timeout "$(limit 30)" "$X/bin/attn-check" --bits-only >"$OUT/attn-bits-0.log" 2>&1
+TENSORD_GPU_ATTN_VARIANT=0 timeout "$(limit 30)" "$X/bin/attn-check" --bits-only \
+    >"$OUT/attn-bits-0.log" 2>&1
 nb0=$(grep -c '^bits ' "$OUT/attn-bits-0.log")
 {
     echo "-- TENSORD_GPU_ATTN_VARIANT bits against the default's (attn-check --bits-only, $nb0 cases)"
