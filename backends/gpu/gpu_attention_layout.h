@@ -65,4 +65,34 @@ TD_ATTN_FN void td_attn_v_rc(int lane, int kk, int dp, int *r, int *c)
     *c = dp * 16 + (lane >> 4) * 8;
 }
 
+/* The same offsets as base + constant, so that a kernel computes a few bases per thread
+ * once and every ldmatrix in its loop takes an immediate: row 8 m + r and column 64 n + c
+ * (c < 64) of the swizzled tile sit 8 m d + 64 n elements after (r, c), as the XOR touches
+ * only the chunk's low 3 bits with row r's low 3 bits. K fragment (np, kk): the base of k
+ * step kk % 4 plus td_attn_k_imm; V fragment (kk, dp): the base of dim pair dp % 4 plus
+ * td_attn_v_imm; copy chunk tid + i threads: chunk tid's offset plus td_attn_copy_imm
+ * (threads / (d / 8) rows a step, a multiple of 8). tests/gpu/attn_frag_check.c checks each
+ * against the formulas above. */
+TD_ATTN_FN int td_attn_k_base(int lane, int k4, int d)
+{
+    int r, c;
+    td_attn_k_rc(lane, 0, k4, &r, &c);
+    return td_attn_swz(r, c, d);
+}
+TD_ATTN_FN int td_attn_k_imm(int np, int kk, int d) { return np * 16 * d + (kk >> 2) * 64; }
+TD_ATTN_FN int td_attn_v_base(int lane, int d4, int d)
+{
+    int r, c;
+    td_attn_v_rc(lane, 0, d4, &r, &c);
+    return td_attn_swz(r, c, d);
+}
+TD_ATTN_FN int td_attn_v_imm(int kk, int dp, int d) { return kk * 16 * d + (dp >> 2) * 64; }
+TD_ATTN_FN int td_attn_copy_base(int tid, int d)
+{
+    int r, ch;
+    td_attn_chunk(tid, d, &r, &ch);
+    return td_attn_swz(r, ch * 8, d);
+}
+TD_ATTN_FN int td_attn_copy_imm(int i, int threads, int d) { return i * (threads / (d / 8)) * d; }
+
 #endif

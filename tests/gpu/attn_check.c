@@ -15,8 +15,11 @@
  * shows how far inside it the kernel is.
  *
  *     attn-check [--device local:cuda:0] [--reference local:cpu] [--quick] [--max-ls N]
+ *                [--bits-only]
  * --quick: the cases with L S <= 300000 only; --max-ls N: L S <= N (runs under
- * compute-sanitizer stay short).
+ * compute-sanitizer stay short); --bits-only: no reference, one line a case with a hash
+ * (FNV-1a 64) of the output's bits, to compare the kernel's timing variants
+ * (TENSORD_GPU_ATTN_VARIANT) with the default: equal lines, equal bits.
  * Prints one line per case and a summary line "attn-check: N cases, F failed"; exit 1 when
  * a case fails. Inputs are deterministic (xorshift; no seeds to pass). */
 #include "engine/convert.h"
@@ -36,6 +39,15 @@ typedef struct acase {
 } acase;
 
 static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
+static int g_bits_only;
+
+static uint64_t fnv1a(const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
 
 static double unit(void)
 {
@@ -115,6 +127,23 @@ static int run_case(td_context *dev, td_context *ref, const acase *c, td_dtype d
     rk = read_raw(kh, bkv, ref);
     rv = read_raw(vh, bkv, ref);
     if (rq == NULL || rk == NULL || rv == NULL) goto done;
+    if (g_bits_only) {
+        td_tensor *bq_ = td_from_host(dev, dt, 4, dq, rq),
+                  *bk_ = td_from_host(dev, dt, rkv, dkv, rk),
+                  *bv_ = td_from_host(dev, dt, rkv, dkv, rv);
+        td_tensor *yb = td_scaled_dot_product_attention(bq_, bk_, bv_, NULL, c->causal != 0, sc);
+        bits1 = yb ? read_raw(yb, (size_t)nq * 2, dev) : NULL;
+        if (bits1 != NULL)
+            printf("bits %-4s q [%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 "] S %-5" PRId64
+                   " %s%s scale %.4g: %016" PRIx64 "\n",
+                   dtn, c->b, c->h, c->l, c->e, c->s, c->causal ? "causal" : "full  ",
+                   c->kv_bcast ? " kv-bcast" : "", sc, fnv1a(bits1, (size_t)nq * 2));
+        else
+            fprintf(stderr, "attn-check: op failed: %s\n", td_last_error(dev));
+        fail = bits1 == NULL;
+        td_release(bq_), td_release(bk_), td_release(bv_), td_release(yb);
+        goto done;
+    }
     vv = read_f32(vh, nkv, ref);
     /* reference: f32 on the widened inputs */
     td_tensor *qw = td_cast(qh, TD_F32), *kw = td_cast(kh, TD_F32), *vw = td_cast(vh, TD_F32);
@@ -197,9 +226,10 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--reference") == 0 && i + 1 < argc) ref_uri = argv[++i];
         else if (strcmp(argv[i], "--quick") == 0) max_ls = 300000;
         else if (strcmp(argv[i], "--max-ls") == 0 && i + 1 < argc) max_ls = atoll(argv[++i]);
+        else if (strcmp(argv[i], "--bits-only") == 0) g_bits_only = 1;
         else {
             fprintf(stderr, "usage: attn-check [--device URI] [--reference URI] [--quick] "
-                            "[--max-ls N]\n");
+                            "[--max-ls N] [--bits-only]\n");
             return 2;
         }
     }

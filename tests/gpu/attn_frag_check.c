@@ -2,7 +2,11 @@
  * a GPU: the tile copies, the swizzle and the ldmatrix lane addresses of
  * backends/gpu/gpu_attention_layout.h, fed to a model of ldmatrix (.x4, plain and .trans)
  * and mma.sync.m16n8k16 written from the PTX ISA's fragment tables (not from the kernel),
- * for every warp of a block at head dims 64 (2 m16 tiles a warp) and 128 (1). Checks that
+ * for every warp of a block, for each cut the kernels use: head dims 64 and 128, 1 or 2 m16
+ * tiles a warp, 4 or 8 warps, 64- or 128-key tiles. k_attention2's addresses (a base per
+ * thread plus an immediate: copies, K and V fragments, a 64-key half of a 128-key buffer)
+ * are checked equal to the formulas, and its copy by 128 or 256 threads to fill the tile
+ * as load_tile's does, each element once. Checks that
  * the warp's S = Q K^T accumulators hold Q K^T at the rows and columns the kernel assumes
  * (row lane / 4 (+ 8), column 2 (lane % 4) + e of each n8 tile), and that O = P V, with P
  * moved from the S accumulators into A fragments as the kernel does, equals the product
@@ -13,16 +17,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define BN 64
+#define MAXBN 128
 #define MAXD 128
-#define MAXM 128
+#define MAXM 256
 
 typedef struct frag2 {
     double v[2];
 } frag2; /* one 32-bit register: two 16-bit elements, v[0] in the low half */
 
-static double tq[MAXM * MAXD], tk[BN * MAXD], tv[BN * MAXD]; /* shared-memory tiles */
-static double gq[MAXM][MAXD], gk[BN][MAXD], gv[BN][MAXD];   /* the matrices */
+static double tq[MAXM * MAXD], tk[MAXBN * MAXD], tv[MAXBN * MAXD]; /* shared-memory tiles */
+static double gq[MAXM][MAXD], gk[MAXBN][MAXD], gv[MAXBN][MAXD];   /* the matrices */
 
 /* the kernel's load_tile: chunk idx -> (r, ch), 8 elements to td_attn_swz(r, 8 ch) */
 static void load(double *tile, const double (*g)[MAXD], int rows, int d)
@@ -32,6 +36,35 @@ static void load(double *tile, const double (*g)[MAXD], int rows, int d)
         td_attn_chunk(idx, d, &r, &ch);
         for (int j = 0; j < 8; j++) tile[td_attn_swz(r, ch * 8, d) + j] = g[r][ch * 8 + j];
     }
+}
+
+/* k_attention2's copy (attn_copy::rows) by `threads` threads: thread tid's chunk at
+ * td_attn_copy_base + td_attn_copy_imm(i), rows threads / (d / 8) apart; against `tile`
+ * (load's), every element written once. Returns the mismatches. */
+static int load2_check(const double *tile, const double (*g)[MAXD], int rows, int d,
+                       int threads)
+{
+    static double t2[MAXM * MAXD];
+    static int hits[MAXM * MAXD];
+    const int rs = threads / (d / 8);
+    int bad = 0;
+    memset(hits, 0, sizeof hits);
+    for (int tid = 0; tid < threads; tid++) {
+        int crow, cch;
+        td_attn_chunk(tid, d, &crow, &cch);
+        for (int i = 0; i < rows / rs; i++) {
+            const int off = td_attn_copy_base(tid, d) + td_attn_copy_imm(i, threads, d);
+            for (int j = 0; j < 8; j++) {
+                t2[off + j] = g[crow + i * rs][cch * 8 + j];
+                hits[off + j]++;
+            }
+        }
+    }
+    for (int e = 0; e < rows * d; e++)
+        if ((hits[e] != 1 || t2[e] != tile[e]) && bad++ < 5)
+            printf("d %d, %d threads, %d rows: copy element %d written %d times, %g want %g\n", d,
+                   threads, rows, e, hits[e], t2[e], tile[e]);
+    return bad;
 }
 
 /* ldmatrix.x4 (trans or not): addr[lane] is the element offset of the 8 elements of row
@@ -82,23 +115,53 @@ static void mma(double c[32][4], frag2 a[32][4], frag2 b[32][2])
     }
 }
 
-static int check(int d, int mtiles)
+static int check(int d, int mtiles, int warps, int bn)
 {
-    const int bm = 16 * mtiles * 4, kt = d / 16, nt = BN / 8, dt = d / 8;
+    const int bm = 16 * mtiles * warps, kt = d / 16, nt = bn / 8, dt = d / 8;
     int bad = 0;
     for (int r = 0; r < bm; r++)
         for (int c = 0; c < d; c++) gq[r][c] = (double)(rand() % 7 - 3);
-    for (int r = 0; r < BN; r++)
+    for (int r = 0; r < bn; r++)
         for (int c = 0; c < d; c++) {
             gk[r][c] = (double)(rand() % 7 - 3);
             gv[r][c] = (double)(rand() % 7 - 3);
         }
     load(tq, (const double(*)[MAXD])gq, bm, d);
-    load(tk, (const double(*)[MAXD])gk, BN, d);
-    load(tv, (const double(*)[MAXD])gv, BN, d);
-    static double s[2][BN / 8][32][4], o[2][MAXD / 8][32][4];
+    load(tk, (const double(*)[MAXD])gk, bn, d);
+    load(tv, (const double(*)[MAXD])gv, bn, d);
+    bad += load2_check(tq, (const double(*)[MAXD])gq, bm, d, 32 * warps);
+    bad += load2_check(tk, (const double(*)[MAXD])gk, bn, d, 32 * warps);
+    /* k_attention2's base + immediate addresses of K and V fragments; a 64-key half of a
+     * 128-key buffer (SUB 2) starts 64 d elements in */
+    for (int lane = 0; lane < 32; lane++) {
+        for (int kk = 0; kk < kt; kk++)
+            for (int np = 0; np < nt / 2; np++) {
+                int r, c;
+                td_attn_k_rc(lane, np, kk, &r, &c);
+                if (td_attn_swz(r, c, d) !=
+                        td_attn_k_base(lane, kk & 3, d) + td_attn_k_imm(np, kk, d) &&
+                    bad++ < 5)
+                    printf("d %d: K base + imm of lane %d np %d kk %d\n", d, lane, np, kk);
+                if (bn == 64 && td_attn_swz(r + 64, c, d) != td_attn_swz(r, c, d) + 64 * d &&
+                    bad++ < 5)
+                    printf("d %d: K half-buffer offset of lane %d np %d kk %d\n", d, lane, np, kk);
+            }
+        for (int kk = 0; kk < bn / 16; kk++)
+            for (int dp = 0; dp < dt / 2; dp++) {
+                int r, c;
+                td_attn_v_rc(lane, kk, dp, &r, &c);
+                if (td_attn_swz(r, c, d) !=
+                        td_attn_v_base(lane, dp & 3, d) + td_attn_v_imm(kk, dp, d) &&
+                    bad++ < 5)
+                    printf("d %d: V base + imm of lane %d kk %d dp %d\n", d, lane, kk, dp);
+                if (bn == 64 && td_attn_swz(r + 64, c, d) != td_attn_swz(r, c, d) + 64 * d &&
+                    bad++ < 5)
+                    printf("d %d: V half-buffer offset of lane %d kk %d dp %d\n", d, lane, kk, dp);
+            }
+    }
+    static double s[2][MAXBN / 8][32][4], o[2][MAXD / 8][32][4];
     static frag2 qf[2][MAXD / 16][32][4];
-    for (int warp = 0; warp < 4; warp++) {
+    for (int warp = 0; warp < warps; warp++) {
         const int wr0 = warp * 16 * mtiles;
         int addr[32];
         memset(s, 0, sizeof s);
@@ -144,7 +207,7 @@ static int check(int d, int mtiles)
                                    s[mt][n][lane][i], want);
                     }
         /* P = S into A fragments as the kernel packs them, then O += P V */
-        for (int kk = 0; kk < BN / 16; kk++) {
+        for (int kk = 0; kk < bn / 16; kk++) {
             static frag2 pa[2][32][4];
             for (int mt = 0; mt < mtiles; mt++)
                 for (int lane = 0; lane < 32; lane++) {
@@ -179,7 +242,7 @@ static int check(int d, int mtiles)
                         const int row = wr0 + mt * 16 + lane / 4 + 8 * (i / 2);
                         const int col = n * 8 + 2 * (lane % 4) + (i % 2);
                         double want = 0;
-                        for (int j = 0; j < BN; j++) {
+                        for (int j = 0; j < bn; j++) {
                             double sj = 0;
                             for (int k = 0; k < d; k++) sj += gq[row][k] * gk[j][k];
                             want += sj * gv[j][col];
@@ -197,14 +260,19 @@ static int check(int d, int mtiles)
             if (seen[c] != 1 && bad++ < 5)
                 printf("d %d: swizzle of row %d not a permutation\n", d, r);
     }
-    printf("attn_frag_check: head dim %d, %d m16 tiles a warp: %s\n", d, mtiles,
-           bad ? "MISMATCH" : "ok");
+    printf("attn_frag_check: head dim %d, %d m16 tiles a warp, %d warps, %d-key tiles: %s\n", d,
+           mtiles, warps, bn, bad ? "MISMATCH" : "ok");
     return bad;
 }
 
 int main(void)
 {
     srand(1);
-    int bad = check(64, 2) + check(128, 1) + check(64, 1) + check(128, 2);
+    int bad = 0;
+    for (int warps = 4; warps <= 8; warps += 4)
+        for (int bn = 32; bn <= 128; bn *= 2) {
+            bad += check(64, 2, warps, bn) + check(128, 1, warps, bn);
+            bad += check(64, 1, warps, bn) + check(128, 2, warps, bn);
+        }
     return bad ? 1 : 0;
 }
