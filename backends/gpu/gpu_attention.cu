@@ -39,7 +39,8 @@
  *
  * Built only by nvcc for CUDA (sm_80 instructions; the module targets sm_90): under hipcc
  * (TD_GPU_HIP) and the CPU emulation of tests/gpu/emu (TD_GPU_EMU) supports() says no, so
- * the engine runs the lowering there.
+ * the engine runs the lowering there. f32 goes to gpu_attention_f32.cu (the same algorithm
+ * on the CUDA cores), through supports() and exec below.
  */
 #include "backends/gpu/gpu_ops.cuh"
 #include "backends/gpu/gpu_attention_layout.h"
