@@ -644,7 +644,7 @@ typedef struct td__op_row {
       "softmax(q k^T scale + mask (bool: false -> -inf; causal: key j > query i -> -inf), "  \
       "last axis) v; lowered to permute, matmul, mul, (arange, le, where), softmax's steps, " \
       "matmul; native on the CPU (blocks of keys with a running max, f32/f64) and on CUDA " \
-      "(f16/bf16 on tensor cores, no mask, head dim 64 or 128)")                            \
+      "(no mask, head dim 64 or 128: f16/bf16 on tensor cores, f32 on CUDA cores)")        \
     X(CONV, 260, "conv", CONV, 2, 3, "x, weight, bias", CONV, "", NONE, FLOAT, FLOAT, ALL,  \
       SAME, WINDOW, 0, NONE, CONV,                                                         \
       "N-d convolution (cross-correlation) [N, C, *L] x [Cout, C/groups, *k] (+ bias) -> [N, Cout, *O]") \

@@ -39,7 +39,8 @@
  *
  * Built only by nvcc for CUDA (sm_80 instructions; the module targets sm_90): under hipcc
  * (TD_GPU_HIP) and the CPU emulation of tests/gpu/emu (TD_GPU_EMU) supports() says no, so
- * the engine runs the lowering there.
+ * the engine runs the lowering there. f32 goes to gpu_attention_f32.cu (the same algorithm
+ * on the CUDA cores), through supports() and exec below.
  */
 #include "backends/gpu/gpu_ops.cuh"
 #include "backends/gpu/gpu_attention_layout.h"
@@ -740,6 +741,7 @@ extern "C" bool td__gpu_attention_supports(const td__op *op, const td__desc *con
                                            const td__desc *out)
 {
     if (op->n_inputs != 3) return false; /* masks: the lowering */
+    if (in[0]->dtype == TD_F32) return td__gpu_attention_f32_supports(op, in, out);
     const td__desc *q = in[0], *k = in[1], *v = in[2];
     if (q->dtype != TD_F16 && q->dtype != TD_BF16) return false;
     const int64_t l = q->dims[q->rank - 2], e = q->dims[q->rank - 1];
@@ -762,6 +764,7 @@ extern "C" bool td__gpu_attention_supports(const td__op *op, const td__desc *con
 extern "C" td_status td__gpu_exec_attention(const td__gpu_exec *x, const td__op *op,
                                             const td__view *in, const td__view *out)
 {
+    if (in[0].desc.dtype == TD_F32) return td__gpu_exec_attention_f32(x, op, in, out);
     const td__desc *q = &in[0].desc, *k = &in[1].desc, *v = &in[2].desc, *o = &out->desc;
     attn_args a;
     memset(&a, 0, sizeof a);

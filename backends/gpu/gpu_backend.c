@@ -722,7 +722,8 @@ static bool gpu_has_kernels_for(const td__op *op, const td__desc *const *in, con
 
 /* Native coverage: the op table's default (every primitive, no composite) plus the native
  * SOFTMAX/LOG_SOFTMAX kernels (f32, f64) and, on CUDA, SCALED_DOT_PRODUCT_ATTENTION in
- * f16/bf16 without a mask at head dims 64 and 128 (gpu_attention.cu), narrowed to float matmuls whose M, N, K fit the
+ * f16/bf16/f32 without a mask at head dims 64 and 128 (gpu_attention.cu,
+ * gpu_attention_f32.cu), narrowed to float matmuls whose M, N, K fit the
  * vendor GEMM's int dims. The dtype rules themselves td__op_infer has already checked. */
 static bool gpu_supports_op(td__device *dev, const td__op *op, const td__desc *const *in,
                              const td__desc *out)

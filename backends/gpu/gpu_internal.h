@@ -205,12 +205,18 @@ td_status td__gpu_exec_scan(const td__gpu_exec *x, const td__op *op, const td__v
 td_status td__gpu_exec_sort(const td__gpu_exec *x, const td__op *op, const td__view *in,
                             const td__view *out);
 /* SCALED_DOT_PRODUCT_ATTENTION (gpu_attention.cu): whether the fused tensor-core kernel
- * takes this (validated) op (f16/bf16, no mask, head dim 64 or 128; false in builds without
- * it: HIP, the CPU emulation), and the kernel. */
+ * takes this (validated) op (f16/bf16, no mask, head dim 64 or 128; f32 goes to the f32
+ * kernel below; false in builds without them: HIP, the CPU emulation), and the kernel. */
 bool td__gpu_attention_supports(const td__op *op, const td__desc *const *in,
                                 const td__desc *out);
 td_status td__gpu_exec_attention(const td__gpu_exec *x, const td__op *op, const td__view *in,
                                  const td__view *out);
+/* The f32 kernel (gpu_attention_f32.cu; CUDA builds only, reached through the two above):
+ * no mask, head dim 64 or 128, at least one key; TENSORD_GPU_ATTN_F32=0 declines. */
+bool td__gpu_attention_f32_supports(const td__op *op, const td__desc *const *in,
+                                    const td__desc *out);
+td_status td__gpu_exec_attention_f32(const td__gpu_exec *x, const td__op *op,
+                                     const td__view *in, const td__view *out);
 /* CONV and POOL families (gpu_window.cu, engine/window.h). */
 td_status td__gpu_exec_window(const td__gpu_exec *x, const td__op *op, const td__view *in,
                               const td__view *out);

@@ -1,21 +1,26 @@
 #!/usr/bin/env bash
 # attn-on-gpu-host.sh — issue 13's attention target on the GPU host: the CUDA backend's fused
-# f16/bf16 attention kernel (backends/gpu/gpu_attention.cu) checked and timed in one device
-# call of about 4 minutes, with carry/ from tests/gpu/prepare-carry.sh:
-#   1. attn-check: per case max |err| against an f32 reference, where, the bound, the CPU
-#      lowering's own error, NaNs, two runs bit-identical (tests/gpu/attn_check.c);
+# f16/bf16 attention kernel (backends/gpu/gpu_attention.cu) and its f32 kernel
+# (backends/gpu/gpu_attention_f32.cu) checked and timed in one device call of about 5
+# minutes, with carry/ from tests/gpu/prepare-carry.sh:
+#   1. attn-check: per case max |err| against an f32 reference (f64 for f32), where, the
+#      bound, the CPU's own error, NaNs, two runs bit-identical (tests/gpu/attn_check.c);
 #   2. conformance --filter attention on local:cuda:0 against local:cpu (native cases, and
 #      the masked / other-head-dim cases the lowering takes), with the per-op table;
-#   3. that the native kernel ran (TENSORD_GPU_PROFILE=1 lists the op by name; the lowering
-#      would list matmul and softmax's steps instead);
+#   3. that the native kernels ran (TENSORD_GPU_PROFILE=1 lists the op by name; the lowering
+#      would list matmul and softmax's steps instead), bf16 and f32;
 #   4. attn-bench next to bench/attn_torch.py ([8, 16, 2048, 64], causal and not): tensord
-#      bf16 and f16 (fused), f32 (lowering); PyTorch f32 and bf16; plus head dim 128;
-#   5. compute-sanitizer memcheck and racecheck over attn-check's small cases;
+#      bf16, f16 and f32 (fused), f32 through the lowering (TENSORD_GPU_ATTN_F32=0) and the
+#      f32 kernel's other tile configurations (TENSORD_GPU_ATTN_F32=2..4); PyTorch f32 and
+#      bf16; plus head dim 128 ([8, 8, 2048, 128]) in bf16 and f32;
+#   5. compute-sanitizer memcheck and racecheck over attn-check's small cases.
 #   6. (bits) the timing variants that claim the default's bits (TENSORD_GPU_ATTN_VARIANT 1 2
 #      3 6 7-13) against the default, case by case (attn-check --bits-only), and 14's count
 #      of differing cases.
 # ATTN_SECTIONS picks sections (default: all): check conformance profile bench bits sanitizer;
-# ATTN_SECTIONS="bits bench" times and compares the variants alone (about 2 minutes).
+# ATTN_SECTIONS="bits bench" times and compares the variants alone (about 2 minutes);
+# ATTN_VARIANTS, ATTN_BITS_VARIANTS and ATTN_F32_CFGS narrow the lists that are timed or
+# compared (a short device call).
 # Writes $OUT/summary.txt (appended) and raw logs $OUT/attn-*.log.
 #     lead: carry ["carry"], command: bash tests/gpu/attn-on-gpu-host.sh
 set -u -o pipefail
@@ -24,7 +29,7 @@ OUT=${OUT:-/tmp/tensord-gpu-out}
 mkdir -p "$OUT"
 SUM=$OUT/summary.txt
 start=$(date +%s)
-BUDGET=${BUDGET:-230}
+BUDGET=${BUDGET:-300}
 HOST_LD=${LD_LIBRARY_PATH:-}
 . tests/gpu/gpu-host-lib.sh
 X=${TMPDIR:-/tmp}/tensord-gpu
@@ -41,7 +46,7 @@ rcall=0
 
 # ---- 1. attn-check ----
 if has check; then
-timeout "$(limit 75)" "$X/bin/attn-check" --device local:cuda:0 --reference local:cpu \
+timeout "$(limit 110)" "$X/bin/attn-check" --device local:cuda:0 --reference local:cpu \
     >"$OUT/attn-check.log" 2>&1
 rc=$?
 [ $rc -ne 0 ] && rcall=1
@@ -71,9 +76,13 @@ fi
 if has profile; then
 TENSORD_GPU_PROFILE=1 timeout "$(limit 20)" "$X/bin/attn-bench" --device local:cuda:0 \
     --dtype bf16 --reps 5 --rounds 1 >"$OUT/attn-profile.log" 2>&1
+TENSORD_GPU_PROFILE=1 timeout "$(limit 20)" "$X/bin/attn-bench" --device local:cuda:0 \
+    --dtype f32 --reps 5 --rounds 1 >"$OUT/attn-profile-f32.log" 2>&1
 {
     echo "-- TENSORD_GPU_PROFILE=1 attn-bench bf16 (ops the GPU ran; the fused kernel is one 'scaled_dot_product_attention' row):"
     grep -E 'scaled_dot_product_attention|matmul|softmax|^ *op|exp ' "$OUT/attn-profile.log" | head -8 | sed 's/^/  /'
+    echo "-- TENSORD_GPU_PROFILE=1 attn-bench f32 (the f32 kernel: one 'scaled_dot_product_attention' row, no matmul/softmax rows):"
+    grep -E 'scaled_dot_product_attention|matmul|softmax|^ *op|exp ' "$OUT/attn-profile-f32.log" | head -8 | sed 's/^/  /'
 } | tee -a "$SUM"
 fi
 
@@ -87,7 +96,7 @@ nb0=$(grep -c '^bits ' "$OUT/attn-bits-0.log")
     echo "-- TENSORD_GPU_ATTN_VARIANT bits against the default's (attn-check --bits-only, $nb0 cases)"
     [ "$nb0" -gt 0 ] || { echo "  ! default: no cases"; tail -3 "$OUT/attn-bits-0.log" | sed 's/^/  ! /'; }
 } | tee -a "$SUM"
-for v in 1 2 3 6 7 8 9 10 11 12 13 14; do
+for v in ${ATTN_BITS_VARIANTS:-1 2 3 6 7 8 9 10 11 12 13 14}; do
     TENSORD_GPU_ATTN_VARIANT=$v timeout "$(limit 30)" "$X/bin/attn-check" --bits-only \
         >"$OUT/attn-bits-$v.log" 2>&1
     nb=$(grep -c '^bits ' "$OUT/attn-bits-$v.log")
@@ -116,9 +125,20 @@ for dt in bf16 f16 f32; do
 done
 timeout "$(limit 30)" "$X/bin/attn-bench" --device local:cuda:0 --dtype bf16 --dim 128 --heads 8 \
     >"$T/attn-bf16-d128" 2>&1
+timeout "$(limit 30)" "$X/bin/attn-bench" --device local:cuda:0 --dtype f32 --dim 128 --heads 8 \
+    >"$T/attn-f32-d128" 2>&1
+# TENSORD_GPU_ATTN_F32 (gpu_attention_f32.cu): 0 = the lowering, 2..4 = other tiles
+TENSORD_GPU_ATTN_F32=0 timeout "$(limit 30)" "$X/bin/attn-bench" --device local:cuda:0 \
+    --dtype f32 >"$T/f32cfg-0" 2>&1
+for v in ${ATTN_F32_CFGS:-2 3 4}; do
+    TENSORD_GPU_ATTN_F32=$v timeout "$(limit 20)" "$X/bin/attn-bench" --device local:cuda:0 \
+        --dtype f32 >"$T/f32cfg-$v" 2>&1
+    TENSORD_GPU_ATTN_F32=$v timeout "$(limit 20)" "$X/bin/attn-bench" --device local:cuda:0 \
+        --dtype f32 --dim 128 --heads 8 >"$T/f32cfg-$v-d128" 2>&1
+done
 # TENSORD_GPU_ATTN_VARIANT (gpu_attention.cu): other block cuts and pipelines; the default
 # (0) timed first and last (var-00, var-99) for the drift between runs
-for v in 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 0; do
+for v in ${ATTN_VARIANTS:-0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 0}; do
     n=$(printf '%02d' "$v")
     [ -e "$T/var-$n" ] && n=99
     TENSORD_GPU_ATTN_VARIANT=$v timeout "$(limit 20)" "$X/bin/attn-bench" --device local:cuda:0 \
@@ -139,6 +159,10 @@ for f in "$T"/*; do echo "== $(basename "$f")"; cat "$f"; done >"$OUT/attn-bench
     echo "-- head dim 128 ([8, 8, 2048, 128])"
     grep -h '^attention_bf16' "$T/attn-bf16-d128" | sed 's/^/  tensord /'
     grep -h '^attention_bf16' "$T/torch-d128" | sed 's/^/  PyTorch /'
+    grep -h '^attention_f32' "$T/attn-f32-d128" | sed 's/^/  tensord /'
+    grep -h '^attention_f32' "$T/torch-d128" | sed 's/^/  PyTorch /'
+    echo "-- TENSORD_GPU_ATTN_F32 (f32; 0 = the lowering; default 1: d64 128 queries x 64 keys, d128 128 x 32; 2 = 64 x 64, 3 = 128 x 32, 4 = 64 x 32)"
+    for f in "$T"/f32cfg-*; do grep -h '^attention_f32' "$f" | sed "s|^|  $(basename "$f") |"; done
     echo "-- TENSORD_GPU_ATTN_VARIANT (bf16, --reps 10 --rounds 5; var-00 and var-99: the default, first and last; d64: 1 = 64-query blocks, 2 = Q from shared memory, 3 = both, 4 = 64-query blocks and 128-key tiles, 5 = 32-key tiles, 6 = the first measured version (branches in the tile); d128: 2 = 128-query blocks with Q from shared memory, 3 = Q from shared memory, 4 = as 2 with 32-key tiles; k_attention2, d64 (d128 as 1 m16 tile a warp): 7 = the default's cut, 1 barrier a tile, base + immediate addresses, 8 = 7 with 3 K/V buffers, 9 = 8 warps (256 queries; d128 128), 10 = 9 with 3 buffers, 11 = 8 warps of 1 m16 tile (128 queries, 2 blocks an SM), 12 = 7 with 128-key copies computed as two 64-key tiles, 13 = 12 with 3 buffers, 14 = 128-key tiles, Q from shared memory (other bits))"
     for f in "$T"/var-*; do grep -h '^attention_bf16' "$f" | sed "s|^|  $(basename "$f") |"; done
     grep -h -iE 'error|fail' "$T"/* | head -5 | sed 's/^/  ! /'

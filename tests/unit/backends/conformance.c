@@ -1899,11 +1899,12 @@ static void add_softmax(void)
 /* SCALED_DOT_PRODUCT_ATTENTION: a small case in every float dtype; then in f32 and f64 the
  * shapes that cross the CPU kernel's blocks (64 queries, 256 keys), causal with L < S and
  * L > S, bool and float masks broadcast over rows and batch dims, batch dims of q, k and v
- * broadcast, a case with NaN and inf in q (their rows NaN on both sides); then in f16 and
- * bf16 the CUDA kernel's cases (head dim 64 and 128, no mask): L and S of 1, 63, 64, 65,
- * 200, 1000 across its blocks (64 or 128 queries, 64 keys), causal with L < S and L > S, a
- * scale the dtype rounds, a negative scale, k and v broadcast over q's batch dims; and next
- * to them the cases it leaves to the lowering (a mask, Ev != E, head dim 96). */
+ * broadcast, a case with NaN and inf in q (their rows NaN on both sides); then in f16,
+ * bf16 and f32 the CUDA kernels' cases (head dim 64 and 128, no mask): L and S of 1, 63,
+ * 64, 65, 200, 1000 across their blocks (64 or 128 queries, 32 or 64 keys), causal with
+ * L < S and L > S, a scale the dtype rounds, a negative scale, k and v broadcast over q's
+ * batch dims; and next to them the cases they leave to the lowering (a mask, Ev != E, head
+ * dim 96). */
 static void add_attention(void)
 {
     typedef struct acase {
@@ -1911,7 +1912,7 @@ static void add_attention(void)
         int mask; /* 0 none, 1 bool, 2 float */
         int causal;
         double scale;
-        int halves; /* 0: f32 and f64; 1: every float dtype; 2: f16 and bf16 */
+        int halves; /* 0: f32 and f64; 1: every float dtype; 2: f16, bf16 and f32 */
         bool specials;
     } acase;
     const acase cs[] = {
@@ -1951,7 +1952,7 @@ static void add_attention(void)
         for (size_t d = 0; d < n_float; d++) {
             const uint32_t dt = k_float[d];
             const bool wide = dt == TD_F32 || dt == TD_F64;
-            if ((cs[i].halves == 0 && !wide) || (cs[i].halves == 2 && wide)) continue;
+            if ((cs[i].halves == 0 && !wide) || (cs[i].halves == 2 && dt == TD_F64)) continue;
             tcase *c = add_case("scaled_dot_product_attention %s q %s k %s v %s mask %s%s%s",
                                 dtn(dt), shape_str(&cs[i].q, sq, sizeof sq),
                                 shape_str(&cs[i].k, sk, sizeof sk),
