@@ -17,7 +17,7 @@
  *    first transposed to NHWC and the weight to [C_out][kd][kh][kw][C/G] in temp memory
  *    (memory-bound, a few microseconds), K ordered (kd, kh, kw, c), so that 8 consecutive k
  *    are 8 consecutive channels of one pixel: both operands by 16-byte cp.async (zero-fill
- *    for the padding) in a TD_CONV_STAGES-deep pipeline, nothing through registers. When
+ *    for the padding) in a 3- or 4-stage pipeline, nothing through registers. When
  *    the grid is small (ResNet-50's last stage: N = 32 x 49) K is split in S parts
  *    (td_conv_splits, from the shape and tile alone) into f32 partials that a second
  *    kernel sums in order (deterministic split-K, no atomics).
@@ -239,25 +239,44 @@ __global__ void __launch_bounds__(TD_CONV_THREADS, MINB)
 
 
 /* ---- the channels-last path (gpu_conv_layout.h): both operands by 16-byte cp.async, in a
- * TD_CONV_STAGES-deep pipeline; optionally one split of K (S > 1: an f32 partial) ---- */
+ * TD_CONV_STAGES(BM, BN)-deep pipeline; optionally one split of K (S > 1: an f32 partial) ---- */
 
-/* x NCHW -> xt NHWC (per image a [C][L] -> [L][C] transpose through a 32x32 shared tile);
- * grid (ceil(L / 32), ceil(C / 32), n), block (32, 8) */
+/* x NCHW -> xt NHWC: per image a [C][L] -> [L][C] transpose through a 64x64 shared tile;
+ * grid (ceil(L / 64), ceil(C / 64), n), block (32, 8). W2 (L even, x 4-byte aligned): each
+ * thread moves element pairs (a warp reads and writes 128 contiguous bytes); else single
+ * elements. C is a multiple of 8 here. */
+template <bool W2>
 __global__ void k_conv_to_nhwc(const uint16_t *__restrict__ x, uint16_t *__restrict__ xt,
                                int32_t C, int32_t L)
 {
-    __shared__ uint16_t t[32][34];
+    __shared__ __align__(4) uint16_t t[64][66];
     const int64_t img = blockIdx.z;
-    const int32_t p0 = (int32_t)blockIdx.x * 32, c0 = (int32_t)blockIdx.y * 32;
+    const int32_t p0 = (int32_t)blockIdx.x * 64, c0 = (int32_t)blockIdx.y * 64;
     const int tx = threadIdx.x;
-    for (int i = threadIdx.y; i < 32; i += 8) {
-        const int32_t c = c0 + i, p = p0 + tx;
-        if (c < C && p < L) t[i][tx] = x[(img * C + c) * L + p];
+    for (int i = threadIdx.y; i < 64; i += 8) {
+        const int32_t c = c0 + i;
+        if (c >= C) break;
+        if constexpr (W2) {
+            const int32_t p = p0 + 2 * tx;
+            if (p < L)
+                *reinterpret_cast<uint32_t *>(&t[i][2 * tx]) =
+                    *reinterpret_cast<const uint32_t *>(&x[(img * C + c) * L + p]);
+        } else {
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int32_t p = p0 + tx + 32 * e;
+                if (p < L) t[i][tx + 32 * e] = x[(img * C + c) * L + p];
+            }
+        }
     }
     __syncthreads();
-    for (int i = threadIdx.y; i < 32; i += 8) {
-        const int32_t p = p0 + i, c = c0 + tx;
-        if (p < L && c < C) xt[(img * L + p) * C + c] = t[tx][i];
+    for (int i = threadIdx.y; i < 64; i += 8) {
+        const int32_t p = p0 + i;
+        if (p >= L) break;
+        const int32_t c = c0 + 2 * tx; /* C even: c + 1 < C too */
+        if (c < C)
+            *reinterpret_cast<uint32_t *>(&xt[(img * L + p) * C + c]) =
+                (uint32_t)t[2 * tx][i] | (uint32_t)t[2 * tx + 1][i] << 16;
     }
 }
 
@@ -278,7 +297,7 @@ __global__ void __launch_bounds__(TD_CONV_THREADS, MINB)
                 float *__restrict__ part, const td_conv_kent *__restrict__ ktab,
                 td_conv_shape s, int S)
 {
-    constexpr int BK = TD_CONV_BK, ST = TD_CONV_STAGES;
+    constexpr int BK = TD_CONV_BK, ST = TD_CONV_STAGES(BM, BN);
     constexpr int WN = 8 / WM, WTM = BM / WM, WTN = BN / WN;
     constexpr int MT = WTM / 16, NT = WTN / 8;
     constexpr int AP = BM / 64, BP = BN / 64; /* 16-byte chunks per thread */
@@ -379,8 +398,9 @@ __global__ void __launch_bounds__(TD_CONV_THREADS, MINB)
 
     /* + bias, rounded once (S 1), or the f32 partial; a lane's two adjacent columns j, j + 1
      * (j even) as one store when they are adjacent and aligned there: P even (one image,
-     * output offset even) or N even (the partials) */
+     * output offset even; y 4-byte aligned) or N even (the partials) */
     const int gq = lane >> 2, t = lane & 3;
+    const bool y4 = ((uintptr_t)y & 3u) == 0; /* a view may start at an odd element */
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
@@ -396,7 +416,7 @@ __global__ void __launch_bounds__(TD_CONV_THREADS, MINB)
                 if (S == 1) {
                     const int32_t o = td_conv_out_off(&s, g, m, j);
                     const uint32_t lo = round16<BF>(v0 + b);
-                    if ((s.P & 1) == 0 && j + 1 < s.N) {
+                    if ((s.P & 1) == 0 && j + 1 < s.N && y4) {
                         *reinterpret_cast<uint32_t *>(&y[o]) = lo | (uint32_t)round16<BF>(v1 + b) << 16;
                     } else {
                         y[o] = (uint16_t)lo;
@@ -538,7 +558,7 @@ int auto_cfg_nhwc(const td_conv_shape &s)
 td_status conv_nhwc(const td__gpu_exec *x, const td__op *op, const td__view *in,
                     const td__view *out, const td_conv_shape &s, int var, bool bf)
 {
-    const int64_t ctiles = (s.c + 31) / 32;
+    const int64_t ctiles = (s.c + 63) / 64;
     if (s.n > 65535 || ctiles > 65535 || (int64_t)s.co * s.K >= ((int64_t)1 << 31))
         return TD_EUNSUPPORTED;
     const int c = var >= 1 && var <= 4 ? var - 1 : auto_cfg_nhwc(s);
@@ -574,8 +594,11 @@ td_status conv_nhwc(const td__gpu_exec *x, const td__op *op, const td__view *in,
     uint16_t *yp = (uint16_t *)out->data;
     gpuStream_t cs = x->st->s;
 
-    const dim3 tgrid((unsigned)((s.L + 31) / 32), (unsigned)ctiles, (unsigned)s.n);
-    k_conv_to_nhwc<<<tgrid, dim3(32, 8), 0, cs>>>(xp, xt, s.c, s.L);
+    const dim3 tgrid((unsigned)((s.L + 63) / 64), (unsigned)ctiles, (unsigned)s.n);
+    if (s.L % 2 == 0 && ((uintptr_t)xp & 3u) == 0)
+        k_conv_to_nhwc<true><<<tgrid, dim3(32, 8), 0, cs>>>(xp, xt, s.c, s.L);
+    else
+        k_conv_to_nhwc<false><<<tgrid, dim3(32, 8), 0, cs>>>(xp, xt, s.c, s.L);
     st = td__gpu_launched(x, "conv channels-last transpose");
     if (st == TD_OK) {
         const int64_t np = (int64_t)wel > (int64_t)ntab ? (int64_t)wel : (int64_t)ntab;

@@ -39,7 +39,9 @@
 
 #define TD_CONV_BK 32       /* K per tile (two k16 mma steps) */
 #define TD_CONV_THREADS 256 /* 8 warps a block */
-#define TD_CONV_STAGES 3    /* cp.async pipeline depth of the channels-last path */
+/* cp.async pipeline depth of the channels-last path for a BM x BN tile: 4, or 3 for
+ * 128x128 (3 x 16 KiB: CUDA's 48 KiB of static shared memory) */
+#define TD_CONV_STAGES(bm, bn) ((bm) * (bn) >= 128 * 128 ? 3 : 4)
 #define TD_CONV_FAR (-(1 << 29)) /* a coordinate no bounds test accepts */
 #define TD_CONV_LIM (1 << 28)    /* |coordinate|, |dilated kernel offset| below this */
 

@@ -276,7 +276,7 @@ done:
 /* The channels-last path (td_conv_nhwc_ok) for one tile configuration and split count S:
  * the NHWC input and the transposed weight built with the header's formulas, the per-chunk
  * table, both operands by 16-byte chunks (zero-filled outside, as cp.async with src-size 0
- * does) through the TD_CONV_STAGES-deep pipeline the kernel runs (which stage a tile goes
+ * does) through the TD_CONV_STAGES(bm, bn)-deep pipeline the kernel runs (which stage a tile goes
  * to, and that its cp.async group is complete under wait_group STAGES - 2 when it is read),
  * B read by plain ldmatrix (td_attn_k_rc), and, for S > 1, the f32 partials and the
  * reduction kernel's index mapping. */
@@ -284,7 +284,7 @@ static void run_cfg_nhwc(const conv_case *cc, const td_conv_shape *s, const doub
                          const double *w, const double *b, const double *want, int bm, int bn,
                          int wm, int S)
 {
-    const int BK = TD_CONV_BK, ST = TD_CONV_STAGES, wn = 8 / wm, wtm = bm / wm, wtn = bn / wn;
+    const int BK = TD_CONV_BK, ST = TD_CONV_STAGES(bm, bn), wn = 8 / wm, wtm = bm / wm, wtn = bn / wn;
     const int MT = wtm / 16, NT = wtn / 8;
     const int64_t nout = (int64_t)s->n * s->co * s->P, xel = (int64_t)s->n * s->c * s->L;
     const int64_t wel = (int64_t)s->co * s->K, pel = (int64_t)S * s->co * s->N;
@@ -493,8 +493,8 @@ static void run_cfg_nhwc(const conv_case *cc, const td_conv_shape *s, const doub
                 (long long)i, y[i], want[i]);
     }
 done:
-    printf("conv_frag_check: %-28s tile %3dx%-3d (%d warps along M) channels-last split %d: %s\n",
-           cc->name, bm, bn, wm, S, g_bad > bad0 ? "FAIL" : "ok");
+    printf("conv_frag_check: %-28s tile %3dx%-3d (%d warps along M) channels-last split %d (%d stages): %s\n",
+           cc->name, bm, bn, wm, S, ST, g_bad > bad0 ? "FAIL" : "ok");
     free(y);
     free(written);
     free(part);
