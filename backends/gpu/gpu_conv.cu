@@ -11,23 +11,38 @@
  * GEMM view and index math: gpu_conv_layout.h (M = C_out/G, N = images x positions, K =
  * C_in/G x kernel volume; per-k and per-column tables, so the copy loop does no division).
  * A block of 8 warps computes a BM x BN tile of one group's output (BM 64 or 128, BN 64 or
- * 128; a warp BM/WM x BN/(8/WM)) over K in steps of 32: the weight tile by cp.async
- * (16-byte chunks; element by element when K is not a multiple of 8) and the input tile by
- * a gather through registers, both into a second shared buffer while the tensor cores
- * (ldmatrix, mma.sync m16n8k16, f32 accumulation; gpu_mma.cuh) work on the first. At the end
- * the accumulator plus the bias (in f32) is rounded to the dtype once.
+ * 128; a warp BM/WM x BN/(8/WM)) over K in steps of 32 (ldmatrix, mma.sync m16n8k16, f32
+ * accumulation; gpu_mma.cuh). Two ways to feed it:
+ *  - channels-last (C/G a multiple of 8: every ResNet layer but the first): the input is
+ *    first transposed to NHWC and the weight to [C_out][kd][kh][kw][C/G] in temp memory
+ *    (memory-bound, a few microseconds), K ordered (kd, kh, kw, c), so that 8 consecutive k
+ *    are 8 consecutive channels of one pixel: both operands by 16-byte cp.async (zero-fill
+ *    for the padding) in a 3- or 4-stage pipeline, nothing through registers. When
+ *    the grid is small (ResNet-50's last stage: N = 32 x 49) K is split in S parts
+ *    (td_conv_splits, from the shape and tile alone) into f32 partials that a second
+ *    kernel sums in order (deterministic split-K, no atomics).
+ *  - element gather (other C/G, e.g. the 3-channel first layer): the weight by cp.async
+ *    (element by element when K is not a multiple of 8) and the input gathered element by
+ *    element through registers, double-buffered.
+ * At the end the accumulator plus the bias (in f32) is rounded to the dtype once.
  *
- * Determinism and accuracy: each output element is one f32 sum over k in ascending tiles
- * of 32, each the two k16 steps of the mma in order: the order depends on K alone, not on
- * the tile shape, the variant, the grid or timing (no atomics, no split over K). Bias is
- * added after the products (the im2col GEMM summed it as one more product): both are the
- * f32-accumulate-once of TD_ACC_CONV's bound (tests/unit/backends/conformance.c).
+ * Determinism and accuracy: each output element is an f32 sum over k in ascending tiles
+ * of 32 (each the two k16 steps of the mma in order), then, when split, the S partials
+ * summed in ascending order: the order depends on the shape, the path (K order) and the
+ * split alone, never on the grid or timing (no atomics). The split depends on the tile, so
+ * variants may differ in the last bits; the default (variant 0) picks from the shape
+ * only, never from the device. Bias is added after the products (the im2col GEMM summed
+ * it as one more product): all are within the f32-accumulate-once of TD_ACC_CONV's bound
+ * (tests/unit/backends/conformance.c).
  *
- * TENSORD_GPU_CONV_VARIANT (a development aid for timing; every variant gives the same bits):
- * 0 (default): the largest tile that still gives a wave of blocks (C_out/G <= 64 tries
- * 64-row tiles first); 1: 128x128; 2: 64x128; 3: 128x64; 4: 64x64; 5: the im2col + GEMM path.
- * TENSORD_GPU_CONV_TRACE=1 prints a line to stderr per launch (tile, M, N, K): a check that
- * this kernel ran.
+ * TENSORD_GPU_CONV_VARIANT (a development aid for timing): 0 (default): channels-last
+ * when it applies, tile by auto_cfg_nhwc, split when the grid is small; else the element
+ * gather with the largest tile that still gives a wave of blocks (C_out/G <= 64 tries
+ * 64-row tiles first); 1: 128x128; 2: 64x128; 3: 128x64; 4: 64x64 (split as 0 would for
+ * that tile); 5: the im2col + GEMM path; 6: channels-last off (the element gather, auto
+ * tile); 7: split-K off (otherwise as 0).
+ * TENSORD_GPU_CONV_TRACE=1 prints a line to stderr per launch (path, tile, split, M, N, K):
+ * a check that this kernel ran.
  *
  * Built only by nvcc for CUDA (sm_80 instructions; the module targets sm_90): under hipcc
  * (TD_GPU_HIP) and the CPU emulation (TD_GPU_EMU) td__gpu_conv_mma says TD_EUNSUPPORTED and
@@ -222,6 +237,221 @@ __global__ void __launch_bounds__(TD_CONV_THREADS, MINB)
         }
 }
 
+
+/* ---- the channels-last path (gpu_conv_layout.h): both operands by 16-byte cp.async, in a
+ * TD_CONV_STAGES(BM, BN)-deep pipeline; optionally one split of K (S > 1: an f32 partial) ---- */
+
+/* x NCHW -> xt NHWC: per image a [C][L] -> [L][C] transpose through a 64x64 shared tile;
+ * grid (ceil(L / 64), ceil(C / 64), n), block (32, 8). W2 (L even, x 4-byte aligned): each
+ * thread moves element pairs (a warp reads and writes 128 contiguous bytes); else single
+ * elements. C is a multiple of 8 here. */
+template <bool W2>
+__global__ void k_conv_to_nhwc(const uint16_t *__restrict__ x, uint16_t *__restrict__ xt,
+                               int32_t C, int32_t L)
+{
+    __shared__ __align__(4) uint16_t t[64][66];
+    const int64_t img = blockIdx.z;
+    const int32_t p0 = (int32_t)blockIdx.x * 64, c0 = (int32_t)blockIdx.y * 64;
+    const int tx = threadIdx.x;
+    for (int i = threadIdx.y; i < 64; i += 8) {
+        const int32_t c = c0 + i;
+        if (c >= C) break;
+        if constexpr (W2) {
+            const int32_t p = p0 + 2 * tx;
+            if (p < L)
+                *reinterpret_cast<uint32_t *>(&t[i][2 * tx]) =
+                    *reinterpret_cast<const uint32_t *>(&x[(img * C + c) * L + p]);
+        } else {
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int32_t p = p0 + tx + 32 * e;
+                if (p < L) t[i][tx + 32 * e] = x[(img * C + c) * L + p];
+            }
+        }
+    }
+    __syncthreads();
+    for (int i = threadIdx.y; i < 64; i += 8) {
+        const int32_t p = p0 + i;
+        if (p >= L) break;
+        const int32_t c = c0 + 2 * tx; /* C even: c + 1 < C too */
+        if (c < C)
+            *reinterpret_cast<uint32_t *>(&xt[(img * L + p) * C + c]) =
+                (uint32_t)t[2 * tx][i] | (uint32_t)t[2 * tx + 1][i] << 16;
+    }
+}
+
+/* the weight in the channels-last K order, and the per-chunk table */
+__global__ void k_conv_prep_nhwc(const uint16_t *__restrict__ w, uint16_t *__restrict__ wt,
+                                 td_conv_kent *__restrict__ tab, td_conv_shape s)
+{
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t nw = (int64_t)s.co * s.K;
+    if (i < nw) wt[i] = w[td_conv_wt_src(&s, i / s.K, (int32_t)(i % s.K))];
+    if (i < (int64_t)s.nk * (TD_CONV_BK / 8)) tab[i] = td_conv_kentry_nhwc(&s, (int32_t)i);
+}
+
+template <bool BF, int BM, int BN, int WM, int MINB>
+__global__ void __launch_bounds__(TD_CONV_THREADS, MINB)
+    k_conv_nhwc(const uint16_t *__restrict__ xt, const uint16_t *__restrict__ wt,
+                const uint16_t *__restrict__ bias, uint16_t *__restrict__ y,
+                float *__restrict__ part, const td_conv_kent *__restrict__ ktab,
+                td_conv_shape s, int S)
+{
+    constexpr int BK = TD_CONV_BK, ST = TD_CONV_STAGES(BM, BN);
+    constexpr int WN = 8 / WM, WTM = BM / WM, WTN = BN / WN;
+    constexpr int MT = WTM / 16, NT = WTN / 8;
+    constexpr int AP = BM / 64, BP = BN / 64; /* 16-byte chunks per thread */
+    static_assert(NT % 2 == 0 && MT >= 1 && AP >= 1 && BP >= 1, "tile");
+    __shared__ __align__(128) uint16_t sa[ST][BM * BK];
+    __shared__ __align__(128) uint16_t sb[ST][BN * BK];
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int g = (int)blockIdx.z / S, sp = (int)blockIdx.z % S;
+    const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+    int kt0, kt1;
+    td_conv_split_range(&s, S, sp, &kt0, &kt1);
+    const uint16_t *wg = wt + (int64_t)g * s.cog * s.K;
+    int wr0, wc0;
+    td_conv_warp(warp, BM, BN, WM, &wr0, &wc0);
+
+    td_conv_col bcol[BP];
+    int bch[BP], bdst[BP];
+#pragma unroll
+    for (int i = 0; i < BP; i++) {
+        int r, ch;
+        td_conv_a_chunk(tid, i, &r, &ch);
+        bcol[i] = td_conv_column_nhwc(&s, g, n0 + r);
+        bch[i] = ch;
+        bdst[i] = td_conv_swz_a(r, ch * 8);
+    }
+
+    auto load = [&](int kt, int st) {
+        const uint32_t ab = smem_addr(sa[st]), bb = smem_addr(sb[st]);
+#pragma unroll
+        for (int i = 0; i < AP; i++) {
+            int r, ch;
+            td_conv_a_chunk(tid, i, &r, &ch);
+            const int kc = kt * BK + ch * 8;
+            const bool in = m0 + r < s.cog && kc < s.K;
+            const uint16_t *src = in ? wg + (int64_t)(m0 + r) * s.K + kc : wt;
+            cp_async16(ab + 2u * (uint32_t)td_conv_swz_a(r, ch * 8), src, in ? 16 : 0);
+        }
+#pragma unroll
+        for (int i = 0; i < BP; i++) {
+            const int4 kv =
+                __ldg(reinterpret_cast<const int4 *>(ktab) + kt * (BK / 8) + bch[i]);
+            td_conv_kent ke;
+            ke.off = kv.x;
+            ke.dd = kv.y;
+            ke.dh = kv.z;
+            ke.dw = kv.w;
+            const bool in = td_conv_inside(&s, bcol[i], ke);
+            const uint16_t *src = in ? xt + td_conv_gather_off(bcol[i], ke) : xt;
+            cp_async16(bb + 2u * (uint32_t)bdst[i], src, in ? 16 : 0);
+        }
+    };
+
+    float acc[MT][NT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+            acc[mt][nt][0] = acc[mt][nt][1] = acc[mt][nt][2] = acc[mt][nt][3] = 0.0f;
+
+#pragma unroll
+    for (int st = 0; st < ST - 1; st++) {
+        if (kt0 + st < kt1) load(kt0 + st, st);
+        cp_commit();
+    }
+    for (int kt = kt0; kt < kt1; kt++) {
+        const int i = kt - kt0, cur = i % ST;
+        cp_wait<ST - 2>();
+        __syncthreads(); /* tile kt is in place; the stage of tile kt - 1 is free */
+        if (kt + ST - 1 < kt1) load(kt + ST - 1, (i + ST - 1) % ST);
+        cp_commit();
+        const uint32_t ab = smem_addr(sa[cur]), bb = smem_addr(sb[cur]);
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; kk++) {
+            uint32_t af[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                int r, c;
+                td_attn_q_rc(lane, wr0 + mt * 16, kk, &r, &c);
+                ldsm_x4(ab + 2u * (uint32_t)td_conv_swz_a(r, c), af[mt][0], af[mt][1], af[mt][2],
+                        af[mt][3]);
+            }
+#pragma unroll
+            for (int np = 0; np < NT / 2; np++) {
+                uint32_t b0, b1, b2, b3;
+                int r, c;
+                td_attn_k_rc(lane, np, kk, &r, &c);
+                ldsm_x4(bb + 2u * (uint32_t)td_conv_swz_a(wc0 + r, c), b0, b1, b2, b3);
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    mma16816<BF>(acc[mt][2 * np], af[mt], b0, b1);
+                    mma16816<BF>(acc[mt][2 * np + 1], af[mt], b2, b3);
+                }
+            }
+        }
+    }
+    cp_wait<0>();
+
+    /* + bias, rounded once (S 1), or the f32 partial; a lane's two adjacent columns j, j + 1
+     * (j even) as one store when they are adjacent and aligned there: P even (one image,
+     * output offset even; y 4-byte aligned) or N even (the partials) */
+    const int gq = lane >> 2, t = lane & 3;
+    const bool y4 = ((uintptr_t)y & 3u) == 0; /* a view may start at an odd element */
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int m = m0 + wr0 + mt * 16 + gq + 8 * h;
+            if (m >= s.cog) continue;
+            const float b = S == 1 && bias != NULL ? widen16<BF>(bias[g * s.cog + m]) : 0.0f;
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++) {
+                const int j = n0 + wc0 + nt * 8 + 2 * t;
+                const float v0 = acc[mt][nt][2 * h], v1 = acc[mt][nt][2 * h + 1];
+                if (j >= s.N) continue;
+                if (S == 1) {
+                    const int32_t o = td_conv_out_off(&s, g, m, j);
+                    const uint32_t lo = round16<BF>(v0 + b);
+                    if ((s.P & 1) == 0 && j + 1 < s.N && y4) {
+                        *reinterpret_cast<uint32_t *>(&y[o]) = lo | (uint32_t)round16<BF>(v1 + b) << 16;
+                    } else {
+                        y[o] = (uint16_t)lo;
+                        if (j + 1 < s.N) y[td_conv_out_off(&s, g, m, j + 1)] = round16<BF>(v1 + b);
+                    }
+                } else {
+                    const int64_t o = td_conv_part_off(&s, sp, g, m, j);
+                    if ((s.N & 1) == 0 && j + 1 < s.N) {
+                        *reinterpret_cast<float2 *>(&part[o]) = make_float2(v0, v1);
+                    } else {
+                        part[o] = v0;
+                        if (j + 1 < s.N) part[o + 1] = v1;
+                    }
+                }
+            }
+        }
+}
+
+/* the S partials summed in ascending split, + bias, rounded once: one thread an output */
+template <bool BF>
+__global__ void k_conv_reduce(const float *__restrict__ part, const uint16_t *__restrict__ bias,
+                              uint16_t *__restrict__ y, td_conv_shape s, int S)
+{
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (int64_t)s.n * s.co * s.P) return;
+    const int32_t img = (int32_t)(i / ((int64_t)s.co * s.P));
+    const int32_t r = (int32_t)(i % ((int64_t)s.co * s.P));
+    const int32_t o = r / s.P, p = r % s.P, g = o / s.cog, m = o % s.cog;
+    const int32_t j = img * s.P + p;
+    float a = 0.0f;
+    for (int sp = 0; sp < S; sp++) a += part[td_conv_part_off(&s, sp, g, m, j)];
+    if (bias != NULL) a += widen16<BF>(bias[o]);
+    y[i] = round16<BF>(a);
+}
+
 struct tile_cfg {
     int bm, bn;
 };
@@ -257,15 +487,47 @@ td_status launch_cfg(const td__gpu_exec *x, const td__view *in, const td__view *
     }
 }
 
+template <bool BF, int BM, int BN, int WM, int MINB>
+td_status launch_nhwc(const td__gpu_exec *x, const uint16_t *xt, const uint16_t *wt,
+                      const uint16_t *bias, uint16_t *y, float *part, const td_conv_kent *tab,
+                      const td_conv_shape &s, int S)
+{
+    const dim3 grid((unsigned)((s.N + BN - 1) / BN), (unsigned)((s.cog + BM - 1) / BM),
+                    (unsigned)(s.groups * S));
+    k_conv_nhwc<BF, BM, BN, WM, MINB>
+        <<<grid, TD_CONV_THREADS, 0, x->st->s>>>(xt, wt, bias, y, part, tab, s, S);
+    return td__gpu_launched(x, "conv implicit-gemm kernel (channels-last)");
+}
+
+template <bool BF>
+td_status launch_nhwc_cfg(const td__gpu_exec *x, const uint16_t *xt, const uint16_t *wt,
+                          const uint16_t *bias, uint16_t *y, float *part,
+                          const td_conv_kent *tab, const td_conv_shape &s, int S, int c)
+{
+    switch (c) {
+    case 0: return launch_nhwc<BF, 128, 128, 2, 1>(x, xt, wt, bias, y, part, tab, s, S);
+    case 1: return launch_nhwc<BF, 64, 128, 2, 2>(x, xt, wt, bias, y, part, tab, s, S);
+    case 2: return launch_nhwc<BF, 128, 64, 4, 2>(x, xt, wt, bias, y, part, tab, s, S);
+    default: return launch_nhwc<BF, 64, 64, 2, 2>(x, xt, wt, bias, y, part, tab, s, S);
+    }
+}
+
 int variant(void)
 {
     const char *e = getenv("TENSORD_GPU_CONV_VARIANT");
     const int v = e != NULL ? atoi(e) : 0;
-    return v >= 0 && v <= 5 ? v : 0;
+    return v >= 0 && v <= 7 ? v : 0;
 }
 
-/* The tile of variant 0: in order of preference, the first whose grid fills the SMs once
- * (else the one with the most blocks, the last). */
+int64_t cfg_blocks(const td_conv_shape &s, int c)
+{
+    return (int64_t)((s.N + CFG[c].bn - 1) / CFG[c].bn) * ((s.cog + CFG[c].bm - 1) / CFG[c].bm) *
+           s.groups;
+}
+
+/* The tile of variant 0 on the element-gather path (the same bits for every tile there): in
+ * order of preference, the first whose grid fills the SMs once (else the one with the most
+ * blocks, the last). */
 int auto_cfg(const td_conv_shape &s)
 {
     int dev = 0, nsm = 132;
@@ -275,13 +537,87 @@ int auto_cfg(const td_conv_shape &s)
     const int order_wide[4] = {0, 2, 1, 3}, order_thin[2] = {1, 3};
     const int *order = s.cog <= 64 ? order_thin : order_wide;
     const int n = s.cog <= 64 ? 2 : 4;
-    for (int i = 0; i < n; i++) {
-        const tile_cfg &c = CFG[order[i]];
-        const int64_t blocks = (int64_t)((s.N + c.bn - 1) / c.bn) * ((s.cog + c.bm - 1) / c.bm) *
-                               s.groups;
-        if (blocks >= nsm) return order[i];
-    }
+    for (int i = 0; i < n; i++)
+        if (cfg_blocks(s, order[i]) >= nsm) return order[i];
     return order[n - 1];
+}
+
+/* The tile of variant 0 on the channels-last path, from the shape alone (the tile decides
+ * the split, and the split the bits): C_out/G <= 64: 64x128 (64x64 when that gives under
+ * TD_CONV_SPLIT_BLOCKS blocks, then perhaps split); else 128x128 when it gives two H100
+ * waves (264 blocks), else 128x64 (perhaps split). */
+int auto_cfg_nhwc(const td_conv_shape &s)
+{
+    if (s.cog <= 64) return cfg_blocks(s, 1) >= TD_CONV_SPLIT_BLOCKS ? 1 : 3;
+    return cfg_blocks(s, 0) >= 2 * 132 ? 0 : 2;
+}
+
+/* The channels-last path: transposes into temp memory, then the kernel (and the reduction
+ * when split). TD_EUNSUPPORTED (nothing enqueued) when the transpose's grid cannot hold the
+ * shape: the caller takes the element-gather kernel. */
+td_status conv_nhwc(const td__gpu_exec *x, const td__op *op, const td__view *in,
+                    const td__view *out, const td_conv_shape &s, int var, bool bf)
+{
+    const int64_t ctiles = (s.c + 63) / 64;
+    if (s.n > 65535 || ctiles > 65535 || (int64_t)s.co * s.K >= ((int64_t)1 << 31))
+        return TD_EUNSUPPORTED;
+    const int c = var >= 1 && var <= 4 ? var - 1 : auto_cfg_nhwc(s);
+    int S = var == 7 ? 1 : td_conv_splits(&s, cfg_blocks(s, c));
+    if ((int64_t)s.groups * S > 65535) S = 1;
+    if (getenv("TENSORD_GPU_CONV_TRACE") != NULL)
+        fprintf(stderr, "tensord " TD_GPU_KIND " conv: implicit gemm %s tile %dx%d channels-last "
+                "split %d M %d N %d K %d groups %d\n", bf ? "bf16" : "f16", CFG[c].bm,
+                CFG[c].bn, S, s.cog, s.N, s.K, s.groups);
+
+    /* one temp block: table | xt | wt | partials, each 256-byte aligned */
+    const size_t ntab = (size_t)s.nk * (TD_CONV_BK / 8);
+    const size_t xel = (size_t)s.n * (size_t)s.c * (size_t)s.L, wel = (size_t)s.co * (size_t)s.K;
+    size_t pel = 0;
+    if (S > 1 && __builtin_mul_overflow((size_t)S, (size_t)s.co * (size_t)s.N, &pel))
+        return TD_EUNSUPPORTED;
+    const size_t o_x = (ntab * sizeof(td_conv_kent) + 255) & ~(size_t)255;
+    const size_t o_w = o_x + ((xel * 2 + 255) & ~(size_t)255);
+    const size_t o_p = o_w + ((wel * 2 + 255) & ~(size_t)255);
+    size_t total = 0;
+    if (__builtin_mul_overflow(pel, sizeof(float), &total) ||
+        __builtin_add_overflow(total, o_p, &total))
+        return TD_EUNSUPPORTED;
+    void *mem = NULL;
+    td_status st = td__gpu_temp_alloc(x, total, &mem);
+    if (st != TD_OK) return st;
+    char *base = (char *)mem;
+    td_conv_kent *tab = (td_conv_kent *)base;
+    uint16_t *xt = (uint16_t *)(base + o_x), *wt = (uint16_t *)(base + o_w);
+    float *part = S > 1 ? (float *)(base + o_p) : NULL;
+    const uint16_t *xp = (const uint16_t *)in[0].data, *wp = (const uint16_t *)in[1].data;
+    const uint16_t *bp = op->n_inputs == 3 ? (const uint16_t *)in[2].data : NULL;
+    uint16_t *yp = (uint16_t *)out->data;
+    gpuStream_t cs = x->st->s;
+
+    const dim3 tgrid((unsigned)((s.L + 63) / 64), (unsigned)ctiles, (unsigned)s.n);
+    if (s.L % 2 == 0 && ((uintptr_t)xp & 3u) == 0)
+        k_conv_to_nhwc<true><<<tgrid, dim3(32, 8), 0, cs>>>(xp, xt, s.c, s.L);
+    else
+        k_conv_to_nhwc<false><<<tgrid, dim3(32, 8), 0, cs>>>(xp, xt, s.c, s.L);
+    st = td__gpu_launched(x, "conv channels-last transpose");
+    if (st == TD_OK) {
+        const int64_t np = (int64_t)wel > (int64_t)ntab ? (int64_t)wel : (int64_t)ntab;
+        k_conv_prep_nhwc<<<(unsigned)((np + 255) / 256), 256, 0, cs>>>(wp, wt, tab, s);
+        st = td__gpu_launched(x, "conv channels-last weight");
+    }
+    if (st == TD_OK)
+        st = bf ? launch_nhwc_cfg<true>(x, xt, wt, bp, yp, part, tab, s, S, c)
+                : launch_nhwc_cfg<false>(x, xt, wt, bp, yp, part, tab, s, S, c);
+    if (st == TD_OK && S > 1) {
+        const int64_t nout = (int64_t)s.n * s.co * s.P;
+        if (bf)
+            k_conv_reduce<true><<<(unsigned)((nout + 255) / 256), 256, 0, cs>>>(part, bp, yp, s, S);
+        else
+            k_conv_reduce<false><<<(unsigned)((nout + 255) / 256), 256, 0, cs>>>(part, bp, yp, s, S);
+        st = td__gpu_launched(x, "conv split-k reduction");
+    }
+    td__gpu_temp_free(x, mem);
+    return st;
 }
 
 } // namespace
@@ -299,8 +635,12 @@ extern "C" td_status td__gpu_conv_mma(const td__gpu_exec *x, const td__op *op,
                             w->pad_lo, w->dil))
         return TD_EUNSUPPORTED;
     if ((s.cog + 63) / 64 > 65535) return TD_EUNSUPPORTED; /* the grid's y */
+    if (var != 6 && td_conv_nhwc_ok(&s)) {
+        const td_status ns = conv_nhwc(x, op, in, out, s, var, dt == TD_BF16);
+        if (ns != TD_EUNSUPPORTED) return ns;
+    }
     const bool av = s.K % 8 == 0 && ((uintptr_t)in[1].data & 15u) == 0;
-    const int c = var == 0 ? auto_cfg(s) : var - 1;
+    const int c = var >= 1 && var <= 4 ? var - 1 : auto_cfg(s);
     if (getenv("TENSORD_GPU_CONV_TRACE") != NULL)
         fprintf(stderr, "tensord " TD_GPU_KIND " conv: implicit gemm %s tile %dx%d%s M %d N %d "
                 "K %d groups %d\n", dt == TD_BF16 ? "bf16" : "f16", CFG[c].bm, CFG[c].bn,

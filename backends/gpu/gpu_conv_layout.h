@@ -39,6 +39,9 @@
 
 #define TD_CONV_BK 32       /* K per tile (two k16 mma steps) */
 #define TD_CONV_THREADS 256 /* 8 warps a block */
+/* cp.async pipeline depth of the channels-last path for a BM x BN tile: 4, or 3 for
+ * 128x128 (3 x 16 KiB: CUDA's 48 KiB of static shared memory) */
+#define TD_CONV_STAGES(bm, bn) ((bm) * (bn) >= 128 * 128 ? 3 : 4)
 #define TD_CONV_FAR (-(1 << 29)) /* a coordinate no bounds test accepts */
 #define TD_CONV_LIM (1 << 28)    /* |coordinate|, |dilated kernel offset| below this */
 
@@ -236,6 +239,104 @@ TD_CONV_FN int32_t td_conv_out_off(const td_conv_shape *s, int32_t g, int32_t m,
 {
     const int32_t img = j / s->P, p = j % s->P;
     return (img * s->co + g * s->cog + m) * s->P + p;
+}
+
+/* ---- the channels-last path (C/G a multiple of 8) ----
+ * gpu_conv.cu first copies the input to NHWC (xt[(img L + spatial) C + c]) and the weight to
+ * [C_out][kd][kh][kw][C/G] (wt), and orders K as k = ((kd kh_n + kh) kw_n + kw) cg + c. Then
+ * 8 consecutive k (a chunk; K % 8 == 0, a chunk never straddles two kernel offsets) are 8
+ * consecutive channels of one input pixel: one 16-byte cp.async, zero-filled (src-size 0)
+ * outside the input, for both operands. The per-chunk table entry (td_conv_kent, nk 4
+ * entries) holds the chunk's offset (kernel offset x C + channel) and its dilated kernel
+ * offsets; the column entry the corner pixel's offset x C + g cg. Offsets are computed in
+ * 64 bits and kept modulo 2^32: their wrapping sum is the true offset (below n C L < 2^31)
+ * whenever the pixel is inside, and nothing else is read. */
+TD_CONV_FN bool td_conv_nhwc_ok(const td_conv_shape *s)
+{
+    return s->cg % 8 == 0;
+}
+/* the element offset in the NCHW weight [C_out][C/G][kvol] of row o, K index k (the NHWC
+ * order): the weight transpose's source */
+TD_CONV_FN int64_t td_conv_wt_src(const td_conv_shape *s, int64_t o, int32_t k)
+{
+    const int32_t r = k / s->cg, c = k % s->cg;
+    return o * s->K + (int64_t)c * s->kvol + r;
+}
+/* table entry of K chunk q (k = 8 q; the table has nk TD_CONV_BK / 8 entries) */
+TD_CONV_FN td_conv_kent td_conv_kentry_nhwc(const td_conv_shape *s, int32_t q)
+{
+    td_conv_kent e;
+    const int32_t k = 8 * q;
+    if (k >= s->K) {
+        e.off = 0;
+        e.dd = e.dh = e.dw = TD_CONV_FAR;
+        return e;
+    }
+    const int32_t r = k / s->cg, c = k % s->cg, hw = s->k[1] * s->k[2];
+    const int32_t kd = r / hw, kh = (r % hw) / s->k[2], kw = r % s->k[2];
+    e.dd = kd * s->dil[0];
+    e.dh = kh * s->dil[1];
+    e.dw = kw * s->dil[2];
+    const int64_t sp = ((int64_t)e.dd * s->in[1] + e.dh) * s->in[2] + e.dw;
+    e.off = (int32_t)(uint32_t)(uint64_t)(sp * s->c + c);
+    return e;
+}
+/* column entry of GEMM column j in group g */
+TD_CONV_FN td_conv_col td_conv_column_nhwc(const td_conv_shape *s, int32_t g, int32_t j)
+{
+    td_conv_col e;
+    if (j >= s->N) {
+        e.base = 0;
+        e.d0 = e.h0 = e.w0 = TD_CONV_FAR;
+        return e;
+    }
+    const int32_t img = j / s->P, p = j % s->P, ohw = s->out[1] * s->out[2];
+    const int32_t od = p / ohw, oh = (p % ohw) / s->out[2], ow = p % s->out[2];
+    e.d0 = od * s->stride[0] - s->pad[0];
+    e.h0 = oh * s->stride[1] - s->pad[1];
+    e.w0 = ow * s->stride[2] - s->pad[2];
+    const int64_t sp = (int64_t)img * s->L + ((int64_t)e.d0 * s->in[1] + e.h0) * s->in[2] + e.w0;
+    e.base = (int32_t)(uint32_t)(uint64_t)(sp * s->c + (int64_t)g * s->cg);
+    return e;
+}
+/* B tile of this path: [BN][TD_CONV_BK] (a column's 32 k contiguous) with A's swizzle
+ * td_conv_swz_a(j, k), copied as A is (td_conv_a_chunk: copy i < BN / 64 of thread tid is
+ * chunk ch of tile column r) and read by plain ldmatrix as attention reads K: the fragments
+ * of n8 tiles 2 np and 2 np + 1 at td_attn_k_rc(lane, np, kk), the row plus c0. */
+
+/* ---- deterministic split-K (channels-last path) ----
+ * When a layer's grid is small (below TD_CONV_SPLIT_BLOCKS blocks: a constant, so the split
+ * depends on the shape and the tile alone, never on the device), blockIdx.z = g S + split;
+ * split sp sums K tiles [sp per, min(nk, (sp + 1) per)) (per = ceil(nk / S)) into an f32
+ * partial [S][C_out][N], and a second kernel sums the S partials in ascending sp, adds the
+ * bias and rounds once. */
+#define TD_CONV_SPLIT_BLOCKS 128 /* below this many blocks, split (about one H100 wave) */
+#define TD_CONV_SPLIT_TARGET 400 /* aim for about this many blocks (3 an SM of an H100) */
+#define TD_CONV_SPLIT_MAX 8
+#define TD_CONV_SPLIT_MIN_TILES 8 /* S <= nk / this: K tiles per split (the last may have fewer) */
+/* S for a grid of `blocks` blocks (groups included); 1: no split */
+TD_CONV_FN int td_conv_splits(const td_conv_shape *s, int64_t blocks)
+{
+    if (blocks >= TD_CONV_SPLIT_BLOCKS) return 1;
+    int64_t S = (TD_CONV_SPLIT_TARGET + blocks - 1) / blocks;
+    if (S > TD_CONV_SPLIT_MAX) S = TD_CONV_SPLIT_MAX;
+    if (S > s->nk / TD_CONV_SPLIT_MIN_TILES) S = s->nk / TD_CONV_SPLIT_MIN_TILES;
+    if (S < 2) return 1;
+    const int64_t per = (s->nk + S - 1) / S;
+    return (int)((s->nk + per - 1) / per); /* no empty split */
+}
+/* split sp of S: K tiles [*kt0, *kt1) */
+TD_CONV_FN void td_conv_split_range(const td_conv_shape *s, int S, int sp, int *kt0, int *kt1)
+{
+    const int per = (s->nk + S - 1) / S;
+    *kt0 = sp * per;
+    *kt1 = *kt0 + per < s->nk ? *kt0 + per : s->nk;
+}
+/* element offset of (split sp, group g, row m, column j) in the partials */
+TD_CONV_FN int64_t td_conv_part_off(const td_conv_shape *s, int sp, int32_t g, int32_t m,
+                                    int32_t j)
+{
+    return ((int64_t)sp * s->co + (int64_t)g * s->cog + m) * s->N + j;
 }
 
 #endif

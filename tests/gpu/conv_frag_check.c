@@ -10,7 +10,12 @@
  * shared-memory slot is written once per K tile, that every gathered offset lies inside the
  * input, that ldmatrix rows are 16-byte aligned and each 8-row phase hits 8 different bank
  * groups, that each output element is written exactly once, and that the result equals a
- * direct convolution (small integers: every sum exact). Also that td_conv_shape_init
+ * direct convolution (small integers: every sum exact). Where C/G is a multiple of 8, the
+ * same for the channels-last path (run_cfg_nhwc: the NHWC and weight transposes, the
+ * per-chunk table, zero-filled 16-byte chunks for both operands through the cp.async
+ * pipeline's stages and wait_group, the plain-ldmatrix B fragments, and split-K: each
+ * split's K-tile range, the f32 partials, the reduction's indexing), for no split, the
+ * split td_conv_splits picks and the most the K tiles allow. Also that td_conv_shape_init
  * refuses shapes past 32-bit offsets. Exit 0 when all hold. */
 #include "backends/gpu/gpu_conv_layout.h"
 #include <stdint.h>
@@ -267,6 +272,242 @@ done:
     free(tab);
 }
 
+
+/* The channels-last path (td_conv_nhwc_ok) for one tile configuration and split count S:
+ * the NHWC input and the transposed weight built with the header's formulas, the per-chunk
+ * table, both operands by 16-byte chunks (zero-filled outside, as cp.async with src-size 0
+ * does) through the TD_CONV_STAGES(bm, bn)-deep pipeline the kernel runs (which stage a tile goes
+ * to, and that its cp.async group is complete under wait_group STAGES - 2 when it is read),
+ * B read by plain ldmatrix (td_attn_k_rc), and, for S > 1, the f32 partials and the
+ * reduction kernel's index mapping. */
+static void run_cfg_nhwc(const conv_case *cc, const td_conv_shape *s, const double *x,
+                         const double *w, const double *b, const double *want, int bm, int bn,
+                         int wm, int S)
+{
+    const int BK = TD_CONV_BK, ST = TD_CONV_STAGES(bm, bn), wn = 8 / wm, wtm = bm / wm, wtn = bn / wn;
+    const int MT = wtm / 16, NT = wtn / 8;
+    const int64_t nout = (int64_t)s->n * s->co * s->P, xel = (int64_t)s->n * s->c * s->L;
+    const int64_t wel = (int64_t)s->co * s->K, pel = (int64_t)S * s->co * s->N;
+    double *y = calloc((size_t)nout, sizeof *y);
+    int *written = calloc((size_t)nout, sizeof *written);
+    double *part = calloc((size_t)pel, sizeof *part);
+    int *pwritten = calloc((size_t)pel, sizeof *pwritten);
+    double *sa = malloc(sizeof(double) * (size_t)(ST * bm * BK));
+    double *sb = malloc(sizeof(double) * (size_t)(ST * BK * bn));
+    int *wa = malloc(sizeof(int) * (size_t)(bm * BK)), *wb = malloc(sizeof(int) * (size_t)(BK * bn));
+    double *xt = malloc(sizeof *xt * (size_t)xel), *wt = malloc(sizeof *wt * (size_t)wel);
+    static double acc[MAXACC];
+    const int ntab = s->nk * (BK / 8);
+    td_conv_kent *tab = malloc(sizeof *tab * (size_t)ntab);
+    for (int q = 0; q < ntab; q++) tab[q] = td_conv_kentry_nhwc(s, q);
+    /* the transposes, as k_conv_to_nhwc and k_conv_prep_nhwc index them */
+    for (int64_t img = 0; img < s->n; img++)
+        for (int64_t c = 0; c < s->c; c++)
+            for (int64_t p = 0; p < s->L; p++)
+                xt[(img * s->L + p) * s->c + c] = x[(img * s->c + c) * s->L + p];
+    for (int64_t i = 0; i < wel; i++) {
+        const int64_t src = td_conv_wt_src(s, i / s->K, (int32_t)(i % s->K));
+        if (src < 0 || src >= wel) BAD("weight transpose source %lld outside\n", (long long)src);
+        else wt[i] = w[src];
+    }
+    const int bad0 = g_bad;
+    const int gx = (s->N + bn - 1) / bn, gy = (s->cog + bm - 1) / bm;
+    int stage_tile[8], stage_group[8], committed = 0;
+    for (int z = 0; z < s->groups * S; z++)
+        for (int by = 0; by < gy; by++)
+            for (int bx = 0; bx < gx; bx++) {
+                const int g = z / S, sp = z % S, m0 = by * bm, n0 = bx * bn;
+                int kt0, kt1;
+                td_conv_split_range(s, S, sp, &kt0, &kt1);
+                if (kt0 >= kt1) BAD("%s: split %d of %d empty\n", cc->name, sp, S);
+                memset(acc, 0, sizeof acc);
+                committed = 0;
+                for (int st = 0; st < ST; st++) stage_tile[st] = -1;
+                /* one tile's copies (every thread's chunks) into stage st */
+#define LOAD_TILE(KT, STG)                                                                 \
+    do {                                                                                   \
+        const int kt_ = (KT), st_ = (STG);                                                 \
+        double *sa_ = sa + (size_t)st_ * bm * BK, *sb_ = sb + (size_t)st_ * bn * BK;       \
+        memset(wa, 0, sizeof(int) * (size_t)(bm * BK));                                    \
+        memset(wb, 0, sizeof(int) * (size_t)(BK * bn));                                    \
+        for (int tid = 0; tid < TD_CONV_THREADS; tid++) {                                  \
+            for (int i = 0; i < bm / 64; i++) {                                            \
+                int r, ch;                                                                 \
+                td_conv_a_chunk(tid, i, &r, &ch);                                          \
+                const int kc = kt_ * BK + ch * 8;                                          \
+                const int in = m0 + r < s->cog && kc < s->K;                               \
+                const int o = td_conv_swz_a(r, ch * 8);                                    \
+                for (int e = 0; e < 8; e++) {                                              \
+                    sa_[o + e] = in ? wt[((int64_t)g * s->cog + m0 + r) * s->K + kc + e] : 0; \
+                    wa[o + e]++;                                                           \
+                }                                                                          \
+            }                                                                              \
+            for (int i = 0; i < bn / 64; i++) {                                            \
+                int r, ch;                                                                 \
+                td_conv_a_chunk(tid, i, &r, &ch);                                          \
+                const td_conv_col col = td_conv_column_nhwc(s, g, n0 + r);                 \
+                const td_conv_kent ke = tab[kt_ * (BK / 8) + ch];                          \
+                const int o = td_conv_swz_a(r, ch * 8);                                    \
+                const int in = td_conv_inside(s, col, ke);                                 \
+                const uint32_t off = in ? td_conv_gather_off(col, ke) : 0;                 \
+                if (in && (off % 8 != 0 || (int64_t)off + 8 > xel)) {                      \
+                    BAD("%s: chunk offset %u unaligned or outside %lld\n", cc->name, off,  \
+                        (long long)xel);                                                   \
+                    continue;                                                              \
+                }                                                                          \
+                for (int e = 0; e < 8; e++) {                                              \
+                    sb_[o + e] = in ? xt[off + e] : 0; /* src-size 0: zeros */              \
+                    wb[o + e]++;                                                           \
+                }                                                                          \
+            }                                                                              \
+        }                                                                                  \
+        for (int i = 0; i < bm * BK; i++)                                                  \
+            if (wa[i] != 1) BAD("A slot %d written %d times\n", i, wa[i]);                 \
+        for (int i = 0; i < BK * bn; i++)                                                  \
+            if (wb[i] != 1) BAD("B slot %d written %d times\n", i, wb[i]);                 \
+        stage_tile[st_] = kt_;                                                             \
+        stage_group[st_] = committed;                                                      \
+    } while (0)
+                for (int st = 0; st < ST - 1; st++) {
+                    if (kt0 + st < kt1) LOAD_TILE(kt0 + st, st);
+                    committed++;
+                }
+                for (int kt = kt0; kt < kt1; kt++) {
+                    const int i = kt - kt0, cur = i % ST;
+                    /* cp.async.wait_group ST - 2: all but the newest ST - 2 groups done */
+                    if (stage_tile[cur] != kt || stage_group[cur] >= committed - (ST - 2))
+                        BAD("%s: tile %d read from stage %d holding tile %d (group %d of %d)\n",
+                            cc->name, kt, cur, stage_tile[cur], stage_group[cur], committed);
+                    if (kt + ST - 1 < kt1) LOAD_TILE(kt + ST - 1, (i + ST - 1) % ST);
+                    committed++;
+                    if (g_bad > bad0) goto done;
+                    const double *sac = sa + (size_t)cur * bm * BK, *sbc = sb + (size_t)cur * bn * BK;
+                    for (int warp = 0; warp < 8; warp++) {
+                        int wr0, wc0;
+                        td_conv_warp(warp, bm, bn, wm, &wr0, &wc0);
+                        for (int kk = 0; kk < BK / 16; kk++) {
+                            static frag2 af[8][32][4];
+                            int addr[32];
+                            for (int mt = 0; mt < MT; mt++) {
+                                for (int lane = 0; lane < 32; lane++) {
+                                    int r, c;
+                                    td_attn_q_rc(lane, wr0 + mt * 16, kk, &r, &c);
+                                    addr[lane] = td_conv_swz_a(r, c);
+                                }
+                                ldsm(sac, addr, 0, af[mt]);
+                            }
+                            for (int np = 0; np < NT / 2; np++) {
+                                frag2 bf[32][4], b0[32], b1[32], b2[32], b3[32];
+                                for (int lane = 0; lane < 32; lane++) {
+                                    int r, c;
+                                    td_attn_k_rc(lane, np, kk, &r, &c);
+                                    addr[lane] = td_conv_swz_a(wc0 + r, c);
+                                }
+                                ldsm(sbc, addr, 0, bf);
+                                for (int lane = 0; lane < 32; lane++) {
+                                    b0[lane] = bf[lane][0];
+                                    b1[lane] = bf[lane][1];
+                                    b2[lane] = bf[lane][2];
+                                    b3[lane] = bf[lane][3];
+                                }
+                                for (int mt = 0; mt < MT; mt++) {
+                                    double(*a0)[4] = (double(*)[4]) &
+                                        acc[(((warp * MT + mt) * NT + 2 * np) * 32) * 4];
+                                    double(*a1)[4] = (double(*)[4]) &
+                                        acc[(((warp * MT + mt) * NT + 2 * np + 1) * 32) * 4];
+                                    mma(a0, af[mt], b0, b1);
+                                    mma(a1, af[mt], b2, b3);
+                                }
+                            }
+                        }
+                    }
+                }
+#undef LOAD_TILE
+                /* epilogue: S 1: + bias, to the output; else to the partials */
+                for (int warp = 0; warp < 8; warp++) {
+                    int wr0, wc0;
+                    td_conv_warp(warp, bm, bn, wm, &wr0, &wc0);
+                    for (int lane = 0; lane < 32; lane++)
+                        for (int mt = 0; mt < MT; mt++)
+                            for (int nt = 0; nt < NT; nt++)
+                                for (int h = 0; h < 2; h++)
+                                    for (int e = 0; e < 2; e++) {
+                                        const int m = m0 + wr0 + mt * 16 + lane / 4 + 8 * h;
+                                        const int j = n0 + wc0 + nt * 8 + 2 * (lane % 4) + e;
+                                        if (m >= s->cog || j >= s->N) continue;
+                                        const double a =
+                                            acc[(((warp * MT + mt) * NT + nt) * 32 + lane) * 4 + 2 * h + e];
+                                        if (e == 0 && j + 1 < s->N) {
+                                            /* the kernel's paired stores */
+                                            const int32_t o0 = td_conv_out_off(s, g, m, j);
+                                            if (j % 2 != 0 ||
+                                                (s->P % 2 == 0 && (o0 % 2 != 0 ||
+                                                                   td_conv_out_off(s, g, m, j + 1) != o0 + 1)) ||
+                                                (s->N % 2 == 0 &&
+                                                 td_conv_part_off(s, sp, g, m, j) % 2 != 0))
+                                                BAD("%s: columns %d, %d not one aligned pair\n", cc->name, j, j + 1);
+                                        }
+                                        if (S == 1) {
+                                            const int32_t o = td_conv_out_off(s, g, m, j);
+                                            if (o < 0 || o >= nout) {
+                                                BAD("output offset %d outside\n", o);
+                                                continue;
+                                            }
+                                            y[o] = a + (b != NULL ? b[g * s->cog + m] : 0);
+                                            written[o]++;
+                                        } else {
+                                            const int64_t o = td_conv_part_off(s, sp, g, m, j);
+                                            if (o < 0 || o >= pel) {
+                                                BAD("partial offset %lld outside\n", (long long)o);
+                                                continue;
+                                            }
+                                            part[o] = a;
+                                            pwritten[o]++;
+                                        }
+                                    }
+                }
+            }
+    if (S > 1) {
+        for (int64_t i = 0; i < pel; i++)
+            if (pwritten[i] != 1) {
+                BAD("%s: partial %lld written %d times\n", cc->name, (long long)i, pwritten[i]);
+                goto done;
+            }
+        /* k_conv_reduce: one output element each, in NCHW order */
+        for (int64_t i = 0; i < nout; i++) {
+            const int32_t img = (int32_t)(i / ((int64_t)s->co * s->P));
+            const int32_t r = (int32_t)(i % ((int64_t)s->co * s->P));
+            const int32_t o = r / s->P, p = r % s->P, g = o / s->cog, m = o % s->cog;
+            const int32_t j = img * s->P + p;
+            double a = 0;
+            for (int sp = 0; sp < S; sp++) a += part[td_conv_part_off(s, sp, g, m, j)];
+            if (b != NULL) a += b[o];
+            y[i] = a;
+            written[i]++;
+        }
+    }
+    for (int64_t i = 0; i < nout; i++) {
+        if (written[i] != 1) BAD("%s: output %lld written %d times\n", cc->name, (long long)i, written[i]);
+        else if (y[i] != want[i])
+            BAD("%s %dx%d nhwc split %d: output %lld got %g want %g\n", cc->name, bm, bn, S,
+                (long long)i, y[i], want[i]);
+    }
+done:
+    printf("conv_frag_check: %-28s tile %3dx%-3d (%d warps along M) channels-last split %d (%d stages): %s\n",
+           cc->name, bm, bn, wm, S, ST, g_bad > bad0 ? "FAIL" : "ok");
+    free(y);
+    free(written);
+    free(part);
+    free(pwritten);
+    free(sa);
+    free(sb);
+    free(wa);
+    free(wb);
+    free(xt);
+    free(wt);
+    free(tab);
+}
+
 static void run_case(const conv_case *cc)
 {
     int64_t out[3];
@@ -316,6 +557,24 @@ static void run_case(const conv_case *cc)
             if (av && s.K % 8 != 0) continue; /* the kernel takes pairs there */
             run_cfg(cc, &s, x, w, cc->bias ? b : NULL, want, cfg[i][0], cfg[i][1], cfg[i][2], av);
         }
+    /* the channels-last path: no split, the split td_conv_splits picks for the tile's grid,
+     * and the most the K tiles allow */
+    if (td_conv_nhwc_ok(&s))
+        for (int i = 0; i < 4; i++) {
+            const int64_t blocks = (int64_t)((s.N + cfg[i][1] - 1) / cfg[i][1]) *
+                                   ((s.cog + cfg[i][0] - 1) / cfg[i][0]) * s.groups;
+            const int auto_s = td_conv_splits(&s, blocks);
+            int most = s.nk < TD_CONV_SPLIT_MAX ? s.nk : TD_CONV_SPLIT_MAX;
+            if (most > 1) most = (s.nk + (s.nk + most - 1) / most - 1) / ((s.nk + most - 1) / most);
+            const int splits[3] = {1, auto_s, most};
+            for (int k = 0; k < 3; k++) {
+                if (k > 0 && (splits[k] == 1 || splits[k] == splits[k - 1] ||
+                              (k == 2 && splits[k] == splits[0])))
+                    continue;
+                run_cfg_nhwc(cc, &s, x, w, cc->bias ? b : NULL, want, cfg[i][0], cfg[i][1],
+                             cfg[i][2], splits[k]);
+            }
+        }
     free(x);
     free(w);
     free(b);
@@ -338,9 +597,38 @@ int main(void)
         {"1d M 130 stride 3", 3, 6, 130, 1, {1, 1, 50}, {1, 1, 5}, {1, 1, 3}, {0, 0, 2}, {0, 0, 2}, {1, 1, 1}, 1},
         {"2d 3x3 K 576 full tiles", 2, 64, 128, 1, {1, 8, 8}, {1, 3, 3}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}, {1, 1, 1}, 0},
         {"2d groups 4 M 40", 1, 32, 160, 4, {1, 7, 5}, {1, 3, 3}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}, {1, 1, 1}, 1},
+        /* channels-last shapes (C/G a multiple of 8), ResNet-like at small sizes */
+        {"layer1-like 3x3 64->64", 2, 64, 64, 1, {1, 10, 10}, {1, 3, 3}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}, {1, 1, 1}, 0},
+        {"layer4-like 3x3 64->136 7x7", 2, 64, 136, 1, {1, 7, 7}, {1, 3, 3}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}, {1, 1, 1}, 1},
+        {"layer3-like 1x1 128->64", 2, 128, 64, 1, {1, 7, 7}, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, {1, 1, 1}, 1},
+        {"3x3/2 pad 1 C 16", 3, 16, 24, 1, {1, 9, 8}, {1, 3, 3}, {1, 2, 2}, {0, 1, 1}, {0, 1, 1}, {1, 1, 1}, 1},
+        {"3d groups 2 C/G 8", 2, 16, 12, 2, {4, 5, 6}, {3, 2, 3}, {2, 1, 2}, {1, 0, 1}, {1, 0, 1}, {1, 2, 1}, 1},
+        {"conformance split-K groups 2", 2, 128, 16, 2, {1, 4, 4}, {1, 3, 3}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}, {1, 1, 1}, 1},
+        {"5x5 kernel over 3x3 input", 2, 8, 8, 1, {1, 3, 3}, {1, 5, 5}, {1, 1, 1}, {0, 2, 2}, {0, 2, 2}, {1, 1, 1}, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
 
+    /* split-K ranges: for every K tile count up to 400 and every grid below the split
+     * threshold, the S td_conv_splits picks has splits that tile [0, nk) in order, none
+     * empty, each but the last at least TD_CONV_SPLIT_MIN_TILES long */
+    {
+        td_conv_shape s;
+        memset(&s, 0, sizeof s);
+        for (s.nk = 1; s.nk <= 400; s.nk++)
+            for (int64_t blocks = 1; blocks <= TD_CONV_SPLIT_BLOCKS; blocks++) {
+                const int S = td_conv_splits(&s, blocks);
+                int next = 0;
+                if (S < 1 || S > TD_CONV_SPLIT_MAX) BAD("nk %d: %d splits\n", s.nk, S);
+                for (int sp = 0; sp < S; sp++) {
+                    int kt0, kt1;
+                    td_conv_split_range(&s, S, sp, &kt0, &kt1);
+                    if (kt0 != next || kt1 <= kt0 || (S > 1 && sp < S - 1 && kt1 - kt0 < TD_CONV_SPLIT_MIN_TILES))
+                        BAD("nk %d: split %d of %d is [%d, %d)\n", s.nk, sp, S, kt0, kt1);
+                    next = kt1;
+                }
+                if (next != s.nk) BAD("nk %d: %d splits end at tile %d\n", s.nk, S, next);
+            }
+    }
     /* td_conv_shape_init's limits: 32-bit offsets */
     {
         td_conv_shape s;

@@ -2088,6 +2088,9 @@ static void add_window(void)
         {TD_OP_CONV, 2, {SH(2, 6, 7, 7), SH(4, 3, 2, 2)}, 9, {2, 3, 3, 1, 1, 0, 0, 0, 0}, false},
         {TD_OP_CONV, 3, {SH(4, 16, 20, 20), SH(32, 16, 3, 3), SH(32)}, 9,
          {1, 1, 1, 1, 1, 1, 1, 1, 1}, false},
+        /* C/G 64 in 2 groups, K 576 over a 4x4 plane: a small grid (CUDA f16/bf16 split K) */
+        {TD_OP_CONV, 3, {SH(2, 128, 4, 4), SH(16, 64, 3, 3), SH(16)}, 9,
+         {2, 1, 1, 1, 1, 1, 1, 1, 1}, false},
         {TD_OP_CONV, 2, {SH(0, 4, 5, 5), SH(4, 4, 3, 3)}, 9, {1, 1, 1, 1, 1, 1, 1, 1, 1}, false},
         /* conv_transpose: groups, stride, dilation, pad_lo, pad_hi (= padding - output_padding) */
         {TD_OP_CONV_TRANSPOSE, 3, {SH(2, 4, 5), SH(4, 3, 3), SH(6)}, 5, {2, 2, 1, 1, 0}, false},
