@@ -261,6 +261,17 @@ static inline bool td__vk_loops_ok(const vk_device *vd, int64_t iterations)
     return !vd->cpu_impl || iterations <= 60000;
 }
 
+/* lavapipe runs a workgroup in ~0.04-0.5 ms whatever it does (its 256 invocations and their
+ * barriers): a shader with one workgroup per output (stats.comp, nn.comp, reduce.comp's
+ * mode 0) over a million outputs ran for minutes, holding the device. A CPU implementation
+ * refuses such a dispatch above VK_CPU_MAX_GROUPS workgroups (at most ~30 s); the work inside
+ * the workgroups is bounded by the binding limit (maxStorageBufferRange) and loops_ok. */
+#define VK_CPU_MAX_GROUPS 65536
+static inline bool td__vk_groups_ok(const vk_device *vd, int64_t groups)
+{
+    return !vd->cpu_impl || groups <= VK_CPU_MAX_GROUPS;
+}
+
 /* Split reductions (reduce.comp's modes 1 and 2, vk_reduce.c): a reduction with at most
  * VK_RED_SPLIT_OUTS outputs, each folding more than VK_RED_CHUNK elements, cuts each
  * output's elements into this many chunks of consecutive elements, one workgroup each,
@@ -277,10 +288,26 @@ static inline uint32_t td__vk_reduce_chunks(int64_t nout, int64_t rcount)
     return g > VK_RED_MAX_CHUNKS ? VK_RED_MAX_CHUNKS : (uint32_t)g;
 }
 
-/* The longest loop of one reduce.comp invocation for these outputs (lavapipe's cap,
- * td__vk_loops_ok). */
-static inline int64_t td__vk_reduce_iters(int64_t nout, int64_t rcount)
+/* Reductions with many outputs and a short reduced extent run one invocation per output
+ * (reduce.comp's mode 3, the same association as mode 0, so the same bits): rcount up to
+ * VK_RED_FLAT, or on a CPU implementation (lavapipe, where a workgroup costs ~0.1-0.5 ms
+ * whatever it does) up to VK_RED_FLAT_CPU when there are more outputs than one workgroup. */
+#define VK_RED_FLAT 256
+#define VK_RED_FLAT_CPU 8192
+static inline bool td__vk_reduce_flat(const vk_device *vd, int64_t nout, int64_t rcount)
 {
+    if (td__vk_reduce_chunks(nout, rcount) != 0) return false;
+    return rcount <= VK_RED_FLAT || (vd->cpu_impl && nout > 256 && rcount <= VK_RED_FLAT_CPU);
+}
+
+/* The longest loop of one reduce.comp invocation for these outputs (lavapipe's cap,
+ * td__vk_loops_ok): mode 3 loops over its grid-strided outputs' elements. */
+static inline int64_t td__vk_reduce_iters(const vk_device *vd, int64_t nout, int64_t rcount)
+{
+    if (td__vk_reduce_flat(vd, nout, rcount)) {
+        const int64_t per = (nout + (int64_t)65535 * 256 - 1) / ((int64_t)65535 * 256);
+        return per * (rcount > 0 ? rcount : 1);
+    }
     const int64_t g = td__vk_reduce_chunks(nout, rcount);
     if (g == 0) return (rcount + 255) / 256;
     const int64_t l = (rcount + g - 1) / g, i1 = (l + 255) / 256, i2 = (g + 255) / 256;

@@ -276,13 +276,28 @@ bool td__vk_supports_op(td__device *dev, const td__op *op, const td__desc *const
     case TD_OPCLASS_CAST:
         return op->opcode == TD_OP_CAST && td__vk_dtype_name(dt) != NULL &&
                td__vk_dtype_name(out->dtype) != NULL;
-    case TD_OPCLASS_REDUCE:
-        if (IN_LIST(op->opcode, TD_OP_VAR, TD_OP_STD, TD_OP_LOGSUMEXP, TD_OP_NORM))
-            return stat_ok(op->opcode, dt, op->fattrs[0]) &&
-                   td__vk_loops_ok(vd, 2 * ((per_output(in[0], out) + 255) / 256));
-        return reduce_ok(op->opcode, dt) &&
-               td__vk_loops_ok(vd, td__vk_reduce_iters(td__vk_nelem(out),
-                                                       per_output(in[0], out)));
+    case TD_OPCLASS_REDUCE: {
+        const int64_t nout = td__vk_nelem(out), per = per_output(in[0], out);
+        int64_t groups = 0; /* workgroups of one output each (0: none, or few) */
+        if (IN_LIST(op->opcode, TD_OP_VAR, TD_OP_STD, TD_OP_LOGSUMEXP, TD_OP_NORM)) {
+            if (!stat_ok(op->opcode, dt, op->fattrs[0]) ||
+                !td__vk_loops_ok(vd, 2 * ((per + 255) / 256)))
+                return false;
+            groups = td__vk_nelem(in[0]) > 0 ? nout : 0; /* empty: one fill (vk_reduce.c) */
+        } else {
+            if (!reduce_ok(op->opcode, dt) ||
+                !td__vk_loops_ok(vd, td__vk_reduce_iters(vd, nout, per)))
+                return false;
+            if (!td__vk_reduce_flat(vd, nout, per) && td__vk_reduce_chunks(nout, per) == 0)
+                groups = nout;
+        }
+        if (td__vk_groups_ok(vd, groups)) return true;
+        td__vk_log(1, "vulkan:%d: %s (%s) refused: %lld outputs of %lld elements would run "
+                   "one workgroup each, above this CPU implementation's limit of %d",
+                   vd->index, td__op_name(op->opcode), td__vk_dtype_name(dt),
+                   (long long)nout, (long long)per, VK_CPU_MAX_GROUPS);
+        return false;
+    }
     case TD_OPCLASS_SCAN:
         return IN_LIST(op->opcode, TD_OP_CUMSUM, TD_OP_CUMPROD) &&
                kind_ok(as_f32_if_half(dt), false);
@@ -294,9 +309,19 @@ bool td__vk_supports_op(td__device *dev, const td__op *op, const td__desc *const
     case TD_OPCLASS_NN: /* the normalisations (nn.comp) and DROPOUT (ew.comp); the family's
                          * composites (SCALED_DOT_PRODUCT_ATTENTION) come lowered */
         if (!td__op_default_supports(op->opcode)) return false;
-        if (op->opcode != TD_OP_DROPOUT &&
-            !td__vk_loops_ok(vd, 4 * ((norm_group(op, in) + 255) / 256)))
-            return false;
+        if (op->opcode != TD_OP_DROPOUT) {
+            const int64_t g = norm_group(op, in);
+            if (!td__vk_loops_ok(vd, 4 * ((g + 255) / 256))) return false;
+            const int64_t groups = g > 0 ? td__vk_nelem(in[0]) / g : 0;
+            if (!td__vk_groups_ok(vd, groups)) {
+                td__vk_log(1, "vulkan:%d: %s (%s) refused: %lld groups of %lld elements "
+                           "would run one workgroup each, above this CPU implementation's "
+                           "limit of %d", vd->index, td__op_name(op->opcode),
+                           td__vk_dtype_name(dt), (long long)groups, (long long)g,
+                           VK_CPU_MAX_GROUPS);
+                return false;
+            }
+        }
         return as_f32_if_half(dt) == TD_F32 || dt == TD_F64;
     case TD_OPCLASS_SORT: /* rank sorts: O(axis length) per element */
         return td__vk_dtype_name(dt) != NULL &&

@@ -1,5 +1,7 @@
 /* vk_reduce.c — the Vulkan backend's folds along axes: the reductions (SUM PROD MAX MIN
- * ARG* ANY ALL MEAN: shaders/reduce.comp, one workgroup per output, or, for at most 256
+ * ARG* ANY ALL MEAN: shaders/reduce.comp, one workgroup per output, or one invocation per
+ * output where the reduced extent is short (td__vk_reduce_flat; zero elements: the identity),
+ * or, for at most 256
  * outputs of more than 65536 elements each, split into chunks of consecutive elements, one
  * workgroup per chunk, and the chunks' partials folded in order by a second pass; the
  * chunking depends on the shape alone (td__vk_reduce_chunks), so do the bits; VAR STD
@@ -10,10 +12,41 @@
  */
 #include "backends/vulkan/vk_internal.h"
 #include "engine/collapse.h"
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 /* ---- reductions (reduce.comp) ---- */
+
+/* VAR STD LOGSUMEXP NORM of zero elements, as backends/cpu/cpu_stats.c gives them: mean 0/0
+ * makes VAR and STD NaN, LOGSUMEXP is log 0 = -inf, NORM 0 (p = -inf, or (0)^(1/p) with
+ * p < 0: +inf). stats.comp gives the same, but one workgroup per output: [8M, 0] took
+ * minutes on lavapipe; this is one fill (create.comp). */
+static double stat_of_empty(const td__op *op)
+{
+    const double pw = op->fattrs[0];
+    switch (op->opcode) {
+    case TD_OP_LOGSUMEXP: return -INFINITY;
+    case TD_OP_NORM: return pw < 0.0 ? INFINITY : 0.0;
+    default: return NAN;
+    }
+}
+
+static td_status fill_value(vk_device *vd, const td__view *out, int64_t n, double v, char *err,
+                            size_t errlen)
+{
+    uint32_t p[VK_PARAM_WORDS];
+    memset(p, 0, sizeof p);
+    const uint64_t bits = td__vk_full_bits(out->desc.dtype, v);
+    p[VK_P_N] = (uint32_t)n;
+    p[VK_P_I + 1] = (uint32_t)bits;
+    p[VK_P_I + 2] = (uint32_t)(bits >> 32);
+    char name[16];
+    snprintf(name, sizeof name, "cr_w%zu", 8 * td__dtype_size(out->desc.dtype));
+    vk_arg a = td__vk_arg_of(out);
+    return td__vk_dispatch(vd, name, TD_OP_FULL, p, &a, 1, td__vk_groups_for((uint64_t)n, 256),
+                           1, 1, err, errlen);
+}
 
 td_status td__vk_exec_reduce(vk_device *vd, const td__op *op, const td__view *in,
                              const td__view *out, char *err, size_t errlen)
@@ -41,6 +74,8 @@ td_status td__vk_exec_reduce(vk_device *vd, const td__op *op, const td__view *in
     char name[32];
     const uint32_t opc = op->opcode;
     if (opc == TD_OP_VAR || opc == TD_OP_STD || opc == TD_OP_LOGSUMEXP || opc == TD_OP_NORM) {
+        if (pl.rcount == 0)
+            return fill_value(vd, out, (int64_t)pl.nout, stat_of_empty(op), err, errlen);
         for (int k = 0; k < TD_OP_MAX_FATTRS; k++) td__vk_put_double(p, k, op->fattrs[k]);
         snprintf(name, sizeof name, "st_%s", td__vk_dtype_name(dt));
         return td__vk_dispatch(vd, name, op->opcode, p, args, 2,
@@ -52,6 +87,11 @@ td_status td__vk_exec_reduce(vk_device *vd, const td__op *op, const td__view *in
                           ? "_b"
                           : "";
     snprintf(name, sizeof name, "r_%s%s", dt == TD_BOOL ? "bool" : td__vk_kind_sfx(dt), sfx);
+    if (td__vk_reduce_flat(vd, pl.nout, pl.rcount)) { /* mode 3: one invocation per output */
+        r[37] = 3;
+        return td__vk_dispatch(vd, name, op->opcode, p, args, 2,
+                               td__vk_groups_for((uint64_t)pl.nout, 256), 1, 1, err, errlen);
+    }
     const uint32_t g = td__vk_reduce_chunks(pl.nout, pl.rcount);
     if (g == 0) /* mode 0: one workgroup per output */
         return td__vk_dispatch(vd, name, op->opcode, p, args, 2,

@@ -39,7 +39,8 @@ layout(std430, binding = 3) buffer S { Part part[]; };
 #define R_NK 34
 #define R_NR 35
 #define R_RCOUNT 36
-#define R_MODE 37   // 0: one workgroup per output; 1: split pass 1 (partials); 2: pass 2
+#define R_MODE 37   // 0: one workgroup per output; 1: split pass 1 (partials); 2: pass 2;
+                    // 3: one invocation per output
 #define R_G 38      // chunks per output (modes 1 and 2)
 #define R_L 39      // elements per chunk (mode 1)
 
@@ -118,24 +119,11 @@ ACC part_value(Part q)
 #endif
 }
 
-// Fold with the whole workgroup: invocation t takes the contiguous run [lo + t c, lo +
-// (t + 1) c) of [lo, hi), c = ceil((hi - lo) / 256), in index order (elements of the output
-// at koff, or, with parts, partials from part[pbase + j]), then the fixed tree of adjacent
-// pairs; the result is in s_v[0], s_at[0], s_has[0] for every invocation after the call.
-void fold(uint koff, uint lo, uint hi, bool parts, uint pbase)
+// Fold elements [jlo, jhi) of the output at koff, in index order, into (v, at, has).
+void run(uint koff, uint jlo, uint jhi, inout ACC v, inout uint at, inout uint has)
 {
     const uint nr = P[P_I + R_NR];
-    const uint t = gl_LocalInvocationID.x;
-    const uint chunk = (hi - lo + 255u) / 256u;
-    ACC v = ACC(0);
-    uint at = 0u, has = 0u;
-    uint jlo = min(lo + t * chunk, hi), jhi = min(jlo + chunk, hi);
-    if (parts) {
-        for (uint j = jlo; j < jhi; j++) {
-            Part q = part[pbase + j];
-            combine(v, at, has, part_value(q), q.at, q.has);
-        }
-    } else if (nr == 1u) { // one reduced run: offsets koff + j * stride
+    if (nr == 1u) { // one reduced run: offsets koff + j * stride
         const uint rstr = P[P_I + R_RSTR];
         for (uint j = jlo; j < jhi; j++) {
             ACC x = LD(a[koff + j * rstr]);
@@ -155,6 +143,27 @@ void fold(uint koff, uint lo, uint hi, bool parts, uint pbase)
             combine(v, at, has, x, j, 1u);
         }
     }
+}
+
+// Fold with the whole workgroup: invocation t takes the contiguous run [lo + t c, lo +
+// (t + 1) c) of [lo, hi), c = ceil((hi - lo) / 256), in index order (elements of the output
+// at koff, or, with parts, partials from part[pbase + j]), then the fixed tree of adjacent
+// pairs; the result is in s_v[0], s_at[0], s_has[0] for every invocation after the call.
+void fold(uint koff, uint lo, uint hi, bool parts, uint pbase)
+{
+    const uint t = gl_LocalInvocationID.x;
+    const uint chunk = (hi - lo + 255u) / 256u;
+    ACC v = ACC(0);
+    uint at = 0u, has = 0u;
+    uint jlo = min(lo + t * chunk, hi), jhi = min(jlo + chunk, hi);
+    if (parts) {
+        for (uint j = jlo; j < jhi; j++) {
+            Part q = part[pbase + j];
+            combine(v, at, has, part_value(q), q.at, q.has);
+        }
+    } else {
+        run(koff, jlo, jhi, v, at, has);
+    }
     s_v[t] = v;
     s_at[t] = at;
     s_has[t] = has;
@@ -172,24 +181,23 @@ void fold(uint koff, uint lo, uint hi, bool parts, uint pbase)
     }
 }
 
-// The output ob from the fold's result (invocation 0).
-void finish(uint ob, uint rcount)
+// The output ob from a fold's result (r, at, has).
+void finish(uint ob, uint rcount, ACC r, uint at, uint has)
 {
-    ACC r = s_v[0];
     uint oo = P[P_BASE] + ob;
-    if (s_has[0] == 0u) { // empty: SUM 0, PROD 1, MEAN NaN, ANY false, ALL true
+    if (has == 0u) { // empty: SUM 0, PROD 1, MEAN NaN, ANY false, ALL true
         r = (OP == 65u || OP == 188u) ? ACC(1) : ACC(0);
 #if defined(KFLOAT)
         if (OP == 61u) r = r / r; // 0/0 in double: NaN
 #endif
     }
 #if defined(KFLOAT)
-    if (OP == 61u && s_has[0] != 0u) r = r / double(rcount);
+    if (OP == 61u && has != 0u) r = r / double(rcount);
 #endif
 #if defined(KB)
     if (OP == 63u) r = min(r, 1u); // the CPU folds bool MIN from true (1)
 #endif
-    if (OP == 64u || OP == 66u) o[oo] = TO(s_at[0]);
+    if (OP == 64u || OP == 66u) o[oo] = TO(at);
     else if (OP == 187u || OP == 188u) o[oo] = TO(r != ACC(0) ? 1u : 0u);
 #if defined(KU) || defined(KB)
     else o[oo] = TO(r & 255u);
@@ -211,10 +219,55 @@ uint kept_offset(uint ob)
     return koff;
 }
 
+// Mode 3: one invocation per output (grid-stride), for short reduced extents with many
+// outputs, where a workgroup per output costs far more than its fold (lavapipe runs a
+// workgroup's 256 invocations and its barriers in ~0.1-0.5 ms: [1e5, 1] summed over axis 1
+// took 50 s). The invocation replays mode 0's association exactly: the same 256 runs
+// of c = ceil(rcount / 256) elements, each folded in index order, then the same tree of
+// adjacent pairs, kept as a stack of complete subtrees (a subtree of 2^k runs merges with its
+// left neighbour of equal size; what remains merges right to left, as the tree does with its
+// empty runs), so the bits are mode 0's for every shape. rcount 0 writes the identity.
+void fold_one(uint ob, uint rcount)
+{
+    ACC sv[9];
+    uint sat[9], shas[9], slev[9];
+    int top = -1;
+    const uint koff = kept_offset(ob), c = max((rcount + 255u) / 256u, 1u);
+    for (uint lo = 0u; lo < rcount; lo += c) {
+        ACC v = ACC(0);
+        uint at = 0u, has = 0u, lev = 0u;
+        run(koff, lo, min(lo + c, rcount), v, at, has);
+        while (top >= 0 && slev[top] == lev) {
+            ACC v1 = sv[top];
+            uint at1 = sat[top], h1 = shas[top];
+            combine(v1, at1, h1, v, at, has);
+            v = v1; at = at1; has = h1;
+            lev++;
+            top--;
+        }
+        top++;
+        sv[top] = v; sat[top] = at; shas[top] = has; slev[top] = lev;
+    }
+    ACC v = ACC(0);
+    uint at = 0u, has = 0u;
+    for (; top >= 0; top--) {
+        ACC v1 = sv[top];
+        uint at1 = sat[top], h1 = shas[top];
+        combine(v1, at1, h1, v, at, has);
+        v = v1; at = at1; has = h1;
+    }
+    finish(ob, rcount, v, at, has);
+}
+
 void main()
 {
     const uint nout = P[P_I + R_NOUT], rcount = P[P_I + R_RCOUNT], mode = P[P_I + R_MODE];
     const uint t = gl_LocalInvocationID.x;
+    if (mode == 3u) {
+        const uint i0 = gl_WorkGroupID.x * gl_WorkGroupSize.x + t;
+        for (uint ob = i0; ob < nout; ob += gstride()) fold_one(ob, rcount);
+        return;
+    }
     if (mode == 1u) { // workgroup (g, ob): chunk g of output ob into part[ob G + g]
         const uint g = gl_WorkGroupID.x, G = P[P_I + R_G], L = P[P_I + R_L];
         for (uint ob = gl_WorkGroupID.y; ob < nout; ob += gl_NumWorkGroups.y) {
@@ -232,7 +285,7 @@ void main()
         } else {
             fold(kept_offset(ob), 0u, rcount, false, 0u);
         }
-        if (t == 0u) finish(ob, rcount);
+        if (t == 0u) finish(ob, rcount, s_v[0], s_at[0], s_has[0]);
         barrier();
     }
 }

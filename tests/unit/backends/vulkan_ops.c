@@ -15,8 +15,10 @@
  */
 #include "tensord.h"
 #include <criterion/criterion.h>
+#include <float.h>
 #include <math.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -204,4 +206,159 @@ Test(vulkan_ops, long_reductions_of_a_few_rows, .timeout = 300)
                      (long long)want[r]);
     free(h);
     td_close(ctx);
+}
+
+/* ---- reductions of a short extent into many outputs ----
+ * One workgroup per output cost ~0.1-0.5 ms each on lavapipe: the sum over axis 1 of
+ * [200000, 1] took over a minute and of an empty [8M, 0] more than ten, holding the device.
+ * Now one invocation per output (reduce.comp's mode 3); the .timeout makes a regression fail
+ * instead of hang. Expected values: the CPU device's, which are exact here. */
+static td_context *open_cpu(void)
+{
+    td_context *ctx = NULL;
+    cr_assert_eq(td_connect("local:cpu", NULL, &ctx), TD_OK, "%s", td_connect_error());
+    return ctx;
+}
+
+static void sum_axis1_like_cpu(int64_t rows, int64_t cols)
+{
+    td_context *vk = open_vulkan();
+    if (vk == NULL) cr_skip_test("no Vulkan device");
+    td_context *cpu = open_cpu();
+    const int64_t n = rows * cols;
+    float *h = malloc((size_t)(n > 0 ? n : 1) * sizeof *h);
+    float *got = malloc((size_t)rows * sizeof *got), *want = malloc((size_t)rows * sizeof *want);
+    cr_assert(h != NULL && got != NULL && want != NULL);
+    for (int64_t i = 0; i < n; i++) h[i] = (float)(i % 997) - 498.5f;
+    const int64_t dims[2] = {rows, cols};
+    const int ax = 1;
+    td_tensor *xv = td_from_host(vk, TD_F32, 2, dims, h);
+    td_tensor *xc = td_from_host(cpu, TD_F32, 2, dims, h);
+    cr_assert_eq(td_read(td_sum(xv, 1, &ax, false), got, (size_t)rows * sizeof *got), TD_OK,
+                 "%s", td_last_error(vk));
+    cr_assert_eq(td_read(td_sum(xc, 1, &ax, false), want, (size_t)rows * sizeof *want), TD_OK,
+                 "%s", td_last_error(cpu));
+    cr_expect(memcmp(got, want, (size_t)rows * sizeof *got) == 0,
+              "sum over axis 1 of [%lld, %lld] differs from the CPU's", (long long)rows,
+              (long long)cols);
+    free(h);
+    free(got);
+    free(want);
+    td_close(vk);
+    td_close(cpu);
+}
+
+Test(vulkan_ops, sum_of_many_single_element_rows, .timeout = 30) { sum_axis1_like_cpu(200000, 1); }
+
+Test(vulkan_ops, sum_of_many_short_rows, .timeout = 30) { sum_axis1_like_cpu(100000, 7); }
+
+Test(vulkan_ops, reductions_of_empty_rows, .timeout = 30)
+{
+    td_context *vk = open_vulkan();
+    if (vk == NULL) cr_skip_test("no Vulkan device");
+    const int64_t rows = 8 << 20, dims[2] = {rows, 0};
+    const int ax = 1;
+    td_tensor *x = td_full(vk, TD_F32, 2, dims, 0.0);
+    float *o = malloc((size_t)rows * sizeof *o);
+    cr_assert(o != NULL);
+    cr_assert_eq(td_read(td_sum(x, 1, &ax, false), o, (size_t)rows * sizeof *o), TD_OK, "%s",
+                 td_last_error(vk));
+    int64_t bad = 0;
+    for (int64_t i = 0; i < rows; i++) bad += o[i] != 0.0f || signbit(o[i]);
+    cr_expect_eq(bad, 0, "sum of empty rows: %lld outputs not +0", (long long)bad);
+    const int64_t small[2] = {1000, 0};
+    td_tensor *y = td_full(vk, TD_F32, 2, small, 0.0);
+    cr_assert_eq(td_read(td_prod(y, 1, &ax, false), o, 1000 * sizeof *o), TD_OK);
+    cr_expect(o[0] == 1.0f && o[999] == 1.0f, "prod of empty rows %g, want 1", o[0]);
+    cr_assert_eq(td_read(td_mean(y, 1, &ax, false), o, 1000 * sizeof *o), TD_OK);
+    cr_expect(isnan(o[0]) && isnan(o[999]), "mean of empty rows %g, want NaN", o[0]);
+    cr_assert_eq(td_read(td_var(x, 1, &ax, false, 1.0), o, (size_t)rows * sizeof *o), TD_OK,
+                 "%s", td_last_error(vk));
+    cr_expect(isnan(o[0]) && isnan(o[rows - 1]), "var of empty rows %g, want NaN", o[0]);
+    free(o);
+    td_close(vk);
+}
+
+/* The same rows reduced one workgroup per output (256 rows: mode 0) and one invocation per
+ * output (257 rows on lavapipe: mode 3) give the same bytes: mode 3 replays mode 0's fold
+ * order (runs of ceil(cols / 256), then the tree of adjacent pairs). NaNs and ties check the
+ * order rules of MAX and ARGMAX. */
+static void same_bytes(td_tensor *(*mk)(td_tensor *), td_tensor *a, td_tensor *b, size_t esz)
+{
+    char ra[256 * 8], rb[257 * 8];
+    cr_assert_eq(td_read(mk(a), ra, 256 * esz), TD_OK, "%s",
+                 td_last_error(td_tensor_context(a)));
+    cr_assert_eq(td_read(mk(b), rb, 257 * esz), TD_OK);
+    cr_expect(memcmp(ra, rb, 256 * esz) == 0, "mode 0 and mode 3 differ");
+}
+
+static td_tensor *ax1_sum(td_tensor *x) { return td_sum(x, 1, (int[]){1}, false); }
+static td_tensor *ax1_prod(td_tensor *x) { return td_prod(x, 1, (int[]){1}, false); }
+static td_tensor *ax1_max(td_tensor *x) { return td_max(x, 1, (int[]){1}, false); }
+static td_tensor *ax1_argmax(td_tensor *x) { return td_argmax(x, 1, false); }
+
+Test(vulkan_ops, short_folds_keep_the_workgroup_order, .timeout = 60)
+{
+    td_context *vk = open_vulkan();
+    if (vk == NULL) cr_skip_test("no Vulkan device");
+    const int64_t widths[] = {3, 200, 777, 1000};
+    for (size_t w = 0; w < sizeof widths / sizeof *widths; w++) {
+        const int64_t cols = widths[w], n = 257 * cols;
+        double *h = malloc((size_t)n * sizeof *h);
+        cr_assert(h != NULL);
+        uint64_t s = 12345;
+        for (int64_t i = 0; i < n; i++) {
+            s = s * 6364136223846793005u + 1442695040888963407u;
+            h[i] = ldexp((double)(s >> 11), -53) * (s & 1 ? 1e8 : 1e-3) - 0.4;
+            if (s % 97 == 0) h[i] = 1e9; /* ties for argmax */
+            if (s % 1009 == 0) h[i] = NAN;
+        }
+        td_tensor *a = td_from_host(vk, TD_F64, 2, (int64_t[]){256, cols}, h);
+        td_tensor *b = td_from_host(vk, TD_F64, 2, (int64_t[]){257, cols}, h);
+        same_bytes(ax1_sum, a, b, 8);
+        same_bytes(ax1_prod, a, b, 8);
+        same_bytes(ax1_max, a, b, 8);
+        same_bytes(ax1_argmax, a, b, 8);
+        free(h);
+    }
+    td_close(vk);
+}
+
+/* ---- f64 pow at the edges of its range ----
+ * Huge |y| (an even integer: Dekker's split of 2^27 y overflowed to NaN), overflow and
+ * underflow, and a large y where log x must carry ~2^-62 relative (m + 1 rounded cost 200
+ * ulp of pow(1.0000001, 2^32)). Reference: this C library's pow, bound 8 ulp (docs/ops.md);
+ * exact for infinities, zeros and NaN. */
+Test(vulkan_ops, pow_f64_edges)
+{
+    td_context *vk = open_vulkan();
+    if (vk == NULL) cr_skip_test("no Vulkan device");
+    static const double xs[] = {-1.0, 5.5, 3.0, 1e308, 1e-45, 5e-324, 1.0000001, 3.0,
+                                -1.0, -3.0, -3.0, 0.5, 2.0, 2.0, 10.0, 0.9999999999999999,
+                                1.0000000000000002, -2.0, 7.0, 1e-300, 1e300, 2.5, -0.5,
+                                4294967296.0, 1.5};
+    static const double ys[] = {1e308, 1e308, 1e308, 1e308, 1e308, 1e308, 4294967296.0, -1.0,
+                                -1e308, 3.0, -1e300, -1e308, 1023.9999, -1074.5, -307.5,
+                                -1e19, 4e18, 1023.0, 364.7, -1.02, 1.027, -800.1, 1073.0,
+                                31.99, 1750.5};
+    enum { NP = sizeof xs / sizeof *xs };
+    td_tensor *x = td_from_host(vk, TD_F64, 1, (int64_t[]){NP}, xs);
+    td_tensor *y = td_from_host(vk, TD_F64, 1, (int64_t[]){NP}, ys);
+    double got[NP];
+    cr_assert_eq(td_read(td_pow(x, y), got, sizeof got), TD_OK, "%s", td_last_error(vk));
+    for (int i = 0; i < NP; i++) {
+        const double want = pow(xs[i], ys[i]);
+        if (isnan(want) || isinf(want) || want == 0.0) {
+            cr_expect(isnan(want) ? isnan(got[i])
+                                  : got[i] == want && signbit(got[i]) == signbit(want),
+                      "pow(%.17g, %.17g) = %.17g, want %.17g", xs[i], ys[i], got[i], want);
+            continue;
+        }
+        const double ulp = fabs(want) < DBL_MIN ? 4.9406564584124654e-324
+                                                : nextafter(fabs(want), INFINITY) - fabs(want);
+        cr_expect(isfinite(got[i]) && fabs(got[i] - want) <= 8 * ulp,
+                  "pow(%.17g, %.17g) = %.17g, want %.17g (%.1f ulp, bound 8)", xs[i], ys[i],
+                  got[i], want, fabs(got[i] - want) / ulp);
+    }
+    td_close(vk);
 }
