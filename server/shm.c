@@ -213,7 +213,15 @@ static void *side_thread(void *arg)
             shm_conn *c = &s->conns[k];
             ssize_t got = recv(c->fd, c->buf + c->got, sizeof c->buf - c->got, MSG_DONTWAIT);
             if (got < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-            if (got <= 0) { /* closed early or failed */
+            if (got == 0) { /* the peer stopped sending early: say why (it may still read) */
+                char msg[96];
+                snprintf(msg, sizeof msg, "incomplete request: %zu of %zu bytes before the end",
+                         c->got, sizeof c->buf);
+                refuse(s, c->fd, TD_EPROTO, msg);
+                conn_drop(s, k);
+                continue;
+            }
+            if (got < 0) { /* failed (reset): nobody to answer */
                 conn_drop(s, k);
                 continue;
             }

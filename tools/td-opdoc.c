@@ -94,7 +94,8 @@ static void attrs_str(const td__op_row *r, char *buf, size_t len)
                                   a->layout == TD_ATTRS_UPTO ? "optional " : "", sp->name, kind);
         }
         if (a->layout == TD_ATTRS_SPATIAL && o < len)
-            o += (size_t)snprintf(buf + o, len - o, "%sper spatial dim: %s", a->n ? "; " : "",
+            o += (size_t)snprintf(buf + o, len - o, "%sthen one list per name, each one entry per spatial dim: %s",
+                                  a->n ? "; " : "",
                                   a->a[2].name);
         break;
     }

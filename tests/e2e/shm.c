@@ -248,6 +248,9 @@ typedef struct side_reply {
     int fd; /* -1: none */
 } side_reply;
 
+/* side_ask ends its sending (shutdown SHUT_WR) after the request when set. */
+static bool side_shut_wr;
+
 /* Send `n` bytes of req to the side socket `path` and read the reply. */
 static bool side_ask(const char *path, const void *req, size_t n, side_reply *out)
 {
@@ -262,6 +265,7 @@ static bool side_ask(const char *path, const void *req, size_t n, side_reply *ou
     /* A server that refuses at accept answers and closes before reading: the send may then
      * fail (EPIPE), and the answer is still there to read. */
     if (n > 0) (void)send(fd, req, n, MSG_NOSIGNAL);
+    if (side_shut_wr) shutdown(fd, SHUT_WR); /* the end of what this client sends */
     uint8_t buf[24 + 300];
     union {
         char raw[CMSG_SPACE(sizeof(int))];
@@ -337,6 +341,18 @@ Test(shm, side_socket_refusals)
     cr_assert(side_ask(a.shm_path, req, 5, &r), "a short request gets an answer in time");
     cr_expect_eq(r.status, TD_ETIMEOUT);
     cr_expect_lt(td_test_now_ms() - t0, 4000.0);
+    /* a request that ends early (nothing, or the bare magic, then the end of the stream):
+     * a status and a message saying so, not a silent close */
+    side_shut_wr = true;
+    const size_t short_lens[] = {0, 8};
+    for (size_t i = 0; i < 2; i++) {
+        cr_assert(side_ask(a.shm_path, req, short_lens[i], &r), "%zu bytes then the end",
+                  short_lens[i]);
+        cr_expect_eq(r.status, TD_EPROTO, "%zu bytes: %u %s", short_lens[i], r.status, r.msg);
+        cr_expect(strstr(r.msg, "incomplete request") != NULL, "%s", r.msg);
+        cr_expect_eq(r.fd, -1);
+    }
+    side_shut_wr = false;
 
     /* the right secret: the fd, once */
     make_req(req, a.session_id, a.shm_secret);

@@ -331,9 +331,9 @@ static void run_cfg_nhwc(const conv_case *cc, const td_conv_shape *s, const doub
         memset(wa, 0, sizeof(int) * (size_t)(bm * BK));                                    \
         memset(wb, 0, sizeof(int) * (size_t)(BK * bn));                                    \
         for (int tid = 0; tid < TD_CONV_THREADS; tid++) {                                  \
-            for (int i = 0; i < bm / 64; i++) {                                            \
+            for (int i_ = 0; i_ < bm / 64; i_++) {                                            \
                 int r, ch;                                                                 \
-                td_conv_a_chunk(tid, i, &r, &ch);                                          \
+                td_conv_a_chunk(tid, i_, &r, &ch);                                          \
                 const int kc = kt_ * BK + ch * 8;                                          \
                 const int in = m0 + r < s->cog && kc < s->K;                               \
                 const int o = td_conv_swz_a(r, ch * 8);                                    \
@@ -342,9 +342,9 @@ static void run_cfg_nhwc(const conv_case *cc, const td_conv_shape *s, const doub
                     wa[o + e]++;                                                           \
                 }                                                                          \
             }                                                                              \
-            for (int i = 0; i < bn / 64; i++) {                                            \
+            for (int i_ = 0; i_ < bn / 64; i_++) {                                            \
                 int r, ch;                                                                 \
-                td_conv_a_chunk(tid, i, &r, &ch);                                          \
+                td_conv_a_chunk(tid, i_, &r, &ch);                                          \
                 const td_conv_col col = td_conv_column_nhwc(s, g, n0 + r);                 \
                 const td_conv_kent ke = tab[kt_ * (BK / 8) + ch];                          \
                 const int o = td_conv_swz_a(r, ch * 8);                                    \
@@ -361,10 +361,10 @@ static void run_cfg_nhwc(const conv_case *cc, const td_conv_shape *s, const doub
                 }                                                                          \
             }                                                                              \
         }                                                                                  \
-        for (int i = 0; i < bm * BK; i++)                                                  \
-            if (wa[i] != 1) BAD("A slot %d written %d times\n", i, wa[i]);                 \
-        for (int i = 0; i < BK * bn; i++)                                                  \
-            if (wb[i] != 1) BAD("B slot %d written %d times\n", i, wb[i]);                 \
+        for (int i_ = 0; i_ < bm * BK; i_++)                                                  \
+            if (wa[i_] != 1) BAD("A slot %d written %d times\n", i_, wa[i_]);                 \
+        for (int i_ = 0; i_ < BK * bn; i_++)                                                  \
+            if (wb[i_] != 1) BAD("B slot %d written %d times\n", i_, wb[i_]);                 \
         stage_tile[st_] = kt_;                                                             \
         stage_group[st_] = committed;                                                      \
     } while (0)
