@@ -727,12 +727,15 @@ td_status launch_v2(int var, int64_t e, const td__gpu_exec *x, const td__view *i
  * block an SM; 10: 9 with 3 buffers; 11: 8 warps of 1 tile (128 queries), two blocks an SM
  * (128 registers; head dim 128: as 9); 12: 7 copying 128 keys at a time, computed as two
  * 64-key tiles; 13: 12 with 3 buffers; all of these the default's bits. 14: 128-key tiles
- * with Q from shared memory (FlashAttention-2's cut for head dim 64): other bits. */
-int variant(void)
+ * with Q from shared memory (FlashAttention-2's cut for head dim 64): other bits.
+ * Unset (or out of range): 13 for head dim 64 and 8 for 128, the fastest of these on an
+ * H100 (bf16 [8, 16, 2048, 64]: 0.430 ms against 0's 0.484; [8, 8, 2048, 128]: 0.459
+ * against 0.523; BENCHMARKS.md 2026-12-06), with 0's bits (attn-check --bits-only). */
+int variant(int head_dim)
 {
     const char *e = getenv("TENSORD_GPU_ATTN_VARIANT");
-    const int v = e != NULL ? atoi(e) : 0;
-    return v >= 0 && v <= 14 ? v : 0;
+    const int v = e != NULL && *e != '\0' ? atoi(e) : -1;
+    return v >= 0 && v <= 14 ? v : head_dim == 64 ? 13 : 8;
 }
 
 } // namespace
@@ -792,7 +795,7 @@ extern "C" td_status td__gpu_exec_attention(const td__gpu_exec *x, const td__op 
         if (((uintptr_t)in[i].data & 15u) != 0)
             return td__gpu_fail(x, TD_EINTERNAL,
                                 TD_GPU_KIND ": attention input %d not 16-byte aligned", i);
-    const int var = variant();
+    const int var = variant(e);
     if (var >= 7)
         return bf ? launch_v2<true>(var, e, x, in, out, a, nbatch)
                   : launch_v2<false>(var, e, x, in, out, a, nbatch);

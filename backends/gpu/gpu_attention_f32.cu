@@ -345,17 +345,19 @@ td_status af32_launch(const td__gpu_exec *x, const td__view *in, const td__view 
 
 /* TENSORD_GPU_ATTN_F32 (a development aid for timing and for comparing with the lowering):
  * 0: f32 attention runs the lowering; unset or 1: the default tiles, head dim 64 as
- * BM 128 queries x BN 64 keys (256 threads, 140 KiB of shared memory), 128 as BM 128 x
- * BN 32 (155 KiB); 2: BM 64 x BN 64 (128 threads; two CTAs an SM at head dim 64); 3: BM 128
- * x BN 32 (at head dim 64 two CTAs an SM, 128 registers a thread); 4: BM 64 x BN 32.
- * Configurations with the same BN give the same bits (a key column's owner depends only
- * on BN); BN 32 and 64 differ in the row sums' association. */
+ * BM 64 queries x BN 64 keys (128 threads, two CTAs an SM), 128 as BM 128 x BN 32
+ * (155 KiB); 2: BM 64 x BN 64; 3: BM 128 x BN 32 (at head dim 64 two CTAs an SM, 128
+ * registers a thread); 4: BM 64 x BN 32; 5: head dim 64 as BM 128 x BN 64 (256 threads,
+ * 140 KiB; the first default: on an H100, 3.97 ms against 2's 3.87 at [8, 16, 2048, 64],
+ * causal 2.24 against 2.15, BENCHMARKS.md 2026-12-06). Configurations with the same BN
+ * give the same bits (a key column's owner depends only on BN); BN 32 and 64 differ in
+ * the row sums' association. */
 int af32_config(void)
 {
     const char *e = getenv("TENSORD_GPU_ATTN_F32");
     if (e == NULL || *e == '\0') return 1;
     const int v = atoi(e);
-    return v >= 0 && v <= 4 ? v : 1;
+    return v >= 0 && v <= 5 ? v : 1;
 }
 
 } // namespace
@@ -411,7 +413,8 @@ extern "C" td_status td__gpu_exec_attention_f32(const td__gpu_exec *x, const td_
     case 8: return af32_launch<64, 64, 32, 2>(x, in, out, a, nbatch);
     case 9: return af32_launch<128, 64, 32, 2>(x, in, out, a, nbatch);
     case 3: return af32_launch<128, 128, 32, 1>(x, in, out, a, nbatch);
-    default: return af32_launch<64, 128, 64, 1>(x, in, out, a, nbatch);
+    case 10: return af32_launch<64, 128, 64, 1>(x, in, out, a, nbatch);
+    default: return af32_launch<64, 64, 64, 2>(x, in, out, a, nbatch);
     }
 }
 
