@@ -414,7 +414,8 @@ extern "C" td_status td__gpu_exec_attention_f32(const td__gpu_exec *x, const td_
     case 9: return af32_launch<128, 64, 32, 2>(x, in, out, a, nbatch);
     case 3: return af32_launch<128, 128, 32, 1>(x, in, out, a, nbatch);
     case 10: return af32_launch<64, 128, 64, 1>(x, in, out, a, nbatch);
-    default: return af32_launch<64, 64, 64, 2>(x, in, out, a, nbatch);
+    case 11: return af32_launch<128, 128, 32, 1>(x, in, out, a, nbatch); /* 5 at 128: 1's */
+    default: return af32_launch<64, 64, 64, 2>(x, in, out, a, nbatch); /* 1 (and 2) at 64 */
     }
 }
 

@@ -48,7 +48,10 @@ rc=$?
 # ---- 2. benchmarks next to PyTorch (and the trace of variant 0) ----
 T=$(mktemp -d)
 py 12 bench/conv_torch.py 5 cuda bf16 >"$T/torch-bf16" 2>&1
-VARS="0 3 6 7 5"
+VARS=${CONV_VARIANTS:-0 3 6 7 5}
+# f32 (TF32 off on both sides; im2col + cuBLAS): once, default variant
+py 12 bench/conv_torch.py 5 cuda f32 >"$T/torch-f32" 2>&1
+timeout "$(limit 8)" "$X/bin/conv-bench" local:cuda:0 5 f32 >"$T/conv-f32" 2>&1
 for v in $VARS; do
     TENSORD_GPU_CONV_VARIANT=$v TENSORD_GPU_CONV_TRACE=$([ $v = 0 ] && echo 1) \
         timeout "$(limit 5)" "$X/bin/conv-bench" local:cuda:0 5 bf16 >"$T/conv-bf16-v$v" 2>&1
@@ -69,6 +72,7 @@ pair() { # title ours theirs
 {
     echo "-- TENSORD_GPU_CONV_TRACE=1 (variant 0): implicit-GEMM launches (none: it did not run):"
     grep 'conv: implicit gemm' "$T/conv-bf16-v0" | sort | uniq -c | head -8 | sed 's/^/  /'
+    pair "f32 (TF32 off; im2col + cuBLAS)" "$T/conv-f32" "$T/torch-f32"
     for v in $VARS; do
         pair "bf16, TENSORD_GPU_CONV_VARIANT=$v (0 auto, 3 128x64, 6 channels-last off, 7 split-K off, 5 im2col)" \
             "$T/conv-bf16-v$v" "$T/torch-bf16"
