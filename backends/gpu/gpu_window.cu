@@ -576,6 +576,19 @@ td_status conv_gemm(const td__gpu_exec *x, const td__op *op, const td__view *in,
         __builtin_mul_overflow(G * kg, P, &per_img) ||
         __builtin_mul_overflow(per_img, (int64_t)sizeof(T), &per_img) || per_img > CONV_COL_MAX)
         return TD_EUNSUPPORTED;
+    /* A pointwise conv (1x1x1 kernel, stride 1, no padding) without bias: each image's
+     * [C/G, P] patch matrix is the input itself, so the GEMM reads x and w directly (no
+     * column buffer, no weight copy): batch (image j, group g) is w_g [cog, cg] times
+     * x[j, g cg:(g + 1) cg] [cg, P], the shapes of the im2col GEMM below. */
+    bool pointwise = !bias;
+    for (int d = 0; d < 3; d++)
+        pointwise = pointwise && w.k[d] == 1 && w.stride[d] == 1 && w.pad_lo[d] == 0 &&
+                    w.pad_hi[d] == 0 && w.in[d] == w.out[d];
+    if (pointwise) {
+        const int64_t sa[2] = {0, cog * cg}, sb[2] = {w.c * P, cg * P};
+        return gemm_batched<T>(x, out->desc.dtype, w.n, G, sa, sb, cog, P, cg,
+                               (const T *)in[1].data, (const T *)in[0].data, (T *)out->data);
+    }
     const int64_t chunk = conv_chunk(per_img, w.n);
     const size_t col_bytes = (size_t)(chunk * per_img);
     const size_t wa_bytes = ((size_t)(w.co * kg) * sizeof(T) + 255) / 256 * 256;

@@ -2092,6 +2092,10 @@ static void add_window(void)
         {TD_OP_CONV, 3, {SH(2, 128, 4, 4), SH(16, 64, 3, 3), SH(16)}, 9,
          {2, 1, 1, 1, 1, 1, 1, 1, 1}, false},
         {TD_OP_CONV, 2, {SH(0, 4, 5, 5), SH(4, 4, 3, 3)}, 9, {1, 1, 1, 1, 1, 1, 1, 1, 1}, false},
+        /* pointwise (1x1, stride 1, no padding, no bias: the GPU's GEMM reads x directly),
+         * grouped in 2-d, plain in 1-d */
+        {TD_OP_CONV, 2, {SH(3, 8, 5, 6), SH(6, 4, 1, 1)}, 9, {2, 1, 1, 1, 1, 0, 0, 0, 0}, false},
+        {TD_OP_CONV, 2, {SH(2, 5, 7), SH(3, 5, 1)}, 5, {1, 1, 1, 0, 0}, false},
         /* conv_transpose: groups, stride, dilation, pad_lo, pad_hi (= padding - output_padding) */
         {TD_OP_CONV_TRANSPOSE, 3, {SH(2, 4, 5), SH(4, 3, 3), SH(6)}, 5, {2, 2, 1, 1, 0}, false},
         {TD_OP_CONV_TRANSPOSE, 2, {SH(2, 3, 5, 4), SH(3, 2, 3, 2)}, 9,
