@@ -950,14 +950,25 @@ static td_status unshare(td__session *s, uint64_t id, td__tensor *t, bool whole,
     return TD_OK;
 }
 
+/* The tensor a write of [offset, +nbytes) goes to, its buffer made its own (copy-on-write);
+ * *t NULL with TD_OK: nothing to write (nbytes 0). */
+static td_status write_target(td__session *s, uint64_t id, uint64_t offset, size_t nbytes,
+                              td__tensor **t, char *err, size_t errlen)
+{
+    td_status st = find_range(s, id, offset, nbytes, t, err, errlen);
+    if (st != TD_OK || nbytes == 0) {
+        *t = NULL;
+        return st;
+    }
+    return unshare(s, id, *t, offset == 0 && nbytes == (*t)->buf->nbytes, err, errlen);
+}
+
 td_status td__session_write(td__session *s, uint64_t id, uint64_t offset, const void *src,
                             size_t nbytes, char *err, size_t errlen)
 {
     td__tensor *t;
-    td_status st = find_range(s, id, offset, nbytes, &t, err, errlen);
-    if (st != TD_OK || nbytes == 0) return st;
-    st = unshare(s, id, t, offset == 0 && nbytes == t->buf->nbytes, err, errlen);
-    if (st != TD_OK) return st;
+    td_status st = write_target(s, id, offset, nbytes, &t, err, errlen);
+    if (st != TD_OK || t == NULL) return st;
     td__device *dev = t->buf->dev;
     st = dev->backend->buffer_write(dev, t->buf->stream, t->buf->data, (size_t)offset, src,
                                     nbytes);
@@ -971,10 +982,8 @@ td_status td__session_write_fill(td__session *s, uint64_t id, uint64_t offset, s
                                  void *arg, char *err, size_t errlen)
 {
     td__tensor *t;
-    td_status st = find_range(s, id, offset, nbytes, &t, err, errlen);
-    if (st != TD_OK || nbytes == 0) return st;
-    st = unshare(s, id, t, offset == 0 && nbytes == t->buf->nbytes, err, errlen);
-    if (st != TD_OK) return st;
+    td_status st = write_target(s, id, offset, nbytes, &t, err, errlen);
+    if (st != TD_OK || t == NULL) return st;
     td__device *dev = t->buf->dev;
     if (dev->backend->buffer_write_fill != NULL) {
         st = dev->backend->buffer_write_fill(dev, t->buf->stream, t->buf->data, (size_t)offset,
@@ -1213,10 +1222,8 @@ td_status td__session_write_ptr(td__session *s, uint64_t id, uint64_t offset, si
 {
     td__tensor *t;
     *dst = NULL;
-    td_status st = find_range(s, id, offset, nbytes, &t, err, errlen);
-    if (st != TD_OK || nbytes == 0) return st;
-    st = unshare(s, id, t, offset == 0 && nbytes == t->buf->nbytes, err, errlen);
-    if (st != TD_OK) return st;
+    td_status st = write_target(s, id, offset, nbytes, &t, err, errlen);
+    if (st != TD_OK || t == NULL) return st;
     if (t->buf->dev->backend->host_memory) *dst = (char *)t->buf->data + offset;
     return TD_OK;
 }
