@@ -19,8 +19,9 @@
  * the yielding queue overtakes it.
  *
  * Holding: a held queue is left out of the ring (its closures wait, submits and continues
- * only queue) until td__worker_queue_release or a close puts it back; the turn that holds
- * it ends after the closure that asked. This is how a closure waits for something outside
+ * only queue) until td__worker_queue_release puts it back; the turn that holds it ends after
+ * the closure that asked. A close does not end a hold: a held queue is never freed, so a
+ * pointer to it stays good until its release. This is how a closure waits for something outside
  * the worker (a client taking its replies) without spinning or sleeping on the worker.
  *
  * Lifetime: td__worker_queue_close marks the queue closing; once its last closure has run
@@ -136,7 +137,7 @@ static void *worker_main(void *arg)
                 if (q->held || now_ns() - start >= TD_WORKER_SLICE_NS) break;
             }
             q->in_ring = false;
-            if ((q->head && !q->held) || q->closing) ring_push(w, q);
+            if (!q->held && (q->head || q->closing)) ring_push(w, q);
             continue;
         }
         /* Empty and in the ring: it is closing. */
@@ -214,10 +215,9 @@ void td__worker_queue_close(td__worker_queue *q, td__work_fn done, void *arg)
     td__worker *w = q->w;
     pthread_mutex_lock(&w->mu);
     q->closing = true;
-    q->held = false; /* a closing queue runs what it has left */
     q->done = done;
     q->done_arg = arg;
-    if (!q->in_ring) {
+    if (!q->in_ring && !q->held) { /* a held queue goes on (and ends) after its release */
         ring_push(w, q);
         pthread_cond_signal(&w->cv);
     }
@@ -273,7 +273,7 @@ void td__worker_queue_hold(td__worker_queue *q)
 {
     td__worker *w = q->w;
     pthread_mutex_lock(&w->mu);
-    if (!q->closing) q->held = true;
+    q->held = true;
     pthread_mutex_unlock(&w->mu);
 }
 

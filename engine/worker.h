@@ -48,8 +48,8 @@ td_status td__worker_continue(td__worker_queue *q, td__work_fn fn, void *arg);
 /* Hold q: the worker runs none of q's closures (they and later submits wait, in order)
  * until td__worker_queue_release(q); other queues are served meanwhile. Called from a
  * closure of q (usually right after td__worker_continue), the turn ends when that closure
- * returns. A close releases the hold (a closing queue runs what it has left); holding a
- * closing queue does nothing. Any thread. */
+ * returns. Closing or closed-and-draining queues hold too: a held queue is not freed (nor
+ * its `done` called) before its release, so whoever holds must release. Any thread. */
 void td__worker_queue_hold(td__worker_queue *q);
 /* End a hold (nothing when q is not held). Any thread, as long as q is not freed. */
 void td__worker_queue_release(td__worker_queue *q);

@@ -184,10 +184,8 @@ static void stream_ended(td__srv_session *ss)
     if (ss->wq != NULL) {
         td__worker_queue *q = ss->wq;
         ss->wq = NULL;
-        /* no on_drained release after this: the close below releases a held queue */
-        pthread_mutex_lock(&ss->hold_mu);
-        ss->hold_q = NULL;
-        pthread_mutex_unlock(&ss->hold_mu);
+        /* a read held on q stays held (the queue is not freed) until the call drains or
+         * dies (on_drained): a client that half-closed may still take its replies */
         td__srv_call_ref(&ss->c);
         td__worker_queue_close(q, queue_closed, ss);
     } else {

@@ -85,8 +85,9 @@ typedef struct td__srv_session {
     /* Held while a job or a ring request touches the engine session (ring.h). */
     pthread_mutex_t exec_mu;
     /* A read waiting for the client to take replies (td__ss_wait_for_drain): its queue,
-     * held, until the call's on_drained or the close releases it; under hold_mu, which
-     * orders that release before the queue can be closed (and freed). */
+     * held (so not freed, even once closed) until the call's on_drained releases it, which
+     * want_drain guarantees (a send is in flight: it completes, or fails when the call
+     * dies). Under hold_mu, so the release comes after the hold. */
     pthread_mutex_t hold_mu;
     td__worker_queue *hold_q;
 } td__srv_session;

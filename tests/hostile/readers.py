@@ -46,6 +46,13 @@ def rss_mib():
     return 0.0
 
 
+def server_cpu_s():
+    """The server's user + system CPU time so far, in seconds (/proc/PID/stat)."""
+    with open(f"/proc/{wireclient.server_pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def sanitizer_slack():
     """None (memory bounds not checked) for a sanitizer build of the server, else 0 (from
     the libraries in its /proc/PID/maps): ASan's quarantine keeps up to 256 MiB of freed
@@ -139,6 +146,33 @@ def run(pb, addr, sock):
     check(charged - TENSOR_MIB * MIB < MIB,
           f"once sent, the copies' charge is gone: {charged} bytes in use (the tensor's "
           f"{TENSOR_MIB * MIB} and less than one 1 MiB chunk of anything else)")
+
+    # Held, then the client half-closes its request stream (it may still take replies): the
+    # read stays held without spinning the worker, and taking the replies afterwards gets
+    # every byte; the server stays up (a held read on a closing queue once freed the queue
+    # under the hold: SIGSEGV/SIGABRT, and spun a core).
+    s4 = open_session(channel(addr), pb, "vulkan:0")
+    n4 = 8 * MIB
+    s4.send(batch=full_f32(pb, 1, n4 // 4, 3.0))
+    seqs4 = [s4.send(read=pb.ReadRequest(tensor=1, offset=0, nbytes=n4)) for _ in range(12)]
+    time.sleep(1)
+    s4.close()  # half-close: no more requests
+    cpu0 = server_cpu_s()
+    time.sleep(2)
+    spent = server_cpu_s() - cpu0
+    check(spent < 1.0, f"a held read after a half-close takes no worker turns: server CPU "
+                       f"{spent:.2f} s in 2 s (< 1)")
+    want4 = struct.pack("<f", 3.0) * (n4 // 4)
+    ok4 = True
+    for seq in seqs4:
+        got, failure = s4.read(seq)
+        ok4 = ok4 and got == want4 and failure is None
+    check(ok4, "after the half-close, all 12 held reads deliver their bytes")
+    s5 = open_session(channel(addr), pb, "vulkan:0")
+    s5.send(batch=full_f32(pb, 2, 4, 5.0))
+    got, failure = s5.read(s5.send(read=pb.ReadRequest(tensor=2, offset=0, nbytes=16)))
+    check(got == struct.pack("<4f", 5, 5, 5, 5), f"the server still serves ({got!r}, {failure})")
+    s5.close()
 
     # The client goes; a second one does the same. Had the first one's queued chunks not
     # been freed, the server would now hold both sets (the allocator may keep freed memory

@@ -555,8 +555,9 @@ Test(worker, hold_skips_the_queue_until_released)
     td__worker_destroy(w);
 }
 
-/* A close releases a hold: the queue's remaining closures run and `done` comes. */
-Test(worker, close_releases_a_hold)
+/* A close does not end a hold: the held queue's closures and its `done` wait for the
+ * release (the server's held read must not run early, nor its queue be freed under it). */
+Test(worker, close_keeps_a_hold_until_released)
 {
     hold_probe p = {0};
     event_init(&p.held);
@@ -569,6 +570,10 @@ Test(worker, close_releases_a_hold)
     event closed;
     event_init(&closed);
     td__worker_queue_close(p.q, event_fire, &closed);
+    usleep(50 * 1000);
+    cr_expect_eq(atomic_load(&p.held_runs), 1, "a closed but held queue ran a closure");
+    cr_expect_eq(closed.fired, 0, "a held queue was freed");
+    td__worker_queue_release(p.q);
     event_wait(&closed);
     cr_expect_eq(atomic_load(&p.held_runs), 2);
     td__worker_destroy(w);
