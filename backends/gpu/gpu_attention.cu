@@ -620,21 +620,6 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
         }
 }
 
-/* Element strides of `in`'s batch dims aligned right with the output's nb batch dims (0
- * where in has no such dim or it is 1); `mat` elements per matrix. */
-void batch_strides(const td__desc *in, int nb, int64_t mat, int64_t *st)
-{
-    const int ib = (int)in->rank - 2;
-    int64_t stride = mat;
-    for (int d = nb - 1; d >= 0; d--) {
-        st[d] = 0;
-        const int di = d - (nb - ib);
-        if (di < 0) continue;
-        if (in->dims[di] != 1) st[d] = stride;
-        stride *= in->dims[di];
-    }
-}
-
 template <bool BF, int D, int MT, bool QREG, int BN = ATTN_BN, bool FLAT = true>
 td_status launch(const td__gpu_exec *x, const td__view *in, const td__view *out,
                  const attn_args &a, int64_t nbatch)
@@ -740,6 +725,20 @@ int variant(int head_dim)
 
 } // namespace
 
+extern "C" void td__gpu_attention_batch_strides(const td__desc *in, int nb, int64_t mat,
+                                                int64_t *st)
+{
+    const int ib = (int)in->rank - 2;
+    int64_t stride = mat;
+    for (int d = nb - 1; d >= 0; d--) {
+        st[d] = 0;
+        const int di = d - (nb - ib);
+        if (di < 0) continue;
+        if (in->dims[di] != 1) st[d] = stride;
+        stride *= in->dims[di];
+    }
+}
+
 extern "C" bool td__gpu_attention_supports(const td__op *op, const td__desc *const *in,
                                            const td__desc *out)
 {
@@ -788,9 +787,9 @@ extern "C" td_status td__gpu_exec_attention(const td__gpu_exec *x, const td__op 
         nbatch *= o->dims[d];
     }
     if (nbatch == 0 || a.l == 0) return TD_OK;
-    batch_strides(q, a.nb, (int64_t)a.l * e, a.bst[0]);
-    batch_strides(k, a.nb, (int64_t)a.s * e, a.bst[1]);
-    batch_strides(v, a.nb, (int64_t)a.s * e, a.bst[2]);
+    td__gpu_attention_batch_strides(q, a.nb, (int64_t)a.l * e, a.bst[0]);
+    td__gpu_attention_batch_strides(k, a.nb, (int64_t)a.s * e, a.bst[1]);
+    td__gpu_attention_batch_strides(v, a.nb, (int64_t)a.s * e, a.bst[2]);
     for (int i = 0; i < 3; i++)
         if (((uintptr_t)in[i].data & 15u) != 0)
             return td__gpu_fail(x, TD_EINTERNAL,

@@ -311,21 +311,6 @@ __global__ void __launch_bounds__(2 * BM, MINB)
     }
 }
 
-/* Element strides of `in`'s batch dims aligned right with the output's nb batch dims (0
- * where in has no such dim or it is 1); `mat` elements per matrix. */
-void af32_batch_strides(const td__desc *in, int nb, int64_t mat, int64_t *st)
-{
-    const int ib = (int)in->rank - 2;
-    int64_t stride = mat;
-    for (int d = nb - 1; d >= 0; d--) {
-        st[d] = 0;
-        const int di = d - (nb - ib);
-        if (di < 0) continue;
-        if (in->dims[di] != 1) st[d] = stride;
-        stride *= in->dims[di];
-    }
-}
-
 template <int D, int BM, int BN, int MINB>
 td_status af32_launch(const td__gpu_exec *x, const td__view *in, const td__view *out,
                       const af32_args &a, int64_t nbatch)
@@ -398,9 +383,9 @@ extern "C" td_status td__gpu_exec_attention_f32(const td__gpu_exec *x, const td_
         nbatch *= o->dims[d];
     }
     if (nbatch == 0 || a.l == 0) return TD_OK;
-    af32_batch_strides(q, a.nb, (int64_t)a.l * e, a.bst[0]);
-    af32_batch_strides(k, a.nb, (int64_t)a.s * e, a.bst[1]);
-    af32_batch_strides(v, a.nb, (int64_t)a.s * e, a.bst[2]);
+    td__gpu_attention_batch_strides(q, a.nb, (int64_t)a.l * e, a.bst[0]);
+    td__gpu_attention_batch_strides(k, a.nb, (int64_t)a.s * e, a.bst[1]);
+    td__gpu_attention_batch_strides(v, a.nb, (int64_t)a.s * e, a.bst[2]);
     for (int i = 0; i < 3; i++)
         if (((uintptr_t)in[i].data & 15u) != 0)
             return td__gpu_fail(x, TD_EINTERNAL,

@@ -211,6 +211,10 @@ bool td__gpu_attention_supports(const td__op *op, const td__desc *const *in,
                                 const td__desc *out);
 td_status td__gpu_exec_attention(const td__gpu_exec *x, const td__op *op, const td__view *in,
                                  const td__view *out);
+/* Element strides of `in`'s batch dims aligned right with the output's nb batch dims (0
+ * where in has no such dim or it is 1), `mat` elements per matrix, into st[0..nb): the
+ * batch walk of both attention kernels (gpu_attention.cu; CUDA builds only). */
+void td__gpu_attention_batch_strides(const td__desc *in, int nb, int64_t mat, int64_t *st);
 /* The f32 kernel (gpu_attention_f32.cu; CUDA builds only, reached through the two above):
  * no mask, head dim 64 or 128, at least one key; TENSORD_GPU_ATTN_F32=0 declines. */
 bool td__gpu_attention_f32_supports(const td__op *op, const td__desc *const *in,
