@@ -412,16 +412,30 @@ static td__gpu_stage *stage_acquire(td__gpu_device *cd, gpuStream_t s)
 }
 
 
-static gpuError_t staged_write(td__gpu_stage *g, gpuStream_t s, char *dst, const char *src,
-                               size_t nbytes)
+/* Where a staged write's bytes come from (backend.h, buffer_write_fill): fill(arg, off,
+ * to, len) copies source bytes [off, off + len) to `to`; from_host is plain memory's. */
+typedef td_status (*stage_fill_fn)(void *arg, size_t off, void *to, size_t len);
+
+static td_status from_host(void *arg, size_t off, void *to, size_t len)
+{
+    memcpy(to, (const char *)arg + off, len);
+    return TD_OK;
+}
+
+/* nbytes to dst through pair g, chunk by chunk: fill a buffer once its last DMA is done,
+ * queue its DMA. *fst: the first fill error (the write stops there; gpuSuccess returned). */
+static gpuError_t staged_write(td__gpu_stage *g, gpuStream_t s, char *dst, size_t nbytes,
+                               stage_fill_fn fill, void *arg, td_status *fst)
 {
     gpuError_t e = gpuSuccess;
+    *fst = TD_OK;
     for (size_t off = 0; off < nbytes && e == gpuSuccess;) {
         const size_t len = nbytes - off < TD_GPU_STAGE_BYTES ? nbytes - off : TD_GPU_STAGE_BYTES;
         const int b = g->next;
         e = gpuEventSynchronize(g->done[b]); /* the DMA that last read buf[b] is done */
         if (e != gpuSuccess) break;
-        memcpy(g->buf[b], src + off, len);
+        *fst = fill(arg, off, g->buf[b], len);
+        if (*fst != TD_OK) break;
         e = gpuMemcpyAsync(dst + off, g->buf[b], len, gpuMemcpyHostToDevice, s);
         if (e == gpuSuccess) e = gpuEventRecord(g->done[b], s);
         g->next = 1 - b;
@@ -483,8 +497,10 @@ static void *stage_part_run(void *arg)
 {
     stage_part *p = arg;
     p->e = gpuSetDevice(p->cd->ordinal); /* the current device is per thread */
+    td_status fst; /* from_host cannot fail */
     if (p->e == gpuSuccess)
-        p->e = p->write ? staged_write(p->g, p->s, p->dst, p->src, p->nbytes)
+        p->e = p->write ? staged_write(p->g, p->s, p->dst, p->nbytes, from_host,
+                                       (void *)(uintptr_t)p->src, &fst)
                         : staged_read(p->g, p->s, p->dst, p->src, p->nbytes);
     return NULL;
 }
@@ -571,8 +587,9 @@ static td_status gpu_buffer_write(td__device *dev, void *stream, void *dst, size
 }
 
 /* buffer_write_fill: the pieces are filled straight into one staging pair's buffers, a
- * chunk at a time, each chunk's DMA queued while the next is filled (staged_write's
- * scheme, with fill in place of memcpy), so a received payload is copied once on the host.
+ * chunk at a time, each chunk's DMA queued while the next is filled (staged_write with the
+ * caller's fill), so a received payload is copied once on the host. A device error before
+ * anything is queued returns TD_EDEVICE.
  * Below TD_GPU_STAGE_MIN, or with no pair free: filled into host memory, then
  * transfer() (the pageable path). Large writes are not split over threads (the server's
  * payloads are at most one wire chunk). */
@@ -588,8 +605,12 @@ static td_status gpu_buffer_write_fill(td__device *dev, void *stream, void *dst,
     gpuError_t e = gpuSetDevice(cd->ordinal);
     if (e == gpuSuccess && stream == NULL) e = gpuDeviceSynchronize();
     const gpuStream_t s = order_stream(stream);
-    td__gpu_stage *g = e == gpuSuccess && nbytes >= TD_GPU_STAGE_MIN ? stage_acquire(cd, s) : NULL;
-    if (e == gpuSuccess && g == NULL) {
+    if (e != gpuSuccess) {
+        gpuGetLastError();
+        return TD_EDEVICE;
+    }
+    td__gpu_stage *g = nbytes >= TD_GPU_STAGE_MIN ? stage_acquire(cd, s) : NULL;
+    if (g == NULL) {
         void *tmp = g_host.malloc_fn(nbytes);
         if (tmp == NULL) return TD_ENOMEM;
         td_status st = fill(arg, 0, tmp, nbytes);
@@ -598,19 +619,8 @@ static td_status gpu_buffer_write_fill(td__device *dev, void *stream, void *dst,
         g_host.free_fn(tmp);
         return st;
     }
-    td_status st = TD_OK;
-    for (size_t off = 0; off < nbytes && e == gpuSuccess && st == TD_OK;) {
-        const size_t len = nbytes - off < TD_GPU_STAGE_BYTES ? nbytes - off : TD_GPU_STAGE_BYTES;
-        const int b = g->next;
-        e = gpuEventSynchronize(g->done[b]); /* the DMA that last read buf[b] is done */
-        if (e != gpuSuccess) break;
-        st = fill(arg, off, g->buf[b], len);
-        if (st != TD_OK) break;
-        e = gpuMemcpyAsync(d + off, g->buf[b], len, gpuMemcpyHostToDevice, s);
-        if (e == gpuSuccess) e = gpuEventRecord(g->done[b], s);
-        g->next = 1 - b;
-        off += len;
-    }
+    td_status st;
+    e = staged_write(g, s, d, nbytes, fill, arg, &st);
     if (e == gpuSuccess && stream == NULL) e = gpuStreamSynchronize(s);
     stage_release(cd, g);
     if (e != gpuSuccess) {
