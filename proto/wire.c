@@ -342,16 +342,17 @@ td_status td__wire_decode(grpc_byte_buffer *bb, const ProtobufCMessageDescriptor
         return TD_EPROTO;
     }
 
+    /* The payload is always pointed at in the flattened bytes (scratch), never in the
+     * unpacked message: callers free the message and keep the scratch (a write's request
+     * does). Where the field is not last, its value is its last occurrence (protobuf's rule
+     * for a singular field, which the unpacked message follows too), which is the one
+     * wire_scan recorded. Pointing into the message instead let a payload-first write be
+     * copied from freed memory (breaker round, 2026-12-06). */
     const uint8_t *pl = NULL;
     size_t pn = 0;
-    if (tail) {
+    if (has_payload_field && loc.found) {
         pl = data + loc.data_at;
         pn = loc.len;
-    } else if (has_payload_field) {
-        const ProtobufCBinaryData *bd =
-            (const ProtobufCBinaryData *)((const char *)m + pf->offset);
-        pl = bd->data;
-        pn = bd->len;
     }
     *out = m;
     if (payload != NULL) *payload = pl;

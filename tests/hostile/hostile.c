@@ -599,3 +599,67 @@ Test(hostile, flood_of_batches_without_reads, .init = start_tcp, .fini = stop, .
     expect_session_works(&s, id + 1);
     raw_close(&s);
 }
+
+/* A write whose payload field (15) comes before seq and the body: valid protobuf with the
+ * same meaning as the usual order. The server copied such a payload from the unpacked
+ * message after freeing it (breaker round, 2026-12-06: freed-heap bytes in the tensor,
+ * another session's data once in 200 tries, SIGSEGV with MALLOC_ARENA_MAX=2). Now the
+ * tensor must hold exactly the bytes sent, and the server must stay up for others. */
+Test(hostile, payload_first_write_is_applied_as_sent, .init = start_tcp, .fini = stop,
+     .timeout = 60)
+{
+    enum { N = 300000 };
+    raw_session s;
+    open_raw(&s);
+    td__op full = raw_op_full(1, TD_U8, 1, (int64_t[]){N}, 0);
+    cr_assert_neq(raw_send_ops(&s, &full, 1), 0u);
+    uint8_t *msg = malloc(N + 64), *back = malloc(N);
+    cr_assert(msg != NULL && back != NULL);
+    /* field 15, wire type 2, length N as a varint, then the bytes */
+    size_t len = 0;
+    msg[len++] = (15u << 3) | 2u;
+    uint32_t v = N;
+    do {
+        const uint8_t low = (uint8_t)(v & 0x7f);
+        v >>= 7;
+        msg[len++] = (uint8_t)(low | (v != 0 ? 0x80 : 0));
+    } while (v != 0);
+    for (size_t i = 0; i < N; i++) msg[len + i] = (uint8_t)(i * 13u + 5u);
+    len += N;
+    Tensord__V1__WriteChunk w = TENSORD__V1__WRITE_CHUNK__INIT;
+    w.tensor = 1;
+    w.offset = 0;
+    Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
+    cm.seq = s.next_seq;
+    cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_WRITE;
+    cm.write = &w;
+    len += tensord__v1__client_message__pack(&cm, msg + len);
+    cr_assert(raw_send_bytes(&s, msg, len));
+    s.next_seq++; /* the message used it */
+    uint64_t rseq = raw_send_read(&s, 1, 0, N);
+    cr_assert_neq(rseq, 0u);
+    size_t got = 0;
+    for (;;) {
+        raw_msg m;
+        int rc = raw_recv(&s, &m, 10000);
+        cr_assert_eq(rc, 1, "no reply (rc %d: %s)", rc, raw_details(&s));
+        cr_assert_neq(m.kind, TENSORD__V1__SERVER_MESSAGE__BODY_FAILURE, "failed: %s", m.message);
+        if (m.kind == TENSORD__V1__SERVER_MESSAGE__BODY_READ && m.seq == rseq) {
+            cr_assert_leq(got + m.payload_len, (size_t)N);
+            memcpy(back + got, m.payload, m.payload_len);
+            got += m.payload_len;
+            bool last = m.last;
+            raw_msg_fini(&m);
+            if (last) break;
+        } else {
+            raw_msg_fini(&m);
+        }
+    }
+    cr_assert_eq(got, (size_t)N);
+    for (size_t i = 0; i < N; i++)
+        cr_assert_eq(back[i], (uint8_t)(i * 13u + 5u), "byte %zu of the payload-first write", i);
+    free(msg);
+    free(back);
+    raw_close(&s);
+    expect_new_session_works();
+}

@@ -77,3 +77,83 @@ Test(wire_span, flat_payload_and_ranges_outside)
     cr_expect_eq(td__wire_span_copy_range(NULL, &none, 0, 1, out), TD_ERANGE);
     cr_expect_eq(td__wire_span_copy(NULL, &none, out), TD_OK, "no payload: nothing to copy");
 }
+
+/* ---- where the payload of a ClientMessage is found when it is not the last field ----
+ * (breaker round, 2026-12-06: a write whose payload field came first was copied from the
+ * unpacked message after the server had freed it). The message is encoded here by hand:
+ * head = ClientMessage{seq, write{tensor, offset}} packed by protobuf-c, with payload
+ * fields (tag 15, wire type 2) put before and between. */
+
+/* [0x7a, len (one varint byte), bytes of `fill`] */
+static size_t payload_field(uint8_t *out, size_t n, uint8_t fill)
+{
+    cr_assert(n < 128);
+    out[0] = (15u << 3) | 2u;
+    out[1] = (uint8_t)n;
+    memset(out + 2, fill, n);
+    return n + 2;
+}
+
+static size_t head_bytes(uint8_t *out, size_t cap)
+{
+    Tensord__V1__WriteChunk w = TENSORD__V1__WRITE_CHUNK__INIT;
+    w.tensor = 9;
+    w.offset = 0;
+    Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
+    cm.seq = 77;
+    cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_WRITE;
+    cm.write = &w;
+    size_t n = tensord__v1__client_message__get_packed_size(&cm);
+    cr_assert(n <= cap);
+    return tensord__v1__client_message__pack(&cm, out);
+}
+
+/* Decode `msg` as the server does, free the unpacked message, then check that the span
+ * lies in the scratch (which the request keeps) and holds n bytes of `fill`. */
+static void check_decoded(const uint8_t *msg, size_t len, size_t n, uint8_t fill)
+{
+    grpc_slice sl = grpc_slice_from_copied_buffer((const char *)msg, len);
+    grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&sl, 1);
+    grpc_slice_unref(sl);
+    td__wire_scratch scratch = {0};
+    ProtobufCMessage *m = NULL;
+    td__wire_span span;
+    char err[256] = "";
+    cr_assert_eq(td__wire_decode_head(bb, &tensord__v1__client_message__descriptor, &scratch, &m,
+                                      &span, err, sizeof err),
+                 TD_OK, "%s", err);
+    const Tensord__V1__ClientMessage *cm = (const Tensord__V1__ClientMessage *)m;
+    cr_assert_eq(cm->seq, 77);
+    cr_assert_eq(cm->body_case, TENSORD__V1__CLIENT_MESSAGE__BODY_WRITE);
+    protobuf_c_message_free_unpacked(m, NULL); /* as td__request_decode does for a write */
+    cr_assert(span.present);
+    cr_assert_eq(span.len, n);
+    cr_assert_not_null(span.flat);
+    cr_assert(span.flat >= scratch.data && span.flat + n <= scratch.data + scratch.cap,
+              "the payload must lie in the scratch, not in the freed message");
+    uint8_t out[128];
+    cr_assert_eq(td__wire_span_copy(bb, &span, out), TD_OK);
+    for (size_t i = 0; i < n; i++) cr_assert_eq(out[i], fill, "byte %zu", i);
+    td__wire_scratch_fini(&scratch);
+    grpc_byte_buffer_destroy(bb);
+}
+
+Test(wire_span, payload_before_the_other_fields_stays_in_the_scratch)
+{
+    uint8_t msg[512];
+    size_t len = payload_field(msg, 100, 0xAA);
+    len += head_bytes(msg + len, sizeof msg - len);
+    check_decoded(msg, len, 100, 0xAA);
+}
+
+Test(wire_span, a_repeated_payload_field_means_its_last_occurrence)
+{
+    /* payload A, head, payload B, then seq again: B is not last, and wins (protobuf) */
+    uint8_t msg[512];
+    size_t len = payload_field(msg, 50, 0x11);
+    len += head_bytes(msg + len, sizeof msg - len);
+    len += payload_field(msg + len, 60, 0x22);
+    msg[len++] = (1u << 3) | 0u; /* seq = 77 again */
+    msg[len++] = 77;
+    check_decoded(msg, len, 60, 0x22);
+}
