@@ -612,6 +612,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     return reply(conn, MHD_HTTP_NOT_FOUND, text, m, strlen(m), false);
 }
 
+#define METRICS_CONNECTIONS 512
+#define METRICS_PER_IP 64
+#define METRICS_IDLE_S 3
+
 td_status td__metrics_open(const char *host, int port, const td__metrics_sources *src,
                            int *bound_port, char *err, size_t errlen)
 {
@@ -627,14 +631,19 @@ td_status td__metrics_open(const char *host, int port, const td__metrics_sources
         return TD_EIO;
     }
     g_src = *src;
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+    /* epoll where there is one (no select() limit on descriptors) */
+    unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG;
     if (res->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
-    /* At most 16 scrapers at once, 10 s to send a request: a metrics port is for a few
-     * Prometheus servers, not for the world. */
+    /* Connections that send nothing must not lock the probes out (a breaker held all 16
+     * slots of the old limit with idle sockets, and /healthz failed): at most
+     * METRICS_PER_IP from one address, METRICS_CONNECTIONS in all, and METRICS_IDLE_S
+     * seconds to send a request (a scrape or probe sends at once). */
     g_daemon = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_request, NULL,
                                 MHD_OPTION_SOCK_ADDR, res->ai_addr,
-                                MHD_OPTION_CONNECTION_LIMIT, (unsigned)16,
-                                MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_END);
+                                MHD_OPTION_CONNECTION_LIMIT, (unsigned)METRICS_CONNECTIONS,
+                                MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)METRICS_PER_IP,
+                                MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)METRICS_IDLE_S,
+                                MHD_OPTION_END);
     freeaddrinfo(res);
     if (g_daemon == NULL) {
         snprintf(err, errlen, "cannot listen for metrics on %s:%d (address in use, not local, "

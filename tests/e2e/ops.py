@@ -38,6 +38,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -314,6 +315,27 @@ def test_health_metrics_logs(tmp, pb, pbg):
         check(code == 200, f"/readyz while serving: 200 ({code} {body.strip()!r})")
         code, _, _ = http_get(srv.metrics + "/nothing")
         check(code == 404, f"/nothing: 404 ({code})")
+
+        # 32 connections that never send a request (a breaker's 16 locked the probes out):
+        # the probes still answer, and the server drops the idle ones within a few seconds.
+        hp = re.match(r"http://([^:/]+|\[[^]]+\]):(\d+)", srv.metrics)
+        idle = [socket.create_connection((hp.group(1).strip("[]"), int(hp.group(2))), timeout=5)
+                for _ in range(32)]
+        code, _, _ = http_get(srv.metrics + "/healthz")
+        check(code == 200, f"/healthz with 32 idle connections open: 200 ({code})")
+        code, _, _ = http_get(srv.metrics + "/readyz")
+        check(code == 200, f"/readyz with 32 idle connections open: 200 ({code})")
+        t0 = time.monotonic()
+        try:
+            idle[0].settimeout(8)
+            closed = idle[0].recv(1) == b""
+        except OSError:
+            closed = True
+        dt = time.monotonic() - t0
+        check(closed and dt < 6, f"an idle metrics connection is closed by the server "
+              f"within 6 s ({closed}, {dt:.1f} s)")
+        for c in idle:
+            c.close()
 
         before = scrape(srv)
         check(value(before, "tensord_build_info") == 1, "tensord_build_info is 1")
