@@ -58,8 +58,9 @@ typedef struct td__device td__device;
  * that span devices, issue 19); version 5 added td__device.uuid and the optional
  * no_device_reason entry; version 6 appended the optional set_log entry; version 7 gave
  * buffer_alloc, buffer_free, buffer_write, buffer_read and buffer_copy a `stream` argument
- * (sessions on one device run concurrently, issue 17). */
-#define TD_BACKEND_ABI_VERSION 8u
+ * (sessions on one device run concurrently, issue 17); version 8 appended the optional
+ * buffer_write_fill; version 9 appended the optional host_pin and host_unpin. */
+#define TD_BACKEND_ABI_VERSION 9u
 
 /* A contiguous tensor as a backend sees it: desc plus the device address of element 0. */
 typedef struct td__view {
@@ -142,6 +143,21 @@ typedef struct td__backend {
                                    size_t nbytes,
                                    td_status (*fill)(void *arg, size_t off, void *to, size_t len),
                                    void *arg);
+    /* Optional (ABI 9): page-lock the host range [p, p + nbytes) for this backend's devices
+     * (CUDA: cudaHostRegister, portable), so that buffer_write and buffer_read whose host
+     * side lies wholly inside a pinned range copy by DMA straight from and into it, without
+     * the staging copy. For large host buffers that are reused: td_host_alloc on a local
+     * context, a same-host session's shared-memory region. Pinning is process-wide for the
+     * backend (any device of it), so pin a range once per backend, not per device.
+     * Returns TD_OK, TD_EINVAL (nbytes 0, or the range overlaps one already pinned),
+     * TD_ENOMEM (the registry of ranges is full) or TD_EDEVICE (the runtime refused: its
+     * message in err); on an error nothing is pinned and transfers stay correct, only
+     * staged. NULL: the backend cannot pin (host-memory backends need not). */
+    td_status (*host_pin)(td__device *dev, void *p, size_t nbytes, char *err, size_t errlen);
+    /* Optional (ABI 9): undo host_pin of the range starting at p (a range it did not pin is
+     * ignored). The caller guarantees no transfer from or into the range is running or
+     * starts until host_unpin returns; after it the memory may be freed or unmapped. */
+    void (*host_unpin)(td__device *dev, void *p);
 } td__backend;
 
 struct td__device {

@@ -19,7 +19,7 @@
  * (local or remote), which is the point of the comparison.
  *
  * Usage: gpu-bench [--device URI] [--reps N] [--rounds N] [--quick] [--profile]
- *                  [--only NAME,...] [--elems N]
+ *                  [--only NAME,...] [--elems N] [--shm-host-bytes N]
  * --only runs the rows whose names start with a listed prefix that ends at a '_' of the
  * name or at its end (add, add_f32, sum, cumsum, sort, softmax, matmul; "transfers" for the
  * transfer rows); --elems sets the f32 element
@@ -30,7 +30,9 @@
  * start with '#'. TF32 rows use td_matmul_ex(a, b, TD_MATMUL_ALLOW_TF32); a '# tf32 check'
  * line shows that TF32 was in effect (relative difference from the f32 product).
  * Transfers (after the op rows, or alone with --transfers-only): td_write + td_fence and
- * td_read of a u8 tensor of 64 MiB and 1 GiB from/to malloc'd (pageable) memory, the bytes
+ * td_read of a u8 tensor of 64 MiB and 1 GiB from/to malloc'd (pageable) memory and from/to
+ * a td_host_alloc buffer (on a unix socket the context's shared-memory region must hold it:
+ * --shm-host-bytes 1100000000 and a server with --shm-max-bytes 2147483648), the bytes
  * changed before each upload so that no upload is a repeat; --raw adds raw pinned and
  * pageable cudaMemcpy, the memcpy into pinned memory and a raw loopback TCP stream, the
  * bounds of the local and the remote path, in the same process and run.
@@ -257,19 +259,26 @@ static void report_rate(const char *name, double s, double bytes)
 }
 
 /* td_write (then a fence, so the copy has reached the device) and td_read of n bytes, the
- * median of `rounds`, after one untimed write and read. */
-static void transfer_rows(td_context *ctx, size_t n, int rounds)
+ * median of `rounds`, after one untimed write and read; every read checked against what was
+ * written. From and into malloc'd (pageable) memory, or with `hostbuf`, one td_host_alloc
+ * buffer of the context (local CUDA: pinned pages; same-host remote: the session's
+ * shared-memory region; elsewhere plain memory), rows named td_write_hb_N / td_read_hb_N. */
+static void transfer_rows(td_context *ctx, size_t n, int rounds, bool hostbuf)
 {
-    unsigned char *host = malloc(n), *back = malloc(n);
+    unsigned char *host = hostbuf ? td_host_alloc(ctx, n) : malloc(n);
+    unsigned char *back = hostbuf ? host : malloc(n), *ref = hostbuf ? malloc(n) : NULL;
     char name[64];
-    if (host == NULL || back == NULL) {
-        printf("# transfers of %zu bytes: out of host memory\n", n);
-        free(host);
-        free(back);
+    const char *tag = hostbuf ? "_hb" : "";
+    if (host == NULL || back == NULL || (hostbuf && ref == NULL)) {
+        printf("# transfers%s of %zu bytes: no host memory (%s)\n", tag, n,
+               hostbuf && host == NULL ? td_last_error(ctx) : "malloc");
+        if (hostbuf) td_host_free(ctx, host);
+        else free(host);
+        if (!hostbuf) free(back);
+        free(ref);
         return;
     }
     memset(host, 1, n);
-    memset(back, 0, n);
     int64_t dim = (int64_t)n;
     td_tensor *t = td_full(ctx, TD_U8, 1, &dim, 0);
     double tw[MAX_ROUNDS], tr[MAX_ROUNDS];
@@ -277,27 +286,34 @@ static void transfer_rows(td_context *ctx, size_t n, int rounds)
               td_read(t, back, n) == TD_OK;
     for (int r = 0; r < rounds && ok; r++) {
         stamp(host, n, (uint64_t)r + 2);
+        if (hostbuf) memcpy(ref, host, n); /* untimed: the read overwrites host */
         double t0 = now_s();
         ok = td_write(t, host, n) == TD_OK && td_fence(ctx) == TD_OK;
         tw[r] = now_s() - t0;
+        if (hostbuf) memset(back, 0, n);
         t0 = now_s();
         ok = ok && td_read(t, back, n) == TD_OK;
         tr[r] = now_s() - t0;
-        ok = ok && memcmp(host, back, n) == 0;
+        ok = ok && memcmp(hostbuf ? ref : host, back, n) == 0;
     }
     if (!ok) {
-        printf("# transfers of %zu bytes failed: %s\n", n, td_last_error(ctx));
+        printf("# transfers%s of %zu bytes failed: %s\n", tag, n, td_last_error(ctx));
     } else {
         qsort(tw, (size_t)rounds, sizeof tw[0], cmp_d);
         qsort(tr, (size_t)rounds, sizeof tr[0], cmp_d);
-        snprintf(name, sizeof name, "td_write_%zu", n);
+        snprintf(name, sizeof name, "td_write%s_%zu", tag, n);
         report_rate(name, tw[rounds / 2], (double)n);
-        snprintf(name, sizeof name, "td_read_%zu", n);
+        snprintf(name, sizeof name, "td_read%s_%zu", tag, n);
         report_rate(name, tr[rounds / 2], (double)n);
     }
     td_release(t);
-    free(host);
-    free(back);
+    if (hostbuf) {
+        td_host_free(ctx, host);
+        free(ref);
+    } else {
+        free(host);
+        free(back);
+    }
 }
 
 typedef int (*cu_fn_pp)(void **, size_t);
@@ -452,9 +468,11 @@ static void transfers(td_context *ctx, bool quick, bool raw, int rounds)
 {
     const size_t sizes[2] = {quick ? (size_t)1 << 20 : (size_t)64 << 20,
                              quick ? (size_t)8 << 20 : (size_t)1 << 30};
-    printf("# transfers: td_write + td_fence, td_read of a u8 tensor from/to pageable memory\n");
+    printf("# transfers: td_write + td_fence, td_read of a u8 tensor from/to pageable memory "
+           "(td_*_N) and a td_host_alloc buffer (td_*_hb_N)\n");
     for (int i = 0; i < 2; i++) {
-        transfer_rows(ctx, sizes[i], rounds);
+        transfer_rows(ctx, sizes[i], rounds, false);
+        transfer_rows(ctx, sizes[i], rounds, true);
         if (raw) {
             raw_cuda_rows(sizes[i], rounds);
             raw_tcp_row(sizes[i], rounds);
@@ -467,7 +485,7 @@ int main(int argc, char **argv)
     const char *uri = "local:cuda:0";
     int reps = 20, rounds = 3;
     bool quick = false, prof = false, mm_only = false, xfer_only = false, raw = false;
-    long long elems = 0;
+    long long elems = 0, shm_host_bytes = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--device") == 0 && i + 1 < argc) {
             uri = argv[++i];
@@ -475,6 +493,8 @@ int main(int argc, char **argv)
             reps = atoi(argv[++i]);
         } else if (strcmp(argv[i], "--rounds") == 0 && i + 1 < argc) {
             rounds = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--shm-host-bytes") == 0 && i + 1 < argc) {
+            shm_host_bytes = atoll(argv[++i]);
         } else if (strcmp(argv[i], "--quick") == 0) {
             quick = true;
         } else if (strcmp(argv[i], "--profile") == 0) {
@@ -496,7 +516,7 @@ int main(int argc, char **argv)
             fprintf(help ? stdout : stderr,
                     "usage: gpu-bench [--device URI] [--reps N] [--rounds N] [--quick] "
                     "[--profile] [--matmul-only] [--cumsum-only] [--transfers-only] [--raw]\n"
-                    "                 [--only NAME,...] [--elems N]\n"
+                    "                 [--only NAME,...] [--elems N] [--shm-host-bytes N]\n"
                     "GPU speed of tensord: matmul 4096^2/8192^2 f32, TF32, f16 and bf16, add/mul\n"
                     "on 1 GiB, bf16 add/sum on 1 GiB,\n"
                     "sum and cumsum over 1 GiB, sort of 2^24 f32, softmax over rows of\n"
@@ -520,11 +540,17 @@ int main(int argc, char **argv)
                     "                  comma-separated prefixes, cut at a '_' (add, add_f32,\n"
                     "                  sum, cumsum, sort, softmax, matmul, transfers)\n"
                     "  --elems N       f32 elements of the add/mul/sum/cumsum rows (default\n"
-                    "                  2^28; 2^20 with --quick)\n",
+                    "                  2^28; 2^20 with --quick)\n"
+                    "  --shm-host-bytes N  td_options.shm_host_bytes (unix sockets: room for\n"
+                    "                  the transfer rows' td_host_alloc buffer; default 0)\n",
                     MAX_ROUNDS);
             if (!help) fprintf(stderr, "gpu-bench: unknown option '%s'\n", argv[i]);
             return help ? 0 : 2;
         }
+    }
+    if (shm_host_bytes < 0) {
+        fprintf(stderr, "gpu-bench: --shm-host-bytes must be >= 0\n");
+        return 2;
     }
     if (elems < 0 || elems > ((long long)1 << 40)) {
         fprintf(stderr, "gpu-bench: --elems must be 1..2^40\n");
@@ -535,7 +561,10 @@ int main(int argc, char **argv)
         return 2;
     }
     td_context *ctx;
-    if (td_connect(uri, NULL, &ctx) != TD_OK) {
+    td_options opts;
+    memset(&opts, 0, sizeof opts);
+    opts.shm_host_bytes = (size_t)shm_host_bytes;
+    if (td_connect(uri, &opts, &ctx) != TD_OK) {
         fprintf(stderr, "gpu-bench: %s\n", td_connect_error());
         return 1;
     }

@@ -11,11 +11,23 @@
 #include "engine/graph.h"
 #include "engine/session.h"
 #include <stdio.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+/* A td_host_alloc buffer of this transport: whole pages of its own mapping (so that no two
+ * buffers share a page the runtime pins), pinned for the session's devices. */
+typedef struct local_hostbuf {
+    struct local_hostbuf *next;
+    void *p;
+    size_t len; /* mapped bytes (whole pages) */
+    uint32_t pinned;
+} local_hostbuf;
 
 typedef struct local_transport {
     td__transport base;
     td__session *session;
     uint64_t batches;
+    local_hostbuf *hostbufs;
 } local_transport;
 
 
@@ -77,9 +89,62 @@ static td_status local_fence(td__transport *t)
     return s;
 }
 
+/* td_host_alloc on a local context: pinned memory when a device of the session can pin
+ * (CUDA, HIP: its transfers are then one DMA, at the bus's rate, where plain memory goes
+ * through the backend's staging buffers), else TD_EUNSUPPORTED (the context gives plain
+ * memory: a CPU or Vulkan session gains nothing from pinning). The mapping is whole pages,
+ * page aligned. */
+static td_status local_host_alloc(td__transport *t, size_t nbytes, void **out)
+{
+    local_transport *lt = (local_transport *)t;
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    if (nbytes > SIZE_MAX - page) return TD_EUNSUPPORTED;
+    const size_t len = (nbytes + page - 1) / page * page;
+    local_hostbuf *b = td__calloc(1, sizeof *b);
+    if (b == NULL) return TD_EUNSUPPORTED;
+    b->p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (b->p == MAP_FAILED || (b->pinned = td__session_host_pin(lt->session, b->p, len)) == 0) {
+        if (b->p != MAP_FAILED) munmap(b->p, len);
+        td__free(b);
+        return TD_EUNSUPPORTED;
+    }
+    b->len = len;
+    b->next = lt->hostbufs;
+    lt->hostbufs = b;
+    *out = b->p;
+    return TD_OK;
+}
+
+static void hostbuf_free(local_transport *lt, local_hostbuf *b)
+{
+    td__session_host_unpin(lt->session, b->pinned, b->p);
+    munmap(b->p, b->len);
+    td__free(b);
+}
+
+static td_status local_host_free(td__transport *t, void *p)
+{
+    local_transport *lt = (local_transport *)t;
+    for (local_hostbuf **pp = &lt->hostbufs; *pp != NULL; pp = &(*pp)->next) {
+        if ((*pp)->p != p) continue;
+        local_hostbuf *b = *pp;
+        *pp = b->next;
+        /* the session's transfers are synchronous: none from or into b is running */
+        hostbuf_free(lt, b);
+        return TD_OK;
+    }
+    return TD_EINVAL;
+}
+
 static void local_close(td__transport *t)
 {
     local_transport *lt = (local_transport *)t;
+    /* transfers finish before they return: nothing is moving from or into the buffers */
+    while (lt->hostbufs != NULL) {
+        local_hostbuf *b = lt->hostbufs;
+        lt->hostbufs = b->next;
+        hostbuf_free(lt, b);
+    }
     td__session_destroy(lt->session);
     td__free(lt);
 }
@@ -136,6 +201,8 @@ static const td__transport_vt local_vt = {
     .close = local_close,
     .graph_run = local_graph_run,
     .to_device = local_to_device,
+    .host_alloc = local_host_alloc,
+    .host_free = local_host_free,
 };
 
 td_status td__local_open(const char *device, td__transport **out, char *err, size_t errlen)

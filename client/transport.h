@@ -74,10 +74,11 @@ typedef struct td__transport_vt {
     td_status (*to_device)(td__transport *t, uint64_t id, uint64_t out, uint32_t device);
     /* Host buffers (td_host_alloc): host_alloc gives `nbytes` of memory that write and read
      * move with fewer copies (remote: a piece of the session's shared-memory region, page
-     * aligned); TD_EUNSUPPORTED when this transport has no such memory (the context then
+     * aligned; local: pages pinned for the session's GPU, when it has one that can pin);
+     * TD_EUNSUPPORTED when this transport has no such memory (the context then
      * gives plain memory), TD_ENOMEM with t->err when it has but not that much.
      * host_free gives back what host_alloc gave (TD_EINVAL: not one of its buffers).
-     * NULL: never any (local). */
+     * NULL: never any. */
     td_status (*host_alloc)(td__transport *t, size_t nbytes, void **out);
     td_status (*host_free)(td__transport *t, void *p);
 } td__transport_vt;

@@ -10,6 +10,7 @@
 #include "common/alloc.h"
 #include "common/checked.h"
 #include "common/idmap.h"
+#include "common/log.h"
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,6 +125,31 @@ uint32_t td__session_device_count(const td__session *s) { return s->ndevs; }
 td__device *td__session_device(const td__session *s, uint32_t index)
 {
     return index < s->ndevs ? s->devs[index] : NULL;
+}
+
+uint32_t td__session_host_pin(td__session *s, void *p, size_t nbytes)
+{
+    uint32_t pinned = 0;
+    for (uint32_t i = 0; i < s->ndevs; i++) {
+        const td__backend *be = s->devs[i]->backend;
+        bool done = be->host_pin == NULL || be->host_unpin == NULL;
+        for (uint32_t j = 0; j < i && !done; j++)
+            done = s->devs[j]->backend == be; /* pinned for the whole backend once */
+        if (done) continue;
+        char err[256] = "";
+        td_status st = be->host_pin(s->devs[i], p, nbytes, err, sizeof err);
+        if (st == TD_OK) pinned |= 1u << i;
+        else
+            td__log(TD_LOG_DEBUG, "%s: %zu bytes of host memory stay unpinned: %s",
+                    s->devs[i]->name, nbytes, err);
+    }
+    return pinned;
+}
+
+void td__session_host_unpin(td__session *s, uint32_t pinned, void *p)
+{
+    for (uint32_t i = 0; i < s->ndevs; i++)
+        if (pinned & (1u << i)) s->devs[i]->backend->host_unpin(s->devs[i], p);
 }
 
 /* Make device `i` of the session current (the one the next op runs on). */

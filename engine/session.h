@@ -55,6 +55,15 @@ td_status td__session_add_device(td__session *s, td__device *dev, uint32_t *inde
 uint32_t td__session_device_count(const td__session *s);
 /* Device `index` of the session, or NULL past the last. */
 td__device *td__session_device(const td__session *s, uint32_t index);
+/* Pin host memory [p, p + nbytes) for the session's devices (backends/backend.h host_pin),
+ * once per backend that can pin (CUDA, HIP), so that transfers from and into it are one
+ * DMA, without the staging copy. Returns which devices pinned it (bit i: device i); 0 when
+ * none did (no device's backend can, or the runtime refused: logged at debug level). Never
+ * an error: unpinned memory is only slower. Undo with td__session_host_unpin, with the
+ * value returned, before the memory is freed or unmapped and while no transfer from or
+ * into it runs. Thread-safety: as the session (its driving thread). */
+uint32_t td__session_host_pin(td__session *s, void *p, size_t nbytes);
+void td__session_host_unpin(td__session *s, uint32_t pinned, void *p);
 /* Copy tensor `src` to the session's device `device` as the new tensor `out` (same dtype and
  * shape, its own buffer), device to device without the client: memcpy between host-memory
  * devices, one transfer when one side has host memory, the backend's buffer_copy_peer

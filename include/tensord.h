@@ -336,8 +336,13 @@ td_status td_write(td_tensor *t, const void *data, size_t nbytes);
  * between the region and the tensor (a plain pointer costs a second copy through the
  * region's slots). Such a write or read returns once the server has copied every byte, so
  * the buffer is the caller's again when it returns (it waits for the session's earlier
- * work, like td_read). On any other context it is ordinary memory and transfers behave as
- * for any pointer. The bytes start undefined.
+ * work, like td_read); on a GPU session the server pins the region for the device at the
+ * first transfer of 1 MiB or more, so such transfers are one DMA. On a local context whose
+ * device is a GPU that can pin host memory (CUDA, HIP) it is page-aligned memory pinned for
+ * the device (page-locked: it counts against the host's unswappable memory until freed), and
+ * a write or read of at least 64 KiB from or into it is one DMA, without the staging copy.
+ * On any other context it is ordinary memory and transfers behave as for any pointer. The
+ * bytes start undefined.
  * Returns NULL on error, td_last_error saying why: TD_EINVAL (ctx NULL, nbytes 0), TD_ENOMEM
  * (no memory; on a shared-memory context: no room left in the region, with the bytes in
  * use and the largest free piece; ask for more with td_options.shm_host_bytes).

@@ -267,6 +267,26 @@ static td_status shm_check(td__srv_session *ss, const td__request *rq, char *err
     return td__shm_region_check(ss->shm, rq->region_offset, rq->nbytes, w, err, errlen);
 }
 
+/* Transfers below this do not pin the region (a few small ones would not repay it). */
+#define SHM_PIN_MIN ((uint64_t)1 << 20)
+
+/* The first ShmWrite/ShmRead of at least SHM_PIN_MIN bytes pins the whole region for the
+ * session's GPU (td__session_host_pin; nothing for a CPU session), so that this and every
+ * later transfer between the region and device memory is one DMA instead of a copy through
+ * the backend's staging buffers. Not done at the open: pinning costs time (page-locking
+ * every page) that sessions which never move much should not pay. Unpinned in
+ * queue_closed (session.c) before the engine session goes. */
+static void shm_pin(td__srv_session *ss, uint64_t nbytes)
+{
+    if (ss->shm_pin_tried || nbytes < SHM_PIN_MIN) return;
+    ss->shm_pin_tried = true;
+    ss->shm_pinned = td__session_host_pin(ss->es, td__shm_region_data(ss->shm),
+                                          (size_t)td__shm_region_size(ss->shm));
+    if (ss->shm_pinned != 0)
+        td__log(TD_LOG_DEBUG, "session %llu: shared-memory region pinned for its device",
+                (unsigned long long)ss->c.id);
+}
+
 /* ShmWrite: region -> tensor, one copy (straight into a host buffer, else the backend's
  * write from the region). The tensor's range is checked by the engine as for WriteChunk. */
 static void run_shm_write(td__srv_session *ss, td__job *j)
@@ -277,6 +297,7 @@ static void run_shm_write(td__srv_session *ss, td__job *j)
     if (st == TD_OK && rq->nbytes > SIZE_MAX) st = TD_ERANGE;
     if (st == TD_OK) {
         size_t n = (size_t)rq->nbytes;
+        shm_pin(ss, rq->nbytes);
         const uint8_t *src = td__shm_region_data(ss->shm) + rq->region_offset;
         td__desc desc;
         td__buffer *buf = NULL;
@@ -323,6 +344,7 @@ static void run_shm_read(td__srv_session *ss, td__job *j)
     }
     if (st == TD_OK && buf != NULL) st = td__session_sync(ss->es, err, sizeof err);
     if (st == TD_OK && rq->nbytes > 0) {
+        shm_pin(ss, rq->nbytes);
         uint8_t *dst = td__shm_region_data(ss->shm) + rq->region_offset;
         if (buf != NULL)
             td__par_memcpy(dst, (const uint8_t *)buf->data + rq->offset, (size_t)rq->nbytes);

@@ -164,6 +164,10 @@ static void queue_closed(void *arg)
     td__ring *ring = atomic_exchange(&ss->ring, NULL);
     td__ring_stop(ring);
     if (ss->es) {
+        /* no transfer runs now: the queue is closed and the ring stopped */
+        if (ss->shm_pinned != 0)
+            td__session_host_unpin(ss->es, ss->shm_pinned, td__shm_region_data(ss->shm));
+        ss->shm_pinned = 0;
         ss->freed_tensors = td__session_tensor_count(ss->es);
         ss->freed_bytes = td__session_bytes(ss->es);
         td__session_destroy(ss->es);

@@ -76,6 +76,11 @@ typedef struct td__srv_session {
     td__blob **pins;      /* blobs HasBlobs reported present, until WriteFromBlob uses them */
     size_t n_pins;
     struct td__shm_region *shm; /* the session's shared-memory region, or NULL (shm.h) */
+    /* The region pinned for the session's GPU (td__session_host_pin; handlers.c shm_pin),
+     * tried at the first large ShmWrite/ShmRead; unpinned before the engine session goes.
+     * Under exec_mu, like every use of the engine session. */
+    bool shm_pin_tried;
+    uint32_t shm_pinned;
 
     /* The request ring (server/ring.h): set by the open (worker) and cleared by the end
      * (worker), read by the receive side while the session is open. */

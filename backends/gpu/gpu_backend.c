@@ -32,7 +32,10 @@
  * trimming the pool; then it is TD_ENOMEM (RESOURCE_EXHAUSTED on the wire) and the session
  * goes on.
  *
- * Transfers: below TD_GPU_STAGE_MIN bytes, or when no staging pair is free, a
+ * Transfers: from or into a range pinned by host_pin (td_host_alloc buffers of a local
+ * context, a same-host session's shared-memory region), one cudaMemcpyAsync straight
+ * between it and the device, waited for. Otherwise, below TD_GPU_STAGE_MIN bytes, or when
+ * no staging pair is free, a
  * cudaMemcpyAsync from or to the caller's (pageable) memory on the session's stream,
  * followed by a wait for that stream (the runtime stages pageable memory itself, at about a
  * sixth of the pinned rate on the H200 host, and the caller's memory is only known to be
@@ -559,17 +562,91 @@ static gpuError_t pageable_copy(gpuStream_t s, void *dst, const void *src, size_
     return e == gpuSuccess ? gpuStreamSynchronize(s) : e;
 }
 
-/* A transfer on the session's stream (staged, or pageable and waited for); with no session
- * stream, every stream's work first (the buffer may be in use on any of them), then the
- * copy on the legacy stream, finished before it returns. */
+/* ---- pinned host ranges (backend.h host_pin): the ranges this module registered with the
+ * runtime (cudaHostRegister, portable: every device of the process may DMA to and from
+ * them). A transfer whose host side lies wholly inside one is a single cudaMemcpyAsync
+ * straight from or into it, waited for — no staging copy, so it moves at the DMA rate.
+ * The registry is a fixed array under g_pin_mu, searched linearly: a handful of ranges
+ * (a context's host buffers, one region a same-host session). ---- */
+#define TD_GPU_PIN_MAX 256
+
+typedef struct pin_range {
+    uintptr_t lo, hi; /* [lo, hi) */
+} pin_range;
+
+static pthread_mutex_t g_pin_mu = PTHREAD_MUTEX_INITIALIZER;
+static pin_range g_pin[TD_GPU_PIN_MAX];
+static int g_pin_n;
+
+/* Whether [p, p + n) lies inside one pinned range. */
+static bool pinned_range(const void *p, size_t n)
+{
+    const uintptr_t lo = (uintptr_t)p;
+    bool in = false;
+    pthread_mutex_lock(&g_pin_mu);
+    for (int i = 0; i < g_pin_n && !in; i++)
+        in = lo >= g_pin[i].lo && lo <= g_pin[i].hi && n <= g_pin[i].hi - lo;
+    pthread_mutex_unlock(&g_pin_mu);
+    return in;
+}
+
+static td_status gpu_host_pin(td__device *dev, void *p, size_t nbytes, char *err, size_t errlen)
+{
+    const td__gpu_device *cd = dev->impl;
+    const uintptr_t lo = (uintptr_t)p;
+    if (p == NULL || nbytes == 0 || nbytes > UINTPTR_MAX - lo) {
+        td__errf(err, errlen, "host_pin: empty or wrapping range");
+        return TD_EINVAL;
+    }
+    pthread_mutex_lock(&g_pin_mu);
+    td_status st = g_pin_n < TD_GPU_PIN_MAX ? TD_OK : TD_ENOMEM;
+    for (int i = 0; i < g_pin_n && st == TD_OK; i++)
+        if (lo < g_pin[i].hi && g_pin[i].lo < lo + nbytes) st = TD_EINVAL;
+    gpuError_t e = gpuSuccess;
+    if (st == TD_OK) e = gpuSetDevice(cd->ordinal);
+    if (st == TD_OK && e == gpuSuccess) e = gpuHostRegister(p, nbytes, gpuHostRegisterPortable);
+    if (st == TD_OK && e == gpuSuccess) g_pin[g_pin_n++] = (pin_range){lo, lo + nbytes};
+    pthread_mutex_unlock(&g_pin_mu);
+    if (st == TD_EINVAL)
+        td__errf(err, errlen, "host_pin: the range overlaps one already pinned");
+    else if (st == TD_ENOMEM)
+        td__errf(err, errlen, "host_pin: %d ranges are pinned already", TD_GPU_PIN_MAX);
+    else if (e != gpuSuccess) {
+        td__errf(err, errlen, "host_pin of %zu bytes: %s", nbytes, gpuGetErrorString(e));
+        gpuGetLastError();
+        st = TD_EDEVICE;
+    }
+    return st;
+}
+
+static void gpu_host_unpin(td__device *dev, void *p)
+{
+    const td__gpu_device *cd = dev->impl;
+    pthread_mutex_lock(&g_pin_mu);
+    for (int i = 0; i < g_pin_n; i++) {
+        if (g_pin[i].lo != (uintptr_t)p) continue;
+        g_pin[i] = g_pin[--g_pin_n];
+        if (gpuSetDevice(cd->ordinal) != gpuSuccess || gpuHostUnregister(p) != gpuSuccess)
+            gpuGetLastError();
+        break;
+    }
+    pthread_mutex_unlock(&g_pin_mu);
+}
+
+/* A transfer on the session's stream (straight DMA from or into a pinned range, staged, or
+ * pageable and waited for); with no session stream, every stream's work first (the buffer
+ * may be in use on any of them), then the copy on the legacy stream, finished before it
+ * returns. */
 static gpuError_t transfer(td__gpu_device *cd, void *stream, void *dst, const void *src,
                            size_t nbytes, bool write)
 {
     gpuError_t e = gpuSetDevice(cd->ordinal);
     if (e == gpuSuccess && stream == NULL) e = gpuDeviceSynchronize();
     const gpuStream_t s = order_stream(stream);
-    if (e == gpuSuccess &&
-        (nbytes < TD_GPU_STAGE_MIN || !staged_copy(cd, s, dst, src, nbytes, write, &e)))
+    if (e == gpuSuccess && nbytes >= TD_GPU_STAGE_MIN && pinned_range(write ? src : dst, nbytes))
+        e = pageable_copy(s, dst, src, nbytes, write); /* a DMA, waited for alike */
+    else if (e == gpuSuccess &&
+             (nbytes < TD_GPU_STAGE_MIN || !staged_copy(cd, s, dst, src, nbytes, write, &e)))
         e = pageable_copy(s, dst, src, nbytes, write);
     else if (e == gpuSuccess && stream == NULL && write)
         e = gpuStreamSynchronize(s);
@@ -1021,6 +1098,8 @@ static const td__backend gpu_backend = {
     .buffer_copy_peer = gpu_buffer_copy_peer,
     .no_device_reason = gpu_no_device_reason,
     .buffer_write_fill = gpu_buffer_write_fill_prof,
+    .host_pin = gpu_host_pin,
+    .host_unpin = gpu_host_unpin,
 };
 
 /* The module's entry points (engine/device.c looks them up with dlsym). */

@@ -54,6 +54,9 @@
 /* hipHostMalloc has no default for flags in C */
 #define gpuMallocHost(p, n) hipHostMalloc((p), (n), hipHostMallocDefault)
 #define gpuFreeHost hipHostFree
+#define gpuHostRegister hipHostRegister
+#define gpuHostUnregister hipHostUnregister
+#define gpuHostRegisterPortable hipHostRegisterPortable
 #define gpuMemcpy hipMemcpy
 #define gpuMemcpyAsync hipMemcpyAsync
 #define gpuMemcpyPeerAsync hipMemcpyPeerAsync
@@ -116,6 +119,9 @@
 #define gpuFreeAsync cudaFreeAsync
 #define gpuMallocHost cudaMallocHost
 #define gpuFreeHost cudaFreeHost
+#define gpuHostRegister cudaHostRegister
+#define gpuHostUnregister cudaHostUnregister
+#define gpuHostRegisterPortable cudaHostRegisterPortable
 #define gpuMemcpy cudaMemcpy
 #define gpuMemcpyAsync cudaMemcpyAsync
 #define gpuMemcpyPeerAsync cudaMemcpyPeerAsync

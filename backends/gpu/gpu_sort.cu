@@ -22,8 +22,11 @@
  *    less: the key below keeps engine/sortkey.h's order) or 8 over 64-bit keys (f64, i64,
  *    RANDPERM's Philox draws), where the merge passes above take log2(n / SORT_TILE) passes
  *    each with a binary search per element (0.08x PyTorch's sort of 2^24 f32 on the H200,
- *    BENCHMARKS.md). HIP keeps the merge path (Debian has no hipCUB).
- * Values are copied from the input (its own bytes); indices are i64.
+ *    BENCHMARKS.md). HIP keeps the merge path (Debian has no hipCUB). The radix path
+ *    writes a value from its sorted key where the key fixes the value's bytes (f32 other
+ *    than zeros and NaNs, integers of 4 bytes or less; k_radix_write) and gathers the rest
+ *    from the input at the sorted position.
+ * Values are the input's own bytes; indices are i64.
  */
 #include "backends/gpu/gpu_ops.cuh"
 #include "engine/philox.h"
@@ -296,13 +299,45 @@ __global__ void k_radix_keys(line_geom g, const void *x, K *keys, int32_t *pos, 
     }
 }
 
-__global__ void k_radix_write(line_geom g, const void *x, void *y, const int32_t *pos,
-                              int64_t nlines)
+/* The value whose sort_key32 is `key` (ascending form), written at y[yi], when the key
+ * determines its bytes: every f32 but the zeros and NaNs (their keys merge -0.0 with +0.0
+ * and every NaN payload), and the signed and unsigned integers of 4 bytes or less; false
+ * otherwise (f16, bf16, bool: their bytes are taken from the input). */
+TD_DEV bool value_from_key32(uint32_t dt, uint32_t key, void *y, int64_t yi)
+{
+    switch (dt) {
+    case TD_F32:
+        if (key == UINT32_MAX || key == 0x80000000u) return false;
+        ((uint32_t *)y)[yi] = (key >> 31) ? key ^ 0x80000000u : ~key;
+        return true;
+    case TD_I32: ((uint32_t *)y)[yi] = key ^ 0x80000000u; return true;
+    case TD_I16: ((uint16_t *)y)[yi] = (uint16_t)(key ^ 0x80000000u); return true;
+    case TD_I8: ((uint8_t *)y)[yi] = (uint8_t)(key ^ 0x80000000u); return true;
+    case TD_U8: ((uint8_t *)y)[yi] = (uint8_t)key; return true;
+    default: return false;
+    }
+}
+
+/* The outputs from the sorted positions (and keys). Values whose key determines their bytes
+ * (value_from_key32) are rebuilt from the sorted key, read in order, instead of gathered
+ * from x at the sorted position — a random read a value, the bulk of this kernel's time
+ * (2^24 f32: 32-byte sectors for 4-byte values); the rest are gathered. Either way the
+ * bytes are the input's own. */
+template <typename K>
+__global__ void k_radix_write(line_geom g, const void *x, void *y, const K *keys,
+                              const int32_t *pos, int64_t nlines)
 {
     const int64_t total = nlines * g.k;
     for (int64_t u = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; u < total;
          u += (int64_t)gridDim.x * blockDim.x) {
         const int64_t line = u / g.k, i = u % g.k;
+        if constexpr (sizeof(K) == 4) {
+            if (g.values && g.inner == 1) {
+                const uint32_t key = g.desc ? ~(uint32_t)keys[line * g.n + i]
+                                            : (uint32_t)keys[line * g.n + i];
+                if (value_from_key32(g.dt, key, y, line * g.k + i)) continue;
+            }
+        }
         write_out(g, x, y, line, i, pos[line * g.n + i]);
     }
 }
@@ -365,8 +400,8 @@ td_status radix_sort(const td__gpu_exec *x, const line_geom &g, int64_t nlines,
         s = td__gpu_check(x, e, "sort: radix sort");
     }
     if (s == TD_OK) {
-        k_radix_write<<<td__gpu_blocks(nlines * g.k, TD_GPU_THREADS), TD_GPU_THREADS, 0,
-                        x->st->s>>>(g, xdata, ydata, p_out, nlines);
+        k_radix_write<K><<<td__gpu_blocks(nlines * g.k, TD_GPU_THREADS), TD_GPU_THREADS, 0,
+                           x->st->s>>>(g, xdata, ydata, k_out, p_out, nlines);
         s = td__gpu_launched(x, "sort write kernel");
     }
     td__gpu_temp_free(x, mem);

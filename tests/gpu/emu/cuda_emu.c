@@ -107,6 +107,13 @@ cudaError_t cudaFreeAsync(void *p, cudaStream_t s)
 }
 cudaError_t cudaMallocHost(void **p, size_t n) { *p = malloc(n); return *p ? cudaSuccess : cudaErrorMemoryAllocation; }
 cudaError_t cudaFreeHost(void *p) { free(p); return cudaSuccess; }
+/* Host memory is always "pinned" here: registering only checks its arguments. */
+cudaError_t cudaHostRegister(void *p, size_t n, unsigned flags)
+{
+    (void)flags;
+    return p != NULL && n > 0 ? cudaSuccess : cudaErrorInvalidValue;
+}
+cudaError_t cudaHostUnregister(void *p) { return p != NULL ? cudaSuccess : cudaErrorInvalidValue; }
 cudaError_t cudaMemcpy(void *d, const void *s, size_t n, enum cudaMemcpyKind k)
 {
     (void)k;

@@ -73,6 +73,9 @@ cudaError_t cudaMallocFromPoolAsync(void **p, size_t n, cudaMemPool_t pool, cuda
 cudaError_t cudaFreeAsync(void *p, cudaStream_t s);
 cudaError_t cudaMallocHost(void **p, size_t n);
 cudaError_t cudaFreeHost(void *p);
+#define cudaHostRegisterPortable 1u
+cudaError_t cudaHostRegister(void *p, size_t n, unsigned flags);
+cudaError_t cudaHostUnregister(void *p);
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind k);
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcpyKind k,
                             cudaStream_t s);
