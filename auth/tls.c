@@ -54,6 +54,16 @@ static void free_secret(char *p)
     td__free(p);
 }
 
+/* pem_password_cb that gives no passphrase (an encrypted key then fails to load). */
+static int no_passphrase(char *buf, int size, int rwflag, void *u)
+{
+    (void)buf;
+    (void)size;
+    (void)rwflag;
+    (void)u;
+    return -1;
+}
+
 td_status td__tls_files_load(const char *cert, const char *key, const char *client_ca,
                              td__tls_files *out, char *err, size_t errlen)
 {
@@ -77,8 +87,16 @@ td_status td__tls_files_load(const char *cert, const char *key, const char *clie
     }
     ERR_clear_error();
     b = BIO_new_mem_buf(f.key_pem, -1);
-    pk = b != NULL ? PEM_read_bio_PrivateKey(b, NULL, NULL, NULL) : NULL;
+    /* no_passphrase: OpenSSL's default would prompt on the terminal and block a service */
+    pk = b != NULL ? PEM_read_bio_PrivateKey(b, NULL, no_passphrase, NULL) : NULL;
     BIO_free(b);
+    if (pk == NULL && strstr(f.key_pem, "ENCRYPTED") != NULL) {
+        snprintf(err, errlen, "%s: the private key is encrypted (passphrase-protected); tensord "
+                 "needs it unencrypted (`openssl pkey -in KEY -out PLAIN` writes one; keep it "
+                 "readable by tensord only)", key);
+        st = TD_EINVAL;
+        goto done;
+    }
     if (pk == NULL) {
         snprintf(err, errlen, "%s: not an unencrypted PEM private key (%s)", key, ssl_reason());
         st = TD_EINVAL;

@@ -134,19 +134,22 @@ static int set_transport(td__config *c, const char *key, const char *value, char
         {"idle_timeout_s", offsetof(td__config, idle_timeout_s), false, 0, 2000000},
         {"max_streams", offsetof(td__config, max_streams), false, 0, 1u << 16},
         {"stream_window", offsetof(td__config, stream_window), true, 0, (uint64_t)1 << 30},
-        {"transport_bytes", offsetof(td__config, transport_bytes), true, 0,
+        /* below a few full messages gRPC refuses every call (a breaker's 1 left the
+         * server up and every client told it was unreachable) */
+        {"transport_bytes", offsetof(td__config, transport_bytes), true, (uint64_t)16 << 20,
          (uint64_t)1 << 50},
     };
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         if (strcmp(key, keys[i].key) != 0) continue;
         uint64_t v;
         int rc = keys[i].bytes ? td__parse_bytes(value, &v) : parse_u64(value, &v);
-        if (rc == 0 && v >= keys[i].min && v <= keys[i].max) {
+        if (rc == 0 && (v == 0 || v >= keys[i].min) && v <= keys[i].max) {
             memcpy((char *)c + keys[i].off, &v, sizeof v);
             return 0;
         }
-        snprintf(err, errlen, "%s: '%s' is not %s in 0..%llu (0 = the default)", key, value,
-                 keys[i].bytes ? "a byte count (K, M, G suffixes)" : "an integer",
+        snprintf(err, errlen, "%s: '%s' is not %s in %llu..%llu (or 0 for the default)", key,
+                 value, keys[i].bytes ? "a byte count (K, M, G suffixes)" : "an integer",
+                 (unsigned long long)(keys[i].min > 0 ? keys[i].min : 1),
                  (unsigned long long)keys[i].max);
         return -1;
     }

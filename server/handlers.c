@@ -174,7 +174,9 @@ void td__handle_op_failure(void *arg, uint32_t op_index, td_status status, const
         name = td__op_name(rq->ops[op_index].opcode);
     }
     if (rq->op_errs != NULL && op_index < rq->n_ops && rq->op_errs[op_index] != NULL)
-        td__ss_failure_op(j->ss, rq->seq, op_index, name, TD_EPROTO, rq->op_errs[op_index]);
+        /* an op refused at decoding: its slot holds a placeholder opcode, and the message
+         * already names the op ("op 0 (sort): 9 inputs, ...") */
+        td__ss_failure_op(j->ss, rq->seq, op_index, NULL, TD_EPROTO, rq->op_errs[op_index]);
     else
         td__ss_failure_op(j->ss, rq->seq, op_index, name, status, message);
 }

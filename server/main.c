@@ -194,8 +194,9 @@ static void usage(FILE *f)
         "  --stream-window BYTES     HTTP/2 receive window per call: what a partly sent\n"
         "                            message may hold (default %lluK)\n"
         "  --transport-bytes BYTES   memory of all connections' buffers together (default\n"
-        "                            %lluM); past it idle connections are closed, then calls\n"
-        "                            cancelled (RESOURCE_EXHAUSTED) until it is back under\n"
+        "                            %lluM, at least 16M); past it idle connections are\n"
+        "                            closed, then calls cancelled (RESOURCE_EXHAUSTED) until\n"
+        "                            it is back under\n"
         "  Compressed messages are refused (UNIMPLEMENTED); calls to unknown methods are\n"
         "  answered UNIMPLEMENTED at once. The standard gRPC health service\n"
         "  (grpc.health.v1.Health: Check, Watch; service \"\" or tensord.v1.Tensord) answers\n"
@@ -665,7 +666,8 @@ static void on_reload(void *arg)
     if (app.svc == NULL || app.stopping) return;
     td__config cfg;
     char err[1024];
-    if (load_settings(app.argc, app.argv, app.config_path, &cfg, err, sizeof err) != 0) {
+    bool parsed = load_settings(app.argc, app.argv, app.config_path, &cfg, err, sizeof err) == 0;
+    if (!parsed) {
         td__log(TD_LOG_ERROR, "SIGHUP: settings not reloaded, those in force stay: %s", err);
         cfg = app.cfg; /* the TLS files and the tokens file are still read again */
     }
@@ -683,9 +685,9 @@ static void on_reload(void *arg)
     td__quota_set_default_bytes(cfg.max_tenant_bytes);
     reload_tls(&cfg);
     app.cfg = cfg;
-    td__log(TD_LOG_INFO, "SIGHUP: settings reloaded (max_sessions %llu, max_session_bytes "
+    td__log(TD_LOG_INFO, "SIGHUP: settings %s (max_sessions %llu, max_session_bytes "
                          "%llu, max_tenant_bytes %llu, drain_timeout_s %llu)",
-            (unsigned long long)cfg.max_sessions, (unsigned long long)cfg.max_session_bytes,
+            parsed ? "reloaded" : "unchanged", (unsigned long long)cfg.max_sessions, (unsigned long long)cfg.max_session_bytes,
             (unsigned long long)cfg.max_tenant_bytes, (unsigned long long)cfg.drain_timeout_s);
     if (!td__tenants_enabled(app.tenants)) return;
     size_t n;

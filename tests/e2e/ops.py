@@ -668,6 +668,15 @@ def test_sighup_tokens_and_config(tmp):
             finish(wc)
         line, wrc = finish(wb)
         check(line.startswith("done ") and wrc == 0, f"bob's session went on across the reload ({line!r})")
+        # a file that does not parse: everything stays, and the log says so consistently
+        with open(conf, "w") as f:
+            f.write("max_sessions = 7\nno_such_key = 1\n")
+        srv.proc.send_signal(signal.SIGHUP)
+        check(wait_log(srv, "SIGHUP: settings unchanged (max_sessions 1,"),
+              "SIGHUP with a bad file logs the settings in force as unchanged (max_sessions 1)")
+        check(srv.log().count("SIGHUP: settings reloaded") == 1 and
+              "SIGHUP: settings not reloaded, those in force stay" in srv.log(),
+              "a bad file is never logged as 'settings reloaded'")
     finally:
         rc = srv.stop()
     check(rc == 0, f"tensord exited 0 ({rc})")
@@ -828,10 +837,23 @@ def test_check_config(tmp):
         ("ring = maybe\n", "ring: 'maybe' is not true or false"),
         ("shm_max_bytes = 5G\n", "shm_max_bytes: '5G' is not a byte count from 1M to 4G"),
         ("shm_max_bytes = 1000000\n", "a multiple of 8K"),
+        ("transport_bytes = 1\n", "transport_bytes: '1' is not a byte count (K, M, G suffixes) "
+         "in 16777216.."),
     ]
     for text, want in cases:
         rc, out, _ = run(text)
         check(rc == 2 and want in out, f"--check-config of {text.strip()!r}: exit 2 naming {want!r} ({rc} {out.strip()!r})")
+    # a passphrase-protected key: refused by name, no prompt (stdin is closed: a prompt
+    # would print "Enter PEM pass phrase" and then fail as not a key)
+    key, enc, crt = (os.path.join(tmp, n) for n in ("plain.key", "enc.key", "c.pem"))
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:P-256", "-nodes", "-subj", "/CN=check", "-days", "2",
+                    "-keyout", key, "-out", crt], check=True, capture_output=True, timeout=30)
+    subprocess.run(["openssl", "pkey", "-in", key, "-aes128", "-passout", "pass:secret",
+                    "-out", enc], check=True, capture_output=True, timeout=30)
+    rc, out, _ = run(f"tls_cert = {crt}\ntls_key = {enc}\n")
+    check(rc == 2 and "is encrypted (passphrase-protected)" in out and "pass phrase" not in out,
+          f"--check-config with an encrypted key: exit 2, named, no prompt ({rc} {out.strip()!r})")
     rc, out, _ = run("listen = 127.0.0.1:0\n", "--max-sessions", "x")
     check(rc == 2 and "max_sessions: 'x'" in out, "--check-config applies the other flags too")
 
