@@ -1,5 +1,6 @@
 /* gpu_conv.cu — CONV (the forward op, 1d/2d/3d, any stride, padding, dilation and groups) in
- * f16 and bf16 as an implicit GEMM on NVIDIA tensor cores: no column buffer.
+ * f16 and bf16 as an implicit GEMM on NVIDIA tensor cores, and in f32 as an implicit GEMM on
+ * the CUDA cores (FFMA; TENSORD_GPU_CONV_F32): no column buffer.
  *
  * Why: im2col + batched GEMM (gpu_window.cu's conv_gemm) writes and reads a column matrix
  * kernel-volume times the input's size, and its GEMMs are per image, so a small output
@@ -44,10 +45,32 @@
  * TENSORD_GPU_CONV_TRACE=1 prints a line to stderr per launch (path, tile, split, M, N, K):
  * a check that this kernel ran.
  *
+ * f32 (k_conv_f32; the layout and thread mapping: gpu_conv_layout.h's f32 section): full f32,
+ * no TF32 and no tensor cores (f32 results must be f32-accurate), so a classic SIMT GEMM:
+ * 256 threads, block tile BM x 128 (BM 128, or 64 when C_out/G <= 64) x 16 k, each thread
+ * an 8 x 8 (4 x 8) micro-tile of fmaf from k-major shared tiles (float4 loads, one wavefront
+ * each), fed by a 3- (4-) stage cp.async pipeline: the weight, transposed once into temp
+ * memory to [G][K][C_out/G rounded up to 4] (zero-padded), by 16-byte chunks, the input
+ * gathered element by element by 4-byte cp.async with zero-fill (the same per-k and
+ * per-column tables as the f16 element gather, K in the weight's own order). No
+ * channels-last copy: the FFMA tile wants B n-contiguous in shared memory, which the NCHW
+ * gather gives directly and a k-contiguous NHWC chunk does not. Why: im2col + cuBLAS wrote
+ * and re-read a K x N column buffer (115 MB for ResNet-50's layer2 at batch 32), and the
+ * per-image SIMT sgemm saw M = C_out/G only (0.52x cuDNN there). Determinism: each output
+ * is one fmaf chain over k ascending (then, when split, the partials summed in ascending
+ * split, as for f16), + bias once at the end: the bits depend on the shape alone (the tile
+ * and the split are chosen from the shape, td_conv_splits over TD_CONVF_BK tiles). The
+ * order differs from im2col + cuBLAS's (within TD_ACC_CONV). TENSORD_GPU_CONV_F32 (read
+ * once): 1 takes f32 CONV here, 0 (the default until it is timed on the GPU) to im2col +
+ * cuBLAS, 2 / 3 (timing aids) here with BM 128 / 64; a pointwise conv without bias (1x1,
+ * stride 1, no padding) keeps that path's shortcut either way (one batched GEMM straight on
+ * x and w). The CPU emulation runs this kernel too (cp.async as plain copies, gpu_mma.cuh's
+ * TD_GPU_STAGE).
+ *
  * Built only by nvcc for CUDA (sm_80 instructions; the module targets sm_90): under hipcc
- * (TD_GPU_HIP) and the CPU emulation (TD_GPU_EMU) td__gpu_conv_mma says TD_EUNSUPPORTED and
- * gpu_window.cu takes im2col + GEMM. Shapes outside the kernel's 32-bit index arithmetic
- * (td_conv_shape_init) take that path too.
+ * (TD_GPU_HIP) td__gpu_conv_mma says TD_EUNSUPPORTED and gpu_window.cu takes im2col + GEMM,
+ * as under the CPU emulation (TD_GPU_EMU) for f16/bf16. Shapes outside the kernels' 32-bit
+ * index arithmetic (td_conv_shape_init) or their grids take that path too.
  */
 #include "backends/gpu/gpu_ops.cuh"
 #include "backends/gpu/gpu_conv_layout.h"
@@ -55,6 +78,107 @@
 #include "engine/window.h"
 #include <stdio.h>
 #include <stdlib.h>
+
+/* nvcc or the CPU emulation: what the f32 kernel uses (the f16/bf16 kernels: TD_GPU_MMA) */
+#if defined(TD_GPU_STAGE)
+
+namespace {
+
+/* table entry i (one 16-byte load on the GPU: the table is in temp memory, 256-byte aligned) */
+TD_DEV td_conv_kent kent_ld(const td_conv_kent *__restrict__ tab, int i)
+{
+#if defined(TD_GPU_MMA)
+    const int4 kv = __ldg(reinterpret_cast<const int4 *>(tab) + i);
+    td_conv_kent ke;
+    ke.off = kv.x;
+    ke.dd = kv.y;
+    ke.dh = kv.z;
+    ke.dw = kv.w;
+    return ke;
+#else
+    return tab[i];
+#endif
+}
+
+/* The cp.async pipeline over K tiles [kt0, kt1) in ST stages (the channels-last f16 kernel
+ * and the f32 one): load(kt, stage) issues tile kt's copies into a stage, one commit group a
+ * tile; fold(stage) computes from a stage once its group is complete (wait_group ST - 2)
+ * and every thread's copies are in (the barrier, which also frees the stage of the tile
+ * before, the next one to be loaded). */
+template <int ST, typename L, typename F>
+TD_DEV void stage_pipeline(int kt0, int kt1, L &&load, F &&fold)
+{
+#pragma unroll
+    for (int st = 0; st < ST - 1; st++) {
+        if (kt0 + st < kt1) load(kt0 + st, st);
+        stage_commit();
+    }
+    for (int kt = kt0; kt < kt1; kt++) {
+        const int i = kt - kt0, cur = i % ST;
+        stage_wait<ST - 2>();
+        __syncthreads();
+        if (kt + ST - 1 < kt1) load(kt + ST - 1, (i + ST - 1) % ST);
+        stage_commit();
+        fold(cur);
+    }
+    stage_wait<0>();
+}
+
+/* the element types' widening to f32 and rounding from it (IO::T, IO::in, IO::out) */
+struct io_f32 {
+    typedef float T;
+    static TD_DEV float in(float v) { return v; }
+    static TD_DEV float out(float v) { return v; }
+};
+
+/* the S partials summed in ascending split, + bias, rounded once: one thread an output */
+template <typename IO>
+__global__ void k_conv_reduce(const float *__restrict__ part,
+                              const typename IO::T *__restrict__ bias,
+                              typename IO::T *__restrict__ y, td_conv_shape s, int S)
+{
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (int64_t)s.n * s.co * s.P) return;
+    const int32_t img = (int32_t)(i / ((int64_t)s.co * s.P));
+    const int32_t r = (int32_t)(i % ((int64_t)s.co * s.P));
+    const int32_t o = r / s.P, p = r % s.P, g = o / s.cog, m = o % s.cog;
+    const int32_t j = img * s.P + p;
+    float a = 0.0f;
+    for (int sp = 0; sp < S; sp++) a += part[td_conv_part_off(&s, sp, g, m, j)];
+    if (bias != NULL) a += IO::in(bias[o]);
+    y[i] = IO::out(a);
+}
+
+template <typename IO>
+td_status launch_reduce(const td__gpu_exec *x, const float *part, const typename IO::T *bias,
+                        typename IO::T *y, const td_conv_shape &s, int S)
+{
+    const int64_t nout = (int64_t)s.n * s.co * s.P;
+    k_conv_reduce<IO><<<(unsigned)((nout + 255) / 256), 256, 0, x->st->s>>>(part, bias, y, s, S);
+    return td__gpu_launched(x, "conv split-k reduction");
+}
+
+/* One temp block of n <= 4 parts of bytes[i] bytes, each 256-byte aligned: part[i] (NULL
+ * when bytes[i] is 0). TD_EUNSUPPORTED (nothing allocated) when the total overflows. */
+td_status temp_parts(const td__gpu_exec *x, int n, const size_t *bytes, void **mem, char **part)
+{
+    size_t off[4], total = 0;
+    for (int i = 0; i < n; i++) {
+        off[i] = total;
+        if (__builtin_add_overflow(total, bytes[i], &total) ||
+            __builtin_add_overflow(total, (size_t)255, &total))
+            return TD_EUNSUPPORTED;
+        total &= ~(size_t)255;
+    }
+    const td_status st = td__gpu_temp_alloc(x, total, mem);
+    if (st != TD_OK) return st;
+    for (int i = 0; i < n; i++) part[i] = bytes[i] != 0 ? (char *)*mem + off[i] : NULL;
+    return TD_OK;
+}
+
+} // namespace
+
+#endif
 
 #if defined(TD_GPU_MMA)
 
@@ -73,6 +197,11 @@ template <> TD_DEV uint16_t round16<false>(float v) { return td__gpu_f32_to_f16(
 template <bool BF> TD_DEV float widen16(uint16_t v);
 template <> TD_DEV float widen16<true>(uint16_t v) { return td__bf16_to_f32(v); }
 template <> TD_DEV float widen16<false>(uint16_t v) { return td__f16_to_f32(v); }
+template <bool BF> struct io16 {
+    typedef uint16_t T;
+    static TD_DEV float in(uint16_t v) { return widen16<BF>(v); }
+    static TD_DEV uint16_t out(float v) { return round16<BF>(v); }
+};
 
 /* BF: bf16 (else f16); BM x BN block tile, WM warps along M; AV: the weight by cp.async. */
 template <bool BF, int BM, int BN, int WM, bool AV, int MINB>
@@ -145,13 +274,7 @@ __global__ void __launch_bounds__(TD_CONV_THREADS, MINB)
     auto load_b = [&](int kt) {
 #pragma unroll
         for (int i = 0; i < BP; i++) {
-            /* one 16-byte load (the table is 16-byte aligned: temp memory) */
-            const int4 kv = __ldg(reinterpret_cast<const int4 *>(ktab) + kt * BK + bk0 + i * bkstep);
-            td_conv_kent ke;
-            ke.off = kv.x;
-            ke.dd = kv.y;
-            ke.dh = kv.z;
-            ke.dw = kv.w;
+            const td_conv_kent ke = kent_ld(ktab, kt * BK + bk0 + i * bkstep);
             const uint32_t lo = td_conv_inside(&s, col0, ke) ? x[td_conv_gather_off(col0, ke)] : 0u;
             const uint32_t hi = td_conv_inside(&s, col1, ke) ? x[td_conv_gather_off(col1, ke)] : 0u;
             breg[i] = lo | hi << 16;
@@ -338,13 +461,7 @@ __global__ void __launch_bounds__(TD_CONV_THREADS, MINB)
         }
 #pragma unroll
         for (int i = 0; i < BP; i++) {
-            const int4 kv =
-                __ldg(reinterpret_cast<const int4 *>(ktab) + kt * (BK / 8) + bch[i]);
-            td_conv_kent ke;
-            ke.off = kv.x;
-            ke.dd = kv.y;
-            ke.dh = kv.z;
-            ke.dw = kv.w;
+            const td_conv_kent ke = kent_ld(ktab, kt * (BK / 8) + bch[i]);
             const bool in = td_conv_inside(&s, bcol[i], ke);
             const uint16_t *src = in ? xt + td_conv_gather_off(bcol[i], ke) : xt;
             cp_async16(bb + 2u * (uint32_t)bdst[i], src, in ? 16 : 0);
@@ -358,17 +475,7 @@ __global__ void __launch_bounds__(TD_CONV_THREADS, MINB)
         for (int nt = 0; nt < NT; nt++)
             acc[mt][nt][0] = acc[mt][nt][1] = acc[mt][nt][2] = acc[mt][nt][3] = 0.0f;
 
-#pragma unroll
-    for (int st = 0; st < ST - 1; st++) {
-        if (kt0 + st < kt1) load(kt0 + st, st);
-        cp_commit();
-    }
-    for (int kt = kt0; kt < kt1; kt++) {
-        const int i = kt - kt0, cur = i % ST;
-        cp_wait<ST - 2>();
-        __syncthreads(); /* tile kt is in place; the stage of tile kt - 1 is free */
-        if (kt + ST - 1 < kt1) load(kt + ST - 1, (i + ST - 1) % ST);
-        cp_commit();
+    stage_pipeline<ST>(kt0, kt1, load, [&](int cur) {
         const uint32_t ab = smem_addr(sa[cur]), bb = smem_addr(sb[cur]);
 #pragma unroll
         for (int kk = 0; kk < BK / 16; kk++) {
@@ -393,8 +500,7 @@ __global__ void __launch_bounds__(TD_CONV_THREADS, MINB)
                 }
             }
         }
-    }
-    cp_wait<0>();
+    });
 
     /* + bias, rounded once (S 1), or the f32 partial; a lane's two adjacent columns j, j + 1
      * (j even) as one store when they are adjacent and aligned there: P even (one image,
@@ -433,23 +539,6 @@ __global__ void __launch_bounds__(TD_CONV_THREADS, MINB)
                 }
             }
         }
-}
-
-/* the S partials summed in ascending split, + bias, rounded once: one thread an output */
-template <bool BF>
-__global__ void k_conv_reduce(const float *__restrict__ part, const uint16_t *__restrict__ bias,
-                              uint16_t *__restrict__ y, td_conv_shape s, int S)
-{
-    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (int64_t)s.n * s.co * s.P) return;
-    const int32_t img = (int32_t)(i / ((int64_t)s.co * s.P));
-    const int32_t r = (int32_t)(i % ((int64_t)s.co * s.P));
-    const int32_t o = r / s.P, p = r % s.P, g = o / s.cog, m = o % s.cog;
-    const int32_t j = img * s.P + p;
-    float a = 0.0f;
-    for (int sp = 0; sp < S; sp++) a += part[td_conv_part_off(&s, sp, g, m, j)];
-    if (bias != NULL) a += widen16<BF>(bias[o]);
-    y[i] = round16<BF>(a);
 }
 
 struct tile_cfg {
@@ -569,26 +658,20 @@ td_status conv_nhwc(const td__gpu_exec *x, const td__op *op, const td__view *in,
                 "split %d M %d N %d K %d groups %d\n", bf ? "bf16" : "f16", CFG[c].bm,
                 CFG[c].bn, S, s.cog, s.N, s.K, s.groups);
 
-    /* one temp block: table | xt | wt | partials, each 256-byte aligned */
+    /* one temp block: table | xt | wt | partials */
     const size_t ntab = (size_t)s.nk * (TD_CONV_BK / 8);
     const size_t xel = (size_t)s.n * (size_t)s.c * (size_t)s.L, wel = (size_t)s.co * (size_t)s.K;
-    size_t pel = 0;
-    if (S > 1 && __builtin_mul_overflow((size_t)S, (size_t)s.co * (size_t)s.N, &pel))
-        return TD_EUNSUPPORTED;
-    const size_t o_x = (ntab * sizeof(td_conv_kent) + 255) & ~(size_t)255;
-    const size_t o_w = o_x + ((xel * 2 + 255) & ~(size_t)255);
-    const size_t o_p = o_w + ((wel * 2 + 255) & ~(size_t)255);
-    size_t total = 0;
-    if (__builtin_mul_overflow(pel, sizeof(float), &total) ||
-        __builtin_add_overflow(total, o_p, &total))
+    size_t bytes[4] = {ntab * sizeof(td_conv_kent), xel * 2, wel * 2, 0};
+    if (S > 1 && __builtin_mul_overflow((size_t)S * sizeof(float), (size_t)s.co * (size_t)s.N,
+                                        &bytes[3]))
         return TD_EUNSUPPORTED;
     void *mem = NULL;
-    td_status st = td__gpu_temp_alloc(x, total, &mem);
+    char *pp[4];
+    td_status st = temp_parts(x, 4, bytes, &mem, pp);
     if (st != TD_OK) return st;
-    char *base = (char *)mem;
-    td_conv_kent *tab = (td_conv_kent *)base;
-    uint16_t *xt = (uint16_t *)(base + o_x), *wt = (uint16_t *)(base + o_w);
-    float *part = S > 1 ? (float *)(base + o_p) : NULL;
+    td_conv_kent *tab = (td_conv_kent *)pp[0];
+    uint16_t *xt = (uint16_t *)pp[1], *wt = (uint16_t *)pp[2];
+    float *part = (float *)pp[3];
     const uint16_t *xp = (const uint16_t *)in[0].data, *wp = (const uint16_t *)in[1].data;
     const uint16_t *bp = op->n_inputs == 3 ? (const uint16_t *)in[2].data : NULL;
     uint16_t *yp = (uint16_t *)out->data;
@@ -608,32 +691,19 @@ td_status conv_nhwc(const td__gpu_exec *x, const td__op *op, const td__view *in,
     if (st == TD_OK)
         st = bf ? launch_nhwc_cfg<true>(x, xt, wt, bp, yp, part, tab, s, S, c)
                 : launch_nhwc_cfg<false>(x, xt, wt, bp, yp, part, tab, s, S, c);
-    if (st == TD_OK && S > 1) {
-        const int64_t nout = (int64_t)s.n * s.co * s.P;
-        if (bf)
-            k_conv_reduce<true><<<(unsigned)((nout + 255) / 256), 256, 0, cs>>>(part, bp, yp, s, S);
-        else
-            k_conv_reduce<false><<<(unsigned)((nout + 255) / 256), 256, 0, cs>>>(part, bp, yp, s, S);
-        st = td__gpu_launched(x, "conv split-k reduction");
-    }
+    if (st == TD_OK && S > 1)
+        st = bf ? launch_reduce<io16<true>>(x, part, bp, yp, s, S)
+                : launch_reduce<io16<false>>(x, part, bp, yp, s, S);
     td__gpu_temp_free(x, mem);
     return st;
 }
 
-} // namespace
-
-extern "C" td_status td__gpu_conv_mma(const td__gpu_exec *x, const td__op *op,
-                                      const td__view *in, const td__view *out,
-                                      const td__window *w)
+/* f16/bf16: the channels-last path when it applies, else the element gather */
+td_status conv_f16(const td__gpu_exec *x, const td__op *op, const td__view *in,
+                   const td__view *out, const td_conv_shape &s, uint32_t dt)
 {
-    const uint32_t dt = in[0].desc.dtype;
-    if (dt != TD_F16 && dt != TD_BF16) return TD_EUNSUPPORTED;
     const int var = variant();
     if (var == 5) return TD_EUNSUPPORTED;
-    td_conv_shape s;
-    if (!td_conv_shape_init(&s, w->n, w->c, w->co, w->groups, w->in, w->out, w->k, w->stride,
-                            w->pad_lo, w->dil))
-        return TD_EUNSUPPORTED;
     if ((s.cog + 63) / 64 > 65535) return TD_EUNSUPPORTED; /* the grid's y */
     if (var != 6 && td_conv_nhwc_ok(&s)) {
         const td_status ns = conv_nhwc(x, op, in, out, s, var, dt == TD_BF16);
@@ -667,18 +737,257 @@ extern "C" td_status td__gpu_conv_mma(const td__gpu_exec *x, const td__op *op,
     return st;
 }
 
-#else /* no tensor-core path: im2col + GEMM */
+} // namespace
+
+#endif
+
+#if defined(TD_GPU_STAGE)
+
+namespace {
+
+/* TENSORD_GPU_CONV_F32 when unset: the im2col + cuBLAS path until the kernel is timed */
+#define TD_CONVF_DEFAULT 0
+
+/* ---- the f32 kernel (gpu_conv_layout.h's f32 section): FFMA micro-tiles from k-major
+ * shared tiles that a TD_CONVF_STAGES-deep cp.async pipeline fills; optionally one split of
+ * K (S > 1: an f32 partial) ---- */
+
+/* the weight transposed to [G][nk TD_CONVF_BK][cogp] (zeros past K and C_out/G), and the
+ * per-k table; nwt: the transposed weight's elements */
+__global__ void k_conv_prep_f32(const float *__restrict__ w, float *__restrict__ wt,
+                                td_conv_kent *__restrict__ tab, td_conv_shape s, int64_t nwt)
+{
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < nwt) {
+        const int64_t src = td_convf_wt_src(&s, i);
+        wt[i] = src >= 0 ? w[src] : 0.0f;
+    }
+    if (i < (int64_t)s.nk * TD_CONVF_BK) tab[i] = td_conv_kentry(&s, (int32_t)i);
+}
+
+/* 4 floats from (16-byte aligned) shared memory; one LDS.128 on the GPU */
+TD_DEV void ld4(const float *p, float *v)
+{
+#if defined(TD_GPU_MMA)
+    const float4 t = *reinterpret_cast<const float4 *>(p);
+    v[0] = t.x;
+    v[1] = t.y;
+    v[2] = t.z;
+    v[3] = t.w;
+#else
+    memcpy(v, p, 16);
+#endif
+}
+TD_DEV void st4(float *p, const float *v)
+{
+#if defined(TD_GPU_MMA)
+    *reinterpret_cast<float4 *>(p) = make_float4(v[0], v[1], v[2], v[3]);
+#else
+    memcpy(p, v, 16);
+#endif
+}
+
+template <int BM, int MINB>
+__global__ void __launch_bounds__(TD_CONV_THREADS, MINB)
+    k_conv_f32(const float *__restrict__ x, const float *__restrict__ wt,
+               const float *__restrict__ bias, float *__restrict__ y, float *__restrict__ part,
+               const td_conv_kent *__restrict__ ktab, td_conv_shape s, int S)
+{
+    constexpr int BK = TD_CONVF_BK, BN = TD_CONVF_BN, TM = BM / 16, ST = TD_CONVF_STAGES(BM);
+    constexpr int AP = BK * BM / (4 * TD_CONV_THREADS), BP = BK * BN / TD_CONV_THREADS;
+    static_assert((TM == 4 || TM == 8) && AP >= 1 && BP >= 1, "tile");
+    alignas(16) __shared__ float sa[ST][BK * BM];
+    alignas(16) __shared__ float sb[ST][BK * BN];
+
+    const int tid = threadIdx.x;
+    const int g = (int)blockIdx.z / S, sp = (int)blockIdx.z % S;
+    const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+    int kt0, kt1;
+    td_conv_split_range(&s, S, sp, &kt0, &kt1);
+    const int32_t cogp = td_convf_cogp(&s);
+    const float *wg = wt + (int64_t)g * s.nk * BK * cogp; /* the group's [nk BK][cogp] */
+    int bk0, bcol;
+    td_convf_b_elem(tid, 0, &bk0, &bcol);
+    const td_conv_col col = td_conv_column(&s, g, n0 + bcol);
+    int ty, tx;
+    td_convf_thread(tid, &ty, &tx);
+
+    auto load = [&](int kt, int st) {
+#pragma unroll
+        for (int i = 0; i < AP; i++) {
+            int k, m;
+            td_convf_a_chunk(tid, i, BM, &k, &m);
+            const bool in = m0 + m < cogp;
+            stage16(&sa[st][k * BM + m], in ? wg + (int64_t)(kt * BK + k) * cogp + m0 + m : wt,
+                    in);
+        }
+#pragma unroll
+        for (int i = 0; i < BP; i++) {
+            int k, c;
+            td_convf_b_elem(tid, i, &k, &c);
+            const td_conv_kent ke = kent_ld(ktab, kt * BK + k);
+            const bool in = td_conv_inside(&s, col, ke);
+            stage4(&sb[st][k * BN + c], in ? x + td_conv_gather_off(col, ke) : x, in);
+        }
+    };
+
+    float acc[TM][8];
+#pragma unroll
+    for (int i = 0; i < TM; i++)
+#pragma unroll
+        for (int e = 0; e < 8; e++) acc[i][e] = 0.0f;
+
+    stage_pipeline<ST>(kt0, kt1, load, [&](int cur) {
+        const float *ac = sa[cur], *bc = sb[cur];
+#pragma unroll
+        for (int k = 0; k < BK; k++) {
+            float a[TM], b[8];
+#pragma unroll
+            for (int q = 0; q < TM / 4; q++) ld4(ac + k * BM + td_convf_row(ty, 4 * q), a + 4 * q);
+#pragma unroll
+            for (int q = 0; q < 2; q++) ld4(bc + k * BN + td_convf_col(tx, 4 * q), b + 4 * q);
+#pragma unroll
+            for (int r = 0; r < TM; r++)
+#pragma unroll
+                for (int e = 0; e < 8; e++) acc[r][e] = fmaf(a[r], b[e], acc[r][e]);
+        }
+    });
+
+    /* + bias (S 1) or the f32 partial; a run of 4 columns as one 16-byte store when they are
+     * adjacent and aligned there: P % 4 == 0 (one image; y 16-byte aligned) or N % 4 == 0
+     * (the partials, 256-byte aligned temp memory) */
+    const bool v4 = S == 1 ? s.P % 4 == 0 && ((uintptr_t)y & 15u) == 0 : s.N % 4 == 0;
+#pragma unroll
+    for (int q = 0; q < 2; q++) {
+        const int j = n0 + td_convf_col(tx, 4 * q); /* a multiple of 4 */
+        if (j >= s.N) continue;
+#pragma unroll
+        for (int r = 0; r < TM; r++) {
+            const int m = m0 + td_convf_row(ty, r);
+            if (m >= s.cog) continue;
+            const float b = S == 1 && bias != NULL ? bias[g * s.cog + m] : 0.0f;
+            float v[4];
+#pragma unroll
+            for (int e = 0; e < 4; e++) v[e] = acc[r][4 * q + e] + b;
+            float *dst = S == 1 ? y + td_conv_out_off(&s, g, m, j)
+                                : part + td_conv_part_off(&s, sp, g, m, j);
+            if (v4 && j + 3 < s.N) {
+                st4(dst, v);
+                continue;
+            }
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                if (j + e >= s.N) break;
+                if (S == 1) y[td_conv_out_off(&s, g, m, j + e)] = v[e];
+                else part[td_conv_part_off(&s, sp, g, m, j + e)] = v[e];
+            }
+        }
+    }
+}
+
+/* TENSORD_GPU_CONV_F32, read once: 0 takes f32 CONV to im2col + cuBLAS; 1 to k_conv_f32,
+ * the tile from the shape; 2, 3 (timing aids) to k_conv_f32 with BM 128, 64 */
+int f32_mode(void)
+{
+    static const int mode = [] {
+        const char *e = getenv("TENSORD_GPU_CONV_F32");
+        const int v = e != NULL ? atoi(e) : TD_CONVF_DEFAULT;
+        return v >= 0 && v <= 3 ? v : TD_CONVF_DEFAULT;
+    }();
+    return mode;
+}
+
+template <int BM, int MINB>
+td_status launch_f32(const td__gpu_exec *x, const float *xp, const float *wt, const float *bp,
+                     float *yp, float *part, const td_conv_kent *tab, const td_conv_shape &s,
+                     int S)
+{
+    const dim3 grid((unsigned)((s.N + TD_CONVF_BN - 1) / TD_CONVF_BN),
+                    (unsigned)((s.cog + BM - 1) / BM), (unsigned)(s.groups * S));
+    k_conv_f32<BM, MINB><<<grid, TD_CONV_THREADS, 0, x->st->s>>>(xp, wt, bp, yp, part, tab, s, S);
+    return td__gpu_launched(x, "conv implicit-gemm kernel (f32)");
+}
+
+/* The f32 kernel: the transposed weight and the table into temp memory, the kernel, and
+ * the reduction when split. The tile from the shape alone (mode 1: BM 64 when C_out/G <= 64,
+ * else 128), and so the split (td_conv_splits over TD_CONVF_BK tiles; without a split the
+ * bits do not depend on the tile). TD_EUNSUPPORTED (nothing enqueued) when the grid cannot
+ * hold the shape. */
+td_status conv_f32(const td__gpu_exec *x, const td__op *op, const td__view *in,
+                   const td__view *out, const td_conv_shape &s0, int mode)
+{
+    const td_conv_shape s = td_convf_shape(&s0);
+    const int bm = mode == 2 ? 128 : mode == 3 ? 64 : s.cog <= 64 ? 64 : 128;
+    const int64_t mtiles = (s.cog + bm - 1) / bm;
+    if (mtiles > 65535) return TD_EUNSUPPORTED;
+    const int64_t blocks = (int64_t)((s.N + TD_CONVF_BN - 1) / TD_CONVF_BN) * mtiles * s.groups;
+    int S = td_conv_splits(&s, blocks);
+    if ((int64_t)s.groups * S > 65535) S = 1;
+    if (getenv("TENSORD_GPU_CONV_TRACE") != NULL)
+        fprintf(stderr, "tensord " TD_GPU_KIND " conv: implicit gemm f32 tile %dx%d split %d "
+                "M %d N %d K %d groups %d\n", bm, TD_CONVF_BN, S, s.cog, s.N, s.K, s.groups);
+
+    /* one temp block: table | transposed weight | partials */
+    const size_t ntab = (size_t)s.nk * TD_CONVF_BK;
+    size_t nwt = 0, bytes[3] = {ntab * sizeof(td_conv_kent), 0, 0};
+    if (__builtin_mul_overflow((size_t)s.groups * ntab, (size_t)td_convf_cogp(&s), &nwt) ||
+        __builtin_mul_overflow(nwt, sizeof(float), &bytes[1]) || nwt >= ((size_t)1 << 38) ||
+        (S > 1 && __builtin_mul_overflow((size_t)S * sizeof(float),
+                                         (size_t)s.co * (size_t)s.N, &bytes[2])))
+        return TD_EUNSUPPORTED;
+    void *mem = NULL;
+    char *pp[3];
+    td_status st = temp_parts(x, 3, bytes, &mem, pp);
+    if (st != TD_OK) return st;
+    td_conv_kent *tab = (td_conv_kent *)pp[0];
+    float *wt = (float *)pp[1], *part = (float *)pp[2];
+    const float *xp = (const float *)in[0].data, *wp = (const float *)in[1].data;
+    const float *bp = op->n_inputs == 3 ? (const float *)in[2].data : NULL;
+    float *yp = (float *)out->data;
+
+    const size_t np = nwt > ntab ? nwt : ntab;
+    k_conv_prep_f32<<<(unsigned)((np + 255) / 256), 256, 0, x->st->s>>>(wp, wt, tab, s,
+                                                                          (int64_t)nwt);
+    st = td__gpu_launched(x, "conv f32 weight");
+    if (st == TD_OK)
+        st = bm == 64 ? launch_f32<64, 2>(x, xp, wt, bp, yp, part, tab, s, S)
+                      : launch_f32<128, 2>(x, xp, wt, bp, yp, part, tab, s, S);
+    if (st == TD_OK && S > 1) st = launch_reduce<io_f32>(x, part, bp, yp, s, S);
+    td__gpu_temp_free(x, mem);
+    return st;
+}
+
+} // namespace
+
+#endif
 
 extern "C" td_status td__gpu_conv_mma(const td__gpu_exec *x, const td__op *op,
                                       const td__view *in, const td__view *out,
                                       const td__window *w)
 {
+#if defined(TD_GPU_STAGE)
+    const uint32_t dt = in[0].desc.dtype;
+    const int f32 = dt == TD_F32 ? f32_mode() : 0;
+    if (f32 == 0 && dt != TD_F16 && dt != TD_BF16) return TD_EUNSUPPORTED;
+    td_conv_shape s;
+    if (!td_conv_shape_init(&s, w->n, w->c, w->co, w->groups, w->in, w->out, w->k, w->stride,
+                            w->pad_lo, w->dil))
+        return TD_EUNSUPPORTED;
+    /* f32 pointwise without bias: the im2col path's shortcut (one batched GEMM on x and w) */
+    if (dt == TD_F32)
+        return op->n_inputs == 2 && td_conv_pointwise(&s) ? TD_EUNSUPPORTED
+                                                          : conv_f32(x, op, in, out, s, f32);
+#if defined(TD_GPU_MMA)
+    return conv_f16(x, op, in, out, s, dt);
+#else
+    return TD_EUNSUPPORTED; /* the CPU emulation: f16/bf16 take im2col + GEMM */
+#endif
+#else /* HIP: im2col + GEMM */
     (void)x;
     (void)op;
     (void)in;
     (void)out;
     (void)w;
     return TD_EUNSUPPORTED;
-}
-
 #endif
+}

@@ -183,6 +183,16 @@ TD_CONV_FN uint32_t td_conv_gather_off(td_conv_col col, td_conv_kent ke)
     return (uint32_t)col.base + (uint32_t)ke.off;
 }
 
+/* Whether the conv is pointwise: a 1x1x1 kernel at stride 1 without padding (each image's
+ * [C/G, P] patch matrix is the input itself). */
+TD_CONV_FN bool td_conv_pointwise(const td_conv_shape *s)
+{
+    bool pw = s->kvol == 1;
+    for (int d = 0; d < 3; d++)
+        pw = pw && s->stride[d] == 1 && s->pad[d] == 0 && s->in[d] == s->out[d];
+    return pw;
+}
+
 /* ---- shared-memory tiles ----
  * A: [BM][TD_CONV_BK] (a row is 64 bytes: 4 chunks of 8 elements); chunk c / 8 XOR bits 1-2
  * of the row, so the 8 rows one ldmatrix phase reads (two to a 128-byte line) fall in 8
@@ -304,7 +314,80 @@ TD_CONV_FN td_conv_col td_conv_column_nhwc(const td_conv_shape *s, int32_t g, in
  * chunk ch of tile column r) and read by plain ldmatrix as attention reads K: the fragments
  * of n8 tiles 2 np and 2 np + 1 at td_attn_k_rc(lane, np, kk), the row plus c0. */
 
-/* ---- deterministic split-K (channels-last path) ----
+/* ---- the f32 kernel (FFMA on the CUDA cores; gpu_conv.cu's k_conv_f32) ----
+ * The same GEMM view and K order as the element-gather path (td_conv_kentry,
+ * td_conv_column), but K tiles of TD_CONVF_BK (the shape's nk as td_convf_shape sets it:
+ * the split-K functions below then count these tiles). A classic SIMT tiling: the block's
+ * 256 threads are a 16 x 16 grid, thread (ty, tx) owns a TM x 8 micro-tile (TM = BM / 16:
+ * BM 128 or 64; BN TD_CONVF_BN), rows td_convf_row(ty, i), columns td_convf_col(tx, e):
+ * two (or one) runs of 4 rows 64 apart, two runs of 4 columns 64 apart. A warp is 4 ty x 8
+ * tx, so each float4 shared load of a k row touches 4 (A) or 8 (B) consecutive 16-byte
+ * chunks: one wavefront, the rest broadcast. Shared tiles are k-major, no swizzle: A
+ * [BK][BM] (the weight, transposed once into temp memory as [G][nk BK][cogp], zero past
+ * K and C_out/G, cogp = C_out/G rounded up to 4: a tile row is 16-byte cp.async chunks),
+ * B [BK][BN] (the input, one 4-byte cp.async per element, zero-filled outside the input:
+ * any C/G, stride, dilation and padding, no channels-last copy). Each output element is
+ * fmaf(a, b, acc) over k ascending (one chain a split), so its bits depend on the shape
+ * and the split alone. */
+#define TD_CONVF_BK 16
+#define TD_CONVF_BN 128
+/* cp.async stages: 3 x 16 KiB (BM 128) or 4 x 12 KiB (BM 64) of static shared memory */
+#define TD_CONVF_STAGES(bm) ((bm) >= 128 ? 3 : 4)
+
+/* the shape with nk counted in TD_CONVF_BK tiles */
+TD_CONV_FN td_conv_shape td_convf_shape(const td_conv_shape *s)
+{
+    td_conv_shape f = *s;
+    f.nk = (s->K + TD_CONVF_BK - 1) / TD_CONVF_BK;
+    return f;
+}
+/* the transposed weight's row length: C_out/G rounded up to a 16-byte chunk */
+TD_CONV_FN int32_t td_convf_cogp(const td_conv_shape *s)
+{
+    return (s->cog + 3) & ~3;
+}
+/* the NCHW weight element [C_out][K] that transposed element i ([G][nk BK][cogp]) copies,
+ * or -1 for a zero (k >= K or m >= C_out/G) */
+TD_CONV_FN int64_t td_convf_wt_src(const td_conv_shape *s, int64_t i)
+{
+    const int64_t cogp = td_convf_cogp(s), per = (int64_t)s->nk * TD_CONVF_BK * cogp;
+    const int64_t g = i / per, k = (i % per) / cogp, m = i % cogp;
+    if (k >= s->K || m >= s->cog) return -1;
+    return (g * s->cog + m) * s->K + k;
+}
+/* A copy i (i < TD_CONVF_BK BM / 1024) of thread tid: the 4 rows [*m, *m + 4) of tile k row *k */
+TD_CONV_FN void td_convf_a_chunk(int tid, int i, int bm, int *k, int *m)
+{
+    const int idx = tid + i * TD_CONV_THREADS;
+    *k = idx / (bm / 4);
+    *m = (idx % (bm / 4)) * 4;
+}
+/* B copy i (i < TD_CONVF_BK TD_CONVF_BN / 256) of thread tid: tile k row *k, column *col
+ * (a thread keeps its column: one td_conv_column; a warp copies 32 consecutive columns) */
+TD_CONV_FN void td_convf_b_elem(int tid, int i, int *k, int *col)
+{
+    *col = tid % TD_CONVF_BN;
+    *k = tid / TD_CONVF_BN + i * (TD_CONV_THREADS / TD_CONVF_BN);
+}
+/* thread tid's place (ty, tx) in the 16 x 16 grid: warp w is ty in [4 (w / 2), + 4), tx in
+ * [8 (w % 2), + 8) */
+TD_CONV_FN void td_convf_thread(int tid, int *ty, int *tx)
+{
+    const int warp = tid >> 5, lane = tid & 31;
+    *ty = (warp >> 1) * 4 + (lane >> 3);
+    *tx = (warp & 1) * 8 + (lane & 7);
+}
+/* micro-tile row i (i < TM) of thread row ty, column e (e < 8) of thread column tx */
+TD_CONV_FN int td_convf_row(int ty, int i)
+{
+    return (i >> 2) * 64 + ty * 4 + (i & 3);
+}
+TD_CONV_FN int td_convf_col(int tx, int e)
+{
+    return (e >> 2) * 64 + tx * 4 + (e & 3);
+}
+
+/* ---- deterministic split-K (channels-last and f32 paths) ----
  * When a layer's grid is small (below TD_CONV_SPLIT_BLOCKS blocks: a constant, so the split
  * depends on the shape and the tile alone, never on the device), blockIdx.z = g S + split;
  * split sp sums K tiles [sp per, min(nk, (sp + 1) per)) (per = ceil(nk / S)) into an f32

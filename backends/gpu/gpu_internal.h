@@ -224,10 +224,12 @@ td_status td__gpu_exec_attention_f32(const td__gpu_exec *x, const td__op *op,
 /* CONV and POOL families (gpu_window.cu, engine/window.h). */
 td_status td__gpu_exec_window(const td__gpu_exec *x, const td__op *op, const td__view *in,
                               const td__view *out);
-/* CONV in f16/bf16 as an implicit GEMM on tensor cores (gpu_conv.cu), `w` the op's
- * decoded window: TD_EUNSUPPORTED (nothing enqueued, no message) when it does not take the
- * op (other dtypes, shapes past its 32-bit indexing, builds without it: HIP, the CPU
- * emulation; TENSORD_GPU_CONV_VARIANT=5), and the caller runs im2col + GEMM. */
+/* CONV in f16/bf16 as an implicit GEMM on tensor cores, and in f32 on the CUDA cores when
+ * TENSORD_GPU_CONV_F32=1 (gpu_conv.cu), `w` the op's decoded window: TD_EUNSUPPORTED
+ * (nothing enqueued, no message) when it does not take the op (other dtypes, shapes past its
+ * 32-bit indexing, f32 pointwise without bias, builds without it: HIP, and f16/bf16 under
+ * the CPU emulation; TENSORD_GPU_CONV_VARIANT=5 for f16/bf16), and the caller runs im2col +
+ * GEMM. */
 struct td__window;
 td_status td__gpu_conv_mma(const td__gpu_exec *x, const td__op *op, const td__view *in,
                            const td__view *out, const struct td__window *w);

@@ -1,8 +1,9 @@
 /* gpu_mma.cuh — the few PTX instructions the NVIDIA tensor-core kernels share
  * (gpu_attention.cu, gpu_conv.cu): cp.async 16-byte copies into shared memory, ldmatrix
  * (plain and .trans), mma.sync m16n8k16 with f16/bf16 operands and f32 accumulation, and the
- * f32 pair -> f16x2/bf16x2 rounding. Inline PTX (sm_80 and later; the CUDA module targets
- * sm_90).
+ * f32 pair -> f16x2/bf16x2 rounding; and cp.async stage copies (16 and 4 bytes) that fall
+ * back to plain copies under the CPU emulation (TD_GPU_STAGE). Inline PTX (sm_80 and later;
+ * the CUDA module targets sm_90).
  *
  * Why a header of its own: two kernels issue the same instructions, and their operand
  * constraints are easy to get subtly wrong; written once here. The fragment layouts these
@@ -85,6 +86,51 @@ template <> TD_DEV uint32_t pack2<false>(float lo, float hi)
     uint32_t r;
     asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
     return r;
+}
+
+} // namespace
+
+#endif
+
+/* Stage copies for kernels that the CPU emulation runs too (gpu_conv.cu's f32 kernel):
+ * 16 or 4 bytes global -> shared by cp.async (zeros when !in; `src` must still be a valid
+ * address), and its commit / wait_group. Under the emulation a plain copy now, which is
+ * what a wait_group before the next barrier makes of it. */
+#if defined(TD_GPU_MMA) || defined(TD_GPU_EMU)
+#define TD_GPU_STAGE 1
+#include <string.h>
+
+namespace {
+
+TD_DEV void stage16(float *dst, const float *src, bool in)
+{
+#if defined(TD_GPU_MMA)
+    cp_async16(smem_addr(dst), src, in ? 16 : 0);
+#else
+    if (in) memcpy(dst, src, 16);
+    else memset(dst, 0, 16);
+#endif
+}
+TD_DEV void stage4(float *dst, const float *src, bool in)
+{
+#if defined(TD_GPU_MMA)
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)),
+                 "l"(src), "r"(in ? 4 : 0));
+#else
+    *dst = in ? *src : 0.0f;
+#endif
+}
+TD_DEV void stage_commit()
+{
+#if defined(TD_GPU_MMA)
+    cp_commit();
+#endif
+}
+template <int N> TD_DEV void stage_wait()
+{
+#if defined(TD_GPU_MMA)
+    cp_wait<N>();
+#endif
 }
 
 } // namespace

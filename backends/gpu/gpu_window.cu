@@ -15,8 +15,10 @@
  *    written with __fmul_rn / __fadd_rn so that no fused multiply-add changes them.
  * CONV itself (the forward op) in f16/bf16 on CUDA runs as gpu_conv.cu's implicit GEMM on
  * tensor cores (td__gpu_conv_mma: no column buffer, f32 accumulation, bias added and the
- * result rounded once; its own comment says why). Everywhere else (f32, f64, HIP, the CPU
- * emulation, shapes past that kernel's 32-bit indexing, TENSORD_GPU_CONV_VARIANT=5) it runs
+ * result rounded once; its own comment says why), and in f32 with TENSORD_GPU_CONV_F32=1 as
+ * its FFMA implicit GEMM (but for a pointwise conv without bias). Everywhere else (f32 by
+ * default, f64, HIP, f16/bf16 under the CPU emulation, shapes past those kernels' 32-bit
+ * indexing, TENSORD_GPU_CONV_VARIANT=5) it runs
  * as im2col + the backend's batched GEMM (cuBLAS on CUDA,
  * hip_gemm.cu on HIP; deterministic for a given shape) in chunks of images (conv_gemm): the columns of a chunk of images (a constant cap,
  * so the chunking depends on the shape alone) hold, per image and group, the [C/G k, P]

@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # conv-on-gpu-host.sh — issue 13's conv target on the GPU host: the CUDA backend's f16/bf16
-# implicit-GEMM convolution (backends/gpu/gpu_conv.cu) checked and timed in one short device
-# call (BUDGET 60 s wall), with carry/ from tests/gpu/prepare-carry.sh:
+# and f32 implicit-GEMM convolution (backends/gpu/gpu_conv.cu) checked and timed in one short
+# device call (BUDGET 60 s wall), with carry/ from tests/gpu/prepare-carry.sh:
 #   1. conformance --filter conv on local:cuda:0 against local:cpu (CONV in every float dtype:
-#      f16/bf16 take the kernel; also CONV_TRANSPOSE and CONV_WEIGHT_GRAD), default variant;
+#      f16/bf16 take the kernel; also CONV_TRANSPOSE and CONV_WEIGHT_GRAD), default variant,
+#      and again with TENSORD_GPU_CONV_F32=1 (f32 CONV on the FFMA kernel);
 #   2. conv-bench (five ResNet-50 layers, batch 32) in bf16 next to bench/conv_torch.py for
 #      TENSORD_GPU_CONV_VARIANT 0 (auto), 3 (128x64), 6 (channels-last off: the element
 #      gather), 7 (split-K off) and 5 (the old im2col + cuBLAS path); variant 0 runs with
 #      TENSORD_GPU_CONV_TRACE=1, whose lines (path, tile, split, M, N, K per launch) show
 #      that the kernel ran;
-#   3. compute-sanitizer memcheck and racecheck over conformance's conv cases.
+#      f32 (TF32 off) for each TENSORD_GPU_CONV_F32 in CONV_F32_MODES (default "0 1": im2col +
+#      cuBLAS, the FFMA kernel traced; 2, 3: the FFMA kernel with BM 128, 64);
+#   3. compute-sanitizer memcheck and racecheck over conformance's conv cases (with
+#      TENSORD_GPU_CONV_F32=1: both kernels).
 # Writes $OUT/summary.txt (appended) and raw logs $OUT/conv-*.log.
 #     lead: carry ["carry"], command: bash tests/gpu/conv-on-gpu-host.sh
 set -u -o pipefail
@@ -36,22 +40,28 @@ rcall=0
 } | tee -a "$SUM"
 
 # ---- 1. conformance ----
-timeout "$(limit 12)" "$X/bin/conformance" --target local:cuda:0 --reference local:cpu \
-    --filter conv --table >"$OUT/conv-conformance.log" 2>&1
-rc=$?
-[ $rc -ne 0 ] && rcall=1
-{
-    echo "-- conformance --filter conv (rc $rc): $(grep -m1 '^conformance ' "$OUT/conv-conformance.log" || tail -1 "$OUT/conv-conformance.log")"
-    grep -E '^FAIL ' "$OUT/conv-conformance.log" | head -12 | cut -c1-300 | sed 's/^/  /'
-} | tee -a "$SUM"
+for f32 in 0 1; do
+    TENSORD_GPU_CONV_F32=$f32 timeout "$(limit 12)" "$X/bin/conformance" --target local:cuda:0 \
+        --reference local:cpu --filter conv --table >"$OUT/conv-conformance-f32-$f32.log" 2>&1
+    rc=$?
+    [ $rc -ne 0 ] && rcall=1
+    {
+        echo "-- conformance --filter conv, TENSORD_GPU_CONV_F32=$f32 (rc $rc): $(grep -m1 '^conformance ' "$OUT/conv-conformance-f32-$f32.log" || tail -1 "$OUT/conv-conformance-f32-$f32.log")"
+        grep -E '^FAIL ' "$OUT/conv-conformance-f32-$f32.log" | head -8 | cut -c1-300 | sed 's/^/  /'
+    } | tee -a "$SUM"
+done
 
 # ---- 2. benchmarks next to PyTorch (and the trace of variant 0) ----
 T=$(mktemp -d)
 py 12 bench/conv_torch.py 5 cuda bf16 >"$T/torch-bf16" 2>&1
 VARS=${CONV_VARIANTS:-0 3 6 7 5}
-# f32 (TF32 off on both sides; im2col + cuBLAS): once, default variant
+# f32 (TF32 off on both sides): im2col + cuBLAS (0) and the FFMA kernel (1 traced, 2, 3)
 py 12 bench/conv_torch.py 5 cuda f32 >"$T/torch-f32" 2>&1
-timeout "$(limit 8)" "$X/bin/conv-bench" local:cuda:0 5 f32 >"$T/conv-f32" 2>&1
+F32MODES=${CONV_F32_MODES:-0 1}
+for f32 in $F32MODES; do
+    TENSORD_GPU_CONV_F32=$f32 TENSORD_GPU_CONV_TRACE=$([ $f32 = 1 ] && echo 1) \
+        timeout "$(limit 8)" "$X/bin/conv-bench" local:cuda:0 5 f32 >"$T/conv-f32-$f32" 2>&1
+done
 for v in $VARS; do
     TENSORD_GPU_CONV_VARIANT=$v TENSORD_GPU_CONV_TRACE=$([ $v = 0 ] && echo 1) \
         timeout "$(limit 5)" "$X/bin/conv-bench" local:cuda:0 5 bf16 >"$T/conv-bf16-v$v" 2>&1
@@ -71,8 +81,11 @@ pair() { # title ours theirs
 }
 {
     echo "-- TENSORD_GPU_CONV_TRACE=1 (variant 0): implicit-GEMM launches (none: it did not run):"
-    grep 'conv: implicit gemm' "$T/conv-bf16-v0" | sort | uniq -c | head -8 | sed 's/^/  /'
-    pair "f32 (TF32 off; im2col + cuBLAS)" "$T/conv-f32" "$T/torch-f32"
+    grep -h 'conv: implicit gemm' "$T/conv-bf16-v0" "$T/conv-f32-1" 2>/dev/null | sort | uniq -c | head -14 | sed 's/^/  /'
+    for f32 in $F32MODES; do
+        pair "f32 (TF32 off), TENSORD_GPU_CONV_F32=$f32 (0 im2col + cuBLAS, 1 FFMA implicit GEMM, 2 BM 128, 3 BM 64)" \
+            "$T/conv-f32-$f32" "$T/torch-f32"
+    done
     for v in $VARS; do
         pair "bf16, TENSORD_GPU_CONV_VARIANT=$v (0 auto, 3 128x64, 6 channels-last off, 7 split-K off, 5 im2col)" \
             "$T/conv-bf16-v$v" "$T/torch-bf16"
@@ -85,7 +98,7 @@ rm -rf "$T"
 CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
 if [ -n "$CS" ]; then
     for tool in memcheck racecheck; do
-        timeout "$(limit 12)" "$CS" --tool "$tool" --error-exitcode 9 "$X/bin/conformance" \
+        TENSORD_GPU_CONV_F32=1 timeout "$(limit 12)" "$CS" --tool "$tool" --error-exitcode 9 "$X/bin/conformance" \
             --target local:cuda:0 --reference local:cpu --filter 'conv ' \
             >"$OUT/conv-sanitizer-$tool.log" 2>&1
         rc=$?

@@ -15,9 +15,14 @@
  * per-chunk table, zero-filled 16-byte chunks for both operands through the cp.async
  * pipeline's stages and wait_group, the plain-ldmatrix B fragments, and split-K: each
  * split's K-tile range, the f32 partials, the reduction's indexing), for no split, the
- * split td_conv_splits picks and the most the K tiles allow. Also that td_conv_shape_init
+ * split td_conv_splits picks and the most the K tiles allow. For every shape, the f32 FFMA
+ * kernel (run_cfg_f32: both tiles, the same splits over its K tiles): the transposed weight,
+ * every thread's cp.async copies through the pipeline's stages, its micro-tile folded in
+ * float with fmaf in the kernel's order, the float4 shared loads' alignment and bank
+ * wavefronts, the 16-byte epilogue stores. Also that td_conv_shape_init
  * refuses shapes past 32-bit offsets. Exit 0 when all hold. */
 #include "backends/gpu/gpu_conv_layout.h"
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -272,6 +277,106 @@ done:
     free(tab);
 }
 
+/* Where a run's results go: the output and the split partials, with write counts. */
+typedef struct results {
+    double *y, *part;
+    int *written, *pwritten;
+    int64_t nout, pel;
+} results;
+/* accumulator a of output (g, m, j), split sp of S, as the kernels' epilogues put it: S 1:
+ * + bias, to the output; else to the partials */
+static void put_result(const td_conv_shape *s, results *r, int S, int sp, int g, int m, int j,
+                       double a, const double *b)
+{
+    if (S == 1) {
+        const int32_t o = td_conv_out_off(s, g, m, j);
+        if (o < 0 || o >= r->nout) {
+            BAD("output offset %d outside\n", o);
+            return;
+        }
+        r->y[o] = a + (b != NULL ? b[g * s->cog + m] : 0);
+        r->written[o]++;
+    } else {
+        const int64_t o = td_conv_part_off(s, sp, g, m, j);
+        if (o < 0 || o >= r->pel) {
+            BAD("partial offset %lld outside\n", (long long)o);
+            return;
+        }
+        r->part[o] = a;
+        r->pwritten[o]++;
+    }
+}
+
+/* The cp.async pipeline's bookkeeping (gpu_conv.cu's stage_pipeline): the tile each stage
+ * holds and the commit group that copied it. */
+typedef struct pipe_model {
+    int tile[8], group[8], committed;
+} pipe_model;
+static void pipe_init(pipe_model *p)
+{
+    for (int st = 0; st < 8; st++) p->tile[st] = p->group[st] = -1;
+    p->committed = 0;
+}
+static void pipe_loaded(pipe_model *p, int st, int kt)
+{
+    p->tile[st] = kt;
+    p->group[st] = p->committed;
+}
+/* Before tile kt is read from stage cur, cp.async.wait_group ST - 2 (all but the newest
+ * ST - 2 groups done) must have completed the group that copied it. */
+static void pipe_check(const conv_case *cc, const pipe_model *p, int ST, int kt, int cur)
+{
+    if (p->tile[cur] != kt || p->group[cur] >= p->committed - (ST - 2))
+        BAD("%s: tile %d read from stage %d holding tile %d (group %d of %d)\n", cc->name, kt,
+            cur, p->tile[cur], p->group[cur], p->committed);
+}
+/* every one of the n slots of a shared tile written once per K tile */
+static void slots_once(const char *what, const int *count, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (count[i] != 1) BAD("%s slot %d written %d times\n", what, i, count[i]);
+}
+
+/* The S partials summed in ascending split, + bias (k_conv_reduce: one output element a
+ * thread, in NCHW order) into y, counting writes; false (and BAD) if a partial was not
+ * written exactly once. */
+static int reduce_partials(const conv_case *cc, const td_conv_shape *s, int S,
+                           const double *part, const int *pwritten, const double *b, double *y,
+                           int *written)
+{
+    const int64_t nout = (int64_t)s->n * s->co * s->P, pel = (int64_t)S * s->co * s->N;
+    for (int64_t i = 0; i < pel; i++)
+        if (pwritten[i] != 1) {
+            BAD("%s: partial %lld written %d times\n", cc->name, (long long)i, pwritten[i]);
+            return 0;
+        }
+    for (int64_t i = 0; i < nout; i++) {
+        const int32_t img = (int32_t)(i / ((int64_t)s->co * s->P));
+        const int32_t r = (int32_t)(i % ((int64_t)s->co * s->P));
+        const int32_t o = r / s->P, p = r % s->P, g = o / s->cog, m = o % s->cog;
+        const int32_t j = img * s->P + p;
+        double a = 0;
+        for (int sp = 0; sp < S; sp++) a += part[td_conv_part_off(s, sp, g, m, j)];
+        if (b != NULL) a += b[o];
+        y[i] = a;
+        written[i]++;
+    }
+    return 1;
+}
+
+/* The splits to try for a grid of `blocks` blocks: none, td_conv_splits' pick, and the most
+ * the K tiles allow (0: skip) */
+static void split_set(const td_conv_shape *s, int64_t blocks, int out[3])
+{
+    int most = s->nk < TD_CONV_SPLIT_MAX ? s->nk : TD_CONV_SPLIT_MAX;
+    if (most > 1) most = (s->nk + (s->nk + most - 1) / most - 1) / ((s->nk + most - 1) / most);
+    out[0] = 1;
+    out[1] = td_conv_splits(s, blocks);
+    out[2] = most;
+    if (out[1] == 1) out[1] = 0;
+    if (out[2] == 1 || out[2] == out[1]) out[2] = 0;
+}
+
 
 /* The channels-last path (td_conv_nhwc_ok) for one tile configuration and split count S:
  * the NHWC input and the transposed weight built with the header's formulas, the per-chunk
@@ -292,6 +397,7 @@ static void run_cfg_nhwc(const conv_case *cc, const td_conv_shape *s, const doub
     int *written = calloc((size_t)nout, sizeof *written);
     double *part = calloc((size_t)pel, sizeof *part);
     int *pwritten = calloc((size_t)pel, sizeof *pwritten);
+    results res = {y, part, written, pwritten, nout, pel};
     double *sa = malloc(sizeof(double) * (size_t)(ST * bm * BK));
     double *sb = malloc(sizeof(double) * (size_t)(ST * BK * bn));
     int *wa = malloc(sizeof(int) * (size_t)(bm * BK)), *wb = malloc(sizeof(int) * (size_t)(BK * bn));
@@ -312,7 +418,7 @@ static void run_cfg_nhwc(const conv_case *cc, const td_conv_shape *s, const doub
     }
     const int bad0 = g_bad;
     const int gx = (s->N + bn - 1) / bn, gy = (s->cog + bm - 1) / bm;
-    int stage_tile[8], stage_group[8], committed = 0;
+    pipe_model pm;
     for (int z = 0; z < s->groups * S; z++)
         for (int by = 0; by < gy; by++)
             for (int bx = 0; bx < gx; bx++) {
@@ -321,8 +427,7 @@ static void run_cfg_nhwc(const conv_case *cc, const td_conv_shape *s, const doub
                 td_conv_split_range(s, S, sp, &kt0, &kt1);
                 if (kt0 >= kt1) BAD("%s: split %d of %d empty\n", cc->name, sp, S);
                 memset(acc, 0, sizeof acc);
-                committed = 0;
-                for (int st = 0; st < ST; st++) stage_tile[st] = -1;
+                pipe_init(&pm);
                 /* one tile's copies (every thread's chunks) into stage st */
 #define LOAD_TILE(KT, STG)                                                                 \
     do {                                                                                   \
@@ -361,25 +466,16 @@ static void run_cfg_nhwc(const conv_case *cc, const td_conv_shape *s, const doub
                 }                                                                          \
             }                                                                              \
         }                                                                                  \
-        for (int i_ = 0; i_ < bm * BK; i_++)                                                  \
-            if (wa[i_] != 1) BAD("A slot %d written %d times\n", i_, wa[i_]);                 \
-        for (int i_ = 0; i_ < BK * bn; i_++)                                                  \
-            if (wb[i_] != 1) BAD("B slot %d written %d times\n", i_, wb[i_]);                 \
-        stage_tile[st_] = kt_;                                                             \
-        stage_group[st_] = committed;                                                      \
+        slots_once("A", wa, bm * BK);                                                      \
+        slots_once("B", wb, BK * bn);                                                      \
+        pipe_loaded(&pm, st_, kt_);                                                        \
     } while (0)
-                for (int st = 0; st < ST - 1; st++) {
+                for (int st = 0; st < ST - 1; st++, pm.committed++)
                     if (kt0 + st < kt1) LOAD_TILE(kt0 + st, st);
-                    committed++;
-                }
-                for (int kt = kt0; kt < kt1; kt++) {
+                for (int kt = kt0; kt < kt1; kt++, pm.committed++) {
                     const int i = kt - kt0, cur = i % ST;
-                    /* cp.async.wait_group ST - 2: all but the newest ST - 2 groups done */
-                    if (stage_tile[cur] != kt || stage_group[cur] >= committed - (ST - 2))
-                        BAD("%s: tile %d read from stage %d holding tile %d (group %d of %d)\n",
-                            cc->name, kt, cur, stage_tile[cur], stage_group[cur], committed);
+                    pipe_check(cc, &pm, ST, kt, cur);
                     if (kt + ST - 1 < kt1) LOAD_TILE(kt + ST - 1, (i + ST - 1) % ST);
-                    committed++;
                     if (g_bad > bad0) goto done;
                     const double *sac = sa + (size_t)cur * bm * BK, *sbc = sb + (size_t)cur * bn * BK;
                     for (int warp = 0; warp < 8; warp++) {
@@ -447,45 +543,11 @@ static void run_cfg_nhwc(const conv_case *cc, const td_conv_shape *s, const doub
                                                  td_conv_part_off(s, sp, g, m, j) % 2 != 0))
                                                 BAD("%s: columns %d, %d not one aligned pair\n", cc->name, j, j + 1);
                                         }
-                                        if (S == 1) {
-                                            const int32_t o = td_conv_out_off(s, g, m, j);
-                                            if (o < 0 || o >= nout) {
-                                                BAD("output offset %d outside\n", o);
-                                                continue;
-                                            }
-                                            y[o] = a + (b != NULL ? b[g * s->cog + m] : 0);
-                                            written[o]++;
-                                        } else {
-                                            const int64_t o = td_conv_part_off(s, sp, g, m, j);
-                                            if (o < 0 || o >= pel) {
-                                                BAD("partial offset %lld outside\n", (long long)o);
-                                                continue;
-                                            }
-                                            part[o] = a;
-                                            pwritten[o]++;
-                                        }
+                                        put_result(s, &res, S, sp, g, m, j, a, b);
                                     }
                 }
             }
-    if (S > 1) {
-        for (int64_t i = 0; i < pel; i++)
-            if (pwritten[i] != 1) {
-                BAD("%s: partial %lld written %d times\n", cc->name, (long long)i, pwritten[i]);
-                goto done;
-            }
-        /* k_conv_reduce: one output element each, in NCHW order */
-        for (int64_t i = 0; i < nout; i++) {
-            const int32_t img = (int32_t)(i / ((int64_t)s->co * s->P));
-            const int32_t r = (int32_t)(i % ((int64_t)s->co * s->P));
-            const int32_t o = r / s->P, p = r % s->P, g = o / s->cog, m = o % s->cog;
-            const int32_t j = img * s->P + p;
-            double a = 0;
-            for (int sp = 0; sp < S; sp++) a += part[td_conv_part_off(s, sp, g, m, j)];
-            if (b != NULL) a += b[o];
-            y[i] = a;
-            written[i]++;
-        }
-    }
+    if (S > 1 && !reduce_partials(cc, s, S, part, pwritten, b, y, written)) goto done;
     for (int64_t i = 0; i < nout; i++) {
         if (written[i] != 1) BAD("%s: output %lld written %d times\n", cc->name, (long long)i, written[i]);
         else if (y[i] != want[i])
@@ -506,6 +568,205 @@ done:
     free(xt);
     free(wt);
     free(tab);
+}
+
+/* Bank wavefronts of one float4 shared load by a warp: addr[lane] (a float offset) must be
+ * 16-byte aligned, and the distinct 16-byte chunks must fall in distinct bank groups (one
+ * wavefront; lanes reading the same chunk share it). */
+static void ld4_banks(const char *what, const int *addr)
+{
+    int chunk_of_group[8];
+    for (int i = 0; i < 8; i++) chunk_of_group[i] = -1;
+    for (int lane = 0; lane < 32; lane++) {
+        if (addr[lane] % 4 != 0) BAD("%s: lane %d float4 at %d unaligned\n", what, lane, addr[lane]);
+        const int ch = addr[lane] / 4, gr = ch % 8;
+        if (chunk_of_group[gr] >= 0 && chunk_of_group[gr] != ch)
+            BAD("%s: lanes read chunks %d and %d of bank group %d\n", what, chunk_of_group[gr], ch, gr);
+        chunk_of_group[gr] = ch;
+    }
+}
+
+/* The f32 kernel (k_conv_f32) with tile BM x TD_CONVF_BN and split S over the whole grid:
+ * the transposed weight and per-k table built with the header's formulas, every thread's
+ * cp.async copies (16-byte weight chunks, 4-byte input elements, zero-filled outside) into
+ * the TD_CONVF_STAGES-deep pipeline (which stage, and that its group is complete under
+ * wait_group STAGES - 2), every thread's micro-tile folded in float with fmaf over k in
+ * the kernel's order, its float4 shared loads (alignment, one wavefront each), the epilogue's
+ * 16-byte stores (adjacent, aligned), the partials and the reduction. The data are small
+ * integers, so every f32 sum is exact and must equal the direct convolution. */
+static void run_cfg_f32(const conv_case *cc, const td_conv_shape *s0, const double *x,
+                        const double *w, const double *b, const double *want, int bm, int S)
+{
+    const td_conv_shape sv = td_convf_shape(s0), *s = &sv;
+    const int BK = TD_CONVF_BK, BN = TD_CONVF_BN, TM = bm / 16, ST = TD_CONVF_STAGES(bm);
+    const int AP = BK * bm / (4 * TD_CONV_THREADS), BP = BK * BN / TD_CONV_THREADS;
+    const int32_t cogp = td_convf_cogp(s);
+    const int64_t nout = (int64_t)s->n * s->co * s->P, xel = (int64_t)s->n * s->c * s->L;
+    const int64_t wel = (int64_t)s->co * s->K, pel = (int64_t)S * s->co * s->N;
+    const int64_t ntab = (int64_t)s->nk * BK, nwt = (int64_t)s->groups * ntab * cogp;
+    const int bad0 = g_bad;
+    double *y = calloc((size_t)nout, sizeof *y), *part = calloc((size_t)pel, sizeof *part);
+    int *written = calloc((size_t)nout, sizeof *written);
+    int *pwritten = calloc((size_t)pel, sizeof *pwritten);
+    results res = {y, part, written, pwritten, nout, pel};
+    float *xf = malloc(sizeof(float) * (size_t)xel), *wt = malloc(sizeof(float) * (size_t)nwt);
+    td_conv_kent *tab = malloc(sizeof *tab * (size_t)ntab);
+    float *sa = malloc(sizeof(float) * (size_t)(ST * BK * bm));
+    float *sb = malloc(sizeof(float) * (size_t)(ST * BK * BN));
+    int *wa = malloc(sizeof(int) * (size_t)(BK * bm)), *wb = malloc(sizeof(int) * (size_t)(BK * BN));
+    static float acc[TD_CONV_THREADS][8][8];
+    for (int64_t i = 0; i < xel; i++) xf[i] = (float)x[i];
+    /* k_conv_prep_f32 */
+    for (int64_t i = 0; i < nwt; i++) {
+        const int64_t src = td_convf_wt_src(s, i);
+        if (src >= wel) BAD("%s: transposed weight %lld from %lld\n", cc->name, (long long)i, (long long)src);
+        wt[i] = src >= 0 && src < wel ? (float)w[src] : 0.0f;
+    }
+    for (int64_t i = 0; i < ntab; i++) tab[i] = td_conv_kentry(s, (int32_t)i);
+    if (g_bad > bad0) goto done;
+
+    for (int g = 0; g < s->groups; g++)
+        for (int sp = 0; sp < S; sp++)
+            for (int m0 = 0; m0 < s->cog; m0 += bm)
+                for (int n0 = 0; n0 < s->N; n0 += BN) {
+                    int kt0, kt1;
+                    pipe_model pm;
+                    pipe_init(&pm);
+                    td_conv_split_range(s, S, sp, &kt0, &kt1);
+                    memset(acc, 0, sizeof acc);
+#define LOAD_F32(kt_, st_)                                                                 \
+    do {                                                                                   \
+        float *sa_ = sa + (size_t)(st_) * BK * bm, *sb_ = sb + (size_t)(st_) * BK * BN;    \
+        memset(wa, 0, sizeof(int) * (size_t)(BK * bm));                                    \
+        memset(wb, 0, sizeof(int) * (size_t)(BK * BN));                                    \
+        for (int tid = 0; tid < TD_CONV_THREADS; tid++) {                                  \
+            for (int ia_ = 0; ia_ < AP; ia_++) {                                                 \
+                int k, m;                                                                  \
+                td_convf_a_chunk(tid, ia_, bm, &k, &m);                                      \
+                const int in = m0 + m < cogp;                                              \
+                const int64_t src = (int64_t)g * ntab * cogp +                             \
+                                    (int64_t)((kt_) * BK + k) * cogp + m0 + m;             \
+                if (k < 0 || k >= BK || m % 4 != 0 || m + 4 > bm ||                        \
+                    (in && (src % 4 != 0 || src + 4 > nwt))) {                             \
+                    BAD("%s: A chunk k %d m %d (source %lld) outside\n", cc->name, k, m,   \
+                        (long long)src);                                                   \
+                    continue;                                                              \
+                }                                                                          \
+                for (int e = 0; e < 4; e++) {                                              \
+                    sa_[k * bm + m + e] = in ? wt[src + e] : 0.0f;                         \
+                    wa[k * bm + m + e]++;                                                  \
+                }                                                                          \
+            }                                                                              \
+            int bk0, bcol;                                                                 \
+            td_convf_b_elem(tid, 0, &bk0, &bcol);                                          \
+            const td_conv_col col = td_conv_column(s, g, n0 + bcol);                       \
+            for (int ib_ = 0; ib_ < BP; ib_++) {                                                 \
+                int k, c;                                                                  \
+                td_convf_b_elem(tid, ib_, &k, &c);                                           \
+                if (k < 0 || k >= BK || c < 0 || c >= BN) {                                \
+                    BAD("%s: B element k %d column %d outside the tile\n", cc->name, k, c); \
+                    continue;                                                              \
+                }                                                                          \
+                const td_conv_kent ke = tab[(kt_) * BK + k];                               \
+                const int in = td_conv_inside(s, col, ke);                                 \
+                const uint32_t off = in ? td_conv_gather_off(col, ke) : 0;                 \
+                if (in && (int64_t)off >= xel) {                                           \
+                    BAD("%s: gather offset %u outside %lld\n", cc->name, off, (long long)xel); \
+                    continue;                                                              \
+                }                                                                          \
+                sb_[k * BN + c] = in ? xf[off] : 0.0f;                                     \
+                wb[k * BN + c]++;                                                          \
+            }                                                                              \
+        }                                                                                  \
+        slots_once("A", wa, BK * bm);                                                      \
+        slots_once("B", wb, BK * BN);                                                      \
+        pipe_loaded(&pm, st_, kt_);                                                        \
+    } while (0)
+                    for (int st = 0; st < ST - 1; st++, pm.committed++)
+                        if (kt0 + st < kt1) LOAD_F32(kt0 + st, st);
+                    for (int kt = kt0; kt < kt1; kt++, pm.committed++) {
+                        const int i = kt - kt0, cur = i % ST;
+                        pipe_check(cc, &pm, ST, kt, cur);
+                        if (kt + ST - 1 < kt1) LOAD_F32(kt + ST - 1, (i + ST - 1) % ST);
+                        if (g_bad > bad0) goto done;
+                        const float *ac = sa + (size_t)cur * BK * bm, *bc = sb + (size_t)cur * BK * BN;
+                        for (int k = 0; k < BK; k++) {
+                            /* each warp's float4 loads, in the first block's first tile */
+                            if (g == 0 && sp == 0 && m0 == 0 && n0 == 0 && kt == kt0)
+                                for (int warp = 0; warp < 8; warp++)
+                                    for (int q = 0; q < 2; q++) {
+                                        int aad[32], bad_[32];
+                                        for (int lane = 0; lane < 32; lane++) {
+                                            int ty, tx;
+                                            td_convf_thread(warp * 32 + lane, &ty, &tx);
+                                            aad[lane] = k * bm + td_convf_row(ty, 4 * (q % (TM / 4)));
+                                            bad_[lane] = k * BN + td_convf_col(tx, 4 * q);
+                                        }
+                                        ld4_banks("A float4", aad);
+                                        ld4_banks("B float4", bad_);
+                                    }
+                            for (int tid = 0; tid < TD_CONV_THREADS; tid++) {
+                                int ty, tx;
+                                td_convf_thread(tid, &ty, &tx);
+                                for (int r = 0; r < TM; r++)
+                                    for (int e = 0; e < 8; e++)
+                                        acc[tid][r][e] = fmaf(ac[k * bm + td_convf_row(ty, r)],
+                                                              bc[k * BN + td_convf_col(tx, e)],
+                                                              acc[tid][r][e]);
+                            }
+                        }
+                    }
+#undef LOAD_F32
+                    /* epilogue: S 1: + bias, to the output; else to the partials; runs of 4
+                     * columns by one 16-byte store where the kernel makes one */
+                    const int v4 = S == 1 ? s->P % 4 == 0 : s->N % 4 == 0;
+                    for (int tid = 0; tid < TD_CONV_THREADS; tid++) {
+                        int ty, tx;
+                        td_convf_thread(tid, &ty, &tx);
+                        for (int q = 0; q < 2; q++) {
+                            const int j = n0 + td_convf_col(tx, 4 * q);
+                            if (j >= s->N) continue;
+                            for (int r = 0; r < TM; r++) {
+                                const int m = m0 + td_convf_row(ty, r);
+                                if (m >= s->cog) continue;
+                                if (v4 && j + 3 < s->N) {
+                                    const int64_t o0 = S == 1 ? td_conv_out_off(s, g, m, j)
+                                                              : td_conv_part_off(s, sp, g, m, j);
+                                    for (int e = 1; e < 4; e++) {
+                                        const int64_t oe = S == 1 ? td_conv_out_off(s, g, m, j + e)
+                                                                  : td_conv_part_off(s, sp, g, m, j + e);
+                                        if (o0 % 4 != 0 || oe != o0 + e)
+                                            BAD("%s: columns %d..%d not one aligned run\n", cc->name, j, j + 3);
+                                    }
+                                }
+                                /* (float + small integer: exact in double too) */
+                                for (int e = 0; e < 4 && j + e < s->N; e++)
+                                    put_result(s, &res, S, sp, g, m, j + e, acc[tid][r][4 * q + e], b);
+                            }
+                        }
+                    }
+                }
+    if (S > 1 && !reduce_partials(cc, s, S, part, pwritten, b, y, written)) goto done;
+    for (int64_t i = 0; i < nout; i++) {
+        if (written[i] != 1) BAD("%s: output %lld written %d times\n", cc->name, (long long)i, written[i]);
+        else if (y[i] != want[i])
+            BAD("%s f32 %dx%d split %d: output %lld got %g want %g\n", cc->name, bm, BN, S,
+                (long long)i, y[i], want[i]);
+    }
+done:
+    printf("conv_frag_check: %-28s tile %3dx%-3d f32 (FFMA) split %d (%d stages): %s\n", cc->name,
+           bm, BN, S, ST, g_bad > bad0 ? "FAIL" : "ok");
+    free(y);
+    free(part);
+    free(written);
+    free(pwritten);
+    free(xf);
+    free(wt);
+    free(tab);
+    free(sa);
+    free(sb);
+    free(wa);
+    free(wb);
 }
 
 static void run_case(const conv_case *cc)
@@ -563,18 +824,24 @@ static void run_case(const conv_case *cc)
         for (int i = 0; i < 4; i++) {
             const int64_t blocks = (int64_t)((s.N + cfg[i][1] - 1) / cfg[i][1]) *
                                    ((s.cog + cfg[i][0] - 1) / cfg[i][0]) * s.groups;
-            const int auto_s = td_conv_splits(&s, blocks);
-            int most = s.nk < TD_CONV_SPLIT_MAX ? s.nk : TD_CONV_SPLIT_MAX;
-            if (most > 1) most = (s.nk + (s.nk + most - 1) / most - 1) / ((s.nk + most - 1) / most);
-            const int splits[3] = {1, auto_s, most};
-            for (int k = 0; k < 3; k++) {
-                if (k > 0 && (splits[k] == 1 || splits[k] == splits[k - 1] ||
-                              (k == 2 && splits[k] == splits[0])))
-                    continue;
-                run_cfg_nhwc(cc, &s, x, w, cc->bias ? b : NULL, want, cfg[i][0], cfg[i][1],
-                             cfg[i][2], splits[k]);
-            }
+            int splits[3];
+            split_set(&s, blocks, splits);
+            for (int k = 0; k < 3; k++)
+                if (splits[k] > 0)
+                    run_cfg_nhwc(cc, &s, x, w, cc->bias ? b : NULL, want, cfg[i][0],
+                                 cfg[i][1], cfg[i][2], splits[k]);
         }
+    /* the f32 kernel: both tiles, no split, the split td_conv_splits picks over its K tiles
+     * and the most they allow */
+    for (int bm = 128; bm >= 64; bm /= 2) {
+        const td_conv_shape sf = td_convf_shape(&s);
+        const int64_t blocks = (int64_t)((s.N + TD_CONVF_BN - 1) / TD_CONVF_BN) *
+                               ((s.cog + bm - 1) / bm) * s.groups;
+        int splits[3];
+        split_set(&sf, blocks, splits);
+        for (int k = 0; k < 3; k++)
+            if (splits[k] > 0) run_cfg_f32(cc, &s, x, w, cc->bias ? b : NULL, want, bm, splits[k]);
+    }
     free(x);
     free(w);
     free(b);
