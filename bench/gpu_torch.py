@@ -11,8 +11,9 @@ that the switch took effect.
 The transfer rows time Tensor.copy_ between pageable CPU memory and cuda:0 (as td_write and
 td_read from a caller's malloc'd buffer), one copy per timing.
 
-Usage: python3 bench/gpu_torch.py [--quick] [--reps N] [--rounds N] [--profile] [--cumsum-only]
---cumsum-only: only the cumsum row (tests/gpu/memops-on-gpu-host.sh).
+Usage: python3 bench/gpu_torch.py [--quick] [--reps N] [--rounds N] [--profile] [--cumsum-only] [--sort-only]
+--cumsum-only: only the cumsum row (tests/gpu/memops-on-gpu-host.sh); --sort-only: only the
+sort row (tests/gpu/sort-on-gpu-host.sh).
 --profile: no timing; one add, one sum and one softmax of the bench sizes after a warm-up,
 between torch.cuda.profiler.start() and stop() (for ncu --profile-from-start off)."""
 import sys
@@ -88,6 +89,11 @@ if profile:
     sys.exit(0)
 
 print(f"# {reps} ops per loop, median of {rounds} loops after one untimed loop")
+if "--sort-only" in sys.argv:
+    ns = (1 << 16) if quick else (1 << 24)
+    xs = torch.rand(ns, device=dev) * 2 - 1
+    report(f"sort_f32_{ns}", timed(lambda: torch.sort(xs, stable=True)), ns, 1e6, "Melem/s")
+    sys.exit(0)
 if "--cumsum-only" in sys.argv:
     x = torch.rand(nb, device=dev) * 2 - 1
     report(f"cumsum_f32_{nb}", timed(lambda: torch.cumsum(x, 0)), 2 * nb * 4, 1e9,

@@ -53,11 +53,11 @@
  * events before refilling a buffer (a write). A read queues chunk i + 1 into one buffer and
  * copies chunk i out of the other once its event has completed; it returns when the last
  * chunk is in the caller's memory. A transfer of TD_GPU_STAGE_SPLIT_MIN bytes or more takes
- * up to TD_GPU_STAGE_SETS pairs and splits into contiguous parts copied by as many threads
+ * up to stage_sets pairs and splits into contiguous parts copied by as many threads
  * (made for the call and joined before it returns), because one core's memcpy is the bound
  * (staged_copy below); all parts queue on the transfer's one stream.
  * A pair is held by one transfer at a time (busy, under stage_mu), so concurrent sessions
- * never share buffers; the bytes a device pins are bounded by TD_GPU_STAGE_SETS pairs,
+ * never share buffers; the bytes a device pins are bounded by stage_sets pairs,
  * whatever the number of sessions. An error of a queued copy is reported by the event wait
  * that follows it (a later transfer's, when it was a write's last chunk) like any
  * asynchronous kernel fault.
@@ -238,6 +238,11 @@ static td_status gpu_device_open(td__device *dev, int index, char *err, size_t e
         return TD_EDEVICE;
     }
     cd->ordinal = index;
+    /* staging pairs (gpu_internal.h): TENSORD_GPU_STAGE_SETS, 1..TD_GPU_STAGE_SETS */
+    const char *sets = getenv("TENSORD_GPU_STAGE_SETS");
+    cd->stage_sets = sets != NULL ? atoi(sets) : TD_GPU_STAGE_SETS_DEFAULT;
+    if (cd->stage_sets < 1 || cd->stage_sets > TD_GPU_STAGE_SETS)
+        cd->stage_sets = TD_GPU_STAGE_SETS_DEFAULT;
     cd->sm_count = prop.multiProcessorCount;
     cd->total_bytes = prop.totalGlobalMem;
     dev->impl = cd;
@@ -350,7 +355,7 @@ static void gpu_buffer_free(td__device *dev, void *stream, void *data, size_t nb
 
 static void stage_free_all(td__gpu_device *cd)
 {
-    for (int i = 0; i < TD_GPU_STAGE_SETS; i++) {
+    for (int i = 0; i < cd->stage_sets; i++) {
         td__gpu_stage *g = &cd->stage[i];
         for (int k = 0; k < 2; k++) {
             if (g->done[k] != NULL) {
@@ -375,7 +380,7 @@ static void stage_release(td__gpu_device *cd, td__gpu_stage *g)
 /* Make every pair (under stage_mu, current device set); false: none (all freed again). */
 static bool stage_make_all(td__gpu_device *cd)
 {
-    for (int i = 0; i < TD_GPU_STAGE_SETS; i++) {
+    for (int i = 0; i < cd->stage_sets; i++) {
         td__gpu_stage *g = &cd->stage[i];
         for (int k = 0; k < 2; k++) {
             if (gpuMallocHost(&g->buf[k], TD_GPU_STAGE_BYTES) != gpuSuccess ||
@@ -396,7 +401,7 @@ static td__gpu_stage *stage_acquire(td__gpu_device *cd, gpuStream_t s)
     td__gpu_stage *got = NULL;
     pthread_mutex_lock(&cd->stage_mu);
     if (cd->stage_ready == 0) cd->stage_ready = stage_make_all(cd) ? 1 : -1;
-    for (int i = 0; cd->stage_ready == 1 && i < TD_GPU_STAGE_SETS && got == NULL; i++) {
+    for (int i = 0; cd->stage_ready == 1 && i < cd->stage_sets && got == NULL; i++) {
         if (!cd->stage[i].busy) {
             got = &cd->stage[i];
             got->busy = true;
@@ -478,7 +483,7 @@ static gpuError_t staged_read(td__gpu_stage *g, gpuStream_t s, char *dst, const 
 }
 
 /* A large transfer is split into contiguous parts, one per staging pair it could take (up
- * to TD_GPU_STAGE_SETS), each run by its own thread: one CPU core copies into or out of
+ * to the device's stage_sets), each run by its own thread: one CPU core copies into or out of
  * pinned memory at only 6-9 GB/s on the H200 host (BENCHMARKS.md), a sixth of the DMA rate,
  * so the host copies are spread over cores. The parts are disjoint and all queue their
  * copies on the one stream of the transfer (the runtime's stream calls are thread-safe),
@@ -516,7 +521,7 @@ static bool staged_copy(td__gpu_device *cd, gpuStream_t s, char *dst, const char
     stage_part part[TD_GPU_STAGE_SETS];
     pthread_t th[TD_GPU_STAGE_SETS];
     bool started[TD_GPU_STAGE_SETS];
-    int want = nbytes >= TD_GPU_STAGE_SPLIT_MIN ? TD_GPU_STAGE_SETS : 1, got = 0;
+    int want = nbytes >= TD_GPU_STAGE_SPLIT_MIN ? cd->stage_sets : 1, got = 0;
     while (got < want && (part[got].g = stage_acquire(cd, s)) != NULL) got++;
     if (got == 0) return false;
     /* parts of whole staging chunks, the last one takes the rest */

@@ -43,13 +43,15 @@ extern "C" {
 
 /* Host <-> device transfers of at least TD_GPU_STAGE_MIN bytes go through pinned staging
  * buffers of TD_GPU_STAGE_BYTES, two per transfer (one filled or drained by the CPU while
- * the DMA engine moves the other), from a fixed set of TD_GPU_STAGE_SETS pairs per device:
- * at most TD_GPU_STAGE_SETS * 2 * TD_GPU_STAGE_BYTES (32 MiB) of pinned host memory a device,
+ * the DMA engine moves the other), from a fixed set of stage_sets pairs per device
+ * (TENSORD_GPU_STAGE_SETS, 1..TD_GPU_STAGE_SETS, default TD_GPU_STAGE_SETS_DEFAULT): at most
+ * stage_sets * 2 * TD_GPU_STAGE_BYTES (32 MiB at 4) of pinned host memory a device,
  * made on the first large transfer and freed when the device closes. A transfer that finds
  * every pair in use takes the plain pageable copy instead of waiting. gpu_backend.c has the
  * ordering argument. */
 #define TD_GPU_STAGE_BYTES ((size_t)4 << 20)
-#define TD_GPU_STAGE_SETS 4
+#define TD_GPU_STAGE_SETS 8
+#define TD_GPU_STAGE_SETS_DEFAULT 4
 #define TD_GPU_STAGE_MIN ((size_t)64 << 10)
 
 typedef struct td__gpu_stage {
@@ -67,6 +69,7 @@ typedef struct td__gpu_device {
     uint64_t total_bytes;
     pthread_mutex_t stage_mu; /* guards stage[].busy and stage_ready */
     int stage_ready;   /* 0: not made yet; 1: made; -1: making them failed (pageable only) */
+    int stage_sets;    /* pairs in use, 1..TD_GPU_STAGE_SETS (set at open) */
     td__gpu_stage stage[TD_GPU_STAGE_SETS];
 } td__gpu_device;
 

@@ -4,7 +4,8 @@
 # local context; the session's shared-memory region, pinned by the server at its first large
 # transfer, on a unix socket), locally, through a tensord on a unix socket and over TCP
 # loopback, next to raw pinned/pageable cudaMemcpy and the raw TCP stream (gpu-bench --raw),
-# alternated ROUNDS times. gpu-bench checks every read against what was written.
+# alternated ROUNDS times; locally the pageable rows also with STAGE_SETS staging pairs
+# (TENSORD_GPU_STAGE_SETS). gpu-bench checks every read against what was written.
 # Needs carry/tensord-gpu.tar.xz (tests/gpu/prepare-carry.sh) and carry/gpu-bench.
 # Results: $OUT/pinned.md; bounded by $BUDGET s (default 150).
 #     OUT=$OUT bash tests/gpu/pinned-on-gpu-host.sh
@@ -16,6 +17,7 @@ MD=$OUT/pinned.md
 start=$(date +%s)
 BUDGET=${BUDGET:-150}
 ROUNDS=${ROUNDS:-2}
+STAGE_SETS=${STAGE_SETS:-2 8} # the pageable rows again with these staging pairs (default 4 above)
 . tests/gpu/gpu-host-lib.sh
 X=${TMPDIR:-/tmp}/tensord-gpu
 [ -x "$X/bin/tensord" ] || unpack_carry "$X" || { echo "cannot unpack the carry" | tee -a "$MD"; exit 1; }
@@ -30,6 +32,11 @@ for r in $(seq 1 "$ROUNDS"); do
     echo "### round $r: local:cuda:0 (--raw: the pinned/pageable cudaMemcpy and TCP bounds)" | tee -a "$MD"
     timeout "$(limit 40)" "$GPU_BENCH" --device local:cuda:0 --transfers-only --raw 2>&1 |
         grep -v '^#' | tee -a "$MD" || rc=1
+    for sets in $STAGE_SETS; do
+        echo "### round $r: local:cuda:0, TENSORD_GPU_STAGE_SETS=$sets (pageable rows)" | tee -a "$MD"
+        TENSORD_GPU_STAGE_SETS=$sets timeout "$(limit 30)" "$GPU_BENCH" --device local:cuda:0 \
+            --transfers-only 2>&1 | grep -E '^td_(write|read)_[0-9]' | tee -a "$MD" || rc=1
+    done
     rm -f "$SOCK"
     "$X/bin/tensord" --listen "unix:$SOCK" --devices cuda:0,cpu --shm-max-bytes 2147483648 \
         >"$OUT/server-unix.log" 2>&1 &
