@@ -360,7 +360,24 @@ int td__config_load(td__config *c, const char *path, char *err, size_t errlen)
     }
     char line[1024];
     int lineno = 0, rc = 0;
-    while (rc == 0 && fgets(line, sizeof line, f) != NULL) {
+    /* Bytes a text file does not hold are named before the lines are read (a NUL would
+     * end a line early without a word; a byte-order mark would glue itself, unseen, to the
+     * first key). */
+    bool first = true;
+    size_t got;
+    while (rc == 0 && (got = fread(line, 1, sizeof line, f)) > 0) {
+        if (first && got >= 3 && memcmp(line, "\xEF\xBB\xBF", 3) == 0) {
+            snprintf(err, errlen, "%s: the file starts with a UTF-8 byte-order mark; save it "
+                                  "without one", path);
+            rc = -1;
+        } else if (memchr(line, '\0', got) != NULL) {
+            snprintf(err, errlen, "%s: holds a NUL byte: not a text config file", path);
+            rc = -1;
+        }
+        first = false;
+    }
+    if (rc == 0 && !ferror(f)) rewind(f);
+    while (rc == 0 && !ferror(f) && fgets(line, sizeof line, f) != NULL) {
         lineno++;
         size_t len = strlen(line);
         if (len == sizeof line - 1 && line[len - 1] != '\n' && !feof(f)) {
@@ -402,7 +419,8 @@ int td__config_load(td__config *c, const char *path, char *err, size_t errlen)
         }
     }
     if (rc == 0 && ferror(f)) {
-        snprintf(err, errlen, "%s: read error", path);
+        snprintf(err, errlen, "%s: cannot read it: %s", path,
+                 errno == EISDIR ? "it is a directory" : strerror(errno));
         rc = -1;
     }
     fclose(f);

@@ -22,7 +22,7 @@
 static const char usage_verify[] =
     "usage: tensorctl verify [-h] ADDR [--device NAME]... [--filter SUBSTR] [--quick]\n"
     "                        [--json FILE|-] [--model MODEL.onnx --input NAME=FILE.npy ...\n"
-    "                        [--rtol R] [--atol A]] [--token TOKEN] [--ca FILE]\n"
+    "                        [--rtol R] [--atol A] [--ops]] [--token TOKEN] [--ca FILE]\n"
     "                        [--cert FILE --key FILE] [-t MS]\n"
     "\n"
     "Check that a server computes what the CPU engine in this process computes. For every\n"

@@ -839,10 +839,15 @@ def test_check_config(tmp):
         ("shm_max_bytes = 1000000\n", "a multiple of 8K"),
         ("transport_bytes = 1\n", "transport_bytes: '1' is not a byte count (K, M, G suffixes) "
          "in 16777216.."),
+        ("\ufefflisten = 127.0.0.1:0\n", "starts with a UTF-8 byte-order mark"),
+        ("\0\0\0\0", "holds a NUL byte"),
     ]
     for text, want in cases:
         rc, out, _ = run(text)
         check(rc == 2 and want in out, f"--check-config of {text.strip()!r}: exit 2 naming {want!r} ({rc} {out.strip()!r})")
+    r = subprocess.run([TENSORD, "--check-config", tmp], capture_output=True, text=True, timeout=30)
+    check(r.returncode == 2 and "it is a directory" in r.stdout + r.stderr,
+          f"--check-config of a directory: exit 2, says so ({r.returncode} {(r.stdout + r.stderr).strip()!r})")
     # a passphrase-protected key: refused by name, no prompt (stdin is closed: a prompt
     # would print "Enter PEM pass phrase" and then fail as not a key)
     key, enc, crt = (os.path.join(tmp, n) for n in ("plain.key", "enc.key", "c.pem"))
