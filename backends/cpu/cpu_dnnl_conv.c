@@ -35,8 +35,9 @@
 
 /* Batches below this stay on cpu_conv.c's path (see above). */
 #define MIN_BATCH ((int64_t)4)
-/* Images per unit grow (powers of two dividing N) while a unit has fewer FLOPs than this,
- * so tiny convs do not pay oneDNN's per-call overhead per image. */
+/* Images per unit double (powers of two dividing N, keeping MIN_BATCH units) while the
+ * doubled unit stays under this many FLOPs, so tiny convs do not pay oneDNN's per-call
+ * overhead (memory objects, stream, reorders) for every image. */
 #define UNIT_FLOP ((int64_t)4 << 20)
 #define PLAN_SLOTS 16
 
