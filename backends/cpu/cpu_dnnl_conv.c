@@ -1,15 +1,19 @@
-/* cpu_dnnl_conv.c — f32 CONV (1d, 2d, 3d; strides, padding, dilation, groups, bias) through
- * oneDNN's direct convolution, in builds with -Ddnnl (TD_HAVE_DNNL). The im2col + sgemm
- * path of cpu_conv.c stays for every other case and for whatever oneDNN refuses.
+/* cpu_dnnl_conv.c — f32 CONV and CONV_TRANSPOSE (conv's input gradient) (1d, 2d, 3d;
+ * strides, padding, dilation, groups, bias) through oneDNN's direct convolution and
+ * deconvolution, in builds with -Ddnnl (TD_HAVE_DNNL). The im2col + sgemm path of
+ * cpu_conv.c stays for every other case and for whatever oneDNN refuses; CONV_WEIGHT_GRAD
+ * stays there too: its sum over the batch would cross the units below, and oneDNN's
+ * backward-weights primitive reduces across its threads.
  *
  * Layout: tensord stores NC[D]HW rows and [Cout, C/g, k...] weights. The primitive is
  * created with format_tag any, so oneDNN picks its layouts (oneDNN 2.6 on this AVX-512
  * machine: NHWC activations and Acdb32a-style weights for its brgemm kernels); the weight is
- * reordered once per call on the calling thread, and each work unit reorders its images in
- * and its result out. Measured here against the alternatives (BENCHMARKS.md, "oneDNN f32
- * convolution"): plain NCHW src/dst gets oneDNN's gemm-based conv (slower), and forcing
- * nChw16c its older direct kernel (slower, and its reference kernel for C = 3). Work buffers
- * come from the pool of pre-faulted buffers (cpu_bufpool.h).
+ * reordered once per call on the calling thread (CONV_TRANSPOSE's [C, Cout/g, k] weight
+ * is read through strides as oneDNN's [g, Cout/g, C/g, k]), and each work unit reorders
+ * its images in and its result out. Measured here against the alternatives (BENCHMARKS.md,
+ * "oneDNN f32 convolution"): plain NCHW src/dst gets oneDNN's gemm-based conv (slower), and
+ * forcing nChw16c its older direct kernel (slower, and its reference kernel for C = 3). Work
+ * buffers come from the pool of pre-faulted buffers (cpu_bufpool.h).
  *
  * Determinism: the batch is cut into units of `imgs` images, imgs a function of the shapes
  * alone; each unit is one run of a primitive created for `imgs` images with one OpenMP
@@ -43,6 +47,7 @@
 
 /* The full description: every field int64 so memcmp compares keys. */
 typedef struct conv_key {
+    int64_t transpose; /* CONV_TRANSPOSE (oneDNN's deconvolution) rather than CONV */
     int64_t nsp, n, c, co, groups, bias;
     int64_t in[TD_WIN_SP], out[TD_WIN_SP], k[TD_WIN_SP], stride[TD_WIN_SP], dil[TD_WIN_SP];
     int64_t pad_lo[TD_WIN_SP], pad_hi[TD_WIN_SP];
@@ -110,7 +115,8 @@ static int64_t unit_images(const conv_key *k, int64_t *flop)
 {
     int64_t f = 2 * (k->c / k->groups) * k->co;
     for (int i = 0; i < TD_WIN_SP; i++)
-        if (__builtin_mul_overflow(f, k->k[i], &f) || __builtin_mul_overflow(f, k->out[i], &f))
+        if (__builtin_mul_overflow(f, k->k[i], &f) ||
+            __builtin_mul_overflow(f, k->transpose ? k->in[i] : k->out[i], &f))
             f = INT64_MAX;
     *flop = f;
     int64_t imgs = 1;
@@ -145,15 +151,27 @@ static conv_plan *plan_build(const conv_key *k)
         pl[i] = k->pad_lo[off + i];
         pr[i] = k->pad_hi[off + i];
     }
+    /* CONV_TRANSPOSE's weight is [C, Cout/g, k...]: oneDNN's logical (g, o, i, k...) order
+     * over that memory */
+    dnnl_dims_t ws;
+    ws[wn - 1] = 1;
+    for (int i = wn - 2; i >= wo + 2; i--)
+        ws[i] = ws[i + 1] * wd[i + 1];
+    const int64_t kk = ws[wo + 2] * wd[wo + 2];
+    ws[wo] = kk;
+    ws[wo + 1] = wd[wo] * kk;
+    if (k->groups > 1) ws[0] = wd[wo] * wd[wo + 1] * kk;
     dnnl_memory_desc_t *md = p->md;
     dnnl_convolution_desc_t desc;
+    dnnl_deconvolution_desc_t ddesc;
     const int saved = td__dnnl_one_thread();
     bool ok = dnnl_memory_desc_init_by_tag(&md[M_USRC], nd, sd, dnnl_f32, plain[nd - 1]) ==
                   dnnl_success &&
               dnnl_memory_desc_init_by_tag(&md[M_UDST], nd, dd, dnnl_f32, plain[nd - 1]) ==
                   dnnl_success &&
-              dnnl_memory_desc_init_by_tag(&md[M_UWEI], wn, wd, dnnl_f32, plain[wn - 1]) ==
-                  dnnl_success &&
+              (k->transpose ? dnnl_memory_desc_init_by_strides(&md[M_UWEI], wn, wd, dnnl_f32, ws)
+                            : dnnl_memory_desc_init_by_tag(&md[M_UWEI], wn, wd, dnnl_f32,
+                                                           plain[wn - 1])) == dnnl_success &&
               dnnl_memory_desc_init_by_tag(&md[M_SRC], nd, sd, dnnl_f32, dnnl_format_tag_any) ==
                   dnnl_success &&
               dnnl_memory_desc_init_by_tag(&md[M_DST], nd, dd, dnnl_f32, dnnl_format_tag_any) ==
@@ -162,11 +180,17 @@ static conv_plan *plan_build(const conv_key *k)
                   dnnl_success &&
               (!k->bias ||
                dnnl_memory_desc_init_by_tag(&md[M_BIAS], 1, bd, dnnl_f32, dnnl_a) == dnnl_success);
-    ok = ok && dnnl_dilated_convolution_forward_desc_init(
-                   &desc, dnnl_forward_inference, dnnl_convolution_direct, &md[M_SRC], &md[M_WEI],
-                   k->bias ? &md[M_BIAS] : NULL, &md[M_DST], strides, dil, pl, pr) == dnnl_success;
+    const dnnl_memory_desc_t *bmd = k->bias ? &md[M_BIAS] : NULL;
+    if (k->transpose)
+        ok = ok && dnnl_dilated_deconvolution_forward_desc_init(
+                       &ddesc, dnnl_forward_inference, dnnl_deconvolution_direct, &md[M_SRC],
+                       &md[M_WEI], bmd, &md[M_DST], strides, dil, pl, pr) == dnnl_success;
+    else
+        ok = ok && dnnl_dilated_convolution_forward_desc_init(
+                       &desc, dnnl_forward_inference, dnnl_convolution_direct, &md[M_SRC],
+                       &md[M_WEI], bmd, &md[M_DST], strides, dil, pl, pr) == dnnl_success;
     dnnl_primitive_desc_t pd = NULL;
-    ok = ok && td__dnnl_pd(&desc, &pd);
+    ok = ok && td__dnnl_pd(k->transpose ? (const void *)&ddesc : (const void *)&desc, &pd);
     if (ok) {
         md[M_SRC] = *dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
         md[M_WEI] = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
@@ -330,12 +354,15 @@ static bool weight_in(const conv_plan *p, const float *w, void **out, void **own
 bool td__dnnl_conv(const td__cpu_exec *x, const td__op *op, const td__view *in, const td__view *out,
                    td_status *st)
 {
-    if (op->opcode != TD_OP_CONV || out->desc.dtype != TD_F32) return false;
+    if ((op->opcode != TD_OP_CONV && op->opcode != TD_OP_CONV_TRANSPOSE) ||
+        out->desc.dtype != TD_F32)
+        return false;
     td__window w;
     td__window_decode(op, &in[0].desc, &in[1].desc, &out->desc, &w);
     if (w.n < MIN_BATCH) return false;
     conv_key k;
     memset(&k, 0, sizeof k);
+    k.transpose = op->opcode == TD_OP_CONV_TRANSPOSE;
     k.nsp = w.nsp;
     k.n = w.n;
     k.c = w.c;

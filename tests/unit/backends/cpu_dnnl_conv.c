@@ -1,7 +1,9 @@
-/* cpu_dnnl_conv.c — f32 CONV through oneDNN (backends/cpu/cpu_dnnl_conv.c), in builds with
- * -Ddnnl (meson registers this file only there):
+/* cpu_dnnl_conv.c — f32 CONV and CONV_TRANSPOSE through oneDNN
+ * (backends/cpu/cpu_dnnl_conv.c), in builds with -Ddnnl (meson registers this file only
+ * there):
  *  - values against a float64 reference computed here, over groups, strides, dilation,
- *    asymmetric padding, bias, 1-3 spatial dims and the ResNet-50 stem (C = 3, 7 x 7 / 2),
+ *    asymmetric and negative padding, bias, 1-3 spatial dims, the ResNet-50 stem (C = 3,
+ *    7 x 7 / 2) and conv_transpose (stride, groups, dilation, output padding),
  *    within the conformance bound (K products: |err| <= 2 K u sum|x w| + ulp);
  *  - the determinism rule: the same bytes on devices of 1, 2 and 4 threads, and with the
  *    calling thread's OpenMP count raised (meson runs this file again with
@@ -23,28 +25,35 @@ typedef struct ccase {
     int64_t n, c, co, g;
     int64_t in[3], k[3], s[3], d[3], pl[3], ph[3];
     bool bias;
+    bool t; /* CONV_TRANSPOSE: x [n, c, in], w [c, co/g, k], y [n, co, out] */
 } ccase;
 
 static const ccase cases[] = {
     /* 2-d 3x3 pad 1 with bias (ResNet body) */
-    {2, 8, 16, 32, 1, {12, 12}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, true},
+    {2, 8, 16, 32, 1, {12, 12}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, true, false},
     /* groups, stride 2, dilation 2, asymmetric padding */
-    {2, 4, 12, 18, 3, {13, 11}, {3, 2}, {2, 1}, {2, 2}, {2, 0}, {1, 3}, true},
+    {2, 4, 12, 18, 3, {13, 11}, {3, 2}, {2, 1}, {2, 2}, {2, 0}, {1, 3}, true, false},
     /* depthwise */
-    {2, 4, 8, 8, 8, {9, 9}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, false},
+    {2, 4, 8, 8, 8, {9, 9}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, false, false},
     /* negative high padding (the last input rows and columns are dropped) */
-    {2, 4, 6, 8, 2, {10, 9}, {3, 3}, {1, 2}, {1, 1}, {1, 0}, {-2, -1}, true},
+    {2, 4, 6, 8, 2, {10, 9}, {3, 3}, {1, 2}, {1, 1}, {1, 0}, {-2, -1}, true, false},
     /* 1x1 */
-    {2, 16, 64, 32, 1, {7, 7}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, false},
+    {2, 16, 64, 32, 1, {7, 7}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, false, false},
     /* the ResNet-50 stem at a small size: C = 3, 7 x 7 stride 2 pad 3 */
-    {2, 4, 3, 16, 1, {32, 32}, {7, 7}, {2, 2}, {1, 1}, {3, 3}, {3, 3}, false},
+    {2, 4, 3, 16, 1, {32, 32}, {7, 7}, {2, 2}, {1, 1}, {3, 3}, {3, 3}, false, false},
     /* 1-d and 3-d */
-    {1, 6, 5, 7, 1, {40}, {5}, {3}, {2}, {2}, {1}, true},
-    {3, 4, 4, 6, 2, {5, 6, 7}, {2, 3, 2}, {1, 2, 1}, {1, 1, 2}, {1, 0, 1}, {0, 1, 1}, true},
+    {1, 6, 5, 7, 1, {40}, {5}, {3}, {2}, {2}, {1}, true, false},
+    {3, 4, 4, 6, 2, {5, 6, 7}, {2, 3, 2}, {1, 2, 1}, {1, 1, 2}, {1, 0, 1}, {0, 1, 1}, true, false},
+    /* CONV_TRANSPOSE (conv's input gradient): groups, stride, dilation, negative pad_hi
+     * (output padding); a DCGAN-like 4x4 / 2 upsampling; 1-d */
+    {2, 4, 8, 6, 2, {5, 4}, {3, 2}, {2, 3}, {1, 2}, {1, 0}, {0, -1}, true, true},
+    {2, 8, 32, 16, 1, {7, 7}, {4, 4}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, false, true},
+    {1, 4, 6, 4, 2, {9}, {3}, {2}, {1}, {1}, {0}, true, true},
 };
 
 static int64_t out_size(const ccase *c, int i)
 {
+    if (c->t) return (c->in[i] - 1) * c->s[i] - c->pl[i] - c->ph[i] + c->d[i] * (c->k[i] - 1) + 1;
     return (c->in[i] + c->pl[i] + c->ph[i] - c->d[i] * (c->k[i] - 1) - 1) / c->s[i] + 1;
 }
 
@@ -61,8 +70,9 @@ static built build(const ccase *c)
     b.rank = (uint32_t)(2 + c->nsp);
     b.xd[0] = b.yd[0] = c->n;
     b.xd[1] = c->c;
-    b.yd[1] = b.wd[0] = b.bd[0] = c->co;
-    b.wd[1] = c->c / c->g;
+    b.yd[1] = b.bd[0] = c->co;
+    b.wd[0] = c->t ? c->c : c->co;
+    b.wd[1] = c->t ? c->co / c->g : c->c / c->g;
     int64_t ia[13];
     ia[0] = c->g;
     for (int i = 0; i < c->nsp; i++) {
@@ -74,7 +84,7 @@ static built build(const ccase *c)
         ia[1 + 2 * c->nsp + i] = c->pl[i];
         ia[1 + 3 * c->nsp + i] = c->ph[i];
     }
-    b.op = tu_op(TD_OP_CONV, (uint32_t)(1 + 4 * c->nsp), ia);
+    b.op = tu_op(c->t ? TD_OP_CONV_TRANSPOSE : TD_OP_CONV, (uint32_t)(1 + 4 * c->nsp), ia);
     b.op.n_inputs = c->bias ? 3 : 2;
     b.op.dtype = TD_F32;
     return b;
@@ -99,49 +109,67 @@ static float *fill(int64_t n, uint64_t seed)
     return v;
 }
 
+/* The window of a case with its spatial dims right-aligned in 3 (unused ones 1, pad 0). */
+typedef struct win3 {
+    int64_t in[3], out[3], k[3], s[3], d[3], pl[3];
+} win3;
+
+/* Position p (flat, over `from`) moved by tap t (flat, over k): p s - pl + t d per dim, as
+ * a flat index over `to`, or -1 outside it. Conv reads x at (output p, tap t); conv_transpose
+ * writes y at (input p, tap t). */
+static int64_t tap_at(const win3 *v, const int64_t *from, const int64_t *to, int64_t p, int64_t t)
+{
+    const int64_t pd[3] = {p / (from[1] * from[2]), p / from[2] % from[1], p % from[2]};
+    const int64_t td[3] = {t / (v->k[1] * v->k[2]), t / v->k[2] % v->k[1], t % v->k[2]};
+    int64_t q = 0;
+    for (int i = 0; i < 3; i++) {
+        const int64_t qi = pd[i] * v->s[i] - v->pl[i] + td[i] * v->d[i];
+        if (qi < 0 || qi >= to[i]) return -1;
+        q = q * to[i] + qi;
+    }
+    return q;
+}
+
 /* y[n, o, p...] in float64, and the sum of |x w| terms of each output into *mag. */
 static void reference(const ccase *c, const built *b, const float *x, const float *w,
                       const float *bias, double *y, double *mag)
 {
     const int nsp = c->nsp;
-    int64_t os[3] = {1, 1, 1}, is[3] = {1, 1, 1}, ks[3] = {1, 1, 1}, d[3] = {1, 1, 1};
-    int64_t k[3] = {1, 1, 1}, s[3] = {1, 1, 1}, pl[3] = {0, 0, 0}, in[3] = {1, 1, 1};
+    win3 v = {{1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}};
     for (int i = 0; i < nsp; i++) {
-        os[3 - nsp + i] = b->yd[2 + i];
-        is[3 - nsp + i] = c->in[i];
-        ks[3 - nsp + i] = c->k[i];
-        k[3 - nsp + i] = c->k[i];
-        s[3 - nsp + i] = c->s[i];
-        d[3 - nsp + i] = c->d[i];
-        pl[3 - nsp + i] = c->pl[i];
-        in[3 - nsp + i] = c->in[i];
+        v.out[3 - nsp + i] = b->yd[2 + i];
+        v.in[3 - nsp + i] = c->in[i];
+        v.k[3 - nsp + i] = c->k[i];
+        v.s[3 - nsp + i] = c->s[i];
+        v.d[3 - nsp + i] = c->d[i];
+        v.pl[3 - nsp + i] = c->pl[i];
     }
-    const int64_t cg = c->c / c->g, cog = c->co / c->g, P = os[0] * os[1] * os[2];
-    const int64_t L = in[0] * in[1] * in[2], K = ks[0] * ks[1] * ks[2];
+    const int64_t cg = c->c / c->g, cog = c->co / c->g;
+    const int64_t P = v.out[0] * v.out[1] * v.out[2], L = v.in[0] * v.in[1] * v.in[2];
+    const int64_t K = v.k[0] * v.k[1] * v.k[2];
+    for (int64_t i = 0; i < c->n * c->co * P; i++) {
+        y[i] = bias != NULL ? bias[i / P % c->co] : 0.0;
+        mag[i] = fabs(y[i]);
+    }
     for (int64_t n = 0; n < c->n; n++)
-        for (int64_t o = 0; o < c->co; o++)
-            for (int64_t p = 0; p < P; p++) {
-                const int64_t o0 = p / (os[1] * os[2]), o1 = p / os[2] % os[1], o2 = p % os[2];
-                double acc = bias != NULL ? bias[o] : 0.0, m = fabs(acc);
-                const int64_t g = o / cog;
-                for (int64_t ci = 0; ci < cg; ci++)
+        for (int64_t ci = 0; ci < c->c; ci++) {
+            const int64_t g = ci / cg;
+            for (int64_t o = 0; o < cog; o++)
+                for (int64_t p = 0; p < (c->t ? L : P); p++)
                     for (int64_t t = 0; t < K; t++) {
-                        const int64_t t0 = t / (k[1] * k[2]), t1 = t / k[2] % k[1], t2 = t % k[2];
-                        const int64_t i0 = o0 * s[0] - pl[0] + t0 * d[0];
-                        const int64_t i1 = o1 * s[1] - pl[1] + t1 * d[1];
-                        const int64_t i2 = o2 * s[2] - pl[2] + t2 * d[2];
-                        if (i0 < 0 || i0 >= in[0] || i1 < 0 || i1 >= in[1] || i2 < 0 || i2 >= in[2])
-                            continue;
-                        const double xv =
-                            x[(n * c->c + g * cg + ci) * L + (i0 * in[1] + i1) * in[2] + i2];
-                        const double wv = w[(o * cg + ci) * K + t];
-                        acc += xv * wv;
-                        m += fabs(xv * wv);
+                        /* conv: output p reads x at q; conv_transpose: x at p adds to q */
+                        const int64_t q =
+                            c->t ? tap_at(&v, v.in, v.out, p, t) : tap_at(&v, v.out, v.in, p, t);
+                        if (q < 0) continue;
+                        const int64_t xi = (n * c->c + ci) * L + (c->t ? p : q);
+                        const int64_t yi = (n * c->co + g * cog + o) * P + (c->t ? q : p);
+                        const double wv = c->t ? w[(ci * cog + o) * K + t]
+                                               : w[((g * cog + o) * cg + ci % cg) * K + t];
+                        const double val = (double)x[xi] * wv;
+                        y[yi] += val;
+                        mag[yi] += fabs(val);
                     }
-                y[(n * c->co + o) * P + p] = acc;
-                mag[(n * c->co + o) * P + p] = m;
-            }
-    (void)is;
+        }
 }
 
 /* Run case c on dev; the output bytes into a new malloc'd buffer. */
@@ -198,7 +226,7 @@ Test(cpu_dnnl_conv, bits_do_not_depend_on_threads)
     ccase all[sizeof cases / sizeof cases[0] + 1];
     memcpy(all, cases, sizeof cases);
     all[sizeof cases / sizeof cases[0]] =
-        (ccase){2, 8, 128, 128, 1, {14, 14}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, true};
+        (ccase){2, 8, 128, 128, 1, {14, 14}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, true, false};
     const int omp_saved = omp_get_max_threads();
     for (size_t t = 0; t < sizeof all / sizeof all[0]; t++) {
         const ccase *c = &all[t];
@@ -232,12 +260,12 @@ Test(cpu_dnnl_conv, subnormals_are_not_flushed)
 {
     td__device *dev = tu_open(2);
     const ccase cs[] = {
-        {2, 4, 16, 16, 1, {6, 6}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, false},
-        {2, 4, 16, 16, 1, {6, 6}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, false},
-        {2, 4, 3, 16, 1, {16, 16}, {7, 7}, {2, 2}, {1, 1}, {3, 3}, {3, 3}, false},
+        {2, 4, 16, 16, 1, {6, 6}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, false, false},
+        {2, 4, 16, 16, 1, {6, 6}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, false, false},
+        {2, 4, 3, 16, 1, {16, 16}, {7, 7}, {2, 2}, {1, 1}, {3, 3}, {3, 3}, false, false},
         /* depthwise (brdgmm_dw here) and odd groups (oneDNN's gemm-based conv here) */
-        {2, 4, 8, 8, 8, {9, 9}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, false},
-        {2, 4, 12, 18, 3, {13, 11}, {3, 2}, {2, 1}, {2, 2}, {2, 0}, {1, 3}, false},
+        {2, 4, 8, 8, 8, {9, 9}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, false, false},
+        {2, 4, 12, 18, 3, {13, 11}, {3, 2}, {2, 1}, {2, 2}, {2, 0}, {1, 3}, false, false},
     };
     const float tiny = 0x1p-140f; /* subnormal (f32's normal floor is 2^-126) */
     for (size_t t = 0; t < sizeof cs / sizeof cs[0]; t++)
@@ -280,8 +308,8 @@ enum { NSHAPES = 24, NWORKERS = 3 };
 
 static ccase shape_k(int k)
 {
-    return (ccase){2,      4,      2 + k % 5, 3 + k,  1,      {6, 5},
-                   {3, 2}, {1, 1}, {1, 1},    {1, 0}, {1, 1}, k % 2 == 0};
+    return (ccase){2,      4,      2 + k % 5, 3 + k,  1,          {6, 5}, {3, 2},
+                   {1, 1}, {1, 1}, {1, 0},    {1, 1}, k % 2 == 0, false};
 }
 
 typedef struct worker {
