@@ -2,9 +2,10 @@
  * PyTorch CPU in the same run (bench/conv_torch.py, started by bench/conv_bench.sh with
  * torch.set_num_threads(2)). Prints one line per shape: the median of `reps` timed runs
  * (after one warm-up) of record + fence, in milliseconds, and GFLOP/s (2 x MACs / time).
- * Usage: conv-bench [URI] [reps] [f32|bf16] [batch]   (default local:cpu, 5, f32, 32; bf16:
- * input and weight cast once before timing; a smaller batch for slow devices such as
- * lavapipe). Never asserts on speed. */
+ * Usage: conv-bench [URI] [reps] [f32|bf16] [batch] [fwd|igrad]   (default local:cpu, 5, f32,
+ * 32, fwd; bf16: input and weight cast once before timing; a smaller batch for slow devices
+ * such as lavapipe; igrad: td_conv_input_grad of the same conv instead, from a random dy of
+ * the output's shape, the same FLOPs). Never asserts on speed. */
 #include "tensord.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,7 +45,7 @@ int main(int argc, char **argv)
     if (reps < 1 || reps > 100) reps = 5;
     const char *dts = argc > 3 ? argv[3] : "f32";
     if (strcmp(dts, "f32") != 0 && strcmp(dts, "bf16") != 0) {
-        fprintf(stderr, "usage: conv-bench [URI] [reps] [f32|bf16] [batch]\n");
+        fprintf(stderr, "usage: conv-bench [URI] [reps] [f32|bf16] [batch] [fwd|igrad]\n");
         return 2;
     }
     const bool bf16 = strcmp(dts, "bf16") == 0;
@@ -58,10 +59,16 @@ int main(int argc, char **argv)
         fprintf(stderr, "conv-bench: batch %s: want 1..1024\n", argv[4]);
         return 2;
     }
+    const bool igrad = argc > 5 && strcmp(argv[5], "igrad") == 0;
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         const shape *p = &shapes[s];
-        td_tensor *x = td_rand_normal(ctx, TD_F32, 4, (int64_t[]){n, p->c, p->h, p->w}, 1, 0, 1);
-        td_tensor *w = td_rand_normal(ctx, TD_F32, 4, (int64_t[]){p->co, p->c, p->k, p->k}, 2, 0, 0.1);
+        const int64_t oh = (p->h + 2 * p->pad - p->k) / p->stride + 1;
+        const int64_t ow = (p->w + 2 * p->pad - p->k) / p->stride + 1;
+        td_tensor *x =
+            igrad ? td_rand_normal(ctx, TD_F32, 4, (int64_t[]){n, p->co, oh, ow}, 1, 0, 1)
+                  : td_rand_normal(ctx, TD_F32, 4, (int64_t[]){n, p->c, p->h, p->w}, 1, 0, 1);
+        td_tensor *w =
+            td_rand_normal(ctx, TD_F32, 4, (int64_t[]){p->co, p->c, p->k, p->k}, 2, 0, 0.1);
         if (bf16) {
             td_tensor *xb = td_cast(x, TD_BF16), *wb = td_cast(w, TD_BF16);
             td_release(x);
@@ -69,27 +76,27 @@ int main(int argc, char **argv)
             x = xb;
             w = wb;
         }
-        td_conv_params cp = {.stride = {p->stride, p->stride}, .pad_lo = {p->pad, p->pad},
+        td_conv_params cp = {.stride = {p->stride, p->stride},
+                             .pad_lo = {p->pad, p->pad},
                              .pad_hi = {p->pad, p->pad}};
         double t[100];
-        int64_t oh = 0, ow = 0;
         for (int r = -1; r < reps; r++) {
             double t0 = now_ms();
-            td_tensor *y = td_conv(x, w, NULL, &cp);
+            td_tensor *y = igrad ? td_conv_input_grad(x, w, (int64_t[]){p->h, p->w}, &cp)
+                                 : td_conv(x, w, NULL, &cp);
             if (y == NULL || td_fence(ctx) != TD_OK) {
                 fprintf(stderr, "conv-bench: %s\n", td_last_error(ctx));
                 return 1;
             }
             if (r >= 0) t[r] = now_ms() - t0;
-            oh = td_dims(y)[2];
-            ow = td_dims(y)[3];
             td_release(y);
         }
         qsort(t, (size_t)reps, sizeof t[0], cmp);
         const double ms = t[reps / 2];
-        const double flop = 2.0 * (double)n * (double)p->co * (double)(oh * ow) *
-                            (double)(p->c * p->k * p->k);
-        printf("tensord %-26s %9.3f ms %7.1f GFLOP/s\n", p->name, ms, flop / ms * 1e-6);
+        const double flop =
+            2.0 * (double)n * (double)p->co * (double)(oh * ow) * (double)(p->c * p->k * p->k);
+        printf("tensord %s%-26s %9.3f ms %7.1f GFLOP/s\n", igrad ? "igrad " : "", p->name, ms,
+               flop / ms * 1e-6);
         td_release(x);
         td_release(w);
     }

@@ -7,6 +7,8 @@
 # lavapipe, the software Vulkan device its conformance tests run on; fortunes: the text the
 # fortune-lm example trains on; vulkan-tools:
 # vulkaninfo, to see what a host offers).
+# Opt-in build options bring their own packages through TD_EXTRA_PKGS, e.g.
+# TD_EXTRA_PKGS=libdnnl-dev for -Ddnnl=enabled (tests/run.sh does so for HIP).
 # Skips apt entirely when everything is already installed. Run as root.
 set -euo pipefail
 PKGS=(meson ninja-build pkg-config gcc libc6-dev

@@ -741,7 +741,12 @@ td_tensor *td_topk(td_tensor *x, int64_t k, int axis, bool largest, td_tensor **
  * in a fixed order and round once. On one device the bits never depend on thread count or
  * timing: no float atomics; every reduction (the weight gradient's sum over the batch, the
  * pool gradients' sums over windows) runs in a fixed order. CPU: im2col + single-threaded
- * OpenBLAS GEMM per block (backends/cpu/cpu_conv.c). Thread-safety: one thread per context. */
+ * OpenBLAS GEMM per block (backends/cpu/cpu_conv.c); a build with -Ddnnl=enabled runs f32
+ * td_conv, td_conv_transpose and td_conv_input_grad with a batch of 4 or more on oneDNN's
+ * convolution / deconvolution instead (cpu_dnnl_conv.c: one
+ * OpenMP thread per block of images, so still independent of the thread count; IEEE
+ * subnormals; the bits depend on the ISA oneDNN picks for the CPU). Thread-safety: one thread
+ * per context. */
 
 /* Convolution attributes; zero-initialised means stride 1, dilation 1, no padding,
  * groups 1 (so a zero entry means 1 for stride and dilation; negative values are refused).

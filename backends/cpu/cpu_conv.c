@@ -21,6 +21,7 @@
  * f32 uses sgemm, f64 dgemm. f16/bf16: inputs widened to f32 (exact), the f32 path, every
  * output rounded once to the dtype (f32 accumulation; the bias is added in f32).
  */
+#include "backends/cpu/cpu_dnnl.h"
 #include "backends/cpu/cpu_internal.h"
 #include "common/alloc.h"
 #include "engine/window.h"
@@ -117,6 +118,10 @@ td_status td__cpu_exec_conv(const td__cpu_exec *x, const td__op *op, const td__v
                             const td__view *out)
 {
     const uint32_t dt = out->desc.dtype;
+#if defined(TD_HAVE_DNNL)
+    td_status dst;
+    if (td__dnnl_conv(x, op, in, out, &dst)) return dst;
+#endif
     conv_ctx cx;
     memset(&cx, 0, sizeof cx);
     atomic_init(&cx.failed, false);

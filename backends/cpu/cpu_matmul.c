@@ -40,9 +40,7 @@
 #include <cblas.h>
 #include <string.h>
 #if defined(TD_HAVE_DNNL)
-#include <oneapi/dnnl/dnnl.h>
-#include <omp.h>
-#include <pthread.h>
+#include "backends/cpu/cpu_dnnl.h"
 #include <stdatomic.h>
 #endif
 
@@ -301,14 +299,6 @@ static void convert(const td__cpu_exec *x, uint32_t dt, bool narrow, const void 
 }
 
 #if defined(TD_HAVE_DNNL)
-static dnnl_engine_t onednn_eng;
-static pthread_once_t onednn_once = PTHREAD_ONCE_INIT;
-
-static void onednn_init(void)
-{
-    if (dnnl_engine_create(&onednn_eng, dnnl_cpu, 0) != dnnl_success) onednn_eng = NULL;
-}
-
 /* One primitive per tile shape: index (last tile row is short) * 2 + (last tile column). */
 typedef struct onednn_plan {
     dnnl_primitive_t prim[4];
@@ -332,19 +322,9 @@ static bool onednn_make(onednn_plan *pl, int idx, int64_t mm, int64_t nn, int64_
         return false;
     dnnl_matmul_desc_t desc;
     if (dnnl_matmul_desc_init(&desc, &md[0], &md[1], NULL, &md[2]) != dnnl_success) return false;
-    dnnl_primitive_attr_t attr;
-    if (dnnl_primitive_attr_create(&attr) != dnnl_success) return false;
-    dnnl_primitive_desc_t pd = NULL;
-    bool ok = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) ==
-                  dnnl_success &&
-              dnnl_primitive_desc_create(&pd, &desc, attr, onednn_eng, NULL) == dnnl_success;
-    dnnl_primitive_attr_destroy(attr);
-    if (!ok) return false;
-    const dnnl_memory_desc_t *sp = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
-    if (sp != NULL) md[3] = *sp;
-    size_t bytes = sp != NULL ? dnnl_memory_desc_get_size(sp) : 0;
-    if (bytes > pl->scratch_bytes) pl->scratch_bytes = bytes;
-    ok = dnnl_primitive_create(&pl->prim[idx], pd) == dnnl_success;
+    dnnl_primitive_desc_t pd;
+    if (!td__dnnl_pd(&desc, &pd)) return false;
+    const bool ok = td__dnnl_prim(pd, &pl->prim[idx], &md[3], &pl->scratch_bytes);
     dnnl_primitive_desc_destroy(pd);
     return ok;
 }
@@ -359,14 +339,12 @@ static void onednn_plan_fini(onednn_plan *pl)
 static bool onednn_plan_init(onednn_plan *pl, const gemm_ctx *g)
 {
     memset(pl, 0, sizeof *pl);
-    pthread_once(&onednn_once, onednn_init);
-    if (onednn_eng == NULL) return false;
+    if (td__dnnl_engine() == NULL) return false;
     const mm_shape *s = g->s;
     const tile_plan *p = &g->plan;
     const int64_t last_rows = s->m - (p->nrow - 1) * p->rows;
     const int64_t last_cols = s->n - (p->ncol - 1) * p->cols;
-    const int saved = omp_get_max_threads();
-    omp_set_num_threads(1);
+    const int saved = td__dnnl_one_thread();
     bool ok = true;
     const bool short_row = last_rows != p->rows, short_col = last_cols != p->cols;
     for (int idx = 0; idx < 4 && ok; idx++) {
@@ -377,28 +355,17 @@ static bool onednn_plan_init(onednn_plan *pl, const gemm_ctx *g)
         if (c ? !short_col : (short_col && p->ncol == 1)) continue;
         ok = onednn_make(pl, idx, r ? last_rows : p->rows, c ? last_cols : p->cols, s->k, s->n);
     }
-    omp_set_num_threads(saved);
+    td__dnnl_threads_restore(saved);
     if (!ok) onednn_plan_fini(pl);
     return ok;
 }
 
 static bool onednn_tile(const onednn_plan *pl, int idx, dnnl_stream_t st, void *scratch,
-                      const void *a, const void *b, float *c)
+                        const void *a, const void *b, float *c)
 {
-    dnnl_memory_t m[4] = {NULL, NULL, NULL, NULL};
-    void *h[4] = {(void *)a, (void *)b, c, scratch};
-    bool ok = true;
-    for (int i = 0; i < 4 && ok; i++)
-        ok = dnnl_memory_create(&m[i], &pl->md[idx][i], onednn_eng, h[i]) == dnnl_success;
-    if (ok) {
-        dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, m[0]}, {DNNL_ARG_WEIGHTS, m[1]},
-                                   {DNNL_ARG_DST, m[2]}, {DNNL_ARG_SCRATCHPAD, m[3]}};
-        ok = dnnl_primitive_execute(pl->prim[idx], st, 4, args) == dnnl_success &&
-             dnnl_stream_wait(st) == dnnl_success;
-    }
-    for (int i = 0; i < 4; i++)
-        if (m[i] != NULL) dnnl_memory_destroy(m[i]);
-    return ok;
+    static const int arg[4] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_SCRATCHPAD};
+    void *const h[4] = {(void *)a, (void *)b, c, scratch};
+    return td__dnnl_exec(pl->prim[idx], st, 4, arg, pl->md[idx], h);
 }
 
 /* Work units as gemm_tiles; a is bf16, b bf16, c the f32 result. */
@@ -411,15 +378,14 @@ static void onednn_tiles(void *ctx, int64_t lo, int64_t hi)
     const int64_t tiles = p->nrow * p->ncol;
     /* one OpenMP thread per tile on this thread (its setting restored after: the caller's
      * thread runs chunks too) */
-    const int saved = omp_get_max_threads();
-    omp_set_num_threads(1);
+    const int saved = td__dnnl_one_thread();
     dnnl_stream_t st = NULL;
     void *scratch = d->plan->scratch_bytes > 0 ? td__malloc(d->plan->scratch_bytes) : NULL;
     if ((d->plan->scratch_bytes > 0 && scratch == NULL) ||
-        dnnl_stream_create(&st, onednn_eng, dnnl_stream_default_flags) != dnnl_success) {
+        dnnl_stream_create(&st, td__dnnl_engine(), dnnl_stream_default_flags) != dnnl_success) {
         atomic_store(&d->failed, true);
         td__free(scratch);
-        omp_set_num_threads(saved);
+        td__dnnl_threads_restore(saved);
         return;
     }
     for (int64_t u = lo; u < hi; u++) {
@@ -439,7 +405,7 @@ static void onednn_tiles(void *ctx, int64_t lo, int64_t hi)
     }
     dnnl_stream_destroy(st);
     td__free(scratch);
-    omp_set_num_threads(saved);
+    td__dnnl_threads_restore(saved);
 }
 #endif
 
