@@ -2,50 +2,84 @@
  * accumulators in double for f32/f64, f32 for f16/bf16, uint64 wraparound for integers,
  * each output rounded once).
  *
- * Determinism: every association below is fixed by the shape alone (none depends on timing,
- * as decoupled look-back's does: there a tile sums whichever predecessors happen to have
- * published). x is [outer, n, inner]:
+ * Determinism: every association below is fixed by the shape alone, never by timing (CUB's
+ * decoupled look-back is not: there a tile adds up whichever predecessors happen to have
+ * published, in the order it meets them walking down). x is [outer, n, inner]:
  *  - inner > 1, or n <= SCAN_SHORT: one thread per line folds it in index order (the CPU's
  *    order exactly, so these results equal the CPU's bit for bit); neighbouring threads
  *    take neighbouring lines, so reads of a non-innermost axis are coalesced;
- *  - otherwise (contiguous lines longer than SCAN_SHORT) one pass, k_scan_tiles, over tiles
- *    of 256 threads x ITEMS elements (32 of 4 bytes or less, 16 of 8 bytes: 32 KiB of f32),
- *    each element read once and written once. A block takes the next tile number from an
- *    atomic counter, so every smaller number belongs to a block that has started; blocks
- *    only ever wait on smaller numbers, so every wait ends.
+ *  - otherwise (contiguous lines longer than SCAN_SHORT) one pass over tiles of 256 threads
+ *    x ITEMS elements (32 of 4 bytes or less, 16 of 8 bytes: 32 KiB of f32), each element
+ *    read once and written once. A block takes the next tile number from an atomic counter,
+ *    so every smaller number belongs to a block that has started; blocks only ever wait on
+ *    smaller numbers, so every wait ends.
  *    Inside a tile, warp w owns a contiguous segment of 32 x ITEMS elements, cut into
  *    16-byte chunks; lane l owns chunks l, 32 + l, 64 + l, ... ("row" k = chunk k of every
  *    lane), so warp instruction k of a load or store covers 512 contiguous bytes. Each lane
  *    folds each of its chunks in order, a shuffle network (Hillis-Steele, 5 steps) scans
  *    each row across the lanes, the rows' totals fold in order into row prefixes and the
  *    warp's total, and the warps' totals fold in order into the warps' offsets and the
- *    tile's total: one barrier. Thread 0 publishes the tile total at once (value, fence,
- *    flag). Tile totals form a fixed tree of fan-out F = 32: node b of level l >= 1 is the
- *    total of tiles [b F^l, (b + 1) F^l), the butterfly of its F children, computed and
- *    published by the block of its last tile before that block waits for anything else.
- *    The exclusive prefix of tile t sums the nodes its base-F digits name (digit d_l of t:
- *    children 0 .. d_l - 1 of t's ancestor at level l + 1): warp l takes level l, lane j
- *    child j (the identity where j >= d_l), a butterfly sums them, and the levels fold from
- *    the top down (second barrier). Waiting lanes poll their flag with a growing sleep
- *    (__nanosleep) so that polls do not crowd the memory system. So a tile combines the
- *    same nodes in the same association on every run, whatever order the blocks ran in:
- *    waits decide when, never what. Element i of a chunk is ((((tile prefix + warp offset)
- *    + row prefix) + the lane's exclusive row prefix) + the chunk's elements up to i).
- *    (The first one-pass version, 1011 GB/s against PyTorch's 2575 on the H200, had
- *    16-element tiles, 16 barriers of a shared-memory scan, the tile total published after
- *    them, and up to 128 threads a block polling without a pause.)
- * So for long rows the GPU's association differs from the CPU's sequential fold:
- * tests/unit/backends/conformance.c bounds the difference (TD_ACC_CUMSUM / CUMPROD: 4 n u
- * S_i, where a sum evaluated along a fixed tree of depth d is within gamma_d S_i = d u S_i
- * (1 + O(u)) of the exact one: Higham, Accuracy and Stability of Numerical Algorithms, 2nd
- * ed., section 4.2. Here d is at most about 2 V + K + 25 + 6 x levels, under 100 (V <= 8
- * and K <= 8 for the float dtypes, levels <= 7), while the tiled path starts at n = 257).
- * Measured on an H100 (BENCHMARKS.md, 2026-12-06, 3 blocks a multiprocessor): 2^28 f32 in
- * 1.358 ms, 1.58 TB/s, 0.75x PyTorch's (CUB's) 2.10 TB/s, conformance of every cum case
- * passing; the bound of 4 blocks below is not measured yet (tests/gpu/memops-on-gpu-host.sh
- * times it; tests/gpu/emu/run.sh checks the kernel on the CPU).
+ *    tile's total agg_t: one barrier. Element i of a chunk is ((((tile prefix + warp offset)
+ *    + row prefix) + the lane's exclusive row prefix) + the chunk's elements up to i). The
+ *    tile prefix (the totals of the tiles before it) comes from one of two kernels, by
+ *    TENSORD_GPU_SCAN_VARIANT (variant(), below), which share everything else (take_tile,
+ *    load_tile, fold_tile, store_tile):
+ *    0 (default), k_scan_tiles, a fixed tree. Thread 0 publishes the tile total at once
+ *    (value, fence, flag). Tile totals form a fixed tree of fan-out F = 32: node b of level
+ *    l >= 1 is the total of tiles [b F^l, (b + 1) F^l), the butterfly of its F children,
+ *    computed and published by the block of its last tile before that block waits for
+ *    anything else. The exclusive prefix of tile t sums the nodes its base-F digits name
+ *    (digit d_l of t: children 0 .. d_l - 1 of t's ancestor at level l + 1): warp l takes
+ *    level l, lane j child j (the identity where j >= d_l), a butterfly sums them, and the
+ *    levels fold from the top down (second barrier). Waiting lanes poll their flag with a
+ *    growing sleep (__nanosleep) so that polls do not crowd the memory system. So a tile
+ *    combines the same nodes in the same association on every run, whatever order the
+ *    blocks ran in: waits decide when, never what. (The first one-pass version, 1011 GB/s
+ *    against PyTorch's 2575 on the H200, had 16-element tiles, 16 barriers of a
+ *    shared-memory scan, the tile total published after them, and up to 128 threads a
+ *    block polling without a pause.)
+ *    1, k_scan_lookback, ordered decoupled look-back. Let incl_0 = agg_0 (agg_0 itself, not
+ *    0 + agg_0, which turns -0 into +0) and incl_t = incl_(t-1) op agg_t: the left fold of
+ *    the tile totals in ascending order. Thread 0 publishes agg_t as soon as it is known
+ *    (value, fence, flag 1; tile 0 publishes incl_0 with flag 2). Then warp 0's lanes await
+ *    the flags of the 32 tiles below (nonzero), the block takes the highest j whose flag
+ *    was 2 (none: the next 32 below; tile 0 always has one), and thread 0 folds upwards
+ *    excl_t = ((incl_j op agg_(j+1)) op ...) op agg_(t-1), re-reading the aggregates of the
+ *    windows it passed over (a published value never changes), and publishes
+ *    incl_t = excl_t op agg_t with flag 2. By induction incl_j is the left fold of agg_0 ..
+ *    agg_j bit for bit, and folding the rest in ascending order continues that same fold one
+ *    term at a time: excl_t is the left fold of agg_0 .. agg_(t-1) whichever j was found —
+ *    the same operations on the same operands in the same order; timing decides only how
+ *    many of them this tile repeats itself. (CUB folds the window from the top down as it
+ *    walks, so its result depends on where it stops.) tests/gpu/scan_lookback_check.c checks
+ *    this on a model of the protocol under random schedules. 2: 1 with only every 97th
+ *    tile's inclusive prefix published (a test aid: in the CPU emulation blocks run in
+ *    order, so every look-back would stop at the tile just below). The look-back uses
+ *    barriers and shared memory, no shuffles: the emulation runs block-uniform shuffles
+ *    only, and only warp 0 looks back.
+ * So for long rows the GPU's association differs from the CPU's sequential fold (and
+ * variant 0's from variant 1's): tests/unit/backends/conformance.c bounds the difference
+ * (TD_ACC_CUMSUM / CUMPROD: 4 n u S_i, where a sum evaluated along a fixed tree of depth d
+ * is within gamma_d S_i = d u S_i (1 + O(u)) of the exact one: Higham, Accuracy and
+ * Stability of Numerical Algorithms, 2nd ed., section 4.2; the CPU's own fold has depth n,
+ * so the two differ by at most (n + d) u S_i (1 + O(u))). Variant 0: d is at most about
+ * 2 V + K + 25 + 6 x levels, under 100 (V <= 8 and K <= 8 for the float dtypes, levels <=
+ * 7), while the tiled path starts at n = 257. Variant 1: the carry is a sequential fold, so
+ * a term of tile j passes through t - j of its additions: d <= 2 V + K + 25 + T with T =
+ * ceil(n / TILE) <= n / 4096 + 1 tiles, still far below 3 n for every n >= 257, so the
+ * tolerance holds unchanged. The bound is looser than variant 0's: for 2^28 f32 (T = 2^15,
+ * double accumulators) about 2^-38 S_i, far below the output's rounding; for f16/bf16 (f32
+ * accumulators, T = n / 8192) T 2^-24 S_i, 2^-13 S_i at n = 2^24, under the f16 output's
+ * own rounding (2^-11 |y_i|) where nothing cancels (S_i = |y_i|). For CUMPROD read |want|
+ * for S_i.
+ * Measured on an H100 (BENCHMARKS.md, 2026-12-06, 3 blocks a multiprocessor), variant 0:
+ * 2^28 f32 in 1.358 ms, 1.58 TB/s, 0.75x PyTorch's (CUB's) 2.10 TB/s, conformance of every
+ * cum case passing; the bound of 4 blocks below, and variant 1, are not measured yet
+ * (tests/gpu/memops-on-gpu-host.sh times both; tests/gpu/emu/run.sh checks the kernels on
+ * the CPU).
  */
 #include "backends/gpu/gpu_ops.cuh"
+#include <stdlib.h>
 #include <string.h>
 #include <type_traits>
 
@@ -220,24 +254,34 @@ template <typename T> TD_DEV void opaque(T &v)
 #endif
 }
 
-/* Publish node i: the value, a fence, then the flag (readers test the flag, fence, then read
- * the value; both through volatile accesses, which bypass the incoherent L1). */
-template <typename A> TD_DEV void publish(A *val, unsigned *flag, int64_t i, A v)
+/* Publish entry i: the value, a fence, then the flag `state` (readers test the flag, fence,
+ * then read the value; both through volatile accesses, which bypass the incoherent L1). */
+template <typename A>
+TD_DEV void publish(A *val, unsigned *flag, int64_t i, A v, unsigned state = 1u)
 {
     *(volatile A *)&val[i] = v;
     __threadfence();
-    *(volatile unsigned *)&flag[i] = 1u;
+    *(volatile unsigned *)&flag[i] = state;
 }
 
-template <typename A> TD_DEV A await(const A *val, const unsigned *flag, int64_t i)
+/* Wait until flag i is nonzero; returns it (after a fence: the values it announces may be
+ * read). */
+TD_DEV unsigned await_flag(const unsigned *flag, int64_t i)
 {
     unsigned ns = 16; /* at most 128: a warp's poll of its 31 flags is one or two L2 lines, so
                        * a short pause costs little traffic and wakes the waiter soon */
-    while (*(const volatile unsigned *)&flag[i] == 0u) {
+    unsigned f;
+    while ((f = *(const volatile unsigned *)&flag[i]) == 0u) {
         backoff(ns);
         if (ns < 128) ns *= 2;
     }
     __threadfence();
+    return f;
+}
+
+template <typename A> TD_DEV A await(const A *val, const unsigned *flag, int64_t i)
+{
+    (void)await_flag(flag, i);
     return *(const volatile A *)&val[i];
 }
 
@@ -246,10 +290,149 @@ template <typename T> struct alignas(16) scan_vec {
     T v[16 / sizeof(T)];
 };
 
-/* One tile per block (module comment). VEC: the lines start 16-byte aligned in x and y, so
- * a full tile's chunks move as 16-byte vectors (warp instruction k of warp w covers 512
- * contiguous bytes); a partial tile, or an unaligned line, moves element by element. Only
- * the loads and stores differ, never the fold. */
+/* A block's tile (module comment): its number from the atomic counter, its line, the first
+ * element of the warp's segment and whether the tile is full. The pieces below are shared by
+ * both tile kernels (k_scan_tiles, k_scan_lookback): only the tile's prefix differs. */
+struct scan_tile {
+    unsigned line, tile;
+    int64_t seg;
+    bool full; /* the same in every thread */
+};
+
+/* Shared memory of the in-tile scan. */
+template <typename A, int K> struct scan_smem {
+    A warp[SCAN_WARPS];         /* warp totals */
+    A row[SCAN_WARPS * K];      /* row prefixes P_k of each warp */
+    A excl[K * SCAN_THREADS];   /* each lane's exclusive prefix in row k */
+    unsigned id;
+};
+
+template <typename T, typename A, int K>
+TD_DEV scan_tile take_tile(scan_smem<A, K> &sm, unsigned *counter, unsigned tiles, int64_t n)
+{
+    typedef scan_shape<T> S;
+    const int t = threadIdx.x;
+    if (t == 0) sm.id = atomicAdd(counter, 1u);
+    __syncthreads();
+    scan_tile p;
+    p.line = sm.id / tiles;
+    p.tile = sm.id - p.line * tiles;
+    const int64_t tbase = (int64_t)p.tile * S::TILE;
+    p.seg = tbase + (int64_t)(t / 32) * 32 * S::ITEMS;
+    p.full = tbase + S::TILE <= n;
+    return p;
+}
+
+/* The tile's elements into v. VEC: the lines start 16-byte aligned in x and y, so a full
+ * tile's chunks move as 16-byte vectors (warp instruction k of warp w covers 512 contiguous
+ * bytes); a partial tile, or an unaligned line, moves element by element. */
+template <typename T, bool VEC>
+TD_DEV void load_tile(const T *row, const scan_tile &p, int64_t n, T (&v)[scan_shape<T>::ITEMS])
+{
+    constexpr int V = scan_shape<T>::V, K = scan_shape<T>::K;
+    const int lane = threadIdx.x % 32;
+    if (VEC && p.full) {
+#pragma unroll
+        for (int k = 0; k < K; k++) {
+            const scan_vec<T> w =
+                *(const scan_vec<T> *)(row + p.seg + ((int64_t)k * 32 + lane) * V);
+#pragma unroll
+            for (int q = 0; q < V; q++) v[k * V + q] = w.v[q];
+        }
+    } else {
+#pragma unroll
+        for (int k = 0; k < K; k++) {
+            const int64_t e0 = p.seg + ((int64_t)k * 32 + lane) * V;
+#pragma unroll
+            for (int q = 0; q < V; q++) v[k * V + q] = row[p.full || e0 + q < n ? e0 + q : 0];
+        }
+    }
+}
+
+/* The in-tile scan up to the warps' totals. Row k of the warp is chunk k of its 32 lanes
+ * (in memory order). Each lane folds its chunk; a shuffle network scans the row (inclusive,
+ * Hillis-Steele from lane - d), the exclusive lane prefix is kept, lane 31's inclusive value
+ * is the row total R_k, and the row prefix P_k = ((R_0 + R_1) + ...) + R_(k-1) goes to
+ * shared memory, the warp's total to sm.warp; one barrier. */
+template <typename T, typename A = typename sc<T>::Acc, int K = scan_shape<T>::K>
+TD_DEV void fold_tile(const T (&v)[scan_shape<T>::ITEMS], const scan_tile &p, int64_t n,
+                      bool prod, scan_smem<A, K> &sm)
+{
+    constexpr int V = scan_shape<T>::V;
+    const int t = threadIdx.x, lane = t % 32, wp = t / 32;
+    const A id = prod ? (A)1 : (A)0;
+    A wtot = id;
+#pragma unroll
+    for (int k = 0; k < K; k++) {
+        const int64_t e0 = p.seg + ((int64_t)k * 32 + lane) * V;
+        A s = id;
+#pragma unroll
+        for (int q = 0; q < V; q++)
+            if (p.full || e0 + q < n) s = op2<A>(s, sc<T>::in(v[k * V + q]), prod);
+#pragma unroll
+        for (int d = 1; d < 32; d *= 2) {
+            const A o = shfl_up(s, d);
+            if (lane >= d) s = op2<A>(o, s, prod);
+        }
+        const A e = shfl_up(s, 1);
+        sm.excl[k * SCAN_THREADS + t] = lane == 0 ? id : e; /* read back by this thread only */
+        const A rt = shfl_down(s, 31 - lane);
+        if (lane == 0) sm.row[wp * K + k] = wtot;
+        wtot = op2<A>(wtot, rt, prod);
+    }
+    if (lane == 0) sm.warp[wp] = wtot;
+    __syncthreads();
+}
+
+/* After fold_tile: the warps' totals folded in order into the warp's offset `off` and the
+ * tile's `total` (from shared memory, so a kernel may compute them where it needs them). */
+template <typename A, int K>
+TD_DEV void warp_offsets(const scan_smem<A, K> &sm, bool prod, A &off, A &total)
+{
+    const int wp = threadIdx.x / 32;
+    off = total = prod ? (A)1 : (A)0;
+#pragma unroll
+    for (int w = 0; w < SCAN_WARPS; w++) {
+        if (w == wp) off = total;
+        total = op2<A>(total, sm.warp[w], prod);
+    }
+}
+
+/* The outputs, given base = tile prefix + warp offset: element i of chunk (k, lane) is
+ * ((((pre + off) + P_k) + excl_k) + x_0) + ... + x_i. */
+template <typename T, bool VEC, typename A = typename sc<T>::Acc, int K = scan_shape<T>::K>
+TD_DEV void store_tile(T *out, T (&v)[scan_shape<T>::ITEMS], const scan_tile &p, int64_t n,
+                       bool prod, const scan_smem<A, K> &sm, A base)
+{
+    constexpr int V = scan_shape<T>::V, ITEMS = scan_shape<T>::ITEMS;
+    const int t = threadIdx.x, lane = t % 32, wp = t / 32;
+#pragma unroll
+    for (int q = 0; q < ITEMS; q++) opaque(v[q]);
+#pragma unroll
+    for (int k = 0; k < K; k++) {
+        const int64_t e0 = p.seg + ((int64_t)k * 32 + lane) * V;
+        A acc = op2<A>(op2<A>(base, sm.row[wp * K + k], prod), sm.excl[k * SCAN_THREADS + t], prod);
+        if (VEC && p.full) {
+            scan_vec<T> w;
+#pragma unroll
+            for (int q = 0; q < V; q++) {
+                acc = op2<A>(acc, sc<T>::in(v[k * V + q]), prod);
+                w.v[q] = sc<T>::out(acc);
+            }
+            *(scan_vec<T> *)(out + e0) = w;
+        } else {
+#pragma unroll
+            for (int q = 0; q < V; q++)
+                if (p.full || e0 + q < n) {
+                    acc = op2<A>(acc, sc<T>::in(v[k * V + q]), prod);
+                    out[e0 + q] = sc<T>::out(acc);
+                }
+        }
+    }
+}
+
+/* Variant 0: one tile per block, the prefix from the fixed tree of tile totals (module
+ * comment). */
 template <typename T, bool VEC>
 __global__ void __launch_bounds__(SCAN_THREADS, SCAN_MIN_BLOCKS)
     k_scan_tiles(const T *__restrict__ x, T *__restrict__ y, int64_t n, unsigned tiles,
@@ -257,73 +440,19 @@ __global__ void __launch_bounds__(SCAN_THREADS, SCAN_MIN_BLOCKS)
                  unsigned *counter, bool prod)
 {
     typedef typename sc<T>::Acc A;
-    typedef scan_shape<T> S;
-    constexpr int V = S::V, K = S::K, ITEMS = S::ITEMS;
-    __shared__ A s_warp[SCAN_WARPS];         /* warp totals */
-    __shared__ A s_row[SCAN_WARPS * K];      /* row prefixes P_k of each warp */
-    __shared__ A s_lev[SCAN_WARPS];          /* the look-back's sum of each level */
-    __shared__ A s_excl[K * SCAN_THREADS];   /* each lane's exclusive prefix in row k */
-    __shared__ unsigned s_id;
+    __shared__ scan_smem<A, scan_shape<T>::K> sm;
+    __shared__ A s_lev[SCAN_WARPS]; /* the look-back's sum of each level */
     const int t = threadIdx.x, lane = t % 32, wp = t / 32;
     const A id = prod ? (A)1 : (A)0;
-    if (t == 0) s_id = atomicAdd(counter, 1u);
-    __syncthreads();
-    const unsigned u = s_id, line = u / tiles, tile = u - line * tiles;
-    const T *row = x + (int64_t)line * n;
-    T *out = y + (int64_t)line * n;
-    A *lval = val + (int64_t)line * per_line;
-    unsigned *lflag = flag + (int64_t)line * per_line;
-    const int64_t tbase = (int64_t)tile * S::TILE;
-    const int64_t seg = tbase + (int64_t)wp * 32 * ITEMS; /* the warp's first element */
-    const bool full = tbase + S::TILE <= n;               /* the same in every thread */
-    T v[ITEMS];
-    if (VEC && full) {
-#pragma unroll
-        for (int k = 0; k < K; k++) {
-            const scan_vec<T> w = *(const scan_vec<T> *)(row + seg + ((int64_t)k * 32 + lane) * V);
-#pragma unroll
-            for (int q = 0; q < V; q++) v[k * V + q] = w.v[q];
-        }
-    } else {
-#pragma unroll
-        for (int k = 0; k < K; k++) {
-            const int64_t e0 = seg + ((int64_t)k * 32 + lane) * V;
-#pragma unroll
-            for (int q = 0; q < V; q++) v[k * V + q] = row[full || e0 + q < n ? e0 + q : 0];
-        }
-    }
-    /* Row k of the warp is chunk k of its 32 lanes (in memory order). Each lane folds its
-     * chunk; a shuffle network scans the row (inclusive, Hillis-Steele from lane - d), the
-     * exclusive lane prefix is kept, lane 31's inclusive value is the row total R_k, and
-     * the row prefix P_k = ((R_0 + R_1) + ...) + R_(k-1) goes to shared memory. */
-    A wtot = id;
-#pragma unroll
-    for (int k = 0; k < K; k++) {
-        const int64_t e0 = seg + ((int64_t)k * 32 + lane) * V;
-        A s = id;
-#pragma unroll
-        for (int q = 0; q < V; q++)
-            if (full || e0 + q < n) s = op2<A>(s, sc<T>::in(v[k * V + q]), prod);
-#pragma unroll
-        for (int d = 1; d < 32; d *= 2) {
-            const A o = shfl_up(s, d);
-            if (lane >= d) s = op2<A>(o, s, prod);
-        }
-        const A e = shfl_up(s, 1);
-        s_excl[k * SCAN_THREADS + t] = lane == 0 ? id : e; /* read back by this thread only */
-        const A rt = shfl_down(s, 31 - lane);
-        if (lane == 0) s_row[wp * K + k] = wtot;
-        wtot = op2<A>(wtot, rt, prod);
-    }
-    if (lane == 0) s_warp[wp] = wtot;
-    __syncthreads();
-    /* the warp's offset and the tile's total: the warps' totals folded in order */
-    A off = id, total = id;
-#pragma unroll
-    for (int w = 0; w < SCAN_WARPS; w++) {
-        if (w == wp) off = total;
-        total = op2<A>(total, s_warp[w], prod);
-    }
+    const scan_tile p = take_tile<T>(sm, counter, tiles, n);
+    const unsigned tile = p.tile;
+    A *lval = val + (int64_t)p.line * per_line;
+    unsigned *lflag = flag + (int64_t)p.line * per_line;
+    T v[scan_shape<T>::ITEMS];
+    load_tile<T, VEC>(x + (int64_t)p.line * n, p, n, v);
+    fold_tile<T>(v, p, n, prod, sm);
+    A off, total;
+    warp_offsets(sm, prod, off, total);
     if (t == 0) publish<A>(lval, lflag, tile, total);
     /* The last child of a node computes and publishes it, level after level, before this
      * tile waits for its own prefix (so no chain of prefixes ever forms). Every warp computes
@@ -361,31 +490,103 @@ __global__ void __launch_bounds__(SCAN_THREADS, SCAN_MIN_BLOCKS)
     __syncthreads();
     A pre = id;
     for (int l = levels - 1; l >= 0; l--) pre = op2<A>(pre, s_lev[l], prod);
-    const A base = op2<A>(pre, off, prod);
-#pragma unroll
-    for (int q = 0; q < ITEMS; q++) opaque(v[q]);
-    /* element i of chunk (k, lane): ((((pre + off) + P_k) + excl_k) + x_0) + ... + x_i */
-#pragma unroll
-    for (int k = 0; k < K; k++) {
-        const int64_t e0 = seg + ((int64_t)k * 32 + lane) * V;
-        A acc = op2<A>(op2<A>(base, s_row[wp * K + k], prod), s_excl[k * SCAN_THREADS + t], prod);
-        if (VEC && full) {
-            scan_vec<T> w;
-#pragma unroll
-            for (int q = 0; q < V; q++) {
-                acc = op2<A>(acc, sc<T>::in(v[k * V + q]), prod);
-                w.v[q] = sc<T>::out(acc);
+    store_tile<T, VEC>(y + (int64_t)p.line * n, v, p, n, prod, sm, op2<A>(pre, off, prod));
+}
+
+/* The exclusive prefix of tile `tile` > 0 of a line by ordered look-back (module comment):
+ * the left fold agg_0 op ... op agg_(tile-1), whichever predecessor's inclusive prefix it
+ * starts from. Warp 0's lanes await the flags of a window of 32 predecessors; every thread
+ * finds the highest with an inclusive prefix (else the window moves down by 32); thread 0
+ * folds from it upwards: its inclusive prefix, the aggregates above it in that window, then
+ * the aggregates of the windows passed over, re-read in ascending order. Block-wide (its
+ * barriers: the emulation runs shuffles block-uniform only, so this uses none). */
+template <typename A>
+TD_DEV A look_back(const A *agg, const A *incl, const unsigned *flag, unsigned tile, bool prod,
+                   unsigned *s_st, A *s_v)
+{
+    const int t = threadIdx.x;
+    int hi = (int)tile; /* the window: tiles [hi - 32, hi) */
+    int L;
+    for (;;) {
+        if (t < 32) {
+            const int i = hi - 32 + t;
+            unsigned f = 0; /* below tile 0: never the start */
+            A v = prod ? (A)1 : (A)0;
+            if (i >= 0) {
+                f = await_flag(flag, i);
+                v = *(const volatile A *)&(f == 2u ? incl : agg)[i];
             }
-            *(scan_vec<T> *)(out + e0) = w;
-        } else {
-#pragma unroll
-            for (int q = 0; q < V; q++)
-                if (full || e0 + q < n) {
-                    acc = op2<A>(acc, sc<T>::in(v[k * V + q]), prod);
-                    out[e0 + q] = sc<T>::out(acc);
-                }
+            s_st[t] = f;
+            s_v[t] = v;
         }
+        __syncthreads();
+        L = -1;
+        for (int l = 31; l >= 0 && L < 0; l--)
+            if (s_st[l] == 2u) L = l;
+        if (L >= 0) break; /* every thread alike: tile 0 always has its inclusive prefix */
+        hi -= 32;
+        __syncthreads(); /* before warp 0 overwrites the window */
     }
+    if (t == 0) {
+        A acc = s_v[L];
+        for (int l = L + 1; l < 32; l++) acc = op2<A>(acc, s_v[l], prod);
+        for (int i = hi; i < (int)tile; i++) acc = op2<A>(acc, *(const volatile A *)&agg[i], prod);
+        s_v[0] = acc;
+    }
+    __syncthreads();
+    return s_v[0];
+}
+
+/* Variant 1: one tile per block, the prefix by ordered decoupled look-back (module
+ * comment). The tile's aggregate is published before the look-back, its inclusive prefix
+ * right after it; incl_every > 1 (a test aid: TENSORD_GPU_SCAN_VARIANT=2) publishes the
+ * inclusive prefix of every incl_every-th tile only, so look-backs cross windows. */
+template <typename T, bool VEC>
+__global__ void __launch_bounds__(SCAN_THREADS, SCAN_MIN_BLOCKS)
+    k_scan_lookback(const T *__restrict__ x, T *__restrict__ y, int64_t n, unsigned tiles,
+                    typename sc<T>::Acc *agg, typename sc<T>::Acc *incl, unsigned *flag,
+                    unsigned *counter, unsigned incl_every, bool prod)
+{
+    typedef typename sc<T>::Acc A;
+    __shared__ scan_smem<A, scan_shape<T>::K> sm;
+    __shared__ unsigned s_st[32];
+    __shared__ A s_v[32];
+    const int t = threadIdx.x;
+    const A id = prod ? (A)1 : (A)0;
+    const scan_tile p = take_tile<T>(sm, counter, tiles, n);
+    const unsigned tile = p.tile;
+    const int64_t lo = (int64_t)p.line * tiles;
+    T v[scan_shape<T>::ITEMS];
+    load_tile<T, VEC>(x + (int64_t)p.line * n, p, n, v);
+    fold_tile<T>(v, p, n, prod, sm);
+    A off, total, pre = id;
+    /* total and off are taken from shared memory where needed, so that they do not take
+     * registers across the look-back (the tile's elements do) */
+    if (t == 0) {
+        warp_offsets(sm, prod, off, total);
+        if (tile == 0) publish<A>(incl + lo, flag + lo, 0, total, 2u); /* incl_0 = agg_0 */
+        else publish<A>(agg + lo, flag + lo, tile, total, 1u);
+    }
+    if (tile > 0) pre = look_back<A>(agg + lo, incl + lo, flag + lo, tile, prod, s_st, s_v);
+    warp_offsets(sm, prod, off, total);
+    if (t == 0 && tile > 0 && tile % incl_every == 0)
+        publish<A>(incl + lo, flag + lo, tile, op2<A>(pre, total, prod), 2u);
+    store_tile<T, VEC>(y + (int64_t)p.line * n, v, p, n, prod, sm, op2<A>(pre, off, prod));
+}
+
+/* TENSORD_GPU_SCAN_VARIANT (read once): 0 (default, or unset or out of range): k_scan_tiles,
+ * the fixed tree of tile totals; 1: k_scan_lookback, the ordered look-back; 2: 1 with the
+ * inclusive prefix published by every 97th tile only (a test aid: look-backs then cross
+ * up to 3 windows; the bits of 1, slower). 1 and 2 give other bits than 0 (another
+ * association, fixed by the shape as well). */
+int variant(void)
+{
+    static const int v = [] {
+        const char *e = getenv("TENSORD_GPU_SCAN_VARIANT");
+        const int r = e != NULL ? atoi(e) : 0;
+        return r >= 0 && r <= 2 ? r : 0;
+    }();
+    return v;
 }
 
 template <typename T>
@@ -405,27 +606,40 @@ td_status run(const td__gpu_exec *x, const void *in, void *outp, int64_t outer, 
     if (tiles > INT32_MAX / nlines)
         return td__gpu_fail(x, TD_EUNSUPPORTED, "%s: %lld lines of %lld elements are too many",
                             prod ? "cumprod" : "cumsum", (long long)nlines, (long long)n);
+    const int var = variant();
     int levels = 1;
     for (int64_t cap = SCAN_FAN; cap < tiles; cap *= SCAN_FAN) levels++;
     if (levels > SCAN_WARPS) /* not reached: tiles < 2^31 < 32^7 */
         return td__gpu_fail(x, TD_EINTERNAL, "%s: %d tree levels", prod ? "cumprod" : "cumsum",
                             levels);
-    const int64_t per_line = level_off(tiles, levels);
-    /* [counter, padded to 16 bytes][flags: unsigned x nodes][values: A x nodes] */
+    /* entries a line: the tree's nodes (variant 0), or one a tile (the look-back: a flag, an
+     * aggregate and an inclusive prefix) */
+    const int64_t per_line = var == 0 ? level_off(tiles, levels) : tiles;
+    /* [counter, padded to 16 bytes][flags: unsigned x nodes][values: A x nodes, twice for
+     * the look-back: aggregates, then inclusive prefixes] */
     const int64_t nodes = nlines * per_line;
     const size_t flag_bytes = (16 + (size_t)nodes * sizeof(unsigned) + 15) / 16 * 16;
+    const size_t val_bytes = (size_t)nodes * sizeof(A);
     void *tmp = NULL;
-    td_status s = td__gpu_temp_alloc(x, flag_bytes + (size_t)nodes * sizeof(A), &tmp);
+    td_status s = td__gpu_temp_alloc(x, flag_bytes + (var == 0 ? 1 : 2) * val_bytes, &tmp);
     if (s != TD_OK) return s;
     s = td__gpu_check(x, gpuMemsetAsync(tmp, 0, flag_bytes, x->st->s), "scan flags");
     if (s == TD_OK) {
         unsigned *counter = (unsigned *)tmp;
         unsigned *flag = (unsigned *)((char *)tmp + 16);
         A *val = (A *)((char *)tmp + flag_bytes);
+        A *incl = (A *)((char *)tmp + flag_bytes + val_bytes);
         const bool vec = (uintptr_t)xs % 16 == 0 && (uintptr_t)ys % 16 == 0 &&
                          (nlines == 1 || (n * (int64_t)sizeof(T)) % 16 == 0);
         const unsigned blocks = (unsigned)(nlines * tiles);
-        if (vec)
+        const unsigned every = var == 2 ? 97u : 1u;
+        if (var != 0 && vec)
+            k_scan_lookback<T, true><<<blocks, SCAN_THREADS, 0, x->st->s>>>(
+                xs, ys, n, (unsigned)tiles, val, incl, flag, counter, every, prod);
+        else if (var != 0)
+            k_scan_lookback<T, false><<<blocks, SCAN_THREADS, 0, x->st->s>>>(
+                xs, ys, n, (unsigned)tiles, val, incl, flag, counter, every, prod);
+        else if (vec)
             k_scan_tiles<T, true><<<blocks, SCAN_THREADS, 0, x->st->s>>>(
                 xs, ys, n, (unsigned)tiles, levels, per_line, val, flag, counter, prod);
         else

@@ -13,16 +13,19 @@
 #
 #  1. conformance on local:cuda:0 against local:cpu, cases whose name contains "norm"
 #     (layer/rms/group/batch norm, forward and backward: the row kernels k_nn_row and
-#     k_nn_rowv, the group kernel) and "cum" (cumsum, cumprod: k_lines, k_scan_tiles);
+#     k_nn_rowv, the group kernel) and "cum" (cumsum, cumprod: k_lines, k_scan_tiles), the
+#     latter again under TENSORD_GPU_SCAN_VARIANT=1 (k_scan_lookback);
 #  2. layer norm [8192, 4096] f32 (affine, no affine, backward dx; bench/nn_bench.c next to
 #     bench/nn_torch.py) and cumsum over 2^28 f32 (1 GiB; gpu-bench --cumsum-only next to
-#     gpu_torch.py --cumsum-only), tensord and PyTorch alternated three times each; per row
-#     the median of the three runs' medians, and x/PT = PyTorch's time / tensord's;
+#     gpu_torch.py --cumsum-only), tensord and PyTorch alternated three times each, the
+#     cumsum row under TENSORD_GPU_SCAN_VARIANT=0 and =1 (rows ..._v0, ..._v1: the tree of
+#     tile totals, the ordered look-back) in each round; per row the median of the three
+#     runs' medians, and x/PT = PyTorch's time / tensord's;
 #  3. where the time goes: tensord's per-op GPU time (TENSORD_GPU_PROFILE=1, each op timed
 #     by two events) next to PyTorch's kernels timed by CUDA events (20 back-to-back ops);
 #  4. if at least 45 s are left: ncu (SpeedOfLight, Occupancy, LaunchStats, memory workload,
 #     warp states: where the cumsum tiles' warps stall) on the layer-norm row kernels and one
-#     cumsum tile kernel.
+#     cumsum tile kernel of each variant.
 # Exit status: 0 when every step passed.
 set -u -o pipefail
 cd "$(dirname "$0")/../.." || exit 1
@@ -52,13 +55,14 @@ py() { # seconds script args...
 }
 
 # ---- 1. conformance against the CPU ----
-for f in norm cum; do
-    timeout "$(limit 40)" "$X/bin/conformance" --target local:cuda:0 --filter "$f" \
-        >"$OUT/conformance-$f.log" 2>&1
+for fv in norm:0 cum:0 cum:1; do
+    f=${fv%:*} v=${fv#*:}
+    TENSORD_GPU_SCAN_VARIANT=$v timeout "$(limit 40)" "$X/bin/conformance" \
+        --target local:cuda:0 --filter "$f" >"$OUT/conformance-$f-v$v.log" 2>&1
     rc=$?
-    note "conformance local:cuda:0 --filter $f: $(grep -m1 '^conformance ' "$OUT/conformance-$f.log" | sed 's/^conformance //') (exit $rc)"
-    grep -m5 '^FAIL' "$OUT/conformance-$f.log" | cut -c1-300 | tee -a "$SUM"
-    step "conformance --filter $f" $rc
+    note "conformance local:cuda:0 --filter $f (scan variant $v): $(grep -m1 '^conformance ' "$OUT/conformance-$f-v$v.log" | sed 's/^conformance //') (exit $rc)"
+    grep -m5 '^FAIL' "$OUT/conformance-$f-v$v.log" | cut -c1-300 | tee -a "$SUM"
+    step "conformance --filter $f (scan variant $v)" $rc
 done
 
 # ---- 2. speed next to PyTorch, alternated ----
@@ -68,8 +72,12 @@ for i in 1 2 3; do
     step "nn-bench run $i" $?
     py 40 bench/nn_torch.py --device cuda >"$T/ln-pt-$i" 2>&1
     step "nn_torch.py run $i" $?
-    timeout "$(limit 30)" carry/gpu-bench --device local:cuda:0 --cumsum-only >"$T/cs-td-$i" 2>&1
-    step "gpu-bench --cumsum-only run $i" $?
+    for v in 0 1; do
+        TENSORD_GPU_SCAN_VARIANT=$v timeout "$(limit 30)" carry/gpu-bench --device local:cuda:0 \
+            --cumsum-only >"$T/cs-td$v-$i" 2>&1
+        step "gpu-bench --cumsum-only (scan variant $v) run $i" $?
+        sed -i -E "s/^(cumsum[A-Za-z0-9_]*) /\1_v$v /" "$T/cs-td$v-$i"
+    done
     py 40 bench/gpu_torch.py --cumsum-only >"$T/cs-pt-$i" 2>&1
     step "gpu_torch.py --cumsum-only run $i" $?
 done
@@ -84,17 +92,18 @@ medians() {
                        if (a[y] + 0 < a[x] + 0) { t = a[x]; a[x] = a[y]; a[y] = t }
                    printf "%s %s %d\n", k, a[int((m + 1) / 2)], m } }' "$@"
 }
-medians "$T"/ln-td-* "$T"/cs-td-* >"$T/td.med"
+medians "$T"/ln-td-* "$T"/cs-td* >"$T/td.med"
 medians "$T"/ln-pt-* "$T"/cs-pt-* >"$T/pt.med"
 {
     echo "== speed on cuda:0, median of 3 alternated runs (each run: its own median of timed loops)"
     echo "   x/PT = PyTorch's time / tensord's (above 1: tensord faster; target >= 0.9)"
     awk 'NR == FNR { pt[$1] = $2; next }
-         { r = ($1 in pt && $2 > 0) ? sprintf("%.2f", pt[$1] / $2) : "-"
+         { k = $1; sub(/_v[0-9]+$/, "", k) # row NAME_vN (scan variant N): PyTorch row NAME
+           r = (k in pt && $2 > 0) ? sprintf("%.2f", pt[k] / $2) : "-"
            printf "  %-28s tensord %9s ms   PyTorch %9s ms   x/PT %s   (%d runs)\n", $1, $2,
-                  ($1 in pt) ? pt[$1] : "-", r, $3 }' "$T/pt.med" "$T/td.med"
+                  (k in pt) ? pt[k] : "-", r, $3 }' "$T/pt.med" "$T/td.med"
     echo "  rates, tensord then PyTorch (each run):"
-    grep -h -E '^(layer_norm|cumsum)' "$T"/ln-td-* "$T"/cs-td-* | awk '{printf "    tensord %-28s %s ms %s %s\n", $1, $2, $4, $5}'
+    grep -h -E '^(layer_norm|cumsum)' "$T"/ln-td-* "$T"/cs-td* | awk '{printf "    tensord %-28s %s ms %s %s\n", $1, $2, $4, $5}'
     grep -h -E '^(layer_norm|cumsum)' "$T"/ln-pt-* "$T"/cs-pt-* | awk '{printf "    PyTorch %-28s %s ms %s %s\n", $1, $2, $4, $5}'
 } | tee -a "$SUM"
 
@@ -102,9 +111,12 @@ medians "$T"/ln-pt-* "$T"/cs-pt-* >"$T/pt.med"
 TENSORD_GPU_PROFILE=1 timeout "$(limit 30)" "$X/bin/nn-bench" --device local:cuda:0 --reps 5 \
     --rounds 1 >"$T/prof-ln" 2>&1
 step "nn-bench TENSORD_GPU_PROFILE=1" $?
-TENSORD_GPU_PROFILE=1 timeout "$(limit 30)" carry/gpu-bench --device local:cuda:0 --cumsum-only \
-    --reps 5 --rounds 1 >"$T/prof-cs" 2>&1
-step "gpu-bench --cumsum-only TENSORD_GPU_PROFILE=1" $?
+for v in 0 1; do
+    echo "== scan variant $v" >>"$T/prof-cs"
+    TENSORD_GPU_SCAN_VARIANT=$v TENSORD_GPU_PROFILE=1 timeout "$(limit 30)" carry/gpu-bench \
+        --device local:cuda:0 --cumsum-only --reps 5 --rounds 1 >>"$T/prof-cs" 2>&1
+    step "gpu-bench --cumsum-only TENSORD_GPU_PROFILE=1 (scan variant $v)" $?
+done
 cat >"$T/ev.py" <<'EOF'
 import torch
 import torch.nn.functional as F
@@ -141,7 +153,7 @@ step "PyTorch CUDA-event timing" $?
 {
     echo "== kernel time (tensord: TENSORD_GPU_PROFILE=1 per-op GPU time, each op waited for;"
     echo "   PyTorch: CUDA events around 20 back-to-back ops, so launch gaps included)"
-    grep -h -E 'profile:|^  op |layer_norm|cumsum|^  var ' "$T/prof-ln" "$T/prof-cs" | sed 's/^/  /'
+    grep -h -E 'profile:|^  op |layer_norm|cumsum|^  var |^== scan' "$T/prof-ln" "$T/prof-cs" | sed 's/^/  /'
     sed 's/^/  /' "$T/ev"
 } | tee -a "$SUM"
 for f in prof-ln prof-cs ev; do { echo "== $f"; cat "$T/$f"; } >>"$LOG"; done
@@ -157,10 +169,12 @@ if [ "${NCU:-1}" = 1 ] && [ "$left" -ge 45 ] && [ -n "$NCU_BIN" ]; then
     timeout "$(limit 40)" "$NCU_BIN" "${ncu_args[@]}" -k 'regex:k_nn_row' -c 6 \
         "$X/bin/nn-bench" --device local:cuda:0 --reps 1 --rounds 1 >"$OUT/ncu-memops.txt" 2>&1
     step "ncu nn-bench" $?
-    timeout "$(limit 40)" "$NCU_BIN" "${ncu_args[@]}" -k 'regex:k_scan_tiles' -c 1 \
-        carry/gpu-bench --device local:cuda:0 --cumsum-only --reps 1 --rounds 1 \
-        >>"$OUT/ncu-memops.txt" 2>&1
-    step "ncu gpu-bench --cumsum-only" $?
+    for v in 0 1; do
+        TENSORD_GPU_SCAN_VARIANT=$v timeout "$(limit 40)" "$NCU_BIN" "${ncu_args[@]}" \
+            -k 'regex:k_scan_(tiles|lookback)' -c 1 carry/gpu-bench --device local:cuda:0 \
+            --cumsum-only --reps 1 --rounds 1 >>"$OUT/ncu-memops.txt" 2>&1
+        step "ncu gpu-bench --cumsum-only (scan variant $v)" $?
+    done
     {
         echo "== ncu (kernel: duration, DRAM throughput, achieved occupancy, registers)"
         grep -E 'Context [0-9]+, Stream|Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Registers Per Thread|Theoretical Occupancy|Warp Cycles Per Issued|stall|Stall' \
