@@ -19,7 +19,7 @@
  * (local or remote), which is the point of the comparison.
  *
  * Usage: gpu-bench [--device URI] [--reps N] [--rounds N] [--quick] [--profile]
- *                  [--only NAME,...] [--elems N] [--shm-host-bytes N]
+ *                  [--only NAME,...] [--elems N] [--shm-host-bytes N] [--offer-off]
  * --only runs the rows whose names start with a listed prefix that ends at a '_' of the
  * name or at its end (add, add_f32, sum, cumsum, sort, softmax, matmul; "transfers" for the
  * transfer rows); --elems sets the f32 element
@@ -485,6 +485,7 @@ int main(int argc, char **argv)
     const char *uri = "local:cuda:0";
     int reps = 20, rounds = 3;
     bool quick = false, prof = false, mm_only = false, xfer_only = false, raw = false;
+    bool offer_off = false;
     long long elems = 0, shm_host_bytes = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--device") == 0 && i + 1 < argc) {
@@ -493,6 +494,8 @@ int main(int argc, char **argv)
             reps = atoi(argv[++i]);
         } else if (strcmp(argv[i], "--rounds") == 0 && i + 1 < argc) {
             rounds = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--offer-off") == 0) {
+            offer_off = true;
         } else if (strcmp(argv[i], "--shm-host-bytes") == 0 && i + 1 < argc) {
             shm_host_bytes = atoll(argv[++i]);
         } else if (strcmp(argv[i], "--quick") == 0) {
@@ -516,7 +519,7 @@ int main(int argc, char **argv)
             fprintf(help ? stdout : stderr,
                     "usage: gpu-bench [--device URI] [--reps N] [--rounds N] [--quick] "
                     "[--profile] [--matmul-only] [--cumsum-only] [--transfers-only] [--raw]\n"
-                    "                 [--only NAME,...] [--elems N] [--shm-host-bytes N]\n"
+                    "                 [--only NAME,...] [--elems N] [--shm-host-bytes N] [--offer-off]\n"
                     "GPU speed of tensord: matmul 4096^2/8192^2 f32, TF32, f16 and bf16, add/mul\n"
                     "on 1 GiB, bf16 add/sum on 1 GiB,\n"
                     "sum and cumsum over 1 GiB, sort of 2^24 f32, softmax over rows of\n"
@@ -542,7 +545,9 @@ int main(int argc, char **argv)
                     "  --elems N       f32 elements of the add/mul/sum/cumsum rows (default\n"
                     "                  2^28; 2^20 with --quick)\n"
                     "  --shm-host-bytes N  td_options.shm_host_bytes (unix sockets: room for\n"
-                    "                  the transfer rows' td_host_alloc buffer; default 0)\n",
+                    "                  the transfer rows' td_host_alloc buffer; default 0)\n"
+                    "  --offer-off     td_options.blob_min_bytes = SIZE_MAX: uploads skip the\n"
+                    "                  blob offer (fingerprint and candidate)\n",
                     MAX_ROUNDS);
             if (!help) fprintf(stderr, "gpu-bench: unknown option '%s'\n", argv[i]);
             return help ? 0 : 2;
@@ -564,6 +569,7 @@ int main(int argc, char **argv)
     td_options opts;
     memset(&opts, 0, sizeof opts);
     opts.shm_host_bytes = (size_t)shm_host_bytes;
+    if (offer_off) opts.blob_min_bytes = SIZE_MAX;
     if (td_connect(uri, &opts, &ctx) != TD_OK) {
         fprintf(stderr, "gpu-bench: %s\n", td_connect_error());
         return 1;

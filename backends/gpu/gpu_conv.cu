@@ -61,9 +61,12 @@
  * split, as for f16), + bias once at the end: the bits depend on the shape alone (the tile
  * and the split are chosen from the shape, td_conv_splits over TD_CONVF_BK tiles). The
  * order differs from im2col + cuBLAS's (within TD_ACC_CONV). TENSORD_GPU_CONV_F32 (read
- * once): 1 takes f32 CONV here, 0 (the default until it is timed on the GPU) to im2col +
- * cuBLAS, 2 / 3 (timing aids) here with BM 128 / 64; a pointwise conv without bias (1x1,
- * stride 1, no padding) keeps that path's shortcut either way (one batched GEMM straight on
+ * once): 1 (the default) takes f32 CONV here, 0 to im2col + cuBLAS, 2 / 3 (timing aids)
+ * here with BM 128 / 64. Measured on an H100 (BENCHMARKS.md, 2026-12-06 11:35 UTC), x/PT on
+ * ResNet-50's layers at batch 32 against cuDNN with TF32 off: 1.34, 1.27, 0.68, 1.54, 1.40
+ * (im2col + cuBLAS: 1.18, 0.79, 0.53, 1.56, 1.39); forcing the split over K
+ * (TENSORD_GPU_CONV_F32_SPLIT) moved the 3x3 128-channel layer by under 5 %. A pointwise
+ * conv without bias (1x1, stride 1, no padding) keeps that path's shortcut either way (one batched GEMM straight on
  * x and w). The CPU emulation runs this kernel too (cp.async as plain copies, gpu_mma.cuh's
  * TD_GPU_STAGE).
  *
@@ -745,8 +748,9 @@ td_status conv_f16(const td__gpu_exec *x, const td__op *op, const td__view *in,
 
 namespace {
 
-/* TENSORD_GPU_CONV_F32 when unset: the im2col + cuBLAS path until the kernel is timed */
-#define TD_CONVF_DEFAULT 0
+/* TENSORD_GPU_CONV_F32 when unset: the FFMA kernel, the tile from the shape (timed: the
+ * module comment) */
+#define TD_CONVF_DEFAULT 1
 
 /* ---- the f32 kernel (gpu_conv_layout.h's f32 section): FFMA micro-tiles from k-major
  * shared tiles that a TD_CONVF_STAGES-deep cp.async pipeline fills; optionally one split of
@@ -922,6 +926,16 @@ td_status conv_f32(const td__gpu_exec *x, const td__op *op, const td__view *in,
     if (mtiles > 65535) return TD_EUNSUPPORTED;
     const int64_t blocks = (int64_t)((s.N + TD_CONVF_BN - 1) / TD_CONVF_BN) * mtiles * s.groups;
     int S = td_conv_splits(&s, blocks);
+    /* TENSORD_GPU_CONV_F32_SPLIT=S (a timing aid): this split over K instead (1..8, at
+     * most one per K tile, none empty) */
+    static const int force_split = [] {
+        const char *e = getenv("TENSORD_GPU_CONV_F32_SPLIT");
+        return e != NULL ? atoi(e) : 0;
+    }();
+    if (force_split >= 1 && force_split <= TD_CONV_SPLIT_MAX && force_split <= s.nk) {
+        const int per = (s.nk + force_split - 1) / force_split;
+        S = (s.nk + per - 1) / per;
+    }
     if ((int64_t)s.groups * S > 65535) S = 1;
     if (getenv("TENSORD_GPU_CONV_TRACE") != NULL)
         fprintf(stderr, "tensord " TD_GPU_KIND " conv: implicit gemm f32 tile %dx%d split %d "

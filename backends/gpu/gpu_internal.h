@@ -45,13 +45,15 @@ extern "C" {
  * buffers of TD_GPU_STAGE_BYTES, two per transfer (one filled or drained by the CPU while
  * the DMA engine moves the other), from a fixed set of stage_sets pairs per device
  * (TENSORD_GPU_STAGE_SETS, 1..TD_GPU_STAGE_SETS, default TD_GPU_STAGE_SETS_DEFAULT): at most
- * stage_sets * 2 * TD_GPU_STAGE_BYTES (32 MiB at 4) of pinned host memory a device,
+ * stage_sets * 2 * TD_GPU_STAGE_BYTES (64 MiB at 8) of pinned host memory a device,
  * made on the first large transfer and freed when the device closes. A transfer that finds
  * every pair in use takes the plain pageable copy instead of waiting. gpu_backend.c has the
  * ordering argument. */
 #define TD_GPU_STAGE_BYTES ((size_t)4 << 20)
 #define TD_GPU_STAGE_SETS 8
-#define TD_GPU_STAGE_SETS_DEFAULT 4
+#define TD_GPU_STAGE_SETS_DEFAULT 8 /* 64 MiB pinned; 8 threads copy a large transfer
+                                     * (BENCHMARKS.md 2026-12-06: 1 GiB 36-46 GB/s at 8
+                                     * against 29-37 at 4 on an H100 host of 16 cores) */
 #define TD_GPU_STAGE_MIN ((size_t)64 << 10)
 
 typedef struct td__gpu_stage {

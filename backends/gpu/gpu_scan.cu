@@ -74,9 +74,12 @@
  * for S_i.
  * Measured on an H100 (BENCHMARKS.md, 2026-12-06, 3 blocks a multiprocessor), variant 0:
  * 2^28 f32 in 1.358 ms, 1.58 TB/s, 0.75x PyTorch's (CUB's) 2.10 TB/s, conformance of every
- * cum case passing; the bound of 4 blocks below, and variant 1, are not measured yet
- * (tests/gpu/memops-on-gpu-host.sh times both; tests/gpu/emu/run.sh checks the kernels on
- * the CPU).
+ * cum case passing. 2026-12-06 11:40 UTC, same card type, with the bound of 4 blocks below
+ * (tests/gpu/memops-on-gpu-host.sh, 3 alternated runs): variant 0 1.347 ms (1.59 TB/s,
+ * 0.76x PyTorch's 1.017 ms; ncu 54 % of DRAM bandwidth, 47 % occupancy, half the stalls at
+ * the block's barriers), variant 1 1.893 ms (0.54x; ncu 36 %: warp 0's look-back holds the
+ * other warps at the barrier), so 0 stays the default; conformance of every cum case passes
+ * under both (tests/gpu/emu/run.sh checks the kernels on the CPU).
  */
 #include "backends/gpu/gpu_ops.cuh"
 #include <stdlib.h>
@@ -96,7 +99,7 @@ namespace {
  * loaded and the accumulators (the lanes' exclusive row prefixes wait in shared memory);
  * ptxas spills 96 bytes for f32 (to L1). At 3 blocks (80 registers, no spill) an H100 ran
  * 2^28 f32 at 1.58 TB/s, 0.75x PyTorch, with 47 % of DRAM bandwidth and 37 % occupancy in
- * ncu: more tiles in flight is the first thing to try (not measured yet). */
+ * ncu. At 4 (64 registers, the spill) 1.347 ms, 0.76x: more tiles in flight gained 1 %. */
 #define SCAN_MIN_BLOCKS 4
 
 /* The tile shape per element type: a chunk is 16 bytes (V elements, one vector load); a

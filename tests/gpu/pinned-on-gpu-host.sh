@@ -42,9 +42,11 @@ for r in $(seq 1 "$ROUNDS"); do
         >"$OUT/server-unix.log" 2>&1 &
     upid=$!
     for _ in $(seq 1 100); do [ -S "$SOCK" ] && break; sleep 0.1; done
-    echo "### round $r: unix:$SOCK/cuda:0 (shared memory; host buffer in the region)" | tee -a "$MD"
-    timeout "$(limit 40)" "$GPU_BENCH" --device "unix:$SOCK/cuda:0" --transfers-only \
-        --shm-host-bytes 1100000000 2>&1 | tee -a "$MD" || rc=1
+    for offer in "" --offer-off; do
+        echo "### round $r: unix:$SOCK/cuda:0 (shared memory; host buffer in the region) $offer" | tee -a "$MD"
+        timeout "$(limit 40)" "$GPU_BENCH" --device "unix:$SOCK/cuda:0" --transfers-only \
+            --shm-host-bytes 1100000000 $offer 2>&1 | grep -v '^# device' | tee -a "$MD" || rc=1
+    done
     kill -TERM "$upid" 2>/dev/null
     wait "$upid" 2>/dev/null
     if start_tensord "$X/bin/tensord" "$OUT/server-tcp.log" --devices cuda:0,cpu; then
