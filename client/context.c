@@ -409,7 +409,8 @@ td_status td_connect_sized(const char *uri, const td_options *opts, size_t opts_
     if (o.batch_max_ops <= 0) o.batch_max_ops = TD_BATCH_MAX_OPS_DEFAULT;
     if (o.batch_max_bytes == 0) o.batch_max_bytes = TD_BATCH_MAX_BYTES_DEFAULT;
     if (o.batch_flush_us == 0) o.batch_flush_us = TD_BATCH_FLUSH_US_DEFAULT;
-    if (o.blob_min_bytes == 0) o.blob_min_bytes = TD_BLOB_MIN_BYTES_DEFAULT;
+    /* blob_min_bytes 0 stays 0: the transport picks the default, which depends on whether
+     * the session got shared memory (remote.c) */
     if (o.client_name == NULL) o.client_name = "libtensord";
     bool local;
     /* the target (a pool lists up to 64 servers) and the tensords:// uri rewritten as

@@ -67,6 +67,7 @@ enum remote_req { REQ_NONE = 0, REQ_OPEN, REQ_READ, REQ_FENCE, REQ_GRAPH, REQ_BL
 
 typedef struct remote {
     td__transport base; /* first: the context sees only this */
+    bool blob_min_default; /* td_options.blob_min_bytes was 0: the offer's default applies */
     char target[512];
     td__client_sec sec; /* TLS and bearer token */
     int call_timeout_ms;
@@ -1422,6 +1423,11 @@ static void shm_attach(remote *r, int timeout_ms, bool want_ring)
             if (!td__host_heap_init(&r->heap, heap_start, usable - heap_start, 4096))
                 td__log(TD_LOG_DEBUG, "session on %s: no room for host buffers", r->target);
             r->base.transport = r->ring.base != NULL ? "shm+ring" : "shm";
+            /* The blob offer saves wire bytes; here the "wire" is a memcpy, faster than the
+             * SHA-256 a repeat costs on both ends, and on a GPU session every fresh upload
+             * would make the server keep a host copy as a candidate (BENCHMARKS.md
+             * 2026-12-06 11:35: 36 GB/s uploads fell to 0.5). So off unless asked for. */
+            if (r->blob_min_default) r->base.blob_min_bytes = SIZE_MAX;
         }
     }
     memset(r->shm_offer.secret, 0, sizeof r->shm_offer.secret);
@@ -1478,6 +1484,7 @@ td_status td__remote_open_member(const char *target, const char *device,
     snprintf(r->target, sizeof r->target, "%s", target);
     r->call_timeout_ms = call_ms;
     r->base.blob_min_bytes = blob_min;
+    r->blob_min_default = opts == NULL || opts->blob_min_bytes == 0;
     r->next_seq = 1;
     atomic_init(&r->slices_released, 0);
     td__cli_call_init(&r->c);

@@ -125,7 +125,10 @@ typedef struct td_options {
     int batch_flush_us;     /* default 2000 (2 ms); negative: no time bound (no thread) */
     /* td_from_host/td_write of at least blob_min_bytes to a remote context first offer the
      * SHA-256 of the data to the server's blob store (one round trip) and send the bytes
-     * only when the server lacks them; SIZE_MAX turns this off. Default 1048576 (1 MiB). */
+     * only when the server lacks them; SIZE_MAX turns this off. Default (0) 1048576
+     * (1 MiB), except on a session with shared memory (td_context_transport "shm" or
+     * "shm+ring"), where the default is off: a same-host upload is a memcpy, faster than
+     * the SHA-256 a repeat costs; set it explicitly to offer there too. */
     size_t blob_min_bytes;
     /* Matmul precision (append-only from here; 0 means the default, full f32).
      * Nonzero: every f32 td_matmul recorded on this context allows TF32, exactly as if it

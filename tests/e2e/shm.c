@@ -904,3 +904,57 @@ Test(shm_off, host_bytes_over_the_session_limit_fall_back)
     td_close(ctx);
     stop();
 }
+
+/* The blob offer is off by default on a shared-memory session (tensord.h blob_min_bytes):
+ * a 2 MiB upload from plain memory waits for no round trip (the offer's fingerprint query
+ * is one), while the same upload with blob_min_bytes set explicitly makes the offer. Over
+ * TCP the default still offers. Each read-back equals what was written. */
+Test(shm_host, blob_offer_is_off_by_default_on_shared_memory)
+{
+    const size_t n = 2 * MiB;
+    uint8_t *src = malloc(n), *back = malloc(n);
+    cr_assert(src != NULL && back != NULL);
+    for (int explicit_offer = 0; explicit_offer < 2; explicit_offer++) {
+        td_options o = {.blob_min_bytes = explicit_offer ? MiB : 0};
+        td_context *ctx = connect_with(&o);
+        cr_assert_str_eq(td_context_transport(ctx), "shm+ring");
+        int64_t dims[1] = {(int64_t)n};
+        td_tensor *t = td_full(ctx, TD_U8, 1, dims, 0);
+        cr_assert(t != NULL && td_fence(ctx) == TD_OK, "%s", td_last_error(ctx));
+        fill(src, n, 77 + (uint64_t)explicit_offer);
+        uint64_t rt0 = round_trips(ctx);
+        cr_assert_eq(td_write(t, src, n), TD_OK, "%s", td_last_error(ctx));
+        uint64_t waited = round_trips(ctx) - rt0;
+        if (explicit_offer)
+            cr_expect_geq(waited, 1u, "blob_min_bytes set: the upload made the offer");
+        else
+            cr_expect_eq(waited, 0u, "default options on shared memory: no offer");
+        cr_assert_eq(td_read(t, back, n), TD_OK, "%s", td_last_error(ctx));
+        cr_expect_eq(memcmp(src, back, n), 0);
+        td_release(t);
+        td_close(ctx);
+    }
+    free(src);
+    free(back);
+}
+
+Test(shm_off, blob_offer_stays_on_by_default_over_tcp)
+{
+    const size_t n = 2 * MiB;
+    uint8_t *src = malloc(n);
+    cr_assert(src != NULL);
+    start_tcp();
+    td_context *ctx = connect_with(NULL);
+    cr_assert_str_eq(td_context_transport(ctx), "grpc");
+    int64_t dims[1] = {(int64_t)n};
+    td_tensor *t = td_full(ctx, TD_U8, 1, dims, 0);
+    cr_assert(t != NULL && td_fence(ctx) == TD_OK, "%s", td_last_error(ctx));
+    fill(src, n, 91);
+    uint64_t rt0 = round_trips(ctx);
+    cr_assert_eq(td_write(t, src, n), TD_OK, "%s", td_last_error(ctx));
+    cr_expect_geq(round_trips(ctx) - rt0, 1u, "default options over TCP: the upload made the offer");
+    td_release(t);
+    td_close(ctx);
+    free(src);
+    stop();
+}
