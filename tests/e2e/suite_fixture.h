@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -134,6 +135,34 @@ static inline void open_raw(raw_session *s)
 {
     bool ok = raw_open(s, srv.addr, TD_PROTOCOL_MIN, TD_PROTOCOL_MAX, "cpu");
     cr_assert(ok, "cannot open a raw session: %s (status %d)", raw_details(s), (int)s->status);
+}
+
+/* Read bytes [off, off + cap) of tensor `id` through s into buf: sends the read and
+ * gathers its chunks (other replies are skipped), each reply within timeout_ms; aborts the
+ * test on a Failure, a stream end or more than cap bytes. Returns the bytes received. */
+static inline size_t raw_read_back(raw_session *s, uint64_t id, uint64_t off, uint8_t *buf,
+                                   size_t cap, int timeout_ms)
+{
+    uint64_t rseq = raw_send_read(s, id, off, cap);
+    cr_assert_neq(rseq, 0u, "the read could not be sent");
+    size_t got = 0;
+    for (;;) {
+        raw_msg m;
+        int rc = raw_recv(s, &m, timeout_ms);
+        cr_assert_eq(rc, 1, "session stopped working (rc %d, status %d: %s)", rc,
+                     (int)s->status, raw_details(s));
+        cr_assert_neq(m.kind, TENSORD__V1__SERVER_MESSAGE__BODY_FAILURE, "valid work failed: %s",
+                      m.message);
+        bool last = false;
+        if (m.kind == TENSORD__V1__SERVER_MESSAGE__BODY_READ && m.seq == rseq) {
+            cr_assert_leq(got + m.payload_len, cap);
+            memcpy(buf + got, m.payload, m.payload_len);
+            got += m.payload_len;
+            last = m.last;
+        }
+        raw_msg_fini(&m);
+        if (last) return got;
+    }
 }
 
 /* raw_reply_to with a 10 s limit: 1 (a Failure for seq, its message in msg) or 0

@@ -63,26 +63,7 @@ static void make_u8(raw_session *s, uint64_t id, int64_t n, double v)
 
 static void read_back(raw_session *s, uint64_t id, uint64_t off, uint8_t *out, size_t len)
 {
-    uint64_t rseq = raw_send_read(s, id, off, len);
-    cr_assert_neq(rseq, 0u);
-    size_t got = 0;
-    for (;;) {
-        raw_msg m;
-        int rc = raw_recv(s, &m, 10000);
-        cr_assert_eq(rc, 1, "session stopped working (rc %d, status %d: %s)", rc,
-                     (int)s->status, raw_details(s));
-        cr_assert_neq(m.kind, TENSORD__V1__SERVER_MESSAGE__BODY_FAILURE, "read failed: %s",
-                      m.message);
-        bool last = false;
-        if (m.kind == TENSORD__V1__SERVER_MESSAGE__BODY_READ && m.seq == rseq) {
-            cr_assert_leq(got + m.payload_len, len);
-            memcpy(out + got, m.payload, m.payload_len);
-            got += m.payload_len;
-            last = m.last;
-        }
-        raw_msg_fini(&m);
-        if (last) break;
-    }
+    size_t got = raw_read_back(s, id, off, out, len, 10000);
     cr_assert_eq(got, len);
 }
 

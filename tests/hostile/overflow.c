@@ -62,28 +62,8 @@ static void expect_session_works(raw_session *s, uint64_t id)
 {
     td__op op = raw_op_full(id, TD_F32, 1, (int64_t[]){3}, 2.5);
     cr_assert_neq(raw_send_ops(s, &op, 1), 0u, "send failed on a session that should work");
-    uint64_t rseq = raw_send_read(s, id, 0, 12);
-    cr_assert_neq(rseq, 0u);
     uint8_t buf[12];
-    size_t got = 0;
-    for (;;) {
-        raw_msg m;
-        int rc = raw_recv(s, &m, 20000);
-        cr_assert_eq(rc, 1, "session stopped working (rc %d, status %d: %s)", rc, (int)s->status,
-                     raw_details(s));
-        cr_assert_neq(m.kind, TENSORD__V1__SERVER_MESSAGE__BODY_FAILURE, "valid work failed: %s",
-                      m.message);
-        if (m.kind == TENSORD__V1__SERVER_MESSAGE__BODY_READ && m.seq == rseq) {
-            cr_assert_leq(got + m.payload_len, sizeof buf);
-            memcpy(buf + got, m.payload, m.payload_len);
-            got += m.payload_len;
-            bool last = m.last;
-            raw_msg_fini(&m);
-            if (last) break;
-        } else {
-            raw_msg_fini(&m);
-        }
-    }
+    size_t got = raw_read_back(s, id, 0, buf, sizeof buf, 20000);
     cr_assert_eq(got, sizeof buf);
     float v[3];
     memcpy(v, buf, sizeof v);
