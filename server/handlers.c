@@ -465,7 +465,9 @@ static void run_read(td__srv_session *ss, td__job *j)
             }
             host->quota = charged ? ss->quota : NULL;
             host->charged = len;
+            const uint64_t t0 = td__trace_jobs ? td__metrics_now_ns() : 0;
             st = td__session_read(ss->es, rq->tensor, off, host->align, len, err, sizeof err);
+            if (td__trace_jobs) ss->trace_read_copy_ns += td__metrics_now_ns() - t0;
             if (st != TD_OK) {
                 release_copy(host);
                 td__ss_failure(ss, rq->seq, 0, st, err);
@@ -566,7 +568,24 @@ static void run_failure(td__srv_session *ss, td__job *j)
     td__ss_failure(ss, rq->seq, 0, rq->status, text);
 }
 
+bool td__trace_jobs;
+
+static void handle_kind(td__srv_session *ss, td__job *j);
+
 void td__handle(td__srv_session *ss, td__job *j)
+{
+    if (!td__trace_jobs || j->rq.kind >= TD_REQ_KIND_COUNT) {
+        handle_kind(ss, j);
+        return;
+    }
+    const uint64_t t0 = td__metrics_now_ns();
+    const td__req_kind kind = j->rq.kind;
+    handle_kind(ss, j);
+    ss->trace_ns[kind] += td__metrics_now_ns() - t0;
+    ss->trace_n[kind]++;
+}
+
+static void handle_kind(td__srv_session *ss, td__job *j)
 {
     switch (j->rq.kind) {
     case TD_REQ_BAD: run_failure(ss, j); return;
@@ -585,6 +604,7 @@ void td__handle(td__srv_session *ss, td__job *j)
     case TD_REQ_TO_DEVICE: run_to_device(ss, j); return;
     case TD_REQ_SHM_WRITE: run_shm_write(ss, j); return;
     case TD_REQ_SHM_READ: run_shm_read(ss, j); return;
+    case TD_REQ_KIND_COUNT: return;
     }
 }
 

@@ -36,6 +36,7 @@
 #include "server/blobstore.h"
 #include "server/candidates.h"
 #include "server/service.h"
+#include "server/session.h"
 #include "server/shm.h"
 
 #include <errno.h>
@@ -269,11 +270,17 @@ static void usage(FILE *f)
         "  being faulted in again); TENSORD_NO_MALLOC_TUNE=1, or a MALLOC_* policy\n"
         "  variable of mallopt(3) or GLIBC_TUNABLES in the environment, leaves glibc's own\n"
         "  policy\n"
+        "\n");
+    fputs(
+        "profiling: TENSORD_TRACE_JOBS=1 adds to each session's close line (log level info)\n"
+        "  the worker time per kind of request and the device copies of reads and GPU\n"
+        "  candidates\n"
         "\n"
         "exit status: 0 after a clean stop, 1 on a runtime failure (cannot listen, no\n"
         "device), 2 on a usage or configuration error.\n"
         "Under systemd (Type=notify) tensord reports READY=1 once listening, STOPPING=1 on\n"
-        "shutdown, and pings the watchdog when WatchdogSec= is set.\n");
+        "shutdown, and pings the watchdog when WatchdogSec= is set.\n",
+        f);
 }
 
 enum {
@@ -822,6 +829,8 @@ int main(int argc, char **argv)
     td__log_set_prefix("tensord");
     test_flush_subnormals();
     td__malloc_keep_heap(TD_SERVER_MALLOC_TRIM_BYTES, "TENSORD_NO_MALLOC_TUNE");
+    const char *trace = getenv("TENSORD_TRACE_JOBS");
+    td__trace_jobs = trace != NULL && strcmp(trace, "1") == 0;
     const char *config_path = NULL, *check_path = NULL;
     int opt;
     opterr = 0;
@@ -937,6 +946,7 @@ int main(int argc, char **argv)
     }
     td__graphcache_configure((size_t)cfg.graph_cache, cfg.graph_cache_bytes);
     td__quota_set_reclaim(td__server_reclaim); /* candidates, then cached graphs */
+    td__buffer_set_reclaim(td__candidates_reclaim_device); /* a full device drops copies */
     td__candidates_configure(cfg.blob_cache_bytes);
     td__quota_set_default_bytes(cfg.max_tenant_bytes);
     td__blobstore *blobs = NULL;

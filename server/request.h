@@ -50,6 +50,7 @@ typedef enum td__req_kind {
     TD_REQ_TO_DEVICE,
     TD_REQ_SHM_WRITE,
     TD_REQ_SHM_READ,
+    TD_REQ_KIND_COUNT /* not a kind: how many there are */
 } td__req_kind;
 
 /* Where a write's payload is (in gRPC's slices or in a decode scratch); request.c's. */

@@ -129,6 +129,30 @@ void td__ss_unreserve(td__srv_session *ss)
     }
 }
 
+/* TENSORD_TRACE_JOBS: one line of worker time per kind of request (count, ms), and the
+ * device copies inside reads and GPU candidates. */
+static void trace_log(const td__srv_session *ss)
+{
+    static const char *const names[TD_REQ_KIND_COUNT] = {
+        "bad", "open", "batch", "write", "has_blobs", "write_from_blob", "store_blob",
+        "read", "release", "fence", "graph_define", "graph_run", "graph_release",
+        "to_device", "shm_write", "shm_read"};
+    char line[1024];
+    size_t at = 0;
+    for (int k = 0; k < TD_REQ_KIND_COUNT && at < sizeof line; k++)
+        if (ss->trace_n[k] > 0)
+            at += (size_t)snprintf(line + at, sizeof line - at, " %s %llu/%.3f ms", names[k],
+                                   (unsigned long long)ss->trace_n[k],
+                                   (double)ss->trace_ns[k] * 1e-6);
+    if (at >= sizeof line) at = sizeof line - 1;
+    line[at] = '\0';
+    td__log(TD_LOG_INFO,
+            "session %llu worker time (TENSORD_TRACE_JOBS, count/total):%s; read device "
+            "copies %.3f ms, candidate copies %.3f ms",
+            (unsigned long long)ss->c.id, line, (double)ss->trace_read_copy_ns * 1e-6,
+            (double)ss->trace_candidate_copy_ns * 1e-6);
+}
+
 static void ss_free(td__srv_call *c)
 {
     td__srv_session *ss = ss_of(c);
@@ -146,6 +170,7 @@ static void ss_free(td__srv_call *c)
                 (unsigned long long)ss->ops_run, (unsigned long long)ss->c.rx_bytes,
                 (unsigned long long)td__srv_call_tx_bytes(&ss->c),
                 (unsigned long long)ss->freed_tensors, (unsigned long long)ss->freed_bytes);
+    if (ss->c.id != 0 && td__trace_jobs) trace_log(ss);
     td__req_decoder_destroy(ss->decoder);
     pthread_mutex_destroy(&ss->exec_mu);
     pthread_mutex_destroy(&ss->hold_mu);

@@ -21,6 +21,11 @@
  * `quota` is the authenticated tenant's (borrowed; outlives every session): the session
  * charges its sessions, tensors and queued batches there, and its tenant name scopes
  * shared lookups (see td__srv_session's `tenant`). */
+/* Whether the server times its requests per session and logs the times with each
+ * session's close line (TENSORD_TRACE_JOBS=1 at start; set once by main before any
+ * session starts). */
+extern bool td__trace_jobs;
+
 void td__srv_session_start(td__service *svc, grpc_call *call, td__quota *quota,
                            const td__identity *id);
 

@@ -95,7 +95,14 @@ typedef struct td__srv_session {
      * dies). Under hold_mu, so the release comes after the hold. */
     pthread_mutex_t hold_mu;
     td__worker_queue *hold_q;
+
+    /* TENSORD_TRACE_JOBS (td__trace_jobs): the worker time each kind of request took, and
+     * of that the device copies of reads and the host copies of GPU candidates, logged
+     * with the session's close line. Under exec_mu, like the handlers that add to it. */
+    uint64_t trace_ns[TD_REQ_KIND_COUNT], trace_n[TD_REQ_KIND_COUNT];
+    uint64_t trace_read_copy_ns, trace_candidate_copy_ns;
 } td__srv_session;
+
 
 /* One request on its way through the worker queue. */
 typedef struct td__job {

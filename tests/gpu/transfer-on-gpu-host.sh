@@ -36,15 +36,30 @@ fi
 echo "## gpu-bench transfers, local:cuda:0 (baselines: --raw)" | tee -a "$MD"
 timeout "$(limit 60)" "$GPU_BENCH" --device local:cuda:0 --transfers-only --raw \
     2>>"$LOG" | tee -a "$MD"
-if start_tensord "$X/bin/tensord" "$OUT/server.log" --devices cuda:0,cpu; then
+# TENSORD_TRACE_JOBS=1: each session's close line carries its worker time per request kind
+# (and the device copies of reads and GPU candidates): the profile of the remote rows.
+if TENSORD_TRACE_JOBS=1 start_tensord "$X/bin/tensord" "$OUT/server.log" --devices cuda:0,cpu; then
     for r in $(seq 1 "$ROUNDS"); do
         for c in "${clients[@]}"; do
-            name=${c%%:*} dir=${c#*:}
-            [ "$(limit 60)" -le 5 ] && break 2
-            echo "## round $r, client $name: gpu-bench transfers, tensord://$SERVER_ADDR/cuda:0" | tee -a "$MD"
-            LD_LIBRARY_PATH="${dir:+$dir:}$LD_LIBRARY_PATH" timeout "$(limit 60)" "$GPU_BENCH" \
-                --device "tensord://$SERVER_ADDR/cuda:0" --transfers-only 2>>"$LOG" | tee -a "$MD"
+            for offer in "" --offer-off; do
+                name=${c%%:*} dir=${c#*:}
+                [ "$(limit 60)" -le 5 ] && break 3
+                echo "## round $r, client $name ${offer:-default options}: gpu-bench transfers, tensord://$SERVER_ADDR/cuda:0" | tee -a "$MD"
+                LD_LIBRARY_PATH="${dir:+$dir:}$LD_LIBRARY_PATH" timeout "$(limit 60)" "$GPU_BENCH" \
+                    --device "tensord://$SERVER_ADDR/cuda:0" --transfers-only $offer 2>>"$LOG" | tee -a "$MD"
+                sleep 0.3
+                grep -a "worker time" "$OUT/server.log" | tail -1 | sed 's/^/    /' | tee -a "$MD"
+            done
         done
+    done
+    # the same client and server with cpu tensors (a candidate there is a reference)
+    for offer in "" --offer-off; do
+        [ "$(limit 60)" -le 5 ] && break
+        echo "## gpu-bench transfers ${offer:-default options}, tensord://$SERVER_ADDR/cpu" | tee -a "$MD"
+        timeout "$(limit 60)" "$GPU_BENCH" --device "tensord://$SERVER_ADDR/cpu" --transfers-only \
+            $offer 2>>"$LOG" | tee -a "$MD"
+        sleep 0.3
+        grep -a "worker time" "$OUT/server.log" | tail -1 | sed 's/^/    /' | tee -a "$MD"
     done
     stop_tensord
 else
