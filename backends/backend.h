@@ -59,8 +59,9 @@ typedef struct td__device td__device;
  * no_device_reason entry; version 6 appended the optional set_log entry; version 7 gave
  * buffer_alloc, buffer_free, buffer_write, buffer_read and buffer_copy a `stream` argument
  * (sessions on one device run concurrently, issue 17); version 8 appended the optional
- * buffer_write_fill; version 9 appended the optional host_pin and host_unpin. */
-#define TD_BACKEND_ABI_VERSION 9u
+ * buffer_write_fill; version 9 appended the optional host_pin and host_unpin; version 10
+ * appended the optional buffer_free_idle. */
+#define TD_BACKEND_ABI_VERSION 10u
 
 /* A contiguous tensor as a backend sees it: desc plus the device address of element 0. */
 typedef struct td__view {
@@ -158,6 +159,12 @@ typedef struct td__backend {
      * ignored). The caller guarantees no transfer from or into the range is running or
      * starts until host_unpin returns; after it the memory may be freed or unmapped. */
     void (*host_unpin)(td__device *dev, void *p);
+    /* Optional (ABI 10): free a buffer allocated with no stream (buffer_alloc's NULL) that
+     * the caller knows is idle: every copy or kernel that touched it has completed (the
+     * caller waited for it), so no stream's queued work can use it. Unlike buffer_free
+     * with a NULL stream it does not wait for the whole device, so freeing it never waits
+     * for another session's work. NULL: the engine calls buffer_free(dev, NULL, ...). */
+    void (*buffer_free_idle)(td__device *dev, void *data, size_t nbytes);
 } td__backend;
 
 struct td__device {

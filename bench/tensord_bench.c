@@ -949,9 +949,14 @@ static void bench_p4(const server *tcp)
 {
     size_t nb = g_quick ? (8u << 20) : (256u << 20);
     char uri[700];
-    uri_of(tcp, uri, sizeof uri);
-    float *w = malloc(nb);
-    if (w == NULL) return;
+    uri_of_dev(tcp, g_device, uri, sizeof uri); /* --device: on a GPU, candidates are copies */
+    float *w = malloc(nb), *back = malloc(nb);
+    if (w == NULL || back == NULL) {
+        free(w);
+        free(back);
+        return;
+    }
+    bool same = true;
     for (size_t i = 0; i < nb / 4; i++) w[i] = (float)(i % 1000) * 0.001f;
     int64_t dims[1] = {(int64_t)(nb / 4)};
     uint64_t second = 0;
@@ -964,15 +969,19 @@ static void bench_p4(const server *tcp)
         td_fence(ctx);
         td_get_stats(ctx, &s1);
         second = s1.bytes_sent - s0.bytes_sent;
+        /* the second upload comes from the blob store: it must hold the same bytes */
+        if (td_read(t, back, nb) != TD_OK || memcmp(back, w, nb) != 0) same = false;
         td_release(t);
         td_close(ctx);
     }
-    char m[96];
-    snprintf(m, sizeof m, "payload bytes sent, 2nd upload of the same %zu MiB (new session)",
-             nb >> 20);
+    char m[160];
+    if (!same) fprintf(stderr, "tensord-bench: P4: an upload read back different bytes\n");
+    snprintf(m, sizeof m, "payload bytes sent, 2nd upload of the same %zu MiB (new session, "
+             "%s)%s", nb >> 20, g_device, same ? "" : " READ BACK DIFFERS");
     add_row("P4", m, (double)second, "bytes", "payload size", (double)nb, "<= 0.01",
             "td_get_stats bytes_sent");
     free(w);
+    free(back);
 }
 
 /* ---- P5 ---- */

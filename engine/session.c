@@ -1062,6 +1062,43 @@ td_status td__session_lookup(td__session *s, uint64_t id, td__desc *desc, td__bu
     return TD_OK;
 }
 
+td_status td__session_detach_copy(td__session *s, uint64_t id, td__buffer **out, char *err,
+                                  size_t errlen)
+{
+    *out = NULL;
+    td__tensor *t;
+    td_status st = find_range(s, id, 0, 0, &t, err, errlen);
+    if (st != TD_OK) return st;
+    td__buffer *src = t->buf;
+    td__device *dev = src->dev;
+    const td__backend *be = dev->backend;
+    const size_t nbytes = td__desc_nbytes(&t->desc);
+    if (be->host_memory || be->buffer_copy == NULL || nbytes == 0 || nbytes > src->nbytes) {
+        snprintf(err, errlen, "tensor %llu on %s: no device copy (host memory, no "
+                 "device-to-device copy, or empty)", (unsigned long long)id, dev->name);
+        return TD_EUNSUPPORTED;
+    }
+    td__buffer *nb = NULL;
+    if ((st = td__buffer_create(dev, NULL, nbytes, &nb)) != TD_OK) {
+        snprintf(err, errlen, "no room on %s for a copy of tensor %llu (%zu bytes)", dev->name,
+                 (unsigned long long)id, nbytes);
+        return st;
+    }
+    st = be->buffer_copy(dev, src->stream, nb->data, src->data, nbytes);
+    if (st == TD_OK && src->stream != NULL && be->stream_sync != NULL)
+        st = be->stream_sync(dev, src->stream);
+    if (st != TD_OK) {
+        /* not idle: the copy may still be queued, so the unref waits for the device */
+        td__buffer_unref(nb);
+        snprintf(err, errlen, "copying tensor %llu on %s failed (%s)", (unsigned long long)id,
+                 dev->name, td_status_message(st));
+        return st;
+    }
+    nb->idle = true;
+    *out = nb;
+    return TD_OK;
+}
+
 void td__session_release(td__session *s, const uint64_t *ids, size_t n)
 {
     for (size_t i = 0; i < n; i++) {

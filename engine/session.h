@@ -133,6 +133,19 @@ td_status td__session_read(td__session *s, uint64_t id, uint64_t offset, void *d
  * memory, *buf receives a new reference to its buffer (caller unrefs), else NULL. */
 td_status td__session_lookup(td__session *s, uint64_t id, td__desc *desc, td__buffer **buf,
                              char *err, size_t errlen);
+/* A copy of tensor `id`'s bytes in a new buffer on the tensor's device that belongs to no
+ * session (no stream, backend.h): it may outlive the session and be read or freed from any
+ * thread. For an upload candidate on a device without host memory (server/candidates.h):
+ * a device-to-device copy costs microseconds where a host copy costs a transfer and fresh
+ * host pages. The copy is queued on the session's stream after the tensor's writes, and
+ * that stream is waited for before it returns, so the new buffer is idle (tensor.h) and
+ * later writes to the tensor cannot reach it. *out gets the only reference; it is charged
+ * to nothing (the caller charges a quota through its quota fields). Returns TD_OK;
+ * TD_ENOTFOUND / TD_EPOISONED as td__session_read; TD_EUNSUPPORTED when the device has host
+ * memory (keep a reference instead) or no device-to-device copy; TD_ENOMEM when the device
+ * has no room; TD_EDEVICE; a message in err. */
+td_status td__session_detach_copy(td__session *s, uint64_t id, td__buffer **out, char *err,
+                                  size_t errlen);
 /* Drop ids (unknown ids are ignored: a release is idempotent). */
 void td__session_release(td__session *s, const uint64_t *ids, size_t n);
 /* Mark `id` as failed with `status` and `message` (reads give TD_EPOISONED with it; ops

@@ -5,6 +5,9 @@
 
 static atomic_ullong g_live_count;
 static atomic_ullong g_live_bytes;
+static _Atomic(td__buffer_reclaim_fn) g_reclaim;
+
+void td__buffer_set_reclaim(td__buffer_reclaim_fn fn) { atomic_store(&g_reclaim, fn); }
 
 td_status td__buffer_create(td__device *dev, void *stream, size_t nbytes, td__buffer **out)
 {
@@ -13,6 +16,11 @@ td_status td__buffer_create(td__device *dev, void *stream, size_t nbytes, td__bu
     b->stream = dev->backend->host_memory ? NULL : stream;
     if (nbytes > 0) {
         td_status s = dev->backend->buffer_alloc(dev, b->stream, nbytes, &b->data);
+        td__buffer_reclaim_fn reclaim = atomic_load(&g_reclaim);
+        /* device memory held for a cache (upload candidates' copies) gives way first */
+        if (s == TD_ENOMEM && !dev->backend->host_memory && reclaim != NULL &&
+            reclaim(dev, nbytes) > 0)
+            s = dev->backend->buffer_alloc(dev, b->stream, nbytes, &b->data);
         if (s != TD_OK) {
             td__free(b);
             return s;
@@ -32,7 +40,11 @@ void td__buffer_ref(td__buffer *b) { atomic_fetch_add(&b->refs, 1); }
 void td__buffer_unref(td__buffer *b)
 {
     if (b == NULL || atomic_fetch_sub(&b->refs, 1) != 1) return;
-    if (b->data != NULL) b->dev->backend->buffer_free(b->dev, b->stream, b->data, b->nbytes);
+    const td__backend *be = b->dev->backend;
+    if (b->data != NULL && b->idle && b->stream == NULL && be->buffer_free_idle != NULL)
+        be->buffer_free_idle(b->dev, b->data, b->nbytes);
+    else if (b->data != NULL)
+        be->buffer_free(b->dev, b->stream, b->data, b->nbytes);
     if (b->quota != NULL) td__quota_bytes_uncharge(b->quota, b->quota_bytes);
     atomic_fetch_sub(&g_live_count, 1);
     atomic_fetch_sub(&g_live_bytes, b->nbytes);

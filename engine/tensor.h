@@ -36,6 +36,12 @@ typedef struct td__buffer {
     /* Tensor records of the owning session that refer to this buffer (aliases included).
      * Touched only under the session's one-thread rule; 0 once only sends hold it. */
     uint32_t tensor_refs;
+    /* A buffer with no stream whose creator waited for every copy into it and that only
+     * synchronous reads use afterwards (an upload candidate's device copy,
+     * td__session_detach_copy): the last unref frees it with the backend's
+     * buffer_free_idle, which does not wait for the whole device. Set once, by the
+     * creator, before the buffer is shared. */
+    bool idle;
 } td__buffer;
 
 /* Allocate a buffer of nbytes (0 allowed: data is NULL) with one reference, ordered on
@@ -43,6 +49,13 @@ typedef struct td__buffer {
  * for a host-memory device).
  * Returns TD_OK, TD_ENOMEM. Thread-safety: any thread. */
 td_status td__buffer_create(td__device *dev, void *stream, size_t nbytes, td__buffer **out);
+/* The hook td__buffer_create calls once when a device without host memory has no room
+ * for nbytes: it frees device memory held only for a cache (the server's upload
+ * candidates, server/candidates.h) on `dev` and returns the bytes it freed; a positive
+ * answer makes td__buffer_create try the allocation again. NULL (the default): none.
+ * Set before serving; the hook may run on any thread and must not create buffers. */
+typedef uint64_t (*td__buffer_reclaim_fn)(td__device *dev, uint64_t need);
+void td__buffer_set_reclaim(td__buffer_reclaim_fn fn);
 void td__buffer_ref(td__buffer *b);
 /* Drop a reference; frees on the last one, and then gives `quota_bytes` back to `quota`.
  * NULL is a no-op. Any thread. */

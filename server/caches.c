@@ -18,8 +18,10 @@
 #include "common/log.h"
 #include "engine/tensor.h"
 #include "server/candidates.h"
+#include "server/metrics.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define CACHES_MAX_PINS 1024
@@ -150,9 +152,49 @@ void td__handle_write_from_blob(td__srv_session *ss, td__job *j)
     if (st != TD_OK) td__ss_failure(ss, rq->seq, 0, st, err);
 }
 
+/* The device-to-host copy of a GPU candidate, timed under TENSORD_TRACE_JOBS. */
+static bool copy_candidate(td__srv_session *ss, uint64_t tensor, void *to, size_t n)
+{
+    char err[512];
+    const uint64_t t0 = td__trace_jobs ? td__metrics_now_ns() : 0;
+    const bool ok = td__session_read(ss->es, tensor, 0, to, n, err, sizeof err) == TD_OK;
+    if (td__trace_jobs) ss->trace_candidate_copy_ns += td__metrics_now_ns() - t0;
+    return ok;
+}
+
+/* TENSORD_CANDIDATE_COPY=host: GPU candidates as host copies (the old way; a timing aid). */
+static bool host_copies_only(void)
+{
+    static int cached = -1;
+    if (cached < 0) {
+        const char *v = getenv("TENSORD_CANDIDATE_COPY");
+        cached = v != NULL && strcmp(v, "host") == 0;
+    }
+    return cached == 1;
+}
+
+/* A device copy of the tensor as the candidate, charged to the tenant through the copy's
+ * quota fields; false when the device cannot (the caller makes a host copy). */
+static bool keep_device_copy(td__srv_session *ss, const td__request *rq, size_t n)
+{
+    char err[512];
+    td__buffer *copy = NULL;
+    if (host_copies_only() ||
+        td__session_detach_copy(ss->es, rq->tensor, &copy, err, sizeof err) != TD_OK)
+        return false;
+    copy->quota = ss->quota;
+    copy->quota_bytes = n;
+    if (!td__candidates_put(ss->tenant, ss->quota, rq->fp, copy, NULL, 0, n))
+        td__log(TD_LOG_DEBUG, "session %llu: out of memory keeping a candidate",
+                (unsigned long long)ss->c.id);
+    td__buffer_unref(copy); /* the record's reference keeps it; without one it goes */
+    return true;
+}
+
 /* StoreBlob with a fingerprint: keep tensor rq->tensor as a candidate (candidates.h), by
- * reference to its host buffer, else (a device without host memory) as a host copy charged
- * to the tenant. Nothing is hashed here. */
+ * reference to its host buffer, else (a device without host memory) as a device copy or,
+ * where the device cannot copy, a host copy, charged to the tenant. Nothing is hashed
+ * here. */
 static void keep_candidate(td__srv_session *ss, const td__request *rq)
 {
     char err[512];
@@ -168,13 +210,15 @@ static void keep_candidate(td__srv_session *ss, const td__request *rq)
     } else if (st == TD_OK && n > 0) {
         char why[384];
         td__blob *copy = NULL;
+        const uint64_t t0 = td__trace_jobs ? td__metrics_now_ns() : 0;
         if (td__quota_bytes_charge(ss->quota, n, "keeping an upload of", why, sizeof why) !=
             TD_OK) {
             td__log(TD_LOG_DEBUG, "session %llu: no candidate: %s", (unsigned long long)ss->c.id,
                     why);
+        } else if (keep_device_copy(ss, rq, n)) {
+            if (td__trace_jobs) ss->trace_candidate_copy_ns += td__metrics_now_ns() - t0;
         } else if ((copy = td__blob_create(ss->tenant, n)) == NULL ||
-                   td__session_read(ss->es, rq->tensor, 0, copy->data, n, err, sizeof err) !=
-                       TD_OK) {
+                   !copy_candidate(ss, rq->tensor, copy->data, n)) {
             td__blob_unref(copy);
             td__quota_bytes_uncharge(ss->quota, n);
         } else {

@@ -23,7 +23,8 @@ typedef struct cand {
     uint8_t fp[TD_FINGERPRINT_LEN];
     size_t nbytes;
     /* The bytes, at most one of: */
-    td__buffer *buf;       /* a reference to a host buffer */
+    td__buffer *buf;       /* a reference to a host buffer, or the only reference to an
+                            * idle device copy (no stream; charged through its quota) */
     td__blob *copy;        /* a reference to a host copy (not in the store), whose
                             * `charged` bytes are charged to quota while the record holds it */
     uint64_t charged;
@@ -202,14 +203,24 @@ bool td__candidates_offer(td__blobstore *bs, const char *tenant,
     td__blob *copy = c->copy;
     if (buf != NULL) td__buffer_ref(buf);
     if (copy != NULL) td__blob_ref(copy);
-    const void *src = buf != NULL ? buf->data : copy->data;
     size_t nbytes = c->nbytes;
     uint64_t serial = c->serial;
     pthread_mutex_unlock(&g_mu);
 
     uint8_t sha[TD_SHA256_BYTES];
     char err[256];
-    td_status st = td__blobstore_add(bs, tenant, src, nbytes, sha, err, sizeof err);
+    void *staged = NULL; /* a device copy's bytes, read to host memory for the hash */
+    const void *src = buf != NULL ? buf->data : copy->data;
+    td_status st = TD_OK;
+    if (buf != NULL && !buf->dev->backend->host_memory) {
+        st = (staged = td__malloc(nbytes)) == NULL ? TD_ENOMEM
+             : buf->dev->backend->buffer_read(buf->dev, NULL, buf->data, 0, staged, nbytes);
+        snprintf(err, sizeof err, "reading its device copy on %s: %s", buf->dev->name,
+                 td_status_message(st));
+        src = staged;
+    }
+    if (st == TD_OK) st = td__blobstore_add(bs, tenant, src, nbytes, sha, err, sizeof err);
+    td__free(staged);
     if (st != TD_OK)
         td__log(TD_LOG_DEBUG, "candidate of tenant '%s' not promoted: %s", tenant, err);
 
@@ -243,6 +254,25 @@ void td__candidates_forget(const td__buffer *buf)
     }
     pthread_mutex_unlock(&g_mu);
     free_list(dropped);
+}
+
+uint64_t td__candidates_reclaim_device(td__device *dev, uint64_t need)
+{
+    cand *dropped = NULL;
+    uint64_t freed = 0;
+    pthread_mutex_lock(&g_mu);
+    for (cand *c = g_tail, *prev; c != NULL && freed < need; c = prev) {
+        prev = c->prev;
+        if (c->buf == NULL || c->buf->dev != dev || c->buf->dev->backend->host_memory) continue;
+        freed += c->buf->nbytes;
+        drop_locked(c, &dropped);
+    }
+    pthread_mutex_unlock(&g_mu);
+    free_list(dropped);
+    if (freed > 0)
+        td__log(TD_LOG_DEBUG, "%s was full: dropped %llu bytes of upload candidates' copies",
+                dev->name, (unsigned long long)freed);
+    return freed;
 }
 
 uint64_t td__server_reclaim(td__quota *q, uint64_t need)

@@ -8,7 +8,13 @@
  * Keeping one costs no hashing and no copy: the record holds a reference to the tensor's
  * host buffer, and the engine's copy-on-write (engine/session.h) gives the tensor a new
  * buffer before anyone writes to it, so the candidate's bytes never change under it. On a
- * device without host memory the record holds a host copy instead, charged to the tenant.
+ * device without host memory (a GPU) the record holds a device-to-device copy instead
+ * (td__session_detach_copy: microseconds, where a host copy cost a transfer into fresh
+ * host pages on the fence path — 130 ms for 64 MiB on an H100 host, BENCHMARKS.md), charged
+ * to the tenant's bytes; it belongs to no session, is dropped first when its device runs
+ * out of memory (td__candidates_reclaim_device), and is read back to host memory only when
+ * an offer promotes it. A device that cannot copy device to device (or
+ * TENSORD_CANDIDATE_COPY=host, a timing aid) gets a host copy, charged alike.
  * When a later offer hits a candidate, the server hashes the candidate's bytes itself
  * (SHA-256), copies them into the blob store under that hash (server/blobstore.h) and
  * keeps only (fingerprint -> SHA-256) in the record; the client then offers the SHA-256 of
@@ -55,8 +61,8 @@
 #define TD_CANDIDATES_MAX_PER_TENANT 1024
 #define TD_CANDIDATES_MAX_RECORDS 4096
 
-/* Keep `nbytes` of `tenant` under fingerprint fp: either host buffer `buf` (a new reference
- * is taken; buf->data holds the bytes) or, when buf is NULL, host copy `copy` (a blob that
+/* Keep `nbytes` of `tenant` under fingerprint fp: either buffer `buf` (a host buffer, or an
+ * idle device copy charged through its own quota fields; a new reference is taken) or, when buf is NULL, host copy `copy` (a blob that
  * is not in any store; the caller's reference passes to the record, which uncharges
  * `copy_charged` bytes from q when it drops it). Replaces a record with the same
  * (tenant, fp). Returns false only when out of memory (nothing is kept; `copy` is unref'd
@@ -75,6 +81,11 @@ bool td__candidates_offer(td__blobstore *bs, const char *tenant,
 /* Drop the records that hold host buffer buf, if any (its tensor is about to be
  * overwritten: keeping the old bytes would cost a copy-on-write and a buffer). */
 void td__candidates_forget(const td__buffer *buf);
+
+/* The device reclaim hook (engine/tensor.h td__buffer_set_reclaim) the server installs:
+ * drops the records that hold device copies on dev, oldest first, until `need` bytes are
+ * freed or none is left; returns the bytes freed. */
+uint64_t td__candidates_reclaim_device(td__device *dev, uint64_t need);
 
 /* The quota reclaim hook (engine/quota.h) the server installs: drops q's candidates whose
  * bytes nothing else holds, then its cached graphs (td__graphcache_reclaim). */

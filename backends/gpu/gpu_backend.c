@@ -351,6 +351,36 @@ static void gpu_buffer_free(td__device *dev, void *stream, void *data, size_t nb
     if (gpuFreeAsync(data, order_stream(stream)) != gpuSuccess) gpuGetLastError();
 }
 
+/* buffer_copy: one device-to-device copy queued on the session's stream (copy-on-write,
+ * to_device on the same device, an upload candidate's copy); NULL stream: every stream's
+ * work first, and the copy is finished when it returns. */
+static td_status gpu_buffer_copy(td__device *dev, void *stream, void *dst, const void *src,
+                                 size_t nbytes)
+{
+    td__gpu_device *cd = dev->impl;
+    if (nbytes == 0) return TD_OK;
+    gpuError_t e = gpuSetDevice(cd->ordinal);
+    if (e == gpuSuccess && stream == NULL) e = gpuDeviceSynchronize();
+    const gpuStream_t s = order_stream(stream);
+    if (e == gpuSuccess) e = gpuMemcpyAsync(dst, src, nbytes, gpuMemcpyDeviceToDevice, s);
+    if (e == gpuSuccess && stream == NULL) e = gpuStreamSynchronize(s);
+    if (e != gpuSuccess) {
+        gpuGetLastError();
+        return TD_EDEVICE;
+    }
+    return TD_OK;
+}
+
+/* buffer_free_idle: nothing queued uses the buffer (the caller waited), so it goes back to
+ * the pool on the legacy stream without waiting for the device. */
+static void gpu_buffer_free_idle(td__device *dev, void *data, size_t nbytes)
+{
+    td__gpu_device *cd = dev->impl;
+    (void)nbytes;
+    if (gpuSetDevice(cd->ordinal) != gpuSuccess || gpuFreeAsync(data, gpuStreamLegacy) != gpuSuccess)
+        gpuGetLastError();
+}
+
 /* ---- transfers (the staging scheme: the header comment and gpu_internal.h) ---- */
 
 static void stage_free_all(td__gpu_device *cd)
@@ -1100,11 +1130,13 @@ static const td__backend gpu_backend = {
     .supports_op = gpu_supports_op,
     .exec = gpu_exec,
     .set_host_alloc = gpu_set_host_alloc,
+    .buffer_copy = gpu_buffer_copy,
     .buffer_copy_peer = gpu_buffer_copy_peer,
     .no_device_reason = gpu_no_device_reason,
     .buffer_write_fill = gpu_buffer_write_fill_prof,
     .host_pin = gpu_host_pin,
     .host_unpin = gpu_host_unpin,
+    .buffer_free_idle = gpu_buffer_free_idle,
 };
 
 /* The module's entry points (engine/device.c looks them up with dlsym). */
