@@ -92,11 +92,13 @@ static td_status local_fence(td__transport *t)
 /* td_host_alloc on a local context: pinned memory when a device of the session can pin
  * (CUDA, HIP: its transfers are then one DMA, at the bus's rate, where plain memory goes
  * through the backend's staging buffers), else TD_EUNSUPPORTED (the context gives plain
- * memory: a CPU or Vulkan session gains nothing from pinning). The mapping is whole pages,
+ * memory: a CPU or Vulkan session gains nothing from pinning). No backend of the session
+ * able to pin: TD_EUNSUPPORTED at once, with nothing mapped. The mapping is whole pages,
  * page aligned. */
 static td_status local_host_alloc(td__transport *t, size_t nbytes, void **out)
 {
     local_transport *lt = (local_transport *)t;
+    if (!td__session_can_pin(lt->session)) return TD_EUNSUPPORTED;
     const size_t page = (size_t)sysconf(_SC_PAGESIZE);
     if (nbytes > SIZE_MAX - page) return TD_EUNSUPPORTED;
     const size_t len = (nbytes + page - 1) / page * page;

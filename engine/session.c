@@ -127,12 +127,24 @@ td__device *td__session_device(const td__session *s, uint32_t index)
     return index < s->ndevs ? s->devs[index] : NULL;
 }
 
+static bool backend_can_pin(const td__backend *be)
+{
+    return be->host_pin != NULL && be->host_unpin != NULL;
+}
+
+bool td__session_can_pin(const td__session *s)
+{
+    for (uint32_t i = 0; i < s->ndevs; i++)
+        if (backend_can_pin(s->devs[i]->backend)) return true;
+    return false;
+}
+
 uint32_t td__session_host_pin(td__session *s, void *p, size_t nbytes)
 {
     uint32_t pinned = 0;
     for (uint32_t i = 0; i < s->ndevs; i++) {
         const td__backend *be = s->devs[i]->backend;
-        bool done = be->host_pin == NULL || be->host_unpin == NULL;
+        bool done = !backend_can_pin(be);
         for (uint32_t j = 0; j < i && !done; j++)
             done = s->devs[j]->backend == be; /* pinned for the whole backend once */
         if (done) continue;

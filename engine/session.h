@@ -63,6 +63,10 @@ td__device *td__session_device(const td__session *s, uint32_t index);
  * value returned, before the memory is freed or unmapped and while no transfer from or
  * into it runs. Thread-safety: as the session (its driving thread). */
 uint32_t td__session_host_pin(td__session *s, void *p, size_t nbytes);
+/* Whether a device of the session has a backend that can pin host memory (host_pin and
+ * host_unpin), i.e. whether td__session_host_pin can return nonzero at all; ask it before
+ * preparing memory only worth making for pinning. Thread-safety: as the session. */
+bool td__session_can_pin(const td__session *s);
 void td__session_host_unpin(td__session *s, uint32_t pinned, void *p);
 /* Copy tensor `src` to the session's device `device` as the new tensor `out` (same dtype and
  * shape, its own buffer), device to device without the client: memcpy between host-memory

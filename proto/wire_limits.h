@@ -45,7 +45,8 @@
 /* The request ring (tensord.proto "request ring"): the last TD_RING_BYTES of a session's
  * region when the open asked for it. Offsets are from the ring's start; every header word
  * is a little-endian u32 on its own, read and written atomically:
- *   REQ_COUNT  the client adds 1 after writing a request (the server's futex word)
+ *   REQ_COUNT  the client adds 1 after writing a request, in one aligned store of release
+ *              order (tensord.proto "request ring": publishing) (the server's futex word)
  *   REQ_LEN    the request's length in bytes (read once by the server, then checked)
  *   CLIENT_WAITING  the client sets 1 before it sleeps on REP_COUNT (else it spins)
  *   REP_COUNT  the server sets it to the REQ_COUNT it answered (the client's futex word)

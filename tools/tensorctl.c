@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define EXIT_RUNTIME 1
 #define EXIT_USAGE 2
@@ -69,6 +70,8 @@ static const char usage_info[] =
     "take: \"shm+ring\" (shared memory and its request ring, unix: addresses of a\n"
     "server offering them; tensorctl opens a session to find out), \"shm\" (shared\n"
     "memory without the ring) or \"grpc\" (the stream), with why when not the first.\n"
+    "When ADDR names devices (tensord://HOST:PORT/cuda:0, unix:PATH/cuda:0,cuda:1), exit 1\n"
+    "with the server's device list unless the server has every one of them.\n"
     "\n"
     "options:\n"
     "  -t, --timeout MS    give up after MS milliseconds (default 5000)\n"
@@ -209,6 +212,65 @@ static void json_str(const char *s)
 
 static double gib(uint64_t bytes) { return (double)bytes / (1024.0 * 1024.0 * 1024.0); }
 
+/* The device list ADDR names, into dev ("" when none): what follows the host in a
+ * tensord(s):// URI; for unix:PATH/DEVICE the last component when, as td_server_info_get
+ * decides, PATH does not exist but its parent is a socket. */
+static void addr_devices(const char *addr, char *dev, size_t cap)
+{
+    dev[0] = '\0';
+    const char *rest = strncmp(addr, "tensord://", 10) == 0    ? addr + 10
+                       : strncmp(addr, "tensords://", 11) == 0 ? addr + 11
+                                                               : NULL;
+    if (rest != NULL) {
+        const char *slash = strchr(rest, '/');
+        if (slash != NULL) snprintf(dev, cap, "%s", slash + 1);
+        return;
+    }
+    if (strncmp(addr, "unix:", 5) != 0) return;
+    const char *path = addr + 5, *slash = strrchr(path, '/');
+    struct stat sb;
+    if (slash == NULL || slash == path || stat(path, &sb) == 0) return;
+    char parent[4096];
+    size_t plen = (size_t)(slash - path);
+    if (plen >= sizeof parent) return;
+    memcpy(parent, path, plen);
+    parent[plen] = '\0';
+    if (stat(parent, &sb) == 0 && S_ISSOCK(sb.st_mode)) snprintf(dev, cap, "%s", slash + 1);
+}
+
+/* Whether the server's devices answer `want` as a session open would: "auto" (any device),
+ * a kind ("cuda": any device of it), a name, or "cpu" and "cpu:0" for each other. */
+static bool server_has(const td_server_info *info, const char *want)
+{
+    for (int i = 0; i < info->n_devices; i++) {
+        const td_device_info *d = &info->devices[i];
+        if (strcmp(want, "auto") == 0 || strcmp(want, d->name) == 0) return true;
+        if (strcmp(want, "cpu") != 0 && strcmp(want, d->kind) == 0) return true;
+        if (strcmp(d->name, "cpu") == 0 && strcmp(want, "cpu:0") == 0) return true;
+        if (strcmp(d->name, "cpu:0") == 0 && strcmp(want, "cpu") == 0) return true;
+    }
+    return false;
+}
+
+/* When ADDR names a device the server lacks, say so with the devices it has and return
+ * false. */
+static bool check_devices(const char *addr, const td_server_info *info)
+{
+    char list[512];
+    addr_devices(addr, list, sizeof list);
+    for (char *save = NULL, *want = strtok_r(list, ",", &save); want != NULL;
+         want = strtok_r(NULL, ",", &save)) {
+        if (server_has(info, want)) continue;
+        fprintf(stderr, "tensorctl: info: the server at %s has no device '%s'; it has:", addr,
+                want);
+        for (int i = 0; i < info->n_devices; i++)
+            fprintf(stderr, "%s %s", i ? "," : "", info->devices[i].name);
+        fprintf(stderr, "%s\n", info->n_devices ? "" : " none");
+        return false;
+    }
+    return true;
+}
+
 static int cmd_info(int argc, char **argv)
 {
     const char *addr;
@@ -226,6 +288,7 @@ static int cmd_info(int argc, char **argv)
         fprintf(stderr, "tensorctl: info: %s (%s)\n", td_connect_error(), td_status_name(st));
         return EXIT_RUNTIME;
     }
+    if (!check_devices(addr, &info)) return EXIT_RUNTIME;
     /* Which path a session's bulk data would take: on a unix socket, open one (as a client
      * would, shared memory asked for) and ask it; elsewhere it is the stream. */
     const char *transport = "grpc";

@@ -602,28 +602,50 @@ static gpuError_t pageable_copy(gpuStream_t s, void *dst, const void *src, size_
  * them). A transfer whose host side lies wholly inside one is a single cudaMemcpyAsync
  * straight from or into it, waited for — no staging copy, so it moves at the DMA rate.
  * The registry is a fixed array under g_pin_mu, searched linearly: a handful of ranges
- * (a context's host buffers, one region a same-host session). ---- */
+ * (a context's host buffers, one region a same-host session).
+ * The runtime calls run outside g_pin_mu: registering (or unregistering) a 1 GiB region
+ * takes long, and every transfer of every session looks the registry up. So a slot goes
+ * RESERVED (taken under the lock, which keeps overlapping pins out) -> READY (published
+ * under the lock once cudaHostRegister succeeded; dropped instead if it failed) ->
+ * RETIRING (host_unpin, under the lock) -> dropped after cudaHostUnregister. Lookups see
+ * READY slots only, so never a range the runtime has not pinned (or is unpinning), and
+ * host_unpin acts on a READY slot only, so never on a registration still running. ---- */
 #define TD_GPU_PIN_MAX 256
+
+typedef enum pin_state { PIN_RESERVED, PIN_READY, PIN_RETIRING } pin_state;
 
 typedef struct pin_range {
     uintptr_t lo, hi; /* [lo, hi) */
+    pin_state state;
 } pin_range;
 
 static pthread_mutex_t g_pin_mu = PTHREAD_MUTEX_INITIALIZER;
 static pin_range g_pin[TD_GPU_PIN_MAX];
 static int g_pin_n;
 
-/* Whether [p, p + n) lies inside one pinned range. */
+/* Whether [p, p + n) lies inside one READY range. */
 static bool pinned_range(const void *p, size_t n)
 {
     const uintptr_t lo = (uintptr_t)p;
     bool in = false;
     pthread_mutex_lock(&g_pin_mu);
     for (int i = 0; i < g_pin_n && !in; i++)
-        in = lo >= g_pin[i].lo && lo <= g_pin[i].hi && n <= g_pin[i].hi - lo;
+        in = g_pin[i].state == PIN_READY && lo >= g_pin[i].lo && lo <= g_pin[i].hi &&
+             n <= g_pin[i].hi - lo;
     pthread_mutex_unlock(&g_pin_mu);
     return in;
 }
+
+/* The slot whose range starts at lo, in `state`; -1 if none. Under g_pin_mu. */
+static int pin_find(uintptr_t lo, pin_state state)
+{
+    for (int i = 0; i < g_pin_n; i++)
+        if (g_pin[i].lo == lo && g_pin[i].state == state) return i;
+    return -1;
+}
+
+/* Free slot i (the last one moves into it). Under g_pin_mu. */
+static void pin_drop(int i) { g_pin[i] = g_pin[--g_pin_n]; }
 
 static td_status gpu_host_pin(td__device *dev, void *p, size_t nbytes, char *err, size_t errlen)
 {
@@ -633,38 +655,51 @@ static td_status gpu_host_pin(td__device *dev, void *p, size_t nbytes, char *err
         td__errf(err, errlen, "host_pin: empty or wrapping range");
         return TD_EINVAL;
     }
+    /* Reserve: a slot of any state overlapping the range keeps it out. */
     pthread_mutex_lock(&g_pin_mu);
     td_status st = g_pin_n < TD_GPU_PIN_MAX ? TD_OK : TD_ENOMEM;
     for (int i = 0; i < g_pin_n && st == TD_OK; i++)
         if (lo < g_pin[i].hi && g_pin[i].lo < lo + nbytes) st = TD_EINVAL;
-    gpuError_t e = gpuSuccess;
-    if (st == TD_OK) e = gpuSetDevice(cd->ordinal);
-    if (st == TD_OK && e == gpuSuccess) e = gpuHostRegister(p, nbytes, gpuHostRegisterPortable);
-    if (st == TD_OK && e == gpuSuccess) g_pin[g_pin_n++] = (pin_range){lo, lo + nbytes};
+    if (st == TD_OK) g_pin[g_pin_n++] = (pin_range){lo, lo + nbytes, PIN_RESERVED};
     pthread_mutex_unlock(&g_pin_mu);
-    if (st == TD_EINVAL)
+    if (st == TD_EINVAL) {
         td__errf(err, errlen, "host_pin: the range overlaps one already pinned");
-    else if (st == TD_ENOMEM)
+        return st;
+    }
+    if (st == TD_ENOMEM) {
         td__errf(err, errlen, "host_pin: %d ranges are pinned already", TD_GPU_PIN_MAX);
-    else if (e != gpuSuccess) {
+        return st;
+    }
+    gpuError_t e = gpuSetDevice(cd->ordinal);
+    if (e == gpuSuccess) e = gpuHostRegister(p, nbytes, gpuHostRegisterPortable);
+    if (e != gpuSuccess) {
         td__errf(err, errlen, "host_pin of %zu bytes: %s", nbytes, gpuGetErrorString(e));
         gpuGetLastError();
         st = TD_EDEVICE;
     }
+    /* Publish, or give the slot back. Only this call moves a RESERVED slot, and the
+     * reservation kept every other slot from starting at lo, so the slot is still there. */
+    pthread_mutex_lock(&g_pin_mu);
+    const int i = pin_find(lo, PIN_RESERVED);
+    if (st == TD_OK) g_pin[i].state = PIN_READY;
+    else pin_drop(i);
+    pthread_mutex_unlock(&g_pin_mu);
     return st;
 }
 
 static void gpu_host_unpin(td__device *dev, void *p)
 {
     const td__gpu_device *cd = dev->impl;
+    const uintptr_t lo = (uintptr_t)p;
     pthread_mutex_lock(&g_pin_mu);
-    for (int i = 0; i < g_pin_n; i++) {
-        if (g_pin[i].lo != (uintptr_t)p) continue;
-        g_pin[i] = g_pin[--g_pin_n];
-        if (gpuSetDevice(cd->ordinal) != gpuSuccess || gpuHostUnregister(p) != gpuSuccess)
-            gpuGetLastError();
-        break;
-    }
+    const int i = pin_find(lo, PIN_READY);
+    if (i >= 0) g_pin[i].state = PIN_RETIRING; /* lookups stop seeing it; pins still can't */
+    pthread_mutex_unlock(&g_pin_mu);
+    if (i < 0) return; /* not pinned (or its host_pin has not returned): ignored */
+    if (gpuSetDevice(cd->ordinal) != gpuSuccess || gpuHostUnregister(p) != gpuSuccess)
+        gpuGetLastError();
+    pthread_mutex_lock(&g_pin_mu);
+    pin_drop(pin_find(lo, PIN_RETIRING));
     pthread_mutex_unlock(&g_pin_mu);
 }
 

@@ -138,6 +138,58 @@ Test(tensorctl, info_and_ping, .init = start_tcp, .fini = stop, .timeout = 60)
     cr_expect(strstr(out, "median") != NULL && strstr(out, "p99") != NULL, "%s", out);
 }
 
+/* A server that shows its CPU only (--devices cpu), also on a GPU host. */
+static const char *const cpu_only[] = {"--devices", "cpu", NULL};
+static void start_tcp_cpu(void) { start_server(false, cpu_only); }
+static void start_unix_cpu(void) { start_server(true, cpu_only); }
+
+/* A device the server lacks, named in ADDR: exit 1, naming it and the devices there are. */
+static void expect_no_device(const char *addr, const char *missing)
+{
+    char out[8192], args[700], want[128];
+    snprintf(args, sizeof args, "info %s", addr);
+    int rc = run_tensorctl(args, out, sizeof out);
+    cr_expect_eq(rc, 1, "tensorctl info %s: exit %d: %s", addr, rc, out);
+    snprintf(want, sizeof want, "no device '%s'; it has: cpu", missing);
+    cr_expect(strstr(out, want) != NULL, "tensorctl info %s: no \"%s\" in: %s", addr, want,
+              out);
+    cr_expect(strstr(out, "version:") == NULL, "printed the info anyway: %s", out);
+}
+
+static void expect_info_ok(const char *addr)
+{
+    char out[8192], args[700];
+    snprintf(args, sizeof args, "info %s", addr);
+    int rc = run_tensorctl(args, out, sizeof out);
+    cr_expect_eq(rc, 0, "tensorctl info %s: exit %d: %s", addr, rc, out);
+}
+
+Test(tensorctl, info_names_a_missing_device, .init = start_tcp_cpu, .fini = stop, .timeout = 60)
+{
+    char a[700];
+    snprintf(a, sizeof a, "tensord://%s/cuda:0", srv.addr);
+    expect_no_device(a, "cuda:0");
+    snprintf(a, sizeof a, "--json tensord://%s/cpu,cuda:1", srv.addr);
+    expect_no_device(a, "cuda:1");
+    snprintf(a, sizeof a, "tensord://%s/cuda", srv.addr);
+    expect_no_device(a, "cuda");
+    const char *have[] = {"cpu", "cpu:0", "auto"};
+    for (size_t i = 0; i < sizeof have / sizeof have[0]; i++) {
+        snprintf(a, sizeof a, "tensord://%s/%s", srv.addr, have[i]);
+        expect_info_ok(a);
+    }
+}
+
+Test(tensorctl, info_names_a_missing_device_unix, .init = start_unix_cpu, .fini = stop,
+     .timeout = 60)
+{
+    char a[700];
+    snprintf(a, sizeof a, "%s/cuda:0", srv.addr);
+    expect_no_device(a, "cuda:0");
+    snprintf(a, sizeof a, "%s/cpu", srv.addr);
+    expect_info_ok(a);
+}
+
 Test(tensorctl, usage_and_failures, .timeout = 30)
 {
     char out[8192];

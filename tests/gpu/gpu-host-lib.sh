@@ -1,6 +1,8 @@
-# gpu-host-lib.sh — what run-on-gpu-host.sh and bench-on-gpu-host.sh both do on the GPU host:
-# unpack the carried binaries, point the dynamic linker at them and at the host's CUDA
-# libraries, and start/stop a tensord on loopback. Sourced, not run.
+# shellcheck shell=bash
+# gpu-host-lib.sh — what the *-on-gpu-host.sh scripts all do on the GPU host: unpack the
+# carried binaries, point the dynamic linker at them and at the host's CUDA libraries,
+# start/stop a tensord on loopback, keep to a time budget, and (gpu_host_setup) the preamble
+# of the scripts that write one $OUT/NAME.md. Sourced, not run.
 
 # unpack_carry DIR: carry/tensord-gpu.tar.xz into a fresh DIR (Python's tarfile when tar
 # lacks xz). Returns non-zero on failure.
@@ -67,4 +69,29 @@ limit() {
     local left=$((BUDGET - ($(date +%s) - start)))
     [ "$left" -lt 5 ] && left=5
     echo $(($1 < left ? $1 : left))
+}
+
+# gpu_host_setup NAME BUDGET_S: the preamble of a script (run from the repository root) that
+# writes its results to one markdown file. Sets OUT (default /tmp/tensord-gpu-out; made),
+# MD=$OUT/NAME.md, start (now, for `limit`), BUDGET (default BUDGET_S), X (the carry, in
+# ${TMPDIR:-/tmp}/tensord-gpu; unpacked unless X/bin/tensord is there already) with the
+# carried libraries in use (use_carry), and GPU_BENCH (the carried gpu-bench, else
+# carry/gpu-bench, where prepare-carry.sh also puts it). Returns non-zero, with a line in
+# $MD, when the carry cannot be unpacked. Set LD_LIBRARY_PATH aside first if the script
+# needs the host's own (use_carry changes it).
+gpu_host_setup() {
+    # shellcheck disable=SC2034 # MD, start, BUDGET and GPU_BENCH are for the caller
+    {
+        OUT=${OUT:-/tmp/tensord-gpu-out}
+        mkdir -p "$OUT" || return 1
+        MD=$OUT/$1.md
+        start=$(date +%s)
+        BUDGET=${BUDGET:-$2}
+        X=${TMPDIR:-/tmp}/tensord-gpu
+        [ -x "$X/bin/tensord" ] || unpack_carry "$X" ||
+            { echo "cannot unpack the carry" | tee -a "$MD"; return 1; }
+        use_carry "$X"
+        GPU_BENCH=$X/bin/gpu-bench
+        [ -x "$GPU_BENCH" ] || GPU_BENCH=$PWD/carry/gpu-bench
+    }
 }

@@ -11,19 +11,10 @@
 #     OUT=$OUT bash tests/gpu/pinned-on-gpu-host.sh
 set -u -o pipefail
 cd "$(dirname "$0")/../.." || exit 1
-OUT=${OUT:-/tmp/tensord-gpu-out}
-mkdir -p "$OUT"
-MD=$OUT/pinned.md
-start=$(date +%s)
-BUDGET=${BUDGET:-150}
 ROUNDS=${ROUNDS:-2}
 STAGE_SETS=${STAGE_SETS:-2 8} # the pageable rows again with these staging pairs (default 4 above)
 . tests/gpu/gpu-host-lib.sh
-X=${TMPDIR:-/tmp}/tensord-gpu
-[ -x "$X/bin/tensord" ] || unpack_carry "$X" || { echo "cannot unpack the carry" | tee -a "$MD"; exit 1; }
-use_carry "$X"
-GPU_BENCH=$X/bin/gpu-bench
-[ -x "$GPU_BENCH" ] || GPU_BENCH=$PWD/carry/gpu-bench
+gpu_host_setup pinned 150 || exit 1
 SOCK=${TMPDIR:-/tmp}/tensord-pinned.sock
 rc=0
 echo "## pinned host buffers ($(date -u +%FT%TZ)); ROUNDS=$ROUNDS" | tee -a "$MD"

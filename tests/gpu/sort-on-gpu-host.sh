@@ -8,19 +8,10 @@
 #     OUT=$OUT bash tests/gpu/sort-on-gpu-host.sh
 set -u -o pipefail
 cd "$(dirname "$0")/../.." || exit 1
-OUT=${OUT:-/tmp/tensord-gpu-out}
-mkdir -p "$OUT"
-MD=$OUT/sort.md
-start=$(date +%s)
-BUDGET=${BUDGET:-90}
 ROUNDS=${ROUNDS:-3}
 HOST_LD=${LD_LIBRARY_PATH:-} # PyTorch runs with the host's libraries, not the carried ones
 . tests/gpu/gpu-host-lib.sh
-X=${TMPDIR:-/tmp}/tensord-gpu
-[ -x "$X/bin/tensord" ] || unpack_carry "$X" || { echo "cannot unpack the carry" | tee -a "$MD"; exit 1; }
-use_carry "$X"
-GPU_BENCH=$X/bin/gpu-bench
-[ -x "$GPU_BENCH" ] || GPU_BENCH=$PWD/carry/gpu-bench
+gpu_host_setup sort 90 || exit 1
 rc=0
 for f in sort argsort topk randperm; do
     timeout "$(limit 40)" "$X/bin/conformance" --target local:cuda:0 --filter "$f" \

@@ -15,18 +15,10 @@
 set -u -o pipefail
 cd "$(dirname "$0")/../.." || exit 1
 OUT=${OUT:-/tmp/tensord-transfer-out}
-mkdir -p "$OUT"
-MD=$OUT/transfer.md
-LOG=$OUT/transfer.log
-start=$(date +%s)
-BUDGET=${BUDGET:-240}
 ROUNDS=${ROUNDS:-2}
 . tests/gpu/gpu-host-lib.sh
-X=${TMPDIR:-/tmp}/tensord-gpu
-[ -x "$X/bin/tensord" ] || unpack_carry "$X" || { echo "cannot unpack the carry" >&2; exit 1; }
-use_carry "$X"
-GPU_BENCH=$X/bin/gpu-bench
-[ -x "$GPU_BENCH" ] || GPU_BENCH=$PWD/carry/gpu-bench # prepare-carry.sh puts it beside the tarball
+gpu_host_setup transfer 240 || exit 1
+LOG=$OUT/transfer.log
 clients=("new:")
 if [ -f carry/libtensord-old.so.0 ]; then
     mkdir -p "$X/oldlib" && cp carry/libtensord-old.so.0 "$X/oldlib/libtensord.so.0"

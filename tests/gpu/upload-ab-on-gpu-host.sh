@@ -11,21 +11,12 @@
 #     carry ["carry/tensord-gpu.tar.xz", "carry/tensord-server-old.tar.xz", "carry/gpu-bench"]
 set -u -o pipefail
 cd "$(dirname "$0")/../.." || exit 1
-OUT=${OUT:-/tmp/tensord-gpu-out}
-mkdir -p "$OUT"
-MD=$OUT/upload-ab.md
-start=$(date +%s)
-BUDGET=${BUDGET:-120}
 ROUNDS=${ROUNDS:-2}
 . tests/gpu/gpu-host-lib.sh
-X=${TMPDIR:-/tmp}/tensord-gpu
-[ -x "$X/bin/tensord" ] || unpack_carry "$X" || { echo "cannot unpack the carry" | tee -a "$MD"; exit 1; }
-use_carry "$X"
+gpu_host_setup upload-ab 120 || exit 1
 OLD=$X/old-server
 rm -rf "$OLD" && mkdir -p "$OLD" && tar -C "$OLD" -xJf carry/tensord-server-old.tar.xz ||
     { echo "cannot unpack carry/tensord-server-old.tar.xz" | tee -a "$MD"; exit 1; }
-GPU_BENCH=$X/bin/gpu-bench
-[ -x "$GPU_BENCH" ] || GPU_BENCH=$PWD/carry/gpu-bench
 echo "## upload A/B ($(date -u +%FT%TZ)); local baselines first (--raw)" | tee -a "$MD"
 timeout "$(limit 40)" "$GPU_BENCH" --device local:cuda:0 --transfers-only --raw 2>&1 | tee -a "$MD"
 for r in $(seq 1 "$ROUNDS"); do

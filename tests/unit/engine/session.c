@@ -180,3 +180,13 @@ Test(session, empty_tensors_never_show_old_memory)
         td__session_release(s, (uint64_t[]){10 + round}, 1);
     }
 }
+
+/* A CPU session has no backend that can pin host memory: td__session_can_pin says so, and
+ * td__session_host_pin agrees (local_host_alloc asks the first to skip mapping pages the
+ * second would only refuse). */
+Test(session, cpu_session_cannot_pin)
+{
+    static unsigned char buf[4096];
+    cr_assert(!td__session_can_pin(s));
+    cr_assert_eq(td__session_host_pin(s, buf, sizeof buf), 0);
+}
