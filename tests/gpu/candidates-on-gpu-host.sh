@@ -15,19 +15,10 @@
 #     OUT=$OUT bash tests/gpu/candidates-on-gpu-host.sh
 set -u -o pipefail
 cd "$(dirname "$0")/../.." || exit 1
-OUT=${OUT:-/tmp/tensord-candidates-out}
-mkdir -p "$OUT"
-MD=$OUT/candidates.md
-LOG=$OUT/bench-stderr.log
-start=$(date +%s)
-BUDGET=${BUDGET:-540}
 ROUNDS=${ROUNDS:-2}
 . tests/gpu/gpu-host-lib.sh
-X=${TMPDIR:-/tmp}/tensord-gpu
-[ -x "$X/bin/tensord" ] || unpack_carry "$X" || { echo "cannot unpack the carry" >&2; exit 1; }
-use_carry "$X"
-GPU_BENCH=$X/bin/gpu-bench
-[ -x "$GPU_BENCH" ] || GPU_BENCH=$PWD/carry/gpu-bench
+gpu_host_setup candidates 540 || exit 1
+LOG=$OUT/bench-stderr.log
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$MD"
 
 echo "## 1. conformance local:cuda:0" | tee -a "$MD"

@@ -74,7 +74,7 @@ limit() {
 # gpu_host_setup NAME BUDGET_S: the preamble of a script (run from the repository root) that
 # writes its results to one markdown file. Sets OUT (default /tmp/tensord-gpu-out; made),
 # MD=$OUT/NAME.md, start (now, for `limit`), BUDGET (default BUDGET_S), X (the carry, in
-# ${TMPDIR:-/tmp}/tensord-gpu; unpacked unless X/bin/tensord is there already) with the
+# ${TMPDIR:-/tmp}/tensord-gpu; unpacked unless the same carry is there already) with the
 # carried libraries in use (use_carry), and GPU_BENCH (the carried gpu-bench, else
 # carry/gpu-bench, where prepare-carry.sh also puts it). Returns non-zero, with a line in
 # $MD, when the carry cannot be unpacked. Set LD_LIBRARY_PATH aside first if the script
@@ -88,8 +88,13 @@ gpu_host_setup() {
         start=$(date +%s)
         BUDGET=${BUDGET:-$2}
         X=${TMPDIR:-/tmp}/tensord-gpu
-        [ -x "$X/bin/tensord" ] || unpack_carry "$X" ||
-            { echo "cannot unpack the carry" | tee -a "$MD"; return 1; }
+        # a warm machine keeps /tmp between calls: unpack again when the carry changed
+        local sum
+        sum=$(cksum <carry/tensord-gpu.tar.xz 2>/dev/null)
+        if [ ! -x "$X/bin/tensord" ] || [ "$(cat "$X/.carry-sum" 2>/dev/null)" != "$sum" ]; then
+            unpack_carry "$X" || { echo "cannot unpack the carry" | tee -a "$MD"; return 1; }
+            echo "$sum" >"$X/.carry-sum"
+        fi
         use_carry "$X"
         GPU_BENCH=$X/bin/gpu-bench
         [ -x "$GPU_BENCH" ] || GPU_BENCH=$PWD/carry/gpu-bench
