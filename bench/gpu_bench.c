@@ -245,9 +245,13 @@ static int profile(td_context *ctx, int64_t n_big, int64_t rows, int64_t cols)
 static int cmp_d(const void *x, const void *y) { return cmp_double(x, y); }
 
 /* Make the bytes fresh for the next upload (the client's fingerprint candidates would treat
- * an unchanged buffer as a repeat): a counter in every 4 KiB page, untimed. */
-static void stamp(unsigned char *buf, size_t n, uint64_t r)
+ * an unchanged buffer as a repeat): a counter in every 4 KiB page, untimed. The counter
+ * runs over the whole process, so no upload repeats another row's either (the host-buffer
+ * rows once repeated the pageable rows' bytes and measured the blob store's repeat path). */
+static void stamp(unsigned char *buf, size_t n)
 {
+    static uint64_t counter = 1;
+    const uint64_t r = counter++;
     for (size_t off = 0; off + 8 <= n; off += 4096) memcpy(buf + off, &r, 8);
 }
 
@@ -279,13 +283,14 @@ static void transfer_rows(td_context *ctx, size_t n, int rounds, bool hostbuf)
         return;
     }
     memset(host, 1, n);
+    stamp(host, n);
     int64_t dim = (int64_t)n;
     td_tensor *t = td_full(ctx, TD_U8, 1, &dim, 0);
     double tw[MAX_ROUNDS], tr[MAX_ROUNDS];
     bool ok = t != NULL && td_write(t, host, n) == TD_OK && td_fence(ctx) == TD_OK &&
               td_read(t, back, n) == TD_OK;
     for (int r = 0; r < rounds && ok; r++) {
-        stamp(host, n, (uint64_t)r + 2);
+        stamp(host, n);
         if (hostbuf) memcpy(ref, host, n); /* untimed: the read overwrites host */
         double t0 = now_s();
         ok = td_write(t, host, n) == TD_OK && td_fence(ctx) == TD_OK;
