@@ -334,6 +334,8 @@ void td__blobstore_note_fingerprint(td__blobstore *bs, const char *tenant, const
         td__log(TD_LOG_WARN, "blob cache: cannot write %s: %s", path, strerror(errno));
 }
 
+bool td__blobstore_on_disk(const td__blobstore *bs) { return bs->dir != NULL; }
+
 bool td__blobstore_fingerprint(td__blobstore *bs, const char *tenant, const uint8_t *fp,
                                uint8_t sha[TD_SHA256_BYTES])
 {

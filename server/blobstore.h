@@ -90,6 +90,9 @@ void td__blobstore_note_fingerprint(td__blobstore *bs, const char *tenant, const
                                     const uint8_t sha[TD_SHA256_BYTES]);
 bool td__blobstore_fingerprint(td__blobstore *bs, const char *tenant, const uint8_t *fp,
                                uint8_t sha[TD_SHA256_BYTES]);
+/* Whether the store keeps a cache directory (td__blobstore_fingerprint may find a record
+ * there). Any thread. */
+bool td__blobstore_on_disk(const td__blobstore *bs);
 
 void td__blob_ref(td__blob *b);
 /* NULL is a no-op. */

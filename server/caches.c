@@ -94,6 +94,7 @@ static td__blob *take_blob(td__srv_session *ss, const uint8_t *hash)
 
 void td__handle_has_blobs(td__srv_session *ss, td__job *j)
 {
+    if (j->answered) return; /* the receive side said "absent" (session.c) */
     const td__request *rq = &j->rq;
     td__blobstore *bs = td__service_blobs(ss->svc);
     size_t n = rq->n_hashes + rq->n_fps;

@@ -244,6 +244,14 @@ bool td__candidates_offer(td__blobstore *bs, const char *tenant,
     return st == TD_OK;
 }
 
+bool td__candidates_known(const char *tenant, const uint8_t fp[TD_FINGERPRINT_LEN])
+{
+    pthread_mutex_lock(&g_mu);
+    const bool known = find_locked(tenant, fp) != NULL;
+    pthread_mutex_unlock(&g_mu);
+    return known;
+}
+
 void td__candidates_forget(const td__buffer *buf)
 {
     cand *dropped = NULL;

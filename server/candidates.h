@@ -78,6 +78,12 @@ bool td__candidates_put(const char *tenant, td__quota *q, const uint8_t fp[TD_FI
 bool td__candidates_offer(td__blobstore *bs, const char *tenant,
                           const uint8_t fp[TD_FINGERPRINT_LEN]);
 
+/* Whether tenant has a record under fp (with bytes or promoted), without promoting it:
+ * false means an offer of fp would be answered "absent" unless the blob store's cache
+ * directory knows fp (td__blobstore_fingerprint). Cheap (a scan under the mutex); any
+ * thread. */
+bool td__candidates_known(const char *tenant, const uint8_t fp[TD_FINGERPRINT_LEN]);
+
 /* Drop the records that hold host buffer buf, if any (its tensor is about to be
  * overwritten: keeping the old bytes would cost a copy-on-write and a buffer). */
 void td__candidates_forget(const td__buffer *buf);

@@ -142,6 +142,7 @@ static void run_open(td__srv_session *ss, td__job *j)
         r.ring_bytes = ring_bytes;
     }
     td__ss_reply_or_end(ss, &r);
+    atomic_store(&ss->opened, true);
     memset(secret, 0, sizeof secret);
 }
 

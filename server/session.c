@@ -26,6 +26,7 @@
 
 #include "common/alloc.h"
 #include "common/log.h"
+#include "server/candidates.h"
 #include "server/metrics.h"
 #include "server/ring.h"
 #include "server/shm.h"
@@ -174,6 +175,7 @@ static void ss_free(td__srv_call *c)
     td__req_decoder_destroy(ss->decoder);
     pthread_mutex_destroy(&ss->exec_mu);
     pthread_mutex_destroy(&ss->hold_mu);
+    pthread_mutex_destroy(&ss->pend_mu);
     td__graph_set_fini(&ss->graphs);
     td__ss_pins_fini(ss);
     td__srv_call_fini(&ss->c);
@@ -301,8 +303,50 @@ static void on_end(td__srv_call *c)
 
 /* ---- jobs ---- */
 
+/* Note a StoreBlob(fingerprint) that is about to be queued (receive side). */
+static void pend_add(td__srv_session *ss, td__job *j)
+{
+    pthread_mutex_lock(&ss->pend_mu);
+    if (ss->pend_n < TD_SS_PEND_MAX) {
+        memcpy(ss->pend_fp[ss->pend_n++], j->rq.fp, TD_FINGERPRINT_BYTES);
+        j->pend = 1;
+    } else {
+        ss->pend_untracked++;
+        j->pend = 2;
+    }
+    pthread_mutex_unlock(&ss->pend_mu);
+}
+
+/* The StoreBlob has run or was dropped (job_free). */
+static void pend_remove(td__srv_session *ss, const td__job *j)
+{
+    pthread_mutex_lock(&ss->pend_mu);
+    if (j->pend == 2) {
+        ss->pend_untracked--;
+    } else {
+        for (uint32_t i = 0; i < ss->pend_n; i++) {
+            if (memcmp(ss->pend_fp[i], j->rq.fp, TD_FINGERPRINT_BYTES) != 0) continue;
+            memcpy(ss->pend_fp[i], ss->pend_fp[--ss->pend_n], TD_FINGERPRINT_BYTES);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&ss->pend_mu);
+}
+
+/* Whether an offer of fp could be about to hit a candidate this session's queue makes. */
+static bool pend_maybe(td__srv_session *ss, const uint8_t *fp)
+{
+    pthread_mutex_lock(&ss->pend_mu);
+    bool maybe = ss->pend_untracked > 0;
+    for (uint32_t i = 0; i < ss->pend_n && !maybe; i++)
+        maybe = memcmp(ss->pend_fp[i], fp, TD_FINGERPRINT_BYTES) == 0;
+    pthread_mutex_unlock(&ss->pend_mu);
+    return maybe;
+}
+
 static void job_free(td__job *j)
 {
+    if (j->pend != 0) pend_remove(j->ss, j);
     if (j->grun != NULL) td__graph_run_destroy(j->ss->es, j->grun);
     td__graph_unref(j->graph);
     if (j->batch_charged) {
@@ -544,6 +588,35 @@ static bool prepare_batch(td__srv_session *ss, td__job *j)
     return true;
 }
 
+/* A fingerprint offer (HasBlobs with fingerprints only) that names nothing the server
+ * knows is answered "absent" here, on the receive side, instead of after the session's
+ * queued work: the client waits for this answer before it sends an upload's bytes, so
+ * behind a training step's ops the answer held the pipeline empty once per upload (P5:
+ * the server's device threads idle while the batch crossed the wire). The job still goes
+ * to the worker, which lets its seq pass in order (done_seq, the ring). Only when cheap
+ * and certain: the session is open, at most FRESH_OFFER_MAX fingerprints, none has a
+ * candidate record, and the blob store has no cache directory (whose fingerprint files
+ * the worker reads), and no StoreBlob of this session with one of them is still queued
+ * (pend_fp: it is about to keep that candidate). A session with a request ring never
+ * answers early (its StoreBlobs may travel in the ring). */
+#define FRESH_OFFER_MAX 4
+
+static void answer_fresh_offer(td__srv_session *ss, td__job *j)
+{
+    const td__request *rq = &j->rq;
+    td__blobstore *bs = td__service_blobs(ss->svc);
+    if (!atomic_load(&ss->opened) || rq->n_hashes != 0 || rq->n_fps == 0 ||
+        rq->n_fps > FRESH_OFFER_MAX || bs == NULL || td__blobstore_on_disk(bs))
+        return;
+    if (atomic_load(&ss->ring) != NULL) return; /* its StoreBlobs may be in the ring */
+    for (size_t i = 0; i < rq->n_fps; i++)
+        if (pend_maybe(ss, rq->fps[i]) || td__candidates_known(ss->tenant, rq->fps[i])) return;
+    bool present[FRESH_OFFER_MAX] = {false};
+    td__reply r = {.kind = TD_REPLY_BLOB_STATUS, .seq = rq->seq, .present = present,
+                   .n_present = rq->n_fps};
+    if (td__ss_reply(ss, &r) == TD_OK) j->answered = true;
+}
+
 static bool on_message(td__srv_call *c, grpc_byte_buffer *bb)
 {
     td__srv_session *ss = ss_of(c);
@@ -574,6 +647,8 @@ static bool on_message(td__srv_call *c, grpc_byte_buffer *bb)
         return seq_violation(ss, j);
     td__ring_progress(atomic_load(&ss->ring));
     if (j->rq.kind == TD_REQ_BATCH) return prepare_batch(ss, j);
+    if (j->rq.kind == TD_REQ_HAS_BLOBS) answer_fresh_offer(ss, j);
+    if (j->rq.kind == TD_REQ_STORE_BLOB && j->rq.fp != NULL) pend_add(ss, j);
     return submit(ss, j);
 }
 
@@ -625,6 +700,7 @@ void td__srv_session_start(td__service *svc, grpc_call *call, td__quota *quota,
     ss->decoder = dec;
     pthread_mutex_init(&ss->exec_mu, NULL);
     pthread_mutex_init(&ss->hold_mu, NULL);
+    pthread_mutex_init(&ss->pend_mu, NULL);
     ss->quota = quota;
     ss->tenant = quota->name;
     ss->state = TD_SS_AWAIT_OPEN;

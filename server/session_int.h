@@ -32,6 +32,8 @@
 
 enum td__ss_state { TD_SS_AWAIT_OPEN, TD_SS_OPEN, TD_SS_DONE };
 
+#define TD_SS_PEND_MAX 32
+
 typedef struct td__srv_session {
     td__srv_call c; /* first: call.c's ops get back to the session from it */
     td__service *svc;
@@ -56,6 +58,9 @@ typedef struct td__srv_session {
      * compare-and-swap by the receive side and by the request ring (server/ring.h), which
      * takes seqs from the same sequence. */
     _Atomic uint64_t next_seq;
+    /* Set by the open (worker) once SessionOpened is queued: from then on the receive side
+     * may answer a fresh fingerprint offer itself (session.c, answer_fresh_offer). */
+    atomic_bool opened;
     /* Set by the receive side before it ends the stream for a protocol violation; the
      * status sent once the worker queue has drained (so queued replies go first). */
     grpc_status_code end_code;
@@ -96,6 +101,15 @@ typedef struct td__srv_session {
     pthread_mutex_t hold_mu;
     td__worker_queue *hold_q;
 
+    /* Fingerprints of this session's StoreBlob requests received but not yet run: an offer
+     * of one of them must wait its turn (the candidate is about to exist), so
+     * answer_fresh_offer (session.c) does not answer it "absent". Under pend_mu (receive
+     * side adds, job_free removes); pend_untracked counts those beyond TD_SS_PEND_MAX, and
+     * while it is not 0 no offer is answered early. */
+    pthread_mutex_t pend_mu;
+    uint8_t pend_fp[TD_SS_PEND_MAX][TD_FINGERPRINT_BYTES];
+    uint32_t pend_n, pend_untracked;
+
     /* TENSORD_TRACE_JOBS (td__trace_jobs): the worker time each kind of request took, and
      * of that the device copies of reads and the host copies of GPU candidates, logged
      * with the session's close line. Under exec_mu, like the handlers that add to it. */
@@ -123,6 +137,12 @@ typedef struct td__job {
     uint64_t read_off; /* a read (run_read) that gave up a turn goes on here (0: from its start) */
     td__graph_run *grun;
     td__graph *graph; /* reference held while grun runs */
+    /* A fingerprint offer the receive side answered "absent" at once (session.c,
+     * answer_fresh_offer): the worker only lets its seq pass, in order. */
+    bool answered;
+    /* A StoreBlob with a fingerprint: 1 when its fingerprint is in ss->pend_fp, 2 when
+     * counted in ss->pend_untracked (removed by job_free). */
+    uint8_t pend;
 } td__job;
 
 /* ---- handlers (worker) ---- */

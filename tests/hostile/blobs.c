@@ -366,3 +366,51 @@ Test(blobs, candidate_memory_is_bounded_and_reclaimed, .init = start_small_tenan
     td_close(ctx);
     free(w);
 }
+
+/* A fresh fingerprint offer is answered as soon as it arrives, not after the session's
+ * queued work (server/session.c, answer_fresh_offer): a client waits for that answer before
+ * it sends an upload's bytes, so behind a training step's ops it emptied the server's
+ * pipeline once per upload. Twelve 2048^3 matmuls (~200 GFLOP, over a second here)
+ * are queued with a fence, then the offer: its BlobStatus must come before the fence's
+ * answer. The old server answered in queue order (fence first). An offer of a fingerprint
+ * the server knows still waits its turn (it may promote): checked after the fence. */
+Test(blobs, fresh_fingerprint_offer_is_answered_before_queued_work, .init = start_tcp,
+     .fini = stop_and_clean, .timeout = 180)
+{
+    raw_session s;
+    open_raw_token(&s, NULL);
+    const int64_t dims[2] = {2048, 2048};
+    td__op ops[14] = {raw_op_full(1, TD_F32, 2, dims, 0.5), raw_op_full(2, TD_F32, 2, dims, 0.25)};
+    for (int i = 0; i < 12; i++) ops[2 + i] = raw_op_binary(TD_OP_MATMUL, 10 + (uint64_t)i, 1, 2);
+    cr_assert_neq(raw_send_ops(&s, ops, 14), 0);
+    uint64_t fence = raw_send_fence(&s);
+    uint8_t bytes[4096], fp[TD_FINGERPRINT_LEN];
+    fill(bytes, sizeof bytes, 77);
+    cr_assert(td__fingerprint(bytes, sizeof bytes, fp));
+    ProtobufCBinaryData f = {.len = TD_FINGERPRINT_LEN, .data = fp};
+    Tensord__V1__HasBlobs hb = TENSORD__V1__HAS_BLOBS__INIT;
+    hb.n_fingerprint = 1;
+    hb.fingerprint = &f;
+    Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
+    cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_HAS_BLOBS;
+    cm.has_blobs = &hb;
+    uint64_t offer;
+    cr_assert(raw_send(&s, &cm, NULL, 0, &offer));
+    raw_msg m;
+    cr_assert_eq(raw_recv(&s, &m, 60000), 1);
+    cr_expect_eq(m.kind, TENSORD__V1__SERVER_MESSAGE__BODY_BLOB_STATUS,
+                 "first reply is kind %d seq %llu (%s), not the offer's answer", m.kind,
+                 (unsigned long long)m.seq, m.message);
+    cr_expect_eq(m.seq, offer);
+    cr_expect_eq(m.n_present, 1);
+    cr_expect_eq(m.present & 1, 0u, "nothing is kept under a fresh fingerprint");
+    raw_msg_fini(&m);
+    cr_assert_eq(raw_recv(&s, &m, 120000), 1);
+    cr_expect_eq(m.kind, TENSORD__V1__SERVER_MESSAGE__BODY_FENCE, "%s", m.message);
+    cr_expect_eq(m.seq, fence);
+    raw_msg_fini(&m);
+    /* the session goes on in order: a candidate under fp, then the same offer hits it */
+    raw_candidate(&s, 3, bytes, sizeof bytes, fp);
+    cr_expect_eq(has_blobs(&s, NULL, fp) & 1, 1u);
+    cr_expect_eq(raw_close(&s), GRPC_STATUS_OK, "%s", raw_details(&s));
+}
