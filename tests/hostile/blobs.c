@@ -150,8 +150,8 @@ static void expect_failure(raw_session *s, Tensord__V1__ClientMessage *cm, uint3
     cr_expect(failed, "no Failure for seq %llu", (unsigned long long)seq);
 }
 
-/* HasBlobs with n_sha hashes and n_fp fingerprints; returns the present bits. */
-static uint64_t has_blobs(raw_session *s, const uint8_t *sha, const uint8_t *fp)
+/* Send HasBlobs with the hash sha and the fingerprint fp (either may be NULL); its seq. */
+static uint64_t send_has_blobs(raw_session *s, const uint8_t *sha, const uint8_t *fp)
 {
     ProtobufCBinaryData h = {.len = TD_SHA256_BYTES, .data = (uint8_t *)(uintptr_t)sha};
     ProtobufCBinaryData f = {.len = TD_FINGERPRINT_LEN, .data = (uint8_t *)(uintptr_t)fp};
@@ -169,6 +169,13 @@ static uint64_t has_blobs(raw_session *s, const uint8_t *sha, const uint8_t *fp)
     cm.has_blobs = &hb;
     uint64_t seq;
     cr_assert(raw_send(s, &cm, NULL, 0, &seq));
+    return seq;
+}
+
+/* HasBlobs with the hash sha and the fingerprint fp (either may be NULL); the present bits. */
+static uint64_t has_blobs(raw_session *s, const uint8_t *sha, const uint8_t *fp)
+{
+    uint64_t seq = send_has_blobs(s, sha, fp);
     raw_msg m;
     cr_assert_eq(raw_recv(s, &m, 30000), 1);
     cr_assert_eq(m.kind, TENSORD__V1__SERVER_MESSAGE__BODY_BLOB_STATUS, "%s", m.message);
@@ -387,15 +394,7 @@ Test(blobs, fresh_fingerprint_offer_is_answered_before_queued_work, .init = star
     uint8_t bytes[4096], fp[TD_FINGERPRINT_LEN];
     fill(bytes, sizeof bytes, 77);
     cr_assert(td__fingerprint(bytes, sizeof bytes, fp));
-    ProtobufCBinaryData f = {.len = TD_FINGERPRINT_LEN, .data = fp};
-    Tensord__V1__HasBlobs hb = TENSORD__V1__HAS_BLOBS__INIT;
-    hb.n_fingerprint = 1;
-    hb.fingerprint = &f;
-    Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
-    cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_HAS_BLOBS;
-    cm.has_blobs = &hb;
-    uint64_t offer;
-    cr_assert(raw_send(&s, &cm, NULL, 0, &offer));
+    const uint64_t offer = send_has_blobs(&s, NULL, fp);
     raw_msg m;
     cr_assert_eq(raw_recv(&s, &m, 60000), 1);
     cr_expect_eq(m.kind, TENSORD__V1__SERVER_MESSAGE__BODY_BLOB_STATUS,
