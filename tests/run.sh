@@ -56,9 +56,11 @@ if [ "${TD_SKIP_TSAN:-0}" != "1" ]; then
     echo "== tensord under ThreadSanitizer: the e2e and hostile suites against it"
     # Only the server is built with TSan (criterion's fixed arena does not start under TSan);
     # the suites of the first pass drive it through TD_TEST_TENSORD. tests/tsan.supp says
-    # which uninstrumented libraries are suppressed and why. oneDNN is off in this build: it is
-    # an OpenMP build, and TSan cannot see libgomp's barriers, so every oneDNN conv would read
-    # as a race inside it (the ASan pass and the plain pass run its conv).
+    # which uninstrumented libraries are suppressed and why. oneDNN is off in this build (the
+    # plain and ASan passes run its conv): with it, this tensord died at the first oneDNN conv
+    # with "called_from_lib suppression 'libopenblas.so.0' is matched against 2 libraries"
+    # (tsan.supp's rule; 2026-12-06), and its OpenMP runtime, libgomp, is not instrumented
+    # either.
     configure build-tsan --buildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false -Dcuda=disabled -Dhip=disabled -Dtests=disabled -Ddnnl=disabled
     ninja -C build-tsan server/tensord
     TD_TEST_TENSORD="$PWD/build-tsan/server/tensord" \
