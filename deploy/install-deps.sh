@@ -6,15 +6,16 @@
 # the deploy-unit test; glslc, libvulkan-dev: the Vulkan backend module, mesa-vulkan-drivers:
 # lavapipe, the software Vulkan device its conformance tests run on; fortunes: the text the
 # fortune-lm example trains on; vulkan-tools:
-# vulkaninfo, to see what a host offers).
+# vulkaninfo, to see what a host offers; libdnnl-dev: oneDNN, the CPU's f32 convolution
+# (-Ddnnl, default auto: used when installed)).
 # Opt-in build options bring their own packages through TD_EXTRA_PKGS, e.g.
-# TD_EXTRA_PKGS=libdnnl-dev for -Ddnnl=enabled (tests/run.sh does so for HIP).
+# TD_EXTRA_PKGS="hipcc libamdhip64-dev" for -Dhip (tests/run.sh does so).
 # Skips apt entirely when everything is already installed. Run as root.
 set -euo pipefail
 PKGS=(meson ninja-build pkg-config gcc libc6-dev
       libgrpc-dev protobuf-c-compiler libprotobuf-c-dev libuv1-dev libssl-dev
-      libopenblas-dev libsystemd-dev zlib1g-dev libxxhash-dev libjansson-dev libcriterion-dev
-      libmicrohttpd-dev libonnx-dev libonnx-testdata
+      libopenblas-dev libdnnl-dev libsystemd-dev zlib1g-dev libxxhash-dev libjansson-dev
+      libcriterion-dev libmicrohttpd-dev libonnx-dev libonnx-testdata
       dataset-fashion-mnist fortunes python3-numpy openssl procps
       python3-grpcio python3-grpc-tools python3-protobuf python3-yaml systemd
       glslc libvulkan-dev mesa-vulkan-drivers vulkan-tools ${TD_EXTRA_PKGS:-})

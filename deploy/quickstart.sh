@@ -47,8 +47,8 @@ say() { printf '\n==> %s\n' "$*"; }
 
 # ---- 1. packages ----
 PACKAGES=(meson ninja-build pkg-config gcc libgrpc-dev protobuf-c-compiler libprotobuf-c-dev
-    libuv1-dev libssl-dev libopenblas-dev libsystemd-dev zlib1g-dev libxxhash-dev libjansson-dev
-    libmicrohttpd-dev
+    libuv1-dev libssl-dev libopenblas-dev libdnnl-dev libsystemd-dev zlib1g-dev libxxhash-dev
+    libjansson-dev libmicrohttpd-dev
     dataset-fashion-mnist)
 missing=()
 for p in "${PACKAGES[@]}"; do

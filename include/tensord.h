@@ -744,12 +744,12 @@ td_tensor *td_topk(td_tensor *x, int64_t k, int axis, bool largest, td_tensor **
  * in a fixed order and round once. On one device the bits never depend on thread count or
  * timing: no float atomics; every reduction (the weight gradient's sum over the batch, the
  * pool gradients' sums over windows) runs in a fixed order. CPU: im2col + single-threaded
- * OpenBLAS GEMM per block (backends/cpu/cpu_conv.c); a build with -Ddnnl=enabled runs f32
- * td_conv, td_conv_transpose and td_conv_input_grad with a batch of 4 or more on oneDNN's
- * convolution / deconvolution instead (cpu_dnnl_conv.c: one
- * OpenMP thread per block of images, so still independent of the thread count; IEEE
- * subnormals; the bits depend on the ISA oneDNN picks for the CPU). Thread-safety: one thread
- * per context. */
+ * OpenBLAS GEMM per block (backends/cpu/cpu_conv.c); a build with oneDNN (the default where
+ * libdnnl-dev is installed; -Ddnnl=disabled turns it off) runs f32 td_conv,
+ * td_conv_transpose and td_conv_input_grad with a batch of 4 or more on oneDNN's
+ * convolution / deconvolution instead (cpu_dnnl_conv.c: one OpenMP thread per block of
+ * images, so still independent of the thread count; IEEE subnormals; the bits depend on the
+ * ISA oneDNN picks for the CPU). Thread-safety: one thread per context. */
 
 /* Convolution attributes; zero-initialised means stride 1, dilation 1, no padding,
  * groups 1 (so a zero entry means 1 for stride and dilation; negative values are refused).
@@ -855,8 +855,9 @@ td_tensor *td_interpolate(td_tensor *x, const int64_t *output_size, enum td_inte
  * Batched matmul: a [..., M, K] x b [..., K, N] -> [..., M, N]; ranks >= 2, batch dims
  * broadcast; f32/f64 through BLAS on the CPU, cuBLAS on CUDA; f16/bf16 on the CPU are
  * widened to f32, multiplied and summed in f32 by the same tiled sgemm and rounded once to
- * the dtype (a build with -Ddnnl=enabled runs bf16 on oneDNN tiles instead: f32
- * accumulation, subnormals flushed to zero, bits that depend on oneDNN's ISA choice); on CUDA through cuBLAS GemmEx with f32 compute (tensor cores), on HIP by its
+ * the dtype (a build with -Ddnnl_bf16_matmul=true runs bf16 on oneDNN tiles instead: f32
+ * accumulation, subnormals flushed to zero, bits that depend on oneDNN's ISA choice); on
+ * CUDA through cuBLAS GemmEx with f32 compute (tensor cores), on HIP by its
  * tiled kernel in f32, each output rounded once. Full precision unless the
  * context was opened with td_options.matmul_allow_tf32 (then as td_matmul_ex with
  * TD_MATMUL_ALLOW_TF32).

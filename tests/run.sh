@@ -29,7 +29,10 @@ configure() { # dir, extra args...
 }
 
 echo "== build (warnings are errors)"
-configure build-test --buildtype=debugoptimized -Dwerror=true "$hip" -Dvulkan=enabled
+# -Ddnnl=enabled (not the default auto): the f32 conv suites must run on oneDNN here, and a
+# missing libdnnl-dev fails the build instead of quietly testing im2col only.
+configure build-test --buildtype=debugoptimized -Dwerror=true "$hip" -Dvulkan=enabled \
+    -Ddnnl=enabled
 ninja -C build-test
 echo "== tests"
 meson test -C build-test --print-errorlogs --num-processes 2
@@ -38,7 +41,7 @@ if [ "${TD_SKIP_SANITIZERS:-0}" != "1" ]; then
     echo "== build with ASan + UBSan"
     # The GPU modules are host code around nvcc/hipcc kernels; the first pass builds and
     # loads them, the sanitizer pass skips them (under ASan they would only add minutes).
-    configure build-asan --buildtype=debug -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false -Dcuda=disabled -Dhip=disabled
+    configure build-asan --buildtype=debug -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false -Dcuda=disabled -Dhip=disabled -Ddnnl=enabled
     ninja -C build-asan
     echo "== tests under ASan + UBSan"
     export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:halt_on_error=1"
@@ -53,8 +56,12 @@ if [ "${TD_SKIP_TSAN:-0}" != "1" ]; then
     echo "== tensord under ThreadSanitizer: the e2e and hostile suites against it"
     # Only the server is built with TSan (criterion's fixed arena does not start under TSan);
     # the suites of the first pass drive it through TD_TEST_TENSORD. tests/tsan.supp says
-    # which uninstrumented libraries are suppressed and why.
-    configure build-tsan --buildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false -Dcuda=disabled -Dhip=disabled -Dtests=disabled
+    # which uninstrumented libraries are suppressed and why. oneDNN is off in this build (the
+    # plain and ASan passes run its conv): with it, this tensord died at the first oneDNN conv
+    # with "called_from_lib suppression 'libopenblas.so.0' is matched against 2 libraries"
+    # (tsan.supp's rule; 2026-12-06), and its OpenMP runtime, libgomp, is not instrumented
+    # either.
+    configure build-tsan --buildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false -Dcuda=disabled -Dhip=disabled -Dtests=disabled -Ddnnl=disabled
     ninja -C build-tsan server/tensord
     TD_TEST_TENSORD="$PWD/build-tsan/server/tensord" \
     TSAN_OPTIONS="halt_on_error=0:exitcode=66:suppressions=$PWD/tests/tsan.supp" \

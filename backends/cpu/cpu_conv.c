@@ -20,6 +20,10 @@
  *
  * f32 uses sgemm, f64 dgemm. f16/bf16: inputs widened to f32 (exact), the f32 path, every
  * output rounded once to the dtype (f32 accumulation; the bias is added in f32).
+ *
+ * In builds that found oneDNN (TD_HAVE_DNNL, the default where libdnnl-dev is installed),
+ * f32 CONV and CONV_TRANSPOSE with a batch of 4 or more go to cpu_dnnl_conv.c first; what it
+ * does not take comes here.
  */
 #include "backends/cpu/cpu_dnnl.h"
 #include "backends/cpu/cpu_internal.h"

@@ -1,8 +1,9 @@
 /* cpu_dnnl.h — the oneDNN pieces the CPU kernels share (builds with TD_HAVE_DNNL only):
  * one engine for the process, the one-OpenMP-thread scope every oneDNN call of the backend
  * runs in, primitive creation with a caller-owned scratchpad, and execution of a primitive
- * over host pointers. cpu_matmul.c (bf16 tiles) and cpu_dnnl_conv.c (f32 convolution) use
- * them.
+ * over host pointers. cpu_dnnl_conv.c (f32 convolution, in every build that found oneDNN)
+ * and cpu_matmul.c (bf16 tiles, only with TD_DNNL_BF16_MATMUL: -Ddnnl_bf16_matmul=true)
+ * use them.
  *
  * Why one OpenMP thread: Debian's oneDNN is an OpenMP build (no threadpool API), and its
  * kernels choose their blocking, and so the order of their sums, from the thread count at

@@ -1,9 +1,9 @@
 /* cpu_dnnl_conv.c — f32 CONV and CONV_TRANSPOSE (conv's input gradient) (1d, 2d, 3d;
  * strides, padding, dilation, groups, bias) through oneDNN's direct convolution and
- * deconvolution, in builds with -Ddnnl (TD_HAVE_DNNL). The im2col + sgemm path of
- * cpu_conv.c stays for every other case and for whatever oneDNN refuses; CONV_WEIGHT_GRAD
- * stays there too: its sum over the batch would cross the units below, and oneDNN's
- * backward-weights primitive reduces across its threads.
+ * deconvolution, in every build that found oneDNN (-Ddnnl=auto, the default, or enabled;
+ * TD_HAVE_DNNL). The im2col + sgemm path of cpu_conv.c stays for every other case and for
+ * whatever oneDNN refuses; CONV_WEIGHT_GRAD stays there too: its sum over the batch would
+ * cross the units below, and oneDNN's backward-weights primitive reduces across its threads.
  *
  * Layout: tensord stores NC[D]HW rows and [Cout, C/g, k...] weights. The primitive is
  * created with format_tag any, so oneDNN picks its layouts (oneDNN 2.6 on this AVX-512

@@ -17,14 +17,16 @@
  * chosen per CPU model, so float GEMM bits may differ between machines (the design's "says
  * so" case); tensord.h states this.
  *
- * f16/bf16 use the same tiles. bf16, when the build found oneDNN (libdnnl-dev, TD_HAVE_DNNL):
+ * f16/bf16 use the same tiles. bf16, in builds with -Ddnnl_bf16_matmul=true (oneDNN from
+ * libdnnl-dev, TD_DNNL_BF16_MATMUL; off by default because of the subnormals below):
  * each tile is one oneDNN matmul on one thread (bf16 operands, f32 accumulation and f32
  * result), created for the tile's shape with one OpenMP thread so its blocking is a function
  * of the shape too; products of bf16 pairs are exact in f32, but oneDNN's AVX512-BF16 kernel
  * (VDPBF16PS) adds them pairwise in its own order and treats subnormal inputs and results
  * as zero. Measured 1.6-2.9x the widened sgemm of the same tiles here (BENCHMARKS.md, "CPU
- * f16/bf16"; Debian's OpenBLAS 0.3.21 has no sbgemm). f16 (and bf16 without oneDNN): both operands widened to f32 (exact), the f32
- * tiles. Every output is rounded once from f32 to the dtype.
+ * f16/bf16"; Debian's OpenBLAS 0.3.21 has no sbgemm). f16, and bf16 by default: both
+ * operands widened to f32 (exact), the f32 tiles. Every output is rounded once from f32 to
+ * the dtype.
  *
  * Integer dtypes use a plain i-k-j loop with wraparound arithmetic in the unsigned type of
  * the output width, which equals int64 accumulation truncated to the output (modular
@@ -39,7 +41,7 @@
 #include "common/checked.h"
 #include <cblas.h>
 #include <string.h>
-#if defined(TD_HAVE_DNNL)
+#if defined(TD_DNNL_BF16_MATMUL)
 #include "backends/cpu/cpu_dnnl.h"
 #include <stdatomic.h>
 #endif
@@ -298,7 +300,7 @@ static void convert(const td__cpu_exec *x, uint32_t dt, bool narrow, const void 
     td__cpu_run(x, n, 1, cvt_chunk, &c);
 }
 
-#if defined(TD_HAVE_DNNL)
+#if defined(TD_DNNL_BF16_MATMUL)
 /* One primitive per tile shape: index (last tile row is short) * 2 + (last tile column). */
 typedef struct onednn_plan {
     dnnl_primitive_t prim[4];
@@ -418,7 +420,7 @@ static td_status half_matmul(const td__cpu_exec *x, const mm_shape *s, uint32_t 
         return td__cpu_fail(x, TD_EUNSUPPORTED,
                             "matmul: dims M=%lld N=%lld K=%lld exceed BLAS's int range",
                             (long long)s->m, (long long)s->n, (long long)s->k);
-#if defined(TD_HAVE_DNNL)
+#if defined(TD_DNNL_BF16_MATMUL)
     if (dt == TD_BF16) {
         uint64_t bytes;
         if (!td__mul_u64((uint64_t)no, sizeof(float), &bytes) || bytes > SIZE_MAX)

@@ -1,6 +1,6 @@
 /* cpu_dnnl_conv.c — f32 CONV and CONV_TRANSPOSE through oneDNN
- * (backends/cpu/cpu_dnnl_conv.c), in builds with -Ddnnl (meson registers this file only
- * there):
+ * (backends/cpu/cpu_dnnl_conv.c), in builds that found oneDNN (the default where libdnnl-dev
+ * is installed; meson registers this file only there):
  *  - values against a float64 reference computed here, over groups, strides, dilation,
  *    asymmetric and negative padding, bias, 1-3 spatial dims, the ResNet-50 stem (C = 3,
  *    7 x 7 / 2) and conv_transpose (stride, groups, dilation, output padding),
