@@ -266,9 +266,22 @@ void td__candidates_forget(const td__buffer *buf)
 
 uint64_t td__candidates_reclaim_device(td__device *dev, uint64_t need)
 {
+    /* Drop nothing that could not help: a request larger than the device's free memory
+     * plus every copy it holds (a 200 GiB tensor) would otherwise flush every tenant's
+     * candidates on the device for nothing. */
+    uint64_t total = 0, free_bytes = 0;
+    const bool known = dev->backend->memory_info != NULL &&
+                       dev->backend->memory_info(dev, &total, &free_bytes) == TD_OK;
     cand *dropped = NULL;
-    uint64_t freed = 0;
+    uint64_t freed = 0, held = 0;
     pthread_mutex_lock(&g_mu);
+    for (cand *c = g_head; c != NULL; c = c->next)
+        if (c->buf != NULL && c->buf->dev == dev && !dev->backend->host_memory)
+            held += c->buf->nbytes;
+    if (held == 0 || (known && held + free_bytes < need)) {
+        pthread_mutex_unlock(&g_mu);
+        return 0;
+    }
     for (cand *c = g_tail, *prev; c != NULL && freed < need; c = prev) {
         prev = c->prev;
         if (c->buf == NULL || c->buf->dev != dev || c->buf->dev->backend->host_memory) continue;

@@ -90,7 +90,8 @@ void td__candidates_forget(const td__buffer *buf);
 
 /* The device reclaim hook (engine/tensor.h td__buffer_set_reclaim) the server installs:
  * drops the records that hold device copies on dev, oldest first, until `need` bytes are
- * freed or none is left; returns the bytes freed. */
+ * freed or none is left; returns the bytes freed. Drops nothing when the device reports
+ * its free memory (memory_info) and that plus every copy on it is still less than need. */
 uint64_t td__candidates_reclaim_device(td__device *dev, uint64_t need);
 
 /* The quota reclaim hook (engine/quota.h) the server installs: drops q's candidates whose

@@ -91,6 +91,13 @@ static td_status fake_exec(td__device *dev, void *stream, const td__op *op, cons
     return TD_OK;
 }
 static td_status fake_count(int *n) { *n = 1; return TD_OK; }
+static td_status fake_memory(td__device *dev, uint64_t *total, uint64_t *free_bytes)
+{
+    (void)dev;
+    *total = capacity;
+    *free_bytes = capacity - in_use;
+    return TD_OK;
+}
 
 static const td__backend fake_backend = {
     .kind = "fake",
@@ -106,6 +113,7 @@ static const td__backend fake_backend = {
     .stream_sync = fake_stream_sync,
     .exec = fake_exec,
     .buffer_free_idle = fake_free_idle,
+    .memory_info = fake_memory,
 };
 static td__device fake = {.backend = &fake_backend, .name = "fake:0"};
 
@@ -274,6 +282,25 @@ Test(candidates_device, a_full_device_drops_candidate_copies_before_failing)
     cr_assert_eq(td__blobstore_create(1 << 24, NULL, &bs, err, sizeof err), TD_OK);
     cr_assert(td__candidates_offer(bs, "t1", newer), "the newer candidate survived");
     td__blobstore_destroy(bs);
+    td__buffer_unref(big);
+    /* (the offer promoted the newer copy: its record now holds only the hash) */
+    td__candidates_stats(&records, &held);
+    cr_assert_eq(records, 1);
+    cr_assert_eq(held, 0);
+    /* a fresh copy; a request that dropping every copy could not satisfy drops none */
+    td__buffer *copy = NULL;
+    cr_assert_eq(td__session_detach_copy(s, 1, &copy, err, sizeof err), TD_OK, "%s", err);
+    uint8_t third[TD_FINGERPRINT_LEN] = {3};
+    cr_assert(td__candidates_put("t1", &q, third, copy, NULL, 0, N));
+    td__buffer_unref(copy);
+    capacity = in_use + 8;
+    cr_assert_eq(td__buffer_create(&fake, &the_stream, N + 64, &big), TD_ENOMEM);
+    td__candidates_stats(&records, &held);
+    cr_assert_eq(held, N, "a hopeless request (a huge tensor) keeps the copies");
+    /* one it could satisfy drops the copy */
+    cr_assert_eq(td__buffer_create(&fake, &the_stream, N, &big), TD_OK);
+    td__candidates_stats(&records, &held);
+    cr_assert_eq(held, 0);
     td__buffer_unref(big);
     /* a device with nothing to give back still fails */
     capacity = in_use + 8;
