@@ -20,6 +20,7 @@
 #include "server/candidates.h"
 #include "server/metrics.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -166,12 +167,14 @@ static bool copy_candidate(td__srv_session *ss, uint64_t tensor, void *to, size_
 /* TENSORD_CANDIDATE_COPY=host: GPU candidates as host copies (the old way; a timing aid). */
 static bool host_copies_only(void)
 {
-    static int cached = -1;
-    if (cached < 0) {
-        const char *v = getenv("TENSORD_CANDIDATE_COPY");
-        cached = v != NULL && strcmp(v, "host") == 0;
+    static atomic_int cached = -1; /* device workers may ask at once */
+    int v = atomic_load(&cached);
+    if (v < 0) {
+        const char *e = getenv("TENSORD_CANDIDATE_COPY");
+        v = e != NULL && strcmp(e, "host") == 0;
+        atomic_store(&cached, v);
     }
-    return cached == 1;
+    return v == 1;
 }
 
 /* A device copy of the tensor as the candidate, charged to the tenant through the copy's

@@ -224,21 +224,29 @@ bool td__candidates_offer(td__blobstore *bs, const char *tenant,
     if (st != TD_OK)
         td__log(TD_LOG_DEBUG, "candidate of tenant '%s' not promoted: %s", tenant, err);
 
-    cand *emptied = NULL;
+    /* The record becomes (fp -> sha) in place, under the mutex: there is never a moment
+     * without a record under fp, which the receive side's early "absent" relies on
+     * (td__candidates_known). Its bytes are dropped after the mutex. */
+    cand held = {0};
     pthread_mutex_lock(&g_mu);
     c = find_locked(tenant, fp);
-    td__quota *q = NULL;
     bool mine = st == TD_OK && c != NULL && c->serial == serial; /* not replaced meanwhile */
     if (mine) {
-        q = c->quota;
-        drop_locked(c, &emptied); /* goes with its bytes; (fp -> sha) is kept below */
+        unlink_locked(c);
+        held.quota = c->quota;
+        held.buf = c->buf;
+        held.copy = c->copy;
+        held.charged = c->charged;
+        c->buf = NULL;
+        c->copy = NULL;
+        c->charged = 0;
+        c->promoted = true;
+        memcpy(c->sha, sha, TD_SHA256_BYTES);
+        push_front_locked(c);
     }
     pthread_mutex_unlock(&g_mu);
-    free_list(emptied);
-    if (mine) {
-        (void)add_promoted(tenant, q, fp, nbytes, sha);
-        td__blobstore_note_fingerprint(bs, tenant, fp, sha);
-    }
+    drop_bytes(&held);
+    if (mine) td__blobstore_note_fingerprint(bs, tenant, fp, sha);
     td__buffer_unref(buf);
     td__blob_unref(copy);
     return st == TD_OK;

@@ -141,8 +141,12 @@ static void run_open(td__srv_session *ss, td__job *j)
         r.ring_offset = ring_offset;
         r.ring_bytes = ring_bytes;
     }
+    /* With pend_mu held (session.c, answer_fresh_offer): `opened` is set before any
+     * message that follows SessionOpened can look at it. */
+    pthread_mutex_lock(&ss->pend_mu);
     td__ss_reply_or_end(ss, &r);
     atomic_store(&ss->opened, true);
+    pthread_mutex_unlock(&ss->pend_mu);
     memset(secret, 0, sizeof secret);
 }
 
@@ -583,7 +587,7 @@ void td__handle(td__srv_session *ss, td__job *j)
     const td__req_kind kind = j->rq.kind;
     handle_kind(ss, j);
     ss->trace_ns[kind] += td__metrics_now_ns() - t0;
-    ss->trace_n[kind]++;
+    if (!j->continued) ss->trace_n[kind]++; /* a request, not each of its time slices */
 }
 
 static void handle_kind(td__srv_session *ss, td__job *j)

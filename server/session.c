@@ -333,17 +333,6 @@ static void pend_remove(td__srv_session *ss, const td__job *j)
     pthread_mutex_unlock(&ss->pend_mu);
 }
 
-/* Whether an offer of fp could be about to hit a candidate this session's queue makes. */
-static bool pend_maybe(td__srv_session *ss, const uint8_t *fp)
-{
-    pthread_mutex_lock(&ss->pend_mu);
-    bool maybe = ss->pend_untracked > 0;
-    for (uint32_t i = 0; i < ss->pend_n && !maybe; i++)
-        maybe = memcmp(ss->pend_fp[i], fp, TD_FINGERPRINT_BYTES) == 0;
-    pthread_mutex_unlock(&ss->pend_mu);
-    return maybe;
-}
-
 static void job_free(td__job *j)
 {
     if (j->pend != 0) pend_remove(j->ss, j);
@@ -605,16 +594,25 @@ static void answer_fresh_offer(td__srv_session *ss, td__job *j)
 {
     const td__request *rq = &j->rq;
     td__blobstore *bs = td__service_blobs(ss->svc);
-    if (!atomic_load(&ss->opened) || rq->n_hashes != 0 || rq->n_fps == 0 ||
-        rq->n_fps > FRESH_OFFER_MAX || bs == NULL || td__blobstore_on_disk(bs))
-        return;
-    if (atomic_load(&ss->ring) != NULL) return; /* its StoreBlobs may be in the ring */
-    for (size_t i = 0; i < rq->n_fps; i++)
-        if (pend_maybe(ss, rq->fps[i]) || td__candidates_known(ss->tenant, rq->fps[i])) return;
-    bool present[FRESH_OFFER_MAX] = {false};
-    td__reply r = {.kind = TD_REPLY_BLOB_STATUS, .seq = rq->seq, .present = present,
-                   .n_present = rq->n_fps};
-    if (td__ss_reply(ss, &r) == TD_OK) j->answered = true;
+    if (rq->n_hashes != 0 || rq->n_fps == 0 || rq->n_fps > FRESH_OFFER_MAX || bs == NULL ||
+        td__blobstore_on_disk(bs) || atomic_load(&ss->ring) != NULL)
+        return; /* (a ring's StoreBlobs do not pass through pend_fp) */
+    /* Under pend_mu, which the open holds while it queues SessionOpened and sets `opened`:
+     * a client that has SessionOpened finds `opened` set, and no answer can precede it. */
+    pthread_mutex_lock(&ss->pend_mu);
+    bool fresh = atomic_load(&ss->opened) && ss->pend_untracked == 0;
+    for (size_t i = 0; i < rq->n_fps && fresh; i++) {
+        for (uint32_t k = 0; k < ss->pend_n && fresh; k++)
+            fresh = memcmp(ss->pend_fp[k], rq->fps[i], TD_FINGERPRINT_BYTES) != 0;
+        fresh = fresh && !td__candidates_known(ss->tenant, rq->fps[i]);
+    }
+    if (fresh) {
+        bool present[FRESH_OFFER_MAX] = {false};
+        td__reply r = {.kind = TD_REPLY_BLOB_STATUS, .seq = rq->seq, .present = present,
+                       .n_present = rq->n_fps};
+        j->answered = td__ss_reply(ss, &r) == TD_OK;
+    }
+    pthread_mutex_unlock(&ss->pend_mu);
 }
 
 static bool on_message(td__srv_call *c, grpc_byte_buffer *bb)
