@@ -154,16 +154,6 @@ void td__handle_write_from_blob(td__srv_session *ss, td__job *j)
     if (st != TD_OK) td__ss_failure(ss, rq->seq, 0, st, err);
 }
 
-/* The device-to-host copy of a GPU candidate, timed under TENSORD_TRACE_JOBS. */
-static bool copy_candidate(td__srv_session *ss, uint64_t tensor, void *to, size_t n)
-{
-    char err[512];
-    const uint64_t t0 = td__trace_jobs ? td__metrics_now_ns() : 0;
-    const bool ok = td__session_read(ss->es, tensor, 0, to, n, err, sizeof err) == TD_OK;
-    if (td__trace_jobs) ss->trace_candidate_copy_ns += td__metrics_now_ns() - t0;
-    return ok;
-}
-
 /* TENSORD_CANDIDATE_COPY=host: GPU candidates as host copies (the old way; a timing aid). */
 static bool host_copies_only(void)
 {
@@ -220,14 +210,17 @@ static void keep_candidate(td__srv_session *ss, const td__request *rq)
             td__log(TD_LOG_DEBUG, "session %llu: no candidate: %s", (unsigned long long)ss->c.id,
                     why);
         } else if (keep_device_copy(ss, rq, n)) {
-            if (td__trace_jobs) ss->trace_candidate_copy_ns += td__metrics_now_ns() - t0;
+            /* kept as a device copy */
         } else if ((copy = td__blob_create(ss->tenant, n)) == NULL ||
-                   !copy_candidate(ss, rq->tensor, copy->data, n)) {
+                   td__session_read(ss->es, rq->tensor, 0, copy->data, n, err, sizeof err) !=
+                       TD_OK) {
             td__blob_unref(copy);
             td__quota_bytes_uncharge(ss->quota, n);
         } else {
             (void)td__candidates_put(ss->tenant, ss->quota, rq->fp, NULL, copy, n, n);
         }
+        /* TENSORD_TRACE_JOBS: the candidate's copy, device or host, timed once */
+        if (td__trace_jobs) ss->trace_candidate_copy_ns += td__metrics_now_ns() - t0;
     }
     td__buffer_unref(buf);
     if (st != TD_OK) td__ss_failure(ss, rq->seq, 0, st, err);
