@@ -7,9 +7,17 @@
  * Classes: sizes are rounded up to 1/8 of their power of two (at most 12.5% slack), so
  * near-equal sizes share buffers. New buffers are mmap'd with MAP_POPULATE (faulted in one
  * go by the kernel, much cheaper than one trap per page). Freed buffers stay in their
- * class's list while the pool holds less than its cap (TENSORD_CPU_POOL_BYTES, default
- * 512 MiB; 0 disables pooling); a buffer larger than half the cap is always unmapped. The
- * list links live in the first bytes of each free buffer.
+ * class's list up to a cap on the bytes held (TENSORD_CPU_POOL_BYTES, default 512 MiB; 0
+ * disables pooling); a buffer larger than half the cap is always unmapped. When a freed
+ * buffer does not fit under the cap, the buffers freed longest ago (of any class) are
+ * unmapped to make room: a server whose sessions move from one set of sizes to another
+ * (batch 4096, then hidden 2048) keeps the sizes in use now, instead of a pool full of
+ * sizes nobody asks for and a fresh mmap for every tensor of the new sizes (which made a
+ * training epoch 2-5x slower after other sessions had filled the pool).
+ *
+ * The list links live in the first bytes of each free buffer: a class list (LIFO, so the
+ * buffer freed last, warm in cache, is handed out first) and one list of all free buffers
+ * in the order they were freed.
  */
 #include "backends/cpu/cpu_bufpool.h"
 
@@ -24,13 +32,17 @@
 #define POOL_DEFAULT_CAP ((size_t)512 << 20)
 
 typedef struct free_buf {
-    struct free_buf *next;
+    struct free_buf *next, *prev;   /* class list, newest first */
+    struct free_buf *newer, *older; /* all free buffers in the order they were freed */
+    size_t idx, size;
 } free_buf;
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static free_buf *g_free[POOL_CLASSES];
-static size_t g_pooled; /* bytes held in free lists */
+static free_buf *g_newest, *g_oldest;
+static size_t g_pooled;   /* bytes held in free lists */
+static uint64_t g_mapped; /* buffers mmap'd so far (td__cpu_pool_stats) */
 static size_t g_cap;
 
 static void pool_init(void)
@@ -61,6 +73,25 @@ static bool size_class(size_t nbytes, size_t *idx, size_t *rounded)
     return true;
 }
 
+/* Take b off both lists. Caller holds g_mu. */
+static void unlink_buf(free_buf *b)
+{
+    if (b->prev != NULL)
+        b->prev->next = b->next;
+    else
+        g_free[b->idx] = b->next;
+    if (b->next != NULL) b->next->prev = b->prev;
+    if (b->newer != NULL)
+        b->newer->older = b->older;
+    else
+        g_newest = b->older;
+    if (b->older != NULL)
+        b->older->newer = b->newer;
+    else
+        g_oldest = b->newer;
+    g_pooled -= b->size;
+}
+
 void *td__cpu_pool_alloc(size_t nbytes)
 {
     pthread_once(&g_once, pool_init);
@@ -68,10 +99,8 @@ void *td__cpu_pool_alloc(size_t nbytes)
     if (!size_class(nbytes, &idx, &size)) return NULL;
     pthread_mutex_lock(&g_mu);
     free_buf *b = g_free[idx];
-    if (b != NULL) {
-        g_free[idx] = b->next;
-        g_pooled -= size;
-    }
+    if (b != NULL) unlink_buf(b);
+    if (b == NULL) g_mapped++;
     pthread_mutex_unlock(&g_mu);
     if (b != NULL) return b;
     void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
@@ -82,16 +111,41 @@ void *td__cpu_pool_alloc(size_t nbytes)
 void td__cpu_pool_free(void *p, size_t nbytes)
 {
     if (p == NULL) return;
+    pthread_once(&g_once, pool_init);
     size_t idx, size;
     if (!size_class(nbytes, &idx, &size)) return;
+    free_buf *evicted = NULL; /* unmapped after the lock, chained through ->next */
     pthread_mutex_lock(&g_mu);
-    bool keep = size <= g_cap / 2 && g_pooled + size <= g_cap;
+    bool keep = size <= g_cap / 2;
     if (keep) {
+        while (g_pooled + size > g_cap && g_oldest != NULL) {
+            free_buf *o = g_oldest;
+            unlink_buf(o);
+            o->next = evicted;
+            evicted = o;
+        }
         free_buf *b = p;
-        b->next = g_free[idx];
+        *b = (free_buf){.next = g_free[idx], .older = g_newest, .idx = idx, .size = size};
+        if (b->next != NULL) b->next->prev = b;
         g_free[idx] = b;
+        if (g_newest != NULL) g_newest->newer = b;
+        g_newest = b;
+        if (g_oldest == NULL) g_oldest = b;
         g_pooled += size;
     }
     pthread_mutex_unlock(&g_mu);
     if (!keep) munmap(p, size);
+    while (evicted != NULL) {
+        free_buf *n = evicted->next;
+        munmap(evicted, evicted->size);
+        evicted = n;
+    }
+}
+
+void td__cpu_pool_stats(size_t *pooled_bytes, uint64_t *mapped)
+{
+    pthread_mutex_lock(&g_mu);
+    if (pooled_bytes != NULL) *pooled_bytes = g_pooled;
+    if (mapped != NULL) *mapped = g_mapped;
+    pthread_mutex_unlock(&g_mu);
 }
