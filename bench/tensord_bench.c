@@ -986,14 +986,16 @@ static void bench_p4(const server *tcp)
 
 /* ---- P5 ---- */
 
-/* Run the trainer for one epoch of `batch`-image steps through a 784-`hidden`-10 MLP;
- * returns the epoch seconds (from the "epoch 1/1  loss X  S s  R img/s" line) or NAN. */
-static double run_trainer(const char *device, bool graph, int batch, int hidden)
+/* Run the trainer for one epoch of `batch`-image steps through a 784-`hidden`-10 MLP with
+ * shuffling seed `seed`; returns the epoch seconds (from the "epoch 1/1  loss X  S s  R
+ * img/s" line) or NAN. */
+static double run_trainer(const char *device, bool graph, int batch, int hidden, int seed)
 {
     char cmd[1400];
     snprintf(cmd, sizeof cmd,
-             "'%s' --device '%s' --data '%s' --epochs 1 --batch %d --hidden %d %s %s 2>&1",
-             g_trainer, device, g_data, batch, hidden,
+             "'%s' --device '%s' --data '%s' --epochs 1 --batch %d --hidden %d --seed %d %s %s "
+             "2>&1",
+             g_trainer, device, g_data, batch, hidden, seed,
              g_quick ? "--limit-train 2000 --limit-test 1000" : "", graph ? "--graph" : "");
     FILE *f = popen(cmd, "r");
     if (f == NULL) return NAN;
@@ -1018,7 +1020,11 @@ static double run_trainer(const char *device, bool graph, int batch, int hidden)
  * that a burst of load on the shared machine hits them alike; each reports the median of
  * its runs (--p5-runs, default 3; 1 with --quick) and the spread (max - min) / median.
  * Remote eager is compared with local eager and remote --graph with local --graph, on the
- * device of --device (local:DEV against tensord://ADDR/DEV). */
+ * device of --device (local:DEV against tensord://ADDR/DEV).
+ * Every run has its own seed (so its own shuffle): the servers live through all runs of a
+ * size, and with one seed the second remote run would upload the first run's batches again
+ * and take the blob store's repeat path (P4's subject) instead of the fresh uploads a
+ * training run makes, epoch after epoch. The seed changes no shape and no step count. */
 #define P5_CONFIGS 6
 #define P5_MAX_RUNS 9
 static void bench_p5(const server *tcp, const server *unx)
@@ -1048,7 +1054,8 @@ static void bench_p5(const server *tcp, const server *unx)
         double secs[P5_CONFIGS][P5_MAX_RUNS], med[P5_CONFIGS], spread[P5_CONFIGS];
         for (int r = 0; r < runs; r++)
             for (int c = 0; c < P5_CONFIGS; c++)
-                secs[c][r] = run_trainer(uris[c], c % 2 == 1, batch, hidden);
+                secs[c][r] = run_trainer(uris[c], c % 2 == 1, batch, hidden,
+                                         1 + r * P5_CONFIGS + c);
         for (int c = 0; c < P5_CONFIGS; c++) {
             int n = 0;
             double ok[P5_MAX_RUNS];
