@@ -10,9 +10,11 @@
 #include "client/batch.h"
 #include "client/capture.h"
 #include "client/transport.h"
+#include "client/uri.h"
 #include "common/alloc.h"
 #include "common/idmap.h"
 #include "engine/convert.h"
+#include "engine/device.h"
 #include <math.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -261,6 +263,15 @@ static td_status check_ports(const char *shown, const char *list, size_t len)
     return TD_OK;
 }
 
+/* Whether device names a and b name one device on any server: equal, or "cpu" and "cpu:0"
+ * (td__device_find: "cpu" is cpu:0 whatever the CPU device count). */
+static bool same_device(const char *a, const char *b)
+{
+    if (strcmp(a, b) == 0) return true;
+    return (strcmp(a, "cpu") == 0 && strcmp(b, "cpu:0") == 0) ||
+           (strcmp(a, "cpu:0") == 0 && strcmp(b, "cpu") == 0);
+}
+
 int td__device_list_split(const char *list, char first[64],
                           char more[TD_TRANSPORT_MAX_DEVICES - 1][32], char *err,
                           size_t errlen)
@@ -294,6 +305,28 @@ int td__device_list_split(const char *list, char first[64],
         memcpy(more[n], e, el);
         more[n][el] = '\0';
         n++;
+    }
+    /* What any server refuses, said before connecting (server/request.c checks the same
+     * for other clients, by device): a placement after the first entry, a device twice. */
+    for (int i = 0; i < n; i++) {
+        if (td__device_is_placement(more[i])) {
+            snprintf(err, errlen,
+                     "device list '%s': entry %d ('%s') asks the server to place it, which "
+                     "only the first entry may; name the devices after the first exactly, "
+                     "e.g. cpu:1 or cuda:0",
+                     list, i + 2, more[i]);
+            return -1;
+        }
+        for (int k = -1; k < i; k++) {
+            const char *a = k < 0 ? first : more[k];
+            if (k < 0 && td__device_is_placement(a)) continue; /* placed among the others */
+            if (!same_device(a, more[i])) continue;
+            snprintf(err, errlen,
+                     "device list '%s': device %s is named twice (entries %d '%s' and %d "
+                     "'%s')",
+                     list, strcmp(a, "cpu") == 0 ? more[i] : a, k + 2, a, i + 2, more[i]);
+            return -1;
+        }
     }
     return n;
 }
@@ -372,6 +405,51 @@ static td_status parse_uri(const char *uri, bool *local, char *target, size_t tl
     return TD_EINVAL;
 }
 
+/* td_connect's reading of `uri`, before it opens anything: tensords:// is tensord:// with
+ * TLS (*tls), then parse_uri's parts, then the device list's own rules
+ * (td__device_list_split). `mem` (2 * strlen(uri) + 16 bytes) holds the tensords:// uri
+ * rewritten and the target (*target: a pool lists up to 64 servers), each no longer than
+ * the uri. Sets the connect error on failure. */
+static td_status read_uri(const char *uri, char *mem, bool *tls, bool *local, char **target,
+                          char device[64])
+{
+    size_t ul = strlen(uri);
+    char *plain_uri = mem;
+    *target = mem + ul + 11;
+    *tls = strncmp(uri, "tensords://", 11) == 0;
+    if (*tls) { /* same syntax as tensord:// */
+        snprintf(plain_uri, ul + 11, "tensord://%s", uri + 11);
+        uri = plain_uri;
+    }
+    td_status s = parse_uri(uri, local, *target, ul + 5, device, 64);
+    if (s != TD_OK) return s;
+    char first[64], more[TD_TRANSPORT_MAX_DEVICES - 1][32], err[512];
+    if (td__device_list_split(device, first, more, err, sizeof err) < 0) {
+        td__set_connect_error("%s", err);
+        return TD_EINVAL;
+    }
+    return TD_OK;
+}
+
+td_status td__uri_device_list(const char *uri, char device[64])
+{
+    if (uri == NULL) {
+        td__set_connect_error("no uri given");
+        return TD_EINVAL;
+    }
+    char *mem = td__malloc(2 * strlen(uri) + 16), *target;
+    if (mem == NULL) {
+        td__set_connect_error("out of memory reading uri");
+        return TD_ENOMEM;
+    }
+    bool tls, local;
+    char dev[64];
+    td_status s = read_uri(uri, mem, &tls, &local, &target, dev);
+    td__free(mem);
+    if (s == TD_OK) memcpy(device, dev, sizeof dev);
+    return s;
+}
+
 /* sizeof(td_options) of the headers before td_connect took the caller's size: the struct
  * ended at blob_min_bytes. What the td_connect symbol assumes its caller passes. */
 #define TD_OPTIONS_SIZE_V0 offsetof(td_options, matmul_allow_tf32)
@@ -412,23 +490,15 @@ td_status td_connect_sized(const char *uri, const td_options *opts, size_t opts_
     /* blob_min_bytes 0 stays 0: the transport picks the default, which depends on whether
      * the session got shared memory (remote.c) */
     if (o.client_name == NULL) o.client_name = "libtensord";
-    bool local;
-    /* the target (a pool lists up to 64 servers) and the tensords:// uri rewritten as
-     * tensord://, both no longer than the uri: sized to it */
-    char device[64];
-    size_t ul = strlen(uri);
-    char *mem = td__malloc(2 * ul + 16);
+    bool local, tls;
+    char device[64], *target;
+    char *mem = td__malloc(2 * strlen(uri) + 16);
     if (mem == NULL) {
         td__set_connect_error("td_connect: out of memory");
         return TD_ENOMEM;
     }
-    char *plain_uri = mem, *target = mem + ul + 11;
-    if (strncmp(uri, "tensords://", 11) == 0) { /* TLS: same syntax as tensord:// */
-        o.tls = 1;
-        snprintf(plain_uri, ul + 11, "tensord://%s", uri + 11);
-        uri = plain_uri;
-    }
-    td_status s = parse_uri(uri, &local, target, ul + 5, device, sizeof device);
+    td_status s = read_uri(uri, mem, &tls, &local, &target, device);
+    if (tls) o.tls = 1;
     td_context *ctx = s == TD_OK ? td__calloc(1, sizeof *ctx) : NULL;
     if (s == TD_OK && ctx == NULL) {
         td__set_connect_error("td_connect: out of memory");

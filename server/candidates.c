@@ -41,6 +41,13 @@ static uint64_t g_max_bytes = TD_CANDIDATES_MAX_BYTES;
 
 static bool holds_bytes(const cand *c) { return c->buf != NULL || c->copy != NULL; }
 
+/* Whether c holds a device copy on dev: a buffer there, dev without host memory (a buffer
+ * of a host-memory device, the CPU, is a reference to the tensor's own bytes). */
+static bool holds_device_copy(const cand *c, const td__device *dev)
+{
+    return c->buf != NULL && c->buf->dev == dev && !dev->backend->host_memory;
+}
+
 static void unlink_locked(cand *c)
 {
     if (c->prev != NULL) c->prev->next = c->next; else g_head = c->next;
@@ -284,15 +291,14 @@ uint64_t td__candidates_reclaim_device(td__device *dev, uint64_t need)
     uint64_t freed = 0, held = 0;
     pthread_mutex_lock(&g_mu);
     for (cand *c = g_head; c != NULL; c = c->next)
-        if (c->buf != NULL && c->buf->dev == dev && !dev->backend->host_memory)
-            held += c->buf->nbytes;
+        if (holds_device_copy(c, dev)) held += c->buf->nbytes;
     if (held == 0 || (known && held + free_bytes < need)) {
         pthread_mutex_unlock(&g_mu);
         return 0;
     }
     for (cand *c = g_tail, *prev; c != NULL && freed < need; c = prev) {
         prev = c->prev;
-        if (c->buf == NULL || c->buf->dev != dev || c->buf->dev->backend->host_memory) continue;
+        if (!holds_device_copy(c, dev)) continue;
         freed += c->buf->nbytes;
         drop_locked(c, &dropped);
     }

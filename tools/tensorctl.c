@@ -11,9 +11,12 @@
  *                                CPU engine in this process (tools/tensorctl_verify.c)
  *
  * ADDR is HOST:PORT, unix:PATH or a tensord://HOST:PORT[/DEVICE] URI. Built on the public
- * API only (td_server_info_get, td_server_ping), so it exercises exactly what programs use.
+ * API (td_server_info_get, td_server_ping), so it exercises exactly what programs use; the
+ * devices an ADDR names are read by td_connect's own reader (client/uri.h, internal), so
+ * that info's device check refuses exactly the lists a session open refuses.
  * Exit codes: 0 success, 1 the server could not be reached or answered badly, 2 usage.
  */
+#include "client/uri.h"
 #include "tensord.h"
 
 #include <errno.h>
@@ -21,7 +24,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #define EXIT_RUNTIME 1
 #define EXIT_USAGE 2
@@ -70,8 +72,10 @@ static const char usage_info[] =
     "take: \"shm+ring\" (shared memory and its request ring, unix: addresses of a\n"
     "server offering them; tensorctl opens a session to find out), \"shm\" (shared\n"
     "memory without the ring) or \"grpc\" (the stream), with why when not the first.\n"
-    "When ADDR names devices (tensord://HOST:PORT/cuda:0, unix:PATH/cuda:0,cuda:1), exit 1\n"
-    "with the server's device list unless the server has every one of them.\n"
+    "When ADDR names devices (HOST:PORT/cuda:0, tensord://HOST:PORT/cuda:0,\n"
+    "unix:PATH/cuda:0,cuda:1), exit 1 with the server's device list unless the server has\n"
+    "every one of them, or with td_connect's message if a session open would refuse the\n"
+    "list itself (an empty entry, auto after the first, a device named twice).\n"
     "\n"
     "options:\n"
     "  -t, --timeout MS    give up after MS milliseconds (default 5000)\n"
@@ -212,30 +216,25 @@ static void json_str(const char *s)
 
 static double gib(uint64_t bytes) { return (double)bytes / (1024.0 * 1024.0 * 1024.0); }
 
-/* The device list ADDR names, into dev ("" when none): what follows the host in a
- * tensord(s):// URI; for unix:PATH/DEVICE the last component when, as td_server_info_get
- * decides, PATH does not exist but its parent is a socket. */
-static void addr_devices(const char *addr, char *dev, size_t cap)
+/* The device list ADDR names, into dev ("" when none), read by td_connect's own reader
+ * (client/uri.h), so that this check and a session open never disagree; a bare
+ * HOST:PORT[/DEVICE], which td_server_info_get takes, reads as tensord://HOST:PORT[/DEVICE].
+ * A list the open would refuse: say why, in the open's words, and return false. */
+static bool addr_devices(const char *addr, char dev[64])
 {
-    dev[0] = '\0';
-    const char *rest = strncmp(addr, "tensord://", 10) == 0    ? addr + 10
-                       : strncmp(addr, "tensords://", 11) == 0 ? addr + 11
-                                                               : NULL;
-    if (rest != NULL) {
-        const char *slash = strchr(rest, '/');
-        if (slash != NULL) snprintf(dev, cap, "%s", slash + 1);
-        return;
+    const bool bare = strncmp(addr, "unix:", 5) != 0 && strstr(addr, "://") == NULL;
+    const size_t n = strlen(addr) + sizeof "tensord://";
+    char *uri = bare ? malloc(n) : NULL;
+    if (bare && uri == NULL) {
+        fprintf(stderr, "tensorctl: info: out of memory\n");
+        return false;
     }
-    if (strncmp(addr, "unix:", 5) != 0) return;
-    const char *path = addr + 5, *slash = strrchr(path, '/');
-    struct stat sb;
-    if (slash == NULL || slash == path || stat(path, &sb) == 0) return;
-    char parent[4096];
-    size_t plen = (size_t)(slash - path);
-    if (plen >= sizeof parent) return;
-    memcpy(parent, path, plen);
-    parent[plen] = '\0';
-    if (stat(parent, &sb) == 0 && S_ISSOCK(sb.st_mode)) snprintf(dev, cap, "%s", slash + 1);
+    if (bare) snprintf(uri, n, "tensord://%s", addr);
+    td_status st = td__uri_device_list(bare ? uri : addr, dev);
+    free(uri);
+    if (st != TD_OK)
+        fprintf(stderr, "tensorctl: info: %s (%s)\n", td_connect_error(), td_status_name(st));
+    return st == TD_OK;
 }
 
 /* Whether the server's devices answer `want` as a session open would: "auto" (any device),
@@ -252,12 +251,13 @@ static bool server_has(const td_server_info *info, const char *want)
     return false;
 }
 
-/* When ADDR names a device the server lacks, say so with the devices it has and return
- * false. */
+/* When ADDR names a device list a session open would refuse, say why as the open would;
+ * when it names a device the server lacks, say so with the devices it has. Either way,
+ * return false. */
 static bool check_devices(const char *addr, const td_server_info *info)
 {
-    char list[512];
-    addr_devices(addr, list, sizeof list);
+    char list[64];
+    if (!addr_devices(addr, list)) return false;
     for (char *save = NULL, *want = strtok_r(list, ",", &save); want != NULL;
          want = strtok_r(NULL, ",", &save)) {
         if (server_has(info, want)) continue;

@@ -164,10 +164,29 @@ static void expect_info_ok(const char *addr)
     cr_expect_eq(rc, 0, "tensorctl info %s: exit %d: %s", addr, rc, out);
 }
 
+/* A device list a session open refuses by itself: tensorctl info at `addr` exits 1 with the
+ * message td_connect gives for `uri` (the same list), and prints no info. */
+static void expect_open_refusal(const char *addr, const char *uri)
+{
+    td_context *c = NULL;
+    td_status st = td_connect(uri, NULL, &c);
+    cr_assert_neq(st, TD_OK, "td_connect(%s) opened a session", uri);
+    char msg[1024], out[8192], args[700];
+    snprintf(msg, sizeof msg, "%s", td_connect_error());
+    snprintf(args, sizeof args, "info '%s'", addr);
+    int rc = run_tensorctl(args, out, sizeof out);
+    cr_expect_eq(rc, 1, "tensorctl info %s: exit %d: %s", addr, rc, out);
+    cr_expect(strstr(out, msg) != NULL, "tensorctl info %s: not the open's \"%s\" in: %s", addr,
+              msg, out);
+    cr_expect(strstr(out, "version:") == NULL, "printed the info anyway: %s", out);
+}
+
 Test(tensorctl, info_names_a_missing_device, .init = start_tcp_cpu, .fini = stop, .timeout = 60)
 {
     char a[700];
     snprintf(a, sizeof a, "tensord://%s/cuda:0", srv.addr);
+    expect_no_device(a, "cuda:0");
+    snprintf(a, sizeof a, "%s/cuda:0", srv.addr); /* HOST:PORT/DEVICE, no tensord:// */
     expect_no_device(a, "cuda:0");
     snprintf(a, sizeof a, "--json tensord://%s/cpu,cuda:1", srv.addr);
     expect_no_device(a, "cuda:1");
@@ -177,6 +196,23 @@ Test(tensorctl, info_names_a_missing_device, .init = start_tcp_cpu, .fini = stop
     for (size_t i = 0; i < sizeof have / sizeof have[0]; i++) {
         snprintf(a, sizeof a, "tensord://%s/%s", srv.addr, have[i]);
         expect_info_ok(a);
+        snprintf(a, sizeof a, "%s/%s", srv.addr, have[i]);
+        expect_info_ok(a);
+    }
+}
+
+/* Lists every server refuses passed the check: 'auto' after the first entry, cpu:0 twice
+ * (cpu is cpu:0), empty entries. */
+Test(tensorctl, info_refuses_what_the_open_refuses, .init = start_tcp_cpu, .fini = stop,
+     .timeout = 60)
+{
+    const char *bad[] = {"cpu,auto", "cpu:0,cpu", ",,"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char uri[700], bare[700];
+        snprintf(uri, sizeof uri, "tensord://%s/%s", srv.addr, bad[i]);
+        snprintf(bare, sizeof bare, "%s/%s", srv.addr, bad[i]);
+        expect_open_refusal(uri, uri);
+        expect_open_refusal(bare, uri);
     }
 }
 
@@ -188,6 +224,8 @@ Test(tensorctl, info_names_a_missing_device_unix, .init = start_unix_cpu, .fini 
     expect_no_device(a, "cuda:0");
     snprintf(a, sizeof a, "%s/cpu", srv.addr);
     expect_info_ok(a);
+    snprintf(a, sizeof a, "%s/cpu,auto", srv.addr);
+    expect_open_refusal(a, a);
 }
 
 Test(tensorctl, usage_and_failures, .timeout = 30)

@@ -453,10 +453,11 @@ Test(placement, session_spanning_two_devices_moves_bit_exactly, .init = start_th
     cr_expect_eq(info.sessions, 0u);
     cr_expect_lt(info.bytes_in_use, 4096u, "memory left after the sessions closed: %llu bytes",
                  (unsigned long long)info.bytes_in_use);
-    /* refusals at open: an unknown device, a repeat, a placement word after the first */
+    /* refusals at open: an unknown device (by the server), a repeat and a placement word
+     * after the first (by the client, before it connects) */
     expect_refused("cpu:0,cpu:7", NULL, TD_EINVAL, "'cpu:7' is not a device of this server");
     expect_refused("cpu:1,cpu:1", NULL, TD_EINVAL, "named twice");
-    expect_refused("cpu:1,auto", NULL, TD_EINVAL, "not a device of this server");
+    expect_refused("cpu:1,auto", NULL, TD_EINVAL, "entry 2 ('auto') asks the server to place");
 }
 
 Test(placement, pinned_tenant_cannot_span_another_device, .init = start_pinned,
@@ -524,11 +525,11 @@ Test(placement, unix_device_list_is_not_a_pool, .init = start_three_unix, .fini 
                   NULL,
               "%s", td_connect_error());
     cr_expect(strstr(td_connect_error(), "server list") == NULL, "%s", td_connect_error());
-    /* entries are numbered as the user wrote them: 'auto' is entry 2, not devices[0] */
-    snprintf(uri, sizeof uri, "%s/cpu:1,cpu:2,auto", srv.addr);
+    /* entries are numbered as the user wrote them: 'bogus' is entry 3, not devices[1] */
+    snprintf(uri, sizeof uri, "%s/cpu:1,cpu:2,bogus", srv.addr);
     st = td_connect(uri, NULL, &c);
     cr_expect_eq(st, TD_EINVAL, "%s: %s: %s", uri, td_status_name(st), td_connect_error());
-    cr_expect(strstr(td_connect_error(), "'auto' is not a device of this server (entry 3 of "
+    cr_expect(strstr(td_connect_error(), "'bogus' is not a device of this server (entry 3 of "
                      "the device list, devices[1];") != NULL, "%s", td_connect_error());
 }
 

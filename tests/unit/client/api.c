@@ -228,6 +228,16 @@ Test(api, bad_uris)
     /* device list entries are numbered as written: the first device is entry 1 */
     cr_assert_eq(td_connect("local:cpu:0,,cpu:1", NULL, &c2), TD_EINVAL);
     cr_assert(strstr(td_connect_error(), "entry 2 is empty"), "%s", td_connect_error());
+    /* what every server refuses is refused before anything opens: a placement after the
+     * first entry, one device twice ("cpu" is cpu:0) */
+    cr_assert_eq(td_connect("local:cpu,auto", NULL, &c2), TD_EINVAL);
+    cr_assert(strstr(td_connect_error(), "entry 2 ('auto') asks the server to place it"), "%s",
+              td_connect_error());
+    cr_assert_eq(td_connect("tensord://127.0.0.1:1/cpu:0,cpu:1,cpu", NULL, &c2), TD_EINVAL);
+    cr_assert(
+        strstr(td_connect_error(), "device cpu:0 is named twice (entries 1 'cpu:0' and 3 'cpu')"),
+        "%s", td_connect_error());
+    cr_assert_null(c2);
 }
 
 /* A uri of thousands of bytes: the error echoes its first 200 bytes, an ellipsis and its
