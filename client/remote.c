@@ -594,21 +594,32 @@ static td_status send_msg(remote *r, Tensord__V1__ClientMessage *msg,
 }
 
 /* Send `msg` and wait for its answer, which dispatch() records in r->req (the caller sets
- * up the fields a read needs; kind and seq are set here). Counts a round trip (not for the
- * open). r->req is clear again on return. */
-static td_status round_trip(remote *r, Tensord__V1__ClientMessage *msg, enum remote_req kind)
+ * up the fields a read needs; kind and seq are set here), running `work`'s steps (may be
+ * NULL) until it arrives or they are done. Counts a round trip (not for the open). r->req
+ * is clear again on return. */
+static td_status round_trip_working(remote *r, Tensord__V1__ClientMessage *msg,
+                                    enum remote_req kind, const td__wait_work *work)
 {
     uint64_t seq = r->next_seq;
     td_status st = send_msg(r, msg, NULL);
     if (st == TD_OK) {
         r->req.kind = kind;
         r->req.seq = seq;
-        st = wait_until(r, req_done, 0);
+        /* Take in what has arrived (without blocking) before each step. */
+        while (work != NULL && (st = poll_ready(r)) == TD_OK && !r->req.done &&
+               work->step(work->arg)) {
+        }
+        if (st == TD_OK) st = wait_until(r, req_done, 0);
         if (kind != REQ_OPEN) r->base.stats.round_trips++;
         if (st == TD_OK) st = r->req.st;
     }
     memset(&r->req, 0, sizeof r->req);
     return st;
+}
+
+static td_status round_trip(remote *r, Tensord__V1__ClientMessage *msg, enum remote_req kind)
+{
+    return round_trip_working(r, msg, kind, NULL);
 }
 
 /* ---- the request ring (tensord.proto "request ring") ---- */
@@ -796,8 +807,10 @@ out:
 /* ---- blob store (client/offer.c decides when) ---- */
 
 /* HasBlobs with one key: a SHA-256 (len TD_SHA256_BYTES) or a fingerprint
- * (TD_FINGERPRINT_BYTES). One round trip; *present on TD_OK. */
-static td_status blob_ask(remote *r, const uint8_t *key, size_t len, bool *present)
+ * (TD_FINGERPRINT_BYTES). One round trip, doing `work` (may be NULL) while it lasts;
+ * *present on TD_OK. */
+static td_status blob_ask(remote *r, const uint8_t *key, size_t len, bool *present,
+                          const td__wait_work *work)
 {
     td_status st = check_open(r);
     if (st != TD_OK) return st;
@@ -814,7 +827,7 @@ static td_status blob_ask(remote *r, const uint8_t *key, size_t len, bool *prese
     cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_HAS_BLOBS;
     cm.has_blobs = &hb;
     r->blob_present = false;
-    st = round_trip(r, &cm, REQ_BLOBS);
+    st = round_trip_working(r, &cm, REQ_BLOBS, work);
     if (st == TD_OK) *present = r->blob_present;
     return st;
 }
@@ -822,14 +835,14 @@ static td_status blob_ask(remote *r, const uint8_t *key, size_t len, bool *prese
 static td_status remote_blob_has(td__transport *t, const uint8_t hash[TD_SHA256_BYTES],
                                  bool *present)
 {
-    return blob_ask((remote *)t, hash, TD_SHA256_BYTES, present);
+    return blob_ask((remote *)t, hash, TD_SHA256_BYTES, present, NULL);
 }
 
 static td_status remote_blob_has_fingerprint(td__transport *t,
                                              const uint8_t fp[TD_FINGERPRINT_BYTES],
-                                             bool *present)
+                                             bool *present, const td__wait_work *work)
 {
-    return blob_ask((remote *)t, fp, TD_FINGERPRINT_BYTES, present);
+    return blob_ask((remote *)t, fp, TD_FINGERPRINT_BYTES, present, work);
 }
 
 /* WriteFromBlob (from_store) or StoreBlob for tensor `id`; key is a SHA-256 or, for

@@ -30,6 +30,16 @@ typedef struct td__transport td__transport;
 #define TD_SHM_MIN_BYTES_DEFAULT ((size_t)64 << 10)
 struct td__graph;
 
+/* Work a caller does while a transport waits for an answer (client/offer.c: hashing an
+ * upload while its fingerprint offer is on the way): each step(arg) does one bounded piece
+ * (tens of microseconds) and returns false once there is nothing left to do. The
+ * transport checks for the answer between steps and stops calling step as soon as it is
+ * there; the caller finishes whatever is left itself. */
+typedef struct td__wait_work {
+    bool (*step)(void *arg);
+    void *arg;
+} td__wait_work;
+
 typedef struct td__transport_vt {
     td_status (*submit)(td__transport *t, const td__op *ops, size_t n);
     td_status (*write)(td__transport *t, uint64_t id, uint64_t offset, const void *src,
@@ -62,10 +72,12 @@ typedef struct td__transport_vt {
      * trusted). blob_has_fingerprint asks whether the executor keeps a candidate (or a
      * blob promoted from one) under `fp` for this tenant (one round trip; *present); on a
      * hit the executor has moved the candidate's bytes into the store under their SHA-256,
-     * so a blob_has of the data's SHA-256 tells whether they are these bytes.
+     * so a blob_has of the data's SHA-256 tells whether they are these bytes. While the
+     * answer is on its way it runs `work`'s steps (may be NULL: none; td__wait_work).
      * blob_candidate asks the executor to keep tensor `id` (written) as a candidate under
      * `fp` (fire-and-forget). NULL when the executor has no blob store. */
-    td_status (*blob_has_fingerprint)(td__transport *t, const uint8_t *fp, bool *present);
+    td_status (*blob_has_fingerprint)(td__transport *t, const uint8_t *fp, bool *present,
+                                      const td__wait_work *work);
     td_status (*blob_candidate)(td__transport *t, uint64_t id, const uint8_t *fp);
     /* Copy tensor `id` to device `device` of the session (an index into
      * td__transport.devices) as the new tensor `out`, inside the executor; fire-and-forget
@@ -100,6 +112,7 @@ struct td__transport {
     bool sync_next;
     size_t blob_min_bytes; /* uploads at least this large go through the blob offer */
     bool blob_fingerprints; /* the executor takes fingerprints (protocol >= 2) */
+    bool offer_last_fresh;  /* client/offer.c: the last fingerprint offer found nothing */
     bool no_attention_op;   /* the executor predates opcode 299 (protocol < 6) */
     char err[1024];      /* message of the last failure */
     td_stats stats;      /* batches_sent, bytes_*, round_trips maintained by the transport */

@@ -50,7 +50,10 @@ void td__blob_ref(td__blob *b) { atomic_fetch_add(&b->refs, 1); }
 void td__blob_unref(td__blob *b)
 {
     if (b == NULL || atomic_fetch_sub(&b->refs, 1) != 1) return;
-    td__free(b->data);
+    if (b->release != NULL)
+        b->release(b->owner);
+    else
+        td__free(b->data);
     td__free(b->tenant);
     td__free(b);
 }
@@ -73,6 +76,18 @@ static td__blob *blob_new(const char *tenant, size_t nbytes)
 }
 
 td__blob *td__blob_create(const char *tenant, size_t nbytes) { return blob_new(tenant, nbytes); }
+
+td__blob *td__blob_wrap(const char *tenant, const void *data, size_t nbytes,
+                        void (*release)(void *owner), void *owner)
+{
+    td__blob *b = blob_new(tenant, 0);
+    if (b == NULL) return NULL;
+    b->nbytes = nbytes;
+    b->data = (uint8_t *)(uintptr_t)data; /* never written through a blob */
+    b->release = release;
+    b->owner = owner;
+    return b;
+}
 
 td_status td__blobstore_create(uint64_t cap_bytes, const char *cache_dir, td__blobstore **out,
                                char *err, size_t errlen)
@@ -445,8 +460,8 @@ static td_status copy_hash(const char *tenant, const void *src, size_t nbytes, t
 }
 
 /* Insert b (the caller keeps its reference) unless (tenant, hash) is already stored, and
- * write its cache file (disk_store's `replace`). */
-static void insert_new(td__blobstore *bs, td__blob *b, bool replace)
+ * write its cache file (disk_store's `replace`); true when b was inserted. */
+static bool insert_new(td__blobstore *bs, td__blob *b, bool replace)
 {
     td__blob *evicted = NULL;
     bool inserted = false;
@@ -455,6 +470,7 @@ static void insert_new(td__blobstore *bs, td__blob *b, bool replace)
     pthread_mutex_unlock(&bs->mu);
     unref_chain(evicted);
     if (inserted && bs->dir != NULL) disk_store(bs, b, replace);
+    return inserted;
 }
 
 td_status td__blobstore_put(td__blobstore *bs, const char *tenant,
@@ -499,6 +515,23 @@ td_status td__blobstore_add(td__blobstore *bs, const char *tenant, const void *s
     memcpy(hash, b->hash, TD_SHA256_BYTES);
     insert_new(bs, b, true);
     td__blob_unref(b);
+    return TD_OK;
+}
+
+td_status td__blobstore_adopt(td__blobstore *bs, td__blob *b, bool *added, char *err,
+                              size_t errlen)
+{
+    *added = false;
+    if (b->nbytes > bs->cap) {
+        snprintf(err, errlen, "a %zu-byte blob is larger than the store (%llu bytes)", b->nbytes,
+                 (unsigned long long)bs->cap);
+        return TD_ERANGE;
+    }
+    if (!td__sha256(b->data, b->nbytes, b->hash)) {
+        snprintf(err, errlen, "out of memory hashing a %zu-byte blob", b->nbytes);
+        return TD_ENOMEM;
+    }
+    *added = insert_new(bs, b, true);
     return TD_OK;
 }
 

@@ -34,7 +34,11 @@ typedef struct td__blob {
     uint8_t hash[TD_SHA256_BYTES];
     char *tenant;  /* owned */
     size_t nbytes;
-    uint8_t *data; /* owned; NULL when nbytes is 0 */
+    uint8_t *data; /* owned (unless `release`); NULL when nbytes is 0 */
+    /* td__blob_wrap: the bytes belong to `owner`, and the last unref calls release(owner)
+     * instead of freeing data. */
+    void (*release)(void *owner);
+    void *owner;
     /* Under the store's mutex: */
     struct td__blob *lru_prev, *lru_next; /* most recently used first */
     struct td__blob *chain;               /* same 64-bit index key */
@@ -82,6 +86,22 @@ td_status td__blobstore_add(td__blobstore *bs, const char *tenant, const void *s
 /* A blob of `nbytes` uninitialised bytes with one reference, in no store (a candidate's
  * host copy, server/candidates.h); NULL when out of memory. */
 td__blob *td__blob_create(const char *tenant, size_t nbytes);
+/* A blob with one reference, in no store, over `nbytes` at `data`, which stay owner's: the
+ * last unref calls release(owner) instead of freeing them. For bytes the server already
+ * holds and that nobody writes while the blob lives (a promoted upload candidate's host
+ * buffer, server/candidates.h), so that they enter the store without a copy. NULL when
+ * out of memory (release is not called). */
+td__blob *td__blob_wrap(const char *tenant, const void *data, size_t nbytes,
+                        void (*release)(void *owner), void *owner);
+
+/* Hash blob b's own bytes in place (SHA-256 into b->hash; nobody may write them while b
+ * lives) and add b itself to the store under that hash, unless the store already holds
+ * (b->tenant, hash); the caller keeps its reference. For a blob made by td__blob_create
+ * or td__blob_wrap and in no store: nothing is copied. *added says whether b is in the
+ * store now. Writes the cache file as td__blobstore_add does. Returns TD_OK, TD_ERANGE
+ * (larger than the store's cap: not kept), TD_ENOMEM; message in err. */
+td_status td__blobstore_adopt(td__blobstore *bs, td__blob *b, bool *added, char *err,
+                              size_t errlen);
 /* With a cache directory: remember (persist) that fingerprint fp (16 bytes) of tenant's
  * bytes was promoted to blob `sha`, so that a restarted server still answers a fingerprint
  * offer (the client then offers the SHA-256, and the blob itself is verified on load);

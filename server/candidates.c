@@ -3,8 +3,8 @@
  * One process-wide list, most recently used first, under one mutex, like the graph cache:
  * records are few (TD_CANDIDATES_MAX_RECORDS) and are looked up once per large upload, so
  * a linear scan costs less than the upload's one round trip. Buffers are referenced and
- * promoted (hashed and copied) outside the mutex, and dropped records are freed after it
- * is released: freeing a buffer returns it to its device's pool.
+ * promoted (hashed, and moved or copied into the store) outside the mutex, and dropped
+ * records are freed after it is released: freeing a buffer returns it to its device's pool.
  */
 #include "server/candidates.h"
 
@@ -30,10 +30,12 @@ typedef struct cand {
     uint64_t charged;
     uint64_t serial;       /* tells a record from a later one at the same address */
     bool promoted;         /* no bytes: they are in the blob store under sha */
+    bool promoting;        /* a thread is promoting it: other offers wait (g_promoted) */
     uint8_t sha[TD_SHA256_BYTES];
 } cand;
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_promoted = PTHREAD_COND_INITIALIZER; /* a promotion ended */
 static cand *g_head, *g_tail;
 static uint64_t g_records, g_bytes; /* g_bytes: held by records with bytes */
 static uint64_t g_serial;
@@ -186,11 +188,65 @@ static bool add_promoted(const char *tenant, td__quota *q, const uint8_t *fp, si
     return true;
 }
 
+/* td__blob_wrap's release for a promoted host buffer: the blob's reference goes. */
+static void unref_buffer(void *buf) { td__buffer_unref(buf); }
+
+/* The blob that promotes a record's bytes, hashed and in bs when *added: the host buffer
+ * itself when the record held its only reference (`exclusive`: no copy, no fresh pages),
+ * else a copy of it; the record's host copy itself; a device copy read back into a new
+ * blob. Outside the mutex; the caller holds references to buf or copy. */
+static td_status promote_bytes(td__blobstore *bs, const char *tenant, td__buffer *buf,
+                               td__blob *copy, size_t nbytes, bool exclusive, td__blob **out,
+                               bool *added, uint8_t sha[TD_SHA256_BYTES], char *err,
+                               size_t errlen)
+{
+    td__blob *b = NULL;
+    td_status st = TD_OK;
+    *added = false;
+    if (copy != NULL) {
+        td__blob_ref(copy); /* filled once when kept, never written since */
+        b = copy;
+    } else if (!buf->dev->backend->host_memory) {
+        st = (b = td__blob_create(tenant, nbytes)) == NULL
+                 ? TD_ENOMEM
+                 : buf->dev->backend->buffer_read(buf->dev, NULL, buf->data, 0, b->data, nbytes);
+        if (st != TD_OK)
+            snprintf(err, errlen, "reading its device copy on %s: %s", buf->dev->name,
+                     td_status_message(st));
+    } else if (exclusive) {
+        /* Nothing else can write the buffer: no tensor refers to it, and a write to one
+         * that did would copy it first (copy-on-write). */
+        if ((b = td__blob_wrap(tenant, buf->data, nbytes, unref_buffer, buf)) == NULL) {
+            snprintf(err, errlen, "out of memory for a blob");
+            st = TD_ENOMEM;
+        } else {
+            td__buffer_ref(buf);
+        }
+    } else { /* a live tensor shares the buffer: the store gets a copy */
+        st = td__blobstore_add(bs, tenant, buf->data, nbytes, sha, err, errlen);
+        *added = st == TD_OK;
+        *out = NULL;
+        return st;
+    }
+    if (st == TD_OK) st = td__blobstore_adopt(bs, b, added, err, errlen);
+    if (st == TD_OK) memcpy(sha, b->hash, TD_SHA256_BYTES);
+    if (st != TD_OK) {
+        td__blob_unref(b);
+        b = NULL;
+    }
+    *out = b;
+    return st;
+}
+
 bool td__candidates_offer(td__blobstore *bs, const char *tenant,
                           const uint8_t fp[TD_FINGERPRINT_LEN])
 {
     pthread_mutex_lock(&g_mu);
     cand *c = find_locked(tenant, fp);
+    while (c != NULL && c->promoting) { /* another thread promotes it: wait for that */
+        pthread_cond_wait(&g_promoted, &g_mu);
+        c = find_locked(tenant, fp);
+    }
     if (c != NULL) { /* most recently used first */
         unlink_locked(c);
         push_front_locked(c);
@@ -205,29 +261,26 @@ bool td__candidates_offer(td__blobstore *bs, const char *tenant,
             known = add_promoted(tenant, NULL, fp, 0, sha);
         return known;
     }
-    /* References to the bytes, so that they outlive an eviction during the hash. */
+    /* References to the bytes, so that they outlive an eviction during the hash. Only this
+     * thread takes references through a promoting record, so a host buffer the record
+     * holds alone stays this promotion's alone. */
     td__buffer *buf = c->buf;
     td__blob *copy = c->copy;
+    const bool exclusive =
+        buf != NULL && buf->dev->backend->host_memory && atomic_load(&buf->refs) == 1;
     if (buf != NULL) td__buffer_ref(buf);
     if (copy != NULL) td__blob_ref(copy);
     size_t nbytes = c->nbytes;
     uint64_t serial = c->serial;
+    c->promoting = true;
     pthread_mutex_unlock(&g_mu);
 
     uint8_t sha[TD_SHA256_BYTES];
     char err[256];
-    void *staged = NULL; /* a device copy's bytes, read to host memory for the hash */
-    const void *src = buf != NULL ? buf->data : copy->data;
-    td_status st = TD_OK;
-    if (buf != NULL && !buf->dev->backend->host_memory) {
-        st = (staged = td__malloc(nbytes)) == NULL ? TD_ENOMEM
-             : buf->dev->backend->buffer_read(buf->dev, NULL, buf->data, 0, staged, nbytes);
-        snprintf(err, sizeof err, "reading its device copy on %s: %s", buf->dev->name,
-                 td_status_message(st));
-        src = staged;
-    }
-    if (st == TD_OK) st = td__blobstore_add(bs, tenant, src, nbytes, sha, err, sizeof err);
-    td__free(staged);
+    td__blob *b = NULL;
+    bool added = false;
+    td_status st = promote_bytes(bs, tenant, buf, copy, nbytes, exclusive, &b, &added, sha, err,
+                                 sizeof err);
     if (st != TD_OK)
         td__log(TD_LOG_DEBUG, "candidate of tenant '%s' not promoted: %s", tenant, err);
 
@@ -236,7 +289,16 @@ bool td__candidates_offer(td__blobstore *bs, const char *tenant,
      * (td__candidates_known). Its bytes are dropped after the mutex. */
     cand held = {0};
     pthread_mutex_lock(&g_mu);
+    /* A buffer that went into the store whole is the store's now, no longer the tenant's:
+     * its charge goes, as a copy's would have gone with the buffer. Only the references of
+     * this promotion, the blob and the record hold it, and quota readers take the mutex. */
+    if (added && exclusive && buf->quota != NULL) {
+        td__quota_bytes_uncharge(buf->quota, buf->quota_bytes);
+        buf->quota = NULL;
+        buf->quota_bytes = 0;
+    }
     c = find_locked(tenant, fp);
+    if (c != NULL && c->serial == serial) c->promoting = false;
     bool mine = st == TD_OK && c != NULL && c->serial == serial; /* not replaced meanwhile */
     if (mine) {
         unlink_locked(c);
@@ -251,9 +313,11 @@ bool td__candidates_offer(td__blobstore *bs, const char *tenant,
         memcpy(c->sha, sha, TD_SHA256_BYTES);
         push_front_locked(c);
     }
+    pthread_cond_broadcast(&g_promoted);
     pthread_mutex_unlock(&g_mu);
     drop_bytes(&held);
     if (mine) td__blobstore_note_fingerprint(bs, tenant, fp, sha);
+    td__blob_unref(b);
     td__buffer_unref(buf);
     td__blob_unref(copy);
     return st == TD_OK;

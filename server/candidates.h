@@ -16,9 +16,17 @@
  * an offer promotes it. A device that cannot copy device to device (or
  * TENSORD_CANDIDATE_COPY=host, a timing aid) gets a host copy, charged alike.
  * When a later offer hits a candidate, the server hashes the candidate's bytes itself
- * (SHA-256), copies them into the blob store under that hash (server/blobstore.h) and
- * keeps only (fingerprint -> SHA-256) in the record; the client then offers the SHA-256 of
- * its own bytes, and the store serves them only when the two agree. So:
+ * (SHA-256, in place), moves them into the blob store under that hash (server/blobstore.h)
+ * and keeps only (fingerprint -> SHA-256) in the record; the client then offers the SHA-256
+ * of its own bytes, and the store serves them only when the two agree. Moving costs no
+ * copy when the record holds the only reference to a host buffer (the tensor was released,
+ * as a training loop's batches and a restarted program's weights are): the buffer itself
+ * becomes the stored blob (td__blob_wrap) and stops counting against the tenant, like the
+ * store's other blobs. Copying 3 MiB into fresh pages cost 9 ms on the 2-core VM, five
+ * times the hash (1.8 ms), which made a repeated upload slower than a fresh one (issue 12,
+ * BENCHMARKS.md 2026-12-06 evening). A buffer a live tensor still uses is copied (the
+ * tensor may be written again); a host copy is stored as it is; a device copy is read back
+ * into a new blob. So:
  *  - a fingerprint collision (or a client that lies about its fingerprint) costs one
  *    SHA-256 on each end and a normal upload, never wrong bytes: the store is keyed by the
  *    SHA-256 the server computed from the bytes it holds;
@@ -44,7 +52,10 @@
  * restarted program offers them in the order it first sent them, so a cap below the
  * model's tensor count would evict each candidate just before its repeat arrives.
  * Thread-safety: every function may be called from any thread (one mutex; buffers are
- * hashed, copied and freed outside it).
+ * hashed, copied and freed outside it). A record is promoted by one thread at a time: an
+ * offer that finds it being promoted waits for that promotion (g_promoted) instead of
+ * hashing the same bytes again, which also keeps a buffer the record held alone out of
+ * every other hand while it moves into the store.
  */
 #ifndef TD_SERVER_CANDIDATES_H
 #define TD_SERVER_CANDIDATES_H
@@ -71,10 +82,11 @@ bool td__candidates_put(const char *tenant, td__quota *q, const uint8_t fp[TD_FI
                         td__buffer *buf, td__blob *copy, uint64_t copy_charged, size_t nbytes);
 
 /* Answer an offer of fp by tenant: true when a record exists and its bytes are in bs. A
- * record that holds bytes is promoted first: they are hashed and copied into bs
- * (td__blobstore_add) and the record keeps only the hash (its bytes are dropped). A
- * promotion that fails (out of memory, blob larger than the store) keeps the record as it
- * was and answers false; bs NULL answers false. */
+ * record that holds bytes is promoted first: they are hashed and moved into bs (see the
+ * top of this file; td__blobstore_adopt, or td__blobstore_add for a copy) and the record
+ * keeps only the hash (its bytes are dropped). A promotion that fails (out of memory,
+ * blob larger than the store) keeps the record as it was and answers false; bs NULL
+ * answers false. Waits while another thread promotes the same record. */
 bool td__candidates_offer(td__blobstore *bs, const char *tenant,
                           const uint8_t fp[TD_FINGERPRINT_LEN]);
 
