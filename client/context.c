@@ -332,6 +332,20 @@ int td__device_list_split(const char *list, char first[64],
 }
 
 /* Split uri into transport kind, target and device. */
+/* The device part of uri `shown` into device (dlen bytes); a part that does not fit is
+ * refused rather than cut (a cut name would reach the server as another device). */
+static td_status take_device(const char *part, char *device, size_t dlen, const char *shown)
+{
+    size_t n = strlen(part);
+    if (n >= dlen) {
+        td__set_connect_error("uri '%s': the device list is %zu bytes; at most %zu", shown, n,
+                              dlen - 1);
+        return TD_EINVAL;
+    }
+    memcpy(device, part, n + 1);
+    return TD_OK;
+}
+
 static td_status parse_uri(const char *uri, bool *local, char *target, size_t tlen,
                            char *device, size_t dlen)
 {
@@ -341,8 +355,7 @@ static td_status parse_uri(const char *uri, bool *local, char *target, size_t tl
     uri_echo shown = echo_uri(uri);
     if (strncmp(uri, "local:", 6) == 0) {
         *local = true;
-        snprintf(device, dlen, "%s", uri + 6);
-        return TD_OK;
+        return take_device(uri + 6, device, dlen, shown.text);
     }
     if (strncmp(uri, "tensord://", 10) == 0) {
         const char *host = uri + 10;
@@ -356,8 +369,7 @@ static td_status parse_uri(const char *uri, bool *local, char *target, size_t tl
         if (check_ports(shown.text, host, hl) != TD_OK) return TD_EINVAL;
         memcpy(target, host, hl);
         target[hl] = '\0';
-        if (slash != NULL) snprintf(device, dlen, "%s", slash + 1);
-        return TD_OK;
+        return slash != NULL ? take_device(slash + 1, device, dlen, shown.text) : TD_OK;
     }
     if (strncmp(uri, "dns:", 4) == 0) { /* dns:///NAME:PORT[/DEVICE], dns://AUTH/NAME:PORT[/D] */
         const char *name = strncmp(uri, "dns:///", 7) == 0 ? uri + 7
@@ -375,14 +387,13 @@ static td_status parse_uri(const char *uri, bool *local, char *target, size_t tl
         if (check_ports(shown.text, name, nl) != TD_OK) return TD_EINVAL;
         memcpy(target, uri, pl);
         target[pl] = '\0';
-        if (slash != NULL) snprintf(device, dlen, "%s", slash + 1);
-        return TD_OK;
+        return slash != NULL ? take_device(slash + 1, device, dlen, shown.text) : TD_OK;
     }
     if (strncmp(uri, "unix:", 5) == 0) {
         snprintf(target, tlen, "%s", uri);
         char *last = strrchr(target, '/');
         if (last != NULL && last > target + 5 && looks_like_device(last + 1)) {
-            snprintf(device, dlen, "%s", last + 1);
+            if (take_device(last + 1, device, dlen, shown.text) != TD_OK) return TD_EINVAL;
             *last = '\0';
         }
         if (strlen(target) <= 5) {

@@ -7,6 +7,7 @@
  * is the call, not the connect.
  */
 #include "client/call.h"
+#include "client/uri.h"
 #include "client/security.h"
 #include "common/alloc.h"
 #include "proto/wire.h"
@@ -15,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 
 #define INFO_TIMEOUT_MS 5000
@@ -43,18 +43,14 @@ static td_status info_target(const char *address, char *target, size_t cap, bool
             td__set_connect_error("'%s': unix socket path missing", address);
             return TD_EINVAL;
         }
+        /* the socket path as td_connect reads it (client/uri.h): a last component that
+         * looks like a device list is one, anything else is part of the path */
+        char dev[64];
+        td_status st = td__uri_device_list(address, dev);
+        if (st != TD_OK) return st;
         memcpy(target, address, alen + 1);
-        struct stat sb;
-        const char *slash = strrchr(target + 5, '/');
-        if (stat(target + 5, &sb) != 0 && slash != NULL && slash > target + 5) {
-            char parent[4096];
-            size_t plen = (size_t)(slash - (target + 5));
-            if (plen < sizeof parent) {
-                memcpy(parent, target + 5, plen);
-                parent[plen] = '\0';
-                if (stat(parent, &sb) == 0 && S_ISSOCK(sb.st_mode)) target[5 + plen] = '\0';
-            }
-        }
+        char *slash = strrchr(target + 5, '/');
+        if (dev[0] != '\0' && slash != NULL) *slash = '\0';
         return TD_OK;
     }
     const char *hostport = address;

@@ -251,13 +251,10 @@ static bool server_has(const td_server_info *info, const char *want)
     return false;
 }
 
-/* When ADDR names a device list a session open would refuse, say why as the open would;
- * when it names a device the server lacks, say so with the devices it has. Either way,
- * return false. */
-static bool check_devices(const char *addr, const td_server_info *info)
+/* When the device list ADDR names (`list`, from addr_devices) names a device the server
+ * lacks, say so with the devices it has and return false. */
+static bool check_devices(const char *addr, char list[64], const td_server_info *info)
 {
-    char list[64];
-    if (!addr_devices(addr, list)) return false;
     for (char *save = NULL, *want = strtok_r(list, ",", &save); want != NULL;
          want = strtok_r(NULL, ",", &save)) {
         if (server_has(info, want)) continue;
@@ -282,13 +279,18 @@ static int cmd_info(int argc, char **argv)
     int rc = parse_sub(argc, argv, usage_info, &addr, &timeout_ms, NULL, &o, &x);
     if (rc >= 0) return rc;
     o.connect_timeout_ms = timeout_ms;
+    /* ADDR as a session open reads it, before connecting: what the open would refuse
+     * (a port out of range, a ',' in a socket path, a bad device list) is refused here in
+     * the open's words, not reported as a failure to reach the server */
+    char list[64];
+    if (!addr_devices(addr, list)) return EXIT_RUNTIME;
     td_server_info info;
     td_status st = td_server_info_get_opts(addr, &o, &info);
     if (st != TD_OK) {
         fprintf(stderr, "tensorctl: info: %s (%s)\n", td_connect_error(), td_status_name(st));
         return EXIT_RUNTIME;
     }
-    if (!check_devices(addr, &info)) return EXIT_RUNTIME;
+    if (!check_devices(addr, list, &info)) return EXIT_RUNTIME;
     /* Which path a session's bulk data would take: on a unix socket, open one (as a client
      * would, shared memory asked for) and ask it; elsewhere it is the stream. */
     const char *transport = "grpc";

@@ -214,6 +214,23 @@ Test(tensorctl, info_refuses_what_the_open_refuses, .init = start_tcp_cpu, .fini
         expect_open_refusal(uri, uri);
         expect_open_refusal(bare, uri);
     }
+    /* what the open refuses in the rest of the address, refused before connecting in the
+     * open's words (it was "cannot reach ... is the server running?"), and a device list too
+     * long for the open (it was cut to 63 bytes and checked as another name) */
+    expect_open_refusal("127.0.0.1:99999/cpu", "tensord://127.0.0.1:99999/cpu");
+    char uri[700];
+    snprintf(uri, sizeof uri, "tensord://%s/%070d", srv.addr, 0);
+    expect_open_refusal(uri, uri);
+}
+
+/* ADDR names no server td_connect could open: exit 1, no info printed. */
+static void expect_refused(const char *addr)
+{
+    char out[8192], args[700];
+    snprintf(args, sizeof args, "info '%s'", addr);
+    int rc = run_tensorctl(args, out, sizeof out);
+    cr_expect_eq(rc, 1, "tensorctl info %s: exit %d: %s", addr, rc, out);
+    cr_expect(strstr(out, "version:") == NULL, "printed the info anyway: %s", out);
 }
 
 Test(tensorctl, info_names_a_missing_device_unix, .init = start_unix_cpu, .fini = stop,
@@ -226,6 +243,16 @@ Test(tensorctl, info_names_a_missing_device_unix, .init = start_unix_cpu, .fini 
     expect_info_ok(a);
     snprintf(a, sizeof a, "%s/cpu,auto", srv.addr);
     expect_open_refusal(a, a);
+    /* a last component that is no device name is part of the socket path, for td_connect
+     * and for tensorctl alike: no socket there (it printed the info and exited 0) */
+    const char *not_devices[] = {"gpu", "bogus", "CPU"};
+    for (size_t i = 0; i < sizeof not_devices / sizeof not_devices[0]; i++) {
+        snprintf(a, sizeof a, "%s/%s", srv.addr, not_devices[i]);
+        td_context *c = NULL;
+        cr_expect_eq(td_connect(a, NULL, &c), TD_EUNAVAILABLE, "td_connect(%s)", a);
+        if (c != NULL) td_close(c);
+        expect_refused(a);
+    }
 }
 
 Test(tensorctl, usage_and_failures, .timeout = 30)

@@ -238,6 +238,18 @@ Test(api, bad_uris)
         strstr(td_connect_error(), "device cpu:0 is named twice (entries 1 'cpu:0' and 3 'cpu')"),
         "%s", td_connect_error());
     cr_assert_null(c2);
+    /* a device list longer than 63 bytes is refused, not cut to 63 (the server would have
+     * been asked for another device) */
+    char uri[160];
+    snprintf(uri, sizeof uri, "tensord://127.0.0.1:1/%070d", 0);
+    cr_assert_eq(td_connect(uri, NULL, &c2), TD_EINVAL);
+    cr_assert(strstr(td_connect_error(), "the device list is 70 bytes; at most 63"), "%s",
+              td_connect_error());
+    snprintf(uri, sizeof uri, "local:cpu,%064d", 0);
+    cr_assert_eq(td_connect(uri, NULL, &c2), TD_EINVAL);
+    cr_assert(strstr(td_connect_error(), "the device list is 68 bytes; at most 63"), "%s",
+              td_connect_error());
+    cr_assert_null(c2);
 }
 
 /* A uri of thousands of bytes: the error echoes its first 200 bytes, an ellipsis and its
