@@ -7,6 +7,7 @@
 #ifndef TD_SERVER_CONFIG_H
 #define TD_SERVER_CONFIG_H
 
+#include "common/bytes.h"
 #include "common/log.h"
 #include <stdbool.h>
 #include <stddef.h>
@@ -101,7 +102,4 @@ int td__metrics_parse(const char *text, td__listen_addr *out, char *err, size_t 
  * "listening on" line. */
 void td__listen_format(const td__listen_addr *a, int port, char *buf, size_t len);
 
-/* Parse a byte count with an optional binary suffix (K, M, G, T; optional "i"/"iB"/"B").
- * Returns 0, or -1 on junk or overflow. */
-int td__parse_bytes(const char *text, uint64_t *out);
 #endif

@@ -7,8 +7,9 @@
  * Classes: sizes are rounded up to 1/8 of their power of two (at most 12.5% slack), so
  * near-equal sizes share buffers. New buffers are mmap'd with MAP_POPULATE (faulted in one
  * go by the kernel, much cheaper than one trap per page). Freed buffers stay in their
- * class's list up to a cap on the bytes held (TENSORD_CPU_POOL_BYTES, default 512 MiB; 0
- * disables pooling); a buffer larger than half the cap is always unmapped. When a freed
+ * class's list up to a cap on the bytes held (TENSORD_CPU_POOL_BYTES, a byte count with an
+ * optional K/M/G/T suffix, default 512 MiB; 0 disables pooling; junk keeps the default
+ * with a warning); a buffer larger than half the cap is always unmapped. When a freed
  * buffer does not fit under the cap, the buffers freed longest ago (of any class) are
  * unmapped to make room: a server whose sessions move from one set of sizes to another
  * (batch 4096, then hidden 2048) keeps the sizes in use now, instead of a pool full of
@@ -20,6 +21,8 @@
  * in the order they were freed.
  */
 #include "backends/cpu/cpu_bufpool.h"
+#include "common/bytes.h"
+#include "common/log.h"
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -49,11 +52,16 @@ static void pool_init(void)
 {
     g_cap = POOL_DEFAULT_CAP;
     const char *e = getenv("TENSORD_CPU_POOL_BYTES");
-    if (e != NULL && e[0] != '\0') {
-        char *end;
-        unsigned long long v = strtoull(e, &end, 10);
-        if (*end == '\0') g_cap = (size_t)v;
-    }
+    uint64_t v;
+    if (e == NULL || e[0] == '\0') return;
+    if (td__parse_bytes(e, &v) == 0 && v <= SIZE_MAX)
+        g_cap = (size_t)v;
+    else
+        td__log(TD_LOG_WARN,
+                "TENSORD_CPU_POOL_BYTES='%s' is not a byte count (digits with an optional K, "
+                "M, G or T: e.g. 268435456 or 256M); the CPU buffer pool keeps its default "
+                "of %zu MiB",
+                e, (size_t)POOL_DEFAULT_CAP >> 20);
 }
 
 /* Class index and rounded size of nbytes (>= TD_CPU_POOL_MIN_BYTES). */
