@@ -110,6 +110,7 @@ static int set_transport(td__config *c, const char *key, const char *value, char
          * server up and every client told it was unreachable) */
         {"transport_bytes", offsetof(td__config, transport_bytes), true, (uint64_t)16 << 20,
          (uint64_t)1 << 50},
+        {"cq_threads", offsetof(td__config, cq_threads), false, 0, 16}, /* service.h's max */
     };
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         if (strcmp(key, keys[i].key) != 0) continue;
@@ -309,7 +310,8 @@ int td__config_set(td__config *c, const char *key, const char *value, char *err,
              "max_session_bytes, "
              "max_tenant_bytes, device_threads, device_workers, cpu_devices, devices, insecure, tls_cert, tls_key, tls_client_ca, "
              "tokens_file, blob_cache_bytes, cache_dir, graph_cache, graph_cache_bytes, "
-             "drain_timeout_s, max_connections, idle_timeout_s, max_streams, stream_window, transport_bytes, "
+             "drain_timeout_s, max_connections, idle_timeout_s, max_streams, stream_window, "
+             "transport_bytes, cq_threads, "
              "shm, shm_bytes, shm_max_bytes, ring)",
              key);
     return -1;

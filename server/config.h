@@ -62,6 +62,7 @@ typedef struct td__config {
     uint64_t max_streams;       /* concurrent calls per connection */
     uint64_t stream_window;     /* HTTP/2 receive window per stream, bytes */
     uint64_t transport_bytes;   /* memory of all connections' gRPC buffers, bytes */
+    uint64_t cq_threads;        /* completion-queue threads (gRPC's event threads) */
 } td__config;
 
 void td__config_defaults(td__config *c);

@@ -198,6 +198,9 @@ static void usage(FILE *f)
         "                            %lluM, at least 16M); past it idle connections are\n"
         "                            closed, then calls cancelled (RESOURCE_EXHAUSTED) until\n"
         "                            it is back under\n"
+        "  --cq-threads N            threads that receive and decode every call's messages,\n"
+        "                            1..16 (default 0 = 1 on a host with fewer than 4 CPUs,\n"
+        "                            else 2)\n"
         "  Compressed messages are refused (UNIMPLEMENTED); calls to unknown methods are\n"
         "  answered UNIMPLEMENTED at once. The standard gRPC health service\n"
         "  (grpc.health.v1.Health: Check, Watch; service \"\" or tensord.v1.Tensord) answers\n"
@@ -233,7 +236,7 @@ static void usage(FILE *f)
         "  tls_cert = FILE           as --tls-cert (also tls_key, tls_client_ca)\n"
         "  tokens_file = FILE        as --tokens-file\n"
         "  max_connections = N       as --max-connections (also idle_timeout_s, max_streams,\n"
-        "                            stream_window, transport_bytes)\n"
+        "                            stream_window, transport_bytes, cq_threads)\n"
         "\n"
         "tokens file (one entry per line, '#' comments):\n"
         "  sha256:HEX TENANT [QUOTA=N ...] [role=admin] [devices=LIST] [label=TEXT]\n"
@@ -310,6 +313,7 @@ enum {
     OPT_MAX_STREAMS,
     OPT_STREAM_WINDOW,
     OPT_TRANSPORT_BYTES,
+    OPT_CQ_THREADS,
     OPT_DRAIN_TIMEOUT,
     OPT_NO_SHM,
     OPT_SHM_BYTES,
@@ -351,6 +355,7 @@ static const struct option k_options[] = {
     {"max-streams", required_argument, NULL, OPT_MAX_STREAMS},
     {"stream-window", required_argument, NULL, OPT_STREAM_WINDOW},
     {"transport-bytes", required_argument, NULL, OPT_TRANSPORT_BYTES},
+    {"cq-threads", required_argument, NULL, OPT_CQ_THREADS},
     {"drain-timeout", required_argument, NULL, OPT_DRAIN_TIMEOUT},
     {"check-config", required_argument, NULL, OPT_CHECK_CONFIG},
     {"help", no_argument, NULL, OPT_HELP},
@@ -508,6 +513,7 @@ static int load_settings(int argc, char **argv, const char *config_path, td__con
         case OPT_MAX_STREAMS: key = "max_streams"; break;
         case OPT_STREAM_WINDOW: key = "stream_window"; break;
         case OPT_TRANSPORT_BYTES: key = "transport_bytes"; break;
+        case OPT_CQ_THREADS: key = "cq_threads"; break;
         case OPT_DRAIN_TIMEOUT: key = "drain_timeout_s"; break;
         default: break;
         }
@@ -636,7 +642,7 @@ static const struct {
     FIXED(insecure),       FIXED(tokens_file),     FIXED(shm),
     FIXED(shm_bytes),        FIXED(shm_max_bytes),  FIXED(ring),
     FIXED(max_connections),  FIXED(idle_timeout_s), FIXED(max_streams),
-    FIXED(stream_window),    FIXED(transport_bytes),
+    FIXED(stream_window),    FIXED(transport_bytes), FIXED(cq_threads),
 #undef FIXED
 };
 
@@ -976,6 +982,7 @@ int main(int argc, char **argv)
         .shm = shm,
         .no_ring = !cfg.ring,
         .device_workers = cfg.device_workers,
+        .cq_threads = cfg.cq_threads,
         .max_sessions = cfg.max_sessions,
         .max_session_bytes = cfg.max_session_bytes,
         .tenants = app.tenants,

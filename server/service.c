@@ -41,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define SVC_MAX_DEVICES 16
 #define SVC_REQUESTS_PER_METHOD 8
@@ -84,7 +85,7 @@ struct td__service {
     grpc_completion_queue *cq;
     void *rm_info, *rm_session, *rm_health_check, *rm_health_watch, *rm_list, *rm_kill;
     td__health *health; /* NULL when out of memory: health calls get UNAVAILABLE */
-    pthread_t threads[TD_SERVICE_CQ_THREADS];
+    pthread_t threads[TD_SERVICE_CQ_THREADS_MAX];
     int nthreads;
     int ndev;
     const td__device *devs[SVC_MAX_DEVICES];
@@ -192,6 +193,14 @@ int td__service_device_workers(const td__service *s, const td__device *dev)
 {
     int d = device_index(s, dev);
     return d < 0 ? 0 : s->nworkers[d];
+}
+
+/* The completion-queue threads to start for td__service_opts.cq_threads `want` on a host
+ * with `online_cpus` CPUs (service.h says why the default depends on it). */
+static int cq_threads_for(uint64_t want, long online_cpus)
+{
+    if (want == 0) return online_cpus >= TD_SERVICE_CQ_SMALL_HOST_CPUS ? 2 : 1;
+    return want > TD_SERVICE_CQ_THREADS_MAX ? TD_SERVICE_CQ_THREADS_MAX : (int)want;
 }
 
 bool td__service_session_reserve(td__service *s, uint64_t *id_out)
@@ -792,10 +801,17 @@ td_status td__service_start(const td__service_opts *opts, td__service **out, int
         goto fail;
     }
     grpc_server_start(s->server);
-    for (int i = 0; i < TD_SERVICE_CQ_THREADS; i++) {
+    int ncq = cq_threads_for(opts->cq_threads, sysconf(_SC_NPROCESSORS_ONLN));
+    for (int i = 0; i < ncq; i++) {
         if (pthread_create(&s->threads[i], NULL, cq_main, s) != 0) break;
+        char name[16];
+        snprintf(name, sizeof name, "td-cq%d", i);
+        pthread_setname_np(s->threads[i], name); /* best effort, for ps and perf */
         s->nthreads++;
     }
+    if (s->nthreads > 0)
+        td__log(TD_LOG_INFO, "%d completion-queue thread%s", s->nthreads,
+                s->nthreads == 1 ? "" : "s");
     if (s->nthreads == 0) {
         snprintf(err, errlen, "cannot start completion-queue threads");
         st = TD_EINTERNAL;

@@ -2,8 +2,9 @@
  * workers, GetInfo, and the bookkeeping that server sessions (server/session.c) share.
  *
  * Threads (DESIGN.md §4):
- *  - completion-queue threads (TD_SERVICE_CQ_THREADS) block in grpc_completion_queue_next
- *    and run each event's handler: they accept calls, decode messages and hand work on;
+ *  - completion-queue threads (td__service_opts.cq_threads, named td-cq0, td-cq1, ...)
+ *    block in grpc_completion_queue_next and run each event's handler: they accept calls,
+ *    decode messages and hand work on;
  *  - each device has a bounded pool of td__workers (td__service_opts.device_workers): a
  *    session's queue lives on one of them, chosen when it opens, so its engine calls run
  *    in order on one thread, and each worker serves its sessions fairly; sessions on
@@ -28,7 +29,19 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define TD_SERVICE_CQ_THREADS 2
+/* Completion-queue threads: at most TD_SERVICE_CQ_THREADS_MAX (--cq-threads); by default
+ * 1 on a host with fewer than TD_SERVICE_CQ_SMALL_HOST_CPUS online CPUs, else 2.
+ * Why one on a small host: gRPC's poller (epoll1) lets one thread of a completion queue
+ * poll at a time and, whenever it wakes with events while another thread waits on the
+ * queue, wakes that one to poll next before it handles them, so with two threads every
+ * read of a connection costs a thread switch more and runs on alternating cores. On the
+ * 2-vCPU build VM that beside a sending client and the device worker made a 1 GiB upload
+ * over TCP ~0.7x the raw TCP stream, against ~0.9x with one thread (~1.0x when nothing
+ * else ran; issue 12); several sessions uploading at once were no faster with two. On a larger host the second thread
+ * lets one session's receive go on while another's message is decoded, and uploads there
+ * met 0.9x the raw stream with two (16-core H100/H200 hosts); one is unmeasured there. */
+#define TD_SERVICE_CQ_THREADS_MAX 16
+#define TD_SERVICE_CQ_SMALL_HOST_CPUS 4
 /* Most worker threads one device may have (--device-workers). */
 #define TD_SERVICE_MAX_DEVICE_WORKERS TD_WORKERS_PER_DEVICE_MAX
 /* Workers of an accelerator by default: enough that a session waiting on its stream or
@@ -81,6 +94,8 @@ typedef struct td__service_opts {
     /* Worker threads per device, 1..TD_SERVICE_MAX_DEVICE_WORKERS; 0: the default,
      * TD_SERVICE_ACCEL_WORKERS for an accelerator, 1 for any other device (--device-workers). */
     uint64_t device_workers;
+    /* Completion-queue threads, 1..TD_SERVICE_CQ_THREADS_MAX; 0: the default (above). */
+    uint64_t cq_threads;
     td__tenants *tenants;        /* who may call (borrowed; outlives the service) */
     const td__tls_files *tls;    /* NULL: plaintext; else TLS (mTLS with a client CA) */
     /* Called once, on any thread, when shutdown has finished: no call is left. */
