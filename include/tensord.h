@@ -123,9 +123,13 @@ typedef struct td_options {
      * program that records one op and then computes on the host is not left waiting). */
     size_t batch_max_bytes; /* default 1048576 (1 MiB) of encoded ops */
     int batch_flush_us;     /* default 2000 (2 ms); negative: no time bound (no thread) */
-    /* td_from_host/td_write of at least blob_min_bytes to a remote context first offer the
-     * SHA-256 of the data to the server's blob store (one round trip) and send the bytes
-     * only when the server lacks them; SIZE_MAX turns this off. Default (0) 1048576
+    /* td_from_host/td_write of a whole tensor of at least blob_min_bytes to a remote
+     * context go through the server's blob store: the client offers a fingerprint of the
+     * data (XXH3-128 of a 256 KiB sample, one round trip, no hashing of the whole buffer);
+     * fresh data is sent and the server keeps it as a candidate; when the server knows the
+     * fingerprint (a repeat, or a collision), the client offers the SHA-256 of the data and
+     * sends the bytes only when the server's store lacks them (only the SHA-256 decides
+     * which bytes the tensor gets). SIZE_MAX turns this off. Default (0) 1048576
      * (1 MiB), except on a session with shared memory (td_context_transport "shm" or
      * "shm+ring"), where the default is off: a same-host upload is a memcpy, faster than
      * the SHA-256 a repeat costs; set it explicitly to offer there too. */

@@ -119,8 +119,10 @@ static void usage(FILE *f)
         "                            %d %% of RAM, here %llu; 0 = no limit); a tenant's own\n"
         "                            max_bytes quota in the tokens file wins over it\n"
         "  --blob-cache-bytes BYTES  memory for the blob store that keeps uploaded weights\n"
-        "                            by SHA-256, shared by sessions (default 1G; least\n"
-        "                            recently used blobs are dropped beyond it)\n"
+        "                            by SHA-256, shared by the sessions of a tenant (default\n"
+        "                            1G; least recently used blobs are dropped beyond it);\n"
+        "                            the same amount again caps the upload candidates kept\n"
+        "                            by fingerprint until a repeat moves them into the store\n"
         "  --graph-cache N           captured graphs kept for later sessions, by SHA-256\n"
         "                            (default 256; least recently used dropped beyond it)\n"
         "  --graph-cache-bytes BYTES memory those graphs may hold (default 64M); each is\n"
@@ -272,7 +274,9 @@ static void usage(FILE *f)
         "  threshold to 16 MiB (mallopt(3); freed gRPC buffers stay in the heap instead of\n"
         "  being faulted in again); TENSORD_NO_MALLOC_TUNE=1, or a MALLOC_* policy\n"
         "  variable of mallopt(3) or GLIBC_TUNABLES in the environment, leaves glibc's own\n"
-        "  policy\n"
+        "  policy. The cpu device keeps freed buffers of 1 MiB and more for reuse, up to\n"
+        "  TENSORD_CPU_POOL_BYTES (bytes, K/M/G/T suffixes; default 512M; 0: none), dropping\n"
+        "  those freed longest ago when full\n"
         "\n");
     fputs(
         "profiling: TENSORD_TRACE_JOBS=1 adds to each session's close line (log level info)\n"
