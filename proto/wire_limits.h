@@ -85,6 +85,12 @@
 #define TD_STREAM_WINDOW_BYTES (8u << 20)
 #define TD_MAX_BATCH_OPS 65536
 #define TD_MAX_HAS_BLOBS 4096 /* hashes plus fingerprints one HasBlobs may offer (tensord.proto) */
+/* Fingerprint entries of one HasBlobs that may promote a candidate (a copy or move, and a
+ * SHA-256 of its bytes, on the session's worker); later fingerprint entries of the same
+ * message are answered absent. One message naming thousands of known fingerprints held
+ * the device's worker (and every session waiting on it) for 0.7 s; libtensord offers one
+ * fingerprint a message. */
+#define TD_MAX_FP_PROMOTIONS 4
 #define TD_FINGERPRINT_BYTES 16 /* HasBlobs.fingerprint, StoreBlob.fingerprint (common/fingerprint.h) */
 #define TD_MAX_LIST_SESSIONS 4096 /* sessions one ListSessions answer lists (tensord.proto) */
 #endif

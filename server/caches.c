@@ -109,8 +109,10 @@ void td__handle_has_blobs(td__srv_session *ss, td__job *j)
         present[i] = b != NULL && pin_blob(ss, b);
     }
     /* A fingerprint hit promotes the candidate (SHA-256 of its bytes, computed here) into
-     * the store; the client's SHA-256 offer that follows decides whether they are its bytes. */
-    for (size_t i = 0; i < rq->n_fps; i++)
+     * the store; the client's SHA-256 offer that follows decides whether they are its bytes.
+     * At most TD_MAX_FP_PROMOTIONS entries a message may promote (wire_limits.h); absent is
+     * always a safe answer to a fingerprint (the client sends the bytes). */
+    for (size_t i = 0; i < rq->n_fps && i < TD_MAX_FP_PROMOTIONS; i++)
         present[rq->n_hashes + i] = td__candidates_offer(bs, ss->tenant, rq->fps[i]);
     td__reply r = {.kind = TD_REPLY_BLOB_STATUS, .seq = rq->seq, .present = present,
                    .n_present = n};
