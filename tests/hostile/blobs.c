@@ -150,20 +150,23 @@ static void expect_failure(raw_session *s, Tensord__V1__ClientMessage *cm, uint3
     cr_expect(failed, "no Failure for seq %llu", (unsigned long long)seq);
 }
 
-/* Send HasBlobs with the hash sha and the fingerprint fp (either may be NULL); its seq. */
-static uint64_t send_has_blobs(raw_session *s, const uint8_t *sha, const uint8_t *fp)
+/* Send HasBlobs with the hash sha (NULL: none) and the n_fps fingerprints that lie one after
+ * another at fps; its seq. */
+static uint64_t send_has_blobs_n(raw_session *s, const uint8_t *sha, const uint8_t *fps,
+                                 size_t n_fps)
 {
     ProtobufCBinaryData h = {.len = TD_SHA256_BYTES, .data = (uint8_t *)(uintptr_t)sha};
-    ProtobufCBinaryData f = {.len = TD_FINGERPRINT_LEN, .data = (uint8_t *)(uintptr_t)fp};
+    ProtobufCBinaryData f[8];
+    cr_assert_leq(n_fps, sizeof f / sizeof f[0]);
+    for (size_t i = 0; i < n_fps; i++)
+        f[i] = (ProtobufCBinaryData){.len = TD_FINGERPRINT_LEN, .data = (uint8_t *)(uintptr_t)(fps + i * TD_FINGERPRINT_LEN)};
     Tensord__V1__HasBlobs hb = TENSORD__V1__HAS_BLOBS__INIT;
     if (sha != NULL) {
         hb.n_sha256 = 1;
         hb.sha256 = &h;
     }
-    if (fp != NULL) {
-        hb.n_fingerprint = 1;
-        hb.fingerprint = &f;
-    }
+    hb.n_fingerprint = n_fps;
+    hb.fingerprint = n_fps > 0 ? f : NULL;
     Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
     cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_HAS_BLOBS;
     cm.has_blobs = &hb;
@@ -172,18 +175,32 @@ static uint64_t send_has_blobs(raw_session *s, const uint8_t *sha, const uint8_t
     return seq;
 }
 
-/* HasBlobs with the hash sha and the fingerprint fp (either may be NULL); the present bits. */
-static uint64_t has_blobs(raw_session *s, const uint8_t *sha, const uint8_t *fp)
+/* Send HasBlobs with the hash sha and the fingerprint fp (either may be NULL); its seq. */
+static uint64_t send_has_blobs(raw_session *s, const uint8_t *sha, const uint8_t *fp)
 {
-    uint64_t seq = send_has_blobs(s, sha, fp);
+    return send_has_blobs_n(s, sha, fp, fp != NULL);
+}
+
+/* HasBlobs with the hash sha (NULL: none) and the n_fps fingerprints at fps (as
+ * send_has_blobs_n); the present bits (bit i: answer i, the hash first). */
+static uint64_t has_blobs_n(raw_session *s, const uint8_t *sha, const uint8_t *fps,
+                            size_t n_fps)
+{
+    uint64_t seq = send_has_blobs_n(s, sha, fps, n_fps);
     raw_msg m;
     cr_assert_eq(raw_recv(s, &m, 30000), 1);
     cr_assert_eq(m.kind, TENSORD__V1__SERVER_MESSAGE__BODY_BLOB_STATUS, "%s", m.message);
     cr_assert_eq(m.seq, seq);
-    cr_expect_eq(m.n_present, (size_t)(sha != NULL) + (fp != NULL));
+    cr_expect_eq(m.n_present, (size_t)(sha != NULL) + n_fps);
     uint64_t bits = m.present;
     raw_msg_fini(&m);
     return bits;
+}
+
+/* HasBlobs with the hash sha and the fingerprint fp (either may be NULL); the present bits. */
+static uint64_t has_blobs(raw_session *s, const uint8_t *sha, const uint8_t *fp)
+{
+    return has_blobs_n(s, sha, fp, fp != NULL);
 }
 
 /* Tensor `id` u8[n] holding `data`, written over the raw session, kept as a candidate
@@ -258,7 +275,6 @@ Test(blobs, one_offer_promotes_at_most_four, .init = start_tcp, .fini = stop_and
     enum { N = 6 };
     size_t n = CHUNK + 3;
     uint8_t *d[N], fp[N][TD_FINGERPRINT_LEN];
-    ProtobufCBinaryData f[N];
     raw_session s;
     open_raw_token(&s, NULL);
     for (int i = 0; i < N; i++) {
@@ -266,24 +282,10 @@ Test(blobs, one_offer_promotes_at_most_four, .init = start_tcp, .fini = stop_and
         fill(d[i], n, 100 + (uint64_t)i);
         cr_assert(td__fingerprint(d[i], n, fp[i]));
         raw_candidate(&s, 10 + (uint64_t)i, d[i], n, fp[i]);
-        f[i] = (ProtobufCBinaryData){.len = TD_FINGERPRINT_LEN, .data = fp[i]};
     }
-    Tensord__V1__HasBlobs hb = TENSORD__V1__HAS_BLOBS__INIT;
-    hb.n_fingerprint = N;
-    hb.fingerprint = f;
-    Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
-    cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_HAS_BLOBS;
-    cm.has_blobs = &hb;
-    uint64_t seq;
-    cr_assert(raw_send(&s, &cm, NULL, 0, &seq));
-    raw_msg m;
-    cr_assert_eq(raw_recv(&s, &m, 30000), 1);
-    cr_assert_eq(m.kind, TENSORD__V1__SERVER_MESSAGE__BODY_BLOB_STATUS, "%s", m.message);
-    cr_assert_eq(m.seq, seq);
-    cr_expect_eq(m.n_present, (size_t)N);
-    cr_expect_eq(m.present, 0xfu, "present bits %#llx, want 0xf (the first four)",
-                 (unsigned long long)m.present);
-    raw_msg_fini(&m);
+    uint64_t present = has_blobs_n(&s, NULL, fp[0], N);
+    cr_expect_eq(present, 0xfu, "present bits %#llx, want 0xf (the first four)",
+                 (unsigned long long)present);
     /* the fifth, not looked at, is still a candidate; the first is a blob now */
     cr_expect_eq(has_blobs(&s, NULL, fp[4]) & 1, 1u);
     uint8_t sh0[TD_SHA256_BYTES];
