@@ -60,8 +60,9 @@ typedef struct td__device td__device;
  * buffer_alloc, buffer_free, buffer_write, buffer_read and buffer_copy a `stream` argument
  * (sessions on one device run concurrently, issue 17); version 8 appended the optional
  * buffer_write_fill; version 9 appended the optional host_pin and host_unpin; version 10
- * appended the optional buffer_free_idle. */
-#define TD_BACKEND_ABI_VERSION 10u
+ * appended the optional buffer_free_idle; version 11 appended the optional fence_record
+ * and fence_finish. */
+#define TD_BACKEND_ABI_VERSION 11u
 
 /* A contiguous tensor as a backend sees it: desc plus the device address of element 0. */
 typedef struct td__view {
@@ -165,6 +166,17 @@ typedef struct td__backend {
      * with a NULL stream it does not wait for the whole device, so freeing it never waits
      * for another session's work. NULL: the engine calls buffer_free(dev, NULL, ...). */
     void (*buffer_free_idle)(td__device *dev, void *data, size_t nbytes);
+    /* Optional (ABI 11): a fence after the work queued so far on `stream` (a session's
+     * stream, never NULL), in *out (an opaque handle the caller must pass to fence_finish
+     * exactly once). It lets a caller hand on a buffer whose copy is still queued without
+     * waiting for the whole stream, i.e. for the session's earlier kernels. The stream may
+     * be destroyed before the fence finishes. Returns TD_OK or TD_EDEVICE (nothing to
+     * finish then). NULL: the engine waits for the stream (stream_sync) instead. */
+    td_status (*fence_record)(td__device *dev, void *stream, void **out);
+    /* Optional (ABI 11, given with fence_record): wait until the fence's work has completed,
+     * then free the fence. Returns TD_OK, or TD_EDEVICE when the work or the wait failed
+     * (the fence is freed either way). Any thread. */
+    td_status (*fence_finish)(td__device *dev, void *fence);
 } td__backend;
 
 struct td__device {

@@ -1097,7 +1097,13 @@ td_status td__session_detach_copy(td__session *s, uint64_t id, td__buffer **out,
         return st;
     }
     st = be->buffer_copy(dev, src->stream, nb->data, src->data, nbytes);
-    if (st == TD_OK && src->stream != NULL && be->stream_sync != NULL)
+    /* The copy is queued behind the session's earlier kernels: a fence marks it rather
+     * than a wait for the stream, which stalled this worker behind the previous training
+     * step on every upload (BENCHMARKS.md, H100 2026-12-06 20:05). */
+    const bool fenced = st == TD_OK && src->stream != NULL && be->fence_record != NULL &&
+                        be->fence_finish != NULL &&
+                        be->fence_record(dev, src->stream, &nb->fence) == TD_OK;
+    if (!fenced && st == TD_OK && src->stream != NULL && be->stream_sync != NULL)
         st = be->stream_sync(dev, src->stream);
     if (st != TD_OK) {
         /* not idle: the copy may still be queued, so the unref waits for the device */

@@ -41,6 +41,8 @@ void td__buffer_unref(td__buffer *b)
 {
     if (b == NULL || atomic_fetch_sub(&b->refs, 1) != 1) return;
     const td__backend *be = b->dev->backend;
+    /* a failed fence: the device decides when the memory is free (buffer_free's wait) */
+    if (b->fence != NULL && be->fence_finish(b->dev, b->fence) != TD_OK) b->idle = false;
     if (b->data != NULL && b->idle && b->stream == NULL && be->buffer_free_idle != NULL)
         be->buffer_free_idle(b->dev, b->data, b->nbytes);
     else if (b->data != NULL)

@@ -42,6 +42,13 @@ typedef struct td__buffer {
      * buffer_free_idle, which does not wait for the whole device. Set once, by the
      * creator, before the buffer is shared. */
     bool idle;
+    /* With `idle`, where the backend has fence_record: the copy into the buffer is still
+     * queued on its creator's session stream and is complete once this fence is
+     * (td__session_detach_copy: the creator does not wait for the session's earlier
+     * kernels). Readers use NULL-stream entries, which wait for every stream first; the
+     * last unref finishes the fence before buffer_free_idle. NULL: nothing pending. Set
+     * once, by the creator, before the buffer is shared. */
+    void *fence;
 } td__buffer;
 
 /* Allocate a buffer of nbytes (0 allowed: data is NULL) with one reference, ordered on

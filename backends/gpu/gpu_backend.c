@@ -34,8 +34,8 @@
  *
  * Transfers: from or into a range pinned by host_pin (td_host_alloc buffers of a local
  * context, a same-host session's shared-memory region), one cudaMemcpyAsync straight
- * between it and the device, waited for. Otherwise, below TD_GPU_STAGE_MIN bytes, or when
- * no staging pair is free, a
+ * between it and the device, waited for. Otherwise, for a read below TD_GPU_STAGE_MIN
+ * bytes, a write of that size with no session stream, or when no staging pair is free, a
  * cudaMemcpyAsync from or to the caller's (pageable) memory on the session's stream,
  * followed by a wait for that stream (the runtime stages pageable memory itself, at about a
  * sixth of the pinned rate on the H200 host, and the caller's memory is only known to be
@@ -47,10 +47,12 @@
  * returns once its last chunk is queued: the session's later kernels follow its copies in
  * stream order, the caller's memory is no longer needed, and the next user of the pair
  * waits on the events before it overwrites a buffer, so a pair can be handed on with a copy
- * in flight: the next user's stream first waits for both of the pair's events
- * (cudaStreamWaitEvent in stage_acquire), so its DMA into a buffer (a read) comes after the
- * previous user's DMA out of it, whichever stream that was on, and its CPU waits on the
- * events before refilling a buffer (a write). A read queues chunk i + 1 into one buffer and
+ * in flight: a reader's stream first waits for both of the pair's events
+ * (cudaStreamWaitEvent in stage_acquire), so its DMA into a buffer comes after the
+ * previous user's DMA out of it, whichever stream that was on, and a writer's CPU waits on
+ * the events before refilling a buffer. Pairs are taken in turn, and a write of several
+ * chunks takes a pair per two, so back-to-back writes (a batch's wire chunks) queue up to
+ * 2 * stage_sets chunks behind the session's kernels before the CPU waits. A read queues chunk i + 1 into one buffer and
  * copies chunk i out of the other once its event has completed; it returns when the last
  * chunk is in the caller's memory. A transfer of TD_GPU_STAGE_SPLIT_MIN bytes or more takes
  * up to stage_sets pairs and splits into contiguous parts copied by as many threads
@@ -381,6 +383,36 @@ static void gpu_buffer_free_idle(td__device *dev, void *data, size_t nbytes)
         gpuGetLastError();
 }
 
+/* fence_record (backend.h): an event recorded on the session's stream, created per fence
+ * (~1 us; an upload candidate's device copy takes one). */
+static td_status gpu_fence_record(td__device *dev, void *stream, void **out)
+{
+    td__gpu_device *cd = dev->impl;
+    gpuEvent_t ev = NULL;
+    gpuError_t e = gpuSetDevice(cd->ordinal);
+    if (e == gpuSuccess) e = gpuEventCreateWithFlags(&ev, gpuEventDisableTiming);
+    if (e == gpuSuccess) e = gpuEventRecord(ev, order_stream(stream));
+    if (e != gpuSuccess) {
+        gpuGetLastError();
+        if (ev != NULL) gpuEventDestroy(ev);
+        return TD_EDEVICE;
+    }
+    *out = (void *)ev;
+    return TD_OK;
+}
+
+static td_status gpu_fence_finish(td__device *dev, void *fence)
+{
+    td__gpu_device *cd = dev->impl;
+    gpuEvent_t ev = (gpuEvent_t)fence;
+    gpuError_t e = gpuSetDevice(cd->ordinal);
+    if (e == gpuSuccess) e = gpuEventSynchronize(ev);
+    const gpuError_t d = gpuEventDestroy(ev);
+    if (e == gpuSuccess) e = d;
+    if (e != gpuSuccess) gpuGetLastError();
+    return e == gpuSuccess ? TD_OK : TD_EDEVICE;
+}
+
 /* ---- transfers (the staging scheme: the header comment and gpu_internal.h) ---- */
 
 static void stage_free_all(td__gpu_device *cd)
@@ -423,23 +455,34 @@ static bool stage_make_all(td__gpu_device *cd)
     return true;
 }
 
-/* A free pair, marked busy, with stream s made to wait for the last copies of the pair's
- * previous user (which may have been on another stream and still be in flight); NULL: take
- * the pageable path (none free, or none could be made). */
-static td__gpu_stage *stage_acquire(td__gpu_device *cd, gpuStream_t s)
+/* A free pair, marked busy; NULL: take the pageable path (none free, or none could be
+ * made). Pairs are taken in turn (stage_next), not the first free one: a write returns
+ * with its DMA queued behind the session's earlier kernels, and the CPU refills a buffer
+ * only once that DMA is done, so with one pair the third chunk of a run of writes (a
+ * training batch arrives as 1 MiB wire chunks) waited for the whole stream to drain —
+ * the worker stalled behind the previous step's kernels on every batch (BENCHMARKS.md,
+ * H100 2026-12-06 20:05). In turn, 2 * stage_sets chunks are in flight before one waits.
+ * For a read (`for_read`), stream s is made to wait for the last copies of the pair's
+ * previous user (which may have been on another stream and still be in flight), so its
+ * DMA into a buffer follows their DMA out of it. A write needs no such wait: its CPU
+ * waits for a buffer's event before refilling it (staged_write), so it never makes one
+ * session's stream wait for another's work. */
+static td__gpu_stage *stage_acquire(td__gpu_device *cd, gpuStream_t s, bool for_read)
 {
     td__gpu_stage *got = NULL;
     pthread_mutex_lock(&cd->stage_mu);
     if (cd->stage_ready == 0) cd->stage_ready = stage_make_all(cd) ? 1 : -1;
     for (int i = 0; cd->stage_ready == 1 && i < cd->stage_sets && got == NULL; i++) {
-        if (!cd->stage[i].busy) {
-            got = &cd->stage[i];
+        const int k = (cd->stage_next + i) % cd->stage_sets;
+        if (!cd->stage[k].busy) {
+            got = &cd->stage[k];
             got->busy = true;
+            cd->stage_next = (k + 1) % cd->stage_sets;
         }
     }
     pthread_mutex_unlock(&cd->stage_mu);
     /* an event never recorded counts as complete, so a fresh pair makes s wait for nothing */
-    for (int k = 0; got != NULL && k < 2; k++) {
+    for (int k = 0; got != NULL && for_read && k < 2; k++) {
         if (gpuStreamWaitEvent(s, got->done[k], 0) != gpuSuccess) {
             gpuGetLastError();
             stage_release(cd, got);
@@ -551,8 +594,15 @@ static bool staged_copy(td__gpu_device *cd, gpuStream_t s, char *dst, const char
     stage_part part[TD_GPU_STAGE_SETS];
     pthread_t th[TD_GPU_STAGE_SETS];
     bool started[TD_GPU_STAGE_SETS];
-    int want = nbytes >= TD_GPU_STAGE_SPLIT_MIN ? cd->stage_sets : 1, got = 0;
-    while (got < want && (part[got].g = stage_acquire(cd, s)) != NULL) got++;
+    /* a write below the split size still takes a pair per two chunks, its parts run in
+     * turn on this thread, so its later chunks do not wait for its first ones' DMAs */
+    const bool split = nbytes >= TD_GPU_STAGE_SPLIT_MIN;
+    const size_t pairs_for = (nbytes + 2 * TD_GPU_STAGE_BYTES - 1) / (2 * TD_GPU_STAGE_BYTES);
+    int want = split ? cd->stage_sets
+               : write ? (int)(pairs_for < (size_t)cd->stage_sets ? pairs_for : (size_t)cd->stage_sets)
+                       : 1;
+    int got = 0;
+    while (got < want && (part[got].g = stage_acquire(cd, s, !write)) != NULL) got++;
     if (got == 0) return false;
     /* parts of whole staging chunks, the last one takes the rest */
     size_t chunks = (nbytes + TD_GPU_STAGE_BYTES - 1) / TD_GPU_STAGE_BYTES;
@@ -567,7 +617,8 @@ static bool staged_copy(td__gpu_device *cd, gpuStream_t s, char *dst, const char
         part[n].nbytes = len;
         part[n].write = write;
         part[n].e = gpuSuccess;
-        started[n] = n > 0 && pthread_create(&th[n], NULL, stage_part_run, &part[n]) == 0;
+        started[n] = split && n > 0 &&
+                     pthread_create(&th[n], NULL, stage_part_run, &part[n]) == 0;
         off += len;
     }
     for (int i = n; i < got; i++) stage_release(cd, part[i].g); /* more pairs than parts */
@@ -713,10 +764,12 @@ static gpuError_t transfer(td__gpu_device *cd, void *stream, void *dst, const vo
     gpuError_t e = gpuSetDevice(cd->ordinal);
     if (e == gpuSuccess && stream == NULL) e = gpuDeviceSynchronize();
     const gpuStream_t s = order_stream(stream);
+    /* a small write on a session stream is staged too: the pageable path waits for the
+     * stream, so a training step's label upload drained it behind the previous step */
+    const bool stage = nbytes >= TD_GPU_STAGE_MIN || (write && stream != NULL);
     if (e == gpuSuccess && nbytes >= TD_GPU_STAGE_MIN && pinned_range(write ? src : dst, nbytes))
         e = pageable_copy(s, dst, src, nbytes, write); /* a DMA, waited for alike */
-    else if (e == gpuSuccess &&
-             (nbytes < TD_GPU_STAGE_MIN || !staged_copy(cd, s, dst, src, nbytes, write, &e)))
+    else if (e == gpuSuccess && (!stage || !staged_copy(cd, s, dst, src, nbytes, write, &e)))
         e = pageable_copy(s, dst, src, nbytes, write);
     else if (e == gpuSuccess && stream == NULL && write)
         e = gpuStreamSynchronize(s);
@@ -756,7 +809,8 @@ static td_status gpu_buffer_write_fill(td__device *dev, void *stream, void *dst,
         gpuGetLastError();
         return TD_EDEVICE;
     }
-    td__gpu_stage *g = nbytes >= TD_GPU_STAGE_MIN ? stage_acquire(cd, s) : NULL;
+    td__gpu_stage *g =
+        nbytes >= TD_GPU_STAGE_MIN || stream != NULL ? stage_acquire(cd, s, false) : NULL;
     if (g == NULL) {
         void *tmp = g_host.malloc_fn(nbytes);
         if (tmp == NULL) return TD_ENOMEM;
@@ -1172,6 +1226,8 @@ static const td__backend gpu_backend = {
     .host_pin = gpu_host_pin,
     .host_unpin = gpu_host_unpin,
     .buffer_free_idle = gpu_buffer_free_idle,
+    .fence_record = gpu_fence_record,
+    .fence_finish = gpu_fence_finish,
 };
 
 /* The module's entry points (engine/device.c looks them up with dlsym). */

@@ -72,6 +72,9 @@ typedef struct td__gpu_device {
     pthread_mutex_t stage_mu; /* guards stage[].busy and stage_ready */
     int stage_ready;   /* 0: not made yet; 1: made; -1: making them failed (pageable only) */
     int stage_sets;    /* pairs in use, 1..TD_GPU_STAGE_SETS (set at open) */
+    int stage_next;    /* where stage_acquire's search starts (under stage_mu): pairs are
+                        * taken in turn, so back-to-back writes use all 2 * stage_sets
+                        * buffers before one waits for its earlier DMA */
     td__gpu_stage stage[TD_GPU_STAGE_SETS];
 } td__gpu_device;
 
