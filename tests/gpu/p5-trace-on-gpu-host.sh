@@ -7,6 +7,9 @@
 # Run on the GPU host from the repository root (device tool, carry with tensord-gpu.tar.xz
 # and the Fashion-MNIST files in carry/fashion-mnist):
 #     OUT=$OUT bash tests/gpu/p5-trace-on-gpu-host.sh     # SIZES="4096x256 1024x2048"
+# (RUNS=N trainer runs per size, each its own seed; MODES="device" one candidate mode;
+# LOCAL=0 no local runs — e.g. P5's order of sizes against one server, to see whether a
+# server that has served earlier sessions slows down)
 # Results on stdout and in $OUT/trace.txt.
 set -u -o pipefail
 cd "$(dirname "$0")/../.." || exit 1
@@ -21,11 +24,15 @@ SIZES=${SIZES:-"4096x256 1024x2048 128x256"}
 DEV=${DEV:-cuda:0} # DEV=cpu tries the script on a machine without a GPU
 T=$OUT/trace.txt
 : >"$T"
-train() { # device batch hidden
+RUNS=${RUNS:-1}     # trainer runs per size, each with its own seed (P5's fresh batches)
+MODES=${MODES:-"device host"}
+LOCAL=${LOCAL:-1}   # 0: no local:$DEV runs
+seed=7 # the next run's; train runs in a pipeline's subshell, so the callers count
+train() { # device batch hidden seed
     "$X/bin/fashion-mnist" --device "$1" --data "$DATA" --epochs 2 --batch "$2" --hidden "$3" \
-        --seed 7 2>&1 | grep -E "^epoch 2/2  loss" | sed "s|^|$1 b$2 h$3: |"
+        --seed "$4" 2>&1 | grep -E "^epoch 2/2  loss" | sed "s|^|$1 b$2 h$3 seed $4: |"
 }
-for mode in device host; do
+for mode in $MODES; do
     log=$OUT/server-$mode.log
     extra=()
     [ "$mode" = host ] && extra=(TENSORD_CANDIDATE_COPY=host)
@@ -34,9 +41,18 @@ for mode in device host; do
     for _ in $(seq 50); do grep -q "^listening on" "$OUT/listen-$mode" && break; sleep 0.1; done
     addr=$(sed -n 's/^listening on //p' "$OUT/listen-$mode" | head -1)
     echo "== candidates: $mode ($addr)" | tee -a "$T"
-    for s in $SIZES; do train "tensord://$addr/$DEV" "${s%x*}" "${s#*x}" | tee -a "$T"; done
+    for s in $SIZES; do
+        for _ in $(seq "$RUNS"); do
+            seed=$((seed + 1))
+            train "tensord://$addr/$DEV" "${s%x*}" "${s#*x}" "$seed" | tee -a "$T"
+        done
+    done
     kill -TERM $pid; wait $pid
     grep -a "worker time" "$log" | sed 's/.*count\/total): //' | tee -a "$T"
 done
+[ "$LOCAL" = 0 ] && exit 0
 echo "== local" | tee -a "$T"
-for s in $SIZES; do train "local:$DEV" "${s%x*}" "${s#*x}" | tee -a "$T"; done
+for s in $SIZES; do
+    seed=$((seed + 1))
+    train "local:$DEV" "${s%x*}" "${s#*x}" "$seed" | tee -a "$T"
+done
