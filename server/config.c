@@ -429,6 +429,16 @@ int td__listen_parse(const char *text, td__listen_addr *out, char *err, size_t e
             snprintf(err, errlen, "listen address '%s': unix socket path too long", text);
             return -1;
         }
+        /* gRPC's unix: targets read ',' as a separator between addresses, so every client
+         * (libtensord refuses such a path before connecting) would fail to reach it */
+        if (strchr(path, ',') != NULL) {
+            snprintf(err, errlen,
+                     "listen address '%s': the socket path contains ',', which clients' gRPC "
+                     "unix: targets take as a separator between addresses, so no client "
+                     "could connect; use a path without one",
+                     text);
+            return -1;
+        }
         a.is_unix = true;
         a.loopback = true;
         snprintf(a.host, sizeof a.host, "%s", path);

@@ -254,6 +254,20 @@ Test(listen, any_address_without_tls_refused, .timeout = 60)
     cr_expect(strstr(out, "refusing to listen on 0.0.0.0:0 without TLS") != NULL, "%s", out);
 }
 
+/* A path no client can reach (libtensord refuses ',' in a unix path: gRPC reads it as an
+ * address separator) is refused at start, not served. */
+Test(listen, unix_path_with_comma_refused, .timeout = 60)
+{
+    char out[4096];
+    unlink("/tmp/td-test,comma.sock"); /* a leftover of an older tensord that served it */
+    cr_expect_eq(run_tensord("--listen unix:/tmp/td-test,comma.sock", out, sizeof out), 2, "%s",
+                 out);
+    cr_expect(strstr(out, "listen address 'unix:/tmp/td-test,comma.sock': the socket path "
+                          "contains ','") != NULL,
+              "%s", out);
+    cr_expect(access("/tmp/td-test,comma.sock", F_OK) != 0, "a socket was created");
+}
+
 Test(listen, any_address_with_insecure_starts_and_warns, .timeout = 60)
 {
     char out[4096];
