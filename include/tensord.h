@@ -101,7 +101,10 @@ typedef struct td_tensor td_tensor;
  * struct) gets the defaults for the newer fields, never whatever bytes follow its struct. */
 typedef struct td_options {
     int connect_timeout_ms; /* default 5000: how long td_connect waits for the server */
-    int call_timeout_ms;    /* default 60000: deadline for one read/fence/info round trip */
+    int call_timeout_ms;    /* default 60000: deadline for one read/fence/info round trip,
+                             * and how long an upload (td_write, td_from_host) waits for the
+                             * server to take more of its bytes; then TD_ETIMEOUT and the
+                             * session is closed */
     int batch_max_ops;      /* default 256: flush the op batch at this many ops */
     const char *client_name; /* shown in server logs; default "libtensord" */
     /* Security (append-only from here). Strings are borrowed for the td_connect call.

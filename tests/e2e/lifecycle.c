@@ -178,6 +178,38 @@ Test(lifecycle, frozen_server_times_out, .init = start_tcp, .fini = stop, .timeo
               (unsigned long long)info.sessions);
 }
 
+/* call_timeout_ms bounds an upload too (include/tensord.h, td_options): a 64 MiB td_write
+ * to a frozen server fills the socket and gRPC's window, then fails with TD_ETIMEOUT about
+ * one timeout later (1.06-1.16 s here), not one timeout per chunk or per wait. */
+Test(lifecycle, frozen_server_upload_times_out, .init = start_tcp, .fini = stop, .timeout = 60)
+{
+    char uri[600];
+    td_test_server_uri(&srv, "cpu", uri, sizeof uri);
+    td_options o = {.call_timeout_ms = 1000};
+    td_context *ctx = connect_ok(uri, &o);
+    const size_t n = (size_t)16 << 20; /* 64 MiB of f32 */
+    float *buf = calloc(n, sizeof *buf);
+    cr_assert(buf != NULL);
+    for (size_t i = 0; i < n; i++) buf[i] = (float)(i % 977); /* never a repeat */
+    td_tensor *x = td_full(ctx, TD_F32, 1, (int64_t[]){(int64_t)n}, 0.0);
+    cr_assert(x != NULL, "%s", td_last_error(ctx));
+    cr_assert_eq(td_fence(ctx), TD_OK, "%s", td_last_error(ctx));
+    kill(srv.pid, SIGSTOP);
+    int wst = 0;
+    cr_assert_eq(waitpid(srv.pid, &wst, WUNTRACED), srv.pid);
+    cr_assert(WIFSTOPPED(wst), "tensord did not stop (status %#x)", wst);
+    double t0 = td_test_now_ms();
+    td_status st = td_write(x, buf, n * sizeof *buf);
+    double dt = td_test_now_ms() - t0;
+    kill(srv.pid, SIGCONT);
+    cr_expect_eq(st, TD_ETIMEOUT, "%s: %s", td_status_name(st), td_last_error(ctx));
+    cr_expect(dt >= 900 && dt < 3500, "the upload gave up after %.0f ms (timeout 1000)", dt);
+    cr_expect(strstr(td_last_error(ctx), "1000 ms") != NULL, "%s", td_last_error(ctx));
+    free(buf); /* td_write has returned: gRPC holds none of it */
+    cr_expect_eq(td_fence(ctx), TD_ECLOSED, "after the timeout");
+    td_close(ctx);
+}
+
 Test(lifecycle, nothing_listening, .timeout = 30)
 {
     int port = td_test_free_port();
