@@ -263,9 +263,7 @@ static td_status check_ports(const char *shown, const char *list, size_t len)
     return TD_OK;
 }
 
-/* Whether device names a and b name one device on any server: equal, or "cpu" and "cpu:0"
- * (td__device_find: "cpu" is cpu:0 whatever the CPU device count). */
-static bool same_device(const char *a, const char *b)
+bool td__uri_same_device(const char *a, const char *b)
 {
     if (strcmp(a, b) == 0) return true;
     return (strcmp(a, "cpu") == 0 && strcmp(b, "cpu:0") == 0) ||
@@ -320,7 +318,7 @@ int td__device_list_split(const char *list, char first[64],
         for (int k = -1; k < i; k++) {
             const char *a = k < 0 ? first : more[k];
             if (k < 0 && td__device_is_placement(a)) continue; /* placed among the others */
-            if (!same_device(a, more[i])) continue;
+            if (!td__uri_same_device(a, more[i])) continue;
             snprintf(err, errlen,
                      "device list '%s': device %s is named twice (entries %d '%s' and %d "
                      "'%s')",
@@ -627,9 +625,7 @@ static int session_device(const td_context *ctx, const char *name)
 {
     for (uint32_t i = 0; i < ctx->tp->n_devices; i++) {
         const char *d = ctx->tp->devices[i];
-        if (strcmp(d, name) == 0 || (strcmp(name, "cpu") == 0 && strcmp(d, "cpu:0") == 0) ||
-            (strcmp(name, "cpu:0") == 0 && strcmp(d, "cpu") == 0))
-            return (int)i;
+        if (td__uri_same_device(d, name)) return (int)i;
     }
     return -1;
 }

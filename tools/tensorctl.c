@@ -243,10 +243,8 @@ static bool server_has(const td_server_info *info, const char *want)
 {
     for (int i = 0; i < info->n_devices; i++) {
         const td_device_info *d = &info->devices[i];
-        if (strcmp(want, "auto") == 0 || strcmp(want, d->name) == 0) return true;
+        if (strcmp(want, "auto") == 0 || td__uri_same_device(want, d->name)) return true;
         if (strcmp(want, "cpu") != 0 && strcmp(want, d->kind) == 0) return true;
-        if (strcmp(d->name, "cpu") == 0 && strcmp(want, "cpu:0") == 0) return true;
-        if (strcmp(d->name, "cpu:0") == 0 && strcmp(want, "cpu") == 0) return true;
     }
     return false;
 }
