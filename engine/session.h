@@ -141,9 +141,11 @@ td_status td__session_lookup(td__session *s, uint64_t id, td__desc *desc, td__bu
  * session (no stream, backend.h): it may outlive the session and be read or freed from any
  * thread. For an upload candidate on a device without host memory (server/candidates.h):
  * a device-to-device copy costs microseconds where a host copy costs a transfer and fresh
- * host pages. The copy is queued on the session's stream after the tensor's writes, and
- * that stream is waited for before it returns, so the new buffer is idle (tensor.h) and
- * later writes to the tensor cannot reach it. *out gets the only reference; it is charged
+ * host pages. The copy is queued on the session's stream after the tensor's writes; where
+ * the backend has fence_record a fence after it goes in the buffer's `fence` (tensor.h: the
+ * last unref finishes it, readers use NULL-stream entries), else the stream is waited for
+ * before it returns. Either way the new buffer is idle (tensor.h) and later writes to the
+ * tensor cannot reach it. *out gets the only reference; it is charged
  * to nothing (the caller charges a quota through its quota fields). Returns TD_OK;
  * TD_ENOTFOUND / TD_EPOISONED as td__session_read; TD_EUNSUPPORTED when the device has host
  * memory (keep a reference instead) or no device-to-device copy; TD_ENOMEM when the device

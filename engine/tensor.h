@@ -36,11 +36,11 @@ typedef struct td__buffer {
     /* Tensor records of the owning session that refer to this buffer (aliases included).
      * Touched only under the session's one-thread rule; 0 once only sends hold it. */
     uint32_t tensor_refs;
-    /* A buffer with no stream whose creator waited for every copy into it and that only
-     * synchronous reads use afterwards (an upload candidate's device copy,
-     * td__session_detach_copy): the last unref frees it with the backend's
-     * buffer_free_idle, which does not wait for the whole device. Set once, by the
-     * creator, before the buffer is shared. */
+    /* A buffer with no stream whose creator waited for every copy into it (or left a
+     * `fence` after them, below) and that only synchronous reads use afterwards (an upload
+     * candidate's device copy, td__session_detach_copy): the last unref frees it with the
+     * backend's buffer_free_idle, which does not wait for the whole device. Set once, by
+     * the creator, before the buffer is shared. */
     bool idle;
     /* With `idle`, where the backend has fence_record: the copy into the buffer is still
      * queued on its creator's session stream and is complete once this fence is

@@ -790,8 +790,8 @@ static td_status gpu_buffer_write(td__device *dev, void *stream, void *dst, size
  * chunk at a time, each chunk's DMA queued while the next is filled (staged_write with the
  * caller's fill), so a received payload is copied once on the host. A device error before
  * anything is queued returns TD_EDEVICE.
- * Below TD_GPU_STAGE_MIN, or with no pair free: filled into host memory, then
- * transfer() (the pageable path). Large writes are not split over threads (the server's
+ * Below TD_GPU_STAGE_MIN with no session stream, or with no pair free: filled into host
+ * memory, then transfer() (staged if a pair has come free, else the pageable path). Writes are not split over threads (the server's
  * payloads are at most one wire chunk). */
 static td_status gpu_buffer_write_fill(td__device *dev, void *stream, void *dst, size_t offset,
                                        size_t nbytes,

@@ -41,12 +41,14 @@ extern "C" {
 /* Most blocks one grid-stride launch uses; larger tensors loop inside the kernel. */
 #define TD_GPU_MAX_BLOCKS (1 << 20)
 
-/* Host <-> device transfers of at least TD_GPU_STAGE_MIN bytes go through pinned staging
- * buffers of TD_GPU_STAGE_BYTES, two per transfer (one filled or drained by the CPU while
- * the DMA engine moves the other), from a fixed set of stage_sets pairs per device
+/* Host <-> device transfers of at least TD_GPU_STAGE_MIN bytes, and writes of any size on a
+ * session stream, go through pinned staging buffers of TD_GPU_STAGE_BYTES, two per pair (one
+ * filled or drained by the CPU while the DMA engine moves the other; a transfer of
+ * TD_GPU_STAGE_SPLIT_MIN or more, or a write of three chunks or more, takes several pairs),
+ * from a fixed set of stage_sets pairs per device
  * (TENSORD_GPU_STAGE_SETS, 1..TD_GPU_STAGE_SETS, default TD_GPU_STAGE_SETS_DEFAULT): at most
  * stage_sets * 2 * TD_GPU_STAGE_BYTES (64 MiB at 8) of pinned host memory a device,
- * made on the first large transfer and freed when the device closes. A transfer that finds
+ * made on the first staged transfer and freed when the device closes. A transfer that finds
  * every pair in use takes the plain pageable copy instead of waiting. gpu_backend.c has the
  * ordering argument. */
 #define TD_GPU_STAGE_BYTES ((size_t)4 << 20)

@@ -27,7 +27,7 @@ T=$OUT/trace.txt
 RUNS=${RUNS:-1}     # trainer runs per size, each with its own seed (P5's fresh batches)
 MODES=${MODES:-"device host"}
 LOCAL=${LOCAL:-1}   # 0: no local:$DEV runs
-seed=7 # the next run's; train runs in a pipeline's subshell, so the callers count
+seed=7 # the last run's (each run adds one first); train runs in a pipeline's subshell, so the callers count
 train() { # device batch hidden seed
     "$X/bin/fashion-mnist" --device "$1" --data "$DATA" --epochs 2 --batch "$2" --hidden "$3" \
         --seed "$4" 2>&1 | grep -E "^epoch 2/2  loss" | sed "s|^|$1 b$2 h$3 seed $4: |"

@@ -306,3 +306,108 @@ Test(candidates_device, a_full_device_drops_candidate_copies_before_failing)
     capacity = in_use + 8;
     cr_assert_eq(td__buffer_create(&fake, &the_stream, 64, &big), TD_ENOMEM);
 }
+
+/* ---- ABI 11: a backend with fence_record/fence_finish (the GPU backend's shape) ---- */
+static int n_fence_record, n_fence_finish, finished_at_free;
+static bool fence_record_fails, fence_finish_fails;
+static char the_fence; /* the one outstanding fence's handle */
+static td_status fake_fence_record(td__device *dev, void *stream, void **out)
+{
+    (void)dev;
+    cr_expect_eq(stream, &the_stream, "the fence follows the copy on the session's stream");
+    if (fence_record_fails) return TD_EDEVICE;
+    n_fence_record++;
+    *out = &the_fence;
+    return TD_OK;
+}
+static td_status fake_fence_finish(td__device *dev, void *fence)
+{
+    (void)dev;
+    cr_expect_eq(fence, &the_fence);
+    n_fence_finish++;
+    return fence_finish_fails ? TD_EDEVICE : TD_OK;
+}
+static void fenced_free_idle(td__device *dev, void *data, size_t nbytes)
+{
+    finished_at_free = n_fence_finish;
+    fake_free_idle(dev, data, nbytes);
+}
+
+/* A session on a copy of the stand-in device whose backend has fences; *fb and *fdev must
+ * outlive it. */
+static td__session *fenced_session(td__backend *fb, td__device *fdev)
+{
+    *fb = fake_backend;
+    fb->fence_record = fake_fence_record;
+    fb->fence_finish = fake_fence_finish;
+    fb->buffer_free_idle = fenced_free_idle;
+    *fdev = (td__device){.backend = fb, .name = "fake:1"};
+    n_fence_record = n_fence_finish = 0;
+    finished_at_free = -1;
+    fence_record_fails = fence_finish_fails = false;
+    td__session_limits lim = {.max_bytes = 1 << 24, .max_tensors = 100};
+    td__session *fs = NULL;
+    cr_assert_eq(td__session_create(fdev, &lim, &fs), TD_OK);
+    td__op op = {.opcode = TD_OP_FULL, .dtype = TD_U8, .output = 1, .n_iattrs = 1,
+                 .iattrs = {4096}, .fattrs = {5, 0}};
+    cr_assert_eq(td__session_exec(fs, &op, 1, on_fail, NULL), 0);
+    return fs;
+}
+
+Test(candidates_device, a_fenced_copy_is_not_waited_for_and_its_last_unref_finishes_the_fence)
+{
+    td__backend fb;
+    td__device fdev;
+    td__session *fs = fenced_session(&fb, &fdev);
+    char err[256];
+    td__buffer *copy = NULL;
+    cr_assert_eq(td__session_detach_copy(fs, 1, &copy, err, sizeof err), TD_OK, "%s", err);
+    cr_assert_eq(n_sync, 0, "a fence instead of a wait for the session's stream");
+    cr_assert_eq(n_fence_record, 1);
+    cr_assert_eq(copy->fence, (void *)&the_fence);
+    cr_assert(copy->idle);
+    uint8_t fp[TD_FINGERPRINT_LEN] = {7};
+    td__quota q;
+    td__quota_init(&q, "t1");
+    cr_assert(td__candidates_put("t1", &q, fp, copy, NULL, 0, 4096));
+    td__buffer_unref(copy);
+    cr_assert_eq(n_fence_finish, 0, "the record still holds it");
+    td__candidates_clear(); /* eviction: the last unref */
+    cr_assert_eq(n_fence_finish, 1, "finished exactly once");
+    cr_assert_eq(finished_at_free, 1, "before the memory went back without a device wait");
+    cr_assert_eq(n_free_wait, 0);
+    td__session_destroy(fs);
+}
+
+Test(candidates_device, a_fence_that_cannot_be_recorded_falls_back_to_the_stream_wait)
+{
+    td__backend fb;
+    td__device fdev;
+    td__session *fs = fenced_session(&fb, &fdev);
+    fence_record_fails = true;
+    char err[256];
+    td__buffer *copy = NULL;
+    cr_assert_eq(td__session_detach_copy(fs, 1, &copy, err, sizeof err), TD_OK, "%s", err);
+    cr_assert_eq(n_sync, 1, "no fence: the stream is waited for");
+    cr_assert_null(copy->fence);
+    td__buffer_unref(copy);
+    cr_assert_eq(n_fence_finish, 0, "nothing to finish");
+    cr_assert_eq(n_free_idle, 1);
+    td__session_destroy(fs);
+}
+
+Test(candidates_device, a_failed_fence_frees_with_a_device_wait)
+{
+    td__backend fb;
+    td__device fdev;
+    td__session *fs = fenced_session(&fb, &fdev);
+    fence_finish_fails = true;
+    char err[256];
+    td__buffer *copy = NULL;
+    cr_assert_eq(td__session_detach_copy(fs, 1, &copy, err, sizeof err), TD_OK, "%s", err);
+    td__buffer_unref(copy);
+    cr_assert_eq(n_fence_finish, 1);
+    cr_assert_eq(n_free_idle, 0, "the device decides when the memory is free");
+    cr_assert_eq(n_free_wait, 1);
+    td__session_destroy(fs);
+}
