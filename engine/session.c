@@ -1103,6 +1103,7 @@ td_status td__session_detach_copy(td__session *s, uint64_t id, td__buffer **out,
     const bool fenced = st == TD_OK && src->stream != NULL && be->fence_record != NULL &&
                         be->fence_finish != NULL &&
                         be->fence_record(dev, src->stream, &nb->fence) == TD_OK;
+    if (!fenced) nb->fence = NULL; /* a failed record leaves nothing to finish */
     if (!fenced && st == TD_OK && src->stream != NULL && be->stream_sync != NULL)
         st = be->stream_sync(dev, src->stream);
     if (st != TD_OK) {

@@ -625,7 +625,8 @@ static bool staged_copy(td__gpu_device *cd, gpuStream_t s, char *dst, const char
     stage_part_run(&part[0]);
     for (int i = 1; i < n; i++) {
         if (started[i]) pthread_join(th[i], NULL);
-        else stage_part_run(&part[i]); /* no thread: this one does it */
+        else if (part[i - 1].e == gpuSuccess) stage_part_run(&part[i]); /* no thread: here */
+        else part[i].e = part[i - 1].e; /* after a failed part, queue no more */
     }
     gpuSetDevice(cd->ordinal);
     *e = gpuSuccess;
