@@ -52,9 +52,10 @@
  * previous user's DMA out of it, whichever stream that was on, and a writer's CPU waits on
  * the events before refilling a buffer. Pairs are taken in turn, and a write of several
  * chunks takes a pair per two, so back-to-back writes (a batch's wire chunks) queue up to
- * 2 * stage_sets chunks behind the session's kernels before the CPU waits. A read queues chunk i + 1 into one buffer and
- * copies chunk i out of the other once its event has completed; it returns when the last
- * chunk is in the caller's memory. A transfer of TD_GPU_STAGE_SPLIT_MIN bytes or more takes
+ * 2 * stage_sets chunks behind the session's kernels before the CPU waits. A read queues
+ * chunk i + 1 into one buffer and copies chunk i out of the other once its event has
+ * completed; it returns when the last chunk is in the caller's memory. A transfer of
+ * TD_GPU_STAGE_SPLIT_MIN bytes or more takes
  * up to stage_sets pairs and splits into contiguous parts copied by as many threads
  * (made for the call and joined before it returns), because one core's memcpy is the bound
  * (staged_copy below); all parts queue on the transfer's one stream.
@@ -598,9 +599,8 @@ static bool staged_copy(td__gpu_device *cd, gpuStream_t s, char *dst, const char
      * turn on this thread, so its later chunks do not wait for its first ones' DMAs */
     const bool split = nbytes >= TD_GPU_STAGE_SPLIT_MIN;
     const size_t pairs_for = (nbytes + 2 * TD_GPU_STAGE_BYTES - 1) / (2 * TD_GPU_STAGE_BYTES);
-    int want = split ? cd->stage_sets
-               : write ? (int)(pairs_for < (size_t)cd->stage_sets ? pairs_for : (size_t)cd->stage_sets)
-                       : 1;
+    const size_t sets = (size_t)cd->stage_sets;
+    int want = split ? cd->stage_sets : write ? (int)(pairs_for < sets ? pairs_for : sets) : 1;
     int got = 0;
     while (got < want && (part[got].g = stage_acquire(cd, s, !write)) != NULL) got++;
     if (got == 0) return false;
@@ -792,8 +792,8 @@ static td_status gpu_buffer_write(td__device *dev, void *stream, void *dst, size
  * caller's fill), so a received payload is copied once on the host. A device error before
  * anything is queued returns TD_EDEVICE.
  * Below TD_GPU_STAGE_MIN with no session stream, or with no pair free: filled into host
- * memory, then transfer() (staged if a pair has come free, else the pageable path). Writes are not split over threads (the server's
- * payloads are at most one wire chunk). */
+ * memory, then transfer() (staged if a pair has come free, else the pageable path).
+ * Writes are not split over threads (the server's payloads are at most one wire chunk). */
 static td_status gpu_buffer_write_fill(td__device *dev, void *stream, void *dst, size_t offset,
                                        size_t nbytes,
                                        td_status (*fill)(void *arg, size_t off, void *to,
