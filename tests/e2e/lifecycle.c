@@ -191,9 +191,10 @@ Test(lifecycle, frozen_server_upload_times_out, .init = start_tcp, .fini = stop,
     float *buf = calloc(n, sizeof *buf);
     cr_assert(buf != NULL);
     for (size_t i = 0; i < n; i++) buf[i] = (float)(i % 977); /* never a repeat */
+    /* No fence before the freeze: filling 64 MiB takes a sanitized tensord longer than the
+     * 1 s timeout (CI's TSan pass), and the fill is queued before the upload either way. */
     td_tensor *x = td_full(ctx, TD_F32, 1, (int64_t[]){(int64_t)n}, 0.0);
     cr_assert(x != NULL, "%s", td_last_error(ctx));
-    cr_assert_eq(td_fence(ctx), TD_OK, "%s", td_last_error(ctx));
     kill(srv.pid, SIGSTOP);
     int wst = 0;
     cr_assert_eq(waitpid(srv.pid, &wst, WUNTRACED), srv.pid);
