@@ -14,7 +14,9 @@ struct td__flusher {
     pthread_cond_t cv;
     pthread_t thread;
     void (*flush)(void *arg);
+    bool (*drive)(void *arg);
     void *arg;
+    bool drive_pending; /* td__flusher_kick: call drive */
     int64_t flush_ns;
     int64_t pending_since; /* monotonic ns; 0: nothing pending */
     bool stop;
@@ -33,6 +35,16 @@ static void *flusher_main(void *arg)
     td__flusher *f = arg;
     pthread_mutex_lock(&f->mu);
     while (!f->stop) {
+        if (f->drive_pending) {
+            /* Without the lock: the user thread records ops meanwhile; the transport
+             * serialises drive against its own calls. */
+            f->drive_pending = false;
+            pthread_mutex_unlock(&f->mu);
+            bool more = f->drive(f->arg);
+            pthread_mutex_lock(&f->mu);
+            if (more) f->drive_pending = true;
+            if (f->pending_since == 0 || now_ns() < f->pending_since + f->flush_ns) continue;
+        }
         if (f->pending_since == 0) {
             pthread_cond_wait(&f->cv, &f->mu);
             continue;
@@ -52,12 +64,13 @@ static void *flusher_main(void *arg)
     return NULL;
 }
 
-td_status td__flusher_start(int flush_us, void (*flush)(void *arg), void *arg,
-                            td__flusher **out)
+td_status td__flusher_start(int flush_us, void (*flush)(void *arg), bool (*drive)(void *arg),
+                            void *arg, td__flusher **out)
 {
     td__flusher *f = td__calloc(1, sizeof *f);
     if (f == NULL) return TD_ENOMEM;
     f->flush = flush;
+    f->drive = drive;
     f->arg = arg;
     f->flush_ns = (int64_t)flush_us * 1000;
     pthread_condattr_t ca;
@@ -109,6 +122,21 @@ void td__flusher_pending(td__flusher *f)
 void td__flusher_idle(td__flusher *f)
 {
     if (f != NULL) f->pending_since = 0;
+}
+
+void td__flusher_kick_locked(td__flusher *f)
+{
+    if (f == NULL || f->drive == NULL || f->drive_pending) return;
+    f->drive_pending = true;
+    pthread_cond_signal(&f->cv);
+}
+
+void td__flusher_kick(td__flusher *f)
+{
+    if (f == NULL) return;
+    pthread_mutex_lock(&f->mu);
+    td__flusher_kick_locked(f);
+    pthread_mutex_unlock(&f->mu);
 }
 
 uint64_t td__flusher_flushes(const td__flusher *f) { return f != NULL ? f->flushes : 0; }

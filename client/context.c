@@ -110,6 +110,7 @@ static td_tensor *thread_fail(const char *fmt, ...)
 }
 
 static void flush_due(void *arg);
+static bool drive_due(void *arg);
 
 void td__set_connect_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void td__set_connect_error(const char *fmt, ...)
@@ -539,13 +540,16 @@ td_status td_connect_sized(const char *uri, const td_options *opts, size_t opts_
         return s;
     }
     if (!local && o.batch_flush_us > 0 &&
-        td__flusher_start(o.batch_flush_us, flush_due, ctx, &ctx->flusher) != TD_OK) {
+        td__flusher_start(o.batch_flush_us, flush_due,
+                          ctx->tp->vt->drive != NULL ? drive_due : NULL, ctx,
+                          &ctx->flusher) != TD_OK) {
         td__set_connect_error("td_connect: cannot start the batch flusher thread");
         ctx->tp->vt->close(ctx->tp);
         td__idmap_fini(&ctx->handles);
         td__free(ctx);
         return TD_ENOMEM;
     }
+    ctx->tp->driven = ctx->flusher != NULL && ctx->tp->vt->drive != NULL;
     *out = ctx;
     return TD_OK;
 }
@@ -733,6 +737,7 @@ static td_status flush_locked(td_context *ctx, bool report)
         ctx->n_releases = 0;
     }
     td__flusher_idle(ctx->flusher);
+    if (ctx->tp->sends_queued) td__flusher_kick_locked(ctx->flusher);
     if (s != TD_OK && ctx->dead == TD_OK) ctx->dead = s;
     if (s != TD_OK && report) set_err_status(ctx, s, "%s", ctx->tp->err);
     return s;
@@ -759,6 +764,13 @@ static td_status flush_for_sync(td_context *ctx)
 
 /* The flusher thread: a batch waited batch_flush_us. */
 static void flush_due(void *arg) { flush_locked(arg, false); }
+
+/* The flusher thread, without its lock: the transport's queued sends (vt->drive). */
+static bool drive_due(void *arg)
+{
+    td_context *ctx = arg;
+    return ctx->tp->vt->drive(ctx->tp);
+}
 
 /* Upper bound of an op's protobuf encoding (tags, varints of at most 10 bytes, framing):
  * what the byte threshold counts. */
@@ -918,6 +930,7 @@ td_status td_write(td_tensor *t, const void *data, size_t nbytes)
     td_status s = flush(ctx);
     if (s != TD_OK) return s;
     s = td__offer_write(ctx->tp, t->id, data, nbytes);
+    if (ctx->tp->sends_queued) td__flusher_kick(ctx->flusher);
     if (s != TD_OK) set_err_status(ctx, s, "td_write: %s", ctx->tp->err);
     return s;
 }

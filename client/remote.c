@@ -10,10 +10,24 @@
  * RECV_STATUS_ON_CLIENT is armed at the start too, so a server that ends the call (unknown
  * device, shutdown, crash) is noticed with its status details.
  *
- * Ops are fire-and-forget: submit starts the send and returns; the next send first waits for
- * it to be taken. Writes are zero-copy: each chunk's payload is a slice over the caller's
- * memory, so write does not return until gRPC has dropped every such slice (counted by the
- * slices' release callback, which may run on a gRPC thread, hence the atomic).
+ * Ops are fire-and-forget: submit hands the message to the call, or queues it behind the
+ * messages still waiting for the call's one SEND_MESSAGE, and returns; pump() starts the
+ * next queued message whenever a send completes.
+ *
+ * Background sends: a write of at most async_write_max bytes (REMOTE_ASYNC_WRITE_MAX, env
+ * TENSORD_WRITE_COPY_MAX) is copied into buffers of this transport (TD_CHUNK_BYTES each,
+ * reused, at most REMOTE_POOL_BUFS) and queued, and write returns at once: the caller's
+ * next batch can be prepared while this one crosses the wire. Someone must pump for gRPC
+ * to go on sending (its I/O runs in the threads that poll the completion queue), so the
+ * context's flusher thread calls vt->drive (remote_drive) while the queue is not empty;
+ * every function of the table takes the transport lock `mu`, and drive gives it up as soon
+ * as the user thread asks for it (`want`). Without a flusher (batch_flush_us < 0) writes
+ * stay synchronous. Larger writes are zero-copy: each chunk's payload is a slice over the
+ * caller's memory, so write does not return until gRPC has dropped every such slice. Both
+ * kinds of slices are counted by their release callback, which may run on a gRPC thread,
+ * hence the atomic; a copy's buffer goes back to the pool there, under pool_mu.
+ * Why: P5 on an H100 over loopback TCP (BENCHMARKS.md, 2026-12-06 21:00) spent 2.8 ms of
+ * a 6.7 ms step with the client waiting for its own 12.8 MB batch to be sent.
  *
  * Any transport-level failure (stream ended, send failed, no reply within call_timeout_ms,
  * a server that breaks the protocol) finishes the call and leaves the transport closed:
@@ -35,6 +49,7 @@
 #include "proto/wire_graph.h"
 
 #include <grpc/slice.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -62,11 +77,40 @@
  * so a 1 GiB upload does not hold the device worker in one go), up to REMOTE_SHM_SLOTS
  * pieces in flight. */
 #define REMOTE_SHM_DIRECT_PIECE ((size_t)16 << 20)
+/* Background sends (see the top of the file): writes up to this size are copied and queued
+ * (a Fashion-MNIST batch of 4096 images is 12.8 MB); the copies use at most
+ * REMOTE_POOL_BUFS chunk buffers (32 MiB) at a time, and the queue holds at most
+ * REMOTE_OUTQ_BYTES before a send waits for room. */
+#define REMOTE_ASYNC_WRITE_MAX ((size_t)16 << 20)
+#define REMOTE_POOL_BUFS 32
+#define REMOTE_OUTQ_BYTES ((size_t)64 << 20)
+/* How long one drive call pumps, and one pump inside it waits (microseconds). */
+#define REMOTE_DRIVE_US 2000
+#define REMOTE_DRIVE_PUMP_US 250
+
+/* A message waiting for the call's SEND_MESSAGE (already numbered and encoded). */
+typedef struct outq_msg {
+    struct outq_msg *next;
+    grpc_byte_buffer *bb;
+    uint32_t flags;
+    size_t bytes;
+} outq_msg;
+
+/* A chunk buffer of the copy pool: the owner and the bytes. */
+typedef struct pool_buf {
+    struct remote *owner;
+    struct pool_buf *next_free;
+    _Alignas(64) uint8_t data[];
+} pool_buf;
 
 enum remote_req { REQ_NONE = 0, REQ_OPEN, REQ_READ, REQ_FENCE, REQ_GRAPH, REQ_BLOBS };
 
 typedef struct remote {
     td__transport base; /* first: the context sees only this */
+    /* The transport lock (every table function and drive) and how many threads wait for
+     * it besides the one holding it; drive yields when want > 0. */
+    pthread_mutex_t mu;
+    atomic_int want;
     bool blob_min_default; /* td_options.blob_min_bytes was 0: the offer's default applies */
     char target[512];
     td__client_sec sec; /* TLS and bearer token */
@@ -146,6 +190,14 @@ typedef struct remote {
     bool send_buffered; /* the next send may wait in gRPC's write buffer (a non-final chunk) */
     atomic_size_t slices_released;
     size_t slices_given;
+
+    /* Background sends (top of the file). */
+    outq_msg *outq_head, *outq_tail;
+    size_t outq_bytes;
+    size_t async_write_max; /* 0: every write waits until it is sent */
+    pthread_mutex_t pool_mu; /* the free list: release callbacks run on gRPC threads */
+    pool_buf *pool_free;
+    int pool_total; /* buffers allocated (free or lent to gRPC) */
 } remote;
 
 static void remote_errf(remote *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -185,6 +237,53 @@ static void on_slice_released(void *arg)
 {
     remote *r = arg;
     atomic_fetch_add_explicit(&r->slices_released, 1, memory_order_release);
+}
+
+/* A copy's buffer came back from gRPC (any thread): onto the free list. The count goes
+ * last: once teardown sees every slice released, no callback touches r any more. */
+static void on_pool_buf_released(void *arg)
+{
+    pool_buf *b = arg;
+    remote *r = b->owner;
+    pthread_mutex_lock(&r->pool_mu);
+    b->next_free = r->pool_free;
+    r->pool_free = b;
+    pthread_mutex_unlock(&r->pool_mu);
+    atomic_fetch_add_explicit(&r->slices_released, 1, memory_order_release);
+}
+
+/* A free chunk buffer, a new one while fewer than REMOTE_POOL_BUFS exist, else NULL
+ * (*nomem says whether allocation failed). */
+static pool_buf *pool_take(remote *r, bool *nomem)
+{
+    *nomem = false;
+    pthread_mutex_lock(&r->pool_mu);
+    pool_buf *b = r->pool_free;
+    if (b != NULL) {
+        r->pool_free = b->next_free;
+    } else if (r->pool_total < REMOTE_POOL_BUFS) {
+        r->pool_total++;
+        pthread_mutex_unlock(&r->pool_mu);
+        b = td__malloc(sizeof *b + TD_CHUNK_BYTES);
+        if (b != NULL) {
+            b->owner = r;
+            return b;
+        }
+        *nomem = true;
+        pthread_mutex_lock(&r->pool_mu);
+        r->pool_total--;
+    }
+    pthread_mutex_unlock(&r->pool_mu);
+    return b;
+}
+
+static bool pool_has_free(const remote *r)
+{
+    remote *m = (remote *)(uintptr_t)r; /* the lock only */
+    pthread_mutex_lock(&m->pool_mu);
+    bool yes = m->pool_free != NULL || m->pool_total < REMOTE_POOL_BUFS;
+    pthread_mutex_unlock(&m->pool_mu);
+    return yes;
 }
 
 static void protocol_violation(remote *r, const char *fmt, ...)
@@ -406,11 +505,24 @@ static void on_recv(remote *r)
     grpc_byte_buffer_destroy(bb);
 }
 
-/* Handle one completion (dispatching a received message); false when the deadline passed
- * first. */
+/* Hand the first queued message to the call (its SEND_MESSAGE is free). A refusal sets
+ * c.send_failed, which every wait reports as the session's end. */
+static void outq_start(remote *r)
+{
+    outq_msg *m = r->outq_head;
+    r->outq_head = m->next;
+    if (r->outq_head == NULL) r->outq_tail = NULL;
+    r->outq_bytes -= m->bytes;
+    td__cli_call_send(&r->c, m->bb, r->sec.md, r->sec.n_md, m->flags);
+    td__free(m);
+}
+
+/* Handle one completion (dispatching a received message, starting the next queued send);
+ * false when the deadline passed first. */
 static bool pump(remote *r, gpr_timespec deadline)
 {
     bool got = td__cli_call_pump(&r->c, deadline);
+    if (!r->c.send_pending && !r->c.send_failed && r->outq_head != NULL) outq_start(r);
     if (r->c.recv_ready) on_recv(r);
     return got;
 }
@@ -532,7 +644,9 @@ static td_status wait_until(remote *r, remote_cond done, int poll_ms)
     }
 }
 
-static bool send_idle(const remote *r) { return !r->c.send_pending; }
+/* Every message handed to gRPC (none queued, none being sent). */
+static bool send_idle(const remote *r) { return !r->c.send_pending && r->outq_head == NULL; }
+static bool outq_room(const remote *r) { return r->outq_bytes < REMOTE_OUTQ_BYTES; }
 static bool req_done(const remote *r) { return r->req.done; }
 static bool slices_released(const remote *r)
 {
@@ -566,12 +680,41 @@ static td_status check_open(remote *r)
  * first message of the call carries the bearer token in its initial metadata. */
 static td_status ring_flush_held(remote *r);
 
+/* Hand bb (owned from here) to the call, or queue it behind the messages waiting for the
+ * call's SEND_MESSAGE. The first message of the call carries the initial metadata (the
+ * bearer token). */
+static td_status send_bb(remote *r, grpc_byte_buffer *bb, uint32_t flags)
+{
+    if (r->c.send_pending || r->outq_head != NULL) {
+        outq_msg *m = td__malloc(sizeof *m);
+        if (m != NULL) {
+            *m = (outq_msg){.bb = bb, .flags = flags, .bytes = grpc_byte_buffer_length(bb)};
+            if (r->outq_tail != NULL) r->outq_tail->next = m;
+            else r->outq_head = m;
+            r->outq_tail = m;
+            r->outq_bytes += m->bytes;
+            return TD_OK;
+        }
+        /* No memory for the queue entry: wait until the call can take it directly. */
+        td_status st = wait_until(r, send_idle, 0);
+        if (st != TD_OK) {
+            grpc_byte_buffer_destroy(bb);
+            return st;
+        }
+    }
+    if (!td__cli_call_send(&r->c, bb, r->sec.md, r->sec.n_md, flags)) return session_lost(r);
+    return TD_OK;
+}
+
+/* Number `msg` (and payload) with the next seq and send or queue it (send_bb), after the
+ * queue has room. With a payload, its release callback has run or will run whatever this
+ * returns. */
 static td_status send_msg(remote *r, Tensord__V1__ClientMessage *msg,
                           const td__wire_payload *payload)
 {
     td_status st = r->ring_held_n > 0 ? ring_flush_held(r) : TD_OK;
-    if (st == TD_OK && !send_idle(r)) st = wait_until(r, send_idle, 0);
     if (st == TD_OK && stream_broken(r)) st = session_lost(r);
+    if (st == TD_OK && !outq_room(r)) st = wait_until(r, outq_room, 0);
     if (st != TD_OK) {
         if (payload != NULL && payload->release != NULL) payload->release(payload->release_arg);
         return st;
@@ -586,11 +729,9 @@ static td_status send_msg(remote *r, Tensord__V1__ClientMessage *msg,
     /* A non-final write chunk: gRPC may report the send done while it is still queued
      * (up to the channel's write buffer), so the next chunk is handed over without a gap.
      * The final chunk and every other message are sent without the hint, which flushes. */
-    if (!td__cli_call_send(&r->c, bb, r->sec.md, r->sec.n_md,
-                           r->send_buffered ? GRPC_WRITE_BUFFER_HINT : 0))
-        return session_lost(r);
-    r->next_seq++;
-    return TD_OK;
+    st = send_bb(r, bb, r->send_buffered ? GRPC_WRITE_BUFFER_HINT : 0);
+    if (st == TD_OK) r->next_seq++;
+    return st;
 }
 
 /* Send `msg` and wait for its answer, which dispatch() records in r->req (the caller sets
@@ -644,13 +785,12 @@ static td_status ring_flush_held(remote *r)
     for (int i = 0; i < n && st == TD_OK; i++) {
         uint32_t len = get_u32(r->ring_held + pos);
         pos += 4;
-        if (!send_idle(r)) st = wait_until(r, send_idle, 0);
-        if (st == TD_OK && stream_broken(r)) st = session_lost(r);
+        if (stream_broken(r)) st = session_lost(r);
         if (st != TD_OK) break;
         grpc_slice sl = grpc_slice_from_copied_buffer((const char *)r->ring_held + pos, len);
         grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&sl, 1);
         grpc_slice_unref(sl);
-        if (!td__cli_call_send(&r->c, bb, r->sec.md, r->sec.n_md, 0)) st = session_lost(r);
+        st = send_bb(r, bb, 0);
         pos += len;
     }
     r->ring_held_len = 0;
@@ -1117,6 +1257,7 @@ static td_status remote_write(td__transport *t, uint64_t id, uint64_t offset, co
         return shm_write(r, id, offset, src, nbytes);
     }
     const uint8_t *p = src;
+    bool copy = r->base.driven && nbytes <= r->async_write_max;
     for (size_t done = 0; done < nbytes && st == TD_OK;) {
         size_t len = nbytes - done < TD_CHUNK_BYTES ? nbytes - done : TD_CHUNK_BYTES;
         Tensord__V1__WriteChunk wc = TENSORD__V1__WRITE_CHUNK__INIT;
@@ -1127,6 +1268,22 @@ static td_status remote_write(td__transport *t, uint64_t id, uint64_t offset, co
         cm.write = &wc;
         td__wire_payload pl = {
             .data = p + done, .nbytes = len, .release = on_slice_released, .release_arg = r};
+        if (copy) {
+            bool nomem = false;
+            pool_buf *b = pool_take(r, &nomem);
+            while (b == NULL && !nomem && st == TD_OK) {
+                st = wait_until(r, pool_has_free, 1);
+                if (st == TD_OK) b = pool_take(r, &nomem);
+            }
+            if (st != TD_OK) break;
+            if (b == NULL) { /* no memory for a copy: this write waits until it is sent */
+                copy = false;
+            } else {
+                memcpy(b->data, p + done, len);
+                pl = (td__wire_payload){.data = b->data, .nbytes = len,
+                                        .release = on_pool_buf_released, .release_arg = b};
+            }
+        }
         r->slices_given++;
         r->send_buffered = done + len < nbytes;
         st = send_msg(r, &cm, &pl);
@@ -1134,8 +1291,10 @@ static td_status remote_write(td__transport *t, uint64_t id, uint64_t offset, co
         if (st == TD_OK) r->base.stats.bytes_sent += len;
         done += len;
     }
-    /* `src` is borrowed for this call only: wait until gRPC holds none of it, even when the
-     * session just broke (cancelling the call makes gRPC drop the slices). */
+    /* A copied write is done once queued (the flusher drives it). Otherwise `src` is
+     * borrowed for this call only: wait until gRPC holds none of it, even when the session
+     * just broke (cancelling the call makes gRPC drop the slices). */
+    if (copy) return st;
     if (st == TD_OK) st = wait_until(r, send_idle, 0);
     if (st == TD_OK) st = wait_until(r, slices_released, 1);
     if (!slices_released(r)) {
@@ -1228,6 +1387,13 @@ static void remote_teardown(remote *r)
     r->ring.base = NULL;
     td__free(r->ring_held);
     td__free(r->ring_rep);
+    while (r->outq_head != NULL) { /* never sent: the session is gone */
+        outq_msg *m = r->outq_head;
+        r->outq_head = m->next;
+        grpc_byte_buffer_destroy(m->bb);
+        td__free(m);
+    }
+    r->outq_tail = NULL;
     /* A payload slice gRPC still holds would call back into r: wait for it, and if gRPC
      * never lets go (it always does once the call is gone), leak r rather than free it. */
     bool released = slices_released(r);
@@ -1235,7 +1401,16 @@ static void remote_teardown(remote *r)
         gpr_sleep_until(td__cli_after_ms(1));
         released = slices_released(r);
     }
-    if (released) td__free(r);
+    if (released) {
+        while (r->pool_free != NULL) {
+            pool_buf *b = r->pool_free;
+            r->pool_free = b->next_free;
+            td__free(b);
+        }
+        pthread_mutex_destroy(&r->pool_mu);
+        pthread_mutex_destroy(&r->mu);
+        td__free(r);
+    }
     grpc_shutdown();
 }
 
@@ -1248,9 +1423,9 @@ static void remote_close(td__transport *t)
         int wait_ms = r->call_timeout_ms < REMOTE_CLOSE_TIMEOUT_MS ? r->call_timeout_ms
                                                                     : REMOTE_CLOSE_TIMEOUT_MS;
         gpr_timespec deadline = td__cli_after_ms(wait_ms);
-        while (c->send_pending && pump(r, deadline)) {
+        while (!send_idle(r) && !c->send_failed && pump(r, deadline)) {
         }
-        if (!c->send_pending && !c->send_failed) td__cli_call_half_close(c);
+        if (send_idle(r) && !c->send_failed) td__cli_call_half_close(c);
         /* Drain replies until the server ends the call; what they say no longer matters. */
         r->ending = true;
         while (td__cli_call_busy(c) && pump(r, deadline)) {
@@ -1364,24 +1539,116 @@ static td_status remote_to_device(td__transport *t, uint64_t id, uint64_t out, u
     return send_msg(r, &cm, NULL);
 }
 
+/* ---- the transport lock and background sends ---- */
+
+static void tp_lock(remote *r)
+{
+    atomic_fetch_add_explicit(&r->want, 1, memory_order_relaxed);
+    pthread_mutex_lock(&r->mu);
+    atomic_fetch_sub_explicit(&r->want, 1, memory_order_relaxed);
+}
+
+/* Unlock after a table function (the user thread): tell the context whether the flusher
+ * should drive queued sends. */
+static void tp_unlock(remote *r)
+{
+    r->base.sends_queued = !r->broken && !send_idle(r);
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* vt->drive (the flusher thread): pump while messages are queued, for at most
+ * REMOTE_DRIVE_US, each wait at most REMOTE_DRIVE_PUMP_US so that a user thread asking for
+ * the lock gets it soon; failures are left for the user thread's next call to find. */
+static bool remote_drive(td__transport *t)
+{
+    remote *r = (remote *)t;
+    pthread_mutex_lock(&r->mu);
+    gpr_timespec end = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+                                    gpr_time_from_micros(REMOTE_DRIVE_US, GPR_TIMESPAN));
+    bool more;
+    for (;;) {
+        more = !r->broken && r->violation == TD_OK && !stream_broken(r) && !send_idle(r);
+        if (!more || atomic_load_explicit(&r->want, memory_order_relaxed) > 0) break;
+        gpr_timespec now = gpr_now(GPR_CLOCK_MONOTONIC);
+        if (gpr_time_cmp(now, end) >= 0) break;
+        gpr_timespec step =
+            gpr_time_add(now, gpr_time_from_micros(REMOTE_DRIVE_PUMP_US, GPR_TIMESPAN));
+        pump(r, gpr_time_cmp(step, end) < 0 ? step : end);
+    }
+    pthread_mutex_unlock(&r->mu);
+    return more;
+}
+
+/* The table: each function under the transport lock. */
+#define LOCKED(ret, name, params, args)                                                   \
+    static ret name##_locked params                                                       \
+    {                                                                                     \
+        remote *r = (remote *)t;                                                          \
+        tp_lock(r);                                                                       \
+        ret v = name args;                                                                \
+        tp_unlock(r);                                                                     \
+        return v;                                                                         \
+    }
+LOCKED(td_status, remote_submit, (td__transport *t, const td__op *ops, size_t n), (t, ops, n))
+LOCKED(td_status, remote_write,
+       (td__transport *t, uint64_t id, uint64_t offset, const void *src, size_t nbytes),
+       (t, id, offset, src, nbytes))
+LOCKED(td_status, remote_read,
+       (td__transport *t, uint64_t id, uint64_t offset, void *dst, size_t nbytes),
+       (t, id, offset, dst, nbytes))
+LOCKED(td_status, remote_release, (td__transport *t, const uint64_t *ids, size_t n),
+       (t, ids, n))
+LOCKED(td_status, remote_fence, (td__transport *t), (t))
+LOCKED(td_status, remote_graph_prepare,
+       (td__transport *t, const td__graph *g, uint64_t *defines_sent), (t, g, defines_sent))
+LOCKED(td_status, remote_graph_run,
+       (td__transport *t, const td__graph *g, const uint64_t *in_ids, size_t n_in,
+        const uint64_t *out_ids, size_t n_out),
+       (t, g, in_ids, n_in, out_ids, n_out))
+LOCKED(td_status, remote_blob_has, (td__transport *t, const uint8_t *hash, bool *present),
+       (t, hash, present))
+LOCKED(td_status, remote_blob_write, (td__transport *t, uint64_t id, const uint8_t *hash),
+       (t, id, hash))
+LOCKED(td_status, remote_blob_store, (td__transport *t, uint64_t id, const uint8_t *hash),
+       (t, id, hash))
+LOCKED(td_status, remote_blob_has_fingerprint,
+       (td__transport *t, const uint8_t *fp, bool *present, const td__wait_work *work),
+       (t, fp, present, work))
+LOCKED(td_status, remote_blob_candidate, (td__transport *t, uint64_t id, const uint8_t *fp),
+       (t, id, fp))
+LOCKED(td_status, remote_to_device, (td__transport *t, uint64_t id, uint64_t out, uint32_t dev),
+       (t, id, out, dev))
+#undef LOCKED
+
+static void remote_graph_release_locked(td__transport *t, const td__graph *g)
+{
+    remote *r = (remote *)t;
+    tp_lock(r);
+    remote_graph_release(t, g);
+    tp_unlock(r);
+}
+
+/* close runs after the flusher thread has stopped (td_close), host_alloc and host_free
+ * touch only the region's heap: no lock. */
 static const td__transport_vt remote_vt = {
-    .submit = remote_submit,
-    .write = remote_write,
-    .read = remote_read,
-    .release = remote_release,
-    .fence = remote_fence,
+    .submit = remote_submit_locked,
+    .write = remote_write_locked,
+    .read = remote_read_locked,
+    .release = remote_release_locked,
+    .fence = remote_fence_locked,
     .close = remote_close,
-    .graph_prepare = remote_graph_prepare,
-    .graph_run = remote_graph_run,
-    .graph_release = remote_graph_release,
-    .blob_has = remote_blob_has,
-    .blob_write = remote_blob_write,
-    .blob_store = remote_blob_store,
-    .blob_has_fingerprint = remote_blob_has_fingerprint,
-    .blob_candidate = remote_blob_candidate,
-    .to_device = remote_to_device,
+    .graph_prepare = remote_graph_prepare_locked,
+    .graph_run = remote_graph_run_locked,
+    .graph_release = remote_graph_release_locked,
+    .blob_has = remote_blob_has_locked,
+    .blob_write = remote_blob_write_locked,
+    .blob_store = remote_blob_store_locked,
+    .blob_has_fingerprint = remote_blob_has_fingerprint_locked,
+    .blob_candidate = remote_blob_candidate_locked,
+    .to_device = remote_to_device_locked,
     .host_alloc = remote_host_alloc,
     .host_free = remote_host_free,
+    .drive = remote_drive,
 };
 
 /* Take the region SessionOpened offered. Any failure leaves the session on the stream,
@@ -1500,6 +1767,27 @@ td_status td__remote_open_member(const char *target, const char *device,
     r->blob_min_default = opts == NULL || opts->blob_min_bytes == 0;
     r->next_seq = 1;
     atomic_init(&r->slices_released, 0);
+    atomic_init(&r->want, 0);
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_mutex_init(&r->pool_mu, NULL);
+    r->async_write_max = REMOTE_ASYNC_WRITE_MAX;
+    /* TENSORD_WRITE_COPY_MAX=N (README, "Configuration"): writes of at most N bytes are
+     * copied and sent in the background; 0 makes every write wait until it is sent. */
+    const char *env_copy = getenv("TENSORD_WRITE_COPY_MAX");
+    if (env_copy != NULL && env_copy[0] != '\0') {
+        char *end = NULL;
+        unsigned long long v = strtoull(env_copy, &end, 10);
+        if (*end != '\0' || env_copy[0] == '-') {
+            snprintf(err, errlen, "TENSORD_WRITE_COPY_MAX=%.32s: expected a byte count (0 "
+                     "turns background sends off)", env_copy);
+            pthread_mutex_destroy(&r->pool_mu);
+            pthread_mutex_destroy(&r->mu);
+            td__free(r);
+            grpc_shutdown();
+            return TD_EINVAL;
+        }
+        r->async_write_max = v > SIZE_MAX ? SIZE_MAX : (size_t)v;
+    }
     td__cli_call_init(&r->c);
 
     td_status st = td__client_sec_init(&r->sec, false, opts, err, errlen);

@@ -93,6 +93,13 @@ typedef struct td__transport_vt {
      * NULL: never any. */
     td_status (*host_alloc)(td__transport *t, size_t nbytes, void **out);
     td_status (*host_free)(td__transport *t, void *p);
+    /* Background sends: hand queued messages to the executor's connection for up to a few
+     * milliseconds (remote: pump the call while its send queue is not empty, giving way at
+     * once to a caller of any other function); returns true while messages are still
+     * queued. Called by the context's flusher thread (client/batch.h) after a call left
+     * t->sends_queued set; the only function that may run on another thread than the
+     * context's user thread, at the same time as the others. NULL: never needed (local). */
+    bool (*drive)(td__transport *t);
 } td__transport_vt;
 
 /* Devices one session may span (proto/wire_limits.h TD_SESSION_MAX_DEVICES). */
@@ -110,6 +117,14 @@ struct td__transport {
     /* Set by the context while it flushes for a read or fence that follows at once: the
      * transport may hold the batch and releases to send them with it (the request ring). */
     bool sync_next;
+    /* Set by the context when its flusher thread calls vt->drive: the transport may return
+     * from a write before the bytes are on the wire (remote: a copy of a small write is
+     * queued; client/remote.c "background sends"). */
+    bool driven;
+    /* After each call, set by the transport when messages wait in its send queue: the
+     * context then wakes the flusher thread to drive them (vt->drive). Read and written by
+     * the user thread only. */
+    bool sends_queued;
     size_t blob_min_bytes; /* uploads at least this large go through the blob offer */
     bool blob_fingerprints; /* the executor takes fingerprints (protocol >= 2) */
     bool offer_last_fresh;  /* client/offer.c: the last fingerprint offer found nothing */

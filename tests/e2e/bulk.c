@@ -8,7 +8,14 @@
  *  - blob store: a second upload of the same bytes sends no payload, also from a second
  *    session (a fresh upload is kept as a fingerprint candidate; a repeat promotes it; a
  *    fingerprint collision or a rewritten tensor still gets its own bytes); a corrupted cache file is detected and the bytes re-fetched after a restart;
- *    the LRU evicts under --blob-cache-bytes; hostile blob messages get errors.
+ *    the LRU evicts under --blob-cache-bytes; hostile blob messages get errors;
+ *  - background sends (client/remote.c): a write of up to 16 MiB returns before its bytes
+ *    are sent, the caller's buffer is its own again at once, the bytes reach the server
+ *    while the client makes no call (the flusher thread drives gRPC: seen in the server's
+ *    tensord_received_bytes_total), many writes reuse the copy buffers and keep their
+ *    contents, a close with sends queued neither hangs nor leaks, a frozen server makes a
+ *    write fail with TD_ETIMEOUT once the copies are all in flight, and a bad
+ *    TENSORD_WRITE_COPY_MAX is refused by td_connect.
  */
 #include "raw_session.h"
 #include "server_fixture.h"
@@ -16,9 +23,13 @@
 #include "common/sha256.h"
 #include "tensord.h"
 
+#include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -595,4 +606,193 @@ Test(blobs, hostile_messages, .init = start_tcp, .fini = stop, .timeout = 60)
     cr_expect_eq(m.seq, seq);
     raw_msg_fini(&m);
     cr_expect_eq(raw_close(&s), GRPC_STATUS_OK);
+}
+
+/* ---- background sends ---- */
+
+/* tensord_received_bytes_total from http://127.0.0.1:port/metrics (plain HTTP/1.0 GET). */
+static uint64_t metrics_received(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert(fd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0, "metrics port %d", port);
+    const char req[] = "GET /metrics HTTP/1.0\r\n\r\n";
+    cr_assert_eq(write(fd, req, sizeof req - 1), (ssize_t)(sizeof req - 1));
+    static char body[1 << 17];
+    size_t len = 0;
+    ssize_t got;
+    while (len < sizeof body - 1 && (got = read(fd, body + len, sizeof body - 1 - len)) > 0)
+        len += (size_t)got;
+    close(fd);
+    body[len] = '\0';
+    const char *line = strstr(body, "\ntensord_received_bytes_total ");
+    cr_assert_not_null(line, "no tensord_received_bytes_total in the metrics");
+    return strtoull(line + strlen("\ntensord_received_bytes_total "), NULL, 10);
+}
+
+static int g_metrics_port;
+
+static void start_with_metrics(void)
+{
+    g_metrics_port = td_test_free_port();
+    cr_assert_gt(g_metrics_port, 0);
+    static char addr[64];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", g_metrics_port);
+    const char *const args[] = {"--metrics", addr, NULL};
+    start_with(args);
+}
+
+Test(background, bytes_arrive_while_the_client_makes_no_call, .init = start_with_metrics,
+     .fini = stop, .timeout = 120)
+{
+    /* The offer off: the upload is the write alone, no round trip first. */
+    td_options o = {.blob_min_bytes = SIZE_MAX};
+    td_context *ctx = connect_with(&o);
+    const size_t n = (size_t)12 << 20; /* a 4096-image training batch is 12.8 MB */
+    uint8_t *buf = malloc(n), *want = malloc(n), *got = malloc(n);
+    cr_assert(buf && want && got);
+    fill(buf, n, 4242);
+    memcpy(want, buf, n);
+    uint64_t before = metrics_received(g_metrics_port);
+    td_tensor *t = td_from_host(ctx, TD_U8, 1, (int64_t[]){(int64_t)n}, buf);
+    cr_assert_not_null(t, "%s", td_last_error(ctx));
+    /* The caller's memory is its own again as soon as the call returns. */
+    fill(buf, n, 999);
+    /* No libtensord call from here until the bytes are there: only the context's flusher
+     * thread can keep gRPC sending (the client's completion queue drives its I/O). */
+    uint64_t now = before;
+    double t0 = td_test_now_ms();
+    while (now - before < n && td_test_now_ms() - t0 < 30000) {
+        usleep(10000);
+        now = metrics_received(g_metrics_port);
+    }
+    cr_expect_geq(now - before, n, "the server received %llu of %zu bytes in %.0f ms with "
+                  "the client idle", (unsigned long long)(now - before), n,
+                  td_test_now_ms() - t0);
+    cr_assert_eq(td_read(t, got, n), TD_OK, "%s", td_last_error(ctx));
+    cr_expect(memcmp(got, want, n) == 0, "the tensor does not hold what td_from_host was given");
+    td_release(t);
+    td_close(ctx);
+    free(buf);
+    free(want);
+    free(got);
+}
+
+Test(background, many_writes_reuse_the_copies, .init = start_tcp, .fini = stop, .timeout = 120)
+{
+    /* 48 writes of two chunks each: three times the 32 copy buffers, each write from the
+     * same caller buffer refilled in between; interleaved with ops on the written tensors. */
+    td_options o = {.blob_min_bytes = SIZE_MAX};
+    td_context *ctx = connect_with(&o);
+    enum { N = 48 };
+    const size_t n = CHUNK + 4096;
+    uint8_t *buf = malloc(n), *got = malloc(n), *want = malloc(n);
+    cr_assert(buf && got && want);
+    td_tensor *t[N], *neg[N];
+    for (int i = 0; i < N; i++) {
+        fill(buf, n, 7000 + (uint64_t)i);
+        t[i] = td_from_host(ctx, TD_I8, 1, (int64_t[]){(int64_t)n}, buf);
+        cr_assert_not_null(t[i], "write %d: %s", i, td_last_error(ctx));
+        neg[i] = td_neg(t[i]);
+        cr_assert_not_null(neg[i], "%s", td_last_error(ctx));
+        memset(buf, 0, n);
+    }
+    for (int i = 0; i < N; i++) {
+        fill(want, n, 7000 + (uint64_t)i);
+        cr_assert_eq(td_read(t[i], got, n), TD_OK, "%s", td_last_error(ctx));
+        cr_expect(memcmp(got, want, n) == 0, "write %d: bytes differ", i);
+        cr_assert_eq(td_read(neg[i], got, n), TD_OK, "%s", td_last_error(ctx));
+        size_t bad = 0;
+        for (size_t k = 0; k < n; k++)
+            bad += (int8_t)got[k] != (int8_t)(-(int8_t)want[k]);
+        cr_expect_eq(bad, 0, "neg of write %d: %zu wrong elements", i, bad);
+        td_release(neg[i]);
+        td_release(t[i]);
+    }
+    td_stats st;
+    td_get_stats(ctx, &st);
+    cr_expect_eq(st.bytes_sent, (uint64_t)N * n, "bytes_sent %llu",
+                 (unsigned long long)st.bytes_sent);
+    td_close(ctx);
+    free(buf);
+    free(got);
+    free(want);
+}
+
+Test(background, close_with_sends_queued, .init = start_tcp, .fini = stop, .timeout = 120)
+{
+    td_options o = {.blob_min_bytes = SIZE_MAX};
+    const size_t n = (size_t)14 << 20;
+    uint8_t *buf = malloc(n);
+    cr_assert(buf);
+    for (int round = 0; round < 3; round++) {
+        td_context *ctx = connect_with(&o);
+        fill(buf, n, 31 + (uint64_t)round);
+        td_tensor *t = td_from_host(ctx, TD_U8, 1, (int64_t[]){(int64_t)n}, buf);
+        cr_assert_not_null(t, "%s", td_last_error(ctx));
+        td_close(ctx); /* the copies still queued: sent, then the session ends */
+    }
+    free(buf);
+    td_server_info info;
+    cr_expect(td_test_wait_usage(srv.addr, 0, 0, 10000, &info),
+              "the server still holds %llu sessions, %llu bytes",
+              (unsigned long long)info.sessions, (unsigned long long)info.bytes_in_use);
+}
+
+Test(background, frozen_server_write_times_out, .init = start_tcp, .fini = stop, .timeout = 90)
+{
+    td_options o = {.call_timeout_ms = 1000, .blob_min_bytes = SIZE_MAX};
+    td_context *ctx = connect_with(&o);
+    const size_t n = (size_t)8 << 20;
+    uint8_t *buf = malloc(n);
+    cr_assert(buf);
+    cr_assert_eq(td_fence(ctx), TD_OK, "%s", td_last_error(ctx));
+    kill(srv.pid, SIGSTOP);
+    int wst = 0;
+    cr_assert_eq(waitpid(srv.pid, &wst, WUNTRACED), srv.pid);
+    cr_assert(WIFSTOPPED(wst), "tensord did not stop (status %#x)", wst);
+    /* Each write returns once copied; when the copies in flight (32 MiB) and the kernel's
+     * socket buffers are full, the next one waits for a buffer, up to the call timeout. */
+    td_status st = TD_OK;
+    int writes = 0;
+    double t0 = 0;
+    td_tensor *held[64];
+    while (st == TD_OK && writes < 64) {
+        fill(buf, n, 500 + (uint64_t)writes);
+        t0 = td_test_now_ms();
+        held[writes] = td_from_host(ctx, TD_U8, 1, (int64_t[]){(int64_t)n}, buf);
+        st = held[writes] != NULL ? TD_OK : td_last_status(ctx);
+        writes++;
+    }
+    double dt = td_test_now_ms() - t0;
+    kill(srv.pid, SIGCONT);
+    cr_expect_eq(st, TD_ETIMEOUT, "after %d writes of 8 MiB: %s: %s", writes,
+                 td_status_name(st), td_last_error(ctx));
+    cr_expect(dt >= 900 && dt < 3500, "the write gave up after %.0f ms (timeout 1000)", dt);
+    cr_expect(strstr(td_last_error(ctx), "1000 ms") != NULL, "%s", td_last_error(ctx));
+    cr_expect_eq(td_fence(ctx), TD_ECLOSED, "after the timeout");
+    for (int i = 0; i < writes - 1; i++) td_release(held[i]);
+    td_close(ctx);
+    free(buf);
+}
+
+Test(background, bad_copy_max_is_refused, .init = start_tcp, .fini = stop, .timeout = 60)
+{
+    char uri[600];
+    td_test_server_uri(&srv, "cpu", uri, sizeof uri);
+    setenv("TENSORD_WRITE_COPY_MAX", "12MB", 1);
+    td_context *ctx = NULL;
+    td_status st = td_connect(uri, NULL, &ctx);
+    cr_expect_eq(st, TD_EINVAL, "%s", td_status_name(st));
+    cr_expect(strstr(td_connect_error(), "TENSORD_WRITE_COPY_MAX=12MB") != NULL, "%s",
+              td_connect_error());
+    if (ctx != NULL) td_close(ctx);
+    /* 0: every write waits until sent; the bytes are the same. */
+    setenv("TENSORD_WRITE_COPY_MAX", "0", 1);
+    ctx = connect_with(NULL);
+    round_trip(ctx, 3 * CHUNK + 7, 77);
+    td_close(ctx);
+    unsetenv("TENSORD_WRITE_COPY_MAX");
 }
