@@ -76,6 +76,9 @@ static const char *g_data = "/usr/share/datasets/fashion-mnist";
 static const char *g_device = "cpu";
 static const char *g_p5_sizes = NULL;
 static int g_p5_runs = 3;
+/* --p5-configs: which remote configurations P5 runs besides local (bit 1 tcp, 2 unix,
+ * 4 tcp-sync) */
+static unsigned g_p5_configs = 1 | 2;
 static long g_p5_images = 0; /* training images per epoch, as the trainer reported */
 
 /* A positive int of at most `max` in [p, end of its digits); false unless the digits end at
@@ -1011,14 +1014,16 @@ static void bench_p4(const server *tcp)
  * (module load, handles, first launches; about 1.5 s on the H100 host), which a tensord
  * serving many sessions pays once, so a one-epoch ratio would credit remote with start-up
  * it skipped rather than time its transport. */
-static double run_trainer(const char *device, bool graph, int batch, int hidden, int seed)
+static double run_trainer(const char *device, bool graph, bool sync_writes, int batch,
+                          int hidden, int seed)
 {
     const int epochs = strcmp(g_device, "cpu") == 0 ? 1 : 2;
     char cmd[1400];
     snprintf(cmd, sizeof cmd,
-             "'%s' --device '%s' --data '%s' --epochs %d --batch %d --hidden %d --seed %d %s %s "
-             "2>&1",
-             g_trainer, device, g_data, epochs, batch, hidden, seed,
+             "%s'%s' --device '%s' --data '%s' --epochs %d --batch %d --hidden %d --seed %d %s "
+             "%s 2>&1",
+             sync_writes ? "TENSORD_WRITE_COPY_MAX=0 " : "", g_trainer, device, g_data, epochs,
+             batch, hidden, seed,
              g_quick ? "--limit-train 2000 --limit-test 1000" : "", graph ? "--graph" : "");
     FILE *f = popen(cmd, "r");
     if (f == NULL) return NAN;
@@ -1045,7 +1050,8 @@ static double run_trainer(const char *device, bool graph, int batch, int hidden,
 }
 
 /* Six configurations (local, remote over TCP, remote over a unix socket; each eager and
- * --graph) at each size of --p5-sizes (batch x hidden), run round-robin within a size so
+ * --graph; --p5-configs adds "tcp-sync", TCP with TENSORD_WRITE_COPY_MAX=0: every write
+ * waits until it is sent, as before background sends, for an A/B in one run) at each size of --p5-sizes (batch x hidden), run round-robin within a size so
  * that a burst of load on the shared machine hits them alike; each reports the median of
  * its runs (--p5-runs, default 3; 1 with --quick) and the spread (max - min) / median.
  * Remote eager is compared with local eager and remote --graph with local --graph, on the
@@ -1054,7 +1060,7 @@ static double run_trainer(const char *device, bool graph, int batch, int hidden,
  * size, and with one seed the second remote run would upload the first run's batches again
  * and take the blob store's repeat path (P4's subject) instead of the fresh uploads a
  * training run makes, epoch after epoch. The seed changes no shape and no step count. */
-#define P5_CONFIGS 6
+#define P5_CONFIGS 8
 #define P5_MAX_RUNS 9
 static void bench_p5(const server *tcp, const server *unx)
 {
@@ -1066,11 +1072,15 @@ static void bench_p5(const server *tcp, const server *unx)
     snprintf(local_uri, sizeof local_uri, "local:%s", g_device);
     uri_of_dev(tcp, g_device, tcp_uri, sizeof tcp_uri);
     uri_of_dev(unx, g_device, unix_uri, sizeof unix_uri);
-    static const char *const names[P5_CONFIGS] = {"local", "local --graph", "remote tcp",
-                                                  "remote tcp --graph", "remote unix",
-                                                  "remote unix --graph"};
-    const char *uris[P5_CONFIGS] = {local_uri, local_uri, tcp_uri,
-                                    tcp_uri,   unix_uri,  unix_uri};
+    static const char *const names[P5_CONFIGS] = {
+        "local",       "local --graph",       "remote tcp",          "remote tcp --graph",
+        "remote unix", "remote unix --graph", "remote tcp sync-writes",
+        "remote tcp sync-writes --graph"};
+    const char *uris[P5_CONFIGS] = {local_uri, local_uri, tcp_uri, tcp_uri,
+                                    unix_uri,  unix_uri,  tcp_uri, tcp_uri};
+    bool on[P5_CONFIGS];
+    for (int c = 0; c < P5_CONFIGS; c++)
+        on[c] = c < 2 || (g_p5_configs & (1u << (c / 2 - 1))) != 0;
     int runs = g_quick ? 1 : g_p5_runs;
     const char *sizes = g_p5_sizes != NULL ? g_p5_sizes : g_quick ? "128x256" : P5_SIZES;
     int size_index = 0;
@@ -1087,8 +1097,10 @@ static void bench_p5(const server *tcp, const server *unx)
          * path, not fresh data: b1024/b4096 at hidden 2048 on cuda:0, 2026-12-06). */
         for (int r = 0; r < runs; r++)
             for (int c = 0; c < P5_CONFIGS; c++)
-                secs[c][r] = run_trainer(uris[c], c % 2 == 1, batch, hidden,
-                                         1 + (size_index * P5_MAX_RUNS + r) * P5_CONFIGS + c);
+                secs[c][r] = !on[c] ? NAN
+                                    : run_trainer(uris[c], c % 2 == 1, c >= 6, batch, hidden,
+                                                  1 + (size_index * P5_MAX_RUNS + r) *
+                                                              P5_CONFIGS + c);
         size_index++;
         for (int c = 0; c < P5_CONFIGS; c++) {
             int n = 0;
@@ -1099,6 +1111,7 @@ static void bench_p5(const server *tcp, const server *unx)
             spread[c] = n > 0 ? (ok[n - 1] - ok[0]) / med[c] : NAN; /* median() sorted ok */
         }
         for (int c = 1; c < P5_CONFIGS; c++) {
+            if (!on[c]) continue;
             int base = c == 1 ? 0 : c % 2; /* like with like: eager vs eager, graph vs graph */
             char m[96], b[64], note[160];
             snprintf(m, sizeof m, "epoch (%ld images) b%d h%d, %s", g_p5_images, batch, hidden,
@@ -1499,7 +1512,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: tensord-bench [--quick] [--json] [--only P1,P2,...] [--tensord PATH]\n"
                "                     [--trainer PATH] [--data DIR] [--device DEV]\n"
-               "                     [--p5-sizes LIST] [--p5-runs N]\n"
+               "                     [--p5-sizes LIST] [--p5-runs N] [--p5-configs LIST]\n"
                "Measures tensord side by side with baselines and prints a markdown table.\n"
                "  --tensord PATH  server binary to start (default %s)\n"
                "  --trainer PATH  examples/fashion-mnist binary for P5 (default %s)\n"
@@ -1510,6 +1523,9 @@ static void usage(FILE *f)
                "                  --quick: 128x256)\n"
                "  --p5-runs N     P5 runs per configuration and size, alternated (default 3, max 9;\n"
                "                  --quick runs each once)\n"
+               "  --p5-configs LIST  P5's remote configurations next to local: tcp, unix,\n"
+               "                  tcp-sync (TCP with TENSORD_WRITE_COPY_MAX=0: writes wait until\n"
+               "                  sent); each eager and --graph (default tcp,unix)\n"
                "  --quick         small sizes: a smoke test (never asserts on speed)\n"
                "  --json          machine-readable results\n"
                "  --only LIST     comma-separated measures, e.g. P1,P3\n",
@@ -1542,6 +1558,21 @@ int main(int argc, char **argv)
                         "each number in 1..65536, not '%s'\n",
                         g_p5_sizes);
                 return 2;
+            }
+        } else if (strcmp(a, "--p5-configs") == 0 && i + 1 < argc) {
+            g_p5_configs = 0;
+            char list[128];
+            snprintf(list, sizeof list, "%s", argv[++i]);
+            for (char *save = NULL, *w = strtok_r(list, ",", &save); w != NULL;
+                 w = strtok_r(NULL, ",", &save)) {
+                unsigned bit = strcmp(w, "tcp") == 0 ? 1u : strcmp(w, "unix") == 0 ? 2u
+                               : strcmp(w, "tcp-sync") == 0 ? 4u : 0u;
+                if (bit == 0) {
+                    fprintf(stderr, "tensord-bench: --p5-configs takes tcp, unix and tcp-sync, "
+                                    "not '%s'\n", w);
+                    return 2;
+                }
+                g_p5_configs |= bit;
             }
         } else if (strcmp(a, "--p5-runs") == 0 && i + 1 < argc) {
             const char *end;
