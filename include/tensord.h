@@ -125,7 +125,8 @@ typedef struct td_options {
      * batch was recorded (a small background thread per remote context sends it, so a
      * program that records one op and then computes on the host is not left waiting). */
     size_t batch_max_bytes; /* default 1048576 (1 MiB) of encoded ops */
-    int batch_flush_us;     /* default 2000 (2 ms); negative: no time bound (no thread) */
+    int batch_flush_us;     /* default 2000 (2 ms); negative: no time bound (no thread),
+                             * and no background sends (td_from_host) */
     /* td_from_host/td_write of a whole tensor of at least blob_min_bytes to a remote
      * context go through the server's blob store: the client offers a fingerprint of the
      * data (XXH3-128 of a 256 KiB sample, one round trip, no hashing of the whole buffer);
@@ -331,10 +332,20 @@ const int64_t *td_dims(const td_tensor *t); /* owned by the tensor */
 td_context *td_tensor_context(const td_tensor *t);
 
 /* New tensor holding a copy of `nbytes = nelem * dtype size` bytes at `data` (borrowed for
- * the call; the bytes are sent before the call returns). NULL on error (td_last_error). */
+ * the call: the caller may change or free it as soon as the call returns).
+ * Background sends: on a remote context over a stream (td_context_transport "grpc"), an
+ * upload of at most 16 MiB (TENSORD_WRITE_COPY_MAX, README "Configuration"; 0: off) is
+ * copied into the context's buffers and the call returns before the bytes are on the wire;
+ * the context's background thread keeps sending them while the program goes on (at most
+ * 32 MiB of such copies are in flight; a call that needs another buffer waits for one, up
+ * to call_timeout_ms). Larger uploads, shared-memory sessions and contexts with a negative
+ * batch_flush_us return once every byte is sent. Either way a failure to send closes the
+ * session and the next call reports it; the executor's failures are deferred to the next
+ * fence. NULL on error (td_last_error). */
 td_tensor *td_from_host(td_context *ctx, td_dtype dt, int rank, const int64_t *dims,
                         const void *data);
-/* Overwrite the whole contents of `t` with host data (td_nbytes(t) bytes, borrowed). */
+/* Overwrite the whole contents of `t` with host data (td_nbytes(t) bytes, borrowed for the
+ * call; sent as td_from_host's bytes are). */
 td_status td_write(td_tensor *t, const void *data, size_t nbytes);
 
 /* ---- host buffers ----

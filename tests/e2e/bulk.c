@@ -796,3 +796,57 @@ Test(background, bad_copy_max_is_refused, .init = start_tcp, .fini = stop, .time
     td_close(ctx);
     unsetenv("TENSORD_WRITE_COPY_MAX");
 }
+
+/* A 14 MiB upload to a frozen server: *t gets the tensor (NULL on failure); returns the
+ * status. The server runs again when this returns. */
+static td_status upload_while_frozen(td_context *ctx, const uint8_t *buf, size_t n,
+                                     td_tensor **t)
+{
+    cr_assert_eq(td_fence(ctx), TD_OK, "%s", td_last_error(ctx));
+    kill(srv.pid, SIGSTOP);
+    int wst = 0;
+    cr_assert_eq(waitpid(srv.pid, &wst, WUNTRACED), srv.pid);
+    cr_assert(WIFSTOPPED(wst), "tensord did not stop (status %#x)", wst);
+    *t = td_from_host(ctx, TD_U8, 1, (int64_t[]){(int64_t)n}, buf);
+    td_status st = *t != NULL ? TD_OK : td_last_status(ctx);
+    kill(srv.pid, SIGCONT);
+    return st;
+}
+
+Test(background, returns_before_the_bytes_are_on_the_wire_unless_off, .init = start_tcp,
+     .fini = stop, .timeout = 120)
+{
+    const size_t n = (size_t)14 << 20;
+    uint8_t *buf = malloc(n), *got = malloc(n);
+    cr_assert(buf && got);
+    fill(buf, n, 1414);
+    /* Default: copied and queued, so the call returns while the server takes nothing; the
+     * bytes arrive once it runs again. */
+    td_options o = {.call_timeout_ms = 1000, .blob_min_bytes = SIZE_MAX};
+    td_context *ctx = connect_with(&o);
+    td_tensor *t = NULL;
+    cr_expect_eq(upload_while_frozen(ctx, buf, n, &t), TD_OK, "%s", td_last_error(ctx));
+    if (t != NULL) {
+        cr_assert_eq(td_read(t, got, n), TD_OK, "%s", td_last_error(ctx));
+        cr_expect(memcmp(got, buf, n) == 0, "bytes differ after the server resumed");
+        td_release(t);
+    }
+    td_close(ctx);
+    /* Off (TENSORD_WRITE_COPY_MAX=0, or no flusher thread): the call waits for the wire and
+     * gives up after call_timeout_ms. */
+    for (int way = 0; way < 2; way++) {
+        td_options off = o;
+        if (way == 0) setenv("TENSORD_WRITE_COPY_MAX", "0", 1);
+        else off.batch_flush_us = -1;
+        ctx = connect_with(&off);
+        unsetenv("TENSORD_WRITE_COPY_MAX");
+        td_status st = upload_while_frozen(ctx, buf, n, &t);
+        cr_expect_eq(st, TD_ETIMEOUT, "%s: %s: %s",
+                     way == 0 ? "TENSORD_WRITE_COPY_MAX=0" : "batch_flush_us -1",
+                     td_status_name(st), td_last_error(ctx));
+        td_release(t);
+        td_close(ctx);
+    }
+    free(buf);
+    free(got);
+}
