@@ -1541,9 +1541,19 @@ static td_status remote_to_device(td__transport *t, uint64_t id, uint64_t out, u
 
 /* ---- the transport lock and background sends ---- */
 
+/* Take the transport lock. When the flusher thread holds it, it is usually waiting in the
+ * completion queue (gRPC's poller rounds a wait up to whole milliseconds): post an event
+ * there so that drive sees `want` at once. gRPC has no public way to wake a queue; a
+ * connectivity watch for a state the channel is not in completes immediately (its tag is
+ * ignored by the pump). */
 static void tp_lock(remote *r)
 {
+    if (pthread_mutex_trylock(&r->mu) == 0) return;
     atomic_fetch_add_explicit(&r->want, 1, memory_order_relaxed);
+    if (r->c.ch != NULL)
+        grpc_channel_watch_connectivity_state(r->c.ch, GRPC_CHANNEL_SHUTDOWN,
+                                              gpr_inf_past(GPR_CLOCK_MONOTONIC), r->c.cq,
+                                              NULL);
     pthread_mutex_lock(&r->mu);
     atomic_fetch_sub_explicit(&r->want, 1, memory_order_relaxed);
 }
