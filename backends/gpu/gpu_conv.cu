@@ -47,27 +47,30 @@
  *
  * f32 (k_conv_f32; the layout and thread mapping: gpu_conv_layout.h's f32 section): full f32,
  * no TF32 and no tensor cores (f32 results must be f32-accurate), so a classic SIMT GEMM:
- * 256 threads, block tile BM x 128 (BM 128, or 64 when C_out/G <= 64) x 16 k, each thread
- * an 8 x 8 (4 x 8) micro-tile of fmaf from k-major shared tiles (float4 loads, one wavefront
- * each), fed by a 3- (4-) stage cp.async pipeline: the weight, transposed once into temp
- * memory to [G][K][C_out/G rounded up to 4] (zero-padded), by 16-byte chunks, the input
- * gathered element by element by 4-byte cp.async with zero-fill (the same per-k and
- * per-column tables as the f16 element gather, K in the weight's own order). No
- * channels-last copy: the FFMA tile wants B n-contiguous in shared memory, which the NCHW
- * gather gives directly and a k-contiguous NHWC chunk does not. Why: im2col + cuBLAS wrote
- * and re-read a K x N column buffer (115 MB for ResNet-50's layer2 at batch 32), and the
- * per-image SIMT sgemm saw M = C_out/G only (0.52x cuDNN there). Determinism: each output
- * is one fmaf chain over k ascending (then, when split, the partials summed in ascending
- * split, as for f16), + bias once at the end: the bits depend on the shape alone (the tile
- * and the split are chosen from the shape, td_conv_splits over TD_CONVF_BK tiles). The
+ * by default 256 threads, block tile BM x 128 (BM 128, or 64 when C_out/G <= 64) x 16 k,
+ * each thread an 8 x 8 (4 x 8) micro-tile of fmaf from k-major shared tiles (float4 loads,
+ * one wavefront each), fed by a 3- (4-) stage cp.async pipeline: the weight, transposed
+ * once into temp memory to [G][K][C_out/G rounded up to 4] (zero-padded), by 16-byte
+ * chunks, the input gathered element by element by 4-byte cp.async with zero-fill (the
+ * same per-k and per-column tables as the f16 element gather, K in the weight's own
+ * order). No channels-last copy: the FFMA tile wants B n-contiguous in shared memory,
+ * which the NCHW gather gives directly and a k-contiguous NHWC chunk does not. Why:
+ * im2col + cuBLAS wrote and re-read a K x N column buffer (115 MB for ResNet-50's layer2
+ * at batch 32), and the per-image SIMT sgemm saw M = C_out/G only (0.52x cuDNN there).
+ * Determinism: each output is one fmaf chain over k ascending (then, when split, the
+ * partials summed in ascending split, as for f16), + bias once at the end: the bits
+ * depend on the shape alone (the tile and the split are chosen from the shape,
+ * td_conv_splits over TD_CONVF_BK tiles; without a split no tile changes a bit). The
  * order differs from im2col + cuBLAS's (within TD_ACC_CONV). TENSORD_GPU_CONV_F32 (read
- * once): 1 (the default) takes f32 CONV here, 0 to im2col + cuBLAS, 2 / 3 (timing aids)
- * here with BM 128 / 64. Measured on an H100 (BENCHMARKS.md, 2026-12-06 11:35 UTC), x/PT on
- * ResNet-50's layers at batch 32 against cuDNN with TF32 off: 1.34, 1.27, 0.68, 1.54, 1.40
- * (im2col + cuBLAS: 1.18, 0.79, 0.53, 1.56, 1.39); forcing the split over K
- * (TENSORD_GPU_CONV_F32_SPLIT) moved the 3x3 128-channel layer by under 5 %. A pointwise
- * conv without bias (1x1, stride 1, no padding) keeps that path's shortcut either way (one batched GEMM straight on
- * x and w). The CPU emulation runs this kernel too (cp.async as plain copies, gpu_mma.cuh's
+ * once): 1 (the default) takes f32 CONV here, 0 to im2col + cuBLAS, 2 to 5 (timing aids)
+ * here with one tile: 128 x 128, 64 x 128, and two 128 x 64 tiles at 3 blocks an SM for
+ * grids that 128 x 128 leaves unevenly spread (f32_pick says why). Measured on an H100
+ * (BENCHMARKS.md, 2026-12-06 11:35 UTC), x/PT on ResNet-50's layers at batch 32 against
+ * cuDNN with TF32 off: 1.34, 1.27, 0.68, 1.54, 1.40 (im2col + cuBLAS: 1.18, 0.79, 0.53,
+ * 1.56, 1.39); forcing the split over K (TENSORD_GPU_CONV_F32_SPLIT) moved the 3x3
+ * 128-channel layer by under 5 %. A pointwise conv without bias (1x1, stride 1, no
+ * padding) keeps that path's shortcut either way (one batched GEMM straight on x and w).
+ * The CPU emulation runs this kernel too (cp.async as plain copies, gpu_mma.cuh's
  * TD_GPU_STAGE).
  *
  * Built only by nvcc for CUDA (sm_80 instructions; the module targets sm_90): under hipcc
@@ -791,15 +794,20 @@ TD_DEV void st4(float *p, const float *v)
 #endif
 }
 
-template <int BM, int MINB>
-__global__ void __launch_bounds__(TD_CONV_THREADS, MINB)
+/* A BM x BN tile, TN columns a thread (NT = 16 BN / TN threads), at least MINB blocks an
+ * SM (the register cap: 64 Ki / (NT MINB)) */
+template <int BM, int BN, int TN, int MINB>
+__global__ void __launch_bounds__(16 * (BN / TN), MINB)
     k_conv_f32(const float *__restrict__ x, const float *__restrict__ wt,
                const float *__restrict__ bias, float *__restrict__ y, float *__restrict__ part,
                const td_conv_kent *__restrict__ ktab, td_conv_shape s, int S)
 {
-    constexpr int BK = TD_CONVF_BK, BN = TD_CONVF_BN, TM = BM / 16, ST = TD_CONVF_STAGES(BM);
-    constexpr int AP = BK * BM / (4 * TD_CONV_THREADS), BP = BK * BN / TD_CONV_THREADS;
-    static_assert((TM == 4 || TM == 8) && AP >= 1 && BP >= 1, "tile");
+    constexpr int BK = TD_CONVF_BK, TM = BM / 16, NTX = BN / TN, NT = 16 * NTX;
+    constexpr int ST = TD_CONVF_STAGES(BM, BN);
+    constexpr int AP = BK * BM / (4 * NT), BP = BK * BN / NT;
+    static_assert((TM == 4 || TM == 8) && (TN == 4 || TN == 8) && (NTX == 8 || NTX == 16) &&
+                      NT % BN == 0 && AP >= 1 && AP * 4 * NT == BK * BM && BP * NT == BK * BN,
+                  "tile");
     alignas(16) __shared__ float sa[ST][BK * BM];
     alignas(16) __shared__ float sb[ST][BK * BN];
 
@@ -811,16 +819,16 @@ __global__ void __launch_bounds__(TD_CONV_THREADS, MINB)
     const int32_t cogp = td_convf_cogp(&s);
     const float *wg = wt + (int64_t)g * s.nk * BK * cogp; /* the group's [nk BK][cogp] */
     int bk0, bcol;
-    td_convf_b_elem(tid, 0, &bk0, &bcol);
+    td_convf_b_elem(tid, 0, NT, BN, &bk0, &bcol);
     const td_conv_col col = td_conv_column(&s, g, n0 + bcol);
     int ty, tx;
-    td_convf_thread(tid, &ty, &tx);
+    td_convf_thread(tid, NTX, &ty, &tx);
 
     auto load = [&](int kt, int st) {
 #pragma unroll
         for (int i = 0; i < AP; i++) {
             int k, m;
-            td_convf_a_chunk(tid, i, BM, &k, &m);
+            td_convf_a_chunk(tid, i, NT, BM, &k, &m);
             const bool in = m0 + m < cogp;
             stage16(&sa[st][k * BM + m], in ? wg + (int64_t)(kt * BK + k) * cogp + m0 + m : wt,
                     in);
@@ -828,32 +836,33 @@ __global__ void __launch_bounds__(TD_CONV_THREADS, MINB)
 #pragma unroll
         for (int i = 0; i < BP; i++) {
             int k, c;
-            td_convf_b_elem(tid, i, &k, &c);
+            td_convf_b_elem(tid, i, NT, BN, &k, &c);
             const td_conv_kent ke = kent_ld(ktab, kt * BK + k);
             const bool in = td_conv_inside(&s, col, ke);
             stage4(&sb[st][k * BN + c], in ? x + td_conv_gather_off(col, ke) : x, in);
         }
     };
 
-    float acc[TM][8];
+    float acc[TM][TN];
 #pragma unroll
     for (int i = 0; i < TM; i++)
 #pragma unroll
-        for (int e = 0; e < 8; e++) acc[i][e] = 0.0f;
+        for (int e = 0; e < TN; e++) acc[i][e] = 0.0f;
 
     stage_pipeline<ST>(kt0, kt1, load, [&](int cur) {
         const float *ac = sa[cur], *bc = sb[cur];
 #pragma unroll
         for (int k = 0; k < BK; k++) {
-            float a[TM], b[8];
+            float a[TM], b[TN];
 #pragma unroll
             for (int q = 0; q < TM / 4; q++) ld4(ac + k * BM + td_convf_row(ty, 4 * q), a + 4 * q);
 #pragma unroll
-            for (int q = 0; q < 2; q++) ld4(bc + k * BN + td_convf_col(tx, 4 * q), b + 4 * q);
+            for (int q = 0; q < TN / 4; q++)
+                ld4(bc + k * BN + td_convf_col(tx, NTX, 4 * q), b + 4 * q);
 #pragma unroll
             for (int r = 0; r < TM; r++)
 #pragma unroll
-                for (int e = 0; e < 8; e++) acc[r][e] = fmaf(a[r], b[e], acc[r][e]);
+                for (int e = 0; e < TN; e++) acc[r][e] = fmaf(a[r], b[e], acc[r][e]);
         }
     });
 
@@ -862,8 +871,8 @@ __global__ void __launch_bounds__(TD_CONV_THREADS, MINB)
      * (the partials, 256-byte aligned temp memory) */
     const bool v4 = S == 1 ? s.P % 4 == 0 && ((uintptr_t)y & 15u) == 0 : s.N % 4 == 0;
 #pragma unroll
-    for (int q = 0; q < 2; q++) {
-        const int j = n0 + td_convf_col(tx, 4 * q); /* a multiple of 4 */
+    for (int q = 0; q < TN / 4; q++) {
+        const int j = n0 + td_convf_col(tx, NTX, 4 * q); /* a multiple of 4 */
         if (j >= s.N) continue;
 #pragma unroll
         for (int r = 0; r < TM; r++) {
@@ -890,41 +899,71 @@ __global__ void __launch_bounds__(TD_CONV_THREADS, MINB)
 }
 
 /* TENSORD_GPU_CONV_F32, read once: 0 takes f32 CONV to im2col + cuBLAS; 1 to k_conv_f32,
- * the tile from the shape; 2, 3 (timing aids) to k_conv_f32 with BM 128, 64 */
+ * the tile from the shape; 2 to 5 (timing aids) to k_conv_f32 with one tile (f32_tile) */
 int f32_mode(void)
 {
     static const int mode = [] {
         const char *e = getenv("TENSORD_GPU_CONV_F32");
         const int v = e != NULL ? atoi(e) : TD_CONVF_DEFAULT;
-        return v >= 0 && v <= 3 ? v : TD_CONVF_DEFAULT;
+        return v >= 0 && v <= 5 ? v : TD_CONVF_DEFAULT;
     }();
     return mode;
 }
 
-template <int BM, int MINB>
+/* One f32 tile: BM x BN, TN columns a thread (16 BN / TN threads). */
+struct f32_tile {
+    int bm, bn, tn;
+};
+
+/* The tile of mode 1 to 5, from the shape alone (never from the device: the split, and so
+ * the bits, follow from it). Mode 1 (auto): 64 x 128 when C_out/G <= 64, else 128 x 128.
+ * 2: 128 x 128, 3: 64 x 128 (256 threads, 8 x 8 / 4 x 8 a thread, 2 blocks an SM, the
+ * register cap 128 / 96 a thread as ptxas fills it). 4 and 5, 128 x 64 at 3 blocks an SM:
+ * for grids of about 1.5 blocks of 128 x 128 an SM, where 2 of those blocks resident leave
+ * the SMs unevenly loaded. ResNet-50's layer2 at batch 32 (M 128, N 25088) is 196 blocks
+ * of 128 x 128 on an H100's 132 SMs x 2 slots: 64 SMs run two tiles and 68 one, the
+ * busiest carry 2 tiles against 1.48 on average (74 % of the SMs' time used); 128 x 64 is
+ * 392 blocks on 132 x 3 = 396 slots, one wave: the busiest SMs carry 3 half tiles = 1.5
+ * tiles (99 %). 4: 128 threads of 8 x 8 (the same inner loop and gather per FFMA as
+ * 128 x 128; 12 warps an SM); 5: 256 threads of 8 x 4 (24 warps an SM to hide the
+ * gather's latency, 3 float4 loads a k for 32 FFMA instead of 4 for 64). 64 x 128 halves
+ * the tile the other way but doubles the gather per FFMA (its 392 blocks ran layer2
+ * 25 % slower than 128 x 128: BENCHMARKS.md, 2026-12-06 11:35 UTC). */
+f32_tile f32_pick(const td_conv_shape &s, int mode)
+{
+    switch (mode) {
+    case 2: return {128, 128, 8};
+    case 3: return {64, 128, 8};
+    case 4: return {128, 64, 8};
+    case 5: return {128, 64, 4};
+    default: return s.cog <= 64 ? f32_tile{64, 128, 8} : f32_tile{128, 128, 8};
+    }
+}
+
+template <int BM, int BN, int TN, int MINB>
 td_status launch_f32(const td__gpu_exec *x, const float *xp, const float *wt, const float *bp,
                      float *yp, float *part, const td_conv_kent *tab, const td_conv_shape &s,
                      int S)
 {
-    const dim3 grid((unsigned)((s.N + TD_CONVF_BN - 1) / TD_CONVF_BN),
-                    (unsigned)((s.cog + BM - 1) / BM), (unsigned)(s.groups * S));
-    k_conv_f32<BM, MINB><<<grid, TD_CONV_THREADS, 0, x->st->s>>>(xp, wt, bp, yp, part, tab, s, S);
+    const dim3 grid((unsigned)((s.N + BN - 1) / BN), (unsigned)((s.cog + BM - 1) / BM),
+                    (unsigned)(s.groups * S));
+    k_conv_f32<BM, BN, TN, MINB><<<grid, 16 * (BN / TN), 0, x->st->s>>>(xp, wt, bp, yp, part,
+                                                                       tab, s, S);
     return td__gpu_launched(x, "conv implicit-gemm kernel (f32)");
 }
 
 /* The f32 kernel: the transposed weight and the table into temp memory, the kernel, and
- * the reduction when split. The tile from the shape alone (mode 1: BM 64 when C_out/G <= 64,
- * else 128), and so the split (td_conv_splits over TD_CONVF_BK tiles; without a split the
- * bits do not depend on the tile). TD_EUNSUPPORTED (nothing enqueued) when the grid cannot
- * hold the shape. */
+ * the reduction when split. The tile from the shape alone (f32_pick), and so the split
+ * (td_conv_splits over TD_CONVF_BK tiles; without a split the bits do not depend on the
+ * tile). TD_EUNSUPPORTED (nothing enqueued) when the grid cannot hold the shape. */
 td_status conv_f32(const td__gpu_exec *x, const td__op *op, const td__view *in,
                    const td__view *out, const td_conv_shape &s0, int mode)
 {
     const td_conv_shape s = td_convf_shape(&s0);
-    const int bm = mode == 2 ? 128 : mode == 3 ? 64 : s.cog <= 64 ? 64 : 128;
-    const int64_t mtiles = (s.cog + bm - 1) / bm;
+    const f32_tile t = f32_pick(s, mode);
+    const int64_t mtiles = (s.cog + t.bm - 1) / t.bm;
     if (mtiles > 65535) return TD_EUNSUPPORTED;
-    const int64_t blocks = (int64_t)((s.N + TD_CONVF_BN - 1) / TD_CONVF_BN) * mtiles * s.groups;
+    const int64_t blocks = (int64_t)((s.N + t.bn - 1) / t.bn) * mtiles * s.groups;
     int S = td_conv_splits(&s, blocks);
     /* TENSORD_GPU_CONV_F32_SPLIT=S (a timing aid): this split over K instead (1..8, at
      * most one per K tile, none empty) */
@@ -938,8 +977,9 @@ td_status conv_f32(const td__gpu_exec *x, const td__op *op, const td__view *in,
     }
     if ((int64_t)s.groups * S > 65535) S = 1;
     if (getenv("TENSORD_GPU_CONV_TRACE") != NULL)
-        fprintf(stderr, "tensord " TD_GPU_KIND " conv: implicit gemm f32 tile %dx%d split %d "
-                "M %d N %d K %d groups %d\n", bm, TD_CONVF_BN, S, s.cog, s.N, s.K, s.groups);
+        fprintf(stderr, "tensord " TD_GPU_KIND " conv: implicit gemm f32 tile %dx%d (%d threads) "
+                "split %d M %d N %d K %d groups %d\n", t.bm, t.bn, 16 * (t.bn / t.tn), S,
+                s.cog, s.N, s.K, s.groups);
 
     /* one temp block: table | transposed weight | partials */
     const size_t ntab = (size_t)s.nk * TD_CONVF_BK;
@@ -963,9 +1003,12 @@ td_status conv_f32(const td__gpu_exec *x, const td__op *op, const td__view *in,
     k_conv_prep_f32<<<(unsigned)((np + 255) / 256), 256, 0, x->st->s>>>(wp, wt, tab, s,
                                                                           (int64_t)nwt);
     st = td__gpu_launched(x, "conv f32 weight");
-    if (st == TD_OK)
-        st = bm == 64 ? launch_f32<64, 2>(x, xp, wt, bp, yp, part, tab, s, S)
-                      : launch_f32<128, 2>(x, xp, wt, bp, yp, part, tab, s, S);
+    if (st == TD_OK) {
+        if (t.bm == 64) st = launch_f32<64, 128, 8, 2>(x, xp, wt, bp, yp, part, tab, s, S);
+        else if (t.bn == 128) st = launch_f32<128, 128, 8, 2>(x, xp, wt, bp, yp, part, tab, s, S);
+        else if (t.tn == 8) st = launch_f32<128, 64, 8, 3>(x, xp, wt, bp, yp, part, tab, s, S);
+        else st = launch_f32<128, 64, 4, 3>(x, xp, wt, bp, yp, part, tab, s, S);
+    }
     if (st == TD_OK && S > 1) st = launch_reduce<io_f32>(x, part, bp, yp, s, S);
     td__gpu_temp_free(x, mem);
     return st;

@@ -317,22 +317,24 @@ TD_CONV_FN td_conv_col td_conv_column_nhwc(const td_conv_shape *s, int32_t g, in
 /* ---- the f32 kernel (FFMA on the CUDA cores; gpu_conv.cu's k_conv_f32) ----
  * The same GEMM view and K order as the element-gather path (td_conv_kentry,
  * td_conv_column), but K tiles of TD_CONVF_BK (the shape's nk as td_convf_shape sets it:
- * the split-K functions below then count these tiles). A classic SIMT tiling: the block's
- * 256 threads are a 16 x 16 grid, thread (ty, tx) owns a TM x 8 micro-tile (TM = BM / 16:
- * BM 128 or 64; BN TD_CONVF_BN), rows td_convf_row(ty, i), columns td_convf_col(tx, e):
- * two (or one) runs of 4 rows 64 apart, two runs of 4 columns 64 apart. A warp is 4 ty x 8
- * tx, so each float4 shared load of a k row touches 4 (A) or 8 (B) consecutive 16-byte
- * chunks: one wavefront, the rest broadcast. Shared tiles are k-major, no swizzle: A
- * [BK][BM] (the weight, transposed once into temp memory as [G][nk BK][cogp], zero past
- * K and C_out/G, cogp = C_out/G rounded up to 4: a tile row is 16-byte cp.async chunks),
- * B [BK][BN] (the input, one 4-byte cp.async per element, zero-filled outside the input:
- * any C/G, stride, dilation and padding, no channels-last copy). Each output element is
- * fmaf(a, b, acc) over k ascending (one chain a split), so its bits depend on the shape
- * and the split alone. */
+ * the split-K functions below then count these tiles). A classic SIMT tiling of a BM x BN
+ * block tile: the block's threads are a 16 x ntx grid (ntx = BN / TN: 16 or 8; 256 or 128
+ * threads), thread (ty, tx) owns a TM x TN micro-tile (TM = BM / 16: 8 or 4; TN 8 or 4),
+ * rows td_convf_row(ty, i), columns td_convf_col(tx, ntx, e): two (or one) runs of 4 rows
+ * 64 apart, two (or one) runs of 4 columns 4 ntx apart. A warp is 4 ty x 8 tx, so each
+ * float4 shared load of a k row touches 4 (A) or 8 (B) consecutive 16-byte chunks: one
+ * wavefront, the rest broadcast. Tiles (gpu_conv.cu's TENSORD_GPU_CONV_F32): 128 x 128 and
+ * 64 x 128 (256 threads, TN 8), 128 x 64 with 128 threads (TN 8) or 256 (TN 4). Shared
+ * tiles are k-major, no swizzle: A [BK][BM] (the weight, transposed once into temp memory
+ * as [G][nk BK][cogp], zero past K and C_out/G, cogp = C_out/G rounded up to 4: a tile row
+ * is 16-byte cp.async chunks), B [BK][BN] (the input, one 4-byte cp.async per element,
+ * zero-filled outside the input: any C/G, stride, dilation and padding, no channels-last
+ * copy). Each output element is fmaf(a, b, acc) over k ascending (one chain a split), so
+ * its bits depend on the shape and the split alone, never on the tile. */
 #define TD_CONVF_BK 16
-#define TD_CONVF_BN 128
-/* cp.async stages: 3 x 16 KiB (BM 128) or 4 x 12 KiB (BM 64) of static shared memory */
-#define TD_CONVF_STAGES(bm) ((bm) >= 128 ? 3 : 4)
+/* cp.async stages of a BM x BN tile: 3 x 16 KiB (128 x 128) or 4 x 12 KiB (64 x 128,
+ * 128 x 64) of static shared memory */
+#define TD_CONVF_STAGES(bm, bn) ((bm) + (bn) >= 256 ? 3 : 4)
 
 /* the shape with nk counted in TD_CONVF_BK tiles */
 TD_CONV_FN td_conv_shape td_convf_shape(const td_conv_shape *s)
@@ -355,36 +357,38 @@ TD_CONV_FN int64_t td_convf_wt_src(const td_conv_shape *s, int64_t i)
     if (k >= s->K || m >= s->cog) return -1;
     return (g * s->cog + m) * s->K + k;
 }
-/* A copy i (i < TD_CONVF_BK BM / 1024) of thread tid: the 4 rows [*m, *m + 4) of tile k row *k */
-TD_CONV_FN void td_convf_a_chunk(int tid, int i, int bm, int *k, int *m)
+/* A copy i (i < TD_CONVF_BK BM / (4 nt)) of thread tid of nt: the 4 rows [*m, *m + 4) of
+ * tile k row *k */
+TD_CONV_FN void td_convf_a_chunk(int tid, int i, int nt, int bm, int *k, int *m)
 {
-    const int idx = tid + i * TD_CONV_THREADS;
+    const int idx = tid + i * nt;
     *k = idx / (bm / 4);
     *m = (idx % (bm / 4)) * 4;
 }
-/* B copy i (i < TD_CONVF_BK TD_CONVF_BN / 256) of thread tid: tile k row *k, column *col
- * (a thread keeps its column: one td_conv_column; a warp copies 32 consecutive columns) */
-TD_CONV_FN void td_convf_b_elem(int tid, int i, int *k, int *col)
+/* B copy i (i < TD_CONVF_BK BN / nt; nt a multiple of BN) of thread tid of nt: tile k row
+ * *k, column *col (a thread keeps its column: one td_conv_column; a warp copies 32
+ * consecutive columns) */
+TD_CONV_FN void td_convf_b_elem(int tid, int i, int nt, int bn, int *k, int *col)
 {
-    *col = tid % TD_CONVF_BN;
-    *k = tid / TD_CONVF_BN + i * (TD_CONV_THREADS / TD_CONVF_BN);
+    *col = tid % bn;
+    *k = tid / bn + i * (nt / bn);
 }
-/* thread tid's place (ty, tx) in the 16 x 16 grid: warp w is ty in [4 (w / 2), + 4), tx in
- * [8 (w % 2), + 8) */
-TD_CONV_FN void td_convf_thread(int tid, int *ty, int *tx)
+/* thread tid's place (ty, tx) in the 16 x ntx grid (ntx 8 or 16): warp w is ty in
+ * [4 (w / (ntx / 8)), + 4), tx in [8 (w % (ntx / 8)), + 8) */
+TD_CONV_FN void td_convf_thread(int tid, int ntx, int *ty, int *tx)
 {
-    const int warp = tid >> 5, lane = tid & 31;
-    *ty = (warp >> 1) * 4 + (lane >> 3);
-    *tx = (warp & 1) * 8 + (lane & 7);
+    const int warp = tid >> 5, lane = tid & 31, lg = ntx >> 4; /* log2(ntx / 8) */
+    *ty = (warp >> lg) * 4 + (lane >> 3);
+    *tx = (warp & lg) * 8 + (lane & 7);
 }
-/* micro-tile row i (i < TM) of thread row ty, column e (e < 8) of thread column tx */
+/* micro-tile row i (i < TM) of thread row ty, column e (e < TN) of thread column tx */
 TD_CONV_FN int td_convf_row(int ty, int i)
 {
     return (i >> 2) * 64 + ty * 4 + (i & 3);
 }
-TD_CONV_FN int td_convf_col(int tx, int e)
+TD_CONV_FN int td_convf_col(int tx, int ntx, int e)
 {
-    return (e >> 2) * 64 + tx * 4 + (e & 3);
+    return (e >> 2) * (4 * ntx) + tx * 4 + (e & 3);
 }
 
 /* ---- deterministic split-K (channels-last and f32 paths) ----

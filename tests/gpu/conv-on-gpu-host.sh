@@ -1,28 +1,31 @@
 #!/usr/bin/env bash
 # conv-on-gpu-host.sh — issue 13's conv target on the GPU host: the CUDA backend's f16/bf16
 # and f32 implicit-GEMM convolution (backends/gpu/gpu_conv.cu) checked and timed in one short
-# device call (BUDGET 60 s wall), with carry/ from tests/gpu/prepare-carry.sh:
+# device call (BUDGET 150 s wall), with carry/ from tests/gpu/prepare-carry.sh:
 #   1. conformance --filter conv on local:cuda:0 against local:cpu (CONV in every float dtype:
-#      f16/bf16 take the kernel; also CONV_TRANSPOSE and CONV_WEIGHT_GRAD), default variant,
-#      and again with TENSORD_GPU_CONV_F32=1 (f32 CONV on the FFMA kernel);
-#   2. conv-bench (five ResNet-50 layers, batch 32) in bf16 next to bench/conv_torch.py for
-#      TENSORD_GPU_CONV_VARIANT 0 (auto), 3 (128x64), 6 (channels-last off: the element
-#      gather), 7 (split-K off) and 5 (the old im2col + cuBLAS path); variant 0 runs with
-#      TENSORD_GPU_CONV_TRACE=1, whose lines (path, tile, split, M, N, K per launch) show
-#      that the kernel ran;
-#      f32 (TF32 off) for each TENSORD_GPU_CONV_F32 in CONV_F32_MODES (default "0 1": im2col +
-#      cuBLAS, the FFMA kernel traced; 2, 3: the FFMA kernel with BM 128, 64);
-#   3. compute-sanitizer memcheck and racecheck over conformance's conv cases (with
-#      TENSORD_GPU_CONV_F32=1: both kernels).
+#      f16/bf16 take the kernel; also CONV_TRANSPOSE and CONV_WEIGHT_GRAD), once for each
+#      TENSORD_GPU_CONV_F32 in CONV_CONF_F32_MODES (default "0 1 4 5": im2col + cuBLAS, the
+#      FFMA kernel's auto tile, its 128x64 tiles of 128 and 256 threads);
+#   2. conv-bench (five ResNet-50 layers, batch 32) next to bench/conv_torch.py, CONV_REPS
+#      (default 11) timed runs a median: f32 (TF32 off) for each TENSORD_GPU_CONV_F32 in
+#      CONV_F32_MODES (default "0 1 4 5"; 2, 3: 128x128, 64x128), in CONV_ROUNDS (default 2)
+#      rounds, each with its own PyTorch run first (PyTorch's times move between runs: compare
+#      within a round); the FFMA modes traced (TENSORD_GPU_CONV_TRACE=1: tile, threads, split,
+#      M, N, K per launch, a check of what ran); then bf16 for each TENSORD_GPU_CONV_VARIANT
+#      in CONV_VARIANTS (default "0", traced; "0 3 6 7 5" for the whole bf16 study: 3 128x64,
+#      6 channels-last off, 7 split-K off, 5 the old im2col + cuBLAS path);
+#   3. compute-sanitizer memcheck and racecheck over conformance's conv cases for each
+#      TENSORD_GPU_CONV_F32 in CONV_SAN_F32_MODES (default "4 5 1": the new tiles first),
+#      while at least 15 s of the budget are left.
 # Writes $OUT/summary.txt (appended) and raw logs $OUT/conv-*.log.
 #     lead: carry ["carry"], command: bash tests/gpu/conv-on-gpu-host.sh
 set -u -o pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 OUT=${OUT:-/tmp/tensord-gpu-out}
 mkdir -p "$OUT"
 SUM=$OUT/summary.txt
 start=$(date +%s)
-BUDGET=${BUDGET:-60}
+BUDGET=${BUDGET:-150}
 HOST_LD=${LD_LIBRARY_PATH:-}
 . tests/gpu/gpu-host-lib.sh
 X=${TMPDIR:-/tmp}/tensord-gpu
@@ -40,7 +43,7 @@ rcall=0
 } | tee -a "$SUM"
 
 # ---- 1. conformance ----
-for f32 in 0 1; do
+for f32 in ${CONV_CONF_F32_MODES:-0 1 4 5}; do
     TENSORD_GPU_CONV_F32=$f32 timeout "$(limit 12)" "$X/bin/conformance" --target local:cuda:0 \
         --reference local:cpu --filter conv --table >"$OUT/conv-conformance-f32-$f32.log" 2>&1
     rc=$?
@@ -51,17 +54,22 @@ for f32 in 0 1; do
     } | tee -a "$SUM"
 done
 
-# ---- 2. benchmarks next to PyTorch (and the trace of variant 0) ----
+# ---- 2. benchmarks next to PyTorch (and the traces) ----
 T=$(mktemp -d)
-py 12 bench/conv_torch.py 5 cuda bf16 >"$T/torch-bf16" 2>&1
-VARS=${CONV_VARIANTS:-0 3 6 7 5}
-# f32 (TF32 off on both sides): im2col + cuBLAS (0) and the FFMA kernel (1 traced, 2, 3)
-py 12 bench/conv_torch.py 5 cuda f32 >"$T/torch-f32" 2>&1
-F32MODES=${CONV_F32_MODES:-0 1}
-for f32 in $F32MODES; do
-    TENSORD_GPU_CONV_F32=$f32 TENSORD_GPU_CONV_TRACE=$([ $f32 = 1 ] && echo 1) \
-        timeout "$(limit 8)" "$X/bin/conv-bench" local:cuda:0 5 f32 >"$T/conv-f32-$f32" 2>&1
+REPS=${CONV_REPS:-11}
+F32MODES=${CONV_F32_MODES:-0 1 4 5}
+ROUNDS=${CONV_ROUNDS:-2}
+VARS=${CONV_VARIANTS:-0}
+# f32 (TF32 off on both sides), PyTorch first in each round
+for r in $(seq 1 "$ROUNDS"); do
+    py 12 bench/conv_torch.py "$REPS" cuda f32 >"$T/torch-f32-r$r" 2>&1
+    for f32 in $F32MODES; do
+        TENSORD_GPU_CONV_F32=$f32 TENSORD_GPU_CONV_TRACE=$([ "$f32" != 0 ] && echo 1) \
+            timeout "$(limit 8)" "$X/bin/conv-bench" local:cuda:0 "$REPS" f32 \
+            >"$T/conv-f32-$f32-r$r" 2>&1
+    done
 done
+py 12 bench/conv_torch.py 5 cuda bf16 >"$T/torch-bf16" 2>&1
 for v in $VARS; do
     TENSORD_GPU_CONV_VARIANT=$v TENSORD_GPU_CONV_TRACE=$([ $v = 0 ] && echo 1) \
         timeout "$(limit 5)" "$X/bin/conv-bench" local:cuda:0 5 bf16 >"$T/conv-bf16-v$v" 2>&1
@@ -80,11 +88,19 @@ pair() { # title ours theirs
         "$3" "$2"
 }
 {
-    echo "-- TENSORD_GPU_CONV_TRACE=1 (variant 0): implicit-GEMM launches (none: it did not run):"
-    grep -h 'conv: implicit gemm' "$T/conv-bf16-v0" "$T/conv-f32-1" 2>/dev/null | sort | uniq -c | head -14 | sed 's/^/  /'
+    echo "-- TENSORD_GPU_CONV_TRACE=1: implicit-GEMM launches per mode (none: it did not run):"
     for f32 in $F32MODES; do
-        pair "f32 (TF32 off), TENSORD_GPU_CONV_F32=$f32 (0 im2col + cuBLAS, 1 FFMA implicit GEMM, 2 BM 128, 3 BM 64)" \
-            "$T/conv-f32-$f32" "$T/torch-f32"
+        [ "$f32" = 0 ] && continue
+        grep -h 'conv: implicit gemm' "$T/conv-f32-$f32-r1" 2>/dev/null | sort | uniq -c | head -6 |
+            sed "s/^/  f32 mode $f32: /"
+    done
+    grep -h 'conv: implicit gemm' "$T/conv-bf16-v0" 2>/dev/null | sort | uniq -c | head -8 | sed 's/^/  bf16 variant 0: /'
+    echo "-- f32 (TF32 off), TENSORD_GPU_CONV_F32: 0 im2col + cuBLAS, 1 FFMA auto tile, 2 128x128,"
+    echo "   3 64x128, 4 128x64 of 128 threads, 5 128x64 of 256 threads (compare within a round)"
+    for r in $(seq 1 "$ROUNDS"); do
+        for f32 in $F32MODES; do
+            pair "f32 round $r, TENSORD_GPU_CONV_F32=$f32" "$T/conv-f32-$f32-r$r" "$T/torch-f32-r$r"
+        done
     done
     for v in $VARS; do
         pair "bf16, TENSORD_GPU_CONV_VARIANT=$v (0 auto, 3 128x64, 6 channels-last off, 7 split-K off, 5 im2col)" \
@@ -97,16 +113,23 @@ rm -rf "$T"
 # ---- 3. out-of-bounds accesses and races (compute-sanitizer, conformance's conv cases) ----
 CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
 if [ -n "$CS" ]; then
-    for tool in memcheck racecheck; do
-        TENSORD_GPU_CONV_F32=1 timeout "$(limit 12)" "$CS" --tool "$tool" --error-exitcode 9 "$X/bin/conformance" \
-            --target local:cuda:0 --reference local:cpu --filter 'conv ' \
-            >"$OUT/conv-sanitizer-$tool.log" 2>&1
-        rc=$?
-        [ $rc -ne 0 ] && rcall=1
-        {
-            echo "-- compute-sanitizer --tool $tool conformance --filter 'conv ' (rc $rc): $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/conv-sanitizer-$tool.log")"
-            grep -m4 -E '^=+ +(Invalid|Error|Race|.*hazard)' "$OUT/conv-sanitizer-$tool.log" | sed 's/^/  /'
-        } | tee -a "$SUM"
+    for f32 in ${CONV_SAN_F32_MODES:-4 5 1}; do
+        for tool in memcheck racecheck; do
+            if [ $((BUDGET - ($(date +%s) - start))) -lt 15 ]; then
+                echo "-- compute-sanitizer --tool $tool, TENSORD_GPU_CONV_F32=$f32: skipped (budget)" | tee -a "$SUM"
+                continue
+            fi
+            log=$OUT/conv-sanitizer-$tool-f32-$f32.log
+            TENSORD_GPU_CONV_F32=$f32 timeout "$(limit 12)" "$CS" --tool "$tool" --error-exitcode 9 \
+                "$X/bin/conformance" --target local:cuda:0 --reference local:cpu --filter 'conv ' \
+                >"$log" 2>&1
+            rc=$?
+            [ $rc -ne 0 ] && rcall=1
+            {
+                echo "-- compute-sanitizer --tool $tool conformance --filter 'conv ', TENSORD_GPU_CONV_F32=$f32 (rc $rc): $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log")"
+                grep -m4 -E '^=+ +(Invalid|Error|Race|.*hazard)' "$log" | sed 's/^/  /'
+            } | tee -a "$SUM"
+        done
     done
 else
     echo "-- compute-sanitizer: not found on this host" | tee -a "$SUM"

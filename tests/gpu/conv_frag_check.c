@@ -586,7 +586,8 @@ static void ld4_banks(const char *what, const int *addr)
     }
 }
 
-/* The f32 kernel (k_conv_f32) with tile BM x TD_CONVF_BN and split S over the whole grid:
+/* The f32 kernel (k_conv_f32) with tile BM x BN (TN columns a thread: 16 BN / TN threads)
+ * and split S over the whole grid:
  * the transposed weight and per-k table built with the header's formulas, every thread's
  * cp.async copies (16-byte weight chunks, 4-byte input elements, zero-filled outside) into
  * the TD_CONVF_STAGES-deep pipeline (which stage, and that its group is complete under
@@ -595,11 +596,13 @@ static void ld4_banks(const char *what, const int *addr)
  * 16-byte stores (adjacent, aligned), the partials and the reduction. The data are small
  * integers, so every f32 sum is exact and must equal the direct convolution. */
 static void run_cfg_f32(const conv_case *cc, const td_conv_shape *s0, const double *x,
-                        const double *w, const double *b, const double *want, int bm, int S)
+                        const double *w, const double *b, const double *want, int bm, int BN,
+                        int TN, int S)
 {
     const td_conv_shape sv = td_convf_shape(s0), *s = &sv;
-    const int BK = TD_CONVF_BK, BN = TD_CONVF_BN, TM = bm / 16, ST = TD_CONVF_STAGES(bm);
-    const int AP = BK * bm / (4 * TD_CONV_THREADS), BP = BK * BN / TD_CONV_THREADS;
+    const int BK = TD_CONVF_BK, TM = bm / 16, ST = TD_CONVF_STAGES(bm, BN);
+    const int NTX = BN / TN, NT = 16 * NTX;
+    const int AP = BK * bm / (4 * NT), BP = BK * BN / NT;
     const int32_t cogp = td_convf_cogp(s);
     const int64_t nout = (int64_t)s->n * s->co * s->P, xel = (int64_t)s->n * s->c * s->L;
     const int64_t wel = (int64_t)s->co * s->K, pel = (int64_t)S * s->co * s->N;
@@ -614,7 +617,12 @@ static void run_cfg_f32(const conv_case *cc, const td_conv_shape *s0, const doub
     float *sa = malloc(sizeof(float) * (size_t)(ST * BK * bm));
     float *sb = malloc(sizeof(float) * (size_t)(ST * BK * BN));
     int *wa = malloc(sizeof(int) * (size_t)(BK * bm)), *wb = malloc(sizeof(int) * (size_t)(BK * BN));
-    static float acc[TD_CONV_THREADS][8][8];
+    static float acc[256][8][8];
+    if (NT > 256 || TM > 8 || TN > 8 || NT % BN != 0 || AP * 4 * NT != BK * bm ||
+        BP * NT != BK * BN || (NTX != 8 && NTX != 16)) {
+        BAD("%s: f32 tile %dx%d TN %d: no such thread grid\n", cc->name, bm, BN, TN);
+        return;
+    }
     for (int64_t i = 0; i < xel; i++) xf[i] = (float)x[i];
     /* k_conv_prep_f32 */
     for (int64_t i = 0; i < nwt; i++) {
@@ -639,10 +647,10 @@ static void run_cfg_f32(const conv_case *cc, const td_conv_shape *s0, const doub
         float *sa_ = sa + (size_t)(st_) * BK * bm, *sb_ = sb + (size_t)(st_) * BK * BN;    \
         memset(wa, 0, sizeof(int) * (size_t)(BK * bm));                                    \
         memset(wb, 0, sizeof(int) * (size_t)(BK * BN));                                    \
-        for (int tid = 0; tid < TD_CONV_THREADS; tid++) {                                  \
+        for (int tid = 0; tid < NT; tid++) {                                               \
             for (int ia_ = 0; ia_ < AP; ia_++) {                                                 \
                 int k, m;                                                                  \
-                td_convf_a_chunk(tid, ia_, bm, &k, &m);                                      \
+                td_convf_a_chunk(tid, ia_, NT, bm, &k, &m);                                  \
                 const int in = m0 + m < cogp;                                              \
                 const int64_t src = (int64_t)g * ntab * cogp +                             \
                                     (int64_t)((kt_) * BK + k) * cogp + m0 + m;             \
@@ -658,11 +666,11 @@ static void run_cfg_f32(const conv_case *cc, const td_conv_shape *s0, const doub
                 }                                                                          \
             }                                                                              \
             int bk0, bcol;                                                                 \
-            td_convf_b_elem(tid, 0, &bk0, &bcol);                                          \
+            td_convf_b_elem(tid, 0, NT, BN, &bk0, &bcol);                                  \
             const td_conv_col col = td_conv_column(s, g, n0 + bcol);                       \
             for (int ib_ = 0; ib_ < BP; ib_++) {                                                 \
                 int k, c;                                                                  \
-                td_convf_b_elem(tid, ib_, &k, &c);                                           \
+                td_convf_b_elem(tid, ib_, NT, BN, &k, &c);                                   \
                 if (k < 0 || k >= BK || c < 0 || c >= BN) {                                \
                     BAD("%s: B element k %d column %d outside the tile\n", cc->name, k, c); \
                     continue;                                                              \
@@ -693,25 +701,26 @@ static void run_cfg_f32(const conv_case *cc, const td_conv_shape *s0, const doub
                         for (int k = 0; k < BK; k++) {
                             /* each warp's float4 loads, in the first block's first tile */
                             if (g == 0 && sp == 0 && m0 == 0 && n0 == 0 && kt == kt0)
-                                for (int warp = 0; warp < 8; warp++)
+                                for (int warp = 0; warp < NT / 32; warp++)
                                     for (int q = 0; q < 2; q++) {
                                         int aad[32], bad_[32];
                                         for (int lane = 0; lane < 32; lane++) {
                                             int ty, tx;
-                                            td_convf_thread(warp * 32 + lane, &ty, &tx);
+                                            td_convf_thread(warp * 32 + lane, NTX, &ty, &tx);
                                             aad[lane] = k * bm + td_convf_row(ty, 4 * (q % (TM / 4)));
-                                            bad_[lane] = k * BN + td_convf_col(tx, 4 * q);
+                                            bad_[lane] = k * BN +
+                                                         td_convf_col(tx, NTX, 4 * (q % (TN / 4)));
                                         }
                                         ld4_banks("A float4", aad);
                                         ld4_banks("B float4", bad_);
                                     }
-                            for (int tid = 0; tid < TD_CONV_THREADS; tid++) {
+                            for (int tid = 0; tid < NT; tid++) {
                                 int ty, tx;
-                                td_convf_thread(tid, &ty, &tx);
+                                td_convf_thread(tid, NTX, &ty, &tx);
                                 for (int r = 0; r < TM; r++)
-                                    for (int e = 0; e < 8; e++)
+                                    for (int e = 0; e < TN; e++)
                                         acc[tid][r][e] = fmaf(ac[k * bm + td_convf_row(ty, r)],
-                                                              bc[k * BN + td_convf_col(tx, e)],
+                                                              bc[k * BN + td_convf_col(tx, NTX, e)],
                                                               acc[tid][r][e]);
                             }
                         }
@@ -720,11 +729,11 @@ static void run_cfg_f32(const conv_case *cc, const td_conv_shape *s0, const doub
                     /* epilogue: S 1: + bias, to the output; else to the partials; runs of 4
                      * columns by one 16-byte store where the kernel makes one */
                     const int v4 = S == 1 ? s->P % 4 == 0 : s->N % 4 == 0;
-                    for (int tid = 0; tid < TD_CONV_THREADS; tid++) {
+                    for (int tid = 0; tid < NT; tid++) {
                         int ty, tx;
-                        td_convf_thread(tid, &ty, &tx);
-                        for (int q = 0; q < 2; q++) {
-                            const int j = n0 + td_convf_col(tx, 4 * q);
+                        td_convf_thread(tid, NTX, &ty, &tx);
+                        for (int q = 0; q < TN / 4; q++) {
+                            const int j = n0 + td_convf_col(tx, NTX, 4 * q);
                             if (j >= s->N) continue;
                             for (int r = 0; r < TM; r++) {
                                 const int m = m0 + td_convf_row(ty, r);
@@ -754,8 +763,8 @@ static void run_cfg_f32(const conv_case *cc, const td_conv_shape *s0, const doub
                 (long long)i, y[i], want[i]);
     }
 done:
-    printf("conv_frag_check: %-28s tile %3dx%-3d f32 (FFMA) split %d (%d stages): %s\n", cc->name,
-           bm, BN, S, ST, g_bad > bad0 ? "FAIL" : "ok");
+    printf("conv_frag_check: %-28s tile %3dx%-3d f32 (FFMA, %d threads) split %d (%d stages): "
+           "%s\n", cc->name, bm, BN, NT, S, ST, g_bad > bad0 ? "FAIL" : "ok");
     free(y);
     free(part);
     free(written);
@@ -831,16 +840,19 @@ static void run_case(const conv_case *cc)
                     run_cfg_nhwc(cc, &s, x, w, cc->bias ? b : NULL, want, cfg[i][0],
                                  cfg[i][1], cfg[i][2], splits[k]);
         }
-    /* the f32 kernel: both tiles, no split, the split td_conv_splits picks over its K tiles
-     * and the most they allow */
-    for (int bm = 128; bm >= 64; bm /= 2) {
+    /* the f32 kernel: every tile (BM, BN, TN: gpu_conv.cu's f32_pick), no split, the split
+     * td_conv_splits picks over its K tiles and the most they allow */
+    static const int fcfg[4][3] = {{128, 128, 8}, {64, 128, 8}, {128, 64, 8}, {128, 64, 4}};
+    for (int i = 0; i < 4; i++) {
         const td_conv_shape sf = td_convf_shape(&s);
-        const int64_t blocks = (int64_t)((s.N + TD_CONVF_BN - 1) / TD_CONVF_BN) *
-                               ((s.cog + bm - 1) / bm) * s.groups;
+        const int64_t blocks = (int64_t)((s.N + fcfg[i][1] - 1) / fcfg[i][1]) *
+                               ((s.cog + fcfg[i][0] - 1) / fcfg[i][0]) * s.groups;
         int splits[3];
         split_set(&sf, blocks, splits);
         for (int k = 0; k < 3; k++)
-            if (splits[k] > 0) run_cfg_f32(cc, &s, x, w, cc->bias ? b : NULL, want, bm, splits[k]);
+            if (splits[k] > 0)
+                run_cfg_f32(cc, &s, x, w, cc->bias ? b : NULL, want, fcfg[i][0], fcfg[i][1],
+                            fcfg[i][2], splits[k]);
     }
     free(x);
     free(w);
