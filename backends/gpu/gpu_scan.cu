@@ -57,12 +57,32 @@
  *    order, so every look-back would stop at the tile just below). The look-back uses
  *    barriers and shared memory, no shuffles: the emulation runs block-uniform shuffles
  *    only, and only warp 0 looks back.
+ *    3, 4, k_scan_chain, the chained scan: variant 1's association exactly (excl_t is the
+ *    left fold agg_0 op ... op agg_(t-1), incl_0 = agg_0, incl_t = excl_t op agg_t, each
+ *    element ((((excl_t + warp offset) + row prefix) + lane prefix) + elements)), so its
+ *    bits are 1's where the tile is the same, and they depend on the shape and the tile
+ *    alone: whichever incl_j a look-back starts from, folding agg_(j+1) .. agg_(t-1) onto it
+ *    in ascending order continues the same left fold (1's induction), and a tile never adds
+ *    anything in an order that a wait could change. What differs from 1 is the machinery,
+ *    for 1's measured costs: tiles of 512 threads (3: 16384 f32 elements, half as many hops
+ *    of the chain of inclusive prefixes, 2 blocks a multiprocessor) or 256 (4: 1's tile,
+ *    to tell the two changes apart); a tile's aggregate and its inclusive prefix each in
+ *    one self-checking word (value and value ^ KEY, 16 or 8 bytes, chain_word), so a poll
+ *    is one load, not a flag, a fence and a value; warp 0's lanes poll both words of their
+ *    tile at once; the windows passed over stay in shared memory (up to 16 windows, 512
+ *    tiles) and thread 0 folds them from there, where 1 re-read each aggregate from global
+ *    memory in turn. 5: 3 with no inclusive prefix published but tile 0's (a test aid, as 2
+ *    for 1: look-backs cross windows, and past 512 tiles take thread 0's walk; slow, for
+ *    conformance only). The tile's number comes from the atomic counter as in 0 and 1, so
+ *    every wait is on a tile that has started: no deadlock, whatever the number of blocks
+ *    in flight.
  * So for long rows the GPU's association differs from the CPU's sequential fold (and
- * variant 0's from variant 1's): tests/unit/backends/conformance.c bounds the difference
- * (TD_ACC_CUMSUM / CUMPROD: 4 n u S_i, where a sum evaluated along a fixed tree of depth d
- * is within gamma_d S_i = d u S_i (1 + O(u)) of the exact one: Higham, Accuracy and
- * Stability of Numerical Algorithms, 2nd ed., section 4.2; the CPU's own fold has depth n,
- * so the two differ by at most (n + d) u S_i (1 + O(u))). Variant 0: d is at most about
+ * variant 0's from variant 1's, and 3's tiles of 16384 from 1's of 8192 f32 elements):
+ * tests/unit/backends/conformance.c bounds the difference (TD_ACC_CUMSUM / CUMPROD:
+ * 4 n u S_i, where a sum evaluated along a fixed tree of depth d is within gamma_d S_i =
+ * d u S_i (1 + O(u)) of the exact one: Higham, Accuracy and Stability of Numerical
+ * Algorithms, 2nd ed., section 4.2; the CPU's own fold has depth n, so the two differ by
+ * at most (n + d) u S_i (1 + O(u))). Variant 0: d is at most about
  * 2 V + K + 25 + 6 x levels, under 100 (V <= 8 and K <= 8 for the float dtypes, levels <=
  * 7), while the tiled path starts at n = 257. Variant 1: the carry is a sequential fold, so
  * a term of tile j passes through t - j of its additions: d <= 2 V + K + 25 + T with T =
@@ -70,7 +90,8 @@
  * tolerance holds unchanged. The bound is looser than variant 0's: for 2^28 f32 (T = 2^15,
  * double accumulators) about 2^-38 S_i, far below the output's rounding; for f16/bf16 (f32
  * accumulators, T = n / 8192) T 2^-24 S_i, 2^-13 S_i at n = 2^24, under the f16 output's
- * own rounding (2^-11 |y_i|) where nothing cancels (S_i = |y_i|). For CUMPROD read |want|
+ * own rounding (2^-11 |y_i|) where nothing cancels (S_i = |y_i|). Variants 3 to 5: 1's
+ * bound with T = ceil(n / (NT x ITEMS)), as many tiles or fewer. For CUMPROD read |want|
  * for S_i.
  * Measured on an H100 (BENCHMARKS.md, 2026-12-06, 3 blocks a multiprocessor), variant 0:
  * 2^28 f32 in 1.358 ms, 1.58 TB/s, 0.75x PyTorch's (CUB's) 2.10 TB/s, conformance of every
@@ -79,7 +100,9 @@
  * 0.76x PyTorch's 1.017 ms; ncu 54 % of DRAM bandwidth, 47 % occupancy, half the stalls at
  * the block's barriers), variant 1 1.893 ms (0.54x; ncu 36 %: warp 0's look-back holds the
  * other warps at the barrier), so 0 stays the default; conformance of every cum case passes
- * under both (tests/gpu/emu/run.sh checks the kernels on the CPU).
+ * under both (tests/gpu/emu/run.sh checks the kernels on the CPU). Variants 3 to 5 are not
+ * yet measured on a GPU: compiled for sm_90 (64 registers, 64 bytes of spill, 40 KiB of
+ * shared memory for f32 at 512 threads) and checked in the CPU emulation only.
  */
 #include "backends/gpu/gpu_ops.cuh"
 #include <stdlib.h>
@@ -108,7 +131,7 @@ template <typename T> struct scan_shape {
     static constexpr int V = 16 / (int)sizeof(T);
     static constexpr int ITEMS = sizeof(T) >= 8 ? 16 : 32;
     static constexpr int K = ITEMS / V;
-    static constexpr int TILE = SCAN_THREADS * ITEMS;
+    static constexpr int TILE = SCAN_THREADS * ITEMS; /* of a block of SCAN_THREADS */
 };
 
 /* Element <-> accumulator per dtype. */
@@ -303,26 +326,28 @@ struct scan_tile {
 };
 
 /* Shared memory of the in-tile scan. */
-template <typename A, int K> struct scan_smem {
-    A warp[SCAN_WARPS];         /* warp totals */
-    A row[SCAN_WARPS * K];      /* row prefixes P_k of each warp */
-    A excl[K * SCAN_THREADS];   /* each lane's exclusive prefix in row k */
+/* NT: threads a block (SCAN_THREADS for variants 0 and 1; the chained scan's own sizes). */
+template <typename A, int K, int NT = SCAN_THREADS> struct scan_smem {
+    A warp[NT / 32];            /* warp totals */
+    A row[NT / 32 * K];         /* row prefixes P_k of each warp */
+    A excl[K * NT];             /* each lane's exclusive prefix in row k */
     unsigned id;
 };
 
-template <typename T, typename A, int K>
-TD_DEV scan_tile take_tile(scan_smem<A, K> &sm, unsigned *counter, unsigned tiles, int64_t n)
+template <typename T, typename A, int K, int NT>
+TD_DEV scan_tile take_tile(scan_smem<A, K, NT> &sm, unsigned *counter, unsigned tiles, int64_t n)
 {
     typedef scan_shape<T> S;
+    constexpr int64_t TILE = (int64_t)NT * S::ITEMS;
     const int t = threadIdx.x;
     if (t == 0) sm.id = atomicAdd(counter, 1u);
     __syncthreads();
     scan_tile p;
     p.line = sm.id / tiles;
     p.tile = sm.id - p.line * tiles;
-    const int64_t tbase = (int64_t)p.tile * S::TILE;
+    const int64_t tbase = (int64_t)p.tile * TILE;
     p.seg = tbase + (int64_t)(t / 32) * 32 * S::ITEMS;
-    p.full = tbase + S::TILE <= n;
+    p.full = tbase + TILE <= n;
     return p;
 }
 
@@ -357,9 +382,9 @@ TD_DEV void load_tile(const T *row, const scan_tile &p, int64_t n, T (&v)[scan_s
  * Hillis-Steele from lane - d), the exclusive lane prefix is kept, lane 31's inclusive value
  * is the row total R_k, and the row prefix P_k = ((R_0 + R_1) + ...) + R_(k-1) goes to
  * shared memory, the warp's total to sm.warp; one barrier. */
-template <typename T, typename A = typename sc<T>::Acc, int K = scan_shape<T>::K>
+template <typename T, typename A, int K, int NT>
 TD_DEV void fold_tile(const T (&v)[scan_shape<T>::ITEMS], const scan_tile &p, int64_t n,
-                      bool prod, scan_smem<A, K> &sm)
+                      bool prod, scan_smem<A, K, NT> &sm)
 {
     constexpr int V = scan_shape<T>::V;
     const int t = threadIdx.x, lane = t % 32, wp = t / 32;
@@ -378,7 +403,7 @@ TD_DEV void fold_tile(const T (&v)[scan_shape<T>::ITEMS], const scan_tile &p, in
             if (lane >= d) s = op2<A>(o, s, prod);
         }
         const A e = shfl_up(s, 1);
-        sm.excl[k * SCAN_THREADS + t] = lane == 0 ? id : e; /* read back by this thread only */
+        sm.excl[k * NT + t] = lane == 0 ? id : e; /* read back by this thread only */
         const A rt = shfl_down(s, 31 - lane);
         if (lane == 0) sm.row[wp * K + k] = wtot;
         wtot = op2<A>(wtot, rt, prod);
@@ -389,13 +414,13 @@ TD_DEV void fold_tile(const T (&v)[scan_shape<T>::ITEMS], const scan_tile &p, in
 
 /* After fold_tile: the warps' totals folded in order into the warp's offset `off` and the
  * tile's `total` (from shared memory, so a kernel may compute them where it needs them). */
-template <typename A, int K>
-TD_DEV void warp_offsets(const scan_smem<A, K> &sm, bool prod, A &off, A &total)
+template <typename A, int K, int NT>
+TD_DEV void warp_offsets(const scan_smem<A, K, NT> &sm, bool prod, A &off, A &total)
 {
     const int wp = threadIdx.x / 32;
     off = total = prod ? (A)1 : (A)0;
 #pragma unroll
-    for (int w = 0; w < SCAN_WARPS; w++) {
+    for (int w = 0; w < NT / 32; w++) {
         if (w == wp) off = total;
         total = op2<A>(total, sm.warp[w], prod);
     }
@@ -403,9 +428,9 @@ TD_DEV void warp_offsets(const scan_smem<A, K> &sm, bool prod, A &off, A &total)
 
 /* The outputs, given base = tile prefix + warp offset: element i of chunk (k, lane) is
  * ((((pre + off) + P_k) + excl_k) + x_0) + ... + x_i. */
-template <typename T, bool VEC, typename A = typename sc<T>::Acc, int K = scan_shape<T>::K>
+template <typename T, bool VEC, typename A, int K, int NT>
 TD_DEV void store_tile(T *out, T (&v)[scan_shape<T>::ITEMS], const scan_tile &p, int64_t n,
-                       bool prod, const scan_smem<A, K> &sm, A base)
+                       bool prod, const scan_smem<A, K, NT> &sm, A base)
 {
     constexpr int V = scan_shape<T>::V, ITEMS = scan_shape<T>::ITEMS;
     const int t = threadIdx.x, lane = t % 32, wp = t / 32;
@@ -414,7 +439,7 @@ TD_DEV void store_tile(T *out, T (&v)[scan_shape<T>::ITEMS], const scan_tile &p,
 #pragma unroll
     for (int k = 0; k < K; k++) {
         const int64_t e0 = p.seg + ((int64_t)k * 32 + lane) * V;
-        A acc = op2<A>(op2<A>(base, sm.row[wp * K + k], prod), sm.excl[k * SCAN_THREADS + t], prod);
+        A acc = op2<A>(op2<A>(base, sm.row[wp * K + k], prod), sm.excl[k * NT + t], prod);
         if (VEC && p.full) {
             scan_vec<T> w;
 #pragma unroll
@@ -577,19 +602,259 @@ __global__ void __launch_bounds__(SCAN_THREADS, SCAN_MIN_BLOCKS)
     store_tile<T, VEC>(y + (int64_t)p.line * n, v, p, n, prod, sm, op2<A>(pre, off, prod));
 }
 
+/* The chained scan (variants 3 to 5; module comment): a tile's aggregate and its inclusive
+ * prefix each travel in one word that also checks itself, so one load tells whether the
+ * value is there and gives it, with no flag, fence or second load. A word is {u, u ^ KEY},
+ * u the accumulator's bits, all zero until written (KEY != 0, so zeros never check). A
+ * reader takes u when the check holds. Were a store seen torn, one half new and the other
+ * still zero: (u, 0) checks only for u == KEY and (0, u ^ KEY) only for u == 0, and either
+ * way the u read is the u written, so a torn read can only be taken for "not yet" or for
+ * the right value. (On NVIDIA the word moves as one 16- or 8-byte access; HIP and the CPU
+ * emulation store and load its halves apart, which the check makes safe.) */
+template <typename A> struct alignas(2 * sizeof(A)) chain_word {
+    typedef typename std::conditional<sizeof(A) == 8, unsigned long long, unsigned>::type U;
+    U u, c;
+};
+template <typename U> TD_DEV U chain_key(void)
+{
+    return sizeof(U) == 8 ? (U)0x9e3779b97f4a7c15ull : (U)0x9e3779b9u;
+}
+
+template <typename A> TD_DEV void chain_store(chain_word<A> *w, A val)
+{
+    typedef typename chain_word<A>::U U;
+    U u;
+    memcpy(&u, &val, sizeof u);
+    const U c = u ^ chain_key<U>();
+#if defined(__CUDA_ARCH__)
+    if constexpr (sizeof(U) == 8)
+        asm volatile("st.relaxed.gpu.global.v2.u64 [%0], {%1, %2};" ::"l"(w), "l"(u), "l"(c)
+                     : "memory");
+    else
+        asm volatile("st.relaxed.gpu.global.v2.u32 [%0], {%1, %2};" ::"l"(w), "r"(u), "r"(c)
+                     : "memory");
+#else
+    ((volatile U *)w)[0] = u;
+    ((volatile U *)w)[1] = c;
+#endif
+}
+
+/* Whether word w holds a value (then in *val). */
+template <typename A> TD_DEV bool chain_load(const chain_word<A> *w, A *val)
+{
+    typedef typename chain_word<A>::U U;
+    U u, c;
+#if defined(__CUDA_ARCH__)
+    if constexpr (sizeof(U) == 8)
+        asm volatile("ld.relaxed.gpu.global.v2.u64 {%0, %1}, [%2];"
+                     : "=l"(u), "=l"(c)
+                     : "l"(w)
+                     : "memory");
+    else
+        asm volatile("ld.relaxed.gpu.global.v2.u32 {%0, %1}, [%2];"
+                     : "=r"(u), "=r"(c)
+                     : "l"(w)
+                     : "memory");
+#else
+    u = ((const volatile U *)w)[0];
+    c = ((const volatile U *)w)[1];
+#endif
+    if ((u ^ chain_key<U>()) != c) return false;
+    memcpy(val, &u, sizeof u);
+    return true;
+}
+
+/* Wait for tile i's inclusive prefix (returns 2) or, failing it, its aggregate (1), in *v.
+ * Both words are loaded on every look, so one round trip answers. */
+template <typename A>
+TD_DEV unsigned chain_poll(const chain_word<A> *agg, const chain_word<A> *incl, int64_t i, A *v)
+{
+    unsigned ns = 16; /* as await_flag's */
+    for (;;) {
+        A a, b;
+        const bool hi = chain_load(incl + i, &a), lo = chain_load(agg + i, &b);
+        if (hi) {
+            *v = a;
+            return 2u;
+        }
+        if (lo) {
+            *v = b;
+            return 1u;
+        }
+        backoff(ns);
+        if (ns < 128) ns *= 2;
+    }
+}
+
+/* Windows of 32 predecessors a look-back keeps in shared memory (512 tiles); a look-back
+ * that finds no inclusive prefix in them goes on alone in thread 0 (chain_look_back). */
+#define CHAIN_WIN 16
+
+template <typename A> struct chain_smem {
+    A v[CHAIN_WIN][32];
+    unsigned st[CHAIN_WIN][32];
+    unsigned any[CHAIN_WIN]; /* window w holds an inclusive prefix; zeroed before take_tile */
+    A pre;
+};
+
+/* The exclusive prefix of tile `tile` > 0 of a line, in thread 0 only (the caller publishes
+ * and shares it): the left fold agg_0 op ... op agg_(tile-1), whichever predecessor's
+ * inclusive prefix it starts from (module comment). Warp 0's lanes load window w, tiles
+ * [tile - 32 (w + 1), tile - 32 w), into slot w, waiting per tile for either word; one
+ * barrier; if no tile of the window had its inclusive prefix, the next window down. Thread 0
+ * then folds from the highest tile j whose inclusive prefix it read: incl_j, the aggregates
+ * above j in that window, then the windows above it in ascending order, all from shared
+ * memory. Past CHAIN_WIN windows (the chain that far behind: not expected while at most a
+ * few hundred tiles run at once) thread 0 walks down alone to an inclusive prefix and folds
+ * the aggregates above it from global memory, waiting for each aggregate word (it may be
+ * seen after the same tile's inclusive prefix; tile 0 publishes none, but a walk that
+ * reaches tile 0 stops there). Barriers only, no shuffles (the emulation runs shuffles
+ * block-uniform only). */
+template <typename A>
+TD_DEV A chain_look_back(const chain_word<A> *agg, const chain_word<A> *incl, unsigned tile,
+                         bool prod, chain_smem<A> &cs)
+{
+    const int t = threadIdx.x;
+    const A id = prod ? (A)1 : (A)0;
+    int64_t hi = tile; /* window w: tiles [hi - 32, hi) */
+    int w = 0;
+    for (; w < CHAIN_WIN; w++, hi -= 32) {
+        if (t < 32) {
+            const int64_t i = hi - 32 + t;
+            unsigned f = 0; /* below tile 0: never read (tile 0 ends the search above it) */
+            A v = id;
+            if (i >= 0) f = chain_poll(agg, incl, i, &v);
+            cs.st[w][t] = f;
+            cs.v[w][t] = v;
+            if (f == 2u) cs.any[w] = 1u;
+        }
+        __syncthreads();
+        if (cs.any[w] != 0u) break; /* every thread alike */
+    }
+    if (t != 0) return id;
+    A acc;
+    if (w < CHAIN_WIN) {
+        int L = 31;
+        while (cs.st[w][L] != 2u) L--;
+        acc = cs.v[w][L];
+        for (int l = L + 1; l < 32; l++) acc = op2<A>(acc, cs.v[w][l], prod);
+    } else {
+        /* hi: the lowest tile the windows covered */
+        int64_t j = hi - 1;
+        while (chain_poll(agg, incl, j, &acc) != 2u) j--;
+        for (int64_t i = j + 1; i < hi; i++) {
+            A a;
+            unsigned ns = 16;
+            while (!chain_load(agg + i, &a)) {
+                backoff(ns);
+                if (ns < 128) ns *= 2;
+            }
+            acc = op2<A>(acc, a, prod);
+        }
+    }
+    for (int ww = w - 1; ww >= 0; ww--)
+        for (int l = 0; l < 32; l++) acc = op2<A>(acc, cs.v[ww][l], prod);
+    return acc;
+}
+
+/* Variants 3 to 5: one tile of NT threads x ITEMS elements per block, the prefix by the
+ * chained look-back (module comment). Thread 0 publishes the tile's aggregate at once (tile
+ * 0: its inclusive prefix, incl_0 = agg_0), looks back, and publishes the inclusive prefix
+ * before the block's last barrier; incl_every > 1 (a test aid, variant 5) publishes it only
+ * for every incl_every-th tile, so look-backs cross windows and reach thread 0's walk. */
+template <typename T, bool VEC, int NT>
+__global__ void __launch_bounds__(NT, 1024 / NT)
+    k_scan_chain(const T *__restrict__ x, T *__restrict__ y, int64_t n, unsigned tiles,
+                 chain_word<typename sc<T>::Acc> *agg, chain_word<typename sc<T>::Acc> *incl,
+                 unsigned *counter, unsigned incl_every, bool prod)
+{
+    typedef typename sc<T>::Acc A;
+    __shared__ scan_smem<A, scan_shape<T>::K, NT> sm;
+    __shared__ chain_smem<A> cs;
+    const int t = threadIdx.x;
+    const A id = prod ? (A)1 : (A)0;
+    if (t < CHAIN_WIN) cs.any[t] = 0u; /* ordered before any use by take_tile's barrier */
+    const scan_tile p = take_tile<T>(sm, counter, tiles, n);
+    const unsigned tile = p.tile;
+    const int64_t lo = (int64_t)p.line * tiles;
+    T v[scan_shape<T>::ITEMS];
+    load_tile<T, VEC>(x + (int64_t)p.line * n, p, n, v);
+    fold_tile<T>(v, p, n, prod, sm);
+    A off, total, pre = id;
+    if (t == 0) {
+        warp_offsets(sm, prod, off, total);
+        chain_store<A>((tile == 0 ? incl : agg) + lo + tile, total); /* incl_0 = agg_0 */
+    }
+    if (tile > 0) {
+        pre = chain_look_back<A>(agg + lo, incl + lo, tile, prod, cs);
+        if (t == 0) {
+            warp_offsets(sm, prod, off, total); /* again: not held across the look-back */
+            if (tile % incl_every == 0) chain_store<A>(incl + lo + tile, op2<A>(pre, total, prod));
+            cs.pre = pre;
+        }
+        __syncthreads();
+        pre = cs.pre;
+    }
+    warp_offsets(sm, prod, off, total);
+    store_tile<T, VEC>(y + (int64_t)p.line * n, v, p, n, prod, sm, op2<A>(pre, off, prod));
+}
+
 /* TENSORD_GPU_SCAN_VARIANT (read once): 0 (default, or unset or out of range): k_scan_tiles,
  * the fixed tree of tile totals; 1: k_scan_lookback, the ordered look-back; 2: 1 with the
  * inclusive prefix published by every 97th tile only (a test aid: look-backs then cross
- * up to 3 windows; the bits of 1, slower). 1 and 2 give other bits than 0 (another
- * association, fixed by the shape as well). */
+ * up to 3 windows; the bits of 1, slower); 3: k_scan_chain, tiles of 512 threads; 4: the
+ * same with 256 (1's tiles, 1's bits); 5: 3 with tile 0's inclusive prefix only (a test
+ * aid; 3's bits, slow: quadratic in the tiles). 1 to 5 give other bits than 0 (another association, fixed by the
+ * shape as well), 3 and 5 other than 1, 2 and 4 for lines longer than 8192 elements. */
 int variant(void)
 {
     static const int v = [] {
         const char *e = getenv("TENSORD_GPU_SCAN_VARIANT");
         const int r = e != NULL ? atoi(e) : 0;
-        return r >= 0 && r <= 2 ? r : 0;
+        return r >= 0 && r <= 5 ? r : 0;
     }();
     return v;
+}
+
+/* Variants 3 to 5 (k_scan_chain): the threads a block, and which tiles publish their
+ * inclusive prefix (for 5, the test aid, tile 0 alone: no tile number is a multiple of
+ * UINT32_MAX but 0, and tile numbers stay below 2^31). */
+int chain_threads(int var) { return var == 4 ? 256 : 512; }
+unsigned chain_every(int var) { return var == 5 ? UINT32_MAX : 1u; }
+
+/* Variants 3 to 5 for the contiguous lines of run(): [counter, 16 bytes][aggregate words of
+ * every tile of every line][inclusive-prefix words, the same], all zeroed first. */
+template <typename T, int NT>
+td_status run_chain(const td__gpu_exec *x, const T *xs, T *ys, int64_t nlines, int64_t n,
+                    bool vec, unsigned every, bool prod)
+{
+    typedef typename sc<T>::Acc A;
+    typedef chain_word<A> W;
+    const int64_t tiles = (n + (int64_t)NT * scan_shape<T>::ITEMS - 1) /
+                          ((int64_t)NT * scan_shape<T>::ITEMS);
+    if (tiles > INT32_MAX / nlines)
+        return td__gpu_fail(x, TD_EUNSUPPORTED, "%s: %lld lines of %lld elements are too many",
+                            prod ? "cumprod" : "cumsum", (long long)nlines, (long long)n);
+    const size_t words = (size_t)(nlines * tiles);
+    const size_t bytes = 16 + 2 * words * sizeof(W);
+    void *tmp = NULL;
+    td_status s = td__gpu_temp_alloc(x, bytes, &tmp);
+    if (s != TD_OK) return s;
+    s = td__gpu_check(x, gpuMemsetAsync(tmp, 0, bytes, x->st->s), "scan words");
+    if (s == TD_OK) {
+        unsigned *counter = (unsigned *)tmp;
+        W *agg = (W *)((char *)tmp + 16), *incl = agg + words;
+        const unsigned blocks = (unsigned)words;
+        if (vec)
+            k_scan_chain<T, true, NT><<<blocks, NT, 0, x->st->s>>>(
+                xs, ys, n, (unsigned)tiles, agg, incl, counter, every, prod);
+        else
+            k_scan_chain<T, false, NT><<<blocks, NT, 0, x->st->s>>>(
+                xs, ys, n, (unsigned)tiles, agg, incl, counter, every, prod);
+        s = td__gpu_launched(x, "scan chain kernel");
+    }
+    td__gpu_temp_free(x, tmp);
+    return s;
 }
 
 template <typename T>
@@ -605,11 +870,17 @@ td_status run(const td__gpu_exec *x, const void *in, void *outp, int64_t outer, 
             xs, ys, nlines, n, inner, prod);
         return td__gpu_launched(x, "scan kernel");
     }
+    const bool vec = (uintptr_t)xs % 16 == 0 && (uintptr_t)ys % 16 == 0 &&
+                     (nlines == 1 || (n * (int64_t)sizeof(T)) % 16 == 0);
+    const int var = variant();
+    if (var >= 3 && chain_threads(var) == 512)
+        return run_chain<T, 512>(x, xs, ys, nlines, n, vec, chain_every(var), prod);
+    if (var >= 3)
+        return run_chain<T, 256>(x, xs, ys, nlines, n, vec, chain_every(var), prod);
     const int64_t tiles = (n + scan_shape<T>::TILE - 1) / scan_shape<T>::TILE;
     if (tiles > INT32_MAX / nlines)
         return td__gpu_fail(x, TD_EUNSUPPORTED, "%s: %lld lines of %lld elements are too many",
                             prod ? "cumprod" : "cumsum", (long long)nlines, (long long)n);
-    const int var = variant();
     int levels = 1;
     for (int64_t cap = SCAN_FAN; cap < tiles; cap *= SCAN_FAN) levels++;
     if (levels > SCAN_WARPS) /* not reached: tiles < 2^31 < 32^7 */
@@ -632,8 +903,6 @@ td_status run(const td__gpu_exec *x, const void *in, void *outp, int64_t outer, 
         unsigned *flag = (unsigned *)((char *)tmp + 16);
         A *val = (A *)((char *)tmp + flag_bytes);
         A *incl = (A *)((char *)tmp + flag_bytes + val_bytes);
-        const bool vec = (uintptr_t)xs % 16 == 0 && (uintptr_t)ys % 16 == 0 &&
-                         (nlines == 1 || (n * (int64_t)sizeof(T)) % 16 == 0);
         const unsigned blocks = (unsigned)(nlines * tiles);
         const unsigned every = var == 2 ? 97u : 1u;
         if (var != 0 && vec)

@@ -7,20 +7,25 @@
 # carried targets):
 #     BUILD=build VULKAN=disabled ONLY_CARRY=1 NINJA_JOBS=2 tests/gpu/prepare-carry.sh
 # then on the GPU host from the repository root (device tool, carry ["carry"]):
-#     bash tests/gpu/memops-on-gpu-host.sh            # BUDGET=150 (seconds) by default
+#     bash tests/gpu/memops-on-gpu-host.sh            # BUDGET=240 (seconds) by default
+# SCAN_VARIANTS (default "0 1 3 4") are the TENSORD_GPU_SCAN_VARIANT values checked and timed;
+# conformance of cum also runs under 5 (3's test aid) when 3 is among them.
 # Appends to $OUT/summary.txt (read first); raw output in $OUT/memops.log, the conformance
 # logs in $OUT/conformance-*.log, Nsight Compute (when time is left) in $OUT/ncu-memops.txt.
 #
 #  1. conformance on local:cuda:0 against local:cpu, cases whose name contains "norm"
 #     (layer/rms/group/batch norm, forward and backward: the row kernels k_nn_row and
 #     k_nn_rowv, the group kernel) and "cum" (cumsum, cumprod: k_lines, k_scan_tiles), the
-#     latter again under TENSORD_GPU_SCAN_VARIANT=1 (k_scan_lookback);
+#     latter again under each other scan variant (1: k_scan_lookback; 3, 4: k_scan_chain with
+#     tiles of 512 and 256 threads; 5: 3 with tile 0's inclusive prefix only); then scan-check
+#     (tests/gpu/scan_check.c: cumsum of f32 lines of 1 to 2^28 elements twice, bit for bit,
+#     and against a long double reference) under each variant;
 #  2. layer norm [8192, 4096] f32 (affine, no affine, backward dx; bench/nn_bench.c next to
 #     bench/nn_torch.py) and cumsum over 2^28 f32 (1 GiB; gpu-bench --cumsum-only next to
 #     gpu_torch.py --cumsum-only), tensord and PyTorch alternated three times each, the
-#     cumsum row under TENSORD_GPU_SCAN_VARIANT=0 and =1 (rows ..._v0, ..._v1: the tree of
-#     tile totals, the ordered look-back) in each round; per row the median of the three
-#     runs' medians, and x/PT = PyTorch's time / tensord's;
+#     cumsum row under each of SCAN_VARIANTS (rows ..._v0, ..._v1, ...: the tree of tile
+#     totals, the ordered look-back, the chained scans) in each round; per row the median of
+#     the three runs' medians, and x/PT = PyTorch's time / tensord's;
 #  3. where the time goes: tensord's per-op GPU time (TENSORD_GPU_PROFILE=1, each op timed
 #     by two events) next to PyTorch's kernels timed by CUDA events (20 back-to-back ops);
 #  4. if at least 45 s are left: ncu (SpeedOfLight, Occupancy, LaunchStats, memory workload,
@@ -34,7 +39,10 @@ mkdir -p "$OUT"
 SUM=$OUT/summary.txt
 LOG=$OUT/memops.log
 start=$(date +%s)
-BUDGET=${BUDGET:-150}
+BUDGET=${BUDGET:-240}
+SCAN_VARIANTS=${SCAN_VARIANTS:-0 1 3 4}
+cum_variants=$SCAN_VARIANTS
+case " $SCAN_VARIANTS " in *" 3 "*) cum_variants="$SCAN_VARIANTS 5" ;; esac
 HOST_LD=${LD_LIBRARY_PATH:-} # PyTorch runs with the host's libraries, not the carried ones
 . tests/gpu/gpu-host-lib.sh
 note() { echo "$*" | tee -a "$SUM"; }
@@ -55,7 +63,9 @@ py() { # seconds script args...
 }
 
 # ---- 1. conformance against the CPU ----
-for fv in norm:0 cum:0 cum:1; do
+fvs=(norm:0)
+for v in $cum_variants; do fvs+=("cum:$v"); done
+for fv in "${fvs[@]}"; do
     f=${fv%:*} v=${fv#*:}
     TENSORD_GPU_SCAN_VARIANT=$v timeout "$(limit 40)" "$X/bin/conformance" \
         --target local:cuda:0 --filter "$f" >"$OUT/conformance-$f-v$v.log" 2>&1
@@ -63,6 +73,14 @@ for fv in norm:0 cum:0 cum:1; do
     note "conformance local:cuda:0 --filter $f (scan variant $v): $(grep -m1 '^conformance ' "$OUT/conformance-$f-v$v.log" | sed 's/^conformance //') (exit $rc)"
     grep -m5 '^FAIL' "$OUT/conformance-$f-v$v.log" | cut -c1-300 | tee -a "$SUM"
     step "conformance --filter $f (scan variant $v)" $rc
+done
+for v in $SCAN_VARIANTS; do
+    TENSORD_GPU_SCAN_VARIANT=$v timeout "$(limit 40)" "$X/bin/scan-check" --device local:cuda:0 \
+        >"$OUT/scan-check-v$v.log" 2>&1
+    rc=$?
+    note "scan-check (scan variant $v): $(tail -1 "$OUT/scan-check-v$v.log") (exit $rc)"
+    grep -m5 '^FAIL' "$OUT/scan-check-v$v.log" | cut -c1-300 | tee -a "$SUM"
+    step "scan-check (scan variant $v)" $rc
 done
 
 # ---- 2. speed next to PyTorch, alternated ----
@@ -72,7 +90,7 @@ for i in 1 2 3; do
     step "nn-bench run $i" $?
     py 40 bench/nn_torch.py --device cuda >"$T/ln-pt-$i" 2>&1
     step "nn_torch.py run $i" $?
-    for v in 0 1; do
+    for v in $SCAN_VARIANTS; do
         TENSORD_GPU_SCAN_VARIANT=$v timeout "$(limit 30)" carry/gpu-bench --device local:cuda:0 \
             --cumsum-only >"$T/cs-td$v-$i" 2>&1
         step "gpu-bench --cumsum-only (scan variant $v) run $i" $?
@@ -111,7 +129,7 @@ medians "$T"/ln-pt-* "$T"/cs-pt-* >"$T/pt.med"
 TENSORD_GPU_PROFILE=1 timeout "$(limit 30)" "$X/bin/nn-bench" --device local:cuda:0 --reps 5 \
     --rounds 1 >"$T/prof-ln" 2>&1
 step "nn-bench TENSORD_GPU_PROFILE=1" $?
-for v in 0 1; do
+for v in $SCAN_VARIANTS; do
     echo "== scan variant $v" >>"$T/prof-cs"
     TENSORD_GPU_SCAN_VARIANT=$v TENSORD_GPU_PROFILE=1 timeout "$(limit 30)" carry/gpu-bench \
         --device local:cuda:0 --cumsum-only --reps 5 --rounds 1 >>"$T/prof-cs" 2>&1
@@ -169,9 +187,9 @@ if [ "${NCU:-1}" = 1 ] && [ "$left" -ge 45 ] && [ -n "$NCU_BIN" ]; then
     timeout "$(limit 40)" "$NCU_BIN" "${ncu_args[@]}" -k 'regex:k_nn_row' -c 6 \
         "$X/bin/nn-bench" --device local:cuda:0 --reps 1 --rounds 1 >"$OUT/ncu-memops.txt" 2>&1
     step "ncu nn-bench" $?
-    for v in 0 1; do
+    for v in $SCAN_VARIANTS; do
         TENSORD_GPU_SCAN_VARIANT=$v timeout "$(limit 40)" "$NCU_BIN" "${ncu_args[@]}" \
-            -k 'regex:k_scan_(tiles|lookback)' -c 1 carry/gpu-bench --device local:cuda:0 \
+            -k 'regex:k_scan_(tiles|lookback|chain)' -c 1 carry/gpu-bench --device local:cuda:0 \
             --cumsum-only --reps 1 --rounds 1 >>"$OUT/ncu-memops.txt" 2>&1
         step "ncu gpu-bench --cumsum-only (scan variant $v)" $?
     done

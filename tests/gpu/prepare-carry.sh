@@ -48,7 +48,8 @@ bins=(server/tensord tools/tensorctl examples/fashion-mnist/fashion-mnist
       tests/unit/backends/conformance tests/unit/client/test-client-api
       tests/e2e/test-e2e-compute tests/e2e/test-e2e-info tests/unit/engine/test-engine-lowering
       bench/tensord-bench tests/onnx/td-onnx-runner bench/conv-bench bench/nn-bench bench/attn-bench
-      bench/device-bench examples/fortune-lm/fortune-lm tests/gpu/attn-check)
+      bench/device-bench examples/fortune-lm/fortune-lm tests/gpu/attn-check
+      tests/gpu/scan-check)
 echo "== build"
 # ONLY_CARRY=1: just what goes into the carry (not the unit tests, fuzzers, shaders)
 targets=()
