@@ -14,7 +14,9 @@
  *    while the client makes no call (the flusher thread drives gRPC: seen in the server's
  *    tensord_received_bytes_total), many writes reuse the copy buffers and keep their
  *    contents, a close with sends queued neither hangs nor leaks, a frozen server makes a
- *    write fail with TD_ETIMEOUT once the copies are all in flight, and a bad
+ *    write fail with TD_ETIMEOUT once the copies are all in flight, a server that dies
+ *    under a large write queued behind copies fails it at once (the queue is dropped with
+ *    the session, not waited on for another call timeout), and a bad
  *    TENSORD_WRITE_COPY_MAX is refused by td_connect.
  */
 #include "raw_session.h"
@@ -28,6 +30,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <stdio.h>
@@ -849,4 +852,47 @@ Test(background, returns_before_the_bytes_are_on_the_wire_unless_off, .init = st
     }
     free(buf);
     free(got);
+}
+
+static void *kill_later(void *arg)
+{
+    (void)arg;
+    usleep(500000);
+    kill(srv.pid, SIGKILL);
+    return NULL;
+}
+
+Test(background, server_death_under_a_queued_write_fails_it_at_once, .init = start_tcp,
+     .fini = stop, .timeout = 90)
+{
+    /* A write too large to copy, queued behind a copied one on a frozen server, when the
+     * server dies: the session's end drops the queue (the chunks over the caller's memory
+     * included), so the write fails then, not a call timeout later (it waited 10.5 s). */
+    td_options o = {.call_timeout_ms = 10000, .blob_min_bytes = SIZE_MAX};
+    td_context *ctx = connect_with(&o);
+    const size_t small = (size_t)8 << 20, big = (size_t)128 << 20;
+    uint8_t *buf = malloc(big);
+    cr_assert(buf);
+    fill(buf, big, 808);
+    cr_assert_eq(td_fence(ctx), TD_OK, "%s", td_last_error(ctx));
+    kill(srv.pid, SIGSTOP);
+    int wst = 0;
+    cr_assert_eq(waitpid(srv.pid, &wst, WUNTRACED), srv.pid);
+    td_tensor *a = td_from_host(ctx, TD_U8, 1, (int64_t[]){(int64_t)small}, buf);
+    cr_assert_not_null(a, "%s", td_last_error(ctx));
+    pthread_t killer;
+    cr_assert_eq(pthread_create(&killer, NULL, kill_later, NULL), 0);
+    double t0 = td_test_now_ms();
+    td_tensor *b = td_from_host(ctx, TD_U8, 1, (int64_t[]){(int64_t)big}, buf);
+    double dt = td_test_now_ms() - t0;
+    pthread_join(killer, NULL);
+    td_test_server_kill(&srv); /* reap */
+    cr_expect_null(b, "the write succeeded on a dead server");
+    cr_expect_eq(td_last_status(ctx), TD_EUNAVAILABLE, "%s: %s",
+                 td_status_name(td_last_status(ctx)), td_last_error(ctx));
+    cr_expect_lt(dt, 5000, "the write failed %.0f ms after it started; the server died at "
+                 "500 ms (call timeout 10000 ms)", dt);
+    td_release(a);
+    td_close(ctx);
+    free(buf);
 }
