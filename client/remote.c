@@ -50,6 +50,7 @@
 #include "proto/wire.h"
 #include "proto/wire_graph.h"
 
+#include <errno.h>
 #include <grpc/slice.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -1811,9 +1812,13 @@ td_status td__remote_open_member(const char *target, const char *device,
      * copied and sent in the background; 0 makes every write wait until it is sent. */
     const char *env_copy = getenv("TENSORD_WRITE_COPY_MAX");
     if (env_copy != NULL && env_copy[0] != '\0') {
+        /* Digits only: strtoull alone takes blanks and a sign (" -1" wraps around) and
+         * saturates past 2^64 with only errno to say so. */
         char *end = NULL;
+        errno = 0;
         unsigned long long v = strtoull(env_copy, &end, 10);
-        if (*end != '\0' || env_copy[0] == '-') {
+        if (*end != '\0' || env_copy[strspn(env_copy, "0123456789")] != '\0' ||
+            errno == ERANGE) {
             snprintf(err, errlen, "TENSORD_WRITE_COPY_MAX=%.32s: expected a byte count (0 "
                      "turns background sends off)", env_copy);
             pthread_mutex_destroy(&r->pool_mu);

@@ -896,3 +896,25 @@ Test(background, server_death_under_a_queued_write_fails_it_at_once, .init = sta
     td_close(ctx);
     free(buf);
 }
+
+Test(background, copy_max_takes_digits_only, .init = start_tcp, .fini = stop, .timeout = 60)
+{
+    /* strtoull alone let these through: a sign after blanks wrapped to "copy everything",
+     * and a count past 2^64 saturated silently. */
+    const char *const bad[] = {" -1", "+5", " 16", "99999999999999999999", "16 ", "0x10"};
+    char uri[600];
+    td_test_server_uri(&srv, "cpu", uri, sizeof uri);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        setenv("TENSORD_WRITE_COPY_MAX", bad[i], 1);
+        td_context *ctx = NULL;
+        td_status st = td_connect(uri, NULL, &ctx);
+        cr_expect_eq(st, TD_EINVAL, "TENSORD_WRITE_COPY_MAX='%s': %s", bad[i],
+                     td_status_name(st));
+        if (ctx != NULL) td_close(ctx);
+    }
+    setenv("TENSORD_WRITE_COPY_MAX", "18446744073709551615", 1);
+    td_context *ctx = connect_with(NULL);
+    round_trip(ctx, 3 * CHUNK + 7, 78);
+    td_close(ctx);
+    unsetenv("TENSORD_WRITE_COPY_MAX");
+}
