@@ -744,6 +744,9 @@ static td_status send_msg(remote *r, Tensord__V1__ClientMessage *msg,
                           const td__wire_payload *payload)
 {
     td_status st = r->ring_held_n > 0 ? ring_flush_held(r) : TD_OK;
+    /* A violation the flusher's drive found: a copied write would return without any wait
+     * that reports it (wait_until does). */
+    if (st == TD_OK && r->violation != TD_OK) st = session_violation(r);
     if (st == TD_OK && stream_broken(r)) st = session_lost(r);
     if (st == TD_OK && !outq_room(r)) st = wait_until(r, outq_room, 0);
     if (st != TD_OK) {
