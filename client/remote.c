@@ -12,7 +12,8 @@
  *
  * Ops are fire-and-forget: submit hands the message to the call, or queues it behind the
  * messages still waiting for the call's one SEND_MESSAGE, and returns; pump() starts the
- * next queued message whenever a send completes.
+ * next queued message whenever a send completes. Only a driven transport (base.driven:
+ * the flusher thread pumps) queues; otherwise a send waits for the previous one.
  *
  * Background sends: a write of at most async_write_max bytes (REMOTE_ASYNC_WRITE_MAX, env
  * TENSORD_WRITE_COPY_MAX) is copied into buffers of this transport (TD_CHUNK_BYTES each,
@@ -716,7 +717,10 @@ static td_status ring_flush_held(remote *r);
  * bearer token). */
 static td_status send_bb(remote *r, grpc_byte_buffer *bb, uint32_t flags)
 {
-    if (r->c.send_pending || r->outq_head != NULL) {
+    /* Nobody drives the queue (no flusher thread, or still opening): hand the message to
+     * the call before returning, as before the queue, so that nothing waits in it while
+     * the program makes no call. */
+    if (r->base.driven && (r->c.send_pending || r->outq_head != NULL)) {
         outq_msg *m = td__malloc(sizeof *m);
         if (m != NULL) {
             *m = (outq_msg){.bb = bb, .flags = flags, .bytes = grpc_byte_buffer_length(bb)};
@@ -726,7 +730,9 @@ static td_status send_bb(remote *r, grpc_byte_buffer *bb, uint32_t flags)
             r->outq_bytes += m->bytes;
             return TD_OK;
         }
-        /* No memory for the queue entry: wait until the call can take it directly. */
+    }
+    /* Not queued (or no memory for the queue entry): wait until the call can take it. */
+    if (!send_idle(r)) {
         td_status st = wait_until(r, send_idle, 0);
         if (st != TD_OK) {
             grpc_byte_buffer_destroy(bb);

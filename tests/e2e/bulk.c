@@ -918,3 +918,33 @@ Test(background, copy_max_takes_digits_only, .init = start_tcp, .fini = stop, .t
     td_close(ctx);
     unsetenv("TENSORD_WRITE_COPY_MAX");
 }
+
+Test(background, no_thread_hands_every_message_over, .init = start_tcp, .fini = stop,
+     .timeout = 60)
+{
+    /* batch_flush_us < 0: no thread drives the send queue, so a call must not return with
+     * a message still queued behind the one gRPC is sending. A flush sends the ops, then
+     * the releases behind them at once: the release must reach the server while the
+     * program makes no further call. */
+    td_options o = {.batch_max_ops = 4, .batch_flush_us = -1};
+    td_context *ctx = connect_with(&o);
+    td_tensor *t = td_full(ctx, TD_F32, 1, (int64_t[]){1000}, 1.0);
+    cr_assert_eq(td_fence(ctx), TD_OK, "%s", td_last_error(ctx));
+    td_server_info info;
+    cr_assert_eq(td_server_info_get(srv.addr, 5000, &info), TD_OK);
+    uint64_t before = info.tensors;
+    td_release(t);
+    td_tensor *made[4];
+    for (int i = 0; i < 4; i++) made[i] = td_full(ctx, TD_F32, 1, (int64_t[]){10}, 2.0);
+    uint64_t want = before - 1 + 4;
+    double t0 = td_test_now_ms();
+    do {
+        usleep(10000);
+        cr_assert_eq(td_server_info_get(srv.addr, 5000, &info), TD_OK);
+    } while (info.tensors != want && td_test_now_ms() - t0 < 3000);
+    cr_expect_eq(info.tensors, want, "the server holds %llu tensors, expected %llu (the "
+                 "release stayed in the client's queue)", (unsigned long long)info.tensors,
+                 (unsigned long long)want);
+    for (int i = 0; i < 4; i++) td_release(made[i]);
+    td_close(ctx);
+}
