@@ -12,7 +12,8 @@
  *
  * Ops are fire-and-forget: submit hands the message to the call, or queues it behind the
  * messages still waiting for the call's one SEND_MESSAGE, and returns; pump() starts the
- * next queued message whenever a send completes.
+ * next queued message whenever a send completes. Only a driven transport (base.driven:
+ * the flusher thread pumps) queues; otherwise a send waits for the previous one.
  *
  * Background sends: a write of at most async_write_max bytes (REMOTE_ASYNC_WRITE_MAX, env
  * TENSORD_WRITE_COPY_MAX) is copied into buffers of this transport (TD_CHUNK_BYTES each,
@@ -25,7 +26,9 @@
  * stay synchronous. Larger writes are zero-copy: each chunk's payload is a slice over the
  * caller's memory, so write does not return until gRPC has dropped every such slice. Both
  * kinds of slices are counted by their release callback, which may run on a gRPC thread,
- * hence the atomic; a copy's buffer goes back to the pool there, under pool_mu.
+ * hence the atomics; the two kinds apart (a zero-copy write waits for its own slices only)
+ * and a copy's buffer goes back to the pool there, under pool_mu. A session's end drops
+ * what is still queued (outq_drop), releasing its slices at once.
  * Why: P5 on an H100 over loopback TCP (BENCHMARKS.md, 2026-12-06 21:00) spent 2.8 ms of
  * a 6.7 ms step with the client waiting for its own 12.8 MB batch to be sent.
  *
@@ -48,6 +51,7 @@
 #include "proto/wire.h"
 #include "proto/wire_graph.h"
 
+#include <errno.h>
 #include <grpc/slice.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -188,7 +192,7 @@ typedef struct remote {
 
     td__wire_scratch scratch;
     bool send_buffered; /* the next send may wait in gRPC's write buffer (a non-final chunk) */
-    atomic_size_t slices_released;
+    atomic_size_t slices_released; /* zero-copy slices over the caller's memory */
     size_t slices_given;
 
     /* Background sends (top of the file). */
@@ -198,6 +202,11 @@ typedef struct remote {
     pthread_mutex_t pool_mu; /* the free list: release callbacks run on gRPC threads */
     pool_buf *pool_free;
     int pool_total; /* buffers allocated (free or lent to gRPC) */
+    /* Copies lent to gRPC and given back, counted apart from slices_given: a zero-copy
+     * write waits for its own slices only, not for copies gRPC holds (a dead peer's
+     * transport keeps its write buffer until the channel goes). */
+    atomic_size_t pool_returned;
+    size_t pool_lent;
 } remote;
 
 static void remote_errf(remote *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -240,7 +249,7 @@ static void on_slice_released(void *arg)
 }
 
 /* A copy's buffer came back from gRPC (any thread): onto the free list. The count goes
- * last: once teardown sees every slice released, no callback touches r any more. */
+ * last: once teardown sees every copy returned, no callback touches r any more. */
 static void on_pool_buf_released(void *arg)
 {
     pool_buf *b = arg;
@@ -249,7 +258,7 @@ static void on_pool_buf_released(void *arg)
     b->next_free = r->pool_free;
     r->pool_free = b;
     pthread_mutex_unlock(&r->pool_mu);
-    atomic_fetch_add_explicit(&r->slices_released, 1, memory_order_release);
+    atomic_fetch_add_explicit(&r->pool_returned, 1, memory_order_release);
 }
 
 /* A free chunk buffer, a new one while fewer than REMOTE_POOL_BUFS exist, else NULL
@@ -527,18 +536,37 @@ static bool pump(remote *r, gpr_timespec deadline)
     return got;
 }
 
+/* Drop the messages still waiting for the call (it can carry no more): their payload
+ * slices are released here, so a zero-copy write waiting for its slices is not left
+ * waiting for messages that will never be sent. */
+static void outq_drop(remote *r)
+{
+    while (r->outq_head != NULL) {
+        outq_msg *m = r->outq_head;
+        r->outq_head = m->next;
+        grpc_byte_buffer_destroy(m->bb);
+        td__free(m);
+    }
+    r->outq_tail = NULL;
+    r->outq_bytes = 0;
+}
+
 /* Let every outstanding operation complete, cancelling the call when the server does not
- * end it within `wait_ms`. */
+ * end it within `wait_ms`; messages still queued are dropped. */
 static void finish_call(remote *r, int wait_ms, bool cancel_now)
 {
     r->ending = true;
-    if (r->c.call == NULL) return;
+    if (r->c.call == NULL) {
+        outq_drop(r);
+        return;
+    }
     if (cancel_now) grpc_call_cancel(r->c.call, NULL);
     td__cli_call_drain(&r->c, td__cli_after_ms(wait_ms));
     if (td__cli_call_busy(&r->c)) {
         grpc_call_cancel(r->c.call, NULL);
         td__cli_call_drain(&r->c, td__cli_after_ms(REMOTE_CLOSE_TIMEOUT_MS));
     }
+    outq_drop(r);
 }
 
 static td_status status_to_td_opening(grpc_status_code c)
@@ -652,6 +680,10 @@ static bool slices_released(const remote *r)
 {
     return atomic_load_explicit(&r->slices_released, memory_order_acquire) == r->slices_given;
 }
+static bool pool_returned(const remote *r)
+{
+    return atomic_load_explicit(&r->pool_returned, memory_order_acquire) == r->pool_lent;
+}
 
 /* Take in whatever has already arrived without blocking. */
 static td_status poll_ready(remote *r)
@@ -685,7 +717,10 @@ static td_status ring_flush_held(remote *r);
  * bearer token). */
 static td_status send_bb(remote *r, grpc_byte_buffer *bb, uint32_t flags)
 {
-    if (r->c.send_pending || r->outq_head != NULL) {
+    /* Nobody drives the queue (no flusher thread, or still opening): hand the message to
+     * the call before returning, as before the queue, so that nothing waits in it while
+     * the program makes no call. */
+    if (r->base.driven && (r->c.send_pending || r->outq_head != NULL)) {
         outq_msg *m = td__malloc(sizeof *m);
         if (m != NULL) {
             *m = (outq_msg){.bb = bb, .flags = flags, .bytes = grpc_byte_buffer_length(bb)};
@@ -695,7 +730,9 @@ static td_status send_bb(remote *r, grpc_byte_buffer *bb, uint32_t flags)
             r->outq_bytes += m->bytes;
             return TD_OK;
         }
-        /* No memory for the queue entry: wait until the call can take it directly. */
+    }
+    /* Not queued (or no memory for the queue entry): wait until the call can take it. */
+    if (!send_idle(r)) {
         td_status st = wait_until(r, send_idle, 0);
         if (st != TD_OK) {
             grpc_byte_buffer_destroy(bb);
@@ -713,6 +750,9 @@ static td_status send_msg(remote *r, Tensord__V1__ClientMessage *msg,
                           const td__wire_payload *payload)
 {
     td_status st = r->ring_held_n > 0 ? ring_flush_held(r) : TD_OK;
+    /* A violation the flusher's drive found: a copied write would return without any wait
+     * that reports it (wait_until does). */
+    if (st == TD_OK && r->violation != TD_OK) st = session_violation(r);
     if (st == TD_OK && stream_broken(r)) st = session_lost(r);
     if (st == TD_OK && !outq_room(r)) st = wait_until(r, outq_room, 0);
     if (st != TD_OK) {
@@ -1284,7 +1324,8 @@ static td_status remote_write(td__transport *t, uint64_t id, uint64_t offset, co
                                         .release = on_pool_buf_released, .release_arg = b};
             }
         }
-        r->slices_given++;
+        if (copy) r->pool_lent++;
+        else r->slices_given++;
         r->send_buffered = done + len < nbytes;
         st = send_msg(r, &cm, &pl);
         r->send_buffered = false;
@@ -1387,19 +1428,13 @@ static void remote_teardown(remote *r)
     r->ring.base = NULL;
     td__free(r->ring_held);
     td__free(r->ring_rep);
-    while (r->outq_head != NULL) { /* never sent: the session is gone */
-        outq_msg *m = r->outq_head;
-        r->outq_head = m->next;
-        grpc_byte_buffer_destroy(m->bb);
-        td__free(m);
-    }
-    r->outq_tail = NULL;
+    outq_drop(r); /* never sent: the session is gone */
     /* A payload slice gRPC still holds would call back into r: wait for it, and if gRPC
      * never lets go (it always does once the call is gone), leak r rather than free it. */
-    bool released = slices_released(r);
+    bool released = slices_released(r) && pool_returned(r);
     for (int i = 0; !released && i < 5000; i++) {
         gpr_sleep_until(td__cli_after_ms(1));
-        released = slices_released(r);
+        released = slices_released(r) && pool_returned(r);
     }
     if (released) {
         while (r->pool_free != NULL) {
@@ -1777,6 +1812,7 @@ td_status td__remote_open_member(const char *target, const char *device,
     r->blob_min_default = opts == NULL || opts->blob_min_bytes == 0;
     r->next_seq = 1;
     atomic_init(&r->slices_released, 0);
+    atomic_init(&r->pool_returned, 0);
     atomic_init(&r->want, 0);
     pthread_mutex_init(&r->mu, NULL);
     pthread_mutex_init(&r->pool_mu, NULL);
@@ -1785,9 +1821,13 @@ td_status td__remote_open_member(const char *target, const char *device,
      * copied and sent in the background; 0 makes every write wait until it is sent. */
     const char *env_copy = getenv("TENSORD_WRITE_COPY_MAX");
     if (env_copy != NULL && env_copy[0] != '\0') {
+        /* Digits only: strtoull alone takes blanks and a sign (" -1" wraps around) and
+         * saturates past 2^64 with only errno to say so. */
         char *end = NULL;
+        errno = 0;
         unsigned long long v = strtoull(env_copy, &end, 10);
-        if (*end != '\0' || env_copy[0] == '-') {
+        if (*end != '\0' || env_copy[strspn(env_copy, "0123456789")] != '\0' ||
+            errno == ERANGE) {
             snprintf(err, errlen, "TENSORD_WRITE_COPY_MAX=%.32s: expected a byte count (0 "
                      "turns background sends off)", env_copy);
             pthread_mutex_destroy(&r->pool_mu);

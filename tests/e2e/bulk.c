@@ -14,7 +14,9 @@
  *    while the client makes no call (the flusher thread drives gRPC: seen in the server's
  *    tensord_received_bytes_total), many writes reuse the copy buffers and keep their
  *    contents, a close with sends queued neither hangs nor leaks, a frozen server makes a
- *    write fail with TD_ETIMEOUT once the copies are all in flight, and a bad
+ *    write fail with TD_ETIMEOUT once the copies are all in flight, a server that dies
+ *    under a large write queued behind copies fails it at once (the queue is dropped with
+ *    the session, not waited on for another call timeout), and a bad
  *    TENSORD_WRITE_COPY_MAX is refused by td_connect.
  */
 #include "raw_session.h"
@@ -28,6 +30,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <stdio.h>
@@ -849,4 +852,99 @@ Test(background, returns_before_the_bytes_are_on_the_wire_unless_off, .init = st
     }
     free(buf);
     free(got);
+}
+
+static void *kill_later(void *arg)
+{
+    (void)arg;
+    usleep(500000);
+    kill(srv.pid, SIGKILL);
+    return NULL;
+}
+
+Test(background, server_death_under_a_queued_write_fails_it_at_once, .init = start_tcp,
+     .fini = stop, .timeout = 90)
+{
+    /* A write too large to copy, queued behind a copied one on a frozen server, when the
+     * server dies: the session's end drops the queue (the chunks over the caller's memory
+     * included), so the write fails then, not a call timeout later (it waited 10.5 s). */
+    td_options o = {.call_timeout_ms = 10000, .blob_min_bytes = SIZE_MAX};
+    td_context *ctx = connect_with(&o);
+    const size_t small = (size_t)8 << 20, big = (size_t)128 << 20;
+    uint8_t *buf = malloc(big);
+    cr_assert(buf);
+    fill(buf, big, 808);
+    cr_assert_eq(td_fence(ctx), TD_OK, "%s", td_last_error(ctx));
+    kill(srv.pid, SIGSTOP);
+    int wst = 0;
+    cr_assert_eq(waitpid(srv.pid, &wst, WUNTRACED), srv.pid);
+    td_tensor *a = td_from_host(ctx, TD_U8, 1, (int64_t[]){(int64_t)small}, buf);
+    cr_assert_not_null(a, "%s", td_last_error(ctx));
+    pthread_t killer;
+    cr_assert_eq(pthread_create(&killer, NULL, kill_later, NULL), 0);
+    double t0 = td_test_now_ms();
+    td_tensor *b = td_from_host(ctx, TD_U8, 1, (int64_t[]){(int64_t)big}, buf);
+    double dt = td_test_now_ms() - t0;
+    pthread_join(killer, NULL);
+    td_test_server_kill(&srv); /* reap */
+    cr_expect_null(b, "the write succeeded on a dead server");
+    cr_expect_eq(td_last_status(ctx), TD_EUNAVAILABLE, "%s: %s",
+                 td_status_name(td_last_status(ctx)), td_last_error(ctx));
+    cr_expect_lt(dt, 5000, "the write failed %.0f ms after it started; the server died at "
+                 "500 ms (call timeout 10000 ms)", dt);
+    td_release(a);
+    td_close(ctx);
+    free(buf);
+}
+
+Test(background, copy_max_takes_digits_only, .init = start_tcp, .fini = stop, .timeout = 60)
+{
+    /* strtoull alone let these through: a sign after blanks wrapped to "copy everything",
+     * and a count past 2^64 saturated silently. */
+    const char *const bad[] = {" -1", "+5", " 16", "99999999999999999999", "16 ", "0x10"};
+    char uri[600];
+    td_test_server_uri(&srv, "cpu", uri, sizeof uri);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        setenv("TENSORD_WRITE_COPY_MAX", bad[i], 1);
+        td_context *ctx = NULL;
+        td_status st = td_connect(uri, NULL, &ctx);
+        cr_expect_eq(st, TD_EINVAL, "TENSORD_WRITE_COPY_MAX='%s': %s", bad[i],
+                     td_status_name(st));
+        if (ctx != NULL) td_close(ctx);
+    }
+    setenv("TENSORD_WRITE_COPY_MAX", "18446744073709551615", 1);
+    td_context *ctx = connect_with(NULL);
+    round_trip(ctx, 3 * CHUNK + 7, 78);
+    td_close(ctx);
+    unsetenv("TENSORD_WRITE_COPY_MAX");
+}
+
+Test(background, no_thread_hands_every_message_over, .init = start_tcp, .fini = stop,
+     .timeout = 60)
+{
+    /* batch_flush_us < 0: no thread drives the send queue, so a call must not return with
+     * a message still queued behind the one gRPC is sending. A flush sends the ops, then
+     * the releases behind them at once: the release must reach the server while the
+     * program makes no further call. */
+    td_options o = {.batch_max_ops = 4, .batch_flush_us = -1};
+    td_context *ctx = connect_with(&o);
+    td_tensor *t = td_full(ctx, TD_F32, 1, (int64_t[]){1000}, 1.0);
+    cr_assert_eq(td_fence(ctx), TD_OK, "%s", td_last_error(ctx));
+    td_server_info info;
+    cr_assert_eq(td_server_info_get(srv.addr, 5000, &info), TD_OK);
+    uint64_t before = info.tensors;
+    td_release(t);
+    td_tensor *made[4];
+    for (int i = 0; i < 4; i++) made[i] = td_full(ctx, TD_F32, 1, (int64_t[]){10}, 2.0);
+    uint64_t want = before - 1 + 4;
+    double t0 = td_test_now_ms();
+    do {
+        usleep(10000);
+        cr_assert_eq(td_server_info_get(srv.addr, 5000, &info), TD_OK);
+    } while (info.tensors != want && td_test_now_ms() - t0 < 3000);
+    cr_expect_eq(info.tensors, want, "the server holds %llu tensors, expected %llu (the "
+                 "release stayed in the client's queue)", (unsigned long long)info.tensors,
+                 (unsigned long long)want);
+    for (int i = 0; i < 4; i++) td_release(made[i]);
+    td_close(ctx);
 }

@@ -4,7 +4,9 @@
  * that answers OpenSession normally and then misbehaves on the first read: chunks that run
  * past the caller's buffer, chunks at the wrong offset, a read that ends short, undecodable
  * bytes, replies to requests nobody made. The client must return TD_EPROTO (or the open
- * must fail), never write outside the caller's buffer, and close the session for good.
+ * must fail), never write outside the caller's buffer, and close the session for good;
+ * also when the stray reply is taken in by the context's background thread while the
+ * program makes no call (the next call reports it).
  */
 #include "engine/op.h"
 #include "proto/wire.h"
@@ -16,6 +18,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 enum rogue_mode {
     ROGUE_OVERFLOW,      /* one chunk with 4x the requested bytes */
@@ -26,6 +29,7 @@ enum rogue_mode {
     ROGUE_STRAY_FENCE,   /* FenceDone for a request never sent */
     ROGUE_BAD_PROTOCOL,  /* SessionOpened with protocol 99 */
     ROGUE_HANG_UP,       /* ends the call with UNAVAILABLE at the read */
+    ROGUE_STRAY_ON_WRITE, /* FenceDone for a request never sent, on the first write chunk */
 };
 
 typedef struct rogue {
@@ -37,6 +41,7 @@ typedef struct rogue {
     pthread_t thread;
     unsigned done; /* tags (bit n = tag n) that completed while waiting for another */
     unsigned ok;   /* their success flags */
+    bool stray_sent; /* ROGUE_STRAY_ON_WRITE: the stray reply went out */
 } rogue;
 
 #define RT(x) ((void *)(uintptr_t)(x))
@@ -135,6 +140,15 @@ static void *rogue_main(void *arg)
             sm.opened = &so;
             ok = rogue_send_msg(r, call, &sm, NULL, 0, first);
             first = false;
+        } else if (cm->body_case == TENSORD__V1__CLIENT_MESSAGE__BODY_WRITE &&
+                   r->mode == ROGUE_STRAY_ON_WRITE && !r->stray_sent) {
+            Tensord__V1__FenceDone fd = TENSORD__V1__FENCE_DONE__INIT;
+            sm.seq = cm->seq + 1000;
+            sm.body_case = TENSORD__V1__SERVER_MESSAGE__BODY_FENCE;
+            sm.fence = &fd;
+            ok = rogue_send_msg(r, call, &sm, NULL, 0, first);
+            first = false;
+            r->stray_sent = true;
         } else if (cm->body_case == TENSORD__V1__CLIENT_MESSAGE__BODY_READ) {
             const Tensord__V1__ReadRequest *rr = cm->read;
             Tensord__V1__ReadChunk rc = TENSORD__V1__READ_CHUNK__INIT;
@@ -176,6 +190,7 @@ static void *rogue_main(void *arg)
             }
             case ROGUE_HANG_UP:
             case ROGUE_BAD_PROTOCOL:
+            case ROGUE_STRAY_ON_WRITE:
                 ok = false;
                 break;
             }
@@ -316,4 +331,33 @@ Test(rogue_server, bad_protocol_version, .timeout = 30)
 Test(rogue_server, hangs_up_mid_read, .timeout = 30)
 {
     read_against(ROGUE_HANG_UP, TD_EUNAVAILABLE, "rogue server hangs up");
+}
+
+Test(rogue_server, stray_reply_taken_in_the_background, .timeout = 30)
+{
+    rogue r;
+    rogue_start(&r, ROGUE_STRAY_ON_WRITE);
+    char uri[64];
+    snprintf(uri, sizeof uri, "tensord://127.0.0.1:%d/cpu", r.port);
+    td_options o = {.call_timeout_ms = 5000, .blob_min_bytes = SIZE_MAX};
+    td_context *ctx = NULL;
+    cr_assert_eq(td_connect(uri, &o, &ctx), TD_OK, "%s", td_connect_error());
+    /* 16 chunks: the stray FenceDone (sent on the first) arrives while the rest are still
+     * queued (gRPC buffers 8 MiB), so the flusher thread's drive takes it in while the
+     * program makes no call (drive pumps only while sends are queued). */
+    static uint8_t data[(size_t)16 << 20];
+    td_tensor *a = td_from_host(ctx, TD_U8, 1, (int64_t[]){sizeof data}, data);
+    cr_assert_not_null(a, "%s", td_last_error(ctx));
+    usleep(300000);
+    td_status st = td_write(a, data, sizeof data);
+    cr_expect_eq(st, TD_EPROTO, "an upload after the protocol violation: %s: %s",
+                 td_status_name(st), td_last_error(ctx));
+    cr_expect(strstr(td_last_error(ctx), "none pending") != NULL, "after %s: '%s'",
+              td_status_name(st), td_last_error(ctx));
+    st = td_fence(ctx);
+    cr_expect_eq(st, TD_ECLOSED, "fence after it: %s: %s", td_status_name(st),
+                 td_last_error(ctx));
+    td_release(a);
+    td_close(ctx);
+    rogue_stop(&r);
 }
