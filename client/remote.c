@@ -15,8 +15,8 @@
  * next queued message whenever a send completes. Only a driven transport (base.driven:
  * the flusher thread pumps) queues; otherwise a send waits for the previous one.
  *
- * Background sends: a write of at most async_write_max bytes (REMOTE_ASYNC_WRITE_MAX, env
- * TENSORD_WRITE_COPY_MAX) is copied into buffers of this transport (TD_CHUNK_BYTES each,
+ * Background sends: a write of at most async_write_max bytes (REMOTE_ASYNC_WRITE_MAX on a
+ * host of at least REMOTE_ASYNC_MIN_CPUS CPUs, else 0; env TENSORD_WRITE_COPY_MAX) is copied into buffers of this transport (TD_CHUNK_BYTES each,
  * reused, at most REMOTE_POOL_BUFS) and queued, and write returns at once: the caller's
  * next batch can be prepared while this one crosses the wire. Someone must pump for gRPC
  * to go on sending (its I/O runs in the threads that poll the completion queue), so the
@@ -54,6 +54,7 @@
 #include <errno.h>
 #include <grpc/slice.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -86,6 +87,9 @@
  * REMOTE_POOL_BUFS chunk buffers (32 MiB) at a time, and the queue holds at most
  * REMOTE_OUTQ_BYTES before a send waits for room. */
 #define REMOTE_ASYNC_WRITE_MAX ((size_t)16 << 20)
+/* ...by default only when the process may run on at least this many CPUs (its affinity:
+ * a container's or taskset's limit counts). */
+#define REMOTE_ASYNC_MIN_CPUS 4
 #define REMOTE_POOL_BUFS 32
 #define REMOTE_OUTQ_BYTES ((size_t)64 << 20)
 /* How long one drive call pumps, and one pump inside it waits (microseconds). */
@@ -1816,7 +1820,13 @@ td_status td__remote_open_member(const char *target, const char *device,
     atomic_init(&r->want, 0);
     pthread_mutex_init(&r->mu, NULL);
     pthread_mutex_init(&r->pool_mu, NULL);
-    r->async_write_max = REMOTE_ASYNC_WRITE_MAX;
+    /* Background sends trade a memcpy and the flusher's pumping for overlap: worth it with
+     * cores to spare, a loss on a 2-core host, where the copy competes with the program
+     * and a same-host server (P5 b4096 on the 2-core VM: 15 % slower with them;
+     * BENCHMARKS.md 2026-12-07). */
+    cpu_set_t cpus;
+    int ncpu = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+    r->async_write_max = ncpu >= REMOTE_ASYNC_MIN_CPUS ? REMOTE_ASYNC_WRITE_MAX : 0;
     /* TENSORD_WRITE_COPY_MAX=N (README, "Configuration"): writes of at most N bytes are
      * copied and sent in the background; 0 makes every write wait until it is sent. */
     const char *env_copy = getenv("TENSORD_WRITE_COPY_MAX");

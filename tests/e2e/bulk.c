@@ -26,6 +26,7 @@
 #include "tensord.h"
 
 #include <arpa/inet.h>
+#include <sched.h>
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <fcntl.h>
@@ -635,6 +636,15 @@ static uint64_t metrics_received(int port)
     return strtoull(line + strlen("\ntensord_received_bytes_total "), NULL, 10);
 }
 
+/* Background sends are on by default only on hosts of 4 CPUs or more (client/remote.c):
+ * the suite turns them on for its tests, whatever the machine. */
+static void async_on(void) { setenv("TENSORD_WRITE_COPY_MAX", "16777216", 1); }
+static void start_tcp_async(void)
+{
+    async_on();
+    start_tcp();
+}
+
 static int g_metrics_port;
 
 static void start_with_metrics(void)
@@ -644,6 +654,7 @@ static void start_with_metrics(void)
     static char addr[64];
     snprintf(addr, sizeof addr, "127.0.0.1:%d", g_metrics_port);
     const char *const args[] = {"--metrics", addr, NULL};
+    async_on();
     start_with(args);
 }
 
@@ -683,7 +694,7 @@ Test(background, bytes_arrive_while_the_client_makes_no_call, .init = start_with
     free(got);
 }
 
-Test(background, many_writes_reuse_the_copies, .init = start_tcp, .fini = stop, .timeout = 120)
+Test(background, many_writes_reuse_the_copies, .init = start_tcp_async, .fini = stop, .timeout = 120)
 {
     /* 48 writes of two chunks each: three times the 32 copy buffers, each write from the
      * same caller buffer refilled in between; interleaved with ops on the written tensors. */
@@ -724,7 +735,7 @@ Test(background, many_writes_reuse_the_copies, .init = start_tcp, .fini = stop, 
     free(want);
 }
 
-Test(background, close_with_sends_queued, .init = start_tcp, .fini = stop, .timeout = 120)
+Test(background, close_with_sends_queued, .init = start_tcp_async, .fini = stop, .timeout = 120)
 {
     td_options o = {.blob_min_bytes = SIZE_MAX};
     const size_t n = (size_t)14 << 20;
@@ -744,7 +755,7 @@ Test(background, close_with_sends_queued, .init = start_tcp, .fini = stop, .time
               (unsigned long long)info.sessions, (unsigned long long)info.bytes_in_use);
 }
 
-Test(background, frozen_server_write_times_out, .init = start_tcp, .fini = stop, .timeout = 90)
+Test(background, frozen_server_write_times_out, .init = start_tcp_async, .fini = stop, .timeout = 90)
 {
     td_options o = {.call_timeout_ms = 1000, .blob_min_bytes = SIZE_MAX};
     td_context *ctx = connect_with(&o);
@@ -781,7 +792,7 @@ Test(background, frozen_server_write_times_out, .init = start_tcp, .fini = stop,
     free(buf);
 }
 
-Test(background, bad_copy_max_is_refused, .init = start_tcp, .fini = stop, .timeout = 60)
+Test(background, bad_copy_max_is_refused, .init = start_tcp_async, .fini = stop, .timeout = 60)
 {
     char uri[600];
     td_test_server_uri(&srv, "cpu", uri, sizeof uri);
@@ -816,7 +827,7 @@ static td_status upload_while_frozen(td_context *ctx, const uint8_t *buf, size_t
     return st;
 }
 
-Test(background, returns_before_the_bytes_are_on_the_wire_unless_off, .init = start_tcp,
+Test(background, returns_before_the_bytes_are_on_the_wire_unless_off, .init = start_tcp_async,
      .fini = stop, .timeout = 120)
 {
     const size_t n = (size_t)14 << 20;
@@ -862,7 +873,7 @@ static void *kill_later(void *arg)
     return NULL;
 }
 
-Test(background, server_death_under_a_queued_write_fails_it_at_once, .init = start_tcp,
+Test(background, server_death_under_a_queued_write_fails_it_at_once, .init = start_tcp_async,
      .fini = stop, .timeout = 90)
 {
     /* A write too large to copy, queued behind a copied one on a frozen server, when the
@@ -897,7 +908,7 @@ Test(background, server_death_under_a_queued_write_fails_it_at_once, .init = sta
     free(buf);
 }
 
-Test(background, copy_max_takes_digits_only, .init = start_tcp, .fini = stop, .timeout = 60)
+Test(background, copy_max_takes_digits_only, .init = start_tcp_async, .fini = stop, .timeout = 60)
 {
     /* strtoull alone let these through: a sign after blanks wrapped to "copy everything",
      * and a count past 2^64 saturated silently. */
@@ -919,7 +930,7 @@ Test(background, copy_max_takes_digits_only, .init = start_tcp, .fini = stop, .t
     unsetenv("TENSORD_WRITE_COPY_MAX");
 }
 
-Test(background, no_thread_hands_every_message_over, .init = start_tcp, .fini = stop,
+Test(background, no_thread_hands_every_message_over, .init = start_tcp_async, .fini = stop,
      .timeout = 60)
 {
     /* batch_flush_us < 0: no thread drives the send queue, so a call must not return with
@@ -947,4 +958,29 @@ Test(background, no_thread_hands_every_message_over, .init = start_tcp, .fini = 
                  (unsigned long long)want);
     for (int i = 0; i < 4; i++) td_release(made[i]);
     td_close(ctx);
+}
+
+Test(background, off_by_default_on_fewer_than_four_cpus, .init = start_tcp, .fini = stop,
+     .timeout = 60)
+{
+    /* The default follows the CPUs this process may use (its affinity): with one, every
+     * upload waits for the wire, so a 14 MiB upload to a frozen server times out. */
+    unsetenv("TENSORD_WRITE_COPY_MAX");
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(sched_getcpu() >= 0 ? sched_getcpu() : 0, &one);
+    cr_assert_eq(sched_setaffinity(0, sizeof one, &one), 0);
+    const size_t n = (size_t)14 << 20;
+    uint8_t *buf = malloc(n);
+    cr_assert(buf);
+    fill(buf, n, 1415);
+    td_options o = {.call_timeout_ms = 1000, .blob_min_bytes = SIZE_MAX};
+    td_context *ctx = connect_with(&o);
+    td_tensor *t = NULL;
+    td_status st = upload_while_frozen(ctx, buf, n, &t);
+    cr_expect_eq(st, TD_ETIMEOUT, "one CPU, default options: %s: %s", td_status_name(st),
+                 td_last_error(ctx));
+    td_release(t);
+    td_close(ctx);
+    free(buf);
 }
