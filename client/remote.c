@@ -16,8 +16,9 @@
  * the flusher thread pumps) queues; otherwise a send waits for the previous one.
  *
  * Background sends: a write of at most async_write_max bytes (REMOTE_ASYNC_WRITE_MAX on a
- * host of at least REMOTE_ASYNC_MIN_CPUS CPUs, else 0; env TENSORD_WRITE_COPY_MAX) is copied into buffers of this transport (TD_CHUNK_BYTES each,
- * reused, at most REMOTE_POOL_BUFS) and queued, and write returns at once: the caller's
+ * host of at least REMOTE_ASYNC_MIN_CPUS CPUs, else 0; env TENSORD_WRITE_COPY_MAX) is
+ * copied into buffers of this transport (TD_CHUNK_BYTES each, reused, at most
+ * REMOTE_POOL_BUFS) and queued, and write returns at once: the caller's
  * next batch can be prepared while this one crosses the wire. Someone must pump for gRPC
  * to go on sending (its I/O runs in the threads that poll the completion queue), so the
  * context's flusher thread calls vt->drive (remote_drive) while the queue is not empty;

@@ -336,8 +336,9 @@ td_context *td_tensor_context(const td_tensor *t);
  * Background sends: on a remote context over a stream (td_context_transport "grpc"), an
  * upload of at most 16 MiB (TENSORD_WRITE_COPY_MAX, README "Configuration"; 0: off; by
  * default on only when the process may run on at least 4 CPUs: on fewer the copy takes
- * CPU from the program and a same-host server, and costs more than it saves) is copied into the context's buffers and the call returns before the bytes are on the wire;
- * the context's background thread keeps sending them while the program goes on (at most
+ * CPU from the program and a same-host server, and costs more than it saves) is copied
+ * into the context's buffers and the call returns before the bytes are on the wire; the
+ * context's background thread keeps sending them while the program goes on (at most
  * 32 MiB of such copies are in flight; a call that needs another buffer waits for one, up
  * to call_timeout_ms). Larger uploads, shared-memory sessions and contexts with a negative
  * batch_flush_us return once every byte is sent. Either way a failure to send closes the

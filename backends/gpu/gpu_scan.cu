@@ -804,8 +804,9 @@ __global__ void __launch_bounds__(NT, 1024 / NT)
  * inclusive prefix published by every 97th tile only (a test aid: look-backs then cross
  * up to 3 windows; the bits of 1, slower); 3: k_scan_chain, tiles of 512 threads; 4: the
  * same with 256 (1's tiles, 1's bits); 5: 3 with tile 0's inclusive prefix only (a test
- * aid; 3's bits, slow: quadratic in the tiles). 1 to 5 give other bits than 0 (another association, fixed by the
- * shape as well), 3 and 5 other than 1, 2 and 4 for lines longer than 8192 elements. */
+ * aid; 3's bits, slow: quadratic in the tiles). 1 to 5 give other bits than 0 (another
+ * association, fixed by the shape as well), 3 and 5 other than 1, 2 and 4 for lines
+ * longer than 8192 elements. */
 int variant(void)
 {
     static const int v = [] {

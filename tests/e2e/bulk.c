@@ -694,7 +694,8 @@ Test(background, bytes_arrive_while_the_client_makes_no_call, .init = start_with
     free(got);
 }
 
-Test(background, many_writes_reuse_the_copies, .init = start_tcp_async, .fini = stop, .timeout = 120)
+Test(background, many_writes_reuse_the_copies, .init = start_tcp_async, .fini = stop,
+     .timeout = 120)
 {
     /* 48 writes of two chunks each: three times the 32 copy buffers, each write from the
      * same caller buffer refilled in between; interleaved with ops on the written tensors. */
@@ -755,7 +756,8 @@ Test(background, close_with_sends_queued, .init = start_tcp_async, .fini = stop,
               (unsigned long long)info.sessions, (unsigned long long)info.bytes_in_use);
 }
 
-Test(background, frozen_server_write_times_out, .init = start_tcp_async, .fini = stop, .timeout = 90)
+Test(background, frozen_server_write_times_out, .init = start_tcp_async, .fini = stop,
+     .timeout = 90)
 {
     td_options o = {.call_timeout_ms = 1000, .blob_min_bytes = SIZE_MAX};
     td_context *ctx = connect_with(&o);
