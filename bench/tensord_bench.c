@@ -1053,7 +1053,8 @@ static double run_trainer(const char *device, bool graph, bool sync_writes, int 
  * --graph; --p5-configs adds "tcp-sync", TCP with TENSORD_WRITE_COPY_MAX=0: every write
  * waits until it is sent, as before background sends, for an A/B in one run) at each
  * size of --p5-sizes (batch x hidden), run round-robin within a size so that a burst
- * of load on the shared machine hits them alike; each reports the median of its runs (--p5-runs, default 3; 1 with --quick) and the spread (max - min) / median.
+ * of load on the shared machine hits them alike; each reports the median of its runs
+ * (--p5-runs, default 3; 1 with --quick) and the spread (max - min) / median.
  * Remote eager is compared with local eager and remote --graph with local --graph, on the
  * device of --device (local:DEV against tensord://ADDR/DEV).
  * Every run has its own seed (so its own shuffle): the servers live through all runs of a
