@@ -1803,6 +1803,30 @@ td_status td__remote_open_member(const char *target, const char *device,
     size_t blob_min = opts != NULL && opts->blob_min_bytes > 0 ? opts->blob_min_bytes
                                                                : TD_BLOB_MIN_BYTES_DEFAULT;
 
+    /* Background sends trade a memcpy and the flusher's pumping for overlap: worth it with
+     * cores to spare, a loss on a 2-core host, where the copy competes with the program
+     * and a same-host server (P5 b4096 on the 2-core VM: 15 % slower with them;
+     * BENCHMARKS.md 2026-12-07). */
+    cpu_set_t cpus;
+    int ncpu = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+    size_t async_write_max = ncpu >= REMOTE_ASYNC_MIN_CPUS ? REMOTE_ASYNC_WRITE_MAX : 0;
+    /* TENSORD_WRITE_COPY_MAX=N (README, "Configuration"): writes of at most N bytes are
+     * copied and sent in the background; 0 makes every write wait until it is sent. */
+    const char *env_copy = getenv("TENSORD_WRITE_COPY_MAX");
+    if (env_copy != NULL && env_copy[0] != '\0') {
+        /* Digits only: strtoull alone takes blanks and a sign (" -1" wraps around) and
+         * saturates past 2^64 with only errno to say so. */
+        char *end = NULL;
+        errno = 0;
+        unsigned long long v = strtoull(env_copy, &end, 10);
+        if (*end != '\0' || env_copy[strspn(env_copy, "0123456789")] != '\0' ||
+            errno == ERANGE) {
+            snprintf(err, errlen, "TENSORD_WRITE_COPY_MAX=%.32s: expected a byte count (0 "
+                     "turns background sends off)", env_copy);
+            return TD_EINVAL;
+        }
+        async_write_max = v > SIZE_MAX ? SIZE_MAX : (size_t)v;
+    }
     remote *r = td__calloc(1, sizeof *r);
     if (r == NULL) {
         snprintf(err, errlen, "out of memory opening a session to %s", target);
@@ -1821,34 +1845,7 @@ td_status td__remote_open_member(const char *target, const char *device,
     atomic_init(&r->want, 0);
     pthread_mutex_init(&r->mu, NULL);
     pthread_mutex_init(&r->pool_mu, NULL);
-    /* Background sends trade a memcpy and the flusher's pumping for overlap: worth it with
-     * cores to spare, a loss on a 2-core host, where the copy competes with the program
-     * and a same-host server (P5 b4096 on the 2-core VM: 15 % slower with them;
-     * BENCHMARKS.md 2026-12-07). */
-    cpu_set_t cpus;
-    int ncpu = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
-    r->async_write_max = ncpu >= REMOTE_ASYNC_MIN_CPUS ? REMOTE_ASYNC_WRITE_MAX : 0;
-    /* TENSORD_WRITE_COPY_MAX=N (README, "Configuration"): writes of at most N bytes are
-     * copied and sent in the background; 0 makes every write wait until it is sent. */
-    const char *env_copy = getenv("TENSORD_WRITE_COPY_MAX");
-    if (env_copy != NULL && env_copy[0] != '\0') {
-        /* Digits only: strtoull alone takes blanks and a sign (" -1" wraps around) and
-         * saturates past 2^64 with only errno to say so. */
-        char *end = NULL;
-        errno = 0;
-        unsigned long long v = strtoull(env_copy, &end, 10);
-        if (*end != '\0' || env_copy[strspn(env_copy, "0123456789")] != '\0' ||
-            errno == ERANGE) {
-            snprintf(err, errlen, "TENSORD_WRITE_COPY_MAX=%.32s: expected a byte count (0 "
-                     "turns background sends off)", env_copy);
-            pthread_mutex_destroy(&r->pool_mu);
-            pthread_mutex_destroy(&r->mu);
-            td__free(r);
-            grpc_shutdown();
-            return TD_EINVAL;
-        }
-        r->async_write_max = v > SIZE_MAX ? SIZE_MAX : (size_t)v;
-    }
+    r->async_write_max = async_write_max;
     td__cli_call_init(&r->c);
 
     td_status st = td__client_sec_init(&r->sec, false, opts, err, errlen);
