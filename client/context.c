@@ -889,50 +889,88 @@ static bool set_shape(td_context *ctx, const char *api, td__op *op, int rank,
 
 /* ---- creation ---- */
 
-td_tensor *td_from_host(td_context *ctx, td_dtype dt, int rank, const int64_t *dims,
-                        const void *data)
+static td_status write_impl(td_tensor *t, const void *data, size_t nbytes, unsigned flags,
+                            const char *api);
+
+/* td_write_ex / td_from_host_ex flags: only TD_WRITE_FRESH is known. */
+static bool write_flags_ok(td_context *ctx, unsigned flags, const char *api)
 {
-    if (ctx == NULL) return thread_fail("td_from_host: ctx is NULL");
+    unsigned unknown = flags & ~(unsigned)TD_WRITE_FRESH;
+    if (unknown != 0)
+        set_err(ctx, "%s: unknown flags 0x%x (known: TD_WRITE_FRESH 0x%x)", api, unknown,
+                (unsigned)TD_WRITE_FRESH);
+    return unknown == 0;
+}
+
+static td_tensor *from_host_impl(td_context *ctx, td_dtype dt, int rank, const int64_t *dims,
+                                 const void *data, unsigned flags, const char *api)
+{
+    if (ctx == NULL) return thread_fail("%s: ctx is NULL", api);
+    if (!write_flags_ok(ctx, flags, api)) return NULL;
     td__op op = {.opcode = TD_OP_EMPTY, .dtype = (uint32_t)dt};
-    if (!set_shape(ctx, "td_from_host", &op, rank, dims)) return NULL;
+    if (!set_shape(ctx, api, &op, rank, dims)) return NULL;
     if (data == NULL) {
         td__desc d = {.dtype = (uint32_t)dt, .rank = (uint32_t)rank};
         for (int i = 0; i < rank; i++) d.dims[i] = dims[i];
         if (td__desc_check(&d, NULL, 0) != TD_OK || td__desc_nbytes(&d) > 0) {
-            set_err(ctx, "td_from_host: data is NULL");
+            set_err(ctx, "%s: data is NULL", api);
             return NULL;
         }
     }
-    td_tensor *t = record(ctx, "td_from_host", &op, NULL);
+    td_tensor *t = record(ctx, api, &op, NULL);
     if (t == NULL) return NULL;
-    if (td_write(t, data, td_nbytes(t)) != TD_OK) {
+    if (write_impl(t, data, td_nbytes(t), flags, api) != TD_OK) {
         td_release(t);
         return NULL;
     }
     return t;
 }
 
-td_status td_write(td_tensor *t, const void *data, size_t nbytes)
+td_tensor *td_from_host(td_context *ctx, td_dtype dt, int rank, const int64_t *dims,
+                        const void *data)
+{
+    return from_host_impl(ctx, dt, rank, dims, data, 0, "td_from_host");
+}
+
+td_tensor *td_from_host_ex(td_context *ctx, td_dtype dt, int rank, const int64_t *dims,
+                           const void *data, unsigned flags)
+{
+    return from_host_impl(ctx, dt, rank, dims, data, flags, "td_from_host_ex");
+}
+
+static td_status write_impl(td_tensor *t, const void *data, size_t nbytes, unsigned flags,
+                            const char *api)
 {
     if (t == NULL) return TD_EINVAL;
     td_context *ctx = t->ctx;
+    if (!write_flags_ok(ctx, flags, api)) return TD_EINVAL;
     if (t->placeholder || ctx->capturing) {
-        set_err(ctx, "td_write: %s", t->placeholder ? "tensor is a graph placeholder (graphs "
+        set_err(ctx, "%s: %s", api, t->placeholder ? "tensor is a graph placeholder (graphs "
                 "take data through td_graph_input and td_graph_run)"
                 : "not allowed while capturing a graph (td_graph_begin)");
         return TD_EINVAL;
     }
     if (nbytes != td_nbytes(t) || (nbytes > 0 && data == NULL)) {
-        set_err(ctx, "td_write: tensor %llu holds %zu bytes, got %zu%s",
+        set_err(ctx, "%s: tensor %llu holds %zu bytes, got %zu%s", api,
                 (unsigned long long)t->id, td_nbytes(t), nbytes, data ? "" : " (data is NULL)");
         return TD_EINVAL;
     }
     td_status s = flush(ctx);
     if (s != TD_OK) return s;
-    s = td__offer_write(ctx->tp, t->id, data, nbytes);
+    s = td__offer_write(ctx->tp, t->id, data, nbytes, (flags & TD_WRITE_FRESH) != 0);
     if (ctx->tp->sends_queued) td__flusher_kick(ctx->flusher);
-    if (s != TD_OK) set_err_status(ctx, s, "td_write: %s", ctx->tp->err);
+    if (s != TD_OK) set_err_status(ctx, s, "%s: %s", api, ctx->tp->err);
     return s;
+}
+
+td_status td_write(td_tensor *t, const void *data, size_t nbytes)
+{
+    return write_impl(t, data, nbytes, 0, "td_write");
+}
+
+td_status td_write_ex(td_tensor *t, const void *data, size_t nbytes, unsigned flags)
+{
+    return write_impl(t, data, nbytes, flags, "td_write_ex");
 }
 
 /* ---- host buffers ---- */

@@ -28,6 +28,11 @@
  *    fill the tensor from the store, no payload crosses the wire (P4). Absent (the
  *    fingerprints collided, or the blob was evicted): send the bytes, keep them as a
  *    candidate.
+ * An upload the program marked TD_WRITE_FRESH (td_write_ex: data that will not repeat,
+ * such as a training batch) skips all of this and goes out as plain bytes: no fingerprint,
+ * no round trip, and the executor keeps no candidate of it (on the 2-core VM the offer's
+ * round trip and the kept candidate cost a b4096 training loop 10-20 %, BENCHMARKS.md
+ * 2026-12-07).
  * Only the SHA-256 decides which bytes the tensor gets; the fingerprint only decides when
  * to pay for computing it. The design and the alternatives weighed (a full-data XXH3,
  * hashing off the fence path, offering only tensors marked as parameters) are in
@@ -88,9 +93,10 @@ static bool hash_finish(offer_hash *h, uint8_t out[TD_SHA256_BYTES])
     return td__sha256_final(h->ctx, out);
 }
 
-td_status td__offer_write(td__transport *t, uint64_t id, const void *src, size_t nbytes)
+td_status td__offer_write(td__transport *t, uint64_t id, const void *src, size_t nbytes,
+                          bool fresh)
 {
-    if (t->vt->blob_has == NULL || nbytes == 0 || nbytes < t->blob_min_bytes)
+    if (fresh || t->vt->blob_has == NULL || nbytes == 0 || nbytes < t->blob_min_bytes)
         return t->vt->write(t, id, 0, src, nbytes);
     uint8_t fp[TD_FINGERPRINT_LEN];
     if (!t->blob_fingerprints || t->vt->blob_has_fingerprint == NULL ||

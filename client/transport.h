@@ -138,7 +138,8 @@ struct td__transport {
 /* Upload `nbytes` from `src` into tensor `id` (offset 0) through t, offering the data to
  * the executor's blob store first when the policy says so (client/offer.c). Same contract
  * as vt->write. */
-td_status td__offer_write(td__transport *t, uint64_t id, const void *src, size_t nbytes);
+td_status td__offer_write(td__transport *t, uint64_t id, const void *src, size_t nbytes,
+                          bool fresh);
 
 /* Record a deferred failure if none is pending (shared by both transports). */
 void td__transport_defer(td__transport *t, td_status st, const char *msg);

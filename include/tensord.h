@@ -350,6 +350,25 @@ td_tensor *td_from_host(td_context *ctx, td_dtype dt, int rank, const int64_t *d
  * call; sent as td_from_host's bytes are). */
 td_status td_write(td_tensor *t, const void *data, size_t nbytes);
 
+/* Upload flags for td_from_host_ex and td_write_ex (a bitwise OR; 0 is td_from_host's and
+ * td_write's behaviour).
+ * TD_WRITE_FRESH: the data will not be uploaded again (a training batch, a frame of a
+ *   stream). A remote context then skips the blob offer for this upload, whatever its size:
+ *   no fingerprint, no extra round trip, and the server keeps no copy of it for a later
+ *   repeat, so every byte crosses the wire each time (README "Batching and uploads"). The
+ *   tensor's contents and the ordering rules are those of td_write. Without the flag an
+ *   upload of at least td_options.blob_min_bytes is offered ("weights cross the wire once
+ *   per server"), which costs a fresh upload a round trip and the server a kept copy.
+ *   Local contexts have no blob store; the flag changes nothing there. */
+enum { TD_WRITE_FRESH = 1u << 0 };
+/* td_from_host / td_write with upload flags. TD_EINVAL (NULL for td_from_host_ex, with
+ * td_last_error "td_write_ex: unknown flags 0x6 (known: TD_WRITE_FRESH 0x1)") when `flags`
+ * has a bit other than TD_WRITE_FRESH; otherwise the same contract, errors and
+ * thread-safety as td_from_host / td_write. */
+td_tensor *td_from_host_ex(td_context *ctx, td_dtype dt, int rank, const int64_t *dims,
+                           const void *data, unsigned flags);
+td_status td_write_ex(td_tensor *t, const void *data, size_t nbytes, unsigned flags);
+
 /* ---- host buffers ----
  * td_host_alloc gives `nbytes` (> 0) of host memory, aligned to at least 64 bytes, that
  * td_from_host, td_write and td_read on the same context move with the fewest copies: on

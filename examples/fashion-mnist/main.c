@@ -382,9 +382,12 @@ static int train(run *r, double *final_loss)
             int64_t start = step * o->batch;
             int64_t b = n - start < o->batch ? n - start : o->batch;
             fill_batch(&r->train, r->order + start, b, r->xbuf, r->ybuf);
-            td_tensor *x =
-                td_from_host(r->ctx, TD_F32, 2, (int64_t[]){b, FM_IMAGE_PIXELS}, r->xbuf);
-            td_tensor *y = td_from_host(r->ctx, TD_I64, 2, (int64_t[]){b, 1}, r->ybuf);
+            /* A shuffled batch never repeats: TD_WRITE_FRESH skips the blob offer (its
+             * round trip and the server's kept copy) that weights are worth. */
+            td_tensor *x = td_from_host_ex(r->ctx, TD_F32, 2, (int64_t[]){b, FM_IMAGE_PIXELS},
+                                           r->xbuf, TD_WRITE_FRESH);
+            td_tensor *y = td_from_host_ex(r->ctx, TD_I64, 2, (int64_t[]){b, 1}, r->ybuf,
+                                           TD_WRITE_FRESH);
             int64_t global = (int64_t)(epoch - 1) * steps + step;
             double lr = o->lr;
             if (o->cosine) lr *= 0.5 * (1.0 + cos(M_PI * (double)global / (double)total_steps));

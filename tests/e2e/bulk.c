@@ -358,6 +358,56 @@ Test(blobs, many_tensor_model_repeat_is_free, .init = start_tcp, .fini = stop, .
     free(w);
 }
 
+/* TD_WRITE_FRESH (tensord.h): a marked upload is never offered and never kept. Two marked
+ * uploads of the same 4 MiB each send every byte; the server kept no candidate of them, so
+ * the first unmarked upload of those bytes sends them again, and only the second is free.
+ * td_write_ex marks a rewrite the same way; contents are right throughout; unknown flags are
+ * refused with a message naming them. */
+Test(blobs, fresh_marked_uploads_are_never_offered_or_kept, .init = start_tcp, .fini = stop,
+     .timeout = 120)
+{
+    size_t n = 4 * CHUNK + 5;
+    uint8_t *x = malloc(n);
+    fill(x, n, 8181);
+    td_context *ctx = connect_with(NULL);
+    const int64_t dims[1] = {(int64_t)n};
+    for (int i = 0; i < 2; i++) {
+        uint64_t before = sent(ctx);
+        td_tensor *t = td_from_host_ex(ctx, TD_U8, 1, dims, x, TD_WRITE_FRESH);
+        cr_assert_not_null(t, "%s", td_last_error(ctx));
+        cr_assert_eq(td_fence(ctx), TD_OK, "%s", td_last_error(ctx));
+        cr_expect_eq(sent(ctx) - before, (uint64_t)n, "marked upload %d sent %llu of %zu bytes",
+                     i, (unsigned long long)(sent(ctx) - before), n);
+        check_contents(ctx, t, x, n);
+        td_release(t);
+    }
+    uint64_t b;
+    td_tensor *u1 = upload(ctx, x, n, &b);
+    cr_expect_eq(b, (uint64_t)n, "a marked upload was kept: the first unmarked one sent %llu",
+                 (unsigned long long)b);
+    td_tensor *u2 = upload(ctx, x, n, &b);
+    cr_expect_eq(b, 0, "the unmarked repeat sent %llu bytes", (unsigned long long)b);
+    check_contents(ctx, u2, x, n);
+    /* a marked rewrite of a tensor: every byte again, even though the store holds them */
+    uint64_t before = sent(ctx);
+    cr_assert_eq(td_write_ex(u1, x, n, TD_WRITE_FRESH), TD_OK, "%s", td_last_error(ctx));
+    cr_assert_eq(td_fence(ctx), TD_OK, "%s", td_last_error(ctx));
+    cr_expect_eq(sent(ctx) - before, (uint64_t)n);
+    check_contents(ctx, u1, x, n);
+    /* unknown flag bits */
+    cr_expect_eq(td_write_ex(u1, x, n, 0x6), TD_EINVAL);
+    cr_expect_not_null(strstr(td_last_error(ctx), "td_write_ex: unknown flags 0x6"), "%s",
+                       td_last_error(ctx));
+    cr_expect_null(td_from_host_ex(ctx, TD_U8, 1, dims, x, TD_WRITE_FRESH | 0x80));
+    cr_expect_not_null(strstr(td_last_error(ctx), "td_from_host_ex: unknown flags 0x80"),
+                       "%s", td_last_error(ctx));
+    check_contents(ctx, u1, x, n);
+    td_release(u1);
+    td_release(u2);
+    td_close(ctx);
+    free(x);
+}
+
 /* Two uploads whose fingerprints collide (they differ only in bytes outside the sample,
  * common/fingerprint.h): the SHA-256 check sends the second one whole, and each tensor
  * holds its own bytes; so do repeats of both. */

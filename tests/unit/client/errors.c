@@ -534,6 +534,15 @@ static void walk_creation(void)
     BAD("td_from_host", ctx, "data NULL", td_from_host(ctx, TD_F32, 2, d23, NULL));
     BAD("td_from_host", ctx, "dim -1", td_from_host(ctx, TD_F32, 2, (int64_t[]){-1, 3}, data));
     BAD("td_from_host", ctx, "dtype 99", td_from_host(ctx, (td_dtype)99, 2, d23, data));
+    BAD("td_from_host_ex", NULL, "ctx NULL",
+        td_from_host_ex(NULL, TD_F32, 2, d23, data, TD_WRITE_FRESH));
+    BAD("td_from_host_ex", ctx, "unknown flags 0x2", td_from_host_ex(ctx, TD_F32, 2, d23, data, 2));
+    cr_assert(strstr(td_last_error(NULL), "unknown flags 0x2 (known: TD_WRITE_FRESH 0x1)"), "%s",
+              td_last_error(NULL));
+    BAD("td_from_host_ex", ctx, "rank -1",
+        td_from_host_ex(ctx, TD_F32, -1, d23, data, TD_WRITE_FRESH));
+    BAD("td_from_host_ex", ctx, "data NULL",
+        td_from_host_ex(ctx, TD_F32, 2, d23, NULL, TD_WRITE_FRESH));
 
     BAD("td_to_device", NULL, "t NULL", td_to_device(NULL, "cpu"));
     BAD("td_to_device", ctx, "device NULL", td_to_device(f2x3, NULL));

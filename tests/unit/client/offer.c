@@ -111,7 +111,7 @@ static fake make(int answer_after, bool fp_known, bool sha_present)
 Test(offer, a_fresh_upload_stops_hashing_when_the_answer_comes)
 {
     fake f = make(1, false, false);
-    cr_assert_eq(td__offer_write(&f.base, 7, data, N), TD_OK);
+    cr_assert_eq(td__offer_write(&f.base, 7, data, N, false), TD_OK);
     cr_expect_eq(f.offers_with_work, 1, "a new transport expects a repeat");
     cr_expect_eq(f.steps, 1, "hashing went on after the answer");
     cr_expect_eq(f.has, 0, "a fresh upload offers no SHA-256");
@@ -123,7 +123,7 @@ Test(offer, a_fresh_upload_stops_hashing_when_the_answer_comes)
 Test(offer, a_repeat_hashes_all_of_it_while_the_answer_is_on_its_way)
 {
     fake f = make(-1, true, true);
-    cr_assert_eq(td__offer_write(&f.base, 7, data, N), TD_OK);
+    cr_assert_eq(td__offer_write(&f.base, 7, data, N, false), TD_OK);
     cr_expect_gt(f.steps, 8, "the whole hash fits into the wait, in bounded steps");
     cr_expect_arr_eq(f.offered, want, TD_SHA256_BYTES);
     cr_expect_eq(f.from_blob, 1);
@@ -135,7 +135,7 @@ Test(offer, a_repeat_answered_at_any_step_offers_the_whole_hash)
 {
     for (int after = 0; after < 30; after += 3) {
         fake f = make(after, true, true);
-        cr_assert_eq(td__offer_write(&f.base, 7, data, N), TD_OK);
+        cr_assert_eq(td__offer_write(&f.base, 7, data, N, false), TD_OK);
         cr_expect_arr_eq(f.offered, want, TD_SHA256_BYTES, "answer after %d steps", after);
         cr_expect_eq(f.from_blob, 1);
         cr_expect_eq(f.written, 0);
@@ -145,7 +145,7 @@ Test(offer, a_repeat_answered_at_any_step_offers_the_whole_hash)
 Test(offer, a_collision_sends_the_bytes_and_keeps_them)
 {
     fake f = make(2, true, false);
-    cr_assert_eq(td__offer_write(&f.base, 7, data, N), TD_OK);
+    cr_assert_eq(td__offer_write(&f.base, 7, data, N, false), TD_OK);
     cr_expect_arr_eq(f.offered, want, TD_SHA256_BYTES);
     cr_expect_eq(f.from_blob, 0);
     cr_expect_eq(f.written, (size_t)N);
@@ -155,7 +155,7 @@ Test(offer, a_collision_sends_the_bytes_and_keeps_them)
 Test(offer, small_uploads_take_the_plain_path)
 {
     fake f = make(-1, true, true);
-    cr_assert_eq(td__offer_write(&f.base, 7, data, (1 << 20) - 1), TD_OK);
+    cr_assert_eq(td__offer_write(&f.base, 7, data, (1 << 20) - 1, false), TD_OK);
     cr_expect_eq(f.steps, 0);
     cr_expect_eq(f.has, 0);
     cr_expect_eq(f.writes, 1);
@@ -168,9 +168,9 @@ Test(offer, small_uploads_take_the_plain_path)
 Test(offer, after_a_fresh_upload_the_next_wait_is_not_spent_hashing)
 {
     fake f = make(-1, false, false);
-    cr_assert_eq(td__offer_write(&f.base, 7, data, N), TD_OK);
+    cr_assert_eq(td__offer_write(&f.base, 7, data, N, false), TD_OK);
     int steps = f.steps;
-    cr_assert_eq(td__offer_write(&f.base, 8, data, N), TD_OK);
+    cr_assert_eq(td__offer_write(&f.base, 8, data, N, false), TD_OK);
     cr_expect_eq(f.offers, 2);
     cr_expect_eq(f.offers_with_work, 1, "the second fresh upload hashed during its wait");
     cr_expect_eq(f.steps, steps);
@@ -178,13 +178,36 @@ Test(offer, after_a_fresh_upload_the_next_wait_is_not_spent_hashing)
     cr_expect_eq(f.written, 2 * (size_t)N);
 
     f.fp_known = f.sha_present = true; /* a run of repeats begins */
-    cr_assert_eq(td__offer_write(&f.base, 9, data, N), TD_OK);
+    cr_assert_eq(td__offer_write(&f.base, 9, data, N, false), TD_OK);
     cr_expect_eq(f.offers_with_work, 1);
     cr_expect_arr_eq(f.offered, want, TD_SHA256_BYTES, "hashed after the answer");
     cr_expect_eq(f.from_blob, 1);
-    cr_assert_eq(td__offer_write(&f.base, 10, data, N), TD_OK);
+    cr_assert_eq(td__offer_write(&f.base, 10, data, N, false), TD_OK);
     cr_expect_eq(f.offers_with_work, 2, "after a hit the wait is spent hashing again");
     cr_expect_gt(f.steps, steps);
     cr_expect_eq(f.from_blob, 2);
     cr_expect_eq(f.written, 2 * (size_t)N);
+}
+
+/* TD_WRITE_FRESH (td_write_ex): a large upload marked fresh goes out as plain bytes even
+ * where the server knows its fingerprint and holds its blob: no offer, no hash, no
+ * candidate, every byte written; the last-answer guess is left as it was. */
+Test(offer, a_fresh_marked_upload_is_never_offered)
+{
+    fake f = make(-1, true, true);
+    f.base.offer_last_fresh = true;
+    cr_assert_eq(td__offer_write(&f.base, 7, data, N, true), TD_OK);
+    cr_expect_eq(f.offers, 0);
+    cr_expect_eq(f.has, 0);
+    cr_expect_eq(f.steps, 0);
+    cr_expect_eq(f.from_blob, 0);
+    cr_expect_eq(f.candidates, 0);
+    cr_expect_eq(f.writes, 1);
+    cr_expect_eq(f.written, (size_t)N);
+    cr_expect(f.base.offer_last_fresh);
+    /* the same bytes unmarked are offered and filled from the store */
+    cr_assert_eq(td__offer_write(&f.base, 8, data, N, false), TD_OK);
+    cr_expect_eq(f.offers, 1);
+    cr_expect_eq(f.from_blob, 1);
+    cr_expect_eq(f.written, (size_t)N);
 }
