@@ -907,6 +907,12 @@ static td_tensor *from_host_impl(td_context *ctx, td_dtype dt, int rank, const i
 {
     if (ctx == NULL) return thread_fail("%s: ctx is NULL", api);
     if (!write_flags_ok(ctx, flags, api)) return NULL;
+    /* Refused before recording: the empty op would stay in the capture (a failed call
+     * leaves no trace) and make td_graph_end fail on an uninitialised tensor. */
+    if (ctx->capturing) {
+        set_err(ctx, "%s: not allowed while capturing a graph (td_graph_begin)", api);
+        return NULL;
+    }
     td__op op = {.opcode = TD_OP_EMPTY, .dtype = (uint32_t)dt};
     if (!set_shape(ctx, api, &op, rank, dims)) return NULL;
     if (data == NULL) {

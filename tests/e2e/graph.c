@@ -203,6 +203,53 @@ Test(graph, capture_errors)
     td_close(ctx);
 }
 
+/* td_from_host and td_from_host_ex fail while capturing (tensord.h, graphs) with a message
+ * that says so, and leave nothing behind in the capture: the graph still ends and runs. */
+static void upload_while_capturing(const char *uri)
+{
+    td_context *ctx = connect_to(uri);
+    const float data[3] = {1, 2, 3};
+    cr_assert_eq(td_graph_begin(ctx), TD_OK, "%s", td_last_error(ctx));
+    td_tensor *x = td_graph_input(ctx, "x", TD_F32, 1, (int64_t[]){3});
+    cr_assert_not_null(x, "%s", td_last_error(ctx));
+    cr_expect_null(td_from_host(ctx, TD_F32, 1, (int64_t[]){3}, data));
+    cr_expect_eq(td_last_status(ctx), TD_EINVAL);
+    cr_expect(strstr(td_last_error(ctx), "td_from_host: not allowed while capturing") != NULL,
+              "%s", td_last_error(ctx));
+    cr_expect_null(td_from_host_ex(ctx, TD_F32, 1, (int64_t[]){3}, data, TD_WRITE_FRESH));
+    cr_expect(strstr(td_last_error(ctx), "td_from_host_ex: not allowed while capturing") !=
+                  NULL, "%s", td_last_error(ctx));
+    td_tensor *y = td_mul_scalar(x, 2);
+    cr_assert_eq(td_graph_output(ctx, "y", y), TD_OK, "%s", td_last_error(ctx));
+    td_graph *g = NULL;
+    cr_assert_eq(td_graph_end(ctx, &g), TD_OK, "%s", td_last_error(ctx));
+    td_release(x);
+    td_release(y);
+    td_tensor *in = td_from_host(ctx, TD_F32, 1, (int64_t[]){3}, data);
+    td_tensor *out = NULL;
+    cr_assert_eq(td_graph_run(g, 1, NULL, &in, 1, NULL, &out), TD_OK, "%s", td_last_error(ctx));
+    float v[3];
+    cr_assert_eq(td_read(out, v, sizeof v), TD_OK, "%s", td_last_error(ctx));
+    for (int i = 0; i < 3; i++) cr_expect_eq(v[i], 2.0f * (float)(i + 1), "y[%d] = %g", i, v[i]);
+    td_release(in);
+    td_release(out);
+    td_graph_destroy(g);
+    td_close(ctx);
+}
+
+Test(graph, local_upload_while_capturing_leaves_the_capture_intact)
+{
+    upload_while_capturing("local:cpu");
+}
+
+Test(graph, remote_upload_while_capturing_leaves_the_capture_intact, .init = start_small_cache,
+     .fini = stop)
+{
+    char uri[600];
+    td_test_server_uri(&srv, "cpu", uri, sizeof uri);
+    upload_while_capturing(uri);
+}
+
 /* Distinct graphs: y = x * k. */
 static td_graph *scale_graph(td_context *ctx, double k)
 {
