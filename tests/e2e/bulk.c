@@ -7,7 +7,10 @@
  *    bit-exactly (prints the measured GB/s of 64 MiB and 1 GiB transfers);
  *  - blob store: a second upload of the same bytes sends no payload, also from a second
  *    session (a fresh upload is kept as a fingerprint candidate; a repeat promotes it; a
- *    fingerprint collision or a rewritten tensor still gets its own bytes); a corrupted cache file is detected and the bytes re-fetched after a restart;
+ *    fingerprint collision or a rewritten tensor still gets its own bytes); an upload marked
+ *    TD_WRITE_FRESH is sent whole every time, costs no round trip and leaves the server's
+ *    candidate gauges where they were (TCP with background sends, a unix stream, shared
+ *    memory); a corrupted cache file is detected and the bytes re-fetched after a restart;
  *    the LRU evicts under --blob-cache-bytes; hostile blob messages get errors;
  *  - background sends (client/remote.c): a write of up to 16 MiB returns before its bytes
  *    are sent, the caller's buffer is its own again at once, the bytes reach the server
@@ -664,8 +667,9 @@ Test(blobs, hostile_messages, .init = start_tcp, .fini = stop, .timeout = 60)
 
 /* ---- background sends ---- */
 
-/* tensord_received_bytes_total from http://127.0.0.1:port/metrics (plain HTTP/1.0 GET). */
-static uint64_t metrics_received(int port)
+/* The value of metric `name` (a line "NAME VALUE") from http://127.0.0.1:port/metrics
+ * (plain HTTP/1.0 GET). */
+static uint64_t metric_value(int port, const char *name)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     cr_assert(fd >= 0);
@@ -681,9 +685,17 @@ static uint64_t metrics_received(int port)
         len += (size_t)got;
     close(fd);
     body[len] = '\0';
-    const char *line = strstr(body, "\ntensord_received_bytes_total ");
-    cr_assert_not_null(line, "no tensord_received_bytes_total in the metrics");
-    return strtoull(line + strlen("\ntensord_received_bytes_total "), NULL, 10);
+    char key[128];
+    snprintf(key, sizeof key, "\n%s ", name);
+    const char *line = strstr(body, key);
+    cr_assert_not_null(line, "no %s in the metrics", name);
+    return strtoull(line + strlen(key), NULL, 10);
+}
+
+/* tensord_received_bytes_total: what the server took off the wire. */
+static uint64_t metrics_received(int port)
+{
+    return metric_value(port, "tensord_received_bytes_total");
 }
 
 /* Background sends are on by default only on hosts of 4 CPUs or more (client/remote.c):
@@ -706,6 +718,109 @@ static void start_with_metrics(void)
     const char *const args[] = {"--metrics", addr, NULL};
     async_on();
     start_with(args);
+}
+
+/* TD_WRITE_FRESH seen from the server (tensord.h): on every transport that offers
+ * uploads, a marked upload or rewrite of any size costs no round trip of its own, every
+ * byte is sent, ops recorded before a marked td_write_ex see the old bytes and ops after
+ * it the new, and the server's candidate gauges (tensord_blob_candidates and _bytes) do not
+ * move; an unmarked upload of the same size does move them on the same session, so the
+ * gauges are watched where candidates would show. Sizes: around the 1 MiB offer threshold
+ * and chunk, and past the 16 MiB background-send limit. */
+static void fresh_uploads_keep_nothing(const td_options *o, const char *want_transport)
+{
+    td_context *ctx = connect_with(o);
+    cr_assert_str_eq(td_context_transport(ctx), want_transport);
+    const size_t sizes[] = {CHUNK - 1, CHUNK, CHUNK + 1, 17 * CHUNK + 3};
+    const size_t max = 17 * CHUNK + 3;
+    uint8_t *x = malloc(max), *y = malloc(max);
+    int32_t *got = malloc(max * sizeof *got);
+    cr_assert(x && y && got);
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        const size_t n = sizes[k];
+        fill(x, n, 300 + k);
+        fill(y, n, 600 + k);
+        const int64_t dims[1] = {(int64_t)n};
+        uint64_t cand = metric_value(g_metrics_port, "tensord_blob_candidates");
+        uint64_t cand_bytes = metric_value(g_metrics_port, "tensord_blob_candidates_bytes");
+        td_stats s0, s1;
+        td_get_stats(ctx, &s0);
+        td_tensor *t = td_from_host_ex(ctx, TD_U8, 1, dims, x, TD_WRITE_FRESH);
+        cr_assert_not_null(t, "%zu bytes: %s", n, td_last_error(ctx));
+        td_tensor *before = td_cast(t, TD_I32);
+        cr_assert_eq(td_write_ex(t, y, n, TD_WRITE_FRESH), TD_OK, "%s", td_last_error(ctx));
+        td_tensor *after = td_cast(t, TD_I32);
+        cr_assert_eq(td_fence(ctx), TD_OK, "%s", td_last_error(ctx));
+        td_get_stats(ctx, &s1);
+        cr_expect_eq(s1.round_trips - s0.round_trips, 1, "%zu bytes: %llu round trips for two "
+                     "marked uploads and a fence", n,
+                     (unsigned long long)(s1.round_trips - s0.round_trips));
+        cr_expect_eq(s1.bytes_sent - s0.bytes_sent, 2 * (uint64_t)n, "%zu bytes: sent %llu", n,
+                     (unsigned long long)(s1.bytes_sent - s0.bytes_sent));
+        cr_expect_eq(metric_value(g_metrics_port, "tensord_blob_candidates"), cand,
+                     "%zu bytes: a marked upload was kept as a candidate", n);
+        cr_expect_eq(metric_value(g_metrics_port, "tensord_blob_candidates_bytes"), cand_bytes,
+                     "%zu bytes: a marked upload's bytes are held as a candidate", n);
+        check_contents(ctx, t, y, n);
+        cr_assert_eq(td_read(before, got, n * sizeof *got), TD_OK, "%s", td_last_error(ctx));
+        size_t i = 0;
+        while (i < n && got[i] == x[i]) i++;
+        cr_expect_eq(i, n, "%zu bytes: an op recorded before td_write_ex saw new bytes at %zu",
+                     n, i);
+        cr_assert_eq(td_read(after, got, n * sizeof *got), TD_OK, "%s", td_last_error(ctx));
+        i = 0;
+        while (i < n && got[i] == y[i]) i++;
+        cr_expect_eq(i, n, "%zu bytes: an op recorded after td_write_ex saw old bytes at %zu",
+                     n, i);
+        td_release(before);
+        td_release(after);
+        td_release(t);
+        /* the control: the same size unmarked is kept, and the gauges show it */
+        td_tensor *u = td_from_host(ctx, TD_U8, 1, dims, x);
+        cr_assert_eq(td_fence(ctx), TD_OK, "%s", td_last_error(ctx));
+        if (n >= CHUNK) {
+            cr_expect_eq(metric_value(g_metrics_port, "tensord_blob_candidates"), cand + 1,
+                         "%zu bytes: the unmarked control was not kept", n);
+            cr_expect_eq(metric_value(g_metrics_port, "tensord_blob_candidates_bytes"),
+                         cand_bytes + n, "%zu bytes: the unmarked control's bytes", n);
+        }
+        td_release(u);
+    }
+    td_close(ctx);
+    free(x);
+    free(y);
+    free(got);
+}
+
+static void start_unix_with_metrics(void)
+{
+    g_metrics_port = td_test_free_port();
+    cr_assert_gt(g_metrics_port, 0);
+    static char addr[64];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", g_metrics_port);
+    const char *const args[] = {"--metrics", addr, NULL};
+    start_server(true, args);
+}
+
+Test(blobs, fresh_marked_uploads_keep_nothing_over_tcp_with_background_sends,
+     .init = start_with_metrics, .fini = stop, .timeout = 120)
+{
+    fresh_uploads_keep_nothing(NULL, "grpc");
+}
+
+Test(blobs, fresh_marked_uploads_keep_nothing_over_a_unix_stream, .init = start_unix_with_metrics,
+     .fini = stop, .timeout = 120)
+{
+    td_options o = {.no_shm = 1};
+    fresh_uploads_keep_nothing(&o, "grpc");
+}
+
+/* shared memory offers only when blob_min_bytes is set (README "Batching and uploads") */
+Test(blobs, fresh_marked_uploads_keep_nothing_over_shared_memory,
+     .init = start_unix_with_metrics, .fini = stop, .timeout = 120)
+{
+    td_options o = {.blob_min_bytes = CHUNK};
+    fresh_uploads_keep_nothing(&o, "shm+ring");
 }
 
 Test(background, bytes_arrive_while_the_client_makes_no_call, .init = start_with_metrics,

@@ -530,3 +530,58 @@ Test(api, host_buffers_on_a_local_cpu_context)
     cr_assert(strstr(td_last_error(ctx), "nbytes is 0") != NULL, "%s", td_last_error(ctx));
     (void)b; /* left for td_close (teardown) to free */
 }
+
+/* TD_WRITE_FRESH on a local context (tensord.h: "the flag changes nothing there"): the
+ * marked calls give the contents, ordering and td_stats of td_from_host / td_write, for an
+ * upload above the remote offer's 1 MiB threshold and for none; an unknown bit is refused
+ * with the message the header gives, and nothing is recorded. */
+Test(api, fresh_marked_uploads_on_a_local_context)
+{
+    const size_t n = ((size_t)3 << 20) + 5;
+    unsigned char *x = malloc(n), *y = malloc(n), *got = malloc(n);
+    cr_assert(x && y && got);
+    for (size_t i = 0; i < n; i++) {
+        x[i] = (unsigned char)(i * 7 + 3);
+        y[i] = (unsigned char)(i * 13 + 1);
+    }
+    int64_t dim = (int64_t)n;
+    td_stats s0, s1;
+    td_get_stats(ctx, &s0);
+    td_tensor *t = td_from_host_ex(ctx, TD_U8, 1, &dim, x, TD_WRITE_FRESH);
+    cr_assert_not_null(t, "%s", td_last_error(ctx));
+    /* recorded before the write: the old bytes, x[i] + 1 (u8 wraps); after: y[i] + 1 */
+    td_tensor *before = td_add_scalar(t, 1);
+    cr_assert_eq(td_write_ex(t, y, n, TD_WRITE_FRESH), TD_OK, "%s", td_last_error(ctx));
+    td_tensor *after = td_add_scalar(t, 1);
+    cr_assert_eq(td_read(before, got, n), TD_OK, "%s", td_last_error(ctx));
+    size_t i = 0;
+    while (i < n && got[i] == (unsigned char)(x[i] + 1)) i++;
+    cr_expect_eq(i, n, "an op recorded before td_write_ex saw the new bytes at %zu", i);
+    cr_assert_eq(td_read(after, got, n), TD_OK, "%s", td_last_error(ctx));
+    i = 0;
+    while (i < n && got[i] == (unsigned char)(y[i] + 1)) i++;
+    cr_expect_eq(i, n, "an op recorded after td_write_ex saw the old bytes at %zu", i);
+    td_tensor *z = td_from_host_ex(ctx, TD_U8, 1, (int64_t[]){0}, NULL, TD_WRITE_FRESH);
+    cr_assert_not_null(z, "%s", td_last_error(ctx));
+    cr_expect_eq(td_write_ex(z, NULL, 0, TD_WRITE_FRESH), TD_OK, "%s", td_last_error(ctx));
+    td_get_stats(ctx, &s1);
+    cr_expect_eq(s1.bytes_sent - s0.bytes_sent, 2 * (uint64_t)n, "local uploads counted %llu",
+                 (unsigned long long)(s1.bytes_sent - s0.bytes_sent));
+    cr_expect_eq(td_write_ex(t, y, n, 0x6), TD_EINVAL);
+    cr_expect_str_eq(td_last_error(ctx), "td_write_ex: unknown flags 0x6 (known: TD_WRITE_FRESH "
+                     "0x1)");
+    uint64_t ops = s1.ops_recorded;
+    cr_expect_null(td_from_host_ex(ctx, TD_U8, 1, &dim, x, TD_WRITE_FRESH | 0x80));
+    cr_expect_eq(td_last_status(ctx), TD_EINVAL);
+    cr_expect_str_eq(td_last_error(ctx), "td_from_host_ex: unknown flags 0x80 (known: "
+                     "TD_WRITE_FRESH 0x1)");
+    td_get_stats(ctx, &s1);
+    cr_expect_eq(s1.ops_recorded, ops, "a refused td_from_host_ex recorded an op");
+    td_release(before);
+    td_release(after);
+    td_release(z);
+    td_release(t);
+    free(x);
+    free(y);
+    free(got);
+}
