@@ -2,7 +2,8 @@
 # The trainer against a real tensord (over TCP and over a unix socket) and against the
 # in-process engine, same seed: one epoch on 2,000 images. The loss must fall and every run
 # must print the same summary line (seconds aside): the engine is deterministic wherever it
-# runs.
+# runs. Then batches large enough for the blob offer (marked TD_WRITE_FRESH by the trainer)
+# over TCP give the in-process weights bit for bit.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -42,4 +43,20 @@ start_server "unix:$TMP/tensord.sock"
 unix=$(tail -n 1 "$TMP/unix.out")
 [[ ${unix%%  seconds:*} == "${local_%%  seconds:*}" ]] ||
     fail "unix-socket and local differ: '$unix' vs '$local_'"
-echo "ok: loss $first -> $last; tcp == unix == local: ${remote%%  seconds:*}"
+# Batches above the 1 MiB blob-offer threshold (1024 images: 3.2 MB), which the trainer marks
+# TD_WRITE_FRESH, with background sends on: the same weights, bit for bit, as in-process.
+start_server
+BIG=(--data "$DATA" --epochs 1 --limit-train 4096 --limit-test 1000 --seed 7 --batch 1024)
+TENSORD_WRITE_COPY_MAX=16777216 "$TRAINER" --device "tensord://$SERVER_ADDR/cpu" "${BIG[@]}" \
+    --save "$TMP/big-remote.safetensors" >"$TMP/big-remote.out" ||
+    fail "remote batch-1024 run failed: $(cat "$TMP/big-remote.out")"
+"$TRAINER" --device local:cpu "${BIG[@]}" --save "$TMP/big-local.safetensors" \
+    >"$TMP/big-local.out" || fail "local batch-1024 run failed: $(cat "$TMP/big-local.out")"
+big_remote=$(tail -n 1 "$TMP/big-remote.out")
+big_local=$(tail -n 1 "$TMP/big-local.out")
+[[ ${big_remote%%  seconds:*} == "${big_local%%  seconds:*}" ]] ||
+    fail "batch 1024: remote and local differ: '$big_remote' vs '$big_local'"
+cmp -s "$TMP/big-remote.safetensors" "$TMP/big-local.safetensors" ||
+    fail "batch 1024: remote and local weights differ"
+echo "ok: loss $first -> $last; tcp == unix == local: ${remote%%  seconds:*}; batch 1024" \
+    "tcp == local, weights bit for bit: ${big_local%%  seconds:*}"
