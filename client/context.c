@@ -962,7 +962,10 @@ static td_status write_impl(td_tensor *t, const void *data, size_t nbytes, unsig
         return TD_EINVAL;
     }
     td_status s = flush(ctx);
-    if (s != TD_OK) return s;
+    if (s != TD_OK) {
+        set_err_status(ctx, s, "%s: %s", api, ctx->tp->err);
+        return s;
+    }
     s = td__offer_write(ctx->tp, t->id, data, nbytes, (flags & TD_WRITE_FRESH) != 0);
     if (ctx->tp->sends_queued) td__flusher_kick(ctx->flusher);
     if (s != TD_OK) set_err_status(ctx, s, "%s: %s", api, ctx->tp->err);
@@ -2944,7 +2947,10 @@ td_status td__ctx_capture_begin(td_context *ctx, struct td__capture *cap)
         return TD_EINVAL;
     }
     td_status s = flush(ctx);
-    if (s != TD_OK) return s;
+    if (s != TD_OK) {
+        set_err_status(ctx, s, "td_graph_begin: %s", ctx->tp->err);
+        return s;
+    }
     ctx->capturing = true;
     ctx->capture = cap;
     ctx->capture_first_id = ctx->next_id;
