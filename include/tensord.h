@@ -136,7 +136,8 @@ typedef struct td_options {
      * which bytes the tensor gets). SIZE_MAX turns this off. Default (0) 1048576
      * (1 MiB), except on a session with shared memory (td_context_transport "shm" or
      * "shm+ring"), where the default is off: a same-host upload is a memcpy, faster than
-     * the SHA-256 a repeat costs; set it explicitly to offer there too. */
+     * the SHA-256 a repeat costs; set it explicitly to offer there too. An upload marked
+     * TD_WRITE_FRESH (td_write_ex) is never offered, whatever this says. */
     size_t blob_min_bytes;
     /* Matmul precision (append-only from here; 0 means the default, full f32).
      * Nonzero: every f32 td_matmul recorded on this context allows TF32, exactly as if it
