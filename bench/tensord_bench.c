@@ -77,7 +77,7 @@ static const char *g_device = "cpu";
 static const char *g_p5_sizes = NULL;
 static int g_p5_runs = 3;
 /* --p5-configs: which remote configurations P5 runs besides local (bit 1 tcp, 2 unix,
- * 4 tcp-sync) */
+ * 4 tcp-sync, 8 tcp-offer) */
 static unsigned g_p5_configs = 1 | 2;
 static long g_p5_images = 0; /* training images per epoch, as the trainer reported */
 
@@ -1014,17 +1014,18 @@ static void bench_p4(const server *tcp)
  * (module load, handles, first launches; about 1.5 s on the H100 host), which a tensord
  * serving many sessions pays once, so a one-epoch ratio would credit remote with start-up
  * it skipped rather than time its transport. */
-static double run_trainer(const char *device, bool graph, bool sync_writes, int batch,
-                          int hidden, int seed)
+static double run_trainer(const char *device, bool graph, bool sync_writes, bool offer,
+                          int batch, int hidden, int seed)
 {
     const int epochs = strcmp(g_device, "cpu") == 0 ? 1 : 2;
     char cmd[1400];
     snprintf(cmd, sizeof cmd,
              "%s'%s' --device '%s' --data '%s' --epochs %d --batch %d --hidden %d --seed %d %s "
-             "%s 2>&1",
+             "%s%s 2>&1",
              sync_writes ? "TENSORD_WRITE_COPY_MAX=0 " : "", g_trainer, device, g_data, epochs,
              batch, hidden, seed,
-             g_quick ? "--limit-train 2000 --limit-test 1000" : "", graph ? "--graph" : "");
+             g_quick ? "--limit-train 2000 --limit-test 1000" : "", graph ? "--graph" : "",
+             offer ? " --offer-batches" : "");
     FILE *f = popen(cmd, "r");
     if (f == NULL) return NAN;
     char line[512];
@@ -1051,7 +1052,9 @@ static double run_trainer(const char *device, bool graph, bool sync_writes, int 
 
 /* Six configurations (local, remote over TCP, remote over a unix socket; each eager and
  * --graph; --p5-configs adds "tcp-sync", TCP with TENSORD_WRITE_COPY_MAX=0: every write
- * waits until it is sent, as before background sends, for an A/B in one run) at each
+ * waits until it is sent, as before background sends, and "tcp-offer", TCP with the
+ * trainer's --offer-batches: batches offered to the blob store as before TD_WRITE_FRESH;
+ * each for an A/B in one run) at each
  * size of --p5-sizes (batch x hidden), run round-robin within a size so that a burst
  * of load on the shared machine hits them alike; each reports the median of its runs
  * (--p5-runs, default 3; 1 with --quick) and the spread (max - min) / median.
@@ -1061,7 +1064,7 @@ static double run_trainer(const char *device, bool graph, bool sync_writes, int 
  * size, and with one seed the second remote run would upload the first run's batches again
  * and take the blob store's repeat path (P4's subject) instead of the fresh uploads a
  * training run makes, epoch after epoch. The seed changes no shape and no step count. */
-#define P5_CONFIGS 8
+#define P5_CONFIGS 10
 #define P5_MAX_RUNS 9
 static void bench_p5(const server *tcp, const server *unx)
 {
@@ -1076,9 +1079,10 @@ static void bench_p5(const server *tcp, const server *unx)
     static const char *const names[P5_CONFIGS] = {
         "local",       "local --graph",       "remote tcp",          "remote tcp --graph",
         "remote unix", "remote unix --graph", "remote tcp sync-writes",
-        "remote tcp sync-writes --graph"};
-    const char *uris[P5_CONFIGS] = {local_uri, local_uri, tcp_uri, tcp_uri,
-                                    unix_uri,  unix_uri,  tcp_uri, tcp_uri};
+        "remote tcp sync-writes --graph", "remote tcp offered batches",
+        "remote tcp offered batches --graph"};
+    const char *uris[P5_CONFIGS] = {local_uri, local_uri, tcp_uri, tcp_uri, unix_uri,
+                                    unix_uri,  tcp_uri,   tcp_uri, tcp_uri, tcp_uri};
     bool on[P5_CONFIGS];
     for (int c = 0; c < P5_CONFIGS; c++)
         on[c] = c < 2 || (g_p5_configs & (1u << (c / 2 - 1))) != 0;
@@ -1099,7 +1103,8 @@ static void bench_p5(const server *tcp, const server *unx)
         for (int r = 0; r < runs; r++)
             for (int c = 0; c < P5_CONFIGS; c++)
                 secs[c][r] = !on[c] ? NAN
-                                    : run_trainer(uris[c], c % 2 == 1, c >= 6, batch, hidden,
+                                    : run_trainer(uris[c], c % 2 == 1, c == 6 || c == 7,
+                                                  c >= 8, batch, hidden,
                                                   1 + (size_index * P5_MAX_RUNS + r) *
                                                               P5_CONFIGS + c);
         size_index++;
@@ -1526,7 +1531,9 @@ static void usage(FILE *f)
                "                  --quick runs each once)\n"
                "  --p5-configs LIST  P5's remote configurations next to local: tcp, unix,\n"
                "                  tcp-sync (TCP with TENSORD_WRITE_COPY_MAX=0: writes wait until\n"
-               "                  sent); each eager and --graph (default tcp,unix)\n"
+               "                  sent), tcp-offer (TCP, the trainer's --offer-batches: batches\n"
+               "                  offered to the blob store); each eager and --graph (default\n"
+               "                  tcp,unix)\n"
                "  --quick         small sizes: a smoke test (never asserts on speed)\n"
                "  --json          machine-readable results\n"
                "  --only LIST     comma-separated measures, e.g. P1,P3\n",
@@ -1567,10 +1574,11 @@ int main(int argc, char **argv)
             for (char *save = NULL, *w = strtok_r(list, ",", &save); w != NULL;
                  w = strtok_r(NULL, ",", &save)) {
                 unsigned bit = strcmp(w, "tcp") == 0 ? 1u : strcmp(w, "unix") == 0 ? 2u
-                               : strcmp(w, "tcp-sync") == 0 ? 4u : 0u;
+                               : strcmp(w, "tcp-sync") == 0 ? 4u
+                               : strcmp(w, "tcp-offer") == 0 ? 8u : 0u;
                 if (bit == 0) {
-                    fprintf(stderr, "tensord-bench: --p5-configs takes tcp, unix and tcp-sync, "
-                                    "not '%s'\n", w);
+                    fprintf(stderr, "tensord-bench: --p5-configs takes tcp, unix, tcp-sync and "
+                                    "tcp-offer, not '%s'\n", w);
                     return 2;
                 }
                 g_p5_configs |= bit;

@@ -62,6 +62,7 @@ typedef struct options {
     const char *load_path;
     bool eval_only;
     bool graph;
+    bool offer_batches; /* --offer-batches: upload batches without TD_WRITE_FRESH */
     bool cnn;
     bool lr_set;
     bool momentum_set, hidden_set; /* mlp-only flags given */
@@ -100,6 +101,10 @@ static void usage(FILE *f)
             "  --graph             capture one training step as a graph and replay it (same\n"
             "                      results, bit for bit; remotely each step sends only the\n"
             "                      graph id and its bindings; mlp only)\n"
+            "  --offer-batches     upload training batches without TD_WRITE_FRESH, so that a\n"
+            "                      tensord offers each to its blob store as it does weights\n"
+            "                      (slower for data that never repeats; for tensord-bench's\n"
+            "                      P5 A/B)\n"
             "  --help              show this help and exit\n"
             "  --version           show the version and exit\n"
             "\n"
@@ -157,6 +162,7 @@ static int parse_args(int argc, char **argv, options *o)
         O_LOAD,
         O_EVAL_ONLY,
         O_GRAPH,
+        O_OFFER_BATCHES,
         O_MODEL,
         O_HELP,
         O_VERSION
@@ -177,6 +183,7 @@ static int parse_args(int argc, char **argv, options *o)
         {"load", required_argument, NULL, O_LOAD},
         {"eval-only", no_argument, NULL, O_EVAL_ONLY},
         {"graph", no_argument, NULL, O_GRAPH},
+        {"offer-batches", no_argument, NULL, O_OFFER_BATCHES},
         {"model", required_argument, NULL, O_MODEL},
         {"help", no_argument, NULL, O_HELP},
         {"version", no_argument, NULL, O_VERSION},
@@ -262,6 +269,9 @@ static int parse_args(int argc, char **argv, options *o)
             break;
         case O_GRAPH:
             o->graph = true;
+            break;
+        case O_OFFER_BATCHES:
+            o->offer_batches = true;
             break;
         case O_MODEL:
             if (strcmp(optarg, "cnn") == 0)
@@ -384,10 +394,10 @@ static int train(run *r, double *final_loss)
             fill_batch(&r->train, r->order + start, b, r->xbuf, r->ybuf);
             /* A shuffled batch never repeats: TD_WRITE_FRESH skips the blob offer (its
              * round trip and the server's kept copy) that weights are worth. */
+            unsigned fresh = o->offer_batches ? 0u : TD_WRITE_FRESH;
             td_tensor *x = td_from_host_ex(r->ctx, TD_F32, 2, (int64_t[]){b, FM_IMAGE_PIXELS},
-                                           r->xbuf, TD_WRITE_FRESH);
-            td_tensor *y = td_from_host_ex(r->ctx, TD_I64, 2, (int64_t[]){b, 1}, r->ybuf,
-                                           TD_WRITE_FRESH);
+                                           r->xbuf, fresh);
+            td_tensor *y = td_from_host_ex(r->ctx, TD_I64, 2, (int64_t[]){b, 1}, r->ybuf, fresh);
             int64_t global = (int64_t)(epoch - 1) * steps + step;
             double lr = o->lr;
             if (o->cosine) lr *= 0.5 * (1.0 + cos(M_PI * (double)global / (double)total_steps));
