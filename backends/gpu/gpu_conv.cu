@@ -67,7 +67,8 @@
  * grids that 128 x 128 leaves unevenly spread (f32_pick says why). Measured on an H100
  * (BENCHMARKS.md, 2026-12-06 11:35 UTC), x/PT on ResNet-50's layers at batch 32 against
  * cuDNN with TF32 off: 1.34, 1.27, 0.68, 1.54, 1.40 (im2col + cuBLAS: 1.18, 0.79, 0.53,
- * 1.56, 1.39); forcing the split over K (TENSORD_GPU_CONV_F32_SPLIT) moved the 3x3
+ * 1.56, 1.39); on the H200 (2026-12-07) layer2 went from 0.57 to 0.72 with mode 1's
+ * 128 x 64 tile for C_out/G <= 128; forcing the split over K (TENSORD_GPU_CONV_F32_SPLIT) moved the 3x3
  * 128-channel layer by under 5 %. A pointwise conv without bias (1x1, stride 1, no
  * padding) keeps that path's shortcut either way (one batched GEMM straight on x and w).
  * The CPU emulation runs this kernel too (cp.async as plain copies, gpu_mma.cuh's
@@ -916,7 +917,11 @@ struct f32_tile {
 };
 
 /* The tile of mode 1 to 5, from the shape alone (never from the device: the split, and so
- * the bits, follow from it). Mode 1 (auto): 64 x 128 when C_out/G <= 64, else 128 x 128.
+ * the bits, follow from it). Mode 1 (auto): 64 x 128 when C_out/G <= 64, 128 x 64 (mode 4's
+ * tile) when C_out/G <= 128, else 128 x 128. Measured on the H200 (BENCHMARKS.md,
+ * 2026-12-07 04:23 UTC), ResNet-50 layer2 at batch 32: 0.201 ms with mode 4's tile against
+ * 0.249-0.253 with 128 x 128 (cuDNN 0.143-0.145); mode 4 was slower where C_out/G <= 64
+ * (conv1 0.45 against 0.29 ms, layer1 0.38 against 0.24) and the same at C_out 512.
  * 2: 128 x 128, 3: 64 x 128 (256 threads, 8 x 8 / 4 x 8 a thread, 2 blocks an SM, the
  * register cap 128 / 96 a thread as ptxas fills it). 4 and 5, 128 x 64 at 3 blocks an SM:
  * for grids of about 1.5 blocks of 128 x 128 an SM, where 2 of those blocks resident leave
@@ -936,7 +941,10 @@ f32_tile f32_pick(const td_conv_shape &s, int mode)
     case 3: return {64, 128, 8};
     case 4: return {128, 64, 8};
     case 5: return {128, 64, 4};
-    default: return s.cog <= 64 ? f32_tile{64, 128, 8} : f32_tile{128, 128, 8};
+    default:
+        return s.cog <= 64 ? f32_tile{64, 128, 8}
+               : s.cog <= 128 ? f32_tile{128, 64, 8}
+                              : f32_tile{128, 128, 8};
     }
 }
 
