@@ -63,8 +63,11 @@
  *    bits are 1's where the tile is the same, and they depend on the shape and the tile
  *    alone: whichever incl_j a look-back starts from, folding agg_(j+1) .. agg_(t-1) onto it
  *    in ascending order continues the same left fold (1's induction), and a tile never adds
- *    anything in an order that a wait could change. What differs from 1 is the machinery,
- *    for 1's measured costs: tiles of 512 threads (3: 16384 f32 elements, half as many hops
+ *    anything in an order that a wait could change; but an op on two NaNs may give other bits
+ *    at another place in the code, so a NaN exclusive prefix is made the one quiet NaN
+ *    (canon_nan: NaN bits then differ from 1's, and other values do not). What differs from
+ *    1 is the machinery, for 1's measured costs:
+ *    tiles of 512 threads (3: 16384 f32 elements, half as many hops
  *    of the chain of inclusive prefixes, 2 blocks a multiprocessor) or 256 (4: 1's tile,
  *    to tell the two changes apart); a tile's aggregate and its inclusive prefix each in
  *    one self-checking word (value and value ^ KEY, 16 or 8 bytes, chain_word), so a poll
@@ -757,6 +760,31 @@ TD_DEV A chain_look_back(const chain_word<A> *agg, const chain_word<A> *incl, un
     return acc;
 }
 
+/* A NaN as the one quiet NaN (0x7ff8000000000000, 0x7fc00000); other values, and integer
+ * accumulators, unchanged. k_scan_chain's exclusive prefix goes through it: the association
+ * is fixed by the shape, but an op on two NaNs is not a function of their bits alone (IEEE
+ * 754 leaves open whose payload and sign the result carries, and the compiler may swap the
+ * operands of + and * at one place in the code and not at another), and the double
+ * accumulators keep payloads and signs (CUDA's own NaN is 0xfff8..., a NaN input's 0x7ff8...).
+ * Timing decides whether a prefix was folded by this tile's look-back or came through a
+ * predecessor's published inclusive prefix (computed at another place in the code), so its
+ * NaN bits were timing dependent: conformance.c's multi-line cumsum "specials" cases gave
+ * other bytes on a second run (f32 and f64 lines, variants 3 and 4, on an H200). Non-NaN
+ * values are IEEE-determined and whether a prefix is NaN does not depend on which NaNs it
+ * met, so canonicalizing the prefix makes every tile's bits depend on the shape alone again
+ * (tests/gpu/scan_chain_check.c models this). */
+template <typename A> TD_DEV A canon_nan(A v)
+{
+    if constexpr (std::is_floating_point<A>::value) {
+        if (v != v) {
+            typedef typename std::conditional<sizeof(A) == 8, unsigned long long, unsigned>::type U;
+            const U q = sizeof(A) == 8 ? (U)0x7ff8000000000000ull : (U)0x7fc00000u;
+            memcpy(&v, &q, sizeof v);
+        }
+    }
+    return v;
+}
+
 /* Variants 3 to 5: one tile of NT threads x ITEMS elements per block, the prefix by the
  * chained look-back (module comment). Thread 0 publishes the tile's aggregate at once (tile
  * 0: its inclusive prefix, incl_0 = agg_0), looks back, and publishes the inclusive prefix
@@ -788,6 +816,7 @@ __global__ void __launch_bounds__(NT, 1024 / NT)
     if (tile > 0) {
         pre = chain_look_back<A>(agg + lo, incl + lo, tile, prod, cs);
         if (t == 0) {
+            pre = canon_nan(pre); /* its NaN bits depend on the path (canon_nan) */
             warp_offsets(sm, prod, off, total); /* again: not held across the look-back */
             if (tile % incl_every == 0) chain_store<A>(incl + lo + tile, op2<A>(pre, total, prod));
             cs.pre = pre;
