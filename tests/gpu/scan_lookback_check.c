@@ -49,8 +49,10 @@ static uint64_t bits(double v)
 }
 
 /* Bit for bit, except that any NaN equals any NaN: the host compiler may commute the
- * operands of + and * (x86 then returns the other operand's NaN payload and sign), and the
- * GPU returns its one canonical NaN for every NaN result. */
+ * operands of + and * (x86 then returns the other operand's NaN payload and sign). On the
+ * GPU only float results are one canonical NaN; double ones keep a payload and sign, so
+ * variant 1's NaN bits may depend on timing as the chained scan's did (scan_chain_check.c,
+ * which compares NaNs exactly; gpu_scan.cu canon_nan). */
 static int same(double a, double b) { return bits(a) == bits(b) || (a != a && b != b); }
 
 static uint64_t g_rng = 0x9e3779b97f4a7c15u;
