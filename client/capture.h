@@ -28,8 +28,9 @@ bool td__ctx_capturing(const td_context *ctx);
 td_tensor *td__ctx_new_tensor(td_context *ctx, const td__desc *d, bool placeholder);
 /* Index of t's device among its session's devices (0: the first; td_to_device moves). */
 uint32_t td__ctx_tensor_device(const td_tensor *t);
-/* Hand pending ops and releases to the transport. */
-td_status td__ctx_flush(td_context *ctx);
+/* Hand pending ops and releases to the transport; a failure becomes the context's last
+ * error, "API: transport message". */
+td_status td__ctx_flush(td_context *ctx, const char *api);
 td__transport *td__ctx_transport(td_context *ctx);
 /* The context's autodiff state (client/autodiff.c; NULL until first used) and a tensor's
  * context. */

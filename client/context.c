@@ -590,7 +590,7 @@ td_status td_last_status(const td_context *ctx)
 }
 const char *td_device_name(const td_context *ctx) { return ctx ? ctx->tp->device : ""; }
 
-static td_status flush(td_context *ctx);
+static td_status flush(td_context *ctx, const char *api);
 static td_tensor *new_handle(td_context *ctx, const td__desc *d);
 
 const char *td_context_server(const td_context *ctx) { return ctx ? ctx->tp->server : ""; }
@@ -690,7 +690,7 @@ td_tensor *td_to_device(td_tensor *t, const char *device)
         return NULL;
     }
     out->dev = (uint8_t)k;
-    td_status s = flush(ctx);
+    td_status s = flush(ctx, "td_to_device");
     if (s == TD_OK) s = ctx->tp->vt->to_device(ctx->tp, t->id, out->id, (uint32_t)k);
     if (s != TD_OK) {
         if (ctx->dead == TD_OK) ctx->dead = s;
@@ -720,10 +720,11 @@ void td_get_stats(const td_context *ctx, td_stats *out)
 /* ---- batching ---- */
 
 /* Hand the pending batch, then pending releases, to the transport. */
-/* Caller holds the flusher lock. `report`: record a failure as the context's last error
- * (not from the flusher thread: the user thread may be reading it; the transport keeps
- * the message and every later call reports it). */
-static td_status flush_locked(td_context *ctx, bool report)
+/* Caller holds the flusher lock. `api` (the public call that flushes): record a failure as
+ * the context's last error, "API: transport message"; NULL from the flusher thread (the user
+ * thread may be reading it; the transport keeps the message and every later call reports
+ * it). */
+static td_status flush_locked(td_context *ctx, const char *api)
 {
     if (ctx->capturing) return TD_OK; /* captured ops stay in the batch until td_graph_end */
     td_status s = TD_OK;
@@ -739,31 +740,31 @@ static td_status flush_locked(td_context *ctx, bool report)
     td__flusher_idle(ctx->flusher);
     if (ctx->tp->sends_queued) td__flusher_kick_locked(ctx->flusher);
     if (s != TD_OK && ctx->dead == TD_OK) ctx->dead = s;
-    if (s != TD_OK && report) set_err_status(ctx, s, "%s", ctx->tp->err);
+    if (s != TD_OK && api != NULL) set_err_status(ctx, s, "%s: %s", api, ctx->tp->err);
     return s;
 }
 
-static td_status flush(td_context *ctx)
+static td_status flush(td_context *ctx, const char *api)
 {
     td__flusher_lock(ctx->flusher);
-    td_status s = flush_locked(ctx, true);
+    td_status s = flush_locked(ctx, api);
     td__flusher_unlock(ctx->flusher);
     return s;
 }
 
 /* flush() before a read or fence: the transport may send the batch with it. */
-static td_status flush_for_sync(td_context *ctx)
+static td_status flush_for_sync(td_context *ctx, const char *api)
 {
     td__flusher_lock(ctx->flusher);
     ctx->tp->sync_next = true;
-    td_status s = flush_locked(ctx, true);
+    td_status s = flush_locked(ctx, api);
     ctx->tp->sync_next = false;
     td__flusher_unlock(ctx->flusher);
     return s;
 }
 
 /* The flusher thread: a batch waited batch_flush_us. */
-static void flush_due(void *arg) { flush_locked(arg, false); }
+static void flush_due(void *arg) { flush_locked(arg, NULL); }
 
 /* The flusher thread, without its lock: the transport's queued sends (vt->drive). */
 static bool drive_due(void *arg)
@@ -858,7 +859,7 @@ static td_tensor *record(td_context *ctx, const char *api, td__op *op, td_tensor
     if (ctx->batch_len == 1) td__flusher_pending(ctx->flusher);
     if ((ctx->batch_len >= (size_t)ctx->opts.batch_max_ops ||
          ctx->batch_bytes >= ctx->opts.batch_max_bytes) &&
-        flush_locked(ctx, true) != TD_OK) {
+        flush_locked(ctx, api) != TD_OK) {
         /* the transport failed; the handle stays valid and later reads report it */
     }
     td__flusher_unlock(ctx->flusher);
@@ -961,11 +962,8 @@ static td_status write_impl(td_tensor *t, const void *data, size_t nbytes, unsig
                 (unsigned long long)t->id, td_nbytes(t), nbytes, data ? "" : " (data is NULL)");
         return TD_EINVAL;
     }
-    td_status s = flush(ctx);
-    if (s != TD_OK) {
-        set_err_status(ctx, s, "%s: %s", api, ctx->tp->err);
-        return s;
-    }
+    td_status s = flush(ctx, api);
+    if (s != TD_OK) return s;
     s = td__offer_write(ctx->tp, t->id, data, nbytes, (flags & TD_WRITE_FRESH) != 0);
     if (ctx->tp->sends_queued) td__flusher_kick(ctx->flusher);
     if (s != TD_OK) set_err_status(ctx, s, "%s: %s", api, ctx->tp->err);
@@ -1145,7 +1143,7 @@ td_status td_read(td_tensor *t, void *dst, size_t nbytes)
                 (unsigned long long)t->id, td_nbytes(t), nbytes, dst ? "" : " (dst is NULL)");
         return TD_EINVAL;
     }
-    td_status s = flush_for_sync(ctx);
+    td_status s = flush_for_sync(ctx, "td_read");
     if (s != TD_OK) return s;
     s = ctx->tp->vt->read(ctx->tp, t->id, 0, dst, nbytes);
     if (s != TD_OK) set_err_status(ctx, s, "td_read: %s", ctx->tp->err);
@@ -1193,7 +1191,7 @@ td_status td_fence(td_context *ctx)
         set_err(ctx, "td_fence: not allowed while capturing a graph (td_graph_begin)");
         return TD_EINVAL;
     }
-    td_status s = flush_for_sync(ctx);
+    td_status s = flush_for_sync(ctx, "td_fence");
     if (s != TD_OK) return s;
     s = ctx->tp->vt->fence(ctx->tp);
     if (s != TD_OK) set_err_status(ctx, s, "td_fence: %s", ctx->tp->err);
@@ -1225,7 +1223,7 @@ void td_release(td_tensor *t)
     ctx->releases[ctx->n_releases++] = t->id;
     td__free(t);
     if (ctx->n_releases == 1) td__flusher_pending(ctx->flusher);
-    if (ctx->n_releases >= 4096) flush_locked(ctx, true);
+    if (ctx->n_releases >= 4096) flush_locked(ctx, "td_release");
     td__flusher_unlock(ctx->flusher);
 }
 
@@ -2946,11 +2944,8 @@ td_status td__ctx_capture_begin(td_context *ctx, struct td__capture *cap)
         set_err(ctx, "td_graph_begin: a graph is already being captured on this context");
         return TD_EINVAL;
     }
-    td_status s = flush(ctx);
-    if (s != TD_OK) {
-        set_err_status(ctx, s, "td_graph_begin: %s", ctx->tp->err);
-        return s;
-    }
+    td_status s = flush(ctx, "td_graph_begin");
+    if (s != TD_OK) return s;
     ctx->capturing = true;
     ctx->capture = cap;
     ctx->capture_first_id = ctx->next_id;
@@ -2996,7 +2991,7 @@ td_tensor *td__ctx_new_tensor(td_context *ctx, const td__desc *d, bool placehold
     return t;
 }
 
-td_status td__ctx_flush(td_context *ctx) { return flush(ctx); }
+td_status td__ctx_flush(td_context *ctx, const char *api) { return flush(ctx, api); }
 uint32_t td__ctx_tensor_device(const td_tensor *t) { return t->dev; }
 td__transport *td__ctx_transport(td_context *ctx) { return ctx->tp; }
 td__autodiff **td__ctx_autodiff(td_context *ctx) { return &ctx->ad; }
@@ -3006,7 +3001,7 @@ void td__ctx_graph_release(td_context *ctx, const struct td__graph *g)
 {
     if (ctx->tp->vt->graph_release == NULL) return;
     td__flusher_lock(ctx->flusher);
-    if (flush_locked(ctx, false) == TD_OK) ctx->tp->vt->graph_release(ctx->tp, g);
+    if (flush_locked(ctx, NULL) == TD_OK) ctx->tp->vt->graph_release(ctx->tp, g);
     td__flusher_unlock(ctx->flusher);
 }
 void td__ctx_set_error(td_context *ctx, td_status st, const char *msg)

@@ -383,7 +383,7 @@ td_status td_graph_run(td_graph *graph, int n_in, const char *const *in_names,
         out_pos[i] = k;
     }
     td__transport *tp = td__ctx_transport(ctx);
-    td_status st = td__ctx_flush(ctx);
+    td_status st = td__ctx_flush(ctx, "td_graph_run");
     if (st == TD_OK && !graph->prepared && tp->vt->graph_prepare != NULL) {
         st = tp->vt->graph_prepare(tp, g, &graph->defines_sent);
         if (st != TD_OK) gerr(ctx, st, "td_graph_run: %s", tp->err);

@@ -147,16 +147,17 @@ Test(lifecycle, server_killed_mid_session, .init = start_tcp, .fini = stop, .tim
     td_close(ctx);
 }
 
-/* An upload that finds the server dead names itself and the cause, also when the ops
- * recorded before it are what fails to go out (no background flusher here, so they wait
- * in the batch until the upload sends them). */
-Test(lifecycle, upload_after_server_death_names_itself, .init = start_tcp, .fini = stop,
+/* A call that finds the server dead names itself and the cause, also when the ops recorded
+ * before it are what fails to go out (no background flusher here, so they wait in the batch
+ * until the call sends them): uploads, reads and fences alike (client/context.c flush). */
+Test(lifecycle, call_after_server_death_names_itself, .init = start_tcp, .fini = stop,
      .timeout = 60)
 {
     char uri[600];
-    const char *apis[2] = {"td_write: ", "td_write_ex: "};
-    for (int i = 0; i < 2; i++) {
-        if (i > 0) start_tcp(); /* the first was killed */
+    enum { NCALLS = 4 };
+    const char *apis[NCALLS] = {"td_write: ", "td_write_ex: ", "td_read: ", "td_fence: "};
+    for (int i = 0; i < NCALLS; i++) {
+        if (i > 0) start_tcp(); /* the last was killed */
         td_test_server_uri(&srv, "cpu", uri, sizeof uri);
         td_options o = {.batch_flush_us = -1};
         td_context *ctx = connect_ok(uri, &o);
@@ -166,9 +167,11 @@ Test(lifecycle, upload_after_server_death_names_itself, .init = start_tcp, .fini
         cr_assert_not_null(y, "%s", td_last_error(ctx));
         td_test_server_kill(&srv);
         float v[1000] = {0};
-        td_status st = i == 0 ? td_write(x, v, sizeof v)
-                              : td_write_ex(x, v, sizeof v, TD_WRITE_FRESH);
-        cr_expect_neq(st, TD_OK, "%supload to a dead server", apis[i]);
+        td_status st = i == 0   ? td_write(x, v, sizeof v)
+                       : i == 1 ? td_write_ex(x, v, sizeof v, TD_WRITE_FRESH)
+                       : i == 2 ? td_read(y, v, sizeof v)
+                                : td_fence(ctx);
+        cr_expect_neq(st, TD_OK, "%scall to a dead server", apis[i]);
         cr_expect(strncmp(td_last_error(ctx), apis[i], strlen(apis[i])) == 0 &&
                       strstr(td_last_error(ctx), "127.0.0.1") != NULL,
                   "message does not name the call and the server: %s", td_last_error(ctx));
