@@ -37,15 +37,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define SCAN_MODEL_SEED 0x243f6a8885a308d3u
+#include "scan_model.h"
+
 enum { LANES = 32, CHAIN_WIN = 16, MAXID = 4096, MAXR = 64 };
 enum site { SITE_FOLD, SITE_INCL };
 
-static uint64_t bits(double v)
-{
-    uint64_t b;
-    memcpy(&b, &v, 8);
-    return b;
-}
 static double of_bits(uint64_t b)
 {
     double v;
@@ -68,15 +65,6 @@ static double op(int prod, double a, double b, enum site s)
 /* gpu_scan.cu's canon_nan: every NaN prefix as the one quiet NaN. */
 static double canon(double v) { return v != v ? of_bits(0x7ff8000000000000ull) : v; }
 
-static uint64_t g_rng = 0x243f6a8885a308d3u;
-static uint64_t rnd(void) /* xorshift64* */
-{
-    g_rng ^= g_rng >> 12;
-    g_rng ^= g_rng << 25;
-    g_rng ^= g_rng >> 27;
-    return g_rng * 0x2545f4914f6cdd1du;
-}
-static double unif(void) { return (double)(rnd() >> 11) / 9007199254740992.0; }
 
 /* A tile aggregate: mostly ordinary, `special` in 100 a NaN of either sign (a payload at
  * times), an infinity or -0. */

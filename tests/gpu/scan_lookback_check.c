@@ -26,6 +26,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define SCAN_MODEL_SEED 0x9e3779b97f4a7c15u
+#include "scan_model.h"
+
 enum kind { SUM_F64, PROD_F64, SUM_F32, PROD_F32 };
 static const char *const kind_name[] = {"sum/double", "prod/double", "sum/float", "prod/float"};
 
@@ -41,12 +44,6 @@ static double op(enum kind k, double a, double b)
     return 0;
 }
 
-static uint64_t bits(double v)
-{
-    uint64_t b;
-    memcpy(&b, &v, 8);
-    return b;
-}
 
 /* Bit for bit, except that any NaN equals any NaN: the host compiler may commute the
  * operands of + and * (x86 then returns the other operand's NaN payload and sign). On the
@@ -55,15 +52,6 @@ static uint64_t bits(double v)
  * which compares NaNs exactly; gpu_scan.cu canon_nan). */
 static int same(double a, double b) { return bits(a) == bits(b) || (a != a && b != b); }
 
-static uint64_t g_rng = 0x9e3779b97f4a7c15u;
-static uint64_t rnd(void) /* xorshift64* */
-{
-    g_rng ^= g_rng >> 12;
-    g_rng ^= g_rng << 25;
-    g_rng ^= g_rng >> 27;
-    return g_rng * 0x2545f4914f6cdd1du;
-}
-static double unif(void) { return (double)(rnd() >> 11) / 9007199254740992.0; }
 
 /* A tile total: mostly ordinary values, sometimes a special one (`special` in 1/1000). */
 static double total(enum kind k, int special)
