@@ -659,6 +659,14 @@ td_status conv_nhwc(const td__gpu_exec *x, const td__op *op, const td__view *in,
         return TD_EUNSUPPORTED;
     const int c = var >= 1 && var <= 4 ? var - 1 : auto_cfg_nhwc(s);
     int S = var == 7 ? 1 : td_conv_splits(&s, cfg_blocks(s, c));
+    /* TENSORD_GPU_CONV_SPLIT=S (a timing aid, as TENSORD_GPU_CONV_F32_SPLIT for f32): this
+     * split over K instead */
+    static const int force_split = [] {
+        const char *e = getenv("TENSORD_GPU_CONV_SPLIT");
+        return e != NULL ? atoi(e) : 0;
+    }();
+    const int forced = td_conv_forced_splits(&s, force_split);
+    if (forced > 0) S = forced;
     if ((int64_t)s.groups * S > 65535) S = 1;
     if (getenv("TENSORD_GPU_CONV_TRACE") != NULL)
         fprintf(stderr, "tensord " TD_GPU_KIND " conv: implicit gemm %s tile %dx%d channels-last "
@@ -979,10 +987,8 @@ td_status conv_f32(const td__gpu_exec *x, const td__op *op, const td__view *in,
         const char *e = getenv("TENSORD_GPU_CONV_F32_SPLIT");
         return e != NULL ? atoi(e) : 0;
     }();
-    if (force_split >= 1 && force_split <= TD_CONV_SPLIT_MAX && force_split <= s.nk) {
-        const int per = (s.nk + force_split - 1) / force_split;
-        S = (s.nk + per - 1) / per;
-    }
+    const int forced = td_conv_forced_splits(&s, force_split);
+    if (forced > 0) S = forced;
     if ((int64_t)s.groups * S > 65535) S = 1;
     if (getenv("TENSORD_GPU_CONV_TRACE") != NULL)
         fprintf(stderr, "tensord " TD_GPU_KIND " conv: implicit gemm f32 tile %dx%d (%d threads) "

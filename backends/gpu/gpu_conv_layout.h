@@ -412,6 +412,15 @@ TD_CONV_FN int td_conv_splits(const td_conv_shape *s, int64_t blocks)
     const int64_t per = (s->nk + S - 1) / S;
     return (int)((s->nk + per - 1) / per); /* no empty split */
 }
+/* S when a timing aid asks for `force` splits over K: at most TD_CONV_SPLIT_MAX and one per
+ * K tile, none empty (so possibly fewer than asked); 0 when `force` is out of that range
+ * (not forced) */
+TD_CONV_FN int td_conv_forced_splits(const td_conv_shape *s, int force)
+{
+    if (force < 1 || force > TD_CONV_SPLIT_MAX || force > s->nk) return 0;
+    const int per = (s->nk + force - 1) / force;
+    return (s->nk + per - 1) / per;
+}
 /* split sp of S: K tiles [*kt0, *kt1) */
 TD_CONV_FN void td_conv_split_range(const td_conv_shape *s, int S, int sp, int *kt0, int *kt1)
 {

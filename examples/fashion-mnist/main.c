@@ -14,7 +14,8 @@
  * 0.25 and a linear layer, trained with Adam at a peak learning rate of 0.002, the same
  * cosine decay and batch 128; gradients come from td_backward for both models.
  *
- * Output: progress (a redrawn bar on a terminal, a line every ~10% of an epoch otherwise),
+ * Output: progress (a redrawn bar on a terminal, a line every ~10% of an epoch otherwise;
+ * --reports N sets how many times an epoch the loss is read),
  * one line per epoch, and last exactly one summary line:
  *   test accuracy: A  final loss: L  epochs: N  seconds: S
  * A: fraction of test images classified correctly (4 decimals); L: mean over the steps of
@@ -63,6 +64,8 @@ typedef struct options {
     bool eval_only;
     bool graph;
     bool offer_batches; /* --offer-batches: upload batches without TD_WRITE_FRESH */
+    bool timings;       /* --timings: where each epoch's wall time went, on stderr */
+    int64_t reports;    /* --reports N: loss reads per epoch; 0: 50 on a terminal, else 10 */
     bool cnn;
     bool lr_set;
     bool momentum_set, hidden_set; /* mlp-only flags given */
@@ -105,6 +108,16 @@ static void usage(FILE *f)
             "                      tensord offers each to its blob store as it does weights\n"
             "                      (slower for data that never repeats; for tensord-bench's\n"
             "                      P5 A/B)\n"
+            "  --reports N         read the loss and report progress N times an epoch\n"
+            "                      (default 50 on a terminal, else 10); each read waits\n"
+            "                      until the device has run every step so far, so fewer\n"
+            "                      reads keep a remote device busier (1: at the end of\n"
+            "                      each epoch only)\n"
+            "  --timings           after each epoch, print to stderr where this program's\n"
+            "                      time went: assembling batches, uploading them (which\n"
+            "                      first submits the ops recorded before: on local:cpu it\n"
+            "                      runs them), recording the step's ops, and waiting for\n"
+            "                      the loss reads (the device's backlog); milliseconds\n"
             "  --help              show this help and exit\n"
             "  --version           show the version and exit\n"
             "\n"
@@ -163,6 +176,8 @@ static int parse_args(int argc, char **argv, options *o)
         O_EVAL_ONLY,
         O_GRAPH,
         O_OFFER_BATCHES,
+        O_TIMINGS,
+        O_REPORTS,
         O_MODEL,
         O_HELP,
         O_VERSION
@@ -184,6 +199,8 @@ static int parse_args(int argc, char **argv, options *o)
         {"eval-only", no_argument, NULL, O_EVAL_ONLY},
         {"graph", no_argument, NULL, O_GRAPH},
         {"offer-batches", no_argument, NULL, O_OFFER_BATCHES},
+        {"timings", no_argument, NULL, O_TIMINGS},
+        {"reports", required_argument, NULL, O_REPORTS},
         {"model", required_argument, NULL, O_MODEL},
         {"help", no_argument, NULL, O_HELP},
         {"version", no_argument, NULL, O_VERSION},
@@ -272,6 +289,13 @@ static int parse_args(int argc, char **argv, options *o)
             break;
         case O_OFFER_BATCHES:
             o->offer_batches = true;
+            break;
+        case O_TIMINGS:
+            o->timings = true;
+            break;
+        case O_REPORTS:
+            if (!parse_i64(optarg, 1, INT64_MAX, &o->reports))
+                return usage_error("--reports needs a positive integer, not '%s'", optarg);
             break;
         case O_MODEL:
             if (strcmp(optarg, "cnn") == 0)
@@ -369,7 +393,8 @@ static int train(run *r, double *final_loss)
     const int64_t n = r->train.n;
     const int64_t steps = (n + o->batch - 1) / o->batch;
     const int64_t total_steps = steps * o->epochs;
-    const int64_t every = r->tty ? (steps + 49) / 50 : (steps + 9) / 10;
+    const int64_t reports = o->reports > 0 ? o->reports : r->tty ? 50 : 10;
+    const int64_t every = (steps + reports - 1) / reports;
     fm_rng rng = {.state = o->seed};
     td_tensor *acc = NULL;
 
@@ -386,18 +411,25 @@ static int train(run *r, double *final_loss)
         double t0 = now_s();
         double epoch_sum = 0.0;
         int64_t window = 0;
+        /* --timings: seconds of this thread's wall time per phase */
+        double t_fill = 0.0, t_upload = 0.0, t_record = 0.0, t_read = 0.0, tp = 0.0;
         acc = td_full(r->ctx, TD_F32, 0, NULL, 0.0);
         if (acc == NULL) return fail_td(r, "creating the loss accumulator");
         for (int64_t step = 0; step < steps; step++) {
             int64_t start = step * o->batch;
             int64_t b = n - start < o->batch ? n - start : o->batch;
+            tp = now_s();
             fill_batch(&r->train, r->order + start, b, r->xbuf, r->ybuf);
+            t_fill += now_s() - tp;
+            tp = now_s();
             /* A shuffled batch never repeats: TD_WRITE_FRESH skips the blob offer (its
              * round trip and the server's kept copy) that weights are worth. */
             unsigned fresh = o->offer_batches ? 0u : TD_WRITE_FRESH;
             td_tensor *x = td_from_host_ex(r->ctx, TD_F32, 2, (int64_t[]){b, FM_IMAGE_PIXELS},
                                            r->xbuf, fresh);
             td_tensor *y = td_from_host_ex(r->ctx, TD_I64, 2, (int64_t[]){b, 1}, r->ybuf, fresh);
+            t_upload += now_s() - tp;
+            tp = now_s();
             int64_t global = (int64_t)(epoch - 1) * steps + step;
             double lr = o->lr;
             if (o->cosine) lr *= 0.5 * (1.0 + cos(M_PI * (double)global / (double)total_steps));
@@ -418,11 +450,14 @@ static int train(run *r, double *final_loss)
             td_release(acc);
             td_release(loss);
             acc = next;
+            t_record += now_s() - tp;
             if (acc == NULL) return fail_td(r, "accumulating the loss");
             window++;
             if ((step + 1) % every != 0 && step + 1 != steps) continue;
             double sum;
+            tp = now_s();
             st = td_read_scalar(acc, &sum);
+            t_read += now_s() - tp;
             td_release(acc);
             acc = NULL;
             if (st != TD_OK) return fail_td(r, "training");
@@ -451,6 +486,16 @@ static int train(run *r, double *final_loss)
         printf("%sepoch %d/%d  loss %.6f  %.1f s  %.0f img/s\n", r->tty ? "\r\033[K" : "", epoch,
                o->epochs, *final_loss, secs, secs > 0 ? (double)n / secs : 0.0);
         fflush(stdout);
+        if (o->timings) {
+            /* "other" is the progress lines and the accumulator's refills */
+            double other = secs - t_fill - t_upload - t_record - t_read;
+            if (other < 0) other = 0; /* rounding: the phases lie inside the epoch */
+            fprintf(stderr,
+                    PROG ": timings epoch %d: %.1f ms = batches %.1f + uploads %.1f + "
+                         "recording %.1f + loss reads %.1f (%" PRId64 " reads) + other %.1f\n",
+                    epoch, secs * 1e3, t_fill * 1e3, t_upload * 1e3, t_record * 1e3,
+                    t_read * 1e3, (steps + every - 1) / every, other * 1e3);
+        }
     }
     return 0;
 }

@@ -48,9 +48,24 @@ unix=$(tail -n 1 "$TMP/unix.out")
 start_server
 BIG=(--data "$DATA" --epochs 1 --limit-train 4096 --limit-test 1000 --seed 7 --batch 1024)
 TENSORD_WRITE_COPY_MAX=16777216 "$TRAINER" --device "tensord://$SERVER_ADDR/cpu" "${BIG[@]}" \
-    --save "$TMP/big-remote.safetensors" >"$TMP/big-remote.out" ||
-    fail "remote batch-1024 run failed: $(cat "$TMP/big-remote.out")"
-"$TRAINER" --device local:cpu "${BIG[@]}" --save "$TMP/big-local.safetensors" \
+    --save "$TMP/big-remote.safetensors" --timings --reports 2 >"$TMP/big-remote.out" \
+    2>"$TMP/big-remote.err" ||
+    fail "remote batch-1024 run failed: $(cat "$TMP/big-remote.out" "$TMP/big-remote.err")"
+# --timings (on stderr; it changes nothing else, the weights are compared below): one line for
+# the epoch whose phases add up to its total (each rounded to 0.1 ms), and the 2 loss reads
+# that --reports 2 asks for (4 steps: one read every 2 steps). The local run reads as often:
+# the saved file's metadata holds the final loss, whose f32 sums on the device follow the
+# reads.
+timing=$(grep -E '^fashion-mnist: timings epoch 1: ' "$TMP/big-remote.err") ||
+    fail "--timings printed no line for epoch 1: '$(cat "$TMP/big-remote.err")'"
+awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^[0-9]+\.[0-9]$/) v[n++] = $i }
+     END { s = v[1] + v[2] + v[3] + v[4] + v[5]; d = s - v[0]; if (d < 0) d = -d
+           exit !(n == 6 && d <= 0.35 && v[0] > 0) }' <<<"$timing" ||
+    fail "--timings: the phases do not add up to the epoch: '$timing'"
+[[ $timing == *"(2 reads)"* ]] || fail "--timings: expected 2 loss reads: '$timing'"
+[[ $(grep -c '^epoch 1/1  step ' "$TMP/big-remote.out") == 2 ]] ||
+    fail "--reports 2: expected 2 progress lines: '$(cat "$TMP/big-remote.out")'"
+"$TRAINER" --device local:cpu "${BIG[@]}" --reports 2 --save "$TMP/big-local.safetensors" \
     >"$TMP/big-local.out" || fail "local batch-1024 run failed: $(cat "$TMP/big-local.out")"
 big_remote=$(tail -n 1 "$TMP/big-remote.out")
 big_local=$(tail -n 1 "$TMP/big-local.out")

@@ -13,7 +13,8 @@
 #      within a round); the FFMA modes traced (TENSORD_GPU_CONV_TRACE=1: tile, threads, split,
 #      M, N, K per launch, a check of what ran); then bf16 for each TENSORD_GPU_CONV_VARIANT
 #      in CONV_VARIANTS (default "0", traced; "0 3 6 7 5" for the whole bf16 study: 3 128x64,
-#      6 channels-last off, 7 split-K off, 5 the old im2col + cuBLAS path);
+#      6 channels-last off, 7 split-K off, 5 the old im2col + cuBLAS path; "3s2": variant 3
+#      with TENSORD_GPU_CONV_SPLIT=2, the split over K forced);
 #   3. compute-sanitizer memcheck and racecheck over conformance's conv cases for each
 #      TENSORD_GPU_CONV_F32 in CONV_SAN_F32_MODES (default "4 5 1": the new tiles first),
 #      while at least 15 s of the budget are left.
@@ -70,9 +71,11 @@ for r in $(seq 1 "$ROUNDS"); do
     done
 done
 py 12 bench/conv_torch.py 5 cuda bf16 >"$T/torch-bf16" 2>&1
-for v in $VARS; do
-    TENSORD_GPU_CONV_VARIANT=$v TENSORD_GPU_CONV_TRACE=$([ $v = 0 ] && echo 1) \
-        timeout "$(limit 5)" "$X/bin/conv-bench" local:cuda:0 5 bf16 >"$T/conv-bf16-v$v" 2>&1
+for e in $VARS; do # V or VsS: variant V with TENSORD_GPU_CONV_SPLIT=S
+    v=${e%%s*} sp=""
+    [ "$e" != "$v" ] && sp=${e#*s}
+    TENSORD_GPU_CONV_VARIANT=$v TENSORD_GPU_CONV_SPLIT=$sp TENSORD_GPU_CONV_TRACE=$([ $v = 0 ] && echo 1) \
+        timeout "$(limit 5)" "$X/bin/conv-bench" local:cuda:0 5 bf16 >"$T/conv-bf16-v$e" 2>&1
 done
 for f in "$T"/*; do echo "== $(basename "$f")"; cat "$f"; done >"$OUT/conv-bench.log"
 # side by side: rows keyed by their first three words after "tensord"/"torch"; x/PT =
@@ -102,9 +105,9 @@ pair() { # title ours theirs
             pair "f32 round $r, TENSORD_GPU_CONV_F32=$f32" "$T/conv-f32-$f32-r$r" "$T/torch-f32-r$r"
         done
     done
-    for v in $VARS; do
-        pair "bf16, TENSORD_GPU_CONV_VARIANT=$v (0 auto, 3 128x64, 6 channels-last off, 7 split-K off, 5 im2col)" \
-            "$T/conv-bf16-v$v" "$T/torch-bf16"
+    for e in $VARS; do
+        pair "bf16, TENSORD_GPU_CONV_VARIANT=$e (0 auto, 3 128x64, 6 channels-last off, 7 split-K off, 5 im2col; sS: split S)" \
+            "$T/conv-bf16-v$e" "$T/torch-bf16"
     done
     grep -h -iE 'error|fail' "$T"/* | head -5 | sed 's/^/  ! /'
 } | tee -a "$SUM"

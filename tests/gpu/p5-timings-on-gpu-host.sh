@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# p5-timings-on-gpu-host.sh — where a P5 epoch's time goes on cuda:0, client and server side
+# (issue 12: every miss explained with a profile). For each size, alternated RUNS times:
+# the trainer on local:cuda:0, through a tensord on loopback TCP, and through one on a unix
+# socket, two epochs each with `fashion-mnist --timings` (the client thread's wall time per
+# phase: batches, uploads, recording, loss reads), both servers with TENSORD_TRACE_JOBS=1
+# (worker time per request kind, one line per session at its end).
+# Run on the GPU host from the repository root (device tool; carry/tensord-gpu.tar.xz and
+# the Fashion-MNIST files in carry/fashion-mnist):
+#     OUT=$OUT bash tests/gpu/p5-timings-on-gpu-host.sh   # SIZES="1024x256 4096x256" RUNS=2
+# Extra trainer flags in TRAIN_ARGS (e.g. --graph); extra client environment in CLIENT_ENV
+# (e.g. TENSORD_WRITE_COPY_MAX=0). Results in $OUT/timings.txt; servers' logs in
+# $OUT/server-{tcp,unix}.log. Bounded by BUDGET seconds (default 240).
+set -u -o pipefail
+cd "$(dirname "$0")/../.." || exit 1
+OUT=${OUT:-/tmp/tensord-p5-timings}
+mkdir -p "$OUT"
+. tests/gpu/gpu-host-lib.sh
+X=/tmp/tensord-p5-carry
+unpack_carry "$X" || { echo "cannot unpack the carry" >&2; exit 1; }
+use_carry "$X" "$OUT/libs.txt"
+DATA=$PWD/carry/fashion-mnist
+SIZES=${SIZES:-"1024x256 4096x256 1024x2048 4096x2048"}
+RUNS=${RUNS:-2}
+DEV=${DEV:-cuda:0} # DEV=cpu tries the script on a machine without a GPU
+BUDGET=${BUDGET:-240}
+start=$(date +%s)
+T=$OUT/timings.txt
+: >"$T"
+srv() { # name listen-address
+    env TENSORD_TRACE_JOBS=1 "$X/bin/tensord" --listen "$2" --log-level info \
+        >"$OUT/listen-$1" 2>"$OUT/server-$1.log" &
+    echo $! >"$OUT/pid-$1"
+    for _ in $(seq 50); do grep -q "^listening on" "$OUT/listen-$1" && break; sleep 0.1; done
+}
+sock=$(mktemp -u /tmp/tensord-p5t-XXXXXX.sock)
+srv tcp 127.0.0.1:0
+srv unix "unix:$sock"
+tcp=$(sed -n 's/^listening on //p' "$OUT/listen-tcp" | head -1)
+seed=100
+train() { # label device batch hidden
+    seed=$((seed + 1))
+    # shellcheck disable=SC2086 # CLIENT_ENV and TRAIN_ARGS are lists
+    env ${CLIENT_ENV:-} timeout 60 "$X/bin/fashion-mnist" --device "$2" --data "$DATA" --epochs 2 \
+        --batch "$3" --hidden "$4" --seed "$seed" --limit-test 1000 --timings ${TRAIN_ARGS:-} 2>&1 |
+        grep -E "^epoch 2/2|timings epoch 2" | sed "s|^|$1 b$3 h$4: |" | tee -a "$T"
+}
+echo "== $(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null) TRAIN_ARGS='${TRAIN_ARGS:-}' CLIENT_ENV='${CLIENT_ENV:-}'" | tee -a "$T"
+for s in $SIZES; do
+    for _ in $(seq "$RUNS"); do
+        [ $(($(date +%s) - start)) -gt "$BUDGET" ] && { echo "budget spent" | tee -a "$T"; break 2; }
+        train local "local:$DEV" "${s%x*}" "${s#*x}"
+        train tcp "tensord://$tcp/$DEV" "${s%x*}" "${s#*x}"
+        train unix "unix:$sock/$DEV" "${s%x*}" "${s#*x}"
+    done
+done
+for n in tcp unix; do
+    kill -TERM "$(cat "$OUT/pid-$n")"
+    wait "$(cat "$OUT/pid-$n")"
+    echo "-- $n server: worker time per session" | tee -a "$T"
+    grep -a "worker time" "$OUT/server-$n.log" | sed 's/.*count\/total): //' | cut -c1-400 | tee -a "$T"
+done
+rm -f "$sock"
