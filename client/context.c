@@ -59,6 +59,18 @@ struct td_context {
         void *user, *raw;
     } *host_bufs;
     size_t n_host_bufs, cap_host_bufs;
+    td_pending_read *pending; /* reads started and not finished (td_read_start), a list */
+    int n_pending;
+};
+
+/* A read started by td_read_start: the transport's ticket, or the outcome of a read that
+ * ran at once (the transport has no asynchronous reads, or declined this one). */
+struct td_pending_read {
+    td_context *ctx;
+    td_pending_read *prev, *next; /* ctx->pending */
+    uint64_t ticket;              /* 0: it ran in td_read_start */
+    td_status st;                 /* that read's status */
+    char msg[1024];               /* and message when it failed */
 };
 
 static _Thread_local char g_connect_err[1024];
@@ -567,6 +579,11 @@ void td_close(td_context *ctx)
     td__ad_free(ctx->ad);
     for (size_t i = 0; i < ctx->n_host_bufs; i++) td__free(ctx->host_bufs[i].raw);
     td__free(ctx->host_bufs);
+    while (ctx->pending != NULL) { /* the transport's close forgets their tickets */
+        td_pending_read *p = ctx->pending;
+        ctx->pending = p->next;
+        td__free(p);
+    }
     ctx->tp->vt->close(ctx->tp);
     td__free(ctx->batch);
     td__free(ctx->releases);
@@ -1128,25 +1145,105 @@ td_tensor *td_trunc_normal(td_context *ctx, td_dtype dt, int rank, const int64_t
 
 /* ---- reading, fences, release ---- */
 
-td_status td_read(td_tensor *t, void *dst, size_t nbytes)
+/* The argument checks of a read of t into dst (td_read, td_read_start: `api`). */
+static td_status read_check(const char *api, td_tensor *t, const void *dst, size_t nbytes)
 {
     if (t == NULL) return TD_EINVAL;
     td_context *ctx = t->ctx;
     if (t->placeholder || ctx->capturing) {
-        set_err(ctx, "td_read: %s", t->placeholder ? "tensor is a graph placeholder; read the "
+        set_err(ctx, "%s: %s", api, t->placeholder ? "tensor is a graph placeholder; read the "
                 "outputs of td_graph_run instead"
                 : "not allowed while capturing a graph (td_graph_begin)");
         return TD_EINVAL;
     }
     if (nbytes != td_nbytes(t) || (nbytes > 0 && dst == NULL)) {
-        set_err(ctx, "td_read: tensor %llu holds %zu bytes, buffer has %zu%s",
+        set_err(ctx, "%s: tensor %llu holds %zu bytes, buffer has %zu%s", api,
                 (unsigned long long)t->id, td_nbytes(t), nbytes, dst ? "" : " (dst is NULL)");
         return TD_EINVAL;
     }
-    td_status s = flush_for_sync(ctx, "td_read");
+    return TD_OK;
+}
+
+td_status td_read(td_tensor *t, void *dst, size_t nbytes)
+{
+    td_status s = read_check("td_read", t, dst, nbytes);
+    if (s != TD_OK) return s;
+    td_context *ctx = t->ctx;
+    s = flush_for_sync(ctx, "td_read");
     if (s != TD_OK) return s;
     s = ctx->tp->vt->read(ctx->tp, t->id, 0, dst, nbytes);
     if (s != TD_OK) set_err_status(ctx, s, "td_read: %s", ctx->tp->err);
+    return s;
+}
+
+td_status td_read_start(td_tensor *t, void *dst, size_t nbytes, td_pending_read **out)
+{
+    if (out != NULL) *out = NULL;
+    td_status s = read_check("td_read_start", t, dst, nbytes);
+    if (s != TD_OK) return s;
+    td_context *ctx = t->ctx;
+    if (out == NULL) {
+        set_err(ctx, "td_read_start: out is NULL");
+        return TD_EINVAL;
+    }
+    if (ctx->n_pending >= TD_PENDING_READS_MAX) {
+        set_err_status(ctx, TD_EBUSY, "td_read_start: %d reads are pending on this context, "
+                       "the most it keeps; finish some with td_read_finish first",
+                       ctx->n_pending);
+        return TD_EBUSY;
+    }
+    td_pending_read *p = td__calloc(1, sizeof *p);
+    if (p == NULL) {
+        set_err_status(ctx, TD_ENOMEM, "td_read_start: out of memory");
+        return TD_ENOMEM;
+    }
+    /* flushed as for a read: where the read then runs at once, the request ring may carry
+     * the batch with it */
+    s = flush_for_sync(ctx, "td_read_start");
+    if (s != TD_OK) {
+        td__free(p);
+        return s;
+    }
+    const td__transport_vt *vt = ctx->tp->vt;
+    s = vt->read_start != NULL ? vt->read_start(ctx->tp, t->id, 0, dst, nbytes, &p->ticket)
+                               : TD_EUNSUPPORTED;
+    if (s == TD_EUNSUPPORTED) {
+        p->ticket = 0;
+        p->st = vt->read(ctx->tp, t->id, 0, dst, nbytes);
+        if (p->st != TD_OK) snprintf(p->msg, sizeof p->msg, "%s", ctx->tp->err);
+        s = TD_OK;
+    } else if (s != TD_OK) {
+        set_err_status(ctx, s, "td_read_start: %s", ctx->tp->err);
+        td__free(p);
+        return s;
+    }
+    p->ctx = ctx;
+    p->next = ctx->pending;
+    if (p->next != NULL) p->next->prev = p;
+    ctx->pending = p;
+    ctx->n_pending++;
+    *out = p;
+    return TD_OK;
+}
+
+td_status td_read_finish(td_pending_read *p)
+{
+    if (p == NULL) {
+        thread_note(TD_EINVAL, true, "td_read_finish: p is NULL");
+        return TD_EINVAL;
+    }
+    td_context *ctx = p->ctx;
+    td_status s = p->st;
+    if (p->ticket != 0) {
+        s = ctx->tp->vt->read_finish(ctx->tp, p->ticket);
+        if (s != TD_OK) snprintf(p->msg, sizeof p->msg, "%s", ctx->tp->err);
+    }
+    if (p->prev != NULL) p->prev->next = p->next;
+    else ctx->pending = p->next;
+    if (p->next != NULL) p->next->prev = p->prev;
+    ctx->n_pending--;
+    if (s != TD_OK) set_err_status(ctx, s, "td_read_finish: %s", p->msg);
+    td__free(p);
     return s;
 }
 

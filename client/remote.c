@@ -39,6 +39,14 @@
  *
  * Blob-store uploads: when to offer a hash is client/offer.c's policy, above the
  * transport; this file only carries HasBlobs, WriteFromBlob and StoreBlob.
+ *
+ * Reads that do not wait (td_read_start): the ReadRequest goes out with its own seq and
+ * read_start returns; the read stays in `areads` until read_finish, and its ReadChunk
+ * replies (or its Failure) are dispatched there by seq by whatever wait pumps meanwhile,
+ * so they may be in flight around synchronous reads, fences and round trips. The server
+ * answers a session's requests in order, so the chunks of one read never interleave with
+ * another's. Sessions with shared memory read synchronously (read_start declines): their
+ * reads go through the region's slots or the request ring, which this does not cover.
  */
 #include "client/call.h"
 #include "client/ring.h"
@@ -114,6 +122,22 @@ typedef struct pool_buf {
 
 enum remote_req { REQ_NONE = 0, REQ_OPEN, REQ_READ, REQ_FENCE, REQ_GRAPH, REQ_BLOBS };
 
+/* Where a read's chunks go: the synchronous read (r->req.read, on the caller's stack) or
+ * one of r->areads (td_read_start, from the heap). */
+typedef struct read_into {
+    struct read_into *next; /* r->areads */
+    uint64_t seq;
+    uint64_t tensor;
+    uint64_t offset;
+    uint8_t *dst;
+    size_t nbytes;
+    size_t got;
+    bool done;
+    bool forgotten; /* the transport is closing: take the chunks, copy nothing */
+    td_status st;
+    char *err; /* an asynchronous read's Failure message (heap); NULL while none */
+} read_into;
+
 typedef struct remote {
     td__transport base; /* first: the context sees only this */
     /* The transport lock (every table function and drive) and how many threads wait for
@@ -134,12 +158,10 @@ typedef struct remote {
         uint64_t seq;
         bool done;
         td_status st;
-        uint64_t tensor;
-        uint64_t offset;
-        uint8_t *dst;
-        size_t nbytes;
-        size_t got;
+        read_into *read; /* REQ_READ: where its chunks go */
     } req;
+    read_into *areads;  /* reads in flight that nobody waits for yet (td_read_start) */
+    uint64_t wait_read; /* the seq wait_until(aread_done) waits for */
     bool graph_known; /* answer of the last GraphDefine (REQ_GRAPH) */
     bool blob_present; /* answer of the last HasBlobs (REQ_BLOBS) */
     grpc_byte_buffer *rx_bb; /* the message being dispatched (payload still in slices) */
@@ -316,53 +338,71 @@ static void protocol_violation(remote *r, const char *fmt, ...)
 }
 
 
-static void dispatch_read_chunk(remote *r, const Tensord__V1__ServerMessage *m,
-                                const uint8_t *payload, size_t plen)
+/* The asynchronous read that seq answers, or NULL. */
+static read_into *aread_of(const remote *r, uint64_t seq)
+{
+    for (read_into *a = r->areads; a != NULL; a = a->next)
+        if (a->seq == seq) return a;
+    return NULL;
+}
+
+/* The read that seq answers: the synchronous one, or one in r->areads; NULL if none. */
+static read_into *read_of(const remote *r, uint64_t seq)
+{
+    if (r->req.kind == REQ_READ && seq == r->req.seq) return r->req.read;
+    return aread_of(r, seq);
+}
+
+static void dispatch_read_chunk(remote *r, const Tensord__V1__ServerMessage *m, size_t plen)
 {
     const Tensord__V1__ReadChunk *c = m->read;
-    if (r->req.kind != REQ_READ || m->seq != r->req.seq) {
+    read_into *rd = read_of(r, m->seq);
+    if (rd == NULL || rd->done) {
         protocol_violation(r, "read chunk for request %llu, none pending",
                            (unsigned long long)m->seq);
         return;
     }
-    if (c->tensor != r->req.tensor) {
+    if (c->tensor != rd->tensor) {
         protocol_violation(r, "read chunk names tensor %llu, request %llu read tensor %llu",
                            (unsigned long long)c->tensor, (unsigned long long)m->seq,
-                           (unsigned long long)r->req.tensor);
+                           (unsigned long long)rd->tensor);
         return;
     }
     /* Chunks must arrive in order and stay inside the caller's buffer. */
-    uint64_t expect = r->req.offset + r->req.got;
-    if (c->offset != expect || plen > r->req.nbytes - r->req.got) {
+    uint64_t expect = rd->offset + rd->got;
+    if (c->offset != expect || plen > rd->nbytes - rd->got) {
         protocol_violation(r,
                            "read of tensor %llu: chunk at offset %llu with %zu bytes, expected "
                            "offset %llu and at most %zu bytes",
                            (unsigned long long)c->tensor, (unsigned long long)c->offset, plen,
-                           (unsigned long long)expect, r->req.nbytes - r->req.got);
+                           (unsigned long long)expect, rd->nbytes - rd->got);
         return;
     }
     /* The one copy: from gRPC's slices straight into the caller's buffer. */
-    (void)payload;
-    if (plen > 0 && td__wire_span_copy(r->rx_bb, &r->rx_span, r->req.dst + r->req.got) != TD_OK) {
+    if (plen > 0 && !rd->forgotten &&
+        td__wire_span_copy(r->rx_bb, &r->rx_span, rd->dst + rd->got) != TD_OK) {
         protocol_violation(r, "read of tensor %llu: unreadable payload",
                            (unsigned long long)c->tensor);
         return;
     }
-    r->req.got += plen;
+    rd->got += plen;
     r->base.stats.bytes_received += plen;
     if (c->last) {
-        if (r->req.got != r->req.nbytes) {
+        if (rd->got != rd->nbytes) {
             protocol_violation(r, "read of tensor %llu ended after %zu of %zu bytes",
-                               (unsigned long long)c->tensor, r->req.got, r->req.nbytes);
+                               (unsigned long long)c->tensor, rd->got, rd->nbytes);
             return;
         }
-        r->req.done = true;
-        r->req.st = TD_OK;
+        rd->done = true;
+        rd->st = TD_OK;
+        if (rd == r->req.read) {
+            r->req.done = true;
+            r->req.st = TD_OK;
+        }
     }
 }
 
-static void dispatch(remote *r, const Tensord__V1__ServerMessage *m, const uint8_t *payload,
-                     size_t plen)
+static void dispatch(remote *r, const Tensord__V1__ServerMessage *m, size_t plen)
 {
     switch (m->body_case) {
     case TENSORD__V1__SERVER_MESSAGE__BODY_OPENED:
@@ -422,7 +462,13 @@ static void dispatch(remote *r, const Tensord__V1__ServerMessage *m, const uint8
             }
             return;
         }
-        if (r->req.kind != REQ_NONE && m->seq == r->req.seq) {
+        read_into *a = aread_of(r, m->seq);
+        if (a != NULL && !a->done) {
+            /* an asynchronous read's: read_finish reports it */
+            a->err = td__strdup(msg);
+            a->st = st;
+            a->done = true;
+        } else if (r->req.kind != REQ_NONE && m->seq == r->req.seq) {
             snprintf(r->base.err, sizeof r->base.err, "%s", msg);
             r->req.st = st;
             r->req.done = true;
@@ -432,7 +478,7 @@ static void dispatch(remote *r, const Tensord__V1__ServerMessage *m, const uint8
         return;
     }
     case TENSORD__V1__SERVER_MESSAGE__BODY_READ:
-        dispatch_read_chunk(r, m, payload, plen);
+        dispatch_read_chunk(r, m, plen);
         return;
     case TENSORD__V1__SERVER_MESSAGE__BODY_GRAPH_READY:
         if (r->req.kind != REQ_GRAPH || m->seq != r->req.seq) {
@@ -491,7 +537,7 @@ static void receive(remote *r, grpc_byte_buffer *bb)
                                         &r->scratch, &msg, &r->rx_span, err, sizeof err);
     if (st == TD_OK) {
         r->rx_bb = bb;
-        dispatch(r, (const Tensord__V1__ServerMessage *)msg, r->rx_span.flat,
+        dispatch(r, (const Tensord__V1__ServerMessage *)msg,
                  r->rx_span.present ? r->rx_span.len : 0);
         r->rx_bb = NULL;
         protobuf_c_message_free_unpacked(msg, NULL);
@@ -1375,13 +1421,85 @@ static td_status remote_read(td__transport *t, uint64_t id, uint64_t offset, voi
     Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
     cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_READ;
     cm.read = &rr;
-    r->req.tensor = id;
-    r->req.offset = offset;
-    r->req.dst = dst;
-    r->req.nbytes = nbytes;
+    read_into rd = {.tensor = id, .offset = offset, .dst = dst, .nbytes = nbytes};
+    r->req.read = &rd;
     if (r->ring.base != NULL && nbytes <= TD_RING_READ_MAX)
         return ring_round_trip(r, &cm, REQ_READ);
     return round_trip(r, &cm, REQ_READ);
+}
+
+static bool aread_done(const remote *r)
+{
+    const read_into *a = aread_of(r, r->wait_read);
+    return a == NULL || a->done;
+}
+
+static td_status remote_read_start(td__transport *t, uint64_t id, uint64_t offset, void *dst,
+                                   size_t nbytes, uint64_t *ticket)
+{
+    remote *r = (remote *)t;
+    td_status st = check_open(r);
+    if (st != TD_OK) return st;
+    if (r->shm.data != NULL) return TD_EUNSUPPORTED; /* slots or the ring: read_start says */
+    if (offset + nbytes < offset) {
+        remote_errf(r, "read of tensor %llu: offset %llu + %zu bytes overflows",
+                    (unsigned long long)id, (unsigned long long)offset, nbytes);
+        return TD_ERANGE;
+    }
+    read_into *a = td__calloc(1, sizeof *a);
+    if (a == NULL) {
+        remote_errf(r, "out of memory starting a read of tensor %llu", (unsigned long long)id);
+        return TD_ENOMEM;
+    }
+    *a = (read_into){.seq = r->next_seq, .tensor = id, .offset = offset, .dst = dst,
+                     .nbytes = nbytes};
+    Tensord__V1__ReadRequest rr = TENSORD__V1__READ_REQUEST__INIT;
+    rr.tensor = id;
+    rr.offset = offset;
+    rr.nbytes = nbytes;
+    Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
+    cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_READ;
+    cm.read = &rr;
+    /* In the list before the send: a send that waits pumps, and may take its first chunks. */
+    a->next = r->areads;
+    r->areads = a;
+    st = send_msg(r, &cm, NULL);
+    if (st != TD_OK) {
+        r->areads = a->next;
+        td__free(a);
+        return st;
+    }
+    r->base.stats.round_trips++;
+    *ticket = a->seq;
+    return TD_OK;
+}
+
+static td_status remote_read_finish(td__transport *t, uint64_t ticket)
+{
+    remote *r = (remote *)t;
+    read_into **pp = &r->areads;
+    while (*pp != NULL && (*pp)->seq != ticket) pp = &(*pp)->next;
+    read_into *a = *pp;
+    if (a == NULL) {
+        remote_errf(r, "no read %llu is pending", (unsigned long long)ticket);
+        return TD_EINVAL;
+    }
+    td_status st = TD_OK;
+    if (!a->done) {
+        st = check_open(r);
+        r->wait_read = ticket;
+        if (st == TD_OK) st = wait_until(r, aread_done, 0);
+    }
+    if (st == TD_OK && a->done) {
+        st = a->st;
+        if (st != TD_OK)
+            snprintf(r->base.err, sizeof r->base.err, "%s",
+                     a->err != NULL ? a->err : td_status_message(st));
+    }
+    *pp = a->next; /* the waits above add and remove no reads */
+    td__free(a->err);
+    td__free(a);
+    return st;
 }
 
 static td_status remote_release(td__transport *t, const uint64_t *ids, size_t n)
@@ -1434,6 +1552,12 @@ static void remote_teardown(remote *r)
     td__free(r->ring_held);
     td__free(r->ring_rep);
     outq_drop(r); /* never sent: the session is gone */
+    while (r->areads != NULL) {
+        read_into *a = r->areads;
+        r->areads = a->next;
+        td__free(a->err);
+        td__free(a);
+    }
     /* A payload slice gRPC still holds would call back into r: wait for it, and if gRPC
      * never lets go (it always does once the call is gone), leak r rather than free it. */
     bool released = slices_released(r) && pool_returned(r);
@@ -1458,6 +1582,7 @@ static void remote_close(td__transport *t)
 {
     remote *r = (remote *)t;
     if (r == NULL) return;
+    for (read_into *a = r->areads; a != NULL; a = a->next) a->forgotten = true;
     td__cli_call *c = &r->c;
     if (!r->broken && c->call != NULL) {
         int wait_ms = r->call_timeout_ms < REMOTE_CLOSE_TIMEOUT_MS ? r->call_timeout_ms
@@ -1646,6 +1771,11 @@ LOCKED(td_status, remote_write,
 LOCKED(td_status, remote_read,
        (td__transport *t, uint64_t id, uint64_t offset, void *dst, size_t nbytes),
        (t, id, offset, dst, nbytes))
+LOCKED(td_status, remote_read_start,
+       (td__transport *t, uint64_t id, uint64_t offset, void *dst, size_t nbytes,
+        uint64_t *ticket),
+       (t, id, offset, dst, nbytes, ticket))
+LOCKED(td_status, remote_read_finish, (td__transport *t, uint64_t ticket), (t, ticket))
 LOCKED(td_status, remote_release, (td__transport *t, const uint64_t *ids, size_t n),
        (t, ids, n))
 LOCKED(td_status, remote_fence, (td__transport *t), (t))
@@ -1684,6 +1814,8 @@ static const td__transport_vt remote_vt = {
     .submit = remote_submit_locked,
     .write = remote_write_locked,
     .read = remote_read_locked,
+    .read_start = remote_read_start_locked,
+    .read_finish = remote_read_finish_locked,
     .release = remote_release_locked,
     .fence = remote_fence_locked,
     .close = remote_close,

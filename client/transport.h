@@ -45,6 +45,17 @@ typedef struct td__transport_vt {
     td_status (*write)(td__transport *t, uint64_t id, uint64_t offset, const void *src,
                        size_t nbytes);
     td_status (*read)(td__transport *t, uint64_t id, uint64_t offset, void *dst, size_t nbytes);
+    /* Reads that do not wait (td_read_start). read_start sends a read of `nbytes` of tensor
+     * `id` from byte `offset` into `dst` and returns at once with *ticket (never 0) naming
+     * it; dst is the caller's until read_finish. read_finish waits until that read's bytes
+     * are in dst or it failed (its status, message in t->err), and forgets the ticket; it
+     * is called once per ticket. read_start returns TD_EUNSUPPORTED, having done nothing,
+     * when this read must go another way (shared memory, the request ring): the context
+     * then reads with vt->read. close forgets the reads still pending and touches no dst
+     * from then on. NULL: never asynchronous (local). */
+    td_status (*read_start)(td__transport *t, uint64_t id, uint64_t offset, void *dst,
+                            size_t nbytes, uint64_t *ticket);
+    td_status (*read_finish)(td__transport *t, uint64_t ticket);
     td_status (*release)(td__transport *t, const uint64_t *ids, size_t n);
     td_status (*fence)(td__transport *t);
     void (*close)(td__transport *t); /* frees t */

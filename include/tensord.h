@@ -57,7 +57,8 @@ extern "C" {
     X(TD_EINTERNAL, 13, 13, "internal error")                                              \
     X(TD_EUNAUTHENTICATED, 14, 16, "unauthenticated")                                      \
     X(TD_ECLOSED, 15, 14, "session closed")                                                \
-    X(TD_ERANGE, 16, 11, "offset or length out of range")
+    X(TD_ERANGE, 16, 11, "offset or length out of range")                                  \
+    X(TD_EBUSY, 17, 8, "too many operations pending")
 
 typedef enum td_status {
 #define TD__STATUS_ENUM(name, value, grpc, msg) name = value,
@@ -459,6 +460,38 @@ td_tensor *td_trunc_normal(td_context *ctx, td_dtype dt, int rank, const int64_t
 td_status td_read(td_tensor *t, void *dst, size_t nbytes);
 /* Read a rank-0 or 1-element tensor as double. */
 td_status td_read_scalar(td_tensor *t, double *out);
+
+/* A read in flight (td_read_start); opaque, freed by td_read_finish or td_close. */
+typedef struct td_pending_read td_pending_read;
+/* Start a read of t's bytes into `dst` without waiting for the ops that produce t: the
+ * read takes its place in the context's stream after every op recorded before it, and
+ * td_read_finish waits for it. nbytes must equal td_nbytes(t), as for td_read. `dst` is
+ * borrowed until td_read_finish(*out) returns: it must stay valid, and the caller must not
+ * read or write it before then. t may be released (td_release) before the read finishes;
+ * the read still completes. Reads started on one context may be finished in any order,
+ * with other calls (td_read, td_fence, op calls, uploads) in between.
+ * Over gRPC (TCP, or a unix socket without shared memory) the request goes out at once
+ * and its reply is taken in by whatever call next waits on the session. On local devices
+ * and same-host shared memory (a "unix:" context that attached a region) the read
+ * completes before td_read_start returns, and td_read_finish returns its status.
+ * Returns TD_OK with *out set; otherwise *out is NULL (when out is not NULL) and:
+ * TD_EINVAL as td_read (t NULL, nbytes wrong, dst NULL, a graph placeholder, while
+ * capturing), or out NULL; TD_EBUSY when TD_PENDING_READS_MAX reads are pending on the
+ * context (finish some first; nothing was started); TD_ENOMEM; the session's failure
+ * (TD_ECLOSED, TD_EUNAVAILABLE, ...) when the request could not be sent. Failures of the
+ * read itself (TD_EPOISONED, a session lost while waiting) are td_read_finish's.
+ * Thread-safety: one thread per context, as td_read. */
+#define TD_PENDING_READS_MAX 64
+td_status td_read_start(td_tensor *t, void *dst, size_t nbytes, td_pending_read **out);
+/* Wait until the bytes of read p are in its dst, free p, and return the read's status:
+ * TD_OK; TD_EPOISONED, TD_ENOTFOUND, ... as td_read; TD_EUNAVAILABLE, TD_ETIMEOUT or
+ * TD_ECLOSED when the session was lost before the read completed (dst then holds
+ * unspecified bytes). On failure td_last_error names td_read_finish and the cause.
+ * TD_EINVAL for p NULL. p must come from td_read_start on a context not yet closed and be
+ * finished once: td_close frees the reads still pending (without touching their dst once
+ * it has returned), and p must not be used after either.
+ * Thread-safety: one thread per context, as td_read. */
+td_status td_read_finish(td_pending_read *p);
 /* Wait until every recorded op has executed. Returns the first executor error since the
  * previous fence (and forgets it), else TD_OK. */
 td_status td_fence(td_context *ctx);

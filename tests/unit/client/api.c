@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "read_start_cases.h"
+
 static td_context *ctx;
 
 static void setup(void)
@@ -584,4 +586,18 @@ Test(api, fresh_marked_uploads_on_a_local_context)
     free(x);
     free(y);
     free(got);
+}
+
+/* td_read_start / td_read_finish on local:cpu, where each read completes in td_read_start
+ * (tests/unit/client/read_start_cases.h has the cases and their expected values). */
+Test(api, read_start_out_of_order) { read_start_case_out_of_order(ctx); }
+Test(api, read_start_then_release) { read_start_case_released(ctx); }
+Test(api, read_start_argument_errors) { read_start_case_errors(ctx); }
+Test(api, read_start_poisoned) { read_start_case_poisoned(ctx); }
+Test(api, read_start_pending_limit) { read_start_case_limit(ctx); }
+Test(api, read_start_close_with_reads_pending)
+{
+    td_context *other = NULL;
+    cr_assert_eq(td_connect("local:cpu", NULL, &other), TD_OK, "%s", td_connect_error());
+    read_start_case_close_pending(other);
 }
