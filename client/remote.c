@@ -1398,29 +1398,39 @@ static td_status remote_write(td__transport *t, uint64_t id, uint64_t offset, co
     return st;
 }
 
-static td_status remote_read(td__transport *t, uint64_t id, uint64_t offset, void *dst,
-                             size_t nbytes)
+/* Check a read's range and fill in its ReadRequest (rr, cm: the caller's storage). */
+static td_status read_msg(remote *r, uint64_t id, uint64_t offset, size_t nbytes,
+                          Tensord__V1__ReadRequest *rr, Tensord__V1__ClientMessage *cm)
 {
-    remote *r = (remote *)t;
-    td_status st = check_open(r);
-    if (st != TD_OK) return st;
     if (offset + nbytes < offset) {
         remote_errf(r, "read of tensor %llu: offset %llu + %zu bytes overflows",
                     (unsigned long long)id, (unsigned long long)offset, nbytes);
         return TD_ERANGE;
     }
+    *rr = (Tensord__V1__ReadRequest)TENSORD__V1__READ_REQUEST__INIT;
+    rr->tensor = id;
+    rr->offset = offset;
+    rr->nbytes = nbytes;
+    *cm = (Tensord__V1__ClientMessage)TENSORD__V1__CLIENT_MESSAGE__INIT;
+    cm->body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_READ;
+    cm->read = rr;
+    return TD_OK;
+}
+
+static td_status remote_read(td__transport *t, uint64_t id, uint64_t offset, void *dst,
+                             size_t nbytes)
+{
+    remote *r = (remote *)t;
+    Tensord__V1__ReadRequest rr;
+    Tensord__V1__ClientMessage cm;
+    td_status st = check_open(r);
+    if (st == TD_OK) st = read_msg(r, id, offset, nbytes, &rr, &cm);
+    if (st != TD_OK) return st;
     if (r->shm.data != NULL && nbytes > 0 && nbytes >= r->shm_min_bytes) {
         uint64_t hb = host_buffer_offset(r, dst, nbytes);
         if (hb != UINT64_MAX) return shm_direct(r, true, id, offset, hb, nbytes);
         return shm_read(r, id, offset, dst, nbytes);
     }
-    Tensord__V1__ReadRequest rr = TENSORD__V1__READ_REQUEST__INIT;
-    rr.tensor = id;
-    rr.offset = offset;
-    rr.nbytes = nbytes;
-    Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
-    cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_READ;
-    cm.read = &rr;
     read_into rd = {.tensor = id, .offset = offset, .dst = dst, .nbytes = nbytes};
     r->req.read = &rd;
     if (r->ring.base != NULL && nbytes <= TD_RING_READ_MAX)
@@ -1438,14 +1448,12 @@ static td_status remote_read_start(td__transport *t, uint64_t id, uint64_t offse
                                    size_t nbytes, uint64_t *ticket)
 {
     remote *r = (remote *)t;
+    Tensord__V1__ReadRequest rr;
+    Tensord__V1__ClientMessage cm;
     td_status st = check_open(r);
     if (st != TD_OK) return st;
-    if (r->shm.data != NULL) return TD_EUNSUPPORTED; /* slots or the ring: read_start says */
-    if (offset + nbytes < offset) {
-        remote_errf(r, "read of tensor %llu: offset %llu + %zu bytes overflows",
-                    (unsigned long long)id, (unsigned long long)offset, nbytes);
-        return TD_ERANGE;
-    }
+    if (r->shm.data != NULL) return TD_EUNSUPPORTED; /* slots or the ring: transport.h */
+    if ((st = read_msg(r, id, offset, nbytes, &rr, &cm)) != TD_OK) return st;
     read_into *a = td__calloc(1, sizeof *a);
     if (a == NULL) {
         remote_errf(r, "out of memory starting a read of tensor %llu", (unsigned long long)id);
@@ -1453,13 +1461,6 @@ static td_status remote_read_start(td__transport *t, uint64_t id, uint64_t offse
     }
     *a = (read_into){.seq = r->next_seq, .tensor = id, .offset = offset, .dst = dst,
                      .nbytes = nbytes};
-    Tensord__V1__ReadRequest rr = TENSORD__V1__READ_REQUEST__INIT;
-    rr.tensor = id;
-    rr.offset = offset;
-    rr.nbytes = nbytes;
-    Tensord__V1__ClientMessage cm = TENSORD__V1__CLIENT_MESSAGE__INIT;
-    cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_READ;
-    cm.read = &rr;
     /* In the list before the send: a send that waits pumps, and may take its first chunks. */
     a->next = r->areads;
     r->areads = a;

@@ -488,8 +488,8 @@ td_status td_read_start(td_tensor *t, void *dst, size_t nbytes, td_pending_read 
  * TD_ECLOSED when the session was lost before the read completed (dst then holds
  * unspecified bytes). On failure td_last_error names td_read_finish and the cause.
  * TD_EINVAL for p NULL. p must come from td_read_start on a context not yet closed and be
- * finished once: td_close frees the reads still pending (without touching their dst once
- * it has returned), and p must not be used after either.
+ * finished once: td_close frees the reads still pending without writing to their dst
+ * (free them once td_close has returned), and p must not be used after either.
  * Thread-safety: one thread per context, as td_read. */
 td_status td_read_finish(td_pending_read *p);
 /* Wait until every recorded op has executed. Returns the first executor error since the

@@ -94,6 +94,15 @@ static void large_reads(td_context *ctx)
 
 Test(read_start, large_reads_in_flight) { each_way(large_reads, false); }
 
+/* SIGSTOP the server and wait until it really is stopped (the signal is asynchronous). */
+static void freeze_server(void)
+{
+    cr_assert_eq(kill(srv.pid, SIGSTOP), 0);
+    int wst = 0;
+    cr_assert_eq(waitpid(srv.pid, &wst, WUNTRACED), srv.pid);
+    cr_assert(WIFSTOPPED(wst), "tensord did not stop (status %#x)", wst);
+}
+
 /* Reads pending on a server that is stopped, then killed: td_read_finish returns an error
  * that names itself and the server (the first one finds the session lost, the next one a
  * closed session), without hanging. The server is stopped before the reads are started so
@@ -106,10 +115,7 @@ Test(read_start, server_killed_while_reads_pend)
         td_context *ctx = connect_with(&o);
         td_tensor *x = td_full(ctx, TD_F32, 1, (int64_t[]){1000}, 2.0);
         cr_assert_eq(td_fence(ctx), TD_OK, "%s", td_last_error(ctx));
-        cr_assert_eq(kill(srv.pid, SIGSTOP), 0);
-        int wst = 0;
-        cr_assert_eq(waitpid(srv.pid, &wst, WUNTRACED), srv.pid);
-        cr_assert(WIFSTOPPED(wst), "tensord did not stop (status %#x)", wst);
+        freeze_server();
         float a[1000], b[1000];
         td_pending_read *pa, *pb;
         cr_assert_eq(td_read_start(x, a, sizeof a, &pa), TD_OK, "%s", td_last_error(ctx));
@@ -145,10 +151,7 @@ Test(read_start, frozen_server_times_out)
     td_context *ctx = connect_with(&o);
     td_tensor *x = td_full(ctx, TD_F32, 1, (int64_t[]){16}, 1.0);
     cr_assert_eq(td_fence(ctx), TD_OK, "%s", td_last_error(ctx));
-    cr_assert_eq(kill(srv.pid, SIGSTOP), 0);
-    int wst = 0;
-    cr_assert_eq(waitpid(srv.pid, &wst, WUNTRACED), srv.pid);
-    cr_assert(WIFSTOPPED(wst), "tensord did not stop (status %#x)", wst);
+    freeze_server();
     float v[16];
     td_pending_read *p;
     cr_assert_eq(td_read_start(x, v, sizeof v, &p), TD_OK, "%s", td_last_error(ctx));
