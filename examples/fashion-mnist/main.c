@@ -15,7 +15,8 @@
  * cosine decay and batch 128; gradients come from td_backward for both models.
  *
  * Output: progress (a redrawn bar on a terminal, a line every ~10% of an epoch otherwise;
- * --reports N sets how many times an epoch the loss is read),
+ * --reports N sets how many times an epoch the loss is read; each line appears at the next
+ * report point, when the read started at its own has finished, td_read_start),
  * one line per epoch, and last exactly one summary line:
  *   test accuracy: A  final loss: L  epochs: N  seconds: S
  * A: fraction of test images classified correctly (4 decimals); L: mean over the steps of
@@ -109,15 +110,16 @@ static void usage(FILE *f)
             "                      (slower for data that never repeats; for tensord-bench's\n"
             "                      P5 A/B)\n"
             "  --reports N         read the loss and report progress N times an epoch\n"
-            "                      (default 50 on a terminal, else 10); each read waits\n"
-            "                      until the device has run every step so far, so fewer\n"
-            "                      reads keep a remote device busier (1: at the end of\n"
-            "                      each epoch only)\n"
+            "                      (default 50 on a terminal, else 10); each read is\n"
+            "                      started there and waited for at the next report point,\n"
+            "                      whose progress line it then prints (the last at the\n"
+            "                      end of the epoch)\n"
             "  --timings           after each epoch, print to stderr where this program's\n"
             "                      time went: assembling batches, uploading them (which\n"
             "                      first submits the ops recorded before: on local:cpu it\n"
-            "                      runs them), recording the step's ops, and waiting for\n"
-            "                      the loss reads (the device's backlog); milliseconds\n"
+            "                      runs them), recording the step's ops, and the loss\n"
+            "                      reads (starting each, then waiting for it a report\n"
+            "                      later: the device's backlog); milliseconds\n"
             "  --help              show this help and exit\n"
             "  --version           show the version and exit\n"
             "\n"
@@ -386,6 +388,42 @@ static void draw_progress(const run *r, int epoch, int64_t step, int64_t steps, 
     fflush(stdout);
 }
 
+/* A report point's loss read in flight (td_read_start) and what its progress line shows. */
+typedef struct report {
+    td_pending_read *read; /* NULL: none pending */
+    float sum;             /* the accumulator's f32 bytes land here */
+    int64_t step, window, images;
+} report;
+
+/* Wait for rep's loss read, add it to *epoch_sum and draw its progress line; the wait is
+ * added to *t_read. Returns 0, or 1 after saying why training stops. */
+static int finish_report(run *r, report *rep, int epoch, int64_t steps, double t0,
+                         double *epoch_sum, double *t_read)
+{
+    if (rep->read == NULL) return 0;
+    double tp = now_s();
+    td_status st = td_read_finish(rep->read);
+    *t_read += now_s() - tp;
+    rep->read = NULL;
+    if (st != TD_OK) return fail_td(r, "training");
+    double sum = rep->sum;
+    if (!isfinite(sum)) {
+        fprintf(stderr,
+                PROG ": the loss diverged (%g) in epoch %d near step %" PRId64
+                     "; try a smaller --lr\n",
+                sum, epoch, rep->step);
+        return 1;
+    }
+    *epoch_sum += sum;
+    double elapsed = now_s() - t0;
+    /* The bar shows the epoch's running mean (steadier when redrawn often); the lines show
+     * the mean over the steps since the previous line. */
+    double shown = r->tty ? *epoch_sum / (double)rep->step : sum / (double)rep->window;
+    draw_progress(r, epoch, rep->step, steps, shown,
+                  elapsed > 0 ? (double)rep->images / elapsed : 0.0);
+    return 0;
+}
+
 /* Train for the configured epochs; *final_loss receives the last epoch's mean loss. */
 static int train(run *r, double *final_loss)
 {
@@ -397,6 +435,10 @@ static int train(run *r, double *final_loss)
     const int64_t every = (steps + reports - 1) / reports;
     fm_rng rng = {.state = o->seed};
     td_tensor *acc = NULL;
+    /* Each report point starts a read of the loss and finishes the previous point's, whose
+     * line is printed then (one report late): reporting never drains the device's queue.
+     * The two alternate, so a read's dst stays put while it is pending. */
+    report reps[2] = {{0}};
 
     for (int64_t i = 0; i < n; i++)
         r->order[i] = i;
@@ -413,6 +455,7 @@ static int train(run *r, double *final_loss)
         int64_t window = 0;
         /* --timings: seconds of this thread's wall time per phase */
         double t_fill = 0.0, t_upload = 0.0, t_record = 0.0, t_read = 0.0, tp = 0.0;
+        int64_t n_reports = 0;
         acc = td_full(r->ctx, TD_F32, 0, NULL, 0.0);
         if (acc == NULL) return fail_td(r, "creating the loss accumulator");
         for (int64_t step = 0; step < steps; step++) {
@@ -454,33 +497,25 @@ static int train(run *r, double *final_loss)
             if (acc == NULL) return fail_td(r, "accumulating the loss");
             window++;
             if ((step + 1) % every != 0 && step + 1 != steps) continue;
-            double sum;
+            report *cur = &reps[n_reports % 2], *prev = &reps[(n_reports + 1) % 2];
+            n_reports++;
+            *cur = (report){.step = step + 1, .window = window, .images = start + b};
             tp = now_s();
-            st = td_read_scalar(acc, &sum);
+            st = td_read_start(acc, &cur->sum, sizeof cur->sum, &cur->read);
             t_read += now_s() - tp;
             td_release(acc);
             acc = NULL;
             if (st != TD_OK) return fail_td(r, "training");
-            if (!isfinite(sum)) {
-                fprintf(stderr,
-                        PROG ": the loss diverged (%g) in epoch %d near step %" PRId64
-                             "; try a smaller --lr\n",
-                        sum, epoch, step + 1);
-                return 1;
-            }
-            epoch_sum += sum;
-            double elapsed = now_s() - t0;
-            /* The bar shows the epoch's running mean (steadier when redrawn often); the
-             * lines show the mean over the steps since the previous line. */
-            double shown = r->tty ? epoch_sum / (double)(step + 1) : sum / (double)window;
-            draw_progress(r, epoch, step + 1, steps, shown,
-                          elapsed > 0 ? (double)(start + b) / elapsed : 0.0);
+            if (finish_report(r, prev, epoch, steps, t0, &epoch_sum, &t_read) != 0) return 1;
             window = 0;
             if (step + 1 != steps) {
                 acc = td_full(r->ctx, TD_F32, 0, NULL, 0.0);
                 if (acc == NULL) return fail_td(r, "creating the loss accumulator");
             }
         }
+        for (int k = 0; k < 2; k++) /* the last report point's read */
+            if (finish_report(r, &reps[k], epoch, steps, t0, &epoch_sum, &t_read) != 0)
+                return 1;
         double secs = now_s() - t0;
         *final_loss = epoch_sum / (double)steps;
         printf("%sepoch %d/%d  loss %.6f  %.1f s  %.0f img/s\n", r->tty ? "\r\033[K" : "", epoch,
