@@ -9,7 +9,8 @@
 # the Fashion-MNIST files in carry/fashion-mnist):
 #     OUT=$OUT bash tests/gpu/p5-timings-on-gpu-host.sh   # SIZES="1024x256 4096x256" RUNS=2
 # Extra trainer flags in TRAIN_ARGS (e.g. --graph); extra client environment in CLIENT_ENV
-# (e.g. TENSORD_WRITE_COPY_MAX=0). Results in $OUT/timings.txt; servers' logs in
+# (e.g. TENSORD_WRITE_COPY_MAX=0). TRAINERS (default "fashion-mnist") names the carried
+# trainer binaries to alternate, each row labelled with its name (an A/B of two builds). Results in $OUT/timings.txt; servers' logs in
 # $OUT/server-{tcp,unix}.log. Bounded by BUDGET seconds (default 240).
 set -u -o pipefail
 cd "$(dirname "$0")/../.." || exit 1
@@ -38,20 +39,22 @@ srv tcp 127.0.0.1:0
 srv unix "unix:$sock"
 tcp=$(sed -n 's/^listening on //p' "$OUT/listen-tcp" | head -1)
 seed=100
-train() { # label device batch hidden
+train() { # label device batch hidden trainer
     seed=$((seed + 1))
     # shellcheck disable=SC2086 # CLIENT_ENV and TRAIN_ARGS are lists
-    env ${CLIENT_ENV:-} timeout 60 "$X/bin/fashion-mnist" --device "$2" --data "$DATA" --epochs 2 \
+    env ${CLIENT_ENV:-} timeout 60 "$X/bin/$5" --device "$2" --data "$DATA" --epochs 2 \
         --batch "$3" --hidden "$4" --seed "$seed" --limit-test 1000 --timings ${TRAIN_ARGS:-} 2>&1 |
-        grep -E "^epoch 2/2|timings epoch 2" | sed "s|^|$1 b$3 h$4: |" | tee -a "$T"
+        grep -E "^epoch 2/2  loss|timings epoch 2" | sed "s|^|$5 $1 b$3 h$4: |" | tee -a "$T"
 }
 echo "== $(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null) TRAIN_ARGS='${TRAIN_ARGS:-}' CLIENT_ENV='${CLIENT_ENV:-}'" | tee -a "$T"
 for s in $SIZES; do
     for _ in $(seq "$RUNS"); do
         [ $(($(date +%s) - start)) -gt "$BUDGET" ] && { echo "budget spent" | tee -a "$T"; break 2; }
-        train local "local:$DEV" "${s%x*}" "${s#*x}"
-        train tcp "tensord://$tcp/$DEV" "${s%x*}" "${s#*x}"
-        train unix "unix:$sock/$DEV" "${s%x*}" "${s#*x}"
+        for tr in ${TRAINERS:-fashion-mnist}; do
+            train local "local:$DEV" "${s%x*}" "${s#*x}" "$tr"
+            train tcp "tensord://$tcp/$DEV" "${s%x*}" "${s#*x}" "$tr"
+            train unix "unix:$sock/$DEV" "${s%x*}" "${s#*x}" "$tr"
+        done
     done
 done
 for n in tcp unix; do
