@@ -161,7 +161,7 @@ static void start_two_cpus(void)
  * d/dw sum(w w) = 2w; Adam's first step is w - lr m^ / (sqrt(v^) + eps) with m^ = g and
  * sqrt(v^) = |g|, so w - lr g / (|g| + eps). */
 Test(autodiff, parameters_on_the_second_device, .init = start_two_cpus, .fini = stop,
-     .timeout = 60)
+     .timeout = 120)
 {
     char uri[600], path[] = "/tmp/td-e2e-dev-XXXXXX";
     td_test_server_uri(&srv, "cpu:0,cpu:1", uri, sizeof uri);

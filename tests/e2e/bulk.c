@@ -86,7 +86,7 @@ static uint64_t run_chain(const td_options *o, int n_ops, float *result)
     return st.batches_sent;
 }
 
-Test(batching, count_threshold, .init = start_tcp, .fini = stop, .timeout = 60)
+Test(batching, count_threshold, .init = start_tcp, .fini = stop, .timeout = 300)
 {
     const int thresholds[] = {1, 64, 256, 1000};
     for (size_t k = 0; k < sizeof thresholds / sizeof thresholds[0]; k++) {
@@ -101,7 +101,7 @@ Test(batching, count_threshold, .init = start_tcp, .fini = stop, .timeout = 60)
     }
 }
 
-Test(batching, byte_threshold, .init = start_tcp, .fini = stop, .timeout = 60)
+Test(batching, byte_threshold, .init = start_tcp, .fini = stop, .timeout = 300)
 {
     td_options o = {.batch_max_ops = 100000, .batch_max_bytes = 4096, .batch_flush_us = -1};
     float r;
@@ -111,7 +111,7 @@ Test(batching, byte_threshold, .init = start_tcp, .fini = stop, .timeout = 60)
     cr_expect_eq(r, -1.5f, "got %g", (double)r);
 }
 
-Test(batching, time_bound_flushes_a_lone_op, .init = start_tcp, .fini = stop, .timeout = 60)
+Test(batching, time_bound_flushes_a_lone_op, .init = start_tcp, .fini = stop, .timeout = 300)
 {
     td_options o = {.batch_flush_us = 2000};
     td_context *ctx = connect_with(&o);
@@ -138,7 +138,7 @@ Test(batching, time_bound_flushes_a_lone_op, .init = start_tcp, .fini = stop, .t
     td_close(ctx);
 }
 
-Test(batching, no_time_bound_keeps_the_op, .init = start_tcp, .fini = stop, .timeout = 60)
+Test(batching, no_time_bound_keeps_the_op, .init = start_tcp, .fini = stop, .timeout = 300)
 {
     td_options o = {.batch_flush_us = -1};
     td_context *ctx = connect_with(&o);
@@ -178,7 +178,7 @@ static void round_trip(td_context *ctx, size_t n, uint64_t seed)
     free(dst);
 }
 
-Test(transfer, chunk_edge_sizes, .init = start_tcp, .fini = stop, .timeout = 120)
+Test(transfer, chunk_edge_sizes, .init = start_tcp, .fini = stop, .timeout = 300)
 {
     const size_t sizes[] = {0, 1, CHUNK - 1, CHUNK, CHUNK + 1, 3 * CHUNK + 7};
     for (int blob = 0; blob < 2; blob++) {
@@ -214,7 +214,7 @@ static void timed_round_trip(size_t n, const char *label)
     free(dst);
 }
 
-Test(transfer, sixty_four_mib, .init = start_tcp, .fini = stop, .timeout = 120)
+Test(transfer, sixty_four_mib, .init = start_tcp, .fini = stop, .timeout = 300)
 {
     timed_round_trip((size_t)64 << 20, "64 MiB");
     timed_round_trip((size_t)64 << 20, "64 MiB (again: pooled server buffers)");
@@ -229,7 +229,7 @@ Test(transfer, one_gib, .init = start_tcp, .fini = stop, .timeout = 300)
 /* A device whose memory the host cannot address (vulkan:0 here; a GPU's likewise): every
  * write chunk goes through the backend's write and every read chunk through its read
  * (server/handlers.c). Sizes straddle the chunk edges and 8 MiB multiples. */
-Test(transfer, device_memory_round_trip, .init = start_tcp, .fini = stop, .timeout = 120)
+Test(transfer, device_memory_round_trip, .init = start_tcp, .fini = stop, .timeout = 300)
 {
     /* tests/run.sh's TSan pass drives a tensord built without the device modules */
     const char *other = getenv("TD_TEST_TENSORD");
@@ -265,7 +265,7 @@ static void check_contents(td_context *ctx, td_tensor *t, const uint8_t *want, s
 }
 
 Test(blobs, second_upload_sends_nothing_and_sessions_share, .init = start_tcp, .fini = stop,
-     .timeout = 60)
+     .timeout = 300)
 {
     size_t n = 4 * CHUNK + 3;
     uint8_t *w = malloc(n);
@@ -308,7 +308,7 @@ static uint64_t server_bytes_in_use(void)
  * unhashed; its repeat (a new session, as a restarted program) sends < 1% of its bytes; a
  * third is free too; the server's memory for the candidate goes when it is promoted. */
 Test(blobs, fresh_upload_kept_as_candidate_repeat_is_free, .init = start_tcp, .fini = stop,
-     .timeout = 120)
+     .timeout = 300)
 {
     size_t n = (size_t)64 << 20;
     uint8_t *w = malloc(n);
@@ -335,7 +335,7 @@ Test(blobs, fresh_upload_kept_as_candidate_repeat_is_free, .init = start_tcp, .f
 
 /* A model of many tensors: a restarted program offers them in the order it first sent
  * them, and every one is still a candidate (the per-tenant cap is far above this). */
-Test(blobs, many_tensor_model_repeat_is_free, .init = start_tcp, .fini = stop, .timeout = 120)
+Test(blobs, many_tensor_model_repeat_is_free, .init = start_tcp, .fini = stop, .timeout = 300)
 {
     enum { K = 48 };
     size_t n = CHUNK + 16;
@@ -367,7 +367,7 @@ Test(blobs, many_tensor_model_repeat_is_free, .init = start_tcp, .fini = stop, .
  * td_write_ex marks a rewrite the same way; contents are right throughout; unknown flags are
  * refused with a message naming them. */
 Test(blobs, fresh_marked_uploads_are_never_offered_or_kept, .init = start_tcp, .fini = stop,
-     .timeout = 120)
+     .timeout = 300)
 {
     size_t n = 4 * CHUNK + 5;
     uint8_t *x = malloc(n);
@@ -415,7 +415,7 @@ Test(blobs, fresh_marked_uploads_are_never_offered_or_kept, .init = start_tcp, .
  * common/fingerprint.h): the SHA-256 check sends the second one whole, and each tensor
  * holds its own bytes; so do repeats of both. */
 Test(blobs, fingerprint_collision_sends_the_bytes, .init = start_tcp, .fini = stop,
-     .timeout = 120)
+     .timeout = 300)
 {
     size_t n = (size_t)8 << 20;
     uint8_t *x = malloc(n), *y = malloc(n);
@@ -450,7 +450,7 @@ Test(blobs, fingerprint_collision_sends_the_bytes, .init = start_tcp, .fini = st
 /* A tensor written again after its upload drops its candidate (no copy-on-write for a
  * cache): the new bytes are served, and the old ones are no longer offered. */
 Test(blobs, rewritten_tensor_drops_its_candidate, .init = start_tcp, .fini = stop,
-     .timeout = 60)
+     .timeout = 300)
 {
     size_t n = 4 * CHUNK;
     uint8_t *x = malloc(n), *y = malloc(n);
@@ -471,7 +471,7 @@ Test(blobs, rewritten_tensor_drops_its_candidate, .init = start_tcp, .fini = sto
     free(y);
 }
 
-Test(blobs, lru_eviction_under_the_byte_cap, .fini = stop, .timeout = 60)
+Test(blobs, lru_eviction_under_the_byte_cap, .fini = stop, .timeout = 300)
 {
     start_with((const char *const[]){"--blob-cache-bytes", "3M", NULL});
     uint8_t *d[4];
@@ -523,7 +523,7 @@ static void flip_one_byte_in_blobs(const char *dir, int *files)
     closedir(dp);
 }
 
-Test(blobs, corrupted_cache_file_is_refetched, .fini = stop, .timeout = 120)
+Test(blobs, corrupted_cache_file_is_refetched, .fini = stop, .timeout = 300)
 {
     char dir[] = "/tmp/td-blobcache-XXXXXX";
     cr_assert_not_null(mkdtemp(dir));
@@ -593,7 +593,7 @@ static void expect_failure(raw_session *s, uint64_t seq, uint32_t status, const 
     raw_msg_fini(&m);
 }
 
-Test(blobs, hostile_messages, .init = start_tcp, .fini = stop, .timeout = 60)
+Test(blobs, hostile_messages, .init = start_tcp, .fini = stop, .timeout = 300)
 {
     raw_session s;
     cr_assert(raw_open(&s, srv.addr, 1, 1, "cpu"));
@@ -803,13 +803,13 @@ static void start_unix_with_metrics(void)
 }
 
 Test(blobs, fresh_marked_uploads_keep_nothing_over_tcp_with_background_sends,
-     .init = start_with_metrics, .fini = stop, .timeout = 120)
+     .init = start_with_metrics, .fini = stop, .timeout = 300)
 {
     fresh_uploads_keep_nothing(NULL, "grpc");
 }
 
 Test(blobs, fresh_marked_uploads_keep_nothing_over_a_unix_stream, .init = start_unix_with_metrics,
-     .fini = stop, .timeout = 120)
+     .fini = stop, .timeout = 300)
 {
     td_options o = {.no_shm = 1};
     fresh_uploads_keep_nothing(&o, "grpc");
@@ -817,14 +817,14 @@ Test(blobs, fresh_marked_uploads_keep_nothing_over_a_unix_stream, .init = start_
 
 /* shared memory offers only when blob_min_bytes is set (README "Batching and uploads") */
 Test(blobs, fresh_marked_uploads_keep_nothing_over_shared_memory,
-     .init = start_unix_with_metrics, .fini = stop, .timeout = 120)
+     .init = start_unix_with_metrics, .fini = stop, .timeout = 300)
 {
     td_options o = {.blob_min_bytes = CHUNK};
     fresh_uploads_keep_nothing(&o, "shm+ring");
 }
 
 Test(background, bytes_arrive_while_the_client_makes_no_call, .init = start_with_metrics,
-     .fini = stop, .timeout = 120)
+     .fini = stop, .timeout = 300)
 {
     /* The offer off: the upload is the write alone, no round trip first. */
     td_options o = {.blob_min_bytes = SIZE_MAX};
@@ -860,7 +860,7 @@ Test(background, bytes_arrive_while_the_client_makes_no_call, .init = start_with
 }
 
 Test(background, many_writes_reuse_the_copies, .init = start_tcp_async, .fini = stop,
-     .timeout = 120)
+     .timeout = 300)
 {
     /* 48 writes of two chunks each: three times the 32 copy buffers, each write from the
      * same caller buffer refilled in between; interleaved with ops on the written tensors. */
@@ -901,7 +901,7 @@ Test(background, many_writes_reuse_the_copies, .init = start_tcp_async, .fini = 
     free(want);
 }
 
-Test(background, close_with_sends_queued, .init = start_tcp_async, .fini = stop, .timeout = 120)
+Test(background, close_with_sends_queued, .init = start_tcp_async, .fini = stop, .timeout = 300)
 {
     td_options o = {.blob_min_bytes = SIZE_MAX};
     const size_t n = (size_t)14 << 20;
@@ -922,7 +922,7 @@ Test(background, close_with_sends_queued, .init = start_tcp_async, .fini = stop,
 }
 
 Test(background, frozen_server_write_times_out, .init = start_tcp_async, .fini = stop,
-     .timeout = 90)
+     .timeout = 300)
 {
     td_options o = {.call_timeout_ms = 1000, .blob_min_bytes = SIZE_MAX};
     td_context *ctx = connect_with(&o);
@@ -959,7 +959,7 @@ Test(background, frozen_server_write_times_out, .init = start_tcp_async, .fini =
     free(buf);
 }
 
-Test(background, bad_copy_max_is_refused, .init = start_tcp_async, .fini = stop, .timeout = 60)
+Test(background, bad_copy_max_is_refused, .init = start_tcp_async, .fini = stop, .timeout = 300)
 {
     char uri[600];
     td_test_server_uri(&srv, "cpu", uri, sizeof uri);
@@ -995,7 +995,7 @@ static td_status upload_while_frozen(td_context *ctx, const uint8_t *buf, size_t
 }
 
 Test(background, returns_before_the_bytes_are_on_the_wire_unless_off, .init = start_tcp_async,
-     .fini = stop, .timeout = 120)
+     .fini = stop, .timeout = 300)
 {
     const size_t n = (size_t)14 << 20;
     uint8_t *buf = malloc(n), *got = malloc(n);
@@ -1041,7 +1041,7 @@ static void *kill_later(void *arg)
 }
 
 Test(background, server_death_under_a_queued_write_fails_it_at_once, .init = start_tcp_async,
-     .fini = stop, .timeout = 90)
+     .fini = stop, .timeout = 300)
 {
     /* A write too large to copy, queued behind a copied one on a frozen server, when the
      * server dies: the session's end drops the queue (the chunks over the caller's memory
@@ -1075,7 +1075,7 @@ Test(background, server_death_under_a_queued_write_fails_it_at_once, .init = sta
     free(buf);
 }
 
-Test(background, copy_max_takes_digits_only, .init = start_tcp_async, .fini = stop, .timeout = 60)
+Test(background, copy_max_takes_digits_only, .init = start_tcp_async, .fini = stop, .timeout = 300)
 {
     /* strtoull alone let these through: a sign after blanks wrapped to "copy everything",
      * and a count past 2^64 saturated silently. */
@@ -1098,7 +1098,7 @@ Test(background, copy_max_takes_digits_only, .init = start_tcp_async, .fini = st
 }
 
 Test(background, no_thread_hands_every_message_over, .init = start_tcp_async, .fini = stop,
-     .timeout = 60)
+     .timeout = 300)
 {
     /* batch_flush_us < 0: no thread drives the send queue, so a call must not return with
      * a message still queued behind the one gRPC is sending. A flush sends the ops, then
@@ -1128,7 +1128,7 @@ Test(background, no_thread_hands_every_message_over, .init = start_tcp_async, .f
 }
 
 Test(background, off_by_default_on_fewer_than_four_cpus, .init = start_tcp, .fini = stop,
-     .timeout = 60)
+     .timeout = 300)
 {
     /* The default follows the CPUs this process may use (its affinity): with one, every
      * upload waits for the wire, so a 14 MiB upload to a frozen server times out. */

@@ -308,7 +308,7 @@ static void edge_shapes(const char *uri)
     td_close(ctx);
 }
 
-Test(compute, zero_sized_and_scalars, .init = start_both, .fini = stop_both, .timeout = 60)
+Test(compute, zero_sized_and_scalars, .init = start_both, .fini = stop_both, .timeout = 120)
 {
     char uri_tcp[600];
     td_test_server_uri(&tcp_srv, "cpu", uri_tcp, sizeof uri_tcp);

@@ -76,7 +76,7 @@ Test(info, ping_one_channel, .init = start_tcp, .fini = stop, .timeout = 60)
     cr_expect_eq(td_server_ping(srv.addr, 0, 5000, rtt), TD_EINVAL);
 }
 
-Test(info, bad_addresses, .timeout = 30)
+Test(info, bad_addresses, .timeout = 60)
 {
     td_server_info info;
     const char *bad[] = {"", "nohost", "127.0.0.1:", "127.0.0.1:http", "local:cpu",
@@ -88,7 +88,7 @@ Test(info, bad_addresses, .timeout = 30)
     }
 }
 
-Test(info, nothing_listening, .timeout = 30)
+Test(info, nothing_listening, .timeout = 60)
 {
     int port = td_test_free_port();
     cr_assert_gt(port, 0);
@@ -255,7 +255,7 @@ Test(tensorctl, info_names_a_missing_device_unix, .init = start_unix_cpu, .fini 
     }
 }
 
-Test(tensorctl, usage_and_failures, .timeout = 30)
+Test(tensorctl, usage_and_failures, .timeout = 60)
 {
     char out[8192];
     cr_expect_eq(run_tensorctl("--help", out, sizeof out), 0);

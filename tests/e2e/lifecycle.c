@@ -245,7 +245,7 @@ Test(lifecycle, frozen_server_upload_times_out, .init = start_tcp, .fini = stop,
     td_close(ctx);
 }
 
-Test(lifecycle, nothing_listening, .timeout = 30)
+Test(lifecycle, nothing_listening, .timeout = 60)
 {
     int port = td_test_free_port();
     cr_assert_gt(port, 0);
@@ -267,7 +267,7 @@ Test(lifecycle, nothing_listening, .timeout = 30)
     cr_expect_eq(st, TD_EUNAVAILABLE, "%s: %s", td_status_name(st), td_connect_error());
 }
 
-Test(lifecycle, silent_peer_hits_connect_timeout, .timeout = 30)
+Test(lifecycle, silent_peer_hits_connect_timeout, .timeout = 60)
 {
     /* A socket that listens but never speaks HTTP/2: the TCP handshake succeeds (the kernel
      * does it), gRPC's does not. */

@@ -178,7 +178,7 @@ Test(pool, dead_server_is_skipped_with_a_log_line, .init = start_pool, .fini = s
     cr_expect(logged, "no '%s' line on stderr", want);
 }
 
-Test(pool, no_live_server_fails_naming_the_pool, .timeout = 60)
+Test(pool, no_live_server_fails_naming_the_pool, .timeout = 90)
 {
     char uri[256];
     int p1 = td_test_free_port(), p2 = td_test_free_port();
@@ -243,7 +243,7 @@ Test(pool, member_refusing_a_pinned_device_is_skipped, .timeout = 90)
 
 /* A pool uri is as long as its servers need: 40 members (the uri target buffer was 512
  * bytes, so ~31 members failed with a bare "malformed uri"), and 65 get the member limit. */
-Test(pool, long_server_lists_are_parsed, .timeout = 60)
+Test(pool, long_server_lists_are_parsed, .timeout = 90)
 {
     td_test_server one;
     char err[600];
@@ -270,7 +270,7 @@ Test(pool, long_server_lists_are_parsed, .timeout = 60)
     cr_expect_eq(td_test_server_stop(&one), 0);
 }
 
-Test(pool, malformed_lists_are_refused, .timeout = 30)
+Test(pool, malformed_lists_are_refused, .timeout = 90)
 {
     static const struct {
         const char *uri, *says;
@@ -292,7 +292,7 @@ Test(pool, malformed_lists_are_refused, .timeout = 30)
     }
 }
 
-Test(pool, dns_name_resolves_to_the_server, .timeout = 60)
+Test(pool, dns_name_resolves_to_the_server, .timeout = 90)
 {
     td_test_server one;
     char err[600];

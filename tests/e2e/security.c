@@ -140,30 +140,30 @@ static td_options mtls_opts(const char *ca, const char *cert, const char *key)
     return o;
 }
 
-Test(tls, plaintext_client_fails_clearly, .init = start_mtls, .fini = cleanup, .timeout = 60)
+Test(tls, plaintext_client_fails_clearly, .init = start_mtls, .fini = cleanup, .timeout = 90)
 {
     expect_connect_fails("tensord", NULL, TD_EUNAVAILABLE, "TLS");
 }
 
-Test(tls, wrong_ca_fails, .init = start_mtls, .fini = cleanup, .timeout = 60)
+Test(tls, wrong_ca_fails, .init = start_mtls, .fini = cleanup, .timeout = 90)
 {
     td_options o = mtls_opts("other-ca.pem", "client.pem", "client.key");
     expect_connect_fails("tensords", &o, TD_EUNAVAILABLE, "TLS handshake with 127.0.0.1");
 }
 
-Test(tls, mtls_without_client_cert_fails, .init = start_mtls, .fini = cleanup, .timeout = 60)
+Test(tls, mtls_without_client_cert_fails, .init = start_mtls, .fini = cleanup, .timeout = 90)
 {
     td_options o = mtls_opts("ca.pem", NULL, NULL);
     expect_connect_fails("tensords", &o, TD_EUNAVAILABLE, "client certificate");
 }
 
-Test(tls, client_cert_from_other_ca_fails, .init = start_mtls, .fini = cleanup, .timeout = 60)
+Test(tls, client_cert_from_other_ca_fails, .init = start_mtls, .fini = cleanup, .timeout = 90)
 {
     td_options o = mtls_opts("ca.pem", "other-client.pem", "other-client.key");
     expect_connect_fails("tensords", &o, TD_EUNAVAILABLE, "TLS handshake");
 }
 
-Test(tls, valid_mtls_works_with_cn_tenant, .init = start_mtls, .fini = cleanup, .timeout = 60)
+Test(tls, valid_mtls_works_with_cn_tenant, .init = start_mtls, .fini = cleanup, .timeout = 90)
 {
     td_options o = mtls_opts("ca.pem", "client.pem", "client.key");
     td_context *ctx;
@@ -203,7 +203,7 @@ static void start_tls_only(void)
     start(args);
 }
 
-Test(tls, server_only_tls_works, .init = start_tls_only, .fini = cleanup, .timeout = 60)
+Test(tls, server_only_tls_works, .init = start_tls_only, .fini = cleanup, .timeout = 90)
 {
     td_options o = mtls_opts("ca.pem", NULL, NULL);
     td_context *ctx;
@@ -228,7 +228,7 @@ static int run_tensord(const char *args, char *out, size_t cap)
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
 }
 
-Test(tls, bad_files_refused_at_startup, .init = make_dir, .fini = cleanup, .timeout = 60)
+Test(tls, bad_files_refused_at_startup, .init = make_dir, .fini = cleanup, .timeout = 90)
 {
     char out[4096], args[1200];
     snprintf(args, sizeof args, "--listen 127.0.0.1:0 --tls-cert '%s' --tls-key '%s'",
@@ -247,7 +247,7 @@ Test(tls, bad_files_refused_at_startup, .init = make_dir, .fini = cleanup, .time
 
 /* ---- listening ---- */
 
-Test(listen, any_address_without_tls_refused, .timeout = 60)
+Test(listen, any_address_without_tls_refused, .timeout = 90)
 {
     char out[4096];
     cr_expect_eq(run_tensord("--listen 0.0.0.0:0", out, sizeof out), 2, "%s", out);
@@ -256,7 +256,7 @@ Test(listen, any_address_without_tls_refused, .timeout = 60)
 
 /* A path no client can reach (libtensord refuses ',' in a unix path: gRPC reads it as an
  * address separator) is refused at start, not served. */
-Test(listen, unix_path_with_comma_refused, .timeout = 60)
+Test(listen, unix_path_with_comma_refused, .timeout = 90)
 {
     char out[4096];
     unlink("/tmp/td-test,comma.sock"); /* a leftover of an older tensord that served it */
@@ -268,7 +268,7 @@ Test(listen, unix_path_with_comma_refused, .timeout = 60)
     cr_expect(access("/tmp/td-test,comma.sock", F_OK) != 0, "a socket was created");
 }
 
-Test(listen, any_address_with_insecure_starts_and_warns, .timeout = 60)
+Test(listen, any_address_with_insecure_starts_and_warns, .timeout = 90)
 {
     char out[4096];
     /* timeout(1) sends SIGTERM after 2 s: a clean stop (exit 0 is reported as 124). */
@@ -308,7 +308,7 @@ static td_context *connect_as(const char *token)
 }
 
 Test(tokens, missing_unknown_malformed_unauthenticated, .init = start_tokens, .fini = cleanup,
-     .timeout = 60)
+     .timeout = 90)
 {
     unsetenv("TENSORD_TOKEN");
     expect_connect_fails("tensord", NULL, TD_EUNAUTHENTICATED, "requires authentication");
@@ -340,7 +340,7 @@ Test(tokens, missing_unknown_malformed_unauthenticated, .init = start_tokens, .f
     unsetenv("TENSORD_TOKEN");
 }
 
-Test(tokens, revoked_after_sighup, .init = start_tokens, .fini = cleanup, .timeout = 60)
+Test(tokens, revoked_after_sighup, .init = start_tokens, .fini = cleanup, .timeout = 90)
 {
     td_context *a = connect_as(alice);
     expect_works(a);
@@ -368,7 +368,7 @@ Test(tokens, revoked_after_sighup, .init = start_tokens, .fini = cleanup, .timeo
 }
 
 Test(tokens, quotas_fail_the_request_only, .init = start_tokens, .fini = cleanup,
-     .timeout = 60)
+     .timeout = 90)
 {
     td_context *a1 = connect_as(alice), *a2 = connect_as(alice), *b = connect_as(bob);
     /* max_sessions=2: a third session of alice is refused, naming the quota. */

@@ -276,8 +276,11 @@ static void open_many(void)
     for (int i = 0; i < N; i++) td_close(ctx[i]);
 }
 
-Test(many_contexts, tcp, .init = start_two_streams_tcp, .fini = stop, .timeout = 60) { open_many(); }
-Test(many_contexts, unix_socket, .init = start_two_streams_unix, .fini = stop, .timeout = 60)
+Test(many_contexts, tcp, .init = start_two_streams_tcp, .fini = stop, .timeout = 120)
+{
+    open_many();
+}
+Test(many_contexts, unix_socket, .init = start_two_streams_unix, .fini = stop, .timeout = 120)
 {
     open_many();
 }

@@ -235,7 +235,7 @@ static void raw_candidate(raw_session *s, uint64_t id, const uint8_t *data, size
 /* X kept under Y's fingerprint: the honest upload of Y hits it, the server promotes X under
  * SHA-256(X), the honest client's SHA-256(Y) offer misses, Y is sent and read back as Y. */
 Test(blobs, lying_fingerprint_never_serves_wrong_bytes, .init = start_tcp, .fini = stop_and_clean,
-     .timeout = 120)
+     .timeout = 180)
 {
     size_t n = 3 * CHUNK + 5;
     uint8_t *x = malloc(n), *y = malloc(n), fpy[TD_FINGERPRINT_LEN], shx[TD_SHA256_BYTES];
@@ -270,7 +270,7 @@ Test(blobs, lying_fingerprint_never_serves_wrong_bytes, .init = start_tcp, .fini
  * every other session (1024 promotions in one message held it 0.7 s). The candidates it did
  * not look at are still there for a later offer. */
 Test(blobs, one_offer_promotes_at_most_four, .init = start_tcp, .fini = stop_and_clean,
-     .timeout = 120)
+     .timeout = 180)
 {
     enum { N = 6 };
     size_t n = CHUNK + 3;
@@ -298,7 +298,7 @@ Test(blobs, one_offer_promotes_at_most_four, .init = start_tcp, .fini = stop_and
 /* Alice's candidate and promoted blob are invisible to bob, by fingerprint and by hash; a
  * candidate bob plants under alice's fingerprint changes nothing for alice. */
 Test(blobs, another_tenants_fingerprint_is_absent, .init = start_two_tenants, .fini = stop_and_clean,
-     .timeout = 120)
+     .timeout = 180)
 {
     size_t n = 2 * CHUNK;
     uint8_t *w = malloc(n), *evil = malloc(n), fp[TD_FINGERPRINT_LEN], sha[TD_SHA256_BYTES];
@@ -346,7 +346,7 @@ Test(blobs, another_tenants_fingerprint_is_absent, .init = start_two_tenants, .f
 }
 
 Test(blobs, malformed_fingerprint_messages_are_refused, .init = start_tcp, .fini = stop_and_clean,
-     .timeout = 60)
+     .timeout = 180)
 {
     raw_session s;
     open_raw_token(&s, NULL);
@@ -400,7 +400,7 @@ Test(blobs, malformed_fingerprint_messages_are_refused, .init = start_tcp, .fini
  * them: with a 12 MiB tenant quota, 20 released 1 MiB uploads still leave room for a 10 MiB
  * tensor. */
 Test(blobs, candidate_memory_is_bounded_and_reclaimed, .init = start_small_tenants,
-     .fini = stop_and_clean, .timeout = 120)
+     .fini = stop_and_clean, .timeout = 180)
 {
     uint8_t *w = malloc(CHUNK);
     td_context *ctx = connect_tok(NULL);

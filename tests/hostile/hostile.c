@@ -100,13 +100,13 @@ static void bad_ops_case(const td__op *ops, size_t n, const char *must_name)
     expect_new_session_works();
 }
 
-Test(hostile, unknown_tensor_in_batch, .init = start_tcp, .fini = stop, .timeout = 60)
+Test(hostile, unknown_tensor_in_batch, .init = start_tcp, .fini = stop, .timeout = 120)
 {
     td__op op = raw_op_binary(TD_OP_ADD, 5, 987654, 987655);
     bad_ops_case(&op, 1, "987654");
 }
 
-Test(hostile, unknown_opcode, .init = start_tcp, .fini = stop, .timeout = 60)
+Test(hostile, unknown_opcode, .init = start_tcp, .fini = stop, .timeout = 120)
 {
     td__op op;
     memset(&op, 0, sizeof op);
@@ -117,20 +117,20 @@ Test(hostile, unknown_opcode, .init = start_tcp, .fini = stop, .timeout = 60)
     bad_ops_case(&op, 1, NULL);
 }
 
-Test(hostile, rank_9, .init = start_tcp, .fini = stop, .timeout = 60)
+Test(hostile, rank_9, .init = start_tcp, .fini = stop, .timeout = 120)
 {
     int64_t dims[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
     td__op op = raw_op_full(5, TD_F32, 9, dims, 1.0);
     bad_ops_case(&op, 1, "9");
 }
 
-Test(hostile, negative_dim, .init = start_tcp, .fini = stop, .timeout = 60)
+Test(hostile, negative_dim, .init = start_tcp, .fini = stop, .timeout = 120)
 {
     td__op op = raw_op_full(5, TD_F32, 2, (int64_t[]){2, -3}, 1.0);
     bad_ops_case(&op, 1, "-3");
 }
 
-Test(hostile, overflowing_dims, .init = start_tcp, .fini = stop, .timeout = 60)
+Test(hostile, overflowing_dims, .init = start_tcp, .fini = stop, .timeout = 120)
 {
     /* 2^31 cubed = 2^93 elements; INT64_MAX * 2; and 2^46 f64 elements = 2^49 bytes, over
      * the 2^48-byte tensor limit without overflowing int64. */
@@ -142,7 +142,7 @@ Test(hostile, overflowing_dims, .init = start_tcp, .fini = stop, .timeout = 60)
     bad_ops_case(&c, 1, NULL);
 }
 
-Test(hostile, bad_dtype_and_too_many_inputs, .init = start_tcp, .fini = stop, .timeout = 60)
+Test(hostile, bad_dtype_and_too_many_inputs, .init = start_tcp, .fini = stop, .timeout = 120)
 {
     td__op a = raw_op_full(5, 99, 1, (int64_t[]){4}, 0.0);
     bad_ops_case(&a, 1, "99");
@@ -170,7 +170,7 @@ Test(hostile, bad_dtype_and_too_many_inputs, .init = start_tcp, .fini = stop, .t
     expect_new_session_works();
 }
 
-Test(hostile, failure_names_op_index, .init = start_tcp, .fini = stop, .timeout = 60)
+Test(hostile, failure_names_op_index, .init = start_tcp, .fini = stop, .timeout = 120)
 {
     /* Two good ops, then a bad one: the Failure must point at index 2. */
     raw_session s;
@@ -198,7 +198,7 @@ Test(hostile, failure_names_op_index, .init = start_tcp, .fini = stop, .timeout 
     raw_close(&s);
 }
 
-Test(hostile, write_past_end, .init = start_tcp, .fini = stop, .timeout = 60)
+Test(hostile, write_past_end, .init = start_tcp, .fini = stop, .timeout = 120)
 {
     raw_session s;
     open_raw(&s);
@@ -252,7 +252,7 @@ static void expect_read_fails(raw_session *s, uint64_t id, uint64_t offset, uint
     }
 }
 
-Test(hostile, bad_read_ranges, .init = start_tcp, .fini = stop, .timeout = 60)
+Test(hostile, bad_read_ranges, .init = start_tcp, .fini = stop, .timeout = 120)
 {
     raw_session s;
     open_raw(&s);
@@ -269,7 +269,7 @@ Test(hostile, bad_read_ranges, .init = start_tcp, .fini = stop, .timeout = 60)
     expect_new_session_works();
 }
 
-Test(hostile, read_released_tensor, .init = start_tcp, .fini = stop, .timeout = 60)
+Test(hostile, read_released_tensor, .init = start_tcp, .fini = stop, .timeout = 120)
 {
     raw_session s;
     open_raw(&s);
@@ -294,7 +294,7 @@ Test(hostile, read_released_tensor, .init = start_tcp, .fini = stop, .timeout = 
     raw_close(&s);
 }
 
-Test(hostile, garbage_message, .init = start_tcp, .fini = stop, .timeout = 60)
+Test(hostile, garbage_message, .init = start_tcp, .fini = stop, .timeout = 120)
 {
     const uint8_t garbage[][8] = {
         {0xFF, 0xFF, 0xFF, 0xFF, 0x0F},   /* field tag that never ends */
@@ -314,7 +314,7 @@ Test(hostile, garbage_message, .init = start_tcp, .fini = stop, .timeout = 60)
     }
 }
 
-Test(hostile, no_open_first, .init = start_tcp, .fini = stop, .timeout = 60)
+Test(hostile, no_open_first, .init = start_tcp, .fini = stop, .timeout = 120)
 {
     /* A session whose first message is not OpenSession. */
     raw_session s;
@@ -336,7 +336,7 @@ Test(hostile, no_open_first, .init = start_tcp, .fini = stop, .timeout = 60)
     expect_new_session_works();
 }
 
-Test(hostile, protocol_version_outside, .init = start_tcp, .fini = stop, .timeout = 60)
+Test(hostile, protocol_version_outside, .init = start_tcp, .fini = stop, .timeout = 120)
 {
     uint32_t ranges[][2] = {{99, 99}, {0, 0}, {2, 1}};
     for (size_t i = 0; i < 3; i++) {
@@ -352,7 +352,7 @@ Test(hostile, protocol_version_outside, .init = start_tcp, .fini = stop, .timeou
     expect_new_session_works();
 }
 
-Test(hostile, unknown_device_raw, .init = start_tcp, .fini = stop, .timeout = 60)
+Test(hostile, unknown_device_raw, .init = start_tcp, .fini = stop, .timeout = 120)
 {
     raw_session s;
     bool opened = raw_open(&s, srv.addr, TD_PROTOCOL_MIN, TD_PROTOCOL_MAX, "cuda:7");
@@ -380,12 +380,12 @@ static void unknown_device(void)
               (unsigned long long)info.sessions);
 }
 
-Test(hostile, unknown_device_tcp, .init = start_tcp, .fini = stop, .timeout = 60)
+Test(hostile, unknown_device_tcp, .init = start_tcp, .fini = stop, .timeout = 120)
 {
     unknown_device();
 }
 
-Test(hostile, unknown_device_unix, .init = start_unix, .fini = stop, .timeout = 60)
+Test(hostile, unknown_device_unix, .init = start_unix, .fini = stop, .timeout = 120)
 {
     unknown_device();
 }
@@ -415,7 +415,7 @@ static void gather_oob(const char *uri, td_status *read_st, td_status *fence_st)
     td_close(ctx);
 }
 
-Test(hostile, gather_out_of_range_like_local, .init = start_tcp, .fini = stop, .timeout = 60)
+Test(hostile, gather_out_of_range_like_local, .init = start_tcp, .fini = stop, .timeout = 120)
 {
     char uri[600];
     td_test_server_uri(&srv, "cpu", uri, sizeof uri);
@@ -440,7 +440,7 @@ static void read_expect_failure(raw_session *s, uint64_t id, uint64_t off, uint6
     if (must_name) cr_expect(strstr(msg, must_name) != NULL, "'%s' lacks '%s'", msg, must_name);
 }
 
-Test(hostile, other_sessions_tensor_id, .init = start_tcp, .fini = stop, .timeout = 60)
+Test(hostile, other_sessions_tensor_id, .init = start_tcp, .fini = stop, .timeout = 120)
 {
     raw_session a, b;
     open_raw(&a);
@@ -458,7 +458,7 @@ Test(hostile, other_sessions_tensor_id, .init = start_tcp, .fini = stop, .timeou
     raw_close(&b);
 }
 
-Test(hostile, zero_element_tensors, .init = start_tcp, .fini = stop, .timeout = 60)
+Test(hostile, zero_element_tensors, .init = start_tcp, .fini = stop, .timeout = 120)
 {
     raw_session s;
     open_raw(&s);
@@ -494,7 +494,7 @@ Test(hostile, zero_element_tensors, .init = start_tcp, .fini = stop, .timeout = 
 }
 
 Test(hostile, write_offsets_hostile_and_out_of_order, .init = start_tcp, .fini = stop,
-     .timeout = 60)
+     .timeout = 120)
 {
     raw_session s;
     open_raw(&s);
@@ -519,7 +519,7 @@ Test(hostile, write_offsets_hostile_and_out_of_order, .init = start_tcp, .fini =
     raw_close(&s);
 }
 
-Test(hostile, use_after_release_in_stream, .init = start_tcp, .fini = stop, .timeout = 60)
+Test(hostile, use_after_release_in_stream, .init = start_tcp, .fini = stop, .timeout = 120)
 {
     raw_session s;
     open_raw(&s);
@@ -538,14 +538,14 @@ Test(hostile, use_after_release_in_stream, .init = start_tcp, .fini = stop, .tim
     raw_close(&s);
 }
 
-Test(hostile, allocation_larger_than_device, .init = start_tcp, .fini = stop, .timeout = 60)
+Test(hostile, allocation_larger_than_device, .init = start_tcp, .fini = stop, .timeout = 120)
 {
     /* 2^47 bytes: under the protocol's tensor limit, over any host's memory. */
     td__op op = raw_op_full(5, TD_U8, 1, (int64_t[]){1ll << 47}, 0.0);
     bad_ops_case(&op, 1, NULL);
 }
 
-Test(hostile, truncated_protobuf, .init = start_tcp, .fini = stop, .timeout = 60)
+Test(hostile, truncated_protobuf, .init = start_tcp, .fini = stop, .timeout = 120)
 {
     raw_session s;
     open_raw(&s);
@@ -586,7 +586,7 @@ Test(hostile, flood_of_batches_without_reads, .init = start_tcp, .fini = stop, .
  * another session's data once in 200 tries, SIGSEGV with MALLOC_ARENA_MAX=2). Now the
  * tensor must hold exactly the bytes sent, and the server must stay up for others. */
 Test(hostile, payload_first_write_is_applied_as_sent, .init = start_tcp, .fini = stop,
-     .timeout = 60)
+     .timeout = 120)
 {
     enum { N = 300000 };
     raw_session s;

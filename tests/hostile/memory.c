@@ -162,13 +162,13 @@ static void start_tenant_limit(void)
 }
 
 Test(memory, alias_release_refused_at_session_limit, .init = start_session_limit, .fini = stop,
-     .timeout = 60)
+     .timeout = 120)
 {
     alias_release_rounds("session memory quota ");
 }
 
 Test(memory, alias_release_refused_at_tenant_quota, .init = start_tenant_limit, .fini = stop,
-     .timeout = 60)
+     .timeout = 120)
 {
     alias_release_rounds("max_bytes quota (the server default, --max-tenant-bytes) ");
 }
@@ -176,7 +176,7 @@ Test(memory, alias_release_refused_at_tenant_quota, .init = start_tenant_limit, 
 /* (b) x = full(24 MiB); then, seven times, y_k = reshape(x) and write one byte of x: each
  * write copies x (the alias keeps the old bytes). Two buffers fit under 64 MiB, the third
  * copy is refused; on the old code all seven copies were made (7 x 24 MiB uncharged). */
-Test(memory, cow_after_alias, .init = start_session_limit, .fini = stop, .timeout = 60)
+Test(memory, cow_after_alias, .init = start_session_limit, .fini = stop, .timeout = 120)
 {
     raw_session s;
     open_raw(&s);
@@ -252,7 +252,7 @@ static bool has_blob(raw_session *s, const uint8_t *hash)
  * the tenant (64 MiB), so a 40 MiB tensor no longer fits while it is held, a second pin by
  * another session is refused (reported absent), and closing the session gives it back.
  * On the old code pins were free: the tensor fitted and both pins were taken. */
-Test(memory, has_blobs_pins_charged, .init = start_tenant_limit, .fini = stop, .timeout = 60)
+Test(memory, has_blobs_pins_charged, .init = start_tenant_limit, .fini = stop, .timeout = 120)
 {
     enum { B = 40 * MiB };
     uint8_t *bytes = malloc(B);
@@ -325,7 +325,7 @@ static void start_graph_flood(void)
  * its graphs go back (the cache keeps at most 32 MiB, and gives way to the tenant's next
  * definitions), so the second round gets as far as the first and RSS does not grow. On
  * the old code all 16 were accepted (8 x 15 MB held per session, 2^20 ops cached). */
-Test(memory, graph_definitions_flood, .init = start_graph_flood, .fini = stop, .timeout = 90)
+Test(memory, graph_definitions_flood, .init = start_graph_flood, .fini = stop, .timeout = 120)
 {
     raw_session probe;
     open_raw(&probe);
@@ -364,7 +364,7 @@ Test(memory, graph_definitions_flood, .init = start_graph_flood, .fini = stop, .
  * here), until its 64 MiB send mark and then stops reading. On the old code a reply was
  * counted at ~70 bytes, so the mark was reached only after ~950,000 replies (~390 MB);
  * this case stops at 300,000 (~123 MB on the old code). */
-Test(memory, never_reading_client, .init = start_session_limit, .fini = stop, .timeout = 90)
+Test(memory, never_reading_client, .init = start_session_limit, .fini = stop, .timeout = 120)
 {
     raw_recv_window = 65536;
     raw_session s;
@@ -416,7 +416,7 @@ static void refused_without_allocating(uint64_t nbytes, const char *want)
     raw_close(&s);
 }
 
-Test(memory, defaults_apply, .fini = stop, .timeout = 60)
+Test(memory, defaults_apply, .fini = stop, .timeout = 120)
 {
     unsigned long long ram = host_ram();
     char want[160];
@@ -506,7 +506,7 @@ Test(memory, tensor_records_are_charged, .init = start_session_limit, .fini = st
  * failing ops (output id 0: no record either) gave 60,000 replies, ~100 MiB held per
  * session that never reads (breaker round 2). The poison of a failed op still says why. */
 Test(memory, failure_replies_per_batch_are_capped, .init = start_session_limit, .fini = stop,
-     .timeout = 60)
+     .timeout = 120)
 {
     raw_session s;
     open_raw(&s);
@@ -557,7 +557,7 @@ Test(memory, failure_replies_per_batch_are_capped, .init = start_session_limit, 
  * charge it ran, holding 96 MiB against a 64 MiB quota);
  * [1024, 1024] @ [1024, 1] (2 MiB, 4 MiB of scratch) runs, in f16 and bf16. */
 Test(memory, half_matmul_scratch_is_charged, .init = start_session_limit, .fini = stop,
-     .timeout = 60)
+     .timeout = 120)
 {
     char uri[600];
     td_test_server_uri(&srv, "cpu", uri, sizeof uri);

@@ -352,7 +352,7 @@ static bool session_opens(int timeout_ms, double *took_ms)
     return false;
 }
 
-Test(net, a_idle_connections_beyond_fd_limit, .fini = stop_server, .timeout = 90)
+Test(net, a_idle_connections_beyond_fd_limit, .fini = stop_server, .timeout = 120)
 {
     struct rlimit rl;
     getrlimit(RLIMIT_NOFILE, &rl);
@@ -527,7 +527,7 @@ static grpc_status_code unary(const char *method, grpc_byte_buffer *req, bool gz
 
 /* ---- (c) compression ---- */
 
-Test(net, c_gzip_message_refused, .fini = stop_server, .timeout = 60)
+Test(net, c_gzip_message_refused, .fini = stop_server, .timeout = 120)
 {
     start_server(NULL);
     /* A GetInfo request is empty; pad it with an unknown field so that gzip shrinks it
@@ -564,7 +564,7 @@ Test(net, c_gzip_message_refused, .fini = stop_server, .timeout = 60)
 
 #define D_CALLS 200
 
-Test(net, d_unknown_method_unimplemented, .fini = stop_server, .timeout = 60)
+Test(net, d_unknown_method_unimplemented, .fini = stop_server, .timeout = 120)
 {
     start_server(NULL);
     char det[256];
@@ -603,7 +603,7 @@ Test(net, d_unknown_method_unimplemented, .fini = stop_server, .timeout = 60)
 
 /* ---- (e) 4 GiB length prefix ---- */
 
-Test(net, e_huge_length_prefix_answered, .fini = stop_server, .timeout = 60)
+Test(net, e_huge_length_prefix_answered, .fini = stop_server, .timeout = 120)
 {
     start_server(NULL);
     h2 c;
@@ -629,7 +629,7 @@ Test(net, e_huge_length_prefix_answered, .fini = stop_server, .timeout = 60)
 
 /* ---- (f) payload on open ---- */
 
-Test(net, f_payload_on_open_refused, .fini = stop_server, .timeout = 60)
+Test(net, f_payload_on_open_refused, .fini = stop_server, .timeout = 120)
 {
     start_server(NULL);
     raw_session s;
@@ -683,7 +683,7 @@ static int offer(raw_session *s, size_t n, size_t *answers)
     return kind;
 }
 
-Test(net, g_has_blobs_4096, .fini = stop_server, .timeout = 60)
+Test(net, g_has_blobs_4096, .fini = stop_server, .timeout = 120)
 {
     start_server(NULL);
     raw_session s;
@@ -777,7 +777,7 @@ static void info_as(const char *token, Tensord__V1__InfoResponse **out)
 }
 
 Test(net, h_info_shows_own_tenant_only, .init = start_tenants, .fini = stop_tenants,
-     .timeout = 60)
+     .timeout = 120)
 {
     raw_session b;
     open_with_tensor(&b, tok_b);
@@ -797,7 +797,7 @@ Test(net, h_info_shows_own_tenant_only, .init = start_tenants, .fini = stop_tena
 }
 
 Test(net, i_revoked_token_ends_its_session, .init = start_tenants, .fini = stop_tenants,
-     .timeout = 60)
+     .timeout = 120)
 {
     raw_session a, b;
     open_with_tensor(&a, tok_a);

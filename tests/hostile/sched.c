@@ -155,7 +155,7 @@ Test(sched, small_op_not_held_by_a_long_batch, .init = start_tcp, .fini = stop, 
 }
 
 /* The rest of a batch whose client went away is dropped: the session ends at once. */
-Test(sched, batch_of_a_gone_client_is_dropped, .init = start_tcp, .fini = stop, .timeout = 120)
+Test(sched, batch_of_a_gone_client_is_dropped, .init = start_tcp, .fini = stop, .timeout = 300)
 {
     raw_session hog;
     open_raw(&hog);
@@ -172,7 +172,7 @@ Test(sched, batch_of_a_gone_client_is_dropped, .init = start_tcp, .fini = stop, 
 
 /* SIGTERM ends the server within the drain promise (the fixture's --drain-timeout 2, then
  * 0.5 s for the ended sessions' statuses to go out, then cancel) with a long batch queued. */
-Test(sched, sigterm_with_a_long_batch, .init = start_tcp, .timeout = 120)
+Test(sched, sigterm_with_a_long_batch, .init = start_tcp, .timeout = 300)
 {
     raw_session hog;
     open_raw(&hog);
@@ -247,7 +247,7 @@ static void expect_value(raw_session *s, uint64_t id, float want)
                      v[i], want);
 }
 
-Test(sched, graph_output_ids, .init = start_tcp, .fini = stop, .timeout = 60)
+Test(sched, graph_output_ids, .init = start_tcp, .fini = stop, .timeout = 300)
 {
     raw_session s;
     open_raw(&s);
@@ -333,7 +333,7 @@ static void big_op_case(uint32_t dtype, int ra, const int64_t *da, int rb, const
 }
 
 /* Rows: i64 [1536,1536]^2, 3.6 G multiply-adds. */
-Test(sched, one_big_op_does_not_hold_the_device, .init = start_tcp, .fini = stop, .timeout = 120)
+Test(sched, one_big_op_does_not_hold_the_device, .init = start_tcp, .fini = stop, .timeout = 300)
 {
     big_op_case(TD_I64, 2, (int64_t[]){1536, 1536}, 2, (int64_t[]){1536, 1536});
 }
@@ -341,7 +341,7 @@ Test(sched, one_big_op_does_not_hold_the_device, .init = start_tcp, .fini = stop
 /* Matrices of a batch whose leading dim is 1 (breaker round 2: never split, 4 s held):
  * i32 [1,64,512,512] x [512,512], 2^33 multiply-adds. */
 Test(sched, one_big_batched_op_does_not_hold_the_device, .init = start_tcp, .fini = stop,
-     .timeout = 120)
+     .timeout = 300)
 {
     big_op_case(TD_I32, 4, (int64_t[]){1, 64, 512, 512}, 2, (int64_t[]){512, 512});
 }

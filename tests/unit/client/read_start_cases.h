@@ -245,10 +245,7 @@ static __attribute__((noinline)) void read_start_close_pending_run(td_context *c
 
 /* Closing a context with reads pending frees them, and no byte of their dst is written
  * after td_close returns (dst is freed right after it: ASan). Under ASan a leak check runs
- * right after, so that a leak fails this test rather than the worker's exit. Note that
- * tests/lsan.supp's "leak:libcriterion" matches every allocation made inside a test (its
- * stack passes through criterion): leaks show only with a suppression file without that
- * line. Closes ctx. */
+ * right after, so that a leak fails this test rather than the worker's exit. Closes ctx. */
 static inline void read_start_case_close_pending(td_context *ctx)
 {
     read_start_close_pending_run(ctx);
