@@ -8,7 +8,9 @@
 
 #include "../unit/client/read_start_cases.h"
 
+#include <sys/mman.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 /* How a context reaches the server, and the td_context_transport that shows it. */
 typedef struct way {
@@ -165,4 +167,147 @@ Test(read_start, frozen_server_times_out)
     cr_expect(waited >= 900 && waited < 5000, "waited %.0f ms", waited);
     td_release(x);
     td_close(ctx);
+}
+
+/* Reads of several chunks pending while the context's background thread sends copied
+ * uploads (TENSORD_WRITE_COPY_MAX: the flusher's drive takes in their chunks), around a
+ * synchronous read of another large tensor, a graph run, a move to another device and a
+ * fence; finished in mixed order. Element i of x + k is i + k (exact in f32 below 2^24);
+ * the uploads are bytes (u + j) & 0xFF. Two cpu devices: the session spans cpu:0,cpu:1. */
+Test(read_start, pending_across_background_uploads)
+{
+    setenv("TENSORD_WRITE_COPY_MAX", "16777216", 1);
+    const char *args[] = {"--cpu-devices", "2", NULL};
+    for (int w = 0; w < 2; w++) { /* tcp, unix stream */
+        start_server(ways[w].unix_socket, args);
+        td_options o = {.no_shm = ways[w].no_shm};
+        td_context *ctx = connect_device("cpu:0,cpu:1", &o);
+        enum { N = 3 << 18, K = 4, U = 6 << 20 }; /* 3 MiB of f32; 6 MiB uploads */
+        float *src = malloc(N * sizeof *src), *got[K + 1];
+        uint8_t *up = malloc(U), *upb = malloc(U);
+        cr_assert(src && up && upb);
+        for (int i = 0; i < N; i++) src[i] = (float)i;
+        for (int k = 0; k <= K; k++) cr_assert_not_null(got[k] = malloc(N * sizeof *got[k]));
+        td_tensor *x = td_from_host(ctx, TD_F32, 1, (int64_t[]){N}, src);
+        cr_assert_not_null(x, "%s", td_last_error(ctx));
+        /* a graph: y = x_in * 1 + 0 (a copy through two ops) */
+        cr_assert_eq(td_graph_begin(ctx), TD_OK, "%s", td_last_error(ctx));
+        td_tensor *gin = td_graph_input(ctx, "x", TD_F32, 1, (int64_t[]){N});
+        cr_assert_eq(td_graph_output(ctx, "y", td_add_scalar(td_mul_scalar(gin, 1.0), 0.0)),
+                     TD_OK, "%s", td_last_error(ctx));
+        td_graph *g = NULL;
+        cr_assert_eq(td_graph_end(ctx, &g), TD_OK, "%s", td_last_error(ctx));
+        td_pending_read *p[K];
+        td_tensor *y[K], *u[K];
+        for (int k = 0; k < K; k++) {
+            y[k] = td_add_scalar(x, (double)k);
+            cr_assert_not_null(y[k], "%s", td_last_error(ctx));
+            cr_assert_eq(td_read_start(y[k], got[k], N * sizeof *got[k], &p[k]), TD_OK,
+                         "%s: read %d: %s", ways[w].name, k, td_last_error(ctx));
+            for (int j = 0; j < U; j++) up[j] = (uint8_t)(j + k);
+            u[k] = td_from_host_ex(ctx, TD_U8, 1, (int64_t[]){U}, up, TD_WRITE_FRESH);
+            cr_assert_not_null(u[k], "%s", td_last_error(ctx));
+            memset(up, 0, U); /* borrowed for the call only */
+            if (k == 1) {
+                td_tensor *out = NULL;
+                cr_assert_eq(td_graph_run(g, 1, (const char *[]){"x"}, &y[0], 1,
+                                          (const char *[]){"y"}, &out),
+                             TD_OK, "%s", td_last_error(ctx));
+                cr_assert_eq(td_read(out, got[K], N * sizeof *got[K]), TD_OK, "%s",
+                             td_last_error(ctx));
+                td_release(out);
+            }
+            if (k == 2) {
+                td_tensor *m = td_to_device(y[1], "cpu:1");
+                cr_assert_not_null(m, "%s", td_last_error(ctx));
+                td_release(y[1]); /* its read is pending */
+                y[1] = m;
+                cr_assert_eq(td_fence(ctx), TD_OK, "%s", td_last_error(ctx));
+            }
+        }
+        int order[K] = {2, 0, 3, 1};
+        for (int j = 0; j < K; j++)
+            cr_assert_eq(td_read_finish(p[order[j]]), TD_OK, "%s: read %d: %s", ways[w].name,
+                         order[j], td_last_error(ctx));
+        for (int k = 0; k <= K; k++) {
+            int add = k < K ? k : 0, bad = -1;
+            for (int i = 0; i < N && bad < 0; i++)
+                if (got[k][i] != (float)(i + add)) bad = i;
+            cr_expect_eq(bad, -1, "%s: buffer %d: element %d is %g", ways[w].name, k, bad,
+                         bad < 0 ? 0 : got[k][bad]);
+        }
+        for (int k = 0; k < K; k++) {
+            cr_assert_eq(td_read(u[k], upb, U), TD_OK, "%s", td_last_error(ctx));
+            int bad = -1;
+            for (int j = 0; j < U && bad < 0; j++)
+                if (upb[j] != (uint8_t)(j + k)) bad = j;
+            cr_expect_eq(bad, -1, "%s: upload %d: byte %d", ways[w].name, k, bad);
+            td_release(u[k]);
+            td_release(y[k]);
+        }
+        td_graph_destroy(g);
+        td_release(x);
+        td_close(ctx);
+        for (int k = 0; k <= K; k++) free(got[k]);
+        free(src);
+        free(up);
+        free(upb);
+        stop();
+    }
+}
+
+/* td_close with reads of several chunks pending writes nothing to their dst: the replies
+ * have arrived (nothing took them in: no call, no background send), dst is made
+ * inaccessible (mprotect) before td_close, so a write during the close would fault. */
+Test(read_start, close_writes_no_dst)
+{
+    for (int w = 0; w < 2; w++) { /* tcp, unix stream */
+        start_server(ways[w].unix_socket, NULL);
+        td_options o = {.no_shm = ways[w].no_shm};
+        td_context *ctx = connect_with(&o);
+        enum { N = 3 << 18 };
+        size_t bytes = N * sizeof(float);
+        float *dst = mmap(NULL, 2 * bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                          -1, 0);
+        cr_assert_neq(dst, MAP_FAILED);
+        td_tensor *x = td_full(ctx, TD_F32, 1, (int64_t[]){N}, 3.0);
+        td_tensor *y = td_neg(x);
+        cr_assert_not_null(y, "%s", td_last_error(ctx));
+        td_pending_read *px, *py;
+        cr_assert_eq(td_read_start(x, dst, bytes, &px), TD_OK, "%s", td_last_error(ctx));
+        cr_assert_eq(td_read_start(y, dst + N, bytes, &py), TD_OK, "%s", td_last_error(ctx));
+        usleep(300000);
+        cr_assert_eq(mprotect(dst, 2 * bytes, PROT_NONE), 0);
+        td_close(ctx);
+        cr_assert_eq(munmap(dst, 2 * bytes), 0);
+        stop();
+    }
+}
+
+/* A read of a tensor with no elements: dst may be NULL, the read completes. */
+Test(read_start, empty_tensor)
+{
+    for (int w = 0; w < N_WAYS; w++) {
+        start_server(ways[w].unix_socket, NULL);
+        td_options o = {.no_shm = ways[w].no_shm};
+        td_context *ctx = connect_with(&o);
+        td_tensor *e = td_full(ctx, TD_F32, 2, (int64_t[]){3, 0}, 1.0);
+        cr_assert_not_null(e, "%s", td_last_error(ctx));
+        float one[1];
+        td_tensor *s = td_full(ctx, TD_F32, 1, (int64_t[]){1}, 5.0);
+        td_pending_read *pe, *ps, *pe2;
+        cr_assert_eq(td_read_start(e, NULL, 0, &pe), TD_OK, "%s: %s", ways[w].name,
+                     td_last_error(ctx));
+        cr_assert_eq(td_read_start(s, one, sizeof one, &ps), TD_OK, "%s", td_last_error(ctx));
+        cr_assert_eq(td_read_start(e, one, 0, &pe2), TD_OK, "%s", td_last_error(ctx));
+        cr_expect_eq(td_read_finish(ps), TD_OK, "%s: %s", ways[w].name, td_last_error(ctx));
+        cr_expect_eq(td_read_finish(pe2), TD_OK, "%s: %s", ways[w].name, td_last_error(ctx));
+        cr_expect_eq(td_read_finish(pe), TD_OK, "%s: %s", ways[w].name, td_last_error(ctx));
+        cr_expect_eq(one[0], 5.0f);
+        cr_expect_eq(td_fence(ctx), TD_OK, "%s: %s", ways[w].name, td_last_error(ctx));
+        td_release(e);
+        td_release(s);
+        td_close(ctx);
+        stop();
+    }
 }

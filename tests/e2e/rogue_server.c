@@ -30,6 +30,8 @@ enum rogue_mode {
     ROGUE_BAD_PROTOCOL,  /* SessionOpened with protocol 99 */
     ROGUE_HANG_UP,       /* ends the call with UNAVAILABLE at the read */
     ROGUE_STRAY_ON_WRITE, /* FenceDone for a request never sent, on the first write chunk */
+    ROGUE_STRAY_CHUNK,   /* a ReadChunk for a request never sent */
+    ROGUE_FAIL_READ,     /* a Failure (TD_ENOTFOUND) for the read */
 };
 
 typedef struct rogue {
@@ -42,6 +44,8 @@ typedef struct rogue {
     unsigned done; /* tags (bit n = tag n) that completed while waiting for another */
     unsigned ok;   /* their success flags */
     bool stray_sent; /* ROGUE_STRAY_ON_WRITE: the stray reply went out */
+    int bad_read; /* the read (0-based) that misbehaves; the others get 0x5A bytes */
+    int n_reads;      /* reads seen so far */
 } rogue;
 
 #define RT(x) ((void *)(uintptr_t)(x))
@@ -149,6 +153,12 @@ static void *rogue_main(void *arg)
             ok = rogue_send_msg(r, call, &sm, NULL, 0, first);
             first = false;
             r->stray_sent = true;
+        } else if (cm->body_case == TENSORD__V1__CLIENT_MESSAGE__BODY_FENCE) {
+            Tensord__V1__FenceDone fd = TENSORD__V1__FENCE_DONE__INIT;
+            sm.body_case = TENSORD__V1__SERVER_MESSAGE__BODY_FENCE;
+            sm.fence = &fd;
+            ok = rogue_send_msg(r, call, &sm, NULL, 0, first);
+            first = false;
         } else if (cm->body_case == TENSORD__V1__CLIENT_MESSAGE__BODY_READ) {
             const Tensord__V1__ReadRequest *rr = cm->read;
             Tensord__V1__ReadChunk rc = TENSORD__V1__READ_CHUNK__INIT;
@@ -158,6 +168,17 @@ static void *rogue_main(void *arg)
             sm.body_case = TENSORD__V1__SERVER_MESSAGE__BODY_READ;
             sm.read = &rc;
             size_t n = (size_t)rr->nbytes;
+            if (r->n_reads++ != r->bad_read) {
+                if (n <= sizeof junk) {
+                    ok = rogue_send_msg(r, call, &sm, junk, n, first);
+                    first = false;
+                } else {
+                    ok = false;
+                }
+                protobuf_c_message_free_unpacked(pm, NULL);
+                if (!ok) break;
+                continue;
+            }
             switch (r->mode) {
             case ROGUE_OVERFLOW:
                 ok = rogue_send_msg(r, call, &sm, junk, 4 * n, first);
@@ -185,6 +206,19 @@ static void *rogue_main(void *arg)
                 sm.seq = cm->seq + 1000;
                 sm.body_case = TENSORD__V1__SERVER_MESSAGE__BODY_FENCE;
                 sm.fence = &fd;
+                ok = rogue_send_msg(r, call, &sm, NULL, 0, first);
+                break;
+            }
+            case ROGUE_STRAY_CHUNK:
+                sm.seq = cm->seq + 1000;
+                ok = rogue_send_msg(r, call, &sm, junk, n, first);
+                break;
+            case ROGUE_FAIL_READ: {
+                Tensord__V1__Failure f = TENSORD__V1__FAILURE__INIT;
+                f.status = TD_ENOTFOUND;
+                f.message = (char *)"rogue: tensor not found";
+                sm.body_case = TENSORD__V1__SERVER_MESSAGE__BODY_FAILURE;
+                sm.failure = &f;
                 ok = rogue_send_msg(r, call, &sm, NULL, 0, first);
                 break;
             }
@@ -362,4 +396,107 @@ Test(rogue_server, stray_reply_taken_in_the_background, .timeout = 30)
     td_release(a);
     td_close(ctx);
     rogue_stop(&r);
+}
+
+/* Three reads started (td_read_start) into buffers with guard bytes on both sides; the
+ * server answers the first honestly (0x5A bytes) and the second in `mode` while all three
+ * are pending (the third honestly unless the session broke). Finished last-first, then
+ * first, then the bad one: the finish that takes in the bad reply returns `want` naming
+ * itself and the cause; no byte outside the three destinations is written, whatever comes. */
+static void async_read_against(enum rogue_mode mode, td_status want, const char *msg_part,
+                               bool session_survives)
+{
+    rogue r;
+    rogue_start(&r, mode);
+    r.bad_read = 1;
+    char uri[64];
+    snprintf(uri, sizeof uri, "tensord://127.0.0.1:%d/cpu", r.port);
+    td_options o = {.call_timeout_ms = 5000};
+    td_context *ctx = NULL;
+    cr_assert_eq(td_connect(uri, &o, &ctx), TD_OK, "%s", td_connect_error());
+    td_tensor *t = td_full(ctx, TD_F32, 1, (int64_t[]){4}, 1.0);
+    cr_assert_not_null(t, "%s", td_last_error(ctx));
+    static uint8_t buf[3][64 + 16 + 64];
+    memset(buf, 0xEE, sizeof buf);
+    td_pending_read *p[3];
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(td_read_start(t, buf[i] + 64, 16, &p[i]), TD_OK, "read %d: %s", i,
+                     td_last_error(ctx));
+    td_status st = td_read_finish(p[2]);
+    if (session_survives) {
+        cr_expect_eq(st, TD_OK, "third read: %s: %s", td_status_name(st), td_last_error(ctx));
+        st = td_read_finish(p[0]);
+        cr_expect_eq(st, TD_OK, "first read: %s: %s", td_status_name(st), td_last_error(ctx));
+        st = td_read_finish(p[1]);
+    } else {
+        p[2] = NULL;
+    }
+    cr_expect_eq(st, want, "the bad read: %s: %s", td_status_name(st), td_last_error(ctx));
+    cr_expect(strncmp(td_last_error(ctx), "td_read_finish: ", 16) == 0 &&
+                  strstr(td_last_error(ctx), msg_part) != NULL,
+              "message lacks 'td_read_finish: ' or '%s': %s", msg_part, td_last_error(ctx));
+    if (!session_survives) {
+        st = td_read_finish(p[0]); /* its reply came before the bad one */
+        cr_expect_eq(st, TD_OK, "first read: %s: %s", td_status_name(st), td_last_error(ctx));
+        st = td_read_finish(p[1]);
+        cr_expect_eq(st, TD_ECLOSED, "after the session broke: %s: %s", td_status_name(st),
+                     td_last_error(ctx));
+        cr_expect(strstr(td_last_error(ctx), msg_part) != NULL, "%s", td_last_error(ctx));
+    }
+    for (int k = 0; k < 3; k++) {
+        for (size_t i = 0; i < sizeof buf[k]; i++) {
+            if ((i < 64 || i >= 80) && buf[k][i] != 0xEE) {
+                cr_expect_fail("read %d: byte %zd outside the destination was written", k,
+                               (ssize_t)i - 64);
+                break;
+            }
+        }
+    }
+    for (int i = 64; i < 80; i++) cr_expect_eq(buf[0][i], 0x5A, "first read, byte %d", i - 64);
+    st = td_fence(ctx);
+    cr_expect_eq(st, session_survives ? TD_OK : TD_ECLOSED, "fence after it: %s: %s",
+                 td_status_name(st), td_last_error(ctx));
+    td_release(t);
+    td_close(ctx);
+    rogue_stop(&r);
+}
+
+Test(rogue_server, async_chunk_past_buffer, .timeout = 30)
+{
+    async_read_against(ROGUE_OVERFLOW, TD_EPROTO, "at most 16 bytes", false);
+}
+
+Test(rogue_server, async_chunk_at_wrong_offset, .timeout = 30)
+{
+    async_read_against(ROGUE_GAP, TD_EPROTO, "expected offset 0", false);
+}
+
+Test(rogue_server, async_read_ends_short, .timeout = 30)
+{
+    async_read_against(ROGUE_SHORT, TD_EPROTO, "after 8 of 16 bytes", false);
+}
+
+Test(rogue_server, async_chunk_for_other_tensor, .timeout = 30)
+{
+    async_read_against(ROGUE_WRONG_TENSOR, TD_EPROTO, "names tensor", false);
+}
+
+Test(rogue_server, async_chunk_for_no_request, .timeout = 30)
+{
+    async_read_against(ROGUE_STRAY_CHUNK, TD_EPROTO, "none pending", false);
+}
+
+Test(rogue_server, async_undecodable_reply, .timeout = 30)
+{
+    async_read_against(ROGUE_GARBAGE, TD_EPROTO, "group wire type", false);
+}
+
+Test(rogue_server, async_hangs_up, .timeout = 30)
+{
+    async_read_against(ROGUE_HANG_UP, TD_EUNAVAILABLE, "rogue server hangs up", false);
+}
+
+Test(rogue_server, async_read_fails, .timeout = 30)
+{
+    async_read_against(ROGUE_FAIL_READ, TD_ENOTFOUND, "rogue: tensor not found", true);
 }
