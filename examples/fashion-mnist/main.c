@@ -432,7 +432,9 @@ static int train(run *r, double *final_loss)
     const int64_t steps = (n + o->batch - 1) / o->batch;
     const int64_t total_steps = steps * o->epochs;
     const int64_t reports = o->reports > 0 ? o->reports : r->tty ? 50 : 10;
-    const int64_t every = (steps + reports - 1) / reports;
+    /* steps per report point, rounded up; without the overflow of steps + reports - 1 for
+     * a --reports near INT64_MAX (every was 0 there: a division by zero) */
+    const int64_t every = reports >= steps ? 1 : (steps + reports - 1) / reports;
     fm_rng rng = {.state = o->seed};
     td_tensor *acc = NULL;
     /* Each report point starts a read of the loss and finishes the previous point's, whose

@@ -77,11 +77,27 @@ expect_error 2 "--epochs needs an integer" -- "$TRAINER" --epochs two
 expect_error 2 "--lr needs a positive number" -- "$TRAINER" --lr -1
 expect_error 2 "--eval-only needs --load FILE" -- "$TRAINER" --eval-only
 expect_error 2 "option --data needs a value" -- "$TRAINER" --data
+expect_error 2 "--reports needs a positive integer, not '0'" "usage:" -- "$TRAINER" --reports 0
+expect_error 2 "--reports needs a positive integer, not 'abc'" -- "$TRAINER" --reports abc
+expect_error 2 "--reports needs a positive integer, not '-3'" -- "$TRAINER" --reports -3
+expect_error 2 "--reports needs a positive integer, not '9223372036854775808'" -- \
+    "$TRAINER" --reports 9223372036854775808
+
+# More report points than steps (up to INT64_MAX): a line at every step (2000 images, batch
+# 128: 16 steps), exit 0.
+for n in 16 17 9223372036854775807; do
+    "$TRAINER" --data "$DATA" --epochs 1 --limit-train 2000 --limit-test 100 --reports "$n" \
+        >"$TMP/out" 2>"$TMP/err" || { cat "$TMP/out" "$TMP/err" >&2; fail "--reports $n failed"; }
+    lines=$(grep -c '^epoch 1/1  step [0-9]*/16  loss' "$TMP/out" || true)
+    [[ $lines -eq 16 ]] || fail "--reports $n: $lines progress lines, expected 16: $(cat "$TMP/out")"
+    echo "ok: --reports $n: a line at each of the 16 steps"
+done
 
 # --help documents every flag.
 "$TRAINER" --help >"$TMP/help" || fail "--help failed"
 for flag in --device --data --epochs --batch --hidden --lr --momentum --schedule --seed \
-    --limit-train --limit-test --save --load --eval-only --help --version; do
+    --limit-train --limit-test --save --load --eval-only --model --graph --offer-batches \
+    --reports --timings --help --version; do
     grep -qF -- "$flag" "$TMP/help" || fail "--help does not mention $flag"
 done
 
