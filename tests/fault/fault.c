@@ -13,7 +13,8 @@
  *   wire     td__wire_decode of a ClientMessage with a batch, td__wire_op_from of each op,
  *            td__wire_decode of a ClientMessage with a GraphDefine, td__wire_graph_from,
  *            td__wire_graph_to (encode back)
- *   client   libtensord on "local:cpu": td_connect, recorded ops, td_read, td_close
+ *   client   libtensord on "local:cpu": td_connect, recorded ops, td_read, td_read_start
+ *            and td_read_finish, td_close with a read pending
  *
  * Expected values are worked out by hand in the comments. protobuf-c's own unpack
  * allocations use libc, not the hooks (the free calls all over server/ and client/ pass a
@@ -421,6 +422,20 @@ static void scen_client(void)
         st = td_read(sum, got, sizeof got);
         if (note("td_read", st, td_last_error(ctx)))
             expect_f32("client sum", got, (const float[]){36, 47}, 2);
+        /* a read started and finished, and one left pending for td_close to free */
+        float got_mm[4], got_w[4];
+        td_pending_read *p = NULL, *left = NULL;
+        st = td_read_start(mm, got_mm, sizeof got_mm, &p);
+        if (note("td_read_start", st, td_last_error(ctx))) {
+            if (p == NULL) dirty("td_read_start: TD_OK with *out NULL");
+            st = td_read_finish(p);
+            if (note("td_read_finish", st, td_last_error(ctx)))
+                expect_f32("client mm", got_mm, (const float[]){9, 13.5f, 9, 13.5f}, 4);
+        } else if (p != NULL) {
+            dirty("td_read_start failed and left *out set");
+        }
+        st = td_read_start(w, got_w, sizeof got_w, &left);
+        note("td_read_start (left pending)", st, td_last_error(ctx));
     }
     td_tensor *all[] = {a, r, b, mm, ten, lt, w, cat, sum};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) td_release(all[i]);
