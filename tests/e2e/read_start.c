@@ -49,6 +49,10 @@ Test(read_start, then_release) { each_way(read_start_case_released, false); }
 Test(read_start, argument_errors) { each_way(read_start_case_errors, false); }
 Test(read_start, poisoned) { each_way(read_start_case_poisoned, false); }
 Test(read_start, pending_limit) { each_way(read_start_case_limit, false); }
+Test(read_start, finish_while_capturing)
+{
+    each_way(read_start_case_finish_while_capturing, false);
+}
 Test(read_start, close_with_reads_pending) { each_way(read_start_case_close_pending, true); }
 
 /* Three reads of 3 MiB (three chunks of TD_CHUNK_BYTES each on the stream) in flight, a

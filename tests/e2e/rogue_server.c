@@ -500,3 +500,46 @@ Test(rogue_server, async_read_fails, .timeout = 30)
 {
     async_read_against(ROGUE_FAIL_READ, TD_ENOTFOUND, "rogue: tensor not found", true);
 }
+
+/* A stray reply taken in by the context's background thread while a read is pending (the
+ * read's request queued behind a copied upload): td_read_finish reports the violation
+ * (or td_read_start does, when the thread found it first), and the read's dst is not
+ * written outside its bytes. */
+Test(rogue_server, stray_reply_in_the_background_with_a_read_pending, .timeout = 30)
+{
+    setenv("TENSORD_WRITE_COPY_MAX", "16777216", 1);
+    rogue r;
+    rogue_start(&r, ROGUE_STRAY_ON_WRITE);
+    r.bad_read = -1; /* reads are answered honestly */
+    char uri[64];
+    snprintf(uri, sizeof uri, "tensord://127.0.0.1:%d/cpu", r.port);
+    td_options o = {.call_timeout_ms = 5000, .blob_min_bytes = SIZE_MAX};
+    td_context *ctx = NULL;
+    cr_assert_eq(td_connect(uri, &o, &ctx), TD_OK, "%s", td_connect_error());
+    td_tensor *t = td_full(ctx, TD_F32, 1, (int64_t[]){4}, 1.0);
+    static uint8_t data[(size_t)16 << 20];
+    td_tensor *a = td_from_host(ctx, TD_U8, 1, (int64_t[]){sizeof data}, data);
+    cr_assert_not_null(a, "%s", td_last_error(ctx));
+    static uint8_t buf[64 + 16 + 64];
+    memset(buf, 0xEE, sizeof buf);
+    td_pending_read *p = NULL;
+    td_status st = td_read_start(t, buf + 64, 16, &p);
+    if (st == TD_OK) {
+        usleep(300000);
+        st = td_read_finish(p);
+        cr_expect(strncmp(td_last_error(ctx), "td_read_finish: ", 16) == 0, "%s",
+                  td_last_error(ctx));
+    }
+    cr_expect_eq(st, TD_EPROTO, "%s: %s", td_status_name(st), td_last_error(ctx));
+    cr_expect(strstr(td_last_error(ctx), "none pending") != NULL, "%s", td_last_error(ctx));
+    for (size_t i = 0; i < sizeof buf; i++)
+        if ((i < 64 || i >= 80) && buf[i] != 0xEE) {
+            cr_expect_fail("byte %zd outside the destination was written", (ssize_t)i - 64);
+            break;
+        }
+    cr_expect_eq(td_fence(ctx), TD_ECLOSED);
+    td_release(a);
+    td_release(t);
+    td_close(ctx);
+    rogue_stop(&r);
+}

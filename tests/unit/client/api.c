@@ -595,6 +595,7 @@ Test(api, read_start_then_release) { read_start_case_released(ctx); }
 Test(api, read_start_argument_errors) { read_start_case_errors(ctx); }
 Test(api, read_start_poisoned) { read_start_case_poisoned(ctx); }
 Test(api, read_start_pending_limit) { read_start_case_limit(ctx); }
+Test(api, read_start_finish_while_capturing) { read_start_case_finish_while_capturing(ctx); }
 Test(api, read_start_close_with_reads_pending)
 {
     td_context *other = NULL;

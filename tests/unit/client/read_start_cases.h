@@ -210,6 +210,33 @@ static inline void read_start_case_limit(td_context *ctx)
     free(dst);
 }
 
+/* A read started before td_graph_begin is finished while the graph is being captured (the
+ * finish records nothing), and the graph then replays: x = [2, -3]; neg(x) = [-2, 3]. */
+static inline void read_start_case_finish_while_capturing(td_context *ctx)
+{
+    float xv[] = {2, -3}, rx[2], ry[2];
+    td_tensor *x = td_from_host(ctx, TD_F32, 1, (int64_t[]){2}, xv);
+    cr_assert_not_null(x, "%s", td_last_error(ctx));
+    td_pending_read *p;
+    cr_assert_eq(td_read_start(x, rx, sizeof rx, &p), TD_OK, "%s", td_last_error(ctx));
+    cr_assert_eq(td_graph_begin(ctx), TD_OK, "%s", td_last_error(ctx));
+    td_tensor *in = td_graph_input(ctx, "x", TD_F32, 1, (int64_t[]){2});
+    cr_assert_eq(td_read_finish(p), TD_OK, "%s", td_last_error(ctx));
+    cr_assert_eq(td_graph_output(ctx, "y", td_neg(in)), TD_OK, "%s", td_last_error(ctx));
+    td_graph *g = NULL;
+    cr_assert_eq(td_graph_end(ctx, &g), TD_OK, "%s", td_last_error(ctx));
+    td_tensor *y = NULL;
+    cr_assert_eq(td_graph_run(g, 1, (const char *[]){"x"}, &x, 1, (const char *[]){"y"}, &y),
+                 TD_OK, "%s", td_last_error(ctx));
+    cr_assert_eq(td_read(y, ry, sizeof ry), TD_OK, "%s", td_last_error(ctx));
+    cr_expect(rx[0] == 2 && rx[1] == -3, "%g %g", rx[0], rx[1]);
+    cr_expect(ry[0] == -2 && ry[1] == 3, "%g %g", ry[0], ry[1]);
+    td_release(y);
+    td_release(in);
+    td_graph_destroy(g);
+    td_release(x);
+}
+
 #if defined(__SANITIZE_ADDRESS__)
 /* Overwrite the stack below the caller's frame, where dead frames may still hold pointers
  * that a leak check would take for references. */
