@@ -755,7 +755,8 @@ static td_status flush_locked(td_context *ctx, const char *api)
         ctx->n_releases = 0;
     }
     td__flusher_idle(ctx->flusher);
-    if (ctx->tp->sends_queued) td__flusher_kick_locked(ctx->flusher);
+    if (atomic_load_explicit(&ctx->tp->sends_queued, memory_order_relaxed))
+        td__flusher_kick_locked(ctx->flusher);
     if (s != TD_OK && ctx->dead == TD_OK) ctx->dead = s;
     if (s != TD_OK && api != NULL) set_err_status(ctx, s, "%s: %s", api, ctx->tp->err);
     return s;
@@ -982,7 +983,8 @@ static td_status write_impl(td_tensor *t, const void *data, size_t nbytes, unsig
     td_status s = flush(ctx, api);
     if (s != TD_OK) return s;
     s = td__offer_write(ctx->tp, t->id, data, nbytes, (flags & TD_WRITE_FRESH) != 0);
-    if (ctx->tp->sends_queued) td__flusher_kick(ctx->flusher);
+    if (atomic_load_explicit(&ctx->tp->sends_queued, memory_order_relaxed))
+        td__flusher_kick(ctx->flusher);
     if (s != TD_OK) set_err_status(ctx, s, "%s: %s", api, ctx->tp->err);
     return s;
 }

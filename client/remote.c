@@ -1728,7 +1728,8 @@ static void tp_lock(remote *r)
  * should drive queued sends. */
 static void tp_unlock(remote *r)
 {
-    r->base.sends_queued = !r->broken && !send_idle(r);
+    atomic_store_explicit(&r->base.sends_queued, !r->broken && !send_idle(r),
+                          memory_order_relaxed);
     pthread_mutex_unlock(&r->mu);
 }
 

@@ -17,6 +17,8 @@
 #include "engine/op.h"
 #include "tensord.h"
 
+#include <stdatomic.h>
+
 typedef struct td__transport td__transport;
 
 /* Defaults of td_options fields (tensord.h documents them). */
@@ -133,9 +135,12 @@ struct td__transport {
      * queued; client/remote.c "background sends"). */
     bool driven;
     /* After each call, set by the transport when messages wait in its send queue: the
-     * context then wakes the flusher thread to drive them (vt->drive). Read and written by
-     * the user thread only. */
-    bool sends_queued;
+     * context then wakes the flusher thread to drive them (vt->drive). Atomic: written by
+     * whichever thread's call just ended (the user thread's read_start, read_finish, read
+     * or fence run outside the flusher lock) and read by the flusher thread's flush (TSan
+     * found the race with reads pending during background sends). A flag only: the kick
+     * and vt->drive take their own locks. */
+    atomic_bool sends_queued;
     size_t blob_min_bytes; /* uploads at least this large go through the blob offer */
     bool blob_fingerprints; /* the executor takes fingerprints (protocol >= 2) */
     bool offer_last_fresh;  /* client/offer.c: the last fingerprint offer found nothing */
