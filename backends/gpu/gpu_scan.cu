@@ -24,7 +24,7 @@
  *    tile prefix (the totals of the tiles before it) comes from one of two kernels, by
  *    TENSORD_GPU_SCAN_VARIANT (variant(), below), which share everything else (take_tile,
  *    load_tile, fold_tile, store_tile):
- *    0 (default), k_scan_tiles, a fixed tree. Thread 0 publishes the tile total at once
+ *    0, k_scan_tiles, a fixed tree. Thread 0 publishes the tile total at once
  *    (value, fence, flag). Tile totals form a fixed tree of fan-out F = 32: node b of level
  *    l >= 1 is the total of tiles [b F^l, (b + 1) F^l), the butterfly of its F children,
  *    computed and published by the block of its last tile before that block waits for
@@ -102,10 +102,14 @@
  * (tests/gpu/memops-on-gpu-host.sh, 3 alternated runs): variant 0 1.347 ms (1.59 TB/s,
  * 0.76x PyTorch's 1.017 ms; ncu 54 % of DRAM bandwidth, 47 % occupancy, half the stalls at
  * the block's barriers), variant 1 1.893 ms (0.54x; ncu 36 %: warp 0's look-back holds the
- * other warps at the barrier), so 0 stays the default; conformance of every cum case passes
- * under both (tests/gpu/emu/run.sh checks the kernels on the CPU). Variants 3 to 5 are not
- * yet measured on a GPU: compiled for sm_90 (64 registers, 64 bytes of spill, 40 KiB of
- * shared memory for f32 at 512 threads) and checked in the CPU emulation only.
+ * other warps at the barrier); conformance of every cum case passes under both
+ * (tests/gpu/emu/run.sh checks the kernels on the CPU). The chained scan, variant 4, is the
+ * default since 2026-12-07: 2^28 f32 in 0.823 ms on an H200 (1.03x PyTorch; variant 0
+ * 1.144 ms, 0.74x) and 0.941 ms on an H100 (1.07x; variant 0 1.345 ms, 0.75x). Its first
+ * H200 run failed conformance's second-run check on multi-line cases with NaNs (NaN bits
+ * that depended on which block folded a prefix, before canon_nan); with canon_nan an H100
+ * passed every cum case in 9 passes of variant 4 and 4 of variant 3, and scan-check under
+ * both (BENCHMARKS.md, 2026-12-07 07:30).
  */
 #include "backends/gpu/gpu_ops.cuh"
 #include <stdlib.h>
@@ -828,20 +832,23 @@ __global__ void __launch_bounds__(NT, 1024 / NT)
     store_tile<T, VEC>(y + (int64_t)p.line * n, v, p, n, prod, sm, op2<A>(pre, off, prod));
 }
 
-/* TENSORD_GPU_SCAN_VARIANT (read once): 0 (default, or unset or out of range): k_scan_tiles,
- * the fixed tree of tile totals; 1: k_scan_lookback, the ordered look-back; 2: 1 with the
+/* TENSORD_GPU_SCAN_VARIANT (read once; unset, empty or out of range: SCAN_DEFAULT_VARIANT,
+ * 4): 0: k_scan_tiles, the fixed tree of tile totals; 1: k_scan_lookback, the ordered look-back; 2: 1 with the
  * inclusive prefix published by every 97th tile only (a test aid: look-backs then cross
  * up to 3 windows; the bits of 1, slower); 3: k_scan_chain, tiles of 512 threads; 4: the
  * same with 256 (1's tiles, 1's bits); 5: 3 with tile 0's inclusive prefix only (a test
  * aid; 3's bits, slow: quadratic in the tiles). 1 to 5 give other bits than 0 (another
  * association, fixed by the shape as well), 3 and 5 other than 1, 2 and 4 for lines
  * longer than 8192 elements. */
+/* the chained scan of 256-thread tiles: measured fastest (module comment) */
+#define SCAN_DEFAULT_VARIANT 4
+
 int variant(void)
 {
     static const int v = [] {
         const char *e = getenv("TENSORD_GPU_SCAN_VARIANT");
-        const int r = e != NULL ? atoi(e) : 0;
-        return r >= 0 && r <= 5 ? r : 0;
+        const int r = e != NULL && e[0] != '\0' ? atoi(e) : SCAN_DEFAULT_VARIANT;
+        return r >= 0 && r <= 5 ? r : SCAN_DEFAULT_VARIANT;
     }();
     return v;
 }

@@ -2,7 +2,8 @@
 # scan-repeat-on-gpu-host.sh — is a scan variant deterministic on this GPU? Conformance's
 # cumsum/cumprod cases (each case runs twice and compares the bits) on local:cuda:0 under
 # each TENSORD_GPU_SCAN_VARIANT of SCAN_VARIANTS (default "3 4": the chained scans), REPEAT
-# passes each (default 4), alternated, then scan-check once per variant. A variant is
+# passes each (default 4), alternated, then scan-check once per variant; "d" is the default
+# (TENSORD_GPU_SCAN_VARIANT empty). A variant is
 # deterministic here only if every pass passes: the chained scan's NaN bits once depended
 # on which block folded a prefix (BENCHMARKS.md, H200 2026-12-07 04:23), so one clean pass
 # proves little.
@@ -30,7 +31,7 @@ for p in $(seq "${REPEAT:-4}"); do
             continue
         fi
         log=$OUT/scanrep-v$v-p$p.log
-        TENSORD_GPU_SCAN_VARIANT=$v timeout 60 "$X/bin/conformance" --target local:cuda:0 \
+        TENSORD_GPU_SCAN_VARIANT=${v#d} timeout 60 "$X/bin/conformance" --target local:cuda:0 \
             --filter cum >"$log" 2>&1
         rc=$?
         [ $rc -ne 0 ] && fails=$((fails + 1))
@@ -39,7 +40,7 @@ for p in $(seq "${REPEAT:-4}"); do
     done
 done
 for v in ${SCAN_VARIANTS:-3 4}; do
-    TENSORD_GPU_SCAN_VARIANT=$v timeout 60 "$X/bin/scan-check" --device local:cuda:0 \
+    TENSORD_GPU_SCAN_VARIANT=${v#d} timeout 60 "$X/bin/scan-check" --device local:cuda:0 \
         >"$OUT/scanrep-check-v$v.log" 2>&1
     rc=$?
     [ $rc -ne 0 ] && fails=$((fails + 1))
