@@ -401,8 +401,10 @@ Test(rogue_server, stray_reply_taken_in_the_background, .timeout = 30)
 /* Three reads started (td_read_start) into buffers with guard bytes on both sides; the
  * server answers the first honestly (0x5A bytes) and the second in `mode` while all three
  * are pending (the third honestly unless the session broke). Finished last-first, then
- * first, then the bad one: the finish that takes in the bad reply returns `want` naming
- * itself and the cause; no byte outside the three destinations is written, whatever comes. */
+ * first, then the bad one: the call that takes in the bad reply returns `want` naming
+ * itself and the cause — a finish, or the third start when the reply arrives while that
+ * start pumps the session (timing decides); no byte outside the three destinations is
+ * written, whatever comes. */
 static void async_read_against(enum rogue_mode mode, td_status want, const char *msg_part,
                                bool session_survives)
 {
@@ -418,30 +420,54 @@ static void async_read_against(enum rogue_mode mode, td_status want, const char 
     cr_assert_not_null(t, "%s", td_last_error(ctx));
     static uint8_t buf[3][64 + 16 + 64];
     memset(buf, 0xEE, sizeof buf);
-    td_pending_read *p[3];
-    for (int i = 0; i < 3; i++)
-        cr_assert_eq(td_read_start(t, buf[i] + 64, 16, &p[i]), TD_OK, "read %d: %s", i,
-                     td_last_error(ctx));
-    td_status st = td_read_finish(p[2]);
-    if (session_survives) {
-        cr_expect_eq(st, TD_OK, "third read: %s: %s", td_status_name(st), td_last_error(ctx));
-        st = td_read_finish(p[0]);
-        cr_expect_eq(st, TD_OK, "first read: %s: %s", td_status_name(st), td_last_error(ctx));
-        st = td_read_finish(p[1]);
-    } else {
-        p[2] = NULL;
+    td_pending_read *p[3] = {NULL, NULL, NULL};
+    td_status st = TD_OK;
+    int started = 0;
+    for (; started < 3; started++) {
+        st = td_read_start(t, buf[started] + 64, 16, &p[started]);
+        if (st != TD_OK) break;
     }
-    cr_expect_eq(st, want, "the bad read: %s: %s", td_status_name(st), td_last_error(ctx));
-    cr_expect(strncmp(td_last_error(ctx), "td_read_finish: ", 16) == 0 &&
-                  strstr(td_last_error(ctx), msg_part) != NULL,
-              "message lacks 'td_read_finish: ' or '%s': %s", msg_part, td_last_error(ctx));
-    if (!session_survives) {
+    if (started < 3) {
+        /* The bad reply to read 1 came in while a later request was being sent (a start
+         * pumps the session too): the session broke there, and that start reports it. */
+        cr_assert(!session_survives && started >= 1, "read %d: %s: %s", started,
+                  td_status_name(st), td_last_error(ctx));
+        cr_expect_eq(st, want, "the bad reply, taken in by td_read_start: %s: %s",
+                     td_status_name(st), td_last_error(ctx));
+        cr_expect(strncmp(td_last_error(ctx), "td_read_start: ", 15) == 0 &&
+                      strstr(td_last_error(ctx), msg_part) != NULL,
+                  "message lacks 'td_read_start: ' or '%s': %s", msg_part, td_last_error(ctx));
         st = td_read_finish(p[0]); /* its reply came before the bad one */
         cr_expect_eq(st, TD_OK, "first read: %s: %s", td_status_name(st), td_last_error(ctx));
-        st = td_read_finish(p[1]);
-        cr_expect_eq(st, TD_ECLOSED, "after the session broke: %s: %s", td_status_name(st),
-                     td_last_error(ctx));
-        cr_expect(strstr(td_last_error(ctx), msg_part) != NULL, "%s", td_last_error(ctx));
+        if (started == 2) {
+            st = td_read_finish(p[1]);
+            cr_expect(st == want || st == TD_ECLOSED, "the bad read after the break: %s: %s",
+                      td_status_name(st), td_last_error(ctx));
+            cr_expect(strstr(td_last_error(ctx), msg_part) != NULL, "%s", td_last_error(ctx));
+        }
+    } else {
+        st = td_read_finish(p[2]);
+        if (session_survives) {
+            cr_expect_eq(st, TD_OK, "third read: %s: %s", td_status_name(st),
+                         td_last_error(ctx));
+            st = td_read_finish(p[0]);
+            cr_expect_eq(st, TD_OK, "first read: %s: %s", td_status_name(st),
+                         td_last_error(ctx));
+            st = td_read_finish(p[1]);
+        }
+        cr_expect_eq(st, want, "the bad read: %s: %s", td_status_name(st), td_last_error(ctx));
+        cr_expect(strncmp(td_last_error(ctx), "td_read_finish: ", 16) == 0 &&
+                      strstr(td_last_error(ctx), msg_part) != NULL,
+                  "message lacks 'td_read_finish: ' or '%s': %s", msg_part, td_last_error(ctx));
+        if (!session_survives) {
+            st = td_read_finish(p[0]); /* its reply came before the bad one */
+            cr_expect_eq(st, TD_OK, "first read: %s: %s", td_status_name(st),
+                         td_last_error(ctx));
+            st = td_read_finish(p[1]);
+            cr_expect_eq(st, TD_ECLOSED, "after the session broke: %s: %s",
+                         td_status_name(st), td_last_error(ctx));
+            cr_expect(strstr(td_last_error(ctx), msg_part) != NULL, "%s", td_last_error(ctx));
+        }
     }
     for (int k = 0; k < 3; k++) {
         for (size_t i = 0; i < sizeof buf[k]; i++) {
