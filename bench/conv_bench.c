@@ -5,8 +5,12 @@
  * Usage: conv-bench [URI] [reps] [f32|bf16] [batch] [fwd|igrad]   (default local:cpu, 5, f32,
  * 32, fwd; bf16: input and weight cast once before timing; a smaller batch for slow devices
  * such as lavapipe; igrad: td_conv_input_grad of the same conv instead, from a random dy of
- * the output's shape, the same FLOPs). Never asserts on speed. */
+ * the output's shape, the same FLOPs). Never asserts on speed.
+ * CONV_BENCH_BITS=1 in the environment: after each shape's timing, one more run whose output
+ * is read back and printed as "bits <shape> <64-bit FNV-1a of its bytes>" (so two kernel
+ * variants can be compared bit for bit: the inputs come from fixed seeds). */
 #include "tensord.h"
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +34,30 @@ static double now_ms(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+/* 64-bit FNV-1a (Fowler, Noll, Vo; offset basis 14695981039346656037, prime 1099511628211) */
+static uint64_t fnv1a(const unsigned char *p, size_t n)
+{
+    uint64_t h = 14695981039346656037ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+}
+
+/* "bits NAME HASH" of y's bytes; 0, or 1 with a message on error */
+static int print_bits(td_context *ctx, td_tensor *y, const char *name)
+{
+    size_t nbytes = td_nbytes(y);
+    unsigned char *buf = malloc(nbytes ? nbytes : 1);
+    if (buf == NULL || td_read(y, buf, nbytes) != TD_OK) {
+        fprintf(stderr, "conv-bench: reading %s: %s\n", name,
+                buf == NULL ? "out of memory" : td_last_error(ctx));
+        free(buf);
+        return 1;
+    }
+    printf("bits %s %016llx\n", name, (unsigned long long)fnv1a(buf, nbytes));
+    free(buf);
+    return 0;
 }
 
 static int cmp(const void *a, const void *b)
@@ -97,6 +125,13 @@ int main(int argc, char **argv)
             2.0 * (double)n * (double)p->co * (double)(oh * ow) * (double)(p->c * p->k * p->k);
         printf("tensord %s%-26s %9.3f ms %7.1f GFLOP/s\n", igrad ? "igrad " : "", p->name, ms,
                flop / ms * 1e-6);
+        const char *bits = getenv("CONV_BENCH_BITS");
+        if (bits != NULL && strcmp(bits, "1") == 0) {
+            td_tensor *y = igrad ? td_conv_input_grad(x, w, (int64_t[]){p->h, p->w}, &cp)
+                                 : td_conv(x, w, NULL, &cp);
+            if (y == NULL || print_bits(ctx, y, p->name) != 0) return 1;
+            td_release(y);
+        }
         td_release(x);
         td_release(w);
     }

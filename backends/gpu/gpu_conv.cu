@@ -20,8 +20,12 @@
  *    are 8 consecutive channels of one pixel: both operands by 16-byte cp.async (zero-fill
  *    for the padding) in a 3- or 4-stage pipeline, nothing through registers. When
  *    the grid is small (ResNet-50's last stage: N = 32 x 49) K is split in S parts
- *    (td_conv_splits, from the shape and tile alone) into f32 partials that a second
- *    kernel sums in order (deterministic split-K, no atomics).
+ *    (td_conv_splits, from the shape and tile alone), and the S blocks of an output tile,
+ *    launched as one thread-block cluster, leave their f32 tiles in shared memory and sum
+ *    them in ascending split through distributed shared memory (deterministic split-K, no
+ *    atomics, no second launch); where a tile's stages cannot hold its f32 tile (128 x 128)
+ *    or the device refuses the cluster, into f32 partials in global memory that a second
+ *    kernel sums in the same order (the same bits).
  *  - element gather (other C/G, e.g. the 3-channel first layer): the weight by cp.async
  *    (element by element when K is not a multiple of 8) and the input gathered element by
  *    element through registers, double-buffered.
@@ -41,7 +45,8 @@
  * gather with the largest tile that still gives a wave of blocks (C_out/G <= 64 tries
  * 64-row tiles first); 1: 128x128; 2: 64x128; 3: 128x64; 4: 64x64 (split as 0 would for
  * that tile); 5: the im2col + GEMM path; 6: channels-last off (the element gather, auto
- * tile); 7: split-K off (otherwise as 0).
+ * tile); 7: split-K off (otherwise as 0); 8: a split summed by the second kernel from f32
+ * partials in global memory (otherwise as 0; the way before the cluster sum).
  * TENSORD_GPU_CONV_TRACE=1 prints a line to stderr per launch (path, tile, split, M, N, K):
  * a check that this kernel ran.
  *
@@ -83,6 +88,10 @@
 #include "backends/gpu/gpu_conv_layout.h"
 #include "backends/gpu/gpu_mma.cuh"
 #include "engine/window.h"
+#if defined(TD_GPU_MMA)
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -420,7 +429,24 @@ __global__ void k_conv_prep_nhwc(const uint16_t *__restrict__ w, uint16_t *__res
     if (i < (int64_t)s.nk * (TD_CONV_BK / 8)) tab[i] = td_conv_kentry_nhwc(&s, (int32_t)i);
 }
 
-template <bool BF, int BM, int BN, int WM, int MINB>
+/* The f32 tile a block of a cluster-reduced split leaves in its shared memory: BM rows of
+ * BN + 8 floats (the pad makes a warp's float2 stores of the mma layout conflict-free);
+ * reused from the pipeline's stages, so only tiles whose stages hold it take that way. */
+__host__ __device__ constexpr int cl_ld(int bn) { return bn + 8; }
+__host__ __device__ constexpr bool cl_fits(int bm, int bn)
+{
+    return (size_t)bm * (size_t)cl_ld(bn) * 4u <=
+           (size_t)TD_CONV_STAGES(bm, bn) * (size_t)(bm + bn) * TD_CONV_BK * 2u;
+}
+
+/* CL (S > 1 only): the S blocks of one output tile (blockIdx.z g S .. g S + S - 1) are one
+ * thread-block cluster (Hopper; launched with cluster dims (1, 1, S)): each leaves its f32
+ * partial tile in its shared memory, and after a cluster barrier block rank r sums every
+ * r-th 256-element run of the tile over the S blocks' tiles in ascending split (read
+ * through distributed shared memory), + bias, rounded once: the same additions in the same
+ * order as k_conv_reduce, so the same bits, without the f32 partials' round trip through
+ * global memory or a second launch. */
+template <bool BF, int BM, int BN, int WM, int MINB, bool CL>
 __global__ void __launch_bounds__(TD_CONV_THREADS, MINB)
     k_conv_nhwc(const uint16_t *__restrict__ xt, const uint16_t *__restrict__ wt,
                 const uint16_t *__restrict__ bias, uint16_t *__restrict__ y,
@@ -431,9 +457,11 @@ __global__ void __launch_bounds__(TD_CONV_THREADS, MINB)
     constexpr int WN = 8 / WM, WTM = BM / WM, WTN = BN / WN;
     constexpr int MT = WTM / 16, NT = WTN / 8;
     constexpr int AP = BM / 64, BP = BN / 64; /* 16-byte chunks per thread */
+    constexpr int SA = BM * BK, SB = BN * BK;  /* elements of a stage's A and B */
     static_assert(NT % 2 == 0 && MT >= 1 && AP >= 1 && BP >= 1, "tile");
-    __shared__ __align__(128) uint16_t sa[ST][BM * BK];
-    __shared__ __align__(128) uint16_t sb[ST][BN * BK];
+    static_assert(!CL || cl_fits(BM, BN), "the cluster-reduced f32 tile fits the stages");
+    __shared__ __align__(128) uint16_t smem[ST * (SA + SB)];
+    uint16_t *const sa = smem, *const sb = smem + ST * SA;
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = (int)blockIdx.z / S, sp = (int)blockIdx.z % S;
@@ -456,7 +484,7 @@ __global__ void __launch_bounds__(TD_CONV_THREADS, MINB)
     }
 
     auto load = [&](int kt, int st) {
-        const uint32_t ab = smem_addr(sa[st]), bb = smem_addr(sb[st]);
+        const uint32_t ab = smem_addr(sa + st * SA), bb = smem_addr(sb + st * SB);
 #pragma unroll
         for (int i = 0; i < AP; i++) {
             int r, ch;
@@ -483,7 +511,7 @@ __global__ void __launch_bounds__(TD_CONV_THREADS, MINB)
             acc[mt][nt][0] = acc[mt][nt][1] = acc[mt][nt][2] = acc[mt][nt][3] = 0.0f;
 
     stage_pipeline<ST>(kt0, kt1, load, [&](int cur) {
-        const uint32_t ab = smem_addr(sa[cur]), bb = smem_addr(sb[cur]);
+        const uint32_t ab = smem_addr(sa + cur * SA), bb = smem_addr(sb + cur * SB);
 #pragma unroll
         for (int kk = 0; kk < BK / 16; kk++) {
             uint32_t af[MT][4];
@@ -509,10 +537,43 @@ __global__ void __launch_bounds__(TD_CONV_THREADS, MINB)
         }
     });
 
+    const int gq = lane >> 2, t = lane & 3;
+    if constexpr (CL) {
+        constexpr int LD = cl_ld(BN);
+        float *const tile = reinterpret_cast<float *>(smem);
+        __syncthreads(); /* every warp is done with the stages */
+        if (tid == 0) tile[BN] = (float)sp; /* the split number, in row 0's pad */
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++)
+                    *reinterpret_cast<float2 *>(
+                        &tile[(wr0 + mt * 16 + gq + 8 * h) * LD + wc0 + nt * 8 + 2 * t]) =
+                        make_float2(acc[mt][nt][2 * h], acc[mt][nt][2 * h + 1]);
+        cg::cluster_group cl = cg::this_cluster();
+        cl.sync(); /* every block's tile (and split number) is in place */
+        const float *src[TD_CONV_SPLIT_MAX];
+        for (int r = 0; r < S; r++) { /* the tiles by split, whatever the ranks' order */
+            const float *peer = cl.map_shared_rank(tile, (unsigned)r);
+            src[(int)peer[BN]] = peer;
+        }
+        for (int e = (int)cl.block_rank() * TD_CONV_THREADS + tid; e < BM * BN;
+             e += S * TD_CONV_THREADS) {
+            const int row = e / BN, c = e % BN, m = m0 + row, j = n0 + c;
+            if (m >= s.cog || j >= s.N) continue;
+            float a = 0.0f;
+            for (int q = 0; q < S; q++) a += src[q][row * LD + c];
+            if (bias != NULL) a += widen16<BF>(bias[g * s.cog + m]);
+            y[td_conv_out_off(&s, g, m, j)] = round16<BF>(a);
+        }
+        cl.sync(); /* no block leaves while another still reads its tile */
+        return;
+    }
     /* + bias, rounded once (S 1), or the f32 partial; a lane's two adjacent columns j, j + 1
      * (j even) as one store when they are adjacent and aligned there: P even (one image,
      * output offset even; y 4-byte aligned) or N even (the partials) */
-    const int gq = lane >> 2, t = lane & 3;
     const bool y4 = ((uintptr_t)y & 3u) == 0; /* a view may start at an odd element */
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
@@ -550,8 +611,10 @@ __global__ void __launch_bounds__(TD_CONV_THREADS, MINB)
 
 struct tile_cfg {
     int bm, bn;
+    bool cl; /* cl_fits: a split of this tile may be summed inside a cluster */
 };
-const tile_cfg CFG[4] = {{128, 128}, {64, 128}, {128, 64}, {64, 64}};
+const tile_cfg CFG[4] = {{128, 128, cl_fits(128, 128)}, {64, 128, cl_fits(64, 128)},
+                         {128, 64, cl_fits(128, 64)}, {64, 64, cl_fits(64, 64)}};
 
 template <bool BF, int BM, int BN, int WM, int MINB>
 td_status launch(const td__gpu_exec *x, const td__view *in, const td__view *out,
@@ -583,6 +646,9 @@ td_status launch_cfg(const td__gpu_exec *x, const td__view *in, const td__view *
     }
 }
 
+/* part == NULL (S > 1): the cluster-reduced kernel; TD_EUNSUPPORTED (nothing enqueued) when
+ * the tile's stages cannot hold its f32 tile or the device refuses the cluster launch (the
+ * caller then takes f32 partials and k_conv_reduce) */
 template <bool BF, int BM, int BN, int WM, int MINB>
 td_status launch_nhwc(const td__gpu_exec *x, const uint16_t *xt, const uint16_t *wt,
                       const uint16_t *bias, uint16_t *y, float *part, const td_conv_kent *tab,
@@ -590,7 +656,30 @@ td_status launch_nhwc(const td__gpu_exec *x, const uint16_t *xt, const uint16_t 
 {
     const dim3 grid((unsigned)((s.N + BN - 1) / BN), (unsigned)((s.cog + BM - 1) / BM),
                     (unsigned)(s.groups * S));
-    k_conv_nhwc<BF, BM, BN, WM, MINB>
+    if (S > 1 && part == NULL) {
+        if constexpr (!cl_fits(BM, BN)) {
+            return TD_EUNSUPPORTED;
+        } else {
+            cudaLaunchConfig_t cfg = {};
+            cudaLaunchAttribute at[1];
+            at[0].id = cudaLaunchAttributeClusterDimension;
+            at[0].val.clusterDim.x = 1;
+            at[0].val.clusterDim.y = 1;
+            at[0].val.clusterDim.z = (unsigned)S;
+            cfg.gridDim = grid;
+            cfg.blockDim = dim3(TD_CONV_THREADS);
+            cfg.stream = x->st->s;
+            cfg.attrs = at;
+            cfg.numAttrs = 1;
+            if (cudaLaunchKernelEx(&cfg, k_conv_nhwc<BF, BM, BN, WM, MINB, true>, xt, wt, bias,
+                                   y, part, tab, s, S) != cudaSuccess) {
+                (void)cudaGetLastError(); /* a refused configuration is not sticky */
+                return TD_EUNSUPPORTED;
+            }
+            return td__gpu_launched(x, "conv implicit-gemm kernel (channels-last, cluster split)");
+        }
+    }
+    k_conv_nhwc<BF, BM, BN, WM, MINB, false>
         <<<grid, TD_CONV_THREADS, 0, x->st->s>>>(xt, wt, bias, y, part, tab, s, S);
     return td__gpu_launched(x, "conv implicit-gemm kernel (channels-last)");
 }
@@ -612,7 +701,7 @@ int variant(void)
 {
     const char *e = getenv("TENSORD_GPU_CONV_VARIANT");
     const int v = e != NULL ? atoi(e) : 0;
-    return v >= 0 && v <= 7 ? v : 0;
+    return v >= 0 && v <= 8 ? v : 0;
 }
 
 int64_t cfg_blocks(const td_conv_shape &s, int c)
@@ -668,18 +757,22 @@ td_status conv_nhwc(const td__gpu_exec *x, const td__op *op, const td__view *in,
     const int forced = td_conv_forced_splits(&s, force_split);
     if (forced > 0) S = forced;
     if ((int64_t)s.groups * S > 65535) S = 1;
-    if (getenv("TENSORD_GPU_CONV_TRACE") != NULL)
-        fprintf(stderr, "tensord " TD_GPU_KIND " conv: implicit gemm %s tile %dx%d channels-last "
-                "split %d M %d N %d K %d groups %d\n", bf ? "bf16" : "f16", CFG[c].bm,
-                CFG[c].bn, S, s.cog, s.N, s.K, s.groups);
+    /* a split is summed inside a thread-block cluster unless the tile's stages cannot hold
+     * its f32 tile or variant 8 asks for the f32 partials and k_conv_reduce */
+    const bool clr = S > 1 && var != 8 && CFG[c].cl;
+    size_t part_bytes = 0;
+    if (S > 1 && __builtin_mul_overflow((size_t)S * sizeof(float), (size_t)s.co * (size_t)s.N,
+                                        &part_bytes))
+        return TD_EUNSUPPORTED;
 
-    /* one temp block: table | xt | wt | partials */
+    /* one temp block: table | xt | wt | partials (when not cluster-reduced) */
     const size_t ntab = (size_t)s.nk * (TD_CONV_BK / 8);
     const size_t xel = (size_t)s.n * (size_t)s.c * (size_t)s.L, wel = (size_t)s.co * (size_t)s.K;
-    size_t bytes[4] = {ntab * sizeof(td_conv_kent), xel * 2, wel * 2, 0};
-    if (S > 1 && __builtin_mul_overflow((size_t)S * sizeof(float), (size_t)s.co * (size_t)s.N,
-                                        &bytes[3]))
-        return TD_EUNSUPPORTED;
+    size_t bytes[4] = {ntab * sizeof(td_conv_kent), xel * 2, wel * 2, clr ? 0 : part_bytes};
+    if (getenv("TENSORD_GPU_CONV_TRACE") != NULL)
+        fprintf(stderr, "tensord " TD_GPU_KIND " conv: implicit gemm %s tile %dx%d channels-last "
+                "split %d%s M %d N %d K %d groups %d\n", bf ? "bf16" : "f16", CFG[c].bm,
+                CFG[c].bn, S, clr ? " (cluster)" : "", s.cog, s.N, s.K, s.groups);
     void *mem = NULL;
     char *pp[4];
     td_status st = temp_parts(x, 4, bytes, &mem, pp);
@@ -706,9 +799,18 @@ td_status conv_nhwc(const td__gpu_exec *x, const td__op *op, const td__view *in,
     if (st == TD_OK)
         st = bf ? launch_nhwc_cfg<true>(x, xt, wt, bp, yp, part, tab, s, S, c)
                 : launch_nhwc_cfg<false>(x, xt, wt, bp, yp, part, tab, s, S, c);
-    if (st == TD_OK && S > 1)
+    void *mem2 = NULL; /* the partials when the device refused the cluster */
+    if (st == TD_EUNSUPPORTED && clr) {
+        st = td__gpu_temp_alloc(x, part_bytes, &mem2);
+        part = (float *)mem2;
+        if (st == TD_OK)
+            st = bf ? launch_nhwc_cfg<true>(x, xt, wt, bp, yp, part, tab, s, S, c)
+                    : launch_nhwc_cfg<false>(x, xt, wt, bp, yp, part, tab, s, S, c);
+    }
+    if (st == TD_OK && S > 1 && part != NULL)
         st = bf ? launch_reduce<io16<true>>(x, part, bp, yp, s, S)
                 : launch_reduce<io16<false>>(x, part, bp, yp, s, S);
+    if (mem2 != NULL) td__gpu_temp_free(x, mem2);
     td__gpu_temp_free(x, mem);
     return st;
 }

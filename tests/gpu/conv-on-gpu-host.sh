@@ -5,7 +5,9 @@
 #   1. conformance --filter conv on local:cuda:0 against local:cpu (CONV in every float dtype:
 #      f16/bf16 take the kernel; also CONV_TRANSPOSE and CONV_WEIGHT_GRAD), once for each
 #      TENSORD_GPU_CONV_F32 in CONV_CONF_F32_MODES (default "0 1 4 5": im2col + cuBLAS, the
-#      FFMA kernel's auto tile, its 128x64 tiles of 128 and 256 threads);
+#      FFMA kernel's auto tile, its 128x64 tiles of 128 and 256 threads), then once for each
+#      TENSORD_GPU_CONV_SPLIT in CONV_CONF_SPLITS (default none; e.g. "2 3 4 6": the splits
+#      over K forced, so every cluster size of the split sum is checked);
 #   2. conv-bench (five ResNet-50 layers, batch 32) next to bench/conv_torch.py, CONV_REPS
 #      (default 11) timed runs a median: f32 (TF32 off) for each TENSORD_GPU_CONV_F32 in
 #      CONV_F32_MODES (default "0 1 4 5"; 2, 3: 128x128, 64x128), in CONV_ROUNDS (default 2)
@@ -15,6 +17,10 @@
 #      in CONV_VARIANTS (default "0", traced; "0 3 6 7 5" for the whole bf16 study: 3 128x64,
 #      6 channels-last off, 7 split-K off, 5 the old im2col + cuBLAS path; "3s2": variant 3
 #      with TENSORD_GPU_CONV_SPLIT=2, the split over K forced);
+#   2b. bits: conv-bench bf16 with CONV_BENCH_BITS=1 (each layer's output hashed) for each
+#      entry of CONV_BITS (default "0 8 0s2 8s2 0s6 8s6": V or VsS as in CONV_VARIANTS; 8 sums
+#      a split from f32 partials in a second kernel, 0 inside a thread-block cluster), each
+#      pair of entries compared: "same bits" or FAIL;
 #   3. compute-sanitizer memcheck and racecheck over conformance's conv cases for each
 #      TENSORD_GPU_CONV_F32 in CONV_SAN_F32_MODES (default "4 5 1": the new tiles first),
 #      while at least 15 s of the budget are left.
@@ -55,6 +61,17 @@ for f32 in ${CONV_CONF_F32_MODES:-0 1 4 5}; do
     } | tee -a "$SUM"
 done
 
+for sp in ${CONV_CONF_SPLITS:-}; do
+    TENSORD_GPU_CONV_SPLIT=$sp timeout "$(limit 12)" "$X/bin/conformance" --target local:cuda:0 \
+        --reference local:cpu --filter 'conv ' --table >"$OUT/conv-conformance-split-$sp.log" 2>&1
+    rc=$?
+    [ $rc -ne 0 ] && rcall=1
+    {
+        echo "-- conformance --filter 'conv ', TENSORD_GPU_CONV_SPLIT=$sp (rc $rc): $(grep -m1 '^conformance ' "$OUT/conv-conformance-split-$sp.log" || tail -1 "$OUT/conv-conformance-split-$sp.log")"
+        grep -E '^FAIL ' "$OUT/conv-conformance-split-$sp.log" | head -8 | cut -c1-300 | sed 's/^/  /'
+    } | tee -a "$SUM"
+done
+
 # ---- 2. benchmarks next to PyTorch (and the traces) ----
 T=$(mktemp -d)
 REPS=${CONV_REPS:-11}
@@ -76,6 +93,25 @@ for e in $VARS; do # V or VsS: variant V with TENSORD_GPU_CONV_SPLIT=S
     [ "$e" != "$v" ] && sp=${e#*s}
     TENSORD_GPU_CONV_VARIANT=$v TENSORD_GPU_CONV_SPLIT=$sp TENSORD_GPU_CONV_TRACE=$([ $v = 0 ] && echo 1) \
         timeout "$(limit 5)" "$X/bin/conv-bench" local:cuda:0 5 bf16 >"$T/conv-bf16-v$e" 2>&1
+done
+# 2b. the same bits from two ways of summing a split (pairs of CONV_BITS entries)
+set -- ${CONV_BITS-0 8 0s2 8s2 0s6 8s6}
+while [ $# -ge 2 ]; do
+    for e in "$1" "$2"; do
+        v=${e%%s*} sp=""
+        [ "$e" != "$v" ] && sp=${e#*s}
+        CONV_BENCH_BITS=1 TENSORD_GPU_CONV_VARIANT=$v TENSORD_GPU_CONV_SPLIT=$sp \
+            TENSORD_GPU_CONV_TRACE=1 timeout "$(limit 5)" "$X/bin/conv-bench" local:cuda:0 1 bf16 \
+            >"$T/bits-$e" 2>&1
+    done
+    a=$(grep '^bits ' "$T/bits-$1") b=$(grep '^bits ' "$T/bits-$2")
+    if [ -n "$a" ] && [ "$a" = "$b" ]; then
+        echo "-- bits, bf16 variants $1 and $2: same bits in $(wc -l <<<"$a") layers ($(grep -c 'cluster' "$T/bits-$1") cluster launches in $1, $(grep -c 'cluster' "$T/bits-$2") in $2)" | tee -a "$SUM"
+    else
+        rcall=1
+        { echo "FAIL bits, bf16 variants $1 and $2 differ:"; diff <(echo "$a") <(echo "$b") | head -8 | sed 's/^/  /'; } | tee -a "$SUM"
+    fi
+    shift 2
 done
 for f in "$T"/*; do echo "== $(basename "$f")"; cat "$f"; done >"$OUT/conv-bench.log"
 # side by side: rows keyed by their first three words after "tensord"/"torch"; x/PT =
