@@ -65,6 +65,7 @@ typedef struct options {
     bool eval_only;
     bool graph;
     bool offer_batches; /* --offer-batches: upload batches without TD_WRITE_FRESH */
+    bool upload_f32;    /* --upload-f32: scale batches on the host, upload f32 */
     bool timings;       /* --timings: where each epoch's wall time went, on stderr */
     int64_t reports;    /* --reports N: loss reads per epoch; 0: 50 on a terminal, else 10 */
     bool cnn;
@@ -109,6 +110,10 @@ static void usage(FILE *f)
             "                      tensord offers each to its blob store as it does weights\n"
             "                      (slower for data that never repeats; for tensord-bench's\n"
             "                      P5 A/B)\n"
+            "  --upload-f32        scale training batches to [0, 1] on the host and upload\n"
+            "                      them as f32 (4 bytes a pixel), instead of uploading the\n"
+            "                      dataset's u8 pixels and scaling them on the device (the\n"
+            "                      same values, bit for bit; for tensord-bench's P5 A/B)\n"
             "  --reports N         read the loss and report progress N times an epoch\n"
             "                      (default 50 on a terminal, else 10); each read is\n"
             "                      started there and waited for at the next report point,\n"
@@ -178,6 +183,7 @@ static int parse_args(int argc, char **argv, options *o)
         O_EVAL_ONLY,
         O_GRAPH,
         O_OFFER_BATCHES,
+        O_UPLOAD_F32,
         O_TIMINGS,
         O_REPORTS,
         O_MODEL,
@@ -201,6 +207,7 @@ static int parse_args(int argc, char **argv, options *o)
         {"eval-only", no_argument, NULL, O_EVAL_ONLY},
         {"graph", no_argument, NULL, O_GRAPH},
         {"offer-batches", no_argument, NULL, O_OFFER_BATCHES},
+        {"upload-f32", no_argument, NULL, O_UPLOAD_F32},
         {"timings", no_argument, NULL, O_TIMINGS},
         {"reports", required_argument, NULL, O_REPORTS},
         {"model", required_argument, NULL, O_MODEL},
@@ -292,6 +299,9 @@ static int parse_args(int argc, char **argv, options *o)
         case O_OFFER_BATCHES:
             o->offer_batches = true;
             break;
+        case O_UPLOAD_F32:
+            o->upload_f32 = true;
+            break;
         case O_TIMINGS:
             o->timings = true;
             break;
@@ -351,6 +361,27 @@ static void fill_batch(const fm_dataset *d, const int64_t *idx, int64_t b, float
     }
 }
 
+/* Copy the images idx[0..b) of `d` into x as they are (u8, 0..255) and their labels into y. */
+static void fill_batch_u8(const fm_dataset *d, const int64_t *idx, int64_t b, uint8_t *x,
+                          int64_t *y)
+{
+    for (int64_t r = 0; r < b; r++) {
+        memcpy(x + r * FM_IMAGE_PIXELS, d->pixels + idx[r] * FM_IMAGE_PIXELS, FM_IMAGE_PIXELS);
+        y[r] = d->labels[idx[r]];
+    }
+}
+
+/* The u8 pixels x [b, 784] scaled to [0, 1] on the device: f32(x) / 255 in f32, the same
+ * operations as fill_batch's, so the same bits (IEEE division, correctly rounded on every
+ * backend). NULL on error (the context's message says why). Takes nothing from x. */
+static td_tensor *scale_pixels(td_tensor *x, td_tensor *k255)
+{
+    td_tensor *xf = td_cast(x, TD_F32);
+    td_tensor *out = xf != NULL ? td_div(xf, k255) : NULL;
+    td_release(xf);
+    return out;
+}
+
 /* State shared by the training and evaluation loops. */
 typedef struct run {
     options opt;
@@ -358,7 +389,9 @@ typedef struct run {
     fm_mlp model;
     fm_cnn cnn;
     fm_dataset train, test;
-    float *xbuf;   /* max batch * FM_IMAGE_PIXELS */
+    float *xbuf;   /* max batch * FM_IMAGE_PIXELS (--upload-f32) */
+    uint8_t *xbuf8; /* max batch * FM_IMAGE_PIXELS (the u8 uploads) */
+    td_tensor *k255; /* f32 scalar 255: the pixels' scale */
     int64_t *ybuf; /* max batch */
     int64_t *order;
     bool tty;
@@ -464,14 +497,27 @@ static int train(run *r, double *final_loss)
             int64_t start = step * o->batch;
             int64_t b = n - start < o->batch ? n - start : o->batch;
             tp = now_s();
-            fill_batch(&r->train, r->order + start, b, r->xbuf, r->ybuf);
+            if (o->upload_f32)
+                fill_batch(&r->train, r->order + start, b, r->xbuf, r->ybuf);
+            else
+                fill_batch_u8(&r->train, r->order + start, b, r->xbuf8, r->ybuf);
             t_fill += now_s() - tp;
             tp = now_s();
             /* A shuffled batch never repeats: TD_WRITE_FRESH skips the blob offer (its
-             * round trip and the server's kept copy) that weights are worth. */
+             * round trip and the server's kept copy) that weights are worth. The pixels go
+             * as the dataset has them, one byte each (a quarter of f32's bytes over the
+             * wire and the host-to-device copy), and are scaled on the device. */
             unsigned fresh = o->offer_batches ? 0u : TD_WRITE_FRESH;
-            td_tensor *x = td_from_host_ex(r->ctx, TD_F32, 2, (int64_t[]){b, FM_IMAGE_PIXELS},
-                                           r->xbuf, fresh);
+            td_tensor *x = NULL;
+            if (o->upload_f32) {
+                x = td_from_host_ex(r->ctx, TD_F32, 2, (int64_t[]){b, FM_IMAGE_PIXELS}, r->xbuf,
+                                    fresh);
+            } else {
+                td_tensor *x8 = td_from_host_ex(r->ctx, TD_U8, 2, (int64_t[]){b, FM_IMAGE_PIXELS},
+                                                r->xbuf8, fresh);
+                x = x8 != NULL ? scale_pixels(x8, r->k255) : NULL;
+                td_release(x8);
+            }
             td_tensor *y = td_from_host_ex(r->ctx, TD_I64, 2, (int64_t[]){b, 1}, r->ybuf, fresh);
             t_upload += now_s() - tp;
             tp = now_s();
@@ -543,10 +589,9 @@ static int evaluate(run *r, double *accuracy)
     int64_t correct = 0;
     int64_t *idx = malloc(EVAL_BATCH * sizeof *idx);
     int64_t *pred = malloc(EVAL_BATCH * sizeof *pred);
-    float *x = malloc((size_t)EVAL_BATCH * FM_IMAGE_PIXELS * sizeof *x);
-    int64_t *y = malloc(EVAL_BATCH * sizeof *y);
+    int64_t *y = r->ybuf;
     int rc = 1;
-    if (idx == NULL || pred == NULL || x == NULL || y == NULL) {
+    if (idx == NULL || pred == NULL) {
         fprintf(stderr, PROG ": out of memory\n");
         goto done;
     }
@@ -554,8 +599,17 @@ static int evaluate(run *r, double *accuracy)
         int64_t b = n - start < EVAL_BATCH ? n - start : EVAL_BATCH;
         for (int64_t i = 0; i < b; i++)
             idx[i] = start + i;
-        fill_batch(&r->test, idx, b, x, y);
-        td_tensor *xt = td_from_host(r->ctx, TD_F32, 2, (int64_t[]){b, FM_IMAGE_PIXELS}, x);
+        td_tensor *xt = NULL;
+        if (r->opt.upload_f32) {
+            fill_batch(&r->test, idx, b, r->xbuf, y);
+            xt = td_from_host(r->ctx, TD_F32, 2, (int64_t[]){b, FM_IMAGE_PIXELS}, r->xbuf);
+        } else {
+            fill_batch_u8(&r->test, idx, b, r->xbuf8, y);
+            td_tensor *x8 = td_from_host(r->ctx, TD_U8, 2, (int64_t[]){b, FM_IMAGE_PIXELS},
+                                         r->xbuf8);
+            xt = x8 != NULL ? scale_pixels(x8, r->k255) : NULL;
+            td_release(x8);
+        }
         td_tensor *p = r->opt.cnn ? fm_cnn_predict(&r->cnn, xt) : fm_mlp_predict(&r->model, xt);
         td_release(xt);
         if (p == NULL) {
@@ -576,8 +630,6 @@ static int evaluate(run *r, double *accuracy)
 done:
     free(idx);
     free(pred);
-    free(x);
-    free(y);
     return rc;
 }
 
@@ -697,10 +749,12 @@ int main(int argc, char **argv)
         goto done;
     }
     int64_t max_batch = o->batch;
+    if (max_batch < EVAL_BATCH) max_batch = EVAL_BATCH; /* evaluate() shares the buffers */
     r.xbuf = malloc((size_t)max_batch * FM_IMAGE_PIXELS * sizeof *r.xbuf);
+    r.xbuf8 = malloc((size_t)max_batch * FM_IMAGE_PIXELS);
     r.ybuf = malloc((size_t)max_batch * sizeof *r.ybuf);
     r.order = malloc((size_t)(r.train.n ? r.train.n : 1) * sizeof *r.order);
-    if (r.xbuf == NULL || r.ybuf == NULL || r.order == NULL) {
+    if (r.xbuf == NULL || r.xbuf8 == NULL || r.ybuf == NULL || r.order == NULL) {
         fprintf(stderr, PROG ": out of memory\n");
         goto done;
     }
@@ -714,6 +768,11 @@ int main(int argc, char **argv)
                : fm_mlp_init(&r.model, r.ctx, FM_IMAGE_PIXELS, o->hidden, FM_CLASSES, o->seed) !=
                      TD_OK) {
         fail_td(&r, "creating the model");
+        goto done;
+    }
+    r.k255 = td_full(r.ctx, TD_F32, 0, NULL, 255.0);
+    if (r.k255 == NULL) {
+        fail_td(&r, "creating the pixel scale");
         goto done;
     }
     int epochs = o->epochs;
@@ -758,10 +817,12 @@ done:
     fflush(stdout);
     fm_mlp_fini(&r.model);
     fm_cnn_fini(&r.cnn);
+    td_release(r.k255);
     td_close(r.ctx);
     fm_dataset_fini(&r.train);
     fm_dataset_fini(&r.test);
     free(r.xbuf);
+    free(r.xbuf8);
     free(r.ybuf);
     free(r.order);
     return rc;

@@ -2,8 +2,9 @@
 # The trainer against a real tensord (over TCP and over a unix socket) and against the
 # in-process engine, same seed: one epoch on 2,000 images. The loss must fall and every run
 # must print the same summary line (seconds aside): the engine is deterministic wherever it
-# runs. Then batches large enough for the blob offer (marked TD_WRITE_FRESH by the trainer)
-# over TCP give the in-process weights bit for bit.
+# runs. Then batches large enough for the blob offer (marked TD_WRITE_FRESH by the trainer),
+# scaled on the host and uploaded as f32 (--upload-f32) over TCP, give the in-process weights
+# of the default u8 uploads scaled on the device, bit for bit.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -43,12 +44,13 @@ start_server "unix:$TMP/tensord.sock"
 unix=$(tail -n 1 "$TMP/unix.out")
 [[ ${unix%%  seconds:*} == "${local_%%  seconds:*}" ]] ||
     fail "unix-socket and local differ: '$unix' vs '$local_'"
-# Batches above the 1 MiB blob-offer threshold (1024 images: 3.2 MB), which the trainer marks
-# TD_WRITE_FRESH, with background sends on: the same weights, bit for bit, as in-process.
+# Batches above the 1 MiB blob-offer threshold (1024 images as f32 with --upload-f32: 3.2 MB),
+# which the trainer marks TD_WRITE_FRESH, with background sends on: the same weights, bit for
+# bit, as in-process with the default u8 uploads (0.8 MB a batch) that the device scales.
 start_server
 BIG=(--data "$DATA" --epochs 1 --limit-train 4096 --limit-test 1000 --seed 7 --batch 1024)
 TENSORD_WRITE_COPY_MAX=16777216 "$TRAINER" --device "tensord://$SERVER_ADDR/cpu" "${BIG[@]}" \
-    --save "$TMP/big-remote.safetensors" --timings --reports 2 >"$TMP/big-remote.out" \
+    --upload-f32 --save "$TMP/big-remote.safetensors" --timings --reports 2 >"$TMP/big-remote.out" \
     2>"$TMP/big-remote.err" ||
     fail "remote batch-1024 run failed: $(cat "$TMP/big-remote.out" "$TMP/big-remote.err")"
 # --timings (on stderr; it changes nothing else, the weights are compared below): one line for
@@ -72,6 +74,6 @@ big_local=$(tail -n 1 "$TMP/big-local.out")
 [[ ${big_remote%%  seconds:*} == "${big_local%%  seconds:*}" ]] ||
     fail "batch 1024: remote and local differ: '$big_remote' vs '$big_local'"
 cmp -s "$TMP/big-remote.safetensors" "$TMP/big-local.safetensors" ||
-    fail "batch 1024: remote and local weights differ"
+    fail "batch 1024: remote (f32 uploads) and local (u8 uploads) weights differ"
 echo "ok: loss $first -> $last; tcp == unix == local: ${remote%%  seconds:*}; batch 1024" \
-    "tcp == local, weights bit for bit: ${big_local%%  seconds:*}"
+    "tcp f32 uploads == local u8 uploads, weights bit for bit: ${big_local%%  seconds:*}"

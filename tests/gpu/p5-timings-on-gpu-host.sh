@@ -10,7 +10,9 @@
 #     OUT=$OUT bash tests/gpu/p5-timings-on-gpu-host.sh   # SIZES="1024x256 4096x256" RUNS=2
 # Extra trainer flags in TRAIN_ARGS (e.g. --graph); extra client environment in CLIENT_ENV
 # (e.g. TENSORD_WRITE_COPY_MAX=0). TRAINERS (default "fashion-mnist") names the carried
-# trainer binaries to alternate, each row labelled with its name (an A/B of two builds). Results in $OUT/timings.txt; servers' logs in
+# trainer binaries to alternate, each row labelled with its name (an A/B of two builds); a
+# name may carry flags after "+" ("fashion-mnist+--upload-f32": that binary with that flag;
+# more flags with more "+"). Results in $OUT/timings.txt; servers' logs in
 # $OUT/server-{tcp,unix}.log. Bounded by BUDGET seconds (default 240).
 set -u -o pipefail
 cd "$(dirname "$0")/../.." || exit 1
@@ -42,8 +44,11 @@ seed=100
 train() { # label device batch hidden trainer
     seed=$((seed + 1))
     # shellcheck disable=SC2086 # CLIENT_ENV and TRAIN_ARGS are lists
-    env ${CLIENT_ENV:-} timeout 60 "$X/bin/$5" --device "$2" --data "$DATA" --epochs 2 \
-        --batch "$3" --hidden "$4" --seed "$seed" --limit-test 1000 --timings ${TRAIN_ARGS:-} 2>&1 |
+    local bin=${5%%+*} flags=""
+    [ "$bin" != "$5" ] && flags=${5#*+} && flags=${flags//+/ }
+    # shellcheck disable=SC2086 # flags is a list
+    env ${CLIENT_ENV:-} timeout 60 "$X/bin/$bin" --device "$2" --data "$DATA" --epochs 2 \
+        --batch "$3" --hidden "$4" --seed "$seed" --limit-test 1000 --timings ${TRAIN_ARGS:-} $flags 2>&1 |
         grep -E "^epoch 2/2  loss|timings epoch 2" | sed "s|^|$5 $1 b$3 h$4: |" | tee -a "$T"
 }
 echo "== $(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null) TRAIN_ARGS='${TRAIN_ARGS:-}' CLIENT_ENV='${CLIENT_ENV:-}'" | tee -a "$T"
