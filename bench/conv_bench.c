@@ -7,8 +7,9 @@
  * such as lavapipe; igrad: td_conv_input_grad of the same conv instead, from a random dy of
  * the output's shape, the same FLOPs). Never asserts on speed.
  * CONV_BENCH_BITS=1 in the environment: after each shape's timing, one more run whose output
- * is read back and printed as "bits <shape> <64-bit FNV-1a of its bytes>" (so two kernel
- * variants can be compared bit for bit: the inputs come from fixed seeds). */
+ * is read back and printed as "bits <shape name> <64-bit FNV-1a of its bytes, 16 hex
+ * digits>" (the name has spaces: the hash is the last field), so two kernel variants can
+ * be compared bit for bit (the inputs come from fixed seeds). */
 #include "tensord.h"
 #include <stdint.h>
 #include <stdio.h>
@@ -129,7 +130,11 @@ int main(int argc, char **argv)
         if (bits != NULL && strcmp(bits, "1") == 0) {
             td_tensor *y = igrad ? td_conv_input_grad(x, w, (int64_t[]){p->h, p->w}, &cp)
                                  : td_conv(x, w, NULL, &cp);
-            if (y == NULL || print_bits(ctx, y, p->name) != 0) return 1;
+            if (y == NULL) {
+                fprintf(stderr, "conv-bench: %s\n", td_last_error(ctx));
+                return 1;
+            }
+            if (print_bits(ctx, y, p->name) != 0) return 1;
             td_release(y);
         }
         td_release(x);

@@ -77,7 +77,7 @@ static const char *g_device = "cpu";
 static const char *g_p5_sizes = NULL;
 static int g_p5_runs = 3;
 /* --p5-configs: which remote configurations P5 runs besides local (bit 1 tcp, 2 unix,
- * 4 tcp-sync, 8 tcp-offer) */
+ * 4 tcp-sync, 8 tcp-offer, 16 tcp-f32) */
 static unsigned g_p5_configs = 1 | 2;
 static long g_p5_images = 0; /* training images per epoch, as the trainer reported */
 
@@ -1015,17 +1015,17 @@ static void bench_p4(const server *tcp)
  * serving many sessions pays once, so a one-epoch ratio would credit remote with start-up
  * it skipped rather than time its transport. */
 static double run_trainer(const char *device, bool graph, bool sync_writes, bool offer,
-                          int batch, int hidden, int seed)
+                          bool f32, int batch, int hidden, int seed)
 {
     const int epochs = strcmp(g_device, "cpu") == 0 ? 1 : 2;
     char cmd[1400];
     snprintf(cmd, sizeof cmd,
              "%s'%s' --device '%s' --data '%s' --epochs %d --batch %d --hidden %d --seed %d %s "
-             "%s%s 2>&1",
+             "%s%s%s 2>&1",
              sync_writes ? "TENSORD_WRITE_COPY_MAX=0 " : "", g_trainer, device, g_data, epochs,
              batch, hidden, seed,
              g_quick ? "--limit-train 2000 --limit-test 1000" : "", graph ? "--graph" : "",
-             offer ? " --offer-batches" : "");
+             offer ? " --offer-batches" : "", f32 ? " --upload-f32" : "");
     FILE *f = popen(cmd, "r");
     if (f == NULL) return NAN;
     char line[512];
@@ -1053,8 +1053,10 @@ static double run_trainer(const char *device, bool graph, bool sync_writes, bool
 /* Six configurations (local, remote over TCP, remote over a unix socket; each eager and
  * --graph; --p5-configs adds "tcp-sync", TCP with TENSORD_WRITE_COPY_MAX=0: every write
  * waits until it is sent, as before background sends, and "tcp-offer", TCP with the
- * trainer's --offer-batches: batches offered to the blob store as before TD_WRITE_FRESH;
- * each for an A/B in one run) at each
+ * trainer's --offer-batches and --upload-f32: f32 batches offered to the blob store as
+ * before TD_WRITE_FRESH (the trainer's u8 batches stay under the 1 MiB offer threshold up to
+ * 1337 images), and "tcp-f32", TCP with --upload-f32: batches scaled on the client and sent
+ * as f32 (4 bytes a pixel), as before 2026-12-07; each for an A/B in one run) at each
  * size of --p5-sizes (batch x hidden), run round-robin within a size so that a burst
  * of load on the shared machine hits them alike; each reports the median of its runs
  * (--p5-runs, default 3; 1 with --quick) and the spread (max - min) / median.
@@ -1064,7 +1066,7 @@ static double run_trainer(const char *device, bool graph, bool sync_writes, bool
  * size, and with one seed the second remote run would upload the first run's batches again
  * and take the blob store's repeat path (P4's subject) instead of the fresh uploads a
  * training run makes, epoch after epoch. The seed changes no shape and no step count. */
-#define P5_CONFIGS 10
+#define P5_CONFIGS 12
 #define P5_MAX_RUNS 9
 static void bench_p5(const server *tcp, const server *unx)
 {
@@ -1079,10 +1081,11 @@ static void bench_p5(const server *tcp, const server *unx)
     static const char *const names[P5_CONFIGS] = {
         "local",       "local --graph",       "remote tcp",          "remote tcp --graph",
         "remote unix", "remote unix --graph", "remote tcp sync-writes",
-        "remote tcp sync-writes --graph", "remote tcp offered batches",
-        "remote tcp offered batches --graph"};
-    const char *uris[P5_CONFIGS] = {local_uri, local_uri, tcp_uri, tcp_uri, unix_uri,
-                                    unix_uri,  tcp_uri,   tcp_uri, tcp_uri, tcp_uri};
+        "remote tcp sync-writes --graph", "remote tcp offered f32 batches",
+        "remote tcp offered f32 batches --graph", "remote tcp f32 batches",
+        "remote tcp f32 batches --graph"};
+    const char *uris[P5_CONFIGS] = {local_uri, local_uri, tcp_uri, tcp_uri, unix_uri, unix_uri,
+                                    tcp_uri,   tcp_uri,   tcp_uri, tcp_uri, tcp_uri,  tcp_uri};
     bool on[P5_CONFIGS];
     for (int c = 0; c < P5_CONFIGS; c++)
         on[c] = c < 2 || (g_p5_configs & (1u << (c / 2 - 1))) != 0;
@@ -1104,7 +1107,7 @@ static void bench_p5(const server *tcp, const server *unx)
             for (int c = 0; c < P5_CONFIGS; c++)
                 secs[c][r] = !on[c] ? NAN
                                     : run_trainer(uris[c], c % 2 == 1, c == 6 || c == 7,
-                                                  c >= 8, batch, hidden,
+                                                  c == 8 || c == 9, c >= 8, batch, hidden,
                                                   1 + (size_index * P5_MAX_RUNS + r) *
                                                               P5_CONFIGS + c);
         size_index++;
@@ -1531,9 +1534,10 @@ static void usage(FILE *f)
                "                  --quick runs each once)\n"
                "  --p5-configs LIST  P5's remote configurations next to local: tcp, unix,\n"
                "                  tcp-sync (TCP with TENSORD_WRITE_COPY_MAX=0: writes wait until\n"
-               "                  sent), tcp-offer (TCP, the trainer's --offer-batches: batches\n"
-               "                  offered to the blob store); each eager and --graph (default\n"
-               "                  tcp,unix)\n"
+               "                  sent), tcp-offer (TCP, the trainer's --offer-batches\n"
+               "                  --upload-f32: f32 batches offered to the blob store), tcp-f32\n"
+               "                  (TCP, --upload-f32: batches sent as f32, not u8); each eager\n"
+               "                  and --graph (default tcp,unix)\n"
                "  --quick         small sizes: a smoke test (never asserts on speed)\n"
                "  --json          machine-readable results\n"
                "  --only LIST     comma-separated measures, e.g. P1,P3\n",
@@ -1575,10 +1579,12 @@ int main(int argc, char **argv)
                  w = strtok_r(NULL, ",", &save)) {
                 unsigned bit = strcmp(w, "tcp") == 0 ? 1u : strcmp(w, "unix") == 0 ? 2u
                                : strcmp(w, "tcp-sync") == 0 ? 4u
-                               : strcmp(w, "tcp-offer") == 0 ? 8u : 0u;
+                               : strcmp(w, "tcp-offer") == 0 ? 8u
+                               : strcmp(w, "tcp-f32") == 0   ? 16u
+                                                             : 0u;
                 if (bit == 0) {
-                    fprintf(stderr, "tensord-bench: --p5-configs takes tcp, unix, tcp-sync and "
-                                    "tcp-offer, not '%s'\n", w);
+                    fprintf(stderr, "tensord-bench: --p5-configs takes tcp, unix, tcp-sync, "
+                                    "tcp-offer and tcp-f32, not '%s'\n", w);
                     return 2;
                 }
                 g_p5_configs |= bit;

@@ -20,7 +20,8 @@
  *    are 8 consecutive channels of one pixel: both operands by 16-byte cp.async (zero-fill
  *    for the padding) in a 3- or 4-stage pipeline, nothing through registers. When
  *    the grid is small (ResNet-50's last stage: N = 32 x 49) K is split in S parts
- *    (td_conv_splits, from the shape and tile alone), and the S blocks of an output tile,
+ *    (td_conv_splits_wave, from the shape and tile alone: one wave of blocks), and the S
+ *    blocks of an output tile,
  *    launched as one thread-block cluster, leave their f32 tiles in shared memory and sum
  *    them in ascending split through distributed shared memory (deterministic split-K, no
  *    atomics, no second launch); where a tile's stages cannot hold its f32 tile (128 x 128)
@@ -380,22 +381,20 @@ __global__ void __launch_bounds__(TD_CONV_THREADS, MINB)
 /* ---- the channels-last path (gpu_conv_layout.h): both operands by 16-byte cp.async, in a
  * TD_CONV_STAGES(BM, BN)-deep pipeline; optionally one split of K (S > 1: an f32 partial) ---- */
 
-/* x NCHW -> xt NHWC: per image a [C][L] -> [L][C] transpose through a 64x64 shared tile;
- * grid (ceil(L / 64), ceil(C / 64), n), block (32, 8). W2 (L even, x 4-byte aligned): each
- * thread moves element pairs (a warp reads and writes 128 contiguous bytes); else single
- * elements. C is a multiple of 8 here. */
-template <bool W2>
-__global__ void k_conv_to_nhwc(const uint16_t *__restrict__ x, uint16_t *__restrict__ xt,
-                               int32_t C, int32_t L)
+/* One 64 x 64 tile of a per-image [C][L] -> [L][C] transpose (x: NCHW -> NHWC, and the
+ * weight [C_out][C/G][kvol] -> [C_out][kvol][C/G], "images" of C/G x kvol) through shared
+ * memory t; a block of 256 threads as (32, 8): tx = tid % 32, ty = tid / 32. W2 (L even,
+ * src 4-byte aligned): each thread moves element pairs (a warp reads and writes 128
+ * contiguous bytes); else single elements. C is a multiple of 8 here. */
+TD_DEV void transpose_tile(const uint16_t *__restrict__ x, uint16_t *__restrict__ xt,
+                           int32_t C, int32_t L, int64_t img, int32_t p0, int32_t c0, bool w2,
+                           uint16_t (*t)[66])
 {
-    __shared__ __align__(4) uint16_t t[64][66];
-    const int64_t img = blockIdx.z;
-    const int32_t p0 = (int32_t)blockIdx.x * 64, c0 = (int32_t)blockIdx.y * 64;
-    const int tx = threadIdx.x;
-    for (int i = threadIdx.y; i < 64; i += 8) {
+    const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
+    for (int i = ty; i < 64; i += 8) {
         const int32_t c = c0 + i;
         if (c >= C) break;
-        if constexpr (W2) {
+        if (w2) {
             const int32_t p = p0 + 2 * tx;
             if (p < L)
                 *reinterpret_cast<uint32_t *>(&t[i][2 * tx]) =
@@ -409,7 +408,7 @@ __global__ void k_conv_to_nhwc(const uint16_t *__restrict__ x, uint16_t *__restr
         }
     }
     __syncthreads();
-    for (int i = threadIdx.y; i < 64; i += 8) {
+    for (int i = ty; i < 64; i += 8) {
         const int32_t p = p0 + i;
         if (p >= L) break;
         const int32_t c = c0 + 2 * tx; /* C even: c + 1 < C too */
@@ -419,13 +418,60 @@ __global__ void k_conv_to_nhwc(const uint16_t *__restrict__ x, uint16_t *__restr
     }
 }
 
-/* the weight in the channels-last K order, and the per-chunk table */
-__global__ void k_conv_prep_nhwc(const uint16_t *__restrict__ w, uint16_t *__restrict__ wt,
-                                 td_conv_kent *__restrict__ tab, td_conv_shape s)
+/* The blocks of one tiled transpose: tiles of 64 positions x 64 channels, image-major */
+struct tiles {
+    int32_t C, L, pt, ct; /* channels, positions, position tiles, channel tiles */
+    int64_t n;            /* tiles in all */
+};
+static tiles tiles_of(int32_t C, int32_t L, int64_t imgs)
 {
-    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t nw = (int64_t)s.co * s.K;
-    if (i < nw) wt[i] = w[td_conv_wt_src(&s, i / s.K, (int32_t)(i % s.K))];
+    tiles t;
+    t.C = C;
+    t.L = L;
+    t.pt = (L + 63) / 64;
+    t.ct = (C + 63) / 64;
+    t.n = (int64_t)t.pt * t.ct * imgs;
+    return t;
+}
+
+/* Everything the channels-last kernel reads, in one launch of 256-thread blocks: blocks
+ * [0, tx.n) transpose x to NHWC (xt, 64 x 64 tiles), the next nwb gather the weight into
+ * [C_out][kvol][C/G] (wt; a thread 8 channels of one (row, kernel position): 8 loads, one
+ * 16-byte store; the kernel position runs fastest, so a warp reads whole runs of the
+ * NCHW rows: 2.5x faster than a tile transpose where kvol is 9, which uses 9 of a tile's
+ * 64 columns), the rest fill the per-chunk table (256 entries a block). */
+__global__ void __launch_bounds__(256)
+    k_conv_prep_nhwc(const uint16_t *__restrict__ x, uint16_t *__restrict__ xt,
+                     const uint16_t *__restrict__ w, uint16_t *__restrict__ wt,
+                     td_conv_kent *__restrict__ tab, td_conv_shape s, tiles tx, int64_t nwb,
+                     bool x2)
+{
+    __shared__ __align__(4) uint16_t t[64][66];
+    int64_t b = blockIdx.x;
+    if (b < tx.n) {
+        const int64_t per_img = (int64_t)tx.pt * tx.ct;
+        const int32_t r = (int32_t)(b % per_img);
+        transpose_tile(x, xt, tx.C, tx.L, b / per_img, (r % tx.pt) * 64, (r / tx.pt) * 64, x2,
+                       t);
+        return;
+    }
+    b -= tx.n;
+    if (b < nwb) {
+        const int64_t q = b * 256 + threadIdx.x, per_o = (int64_t)s.kvol * (s.cg / 8);
+        if (q >= (int64_t)s.co * per_o) return;
+        const int64_t o = q / per_o;
+        const int32_t rem = (int32_t)(q % per_o);
+        const int32_t c0 = (rem / s.kvol) * 8, kp = rem % s.kvol;
+        const uint16_t *src = w + (o * s.cg + c0) * s.kvol + kp;
+        uint32_t v[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            v[j] = (uint32_t)src[(2 * j) * s.kvol] | (uint32_t)src[(2 * j + 1) * s.kvol] << 16;
+        *reinterpret_cast<uint4 *>(&wt[(o * s.kvol + kp) * s.cg + c0]) =
+            make_uint4(v[0], v[1], v[2], v[3]);
+        return;
+    }
+    const int64_t i = (b - nwb) * 256 + threadIdx.x;
     if (i < (int64_t)s.nk * (TD_CONV_BK / 8)) tab[i] = td_conv_kentry_nhwc(&s, (int32_t)i);
 }
 
@@ -743,11 +789,14 @@ int auto_cfg_nhwc(const td_conv_shape &s)
 td_status conv_nhwc(const td__gpu_exec *x, const td__op *op, const td__view *in,
                     const td__view *out, const td_conv_shape &s, int var, bool bf)
 {
-    const int64_t ctiles = (s.c + 63) / 64;
-    if (s.n > 65535 || ctiles > 65535 || (int64_t)s.co * s.K >= ((int64_t)1 << 31))
+    /* one launch transposes x and the weight and fills the table (k_conv_prep_nhwc) */
+    const tiles ttx = tiles_of(s.c, s.L, s.n);
+    const int64_t nwb = ((int64_t)s.co * s.kvol * (s.cg / 8) + 255) / 256;
+    const int64_t pblocks = ttx.n + nwb + ((int64_t)s.nk * (TD_CONV_BK / 8) + 255) / 256;
+    if (pblocks >= ((int64_t)1 << 31) || (int64_t)s.co * s.K >= ((int64_t)1 << 31))
         return TD_EUNSUPPORTED;
     const int c = var >= 1 && var <= 4 ? var - 1 : auto_cfg_nhwc(s);
-    int S = var == 7 ? 1 : td_conv_splits(&s, cfg_blocks(s, c));
+    int S = var == 7 ? 1 : td_conv_splits_wave(&s, cfg_blocks(s, c));
     /* TENSORD_GPU_CONV_SPLIT=S (a timing aid, as TENSORD_GPU_CONV_F32_SPLIT for f32): this
      * split over K instead */
     static const int force_split = [] {
@@ -785,17 +834,9 @@ td_status conv_nhwc(const td__gpu_exec *x, const td__op *op, const td__view *in,
     uint16_t *yp = (uint16_t *)out->data;
     gpuStream_t cs = x->st->s;
 
-    const dim3 tgrid((unsigned)((s.L + 63) / 64), (unsigned)ctiles, (unsigned)s.n);
-    if (s.L % 2 == 0 && ((uintptr_t)xp & 3u) == 0)
-        k_conv_to_nhwc<true><<<tgrid, dim3(32, 8), 0, cs>>>(xp, xt, s.c, s.L);
-    else
-        k_conv_to_nhwc<false><<<tgrid, dim3(32, 8), 0, cs>>>(xp, xt, s.c, s.L);
-    st = td__gpu_launched(x, "conv channels-last transpose");
-    if (st == TD_OK) {
-        const int64_t np = (int64_t)wel > (int64_t)ntab ? (int64_t)wel : (int64_t)ntab;
-        k_conv_prep_nhwc<<<(unsigned)((np + 255) / 256), 256, 0, cs>>>(wp, wt, tab, s);
-        st = td__gpu_launched(x, "conv channels-last weight");
-    }
+    k_conv_prep_nhwc<<<(unsigned)pblocks, 256, 0, cs>>>(
+        xp, xt, wp, wt, tab, s, ttx, nwb, s.L % 2 == 0 && ((uintptr_t)xp & 3u) == 0);
+    st = td__gpu_launched(x, "conv channels-last transposes");
     if (st == TD_OK)
         st = bf ? launch_nhwc_cfg<true>(x, xt, wt, bp, yp, part, tab, s, S, c)
                 : launch_nhwc_cfg<false>(x, xt, wt, bp, yp, part, tab, s, S, c);

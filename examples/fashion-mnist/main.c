@@ -4,7 +4,9 @@
  * the same binary trains in-process ("--device local:cpu") or on a remote server
  * ("--device tensord://HOST:PORT/cpu") and, because the engine is deterministic, prints
  * the same result both ways. Host work is limited to reading the IDX files, shuffling,
- * scaling the pixels of each batch to [0, 1] and printing progress.
+ * gathering each batch's u8 pixels and labels, and printing progress: the pixels are
+ * scaled to [0, 1] on the device (f32(x) / 255; --upload-f32 does it on the host, as
+ * before, with the same bits), so a batch crosses the wire and the bus as one byte a pixel.
  *
  * Defaults (measured in the README of this folder): hidden 256, batch 128, SGD with
  * momentum 0.9 and a learning rate of 0.1 decayed to 0 over the run by a cosine
@@ -107,13 +109,15 @@ static void usage(FILE *f)
             "                      results, bit for bit; remotely each step sends only the\n"
             "                      graph id and its bindings; mlp only)\n"
             "  --offer-batches     upload training batches without TD_WRITE_FRESH, so that a\n"
-            "                      tensord offers each to its blob store as it does weights\n"
-            "                      (slower for data that never repeats; for tensord-bench's\n"
-            "                      P5 A/B)\n"
-            "  --upload-f32        scale training batches to [0, 1] on the host and upload\n"
-            "                      them as f32 (4 bytes a pixel), instead of uploading the\n"
-            "                      dataset's u8 pixels and scaling them on the device (the\n"
-            "                      same values, bit for bit; for tensord-bench's P5 A/B)\n"
+            "                      tensord offers each one of at least 1 MiB (u8 batches of\n"
+            "                      1338 images or more; f32 with --upload-f32: 335) to its\n"
+            "                      blob store as it does weights (slower for data that never\n"
+            "                      repeats; for tensord-bench's P5 A/B)\n"
+            "  --upload-f32        scale training and test batches to [0, 1] on the host and\n"
+            "                      upload them as f32 (4 bytes a pixel), instead of uploading\n"
+            "                      the dataset's u8 pixels and scaling them on the device\n"
+            "                      (the same values, bit for bit; for A/B timing: tensord-\n"
+            "                      bench --p5-configs tcp-f32)\n"
             "  --reports N         read the loss and report progress N times an epoch\n"
             "                      (default 50 on a terminal, else 10); each read is\n"
             "                      started there and waited for at the next report point,\n"
@@ -122,7 +126,8 @@ static void usage(FILE *f)
             "  --timings           after each epoch, print to stderr where this program's\n"
             "                      time went: assembling batches, uploading them (which\n"
             "                      first submits the ops recorded before: on local:cpu it\n"
-            "                      runs them), recording the step's ops, and the loss\n"
+            "                      runs them; and records the pixels' scaling), recording\n"
+            "                      the step's ops, and the loss\n"
             "                      reads (starting each, then waiting for it a report\n"
             "                      later: the device's backlog); milliseconds\n"
             "  --help              show this help and exit\n"

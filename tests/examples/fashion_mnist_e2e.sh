@@ -75,5 +75,16 @@ big_local=$(tail -n 1 "$TMP/big-local.out")
     fail "batch 1024: remote and local differ: '$big_remote' vs '$big_local'"
 cmp -s "$TMP/big-remote.safetensors" "$TMP/big-local.safetensors" ||
     fail "batch 1024: remote (f32 uploads) and local (u8 uploads) weights differ"
+# The default u8 batches above the offer threshold too (2048 images: 1.6 MB), offered to the
+# blob store (--offer-batches): the same weights as in-process.
+U8=(--data "$DATA" --epochs 1 --limit-train 4096 --limit-test 1000 --seed 9 --batch 2048 --reports 1)
+"$TRAINER" --device "tensord://$SERVER_ADDR/cpu" "${U8[@]}" --offer-batches \
+    --save "$TMP/u8-remote.safetensors" >"$TMP/u8-remote.out" ||
+    fail "remote batch-2048 run failed: $(cat "$TMP/u8-remote.out")"
+"$TRAINER" --device local:cpu "${U8[@]}" --save "$TMP/u8-local.safetensors" >"$TMP/u8-local.out" ||
+    fail "local batch-2048 run failed: $(cat "$TMP/u8-local.out")"
+cmp -s "$TMP/u8-remote.safetensors" "$TMP/u8-local.safetensors" ||
+    fail "batch 2048: remote (u8 uploads, offered) and local weights differ"
 echo "ok: loss $first -> $last; tcp == unix == local: ${remote%%  seconds:*}; batch 1024" \
-    "tcp f32 uploads == local u8 uploads, weights bit for bit: ${big_local%%  seconds:*}"
+    "tcp f32 uploads == local u8 uploads, weights bit for bit: ${big_local%%  seconds:*};" \
+    "batch 2048 u8 offered over tcp == local"

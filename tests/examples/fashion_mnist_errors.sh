@@ -97,6 +97,7 @@ done
 "$TRAINER" --help >"$TMP/help" || fail "--help failed"
 for flag in --device --data --epochs --batch --hidden --lr --momentum --schedule --seed \
     --limit-train --limit-test --save --load --eval-only --model --graph --offer-batches \
+    --upload-f32 \
     --reports --timings --help --version; do
     grep -qF -- "$flag" "$TMP/help" || fail "--help does not mention $flag"
 done

@@ -364,14 +364,15 @@ static int reduce_partials(const conv_case *cc, const td_conv_shape *s, int S,
     return 1;
 }
 
-/* The splits to try for a grid of `blocks` blocks: none, td_conv_splits' pick, and the most
- * the K tiles allow (0: skip) */
-static void split_set(const td_conv_shape *s, int64_t blocks, int out[3])
+/* The splits to try for a grid of `blocks` blocks: none, the pick (td_conv_splits, or
+ * td_conv_splits_wave for the channels-last path: `wave`), and the most the K tiles allow
+ * (0: skip) */
+static void split_set(const td_conv_shape *s, int64_t blocks, bool wave, int out[3])
 {
     int most = s->nk < TD_CONV_SPLIT_MAX ? s->nk : TD_CONV_SPLIT_MAX;
     if (most > 1) most = (s->nk + (s->nk + most - 1) / most - 1) / ((s->nk + most - 1) / most);
     out[0] = 1;
-    out[1] = td_conv_splits(s, blocks);
+    out[1] = wave ? td_conv_splits_wave(s, blocks) : td_conv_splits(s, blocks);
     out[2] = most;
     if (out[1] == 1) out[1] = 0;
     if (out[2] == 1 || out[2] == out[1]) out[2] = 0;
@@ -827,14 +828,14 @@ static void run_case(const conv_case *cc)
             if (av && s.K % 8 != 0) continue; /* the kernel takes pairs there */
             run_cfg(cc, &s, x, w, cc->bias ? b : NULL, want, cfg[i][0], cfg[i][1], cfg[i][2], av);
         }
-    /* the channels-last path: no split, the split td_conv_splits picks for the tile's grid,
-     * and the most the K tiles allow */
+    /* the channels-last path: no split, the split td_conv_splits_wave picks for the tile's
+     * grid, and the most the K tiles allow */
     if (td_conv_nhwc_ok(&s))
         for (int i = 0; i < 4; i++) {
             const int64_t blocks = (int64_t)((s.N + cfg[i][1] - 1) / cfg[i][1]) *
                                    ((s.cog + cfg[i][0] - 1) / cfg[i][0]) * s.groups;
             int splits[3];
-            split_set(&s, blocks, splits);
+            split_set(&s, blocks, true, splits);
             for (int k = 0; k < 3; k++)
                 if (splits[k] > 0)
                     run_cfg_nhwc(cc, &s, x, w, cc->bias ? b : NULL, want, cfg[i][0],
@@ -848,7 +849,7 @@ static void run_case(const conv_case *cc)
         const int64_t blocks = (int64_t)((s.N + fcfg[i][1] - 1) / fcfg[i][1]) *
                                ((s.cog + fcfg[i][0] - 1) / fcfg[i][0]) * s.groups;
         int splits[3];
-        split_set(&sf, blocks, splits);
+        split_set(&sf, blocks, false, splits);
         for (int k = 0; k < 3; k++)
             if (splits[k] > 0)
                 run_cfg_f32(cc, &s, x, w, cc->bias ? b : NULL, want, fcfg[i][0], fcfg[i][1],

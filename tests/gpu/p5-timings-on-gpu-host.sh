@@ -48,8 +48,12 @@ train() { # label device batch hidden trainer
     [ "$bin" != "$5" ] && flags=${5#*+} && flags=${flags//+/ }
     # shellcheck disable=SC2086 # flags is a list
     env ${CLIENT_ENV:-} timeout 60 "$X/bin/$bin" --device "$2" --data "$DATA" --epochs 2 \
-        --batch "$3" --hidden "$4" --seed "$seed" --limit-test 1000 --timings ${TRAIN_ARGS:-} $flags 2>&1 |
-        grep -E "^epoch 2/2  loss|timings epoch 2" | sed "s|^|$5 $1 b$3 h$4: |" | tee -a "$T"
+        --batch "$3" --hidden "$4" --seed "$seed" --limit-test 1000 --timings ${TRAIN_ARGS:-} $flags \
+        >"$OUT/run.log" 2>&1
+    local rc=$?
+    grep -E "^epoch 2/2  loss|timings epoch 2" "$OUT/run.log" | sed "s|^|$5 $1 b$3 h$4: |" | tee -a "$T"
+    # a failed run (a flag the trainer refuses, a lost server) is a row saying so
+    [ $rc -eq 0 ] || echo "$5 $1 b$3 h$4: FAILED (exit $rc): $(grep -m1 -E '^fashion-mnist: [^0-9]' "$OUT/run.log" || tail -1 "$OUT/run.log")" | tee -a "$T"
 }
 echo "== $(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null) TRAIN_ARGS='${TRAIN_ARGS:-}' CLIENT_ENV='${CLIENT_ENV:-}'" | tee -a "$T"
 for s in $SIZES; do
