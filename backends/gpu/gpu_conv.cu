@@ -20,8 +20,8 @@
  *    are 8 consecutive channels of one pixel: both operands by 16-byte cp.async (zero-fill
  *    for the padding) in a 3- or 4-stage pipeline, nothing through registers. When
  *    the grid is small (ResNet-50's last stage: N = 32 x 49) K is split in S parts
- *    (td_conv_splits_wave, from the shape and tile alone: one wave of blocks), and the S
- *    blocks of an output tile,
+ *    (td_conv_splits_wave, from the shape and tile alone: one wave of blocks; a split
+ *    128 x 64 grid runs at 3 blocks an SM), and the S blocks of an output tile,
  *    launched as one thread-block cluster, leave their f32 tiles in shared memory and sum
  *    them in ascending split through distributed shared memory (deterministic split-K, no
  *    atomics, no second launch); where a tile's stages cannot hold its f32 tile (128 x 128)
@@ -47,7 +47,8 @@
  * 64-row tiles first); 1: 128x128; 2: 64x128; 3: 128x64; 4: 64x64 (split as 0 would for
  * that tile); 5: the im2col + GEMM path; 6: channels-last off (the element gather, auto
  * tile); 7: split-K off (otherwise as 0); 8: a split summed by the second kernel from f32
- * partials in global memory (otherwise as 0; the way before the cluster sum).
+ * partials in global memory (otherwise as 0; the way before the cluster sum); 9: the
+ * channels-last 128 x 64 tile at 3 blocks an SM (launch bounds; a timing aid).
  * TENSORD_GPU_CONV_TRACE=1 prints a line to stderr per launch (path, tile, split, M, N, K):
  * a check that this kernel ran.
  *
@@ -657,10 +658,13 @@ __global__ void __launch_bounds__(TD_CONV_THREADS, MINB)
 
 struct tile_cfg {
     int bm, bn;
-    bool cl; /* cl_fits: a split of this tile may be summed inside a cluster */
+    bool cl;    /* cl_fits: a split of this tile may be summed inside a cluster */
+    int per_sm; /* blocks an SM (the launch bounds' minimum) */
 };
-const tile_cfg CFG[4] = {{128, 128, cl_fits(128, 128)}, {64, 128, cl_fits(64, 128)},
-                         {128, 64, cl_fits(128, 64)}, {64, 64, cl_fits(64, 64)}};
+/* [4]: the 128 x 64 tile at 3 blocks an SM (channels-last only: split grids, variant 9) */
+const tile_cfg CFG[5] = {{128, 128, cl_fits(128, 128), 1}, {64, 128, cl_fits(64, 128), 2},
+                         {128, 64, cl_fits(128, 64), 2},   {64, 64, cl_fits(64, 64), 2},
+                         {128, 64, cl_fits(128, 64), 3}};
 
 template <bool BF, int BM, int BN, int WM, int MINB>
 td_status launch(const td__gpu_exec *x, const td__view *in, const td__view *out,
@@ -739,6 +743,7 @@ td_status launch_nhwc_cfg(const td__gpu_exec *x, const uint16_t *xt, const uint1
     case 0: return launch_nhwc<BF, 128, 128, 2, 1>(x, xt, wt, bias, y, part, tab, s, S);
     case 1: return launch_nhwc<BF, 64, 128, 2, 2>(x, xt, wt, bias, y, part, tab, s, S);
     case 2: return launch_nhwc<BF, 128, 64, 4, 2>(x, xt, wt, bias, y, part, tab, s, S);
+    case 4: return launch_nhwc<BF, 128, 64, 4, 3>(x, xt, wt, bias, y, part, tab, s, S);
     default: return launch_nhwc<BF, 64, 64, 2, 2>(x, xt, wt, bias, y, part, tab, s, S);
     }
 }
@@ -747,7 +752,7 @@ int variant(void)
 {
     const char *e = getenv("TENSORD_GPU_CONV_VARIANT");
     const int v = e != NULL ? atoi(e) : 0;
-    return v >= 0 && v <= 8 ? v : 0;
+    return v >= 0 && v <= 9 ? v : 0;
 }
 
 int64_t cfg_blocks(const td_conv_shape &s, int c)
@@ -795,8 +800,12 @@ td_status conv_nhwc(const td__gpu_exec *x, const td__op *op, const td__view *in,
     const int64_t pblocks = ttx.n + nwb + ((int64_t)s.nk * (TD_CONV_BK / 8) + 255) / 256;
     if (pblocks >= ((int64_t)1 << 31) || (int64_t)s.co * s.K >= ((int64_t)1 << 31))
         return TD_EUNSUPPORTED;
-    const int c = var >= 1 && var <= 4 ? var - 1 : auto_cfg_nhwc(s);
-    int S = var == 7 ? 1 : td_conv_splits_wave(&s, cfg_blocks(s, c));
+    int c = var >= 1 && var <= 4 ? var - 1 : var == 9 ? 4 : auto_cfg_nhwc(s);
+    /* a split 128 x 64 grid takes the same tile at 3 blocks an SM: one wave of more splits
+     * (layer4 of ResNet-50 at batch 32: 3 splits, 0.073 ms against 0.079 with 2 at 2 an SM) */
+    if (c == 2 && var != 3 && var != 7 && td_conv_splits_wave(&s, cfg_blocks(s, 4), 3) > 1)
+        c = 4;
+    int S = var == 7 ? 1 : td_conv_splits_wave(&s, cfg_blocks(s, c), CFG[c].per_sm);
     /* TENSORD_GPU_CONV_SPLIT=S (a timing aid, as TENSORD_GPU_CONV_F32_SPLIT for f32): this
      * split over K instead */
     static const int force_split = [] {

@@ -413,17 +413,18 @@ TD_CONV_FN int td_conv_splits(const td_conv_shape *s, int64_t blocks)
     return (int)((s->nk + per - 1) / per); /* no empty split */
 }
 /* The split of the channels-last f16/bf16 kernel (gpu_conv.cu; summed inside a thread-block
- * cluster): as many splits as keep the grid within one wave of TD_CONV_SPLIT_WAVE blocks (2
- * a multiprocessor, that kernel's occupancy, on an H100's 132: a constant, so the bits
- * depend on the shape alone), at least 2, within td_conv_splits' bounds (TD_CONV_SPLIT_MAX,
- * TD_CONV_SPLIT_MIN_TILES K tiles a split); 1 when the grid is not small. H100 (BENCHMARKS.md
- * 2026-12-07): ResNet-50's layer4 at batch 32 (100 blocks of 128 x 64) 0.081-0.088 ms with 2
- * splits, 0.086-0.092 with td_conv_splits' 4 (400 blocks: a second, partial wave). */
-#define TD_CONV_SPLIT_WAVE 264
-TD_CONV_FN int td_conv_splits_wave(const td_conv_shape *s, int64_t blocks)
+ * cluster): as many splits as keep the grid within one wave of per_sm blocks on each of
+ * TD_CONV_WAVE_SMS multiprocessors (the tile's occupancy on an H100's 132: constants, so
+ * the bits depend on the shape alone), at least 2, within td_conv_splits' bounds
+ * (TD_CONV_SPLIT_MAX, TD_CONV_SPLIT_MIN_TILES K tiles a split); 1 when the grid is not
+ * small. H100 (BENCHMARKS.md 2026-12-07): ResNet-50's layer4 at batch 32 (100 blocks of
+ * 128 x 64) 0.073 ms with 3 splits at 3 blocks an SM (one wave of 300), 0.079-0.088 with 2 at
+ * 2 an SM, 0.081-0.092 with td_conv_splits' 4 (400 blocks: a second, partial wave). */
+#define TD_CONV_WAVE_SMS 132
+TD_CONV_FN int td_conv_splits_wave(const td_conv_shape *s, int64_t blocks, int per_sm)
 {
     if (blocks >= TD_CONV_SPLIT_BLOCKS) return 1;
-    int64_t S = TD_CONV_SPLIT_WAVE / blocks;
+    int64_t S = (int64_t)per_sm * TD_CONV_WAVE_SMS / blocks;
     if (S < 2) S = 2;
     if (S > TD_CONV_SPLIT_MAX) S = TD_CONV_SPLIT_MAX;
     if (S > s->nk / TD_CONV_SPLIT_MIN_TILES) S = s->nk / TD_CONV_SPLIT_MIN_TILES;

@@ -364,15 +364,15 @@ static int reduce_partials(const conv_case *cc, const td_conv_shape *s, int S,
     return 1;
 }
 
-/* The splits to try for a grid of `blocks` blocks: none, the pick (td_conv_splits, or
- * td_conv_splits_wave for the channels-last path: `wave`), and the most the K tiles allow
- * (0: skip) */
-static void split_set(const td_conv_shape *s, int64_t blocks, bool wave, int out[3])
+/* The splits to try for a grid of `blocks` blocks: none, the pick (td_conv_splits, or for
+ * the channels-last path td_conv_splits_wave at `wave` blocks an SM when wave > 0), and the
+ * most the K tiles allow (0: skip) */
+static void split_set(const td_conv_shape *s, int64_t blocks, int wave, int out[3])
 {
     int most = s->nk < TD_CONV_SPLIT_MAX ? s->nk : TD_CONV_SPLIT_MAX;
     if (most > 1) most = (s->nk + (s->nk + most - 1) / most - 1) / ((s->nk + most - 1) / most);
     out[0] = 1;
-    out[1] = wave ? td_conv_splits_wave(s, blocks) : td_conv_splits(s, blocks);
+    out[1] = wave > 0 ? td_conv_splits_wave(s, blocks, wave) : td_conv_splits(s, blocks);
     out[2] = most;
     if (out[1] == 1) out[1] = 0;
     if (out[2] == 1 || out[2] == out[1]) out[2] = 0;
@@ -835,7 +835,7 @@ static void run_case(const conv_case *cc)
             const int64_t blocks = (int64_t)((s.N + cfg[i][1] - 1) / cfg[i][1]) *
                                    ((s.cog + cfg[i][0] - 1) / cfg[i][0]) * s.groups;
             int splits[3];
-            split_set(&s, blocks, true, splits);
+            split_set(&s, blocks, cfg[i][0] == 128 && cfg[i][1] == 64 ? 3 : 2, splits);
             for (int k = 0; k < 3; k++)
                 if (splits[k] > 0)
                     run_cfg_nhwc(cc, &s, x, w, cc->bias ? b : NULL, want, cfg[i][0],
@@ -849,7 +849,7 @@ static void run_case(const conv_case *cc)
         const int64_t blocks = (int64_t)((s.N + fcfg[i][1] - 1) / fcfg[i][1]) *
                                ((s.cog + fcfg[i][0] - 1) / fcfg[i][0]) * s.groups;
         int splits[3];
-        split_set(&sf, blocks, false, splits);
+        split_set(&sf, blocks, 0, splits);
         for (int k = 0; k < 3; k++)
             if (splits[k] > 0)
                 run_cfg_f32(cc, &s, x, w, cc->bias ? b : NULL, want, fcfg[i][0], fcfg[i][1],

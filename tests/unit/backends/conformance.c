@@ -2091,6 +2091,10 @@ static void add_window(void)
         /* C/G 64 in 2 groups, K 576 over a 4x4 plane: a small grid (CUDA f16/bf16 split K) */
         {TD_OP_CONV, 3, {SH(2, 128, 4, 4), SH(16, 64, 3, 3), SH(16)}, 9,
          {2, 1, 1, 1, 1, 1, 1, 1, 1}, false},
+        /* C_out 136 (two 128-row tiles, the second partial), K 1152, 24 columns: the CUDA
+         * f16/bf16 128 x 64 tile split 4 ways in clusters at 3 blocks an SM */
+        {TD_OP_CONV, 3, {SH(1, 128, 4, 6), SH(136, 128, 3, 3), SH(136)}, 9,
+         {1, 1, 1, 1, 1, 1, 1, 1, 1}, false},
         {TD_OP_CONV, 2, {SH(0, 4, 5, 5), SH(4, 4, 3, 3)}, 9, {1, 1, 1, 1, 1, 1, 1, 1, 1}, false},
         /* pointwise (1x1, stride 1, no padding, no bias: the GPU's GEMM reads x directly),
          * grouped in 2-d, plain in 1-d */
