@@ -91,14 +91,6 @@
  * so a 1 GiB upload does not hold the device worker in one go), up to REMOTE_SHM_SLOTS
  * pieces in flight. */
 #define REMOTE_SHM_DIRECT_PIECE ((size_t)16 << 20)
-/* A write from ordinary memory (not a host buffer) goes through the slots from this size on
- * when td_options.shm_min_bytes is left at its default; smaller ones take the stream. In a
- * training loop the stream's uploads overlap the session's work where the slots' do not:
- * Fashion-MNIST's u8 batches (0.8-3.2 MB) over a unix socket, epoch / local, on an H100
- * host 1.05-1.40 through the slots and 0.84-0.88 on the stream, on the 2-core VM 1.19 and
- * 1.08 (BENCHMARKS.md 2026-12-07); bulk uploads of 64 MiB and more keep the slots, 1.3-2x
- * the stream's rate (P3 same host). */
-#define REMOTE_SHM_SLOT_WRITE_MIN ((size_t)16 << 20)
 /* Background sends (see the top of the file): writes up to this size are copied and queued
  * (a Fashion-MNIST batch of 4096 images is 12.8 MB); the copies use at most
  * REMOTE_POOL_BUFS chunk buffers (32 MiB) at a time, and the queue holds at most
@@ -204,7 +196,6 @@ typedef struct remote {
     gpr_timespec ring_deadline;
     td__shm_map shm;
     size_t shm_min_bytes;
-    size_t shm_write_min; /* plain-pointer writes through the slots from here on */
     size_t shm_slot_bytes;
     int shm_nslots;
     struct {
@@ -1354,7 +1345,7 @@ static td_status remote_write(td__transport *t, uint64_t id, uint64_t offset, co
     if (r->shm.data != NULL && nbytes >= r->shm_min_bytes) {
         uint64_t hb = host_buffer_offset(r, src, nbytes);
         if (hb != UINT64_MAX) return shm_direct(r, false, id, offset, hb, nbytes);
-        if (nbytes >= r->shm_write_min) return shm_write(r, id, offset, src, nbytes);
+        return shm_write(r, id, offset, src, nbytes);
     }
     const uint8_t *p = src;
     bool copy = r->base.driven && nbytes <= r->async_write_max;
@@ -2080,8 +2071,6 @@ td_status td__remote_open_member(const char *target, const char *device,
     r->base.transport = "grpc";
     r->shm_min_bytes = opts != NULL && opts->shm_min_bytes > 0 ? opts->shm_min_bytes
                                                                : TD_SHM_MIN_BYTES_DEFAULT;
-    r->shm_write_min = opts != NULL && opts->shm_min_bytes > 0 ? opts->shm_min_bytes
-                                                               : REMOTE_SHM_SLOT_WRITE_MIN;
     if (os.shm) shm_attach(r, connect_ms, os.ring);
     r->base.err[0] = '\0';
     *out = &r->base;

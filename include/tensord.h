@@ -149,13 +149,8 @@ typedef struct td_options {
     /* Same-host shared memory (append-only from here; 0 means the default).
      * A "unix:" context asks the server for a shared-memory region (a memfd the server
      * hands over the unix socket's side socket to this session only; README "Same-host
-     * clients"); when it gets one, a td_read of at least shm_min_bytes, and a
-     * td_from_host/td_write of at least shm_min_bytes from a td_host_alloc buffer, move
-     * their bytes through it (one memcpy on each side; one in all from a host buffer)
-     * instead of the gRPC stream. A write from other memory does so from 16 MiB on while
-     * shm_min_bytes is left at its default, from shm_min_bytes when that is set: below
-     * 16 MiB the stream's uploads overlap the session's work better (a training loop's
-     * batches: README "Same-host clients").
+     * clients"); when it gets one, td_from_host/td_write/td_read of at least shm_min_bytes
+     * move their bytes through it (one memcpy on each side) instead of the gRPC stream.
      * The bytes are the same either way; td_context_transport() says which path a context
      * uses. If the server offers none (TCP, an older server, --no-shm, its tenant's quota)
      * or the handover fails, the context uses the stream without an error (a debug line

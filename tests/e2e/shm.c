@@ -108,10 +108,7 @@ static void round_trip(td_context *ctx, const uint8_t *src, size_t n, const char
 
 Test(shm, identical_bytes_both_paths)
 {
-    /* shm_min_bytes set (to its default): plain-pointer writes from 64 KiB on take the
-     * slots too, not only from 16 MiB on (README "Same-host clients") */
-    td_options so = {.shm_min_bytes = (size_t)64 << 10};
-    td_context *shm = connect_with(&so);
+    td_context *shm = connect_with(NULL);
     td_options o = {.no_shm = 1};
     td_context *grpc = connect_with(&o);
     cr_assert_str_eq(td_context_transport(shm), "shm+ring");
