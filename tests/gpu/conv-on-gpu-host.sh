@@ -50,26 +50,21 @@ rcall=0
 } | tee -a "$SUM"
 
 # ---- 1. conformance ----
+conf() { # NAME=VALUE FILTER LOG: conformance on cuda:0 under that variable, a summary line
+    env "$1" timeout "$(limit 12)" "$X/bin/conformance" --target local:cuda:0 \
+        --reference local:cpu --filter "$2" --table >"$3" 2>&1
+    local rc=$?
+    [ $rc -ne 0 ] && rcall=1
+    {
+        echo "-- conformance --filter '$2', $1 (rc $rc): $(grep -m1 '^conformance ' "$3" || tail -1 "$3")"
+        grep -E '^FAIL ' "$3" | head -8 | cut -c1-300 | sed 's/^/  /'
+    } | tee -a "$SUM"
+}
 for f32 in ${CONV_CONF_F32_MODES:-0 1 4 5}; do
-    TENSORD_GPU_CONV_F32=$f32 timeout "$(limit 12)" "$X/bin/conformance" --target local:cuda:0 \
-        --reference local:cpu --filter conv --table >"$OUT/conv-conformance-f32-$f32.log" 2>&1
-    rc=$?
-    [ $rc -ne 0 ] && rcall=1
-    {
-        echo "-- conformance --filter conv, TENSORD_GPU_CONV_F32=$f32 (rc $rc): $(grep -m1 '^conformance ' "$OUT/conv-conformance-f32-$f32.log" || tail -1 "$OUT/conv-conformance-f32-$f32.log")"
-        grep -E '^FAIL ' "$OUT/conv-conformance-f32-$f32.log" | head -8 | cut -c1-300 | sed 's/^/  /'
-    } | tee -a "$SUM"
+    conf "TENSORD_GPU_CONV_F32=$f32" conv "$OUT/conv-conformance-f32-$f32.log"
 done
-
 for sp in ${CONV_CONF_SPLITS:-}; do
-    TENSORD_GPU_CONV_SPLIT=$sp timeout "$(limit 12)" "$X/bin/conformance" --target local:cuda:0 \
-        --reference local:cpu --filter 'conv ' --table >"$OUT/conv-conformance-split-$sp.log" 2>&1
-    rc=$?
-    [ $rc -ne 0 ] && rcall=1
-    {
-        echo "-- conformance --filter 'conv ', TENSORD_GPU_CONV_SPLIT=$sp (rc $rc): $(grep -m1 '^conformance ' "$OUT/conv-conformance-split-$sp.log" || tail -1 "$OUT/conv-conformance-split-$sp.log")"
-        grep -E '^FAIL ' "$OUT/conv-conformance-split-$sp.log" | head -8 | cut -c1-300 | sed 's/^/  /'
-    } | tee -a "$SUM"
+    conf "TENSORD_GPU_CONV_SPLIT=$sp" 'conv ' "$OUT/conv-conformance-split-$sp.log"
 done
 
 # ---- 2. benchmarks next to PyTorch (and the traces) ----
