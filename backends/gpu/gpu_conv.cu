@@ -382,10 +382,9 @@ __global__ void __launch_bounds__(TD_CONV_THREADS, MINB)
 /* ---- the channels-last path (gpu_conv_layout.h): both operands by 16-byte cp.async, in a
  * TD_CONV_STAGES(BM, BN)-deep pipeline; optionally one split of K (S > 1: an f32 partial) ---- */
 
-/* One 64 x 64 tile of a per-image [C][L] -> [L][C] transpose (x: NCHW -> NHWC, and the
- * weight [C_out][C/G][kvol] -> [C_out][kvol][C/G], "images" of C/G x kvol) through shared
- * memory t; a block of 256 threads as (32, 8): tx = tid % 32, ty = tid / 32. W2 (L even,
- * src 4-byte aligned): each thread moves element pairs (a warp reads and writes 128
+/* One 64 x 64 tile of the per-image [C][L] -> [L][C] transpose of x (NCHW -> NHWC) through
+ * shared memory t; a block of 256 threads as (32, 8): tx = tid % 32, ty = tid / 32. W2 (L
+ * even, x 4-byte aligned): each thread moves element pairs (a warp reads and writes 128
  * contiguous bytes); else single elements. C is a multiple of 8 here. */
 TD_DEV void transpose_tile(const uint16_t *__restrict__ x, uint16_t *__restrict__ xt,
                            int32_t C, int32_t L, int64_t img, int32_t p0, int32_t c0, bool w2,
@@ -419,24 +418,14 @@ TD_DEV void transpose_tile(const uint16_t *__restrict__ x, uint16_t *__restrict_
     }
 }
 
-/* The blocks of one tiled transpose: tiles of 64 positions x 64 channels, image-major */
-struct tiles {
-    int32_t C, L, pt, ct; /* channels, positions, position tiles, channel tiles */
-    int64_t n;            /* tiles in all */
-};
-static tiles tiles_of(int32_t C, int32_t L, int64_t imgs)
+/* x's transpose tiles: 64 positions x 64 channels, image-major */
+TD_CONV_FN int64_t xt_tiles(const td_conv_shape &s)
 {
-    tiles t;
-    t.C = C;
-    t.L = L;
-    t.pt = (L + 63) / 64;
-    t.ct = (C + 63) / 64;
-    t.n = (int64_t)t.pt * t.ct * imgs;
-    return t;
+    return (int64_t)((s.L + 63) / 64) * ((s.c + 63) / 64) * s.n;
 }
 
 /* Everything the channels-last kernel reads, in one launch of 256-thread blocks: blocks
- * [0, tx.n) transpose x to NHWC (xt, 64 x 64 tiles), the next nwb gather the weight into
+ * [0, xt_tiles) transpose x to NHWC (xt, 64 x 64 tiles), the next nwb gather the weight into
  * [C_out][kvol][C/G] (wt; a thread 8 channels of one (row, kernel position): 8 loads, one
  * 16-byte store; the kernel position runs fastest, so a warp reads whole runs of the
  * NCHW rows: 2.5x faster than a tile transpose where kvol is 9, which uses 9 of a tile's
@@ -444,19 +433,19 @@ static tiles tiles_of(int32_t C, int32_t L, int64_t imgs)
 __global__ void __launch_bounds__(256)
     k_conv_prep_nhwc(const uint16_t *__restrict__ x, uint16_t *__restrict__ xt,
                      const uint16_t *__restrict__ w, uint16_t *__restrict__ wt,
-                     td_conv_kent *__restrict__ tab, td_conv_shape s, tiles tx, int64_t nwb,
-                     bool x2)
+                     td_conv_kent *__restrict__ tab, td_conv_shape s, int64_t nwb, bool x2)
 {
     __shared__ __align__(4) uint16_t t[64][66];
     int64_t b = blockIdx.x;
-    if (b < tx.n) {
-        const int64_t per_img = (int64_t)tx.pt * tx.ct;
+    const int64_t nxb = xt_tiles(s);
+    if (b < nxb) {
+        const int32_t pt = (s.L + 63) / 64;
+        const int64_t per_img = (int64_t)pt * ((s.c + 63) / 64);
         const int32_t r = (int32_t)(b % per_img);
-        transpose_tile(x, xt, tx.C, tx.L, b / per_img, (r % tx.pt) * 64, (r / tx.pt) * 64, x2,
-                       t);
+        transpose_tile(x, xt, s.c, s.L, b / per_img, (r % pt) * 64, (r / pt) * 64, x2, t);
         return;
     }
-    b -= tx.n;
+    b -= nxb;
     if (b < nwb) {
         const int64_t q = b * 256 + threadIdx.x, per_o = (int64_t)s.kvol * (s.cg / 8);
         if (q >= (int64_t)s.co * per_o) return;
@@ -795,9 +784,8 @@ td_status conv_nhwc(const td__gpu_exec *x, const td__op *op, const td__view *in,
                     const td__view *out, const td_conv_shape &s, int var, bool bf)
 {
     /* one launch transposes x and the weight and fills the table (k_conv_prep_nhwc) */
-    const tiles ttx = tiles_of(s.c, s.L, s.n);
     const int64_t nwb = ((int64_t)s.co * s.kvol * (s.cg / 8) + 255) / 256;
-    const int64_t pblocks = ttx.n + nwb + ((int64_t)s.nk * (TD_CONV_BK / 8) + 255) / 256;
+    const int64_t pblocks = xt_tiles(s) + nwb + ((int64_t)s.nk * (TD_CONV_BK / 8) + 255) / 256;
     if (pblocks >= ((int64_t)1 << 31) || (int64_t)s.co * s.K >= ((int64_t)1 << 31))
         return TD_EUNSUPPORTED;
     int c = var >= 1 && var <= 4 ? var - 1 : var == 9 ? 4 : auto_cfg_nhwc(s);
@@ -844,7 +832,7 @@ td_status conv_nhwc(const td__gpu_exec *x, const td__op *op, const td__view *in,
     gpuStream_t cs = x->st->s;
 
     k_conv_prep_nhwc<<<(unsigned)pblocks, 256, 0, cs>>>(
-        xp, xt, wp, wt, tab, s, ttx, nwb, s.L % 2 == 0 && ((uintptr_t)xp & 3u) == 0);
+        xp, xt, wp, wt, tab, s, nwb, s.L % 2 == 0 && ((uintptr_t)xp & 3u) == 0);
     st = td__gpu_launched(x, "conv channels-last transposes");
     if (st == TD_OK)
         st = bf ? launch_nhwc_cfg<true>(x, xt, wt, bp, yp, part, tab, s, S, c)

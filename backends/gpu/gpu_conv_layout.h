@@ -401,16 +401,21 @@ TD_CONV_FN int td_convf_col(int tx, int ntx, int e)
 #define TD_CONV_SPLIT_TARGET 400 /* aim for about this many blocks (3 an SM of an H100) */
 #define TD_CONV_SPLIT_MAX 8
 #define TD_CONV_SPLIT_MIN_TILES 8 /* S <= nk / this: K tiles per split (the last may have fewer) */
-/* S for a grid of `blocks` blocks (groups included); 1: no split */
-TD_CONV_FN int td_conv_splits(const td_conv_shape *s, int64_t blocks)
+/* A wanted split S within the bounds: at most TD_CONV_SPLIT_MAX and one per
+ * TD_CONV_SPLIT_MIN_TILES K tiles, none empty (so possibly fewer); 1 below 2 */
+TD_CONV_FN int td_conv_split_bounded(const td_conv_shape *s, int64_t S)
 {
-    if (blocks >= TD_CONV_SPLIT_BLOCKS) return 1;
-    int64_t S = (TD_CONV_SPLIT_TARGET + blocks - 1) / blocks;
     if (S > TD_CONV_SPLIT_MAX) S = TD_CONV_SPLIT_MAX;
     if (S > s->nk / TD_CONV_SPLIT_MIN_TILES) S = s->nk / TD_CONV_SPLIT_MIN_TILES;
     if (S < 2) return 1;
     const int64_t per = (s->nk + S - 1) / S;
     return (int)((s->nk + per - 1) / per); /* no empty split */
+}
+/* S for a grid of `blocks` blocks (groups included); 1: no split */
+TD_CONV_FN int td_conv_splits(const td_conv_shape *s, int64_t blocks)
+{
+    if (blocks >= TD_CONV_SPLIT_BLOCKS) return 1;
+    return td_conv_split_bounded(s, (TD_CONV_SPLIT_TARGET + blocks - 1) / blocks);
 }
 /* The split of the channels-last f16/bf16 kernel (gpu_conv.cu; summed inside a thread-block
  * cluster): as many splits as keep the grid within one wave of per_sm blocks on each of
@@ -424,13 +429,8 @@ TD_CONV_FN int td_conv_splits(const td_conv_shape *s, int64_t blocks)
 TD_CONV_FN int td_conv_splits_wave(const td_conv_shape *s, int64_t blocks, int per_sm)
 {
     if (blocks >= TD_CONV_SPLIT_BLOCKS) return 1;
-    int64_t S = (int64_t)per_sm * TD_CONV_WAVE_SMS / blocks;
-    if (S < 2) S = 2;
-    if (S > TD_CONV_SPLIT_MAX) S = TD_CONV_SPLIT_MAX;
-    if (S > s->nk / TD_CONV_SPLIT_MIN_TILES) S = s->nk / TD_CONV_SPLIT_MIN_TILES;
-    if (S < 2) return 1;
-    const int64_t per = (s->nk + S - 1) / S;
-    return (int)((s->nk + per - 1) / per); /* no empty split */
+    const int64_t S = (int64_t)per_sm * TD_CONV_WAVE_SMS / blocks;
+    return td_conv_split_bounded(s, S < 2 ? 2 : S);
 }
 /* S when a timing aid asks for `force` splits over K: at most TD_CONV_SPLIT_MAX and one per
  * K tile, none empty (so possibly fewer than asked); 0 when `force` is out of that range

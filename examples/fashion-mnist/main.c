@@ -376,17 +376,6 @@ static void fill_batch_u8(const fm_dataset *d, const int64_t *idx, int64_t b, ui
     }
 }
 
-/* The u8 pixels x [b, 784] scaled to [0, 1] on the device: f32(x) / 255 in f32, the same
- * operations as fill_batch's, so the same bits (IEEE division, correctly rounded on every
- * backend). NULL on error (the context's message says why). Takes nothing from x. */
-static td_tensor *scale_pixels(td_tensor *x, td_tensor *k255)
-{
-    td_tensor *xf = td_cast(x, TD_F32);
-    td_tensor *out = xf != NULL ? td_div(xf, k255) : NULL;
-    td_release(xf);
-    return out;
-}
-
 /* State shared by the training and evaluation loops. */
 typedef struct run {
     options opt;
@@ -401,6 +390,32 @@ typedef struct run {
     int64_t *order;
     bool tty;
 } run;
+
+/* The images idx[0..b) of `d` into the run's host buffer (u8 as they are; scaled to f32
+ * with --upload-f32) and their labels into y. */
+static void fill_images(run *r, const fm_dataset *d, const int64_t *idx, int64_t b, int64_t *y)
+{
+    if (r->opt.upload_f32)
+        fill_batch(d, idx, b, r->xbuf, y);
+    else
+        fill_batch_u8(d, idx, b, r->xbuf8, y);
+}
+
+/* The b filled images as an f32 [b, 784] tensor in [0, 1]: uploaded as f32 with
+ * --upload-f32, else uploaded as u8 and scaled on the device, f32(x) / 255 in f32: the same
+ * operations as fill_batch's, so the same bits (IEEE division, correctly rounded on every
+ * backend). flags: td_from_host_ex's. NULL on error (the context's message says why). */
+static td_tensor *upload_images(run *r, int64_t b, unsigned flags)
+{
+    const int64_t dims[2] = {b, FM_IMAGE_PIXELS};
+    if (r->opt.upload_f32) return td_from_host_ex(r->ctx, TD_F32, 2, dims, r->xbuf, flags);
+    td_tensor *x8 = td_from_host_ex(r->ctx, TD_U8, 2, dims, r->xbuf8, flags);
+    td_tensor *xf = x8 != NULL ? td_cast(x8, TD_F32) : NULL;
+    td_tensor *x = xf != NULL ? td_div(xf, r->k255) : NULL;
+    td_release(x8);
+    td_release(xf);
+    return x;
+}
 
 static int fail_td(run *r, const char *what)
 {
@@ -502,10 +517,7 @@ static int train(run *r, double *final_loss)
             int64_t start = step * o->batch;
             int64_t b = n - start < o->batch ? n - start : o->batch;
             tp = now_s();
-            if (o->upload_f32)
-                fill_batch(&r->train, r->order + start, b, r->xbuf, r->ybuf);
-            else
-                fill_batch_u8(&r->train, r->order + start, b, r->xbuf8, r->ybuf);
+            fill_images(r, &r->train, r->order + start, b, r->ybuf);
             t_fill += now_s() - tp;
             tp = now_s();
             /* A shuffled batch never repeats: TD_WRITE_FRESH skips the blob offer (its
@@ -513,16 +525,7 @@ static int train(run *r, double *final_loss)
              * as the dataset has them, one byte each (a quarter of f32's bytes over the
              * wire and the host-to-device copy), and are scaled on the device. */
             unsigned fresh = o->offer_batches ? 0u : TD_WRITE_FRESH;
-            td_tensor *x = NULL;
-            if (o->upload_f32) {
-                x = td_from_host_ex(r->ctx, TD_F32, 2, (int64_t[]){b, FM_IMAGE_PIXELS}, r->xbuf,
-                                    fresh);
-            } else {
-                td_tensor *x8 = td_from_host_ex(r->ctx, TD_U8, 2, (int64_t[]){b, FM_IMAGE_PIXELS},
-                                                r->xbuf8, fresh);
-                x = x8 != NULL ? scale_pixels(x8, r->k255) : NULL;
-                td_release(x8);
-            }
+            td_tensor *x = upload_images(r, b, fresh);
             td_tensor *y = td_from_host_ex(r->ctx, TD_I64, 2, (int64_t[]){b, 1}, r->ybuf, fresh);
             t_upload += now_s() - tp;
             tp = now_s();
@@ -604,17 +607,8 @@ static int evaluate(run *r, double *accuracy)
         int64_t b = n - start < EVAL_BATCH ? n - start : EVAL_BATCH;
         for (int64_t i = 0; i < b; i++)
             idx[i] = start + i;
-        td_tensor *xt = NULL;
-        if (r->opt.upload_f32) {
-            fill_batch(&r->test, idx, b, r->xbuf, y);
-            xt = td_from_host(r->ctx, TD_F32, 2, (int64_t[]){b, FM_IMAGE_PIXELS}, r->xbuf);
-        } else {
-            fill_batch_u8(&r->test, idx, b, r->xbuf8, y);
-            td_tensor *x8 = td_from_host(r->ctx, TD_U8, 2, (int64_t[]){b, FM_IMAGE_PIXELS},
-                                         r->xbuf8);
-            xt = x8 != NULL ? scale_pixels(x8, r->k255) : NULL;
-            td_release(x8);
-        }
+        fill_images(r, &r->test, idx, b, y);
+        td_tensor *xt = upload_images(r, b, 0);
         td_tensor *p = r->opt.cnn ? fm_cnn_predict(&r->cnn, xt) : fm_mlp_predict(&r->model, xt);
         td_release(xt);
         if (p == NULL) {

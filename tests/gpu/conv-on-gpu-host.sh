@@ -83,9 +83,12 @@ for r in $(seq 1 "$ROUNDS"); do
     done
 done
 py 12 bench/conv_torch.py 5 cuda bf16 >"$T/torch-bf16" 2>&1
-for e in $VARS; do # V or VsS: variant V with TENSORD_GPU_CONV_SPLIT=S
-    v=${e%%s*} sp=""
-    [ "$e" != "$v" ] && sp=${e#*s}
+entry() { # V or VsS: variant V (into v), with TENSORD_GPU_CONV_SPLIT=S (into sp; else empty)
+    v=${1%%s*} sp=""
+    [ "$1" != "$v" ] && sp=${1#*s}
+}
+for e in $VARS; do
+    entry "$e"
     TENSORD_GPU_CONV_VARIANT=$v TENSORD_GPU_CONV_SPLIT=$sp TENSORD_GPU_CONV_TRACE=$([ $v = 0 ] && echo 1) \
         timeout "$(limit 5)" "$X/bin/conv-bench" local:cuda:0 5 bf16 >"$T/conv-bf16-v$e" 2>&1
 done
@@ -93,8 +96,7 @@ done
 set -- ${CONV_BITS-0 8 0s2 8s2 0s6 8s6}
 while [ $# -ge 2 ]; do
     for e in "$1" "$2"; do
-        v=${e%%s*} sp=""
-        [ "$e" != "$v" ] && sp=${e#*s}
+        entry "$e"
         CONV_BENCH_BITS=1 TENSORD_GPU_CONV_VARIANT=$v TENSORD_GPU_CONV_SPLIT=$sp \
             TENSORD_GPU_CONV_TRACE=1 timeout "$(limit 5)" "$X/bin/conv-bench" local:cuda:0 1 bf16 \
             >"$T/bits-$e" 2>&1
