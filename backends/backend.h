@@ -61,8 +61,8 @@ typedef struct td__device td__device;
  * (sessions on one device run concurrently, issue 17); version 8 appended the optional
  * buffer_write_fill; version 9 appended the optional host_pin and host_unpin; version 10
  * appended the optional buffer_free_idle; version 11 appended the optional fence_record
- * and fence_finish. */
-#define TD_BACKEND_ABI_VERSION 11u
+ * and fence_finish; version 12 appended the optional buffer_write_queued. */
+#define TD_BACKEND_ABI_VERSION 12u
 
 /* A contiguous tensor as a backend sees it: desc plus the device address of element 0. */
 typedef struct td__view {
@@ -177,6 +177,17 @@ typedef struct td__backend {
      * then free the fence. Returns TD_OK, or TD_EDEVICE when the work or the wait failed
      * (the fence is freed either way). Any thread. */
     td_status (*fence_finish)(td__device *dev, void *fence);
+    /* Optional (ABI 12, used only with fence_record): buffer_write that may return before
+     * the copy has read `src`. When src lies wholly inside a range this backend pinned
+     * (host_pin) and `stream` is a session's stream (not NULL), the copy is queued on
+     * `stream` behind its earlier work and *queued is set: the caller must keep
+     * [src, +nbytes) unchanged and mapped until a fence recorded after it (fence_record)
+     * has finished. Otherwise it is buffer_write (the copy is done when it returns) and
+     * *queued is false. Returns TD_OK or TD_EDEVICE (*queued false: nothing is queued). This
+     * is what lets a server take a same-host client's upload without waiting for the
+     * session's earlier kernels (server/handlers.c, run_shm_write). */
+    td_status (*buffer_write_queued)(td__device *dev, void *stream, void *dst, size_t offset,
+                                     const void *src, size_t nbytes, bool *queued);
 } td__backend;
 
 struct td__device {

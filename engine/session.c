@@ -1015,6 +1015,46 @@ td_status td__session_write(td__session *s, uint64_t id, uint64_t offset, const 
     return st;
 }
 
+td_status td__session_write_queued(td__session *s, uint64_t id, uint64_t offset,
+                                   const void *src, size_t nbytes, td__fence *fence, char *err,
+                                   size_t errlen)
+{
+    *fence = (td__fence){0};
+    td__tensor *t;
+    td_status st = write_target(s, id, offset, nbytes, &t, err, errlen);
+    if (st != TD_OK || t == NULL) return st;
+    td__device *dev = t->buf->dev;
+    const td__backend *be = dev->backend;
+    void *stream = t->buf->stream;
+    bool queued = false;
+    if (be->buffer_write_queued != NULL && be->fence_record != NULL &&
+        be->fence_finish != NULL && stream != NULL)
+        st = be->buffer_write_queued(dev, stream, t->buf->data, (size_t)offset, src, nbytes,
+                                     &queued);
+    else
+        st = be->buffer_write(dev, stream, t->buf->data, (size_t)offset, src, nbytes);
+    if (st == TD_OK && queued) {
+        fence->dev = dev;
+        if (be->fence_record(dev, stream, &fence->handle) != TD_OK) {
+            fence->handle = NULL; /* no fence: the copy is waited for here */
+            st = be->stream_sync(dev, stream);
+        }
+    }
+    if (st != TD_OK) {
+        *fence = (td__fence){0};
+        snprintf(err, errlen, "device write to tensor %llu failed", (unsigned long long)id);
+    }
+    return st;
+}
+
+td_status td__fence_finish(td__fence *fence)
+{
+    if (fence->handle == NULL) return TD_OK;
+    td_status st = fence->dev->backend->fence_finish(fence->dev, fence->handle);
+    *fence = (td__fence){0};
+    return st;
+}
+
 td_status td__session_write_fill(td__session *s, uint64_t id, uint64_t offset, size_t nbytes,
                                  td_status (*fill)(void *arg, size_t off, void *to, size_t len),
                                  void *arg, char *err, size_t errlen)

@@ -130,6 +130,28 @@ td_status td__session_write_fill(td__session *s, uint64_t id, uint64_t offset, s
                                  void *arg, char *err, size_t errlen);
 td_status td__session_write(td__session *s, uint64_t id, uint64_t offset, const void *src,
                             size_t nbytes, char *err, size_t errlen);
+
+/* A copy still queued on a device (td__session_write_queued): finished with
+ * td__fence_finish. handle NULL: nothing is pending. */
+typedef struct td__fence {
+    td__device *dev;
+    void *handle;
+} td__fence;
+
+/* td__session_write that may return before the device has read `src`: where src lies in
+ * host memory the device's backend pinned (td__session_host_pin) and the backend can queue
+ * the copy and fence it (buffer_write_queued, fence_record), the copy is queued behind the
+ * session's earlier work without waiting for that work, and *fence gets a fence after it;
+ * the caller must keep [src, +nbytes) unchanged and mapped until td__fence_finish(fence)
+ * has returned. Otherwise the write is done when this returns and fence->handle is NULL.
+ * Same errors as td__session_write (nothing is pending after an error). */
+td_status td__session_write_queued(td__session *s, uint64_t id, uint64_t offset,
+                                   const void *src, size_t nbytes, td__fence *fence, char *err,
+                                   size_t errlen);
+/* Wait until a fence's copy has completed and free the fence (handle NULL: TD_OK at once).
+ * TD_OK, or TD_EDEVICE when the copy or the wait failed; the fence is freed either way.
+ * Any thread; the session that made it may be gone (its devices may not). */
+td_status td__fence_finish(td__fence *fence);
 /* Copy tensor bytes to host memory. Same errors as write. */
 td_status td__session_read(td__session *s, uint64_t id, uint64_t offset, void *dst,
                            size_t nbytes, char *err, size_t errlen);

@@ -25,6 +25,7 @@
 #include "server/metrics.h"
 #include "server/ring.h"
 #include "server/shm.h"
+#include "server/shmdone.h"
 #include "engine/optable.h"
 #include "wire_limits.h"
 
@@ -295,7 +296,9 @@ static void shm_pin(td__srv_session *ss, uint64_t nbytes)
 }
 
 /* ShmWrite: region -> tensor, one copy (straight into a host buffer, else the backend's
- * write from the region). The tensor's range is checked by the engine as for WriteChunk. */
+ * write from the region). The tensor's range is checked by the engine as for WriteChunk.
+ * A device copy the backend could queue from the pinned region is answered by the
+ * session's shmdone thread once its fence has finished (shmdone.h says why), not here. */
 static void run_shm_write(td__srv_session *ss, td__job *j)
 {
     const td__request *rq = &j->rq;
@@ -313,12 +316,18 @@ static void run_shm_write(td__srv_session *ss, td__job *j)
             td__candidates_forget(buf);
         td__buffer_unref(buf);
         void *dst = NULL;
+        td__fence fence = {0};
         st = td__session_write_ptr(ss->es, rq->tensor, rq->offset, n, &dst, err, sizeof err);
         if (st == TD_OK && n > 0) {
             if (dst != NULL)
                 td__par_memcpy(dst, src, n); /* the client waits: its cores are free */
             else
-                st = td__session_write(ss->es, rq->tensor, rq->offset, src, n, err, sizeof err);
+                st = td__session_write_queued(ss->es, rq->tensor, rq->offset, src, n, &fence,
+                                              err, sizeof err);
+        }
+        if (st == TD_OK && fence.handle != NULL) {
+            td__shm_done_add(&ss->shm_done, ss, fence, rq->seq, rq->tensor);
+            return;
         }
     }
     if (st != TD_OK) {

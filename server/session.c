@@ -30,6 +30,7 @@
 #include "server/metrics.h"
 #include "server/ring.h"
 #include "server/shm.h"
+#include "server/shmdone.h"
 
 #include <grpc/support/alloc.h>
 #include <pthread.h>
@@ -190,8 +191,10 @@ static void queue_closed(void *arg)
     /* First the ring: its thread may be running a request on the engine session. */
     td__ring *ring = atomic_exchange(&ss->ring, NULL);
     td__ring_stop(ring);
+    /* the copies still reading the region finish, and their ShmWrites are answered */
+    td__shm_done_stop(&ss->shm_done);
     if (ss->es) {
-        /* no transfer runs now: the queue is closed and the ring stopped */
+        /* no transfer runs now: the queue is closed, the ring stopped, the copies done */
         if (ss->shm_pinned != 0)
             td__session_host_unpin(ss->es, ss->shm_pinned, td__shm_region_data(ss->shm));
         ss->shm_pinned = 0;

@@ -86,6 +86,9 @@ typedef struct td__srv_session {
      * Under exec_mu, like every use of the engine session. */
     bool shm_pin_tried;
     uint32_t shm_pinned;
+    /* Answers ShmWrites whose device copy is still queued (server/shmdone.h); NULL until
+     * the first. Stopped in queue_closed before the region is unpinned. */
+    struct td__shm_done *shm_done;
 
     /* The request ring (server/ring.h): set by the open (worker) and cleared by the end
      * (worker), read by the receive side while the session is open. */

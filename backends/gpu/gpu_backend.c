@@ -1146,6 +1146,32 @@ static td_status gpu_buffer_write_prof(td__device *dev, void *stream, void *dst,
     return st;
 }
 
+/* buffer_write_queued (backend.h): a write from a pinned range on a session stream is one
+ * DMA queued behind the stream's earlier work and not waited for (transfer() waits for it,
+ * and with it for every kernel queued before it); the caller keeps the range and records a
+ * fence. Anything else is buffer_write, and so is every write while TENSORD_GPU_PROFILE
+ * times each copy. */
+static td_status gpu_buffer_write_queued(td__device *dev, void *stream, void *dst,
+                                         size_t offset, const void *src, size_t nbytes,
+                                         bool *queued)
+{
+    *queued = false;
+    if (nbytes == 0) return TD_OK;
+    td__gpu_device *cd = dev->impl;
+    if (stream == NULL || prof_on() || !pinned_range(src, nbytes))
+        return gpu_buffer_write_prof(dev, stream, dst, offset, src, nbytes);
+    gpuError_t e = gpuSetDevice(cd->ordinal);
+    if (e == gpuSuccess)
+        e = gpuMemcpyAsync((char *)dst + offset, src, nbytes, gpuMemcpyHostToDevice,
+                           order_stream(stream));
+    if (e != gpuSuccess) {
+        gpuGetLastError();
+        return TD_EDEVICE;
+    }
+    *queued = true;
+    return TD_OK;
+}
+
 static td_status gpu_buffer_write_fill_prof(td__device *dev, void *stream, void *dst,
                                             size_t offset, size_t nbytes,
                                             td_status (*fill)(void *arg, size_t off, void *to,
@@ -1229,6 +1255,7 @@ static const td__backend gpu_backend = {
     .buffer_free_idle = gpu_buffer_free_idle,
     .fence_record = gpu_fence_record,
     .fence_finish = gpu_fence_finish,
+    .buffer_write_queued = gpu_buffer_write_queued,
 };
 
 /* The module's entry points (engine/device.c looks them up with dlsym). */

@@ -1,0 +1,41 @@
+/* shmdone.h — answering a same-host session's ShmWrite once its queued device copy is done.
+ *
+ * Why: on a GPU session the region is pinned, so a ShmWrite is one DMA. Waiting for it on
+ * the device worker means waiting for every kernel queued before it on the session's
+ * stream: the worker then has nothing queued ahead when it goes on, the GPU idles while it
+ * launches the next step, and a training loop over a unix socket ran up to 1.45x its local
+ * time (BENCHMARKS.md, "H100 host, 2026-12-07 08:53"). Instead the worker queues the copy
+ * (td__session_write_queued), hands its fence here and goes on; this session's own thread
+ * waits for the fences in order and sends each ShmDone (or a Failure when the copy failed).
+ * The client keeps a slot until its ShmDone, so the region bytes a copy reads stay put.
+ *
+ * One thread per session that has had a queued copy, started at the first one; a session's
+ * fences never wait behind another session's. At most TD_SHM_DONE_MAX fences wait at once:
+ * past that, td__shm_done_add waits for the oldest (a client that sends ShmWrites without
+ * waiting for their answers only holds up its own worker turn, as any long job does).
+ *
+ * Thread-safety: add and stop on the session's worker side (its jobs, queue_closed); the
+ * thread answers through td__ss_reply (any thread).
+ */
+#ifndef TD_SERVER_SHMDONE_H
+#define TD_SERVER_SHMDONE_H
+
+#include "engine/session.h"
+
+#include <stdint.h>
+
+#define TD_SHM_DONE_MAX 64
+
+struct td__srv_session;
+typedef struct td__shm_done td__shm_done;
+
+/* Answer seq (a ShmWrite of tensor `tensor`) once fence f has finished: ShmDone, or a
+ * Failure TD_EDEVICE naming the seq and tensor. Starts the session's thread at the first
+ * call (*slot, NULL before, keeps it); when no thread or memory can be had, finishes the
+ * fence here and answers at once. */
+void td__shm_done_add(td__shm_done **slot, struct td__srv_session *ss, td__fence f,
+                      uint64_t seq, uint64_t tensor);
+/* Wait until every fence handed over has finished and been answered, then end the thread
+ * and free *slot (NULL: nothing to do). Before the region is unpinned or unmapped. */
+void td__shm_done_stop(td__shm_done **slot);
+#endif
