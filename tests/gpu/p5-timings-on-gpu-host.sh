@@ -13,8 +13,10 @@
 # reported (and their sum when EPOCHS > 2). TRAINERS (default "fashion-mnist") names the carried
 # trainer binaries to alternate, each row labelled with its name (an A/B of two builds); a
 # name may carry flags after "+" ("fashion-mnist+--upload-f32": that binary with that flag;
-# more flags with more "+"). Results in $OUT/timings.txt; servers' logs in
-# $OUT/server-{tcp,unix}.log. Bounded by BUDGET seconds (default 240).
+# more flags with more "+"). SERVER_ENV_B (e.g. TENSORD_SHM_WRITE_WAIT=1) starts a second
+# unix server with that environment, run after the first as "unixb" (an A/B of a server
+# setting in one call). Results in $OUT/timings.txt; servers' logs in
+# $OUT/server-{tcp,unix,unixb}.log. Bounded by BUDGET seconds (default 240).
 set -u -o pipefail
 cd "$(dirname "$0")/../.." || exit 1
 OUT=${OUT:-/tmp/tensord-p5-timings}
@@ -32,8 +34,9 @@ BUDGET=${BUDGET:-240}
 start=$(date +%s)
 T=$OUT/timings.txt
 : >"$T"
-srv() { # name listen-address
-    env TENSORD_TRACE_JOBS=1 "$X/bin/tensord" --listen "$2" --log-level info \
+srv() { # name listen-address [environment]
+    # shellcheck disable=SC2086 # $3 is a list
+    env TENSORD_TRACE_JOBS=1 ${3:-} "$X/bin/tensord" --listen "$2" --log-level info \
         >"$OUT/listen-$1" 2>"$OUT/server-$1.log" &
     echo $! >"$OUT/pid-$1"
     for _ in $(seq 50); do grep -q "^listening on" "$OUT/listen-$1" && break; sleep 0.1; done
@@ -41,10 +44,12 @@ srv() { # name listen-address
 sock=$(mktemp -u /tmp/tensord-p5t-XXXXXX.sock)
 srv tcp 127.0.0.1:0
 srv unix "unix:$sock"
+sockb=$(mktemp -u /tmp/tensord-p5tb-XXXXXX.sock)
+SERVERS="tcp unix"
+[ -n "${SERVER_ENV_B:-}" ] && srv unixb "unix:$sockb" "$SERVER_ENV_B" && SERVERS="tcp unix unixb"
 tcp=$(sed -n 's/^listening on //p' "$OUT/listen-tcp" | head -1)
 seed=100
-train() { # label device batch hidden trainer
-    seed=$((seed + 1))
+train() { # label device batch hidden trainer (one seed a round: equal loss lines)
     # shellcheck disable=SC2086 # CLIENT_ENV and TRAIN_ARGS are lists
     local bin=${5%%+*} flags=""
     [ "$bin" != "$5" ] && flags=${5#*+} && flags=${flags//+/ }
@@ -63,21 +68,23 @@ train() { # label device batch hidden trainer
     # a failed run (a flag the trainer refuses, a lost server) is a row saying so
     [ $rc -eq 0 ] || echo "$5 $1 b$3 h$4: FAILED (exit $rc): $(grep -m1 -E '^fashion-mnist: [^0-9]' "$OUT/run.log" || tail -1 "$OUT/run.log")" | tee -a "$T"
 }
-echo "== $(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null) TRAIN_ARGS='${TRAIN_ARGS:-}' CLIENT_ENV='${CLIENT_ENV:-}'" | tee -a "$T"
+echo "== $(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null) TRAIN_ARGS='${TRAIN_ARGS:-}' CLIENT_ENV='${CLIENT_ENV:-}' SERVER_ENV_B='${SERVER_ENV_B:-}'" | tee -a "$T"
 for s in $SIZES; do
     for _ in $(seq "$RUNS"); do
         [ $(($(date +%s) - start)) -gt "$BUDGET" ] && { echo "budget spent" | tee -a "$T"; break 2; }
+        seed=$((seed + 1))
         for tr in ${TRAINERS:-fashion-mnist}; do
             train local "local:$DEV" "${s%x*}" "${s#*x}" "$tr"
             train tcp "tensord://$tcp/$DEV" "${s%x*}" "${s#*x}" "$tr"
             train unix "unix:$sock/$DEV" "${s%x*}" "${s#*x}" "$tr"
+            [ -n "${SERVER_ENV_B:-}" ] && train unixb "unix:$sockb/$DEV" "${s%x*}" "${s#*x}" "$tr"
         done
     done
 done
-for n in tcp unix; do
+for n in $SERVERS; do
     kill -TERM "$(cat "$OUT/pid-$n")"
     wait "$(cat "$OUT/pid-$n")"
     echo "-- $n server: worker time per session" | tee -a "$T"
     grep -a "worker time" "$OUT/server-$n.log" | sed 's/.*count\/total): //' | cut -c1-400 | tee -a "$T"
 done
-rm -f "$sock"
+rm -f "$sock" "$sockb"
