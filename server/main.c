@@ -853,7 +853,11 @@ int main(int argc, char **argv)
         case OPT_HELP: usage(stdout); return 0;
         case OPT_VERSION: printf("tensord %s\n", TD_VERSION_STRING); return 0;
         case '?':
-            if (optopt != 0)
+            if (optopt != 0 && strchr(argv[optind - 1], '=') != NULL)
+                fprintf(stderr, "tensord: option '%.*s' takes no value\n",
+                        (int)(strchr(argv[optind - 1], '=') - argv[optind - 1]),
+                        argv[optind - 1]);
+            else if (optopt != 0)
                 fprintf(stderr, "tensord: option '%s' needs a value\n", argv[optind - 1]);
             else
                 fprintf(stderr, "tensord: unknown option '%s'\n", argv[optind - 1]);

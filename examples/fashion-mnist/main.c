@@ -33,6 +33,7 @@
 #include "mlp.h"
 #include "rng.h"
 #include "tensord.h"
+#include "../getopt_flag.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -330,8 +331,11 @@ static int parse_args(int argc, char **argv, options *o)
             return -1;
         case ':':
             return usage_error("option %s needs a value", argv[optind - 1]);
-        default:
+        default: {
+            const char *flag = getopt_flag_given_value(longopts, argv[optind - 1]);
+            if (flag != NULL) return usage_error("option --%s takes no value", flag);
             return usage_error("unknown option '%s'", argv[optind - 1]);
+        }
         }
     }
     if (optind < argc) return usage_error("unexpected argument '%s'", argv[optind]);

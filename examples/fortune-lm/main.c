@@ -30,6 +30,7 @@
  * Exit status: 0 success, 1 runtime error, 2 usage error.
  */
 #include "tensord.h"
+#include "../getopt_flag.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -581,7 +582,11 @@ static int parse_args(int argc, char **argv, options *o)
         case 'h': usage(stdout); return -1;
         case 'V': printf(PROG " (tensord %s)\n", TD_VERSION_STRING); return -1;
         case ':': return usage_error("option %s needs a value", argv[optind - 1]);
-        default: return usage_error("unknown option '%s'", argv[optind - 1]);
+        default: {
+            const char *flag = getopt_flag_given_value(longopts, argv[optind - 1]);
+            if (flag != NULL) return usage_error("option --%s takes no value", flag);
+            return usage_error("unknown option '%s'", argv[optind - 1]);
+        }
         }
     }
     if (optind < argc) return usage_error("unexpected argument '%s'", argv[optind]);

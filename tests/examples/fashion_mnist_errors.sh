@@ -73,6 +73,9 @@ expect_error 1 "$TMP/d/t10k-labels-idx1-ubyte.gz" "label 12 at index 0" -- "${RU
 
 # Usage errors exit 2 and print the usage.
 expect_error 2 "unknown option '--bogus'" "usage:" -- "$TRAINER" --bogus
+expect_error 2 "option --graph takes no value" "usage:" -- "$TRAINER" --graph=1
+expect_error 2 "option --upload-f32 takes no value" "usage:" -- "$TRAINER" --upload-f32=yes
+expect_error 2 "unknown option '--bogus=1'" "usage:" -- "$TRAINER" --bogus=1
 expect_error 2 "--epochs needs an integer" -- "$TRAINER" --epochs two
 expect_error 2 "--lr needs a positive number" -- "$TRAINER" --lr -1
 expect_error 2 "--eval-only needs --load FILE" -- "$TRAINER" --eval-only
