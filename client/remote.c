@@ -45,8 +45,10 @@
  * replies (or its Failure) are dispatched there by seq by whatever wait pumps meanwhile,
  * so they may be in flight around synchronous reads, fences and round trips. The server
  * answers a session's requests in order, so the chunks of one read never interleave with
- * another's. Sessions with shared memory read synchronously (read_start declines): their
- * reads go through the region's slots or the request ring, which this does not cover.
+ * another's. On sessions with shared memory a read of at least shm_min_bytes is
+ * synchronous (read_start declines: it goes through the region's slots); a smaller one
+ * goes on the stream as above, its chunks taken in around the request ring's replies
+ * (ring_keep_waiting pumps the stream) like any other stream reply.
  */
 #include "client/call.h"
 #include "client/ring.h"
@@ -1452,7 +1454,10 @@ static td_status remote_read_start(td__transport *t, uint64_t id, uint64_t offse
     Tensord__V1__ClientMessage cm;
     td_status st = check_open(r);
     if (st != TD_OK) return st;
-    if (r->shm.data != NULL) return TD_EUNSUPPORTED; /* slots or the ring: transport.h */
+    /* a large read goes through the region's slots (transport.h); a small one on the
+     * stream, as without shared memory: it must not drain the pipeline that td_read_start
+     * is for (a loss read every few steps did on same-host sessions) */
+    if (r->shm.data != NULL && nbytes >= r->shm_min_bytes) return TD_EUNSUPPORTED;
     if ((st = read_msg(r, id, offset, nbytes, &rr, &cm)) != TD_OK) return st;
     read_into *a = td__calloc(1, sizeof *a);
     if (a == NULL) {

@@ -52,7 +52,7 @@ typedef struct td__transport_vt {
      * it; dst is the caller's until read_finish. read_finish waits until that read's bytes
      * are in dst or it failed (its status, message in t->err), and forgets the ticket; it
      * is called once per ticket. read_start returns TD_EUNSUPPORTED, having done nothing,
-     * when this read must go another way (shared memory, the request ring): the context
+     * when this read must go another way (a large read through shared memory): the context
      * then reads with vt->read. close forgets the reads still pending and touches no dst
      * from then on. NULL: never asynchronous (local). */
     td_status (*read_start)(td__transport *t, uint64_t id, uint64_t offset, void *dst,

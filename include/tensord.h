@@ -470,10 +470,12 @@ typedef struct td_pending_read td_pending_read;
  * read or write it before then. t may be released (td_release) before the read finishes;
  * the read still completes. Reads started on one context may be finished in any order,
  * with other calls (td_read, td_fence, op calls, uploads) in between.
- * Over gRPC (TCP, or a unix socket without shared memory) the request goes out at once
- * and its reply is taken in by whatever call next waits on the session. On local devices
- * and same-host shared memory (a "unix:" context that attached a region) the read
- * completes before td_read_start returns, and td_read_finish returns its status.
+ * Over gRPC (TCP, a unix socket without shared memory, and on a "unix:" context that
+ * attached a shared-memory region a read smaller than td_options.shm_min_bytes) the
+ * request goes out at once and its reply is taken in by whatever call next waits on the
+ * session. On local devices, and for a read of at least shm_min_bytes over shared memory
+ * (it goes through the region's slots), the read completes before td_read_start returns,
+ * and td_read_finish returns its status.
  * Returns TD_OK with *out set; otherwise *out is NULL (when out is not NULL) and:
  * TD_EINVAL as td_read (t NULL, nbytes wrong, dst NULL, a graph placeholder, while
  * capturing), or out NULL; TD_EBUSY when TD_PENDING_READS_MAX reads are pending on the

@@ -1,6 +1,7 @@
 /* td_read_start / td_read_finish against a real tensord: over TCP and a unix socket on the
  * stream (reads in flight, their replies routed by seq, client/remote.c), and over a unix
- * socket with shared memory (each read completes in td_read_start). The cases shared with
+ * socket with shared memory (a read below shm_min_bytes in flight on the stream as well,
+ * a larger one completed in td_read_start through the region's slots). The cases shared with
  * local:cpu are in tests/unit/client/read_start_cases.h; this file adds reads of several
  * chunks in flight around a synchronous one, and the server killed or frozen while reads
  * are pending. */
@@ -115,7 +116,7 @@ static void freeze_server(void)
  * that it cannot answer them first. */
 Test(read_start, server_killed_while_reads_pend)
 {
-    for (int w = 0; w < 2; w++) { /* tcp, unix stream */
+    for (int w = 0; w < N_WAYS; w++) { /* small reads are in flight on shared memory too */
         start_server(ways[w].unix_socket, NULL);
         td_options o = {.no_shm = ways[w].no_shm, .call_timeout_ms = 10000};
         td_context *ctx = connect_with(&o);
@@ -146,6 +147,50 @@ Test(read_start, server_killed_while_reads_pend)
         td_release(x);
         td_close(ctx);
     }
+}
+
+/* On a shared-memory session a read below shm_min_bytes does not wait for the server (a
+ * loss read every few steps must not drain the pipeline): td_read_start returns while the
+ * server is stopped, and once it runs again the read completes with the right bytes, with
+ * a synchronous read through the request ring and one through the region's slots in
+ * between. Had td_read_start waited, it would have failed after call_timeout_ms. */
+Test(read_start, small_reads_on_shared_memory_do_not_wait)
+{
+    start_server(true, NULL);
+    td_options o = {.call_timeout_ms = 3000};
+    td_context *ctx = connect_with(&o);
+    cr_assert_str_eq(td_context_transport(ctx), "shm+ring");
+    enum { S = 1000, L = 1 << 18 }; /* 4000 bytes; 1 MiB, above the default 64 KiB */
+    td_tensor *x = td_full(ctx, TD_F32, 1, (int64_t[]){S}, 2.0);
+    td_tensor *big = td_full(ctx, TD_F32, 1, (int64_t[]){L}, 7.0);
+    cr_assert_eq(td_fence(ctx), TD_OK, "%s", td_last_error(ctx));
+    freeze_server();
+    static float a[S], b[S], c[S], d[L];
+    td_pending_read *pa, *pb;
+    double t0 = td_test_now_ms();
+    cr_assert_eq(td_read_start(x, a, sizeof a, &pa), TD_OK, "%s", td_last_error(ctx));
+    td_tensor *y = td_neg(x);
+    cr_assert_eq(td_read_start(y, b, sizeof b, &pb), TD_OK, "%s", td_last_error(ctx));
+    cr_expect_lt(td_test_now_ms() - t0, 2000.0, "td_read_start waited for a stopped server");
+    kill(srv.pid, SIGCONT);
+    td_tensor *z = td_add_scalar(x, 1.0);
+    cr_assert_eq(td_read(z, c, sizeof c), TD_OK, "%s", td_last_error(ctx)); /* the ring */
+    cr_assert_eq(td_read(big, d, sizeof d), TD_OK, "%s", td_last_error(ctx)); /* slots */
+    cr_assert_eq(td_read_finish(pb), TD_OK, "%s", td_last_error(ctx));
+    cr_assert_eq(td_read_finish(pa), TD_OK, "%s", td_last_error(ctx));
+    int bad = -1;
+    for (int i = 0; i < S && bad < 0; i++)
+        if (a[i] != 2.0f || b[i] != -2.0f || c[i] != 3.0f) bad = i;
+    cr_expect_eq(bad, -1, "element %d: %g %g %g", bad, bad < 0 ? 0 : a[bad],
+                 bad < 0 ? 0 : b[bad], bad < 0 ? 0 : c[bad]);
+    for (int i = 0; i < L && bad < 0; i++)
+        if (d[i] != 7.0f) bad = i;
+    cr_expect_eq(bad, -1, "large read: element %d", bad);
+    td_release(x);
+    td_release(y);
+    td_release(z);
+    td_release(big);
+    td_close(ctx);
 }
 
 /* A frozen server: td_read_finish gives up after call_timeout_ms (TD_ETIMEOUT, naming
