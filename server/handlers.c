@@ -321,6 +321,8 @@ static void run_shm_write(td__srv_session *ss, td__job *j)
         if (st == TD_OK && n > 0) {
             if (dst != NULL)
                 td__par_memcpy(dst, src, n); /* the client waits: its cores are free */
+            else if (td__shm_write_wait) /* the old way, for an A/B */
+                st = td__session_write(ss->es, rq->tensor, rq->offset, src, n, err, sizeof err);
             else
                 st = td__session_write_queued(ss->es, rq->tensor, rq->offset, src, n, &fence,
                                               err, sizeof err);
@@ -583,6 +585,7 @@ static void run_failure(td__srv_session *ss, td__job *j)
 }
 
 bool td__trace_jobs;
+bool td__shm_write_wait;
 
 static void handle_kind(td__srv_session *ss, td__job *j);
 

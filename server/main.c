@@ -841,6 +841,8 @@ int main(int argc, char **argv)
     td__malloc_keep_heap(TD_SERVER_MALLOC_TRIM_BYTES, "TENSORD_NO_MALLOC_TUNE");
     const char *trace = getenv("TENSORD_TRACE_JOBS");
     td__trace_jobs = trace != NULL && strcmp(trace, "1") == 0;
+    const char *shm_wait = getenv("TENSORD_SHM_WRITE_WAIT");
+    td__shm_write_wait = shm_wait != NULL && strcmp(shm_wait, "1") == 0;
     const char *config_path = NULL, *check_path = NULL;
     int opt;
     opterr = 0;

@@ -25,6 +25,10 @@
  * session's close line (TENSORD_TRACE_JOBS=1 at start; set once by main before any
  * session starts). */
 extern bool td__trace_jobs;
+/* Whether a same-host GPU session's ShmWrite waits for its device copy on the worker
+ * instead of being answered by the session's shmdone thread (TENSORD_SHM_WRITE_WAIT=1 at
+ * start, an A/B aid; set once by main). */
+extern bool td__shm_write_wait;
 
 void td__srv_session_start(td__service *svc, grpc_call *call, td__quota *quota,
                            const td__identity *id);
