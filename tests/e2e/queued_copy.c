@@ -15,7 +15,10 @@
  *    bytes, and the module saw no queued copy;
  *  - a client that closes, or is killed, while its copies are queued: the server stays up
  *    and clean (no copy reads the region after it was unpinned; ASan/LSan pass), and a new
- *    session works.
+ *    session works;
+ *  - a copy whose fence fails: the next td_fence fails with TD_EDEVICE naming the shm write
+ *    and "device copy failed", over the request ring and over the stream, and once only;
+ *    the session goes on.
  * The hostile side (a flood of ShmWrites of one region offset) is tests/hostile/shm_queued.py.
  */
 #include "server_fixture.h"
@@ -80,8 +83,18 @@ static void start_wait(void)
     qdev_start(env);
 }
 
+/* Every fence fails, and its waiter returns 30 ms after the copy: long after the worker has
+ * synchronised the stream for a fence of its own. */
+static void start_failing(void)
+{
+    static const char *const env[] = {"TD_TEST_QDEV_DELAY_US=2000", "TD_TEST_QDEV_FENCE_FAIL=1",
+                                      "TD_TEST_QDEV_FENCE_LAG_US=30000", NULL};
+    qdev_start(env);
+}
+
 TestSuite(qdev, .init = start_queued, .fini = qdev_stop, .timeout = 120);
 TestSuite(qdev_wait, .init = start_wait, .fini = qdev_stop, .timeout = 120);
+TestSuite(qdev_fail, .init = start_failing, .fini = qdev_stop, .timeout = 120);
 
 static void fill(uint8_t *p, size_t n, uint64_t seed)
 {
@@ -286,4 +299,40 @@ Test(qdev, killed_client_with_copies_queued)
     td_close(ctx);
     free(src);
     free(back);
+}
+
+/* A 2 MiB upload (queued) whose fence fails: the next td_fence says so, once. */
+static void failed_copy_reported(const td_options *o, const char *transport)
+{
+    td_context *ctx = connect_qdev(o, transport);
+    const size_t n = 2 * MiB;
+    uint8_t *src = malloc(n), *back = malloc(n);
+    fill(src, n, 21);
+    int64_t dims[1] = {(int64_t)n};
+    td_tensor *t = td_from_host(ctx, TD_U8, 1, dims, src);
+    cr_assert_not_null(t, "%s", td_last_error(ctx));
+    td_status st = td_fence(ctx);
+    const char *e = td_last_error(ctx);
+    cr_expect_eq(st, TD_EDEVICE, "%s: td_fence after a failed copy: %s: %s", transport,
+                 td_status_name(st), e);
+    cr_expect(strstr(e, "shm write seq") != NULL && strstr(e, "device copy failed") != NULL,
+              "%s: the message names the shm write and the failed copy: %s", transport, e);
+    cr_expect_eq(td_fence(ctx), TD_OK, "%s: reported once: %s", transport, td_last_error(ctx));
+    /* the session goes on */
+    td_tensor *f = td_full(ctx, TD_U8, 1, dims, 7.0);
+    cr_assert_eq(td_read(f, back, n), TD_OK, "%s: %s", transport, td_last_error(ctx));
+    cr_expect(back[0] == 7 && back[n - 1] == 7, "%s: td_full after the failure", transport);
+    td_release(f);
+    td_release(t);
+    td_close(ctx);
+    free(src);
+    free(back);
+}
+
+Test(qdev_fail, failed_copy_is_reported_by_the_next_fence)
+{
+    failed_copy_reported(NULL, "shm+ring");
+    td_options o = {.no_ring = 1};
+    failed_copy_reported(&o, "shm");
+    read_stats();
 }
