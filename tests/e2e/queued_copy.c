@@ -16,6 +16,10 @@
  *  - a client that closes, or is killed, while its copies are queued: the server stays up
  *    and clean (no copy reads the region after it was unpinned; ASan/LSan pass), and a new
  *    session works;
+ *  - every test ends by stopping the server and requiring exit status 0 (a crash, or an
+ *    ASan/LSan report at its exit, fails the test; criterion 2.4 reports a failed
+ *    expectation of a .fini but still counts the test as passed, so qdev_stop, the .fini,
+ *    only cleans up after a test that ended early);
  *  - a copy whose fence fails: the next td_fence fails with TD_EDEVICE naming the shm write
  *    and "device copy failed", over the request ring and over the stream, and once only;
  *    the session goes on.
@@ -237,6 +241,7 @@ Test(qdev, uploads_come_back_bit_identical)
     cr_expect_geq(st.queued, 20u, "copies queued: %llu", st.queued);
     cr_expect_geq(st.waited, 1u, "no ShmDone waited for its copy: the copies were not late");
     cr_expect_geq(st.most_queued, 2u, "the copies never overlapped");
+    stop();
 }
 
 Test(qdev_wait, uploads_come_back_bit_identical)
@@ -245,6 +250,7 @@ Test(qdev_wait, uploads_come_back_bit_identical)
     cr_expect_eq(st.queued, 0u, "TENSORD_SHM_WRITE_WAIT=1, yet %llu copies were queued",
                  st.queued);
     cr_expect_geq(st.sync_writes, 20u, "synchronous writes: %llu", st.sync_writes);
+    stop();
 }
 
 /* A client that uploads and closes at once, its last copies still queued. */
@@ -270,6 +276,7 @@ Test(qdev, close_with_copies_queued)
     td_close(ctx);
     free(back);
     free(src);
+    stop();
 }
 
 /* The killed child: uploads 40 MiB again and again and never reads. */
@@ -299,6 +306,7 @@ Test(qdev, killed_client_with_copies_queued)
     td_close(ctx);
     free(src);
     free(back);
+    stop();
 }
 
 /* A 2 MiB upload (queued) whose fence fails: the next td_fence says so, once. */
@@ -335,4 +343,5 @@ Test(qdev_fail, failed_copy_is_reported_by_the_next_fence)
     td_options o = {.no_ring = 1};
     failed_copy_reported(&o, "shm");
     read_stats();
+    stop();
 }
