@@ -1525,6 +1525,19 @@ static td_status remote_release(td__transport *t, const uint64_t *ids, size_t n)
     return st;
 }
 
+/* A fence reports the failures of the requests before it, and the answer of a ShmWrite
+ * (ShmDone or Failure) may arrive after the fence's: on the stream the server keeps reply
+ * order, but the request ring's answer does not travel on the stream, and a GPU session's
+ * ShmWrite is answered when its queued copy completes (server/shmdone.h), which the fence
+ * itself has waited for. So after the fence's answer, take in the answers of every slot
+ * still in flight (the server has them on their way by then). */
+static td_status shm_slots_answered(remote *r)
+{
+    td_status st = TD_OK;
+    for (int h = 0; h < r->shm_nslots && st == TD_OK; h++) st = shm_wait_slot(r, h);
+    return st;
+}
+
 static td_status remote_fence(td__transport *t)
 {
     remote *r = (remote *)t;
@@ -1535,6 +1548,7 @@ static td_status remote_fence(td__transport *t)
     cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_FENCE;
     cm.fence = &f;
     st = r->ring.base != NULL ? ring_round_trip(r, &cm, REQ_FENCE) : round_trip(r, &cm, REQ_FENCE);
+    if (st == TD_OK) st = shm_slots_answered(r);
     if (st != TD_OK) return st;
     st = r->base.deferred;
     if (st != TD_OK) {

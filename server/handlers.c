@@ -587,19 +587,27 @@ static void run_failure(td__srv_session *ss, td__job *j)
 bool td__trace_jobs;
 bool td__shm_write_wait;
 
+/* The session whose job this thread is running (td__handle), for td__ss_in_job. */
+static _Thread_local const td__srv_session *tl_job;
+
+bool td__ss_in_job(const td__srv_session *ss) { return ss != NULL && tl_job == ss; }
+
 static void handle_kind(td__srv_session *ss, td__job *j);
 
 void td__handle(td__srv_session *ss, td__job *j)
 {
+    const td__srv_session *outer = tl_job;
+    tl_job = ss;
     if (!td__trace_jobs || j->rq.kind >= TD_REQ_KIND_COUNT) {
         handle_kind(ss, j);
-        return;
+    } else {
+        const uint64_t t0 = td__metrics_now_ns();
+        const td__req_kind kind = j->rq.kind;
+        handle_kind(ss, j);
+        ss->trace_ns[kind] += td__metrics_now_ns() - t0;
+        if (!j->continued) ss->trace_n[kind]++; /* a request, not each of its time slices */
     }
-    const uint64_t t0 = td__metrics_now_ns();
-    const td__req_kind kind = j->rq.kind;
-    handle_kind(ss, j);
-    ss->trace_ns[kind] += td__metrics_now_ns() - t0;
-    if (!j->continued) ss->trace_n[kind]++; /* a request, not each of its time slices */
+    tl_job = outer;
 }
 
 static void handle_kind(td__srv_session *ss, td__job *j)

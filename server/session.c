@@ -54,6 +54,7 @@ static void stream_ended(td__srv_session *ss);
 
 td_status td__ss_reply(td__srv_session *ss, const td__reply *r)
 {
+    if (td__ss_in_job(ss)) td__shm_done_wait_answered(ss->shm_done);
     td_status rst;
     if (td__ring_reply(ss, r, &rst)) return rst; /* answering a ring request */
     grpc_byte_buffer *bb;

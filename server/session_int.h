@@ -87,7 +87,8 @@ typedef struct td__srv_session {
     bool shm_pin_tried;
     uint32_t shm_pinned;
     /* Answers ShmWrites whose device copy is still queued (server/shmdone.h); NULL until
-     * the first. Stopped in queue_closed before the region is unpinned. */
+     * the first. Stopped in queue_closed before the region is unpinned. Used by jobs only
+     * (td__ss_in_job: the worker, or the ring's thread under exec_mu), one at a time. */
     struct td__shm_done *shm_done;
 
     /* The request ring (server/ring.h): set by the open (worker) and cleared by the end
@@ -150,8 +151,11 @@ typedef struct td__job {
 
 /* ---- handlers (worker) ---- */
 
-/* Run job j for session ss (server/handlers.c). */
+/* Run job j for session ss (server/handlers.c), on the worker or the ring's thread. */
 void td__handle(td__srv_session *ss, td__job *j);
+/* Whether this thread is running a job of ss (inside td__handle): its replies keep request
+ * order behind the session's queued ShmWrites (td__ss_reply). */
+bool td__ss_in_job(const td__srv_session *ss);
 /* An engine failure callback (td__failure_fn) for a job's ops: answers with a Failure,
  * using the conversion error of ops that could not be converted. */
 void td__handle_op_failure(void *job, uint32_t op_index, td_status status, const char *message);
@@ -168,7 +172,10 @@ void td__ss_pins_fini(td__srv_session *ss);
 
 /* ---- replies (any thread; server/session.c) ---- */
 
-/* Encode and queue r. Returns TD_OK or TD_ENOMEM. */
+/* Encode and queue r. Returns TD_OK or TD_ENOMEM. From a job (td__ss_in_job), first
+ * waits until the session's shmdone thread has answered every ShmWrite handed to it, so
+ * that the job's reply does not overtake theirs (tensord.proto: replies keep request
+ * order); the receive side's early answers and the shmdone thread's own do not wait. */
 td_status td__ss_reply(td__srv_session *ss, const td__reply *r);
 /* From a job on queue q that is about to continue (j->continued): hold q until the
  * session's queued replies are at most `mark` bytes, so the job resumes only then, without

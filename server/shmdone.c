@@ -92,6 +92,14 @@ void td__shm_done_add(td__shm_done **slot, td__srv_session *ss, td__fence f, uin
     pthread_mutex_unlock(&d->mu);
 }
 
+void td__shm_done_wait_answered(td__shm_done *d)
+{
+    if (d == NULL) return;
+    pthread_mutex_lock(&d->mu);
+    while (d->n > 0) pthread_cond_wait(&d->cv, &d->mu);
+    pthread_mutex_unlock(&d->mu);
+}
+
 void td__shm_done_stop(td__shm_done **slot)
 {
     td__shm_done *d = *slot;

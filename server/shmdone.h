@@ -14,8 +14,14 @@
  * past that, td__shm_done_add waits for the oldest (a client that sends ShmWrites without
  * waiting for their answers only holds up its own worker turn, as any long job does).
  *
- * Thread-safety: add and stop on the session's worker side (its jobs, queue_closed); the
- * thread answers through td__ss_reply (any thread).
+ * Reply order: replies keep request order (tensord.proto), so a later job's reply (a
+ * FenceDone, a read, a Failure of a batch) must not overtake these answers: before it is
+ * sent, td__ss_reply waits until this thread has answered everything handed to it
+ * (td__shm_done_wait_answered). Jobs that send nothing (the op batches of a training step)
+ * do not wait; reads and fences have waited for the stream, and so for these copies, anyway.
+ *
+ * Thread-safety: add, wait_answered and stop on the session's worker side (its jobs,
+ * queue_closed); the thread answers through td__ss_reply (any thread).
  */
 #ifndef TD_SERVER_SHMDONE_H
 #define TD_SERVER_SHMDONE_H
@@ -35,6 +41,9 @@ typedef struct td__shm_done td__shm_done;
  * fence here and answers at once. */
 void td__shm_done_add(td__shm_done **slot, struct td__srv_session *ss, td__fence f,
                       uint64_t seq, uint64_t tensor);
+/* Wait until every fence handed over so far has finished and been answered (NULL: at
+ * once). */
+void td__shm_done_wait_answered(td__shm_done *d);
 /* Wait until every fence handed over has finished and been answered, then end the thread
  * and free *slot (NULL: nothing to do). Before the region is unpinned or unmapped. */
 void td__shm_done_stop(td__shm_done **slot);

@@ -86,20 +86,21 @@ static inline const char *tensorctl_info(const char *args, const char *addr)
 }
 
 /* A client killed (SIGKILL) mid-work leaves the server with nothing. Forks (call it before
- * this process touches gRPC); the child runs body(URI of srv's cpu), which never returns
+ * this process touches gRPC); the child runs body(URI of srv's `device`), which never returns
  * (it _exits with a code above 1 when it cannot start). Waits up to 10 s for the server to
  * show one session holding at least min_bytes, lets the child work busy_ms more, calls
  * during(arg) when not NULL (e.g. to measure the server mid-work), kills and reaps the
  * child (which must have died of the signal, not ended by itself), then requires the
  * server back to 0 sessions and 0 bytes within 15 s. Aborts the test otherwise. */
-static inline void kill_client_mid_work(void (*body)(const char *uri), size_t min_bytes,
-                                        int busy_ms, void (*during)(void *arg), void *arg)
+static inline void kill_client_mid_work_on(const char *device, void (*body)(const char *uri),
+                                           size_t min_bytes, int busy_ms,
+                                           void (*during)(void *arg), void *arg)
 {
     pid_t child = fork();
     cr_assert_geq(child, 0);
     if (child == 0) {
         char uri[600];
-        td_test_server_uri(&srv, "cpu", uri, sizeof uri);
+        td_test_server_uri(&srv, device, uri, sizeof uri);
         body(uri);
         _exit(9);
     }
@@ -126,6 +127,13 @@ static inline void kill_client_mid_work(void (*body)(const char *uri), size_t mi
     cr_assert(td_test_wait_usage(srv.addr, 0, 0, 15000, &info),
               "usage after the kill: %llu sessions, %llu bytes",
               (unsigned long long)info.sessions, (unsigned long long)info.bytes_in_use);
+}
+
+/* kill_client_mid_work_on srv's cpu. */
+static inline void kill_client_mid_work(void (*body)(const char *uri), size_t min_bytes,
+                                        int busy_ms, void (*during)(void *arg), void *arg)
+{
+    kill_client_mid_work_on("cpu", body, min_bytes, busy_ms, during, arg);
 }
 
 #ifdef TD_TESTS_E2E_RAW_SESSION_H
