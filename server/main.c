@@ -853,7 +853,12 @@ int main(int argc, char **argv)
         case OPT_HELP: usage(stdout); return 0;
         case OPT_VERSION: printf("tensord %s\n", TD_VERSION_STRING); return 0;
         case '?':
-            if (optopt != 0 && strchr(argv[optind - 1], '=') != NULL)
+            /* optopt: 0 for an unknown long option (argv[optind - 1] is it), a long
+             * option's val (>= 256) when its value is missing or it takes none, a letter
+             * for a short option (tensord has none; optind may not have moved past it) */
+            if (optopt > 0 && optopt < 256)
+                fprintf(stderr, "tensord: unknown option '-%c'\n", optopt);
+            else if (optopt != 0 && strchr(argv[optind - 1], '=') != NULL)
                 fprintf(stderr, "tensord: option '%.*s' takes no value\n",
                         (int)(strchr(argv[optind - 1], '=') - argv[optind - 1]),
                         argv[optind - 1]);

@@ -332,9 +332,9 @@ static int parse_args(int argc, char **argv, options *o)
         case ':':
             return usage_error("option %s needs a value", argv[optind - 1]);
         default: {
-            const char *flag = getopt_flag_given_value(longopts, argv[optind - 1]);
-            if (flag != NULL) return usage_error("option --%s takes no value", flag);
-            return usage_error("unknown option '%s'", argv[optind - 1]);
+            char msg[160];
+            return usage_error("%s", getopt_bad_option(longopts, argv[optind - 1], optopt, msg,
+                                                        sizeof msg));
         }
         }
     }

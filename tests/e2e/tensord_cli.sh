@@ -27,4 +27,12 @@ expect --bogus=1 "tensord: unknown option '--bogus=1'"
 expect --config "tensord: option '--config' needs a value"
 expect --version=1 "tensord: option '--version' takes no value"
 expect --help=yes "tensord: option '--help' takes no value"
+expect --vers=1 "tensord: option '--vers' takes no value"
+expect -z "tensord: unknown option '-z'"
+expect -q=1 "tensord: unknown option '-q'"
+# an unknown short option after a good one names itself, not the good one
+rc=0
+"$TENSORD_BIN" --listen=unix:/nonexistent/x.sock -z=1 >"$tmp/out" 2>"$tmp/err" || rc=$?
+[ "$rc" = 2 ] || fail "'--listen=... -z=1' exited $rc, not 2"
+grep -qF "tensord: unknown option '-z'" "$tmp/err" || fail "'--listen=... -z=1' said: $(cat "$tmp/err")"
 echo ok

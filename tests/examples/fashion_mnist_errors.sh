@@ -76,6 +76,9 @@ expect_error 2 "unknown option '--bogus'" "usage:" -- "$TRAINER" --bogus
 expect_error 2 "option --graph takes no value" "usage:" -- "$TRAINER" --graph=1
 expect_error 2 "option --upload-f32 takes no value" "usage:" -- "$TRAINER" --upload-f32=yes
 expect_error 2 "unknown option '--bogus=1'" "usage:" -- "$TRAINER" --bogus=1
+expect_error 2 "option --graph takes no value" "usage:" -- "$TRAINER" --gra=1
+expect_error 2 "unknown option '-x'" "usage:" -- "$TRAINER" -x=1
+expect_error 2 "unknown option '-x'" "usage:" -- "$TRAINER" --graph -x
 expect_error 2 "--epochs needs an integer" -- "$TRAINER" --epochs two
 expect_error 2 "--lr needs a positive number" -- "$TRAINER" --lr -1
 expect_error 2 "--eval-only needs --load FILE" -- "$TRAINER" --eval-only

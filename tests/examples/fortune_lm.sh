@@ -41,6 +41,7 @@ bl=$(tail -n 1 "$TMP/bf16.out")
 
 expect_error 2 "--heads must divide --dim" -- "$LM" --dim 10 --heads 3
 expect_error 2 "option --bf16 takes no value" -- "$LM" --bf16=1
+expect_error 2 "unknown option '-B'" -- "$LM" --bf16 -B=1
 expect_error 2 "--layers needs an integer" -- "$LM" --layers 0
 expect_error 1 "too short for --context 64" -- "$LM" --data "$CORPUS" --limit-bytes 300
 echo "ok: fortune-lm local == remote: $line"
