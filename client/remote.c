@@ -208,6 +208,9 @@ typedef struct remote {
     } slot[REMOTE_SHM_SLOTS];
     int next_slot;
     int wait_slot; /* the slot wait_until(slot_free) waits for */
+    /* Messages received on the stream so far, and the count the last FenceDone said the
+     * server had queued before it (remote_fence waits until they match). */
+    uint64_t stream_msgs, fence_stream_msgs;
     char shm_err[1024]; /* a failed ShmRead's message */
     /* Host buffers (td_host_alloc): region offsets [shm_slot_area, heap end), page-aligned
      * blocks; empty when the region has no room past the slots. */
@@ -520,6 +523,7 @@ static void dispatch(remote *r, const Tensord__V1__ServerMessage *m, size_t plen
                                (unsigned long long)m->seq);
             return;
         }
+        r->fence_stream_msgs = m->fence->stream_msgs;
         r->req.done = true;
         r->req.st = TD_OK;
         return;
@@ -563,6 +567,7 @@ static void on_recv(remote *r)
         return;
     }
     td__cli_call_recv(&r->c);
+    r->stream_msgs++;
     receive(r, bb);
     grpc_byte_buffer_destroy(bb);
 }
@@ -1538,6 +1543,10 @@ static td_status shm_slots_answered(remote *r)
     return st;
 }
 
+/* wait_until's condition: every stream message the server had queued before the last
+ * FenceDone has been received (FenceDone.stream_msgs). */
+static bool stream_caught_up(const remote *r) { return r->stream_msgs >= r->fence_stream_msgs; }
+
 static td_status remote_fence(td__transport *t)
 {
     remote *r = (remote *)t;
@@ -1549,6 +1558,9 @@ static td_status remote_fence(td__transport *t)
     cm.fence = &f;
     st = r->ring.base != NULL ? ring_round_trip(r, &cm, REQ_FENCE) : round_trip(r, &cm, REQ_FENCE);
     if (st == TD_OK) st = shm_slots_answered(r);
+    /* An answer through the ring may overtake the stream's replies to earlier messages
+     * (a Failure of a batch sent on the stream): take those in before reporting. */
+    if (st == TD_OK && !stream_caught_up(r)) st = wait_until(r, stream_caught_up, 0);
     if (st != TD_OK) return st;
     st = r->base.deferred;
     if (st != TD_OK) {

@@ -182,6 +182,7 @@ static void send_push(td__srv_call *c, td__call_item *it)
         dropped = it;
     } else {
         if (it->bb == NULL) c->status_queued = true;
+        else c->queued_msgs++;
         c->send_bytes += it->cost;
         td__service_work_add(c->svc, 1);
         if (c->sq_tail)
@@ -227,6 +228,14 @@ td_status td__srv_call_send(td__srv_call *c, grpc_byte_buffer *bb)
     it->cost = CALL_REPLY_OVERHEAD + grpc_byte_buffer_length(bb);
     send_push(c, it);
     return TD_OK;
+}
+
+uint64_t td__srv_call_queued_msgs(td__srv_call *c)
+{
+    pthread_mutex_lock(&c->mu);
+    uint64_t n = c->queued_msgs;
+    pthread_mutex_unlock(&c->mu);
+    return n;
 }
 
 uint64_t td__srv_call_tx_bytes(td__srv_call *c)

@@ -79,12 +79,17 @@ struct td__srv_call {
     bool recv_paused;
     bool owner_paused;    /* td__srv_call_pause: receive nothing until td__srv_call_resume */
     uint64_t tx_bytes;    /* message bytes sent (gRPC reported the send done) */
+    uint64_t queued_msgs; /* messages queued for sending (not the status), under mu */
     bool drain_wanted;    /* td__srv_call_want_drain: call on_drained at drain_mark */
     size_t drain_mark;
 };
 
 /* Message bytes sent on the call so far. Any thread. */
 uint64_t td__srv_call_tx_bytes(td__srv_call *c);
+/* Messages queued on the call so far (td__srv_call_send; the status is not one). The
+ * client counts what it receives on the stream, so an answer that travels another way
+ * (the request ring) can say how many stream messages came before it. Any thread. */
+uint64_t td__srv_call_queued_msgs(td__srv_call *c);
 /* Bytes of replies queued or in flight (their cost as counted for flow control). */
 size_t td__srv_call_queued_bytes(td__srv_call *c);
 /* Ask for ops->on_drained once the queued replies are at most `mark` bytes (or the call is

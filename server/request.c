@@ -586,6 +586,7 @@ td_status td__reply_encode(const td__reply *r, grpc_byte_buffer **out)
         break;
     case TD_REPLY_FENCE:
         m.body_case = TENSORD__V1__SERVER_MESSAGE__BODY_FENCE;
+        fd.stream_msgs = r->stream_msgs;
         m.fence = &fd;
         break;
     case TD_REPLY_BLOB_STATUS:

@@ -207,6 +207,8 @@ typedef struct td__reply {
     size_t nbytes;
     void (*release)(void *arg);
     void *release_arg;
+    /* TD_REPLY_FENCE: messages queued on the stream before it (FenceDone.stream_msgs) */
+    uint64_t stream_msgs;
     /* TD_REPLY_BLOB_STATUS */
     const bool *present;
     size_t n_present;

@@ -55,6 +55,12 @@ static void stream_ended(td__srv_session *ss);
 td_status td__ss_reply(td__srv_session *ss, const td__reply *r)
 {
     if (td__ss_in_job(ss)) td__shm_done_wait_answered(ss->shm_done);
+    td__reply fence;
+    if (r->kind == TD_REPLY_FENCE) { /* counted after the wait: the ShmDones are in it */
+        fence = *r;
+        fence.stream_msgs = td__srv_call_queued_msgs(&ss->c);
+        r = &fence;
+    }
     td_status rst;
     if (td__ring_reply(ss, r, &rst)) return rst; /* answering a ring request */
     grpc_byte_buffer *bb;

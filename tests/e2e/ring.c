@@ -297,6 +297,37 @@ Test(ring, busy_ring_session_does_not_starve_the_stream)
     td_close(stream);
 }
 
+/* A fence answered through the ring reports the failure of a batch that went on the
+ * stream before it: the batch (an 800 MiB td_full past the session's 256M) is flushed onto
+ * the stream by the small upload after it, whose WriteChunk has no answer, and the fence
+ * then goes on the ring. The ring's answer can arrive before the stream's Failure; the
+ * client waits for the stream messages the FenceDone counts (stream_msgs). A race, so a
+ * stress check rather than a proof: with the server and client before stream_msgs, this
+ * loop's standalone twin saw td_fence return TD_OK in 262 of 300 rounds (and no later
+ * fence reported it); the server's counting alone has since made the old client lose the
+ * race rarely, so this guards the behaviour more than it catches the old client. */
+Test(ring_fence, reports_a_failure_sent_on_the_stream, .fini = stop, .timeout = 60)
+{
+    const char *const args[] = {"--max-session-bytes", "256M", NULL};
+    start_server(true, args);
+    td_context *ctx = connect_with(NULL);
+    cr_assert_str_eq(td_context_transport(ctx), "shm+ring");
+    float small[1024] = {0};
+    for (int i = 0; i < 60; i++) {
+        td_tensor *big = td_full(ctx, TD_F32, 1, (int64_t[]){200 << 20}, 1.0);
+        td_tensor *u = td_from_host(ctx, TD_F32, 1, (int64_t[]){1024}, small);
+        cr_assert_not_null(u, "%s", td_last_error(ctx));
+        td_status st = td_fence(ctx);
+        cr_assert_eq(st, TD_EQUOTA, "round %d: td_fence gave %s: %s", i, td_status_name(st),
+                     td_last_error(ctx));
+        cr_assert(strstr(td_last_error(ctx), "quota") != NULL, "%s", td_last_error(ctx));
+        td_release(big);
+        td_release(u);
+    }
+    cr_expect_eq(td_fence(ctx), TD_OK, "%s", td_last_error(ctx));
+    td_close(ctx);
+}
+
 /* ---- where the ring is not offered ---- */
 
 Test(ring_off, no_ring_server_keeps_the_region, .fini = stop, .timeout = 60)
