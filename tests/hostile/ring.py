@@ -217,6 +217,29 @@ def run(pb, addr, sock):
     check(m.WhichOneof("body") == "opened" and s.reply_to(seq).WhichOneof("body") == "fence",
           "a new session is served after the garbage")
     s.close()
+
+    # FenceDone.stream_msgs counts the messages queued on the stream before the answer, so
+    # that a fence answered through the ring can wait for the stream's earlier replies:
+    # here every reply travels on the stream, and each fence's count is what came before it
+    # (reads of a tensor that does not exist answer with a Failure).
+    s = Session(ch, pb)
+    s.send(open=pb.OpenSession(protocol_min=1, protocol_max=6, device="cpu"))
+    received = 1 if s.recv().WhichOneof("body") == "opened" else 0
+    counts = []
+    for fails in (2, 0, 3):
+        for _ in range(fails):
+            s.send(read=pb.ReadRequest(tensor=999, offset=0, nbytes=4))
+        seq = s.send(fence=pb.Fence())
+        while True:
+            r = s.recv()
+            if r.seq == seq:
+                counts.append((r.WhichOneof("body"), r.fence.stream_msgs, received))
+                received += 1
+                break
+            received += 1
+    check(all(b == "fence" and n == want for b, n, want in counts),
+          f"FenceDone.stream_msgs is the count of stream messages before it ({counts})")
+    s.close()
     ch.close()
 
 
