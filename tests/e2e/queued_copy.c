@@ -100,17 +100,6 @@ TestSuite(qdev, .init = start_queued, .fini = qdev_stop, .timeout = 120);
 TestSuite(qdev_wait, .init = start_wait, .fini = qdev_stop, .timeout = 120);
 TestSuite(qdev_fail, .init = start_failing, .fini = qdev_stop, .timeout = 120);
 
-static void fill(uint8_t *p, size_t n, uint64_t seed)
-{
-    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-    for (size_t i = 0; i < n; i++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        p[i] = (uint8_t)(x >> 24);
-    }
-}
-
 /* A context on qdev:0 with options o (may be NULL) that must use transport `want`. The
  * client takes only the device kinds it knows from a unix: uri's last component, so the
  * context asks for "auto": the server's first accelerator, which qdev:0 is. */
@@ -171,13 +160,13 @@ static qdev_stats read_stats(void)
 static void round_trip(td_context *ctx, uint8_t *src, uint8_t *back, size_t n, uint64_t seed)
 {
     int64_t dims[1] = {(int64_t)n};
-    fill(src, n, seed);
+    fill_random_bytes(src, n, seed);
     td_tensor *t = td_from_host(ctx, TD_U8, 1, dims, src);
     cr_assert_not_null(t, "td_from_host(%zu): %s", n, td_last_error(ctx));
     memset(back, 0xA5, n);
     cr_assert_eq(td_read(t, back, n), TD_OK, "td_read(%zu): %s", n, td_last_error(ctx));
     cr_assert(memcmp(back, src, n) == 0, "%zu bytes came back different", n);
-    fill(src, n, seed + 1000);
+    fill_random_bytes(src, n, seed + 1000);
     cr_assert_eq(td_write(t, src, n), TD_OK, "td_write(%zu): %s", n, td_last_error(ctx));
     cr_assert_eq(td_read(t, back, n), TD_OK, "td_read(%zu): %s", n, td_last_error(ctx));
     cr_assert(memcmp(back, src, n) == 0, "%zu bytes came back different after td_write", n);
@@ -201,12 +190,12 @@ static qdev_stats uploads(void)
     td_tensor *t[NT];
     int64_t dims[1] = {(int64_t)n};
     for (int k = 0; k < NT; k++) {
-        fill(src, n, 50 + (uint64_t)k);
+        fill_random_bytes(src, n, 50 + (uint64_t)k);
         t[k] = td_from_host(ctx, TD_U8, 1, dims, src);
         cr_assert_not_null(t[k], "tensor %d: %s", k, td_last_error(ctx));
     }
     for (int k = 0; k < NT; k++) {
-        fill(src, n, 50 + (uint64_t)k);
+        fill_random_bytes(src, n, 50 + (uint64_t)k);
         cr_assert_eq(td_read(t[k], back, n), TD_OK, "%s", td_last_error(ctx));
         cr_assert(memcmp(back, src, n) == 0, "tensor %d of %d came back different", k, NT);
         td_release(t[k]);
@@ -217,7 +206,7 @@ static qdev_stats uploads(void)
     const size_t hn = 20 * MiB + 4099;
     uint8_t *hb = td_host_alloc(ctx, hn);
     cr_assert_not_null(hb, "%s", td_last_error(ctx));
-    fill(hb, hn, 77);
+    fill_random_bytes(hb, hn, 77);
     memcpy(src, hb, hn);
     int64_t hd[1] = {(int64_t)hn};
     td_tensor *h = td_from_host(ctx, TD_U8, 1, hd, hb);
@@ -258,7 +247,7 @@ Test(qdev, close_with_copies_queued)
 {
     uint8_t *src = malloc(BIG);
     cr_assert_not_null(src);
-    fill(src, BIG, 3);
+    fill_random_bytes(src, BIG, 3);
     int64_t dims[1] = {(int64_t)BIG};
     for (int round = 0; round < 3; round++) {
         td_context *ctx = connect_qdev(NULL, "shm+ring");
@@ -288,7 +277,7 @@ static void upload_forever(const char *uri)
     if (strcmp(td_device_name(ctx), "qdev:0") != 0) _exit(3);
     uint8_t *p = malloc(BIG);
     if (p == NULL) _exit(4);
-    fill(p, BIG, 5);
+    fill_random_bytes(p, BIG, 5);
     int64_t dims[1] = {(int64_t)BIG};
     td_tensor *t = td_from_host(ctx, TD_U8, 1, dims, p);
     for (;;) td_write(t, p, BIG);
@@ -315,7 +304,7 @@ static void failed_copy_reported(const td_options *o, const char *transport)
     td_context *ctx = connect_qdev(o, transport);
     const size_t n = 2 * MiB;
     uint8_t *src = malloc(n), *back = malloc(n);
-    fill(src, n, 21);
+    fill_random_bytes(src, n, 21);
     int64_t dims[1] = {(int64_t)n};
     td_tensor *t = td_from_host(ctx, TD_U8, 1, dims, src);
     cr_assert_not_null(t, "%s", td_last_error(ctx));

@@ -44,17 +44,6 @@ static const char *const k_region_args[] = {"--shm-bytes", "4M", NULL};
 
 static void start_shm(void) { start_server(true, k_region_args); }
 
-static void fill(uint8_t *p, size_t n, uint64_t seed)
-{
-    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-    for (size_t i = 0; i < n; i++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        p[i] = (uint8_t)(x >> 24);
-    }
-}
-
 TestSuite(shm, .init = start_shm, .fini = stop, .timeout = 120);
 
 Test(shm, negotiation)
@@ -96,7 +85,7 @@ static void round_trip(td_context *ctx, const uint8_t *src, size_t n, const char
     /* td_write through the same path, then read again */
     if (n > 0) {
         uint8_t *again = malloc(n);
-        fill(again, n, n + 99);
+        fill_random_bytes(again, n, n + 99);
         cr_assert_eq(td_write(t, again, n), TD_OK, "%s: td_write: %s", what, td_last_error(ctx));
         cr_assert_eq(td_read(t, back, n), TD_OK);
         cr_assert(memcmp(back, again, n) == 0, "%s: %zu bytes differ after td_write", what, n);
@@ -119,7 +108,7 @@ Test(shm, identical_bytes_both_paths)
     size_t max = (size_t)17 << 20;
     uint8_t *src = malloc(max);
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-        fill(src, sizes[i], i + 1);
+        fill_random_bytes(src, sizes[i], i + 1);
         char what[64];
         snprintf(what, sizeof what, "shm, %zu bytes", sizes[i]);
         round_trip(shm, src, sizes[i], what);
@@ -132,7 +121,7 @@ Test(shm, identical_bytes_both_paths)
         size_t es = td_dtype_size((td_dtype)dt);
         int64_t nelem = (int64_t)(((size_t)300 << 10) / es) + 3;
         size_t n = (size_t)nelem * es;
-        fill(src, n, 1000 + (uint64_t)dt);
+        fill_random_bytes(src, n, 1000 + (uint64_t)dt);
         if (dt == TD_BOOL)
             for (size_t k = 0; k < n; k++) src[k] &= 1;
         uint8_t *a = malloc(n), *b = malloc(n);
@@ -151,7 +140,7 @@ Test(shm, identical_bytes_both_paths)
     }
     /* Computed results read back through shm equal the stream's. */
     int64_t d2[2] = {512, 513};
-    fill(src, 512 * 513 * 4, 77);
+    fill_random_bytes(src, 512 * 513 * 4, 77);
     for (size_t k = 0; k < 512 * 513; k++) { /* finite floats */
         float f = (float)(src[k] % 200) - 100.0f;
         memcpy(src + 4 * k, &f, 4);
@@ -233,7 +222,7 @@ Test(shm, killed_client_frees_everything)
     td_context *ctx = connect_with(NULL);
     cr_expect_str_eq(td_context_transport(ctx), "shm+ring");
     uint8_t src[300000], back[300000];
-    fill(src, sizeof src, 5);
+    fill_random_bytes(src, sizeof src, 5);
     round_trip(ctx, src, sizeof src, "after the kill");
     (void)back;
     td_close(ctx);
@@ -332,7 +321,7 @@ Test(shm, side_socket_refusals)
     cr_expect_eq(r.fd, -1);
     /* garbage, a short request, nothing at all */
     uint8_t junk[32];
-    fill(junk, sizeof junk, 3);
+    fill_random_bytes(junk, sizeof junk, 3);
     cr_assert(side_ask(a.shm_path, junk, 32, &r));
     cr_expect_eq(r.status, TD_EPROTO, "garbage: %u %s", r.status, r.msg);
     cr_expect(strstr(r.msg, "bad magic") != NULL, "%s", r.msg);
@@ -375,7 +364,7 @@ Test(shm, side_socket_refusals)
     uint8_t *reg = mmap(NULL, REGION, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     cr_assert_neq(reg, MAP_FAILED);
     close(fd);
-    fill(reg, REGION, 9);
+    fill_random_bytes(reg, REGION, 9);
     int64_t dims[1] = {1024};
     td__op op = raw_op_full(1, TD_F32, 1, dims, 2.0);
     cr_assert_neq(raw_send_ops(&a, &op, 1), 0u);
@@ -576,7 +565,7 @@ Test(shm_off, tcp_and_no_shm_use_the_stream)
     td_context *ctx = connect_with(NULL);
     cr_expect_str_eq(td_context_transport(ctx), "grpc");
     uint8_t src[300000];
-    fill(src, sizeof src, 11);
+    fill_random_bytes(src, sizeof src, 11);
     round_trip(ctx, src, sizeof src, "tcp");
     td_close(ctx);
     const char *out = tensorctl_info("", srv.addr);
@@ -604,7 +593,7 @@ Test(shm_off, quota_too_small_falls_back)
     td_context *ctx = connect_with(NULL);
     cr_expect_str_eq(td_context_transport(ctx), "grpc");
     uint8_t src[300000];
-    fill(src, sizeof src, 12);
+    fill_random_bytes(src, sizeof src, 12);
     round_trip(ctx, src, sizeof src, "quota fallback");
     td_close(ctx);
     stop();
@@ -619,7 +608,7 @@ Test(shm_off, session_limit_below_region_falls_back)
     td_context *ctx = connect_with(NULL);
     cr_expect_str_eq(td_context_transport(ctx), "grpc");
     uint8_t src[300000];
-    fill(src, sizeof src, 14);
+    fill_random_bytes(src, sizeof src, 14);
     round_trip(ctx, src, sizeof src, "session limit fallback");
     td_close(ctx);
     stop();
@@ -636,7 +625,7 @@ Test(shm_off, errors_as_on_the_stream)
     cr_assert_str_eq(td_context_transport(ctx), "shm+ring");
     size_t n = (size_t)2 << 20;
     uint8_t *src = malloc(n), *back = malloc(n);
-    fill(src, n, 13);
+    fill_random_bytes(src, n, 13);
     int64_t dims[1] = {(int64_t)n};
     td_tensor *t = td_from_host(ctx, TD_U8, 1, dims, src);
     cr_assert_not_null(t, "%s", td_last_error(ctx));
@@ -693,7 +682,7 @@ Test(shm_host, buffers_move_the_same_bytes_in_one_copy)
         for (size_t k = 0; k < 2; k++) {
             size_t n = sizes[i];
             uint8_t *p = hb + skews[k];
-            fill(src, n, 31 * i + k + 1);
+            fill_random_bytes(src, n, 31 * i + k + 1);
             memcpy(p, src, n);
             int64_t dims[1] = {(int64_t)n};
             uint64_t rt0 = round_trips(ctx);
@@ -715,7 +704,7 @@ Test(shm_host, buffers_move_the_same_bytes_in_one_copy)
             cr_expect(memcmp(q, src, n) == 0, "%zu bytes (skew %zu): host-buffer read differs",
                       n, skews[1 - k]);
             /* td_write from plain memory: the two-copy path, no wait */
-            fill(src, n, 977 + i);
+            fill_random_bytes(src, n, 977 + i);
             rt0 = round_trips(ctx);
             cr_assert_eq(td_write(t, src, n), TD_OK, "%s", td_last_error(ctx));
             cr_expect_eq(round_trips(ctx) - rt0, 0u, "%zu bytes from plain memory waited", n);
@@ -800,7 +789,7 @@ Test(shm_host, full_region_and_bad_frees)
         uint8_t *p = td_host_alloc(plain[i], 3 * MiB + 5);
         cr_assert_not_null(p, "%s", td_last_error(plain[i]));
         cr_expect_eq((uintptr_t)p % 64, 0u);
-        fill(p, 3 * MiB + 5, 40 + (uint64_t)i);
+        fill_random_bytes(p, 3 * MiB + 5, 40 + (uint64_t)i);
         int64_t d[1] = {3 * MiB + 5};
         td_tensor *u = td_from_host(plain[i], TD_U8, 1, d, p);
         uint8_t *r = malloc(3 * MiB + 5);
@@ -838,7 +827,7 @@ Test(shm_host, errors_through_host_buffers)
     td_release(t);
     (void)td_fence(ctx);
     int64_t small[1] = {(int64_t)(5 * MiB)};
-    fill(hb, 5 * MiB, 9);
+    fill_random_bytes(hb, 5 * MiB, 9);
     td_tensor *u = td_from_host(ctx, TD_U8, 1, small, hb);
     uint8_t *back = malloc(5 * MiB);
     cr_assert_eq(td_read(u, back, 5 * MiB), TD_OK, "after the failure: %s", td_last_error(ctx));
@@ -899,7 +888,7 @@ Test(shm_off, host_bytes_over_the_session_limit_fall_back)
     raw_close(&s);
     uint8_t *p = td_host_alloc(ctx, 300000);
     cr_assert_not_null(p, "%s", td_last_error(ctx));
-    fill(p, 300000, 15);
+    fill_random_bytes(p, 300000, 15);
     round_trip(ctx, p, 300000, "host bytes fallback");
     td_close(ctx);
     stop();
@@ -921,7 +910,7 @@ Test(shm_host, blob_offer_is_off_by_default_on_shared_memory)
         int64_t dims[1] = {(int64_t)n};
         td_tensor *t = td_full(ctx, TD_U8, 1, dims, 0);
         cr_assert(t != NULL && td_fence(ctx) == TD_OK, "%s", td_last_error(ctx));
-        fill(src, n, 77 + (uint64_t)explicit_offer);
+        fill_random_bytes(src, n, 77 + (uint64_t)explicit_offer);
         uint64_t rt0 = round_trips(ctx);
         cr_assert_eq(td_write(t, src, n), TD_OK, "%s", td_last_error(ctx));
         uint64_t waited = round_trips(ctx) - rt0;
@@ -949,7 +938,7 @@ Test(shm_off, blob_offer_stays_on_by_default_over_tcp)
     int64_t dims[1] = {(int64_t)n};
     td_tensor *t = td_full(ctx, TD_U8, 1, dims, 0);
     cr_assert(t != NULL && td_fence(ctx) == TD_OK, "%s", td_last_error(ctx));
-    fill(src, n, 91);
+    fill_random_bytes(src, n, 91);
     uint64_t rt0 = round_trips(ctx);
     cr_assert_eq(td_write(t, src, n), TD_OK, "%s", td_last_error(ctx));
     cr_expect_geq(round_trips(ctx) - rt0, 1u, "default options over TCP: the upload made the offer");

@@ -16,11 +16,25 @@
 #include <criterion/criterion.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+/* n pseudo-random bytes from seed (xorshift64, a byte of each step): upload data that a
+ * copy of the wrong bytes, or of stale ones, would change. */
+static inline void fill_random_bytes(uint8_t *p, size_t n, uint64_t seed)
+{
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (size_t i = 0; i < n; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        p[i] = (uint8_t)(x >> 24);
+    }
+}
 
 static td_test_server srv;
 
