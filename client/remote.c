@@ -1530,19 +1530,6 @@ static td_status remote_release(td__transport *t, const uint64_t *ids, size_t n)
     return st;
 }
 
-/* A fence reports the failures of the requests before it, and the answer of a ShmWrite
- * (ShmDone or Failure) may arrive after the fence's: on the stream the server keeps reply
- * order, but the request ring's answer does not travel on the stream, and a GPU session's
- * ShmWrite is answered when its queued copy completes (server/shmdone.h), which the fence
- * itself has waited for. So after the fence's answer, take in the answers of every slot
- * still in flight (the server has them on their way by then). */
-static td_status shm_slots_answered(remote *r)
-{
-    td_status st = TD_OK;
-    for (int h = 0; h < r->shm_nslots && st == TD_OK; h++) st = shm_wait_slot(r, h);
-    return st;
-}
-
 /* wait_until's condition: every stream message the server had queued before the last
  * FenceDone has been received (FenceDone.stream_msgs). */
 static bool stream_caught_up(const remote *r) { return r->stream_msgs >= r->fence_stream_msgs; }
@@ -1557,9 +1544,10 @@ static td_status remote_fence(td__transport *t)
     cm.body_case = TENSORD__V1__CLIENT_MESSAGE__BODY_FENCE;
     cm.fence = &f;
     st = r->ring.base != NULL ? ring_round_trip(r, &cm, REQ_FENCE) : round_trip(r, &cm, REQ_FENCE);
-    if (st == TD_OK) st = shm_slots_answered(r);
-    /* An answer through the ring may overtake the stream's replies to earlier messages
-     * (a Failure of a batch sent on the stream): take those in before reporting. */
+    /* A fence reports the failures of the requests before it, but an answer through the
+     * ring may overtake the stream's replies to them: a batch's Failure, or a GPU
+     * session's ShmDone or Failure, sent once its queued copy completed (server/shmdone.h;
+     * the server counts it among the fence's stream_msgs). Take those in before reporting. */
     if (st == TD_OK && !stream_caught_up(r)) st = wait_until(r, stream_caught_up, 0);
     if (st != TD_OK) return st;
     st = r->base.deferred;
