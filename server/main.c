@@ -852,22 +852,23 @@ int main(int argc, char **argv)
         case OPT_CHECK_CONFIG: check_path = optarg; break;
         case OPT_HELP: usage(stdout); return 0;
         case OPT_VERSION: printf("tensord %s\n", TD_VERSION_STRING); return 0;
-        case '?':
+        case '?': {
+            const char *eq = strchr(argv[optind - 1], '=');
             /* optopt: 0 for an unknown long option (argv[optind - 1] is it), a long
              * option's val (>= 256) when its value is missing or it takes none, a letter
              * for a short option (tensord has none; optind may not have moved past it) */
             if (optopt > 0 && optopt < 256)
                 fprintf(stderr, "tensord: unknown option '-%c'\n", optopt);
-            else if (optopt != 0 && strchr(argv[optind - 1], '=') != NULL)
+            else if (optopt != 0 && eq != NULL)
                 fprintf(stderr, "tensord: option '%.*s' takes no value\n",
-                        (int)(strchr(argv[optind - 1], '=') - argv[optind - 1]),
-                        argv[optind - 1]);
+                        (int)(eq - argv[optind - 1]), argv[optind - 1]);
             else if (optopt != 0)
                 fprintf(stderr, "tensord: option '%s' needs a value\n", argv[optind - 1]);
             else
                 fprintf(stderr, "tensord: unknown option '%s'\n", argv[optind - 1]);
             fprintf(stderr, "try 'tensord --help'\n");
             return 2;
+        }
         default: break;
         }
     }
