@@ -15,7 +15,8 @@
 # name may carry flags after "+" ("fashion-mnist+--upload-f32": that binary with that flag;
 # more flags with more "+"). SERVER_ENV_B (e.g. TENSORD_SHM_WRITE_WAIT=1) starts a second
 # unix server with that environment, run after the first as "unixb" (an A/B of a server
-# setting in one call). Results in $OUT/timings.txt; servers' logs in
+# setting in one call); B_TCP=1 makes that second server a TCP one, "tcpb", and
+# TRANSPORTS (default "tcp unix") picks which of the first two servers' rows run. Results in $OUT/timings.txt; servers' logs in
 # $OUT/server-{tcp,unix,unixb}.log. Bounded by BUDGET seconds (default 240).
 set -u -o pipefail
 cd "$(dirname "$0")/../.." || exit 1
@@ -46,7 +47,13 @@ srv tcp 127.0.0.1:0
 srv unix "unix:$sock"
 sockb=$(mktemp -u /tmp/tensord-p5tb-XXXXXX.sock)
 SERVERS="tcp unix"
-[ -n "${SERVER_ENV_B:-}" ] && srv unixb "unix:$sockb" "$SERVER_ENV_B" && SERVERS="tcp unix unixb"
+B=unixb
+[ "${B_TCP:-0}" = 1 ] && B=tcpb
+if [ -n "${SERVER_ENV_B:-}" ]; then
+    if [ $B = tcpb ]; then srv tcpb 127.0.0.1:0 "$SERVER_ENV_B"; else srv unixb "unix:$sockb" "$SERVER_ENV_B"; fi
+    SERVERS="tcp unix $B"
+fi
+tcpb=$(sed -n 's/^listening on //p' "$OUT/listen-tcpb" 2>/dev/null | head -1)
 tcp=$(sed -n 's/^listening on //p' "$OUT/listen-tcp" | head -1)
 seed=100
 train() { # label device batch hidden trainer (one seed a round: equal loss lines)
@@ -75,9 +82,12 @@ for s in $SIZES; do
         seed=$((seed + 1))
         for tr in ${TRAINERS:-fashion-mnist}; do
             train local "local:$DEV" "${s%x*}" "${s#*x}" "$tr"
-            train tcp "tensord://$tcp/$DEV" "${s%x*}" "${s#*x}" "$tr"
-            train unix "unix:$sock/$DEV" "${s%x*}" "${s#*x}" "$tr"
-            [ -n "${SERVER_ENV_B:-}" ] && train unixb "unix:$sockb/$DEV" "${s%x*}" "${s#*x}" "$tr"
+            case " ${TRANSPORTS:-tcp unix} " in *" tcp "*) train tcp "tensord://$tcp/$DEV" "${s%x*}" "${s#*x}" "$tr" ;; esac
+            case " ${TRANSPORTS:-tcp unix} " in *" unix "*) train unix "unix:$sock/$DEV" "${s%x*}" "${s#*x}" "$tr" ;; esac
+            if [ -n "${SERVER_ENV_B:-}" ]; then
+                if [ $B = tcpb ]; then train tcpb "tensord://$tcpb/$DEV" "${s%x*}" "${s#*x}" "$tr"
+                else train unixb "unix:$sockb/$DEV" "${s%x*}" "${s#*x}" "$tr"; fi
+            fi
         done
     done
 done
