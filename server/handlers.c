@@ -106,14 +106,6 @@ static void run_open(td__srv_session *ss, td__job *j)
                                    x->name);
     }
     ss->es = es;
-    /* Stream uploads through the pinned pool (pinpool.h) when the session's first device
-     * that can queue copies from pinned memory is a GPU's. */
-    for (uint32_t i = 0; td__session_device(es, i) != NULL; i++) {
-        if (td__pinpool_usable(td__session_device(es, i))) {
-            atomic_store(&ss->upload_dev, td__session_device(es, i));
-            break;
-        }
-    }
     /* The request ring, when asked for and not off (--no-ring): the region's last
      * TD_RING_BYTES (ring.h). Without
      * it (no memory, no thread) the session goes on with the region and the stream. */
@@ -249,21 +241,7 @@ static void run_write(td__srv_session *ss, td__job *j)
     td__buffer_unref(buf);
     td_status st = td__session_write_ptr(ss->es, rq->tensor, rq->offset, n, &dst, err,
                                          sizeof err);
-    if (st == TD_OK && n > 0 && j->pinned != NULL) {
-        /* the receive side copied the chunk into a pinned buffer (pinpool.h): one DMA,
-         * queued; the shmdone thread gives the buffer back once it has run */
-        const void *src = td__pin_buf_data(j->pinned);
-        td__fence fence = {0};
-        if (dst != NULL)
-            memcpy(dst, src, n); /* a host-memory device of a multi-device session */
-        else
-            st = td__session_write_queued(ss->es, rq->tensor, rq->offset, src, n, &fence, err,
-                                          sizeof err);
-        if (st == TD_OK && fence.handle != NULL) {
-            td__shm_done_add_write(&ss->shm_done, ss, fence, rq->seq, rq->tensor, j->pinned);
-            j->pinned = NULL;
-        }
-    } else if (st == TD_OK && n > 0) {
+    if (st == TD_OK && n > 0) {
         const void *flat = td__request_payload_flat(rq);
         if (dst != NULL) {
             st = td__request_payload_copy(rq, dst);

@@ -28,7 +28,6 @@
 #include "common/malloc_tune.h"
 #include "engine/device.h"
 #include "server/graphcache.h"
-#include "server/pinpool.h"
 #include "server/config.h"
 #include "server/connlimit.h"
 #include "server/loop.h"
@@ -375,7 +374,6 @@ static void drained_on_loop(void *arg)
     (void)arg;
     td__log(TD_LOG_INFO, "all sessions closed; bye");
     td__metrics_close(); /* its scrapes read the service */
-    td__pinpool_shutdown(); /* every session is gone, the devices are still open */
     td__service_destroy(app.svc);
     app.svc = NULL;
     td__loop_close();
@@ -845,8 +843,6 @@ int main(int argc, char **argv)
     td__trace_jobs = trace != NULL && strcmp(trace, "1") == 0;
     const char *shm_wait = getenv("TENSORD_SHM_WRITE_WAIT");
     td__shm_write_wait = shm_wait != NULL && strcmp(shm_wait, "1") == 0;
-    const char *pin_uploads = getenv("TENSORD_PIN_UPLOADS");
-    td__pin_uploads = pin_uploads == NULL || strcmp(pin_uploads, "0") != 0;
     const char *config_path = NULL, *check_path = NULL;
     int opt;
     opterr = 0;

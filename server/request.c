@@ -514,12 +514,6 @@ td_status td__request_payload_copy_range(const td__request *rq, size_t off, size
     return td__wire_span_copy_range(rq->payload->bb, &rq->payload->span, off, len, dst);
 }
 
-void td__request_payload_drop(td__request *rq)
-{
-    payload_free(rq->payload);
-    rq->payload = NULL;
-}
-
 const void *td__request_payload_flat(const td__request *rq)
 {
     return rq->payload->span.flat;

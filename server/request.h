@@ -160,9 +160,6 @@ td_status td__request_payload_copy_range(const td__request *rq, size_t off, size
                                          void *dst);
 /* The payload as one flat block, or NULL when it lies in several slices. */
 const void *td__request_payload_flat(const td__request *rq);
-/* Let go of a TD_REQ_WRITE's payload (its slices or scratch) once it has been copied out;
- * rq->nbytes stays, the payload functions above may no longer be called. */
-void td__request_payload_drop(td__request *rq);
 
 /* Validate and build the definition a TD_REQ_GRAPH_DEFINE carries (a new reference in
  * *out). Returns td__wire_graph_from's status and message. */

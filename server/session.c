@@ -31,7 +31,6 @@
 #include "server/ring.h"
 #include "server/shm.h"
 #include "server/shmdone.h"
-#include "wire_limits.h"
 
 #include <grpc/support/alloc.h>
 #include <pthread.h>
@@ -353,7 +352,6 @@ static void job_free(td__job *j)
         td__quota_batch_uncharge(j->ss->quota);
         wake_parked(j->ss->quota);
     }
-    td__pinpool_give(j->pinned); /* not handed to the shmdone thread: no copy reads it */
     td__request_fini(&j->rq);
     td__free(j);
 }
@@ -627,24 +625,6 @@ static void answer_fresh_offer(td__srv_session *ss, td__job *j)
     pthread_mutex_unlock(&ss->pend_mu);
 }
 
-/* A Write chunk to a session whose device queues copies from pinned memory: copied here,
- * on the receive side, into a pinned upload buffer (pinpool.h says why), and its slices let
- * go. When no buffer is free (or the chunk is small) the worker copies it as before. */
-static void pin_upload(td__srv_session *ss, td__job *j)
-{
-    td__device *dev = atomic_load(&ss->upload_dev);
-    if (dev == NULL || j->rq.nbytes < TD_PINPOOL_MIN_BYTES || j->rq.nbytes > TD_CHUNK_BYTES)
-        return;
-    td__pin_buf *b = td__pinpool_take(dev);
-    if (b == NULL) return;
-    if (td__request_payload_copy(&j->rq, td__pin_buf_data(b)) != TD_OK) {
-        td__pinpool_give(b); /* the worker reports the unreadable payload */
-        return;
-    }
-    td__request_payload_drop(&j->rq);
-    j->pinned = b;
-}
-
 static bool on_message(td__srv_call *c, grpc_byte_buffer *bb)
 {
     td__srv_session *ss = ss_of(c);
@@ -675,7 +655,6 @@ static bool on_message(td__srv_call *c, grpc_byte_buffer *bb)
         return seq_violation(ss, j);
     td__ring_progress(atomic_load(&ss->ring));
     if (j->rq.kind == TD_REQ_BATCH) return prepare_batch(ss, j);
-    if (j->rq.kind == TD_REQ_WRITE) pin_upload(ss, j);
     if (j->rq.kind == TD_REQ_HAS_BLOBS) answer_fresh_offer(ss, j);
     if (j->rq.kind == TD_REQ_STORE_BLOB && j->rq.fp != NULL) pend_add(ss, j);
     return submit(ss, j);

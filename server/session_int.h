@@ -90,9 +90,6 @@ typedef struct td__srv_session {
      * the first. Stopped in queue_closed before the region is unpinned. Used by jobs only
      * (td__ss_in_job: the worker, or the ring's thread under exec_mu), one at a time. */
     struct td__shm_done *shm_done;
-    /* The device whose backend takes stream uploads through the pinned upload pool
-     * (server/pinpool.h), or NULL: set by the open (worker), read by the receive side. */
-    struct td__device *_Atomic upload_dev;
 
     /* The request ring (server/ring.h): set by the open (worker) and cleared by the end
      * (worker), read by the receive side while the session is open. */
@@ -150,10 +147,6 @@ typedef struct td__job {
     /* A StoreBlob with a fingerprint: 1 when its fingerprint is in ss->pend_fp, 2 when
      * counted in ss->pend_untracked (removed by job_free). */
     uint8_t pend;
-    /* A Write whose chunk the receive side copied into a pinned upload buffer
-     * (server/pinpool.h; its payload is gone then); run_write queues the DMA from it and
-     * hands it to the shmdone thread, else job_free gives it back. */
-    struct td__pin_buf *pinned;
 } td__job;
 
 /* ---- handlers (worker) ---- */

@@ -12,7 +12,6 @@
 typedef struct pending {
     td__fence fence;
     uint64_t seq, tensor;
-    td__pin_buf *buf; /* a stream Write's upload buffer (given back, no answer), or NULL */
 } pending;
 
 struct td__shm_done {
@@ -25,22 +24,17 @@ struct td__shm_done {
     bool stopping;
 };
 
-/* Wait for p's copy, then answer its ShmWrite, or give back its Write's buffer (a Write is
- * answered only when the copy failed). */
+/* Wait for p's copy and answer its ShmWrite. */
 static void answer(td__srv_session *ss, pending *p)
 {
-    const bool ok = td__fence_finish(&p->fence) == TD_OK;
-    td__pinpool_give(p->buf); /* the copy has ended: no DMA reads it any more */
-    if (ok && p->buf != NULL) return;
-    if (ok) {
+    if (td__fence_finish(&p->fence) == TD_OK) {
         td__reply r = {.kind = TD_REPLY_SHM_DONE, .seq = p->seq};
         td__ss_reply_or_end(ss, &r);
         return;
     }
     char err[160];
-    snprintf(err, sizeof err, "%s seq %llu to tensor %llu: the device copy failed",
-             p->buf != NULL ? "write" : "shm write", (unsigned long long)p->seq,
-             (unsigned long long)p->tensor);
+    snprintf(err, sizeof err, "shm write seq %llu to tensor %llu: the device copy failed",
+             (unsigned long long)p->seq, (unsigned long long)p->tensor);
     td__ss_failure(ss, p->seq, 0, TD_EDEVICE, err);
 }
 
@@ -79,10 +73,12 @@ static td__shm_done *start(td__srv_session *ss)
     return d;
 }
 
-static void add(td__shm_done **slot, td__srv_session *ss, pending p)
+void td__shm_done_add(td__shm_done **slot, td__srv_session *ss, td__fence f, uint64_t seq,
+                      uint64_t tensor)
 {
+    pending p = {.fence = f, .seq = seq, .tensor = tensor};
     if (*slot == NULL && (*slot = start(ss)) == NULL) {
-        td__log(TD_LOG_WARN, "session %llu: no thread for queued device copies; waiting for each",
+        td__log(TD_LOG_WARN, "session %llu: no thread for queued shm writes; waiting for each",
                 (unsigned long long)ss->c.id);
         answer(ss, &p);
         return;
@@ -94,18 +90,6 @@ static void add(td__shm_done **slot, td__srv_session *ss, pending p)
     d->n++;
     pthread_cond_broadcast(&d->cv);
     pthread_mutex_unlock(&d->mu);
-}
-
-void td__shm_done_add(td__shm_done **slot, td__srv_session *ss, td__fence f, uint64_t seq,
-                      uint64_t tensor)
-{
-    add(slot, ss, (pending){.fence = f, .seq = seq, .tensor = tensor});
-}
-
-void td__shm_done_add_write(td__shm_done **slot, td__srv_session *ss, td__fence f,
-                            uint64_t seq, uint64_t tensor, td__pin_buf *buf)
-{
-    add(slot, ss, (pending){.fence = f, .seq = seq, .tensor = tensor, .buf = buf});
 }
 
 void td__shm_done_wait_answered(td__shm_done *d)

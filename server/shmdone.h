@@ -1,5 +1,4 @@
-/* shmdone.h — answering a same-host session's ShmWrite once its queued device copy is done,
- * and giving back a stream Write's pinned upload buffer once its copy is done.
+/* shmdone.h — answering a same-host session's ShmWrite once its queued device copy is done.
  *
  * Why: on a GPU session the region is pinned, so a ShmWrite is one DMA. Waiting for it on
  * the device worker means waiting for every kernel queued before it on the session's
@@ -9,10 +8,6 @@
  * (td__session_write_queued), hands its fence here and goes on; this session's own thread
  * waits for the fences in order and sends each ShmDone (or a Failure when the copy failed).
  * The client keeps a slot until its ShmDone, so the region bytes a copy reads stay put.
- * A stream Write whose chunk came in a pinned upload buffer (pinpool.h) is queued the same
- * way; its buffer goes back to the pool when the fence has finished, and nothing is sent
- * unless the copy failed (a Failure TD_EDEVICE "write seq N to tensor T: the device copy
- * failed", which the next fence reports like any deferred failure).
  *
  * One thread per session that has had a queued copy, started at the first one; a session's
  * fences never wait behind another session's. At most TD_SHM_DONE_MAX fences wait at once:
@@ -32,7 +27,6 @@
 #define TD_SERVER_SHMDONE_H
 
 #include "engine/session.h"
-#include "server/pinpool.h"
 
 #include <stdint.h>
 
@@ -47,11 +41,6 @@ typedef struct td__shm_done td__shm_done;
  * fence here and answers at once. */
 void td__shm_done_add(td__shm_done **slot, struct td__srv_session *ss, td__fence f,
                       uint64_t seq, uint64_t tensor);
-/* The same for a stream Write (seq) of tensor `tensor` whose copy reads `buf`: once fence f
- * has finished, buf goes back to the pool; a Failure TD_EDEVICE names seq and tensor when
- * the copy failed, nothing is sent otherwise. Takes buf over. */
-void td__shm_done_add_write(td__shm_done **slot, struct td__srv_session *ss, td__fence f,
-                            uint64_t seq, uint64_t tensor, td__pin_buf *buf);
 /* Wait until every fence handed over so far has finished and been answered (NULL: at
  * once). */
 void td__shm_done_wait_answered(td__shm_done *d);

@@ -23,17 +23,6 @@
  *  - a copy whose fence fails: the next td_fence fails with TD_EDEVICE naming the shm write
  *    and "device copy failed", over the request ring and over the stream, and once only;
  *    the session goes on.
- *
- * Stream uploads (a context with no_shm: Write chunks over the gRPC stream on the same unix
- * socket, as over TCP) take the pinned upload pool (server/pinpool.h): the receive side
- * copies each chunk of 64 KiB or more into a pinned buffer, the worker queues the DMA and
- * the shmdone thread gives the buffer back after the copy's fence:
- *  - the same uploads, bit-identical, with copies queued from the pool (40 MiB is 40 chunks
- *    of 1 MiB against 16 buffers, so buffers are reused, and some chunks find none free);
- *    a buffer given back before its late copy had run would be refilled under it;
- *  - TENSORD_PIN_UPLOADS=0: the same bytes, no copy queued;
- *  - a client that closes or is killed with such copies queued: the server stays clean;
- *  - a failing fence: the next td_fence says "write seq ... the device copy failed", once.
  * The hostile side (a flood of ShmWrites of one region offset) is tests/hostile/shm_queued.py.
  */
 #include "server_fixture.h"
@@ -41,7 +30,6 @@
 #include "tensord.h"
 
 #include <criterion/criterion.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,8 +69,7 @@ static void qdev_stop(void)
     stop();
     static const char *const vars[] = {"TENSORD_BACKEND_DIR", "TD_TEST_QDEV_STATS",
                                        "TD_TEST_QDEV_DELAY_US", "TD_TEST_QDEV_FENCE_FAIL",
-                                       "TD_TEST_QDEV_FENCE_LAG_US", "TENSORD_SHM_WRITE_WAIT",
-                                       "TENSORD_PIN_UPLOADS"};
+                                       "TD_TEST_QDEV_FENCE_LAG_US", "TENSORD_SHM_WRITE_WAIT"};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
     unlink(g_stats);
 }
@@ -109,15 +96,7 @@ static void start_failing(void)
     qdev_start(env);
 }
 
-static void start_nopin(void)
-{
-    static const char *const env[] = {"TD_TEST_QDEV_DELAY_US=3000", "TENSORD_PIN_UPLOADS=0",
-                                      NULL};
-    qdev_start(env);
-}
-
 TestSuite(qdev, .init = start_queued, .fini = qdev_stop, .timeout = 120);
-TestSuite(qdev_nopin, .init = start_nopin, .fini = qdev_stop, .timeout = 120);
 TestSuite(qdev_wait, .init = start_wait, .fini = qdev_stop, .timeout = 120);
 TestSuite(qdev_fail, .init = start_failing, .fini = qdev_stop, .timeout = 120);
 
@@ -194,11 +173,10 @@ static void round_trip(td_context *ctx, uint8_t *src, uint8_t *back, size_t n, u
     td_release(t);
 }
 
-/* The uploads of the header comment, on one context with options o that must get transport
- * `want`; the stats are read after it closed. */
-static qdev_stats uploads_on(const td_options *o, const char *want)
+/* The uploads of the header comment, on one context; the stats are read after it closed. */
+static qdev_stats uploads(void)
 {
-    td_context *ctx = connect_qdev(o, want);
+    td_context *ctx = connect_qdev(NULL, "shm+ring");
     uint8_t *src = malloc(BIG), *back = malloc(BIG);
     cr_assert(src != NULL && back != NULL);
     const size_t sizes[] = {1,   4099,    (64 << 10) - 1, 64 << 10,        300 << 10,
@@ -245,12 +223,6 @@ static qdev_stats uploads_on(const td_options *o, const char *want)
     return read_stats();
 }
 
-static qdev_stats uploads(void) { return uploads_on(NULL, "shm+ring"); }
-
-/* A context that sends its uploads as Write chunks on the stream (as over TCP), without the
- * blob offer (whose candidates would keep bytes on the server after the session). */
-static const td_options k_stream = {.no_shm = 1, .blob_min_bytes = SIZE_MAX};
-
 Test(qdev, uploads_come_back_bit_identical)
 {
     qdev_stats st = uploads();
@@ -267,61 +239,6 @@ Test(qdev_wait, uploads_come_back_bit_identical)
     cr_expect_eq(st.queued, 0u, "TENSORD_SHM_WRITE_WAIT=1, yet %llu copies were queued",
                  st.queued);
     cr_expect_geq(st.sync_writes, 20u, "synchronous writes: %llu", st.sync_writes);
-    stop();
-}
-
-Test(qdev, stream_uploads_come_back_bit_identical)
-{
-    qdev_stats st = uploads_on(&k_stream, "grpc");
-    /* 40 MiB alone is 40 chunks of 1 MiB; at least the pool's 16 buffers are queued */
-    cr_expect_geq(st.queued, 16u, "copies queued from the upload pool: %llu", st.queued);
-    cr_expect_geq(st.waited, 1u, "no buffer waited for its copy: the copies were not late");
-    cr_expect_geq(st.most_queued, 2u, "the copies never overlapped");
-    stop();
-}
-
-Test(qdev_nopin, stream_uploads_come_back_bit_identical)
-{
-    qdev_stats st = uploads_on(&k_stream, "grpc");
-    cr_expect_eq(st.queued, 0u, "TENSORD_PIN_UPLOADS=0, yet %llu copies were queued",
-                 st.queued);
-    stop();
-}
-
-/* Stream uploads of 40 MiB, closed at once and killed mid-upload, with copies queued. */
-static void stream_upload_forever(const char *uri)
-{
-    td_context *ctx = NULL;
-    if (td_connect(uri, &k_stream, &ctx) != TD_OK) _exit(2);
-    if (strcmp(td_device_name(ctx), "qdev:0") != 0) _exit(3);
-    uint8_t *p = malloc(BIG);
-    if (p == NULL) _exit(4);
-    fill_random_bytes(p, BIG, 5);
-    int64_t dims[1] = {(int64_t)BIG};
-    td_tensor *t = td_from_host(ctx, TD_U8, 1, dims, p);
-    for (;;) td_write(t, p, BIG);
-}
-
-Test(qdev, stream_client_gone_with_copies_queued)
-{
-    uint8_t *src = malloc(BIG), *back = malloc(BIG);
-    cr_assert(src != NULL && back != NULL);
-    fill_random_bytes(src, BIG, 13);
-    int64_t dims[1] = {(int64_t)BIG};
-    for (int round = 0; round < 3; round++) {
-        td_context *ctx = connect_qdev(&k_stream, "grpc");
-        td_tensor *t = td_from_host(ctx, TD_U8, 1, dims, src);
-        cr_assert_not_null(t, "%s", td_last_error(ctx));
-        td_close(ctx);
-    }
-    kill_client_mid_work_on("auto", stream_upload_forever, BIG, 300, NULL, NULL);
-    qdev_stats st = read_stats();
-    cr_expect_geq(st.most_queued, 2u, "copies were queued");
-    td_context *ctx = connect_qdev(&k_stream, "grpc");
-    round_trip(ctx, src, back, 3 * MiB + 1, 15);
-    td_close(ctx);
-    free(src);
-    free(back);
     stop();
 }
 
@@ -407,36 +324,6 @@ static void failed_copy_reported(const td_options *o, const char *transport)
     td_close(ctx);
     free(src);
     free(back);
-}
-
-/* A 1 MiB stream upload (one chunk, queued from the pool) whose fence fails: the next
- * td_fence names the write, once; the session goes on. */
-Test(qdev_fail, failed_stream_copy_is_reported_by_the_next_fence)
-{
-    td_context *ctx = connect_qdev(&k_stream, "grpc");
-    const size_t n = MiB;
-    uint8_t *src = malloc(n), *back = malloc(n);
-    fill_random_bytes(src, n, 23);
-    int64_t dims[1] = {(int64_t)n};
-    td_tensor *t = td_from_host(ctx, TD_U8, 1, dims, src);
-    cr_assert_not_null(t, "%s", td_last_error(ctx));
-    td_status st = td_fence(ctx);
-    const char *e = td_last_error(ctx);
-    cr_expect_eq(st, TD_EDEVICE, "td_fence after a failed copy: %s: %s", td_status_name(st), e);
-    cr_expect(strstr(e, "write seq ") != NULL && strstr(e, "shm write") == NULL &&
-                  strstr(e, "device copy failed") != NULL,
-              "the message names the write and the failed copy: %s", e);
-    cr_expect_eq(td_fence(ctx), TD_OK, "reported once: %s", td_last_error(ctx));
-    td_tensor *f = td_full(ctx, TD_U8, 1, dims, 9.0);
-    cr_assert_eq(td_read(f, back, n), TD_OK, "%s", td_last_error(ctx));
-    cr_expect(back[0] == 9 && back[n - 1] == 9, "td_full after the failure");
-    td_release(f);
-    td_release(t);
-    td_close(ctx);
-    free(src);
-    free(back);
-    read_stats();
-    stop();
 }
 
 Test(qdev_fail, failed_copy_is_reported_by_the_next_fence)
