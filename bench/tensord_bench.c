@@ -21,6 +21,7 @@
  * nothing here asserts on speed). --only P1,P3 selects measures.
  */
 #include "tensord.h"
+#include "tools/argv_opt.h"
 
 #include <arpa/inet.h>
 #include <cblas.h>
@@ -1547,23 +1548,38 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
+        argv_opt opt;
+        argv_opt_split(argv[i], &opt);
+        const char *a = opt.name;
+        const bool flag =
+            strcmp(a, "--quick") == 0 || strcmp(a, "--json") == 0 || strcmp(a, "--help") == 0;
+        const bool takes = strcmp(a, "--only") == 0 || strcmp(a, "--tensord") == 0 ||
+                           strcmp(a, "--trainer") == 0 || strcmp(a, "--data") == 0 ||
+                           strcmp(a, "--device") == 0 || strcmp(a, "--p5-sizes") == 0 ||
+                           strcmp(a, "--p5-configs") == 0 || strcmp(a, "--p5-runs") == 0;
+        const char *v = takes ? argv_opt_value(&opt, argc, argv, &i) : NULL;
+        if ((flag && opt.value != NULL) || (takes && v == NULL)) {
+            fprintf(stderr, "tensord-bench: option %s %s\n", a,
+                    flag ? "takes no value" : "needs a value");
+            usage(stderr);
+            return 2;
+        }
         if (strcmp(a, "--quick") == 0) {
             g_quick = true;
         } else if (strcmp(a, "--json") == 0) {
             g_json = true;
-        } else if (strcmp(a, "--only") == 0 && i + 1 < argc) {
-            snprintf(g_only, sizeof g_only, "%s", argv[++i]);
-        } else if (strcmp(a, "--tensord") == 0 && i + 1 < argc) {
-            g_tensord = argv[++i];
-        } else if (strcmp(a, "--trainer") == 0 && i + 1 < argc) {
-            g_trainer = argv[++i];
-        } else if (strcmp(a, "--data") == 0 && i + 1 < argc) {
-            g_data = argv[++i];
-        } else if (strcmp(a, "--device") == 0 && i + 1 < argc) {
-            g_device = argv[++i];
-        } else if (strcmp(a, "--p5-sizes") == 0 && i + 1 < argc) {
-            g_p5_sizes = argv[++i];
+        } else if (strcmp(a, "--only") == 0) {
+            snprintf(g_only, sizeof g_only, "%s", v);
+        } else if (strcmp(a, "--tensord") == 0) {
+            g_tensord = v;
+        } else if (strcmp(a, "--trainer") == 0) {
+            g_trainer = v;
+        } else if (strcmp(a, "--data") == 0) {
+            g_data = v;
+        } else if (strcmp(a, "--device") == 0) {
+            g_device = v;
+        } else if (strcmp(a, "--p5-sizes") == 0) {
+            g_p5_sizes = v;
             if (!p5_sizes_valid(g_p5_sizes)) {
                 fprintf(stderr,
                         "tensord-bench: --p5-sizes needs BATCHxHIDDEN[,BATCHxHIDDEN...] with "
@@ -1571,10 +1587,10 @@ int main(int argc, char **argv)
                         g_p5_sizes);
                 return 2;
             }
-        } else if (strcmp(a, "--p5-configs") == 0 && i + 1 < argc) {
+        } else if (strcmp(a, "--p5-configs") == 0) {
             g_p5_configs = 0;
             char list[128];
-            snprintf(list, sizeof list, "%s", argv[++i]);
+            snprintf(list, sizeof list, "%s", v);
             for (char *save = NULL, *w = strtok_r(list, ",", &save); w != NULL;
                  w = strtok_r(NULL, ",", &save)) {
                 unsigned bit = strcmp(w, "tcp") == 0 ? 1u : strcmp(w, "unix") == 0 ? 2u
@@ -1589,11 +1605,10 @@ int main(int argc, char **argv)
                 }
                 g_p5_configs |= bit;
             }
-        } else if (strcmp(a, "--p5-runs") == 0 && i + 1 < argc) {
+        } else if (strcmp(a, "--p5-runs") == 0) {
             const char *end;
-            if (!parse_count(argv[++i], P5_MAX_RUNS, "", &g_p5_runs, &end)) {
-                fprintf(stderr, "tensord-bench: --p5-runs needs 1..%d, not '%s'\n", P5_MAX_RUNS,
-                        argv[i]);
+            if (!parse_count(v, P5_MAX_RUNS, "", &g_p5_runs, &end)) {
+                fprintf(stderr, "tensord-bench: --p5-runs needs 1..%d, not '%s'\n", P5_MAX_RUNS, v);
                 return 2;
             }
         } else if (strcmp(a, "--help") == 0) {

@@ -18,6 +18,7 @@
  */
 #include "client/uri.h"
 #include "tensord.h"
+#include "tools/argv_opt.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -154,18 +155,23 @@ static int parse_sub(int argc, char **argv, const char *usage, const char **addr
 {
     *addr = NULL;
     for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
+        argv_opt opt;
+        argv_opt_split(argv[i], &opt);
+        const char *a = opt.name;
+        const bool is_json = x != NULL && x->json != NULL && strcmp(a, "--json") == 0;
+        if ((is_help(a) || is_json) && opt.value != NULL)
+            return usage_error(usage, "option %s takes no value", a);
         if (is_help(a)) {
             fputs(usage, stdout);
             return 0;
         }
-        if (x != NULL && x->json != NULL && strcmp(a, "--json") == 0) {
+        if (is_json) {
             *x->json = true;
             continue;
         }
         if (x != NULL && x->kill != NULL && strcmp(a, "--kill") == 0) {
-            if (i + 1 >= argc) return usage_error(usage, "option %s needs a value", a);
-            *x->kill = argv[++i];
+            if ((*x->kill = argv_opt_value(&opt, argc, argv, &i)) == NULL)
+                return usage_error(usage, "option %s needs a value", a);
             continue;
         }
         const char **sec = strcmp(a, "--ca") == 0      ? &o->tls_ca_file
@@ -174,15 +180,15 @@ static int parse_sub(int argc, char **argv, const char *usage, const char **addr
                            : strcmp(a, "--token") == 0 ? &o->token
                                                        : NULL;
         if (sec != NULL) {
-            if (i + 1 >= argc) return usage_error(usage, "option %s needs a value", a);
-            *sec = argv[++i];
+            if ((*sec = argv_opt_value(&opt, argc, argv, &i)) == NULL)
+                return usage_error(usage, "option %s needs a value", a);
             continue;
         }
         bool is_t = strcmp(a, "-t") == 0 || strcmp(a, "--timeout") == 0;
         bool is_n = count != NULL && (strcmp(a, "-n") == 0 || strcmp(a, "--count") == 0);
         if (is_t || is_n) {
-            if (i + 1 >= argc) return usage_error(usage, "option %s needs a value", a);
-            const char *v = argv[++i];
+            const char *v = argv_opt_value(&opt, argc, argv, &i);
+            if (v == NULL) return usage_error(usage, "option %s needs a value", a);
             if (is_t && !parse_count(v, 3600000, timeout_ms))
                 return usage_error(usage, "bad timeout '%s' (milliseconds, 1..3600000)", v);
             if (is_n && !parse_count(v, PING_MAX_N, count))
@@ -478,7 +484,11 @@ int main(int argc, char **argv)
         fputs(usage_main, stderr);
         return EXIT_USAGE;
     }
-    const char *cmd = argv[1];
+    argv_opt opt;
+    argv_opt_split(argv[1], &opt);
+    const char *cmd = opt.name;
+    if ((is_help(cmd) || strcmp(cmd, "--version") == 0) && opt.value != NULL)
+        return usage_error(usage_main, "option %s takes no value", cmd);
     if (is_help(cmd)) {
         fputs(usage_main, stdout);
         return 0;

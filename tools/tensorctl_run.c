@@ -2,6 +2,7 @@
  * outputs as numpy .npy files (tools/npy.c). Public API only (td_onnx_load, td_onnx_run).
  */
 #include "tensord.h"
+#include "tools/argv_opt.h"
 #include "tools/model_run.h"
 #include "tools/npy.h"
 
@@ -46,24 +47,30 @@ int td__tensorctl_run(int argc, char **argv)
     int n_in = 0;
     td_options opts = {0};
     for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
+        argv_opt opt;
+        argv_opt_split(argv[i], &opt);
+        const char *a = opt.name;
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            if (opt.value != NULL) {
+                fprintf(stderr, "tensorctl run: option %s takes no value\n%s", a, usage_run);
+                return 2;
+            }
             fputs(usage_run, stdout);
             return 0;
         }
         bool takes = strcmp(a, "--device") == 0 || strcmp(a, "--input") == 0 ||
                      strcmp(a, "--output-dir") == 0 || strcmp(a, "--token") == 0 ||
                      strcmp(a, "--ca") == 0;
-        if (takes && i + 1 >= argc) {
+        char *v = takes ? argv_opt_value(&opt, argc, argv, &i) : NULL;
+        if (takes && v == NULL) {
             fprintf(stderr, "tensorctl run: option %s needs a value\n%s", a, usage_run);
             return 2;
         }
-        if (strcmp(a, "--device") == 0) device = argv[++i];
-        else if (strcmp(a, "--output-dir") == 0) outdir = argv[++i];
-        else if (strcmp(a, "--token") == 0) opts.token = argv[++i];
-        else if (strcmp(a, "--ca") == 0) opts.tls_ca_file = argv[++i];
+        if (strcmp(a, "--device") == 0) device = v;
+        else if (strcmp(a, "--output-dir") == 0) outdir = v;
+        else if (strcmp(a, "--token") == 0) opts.token = v;
+        else if (strcmp(a, "--ca") == 0) opts.tls_ca_file = v;
         else if (strcmp(a, "--input") == 0) {
-            char *v = argv[++i];
             char *eq = strchr(v, '=');
             if (eq == NULL || eq == v || eq[1] == '\0') {
                 fprintf(stderr, "tensorctl run: --input wants NAME=FILE.npy, got '%s'\n", v);

@@ -8,6 +8,7 @@
 #include "engine/convert.h"
 #include "tensord.h"
 #include "tests/unit/backends/conformance.h"
+#include "tools/argv_opt.h"
 #include "tools/model_run.h"
 
 #include <errno.h>
@@ -229,7 +230,12 @@ int td__tensorctl_verify(int argc, char **argv)
     td_options o;
     memset(&o, 0, sizeof o);
     for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
+        argv_opt opt;
+        argv_opt_split(argv[i], &opt);
+        const char *a = opt.name;
+        const bool flag = strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0 ||
+                          strcmp(a, "--quick") == 0 || strcmp(a, "--ops") == 0;
+        if (flag && opt.value != NULL) return usage_fail("option %s takes no value", a);
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             fputs(usage_verify, stdout);
             return 0;
@@ -241,21 +247,21 @@ int td__tensorctl_verify(int argc, char **argv)
                      strcmp(a, "--ca") == 0 || strcmp(a, "--cert") == 0 ||
                      strcmp(a, "--key") == 0 || strcmp(a, "-t") == 0 ||
                      strcmp(a, "--timeout") == 0;
-        if (takes && i + 1 >= argc) return usage_fail("option %s needs a value", a);
+        char *v = takes ? argv_opt_value(&opt, argc, argv, &i) : NULL;
+        if (takes && v == NULL) return usage_fail("option %s needs a value", a);
         if (strcmp(a, "--device") == 0) {
             if (n_only == MAX_DEVICES) return usage_fail("at most %s --device options", "16");
-            only[n_only++] = argv[++i];
-        } else if (strcmp(a, "--filter") == 0) filter = argv[++i];
-        else if (strcmp(a, "--json") == 0) json_path = argv[++i];
-        else if (strcmp(a, "--model") == 0) model = argv[++i];
-        else if (strcmp(a, "--token") == 0) o.token = argv[++i];
-        else if (strcmp(a, "--ca") == 0) o.tls_ca_file = argv[++i];
-        else if (strcmp(a, "--cert") == 0) o.tls_cert_file = argv[++i];
-        else if (strcmp(a, "--key") == 0) o.tls_key_file = argv[++i];
+            only[n_only++] = v;
+        } else if (strcmp(a, "--filter") == 0) filter = v;
+        else if (strcmp(a, "--json") == 0) json_path = v;
+        else if (strcmp(a, "--model") == 0) model = v;
+        else if (strcmp(a, "--token") == 0) o.token = v;
+        else if (strcmp(a, "--ca") == 0) o.tls_ca_file = v;
+        else if (strcmp(a, "--cert") == 0) o.tls_cert_file = v;
+        else if (strcmp(a, "--key") == 0) o.tls_key_file = v;
         else if (strcmp(a, "--quick") == 0) quick = true;
         else if (strcmp(a, "--ops") == 0) ops = true;
         else if (strcmp(a, "--rtol") == 0 || strcmp(a, "--atol") == 0) {
-            const char *v = argv[++i];
             char *end;
             errno = 0;
             double x = strtod(v, &end);
@@ -263,7 +269,6 @@ int td__tensorctl_verify(int argc, char **argv)
                 return usage_fail("bad tolerance '%s' (a finite number >= 0)", v);
             *(strcmp(a, "--rtol") == 0 ? &rtol : &atol) = x;
         } else if (strcmp(a, "-t") == 0 || strcmp(a, "--timeout") == 0) {
-            const char *v = argv[++i];
             char *end;
             errno = 0;
             long t = strtol(v, &end, 10);
@@ -271,7 +276,6 @@ int td__tensorctl_verify(int argc, char **argv)
                 return usage_fail("bad timeout '%s' (milliseconds, 1..3600000)", v);
             timeout_ms = (int)t;
         } else if (strcmp(a, "--input") == 0) {
-            char *v = argv[++i];
             char *eq = strchr(v, '=');
             if (eq == NULL || eq == v || eq[1] == '\0')
                 return usage_fail("--input wants NAME=FILE.npy, got '%s'", v);

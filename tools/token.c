@@ -15,6 +15,7 @@
 #include "auth/tokens.h"
 #include "common/alloc.h"
 #include "common/sha256.h"
+#include "tools/argv_opt.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -62,6 +63,20 @@ static int usage_fail(const char *what, const char *arg)
     return 2;
 }
 
+/* A flag given a value ("--admin=1"), in subcommand `sub` (NULL: before one). */
+static int flag_given_value(const char *sub, const char *flag)
+{
+    char what[128];
+    snprintf(what, sizeof what, "%s%soption %s takes no value", sub ? sub : "", sub ? ": " : "",
+             flag);
+    return usage_fail(what, NULL);
+}
+
+static bool is_help(const char *a)
+{
+    return strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0;
+}
+
 /* The quotas in force for `tenant` (last setting wins, as the server reads them). */
 static void tenant_limits(const td__token_entry *v, size_t n, const char *tenant,
                           uint64_t lim[5], unsigned *set, bool *exists)
@@ -90,8 +105,13 @@ static int cmd_new(int argc, char **argv)
     td__quota_limits lim = {0};
     unsigned set = 0;
     for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+        argv_opt opt;
+        argv_opt_split(argv[i], &opt);
+        const char *a = opt.name;
+        if ((is_help(a) || strcmp(a, "--admin") == 0 || strcmp(a, "--update-quotas") == 0) &&
+            opt.value != NULL)
+            return flag_given_value("new", a);
+        if (is_help(a)) {
             fputs(usage_token, stdout);
             return 0;
         }
@@ -103,11 +123,9 @@ static int cmd_new(int argc, char **argv)
             update = true;
             continue;
         }
-        if (i + 1 >= argc || strncmp(a, "--", 2) != 0)
-            return usage_fail(strncmp(a, "--", 2) == 0 ? "new: option needs a value:"
-                                                       : "new: unexpected argument",
-                              a);
-        const char *v = argv[++i];
+        if (strncmp(a, "--", 2) != 0) return usage_fail("new: unexpected argument", a);
+        const char *v = argv_opt_value(&opt, argc, argv, &i);
+        if (v == NULL) return usage_fail("new: option needs a value:", a);
         if (strcmp(a, "--tenant") == 0) {
             tenant = v;
         } else if (strcmp(a, "--tokens-file") == 0) {
@@ -260,16 +278,24 @@ static int cmd_list(int argc, char **argv)
     const char *file = NULL;
     bool json = false;
     for (int i = 0; i < argc; i++) {
-        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+        argv_opt opt;
+        argv_opt_split(argv[i], &opt);
+        const char *a = opt.name;
+        if ((is_help(a) || strcmp(a, "--json") == 0) && opt.value != NULL)
+            return flag_given_value("list", a);
+        if (is_help(a)) {
             fputs(usage_token, stdout);
             return 0;
         }
-        if (strcmp(argv[i], "--json") == 0)
+        if (strcmp(a, "--json") == 0) {
             json = true;
-        else if (strcmp(argv[i], "--tokens-file") == 0 && i + 1 < argc)
-            file = argv[++i];
-        else
-            return usage_fail("list: unexpected argument", argv[i]);
+        } else if (strcmp(a, "--tokens-file") == 0) {
+            if ((file = argv_opt_value(&opt, argc, argv, &i)) == NULL)
+                return usage_fail("list: option needs a value:", a);
+        } else {
+            return usage_fail(
+                strncmp(a, "--", 2) == 0 ? "list: unknown option" : "list: unexpected argument", a);
+        }
     }
     if (file == NULL) return usage_fail("list: --tokens-file is required", NULL);
     td__token_entry *v = NULL;
@@ -322,19 +348,22 @@ static int cmd_revoke(int argc, char **argv)
 {
     const char *file = NULL, *label = NULL, *hash = NULL, *tenant = NULL;
     for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+        argv_opt opt;
+        argv_opt_split(argv[i], &opt);
+        const char *a = opt.name;
+        if (is_help(a) && opt.value != NULL) return flag_given_value("revoke", a);
+        if (is_help(a)) {
             fputs(usage_token, stdout);
             return 0;
         }
-        if (i + 1 >= argc) return usage_fail("revoke: option needs a value:", a);
         const char **dst = strcmp(a, "--tokens-file") == 0 ? &file
                            : strcmp(a, "--label") == 0     ? &label
                            : strcmp(a, "--hash") == 0      ? &hash
                            : strcmp(a, "--tenant") == 0    ? &tenant
                                                            : NULL;
         if (dst == NULL) return usage_fail("revoke: unknown option", a);
-        *dst = argv[++i];
+        if ((*dst = argv_opt_value(&opt, argc, argv, &i)) == NULL)
+            return usage_fail("revoke: option needs a value:", a);
     }
     if (file == NULL) return usage_fail("revoke: --tokens-file is required", NULL);
     if ((label != NULL) + (hash != NULL) + (tenant != NULL) != 1)
@@ -422,7 +451,12 @@ int td__tensorctl_token(int argc, char **argv)
     if (argc >= 1 && strcmp(argv[0], "new") == 0) return cmd_new(argc - 1, argv + 1);
     if (argc >= 1 && strcmp(argv[0], "list") == 0) return cmd_list(argc - 1, argv + 1);
     if (argc >= 1 && strcmp(argv[0], "revoke") == 0) return cmd_revoke(argc - 1, argv + 1);
-    if (argc >= 1 && (strcmp(argv[0], "-h") == 0 || strcmp(argv[0], "--help") == 0)) {
+    if (argc >= 1) {
+        argv_opt opt;
+        argv_opt_split(argv[0], &opt);
+        if (is_help(opt.name) && opt.value != NULL) return flag_given_value(NULL, opt.name);
+    }
+    if (argc >= 1 && is_help(argv[0])) {
         fputs(usage_token, stdout);
         return 0;
     }

@@ -274,3 +274,55 @@ Test(tensorctl, usage_and_failures, .timeout = 60)
     cr_expect_eq(rc, 1, "exit %d: %s", rc, out);
     cr_expect(strstr(out, "cannot reach") != NULL, "%s", out);
 }
+
+/* tensorctl with args exits want_rc, and its output holds needle. */
+static void expect_tensorctl(const char *args, int want_rc, const char *needle)
+{
+    char out[8192];
+    int rc = run_tensorctl(args, out, sizeof out);
+    cr_expect_eq(rc, want_rc, "tensorctl %s: exit %d, not %d: %s", args, rc, want_rc, out);
+    cr_expect(strstr(out, needle) != NULL, "tensorctl %s: no \"%s\" in: %s", args, needle, out);
+}
+
+/* The GNU spelling --name=value, as getopt_long takes it: the value is the rest of the
+ * argument after the first '=' (so it may hold '='); a flag given a value, an empty value
+ * and an unknown option are usage errors that say which. */
+Test(tensorctl, name_equals_value, .init = start_tcp, .fini = stop, .timeout = 60)
+{
+    char args[700], want[700];
+    snprintf(args, sizeof args, "ping -n 2 --timeout=5000 %s", srv.addr);
+    snprintf(want, sizeof want, "2 GetInfo round trips to %s", srv.addr);
+    expect_tensorctl(args, 0, want);
+    snprintf(args, sizeof args, "ping --count=3 -t 5000 %s", srv.addr);
+    snprintf(want, sizeof want, "3 GetInfo round trips to %s", srv.addr);
+    expect_tensorctl(args, 0, want);
+    snprintf(args, sizeof args, "info --timeout=5000 --json %s", srv.addr);
+    snprintf(want, sizeof want, "{\"server\": \"%s\", \"version\": ", srv.addr);
+    expect_tensorctl(args, 0, want);
+
+    /* usage errors: values that reached their option's own check, then an empty value, a
+     * flag given a value, an unknown option */
+    const struct {
+        const char *args, *msg;
+    } bad[] = {
+        {"ping --timeout=0", "tensorctl: bad timeout '0' (milliseconds, 1..3600000)"},
+        {"ping --timeout=5000=1", "tensorctl: bad timeout '5000=1'"},
+        {"ping --count=0", "tensorctl: bad count '0' (1..1000000)"},
+        {"sessions --kill=0", "tensorctl: bad session id '0' (1..2^63-1)"},
+        {"ping --timeout=", "tensorctl: option --timeout needs a value"},
+        {"info --token=", "tensorctl: option --token needs a value"},
+        {"sessions --kill=", "tensorctl: option --kill needs a value"},
+        {"info --json=1", "tensorctl: option --json takes no value"},
+        {"sessions --json=", "tensorctl: option --json takes no value"},
+        {"info --help=1", "tensorctl: option --help takes no value"},
+        {"ping --json=1", "tensorctl: unknown option '--json'"}, /* ping has no --json */
+        {"info --foo=bar", "tensorctl: unknown option '--foo'"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(args, sizeof args, "%s %s", bad[i].args, srv.addr);
+        expect_tensorctl(args, 2, bad[i].msg);
+        expect_tensorctl(args, 2, "usage: tensorctl ");
+    }
+    expect_tensorctl("--help=1", 2, "tensorctl: option --help takes no value");
+    expect_tensorctl("--version=1", 2, "tensorctl: option --version takes no value");
+}

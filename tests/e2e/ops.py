@@ -988,6 +988,9 @@ def test_admin(tmp):
         r = tctl("sessions", srv.addr, "--kill", "987654321", token=admin)
         check(r.returncode == 1 and "no open session 987654321" in r.stderr,
               f"tensorctl sessions --kill of an unknown id ({r.stderr.strip()!r})")
+        r = tctl("sessions", srv.addr, "--kill=987654322", token=admin)
+        check(r.returncode == 1 and "no open session 987654322" in r.stderr,
+              f"tensorctl sessions --kill=ID asks the server as --kill ID does ({r.stderr.strip()!r})")
         r = tctl("sessions", srv.addr, "--kill", str(row.get("id", 1)), token=admin)
         check(r.returncode == 0, f"tensorctl sessions --kill ID ({r.stderr.strip()!r})")
         line = readline_within(wl, 20)
@@ -1013,6 +1016,60 @@ def test_admin(tmp):
     check(oct(os.stat(tokens).st_mode & 0o777) == "0o600", "the rewritten tokens file keeps mode 0600")
 
 
+def test_token_name_equals_value(tmp):
+    """token new, list and revoke take every option that has a value as --name=value too (the
+    value is the rest of the argument); a flag given a value, an empty value and an unknown
+    --foo=bar are usage errors (exit 2) naming the option, and leave the file as it was."""
+    tokens = os.path.join(tmp, "equals-tokens")
+    r = tctl("token", "new", "--tenant=bob", f"--tokens-file={tokens}", "--max-bytes=2G",
+             "--label=bob-1", "--devices=cpu")
+    check(r.returncode == 0 and len(r.stdout.strip()) > 20,
+          f"token new --tenant=bob --tokens-file=FILE --max-bytes=2G ... ({r.stderr.strip()!r})")
+    r = tctl("token", "new", "--tenant=bob", f"--tokens-file={tokens}", "--max-bytes=4G",
+             "--label=bob-2")
+    check(r.returncode == 2 and "already has max_bytes=2147483648" in r.stderr,
+          f"--max-bytes=4G is read as 4G: refused without --update-quotas ({r.stderr.strip()!r})")
+    r = tctl("token", "new", "--tenant=bob", f"--tokens-file={tokens}", "--max-bytes=4G",
+             "--update-quotas", "--label=bob-2")
+    check(r.returncode == 0, f"token new ... --update-quotas --label=bob-2 ({r.stderr.strip()!r})")
+    for args, msg in [
+        (["new", "--tenant=bob", f"--tokens-file={tokens}", "--admin=1"],
+         "tensorctl: token: new: option --admin takes no value"),
+        (["new", "--tenant=bob", f"--tokens-file={tokens}", "--update-quotas=yes"],
+         "tensorctl: token: new: option --update-quotas takes no value"),
+        (["new", "--tenant=", f"--tokens-file={tokens}"],
+         "tensorctl: token: new: option needs a value: --tenant"),
+        (["new", "--tenant=bob", f"--tokens-file={tokens}", "--bogus=1"],
+         "tensorctl: token: new: unknown option --bogus"),
+        (["list", f"--tokens-file={tokens}", "--json=1"],
+         "tensorctl: token: list: option --json takes no value"),
+        (["list", "--tokens-file="], "tensorctl: token: list: option needs a value: --tokens-file"),
+        (["list", f"--tokens-file={tokens}", "--bogus=1"],
+         "tensorctl: token: list: unknown option --bogus"),
+        (["revoke", f"--tokens-file={tokens}", "--label="],
+         "tensorctl: token: revoke: option needs a value: --label"),
+        (["revoke", f"--tokens-file={tokens}", "--help=1"],
+         "tensorctl: token: revoke: option --help takes no value"),
+        (["--help=1"], "tensorctl: token: option --help takes no value"),
+    ]:
+        r = tctl("token", *args)
+        check(r.returncode == 2 and msg in r.stderr and "usage: tensorctl token" in r.stderr,
+              f"token {' '.join(args)}: exit 2, {msg!r} ({r.returncode}, {r.stderr.strip()[:160]!r})")
+    r = tctl("token", "new", "--tenant=bob", f"--tokens-file={tokens}", "--mode=0644")
+    check(r.returncode == 2 and "--mode '0644': give 0600 or 0640" in r.stderr,
+          f"--mode=0644 is read as 0644: refused ({r.stderr.strip()!r})")
+    r = tctl("token", "list", f"--tokens-file={tokens}", "--json")
+    entries = json.loads(r.stdout) if r.returncode == 0 else []
+    check([(e["tenant"], e["label"], e["devices"], e["quotas"]) for e in entries] ==
+          [("bob", "bob-1", "cpu", {"max_bytes": 2 << 30}), ("bob", "bob-2", "", {"max_bytes": 4 << 30})],
+          f"token list --tokens-file=FILE: the two tokens made with --name=value, nothing else ({entries})")
+    r = tctl("token", "revoke", f"--tokens-file={tokens}", "--label=bob-1")
+    r2 = tctl("token", "list", f"--tokens-file={tokens}", "--json")
+    labels = [e["label"] for e in json.loads(r2.stdout)] if r2.returncode == 0 else []
+    check(r.returncode == 0 and labels == ["bob-2"],
+          f"token revoke --tokens-file=FILE --label=bob-1 removes that entry only ({labels})")
+
+
 def main():
     with tempfile.TemporaryDirectory(prefix="td-ops-") as tmp:
         pb, pbg = load_health_stubs(tmp)
@@ -1028,6 +1085,7 @@ def main():
         test_help(tmp)
         test_check_config(tmp)
         test_admin(tmp)
+        test_token_name_equals_value(tmp)
     if failures:
         print(f"{len(failures)} checks failed")
         sys.exit(1)

@@ -95,4 +95,27 @@ expect "no --input for model input 'b' (f32[4, 3])" "$tensorctl" run "$mm" --inp
 expect "input 'a' needs f32[3, 4], got f32[4, 3]" "$tensorctl" run "$mm" --input a="$TMP/b.npy" --input b="$TMP/b.npy"
 expect "not a valid ONNX model" "$tensorctl" run "$TMP/a.npy"
 "$tensorctl" run --help | grep -q -- "--output-dir DIR" || fail "run --help"
+
+# the GNU spelling --name=value, as "--name value": --input=NAME=FILE (the value holds '=')
+"$tensorctl" run "$mm" --device="tensord://$addr/cpu" --input=a="$TMP/a.npy" \
+    --input=b="$TMP/b.npy" --output-dir="$TMP/equals" >"$TMP/equals.out"
+grep -qF "output c: f32 [3, 3] -> $TMP/equals/c.npy" "$TMP/equals.out" ||
+    fail "--output-dir=DIR: no output line for c ($(cat "$TMP/equals.out"))"
+grep -qF "device tensord://$addr/cpu: load" "$TMP/equals.out" || fail "--device=URI is not the device"
+cmp "$TMP/local/c.npy" "$TMP/equals/c.npy" || fail "--input=NAME=FILE gave another output"
+expect "no --input for model input 'b'" "$tensorctl" run "$mm" --input=a="$TMP/a.npy"
+expect_usage() { # expect_usage NEEDLE CMD...: exit 2, NEEDLE and the usage on stderr
+    local needle=$1; shift
+    local rc=0
+    "$@" >"$TMP/o" 2>"$TMP/e" || rc=$?
+    [[ $rc -eq 2 ]] || { cat "$TMP/o" "$TMP/e" >&2; fail "'$*' exited $rc, expected 2"; }
+    grep -qF -- "$needle" "$TMP/e" || { cat "$TMP/e" >&2; fail "stderr lacks '$needle'"; }
+    grep -qF -- "usage: tensorctl run" "$TMP/e" || fail "'$*': no usage on stderr"
+    echo "ok: $(head -n 1 "$TMP/e")"
+}
+expect_usage "tensorctl run: option --help takes no value" "$tensorctl" run "$mm" --help=1
+expect_usage "tensorctl run: option --device needs a value" "$tensorctl" run "$mm" --device= \
+    --input=a="$TMP/a.npy" --input=b="$TMP/b.npy"
+expect_usage "tensorctl run: option --input needs a value" "$tensorctl" run "$mm" --input=
+expect_usage "tensorctl run: unknown option '--bogus'" "$tensorctl" run "$mm" --bogus=1
 echo "PASS"

@@ -105,6 +105,48 @@ expect_rc 0 "Check that a server computes" "$tensorctl" verify --help
 expect_rc 2 "no --input for model input 'b'" "$tensorctl" verify "unix:$TMP/good.sock" \
     --model "$mm" --input a="$TMP/a.npy"
 
+# the GNU spelling --name=value, as "--name value" (--json takes a FILE here, where info's
+# --json is a flag); a flag given a value, an empty value and an unknown option: exit 2
+rc=0
+"$tensorctl" verify "unix:$TMP/good.sock" --filter="matmul f32" --quick --device=cpu \
+    --timeout=5000 --json="$TMP/equals.json" >"$TMP/equals.out" || rc=$?
+[[ $rc == 0 ]] || { cat "$TMP/equals.out"; fail "verify with --name=value options exited $rc"; }
+grep -q 'verify: device cpu: every op case passed' "$TMP/equals.out" || fail "no device line"
+"$py" - "$TMP/equals.json" <<'PY' || fail "--json=FILE: not one passing object of matmul cases"
+import json, sys
+objs = [json.loads(line) for line in open(sys.argv[1])]
+assert len(objs) == 1, objs
+o = objs[0]
+assert o["target"].endswith("/good.sock/cpu") and o["failed"] == 0, o
+assert {x["op"] for x in o["ops"]} == {"matmul"}, o["ops"]
+PY
+rc=0
+"$tensorctl" verify "unix:$TMP/good.sock" --model="$mm" --input=a="$TMP/a.npy" \
+    --input=b="$TMP/b.npy" --rtol=1e-3 --atol=1e-7 >"$TMP/equalsm.out" || rc=$?
+[[ $rc == 0 ]] || { cat "$TMP/equalsm.out"; fail "verify --model=... --input=NAME=FILE exited $rc"; }
+grep -q 'ok   output c: matches local:cpu' "$TMP/equalsm.out" || fail "--model=: no ok line for c"
+expect_rc 2 "tensorctl verify: bad tolerance '-1' (a finite number >= 0)" "$tensorctl" verify \
+    "unix:$TMP/good.sock" --rtol=-1
+expect_rc 2 "tensorctl verify: bad tolerance 'x=1'" "$tensorctl" verify "unix:$TMP/good.sock" \
+    --atol=x=1
+expect_rc 2 "tensorctl verify: bad timeout '0'" "$tensorctl" verify "unix:$TMP/good.sock" \
+    --timeout=0
+expect_rc 2 "tensorctl verify: --input needs --model" "$tensorctl" verify "unix:$TMP/good.sock" \
+    --input=a=x.npy
+expect_rc 2 "no device 'cuda:7' (it has: cpu)" "$tensorctl" verify "unix:$TMP/good.sock" \
+    --device=cuda:7
+expect_rc 2 "tensorctl verify: option --json needs a value" "$tensorctl" verify \
+    "unix:$TMP/good.sock" --json=
+expect_rc 2 "tensorctl verify: option --rtol needs a value" "$tensorctl" verify \
+    "unix:$TMP/good.sock" --rtol=
+expect_rc 2 "tensorctl verify: option --quick takes no value" "$tensorctl" verify \
+    "unix:$TMP/good.sock" --quick=1
+expect_rc 2 "tensorctl verify: option --ops takes no value" "$tensorctl" verify \
+    "unix:$TMP/good.sock" --ops=
+expect_rc 2 "tensorctl verify: option --help takes no value" "$tensorctl" verify --help=1
+expect_rc 2 "tensorctl verify: unknown option '--bogus'" "$tensorctl" verify \
+    "unix:$TMP/good.sock" --bogus=1
+
 # --json - with --model: whole JSON objects on their own lines among the table's
 "$tensorctl" verify "unix:$TMP/good.sock" --model "$mm" --input a="$TMP/a.npy" \
     --input b="$TMP/b.npy" --json - >"$TMP/mj.out"
