@@ -17,9 +17,10 @@
  *    and clean (no copy reads the region after it was unpinned; ASan/LSan pass), and a new
  *    session works;
  *  - every test ends by stopping the server and requiring exit status 0 (a crash, or an
- *    ASan/LSan report at its exit, fails the test; criterion 2.4 reports a failed
- *    expectation of a .fini but still counts the test as passed, so qdev_stop, the .fini,
- *    only cleans up after a test that ended early);
+ *    ASan/LSan report at its exit, fails the test, which names it on its own line;
+ *    qdev_stop, the .fini, cleans up after a test that ended early, and a failure there
+ *    fails the run through tests/criterion/fini_guard.c, though criterion prints the test
+ *    as passed);
  *  - a copy whose fence fails: the next td_fence fails with TD_EDEVICE naming the shm write
  *    and "device copy failed", over the request ring and over the stream, and once only;
  *    the session goes on.
