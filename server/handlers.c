@@ -327,7 +327,10 @@ static void run_shm_write(td__srv_session *ss, td__job *j)
                 st = td__session_write_queued(ss->es, rq->tensor, rq->offset, src, n, &fence,
                                               err, sizeof err);
         }
-        if (st == TD_OK && fence.handle != NULL) {
+        /* The answer goes out from the session's shmdone thread even when the copy is
+         * done (fence.handle NULL): sending it here took the worker into gRPC's write path
+         * between two steps' work (shmdone.h says what it cost) */
+        if (st == TD_OK && (fence.handle != NULL || !td__shm_done_inline)) {
             td__shm_done_add(&ss->shm_done, ss, fence, rq->seq, rq->tensor);
             return;
         }
@@ -586,6 +589,7 @@ static void run_failure(td__srv_session *ss, td__job *j)
 
 bool td__trace_jobs;
 bool td__shm_write_wait;
+bool td__shm_done_inline;
 
 /* The session whose job this thread is running (td__handle), for td__ss_in_job. */
 static _Thread_local const td__srv_session *tl_job;

@@ -843,6 +843,8 @@ int main(int argc, char **argv)
     td__trace_jobs = trace != NULL && strcmp(trace, "1") == 0;
     const char *shm_wait = getenv("TENSORD_SHM_WRITE_WAIT");
     td__shm_write_wait = shm_wait != NULL && strcmp(shm_wait, "1") == 0;
+    const char *done_inline = getenv("TENSORD_SHM_DONE_INLINE");
+    td__shm_done_inline = done_inline != NULL && strcmp(done_inline, "1") == 0;
     const char *config_path = NULL, *check_path = NULL;
     int opt;
     opterr = 0;

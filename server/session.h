@@ -29,6 +29,11 @@ extern bool td__trace_jobs;
  * instead of being answered by the session's shmdone thread (TENSORD_SHM_WRITE_WAIT=1 at
  * start, an A/B aid; set once by main). */
 extern bool td__shm_write_wait;
+/* Whether a ShmWrite whose copy is done when the worker returns from it (a CPU session, or
+ * a copy that could not be queued) is answered by the worker itself instead of the
+ * session's shmdone thread (TENSORD_SHM_DONE_INLINE=1 at start, an A/B aid; set once by
+ * main). */
+extern bool td__shm_done_inline;
 
 void td__srv_session_start(td__service *svc, grpc_call *call, td__quota *quota,
                            const td__identity *id);

@@ -9,7 +9,16 @@
  * waits for the fences in order and sends each ShmDone (or a Failure when the copy failed).
  * The client keeps a slot until its ShmDone, so the region bytes a copy reads stay put.
  *
- * One thread per session that has had a queued copy, started at the first one; a session's
+ * A ShmWrite whose copy is already done when the worker returns from it (a CPU session, a
+ * transfer too small to pin the region for, a copy the backend could not queue) is answered
+ * from here as well, with an empty fence: a ShmDone sent by the worker took it into gRPC's
+ * write path (grpc_call_start_batch) between one training step's ops and the next. On the
+ * H100 host a b128 step's ShmWrite cost the worker 40-57 us that way and 23-31 us now, and
+ * the same-host session's epochs at batch 128, 1.02-1.30x local before, are 0.82-1.12x
+ * (BENCHMARKS.md, "H100 host, 2026-12-07 15:35"). TENSORD_SHM_DONE_INLINE=1 keeps the
+ * worker's own answer (an A/B aid).
+ *
+ * One thread per session that has had a ShmWrite, started at the first one; a session's
  * fences never wait behind another session's. At most TD_SHM_DONE_MAX fences wait at once:
  * past that, td__shm_done_add waits for the oldest (a client that sends ShmWrites without
  * waiting for their answers only holds up its own worker turn, as any long job does).
@@ -35,8 +44,8 @@
 struct td__srv_session;
 typedef struct td__shm_done td__shm_done;
 
-/* Answer seq (a ShmWrite of tensor `tensor`) once fence f has finished: ShmDone, or a
- * Failure TD_EDEVICE naming the seq and tensor. Starts the session's thread at the first
+/* Answer seq (a ShmWrite of tensor `tensor`) once fence f has finished (at once for an empty
+ * fence, handle NULL): ShmDone, or a Failure TD_EDEVICE naming the seq and tensor. Starts the session's thread at the first
  * call (*slot, NULL before, keeps it); when no thread or memory can be had, finishes the
  * fence here and answers at once. */
 void td__shm_done_add(td__shm_done **slot, struct td__srv_session *ss, td__fence f,

@@ -15,6 +15,10 @@ waiter returns 0.3 ms late) with --shm-bytes 4M.
   ShmWrite and ShmRead at a time, and gets its bytes back unchanged each time.
 - Afterwards a new session works, tensord exits 0 on SIGTERM, and the module saw every copy
   queued and no broken rule (a range unpinned under a queued copy).
+- The same on the cpu device, whose copies are done when the worker returns but whose
+  ShmDones still come from the session's shmdone thread (not the worker: shmdone.h says
+  why): 300 ShmWrites with an op batch that fails in their middle, then a Fence. Every
+  answer (ShmDone, the batch's Failure, the FenceDone) comes in seq order.
 
 Bounded: one server, every call with a deadline; about 2 s. Skipped (77) without
 python3-grpcio / python3-grpc-tools. usage: shm_queued.py TENSORD SOURCE_ROOT QDEV_DIR
@@ -143,6 +147,53 @@ def run(pb, addr, sock):
     ch.close()
 
 
+def cpu_order(pb, addr):
+    """ShmWrites on cpu answered by the shmdone thread keep their order against the worker's
+    own replies (a Failure) and the FenceDone."""
+    ch = channel(addr)
+    s = Session(ch, pb)
+    s.send(open=pb.OpenSession(protocol_min=1, protocol_max=6, device="cpu", shm=True,
+                               client_name="cpu-order"))
+    m = s.recv()
+    ok = m.WhichOneof("body") == "opened" and m.opened.HasField("shm")
+    check(ok, "cpu: a session with a region")
+    if not ok:
+        return
+    o = m.opened.shm
+    st, msg, size, fd = side(o.socket_path, b"TDSHM001" + struct.pack("<Q", m.opened.session_id)
+                             + o.secret)
+    check(st == 0 and fd is not None, f"cpu: the region's fd ({st}, {msg!r})")
+    region = mmap.mmap(fd, size)
+    os.close(fd)
+    data = os.urandom(MIB)
+    region[0:MIB] = data
+    s.send(batch=empty_u8(pb, 1, MIB))
+    expect = {}
+    for i in range(300):
+        if i == 150:  # dtype 99 is no dtype: the worker answers with a Failure
+            bad = pb.OpBatch(ops=[pb.Op(opcode=OP_EMPTY, dtype=99, output=7, iattrs=[4])])
+            expect[s.send(batch=bad)] = "failure"
+        expect[s.send(shm_write=pb.ShmWrite(tensor=1, offset=0, nbytes=MIB,
+                                            region_offset=0))] = "shm_done"
+    fence = s.send(fence=pb.Fence())
+    expect[fence] = "fence"
+    got = []
+    try:
+        while not got or got[-1][0] != fence:
+            m = s.recv()
+            got.append((m.seq, m.WhichOneof("body")))
+    except grpc.RpcError as e:
+        check(False, f"cpu: the session ended before the FenceDone ({e.code()})")
+    check(got == sorted(expect.items()), "cpu: every answer in seq order "
+          f"({len(got)} answers; first out of place: "
+          f"{next((g for g, e in zip(got, sorted(expect.items())) if g != e), None)})")
+    rd, failure = s.read(s.send(read=pb.ReadRequest(tensor=1, offset=0, nbytes=MIB)))
+    check(failure is None and rd == data, "cpu: the tensor holds the region's bytes")
+    region.close()
+    s.close()
+    ch.close()
+
+
 def main():
     fd, stats = tempfile.mkstemp(prefix="tensord-qdev-", suffix=".stats")
     os.close(fd)
@@ -150,7 +201,9 @@ def main():
                        "TD_TEST_QDEV_DELAY_US": str(DELAY_US),
                        "TD_TEST_QDEV_FENCE_LAG_US": str(LAG_US)})
     try:
-        serve(["--shm-bytes", "4M"], run, unix=True)  # exits 1 when a check failed
+        serve(["--shm-bytes", "4M"], lambda pb, addr, sock: (run(pb, addr, sock),
+                                                          cpu_order(pb, addr)),
+              unix=True)  # exits 1 when a check failed
         # the server has ended: every stream wrote its line
         with open(stats) as f:
             lines = f.read().splitlines()
