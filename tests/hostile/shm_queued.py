@@ -43,14 +43,14 @@ FLOOD = 500
 DELAY_US, LAG_US = 1000, 300
 
 
-def open_qdev(ch, pb, name):
-    """A protocol-6 session on qdev:0 with a region: (session, mapped region)."""
+def open_qdev(ch, pb, name, device="qdev:0"):
+    """A protocol-6 session on `device` with a region: (session, mapped region or None)."""
     s = Session(ch, pb)
-    s.send(open=pb.OpenSession(protocol_min=1, protocol_max=6, device="qdev:0", shm=True,
+    s.send(open=pb.OpenSession(protocol_min=1, protocol_max=6, device=device, shm=True,
                                client_name=name))
     m = s.recv()
     ok = m.WhichOneof("body") == "opened" and m.opened.HasField("shm")
-    check(ok, f"{name}: a session on qdev:0 with a region ({m.WhichOneof('body')})")
+    check(ok, f"{name}: a session on {device} with a region ({m.WhichOneof('body')})")
     if not ok:
         return s, None
     o = m.opened.shm
@@ -151,20 +151,9 @@ def cpu_order(pb, addr):
     """ShmWrites on cpu answered by the shmdone thread keep their order against the worker's
     own replies (a Failure) and the FenceDone."""
     ch = channel(addr)
-    s = Session(ch, pb)
-    s.send(open=pb.OpenSession(protocol_min=1, protocol_max=6, device="cpu", shm=True,
-                               client_name="cpu-order"))
-    m = s.recv()
-    ok = m.WhichOneof("body") == "opened" and m.opened.HasField("shm")
-    check(ok, "cpu: a session with a region")
-    if not ok:
+    s, region = open_qdev(ch, pb, "cpu-order", device="cpu")
+    if region is None:
         return
-    o = m.opened.shm
-    st, msg, size, fd = side(o.socket_path, b"TDSHM001" + struct.pack("<Q", m.opened.session_id)
-                             + o.secret)
-    check(st == 0 and fd is not None, f"cpu: the region's fd ({st}, {msg!r})")
-    region = mmap.mmap(fd, size)
-    os.close(fd)
     data = os.urandom(MIB)
     region[0:MIB] = data
     s.send(batch=empty_u8(pb, 1, MIB))
