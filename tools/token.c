@@ -100,8 +100,6 @@ static int cmd_new(int argc, char **argv)
     const char *tenant = NULL, *file = NULL, *label = NULL, *devices = NULL;
     bool admin = false, update = false;
     mode_t mode = 0600;
-    char quotas[512] = "";
-    size_t qlen = 0;
     td__quota_limits lim = {0};
     unsigned set = 0;
     for (int i = 0; i < argc; i++) {
@@ -168,7 +166,6 @@ static int cmd_new(int argc, char **argv)
                         n < 0 || (size_t)n >= sizeof kv ? "quota value too long" : err);
                 return 2;
             }
-            qlen += (size_t)snprintf(quotas + qlen, sizeof quotas - qlen, " %s", kv);
         } else {
             return usage_fail("new: unknown option", a);
         }
@@ -211,6 +208,15 @@ static int cmd_new(int argc, char **argv)
             return 2;
         }
     }
+    /* The quotas as the line carries them: each one given, once (a repeated --max-X: the
+     * last value, as td__quota_kv_parse kept it), in k_quota_names' order. */
+    char quotas[5 * 48] = "";
+    size_t qlen = 0;
+    for (unsigned f = 0; f < 5; f++)
+        if (set & (1u << f))
+            qlen += (size_t)snprintf(quotas + qlen, sizeof quotas - qlen, " %s=%llu",
+                                     k_quota_names[f],
+                                     (unsigned long long)((const uint64_t *)&lim)[f]);
     char token[TD_TOKEN_LEN + 1];
     if (td__token_new(token) != TD_OK) {
         fprintf(stderr, "tensorctl: token new: no random bytes from OpenSSL\n");

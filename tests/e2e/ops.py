@@ -1070,6 +1070,31 @@ def test_token_name_equals_value(tmp):
           f"token revoke --tokens-file=FILE --label=bob-1 removes that entry only ({labels})")
 
 
+def test_token_repeated_quotas(tmp):
+    """token new with the same quota option given many times (both spellings): the last value
+    counts, the line carries each quota once. (It used to append every one to a 512-byte
+    buffer: 60 of them overflowed it, a crash after the token was written.)"""
+    tokens = os.path.join(tmp, "repeat-tokens")
+    args = [f"--max-bytes={i}" for i in range(1, 61)] + ["--max-queued-batches",
+                                                         "999999999999999"] * 30
+    r = tctl("token", "new", "--tenant=carol", f"--tokens-file={tokens}", *args,
+             "--max-sessions=3", "--max-sessions", "4")
+    check(r.returncode == 0 and len(r.stdout.strip()) > 20,
+          f"token new with 60 --max-bytes=N and 30 --max-queued-batches N: exit 0 "
+          f"({r.returncode}, {r.stderr.strip()[:200]!r})")
+    with open(tokens) as f:
+        lines = f.read().splitlines()
+    fields = lines[0].split()[2:] if len(lines) == 1 else []
+    quotas = [x for x in fields if x.startswith("max_")]
+    check(quotas == ["max_bytes=60", "max_sessions=4", "max_queued_batches=999999999999999"],
+          f"one line, each quota once with its last value ({lines})")
+    r = tctl("token", "list", f"--tokens-file={tokens}", "--json")
+    entries = json.loads(r.stdout) if r.returncode == 0 else []
+    check([e["quotas"] for e in entries] ==
+          [{"max_bytes": 60, "max_sessions": 4, "max_queued_batches": 999999999999999}],
+          f"token list reads them back ({entries})")
+
+
 def main():
     with tempfile.TemporaryDirectory(prefix="td-ops-") as tmp:
         pb, pbg = load_health_stubs(tmp)
@@ -1086,6 +1111,7 @@ def main():
         test_check_config(tmp)
         test_admin(tmp)
         test_token_name_equals_value(tmp)
+        test_token_repeated_quotas(tmp)
     if failures:
         print(f"{len(failures)} checks failed")
         sys.exit(1)
