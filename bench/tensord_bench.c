@@ -1541,6 +1541,7 @@ static void usage(FILE *f)
                "                  and --graph (default tcp,unix)\n"
                "  --quick         small sizes: a smoke test (never asserts on speed)\n"
                "  --json          machine-readable results\n"
+               "  -h, --help      this text\n"
                "  --only LIST     comma-separated measures, e.g. P1,P3\n",
             TD_BENCH_TENSORD, TD_BENCH_TRAINER, g_data);
 }
@@ -1550,7 +1551,7 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         argv_opt opt;
         argv_opt_split(argv[i], &opt);
-        const char *a = opt.name;
+        const char *a = strcmp(opt.name, "-h") == 0 ? "--help" : opt.name;
         const bool flag =
             strcmp(a, "--quick") == 0 || strcmp(a, "--json") == 0 || strcmp(a, "--help") == 0;
         const bool takes = strcmp(a, "--only") == 0 || strcmp(a, "--tensord") == 0 ||
@@ -1569,6 +1570,11 @@ int main(int argc, char **argv)
         } else if (strcmp(a, "--json") == 0) {
             g_json = true;
         } else if (strcmp(a, "--only") == 0) {
+            if (strlen(v) >= sizeof g_only) {
+                fprintf(stderr, "tensord-bench: --only: a list of %zu characters; at most %zu "
+                                "(P1 .. P7, comma-separated)\n", strlen(v), sizeof g_only - 1);
+                return 2;
+            }
             snprintf(g_only, sizeof g_only, "%s", v);
         } else if (strcmp(a, "--tensord") == 0) {
             g_tensord = v;
@@ -1590,6 +1596,11 @@ int main(int argc, char **argv)
         } else if (strcmp(a, "--p5-configs") == 0) {
             g_p5_configs = 0;
             char list[128];
+            if (strlen(v) >= sizeof list) {
+                fprintf(stderr, "tensord-bench: --p5-configs: a list of %zu characters; at most "
+                                "%zu\n", strlen(v), sizeof list - 1);
+                return 2;
+            }
             snprintf(list, sizeof list, "%s", v);
             for (char *save = NULL, *w = strtok_r(list, ",", &save); w != NULL;
                  w = strtok_r(NULL, ",", &save)) {
@@ -1604,6 +1615,11 @@ int main(int argc, char **argv)
                     return 2;
                 }
                 g_p5_configs |= bit;
+            }
+            if (g_p5_configs == 0) {
+                fprintf(stderr, "tensord-bench: --p5-configs '%s' names no configuration (tcp, "
+                                "unix, tcp-sync, tcp-offer, tcp-f32)\n", v);
+                return 2;
             }
         } else if (strcmp(a, "--p5-runs") == 0) {
             const char *end;

@@ -34,6 +34,12 @@ expect "tensord-bench: --only: unknown measure 'P9' (P1 .. P7)" --only=P9
 expect "tensord-bench: --p5-runs needs 1..9, not '0'" --p5-runs=0
 expect "each number in 1..65536, not '4x0'" --p5-sizes=4x0
 expect "tcp-offer and tcp-f32, not 'udp=1'" --p5-configs=tcp,udp=1
+# a list that names nothing, and lists longer than the bench keeps (it used to cut them at
+# 127 characters and name the cut piece, or run no remote configuration at all)
+expect "tensord-bench: --p5-configs ',' names no configuration" --p5-configs=,
+long=$(printf 'P1,%.0s' $(seq 60))
+expect "tensord-bench: --only: a list of 180 characters; at most 127" --only="$long"
+expect "tensord-bench: --p5-configs: a list of 180 characters; at most 127" --p5-configs "$long"
 # flags given a value, options without one, an unknown option: with the usage
 expect_usage() { # expect_usage NEEDLE ARGS...
     expect "$@"
@@ -46,6 +52,8 @@ expect_usage "tensord-bench: option --only needs a value" --only=
 expect_usage "tensord-bench: option --only needs a value" --only
 expect_usage "tensord-bench: option --tensord needs a value" --tensord=
 expect_usage "tensord-bench: unknown argument '--bogus'" --bogus=1
-"$bench" --help >"$tmp/out" || fail "--help exited $?"
-grep -qF -- "--only LIST" "$tmp/out" || fail "--help does not list --only"
+for h in --help -h; do
+    "$bench" $h >"$tmp/out" || fail "$h exited $?"
+    grep -qF -- "--only LIST" "$tmp/out" || fail "$h does not list --only"
+done
 echo "ok: tensord-bench command line"
