@@ -86,8 +86,8 @@ typedef struct td__srv_session {
      * Under exec_mu, like every use of the engine session. */
     bool shm_pin_tried;
     uint32_t shm_pinned;
-    /* Answers ShmWrites whose device copy is still queued (server/shmdone.h); NULL until
-     * the first. Stopped in queue_closed before the region is unpinned. Used by jobs only
+    /* Answers the session's ShmWrites, also those whose device copy is still queued
+     * (server/shmdone.h); NULL until the first. Stopped in queue_closed before the region is unpinned. Used by jobs only
      * (td__ss_in_job: the worker, or the ring's thread under exec_mu), one at a time. */
     struct td__shm_done *shm_done;
 

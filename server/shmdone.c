@@ -78,7 +78,8 @@ void td__shm_done_add(td__shm_done **slot, td__srv_session *ss, td__fence f, uin
 {
     pending p = {.fence = f, .seq = seq, .tensor = tensor};
     if (*slot == NULL && (*slot = start(ss)) == NULL) {
-        td__log(TD_LOG_WARN, "session %llu: no thread for queued shm writes; waiting for each",
+        td__log(TD_LOG_WARN,
+                "session %llu: no thread to answer shm writes; the worker answers each",
                 (unsigned long long)ss->c.id);
         answer(ss, &p);
         return;

@@ -45,9 +45,9 @@ struct td__srv_session;
 typedef struct td__shm_done td__shm_done;
 
 /* Answer seq (a ShmWrite of tensor `tensor`) once fence f has finished (at once for an empty
- * fence, handle NULL): ShmDone, or a Failure TD_EDEVICE naming the seq and tensor. Starts the session's thread at the first
- * call (*slot, NULL before, keeps it); when no thread or memory can be had, finishes the
- * fence here and answers at once. */
+ * fence, handle NULL): ShmDone, or a Failure TD_EDEVICE naming the seq and tensor. Starts
+ * the session's thread at the first call (*slot, NULL before, keeps it); when no thread or
+ * memory can be had, finishes the fence here and answers at once. */
 void td__shm_done_add(td__shm_done **slot, struct td__srv_session *ss, td__fence f,
                       uint64_t seq, uint64_t tensor);
 /* Wait until every fence handed over so far has finished and been answered (NULL: at

@@ -16,8 +16,8 @@
 # more flags with more "+"). SERVER_ENV_B (e.g. TENSORD_SHM_WRITE_WAIT=1) starts a second
 # unix server with that environment, run after the first as "unixb" (an A/B of a server
 # setting in one call); B_TCP=1 makes that second server a TCP one, "tcpb", and
-# TRANSPORTS (default "tcp unix") picks which of the first two servers' rows run. Results in $OUT/timings.txt; servers' logs in
-# $OUT/server-{tcp,unix,unixb}.log. Bounded by BUDGET seconds (default 240).
+# TRANSPORTS (default "tcp unix") picks which of the first two servers' rows run. Results
+# in $OUT/timings.txt; servers' logs in $OUT/server-{tcp,unix,unixb,tcpb}.log. Bounded by BUDGET seconds (default 240).
 set -u -o pipefail
 cd "$(dirname "$0")/../.." || exit 1
 OUT=${OUT:-/tmp/tensord-p5-timings}
@@ -47,14 +47,24 @@ srv tcp 127.0.0.1:0
 srv unix "unix:$sock"
 sockb=$(mktemp -u /tmp/tensord-p5tb-XXXXXX.sock)
 SERVERS="tcp unix"
-B=unixb
-[ "${B_TCP:-0}" = 1 ] && B=tcpb
+ROWS="local ${TRANSPORTS:-tcp unix}"
 if [ -n "${SERVER_ENV_B:-}" ]; then
-    if [ $B = tcpb ]; then srv tcpb 127.0.0.1:0 "$SERVER_ENV_B"; else srv unixb "unix:$sockb" "$SERVER_ENV_B"; fi
+    if [ "${B_TCP:-0}" = 1 ]; then B=tcpb addr=127.0.0.1:0; else B=unixb addr=unix:$sockb; fi
+    srv $B "$addr" "$SERVER_ENV_B"
     SERVERS="tcp unix $B"
+    ROWS="$ROWS $B"
 fi
-tcpb=$(sed -n 's/^listening on //p' "$OUT/listen-tcpb" 2>/dev/null | head -1)
 tcp=$(sed -n 's/^listening on //p' "$OUT/listen-tcp" | head -1)
+tcpb=$(sed -n 's/^listening on //p' "$OUT/listen-tcpb" 2>/dev/null | head -1)
+uri() { # row label -> the trainer's --device
+    case $1 in
+    local) echo "local:$DEV" ;;
+    tcp) echo "tensord://$tcp/$DEV" ;;
+    tcpb) echo "tensord://$tcpb/$DEV" ;;
+    unix) echo "unix:$sock/$DEV" ;;
+    unixb) echo "unix:$sockb/$DEV" ;;
+    esac
+}
 seed=100
 train() { # label device batch hidden trainer (one seed a round: equal loss lines)
     # shellcheck disable=SC2086 # CLIENT_ENV and TRAIN_ARGS are lists
@@ -81,13 +91,9 @@ for s in $SIZES; do
         [ $(($(date +%s) - start)) -gt "$BUDGET" ] && { echo "budget spent" | tee -a "$T"; break 2; }
         seed=$((seed + 1))
         for tr in ${TRAINERS:-fashion-mnist}; do
-            train local "local:$DEV" "${s%x*}" "${s#*x}" "$tr"
-            case " ${TRANSPORTS:-tcp unix} " in *" tcp "*) train tcp "tensord://$tcp/$DEV" "${s%x*}" "${s#*x}" "$tr" ;; esac
-            case " ${TRANSPORTS:-tcp unix} " in *" unix "*) train unix "unix:$sock/$DEV" "${s%x*}" "${s#*x}" "$tr" ;; esac
-            if [ -n "${SERVER_ENV_B:-}" ]; then
-                if [ $B = tcpb ]; then train tcpb "tensord://$tcpb/$DEV" "${s%x*}" "${s#*x}" "$tr"
-                else train unixb "unix:$sockb/$DEV" "${s%x*}" "${s#*x}" "$tr"; fi
-            fi
+            for row in $ROWS; do
+                train "$row" "$(uri "$row")" "${s%x*}" "${s#*x}" "$tr"
+            done
         done
     done
 done
