@@ -9,6 +9,7 @@
 #ifndef TD_TOOLS_ARGV_OPT_H
 #define TD_TOOLS_ARGV_OPT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -42,6 +43,12 @@ static inline void argv_opt_split(char *arg, argv_opt *o)
     o->name_buf[eq - arg] = '\0';
     o->name = o->name_buf;
     o->value = eq + 1;
+}
+
+/* Whether an option name (argv_opt.name) asks for the usage: "-h" or "--help". */
+static inline bool argv_opt_is_help(const char *name)
+{
+    return strcmp(name, "-h") == 0 || strcmp(name, "--help") == 0;
 }
 
 /* The value of the option that argv_opt_split read from argv[*i] into *o: o->value when

@@ -129,7 +129,6 @@ static int usage_error(const char *usage, const char *fmt, const char *arg)
     return EXIT_USAGE;
 }
 
-static bool is_help(const char *a) { return strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0; }
 
 /* Parse a positive int in [1, max]; false if it is not one. */
 static bool parse_count(const char *s, long max, int *out)
@@ -159,9 +158,9 @@ static int parse_sub(int argc, char **argv, const char *usage, const char **addr
         argv_opt_split(argv[i], &opt);
         const char *a = opt.name;
         const bool is_json = x != NULL && x->json != NULL && strcmp(a, "--json") == 0;
-        if ((is_help(a) || is_json) && opt.value != NULL)
+        if ((argv_opt_is_help(a) || is_json) && opt.value != NULL)
             return usage_error(usage, "option %s takes no value", a);
-        if (is_help(a)) {
+        if (argv_opt_is_help(a)) {
             fputs(usage, stdout);
             return 0;
         }
@@ -487,9 +486,9 @@ int main(int argc, char **argv)
     argv_opt opt;
     argv_opt_split(argv[1], &opt);
     const char *cmd = opt.name;
-    if ((is_help(cmd) || strcmp(cmd, "--version") == 0) && opt.value != NULL)
+    if ((argv_opt_is_help(cmd) || strcmp(cmd, "--version") == 0) && opt.value != NULL)
         return usage_error(usage_main, "option %s takes no value", cmd);
-    if (is_help(cmd)) {
+    if (argv_opt_is_help(cmd)) {
         fputs(usage_main, stdout);
         return 0;
     }

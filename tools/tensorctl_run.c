@@ -50,7 +50,7 @@ int td__tensorctl_run(int argc, char **argv)
         argv_opt opt;
         argv_opt_split(argv[i], &opt);
         const char *a = opt.name;
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+        if (argv_opt_is_help(a)) {
             if (opt.value != NULL) {
                 fprintf(stderr, "tensorctl run: option %s takes no value\n%s", a, usage_run);
                 return 2;

@@ -233,10 +233,10 @@ int td__tensorctl_verify(int argc, char **argv)
         argv_opt opt;
         argv_opt_split(argv[i], &opt);
         const char *a = opt.name;
-        const bool flag = strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0 ||
-                          strcmp(a, "--quick") == 0 || strcmp(a, "--ops") == 0;
+        const bool flag =
+            argv_opt_is_help(a) || strcmp(a, "--quick") == 0 || strcmp(a, "--ops") == 0;
         if (flag && opt.value != NULL) return usage_fail("option %s takes no value", a);
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+        if (argv_opt_is_help(a)) {
             fputs(usage_verify, stdout);
             return 0;
         }

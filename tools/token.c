@@ -72,11 +72,6 @@ static int flag_given_value(const char *sub, const char *flag)
     return usage_fail(what, NULL);
 }
 
-static bool is_help(const char *a)
-{
-    return strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0;
-}
-
 /* The quotas in force for `tenant` (last setting wins, as the server reads them). */
 static void tenant_limits(const td__token_entry *v, size_t n, const char *tenant,
                           uint64_t lim[5], unsigned *set, bool *exists)
@@ -106,10 +101,11 @@ static int cmd_new(int argc, char **argv)
         argv_opt opt;
         argv_opt_split(argv[i], &opt);
         const char *a = opt.name;
-        if ((is_help(a) || strcmp(a, "--admin") == 0 || strcmp(a, "--update-quotas") == 0) &&
+        if ((argv_opt_is_help(a) || strcmp(a, "--admin") == 0 ||
+             strcmp(a, "--update-quotas") == 0) &&
             opt.value != NULL)
             return flag_given_value("new", a);
-        if (is_help(a)) {
+        if (argv_opt_is_help(a)) {
             fputs(usage_token, stdout);
             return 0;
         }
@@ -287,9 +283,9 @@ static int cmd_list(int argc, char **argv)
         argv_opt opt;
         argv_opt_split(argv[i], &opt);
         const char *a = opt.name;
-        if ((is_help(a) || strcmp(a, "--json") == 0) && opt.value != NULL)
+        if ((argv_opt_is_help(a) || strcmp(a, "--json") == 0) && opt.value != NULL)
             return flag_given_value("list", a);
-        if (is_help(a)) {
+        if (argv_opt_is_help(a)) {
             fputs(usage_token, stdout);
             return 0;
         }
@@ -357,8 +353,8 @@ static int cmd_revoke(int argc, char **argv)
         argv_opt opt;
         argv_opt_split(argv[i], &opt);
         const char *a = opt.name;
-        if (is_help(a) && opt.value != NULL) return flag_given_value("revoke", a);
-        if (is_help(a)) {
+        if (argv_opt_is_help(a) && opt.value != NULL) return flag_given_value("revoke", a);
+        if (argv_opt_is_help(a)) {
             fputs(usage_token, stdout);
             return 0;
         }
@@ -460,9 +456,10 @@ int td__tensorctl_token(int argc, char **argv)
     if (argc >= 1) {
         argv_opt opt;
         argv_opt_split(argv[0], &opt);
-        if (is_help(opt.name) && opt.value != NULL) return flag_given_value(NULL, opt.name);
+        if (argv_opt_is_help(opt.name) && opt.value != NULL)
+            return flag_given_value(NULL, opt.name);
     }
-    if (argc >= 1 && is_help(argv[0])) {
+    if (argc >= 1 && argv_opt_is_help(argv[0])) {
         fputs(usage_token, stdout);
         return 0;
     }
